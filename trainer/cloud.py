@@ -1,0 +1,94 @@
+"""Vertex AI conventions, as pure functions of an environment mapping.
+
+Vertex tells a training container where to write through environment variables
+(https://cloud.google.com/vertex-ai/docs/training/code-requirements#environment-variables).
+Everything here takes the mapping as an argument so that local runs, custom jobs, tuning trials
+and multi-worker pools can all be tested without a cloud.
+"""
+import dataclasses
+import json
+from typing import Mapping, Optional
+
+# The tuning objective. trainer.submit builds the HyperparameterTuningJob's metric_spec from these
+# and the trainer reports under the same tag, so the two cannot disagree.
+METRIC_GOALS = {"val_macro_f1": "maximize", "val_accuracy": "maximize",
+                "val_macro_recall": "maximize", "val_loss": "minimize"}
+HYPERTUNE_METRIC = "val_macro_f1"
+
+
+@dataclasses.dataclass(frozen=True)
+class VertexEnvironment:
+    model_dir: Optional[str] = None  # AIP_MODEL_DIR: where Vertex expects the exported model
+    checkpoint_dir: Optional[str] = None  # AIP_CHECKPOINT_DIR
+    tensorboard_dir: Optional[str] = None  # AIP_TENSORBOARD_LOG_DIR: per trial in tuning jobs
+    training_data_uri: Optional[str] = None  # AIP_TRAINING_DATA_URI (managed datasets)
+    validation_data_uri: Optional[str] = None
+    test_data_uri: Optional[str] = None
+    job_id: Optional[str] = None  # CLOUD_ML_JOB_ID
+    trial_id: Optional[str] = None  # CLOUD_ML_TRIAL_ID: set only inside a tuning trial
+    cluster: Optional[dict] = None  # TF_CONFIG (or CLUSTER_SPEC) parsed
+
+    @property
+    def on_vertex(self) -> bool:
+        return self.job_id is not None or self.model_dir is not None
+
+
+def read_environment(environ: Mapping[str, str]) -> VertexEnvironment:
+    def get(name):
+        value = environ.get(name, "").strip()
+        return value or None
+
+    return VertexEnvironment(
+        model_dir=get("AIP_MODEL_DIR"),
+        checkpoint_dir=get("AIP_CHECKPOINT_DIR"),
+        tensorboard_dir=get("AIP_TENSORBOARD_LOG_DIR"),
+        training_data_uri=get("AIP_TRAINING_DATA_URI"),
+        validation_data_uri=get("AIP_VALIDATION_DATA_URI"),
+        test_data_uri=get("AIP_TEST_DATA_URI"),
+        job_id=get("CLOUD_ML_JOB_ID"),
+        trial_id=get("CLOUD_ML_TRIAL_ID"),
+        cluster=parse_cluster(environ),
+    )
+
+
+def parse_cluster(environ: Mapping[str, str]) -> Optional[dict]:
+    """TF_CONFIG, or Vertex's CLUSTER_SPEC rewritten into TF_CONFIG's shape.
+
+    Vertex sets both for multi-machine custom jobs; CLUSTER_SPEC alone appears with custom
+    containers that opt out of TF_CONFIG, and names the current task under "task".
+    """
+    raw = environ.get("TF_CONFIG", "").strip()
+    if raw:
+        return json.loads(raw)
+    raw = environ.get("CLUSTER_SPEC", "").strip()
+    if raw:
+        spec = json.loads(raw)
+        cluster = {_POOL_ROLES.get(name, name): tasks for name, tasks in spec.get("cluster", {}).items()}
+        task = dict(spec.get("task", {}))
+        task["type"] = _POOL_ROLES.get(task.get("type"), task.get("type"))
+        return {"cluster": cluster, "task": {"type": task["type"], "index": int(task.get("index", 0))}}
+    return None
+
+
+# Vertex names worker pools by position; TensorFlow names them by role.
+_POOL_ROLES = {"workerpool0": "chief", "workerpool1": "worker", "workerpool2": "ps",
+               "workerpool3": "evaluator"}
+
+
+def cluster_size(cluster: Optional[dict]) -> int:
+    if not cluster:
+        return 1
+    return sum(len(tasks) for name, tasks in cluster.get("cluster", {}).items()
+               if name in ("chief", "master", "worker"))
+
+
+def task_role(cluster: Optional[dict]) -> tuple:
+    """(task type, index, is_chief) of this process; a lone process is the chief."""
+    if not cluster or cluster_size(cluster) <= 1:
+        return "chief", 0, True
+    task = cluster.get("task", {})
+    task_type, index = task.get("type", "worker"), int(task.get("index", 0))
+    has_chief = any(name in cluster.get("cluster", {}) for name in ("chief", "master"))
+    is_chief = task_type in ("chief", "master") or (
+        not has_chief and task_type == "worker" and index == 0)
+    return task_type, index, is_chief

@@ -1,0 +1,327 @@
+"""One typed config, built once from flags and the environment, validated up front, saved with the run.
+
+Each dataclass field *is* a command-line flag: `--max-seq-length` is `DataConfig.max_seq_length`,
+with its help text in the field's metadata. The parser, `--help`, config.json and the tuning
+parameter ids of `trainer.submit` therefore cannot drift apart.
+"""
+import argparse
+import dataclasses
+import datetime
+import difflib
+import json
+import os
+import typing
+from typing import Mapping, Optional, Sequence
+
+from trainer import cloud
+from trainer.errors import UserError
+
+DEFAULT_ENCODER = "minilm-l6-h384-uncased"
+
+
+def _flag(default, help, **kwargs):
+    return dataclasses.field(default=default, metadata={"help": help, **kwargs})
+
+
+@dataclasses.dataclass
+class DataConfig:
+    training_file: Optional[str] = _flag(
+        None, "Training data: CSV, TSV or JSON Lines (by extension); local or gs://; several files "
+              "comma-separated or as a glob. Default: the sample posts shipped in the package.")
+    validation_file: Optional[str] = _flag(
+        None, "Validation data. Default: a stratified --validation-fraction of the training data.")
+    testing_file: Optional[str] = _flag(None, "Test data, evaluated once with the best weights.")
+    text_column: Optional[str] = _flag(
+        None, "Column holding the text. Default: the first of bodyText, text, sentence, tweet, "
+              "review, content that exists.")
+    label_column: Optional[str] = _flag(
+        None, "Column holding the label. Default: the first of sentiment, label, labels, target, "
+              "class, category that exists.")
+    label_names: Optional[str] = _flag(
+        None, "Comma-separated class names. For integer labels: the name of 0, 1, ...; for "
+              "sentiment scores: the negative,neutral,positive names; for string labels: the "
+              "classes and their order (rows with other labels are errors).")
+    label_type: str = _flag(
+        "auto", "How to read the label column: 'score' maps a float in [-1, 1] to negative (<0), "
+                "neutral (0), positive (>0); 'index' is an integer class id; 'name' is a class "
+                "name. 'auto' decides from the training file's values.",
+        choices=("auto", "score", "index", "name"))
+    train_fraction: float = _flag(
+        1.0, "Train on this fraction of the training data (stratified by label), in (0, 1].")
+    validation_fraction: float = _flag(
+        0.1, "Fraction of the training data held out for validation when no --validation-file "
+             "is given (stratified).")
+    max_seq_length: int = _flag(128, "Maximum tokens per text, [CLS] and [SEP] included.")
+    skip_empty_text: bool = _flag(
+        False, "Skip rows whose text is empty or missing (counted in metrics.json) instead of "
+               "stopping with an error.")
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    encoder: str = _flag(
+        DEFAULT_ENCODER, "Encoder: a registered name, a TF-Hub/Kaggle handle, or a local/gs:// "
+                         "directory (Hugging Face, original Google BERT or TF-Hub SavedModel).")
+    preprocessor: Optional[str] = _flag(
+        None, "TF-Hub preprocessor handle or directory. Default: the one matching --encoder.")
+    encoder_backend: str = _flag(
+        "native", "'native' rebuilds BERT-shaped encoders from Keras layers (real mixed precision "
+                  "and XLA); 'hub' runs the SavedModel through hub.KerasLayer (any architecture).",
+        choices=("native", "hub"))
+    pooling: str = _flag(
+        "auto", "Sentence vector fed to the head: 'cls' (pooled [CLS] output) or 'mean' (masked "
+                "mean of token vectors). 'auto' uses what the encoder was trained with.",
+        choices=("auto", "cls", "mean"))
+    dropout: float = _flag(0.1, "Dropout rate before the classification head, in [0, 1).")
+    freeze_encoder: bool = _flag(False, "Train only the classification head.")
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    epochs: int = _flag(3, "Passes over the training data.")
+    batch_size: int = _flag(32, "Global batch size (split across replicas).")
+    eval_batch_size: int = _flag(64, "Global batch size for evaluation and prediction.")
+    learning_rate: float = _flag(1e-4, "Peak learning rate of AdamW.")
+    warmup_fraction: float = _flag(
+        0.1, "Fraction of training steps with linear warm-up, then linear decay to zero.")
+    weight_decay: float = _flag(
+        0.01, "Decoupled weight decay (AdamW); never applied to LayerNorm or biases.")
+    clip_norm: float = _flag(1.0, "Clip gradients to this global norm (0 disables).")
+    early_stopping_patience: int = _flag(
+        0, "Stop after this many epochs without a better --hypertune-metric on validation "
+           "(0 disables). The best epoch's weights are exported either way.")
+    class_weights: str = _flag(
+        "none", "'balanced' weights the loss by inverse class frequency.",
+        choices=("none", "balanced"))
+    seed: int = _flag(42, "Seed for splits, shuffling, initialisation and dropout.")
+    dry_run: bool = _flag(
+        False, "One step of training, evaluation and export on a few rows, to check a job end "
+               "to end in seconds.")
+    hypertune_metric: str = _flag(
+        cloud.HYPERTUNE_METRIC, "Validation metric that selects the best epoch, drives early "
+                                "stopping and is reported to Vertex hyperparameter tuning.",
+        choices=tuple(cloud.METRIC_GOALS))
+
+
+@dataclasses.dataclass
+class RuntimeConfig:
+    distribution: str = _flag(
+        "auto", "tf.distribute strategy. 'auto': a TPU if attached, else multi-worker when "
+                "TF_CONFIG names several tasks, else mirrored over 2+ GPUs, else one device.",
+        choices=("auto", "none", "mirrored", "multiworker", "tpu"))
+    mixed_precision: str = _flag(
+        "auto", "Compute dtype. 'auto': float16 on GPUs with compute capability >= 7.0, "
+                "bfloat16 on TPUs and on CPUs with native bfloat16 (AVX512_BF16/AMX), else off.",
+        choices=("auto", "off", "float16", "bfloat16"))
+    jit_compile: str = _flag(
+        "auto", "XLA. 'auto': on for the native encoder on GPU/TPU, off on CPU (slower there) "
+                "and never for a trained hub.KerasLayer (it recompiles every step).",
+        choices=("auto", "on", "off"))
+    sequence_padding: str = _flag(
+        "auto", "'bucket' groups texts of similar length and pads each batch to one of a few "
+                "fixed lengths; 'fixed' pads everything to --max-seq-length. 'auto': fixed on "
+                "TPU, bucket elsewhere.",
+        choices=("auto", "bucket", "fixed"))
+    steps_per_execution: int = _flag(1, "Training steps per tf.function call (TPU throughput).")
+    log_every_seconds: float = _flag(30.0, "Seconds between progress lines.")
+
+
+@dataclasses.dataclass
+class OutputConfig:
+    job_dir: Optional[str] = _flag(
+        None, "Where every artifact goes (local or gs://). Default: $AIP_MODEL_DIR's parent on "
+              "Vertex, else runs/run-<timestamp>.")
+    model_dir: Optional[str] = _flag(
+        None, "Where the exported SavedModel goes. Default: $AIP_MODEL_DIR, else JOB_DIR/model.")
+    checkpoint_dir: Optional[str] = _flag(
+        None, "Checkpoints for resuming. Default: $AIP_CHECKPOINT_DIR, else JOB_DIR/checkpoints.")
+    tensorboard_dir: Optional[str] = _flag(
+        None, "TensorBoard logs. Default: $AIP_TENSORBOARD_LOG_DIR, else JOB_DIR/tensorboard.")
+    cache_dir: Optional[str] = _flag(
+        None, "Cache for converted pretrained encoders. Default: $VBT_CACHE_DIR, else "
+              "~/.cache/vertex-bert-trainer.")
+    overwrite: bool = _flag(
+        False, "Replace a finished run in --job-dir instead of stopping. An unfinished run is "
+               "always resumed from its last checkpoint.")
+
+
+@dataclasses.dataclass
+class Config:
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
+    output: OutputConfig = dataclasses.field(default_factory=OutputConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, values: Mapping) -> "Config":
+        sections = {}
+        for section in dataclasses.fields(cls):
+            section_type = section.type if isinstance(section.type, type) else _SECTION_TYPES[section.name]
+            known = {f.name for f in dataclasses.fields(section_type)}
+            given = dict(values.get(section.name, {}))
+            unknown = set(given) - known
+            if unknown:
+                raise UserError(f"config section '{section.name}' has unknown keys: {sorted(unknown)}")
+            sections[section.name] = section_type(**given)
+        return cls(**sections)
+
+
+_SECTION_TYPES = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig,
+                  "runtime": RuntimeConfig, "output": OutputConfig}
+
+
+def flag_name(field_name: str) -> str:
+    return "--" + field_name.replace("_", "-")
+
+
+def _base_type(annotation):
+    """int for Optional[int], and so on."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return args[0] if args else annotation
+
+
+def build_arg_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m trainer.task",
+        description="Fine-tune a BERT-family encoder for text classification. With no data "
+                    "flags it trains on the sample posts shipped in the package.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        allow_abbrev=False)
+    hints = typing.get_type_hints(Config)
+    for section in dataclasses.fields(Config):
+        group = parser.add_argument_group(section.name)
+        for field in dataclasses.fields(hints[section.name]):
+            kwargs = {"help": field.metadata["help"], "dest": f"{section.name}.{field.name}",
+                      "default": argparse.SUPPRESS}
+            field_type = _base_type(typing.get_type_hints(hints[section.name])[field.name])
+            if field_type is bool:
+                kwargs["action"] = argparse.BooleanOptionalAction
+            else:
+                kwargs["type"] = field_type
+                kwargs["metavar"] = field.name.upper()
+                if "choices" in field.metadata:
+                    kwargs["choices"] = field.metadata["choices"]
+                    kwargs.pop("metavar")
+            # Show the real default in --help although parsing leaves unset flags out.
+            kwargs["help"] += f" (default: {field.default})"
+            group.add_argument(flag_name(field.name), **kwargs)
+    return parser
+
+
+def accepted_flags() -> set:
+    """Every flag `trainer.task` accepts, e.g. {'--learning-rate', ...}."""
+    return {action.option_strings[0] for action in build_arg_parser()._actions
+            if action.option_strings and action.option_strings[0] != "-h"}
+
+
+def parse_flags(argv: Sequence[str], environ: Mapping[str, str]) -> dict:
+    """Flags as {"section": {"field": value}}, only those given on the command line.
+
+    Vertex passes arguments of its own to some containers; they are tolerated there, but a
+    mistyped flag on a user's machine is an error, not a silently ignored setting.
+    """
+    parser = build_arg_parser()
+    namespace, unknown = parser.parse_known_args(list(argv))
+    if unknown:
+        if cloud.read_environment(environ).on_vertex:
+            print(f"Ignoring arguments this trainer does not know: {' '.join(unknown)}")
+        else:
+            flag = unknown[0].split("=")[0]
+            close = difflib.get_close_matches(flag, sorted(accepted_flags()), n=1)
+            hint = f" Did you mean {close[0]}?" if close else " See --help."
+            raise UserError(f"unknown argument {unknown[0]!r}.{hint}")
+    given = {}
+    for dest, value in vars(namespace).items():
+        section, name = dest.split(".")
+        given.setdefault(section, {})[name] = value
+    return given
+
+
+def build_config(argv: Sequence[str], environ: Mapping[str, str], now=None) -> Config:
+    """Flags first, then the Vertex environment, then defaults; validated."""
+    given = parse_flags(argv, environ)
+    config = Config.from_dict(given)
+    _apply_environment(config, cloud.read_environment(environ), given, now)
+    validate(config, given)
+    return config
+
+
+def _apply_environment(config: Config, env: "cloud.VertexEnvironment", given: dict, now) -> None:
+    data, out = config.data, config.output
+    data.training_file = data.training_file or env.training_data_uri
+    data.validation_file = data.validation_file or env.validation_data_uri
+    data.testing_file = data.testing_file or env.test_data_uri
+    if out.job_dir is None:
+        if env.model_dir:
+            # AIP_MODEL_DIR is <base_output_directory>/model (per trial in tuning jobs).
+            out.job_dir = env.model_dir.rstrip("/").rsplit("/", 1)[0]
+        else:
+            stamp = (now or datetime.datetime.now()).strftime("%Y%m%d-%H%M%S")
+            out.job_dir = os.path.join("runs", f"run-{stamp}")
+    elif env.trial_id and "model_dir" not in given.get("output", {}) and not env.model_dir:
+        # Trials of one tuning job share the job's flags: give each its own directory.
+        out.job_dir = _join(out.job_dir, f"trial-{env.trial_id}")
+    out.model_dir = out.model_dir or env.model_dir or _join(out.job_dir, "model")
+    out.checkpoint_dir = out.checkpoint_dir or env.checkpoint_dir or _join(out.job_dir, "checkpoints")
+    out.tensorboard_dir = (out.tensorboard_dir or env.tensorboard_dir
+                           or _join(out.job_dir, "tensorboard"))
+
+
+def _join(base: str, name: str) -> str:
+    return base.rstrip("/") + "/" + name
+
+
+def validate(config: Config, given: Optional[dict] = None) -> None:
+    """Every check that needs no data or TensorFlow, with the flag named in the message."""
+    given = given or {}
+    d, m, t, r = config.data, config.model, config.train, config.runtime
+
+    def require(ok, flag, message):
+        if not ok:
+            raise UserError(f"{flag}: {message}")
+
+    require(0.0 < d.train_fraction <= 1.0, "--train-fraction", f"must be in (0, 1], got {d.train_fraction}")
+    require(0.0 < d.validation_fraction < 0.5, "--validation-fraction",
+            f"must be in (0, 0.5), got {d.validation_fraction}")
+    require(d.validation_file is None or "validation_fraction" not in given.get("data", {}),
+            "--validation-fraction", "cannot be combined with --validation-file")
+    require(8 <= d.max_seq_length <= 512, "--max-seq-length", f"must be in [8, 512], got {d.max_seq_length}")
+    if d.label_names is not None:
+        names = [n.strip() for n in d.label_names.split(",")]
+        require(len(names) >= 2 and all(names), "--label-names",
+                f"needs at least two non-empty comma-separated names, got {d.label_names!r}")
+        require(len(set(names)) == len(names), "--label-names", f"has duplicates: {d.label_names!r}")
+        require(d.label_type != "score" or len(names) == 3, "--label-names",
+                "with --label-type score needs exactly three names (negative,neutral,positive)")
+    require(0.0 <= m.dropout < 1.0, "--dropout", f"must be in [0, 1), got {m.dropout}")
+    require(t.epochs >= 1, "--epochs", f"must be at least 1, got {t.epochs}")
+    require(t.batch_size >= 1, "--batch-size", f"must be at least 1, got {t.batch_size}")
+    require(t.eval_batch_size >= 1, "--eval-batch-size", f"must be at least 1, got {t.eval_batch_size}")
+    require(t.learning_rate > 0, "--learning-rate", f"must be positive, got {t.learning_rate}")
+    require(0.0 <= t.warmup_fraction < 1.0, "--warmup-fraction", f"must be in [0, 1), got {t.warmup_fraction}")
+    require(t.weight_decay >= 0, "--weight-decay", f"must be >= 0, got {t.weight_decay}")
+    require(t.clip_norm >= 0, "--clip-norm", f"must be >= 0, got {t.clip_norm}")
+    require(t.early_stopping_patience >= 0, "--early-stopping-patience",
+            f"must be >= 0, got {t.early_stopping_patience}")
+    require(r.steps_per_execution >= 1, "--steps-per-execution", f"must be at least 1, got {r.steps_per_execution}")
+    require(r.log_every_seconds > 0, "--log-every-seconds", f"must be positive, got {r.log_every_seconds}")
+    require(not (m.encoder_backend == "hub" and r.jit_compile == "on" and not m.freeze_encoder),
+            "--jit-compile", "'on' cannot train a hub.KerasLayer encoder: XLA recompiles it every "
+                             "step (about 30x slower). Use --encoder-backend native or --freeze-encoder.")
+
+
+def save(config: Config, path: str) -> None:
+    from trainer import storage  # imports TensorFlow: lazily, so --help stays fast
+    storage.write_text_atomic(path, config.to_json() + "\n")
+
+
+def load(path: str) -> Config:
+    from trainer import storage
+    return Config.from_dict(json.loads(storage.read_text(path)))

@@ -1,0 +1,88 @@
+"""File access for local paths and gs:// alike (tf.io.gfile), with atomic writes.
+
+A reader never sees half a file: every write goes to a temporary name in the same directory
+and is renamed into place. On GCS an object appears whole when its upload finishes, and
+rename is copy-then-delete, which is still all-or-nothing for the final name.
+"""
+import os
+import uuid
+
+import tensorflow as tf
+
+from trainer.errors import UserError
+
+
+def exists(path: str) -> bool:
+    return tf.io.gfile.exists(path)
+
+
+def makedirs(path: str) -> None:
+    tf.io.gfile.makedirs(path)
+
+
+def read_text(path: str) -> str:
+    with tf.io.gfile.GFile(path, "r") as f:
+        return f.read()
+
+
+def read_bytes(path: str) -> bytes:
+    with tf.io.gfile.GFile(path, "rb") as f:
+        return f.read()
+
+
+def _temporary_name(path: str) -> str:
+    head, tail = os.path.split(path.rstrip("/"))
+    return os.path.join(head, f".{tail}.tmp-{uuid.uuid4().hex[:8]}")
+
+
+def write_bytes_atomic(path: str, data: bytes) -> None:
+    parent = os.path.dirname(path)
+    if parent:
+        tf.io.gfile.makedirs(parent)
+    tmp = _temporary_name(path)
+    with tf.io.gfile.GFile(tmp, "wb") as f:
+        f.write(data)
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+def write_text_atomic(path: str, text: str) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def replace_directory(tmp_dir: str, final_dir: str) -> None:
+    """Move a fully written directory into place, replacing what was there."""
+    if tf.io.gfile.exists(final_dir):
+        tf.io.gfile.rmtree(final_dir)
+    tf.io.gfile.rename(tmp_dir, final_dir, overwrite=True)
+
+
+def temporary_sibling(path: str) -> str:
+    """A fresh name next to `path` for writing a directory before `replace_directory`."""
+    return _temporary_name(path)
+
+
+def expand_paths(spec: str, flag: str) -> list:
+    """'a.csv,b.csv' or 'data/*.csv' (local or gs://) -> sorted existing paths, or a clear error."""
+    paths = []
+    for part in [p.strip() for p in spec.split(",") if p.strip()]:
+        if any(ch in part for ch in "*?["):
+            try:
+                matches = sorted(tf.io.gfile.glob(part))
+            except tf.errors.OpError as e:
+                raise UserError(f"{flag}: cannot list {part}: {e.message}") from None
+            if not matches:
+                raise UserError(f"{flag}: no file matches {part}")
+            paths.extend(matches)
+        else:
+            try:
+                found = tf.io.gfile.exists(part)
+            except tf.errors.OpError as e:
+                raise UserError(f"{flag}: cannot reach {part}: {e.message}") from None
+            if not found:
+                raise UserError(f"{flag}: file not found: {part}")
+            if tf.io.gfile.isdir(part):
+                raise UserError(f"{flag}: {part} is a directory; give files or a glob like {part.rstrip('/')}/*.csv")
+            paths.append(part)
+    if not paths:
+        raise UserError(f"{flag}: no file given")
+    return paths
