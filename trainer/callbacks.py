@@ -1,0 +1,209 @@
+"""Keras callbacks of a training run: evaluation, history, best weights, resume, progress.
+
+Order matters and `trainer.train` keeps it: the epoch is evaluated first (its metrics go into
+`logs` for everyone after), then its history row and best weights are written, and the resume
+checkpoint comes last. A job killed between those writes therefore has a history at most one
+row ahead of its checkpoint, which the resumed run drops before it redoes that epoch
+(keras-team/keras#19179 and tf-keras#430 show what happens otherwise: duplicated or missing
+epochs, and early stopping that forgets its best value).
+"""
+import csv
+import io
+import json
+import logging
+import math
+import os
+import time
+from typing import Callable, List, Optional
+
+import tensorflow as tf
+import tf_keras
+
+from trainer import cloud, storage
+
+log = logging.getLogger("trainer")
+
+HISTORY_COLUMNS = ("epoch", "loss", "accuracy", "val_loss", "val_accuracy", "val_macro_f1",
+                   "val_macro_recall", "learning_rate", "seconds")
+
+
+def current_learning_rate(optimizer) -> float:
+    rate = optimizer.learning_rate
+    if isinstance(rate, tf_keras.optimizers.schedules.LearningRateSchedule):
+        rate = rate(optimizer.iterations)
+    return float(tf.keras.backend.get_value(rate)) if not hasattr(rate, "numpy") else float(rate.numpy())
+
+
+class EpochEvaluation(tf_keras.callbacks.Callback):
+    """Evaluates the validation split after every epoch and adds val_* metrics to `logs`.
+
+    Keras' own validation reports only loss and accuracy; model selection and tuning here use
+    macro-F1, which needs every prediction of the split.
+    """
+
+    def __init__(self, evaluate: Callable[[], dict]):
+        super().__init__()
+        self._evaluate = evaluate
+        self.seconds_evaluating = 0.0
+        self._epoch_start = 0.0
+        self.last = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch_start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs if logs is not None else {}
+        train_seconds = time.perf_counter() - self._epoch_start
+        start = time.perf_counter()
+        self.last = self._evaluate()
+        self.seconds_evaluating += time.perf_counter() - start
+        for key in ("loss", "accuracy", "macro_f1", "macro_recall"):
+            logs[f"val_{key}"] = self.last[key]
+        logs["learning_rate"] = current_learning_rate(self.model.optimizer)
+        logs["seconds"] = train_seconds + (time.perf_counter() - start)
+
+
+def read_history(path: str) -> List[dict]:
+    if not storage.exists(path):
+        return []
+    rows = list(csv.DictReader(io.StringIO(storage.read_text(path))))
+    return [{k: (int(v) if k == "epoch" else float(v)) for k, v in row.items()} for row in rows]
+
+
+def write_history(path: str, rows: List[dict]) -> None:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=HISTORY_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: (f"{row[k]:.6g}" if isinstance(row[k], float) else row[k])
+                         for k in HISTORY_COLUMNS})
+    storage.write_text_atomic(path, out.getvalue())
+
+
+class HistoryWriter(tf_keras.callbacks.Callback):
+    """eval_history.csv: one row per finished epoch (1-based), rewritten atomically each time."""
+
+    def __init__(self, path: Optional[str], rows: List[dict]):
+        super().__init__()
+        self.path, self.rows = path, list(rows)
+
+    def on_epoch_end(self, epoch, logs=None):
+        row = {"epoch": epoch + 1, **{k: float(logs[k]) for k in HISTORY_COLUMNS[1:]}}
+        self.rows = [r for r in self.rows if r["epoch"] < row["epoch"]] + [row]
+        if self.path:
+            write_history(self.path, self.rows)
+
+
+def is_better(metric: str, value: float, best: Optional[float]) -> bool:
+    if best is None or math.isnan(best):
+        return not math.isnan(value)
+    return value > best if cloud.METRIC_GOALS[metric] == "maximize" else value < best
+
+
+def best_so_far(rows: List[dict], metric: str):
+    """(best epoch, best value) over history rows, as early stopping would have tracked them."""
+    best_epoch, best = None, None
+    for row in rows:
+        if is_better(metric, row[metric], best):
+            best_epoch, best = row["epoch"], row[metric]
+    return best_epoch, best
+
+
+class BestWeights(tf_keras.callbacks.Callback):
+    """Keeps the best epoch's weights on disk and stops after `patience` epochs without gain.
+
+    The best value and the epochs waited are derived from the history, so a resumed run
+    continues early stopping exactly where the killed one was.
+    """
+
+    def __init__(self, directory: str, metric: str, patience: int, rows: List[dict]):
+        super().__init__()
+        self.directory, self.metric, self.patience = directory, metric, patience
+        self.best_epoch, self.best = best_so_far(rows, metric)
+        self.stopped_early = False
+
+    @property
+    def pointer(self) -> str:
+        return os.path.join(self.directory, "best.json")
+
+    def on_epoch_end(self, epoch, logs=None):
+        value, finished = float(logs[self.metric]), epoch + 1
+        if is_better(self.metric, value, self.best):
+            self.best_epoch, self.best = finished, value
+            prefix = tf.train.Checkpoint(model=self.model).write(
+                os.path.join(self.directory, f"epoch-{finished}", "weights"))
+            previous = read_pointer(self.pointer)
+            storage.write_text_atomic(self.pointer, json.dumps(
+                {"epoch": finished, "metric": self.metric, "value": value, "prefix": prefix}))
+            if previous and previous["epoch"] != finished:
+                stale = os.path.join(self.directory, f"epoch-{previous['epoch']}")
+                if storage.exists(stale):
+                    tf.io.gfile.rmtree(stale)
+        elif self.patience and finished - self.best_epoch >= self.patience:
+            log.info("early stopping: %s has not improved for %d epochs (best %.4f at epoch %d)",
+                     self.metric, self.patience, self.best, self.best_epoch)
+            self.stopped_early = True
+            self.model.stop_training = True
+
+
+def read_pointer(path: str) -> Optional[dict]:
+    return json.loads(storage.read_text(path)) if storage.exists(path) else None
+
+
+class EpochCheckpoint(tf_keras.callbacks.Callback):
+    """Model, optimizer (its step drives the learning-rate schedule) and epoch, after each epoch.
+
+    Written through tf.train.CheckpointManager, whose `checkpoint` index file is replaced only
+    after the new checkpoint is complete.
+    """
+
+    def __init__(self, manager: tf.train.CheckpointManager, epoch: tf.Variable):
+        super().__init__()
+        self.manager, self.epoch = manager, epoch
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epoch.assign(epoch + 1)
+        self.manager.save(checkpoint_number=epoch + 1)
+
+
+class ProgressLogger(tf_keras.callbacks.Callback):
+    """A line every `interval` seconds: step, loss, throughput in examples and real tokens, ETA."""
+
+    def __init__(self, interval: float, epochs: int, steps_per_epoch: int,
+                 examples_per_epoch: int, tokens_per_epoch: int):
+        super().__init__()
+        self.interval, self.epochs, self.steps = interval, epochs, steps_per_epoch
+        self.examples, self.tokens = examples_per_epoch, tokens_per_epoch
+        self.epoch_seconds: List[float] = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch, self.start = epoch, time.perf_counter()
+        self.last_line = self.start
+
+    def on_train_batch_end(self, batch, logs=None):
+        now = time.perf_counter()
+        if now - self.last_line < self.interval:
+            return
+        self.last_line = now
+        done = (batch + 1) / self.steps
+        elapsed = now - self.start
+        rate = done * self.examples / elapsed
+        left_in_epoch = elapsed / done - elapsed
+        left = left_in_epoch + (self.epochs - self.epoch - 1) * elapsed / done
+        log.info("epoch %d/%d  step %d/%d  loss %.4f  acc %.3f  %.1f ex/s  %.0f tok/s  "
+                 "ETA epoch %s, run %s", self.epoch + 1, self.epochs, batch + 1, self.steps,
+                 logs.get("loss", float("nan")), logs.get("accuracy", float("nan")), rate,
+                 rate * self.tokens / max(1, self.examples), _clock(left_in_epoch), _clock(left))
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epoch_seconds.append(logs.get("seconds", time.perf_counter() - self.start))
+        log.info("epoch %d/%d done in %s: loss %.4f acc %.3f | val loss %.4f acc %.3f "
+                 "macro-F1 %.3f macro-recall %.3f | lr %.2e", epoch + 1, self.epochs,
+                 _clock(self.epoch_seconds[-1]), logs["loss"], logs["accuracy"], logs["val_loss"],
+                 logs["val_accuracy"], logs["val_macro_f1"], logs["val_macro_recall"],
+                 logs["learning_rate"])
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(round(max(0.0, seconds)))
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"

@@ -1,0 +1,193 @@
+"""A BERT encoder built from tf-keras layers, so dtype policies and XLA reach its matmuls.
+
+A TF-Hub encoder is a SavedModel traced in float32: under a mixed policy `hub.KerasLayer` still
+runs every encoder matmul in float32 (tensorflow/hub#466, #790). Building the same network from
+tf-keras layers under the active policy gives real bf16/fp16 compute with float32 variables.
+
+The layout and the layer names follow Model Garden's BertEncoder
+(official/nlp/modeling/networks/bert_encoder.py): embeddings -> LayerNorm -> N post-LN
+transformer blocks -> tanh pooler on [CLS]. Its variables are therefore named exactly like those
+of the TF-Hub BERT encoders ("transformer/layer_0/self_attention/query/kernel:0", ...), so one
+name mapping reads both TF-Hub SavedModels and this package's own exports.
+"""
+import dataclasses
+from typing import Dict, Optional
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from trainer.errors import UserError
+
+INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+@dataclasses.dataclass(frozen=True)
+class BertConfig:
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    intermediate_size: int
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    layer_norm_eps: float = 1e-12
+    # Google's original BERT and Model Garden use the tanh approximation of GELU; Hugging Face's
+    # "gelu" is the exact erf form. Each loader sets this from its format.
+    gelu_approximate: bool = False
+    dropout_rate: float = 0.1
+    attention_dropout_rate: float = 0.1
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_heads
+
+
+def _initializer():
+    # One initializer object per weight: a reused unseeded tf_keras initializer repeats its
+    # values in every layer (see notes/tf-stack.md).
+    return tf_keras.initializers.TruncatedNormal(stddev=0.02)
+
+
+class PositionEmbedding(tf_keras.layers.Layer):
+    """Learned absolute positions, sliced to the batch's length so any T <= max positions works."""
+
+    def __init__(self, max_length: int, **kwargs):
+        super().__init__(**kwargs)
+        self.max_length = max_length
+
+    def build(self, input_shape):
+        self.embeddings = self.add_weight(
+            "embeddings", shape=[self.max_length, input_shape[-1]], initializer=_initializer())
+        super().build(input_shape)
+
+    def call(self, inputs):
+        length = tf.shape(inputs)[1]
+        return tf.cast(self.embeddings[:length], self.compute_dtype)[tf.newaxis]
+
+    def get_config(self):
+        return {**super().get_config(), "max_length": self.max_length}
+
+
+class TransformerEncoderBlock(tf_keras.layers.Layer):
+    """Post-LN BERT block: x = LN(x + Attention(x)); x = LN(x + Dense(gelu(Dense(x))))."""
+
+    def __init__(self, num_heads: int, head_size: int, intermediate_size: int,
+                 layer_norm_eps: float, gelu_approximate: bool, dropout_rate: float,
+                 attention_dropout_rate: float, **kwargs):
+        super().__init__(**kwargs)
+        self._settings = dict(
+            num_heads=num_heads, head_size=head_size, intermediate_size=intermediate_size,
+            layer_norm_eps=layer_norm_eps, gelu_approximate=gelu_approximate,
+            dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate)
+        hidden_size = num_heads * head_size
+        # Sublayers get this block's policy explicitly: tf_keras does not pass a parent's dtype
+        # policy down, and an export must be able to build float32 under a mixed global policy.
+        policy = self.dtype_policy
+        self.self_attention = tf_keras.layers.MultiHeadAttention(
+            num_heads, key_dim=head_size, dropout=attention_dropout_rate,
+            kernel_initializer=_initializer(), name="self_attention", dtype=policy)
+        self.attention_dropout = tf_keras.layers.Dropout(dropout_rate, dtype=policy)
+        self.self_attention_layer_norm = tf_keras.layers.LayerNormalization(
+            epsilon=layer_norm_eps, name="self_attention_layer_norm", dtype=policy)
+        self.intermediate = tf_keras.layers.EinsumDense(
+            "abc,cd->abd", output_shape=(None, intermediate_size), bias_axes="d",
+            kernel_initializer=_initializer(), name="intermediate", dtype=policy)
+        self.output_dense = tf_keras.layers.EinsumDense(
+            "abc,cd->abd", output_shape=(None, hidden_size), bias_axes="d",
+            kernel_initializer=_initializer(), name="output", dtype=policy)
+        self.output_dropout = tf_keras.layers.Dropout(dropout_rate, dtype=policy)
+        self.output_layer_norm = tf_keras.layers.LayerNormalization(
+            epsilon=layer_norm_eps, name="output_layer_norm", dtype=policy)
+
+    def call(self, inputs, attention_mask, training=None):
+        attended = self.self_attention(
+            inputs, inputs, attention_mask=attention_mask, training=training)
+        x = self.self_attention_layer_norm(
+            inputs + self.attention_dropout(attended, training=training))
+        inner = tf_keras.activations.gelu(
+            self.intermediate(x), approximate=self._settings["gelu_approximate"])
+        feed_forward = self.output_dense(inner)
+        return self.output_layer_norm(x + self.output_dropout(feed_forward, training=training))
+
+    def get_config(self):
+        return {**super().get_config(), **self._settings}
+
+
+def build_bert_encoder(config: BertConfig, dtype: Optional[str] = None,
+                       name: str = "bert_encoder") -> tf_keras.Model:
+    """The encoder network: TF-Hub encoder inputs -> pooled/sequence/encoder outputs.
+
+    `dtype=None` builds under the global policy (the trainer sets it first); exports pass
+    "float32". Inputs are int32 [B, T] for any T up to `config.max_position_embeddings`.
+    """
+    inputs = {key: tf_keras.Input(shape=(None,), dtype=tf.int32, name=key) for key in INPUT_KEYS}
+    hidden = config.hidden_size
+    word = tf_keras.layers.Embedding(
+        config.vocab_size, hidden, embeddings_initializer=_initializer(),
+        name="word_embeddings", dtype=dtype)(inputs["input_word_ids"])
+    position = PositionEmbedding(
+        config.max_position_embeddings, name="position_embedding", dtype=dtype)(word)
+    token_type = tf_keras.layers.Embedding(
+        config.type_vocab_size, hidden, embeddings_initializer=_initializer(),
+        name="type_embeddings", dtype=dtype)(inputs["input_type_ids"])
+    x = tf_keras.layers.Add(dtype=dtype)([word, position, token_type])
+    x = tf_keras.layers.LayerNormalization(
+        epsilon=config.layer_norm_eps, name="embeddings/layer_norm", dtype=dtype)(x)
+    x = tf_keras.layers.Dropout(config.dropout_rate, dtype=dtype)(x)
+
+    # Every query may attend to every real (unpadded) key: [B, 1, T], broadcast over queries.
+    attention_mask = tf.cast(inputs["input_mask"][:, tf.newaxis, :], tf.bool)
+    encoder_outputs = []
+    for index in range(config.num_layers):
+        x = TransformerEncoderBlock(
+            num_heads=config.num_heads, head_size=config.head_size,
+            intermediate_size=config.intermediate_size, layer_norm_eps=config.layer_norm_eps,
+            gelu_approximate=config.gelu_approximate, dropout_rate=config.dropout_rate,
+            attention_dropout_rate=config.attention_dropout_rate,
+            name=f"transformer/layer_{index}", dtype=dtype)(x, attention_mask=attention_mask)
+        encoder_outputs.append(x)
+
+    pooled = tf_keras.layers.Dense(
+        hidden, activation="tanh", kernel_initializer=_initializer(),
+        name="pooler_transform", dtype=dtype)(x[:, 0, :])
+    outputs = dict(pooled_output=pooled, sequence_output=x, encoder_outputs=encoder_outputs)
+    model = tf_keras.Model(inputs, outputs, name=name)
+    model.bert_config = config  # read back by exports, which rebuild it in float32
+    return model
+
+
+# Model Garden / TF-Hub variable names start at one of these components; anything before them
+# is a scope added by whoever built or saved the model.
+_NAME_ROOTS = ("word_embeddings", "position_embedding", "type_embeddings", "embeddings",
+               "transformer", "pooler_transform")
+
+
+def canonical_name(variable_name: str) -> Optional[str]:
+    """'outer/transformer/layer_0/.../kernel:0' -> 'transformer/layer_0/.../kernel', else None."""
+    parts = variable_name.split(":")[0].split("/")
+    for index, part in enumerate(parts):
+        if part in _NAME_ROOTS:
+            return "/".join(parts[index:])
+    return None
+
+
+def assign_weights(network: tf_keras.Model, weights: Dict[str, np.ndarray], source: str):
+    """Sets every encoder variable from `weights` (canonical name -> array).
+
+    Kernels may come flat as [in, out]: the attention's [hidden, heads, head_size] layout is the
+    same memory order, so a reshape places them (the parity tests pin the orientation).
+    """
+    remaining = dict(weights)
+    for variable in network.weights:
+        name = canonical_name(variable.name)
+        if name not in remaining:
+            raise UserError(f"{source}: no weights for encoder variable {name or variable.name}")
+        value = np.asarray(remaining.pop(name))
+        if value.size != variable.shape.num_elements():
+            raise UserError(f"{source}: {name} has shape {value.shape}, the encoder "
+                            f"needs {variable.shape.as_list()}")
+        variable.assign(value.reshape(variable.shape).astype(np.float32))
+    if remaining:
+        raise UserError(f"{source}: weights the BERT encoder has no place for: "
+                        f"{', '.join(sorted(remaining)[:5])}")

@@ -1,0 +1,280 @@
+"""Readers of pretrained BERT weights in three formats, into the native encoder's names.
+
+Every reader returns a `Checkpoint`: the architecture, the weights keyed by the native
+encoder's canonical variable names (kernels may be flat [in, out]; `bert.assign_weights`
+reshapes them), and the vocabulary with its casing. Paths go through tf.io.gfile, so local
+directories and gs:// URLs both work.
+"""
+import dataclasses
+import json
+import os
+import re
+from typing import Dict, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from trainer.encoders.bert import BertConfig, canonical_name
+from trainer.errors import UserError
+
+LAYOUTS_HELP = ("config.json + model.safetensors + vocab.txt (Hugging Face), "
+                "bert_config.json + bert_model.ckpt.* + vocab.txt (Google BERT), "
+                "or saved_model.pb (TF-Hub SavedModel)")
+
+
+@dataclasses.dataclass
+class Checkpoint:
+    config: BertConfig
+    weights: Dict[str, np.ndarray]
+    vocab_file: Optional[str]  # None when a TF-Hub SavedModel does not carry one
+    lower_case: Optional[bool]
+    source: str
+
+
+def layout(directory: str) -> str:
+    """'hub', 'hf' or 'google', from the files present; a UserError naming what is missing."""
+    if not tf.io.gfile.isdir(directory):
+        raise UserError(f"--encoder {directory}: no such directory")
+    if _exists(directory, "saved_model.pb"):
+        return "hub"
+    if _exists(directory, "config.json"):
+        _require(directory, "model.safetensors",
+                 "(pickled pytorch_model.bin files are not read: save the model with "
+                 "safe_serialization=True)")
+        _require(directory, "vocab.txt")
+        return "hf"
+    if _exists(directory, "bert_config.json"):
+        _require(directory, "bert_model.ckpt.index")
+        _require(directory, "vocab.txt")
+        return "google"
+    raise UserError(f"--encoder {directory}: not a checkpoint directory; expected {LAYOUTS_HELP}")
+
+
+def read_checkpoint(directory: str) -> Checkpoint:
+    return {"hf": read_hf_checkpoint, "google": read_google_checkpoint,
+            "hub": read_hub_savedmodel}[layout(directory)](directory)
+
+
+def _exists(directory, name):
+    return tf.io.gfile.exists(os.path.join(directory, name))
+
+
+def _require(directory, name, hint=""):
+    if not _exists(directory, name):
+        raise UserError(f"--encoder {directory}: missing {name} {hint}".rstrip())
+
+
+def _read_json(path):
+    with tf.io.gfile.GFile(path) as f:
+        return json.load(f)
+
+
+# (native sublayer, Hugging Face module, Google scope) of one transformer block.
+_BLOCK_PARTS = [
+    ("self_attention/query", "attention.self.query", "attention/self/query"),
+    ("self_attention/key", "attention.self.key", "attention/self/key"),
+    ("self_attention/value", "attention.self.value", "attention/self/value"),
+    ("self_attention/attention_output", "attention.output.dense", "attention/output/dense"),
+    ("self_attention_layer_norm", "attention.output.LayerNorm", "attention/output/LayerNorm"),
+    ("intermediate", "intermediate.dense", "intermediate/dense"),
+    ("output", "output.dense", "output/dense"),
+    ("output_layer_norm", "output.LayerNorm", "output/LayerNorm"),
+]
+_EMBEDDING_PARTS = [
+    ("word_embeddings/embeddings", "word_embeddings", "word_embeddings"),
+    ("position_embedding/embeddings", "position_embeddings", "position_embeddings"),
+    ("type_embeddings/embeddings", "token_type_embeddings", "token_type_embeddings"),
+]
+
+
+def _map_weights(config: BertConfig, get, hf_style: bool) -> Dict[str, np.ndarray]:
+    """Pulls every encoder tensor through `get(name)`, in Hugging Face or Google naming.
+
+    Hugging Face stores Linear weights as [out, in] and LayerNorm as weight/bias; Google stores
+    [in, out] kernels and gamma/beta, as Keras does.
+    """
+    sep, prefix = (".", "") if hf_style else ("/", "bert/")
+
+    def dense(native, module):
+        if hf_style:
+            return {f"{native}/kernel": get(f"{module}.weight").T, f"{native}/bias": get(f"{module}.bias")}
+        return {f"{native}/kernel": get(f"{module}/kernel"), f"{native}/bias": get(f"{module}/bias")}
+
+    def layer_norm(native, module):
+        gamma, beta = ("weight", "bias") if hf_style else ("gamma", "beta")
+        return {f"{native}/gamma": get(f"{module}{sep}{gamma}"),
+                f"{native}/beta": get(f"{module}{sep}{beta}")}
+
+    weights = {}
+    for native, hf_name, google_name in _EMBEDDING_PARTS:
+        name = f"{hf_name}.weight" if hf_style else google_name
+        weights[native] = get(f"{prefix}embeddings{sep}{name}")
+    weights.update(layer_norm("embeddings/layer_norm", f"{prefix}embeddings{sep}LayerNorm"))
+    weights.update(dense("pooler_transform", f"{prefix}pooler{sep}dense"))
+    for i in range(config.num_layers):
+        block = f"{prefix}encoder.layer.{i}." if hf_style else f"{prefix}encoder/layer_{i}/"
+        for native, hf_module, google_module in _BLOCK_PARTS:
+            module = block + (hf_module if hf_style else google_module)
+            reader = layer_norm if "layer_norm" in native else dense
+            weights.update(reader(f"transformer/layer_{i}/{native}", module))
+    return weights
+
+
+# Hugging Face `hidden_act` values of a BERT, by whether they are the tanh approximation.
+_HF_GELU_APPROXIMATE = {"gelu": False, "gelu_new": True, "gelu_pytorch_tanh": True, "gelu_fast": True}
+
+
+def _bert_config(raw: dict, path: str, gelu_approximate: Optional[bool] = None) -> BertConfig:
+    model_type = raw.get("model_type", "bert")
+    position_type = raw.get("position_embedding_type", "absolute")
+    activation = raw.get("hidden_act", "gelu")
+    if model_type != "bert" or position_type != "absolute" or activation not in _HF_GELU_APPROXIMATE:
+        raise UserError(
+            f"--encoder: {path} describes a {model_type} model (hidden_act {activation}, "
+            f"{position_type} positions); the native backend reads BERT checkpoints only. "
+            "For other architectures pass a TF-Hub SavedModel with --encoder-backend hub.")
+    try:
+        config = BertConfig(
+            vocab_size=raw["vocab_size"], hidden_size=raw["hidden_size"],
+            num_layers=raw["num_hidden_layers"], num_heads=raw["num_attention_heads"],
+            intermediate_size=raw["intermediate_size"],
+            max_position_embeddings=raw.get("max_position_embeddings", 512),
+            type_vocab_size=raw.get("type_vocab_size", 2),
+            layer_norm_eps=raw.get("layer_norm_eps", 1e-12),
+            gelu_approximate=(_HF_GELU_APPROXIMATE[activation] if gelu_approximate is None
+                              else gelu_approximate),
+            dropout_rate=raw.get("hidden_dropout_prob", 0.1),
+            attention_dropout_rate=raw.get("attention_probs_dropout_prob", 0.1))
+    except KeyError as missing:
+        raise UserError(f"--encoder: {path} has no {missing} entry") from None
+    if config.hidden_size % config.num_heads:
+        raise UserError(f"--encoder: {path}: hidden_size {config.hidden_size} is not a "
+                        f"multiple of num_attention_heads {config.num_heads}")
+    return config
+
+
+def read_hf_checkpoint(directory: str) -> Checkpoint:
+    """config.json + model.safetensors + vocab.txt, read with safetensors' numpy API (no torch)."""
+    from safetensors.numpy import load
+
+    config_path = os.path.join(directory, "config.json")
+    config = _bert_config(_read_json(config_path), config_path)
+    weights_path = os.path.join(directory, "model.safetensors")
+    with tf.io.gfile.GFile(weights_path, "rb") as f:
+        tensors = load(f.read())
+    # BertFor* task models keep the encoder under "bert."; a bare BertModel does not.
+    tensors = {name[len("bert."):] if name.startswith("bert.") else name: value
+               for name, value in tensors.items()}
+
+    def get(name):
+        if name not in tensors:
+            raise UserError(f"--encoder: {weights_path} has no tensor {name}")
+        return tensors[name]
+
+    tokenizer_path = os.path.join(directory, "tokenizer_config.json")
+    # Hugging Face's BertTokenizer lower-cases unless told otherwise.
+    lower_case = (_read_json(tokenizer_path).get("do_lower_case", True)
+                  if tf.io.gfile.exists(tokenizer_path) else True)
+    return Checkpoint(config, _map_weights(config, get, hf_style=True),
+                      os.path.join(directory, "vocab.txt"), lower_case, directory)
+
+
+def read_google_checkpoint(directory: str) -> Checkpoint:
+    """Google's original TF1 BERT: bert_config.json + bert_model.ckpt.* + vocab.txt.
+
+    Google's modeling.py computes GELU with the tanh approximation, whatever the config says.
+    The checkpoint has no casing flag: like Google's run_classifier, the directory name tells
+    ("cased_L-12_H-768_A-12" keeps case; anything else is lower-cased).
+    """
+    config_path = os.path.join(directory, "bert_config.json")
+    config = _bert_config(_read_json(config_path), config_path, gelu_approximate=True)
+    prefix = os.path.join(directory, "bert_model.ckpt")
+    reader = tf.train.load_checkpoint(prefix)
+    available = reader.get_variable_to_shape_map()
+
+    def get(name):
+        if name not in available:
+            raise UserError(f"--encoder: {prefix} has no variable {name}")
+        return reader.get_tensor(name)
+
+    name = os.path.basename(os.path.normpath(directory)).lower()
+    lower_case = not re.search(r"(^|[^n])cased", name)
+    return Checkpoint(config, _map_weights(config, get, hf_style=False),
+                      os.path.join(directory, "vocab.txt"), lower_case, directory)
+
+
+def _saved_model_objects(directory: str):
+    """(object graph, asset file names, checkpoint reader) of a SavedModel, without loading it.
+
+    Reading the proto and the variables checkpoint directly avoids restoring every traced
+    function: seconds and a second copy of the weights for BERT-base.
+    """
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    with tf.io.gfile.GFile(os.path.join(directory, "saved_model.pb"), "rb") as f:
+        saved_model.ParseFromString(f.read())
+    meta_graph = saved_model.meta_graphs[0]
+    assets = [asset.filename for asset in meta_graph.asset_file_def]
+    reader = tf.train.load_checkpoint(os.path.join(directory, "variables", "variables"))
+    return meta_graph.object_graph_def, assets, reader
+
+
+def _variable_value(node, reader):
+    key = next(a.checkpoint_key for a in node.attributes if a.name == "VARIABLE_VALUE")
+    return reader.get_tensor(key)
+
+
+def read_savedmodel_vocab(directory: str):
+    """(vocab file, lower_case) from a TF-Hub BERT encoder's `vocab_file` and `do_lower_case`
+    attributes (Model Garden's export_tfhub and this package's export set both), else (None, None).
+    """
+    graph, assets, reader = _saved_model_objects(directory)
+    children = {child.local_name: graph.nodes[child.node_id] for child in graph.nodes[0].children}
+    vocab, lower = children.get("vocab_file"), children.get("do_lower_case")
+    if vocab is None or lower is None or vocab.WhichOneof("kind") != "asset":
+        return None, None
+    vocab_file = os.path.join(directory, "assets", assets[vocab.asset.asset_file_def_index])
+    return vocab_file, bool(_variable_value(lower, reader))
+
+
+def read_hub_savedmodel(directory: str) -> Checkpoint:
+    """A TF-Hub BERT encoder SavedModel's variables, placed by their Model Garden names.
+
+    This package's exports carry their BertConfig as a `bert_config_file` asset. For other
+    SavedModels the architecture is read off the variable shapes, with Model Garden's settings
+    (tanh-approximated GELU, LayerNorm epsilon 1e-12).
+    """
+    graph, assets, reader = _saved_model_objects(directory)
+    weights = {}
+    for node in graph.nodes:
+        if node.WhichOneof("kind") == "variable" and node.variable.trainable:
+            name = canonical_name(node.variable.name)
+            if name is not None:
+                weights[name] = _variable_value(node, reader)
+    needed = ("word_embeddings/embeddings", "position_embedding/embeddings",
+              "type_embeddings/embeddings", "transformer/layer_0/self_attention/query/kernel",
+              "transformer/layer_0/intermediate/kernel")
+    missing = [name for name in needed if name not in weights]
+    if missing:
+        raise UserError(
+            f"--encoder {directory}: not a BERT encoder SavedModel the native backend can read "
+            f"(no variable {missing[0]}); use --encoder-backend hub for it.")
+    children = {child.local_name: graph.nodes[child.node_id] for child in graph.nodes[0].children}
+    config_node = children.get("bert_config_file")
+    if config_node is not None and config_node.WhichOneof("kind") == "asset":
+        config_path = os.path.join(directory, "assets", assets[config_node.asset.asset_file_def_index])
+        config = BertConfig(**_read_json(config_path))
+    else:
+        vocab_size, hidden_size = weights["word_embeddings/embeddings"].shape
+        config = BertConfig(
+            vocab_size=vocab_size, hidden_size=hidden_size,
+            num_layers=len({re.match(r"transformer/layer_(\d+)/", name).group(1)
+                            for name in weights if name.startswith("transformer/layer_")}),
+            num_heads=weights["transformer/layer_0/self_attention/query/kernel"].shape[1],
+            intermediate_size=weights["transformer/layer_0/intermediate/kernel"].shape[-1],
+            max_position_embeddings=weights["position_embedding/embeddings"].shape[0],
+            type_vocab_size=weights["type_embeddings/embeddings"].shape[0],
+            gelu_approximate=True)
+    vocab_file, lower_case = read_savedmodel_vocab(directory)
+    return Checkpoint(config, weights, vocab_file, lower_case, directory)

@@ -1,0 +1,199 @@
+"""TF-Hub format: downloading handles, the hub.KerasLayer backend, and writing SavedModels.
+
+The exported SavedModels follow the TF-Hub text-encoder conventions
+(https://www.tensorflow.org/hub/common_saved_model_apis/text): an encoder taking the
+input_word_ids/input_mask/input_type_ids dict, and a preprocessor with `tokenize` and
+`bert_pack_inputs(segments, seq_length=...)`, both loadable with hub.KerasLayer anywhere.
+"""
+import hashlib
+import json
+import os
+import socket
+import tempfile
+import threading
+import urllib.parse
+import urllib.request
+from typing import Dict, List, Optional
+
+import tensorflow as tf
+import tensorflow_hub as hub
+import tf_keras
+
+from trainer.encoders.bert import INPUT_KEYS, build_bert_encoder
+from trainer.encoders.preprocessing import BertPreprocessor
+from trainer.errors import UserError
+
+NETWORK_TIMEOUT_SECONDS = 5.0
+
+
+def is_handle(encoder: str) -> bool:
+    return encoder.startswith(("http://", "https://"))
+
+
+def resolve_handle(handle: str, cache_dir: str, flag: str, name: Optional[str] = None) -> str:
+    """The local directory of a TF-Hub/Kaggle handle, downloading it once.
+
+    Downloads land under `cache_dir`/tfhub unless TFHUB_CACHE_DIR is set, so a Docker image can
+    bake them in. Without network, this fails in seconds with a UserError rather than hanging in
+    tensorflow_hub's download retries.
+    """
+    os.environ.setdefault("TFHUB_CACHE_DIR", os.path.join(cache_dir, "tfhub"))
+    # tensorflow_hub caches a handle under sha1(handle) and then never touches the network.
+    cached = os.path.join(hub.resolver.tfhub_cache_dir(use_temp=True),
+                          hashlib.sha1(handle.encode("utf8")).hexdigest())
+    if not (tf.io.gfile.isdir(cached) and tf.io.gfile.listdir(cached)):
+        _require_network(handle, flag, name)
+    try:
+        return hub.resolve(handle)
+    except Exception as error:  # urllib, tarfile and TF errors all mean "could not fetch it"
+        raise UserError(f"{flag} {name or handle}: downloading {handle} failed ({error}). "
+                        f"{_offline_hint(flag, handle)}") from None
+
+
+def _offline_hint(flag: str, handle: str) -> str:
+    return (f"To work without network, download it where there is network "
+            f"({handle}?tf-hub-format=compressed is a .tar.gz of the SavedModel, or run "
+            f"`python -m trainer.export_encoder --encoder {handle} --output-dir DIR`) and "
+            f"point {flag} at a local or gs:// copy of that directory.")
+
+
+def _require_network(url: str, flag: str, name: Optional[str]):
+    """Connects to the handle's host (or the proxy in use) with a short timeout."""
+    parsed = urllib.parse.urlparse(url)
+    proxy = urllib.request.getproxies().get(parsed.scheme)
+    target = urllib.parse.urlparse(proxy) if proxy else parsed
+    address = (target.hostname, target.port or (443 if target.scheme == "https" else 80))
+    failure = ["timed out"]
+
+    def connect():
+        try:
+            socket.create_connection(address, timeout=NETWORK_TIMEOUT_SECONDS).close()
+            failure.clear()
+        except OSError as error:
+            failure[0] = str(error)
+
+    # A thread bounds the DNS lookup too, which socket timeouts do not cover.
+    probe = threading.Thread(target=connect, daemon=True)
+    probe.start()
+    probe.join(NETWORK_TIMEOUT_SECONDS)
+    if failure:
+        raise UserError(
+            f"{flag} {name or url} needs the network: cannot reach {address[0]} "
+            f"({failure[0]}). {_offline_hint(flag, url)}")
+
+
+def hub_network(path: str) -> tf_keras.layers.Layer:
+    """hub.KerasLayer over an encoder SavedModel, fine-tuned with the rest of the model.
+
+    Its matmuls stay float32 under any Keras dtype policy (tensorflow/hub#466, #790).
+    """
+    return hub.KerasLayer(path, trainable=True, name="hub_encoder")
+
+
+class HubPreprocessor(tf_keras.layers.Layer):
+    """A TF-Hub preprocess SavedModel behind the same interface as BertPreprocessor.
+
+    Calls the SavedModel's `tokenize` and `bert_pack_inputs(seq_length=...)`, the documented
+    way to pack at a length other than the SavedModel's default of 128.
+    """
+
+    def __init__(self, path: str, seq_length: int = 128, **kwargs):
+        kwargs["trainable"] = False
+        super().__init__(**kwargs)
+        self.path = path
+        self.seq_length = seq_length
+        self._preprocess = hub.load(path)
+        if not (hasattr(self._preprocess, "tokenize") and hasattr(self._preprocess, "bert_pack_inputs")):
+            raise UserError(f"--preprocessor {path}: not a TF-Hub BERT preprocessor "
+                            "(it has no tokenize and bert_pack_inputs)")
+
+    def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
+        return self._preprocess.tokenize(strings)
+
+    def bert_pack_inputs(self, segments: List[tf.RaggedTensor],
+                         seq_length: Optional[int] = None) -> Dict[str, tf.Tensor]:
+        seq_length = self.seq_length if seq_length is None else seq_length
+        return self._preprocess.bert_pack_inputs(segments, seq_length=seq_length)
+
+    def call(self, strings):
+        return self.bert_pack_inputs([self.tokenize(strings)])
+
+    def get_config(self):
+        return {**super().get_config(), "path": self.path, "seq_length": self.seq_length}
+
+
+def save_encoder_savedmodel(network: tf_keras.layers.Layer, directory: str,
+                            vocab_file: Optional[str], lower_case: Optional[bool]):
+    """Writes a TF-Hub-format encoder SavedModel, always float32.
+
+    A SavedModel keeps the dtypes it was traced with: one exported under mixed_bfloat16 would
+    compute and return bf16 wherever it is loaded, so native networks are rebuilt in float32
+    (which copies their current, possibly fine-tuned, weights). Like Model Garden's TF-Hub
+    exports it carries `vocab_file` and `do_lower_case`, so the native backend can read it
+    back with its tokenizer; `bert_config_file` records what the shapes do not tell.
+    """
+    config = getattr(network, "bert_config", None)
+    with tempfile.TemporaryDirectory() as scratch:
+        if config is not None:
+            model = build_bert_encoder(config, dtype="float32")
+            model.set_weights(network.get_weights())
+            config_file = os.path.join(scratch, "bert_config.json")
+            with open(config_file, "w") as f:
+                json.dump(config.__dict__, f, indent=2)
+            model.bert_config_file = tf.saved_model.Asset(config_file)
+        else:
+            inputs = {key: tf_keras.Input(shape=(None,), dtype=tf.int32, name=key)
+                      for key in INPUT_KEYS}
+            model = tf_keras.Model(inputs, network(inputs))
+        if vocab_file is not None:
+            model.vocab_file = tf.saved_model.Asset(vocab_file)
+            model.do_lower_case = tf.Variable(bool(lower_case), trainable=False)
+        model.save(directory, include_optimizer=False, save_format="tf")
+
+
+class _PackInputsExport(tf.Module):
+    """`bert_pack_inputs` with an overridable seq_length, traced for 1-2 segments of ragged
+    rank 1-2 (a TF-Hub SavedModel cannot trace new signatures after export)."""
+
+    def __init__(self, preprocessor: BertPreprocessor):
+        super().__init__()
+        self._preprocessor = preprocessor
+
+        @tf.function
+        def call(segments, seq_length=preprocessor.seq_length):
+            return preprocessor.bert_pack_inputs(segments, seq_length=seq_length)
+
+        for ragged_rank in (1, 2):
+            for num_segments in (1, 2):
+                call.get_concrete_function(
+                    [tf.RaggedTensorSpec([None] * (ragged_rank + 1), tf.int32)] * num_segments,
+                    seq_length=tf.TensorSpec([], tf.int32))
+        self.__call__ = call
+
+
+class _PreprocessorExport(tf.Module):
+    def __init__(self, preprocessor: BertPreprocessor):
+        super().__init__()
+        self._preprocessor = preprocessor
+        strings = tf.TensorSpec([None], tf.string)
+        self.__call__ = tf.function(preprocessor.call, input_signature=[strings])
+        self.tokenize = tf.function(preprocessor.tokenize, input_signature=[strings])
+        self.bert_pack_inputs = _PackInputsExport(preprocessor)
+
+
+def save_preprocessor_savedmodel(preprocessor: tf_keras.layers.Layer, directory: str):
+    """Writes a TF-Hub-format preprocessor SavedModel (vocab in assets/)."""
+    if isinstance(preprocessor, HubPreprocessor):
+        _copy_tree(preprocessor.path, directory)
+        return
+    module = _PreprocessorExport(preprocessor)
+    tf.saved_model.save(module, directory, signatures={"serving_default": module.__call__})
+
+
+def _copy_tree(source: str, target: str):
+    for parent, _, files in tf.io.gfile.walk(source):
+        relative = os.path.relpath(parent, source)
+        tf.io.gfile.makedirs(os.path.join(target, relative))
+        for name in files:
+            tf.io.gfile.copy(os.path.join(parent, name), os.path.join(target, relative, name),
+                             overwrite=True)

@@ -1,0 +1,81 @@
+"""The native text preprocessor: tensorflow_text WordPiece and BERT packing, inside the graph.
+
+It offers the TF-Hub preprocessor interface (https://www.tensorflow.org/hub/common_saved_model_apis/text):
+`tokenize(strings)`, `bert_pack_inputs(segments, seq_length=...)` and `__call__(strings)`, so
+the trainer treats it and a TF-Hub preprocess SavedModel alike, and a model can take raw strings.
+"""
+from typing import Dict, List, Optional
+
+import tensorflow as tf
+import tensorflow_text as text
+import tf_keras
+
+from trainer.errors import UserError
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")
+
+
+def read_vocab(vocab_file: str) -> List[str]:
+    with tf.io.gfile.GFile(vocab_file) as f:
+        return [line.rstrip("\n") for line in f]
+
+
+class BertPreprocessor(tf_keras.layers.Layer):
+    """tf.string [B] -> int32 [B, seq_length] input_word_ids / input_mask / input_type_ids.
+
+    The vocabulary is a lookup table initialised from the vocab file, which SavedModel export
+    copies into assets/: a model saved with this layer inside reloads in a fresh process with
+    only `import tensorflow, tensorflow_text`.
+
+    With lower_case=True, TF-Text applies NFKC case folding, which Hugging Face's tokenizer does
+    not ("…" -> "...", "ﬁ" -> "fi"); otherwise the ids match HF's BertTokenizer.
+    """
+
+    def __init__(self, vocab_file: str, lower_case: bool, seq_length: int = 128, **kwargs):
+        kwargs["trainable"] = False  # nothing to train; also when rebuilt from get_config
+        super().__init__(**kwargs)
+        vocab = read_vocab(vocab_file)
+        missing = [token for token in SPECIAL_TOKENS if token not in vocab]
+        if missing:
+            raise UserError(f"{vocab_file}: the vocabulary lacks {', '.join(missing)}")
+        self.vocab_file = vocab_file
+        self.lower_case = lower_case
+        self.seq_length = seq_length
+        self.vocab_size = len(vocab)
+        self.padding_id, self.unknown_id, self.start_of_sequence_id, self.end_of_segment_id = (
+            vocab.index(token) for token in SPECIAL_TOKENS)
+        table = tf.lookup.StaticHashTable(
+            tf.lookup.TextFileInitializer(
+                vocab_file, key_dtype=tf.string, key_index=tf.lookup.TextFileIndex.WHOLE_LINE,
+                value_dtype=tf.int64, value_index=tf.lookup.TextFileIndex.LINE_NUMBER),
+            default_value=self.unknown_id)
+        self._tokenizer = text.BertTokenizer(
+            table, token_out_type=tf.int32, unknown_token="[UNK]", lower_case=lower_case)
+        # BertTokenizer is not trackable; keep the table where SavedModel export finds it.
+        self._vocab_table = table
+
+    def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
+        """[B] strings -> int32 RaggedTensor [B, (words), (wordpieces)], as TF-Hub's `tokenize`."""
+        return self._tokenizer.tokenize(strings)
+
+    def bert_pack_inputs(self, segments: List[tf.RaggedTensor],
+                         seq_length: Optional[int] = None) -> Dict[str, tf.Tensor]:
+        """`[CLS] a [SEP] (b [SEP])`, trimmed round-robin to fit, padded to seq_length."""
+        seq_length = self.seq_length if seq_length is None else seq_length
+        tokens = [tf.cast(segment, tf.int32).merge_dims(1, -1) for segment in segments]
+        trimmed = text.RoundRobinTrimmer(max_seq_length=seq_length - len(tokens) - 1).trim(tokens)
+        word_ids, type_ids = text.combine_segments(
+            trimmed, start_of_sequence_id=self.start_of_sequence_id,
+            end_of_segment_id=self.end_of_segment_id)
+        word_ids, mask = text.pad_model_inputs(word_ids, seq_length, pad_value=self.padding_id)
+        type_ids, _ = text.pad_model_inputs(type_ids, seq_length)
+        return {"input_word_ids": tf.cast(word_ids, tf.int32),
+                "input_mask": tf.cast(mask, tf.int32),
+                "input_type_ids": tf.cast(type_ids, tf.int32)}
+
+    def call(self, strings):
+        return self.bert_pack_inputs([self.tokenize(strings)])
+
+    def get_config(self):
+        return {**super().get_config(), "vocab_file": self.vocab_file,
+                "lower_case": self.lower_case, "seq_length": self.seq_length}

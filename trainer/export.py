@@ -1,0 +1,60 @@
+"""The exported model: raw strings in, class probabilities and label names out.
+
+The preprocessor is attached again in front of the classifier, so the SavedModel needs nothing
+but `import tensorflow, tensorflow_text` to serve (TF-Text registers the tokenizer ops; without
+it loading fails with "Op type not registered 'CaseFoldUTF8'"). Only the inference graph is
+saved: no optimizer slots (they would triple its size).
+"""
+from typing import Sequence
+
+import tensorflow as tf
+import tf_keras
+
+from trainer import pipeline, storage
+
+SIGNATURE = "serving_default"
+
+
+class ServingModule(tf.Module):
+    def __init__(self, preprocessor, classifier: tf_keras.Model, label_names: Sequence[str],
+                 max_seq_length: int):
+        super().__init__(name="text_classifier")
+        self.preprocessor = preprocessor
+        # A new functional view of the same layers: the compiled model would drag the
+        # optimizer (and its slots) into the SavedModel.
+        self.network = tf_keras.Model(classifier.inputs, classifier.outputs)
+        self.label_names = tf.constant(list(label_names))
+        self.lengths = pipeline.padded_lengths(max_seq_length)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    def serve(self, text):
+        features = pipeline.trim_to_padded_length(self.preprocessor(text), self.lengths)
+        logits = tf.cast(self.network(features, training=False), tf.float32)
+        probabilities = tf.nn.softmax(logits, axis=-1)
+        predicted = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
+        batch = tf.shape(text)[0]
+        return {
+            "probabilities": probabilities,
+            "label": tf.gather(self.label_names, predicted),
+            "label_index": predicted,
+            "label_names": tf.tile(self.label_names[tf.newaxis, :], [batch, 1]),
+        }
+
+
+def export(module: ServingModule, model_dir: str, write_dir: str = None) -> None:
+    """Saves to a temporary sibling and renames into place: a reader never sees half a model.
+
+    `write_dir` is where this process writes: under MultiWorkerMirroredStrategy every worker
+    must call save, and only the chief's copy lands in `model_dir`.
+    """
+    target = write_dir or model_dir
+    tmp = storage.temporary_sibling(target)
+    tf.saved_model.save(module, tmp, signatures={SIGNATURE: module.serve})
+    storage.replace_directory(tmp, target)
+
+
+def load(model_dir: str):
+    """The serving function of an exported model (imports tensorflow_text for its ops)."""
+    import tensorflow_text  # noqa: F401  registers the tokenizer ops the graph uses
+
+    return tf.saved_model.load(model_dir).signatures[SIGNATURE]

@@ -1,0 +1,50 @@
+"""The classifier: encoder network -> sentence vector -> dropout -> dense head.
+
+It takes token ids, not strings: tokenization runs in tf.data on the host (TPUs cannot run
+TF-Text ops, tensorflow/hub#604), and `trainer.export` puts the preprocessor back in front for
+serving. Logits are float32 under every dtype policy, so softmax and the loss stay accurate.
+"""
+import tensorflow as tf
+import tf_keras
+
+from trainer.pipeline import FEATURES
+
+
+class MaskedMeanPooling(tf_keras.layers.Layer):
+    """Mean of token vectors over real tokens, computed in float32."""
+
+    def __init__(self, **kwargs):
+        super().__init__(dtype="float32", **kwargs)
+
+    def call(self, sequence_output, input_mask):
+        mask = tf.cast(input_mask, tf.float32)[:, :, tf.newaxis]
+        total = tf.reduce_sum(tf.cast(sequence_output, tf.float32) * mask, axis=1)
+        return total / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
+
+
+class Classifier(tf_keras.Model):
+    """A functional model whose predict() also returns labels and weights fed alongside.
+
+    Evaluation is then correct whatever order batches come back in (length buckets, replicas,
+    workers) and padding rows added for static TPU shapes (weight 0) are simply masked out.
+    """
+
+    def predict_step(self, data):
+        features, labels, weights = data
+        return {"logits": self(features, training=False), "label": labels, "weight": weights}
+
+
+def build_classifier(network, num_classes: int, pooling: str, dropout: float) -> Classifier:
+    inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name) for name in FEATURES}
+    outputs = network(inputs)
+    if pooling == "mean":
+        sentence = MaskedMeanPooling(name="mean_pooling")(outputs["sequence_output"], inputs["input_mask"])
+    elif pooling == "cls":
+        sentence = outputs["pooled_output"]
+    else:
+        raise ValueError(f"unknown pooling {pooling!r}")
+    sentence = tf_keras.layers.Dropout(dropout, name="head_dropout")(sentence)
+    logits = tf_keras.layers.Dense(
+        num_classes, dtype="float32", name="logits",
+        kernel_initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02))(sentence)
+    return Classifier(inputs=inputs, outputs=logits, name="classifier")

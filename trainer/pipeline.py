@@ -1,0 +1,203 @@
+"""tf.data input pipelines: tokenize once in the graph, then batch with little padding.
+
+Texts are tokenized a whole batch at a time by the TF-Text preprocessor (never one example at a
+time in Python) exactly once per split; the token ids are kept, unpadded, for every epoch.
+Batches are then padded only to the next of a few fixed lengths (16, 32, 64, ...), so tweets of
+~25 tokens do not pay for 128 and XLA/TPU programs see a small, fixed set of shapes. On TPUs
+everything is padded to one static shape instead (--sequence-padding fixed).
+"""
+import dataclasses
+from typing import Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+FEATURES = ("input_word_ids", "input_mask", "input_type_ids")
+_PADDED_LENGTHS = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+_TOKENIZE_BATCH = 1024
+
+
+def padded_lengths(max_seq_length: int) -> tuple:
+    """The sequence lengths batches are padded to: a short fixed ladder ending at the maximum."""
+    return tuple(n for n in _PADDED_LENGTHS if n < max_seq_length) + (max_seq_length,)
+
+
+@dataclasses.dataclass
+class TokenizedSplit:
+    """Token ids of one split, unpadded (row i has lengths[i] tokens), plus labels and weights."""
+    word_ids: np.ndarray  # int32, all rows concatenated
+    type_ids: np.ndarray  # int32, same layout
+    lengths: np.ndarray  # int32 [N]
+    labels: np.ndarray  # int32 [N]
+    weights: np.ndarray  # float32 [N]
+
+    def __len__(self):
+        return len(self.lengths)
+
+    @property
+    def real_tokens(self) -> int:
+        return int(self.lengths.sum())
+
+
+def tokenize(texts: Sequence[str], preprocessor, labels=None, weights=None) -> TokenizedSplit:
+    """Runs the preprocessor over all texts, batched in tf.data, and keeps only real tokens."""
+    texts = np.asarray(texts, dtype=object)
+    n = len(texts)
+    labels = np.zeros(n, np.int32) if labels is None else np.asarray(labels, np.int32)
+    weights = np.ones(n, np.float32) if weights is None else np.asarray(weights, np.float32)
+
+    def pack(batch):
+        features = preprocessor(batch)
+        lengths = tf.reduce_sum(tf.cast(features["input_mask"], tf.int32), axis=1)
+        mask = tf.cast(features["input_mask"], tf.bool)
+        return (tf.ragged.boolean_mask(tf.cast(features["input_word_ids"], tf.int32), mask).flat_values,
+                tf.ragged.boolean_mask(tf.cast(features["input_type_ids"], tf.int32), mask).flat_values,
+                lengths)
+
+    word_ids, type_ids, lengths = [], [], []
+    dataset = (tf.data.Dataset.from_tensor_slices(texts.astype(str) if n else np.zeros([0], str))
+               .batch(_TOKENIZE_BATCH).map(pack, num_parallel_calls=tf.data.AUTOTUNE)
+               .prefetch(tf.data.AUTOTUNE))
+    for w, t, l in dataset.as_numpy_iterator():
+        word_ids.append(w), type_ids.append(t), lengths.append(l)
+    cat = lambda parts: np.concatenate(parts).astype(np.int32) if parts else np.zeros([0], np.int32)  # noqa: E731
+    return TokenizedSplit(cat(word_ids), cat(type_ids), cat(lengths), labels, weights)
+
+
+@dataclasses.dataclass(frozen=True)
+class Batching:
+    batch_size: int  # global batch
+    lengths: tuple  # padded_lengths(max_seq_length)
+    bucket: bool  # group similar lengths; else pad every batch to the maximum length
+    drop_remainder: bool = False  # static batch dimension (TPU training)
+
+    def steps(self, split: TokenizedSplit) -> int:
+        """Batches per pass over `split`: exact, since bucket membership depends only on length."""
+        if not self.bucket:
+            sizes = [len(split)]
+        else:
+            sizes = np.bincount(self._bucket_of(split.lengths), minlength=len(self.lengths))
+        count = (lambda s: s // self.batch_size) if self.drop_remainder else (
+            lambda s: -(-s // self.batch_size))
+        return int(sum(count(int(s)) for s in sizes))
+
+    def _bucket_of(self, lengths):
+        return np.searchsorted(np.asarray(self.lengths), lengths, side="left")
+
+    def padded_tokens(self, split: TokenizedSplit) -> int:
+        """Positions the model computes in one pass (a pessimistic bound for bucketing)."""
+        if not self.bucket:
+            return len(split) * self.lengths[-1]
+        return int(np.asarray(self.lengths)[self._bucket_of(split.lengths)].sum())
+
+
+def _examples(split: TokenizedSplit) -> tf.data.Dataset:
+    ragged = lambda flat: tf.RaggedTensor.from_row_lengths(flat, split.lengths)  # noqa: E731
+    return tf.data.Dataset.from_tensor_slices((
+        {"input_word_ids": ragged(split.word_ids), "input_type_ids": ragged(split.type_ids),
+         "length": split.lengths},
+        split.labels, split.weights))
+
+
+def _pad_batch(lengths: tuple, static_batch: Optional[int] = None):
+    """Pads a batch of ragged rows to the shortest allowed length that fits them all.
+
+    With a single allowed length (fixed padding) the shapes are static, as TPUs need.
+    """
+    allowed = tf.constant(lengths, tf.int32)
+
+    def pad(features, labels, weights):
+        if len(lengths) == 1:
+            target, shape = lengths[0], [static_batch, lengths[0]]
+        else:
+            longest = tf.reduce_max(features["length"])
+            target = tf.reduce_min(tf.boolean_mask(allowed, allowed >= longest))
+            shape = tf.stack([tf.cast(features["input_word_ids"].nrows(), tf.int32), target])
+        word_ids = features["input_word_ids"].to_tensor(0, shape=shape)
+        type_ids = features["input_type_ids"].to_tensor(0, shape=shape)
+        mask = tf.sequence_mask(features["length"], target, dtype=tf.int32)
+        if static_batch:
+            labels, weights, mask = (tf.ensure_shape(labels, [static_batch]),
+                                     tf.ensure_shape(weights, [static_batch]),
+                                     tf.ensure_shape(mask, shape))
+        return ({"input_word_ids": word_ids, "input_mask": mask, "input_type_ids": type_ids},
+                labels, weights)
+    return pad
+
+
+def _batched(examples: tf.data.Dataset, batching: Batching) -> tf.data.Dataset:
+    if batching.bucket:
+        # Dataset.bucket_by_sequence_length pads dense rows; grouping by hand keeps rows ragged
+        # until _pad_batch knows the batch's target length.
+        limits = tf.constant(batching.lengths, tf.int32)
+
+        def bucket_of(features, *_):
+            return tf.reduce_min(tf.where(limits >= features["length"]))
+
+        batched = examples.group_by_window(
+            key_func=bucket_of,
+            reduce_func=lambda _, rows: rows.batch(batching.batch_size,
+                                                   drop_remainder=batching.drop_remainder),
+            window_size=batching.batch_size)
+        return batched.map(_pad_batch(batching.lengths), num_parallel_calls=tf.data.AUTOTUNE)
+    static_batch = batching.batch_size if batching.drop_remainder else None
+    return (examples.batch(batching.batch_size, drop_remainder=batching.drop_remainder)
+            .map(_pad_batch(batching.lengths[-1:], static_batch), num_parallel_calls=tf.data.AUTOTUNE))
+
+
+def _with_options(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    options = tf.data.Options()
+    # Rows come from memory, not files: shard by element across workers (the AUTO policy
+    # would try FILE first and log a warning on every worker).
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    options.deterministic = True
+    return dataset.with_options(options)
+
+
+def training_dataset(split: TokenizedSplit, batching: Batching, *, seed: int,
+                     first_epoch: int, epochs: int) -> tf.data.Dataset:
+    """Epochs first_epoch..epochs-1, each shuffled with its own seed.
+
+    Seeding per epoch (rather than relying on reshuffle_each_iteration) makes a resumed run see
+    exactly the batches an uninterrupted run would have seen from that epoch on.
+    """
+    examples = _examples(split).cache()
+    size = max(1, len(split))
+
+    def epoch(index):
+        shuffled = examples.shuffle(size, seed=tf.cast(index, tf.int64) * 1_000_003 + seed,
+                                    reshuffle_each_iteration=False)
+        return _batched(shuffled, batching)
+
+    dataset = tf.data.Dataset.range(first_epoch, epochs).flat_map(epoch)
+    return _with_options(dataset.prefetch(tf.data.AUTOTUNE))
+
+
+def evaluation_dataset(split: TokenizedSplit, batching: Batching,
+                       pad_to_full_batches: bool = False) -> tf.data.Dataset:
+    """Every example exactly once; with `pad_to_full_batches` (TPU), the last batch is filled with
+    weight-0 copies of a real row so shapes stay static while metrics ignore them."""
+    examples = _examples(split)
+    if pad_to_full_batches and len(split) % batching.batch_size:
+        filler = batching.batch_size - len(split) % batching.batch_size
+        pad = _examples(_take(split, np.zeros(filler, np.int64), weight=0.0))
+        examples = examples.concatenate(pad)
+        batching = dataclasses.replace(batching, drop_remainder=True, bucket=False)
+    return _with_options(_batched(examples, batching).prefetch(tf.data.AUTOTUNE))
+
+
+def _take(split: TokenizedSplit, rows: np.ndarray, weight: Optional[float] = None) -> TokenizedSplit:
+    starts = np.concatenate([[0], np.cumsum(split.lengths)[:-1]]).astype(np.int64)
+    pieces = [np.arange(starts[r], starts[r] + split.lengths[r]) for r in rows]
+    flat = np.concatenate(pieces) if pieces else np.zeros([0], np.int64)
+    weights = split.weights[rows] if weight is None else np.full(len(rows), weight, np.float32)
+    return TokenizedSplit(split.word_ids[flat], split.type_ids[flat], split.lengths[rows],
+                          split.labels[rows], weights)
+
+
+def trim_to_padded_length(features: dict, lengths: Sequence[int]) -> dict:
+    """In a serving graph: cut preprocessor output (padded to the maximum) to the batch's need."""
+    allowed = tf.constant(tuple(lengths), tf.int32)
+    longest = tf.reduce_max(tf.reduce_sum(tf.cast(features["input_mask"], tf.int32), axis=1))
+    target = tf.reduce_min(tf.boolean_mask(allowed, allowed >= longest))
+    return {name: tf.cast(features[name][:, :target], tf.int32) for name in FEATURES}
