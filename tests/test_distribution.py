@@ -236,7 +236,8 @@ def test_hub_on_tpu_auto_stays_float32():
 @pytest.mark.parametrize("devices", [TPU_VM, GPU_A100])
 def test_hub_bfloat16_off_cpu_is_an_error(devices):
     assert "--encoder-backend native" in assert_user_error(
-        "--mixed-precision", devices=devices, backend="hub", freeze=True, mixed_precision="bfloat16")
+        "--mixed-precision", devices=devices, backend="hub", freeze=True,
+        mixed_precision="bfloat16")
 
 
 # --- XLA -----------------------------------------------------------------------------------------
@@ -364,7 +365,8 @@ def test_detect_devices_reads_given_cpuinfo(tmp_path):
 
 def test_detect_devices_reports_a_tpu_node_from_tpu_name(tmp_path):
     devices = detect_devices({"TPU_NAME": "grpc://10.0.0.2:8470"}, "", dev_dir=str(tmp_path))
-    assert (devices.platform, devices.tpu, devices.remote_tpu) == ("tpu", "grpc://10.0.0.2:8470", True)
+    assert (devices.platform, devices.tpu, devices.remote_tpu) \
+        == ("tpu", "grpc://10.0.0.2:8470", True)
 
 
 @pytest.mark.parametrize("entries,environ,expected", [
@@ -458,6 +460,22 @@ print(json.dumps({"replicas": strategy.num_replicas_in_sync, "sum": float(total)
                                                "/job:localhost/replica:0/task:0/device:CPU:1"]}
 
 
+def test_tpu_plan_on_a_host_without_tpu_fails_fast_with_a_user_error():
+    code = WORKER_PRELUDE + """
+devices = distribution.Devices("tpu", tpu="local")
+plan = distribution.plan_runtime(RuntimeConfig(), devices=devices, cluster=None,
+                                 encoder_backend="native", freeze_encoder=False)
+try:
+    distribution.create_strategy(plan, devices)
+except trainer.errors.UserError as error:
+    print(error)
+"""
+    process = run_python(code)  # connecting changes the global context: not in this process
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err[-2000:]
+    assert out.startswith("--distribution tpu: cannot connect to the TPU 'local'")
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -475,7 +493,8 @@ strategy = distribution.create_strategy(plan, devices)
 value = strategy.run(lambda: tf.constant(float(plan.task_index + 1)))
 total = strategy.reduce("SUM", value, axis=None)
 print(json.dumps({"strategy": plan.strategy, "chief": plan.is_chief, "sum": float(total),
-                  "replicas": strategy.num_replicas_in_sync}))
+                  "replicas": strategy.num_replicas_in_sync,
+                  "devices": distribution.describe(plan, strategy)["devices"]}))
 """
     workers = [f"127.0.0.1:{free_port()}" for _ in range(2)]
     processes = [run_python(code, {"TF_CONFIG": json.dumps(
@@ -489,5 +508,6 @@ print(json.dumps({"strategy": plan.strategy, "chief": plan.is_chief, "sum": floa
     for process, (out, err) in zip(processes, outputs):
         assert process.returncode == 0, err[-2000:]
     results = [json.loads(out.splitlines()[-1]) for out, _ in outputs]
-    assert results == [{"strategy": "multiworker", "chief": chief, "sum": 3.0, "replicas": 2}
-                       for chief in (True, False)]
+    assert results == [{"strategy": "multiworker", "chief": i == 0, "sum": 3.0, "replicas": 2,
+                        "devices": [f"/job:worker/replica:0/task:{i}/device:CPU:0"]}
+                       for i in range(2)]

@@ -224,10 +224,11 @@ def _choose_precision(flag: str, platform: str, devices: Devices, encoder_backen
         return "mixed_float16"
     if flag == "bfloat16":
         if hub and platform != "cpu":
-            raise UserError(f"--mixed-precision bfloat16: with --encoder-backend hub on {platform.upper()} "
-                            "the SavedModel keeps the float32 dtypes it was exported with "
-                            "(tensorflow/hub#466) and no bfloat16 graph rewrite exists there; use "
-                            "--encoder-backend native" + (" or float16" if platform == "gpu" else ""))
+            raise UserError("--mixed-precision bfloat16: with --encoder-backend hub on "
+                            f"{platform.upper()} the SavedModel keeps the float32 dtypes it was "
+                            "exported with (tensorflow/hub#466) and no bfloat16 graph rewrite "
+                            "exists there; use --encoder-backend native"
+                            + (" or float16" if platform == "gpu" else ""))
         if platform == "cpu" and not devices.cpu_bf16:
             reasons.append("bfloat16 on a CPU without AVX512_BF16/AMX is emulated (or, for the hub "
                            "rewrite, skipped): expect no gain, likely a slowdown")
@@ -270,7 +271,8 @@ def _choose_precision(flag: str, platform: str, devices: Devices, encoder_backen
 def _hub_rewrite_note(hub: bool, dtype: str) -> str:
     if not hub:
         return ""
-    option = "auto_mixed_precision" if dtype == "float16" else "auto_mixed_precision_onednn_bfloat16"
+    option = ("auto_mixed_precision" if dtype == "float16"
+              else "auto_mixed_precision_onednn_bfloat16")
     return (f"; hub encoder: Keras policy stays float32 and the grappler {option} pass rewrites "
             "the graph, as a hub.KerasLayer ignores the Keras policy (tensorflow/hub#466)")
 
@@ -301,7 +303,8 @@ def _choose_jit(flag: str, platform: str, encoder_backend: str, freeze_encoder: 
         why = "a trained hub.KerasLayer recompiles every step under XLA"
         on = False
     elif encoder_backend == "hub":
-        why = f"frozen hub encoder on {platform.upper()}: XLA is only known to pay for the native encoder"
+        why = (f"frozen hub encoder on {platform.upper()}: XLA is only known to pay for the "
+               "native encoder")
         on = False
     else:
         why = f"native encoder on {platform.upper()}"
@@ -316,7 +319,8 @@ def _choose_padding(flag: str, platform: str, jit: bool, reasons: list) -> str:
                         "and needs static shapes; use fixed or auto")
     if flag == "auto":
         padding = "fixed" if platform == "tpu" else "bucket"
-        why = "TPU needs static shapes" if platform == "tpu" else "not a TPU: fewer padded positions"
+        why = ("TPU needs static shapes" if platform == "tpu"
+               else "not a TPU: fewer padded positions")
         reasons.append(f"sequence_padding: {padding} (--sequence-padding auto: {why})")
     else:
         padding = flag
@@ -326,7 +330,8 @@ def _choose_padding(flag: str, platform: str, jit: bool, reasons: list) -> str:
     return padding
 
 
-def check_tpu_paths(plan: RuntimePlan, devices: Devices, paths: Mapping[str, Optional[str]]) -> None:
+def check_tpu_paths(plan: RuntimePlan, devices: Devices,
+                    paths: Mapping[str, Optional[str]]) -> None:
     """A remote TPU node reads and writes through its own host, which sees only gs://.
 
     `paths` maps a flag ("--job-dir") to its value; None is skipped and comma-separated lists
@@ -370,6 +375,7 @@ def create_strategy(plan: RuntimePlan, devices: Devices, cluster: Optional[dict]
             tf.train.ClusterSpec(cluster["cluster"]), task_type=plan.task_type,
             task_id=plan.task_index, rpc_layer=cluster.get("rpc_layer", "grpc"))
         return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+    # "tpu": connect and initialise the TPU system first, as TPUStrategy requires.
     try:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=devices.tpu)
         tf.config.experimental_connect_to_cluster(resolver)

@@ -123,9 +123,18 @@ def library_versions() -> dict:
 def run(config: Config, environ: Mapping[str, str]) -> dict:
     """Trains, evaluates and exports; returns metrics.json's content."""
     started = time.perf_counter()
-    from trainer import distribution  # TensorFlow starts here, after flags are validated
+    from trainer import data, distribution
 
     env = cloud.read_environment(environ)
+    task_type, task_index, is_chief = cloud.task_role(env.cluster)
+    out = config.output
+    paths = JobPaths(out.job_dir, out.model_dir, out.checkpoint_dir, out.tensorboard_dir)
+    resuming = prepare_job_dir(config, paths, is_chief)
+    # Data errors surface next, in seconds, before any accelerator or model is set up.
+    # (Reading files through tf.io.gfile does not start the TensorFlow runtime, so the strategy
+    # below can still configure collectives.)
+    datasets = data.load_datasets(config)
+
     devices = distribution.detect_devices(environ)
     plan = distribution.plan_runtime(config.runtime, devices=devices, cluster=env.cluster,
                                      encoder_backend=config.model.encoder_backend,
@@ -138,11 +147,8 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
     import tf_keras
 
     from trainer import callbacks as cb
-    from trainer import data, encoders, evaluation, export, model as model_lib, optimization, pipeline
+    from trainer import encoders, evaluation, export, model as model_lib, optimization, pipeline
 
-    out = config.output
-    paths = JobPaths(out.job_dir, out.model_dir, out.checkpoint_dir, out.tensorboard_dir)
-    resuming = prepare_job_dir(config, paths, plan.is_chief)
     scratch = None if plan.is_chief else tempfile.mkdtemp(prefix=f"worker-{plan.task_index}-")
 
     def write_path(path):
@@ -160,7 +166,6 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
              strategy.num_replicas_in_sync, precision_note, "on" if plan.jit_compile else "off")
     tf_keras.utils.set_random_seed(config.train.seed)
 
-    datasets = data.load_datasets(config)
     labels = datasets.labels.names
     log.info("data: %s (text %r, label %r as %s: %s)", ", ".join(
         f"{name} {size}" for name, size in datasets.sizes().items()), datasets.text_column,

@@ -5,6 +5,7 @@ The exported SavedModels follow the TF-Hub text-encoder conventions
 input_word_ids/input_mask/input_type_ids dict, and a preprocessor with `tokenize` and
 `bert_pack_inputs(segments, seq_length=...)`, both loadable with hub.KerasLayer anywhere.
 """
+import dataclasses
 import hashlib
 import json
 import os
@@ -139,7 +140,7 @@ def save_encoder_savedmodel(network: tf_keras.layers.Layer, directory: str,
             model.set_weights(network.get_weights())
             config_file = os.path.join(scratch, "bert_config.json")
             with open(config_file, "w") as f:
-                json.dump(config.__dict__, f, indent=2)
+                json.dump(dataclasses.asdict(config), f, indent=2)
             model.bert_config_file = tf.saved_model.Asset(config_file)
         else:
             inputs = {key: tf_keras.Input(shape=(None,), dtype=tf.int32, name=key)

