@@ -9,6 +9,8 @@ import dataclasses
 import json
 from typing import Mapping, Optional
 
+from trainer.errors import UserError
+
 # The tuning objective. trainer.submit builds the HyperparameterTuningJob's metric_spec from these
 # and the trainer reports under the same tag, so the two cannot disagree.
 METRIC_GOALS = {"val_macro_f1": "maximize", "val_accuracy": "maximize",
@@ -18,6 +20,8 @@ HYPERTUNE_METRIC = "val_macro_f1"
 
 @dataclasses.dataclass(frozen=True)
 class VertexEnvironment:
+    """What Vertex told this process; every field is None on a local run."""
+
     model_dir: Optional[str] = None  # AIP_MODEL_DIR: where Vertex expects the exported model
     checkpoint_dir: Optional[str] = None  # AIP_CHECKPOINT_DIR
     tensorboard_dir: Optional[str] = None  # AIP_TENSORBOARD_LOG_DIR: per trial in tuning jobs
@@ -30,10 +34,12 @@ class VertexEnvironment:
 
     @property
     def on_vertex(self) -> bool:
+        """Inside any Vertex job: it sets CLOUD_ML_JOB_ID always and AIP_MODEL_DIR with an output dir."""
         return self.job_id is not None or self.model_dir is not None
 
 
 def read_environment(environ: Mapping[str, str]) -> VertexEnvironment:
+    """Empty variables count as unset: a blank `-e AIP_MODEL_DIR=` must not become a directory."""
     def get(name):
         value = environ.get(name, "").strip()
         return value or None
@@ -54,20 +60,32 @@ def read_environment(environ: Mapping[str, str]) -> VertexEnvironment:
 def parse_cluster(environ: Mapping[str, str]) -> Optional[dict]:
     """TF_CONFIG, or Vertex's CLUSTER_SPEC rewritten into TF_CONFIG's shape.
 
-    Vertex sets both for multi-machine custom jobs; CLUSTER_SPEC alone appears with custom
-    containers that opt out of TF_CONFIG, and names the current task under "task".
+    Vertex sets CLUSTER_SPEC on every replica and, for TensorFlow, TF_CONFIG as well
+    (https://cloud.google.com/vertex-ai/docs/training/distributed-training). TF_CONFIG wins
+    because tf.distribute reads it; CLUSTER_SPEC names pools by position ("workerpool0") and is
+    translated so that the rest of the trainer sees one shape.
     """
     raw = environ.get("TF_CONFIG", "").strip()
     if raw:
-        return json.loads(raw)
+        return _load_json("TF_CONFIG", raw)
     raw = environ.get("CLUSTER_SPEC", "").strip()
     if raw:
-        spec = json.loads(raw)
+        spec = _load_json("CLUSTER_SPEC", raw)
         cluster = {_POOL_ROLES.get(name, name): tasks for name, tasks in spec.get("cluster", {}).items()}
         task = dict(spec.get("task", {}))
         task["type"] = _POOL_ROLES.get(task.get("type"), task.get("type"))
         return {"cluster": cluster, "task": {"type": task["type"], "index": int(task.get("index", 0))}}
     return None
+
+
+def _load_json(name: str, raw: str) -> dict:
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise UserError(f"${name} is not valid JSON ({e.msg} at character {e.pos}): {raw[:80]!r}") from None
+    if not isinstance(value, dict):
+        raise UserError(f"${name} must be a JSON object, got {raw[:80]!r}")
+    return value
 
 
 # Vertex names worker pools by position; TensorFlow names them by role.
@@ -76,6 +94,7 @@ _POOL_ROLES = {"workerpool0": "chief", "workerpool1": "worker", "workerpool2": "
 
 
 def cluster_size(cluster: Optional[dict]) -> int:
+    """Tasks that each train a replica: parameter servers and the evaluator hold none."""
     if not cluster:
         return 1
     return sum(len(tasks) for name, tasks in cluster.get("cluster", {}).items()

@@ -204,12 +204,13 @@ def read_google_checkpoint(directory: str) -> Checkpoint:
 
 
 def _saved_model_objects(directory: str):
-    """(object graph, asset file names, checkpoint reader) of a SavedModel, without loading it.
+    """(object graph, asset file names, variable reader) of a SavedModel, without loading it.
 
     Reading the proto and the variables checkpoint directly avoids restoring every traced
-    function: seconds and a second copy of the weights for BERT-base.
+    function: seconds and a second copy of the weights for BERT-base. `read(node_id)` returns a
+    variable's value; the checkpoint's object graph numbers its nodes like the SavedModel's.
     """
-    from tensorflow.core.protobuf import saved_model_pb2
+    from tensorflow.core.protobuf import saved_model_pb2, trackable_object_graph_pb2
 
     saved_model = saved_model_pb2.SavedModel()
     with tf.io.gfile.GFile(os.path.join(directory, "saved_model.pb"), "rb") as f:
@@ -217,25 +218,28 @@ def _saved_model_objects(directory: str):
     meta_graph = saved_model.meta_graphs[0]
     assets = [asset.filename for asset in meta_graph.asset_file_def]
     reader = tf.train.load_checkpoint(os.path.join(directory, "variables", "variables"))
-    return meta_graph.object_graph_def, assets, reader
+    checkpoint_graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    checkpoint_graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
 
+    def read(node_id):
+        attributes = checkpoint_graph.nodes[node_id].attributes
+        return reader.get_tensor(next(a.checkpoint_key for a in attributes
+                                      if a.name == "VARIABLE_VALUE"))
 
-def _variable_value(node, reader):
-    key = next(a.checkpoint_key for a in node.attributes if a.name == "VARIABLE_VALUE")
-    return reader.get_tensor(key)
+    return meta_graph.object_graph_def, assets, read
 
 
 def read_savedmodel_vocab(directory: str):
     """(vocab file, lower_case) from a TF-Hub BERT encoder's `vocab_file` and `do_lower_case`
     attributes (Model Garden's export_tfhub and this package's export set both), else (None, None).
     """
-    graph, assets, reader = _saved_model_objects(directory)
-    children = {child.local_name: graph.nodes[child.node_id] for child in graph.nodes[0].children}
-    vocab, lower = children.get("vocab_file"), children.get("do_lower_case")
-    if vocab is None or lower is None or vocab.WhichOneof("kind") != "asset":
+    graph, assets, read = _saved_model_objects(directory)
+    children = {child.local_name: child.node_id for child in graph.nodes[0].children}
+    if "vocab_file" not in children or "do_lower_case" not in children:
         return None, None
+    vocab = graph.nodes[children["vocab_file"]]
     vocab_file = os.path.join(directory, "assets", assets[vocab.asset.asset_file_def_index])
-    return vocab_file, bool(_variable_value(lower, reader))
+    return vocab_file, bool(read(children["do_lower_case"]))
 
 
 def read_hub_savedmodel(directory: str) -> Checkpoint:
@@ -245,13 +249,13 @@ def read_hub_savedmodel(directory: str) -> Checkpoint:
     SavedModels the architecture is read off the variable shapes, with Model Garden's settings
     (tanh-approximated GELU, LayerNorm epsilon 1e-12).
     """
-    graph, assets, reader = _saved_model_objects(directory)
+    graph, assets, read = _saved_model_objects(directory)
     weights = {}
-    for node in graph.nodes:
+    for node_id, node in enumerate(graph.nodes):
         if node.WhichOneof("kind") == "variable" and node.variable.trainable:
             name = canonical_name(node.variable.name)
             if name is not None:
-                weights[name] = _variable_value(node, reader)
+                weights[name] = read(node_id)
     needed = ("word_embeddings/embeddings", "position_embedding/embeddings",
               "type_embeddings/embeddings", "transformer/layer_0/self_attention/query/kernel",
               "transformer/layer_0/intermediate/kernel")
@@ -261,9 +265,9 @@ def read_hub_savedmodel(directory: str) -> Checkpoint:
             f"--encoder {directory}: not a BERT encoder SavedModel the native backend can read "
             f"(no variable {missing[0]}); use --encoder-backend hub for it.")
     children = {child.local_name: graph.nodes[child.node_id] for child in graph.nodes[0].children}
-    config_node = children.get("bert_config_file")
-    if config_node is not None and config_node.WhichOneof("kind") == "asset":
-        config_path = os.path.join(directory, "assets", assets[config_node.asset.asset_file_def_index])
+    if "bert_config_file" in children:
+        config_index = children["bert_config_file"].asset.asset_file_def_index
+        config_path = os.path.join(directory, "assets", assets[config_index])
         config = BertConfig(**_read_json(config_path))
     else:
         vocab_size, hidden_size = weights["word_embeddings/embeddings"].shape

@@ -131,25 +131,39 @@ def save_encoder_savedmodel(network: tf_keras.layers.Layer, directory: str,
     compute and return bf16 wherever it is loaded, so native networks are rebuilt in float32
     (which copies their current, possibly fine-tuned, weights). Like Model Garden's TF-Hub
     exports it carries `vocab_file` and `do_lower_case`, so the native backend can read it
-    back with its tokenizer; `bert_config_file` records what the shapes do not tell.
+    back with its tokenizer; `bert_config_file` records what the variable shapes do not tell.
+
+    The root is a plain trackable holding one traced function per `training` value and the
+    variables (the Reusable SavedModel API hub.KerasLayer reads), not the Keras model itself:
+    tf.saved_model.save would otherwise trace every Keras layer too, 11 s instead of 2 s here.
     """
     config = getattr(network, "bert_config", None)
+    root = tf.train.Checkpoint()
     with tempfile.TemporaryDirectory() as scratch:
         if config is not None:
-            model = build_bert_encoder(config, dtype="float32")
-            model.set_weights(network.get_weights())
+            float32_network = build_bert_encoder(config, dtype="float32")
+            float32_network.set_weights(network.get_weights())
+            network = float32_network
             config_file = os.path.join(scratch, "bert_config.json")
             with open(config_file, "w") as f:
                 json.dump(dataclasses.asdict(config), f, indent=2)
-            model.bert_config_file = tf.saved_model.Asset(config_file)
-        else:
-            inputs = {key: tf_keras.Input(shape=(None,), dtype=tf.int32, name=key)
-                      for key in INPUT_KEYS}
-            model = tf_keras.Model(inputs, network(inputs))
+            root.bert_config_file = tf.saved_model.Asset(config_file)
         if vocab_file is not None:
-            model.vocab_file = tf.saved_model.Asset(vocab_file)
-            model.do_lower_case = tf.Variable(bool(lower_case), trainable=False)
-        model.save(directory, include_optimizer=False, save_format="tf")
+            root.vocab_file = tf.saved_model.Asset(vocab_file)
+            root.do_lower_case = tf.Variable(bool(lower_case), trainable=False)
+
+        @tf.function
+        def call(inputs, training=False):
+            return network(inputs, training=training)
+
+        spec = {key: tf.TensorSpec([None, None], tf.int32, name=key) for key in INPUT_KEYS}
+        for training in (False, True):
+            call.get_concrete_function(spec, training=training)
+        root.__call__ = call
+        root.variables = list(network.variables)
+        root.trainable_variables = list(network.trainable_variables)
+        root.regularization_losses = []
+        tf.saved_model.save(root, directory)
 
 
 class _PackInputsExport(tf.Module):

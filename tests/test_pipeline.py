@@ -1,0 +1,84 @@
+"""The tf.data pipeline: every example once, few distinct shapes, exact step counts."""
+import numpy as np
+import pytest
+
+from trainer import pipeline
+
+
+def split_of(lengths, labels=None):
+    lengths = np.asarray(lengths, np.int32)
+    word_ids = np.concatenate([np.arange(1, n + 1) for n in lengths]).astype(np.int32)
+    labels = np.arange(len(lengths)) % 3 if labels is None else labels
+    return pipeline.TokenizedSplit(word_ids, np.zeros_like(word_ids), lengths,
+                                   np.asarray(labels, np.int32), np.ones(len(lengths), np.float32))
+
+
+LENGTHS = np.random.default_rng(0).integers(3, 60, size=101)
+
+
+def batches(dataset):
+    return list(dataset.as_numpy_iterator())
+
+
+def test_padded_lengths_form_a_short_ladder_ending_at_the_maximum():
+    assert pipeline.padded_lengths(128) == (16, 32, 48, 64, 96, 128)
+    assert pipeline.padded_lengths(40) == (16, 32, 40)
+
+
+def test_bucketed_training_batches_use_only_ladder_lengths_and_fit_every_row():
+    batching = pipeline.Batching(8, pipeline.padded_lengths(64), bucket=True)
+    out = batches(pipeline.training_dataset(split_of(LENGTHS), batching, seed=1, first_epoch=0, epochs=1))
+    assert {f["input_word_ids"].shape[1] for f, _, _ in out} <= set(batching.lengths)
+    for features, _, _ in out:
+        real = features["input_mask"].sum(axis=1)
+        assert (real == (features["input_word_ids"] > 0).sum(axis=1)).all()
+        assert real.max() > features["input_word_ids"].shape[1] // 3  # no batch is mostly padding
+
+
+def test_steps_per_epoch_is_exact_for_buckets_and_fixed_padding():
+    split = split_of(LENGTHS)
+    for bucket in (True, False):
+        batching = pipeline.Batching(8, pipeline.padded_lengths(64), bucket=bucket)
+        out = batches(pipeline.training_dataset(split, batching, seed=3, first_epoch=0, epochs=2))
+        assert len(out) == 2 * batching.steps(split)
+        assert sum(len(labels) for _, labels, _ in out) == 2 * len(split)
+
+
+def test_each_epoch_is_shuffled_and_a_resumed_epoch_repeats_exactly():
+    split = split_of(LENGTHS, labels=np.arange(len(LENGTHS)) % 7)
+    batching = pipeline.Batching(8, pipeline.padded_lengths(64), bucket=True)
+    full = batches(pipeline.training_dataset(split, batching, seed=5, first_epoch=0, epochs=2))
+    steps = batching.steps(split)
+    resumed = batches(pipeline.training_dataset(split, batching, seed=5, first_epoch=1, epochs=2))
+    order = lambda bs: np.concatenate([labels for _, labels, _ in bs]).tolist()  # noqa: E731
+    assert order(full[steps:]) == order(resumed)
+    assert order(full[:steps]) != order(full[steps:])
+
+
+def test_padded_evaluation_covers_every_example_once_with_static_shapes():
+    split = split_of(LENGTHS)
+    batching = pipeline.Batching(16, pipeline.padded_lengths(64), bucket=False)
+    dataset = pipeline.evaluation_dataset(split, batching, pad_to_full_batches=True)
+    features_spec = dataset.element_spec[0]["input_word_ids"]
+    assert features_spec.shape.as_list() == [16, 64]
+    out = batches(dataset)
+    weights = np.concatenate([w for _, _, w in out])
+    assert len(weights) == 112 and weights.sum() == len(split)
+    real_labels = np.concatenate([l[w > 0] for _, l, w in out])
+    assert sorted(real_labels.tolist()) == sorted(split.labels.tolist())
+
+
+def test_trim_keeps_serving_batches_at_a_ladder_length():
+    import tensorflow as tf
+    mask = np.zeros((2, 128), np.int32)
+    mask[0, :20] = 1
+    features = {"input_word_ids": tf.constant(mask * 5), "input_mask": tf.constant(mask),
+                "input_type_ids": tf.zeros((2, 128), tf.int32)}
+    trimmed = pipeline.trim_to_padded_length(features, pipeline.padded_lengths(128))
+    assert trimmed["input_word_ids"].shape == (2, 32)
+
+
+@pytest.mark.parametrize("drop_remainder, expected", [(False, 4), (True, 3)])
+def test_fixed_padding_steps_follow_drop_remainder(drop_remainder, expected):
+    batching = pipeline.Batching(8, (32,), bucket=False, drop_remainder=drop_remainder)
+    assert batching.steps(split_of([5] * 30)) == expected
