@@ -9,6 +9,7 @@ REQUIRED = [
     "tf-keras~=2.21.0",
     "tensorflow-text~=2.21.0",
     "tensorflow-hub==0.16.1",
+    "tensorboard~=2.21.0",  # not a TensorFlow dependency since 2.20; Keras TensorBoard logs need it
     "numpy>=1.26",
     "pandas>=2.0",
     "scikit-learn>=1.3",

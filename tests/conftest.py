@@ -14,3 +14,39 @@ import tiny_bert  # noqa: E402
 def tiny_encoder_dir(tmp_path_factory):
     """A tiny BERT checkpoint in Hugging Face layout, usable as `--encoder DIR`."""
     return tiny_bert.write_hf_checkpoint(tmp_path_factory.mktemp("tiny_bert"))
+
+
+POSITIVE = ["i love this movie", "this movie is great", "so good", "very good !", "i love it",
+            "great movie", "it was great", "the movie is good", "love it so", "good , very good"]
+NEGATIVE = ["i hate this movie", "this movie is awful", "so bad", "very bad !", "i hate it",
+            "awful movie", "it was awful", "the movie is bad", "hate it so", "bad , very bad"]
+NEUTRAL = ["the movie is ok", "it was fine", "meh", "ok movie", "this is a movie", "fine , ok",
+           "it is a movie .", "the movie was ok", "meh , fine", "a movie ?"]
+
+
+def labelled_rows(count, seed):
+    """(text, label) rows over the tiny vocabulary, balanced over three classes."""
+    import random
+    rng = random.Random(seed)
+    rows = []
+    for i in range(count):
+        label, texts = [("positive", POSITIVE), ("negative", NEGATIVE), ("neutral", NEUTRAL)][i % 3]
+        rows.append((rng.choice(texts), label))
+    return rows
+
+
+def write_csv(path, rows, header=("text", "label")):
+    import csv
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory):
+    """train/validation/test CSVs a tiny encoder can learn in a few epochs."""
+    root = tmp_path_factory.mktemp("tiny_data")
+    return {name: write_csv(root / f"{name}.csv", labelled_rows(count, seed))
+            for name, count, seed in (("train", 90, 1), ("validation", 30, 2), ("test", 30, 3))}

@@ -6,8 +6,42 @@ tf-keras (TF_USE_LEGACY_KERAS=1) rather than Keras 3, and a normal run should no
 of C++ start-up warnings. Users may override either variable.
 """
 import os
+import re
+import sys
+import tempfile
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 __version__ = "0.1.0"
+
+# Lines TensorFlow's shared libraries print while loading, before absl logging is initialised,
+# so TF_CPP_MIN_LOG_LEVEL cannot silence them: the oneDNN notice, the missing-CUDA notes on a
+# CPU host, and absl's "before InitializeLog" banner.
+_STARTUP_NOISE = re.compile(
+    r"^(WARNING: All log messages before absl::InitializeLog\(\)|"
+    r"[IWE]\d{4} [\d:. ]+\d+ (port|cudart_stub|cuda_platform|cuda_executor|cpu_feature_guard)\.cc)")
+
+
+def import_tensorflow():
+    """Imports TensorFlow and TF-Text with their start-up banner filtered out of stderr.
+
+    Anything else written to stderr meanwhile (a real import error) is passed through.
+    """
+    if "tensorflow" in sys.modules and "tensorflow_text" in sys.modules:
+        return sys.modules["tensorflow"]
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            import tensorflow
+            import tensorflow_text  # noqa: F401  registers the tokenizer ops
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            for line in captured.read().decode("utf-8", "replace").splitlines(keepends=True):
+                if not _STARTUP_NOISE.match(line):
+                    sys.stderr.write(line)
+    return tensorflow

@@ -13,7 +13,7 @@ import tempfile
 import numpy as np
 import pandas as pd
 
-import trainer  # noqa: F401
+import trainer
 from trainer import data, storage
 from trainer.errors import UserError
 
@@ -85,6 +85,7 @@ def write_frame(frame: pd.DataFrame, handle, fmt: str, first: bool) -> None:
 
 def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
+    trainer.import_tensorflow()
     try:
         if args.batch_size < 1:
             raise UserError(f"--batch-size: must be at least 1, got {args.batch_size}")

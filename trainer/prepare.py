@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-import trainer  # noqa: F401
+import trainer
 from trainer import data, storage
 from trainer.config import DataConfig
 from trainer.errors import UserError
@@ -49,6 +49,7 @@ def split_indices(labels: np.ndarray, eval_fraction: float, test_fraction: float
 
 def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
+    trainer.import_tensorflow()
     try:
         for flag, value in (("--eval-fraction", args.eval_fraction), ("--test-fraction", args.test_fraction)):
             if not 0.0 < value < 0.5:

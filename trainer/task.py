@@ -5,7 +5,7 @@ import sys
 import tempfile
 import warnings
 
-import trainer  # noqa: F401  sets TF_USE_LEGACY_KERAS before TensorFlow loads
+import trainer  # sets TF_USE_LEGACY_KERAS before TensorFlow loads
 from trainer import config as config_lib
 from trainer.errors import UserError
 
@@ -39,6 +39,7 @@ def main(argv=None, environ=None) -> int:
     local_log, remote_log = None, None
     try:
         config = config_lib.build_config(argv, environ)
+        trainer.import_tensorflow()
         from trainer import versions
         versions.check_coupled_versions()
         job_dir = config.output.job_dir

@@ -126,7 +126,7 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
     from trainer import data, distribution
 
     env = cloud.read_environment(environ)
-    task_type, task_index, is_chief = cloud.task_role(env.cluster)
+    _, _, is_chief = cloud.task_role(env.cluster)
     out = config.output
     paths = JobPaths(out.job_dir, out.model_dir, out.checkpoint_dir, out.tensorboard_dir)
     resuming = prepare_job_dir(config, paths, is_chief)
@@ -141,7 +141,15 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
                                      freeze_encoder=config.model.freeze_encoder)
     # Before any other TensorFlow op: collective ops are configured at program start-up
     # (tensorflow/tensorflow#55178).
-    strategy = distribution.create_strategy(plan, devices)
+    strategy = distribution.create_strategy(plan, devices, cluster=env.cluster)
+    distribution.check_tpu_paths(plan, devices, {
+        "--job-dir": out.job_dir, "--model-dir": out.model_dir,
+        "--checkpoint-dir": out.checkpoint_dir, "--training-file": config.data.training_file,
+        "--validation-file": config.data.validation_file,
+        "--testing-file": config.data.testing_file})
+    if config.train.batch_size % strategy.num_replicas_in_sync:
+        raise UserError(f"--batch-size: {config.train.batch_size} does not split evenly over "
+                        f"{strategy.num_replicas_in_sync} replicas")
 
     import tensorflow as tf
     import tf_keras
@@ -221,12 +229,17 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
         optimizer = optimization.build_optimizer(
             config.train.learning_rate, total_steps, config.train.warmup_fraction,
             config.train.weight_decay, config.train.clip_norm)
+        if plan.precision == "mixed_float16" and config.model.encoder_backend == "hub":
+            # Keras adds loss scaling only under its own float16 policy; the grappler rewrite
+            # used for hub encoders computes in float16 without it.
+            optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
         model.compile(optimizer=optimizer,
                       loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=[tf_keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
                       jit_compile=plan.jit_compile, steps_per_execution=config.runtime.steps_per_execution)
         epoch_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="epochs_done")
-        optimizer.build(model.trainable_variables)
+        optimizer = model.optimizer  # compile may have wrapped it for loss scaling
+        optimizer.build(model.trainable_variables)  # slots exist before a restore fills them
         resume_state = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch_counter)
     manager = tf.train.CheckpointManager(resume_state, write_path(_join(paths.checkpoint_dir, "resume")),
                                          max_to_keep=1)
@@ -311,12 +324,8 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
         "best_epoch": pointer["epoch"] if pointer else None,
         "epochs_completed": len(history_cb.rows),
         "stopped_early": best_cb.stopped_early or already_stopped,
-        "device": {"strategy": plan.strategy, "replicas": strategy.num_replicas_in_sync,
-                   "devices": [d.name for d in tf.config.list_logical_devices()],
-                   "platform": devices.platform, "precision": plan.precision,
-                   "precision_note": precision_note, "jit_compile": plan.jit_compile,
-                   "sequence_padding": plan.sequence_padding, "worker": plan.task_type,
-                   "reasons": list(plan.reasons), "encoder_backend": encoder.backend,
+        "device": {**distribution.describe(plan, strategy), "platform": devices.platform,
+                   "precision_note": precision_note, "encoder_backend": encoder.backend,
                    "encoder_source": encoder.source},
         "versions": library_versions(),
         "durations": {"total": time.perf_counter() - started, "train": train_seconds,

@@ -155,13 +155,16 @@ def _bert_config(raw: dict, path: str, gelu_approximate: Optional[bool] = None) 
 
 def read_hf_checkpoint(directory: str) -> Checkpoint:
     """config.json + model.safetensors + vocab.txt, read with safetensors' numpy API (no torch)."""
-    from safetensors.numpy import load
+    from safetensors.numpy import load, load_file
 
     config_path = os.path.join(directory, "config.json")
     config = _bert_config(_read_json(config_path), config_path)
     weights_path = os.path.join(directory, "model.safetensors")
-    with tf.io.gfile.GFile(weights_path, "rb") as f:
-        tensors = load(f.read())
+    if "://" in weights_path:
+        with tf.io.gfile.GFile(weights_path, "rb") as f:
+            tensors = load(f.read())
+    else:  # memory-mapped: 0.07 s for MiniLM's 87 MiB, where GFile.read() takes 0.7-1.6 s
+        tensors = load_file(weights_path)
     # BertFor* task models keep the encoder under "bert."; a bare BertModel does not.
     tensors = {name[len("bert."):] if name.startswith("bert.") else name: value
                for name, value in tensors.items()}

@@ -168,13 +168,14 @@ def save_encoder_savedmodel(network: tf_keras.layers.Layer, directory: str,
 
 class _PackInputsExport(tf.Module):
     """`bert_pack_inputs` with an overridable seq_length, traced for 1-2 segments of ragged
-    rank 1-2 (a TF-Hub SavedModel cannot trace new signatures after export)."""
+    rank 1-2 (a SavedModel cannot trace new signatures after export), as in Model Garden's
+    export_tfhub_lib."""
 
     def __init__(self, preprocessor: BertPreprocessor):
         super().__init__()
-        self._preprocessor = preprocessor
 
-        @tf.function
+        # Autograph has nothing to convert here and adds seconds per trace of TF-Text code.
+        @tf.function(autograph=False)
         def call(segments, seq_length=preprocessor.seq_length):
             return preprocessor.bert_pack_inputs(segments, seq_length=seq_length)
 
@@ -189,10 +190,12 @@ class _PackInputsExport(tf.Module):
 class _PreprocessorExport(tf.Module):
     def __init__(self, preprocessor: BertPreprocessor):
         super().__init__()
-        self._preprocessor = preprocessor
+        # The vocabulary table (and through it the vocab file asset) is what the functions
+        # use; tracking the Keras layer itself would make SavedModel serialise it as a layer.
+        self.vocab_table = preprocessor.vocab_table
         strings = tf.TensorSpec([None], tf.string)
-        self.__call__ = tf.function(preprocessor.call, input_signature=[strings])
-        self.tokenize = tf.function(preprocessor.tokenize, input_signature=[strings])
+        self.__call__ = tf.function(preprocessor.call, input_signature=[strings], autograph=False)
+        self.tokenize = tf.function(preprocessor.tokenize, input_signature=[strings], autograph=False)
         self.bert_pack_inputs = _PackInputsExport(preprocessor)
 
 

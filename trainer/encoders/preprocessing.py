@@ -52,7 +52,7 @@ class BertPreprocessor(tf_keras.layers.Layer):
         self._tokenizer = text.BertTokenizer(
             table, token_out_type=tf.int32, unknown_token="[UNK]", lower_case=lower_case)
         # BertTokenizer is not trackable; keep the table where SavedModel export finds it.
-        self._vocab_table = table
+        self.vocab_table = table
 
     def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
         """[B] strings -> int32 RaggedTensor [B, (words), (wordpieces)], as TF-Hub's `tokenize`."""

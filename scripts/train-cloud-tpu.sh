@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Train on a Vertex AI TPU VM (TPU v2 or v3, 8 cores): a thin wrapper over
+# `python -m trainer.submit train --tpu`. Needs the TPU image (VARIANT=tpu scripts/build-image.sh).
+#
+#   PROJECT_ID=my-project REGION=us-central1 BUCKET=my-bucket \
+#   IMAGE_URI=us-central1-docker.pkg.dev/my-project/vertex-bert-trainer/vertex-bert-trainer-tpu:abc1234 \
+#     scripts/train-cloud-tpu.sh --training-file gs://my-bucket/data/train.csv --batch-size 128
+#
+# Required: PROJECT_ID, REGION (one with TPUs, e.g. us-central1), BUCKET, IMAGE_URI.
+# Optional: TPU_VERSION (v2 or v3; default v2), JOB_DIR, DISPLAY_NAME, SERVICE_ACCOUNT,
+#   TENSORBOARD, PYTHON (python3).
+#   DRY_RUN=1 prints the job as JSON and submits nothing.
+# Arguments go to the trainer unchanged (python -m trainer.task --help).
+set -euo pipefail
+
+require() {
+  local name missing=()
+  for name in "$@"; do [[ -n "${!name:-}" ]] || missing+=("$name"); done
+  if (( ${#missing[@]} )); then
+    echo "error: set the environment variable(s) ${missing[*]} (see the top of $0)" >&2
+    exit 2
+  fi
+}
+optional() {  # optional VAR --flag: pass --flag "$VAR" when VAR is set
+  if [[ -n "${!1:-}" ]]; then flags+=("$2" "${!1}"); fi
+}
+
+require PROJECT_ID REGION BUCKET IMAGE_URI
+flags=(train --project "$PROJECT_ID" --region "$REGION" --bucket "$BUCKET" --image-uri "$IMAGE_URI"
+       --tpu "${TPU_VERSION:-v2}")
+optional JOB_DIR --job-dir
+optional DISPLAY_NAME --display-name
+optional SERVICE_ACCOUNT --service-account
+optional TENSORBOARD --tensorboard
+if [[ "${DRY_RUN:-0}" != 0 ]]; then flags+=(--dry-run); fi
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" exec "${PYTHON:-python3}" -m trainer.submit "${flags[@]}" -- "$@"

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Hyperparameter tuning on Vertex AI: a thin wrapper over `python -m trainer.submit tune`.
+# Each trial is one training job; Vertex passes the tuned values as trainer flags
+# (--learning-rate=..., --batch-size=..., ...) and maximizes --hypertune-metric (val_macro_f1).
+#
+#   PROJECT_ID=my-project REGION=us-central1 BUCKET=my-bucket \
+#   IMAGE_URI=us-central1-docker.pkg.dev/my-project/vertex-bert-trainer/vertex-bert-trainer:abc1234 \
+#     scripts/tune-cloud.sh --training-file gs://my-bucket/data/train.csv
+#
+# Required: PROJECT_ID, REGION, BUCKET, IMAGE_URI.
+# Optional: MAX_TRIAL_COUNT (12), PARALLEL_TRIAL_COUNT (3), PARAMETERS (comma-separated subset of
+#   learning-rate,batch-size,dropout,warmup-fraction,weight-decay,epochs; default all),
+#   MACHINE_TYPE (n1-standard-8), ACCELERATOR_TYPE (NVIDIA_TESLA_T4), ACCELERATOR_COUNT (1; 0 runs
+#   on CPU only), JOB_DIR, DISPLAY_NAME, SERVICE_ACCOUNT, TENSORBOARD, PYTHON (python3).
+#   DRY_RUN=1 prints the job as JSON and submits nothing.
+# Arguments go to every trial's trainer unchanged; do not repeat a tuned flag there.
+set -euo pipefail
+
+require() {
+  local name missing=()
+  for name in "$@"; do [[ -n "${!name:-}" ]] || missing+=("$name"); done
+  if (( ${#missing[@]} )); then
+    echo "error: set the environment variable(s) ${missing[*]} (see the top of $0)" >&2
+    exit 2
+  fi
+}
+optional() {  # optional VAR --flag: pass --flag "$VAR" when VAR is set
+  if [[ -n "${!1:-}" ]]; then flags+=("$2" "${!1}"); fi
+}
+
+require PROJECT_ID REGION BUCKET IMAGE_URI
+flags=(tune --project "$PROJECT_ID" --region "$REGION" --bucket "$BUCKET" --image-uri "$IMAGE_URI"
+       --machine-type "${MACHINE_TYPE:-n1-standard-8}"
+       --max-trial-count "${MAX_TRIAL_COUNT:-12}" --parallel-trial-count "${PARALLEL_TRIAL_COUNT:-3}")
+if [[ "${ACCELERATOR_COUNT:-1}" != 0 ]]; then
+  flags+=(--accelerator-type "${ACCELERATOR_TYPE:-NVIDIA_TESLA_T4}" --accelerator-count "${ACCELERATOR_COUNT:-1}")
+fi
+optional PARAMETERS --parameters
+optional JOB_DIR --job-dir
+optional DISPLAY_NAME --display-name
+optional SERVICE_ACCOUNT --service-account
+optional TENSORBOARD --tensorboard
+if [[ "${DRY_RUN:-0}" != 0 ]]; then flags+=(--dry-run); fi
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" exec "${PYTHON:-python3}" -m trainer.submit "${flags[@]}" -- "$@"

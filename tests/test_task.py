@@ -1,0 +1,190 @@
+"""`python -m trainer.task` end to end on a tiny encoder, the way a user runs it."""
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(__file__)
+
+
+def run_cli(*args, module="trainer.task", timeout=300, env=None):
+    environ = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"),
+               **(env or {})}
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, env=environ)
+
+
+def train_args(tiny_encoder_dir, tiny_data, job_dir, *extra):
+    return ["--encoder", tiny_encoder_dir, "--training-file", tiny_data["train"],
+            "--validation-file", tiny_data["validation"], "--testing-file", tiny_data["test"],
+            "--job-dir", job_dir, "--epochs", "3", "--batch-size", "8", "--learning-rate", "5e-3",
+            "--max-seq-length", "16", "--mixed-precision", "off", "--log-every-seconds", "1", *extra]
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_encoder_dir, tiny_data, tmp_path_factory):
+    job_dir = tmp_path_factory.mktemp("run") / "job"
+    result = run_cli(*train_args(tiny_encoder_dir, tiny_data, job_dir))
+    assert result.returncode == 0, result.stdout + result.stderr
+    return job_dir, result
+
+
+def test_a_run_writes_every_artifact(trained):
+    job_dir, _ = trained
+    for name in ("config.json", "metrics.json", "eval_history.csv", "training.log",
+                 "model/saved_model.pb", "tensorboard", "checkpoints"):
+        assert (job_dir / name).exists(), name
+
+
+def test_metrics_json_holds_what_users_read(trained):
+    metrics = json.loads((trained[0] / "metrics.json").read_text())
+    for split in ("train", "validation", "test"):
+        m = metrics[split]
+        assert {"loss", "accuracy", "macro_f1", "macro_recall", "per_class", "confusion_matrix"} <= set(m)
+        assert set(m["per_class"]) == {"negative", "neutral", "positive"}
+        assert set(m["per_class"]["neutral"]) == {"precision", "recall", "f1", "support"}
+        assert np.array(m["confusion_matrix"]).sum() == metrics["dataset_sizes"][split]
+    assert metrics["labels"] == ["negative", "neutral", "positive"]
+    assert metrics["dataset_sizes"] == {"train": 90, "validation": 30, "test": 30}
+    assert metrics["rows_skipped"] == {"train": 0, "validation": 0, "test": 0}
+    assert metrics["hyperparameters"]["learning_rate"] == 5e-3
+    assert {"total", "train", "evaluate", "export"} <= set(metrics["durations"])
+    assert metrics["train_examples_per_second"] > 0
+    assert metrics["versions"]["tensorflow"].startswith("2.21")
+    assert metrics["device"]["strategy"] == "default"
+
+
+def test_the_tiny_model_learns_the_tiny_task(trained):
+    metrics = json.loads((trained[0] / "metrics.json").read_text())
+    assert metrics["test"]["accuracy"] >= 0.8
+
+
+def test_history_has_one_row_per_epoch(trained):
+    with open(trained[0] / "eval_history.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["epoch"]) for r in rows] == [1, 2, 3]
+    assert set(rows[0]) == {"epoch", "loss", "accuracy", "val_loss", "val_accuracy", "val_macro_f1",
+                            "val_macro_recall", "learning_rate", "seconds"}
+
+
+def test_log_has_progress_lines_and_no_tensorflow_noise(trained):
+    job_dir, result = trained
+    log = (job_dir / "training.log").read_text()
+    assert "ex/s" in log and "ETA" in log and "macro-F1" in log
+    assert "Traceback" not in result.stderr
+    assert "WARNING" not in result.stdout
+
+
+def test_config_json_is_the_resolved_config(trained):
+    from trainer import config as config_lib
+    config = config_lib.load(str(trained[0] / "config.json"))
+    assert config.train.epochs == 3 and config.output.job_dir == str(trained[0])
+
+
+READER = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+out = serve(text=tf.constant(json.loads(sys.argv[2])))
+print(json.dumps({"probabilities": out["probabilities"].numpy().tolist(),
+                  "label": [x.decode() for x in out["label"].numpy()]}))
+"""
+
+TEXTS = ["i love this movie", "this movie is awful !", "it was fine", "UNSEEN words here", ""]
+
+
+def test_export_reloads_in_a_fresh_process_with_identical_predictions(trained):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+    model_dir = str(trained[0] / "model")
+    serve = tf.saved_model.load(model_dir).signatures["serving_default"]
+    here = serve(text=tf.constant(TEXTS))
+    fresh = subprocess.run([sys.executable, "-c", READER, model_dir, json.dumps(TEXTS)],
+                           capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert fresh.returncode == 0, fresh.stderr
+    there = json.loads(fresh.stdout.strip().splitlines()[-1])
+    np.testing.assert_array_equal(np.array(there["probabilities"], np.float32),
+                                  here["probabilities"].numpy())
+    assert there["label"][:2] == ["positive", "negative"]
+
+
+def test_exported_model_reproduces_the_test_metrics(trained, tiny_data):
+    from trainer import export
+    serve = export.load(str(trained[0] / "model"))
+    with open(tiny_data["test"]) as f:
+        rows = list(csv.DictReader(f))
+    out = serve(text=np.array([r["text"] for r in rows], dtype=object))
+    predicted = [x.decode() for x in out["label"].numpy()]
+    accuracy = np.mean([p == r["label"] for p, r in zip(predicted, rows)])
+    metrics = json.loads((trained[0] / "metrics.json").read_text())
+    assert accuracy == pytest.approx(metrics["test"]["accuracy"])
+
+
+def test_predict_adds_label_and_probabilities_in_input_order(trained, tiny_data, tmp_path):
+    output = tmp_path / "predictions.csv"
+    result = run_cli("--model-dir", trained[0] / "model", "--input", tiny_data["test"],
+                     "--output", output, "--batch-size", "7", module="trainer.predict")
+    assert result.returncode == 0, result.stderr
+    with open(output) as f:
+        rows = list(csv.DictReader(f))
+    with open(tiny_data["test"]) as f:
+        original = list(csv.DictReader(f))
+    assert [r["text"] for r in rows] == [r["text"] for r in original]
+    for row in rows:
+        probabilities = [float(row[f"probability_{n}"]) for n in ("negative", "neutral", "positive")]
+        assert sum(probabilities) == pytest.approx(1.0, abs=1e-5)
+        assert row["predicted_label"] == ("negative", "neutral", "positive")[int(np.argmax(probabilities))]
+
+
+def test_a_finished_run_is_not_overwritten(trained, tiny_encoder_dir, tiny_data):
+    job_dir = trained[0]
+    before = (job_dir / "metrics.json").read_text()
+    result = run_cli(*train_args(tiny_encoder_dir, tiny_data, job_dir))
+    assert result.returncode == 2
+    assert "holds a finished run" in result.stdout + result.stderr and "--overwrite" in result.stdout
+    assert (job_dir / "metrics.json").read_text() == before
+
+
+def test_same_seed_gives_same_metrics(trained, tiny_encoder_dir, tiny_data, tmp_path):
+    result = run_cli(*train_args(tiny_encoder_dir, tiny_data, tmp_path / "again"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    first = json.loads((trained[0] / "metrics.json").read_text())
+    second = json.loads((tmp_path / "again" / "metrics.json").read_text())
+    for split in ("validation", "test"):
+        assert second[split]["loss"] == pytest.approx(first[split]["loss"], rel=1e-5)
+        assert second[split]["confusion_matrix"] == first[split]["confusion_matrix"]
+
+
+def test_dry_run_checks_the_whole_job_in_one_step(tiny_encoder_dir, tiny_data, tmp_path):
+    result = run_cli(*train_args(tiny_encoder_dir, tiny_data, tmp_path / "dry", "--dry-run"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    metrics = json.loads((tmp_path / "dry" / "metrics.json").read_text())
+    assert metrics["epochs_completed"] == 1
+    assert (tmp_path / "dry" / "model" / "saved_model.pb").exists()
+
+
+def test_train_fraction_trains_on_a_stratified_subset(tiny_encoder_dir, tiny_data, tmp_path):
+    result = run_cli(*train_args(tiny_encoder_dir, tiny_data, tmp_path / "part",
+                                 "--train-fraction", "0.5", "--epochs", "1"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    metrics = json.loads((tmp_path / "part" / "metrics.json").read_text())
+    assert metrics["dataset_sizes"]["train"] == 45
+    assert metrics["train"]["per_class"]["neutral"]["support"] == 15
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--text-column", "body"], "--text-column: column 'body' is not in"),
+    (["--train-fraction", "2"], "--train-fraction: must be in (0, 1]"),
+    (["--testing-file", "/nonexistent/test.csv"], "--testing-file: file not found: /nonexistent/test.csv"),
+])
+def test_bad_input_exits_2_with_one_clear_line(tiny_encoder_dir, tiny_data, tmp_path, extra, message):
+    result = run_cli(*train_args(tiny_encoder_dir, tiny_data, tmp_path / "bad", *extra))
+    assert result.returncode == 2
+    assert message in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
