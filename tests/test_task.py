@@ -21,7 +21,7 @@ def run_cli(*args, module="trainer.task", timeout=300, env=None):
 def train_args(tiny_encoder_dir, tiny_data, job_dir, *extra):
     return ["--encoder", tiny_encoder_dir, "--training-file", tiny_data["train"],
             "--validation-file", tiny_data["validation"], "--testing-file", tiny_data["test"],
-            "--job-dir", job_dir, "--epochs", "3", "--batch-size", "8", "--learning-rate", "5e-3",
+            "--job-dir", job_dir, "--epochs", "6", "--batch-size", "8", "--learning-rate", "1e-2",
             "--max-seq-length", "16", "--mixed-precision", "off", "--log-every-seconds", "1", *extra]
 
 
@@ -51,7 +51,7 @@ def test_metrics_json_holds_what_users_read(trained):
     assert metrics["labels"] == ["negative", "neutral", "positive"]
     assert metrics["dataset_sizes"] == {"train": 90, "validation": 30, "test": 30}
     assert metrics["rows_skipped"] == {"train": 0, "validation": 0, "test": 0}
-    assert metrics["hyperparameters"]["learning_rate"] == 5e-3
+    assert metrics["hyperparameters"]["learning_rate"] == 1e-2
     assert {"total", "train", "evaluate", "export"} <= set(metrics["durations"])
     assert metrics["train_examples_per_second"] > 0
     assert metrics["versions"]["tensorflow"].startswith("2.21")
@@ -66,7 +66,7 @@ def test_the_tiny_model_learns_the_tiny_task(trained):
 def test_history_has_one_row_per_epoch(trained):
     with open(trained[0] / "eval_history.csv") as f:
         rows = list(csv.DictReader(f))
-    assert [int(r["epoch"]) for r in rows] == [1, 2, 3]
+    assert [int(r["epoch"]) for r in rows] == [1, 2, 3, 4, 5, 6]
     assert set(rows[0]) == {"epoch", "loss", "accuracy", "val_loss", "val_accuracy", "val_macro_f1",
                             "val_macro_recall", "learning_rate", "seconds"}
 
@@ -82,7 +82,7 @@ def test_log_has_progress_lines_and_no_tensorflow_noise(trained):
 def test_config_json_is_the_resolved_config(trained):
     from trainer import config as config_lib
     config = config_lib.load(str(trained[0] / "config.json"))
-    assert config.train.epochs == 3 and config.output.job_dir == str(trained[0])
+    assert config.train.epochs == 6 and config.output.job_dir == str(trained[0])
 
 
 READER = """

@@ -5,6 +5,7 @@ texts by length before batching so each batch is padded only as far as its longe
 Output rows keep the input's order and columns.
 """
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -32,21 +33,33 @@ def build_arg_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _local_copy(path: str):
+    """pandas streams local files only (GFile is not a full file object): gs:// is copied to
+    local disk first, which holds far more than memory."""
+    if "://" not in path:
+        yield path
+        return
+    import tensorflow as tf
+    with tempfile.TemporaryDirectory(prefix="predict-input-") as scratch:
+        local = os.path.join(scratch, os.path.basename(path))
+        tf.io.gfile.copy(path, local)
+        yield local
+
+
 def read_chunks(path: str, text_column):
     """(frame, text column) chunks of a local or gs:// file."""
     fmt = data.file_format(path, "--input")
     if not storage.exists(path):
         raise UserError(f"--input: file not found: {path}")
-    import io
-
-    import tensorflow as tf
-    with tf.io.gfile.GFile(path, "rb") as raw:
-        handle = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="strict", newline="")
+    with _local_copy(path) as local_path:
         if fmt == "jsonl":
-            reader = pd.read_json(handle, lines=True, chunksize=CHUNK_ROWS, dtype=False)
+            reader = pd.read_json(local_path, lines=True, chunksize=CHUNK_ROWS, dtype=False,
+                                  encoding="utf-8-sig")
         else:
-            reader = pd.read_csv(handle, sep="," if fmt == "csv" else "\t", dtype=str,
-                                 keep_default_na=False, chunksize=CHUNK_ROWS)
+            reader = pd.read_csv(local_path, sep="," if fmt == "csv" else "\t", dtype=str,
+                                 keep_default_na=False, chunksize=CHUNK_ROWS,
+                                 encoding="utf-8-sig", encoding_errors="strict")
         column = None
         try:
             for chunk in reader:

@@ -7,9 +7,10 @@ rename is copy-then-delete, which is still all-or-nothing for the final name.
 import os
 import uuid
 
-import tensorflow as tf
-
+import trainer
 from trainer.errors import UserError
+
+tf = trainer.import_tensorflow()
 
 
 def exists(path: str) -> bool:

@@ -251,12 +251,13 @@ def _tuned_flags(options: argparse.Namespace) -> tuple:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    # The SDK takes seconds to import: only after the flags parsed, so --help answers at once.
+    options, trainer_args = parse_args(sys.argv[1:] if argv is None else argv)
+    # Google's client libraries take seconds to import: only now, so --help and flag errors
+    # answer at once.
     from google.api_core import exceptions as api_exceptions
     from google.auth import exceptions as auth_exceptions
     from google.auth.credentials import AnonymousCredentials
 
-    options, trainer_args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         # Anonymous credentials let the SDK assemble the job offline; nothing is sent with them.
         job = build_job(options, trainer_args, credentials=AnonymousCredentials() if options.dry_run else None)

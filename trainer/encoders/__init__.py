@@ -66,7 +66,7 @@ def load_encoder(encoder: str, *, preprocessor: Optional[str] = None, backend: s
         vocab_file, lower_case = checkpoint.vocab_file, checkpoint.lower_case
         vocab_size, hidden_size = config.vocab_size, config.hidden_size
     else:
-        path = _hub_savedmodel(encoder, resolved, cache_dir)
+        path = _hub_savedmodel(encoder, resolved, seq_length, cache_dir)
         network = hub.hub_network(path)
         vocab_file, lower_case = checkpoints.read_savedmodel_vocab(path)
         vocab_size, hidden_size = _hub_sizes(network)
@@ -77,24 +77,31 @@ def load_encoder(encoder: str, *, preprocessor: Optional[str] = None, backend: s
         default_pooling=resolved.default_pooling, vocab_size=vocab_size, hidden_size=hidden_size)
 
 
-def _hub_savedmodel(encoder: str, resolved: registry.ResolvedEncoder, cache_dir: str) -> str:
-    """The SavedModel directory hub.KerasLayer loads; the default encoder is converted once."""
+def _hub_savedmodel(encoder: str, resolved: registry.ResolvedEncoder, seq_length: int,
+                    cache_dir: str) -> str:
+    """The SavedModel directory hub.KerasLayer loads; the default encoder is converted once.
+
+    The conversion is only for the hub backend (and for Docker images to bake in): the native
+    backend reads the packaged safetensors directly, as fast as a converted checkpoint would be.
+    """
     if checkpoints.layout(resolved.path) == "hub":
         return resolved.path
     if encoder == DEFAULT_ENCODER:
         key = f"{DEFAULT_ENCODER}-{registry.default_encoder_version()}-{_CACHE_FORMAT}"
-        return os.path.join(cached_directory(cache_dir, key, _export_default_encoder), "encoder")
+        converted = cached_directory(
+            cache_dir, key, lambda directory: _export_default_encoder(directory, seq_length))
+        return os.path.join(converted, "encoder")
     raise UserError(
         f"--encoder-backend hub loads TF-Hub SavedModels; {resolved.path} is a checkpoint the "
         "native backend reads. Use --encoder-backend native, or convert it first with "
         f"`python -m trainer.export_encoder --encoder {encoder} --output-dir DIR`.")
 
 
-def _export_default_encoder(directory: str):
+def _export_default_encoder(directory: str, seq_length: int):
     from trainer.export_encoder import export_encoder
 
-    log.info("Converting %s to TF-Hub format under %s (once)", DEFAULT_ENCODER, directory)
-    export_encoder(load_encoder(DEFAULT_ENCODER), directory)
+    log.info("Converting %s to TF-Hub format in %s (once)", DEFAULT_ENCODER, directory)
+    export_encoder(load_encoder(DEFAULT_ENCODER, seq_length=seq_length), directory)
 
 
 def _hub_sizes(network) -> tuple:

@@ -1,0 +1,58 @@
+"""Reduced precision and XLA reach the native encoder's compute, unlike a hub.KerasLayer's.
+
+A TF-Hub SavedModel keeps the float32 graph it was traced with under any policy
+(tensorflow/hub#466); these tests pin down that the native encoder does not.
+"""
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+from trainer.encoders import load_encoder
+from trainer.encoders.bert import INPUT_KEYS, TransformerEncoderBlock
+
+MATMUL_OPS = ("MatMul", "BatchMatMulV2", "Einsum")
+INPUT_SPEC = {key: tf.TensorSpec([None, None], tf.int32) for key in INPUT_KEYS}
+
+
+@pytest.fixture
+def mixed_bfloat16():
+    tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    yield
+    tf_keras.mixed_precision.set_global_policy("float32")
+
+
+def matmul_dtypes(function):
+    """(op type, T) of every matmul-like op in a traced function, nested functions included."""
+    graph_def = function.get_concrete_function(INPUT_SPEC).graph.as_graph_def()
+    nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
+    return [(n.op, tf.dtypes.as_dtype(n.attr["T"].type)) for n in nodes if n.op in MATMUL_OPS]
+
+
+def test_mixed_bfloat16_runs_attention_and_feed_forward_in_bfloat16(tiny_encoder_dir, mixed_bfloat16):
+    network = load_encoder(tiny_encoder_dir, seq_length=16).network
+    blocks = [layer for layer in network.layers if isinstance(layer, TransformerEncoderBlock)]
+    sublayers = [sub for block in blocks for sub in (
+        block.self_attention, block.intermediate, block.output_dense, block.self_attention_layer_norm)]
+    assert {layer.compute_dtype for layer in blocks + sublayers} == {"bfloat16"}
+    assert {variable.dtype for variable in network.weights} == {tf.float32}
+
+    matmuls = matmul_dtypes(tf.function(lambda inputs: network(inputs, training=True)))
+    # Per block: query, key, value, scores, context, attention output, intermediate, output.
+    assert len(matmuls) >= 8 * len(blocks)
+    assert {dtype for _, dtype in matmuls} == {tf.bfloat16}
+
+
+def test_float32_policy_keeps_every_matmul_float32(tiny_encoder_dir):
+    network = load_encoder(tiny_encoder_dir, seq_length=16).network
+    matmuls = matmul_dtypes(tf.function(lambda inputs: network(inputs, training=True)))
+    assert matmuls and {dtype for _, dtype in matmuls} == {tf.float32}
+
+
+def test_xla_compiled_encoder_matches_graph_mode(tiny_encoder_dir):
+    encoder = load_encoder(tiny_encoder_dir, seq_length=16)
+    inputs = encoder.preprocessor(tf.constant(["i love this movie !", "it was not good"]))
+    compiled = tf.function(lambda x: encoder.network(x), jit_compile=True)(inputs)
+    graph = tf.function(lambda x: encoder.network(x))(inputs)
+    for key in ("pooled_output", "sequence_output"):
+        np.testing.assert_allclose(compiled[key], graph[key], atol=1e-5)

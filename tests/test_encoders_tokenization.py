@@ -1,0 +1,151 @@
+"""The native preprocessor tokenizes like BERT's reference WordPiece and packs like TF-Hub's.
+
+The reference below is an independent pure-Python BasicTokenizer + WordPiece written from
+Google's tokenization.py / Hugging Face's BertTokenizer rules (transformers is not a
+dependency). It runs over the real all-MiniLM-L6-v2 vocabulary from the installed package.
+"""
+import os
+import unicodedata
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from trainer.encoders import registry
+from trainer.encoders.preprocessing import BertPreprocessor
+
+VOCAB_FILE = os.path.join(registry.packaged_default_dir(), "vocab.txt")
+
+
+def _is_punctuation(char):
+    code = ord(char)
+    return (33 <= code <= 47 or 58 <= code <= 64 or 91 <= code <= 96 or 123 <= code <= 126
+            or unicodedata.category(char).startswith("P"))
+
+
+def _is_cjk(char):
+    code = ord(char)
+    return any(low <= code <= high for low, high in [
+        (0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
+        (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F)])
+
+
+def reference_basic_tokenize(text, lower_case=True):
+    cleaned = []
+    for char in text:
+        if char in "\t\n\r" or unicodedata.category(char) == "Zs":
+            cleaned.append(" ")
+        elif not unicodedata.category(char).startswith("C"):
+            cleaned.append(f" {char} " if _is_cjk(char) else char)
+    words = []
+    for word in "".join(cleaned).split():
+        if lower_case:
+            word = "".join(c for c in unicodedata.normalize("NFD", word.lower())
+                           if unicodedata.category(c) != "Mn")
+        current = ""
+        for char in word:
+            if _is_punctuation(char):
+                words += [current, char] if current else [char]
+                current = ""
+            else:
+                current += char
+        if current:
+            words.append(current)
+    return words
+
+
+def reference_wordpiece(word, vocab, max_chars=100):
+    if len(word) > max_chars:
+        return ["[UNK]"]
+    pieces, start = [], 0
+    while start < len(word):
+        end = len(word)
+        while end > start:
+            piece = word[start:end] if start == 0 else "##" + word[start:end]
+            if piece in vocab:
+                break
+            end -= 1
+        if end == start:
+            return ["[UNK]"]
+        pieces.append(piece)
+        start = end
+    return pieces
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    with open(VOCAB_FILE, encoding="utf-8") as f:
+        return {token: index for index, token in enumerate(f.read().splitlines())}
+
+
+def reference_ids(text, vocab, seq_length):
+    tokens = [piece for word in reference_basic_tokenize(text)
+              for piece in reference_wordpiece(word, vocab)]
+    ids = [vocab["[CLS]"]] + [vocab[t] for t in tokens[:seq_length - 2]] + [vocab["[SEP]"]]
+    return ids + [vocab["[PAD]"]] * (seq_length - len(ids))
+
+
+TRICKY_STRINGS = {
+    "accents": "Héllo Wörld! Café crème brûlée, naïve façade.",  # stripped when lower-casing
+    "punctuation": "Don't stop—it's 5:30 p.m., right?! (yes) [no] {maybe}",
+    "ascii-symbols": "$100 + 50% = ~great~ <b>bold</b> @user #hashtag a|b `code` ^_^",
+    "emoji": "I love it 😀🎉 so much",  # neither punctuation nor in the vocab: [UNK]
+    "unknown-words": "xqzvbnm floccinaucinihilipilification unbelievably",  # ## pieces
+    "cjk": "Tokyo 東京 and 北京 are cities",  # CJK characters become one-character words
+    "whitespace": "  multiple   spaces\tand\nnewlines  ",
+    "over-long-word": "a" * 150,  # a word over 100 characters is a single [UNK]
+    "over-length-input": "over-length input " * 40,  # truncated, still ending in [SEP]
+}
+
+
+@pytest.mark.parametrize("text", TRICKY_STRINGS.values(), ids=TRICKY_STRINGS.keys())
+def test_ids_match_reference_wordpiece(text, vocab):
+    preprocessor = BertPreprocessor(VOCAB_FILE, lower_case=True, seq_length=48)
+    packed = preprocessor(tf.constant([text]))
+    np.testing.assert_array_equal(packed["input_word_ids"][0], reference_ids(text, vocab, 48))
+
+
+def test_lower_casing_also_applies_nfkc_unlike_hugging_face(vocab):
+    """Documented difference (notes/tf-stack.md): TF-Text's case folding is NFKC-based, so
+    ligatures, ellipses and full-width letters normalise first. Ids then equal the reference's
+    on the NFKC form of the text, and differ from Hugging Face's on the raw text."""
+    text = "ﬁne… ＡＢＣ™"
+    preprocessor = BertPreprocessor(VOCAB_FILE, lower_case=True, seq_length=16)
+    ids = preprocessor(tf.constant([text]))["input_word_ids"][0].numpy().tolist()
+    assert ids == reference_ids(unicodedata.normalize("NFKC", text), vocab, 16)
+    assert ids != reference_ids(text, vocab, 16)
+
+
+def test_mask_and_type_ids_of_a_single_segment(vocab):
+    preprocessor = BertPreprocessor(VOCAB_FILE, lower_case=True, seq_length=8)
+    packed = preprocessor(tf.constant(["good movie"]))
+    np.testing.assert_array_equal(packed["input_mask"][0], [1, 1, 1, 1, 0, 0, 0, 0])
+    np.testing.assert_array_equal(packed["input_type_ids"][0], [0] * 8)
+    assert {key: value.dtype for key, value in packed.items()} == {
+        "input_word_ids": tf.int32, "input_mask": tf.int32, "input_type_ids": tf.int32}
+
+
+def test_pairs_pack_as_cls_a_sep_b_sep_trimmed_round_robin(vocab):
+    """Like TF-Hub's preprocessor: each segment keeps an equal share when both are too long."""
+    preprocessor = BertPreprocessor(VOCAB_FILE, lower_case=True, seq_length=10)
+    first = preprocessor.tokenize(tf.constant(["one two three four five six"]))
+    second = preprocessor.tokenize(tf.constant(["red green blue black white pink"]))
+    packed = preprocessor.bert_pack_inputs([first, second])
+    words = "[CLS] one two three four [SEP] red green blue [SEP]".split()
+    np.testing.assert_array_equal(packed["input_word_ids"][0], [vocab[w] for w in words])
+    np.testing.assert_array_equal(packed["input_type_ids"][0], [0] * 6 + [1] * 4)
+    np.testing.assert_array_equal(packed["input_mask"][0], [1] * 10)
+
+
+def test_bert_pack_inputs_takes_a_seq_length_per_call(vocab):
+    preprocessor = BertPreprocessor(VOCAB_FILE, lower_case=True, seq_length=128)
+    tokens = preprocessor.tokenize(tf.constant(["a b c d e f", "a"]))
+    assert preprocessor.bert_pack_inputs([tokens], seq_length=5)["input_word_ids"].shape == [2, 5]
+    assert preprocessor(tf.constant(["a"]))["input_word_ids"].shape == [1, 128]
+
+
+def test_tokenize_returns_wordpieces_per_word(vocab):
+    preprocessor = BertPreprocessor(VOCAB_FILE, lower_case=True)
+    tokens = preprocessor.tokenize(tf.constant(["unbelievably good"]))
+    expected = [[vocab[p] for p in reference_wordpiece(w, vocab)] for w in ("unbelievably", "good")]
+    assert tokens.to_list() == [expected]

@@ -1,0 +1,170 @@
+"""`python -m trainer.submit --dry-run` prints jobs Vertex AI's own protobuf types accept, with the
+right image, machines, arguments and outputs; tuned parameters are flags the trainer parses."""
+import json
+
+import pytest
+from google.cloud import aiplatform_v1
+from google.protobuf import json_format
+
+from trainer import cloud, config, submit
+
+IMAGE = "us-central1-docker.pkg.dev/my-project/vertex-bert-trainer/vertex-bert-trainer:abc1234"
+WHERE = ["--project", "my-project", "--region", "us-central1", "--bucket", "my-bucket", "--image-uri", IMAGE]
+
+
+@pytest.fixture(autouse=True)
+def no_credentials(monkeypatch, tmp_path):
+    """No Application Default Credentials anywhere, and no probe of the GCE metadata server."""
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
+
+
+def dry_run(capsys, command, *flags, trainer_args=("--epochs", "2")):
+    code = submit.main([command, *WHERE, *flags, "--dry-run", "--", *trainer_args])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def parse(message: dict, proto_type):
+    """`message` as one of Vertex's protobuf types: fails on any unknown or mistyped field."""
+    return proto_type.wrap(json_format.ParseDict(message, proto_type.pb()()))
+
+
+def job_spec(job: dict) -> aiplatform_v1.CustomJobSpec:
+    parse(job, aiplatform_v1.CustomJob)
+    return parse(job["jobSpec"], aiplatform_v1.CustomJobSpec)
+
+
+def pools(spec):
+    return [(p.machine_spec.machine_type, p.machine_spec.accelerator_type.name, p.machine_spec.accelerator_count,
+             p.replica_count) for p in spec.worker_pool_specs]
+
+
+def test_a_cpu_job(capsys):
+    spec = job_spec(dry_run(capsys, "train", "--job-dir", "gs://my-bucket/runs/cpu"))
+    assert pools(spec) == [("n1-standard-8", "ACCELERATOR_TYPE_UNSPECIFIED", 0, 1)]
+    container = spec.worker_pool_specs[0].container_spec
+    assert container.image_uri == IMAGE and list(container.args) == ["--epochs", "2"]
+    assert spec.base_output_directory.output_uri_prefix == "gs://my-bucket/runs/cpu"
+
+
+def test_a_job_with_several_gpus(capsys):
+    spec = job_spec(dry_run(capsys, "train", "--machine-type", "n1-standard-16",
+                            "--accelerator-type", "NVIDIA_TESLA_T4", "--accelerator-count", "2"))
+    assert pools(spec) == [("n1-standard-16", "NVIDIA_TESLA_T4", 2, 1)]
+
+
+def test_a_gpu_type_alone_means_one_gpu(capsys):
+    spec = job_spec(dry_run(capsys, "train", "--accelerator-type", "NVIDIA_L4", "--machine-type", "g2-standard-8"))
+    assert pools(spec) == [("g2-standard-8", "NVIDIA_L4", 1, 1)]
+
+
+def test_a_multi_worker_job_is_a_chief_pool_and_a_worker_pool(capsys):
+    spec = job_spec(dry_run(capsys, "train", "--accelerator-type", "NVIDIA_TESLA_T4", "--replica-count", "3",
+                            trainer_args=("--distribution", "multiworker")))
+    assert pools(spec) == [("n1-standard-8", "NVIDIA_TESLA_T4", 1, 1), ("n1-standard-8", "NVIDIA_TESLA_T4", 1, 3)]
+    for pool in spec.worker_pool_specs:
+        assert pool.container_spec.image_uri == IMAGE
+        assert list(pool.container_spec.args) == ["--distribution", "multiworker"]
+
+
+@pytest.mark.parametrize("version, accelerator", [("v2", "TPU_V2"), ("v3", "TPU_V3")])
+def test_a_tpu_job_runs_on_one_8_core_tpu_vm(capsys, version, accelerator):
+    spec = job_spec(dry_run(capsys, "train", "--tpu", version))
+    assert pools(spec) == [("cloud-tpu", accelerator, 8, 1)]
+
+
+def test_outputs_default_to_a_directory_named_after_the_job(capsys):
+    job = dry_run(capsys, "train", "--bucket", "gs://my-bucket/team/", "--display-name", "sentiment-1")
+    assert job["displayName"] == "sentiment-1"
+    assert job_spec(job).base_output_directory.output_uri_prefix == \
+        "gs://my-bucket/team/vertex-bert-trainer/sentiment-1"
+
+
+def test_a_tuning_job_optimizes_the_trainers_metric_over_its_flags(capsys):
+    job = dry_run(capsys, "tune", "--accelerator-type", "NVIDIA_TESLA_T4", "--max-trial-count", "8",
+                  "--parallel-trial-count", "2", "--job-dir", "gs://my-bucket/tuning",
+                  trainer_args=("--max-seq-length", "64"))
+    parse(job, aiplatform_v1.HyperparameterTuningJob)
+    study = parse(job["studySpec"], aiplatform_v1.StudySpec)
+    assert [(m.metric_id, m.goal.name) for m in study.metrics] == [(cloud.HYPERTUNE_METRIC, "MAXIMIZE")]
+    assert [p.parameter_id for p in study.parameters] == list(submit.TUNED_FLAGS)
+    assert (job["maxTrialCount"], job["parallelTrialCount"]) == (8, 2)
+    trial = parse(job["trialJobSpec"], aiplatform_v1.CustomJobSpec)
+    assert pools(trial) == [("n1-standard-8", "NVIDIA_TESLA_T4", 1, 1)]
+    assert trial.worker_pool_specs[0].container_spec.image_uri == IMAGE
+    assert list(trial.worker_pool_specs[0].container_spec.args) == ["--max-seq-length", "64"]
+    # Vertex puts each trial's AIP_* directories under <base>/<trial id>/.
+    assert trial.base_output_directory.output_uri_prefix == "gs://my-bucket/tuning"
+
+
+def test_the_tuning_goal_follows_the_trainers_hypertune_metric(capsys):
+    job = dry_run(capsys, "tune", "--parameters", "learning-rate,dropout",
+                  trainer_args=("--hypertune-metric", "val_loss"))
+    assert job["studySpec"]["metrics"] == [{"metricId": "val_loss", "goal": "MINIMIZE"}]
+    assert [p["parameterId"] for p in job["studySpec"]["parameters"]] == ["learning-rate", "dropout"]
+
+
+def candidate_values(spec):
+    """Every value a trial can receive at the edges of the space, as Vertex prints it."""
+    return [str(v) for v in getattr(spec, "values", None) or (spec.min, spec.max)]
+
+
+@pytest.mark.parametrize("name", submit.TUNED_FLAGS)
+def test_tuning_parameter_ids_are_flags_the_trainer_parses(name):
+    assert "--" + name in config.accepted_flags()
+    space = submit.tuning_parameters()
+    assert list(space) == list(submit.TUNED_FLAGS)
+    field = name.replace("-", "_")
+    for value in candidate_values(space[name]):
+        parsed = config.build_config([f"--{name}={value}"], environ={})
+        section = next(s for s in ("train", "model", "data") if hasattr(getattr(parsed, s), field))
+        assert getattr(getattr(parsed, section), field) == type(getattr(getattr(parsed, section), field))(value)
+
+
+@pytest.mark.parametrize("flags, trainer_args, message", [
+    (["--tpu", "v3", "--accelerator-type", "NVIDIA_TESLA_T4"], [], "--tpu"),
+    (["--tpu", "v2", "--replica-count", "1"], [], "--replica-count"),
+    (["--accelerator-type", "NVIDIA_T4"], [], "NVIDIA_TESLA_T4"),
+    (["--accelerator-type", "TPU_V3"], [], "--tpu v2 or --tpu v3"),
+    (["--accelerator-count", "2"], [], "--accelerator-type"),
+    (["--job-dir", "/tmp/run"], [], "gs://"),
+    (["--bucket", "s3://elsewhere"], [], "--bucket"),
+    (["--region", "moon-central1"], [], "--region"),
+    (["--tensorboard", "projects/p/locations/l/tensorboards/1"], [], "--service-account"),
+    ([], ["--learnin-rate", "1e-4"], "--learning-rate"),
+    ([], ["--job-dir", "gs://b/x"], "before `--`"),
+    ([], ["--epochs", "0"], "--epochs"),
+])
+def test_bad_requests_fail_before_submission_naming_the_flag(capsys, flags, trainer_args, message):
+    code = submit.main(["train", *WHERE, *flags, "--dry-run", "--", *trainer_args])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("flags, trainer_args, message", [
+    ([], ["--learning-rate=1e-4"], "--learning-rate is tuned"),
+    (["--parameters", "learning-rate,momentum"], [], "--parameters"),
+    (["--max-trial-count", "2", "--parallel-trial-count", "3"], [], "--parallel-trial-count"),
+])
+def test_bad_tuning_requests_fail_naming_the_flag(capsys, flags, trainer_args, message):
+    assert submit.main(["tune", *WHERE, *flags, "--dry-run", "--", *trainer_args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_without_credentials_a_real_submission_fails_with_one_clear_message(capsys):
+    code = submit.main(["train", *WHERE, "--", "--epochs", "1"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "no Google Cloud credentials" in err and "gcloud auth application-default login" in err
+    assert "Traceback" not in err
+
+
+def test_missing_required_flags_are_named(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        submit.main(["tune", "--project", "p"])
+    assert exit_info.value.code == 2
+    assert "--region" in capsys.readouterr().err
