@@ -161,11 +161,12 @@ def test_labels_file_round_trips_as_json():
     assert json.loads(json.dumps(spec.to_dict())) == {"kind": "name", "names": ["a", "b"]}
 
 
-def test_sample_data_ships_three_balanced_classes():
+def test_without_data_flags_the_shipped_sample_posts_are_used():
     d = load()
+    assert (d.text_column, d.label_column) == ("bodyText", "sentiment")
     assert d.labels.names == ["negative", "neutral", "positive"]
-    counts = np.bincount(np.concatenate([d.train.labels, d.validation.labels]))
-    assert counts.min() >= 100 and len(d.train) + len(d.validation) >= 300
+    assert d.sizes() == {"train": 288, "validation": 36, "test": 36}
+    assert np.bincount(d.train.labels).tolist() == [96, 96, 96]
 
 
 def test_balanced_class_weights_have_mean_one_over_examples():

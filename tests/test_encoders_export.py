@@ -15,6 +15,7 @@ import tf_keras
 
 import tiny_bert
 from trainer.encoders import load_encoder
+from trainer.encoders.hub import HubPreprocessor
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SENTENCES = ["i love this movie !", "it was not good , it was bad .", "meh"]
@@ -89,19 +90,19 @@ def test_the_export_directory_is_itself_an_encoder_argument(exported_dir, checkp
                                native.network(inputs)["sequence_output"], atol=1e-6)
 
 
-def test_exported_preprocessor_behind_the_hub_backend_packs_like_the_native_one(exported_dir, checkpoint_dir):
-    hub_encoder = load_encoder(os.path.join(exported_dir, "encoder"), backend="hub", seq_length=12,
-                               preprocessor=os.path.join(exported_dir, "preprocessor"))
+def test_the_hub_preprocessor_wrapper_packs_like_the_native_preprocessor(exported_dir, checkpoint_dir):
+    wrapped = HubPreprocessor(os.path.join(exported_dir, "preprocessor"), seq_length=12)
     native = load_encoder(checkpoint_dir, seq_length=12).preprocessor
     strings = tf.constant(SENTENCES)
-    segments = [[hub_encoder.preprocessor.tokenize(strings)],
-                [hub_encoder.preprocessor.tokenize(strings), hub_encoder.preprocessor.tokenize(strings[::-1])]]
-    for seq_length in (None, 7):
-        for segment_list in segments:
-            packed = hub_encoder.preprocessor.bert_pack_inputs(segment_list, seq_length=seq_length)
-            expected = native.bert_pack_inputs(segment_list, seq_length=seq_length)
+    tokens, reversed_tokens = wrapped.tokenize(strings), wrapped.tokenize(strings[::-1])
+    for segments in ([tokens], [tokens, reversed_tokens]):
+        for seq_length in (None, 7):
+            packed = wrapped.bert_pack_inputs(segments, seq_length=seq_length)
+            expected = native.bert_pack_inputs(segments, seq_length=seq_length)
             for key in expected:
                 np.testing.assert_array_equal(packed[key], expected[key])
+    for key, ids in native(strings).items():
+        np.testing.assert_array_equal(wrapped(strings)[key], ids)
 
 
 SERVING_CONSUMER = """

@@ -114,7 +114,7 @@ def test_hub_backend_converts_the_default_encoder_once_into_the_cache(
     np.testing.assert_allclose(converted.network(inputs)["pooled_output"],
                                native.network(inputs)["pooled_output"], atol=1e-5)
 
-    monkeypatch.setattr(encoders, "_export_default_encoder", pytest.fail)
+    monkeypatch.setattr(encoders, "_convert_default_encoder", pytest.fail)
     load_encoder(DEFAULT_ENCODER, backend="hub", seq_length=16, cache_dir=cache_dir)
     assert len(os.listdir(cache_dir)) == 1
 

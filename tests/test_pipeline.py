@@ -82,3 +82,15 @@ def test_trim_keeps_serving_batches_at_a_ladder_length():
 def test_fixed_padding_steps_follow_drop_remainder(drop_remainder, expected):
     batching = pipeline.Batching(8, (32,), bucket=False, drop_remainder=drop_remainder)
     assert batching.steps(split_of([5] * 30)) == expected
+
+
+def test_splits_tokenized_together_equal_splits_tokenized_apart(tiny_encoder_dir):
+    from trainer.encoders.preprocessing import BertPreprocessor
+    preprocessor = BertPreprocessor(f"{tiny_encoder_dir}/vocab.txt", lower_case=True, seq_length=16)
+    texts = {"a": ["i love it", "so bad !"], "b": ["meh"], "c": ["the movie is ok , very ok"]}
+    together = pipeline.tokenize_splits({n: (t, [0] * len(t), None) for n, t in texts.items()},
+                                        preprocessor)
+    for name, t in texts.items():
+        apart = pipeline.tokenize(t, preprocessor)
+        assert together[name].lengths.tolist() == apart.lengths.tolist()
+        assert together[name].word_ids.tolist() == apart.word_ids.tolist()

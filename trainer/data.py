@@ -21,7 +21,10 @@ TEXT_COLUMNS = ("bodyText", "text", "sentence", "tweet", "review", "content")
 LABEL_COLUMNS = ("sentiment", "label", "labels", "target", "class", "category")
 SCORE_NAMES = ("negative", "neutral", "positive")
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
-SAMPLE_DATA = os.path.join(os.path.dirname(__file__), "sample_data", "social_posts.csv")
+# Used when no data flag is given: 360 short posts in the seed schema (bodyText, sentiment score),
+# already split 80/10/10 by `trainer.prepare`.
+SAMPLE_DIR = os.path.join(os.path.dirname(__file__), "sample_data")
+SAMPLE_FILES = {split: os.path.join(SAMPLE_DIR, f"{split}.csv") for split in ("train", "eval", "test")}
 
 
 @dataclasses.dataclass
@@ -306,7 +309,12 @@ def _subset(split: Split, index: np.ndarray, rows_skipped: int = None) -> Split:
 def load_datasets(config: Config) -> Datasets:
     """Read, validate and split the data named by the config (the sample posts by default)."""
     d = config.data
-    train_frame = read_files(d.training_file or SAMPLE_DATA, "--training-file")
+    if d.training_file is None:
+        if d.validation_file or d.testing_file:
+            raise UserError("--training-file: required when --validation-file or --testing-file is given")
+        d = dataclasses.replace(d, training_file=SAMPLE_FILES["train"],
+                                validation_file=SAMPLE_FILES["eval"], testing_file=SAMPLE_FILES["test"])
+    train_frame = read_files(d.training_file, "--training-file")
     text_column = pick_column(train_frame, d.text_column, TEXT_COLUMNS, "--text-column", "text")
     label_column = pick_column(train_frame, d.label_column, LABEL_COLUMNS, "--label-column", "label")
     spec = infer_labels(train_frame, label_column, d)

@@ -197,9 +197,9 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
         weights = per_class[datasets.train.labels]
         log.info("class weights: %s", dict(zip(labels, np.round(per_class, 3).tolist())))
     tokenize_start = time.perf_counter()
-    tokenized = {name: pipeline.tokenize(split.texts, encoder.preprocessor, split.labels,
-                                         weights if name == "train" else None)
-                 for name, split in datasets.splits().items()}
+    tokenized = pipeline.tokenize_splits(
+        {name: (split.texts, split.labels, weights if name == "train" else None)
+         for name, split in datasets.splits().items()}, encoder.preprocessor)
     truncated = {name: int((t.lengths >= config.data.max_seq_length).sum())
                  for name, t in tokenized.items()}
     log.info("tokenized %d texts in %.1fs; mean %.1f tokens, %s at the --max-seq-length limit",

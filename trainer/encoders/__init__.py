@@ -24,8 +24,8 @@ __all__ = ["Encoder", "load_encoder", "default_cache_dir", "DEFAULT_ENCODER", "E
            "BACKENDS"]
 
 BACKENDS = ("native", "hub")
-# Bump when the layout of cached conversions changes, so old entries are not reused.
-_CACHE_FORMAT = "tfhub-v1"
+# Bump when what the cache holds changes, so old entries are not reused.
+_CACHE_FORMAT = "tfhub-savedmodel-v1"
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def load_encoder(encoder: str, *, preprocessor: Optional[str] = None, backend: s
         vocab_file, lower_case = checkpoint.vocab_file, checkpoint.lower_case
         vocab_size, hidden_size = config.vocab_size, config.hidden_size
     else:
-        path = _hub_savedmodel(encoder, resolved, seq_length, cache_dir)
+        path = _hub_savedmodel(encoder, resolved, cache_dir)
         network = hub.hub_network(path)
         vocab_file, lower_case = checkpoints.read_savedmodel_vocab(path)
         vocab_size, hidden_size = _hub_sizes(network)
@@ -77,31 +77,29 @@ def load_encoder(encoder: str, *, preprocessor: Optional[str] = None, backend: s
         default_pooling=resolved.default_pooling, vocab_size=vocab_size, hidden_size=hidden_size)
 
 
-def _hub_savedmodel(encoder: str, resolved: registry.ResolvedEncoder, seq_length: int,
-                    cache_dir: str) -> str:
+def _hub_savedmodel(encoder: str, resolved: registry.ResolvedEncoder, cache_dir: str) -> str:
     """The SavedModel directory hub.KerasLayer loads; the default encoder is converted once.
 
-    The conversion is only for the hub backend (and for Docker images to bake in): the native
-    backend reads the packaged safetensors directly, as fast as a converted checkpoint would be.
+    The conversion serves the hub backend (and Docker images that bake it in): the native
+    backend reads the packaged safetensors directly, as fast as a converted checkpoint would.
     """
     if checkpoints.layout(resolved.path) == "hub":
         return resolved.path
     if encoder == DEFAULT_ENCODER:
         key = f"{DEFAULT_ENCODER}-{registry.default_encoder_version()}-{_CACHE_FORMAT}"
-        converted = cached_directory(
-            cache_dir, key, lambda directory: _export_default_encoder(directory, seq_length))
-        return os.path.join(converted, "encoder")
+        return cached_directory(cache_dir, key, _convert_default_encoder)
     raise UserError(
         f"--encoder-backend hub loads TF-Hub SavedModels; {resolved.path} is a checkpoint the "
         "native backend reads. Use --encoder-backend native, or convert it first with "
         f"`python -m trainer.export_encoder --encoder {encoder} --output-dir DIR`.")
 
 
-def _export_default_encoder(directory: str, seq_length: int):
-    from trainer.export_encoder import export_encoder
-
-    log.info("Converting %s to TF-Hub format in %s (once)", DEFAULT_ENCODER, directory)
-    export_encoder(load_encoder(DEFAULT_ENCODER, seq_length=seq_length), directory)
+def _convert_default_encoder(directory: str):
+    log.info("Converting %s to a TF-Hub SavedModel in %s (once)", DEFAULT_ENCODER, directory)
+    checkpoint = checkpoints.read_checkpoint(registry.packaged_default_dir())
+    network = build_bert_encoder(checkpoint.config, dtype="float32")
+    assign_weights(network, checkpoint.weights, checkpoint.source)
+    hub.save_encoder_savedmodel(network, directory, checkpoint.vocab_file, checkpoint.lower_case)
 
 
 def _hub_sizes(network) -> tuple:
