@@ -80,8 +80,6 @@ def test_a_trial_without_vertex_output_dirs_nests_under_the_job_dir():
     assert outputs(["--job-dir", "gs://b/tuning"], environ)[:2] == ("gs://b/tuning/trial-7", "gs://b/tuning/trial-7/model")
 
 
-@pytest.mark.xfail(strict=True, reason="config._apply_environment keeps an explicit --job-dir shared by "
-                                       "all trials when AIP_MODEL_DIR is set (reported to the lead)")
 def test_trials_given_one_job_dir_still_write_apart():
     argv = ["--job-dir", "gs://b/tuning"]
     assert outputs(argv, trial_env(3))[0] != outputs(argv, trial_env(4))[0]

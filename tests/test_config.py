@@ -76,3 +76,9 @@ def test_help_documents_every_flag_and_exits_zero():
     assert result.returncode == 0
     for flag in ("--training-file", "--encoder", "--class-weights", "--dry-run", "--job-dir"):
         assert flag in result.stdout
+
+
+def test_integer_flags_accept_whole_floats_as_tuning_services_print_them():
+    assert build("--batch-size", "32.0").train.batch_size == 32
+    with pytest.raises(SystemExit):
+        build("--batch-size", "32.5")

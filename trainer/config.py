@@ -187,6 +187,14 @@ def _base_type(annotation):
     return args[0] if args else annotation
 
 
+def _integer(text: str) -> int:
+    """An int flag that also takes '32.0': tuning services may print discrete values as floats."""
+    value = float(text)
+    if value != int(value):
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    return int(value)
+
+
 def build_arg_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m trainer.task",
@@ -204,7 +212,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
             if field_type is bool:
                 kwargs["action"] = argparse.BooleanOptionalAction
             else:
-                kwargs["type"] = field_type
+                kwargs["type"] = _integer if field_type is int else field_type
                 kwargs["metavar"] = field.name.upper()
                 if "choices" in field.metadata:
                     kwargs["choices"] = field.metadata["choices"]
@@ -260,16 +268,21 @@ def _apply_environment(config: Config, env: "cloud.VertexEnvironment", given: di
     data.testing_file = data.testing_file or env.test_data_uri
     if out.job_dir is None:
         if env.model_dir:
-            # AIP_MODEL_DIR is <base_output_directory>/model (per trial in tuning jobs).
+            # AIP_MODEL_DIR is <base_output_directory>/model (per trial in tuning jobs), and
+            # Vertex's other directories sit beside it: use them all.
             out.job_dir = env.model_dir.rstrip("/").rsplit("/", 1)[0]
+            out.model_dir = out.model_dir or env.model_dir
+            out.checkpoint_dir = out.checkpoint_dir or env.checkpoint_dir
         else:
             stamp = (now or datetime.datetime.now()).strftime("%Y%m%d-%H%M%S")
             out.job_dir = os.path.join("runs", f"run-{stamp}")
-    elif env.trial_id and "model_dir" not in given.get("output", {}) and not env.model_dir:
-        # Trials of one tuning job share the job's flags: give each its own directory.
+    elif env.trial_id:
+        # An explicit --job-dir holds every artifact. Trials of one tuning job share the job's
+        # flags, so each trial gets its own directory under it.
         out.job_dir = _join(out.job_dir, f"trial-{env.trial_id}")
-    out.model_dir = out.model_dir or env.model_dir or _join(out.job_dir, "model")
-    out.checkpoint_dir = out.checkpoint_dir or env.checkpoint_dir or _join(out.job_dir, "checkpoints")
+    out.model_dir = out.model_dir or _join(out.job_dir, "model")
+    out.checkpoint_dir = out.checkpoint_dir or _join(out.job_dir, "checkpoints")
+    # Vertex TensorBoard uploads from AIP_TENSORBOARD_LOG_DIR, so it wins over the job dir.
     out.tensorboard_dir = (out.tensorboard_dir or env.tensorboard_dir
                            or _join(out.job_dir, "tensorboard"))
 

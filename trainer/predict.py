@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 
 import numpy as np
 import pandas as pd
@@ -110,7 +111,7 @@ def main(argv=None) -> int:
             raise UserError(f"--model-dir: no exported model in {args.model_dir} (expected "
                             f"saved_model.pb; point it at JOB_DIR/model)")
         serve = export.load(args.model_dir)
-        rows = 0
+        rows, seconds = 0, 0.0
         local = "://" not in args.output
         # Written next to the output (or locally, for gs://) and moved into place at the end.
         scratch_dir = os.path.dirname(os.path.abspath(args.output)) if local else None
@@ -121,14 +122,16 @@ def main(argv=None) -> int:
                                          encoding="utf-8", newline="") as tmp:
             for chunk, column in read_chunks(args.input, args.text_column):
                 texts = ["" if pd.isna(t) else str(t) for t in chunk[column].tolist()]
+                start = time.perf_counter()
                 probabilities, names = predict_texts(serve, texts, args.batch_size)
+                seconds += time.perf_counter() - start
                 chunk = chunk.copy()
                 chunk["predicted_label"] = [names[i] for i in probabilities.argmax(axis=1)]
                 for i, name in enumerate(names):
                     chunk[f"probability_{name}"] = probabilities[:, i]
                 write_frame(chunk, tmp, out_fmt, first=rows == 0)
                 rows += len(chunk)
-                print(f"predicted {rows} rows", flush=True)
+                print(f"predicted {rows} rows in {seconds:.1f}s ({rows / seconds:.0f} rows/s)", flush=True)
         if local:
             os.replace(tmp.name, args.output)
         else:

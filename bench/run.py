@@ -1,0 +1,250 @@
+"""Benchmark: our trainer against itself and the tutorial pipeline, in one run, on this machine.
+
+    python bench/run.py                    # everything (about 25 minutes on 2 cores)
+    python bench/run.py --quick            # fewer configurations, smaller subsets
+
+Every configuration is a real `python -m trainer.task` job in its own process (so peak RSS is
+its own), reading metrics.json afterwards. The baseline is measured in the same run: our own
+float32, fixed-padding configuration always, and the seed reference
+(../shared/bench/seed_torch.py, PyTorch + transformers) when its virtualenv exists
+(see ../shared/bench/README.md; --seed-python points at it). Nothing else should run meanwhile.
+
+Data: TweetEval from ../shared/data when present (train on the first 10,000 lines of test_*,
+validate on val_*), else the sample posts shipped in the package.
+"""
+import argparse
+import csv
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared"))
+SEED_SCRIPT = os.path.join(SHARED, "bench", "seed_torch.py")
+DEFAULT_SEED_PYTHON = "/tmp/seed-venv/bin/python"
+LABELS = "negative,neutral,positive"
+
+
+def log(message):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def prepare_data(work: str) -> dict:
+    """CSV files (text,label) for the benchmark splits; TweetEval when it is here."""
+    tweeteval = os.path.join(SHARED, "data", "tweeteval")
+    if not os.path.isdir(tweeteval):
+        sample = os.path.join(ROOT, "trainer", "sample_data")
+        log("TweetEval not found: using the sample posts shipped in the package")
+        return {"name": "sample posts", "train": f"{sample}/train.csv", "eval": f"{sample}/eval.csv",
+                "text_column": "bodyText", "label_column": "sentiment"}
+    out = os.path.join(work, "data")
+    if not os.path.exists(os.path.join(out, "tweeteval_train.csv")):
+        subprocess.run([sys.executable, os.path.join(SHARED, "bench", "prepare_data.py"), "--out", out],
+                       check=True)
+    return {"name": "TweetEval (train: first 10,000 of test_*, validate: val_*)",
+            "train": f"{out}/tweeteval_train.csv", "eval": f"{out}/tweeteval_eval.csv",
+            "text_column": "text", "label_column": "label"}
+
+
+def head_csv(path: str, rows: int, out: str) -> str:
+    """The first `rows` data rows of a CSV (the same prefix for every configuration)."""
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        kept = [next(reader)] + [row for _, row in zip(range(rows), reader)]
+    with open(out, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(kept)
+    return out
+
+
+def run_measured(command, log_path, env=None):
+    """Runs a command to completion; returns (seconds, peak RSS MiB of that process tree)."""
+    start = time.perf_counter()
+    with open(log_path, "w") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
+                                   env={**os.environ, **(env or {})})
+        _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(command)} failed; see {log_path}")
+    return seconds, usage.ru_maxrss / 1024.0
+
+
+# name, description, trainer flags, training rows (None = all)
+def configurations(quick: bool, hub_dir: str):
+    subset = 800 if quick else 1600
+    fixed128 = ["--sequence-padding", "fixed", "--max-seq-length", "128"]
+    configs = [
+        ("fp32-fixed128", "float32, every text padded to 128 (our baseline)",
+         ["--mixed-precision", "off", *fixed128], subset),
+        ("bf16-fixed128", "bfloat16, padded to 128", ["--mixed-precision", "bfloat16", *fixed128], subset),
+        ("fp32-bucket", "float32, length buckets", ["--mixed-precision", "off"], subset),
+        ("default", "defaults: bfloat16 + length buckets", [], subset),
+    ]
+    if not quick:
+        configs += [
+            ("default-xla", "defaults + XLA", ["--jit-compile", "on"], subset),
+            ("default-b64", "defaults, batch 64", ["--batch-size", "64"], subset),
+            ("hub-fp32-fixed128", "hub.KerasLayer backend, float32, padded to 128",
+             ["--encoder", hub_dir, "--encoder-backend", "hub", "--mixed-precision", "off", *fixed128], subset),
+            ("hub-bf16-fixed128", "hub.KerasLayer backend, grappler bfloat16 rewrite, padded to 128",
+             ["--encoder", hub_dir, "--encoder-backend", "hub", "--mixed-precision", "bfloat16", *fixed128], subset),
+        ]
+    return configs
+
+
+def run_ours(name, flags, data, train_file, work):
+    job_dir = os.path.join(work, "jobs", name)
+    command = [sys.executable, "-m", "trainer.task", "--training-file", train_file,
+               "--validation-file", data["eval"], "--text-column", data["text_column"],
+               "--label-column", data["label_column"], "--epochs", "1", "--job-dir", job_dir,
+               "--overwrite", "--log-every-seconds", "60", *flags]
+    if data["label_column"] == "label":
+        command += ["--label-type", "index", "--label-names", LABELS]
+    seconds, rss = run_measured(command, os.path.join(work, f"{name}.log"))
+    with open(os.path.join(job_dir, "metrics.json")) as f:
+        metrics = json.load(f)
+    return {
+        "job_seconds": seconds, "peak_rss_mib": rss,
+        "train_examples": metrics["dataset_sizes"]["train"],
+        "epoch_seconds": metrics["durations"]["train"],
+        "train_examples_per_second": metrics["train_examples_per_second"],
+        "train_tokens_per_second": metrics["train_tokens_per_second"],
+        "val_macro_recall": metrics["validation"]["macro_recall"],
+        "val_accuracy": metrics["validation"]["accuracy"],
+        "precision": metrics["device"]["precision"], "jit_compile": metrics["device"]["jit_compile"],
+        "model_dir": os.path.join(job_dir, "model"),
+    }
+
+
+def run_predict(model_dir, data, work):
+    output = os.path.join(work, "predictions.csv")
+    command = [sys.executable, "-m", "trainer.predict", "--model-dir", model_dir,
+               "--input", data["train"], "--output", output, "--overwrite",
+               "--text-column", data["text_column"]]
+    log_path = os.path.join(work, "predict.log")
+    seconds, rss = run_measured(command, log_path)
+    with open(log_path) as f:
+        match = re.search(r"predicted (\d+) rows in ([\d.]+)s", f.read())
+    rows, predict_seconds = int(match.group(1)), float(match.group(2))
+    return {"rows": rows, "seconds": predict_seconds, "examples_per_second": rows / predict_seconds,
+            "job_seconds": seconds, "peak_rss_mib": rss}
+
+
+def run_seed(seed_python, data, work):
+    result = os.path.join(work, "seed-result.json")
+    command = [seed_python, SEED_SCRIPT, "train", "--model", "minilm", "--n-classes", "3",
+               "--train-csv", data["train"], "--eval-csv", f"val={data['eval']}",
+               "--batch-size", "32", "--lr", "1e-4", "--epochs", "1", "--out", result]
+    seconds, rss = run_measured(command, os.path.join(work, "seed.log"))
+    with open(result) as f:
+        r = json.load(f)
+    return {"job_seconds": seconds, "peak_rss_mib": r["peak_rss_mib"],
+            "train_examples": r["train_examples_used"], "epoch_seconds": r["train_time_s"],
+            "train_examples_per_second": r["train_ex_per_s"],
+            "val_macro_recall": r["eval"]["val"]["macro_recall"],
+            "val_accuracy": r["eval"]["val"]["accuracy"],
+            "eval_examples_per_second": r["eval"]["val"]["eval_ex_per_s"]}
+
+
+def export_hub_encoder(work):
+    out = os.path.join(work, "minilm-hub")
+    if not os.path.exists(os.path.join(out, "saved_model.pb")):
+        subprocess.run([sys.executable, "-m", "trainer.export_encoder", "--encoder",
+                        "minilm-l6-h384-uncased", "--output-dir", out], check=True)
+    return out
+
+
+def table(rows, columns):
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
+    line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+    return "\n".join([line(columns), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def fmt(value, spec):
+    return "-" if value is None else format(value, spec)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work-dir", default=os.path.join(HERE, "results"))
+    parser.add_argument("--seed-python", default=DEFAULT_SEED_PYTHON,
+                        help="python of the seed reference's virtualenv (skipped when missing)")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--skip-full-epoch", action="store_true",
+                        help="only the subset configurations (no 10,000-example epochs)")
+    args = parser.parse_args()
+    work = os.path.abspath(args.work_dir)
+    os.makedirs(work, exist_ok=True)
+    data = prepare_data(work)
+    results = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+               "data": data["name"], "started": datetime.datetime.now().isoformat(timespec="seconds"),
+               "subset": {}, "full_epoch": {}}
+
+    hub_dir = None if args.quick else export_hub_encoder(work)
+    for name, description, flags, rows in configurations(args.quick, hub_dir):
+        train_file = head_csv(data["train"], rows, os.path.join(work, f"train_{rows}.csv")) if rows else data["train"]
+        log(f"{name}: {description} ({rows or 'all'} training rows)")
+        results["subset"][name] = {"description": description, "flags": flags,
+                                   **run_ours(name, flags, data, train_file, work)}
+
+    if not args.skip_full_epoch:
+        log("full epoch: our defaults")
+        results["full_epoch"]["ours"] = run_ours("full-default", [], data, data["train"], work)
+        log("prediction throughput: trainer.predict on the exported default model")
+        results["predict"] = run_predict(results["full_epoch"]["ours"]["model_dir"], data, work)
+        if os.path.exists(args.seed_python):
+            log("full epoch: the seed reference (PyTorch tutorial pipeline)")
+            results["full_epoch"]["seed"] = run_seed(args.seed_python, data, work)
+        else:
+            log(f"seed reference skipped: no {args.seed_python} (see ../shared/bench/README.md)")
+
+    print()
+    print(f"Data: {data['name']}; one process at a time on {os.cpu_count()} CPUs.")
+    base = results["subset"].get("fp32-fixed128")
+    rows = [[name, r["description"], fmt(r["train_examples_per_second"], ".1f"),
+             fmt(r["train_tokens_per_second"], ".0f"),
+             fmt(r["train_examples_per_second"] / base["train_examples_per_second"], ".2f") + "x",
+             fmt(r["val_macro_recall"], ".3f"), fmt(r["peak_rss_mib"], ".0f")]
+            for name, r in results["subset"].items()]
+    print(f"\nTraining throughput, one epoch over the first {next(iter(results['subset'].values()))['train_examples']} rows:")
+    print(table(rows, ["config", "what", "train ex/s", "real tok/s", "vs fp32-fixed128", "val macro-recall", "peak RSS MiB"]))
+    if results["full_epoch"]:
+        full = results["full_epoch"]
+        ours, seed = full["ours"], full.get("seed")
+        rows = [["ours (defaults)", fmt(ours["epoch_seconds"], ".0f"), fmt(ours["train_examples_per_second"], ".1f"),
+                 fmt(ours["val_macro_recall"], ".3f"), fmt(ours["val_accuracy"], ".3f"), fmt(ours["peak_rss_mib"], ".0f")]]
+        if seed:
+            rows.append(["seed reference (PyTorch)", fmt(seed["epoch_seconds"], ".0f"),
+                         fmt(seed["train_examples_per_second"], ".1f"), fmt(seed["val_macro_recall"], ".3f"),
+                         fmt(seed["val_accuracy"], ".3f"), fmt(seed["peak_rss_mib"], ".0f")])
+        print(f"\nOne epoch over {ours['train_examples']} training rows:")
+        print(table(rows, ["pipeline", "epoch s", "train ex/s", "val macro-recall", "val accuracy", "peak RSS MiB"]))
+        predict = results["predict"]
+        print(f"\nPrediction (trainer.predict, exported model): {predict['examples_per_second']:.0f} ex/s "
+              f"over {predict['rows']} rows")
+        if seed:
+            print(f"\nRatios vs the seed reference: epoch time {ours['epoch_seconds'] / seed['epoch_seconds']:.2f}x "
+                  f"({seed['epoch_seconds'] / ours['epoch_seconds']:.1f}x faster), val macro-recall "
+                  f"{ours['val_macro_recall'] - seed['val_macro_recall']:+.3f}, prediction "
+                  f"{predict['examples_per_second'] / seed['eval_examples_per_second']:.1f}x its evaluation loop")
+    if base and "bf16-fixed128" in results["subset"]:
+        s = results["subset"]
+        print(f"Ratios vs fp32-fixed128 (same run): bf16-fixed128 "
+              f"{s['bf16-fixed128']['train_examples_per_second'] / base['train_examples_per_second']:.2f}x, "
+              f"defaults {s['default']['train_examples_per_second'] / base['train_examples_per_second']:.2f}x, "
+              f"bf16 vs fp32 with buckets "
+              f"{s['default']['train_examples_per_second'] / s['fp32-bucket']['train_examples_per_second']:.2f}x")
+    results["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
+    out = os.path.join(work, f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    with open(out, "w") as f:
+        json.dump(results, f, indent=2)
+    print(f"\nResults: {out}")
+
+
+if __name__ == "__main__":
+    main()
