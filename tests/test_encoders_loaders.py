@@ -128,3 +128,16 @@ def test_a_non_bert_config_is_a_user_error_for_the_native_backend(tmp_path):
 def test_a_seq_length_beyond_the_position_embeddings_is_a_user_error(tiny_encoder_dir):
     with pytest.raises(UserError, match="--max-seq-length 128 exceeds the 64 positions"):
         load_encoder(tiny_encoder_dir, seq_length=128)
+
+
+def test_checkpoints_are_read_through_tf_io_gfile_so_remote_urls_work(tiny_encoder_dir):
+    """TF's in-memory ram:// filesystem stands in for gs://: no local-only file API may touch it.
+    (Google and SavedModel layouts go through tf.train.load_checkpoint, which reads gs:// but
+    mistakes ram:// checkpoint prefixes for directories, so this covers the Hugging Face layout.)"""
+    remote = "ram://checkpoints/tiny_bert"
+    tf.io.gfile.makedirs(remote)
+    for name in tf.io.gfile.listdir(tiny_encoder_dir):
+        tf.io.gfile.copy(os.path.join(tiny_encoder_dir, name), f"{remote}/{name}", overwrite=True)
+    encoder = load_encoder(remote, seq_length=16)
+    assert encoder.source == remote
+    assert_matches_reference(encoder, gelu_approximate=False)

@@ -1,6 +1,7 @@
-"""Export an encoder as TF-Hub-format SavedModels: `python -m trainer.export_encoder`.
+"""Exports an encoder as TF-Hub-format encoder and preprocessor SavedModels.
 
-Writes OUTPUT_DIR/encoder (inputs: input_word_ids/input_mask/input_type_ids; outputs:
+`python -m trainer.export_encoder --encoder NAME_OR_PATH --output-dir OUTPUT_DIR` writes
+OUTPUT_DIR/encoder (inputs: input_word_ids/input_mask/input_type_ids; outputs:
 pooled_output/sequence_output/encoder_outputs) and OUTPUT_DIR/preprocessor (strings in;
 `tokenize` and `bert_pack_inputs(seq_length=...)` attached), both loadable with
 `hub.KerasLayer` in any process that imports tensorflow_text. OUTPUT_DIR itself is a valid
@@ -10,7 +11,6 @@ import argparse
 import os
 import sys
 
-import trainer  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from trainer.encoders import DEFAULT_ENCODER, ENCODER_NAMES, BACKENDS, Encoder, load_encoder
 from trainer.encoders import hub
 from trainer.encoders.preprocessing import BertPreprocessor

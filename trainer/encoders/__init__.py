@@ -8,13 +8,13 @@ whatever the policy (tensorflow/hub#466), for encoders that are not BERT-shaped.
 import dataclasses
 import logging
 import os
-from typing import Mapping, Optional
+from typing import Optional
 
 import tensorflow as tf
 import tf_keras
 
 from trainer.encoders import checkpoints, hub, registry
-from trainer.encoders.bert import assign_weights, build_bert_encoder, canonical_name
+from trainer.encoders.bert import INPUT_KEYS, assign_weights, build_bert_encoder, canonical_name
 from trainer.encoders.cache import cached_directory, default_cache_dir
 from trainer.encoders.preprocessing import BertPreprocessor
 from trainer.encoders.registry import DEFAULT_ENCODER, ENCODER_NAMES
@@ -65,15 +65,17 @@ def load_encoder(encoder: str, *, preprocessor: Optional[str] = None, backend: s
         assign_weights(network, checkpoint.weights, resolved.path)
         vocab_file, lower_case = checkpoint.vocab_file, checkpoint.lower_case
         vocab_size, hidden_size = config.vocab_size, config.hidden_size
+        source = resolved.source
     else:
         path = _hub_savedmodel(encoder, resolved, cache_dir)
         network = hub.hub_network(path)
         vocab_file, lower_case = checkpoints.read_savedmodel_vocab(path)
         vocab_size, hidden_size = _hub_sizes(network)
+        source = resolved.source if path == resolved.path else f"{resolved.source}, converted: {path}"
     return Encoder(
         preprocessor=_preprocessor(encoder, preprocessor, resolved, vocab_file, lower_case,
                                    seq_length, cache_dir),
-        network=network, backend=backend, source=resolved.source,
+        network=network, backend=backend, source=source,
         default_pooling=resolved.default_pooling, vocab_size=vocab_size, hidden_size=hidden_size)
 
 
@@ -107,25 +109,23 @@ def _hub_sizes(network) -> tuple:
     for variable in network.weights:
         if canonical_name(variable.name) == "word_embeddings/embeddings":
             return tuple(variable.shape.as_list())
-    dummy = {key: tf.zeros([1, 2], tf.int32) for key in ("input_word_ids", "input_mask", "input_type_ids")}
+    dummy = {key: tf.zeros([1, 2], tf.int32) for key in INPUT_KEYS}
     return 0, int(network(dummy)["pooled_output"].shape[-1])
 
 
 def _preprocessor(encoder, preprocessor, resolved, vocab_file, lower_case, seq_length, cache_dir):
-    """--preprocessor if given; else the encoder's own vocab; else its registry preprocessor."""
-    if preprocessor is not None:
-        path = (hub.resolve_handle(preprocessor, cache_dir, "--preprocessor")
-                if hub.is_handle(preprocessor) else preprocessor)
-        if not tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
-            raise UserError(f"--preprocessor {preprocessor}: not a TF-Hub preprocessor "
-                            "SavedModel directory (no saved_model.pb)")
-        return hub.HubPreprocessor(path, seq_length)
-    if vocab_file is not None:
+    """--preprocessor if given; else one over the encoder's own vocab; else its registry one."""
+    if preprocessor is None and vocab_file is not None:
         return BertPreprocessor(vocab_file, lower_case, seq_length)
-    if resolved.preprocessor is not None:
-        return _preprocessor(encoder, resolved.preprocessor, resolved, None, None, seq_length,
-                             cache_dir)
-    raise UserError(
-        f"--encoder {encoder}: this SavedModel carries no vocab_file/do_lower_case, so its text "
-        "preprocessing is unknown; pass --preprocessor with the matching TF-Hub preprocess "
-        "SavedModel (a handle, or a local or gs:// directory)")
+    preprocessor = preprocessor or resolved.preprocessor
+    if preprocessor is None:
+        raise UserError(
+            f"--encoder {encoder}: this SavedModel carries no vocab_file/do_lower_case, so its "
+            "text preprocessing is unknown; pass --preprocessor with the matching TF-Hub "
+            "preprocess SavedModel (a handle, or a local or gs:// directory)")
+    path = (hub.resolve_handle(preprocessor, cache_dir, "--preprocessor")
+            if hub.is_handle(preprocessor) else preprocessor)
+    if not tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
+        raise UserError(f"--preprocessor {preprocessor}: not a TF-Hub preprocessor SavedModel "
+                        "directory (no saved_model.pb)")
+    return hub.HubPreprocessor(path, seq_length)

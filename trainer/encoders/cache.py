@@ -2,7 +2,8 @@
 
 Each entry is built in a scratch directory inside the cache and renamed into place: a reader
 sees a complete entry or none, and when two workers build the same entry the second rename
-fails harmlessly and its copy is discarded.
+fails harmlessly and its copy is discarded. The cache is a local directory: renaming a
+directory is atomic there, not on gs://.
 """
 import os
 import shutil
