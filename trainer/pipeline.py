@@ -197,14 +197,21 @@ def training_dataset(split: TokenizedSplit, batching: Batching, *, seed: int,
 def evaluation_dataset(split: TokenizedSplit, batching: Batching,
                        pad_to_full_batches: bool = False) -> tf.data.Dataset:
     """Every example exactly once; with `pad_to_full_batches` (TPU), the last batch is filled with
-    weight-0 copies of a real row so shapes stay static while metrics ignore them."""
+    weight-0 copies of a real row so shapes stay static while metrics ignore them.
+
+    The number of batches is declared: Keras cannot predict with steps_per_execution > 1 from a
+    dataset of unknown size (length buckets make it unknown to tf.data).
+    """
     examples = _examples(split)
+    steps = batching.steps(split)
     if pad_to_full_batches and len(split) % batching.batch_size:
         filler = batching.batch_size - len(split) % batching.batch_size
         pad = _examples(_take(split, np.zeros(filler, np.int64), weight=0.0))
         examples = examples.concatenate(pad)
         batching = dataclasses.replace(batching, drop_remainder=True, bucket=False)
-    return _with_options(_batched(examples, batching).prefetch(tf.data.AUTOTUNE))
+        steps = (len(split) + filler) // batching.batch_size
+    batched = _batched(examples, batching).apply(tf.data.experimental.assert_cardinality(steps))
+    return _with_options(batched.prefetch(tf.data.AUTOTUNE))
 
 
 def _take(split: TokenizedSplit, rows: np.ndarray, weight: Optional[float] = None) -> TokenizedSplit:

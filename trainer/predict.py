@@ -120,18 +120,23 @@ def main(argv=None) -> int:
         with tempfile.NamedTemporaryFile("w", dir=scratch_dir, prefix=".predict-", delete=False,
                                          suffix=os.path.splitext(args.output)[1],
                                          encoding="utf-8", newline="") as tmp:
-            for chunk, column in read_chunks(args.input, args.text_column):
-                texts = ["" if pd.isna(t) else str(t) for t in chunk[column].tolist()]
-                start = time.perf_counter()
-                probabilities, names = predict_texts(serve, texts, args.batch_size)
-                seconds += time.perf_counter() - start
-                chunk = chunk.copy()
-                chunk["predicted_label"] = [names[i] for i in probabilities.argmax(axis=1)]
-                for i, name in enumerate(names):
-                    chunk[f"probability_{name}"] = probabilities[:, i]
-                write_frame(chunk, tmp, out_fmt, first=rows == 0)
-                rows += len(chunk)
-                print(f"predicted {rows} rows in {seconds:.1f}s ({rows / seconds:.0f} rows/s)", flush=True)
+            try:
+                for chunk, column in read_chunks(args.input, args.text_column):
+                    texts = ["" if pd.isna(t) else str(t) for t in chunk[column].tolist()]
+                    start = time.perf_counter()
+                    probabilities, names = predict_texts(serve, texts, args.batch_size)
+                    seconds += time.perf_counter() - start
+                    chunk = chunk.copy()
+                    chunk["predicted_label"] = [names[i] for i in probabilities.argmax(axis=1)]
+                    for i, name in enumerate(names):
+                        chunk[f"probability_{name}"] = probabilities[:, i]
+                    write_frame(chunk, tmp, out_fmt, first=rows == 0)
+                    rows += len(chunk)
+                    print(f"predicted {rows} rows in {seconds:.1f}s ({rows / seconds:.0f} rows/s)", flush=True)
+            except BaseException:
+                tmp.close()
+                os.unlink(tmp.name)
+                raise
         if local:
             os.replace(tmp.name, args.output)
         else:

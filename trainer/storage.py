@@ -50,11 +50,45 @@ def write_text_atomic(path: str, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
+def _is_object_store(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
+def _files_top_level_last(root: str) -> list:
+    """Paths of every file under `root`, relative to it: nested ones first, top-level ones last."""
+    root = root.rstrip("/")
+    nested, top = [], []
+    for directory, _, files in tf.io.gfile.walk(root):
+        relative_dir = directory.rstrip("/")[len(root):].strip("/")
+        for name in files:
+            (nested if relative_dir else top).append(f"{relative_dir}/{name}" if relative_dir else name)
+    return sorted(nested) + sorted(top)
+
+
 def replace_directory(tmp_dir: str, final_dir: str) -> None:
-    """Move a fully written directory into place, replacing what was there."""
+    """Move a fully written directory into place, replacing what was there.
+
+    Locally that is one rename. An object store (gs://) has no directories: renaming one is a
+    copy and a delete per object, in name order, so a reader could find model/saved_model.pb
+    before model/variables/ has arrived (or, after a crash, never arrives). There the top-level
+    files (a SavedModel's saved_model.pb, the file readers open first) are removed first and
+    moved in last: whenever one exists, everything under it is complete.
+    """
+    if not _is_object_store(final_dir):
+        if tf.io.gfile.exists(final_dir):
+            tf.io.gfile.rmtree(final_dir)
+        tf.io.gfile.rename(tmp_dir, final_dir, overwrite=True)
+        return
     if tf.io.gfile.exists(final_dir):
-        tf.io.gfile.rmtree(final_dir)
-    tf.io.gfile.rename(tmp_dir, final_dir, overwrite=True)
+        for relative in reversed(_files_top_level_last(final_dir)):
+            tf.io.gfile.remove(final_dir.rstrip("/") + "/" + relative)
+        if tf.io.gfile.exists(final_dir):
+            tf.io.gfile.rmtree(final_dir)  # directory markers
+    for relative in _files_top_level_last(tmp_dir):
+        tf.io.gfile.rename(tmp_dir.rstrip("/") + "/" + relative, final_dir.rstrip("/") + "/" + relative,
+                           overwrite=True)
+    if tf.io.gfile.exists(tmp_dir):
+        tf.io.gfile.rmtree(tmp_dir)  # directory markers
 
 
 def temporary_sibling(path: str) -> str:
@@ -68,7 +102,7 @@ def expand_paths(spec: str, flag: str) -> list:
     for part in [p.strip() for p in spec.split(",") if p.strip()]:
         if any(ch in part for ch in "*?["):
             try:
-                matches = sorted(tf.io.gfile.glob(part))
+                matches = sorted(m for m in tf.io.gfile.glob(part) if not tf.io.gfile.isdir(m))
             except tf.errors.OpError as e:
                 raise UserError(f"{flag}: cannot list {part}: {e.message}") from None
             if not matches:

@@ -1,12 +1,13 @@
 """`python -m trainer.task`: the training job's entry point, locally and on Vertex AI."""
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import warnings
 
 import trainer  # sets TF_USE_LEGACY_KERAS before TensorFlow loads
-from trainer import config as config_lib
+from trainer import cloud, config as config_lib
 from trainer.errors import UserError
 
 log = logging.getLogger("trainer")
@@ -43,12 +44,14 @@ def main(argv=None, environ=None) -> int:
         from trainer import versions
         versions.check_coupled_versions()
         job_dir = config.output.job_dir
+        _, _, is_chief = cloud.task_role(cloud.read_environment(environ).cluster)
         # training.log is appended locally and copied next to the other artifacts at the end,
-        # since gs:// objects cannot be appended to.
-        if "://" in job_dir:
+        # since gs:// objects cannot be appended to. It is the chief's: the other workers of a
+        # multi-worker job log to stdout only, or they would write over it (issue 4).
+        if is_chief and "://" in job_dir:
             local_log = os.path.join(tempfile.mkdtemp(prefix="trainer-log-"), "training.log")
             remote_log = job_dir.rstrip("/") + "/training.log"
-        else:
+        elif is_chief:
             os.makedirs(job_dir, exist_ok=True)
             local_log = os.path.join(job_dir, "training.log")
         setup_logging(local_log)
@@ -66,6 +69,7 @@ def main(argv=None, environ=None) -> int:
             from trainer import storage
             with open(local_log, encoding="utf-8") as f:
                 storage.write_text_atomic(remote_log, f.read())
+            shutil.rmtree(os.path.dirname(local_log), ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ Layout of a job directory (all written atomically; metrics.json last, so its pre
 the run finished):
     config.json  metrics.json  eval_history.csv  training.log  model/  tensorboard/  checkpoints/
 """
+import atexit
 import dataclasses
 import json
 import logging
@@ -57,7 +58,8 @@ def _resumable_settings(config: Config) -> dict:
     """What must match for an unfinished run to be resumed rather than mixed with another."""
     values = config.to_dict()
     values["output"] = {}
-    values["runtime"] = {k: v for k, v in values["runtime"].items() if k == "sequence_padding"}
+    values["runtime"] = {k: v for k, v in values["runtime"].items()
+                         if k in ("sequence_padding", "static_shapes")}
     return values
 
 
@@ -150,6 +152,9 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
     if config.train.batch_size % strategy.num_replicas_in_sync:
         raise UserError(f"--batch-size: {config.train.batch_size} does not split evenly over "
                         f"{strategy.num_replicas_in_sync} replicas")
+    if plan.static_shapes and config.train.eval_batch_size % strategy.num_replicas_in_sync:
+        raise UserError(f"--eval-batch-size: {config.train.eval_batch_size} does not split evenly "
+                        f"over {strategy.num_replicas_in_sync} replicas, which static shapes need")
 
     import tensorflow as tf
     import tf_keras
@@ -157,7 +162,10 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
     from trainer import callbacks as cb
     from trainer import encoders, evaluation, export, model as model_lib, optimization, pipeline
 
-    scratch = None if plan.is_chief else tempfile.mkdtemp(prefix=f"worker-{plan.task_index}-")
+    scratch = None
+    if not plan.is_chief:
+        scratch = tempfile.mkdtemp(prefix=f"worker-{plan.task_index}-")
+        atexit.register(shutil.rmtree, scratch, ignore_errors=True)  # on errors too
 
     def write_path(path):
         """Every worker writes (collectives need them all); only the chief's copy is kept."""
@@ -172,6 +180,9 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
     precision_note = distribution.apply_precision(plan, config.model.encoder_backend)
     log.info("strategy %s with %d replica(s); %s; XLA %s", plan.strategy,
              strategy.num_replicas_in_sync, precision_note, "on" if plan.jit_compile else "off")
+    # Dropout draws from tf.random.Generator variables, which the resume checkpoint saves: the
+    # default legacy stateful ops would restart their sequence in a resumed process (issue 4).
+    tf_keras.backend.experimental.enable_tf_random_generator()
     tf_keras.utils.set_random_seed(config.train.seed)
 
     labels = datasets.labels.names
@@ -208,7 +219,7 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
 
     lengths = pipeline.padded_lengths(config.data.max_seq_length)
     bucket = plan.sequence_padding == "bucket"
-    train_batching = pipeline.Batching(config.train.batch_size, lengths, bucket, plan.drop_remainder)
+    train_batching = pipeline.Batching(config.train.batch_size, lengths, bucket, plan.static_shapes)
     eval_batching = pipeline.Batching(config.train.eval_batch_size, lengths, bucket)
     steps_per_epoch = train_batching.steps(tokenized["train"])
     if steps_per_epoch == 0:
@@ -240,35 +251,42 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
         epoch_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="epochs_done")
         optimizer = model.optimizer  # compile may have wrapped it for loss scaling
         optimizer.build(model.trainable_variables)  # slots exist before a restore fills them
-        resume_state = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch_counter)
-    manager = tf.train.CheckpointManager(resume_state, write_path(_join(paths.checkpoint_dir, "resume")),
-                                         max_to_keep=1)
-    if resuming and manager.latest_checkpoint:
-        resume_state.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        resume_state = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch_counter,
+                                           dropout=cb.dropout_generators(model))
+    resume_dir = _join(paths.checkpoint_dir, "resume")
+    manager = tf.train.CheckpointManager(resume_state, write_path(resume_dir), max_to_keep=1)
+    # Every worker restores the chief's checkpoint: the others wrote theirs to scratch
+    # directories of the processes that were killed.
+    latest = tf.train.latest_checkpoint(resume_dir) if resuming else None
+    if latest:
+        resume_state.restore(latest).assert_existing_objects_matched()
     first_epoch = int(epoch_counter.numpy())
     history_rows = [r for r in cb.read_history(paths.history) if r["epoch"] <= first_epoch]
     if first_epoch:
-        log.info("resumed after epoch %d from %s", first_epoch, manager.latest_checkpoint)
+        log.info("resumed after epoch %d from %s", first_epoch, latest)
 
-    pad_eval = plan.drop_remainder  # static shapes: fill the last batch with weight-0 rows
-    eval_sets = {name: pipeline.evaluation_dataset(t, eval_batching, pad_to_full_batches=pad_eval)
+    # Static shapes: the last batch is filled with weight-0 rows.
+    eval_sets = {name: pipeline.evaluation_dataset(t, eval_batching,
+                                                   pad_to_full_batches=plan.static_shapes)
                  for name, t in tokenized.items()}
     if config.train.dry_run:
         eval_sets = {name: ds.take(1) for name, ds in eval_sets.items()}
     evaluate = lambda name: evaluation.evaluate(model, eval_sets[name], labels)  # noqa: E731
 
-    best_dir = write_path(_join(paths.checkpoint_dir, "best"))
+    best_dir = _join(paths.checkpoint_dir, "best")
     metric = config.train.hypertune_metric
     evaluation_cb = cb.EpochEvaluation(lambda: evaluate("validation"))
-    best_cb = cb.BestWeights(best_dir, metric, config.train.early_stopping_patience, history_rows)
+    best_cb = cb.BestWeights(write_path(best_dir), metric, config.train.early_stopping_patience,
+                             history_rows, shared_directory=best_dir)
     history_cb = cb.HistoryWriter(paths.history if plan.is_chief else None, history_rows)
     progress = cb.ProgressLogger(config.runtime.log_every_seconds, epochs, steps_per_epoch,
                                  len(tokenized["train"]), tokenized["train"].real_tokens)
     from trainer.hypertune import HypertuneReporter
-    hypertune = HypertuneReporter(metric)
-    callbacks = [evaluation_cb, history_cb, best_cb, hypertune, progress,
+    # Every worker computes the same metrics; one report per trial step is the chief's.
+    hypertune = HypertuneReporter(metric) if plan.is_chief else None
+    callbacks = [evaluation_cb, history_cb, best_cb, *([hypertune] if hypertune else []), progress,
                  tf_keras.callbacks.TensorBoard(write_path(paths.tensorboard_dir), profile_batch=0),
-                 cb.EpochCheckpoint(manager, epoch_counter)]
+                 cb.EpochCheckpoint(manager, epoch_counter, after_save=best_cb.prune)]
 
     # A run killed after early stopping decided, but before it finished, must not train on.
     already_stopped = bool(config.train.early_stopping_patience and best_cb.best_epoch and
@@ -288,10 +306,10 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
     examples_trained = epochs_trained * (len(tokenized["train"]) if not config.train.dry_run
                                          else config.train.batch_size)
 
-    pointer = cb.read_pointer(best_cb.pointer)
-    if pointer:
-        tf.train.Checkpoint(model=model).read(pointer["prefix"]).expect_partial()
-        log.info("restored the best weights: epoch %d, %s %.4f", pointer["epoch"], metric, pointer["value"])
+    if best_cb.weights_prefix:
+        tf.train.Checkpoint(model=model).read(best_cb.weights_prefix).expect_partial()
+        log.info("restored the best weights: epoch %d, %s %.4f", best_cb.best_epoch, metric,
+                 best_cb.best)
 
     evaluate_start = time.perf_counter()
     results = {name: evaluate(name) for name in eval_sets}
@@ -300,14 +318,16 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
         log.info("%-10s loss %.4f  accuracy %.4f  macro-F1 %.4f  macro-recall %.4f  (%d examples)",
                  name, result["loss"], result["accuracy"], result["macro_f1"],
                  result["macro_recall"], result["examples"])
-    hypertune.report_final(results["validation"][metric.removeprefix("val_")],
-                           step=len(history_cb.rows))
+    if hypertune:
+        hypertune.report_final(results["validation"][metric.removeprefix("val_")],
+                               step=len(history_cb.rows))
 
     export_start = time.perf_counter()
     module = export.ServingModule(encoder.preprocessor, model, labels, config.data.max_seq_length)
     export.export(module, paths.model_dir, write_dir=write_path(paths.model_dir))
     export_seconds = time.perf_counter() - export_start
-    log.info("exported the model (raw strings in, probabilities out) to %s", paths.model_dir)
+    log.info("exported the model (raw strings in, probabilities out) to %s",
+             write_path(paths.model_dir))
 
     metrics = {
         **results,
@@ -321,7 +341,7 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
         "hyperparameters": {**dataclasses.asdict(config.train), "dropout": config.model.dropout,
                             "max_seq_length": config.data.max_seq_length, "pooling": pooling,
                             "encoder": config.model.encoder},
-        "best_epoch": pointer["epoch"] if pointer else None,
+        "best_epoch": best_cb.best_epoch,
         "epochs_completed": len(history_cb.rows),
         "stopped_early": best_cb.stopped_early or already_stopped,
         "device": {**distribution.describe(plan, strategy), "platform": devices.platform,
@@ -337,7 +357,5 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
     }
     if plan.is_chief:
         storage.write_text_atomic(paths.metrics, json.dumps(metrics, indent=2) + "\n")
-    else:
-        shutil.rmtree(scratch, ignore_errors=True)
     log.info("done in %.0fs; artifacts in %s", metrics["durations"]["total"], paths.job_dir)
     return metrics

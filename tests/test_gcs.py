@@ -1,0 +1,192 @@
+"""gs:// end to end through TensorFlow's own GCS client, against a local emulator.
+
+TensorFlow cannot be pointed at an emulator by configuration (its endpoints are compiled in), so
+tests/gcs_emulator.py runs gcp-storage-emulator behind a loopback HTTPS-intercepting proxy that
+libcurl inside TensorFlow reaches through https_proxy, trusting a throwaway CA via
+CURL_CA_BUNDLE. Nothing in trainer/ knows about the emulator: every gs:// access below is the
+product's own tf.io.gfile code. Objects are seeded and checked through the emulator's HTTP API,
+independently of TensorFlow.
+"""
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import urllib.parse
+
+import pytest
+
+from gcs_emulator import GcsEmulator
+
+BUCKET = "vbt-test"
+EPOCHS = 2
+
+
+@pytest.fixture(scope="module")
+def gcs(tmp_path_factory):
+    emulator = GcsEmulator(tmp_path_factory.mktemp("gcs"), bucket=BUCKET).start()
+    try:
+        yield emulator
+    finally:
+        emulator.stop()
+
+
+def run(gcs, *args, module=None, code=None, timeout=240):
+    environ = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"),
+               **gcs.env}
+    command = [sys.executable, "-c", code] if code else [sys.executable, "-m", module, *map(str, args)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environ)
+    # Nothing tried to reach anything but the emulator (another host, plain HTTP, metadata server).
+    assert gcs.refused == [], gcs.refused
+    return result
+
+
+def gs(name):
+    return f"gs://{BUCKET}/{name}"
+
+
+NEW_MODEL = ("assets/vocab.txt", "fingerprint.pb", "saved_model.pb", "variables/variables.data-00000-of-00001",
+             "variables/variables.index")
+STORAGE_SCRIPT = textwrap.dedent("""
+    import json, sys
+    from trainer import storage
+    from trainer.errors import UserError
+    out = {}
+    storage.write_text_atomic("gs://BUCKET/basics/notes/a.txt", "first")
+    storage.write_text_atomic("gs://BUCKET/basics/notes/a.txt", "second, h\\u00e9llo")
+    out["read_text"] = storage.read_text("gs://BUCKET/basics/notes/a.txt")
+    storage.write_bytes_atomic("gs://BUCKET/basics/blob.bin", bytes(range(256)) * 3)
+    out["read_bytes_ok"] = storage.read_bytes("gs://BUCKET/basics/blob.bin") == bytes(range(256)) * 3
+    out["exists"] = [storage.exists(p) for p in ("gs://BUCKET/basics/notes/a.txt", "gs://BUCKET/basics/notes",
+                                                  "gs://BUCKET/basics/nothing.txt")]
+    out["glob"] = storage.expand_paths("gs://BUCKET/basics/data/*.csv", "--training-file")
+    out["list"] = storage.expand_paths("gs://BUCKET/basics/data/b.csv, gs://BUCKET/basics/data/a.csv",
+                                       "--training-file")
+    errors = {}
+    for spec in ("gs://BUCKET/basics/data/missing.csv", "gs://BUCKET/basics/data/*.tsv", "gs://BUCKET/basics/data"):
+        try:
+            storage.expand_paths(spec, "--training-file")
+        except UserError as e:
+            errors[spec] = str(e)
+    out["errors"] = errors
+    import tensorflow as tf
+    for name in ("saved_model.pb", "variables/variables.index", "variables/old-only.bin"):
+        storage.write_text_atomic("gs://BUCKET/basics/model/" + name, "old " + name)
+    tmp = storage.temporary_sibling("gs://BUCKET/basics/model")
+    tf.io.gfile.makedirs(tmp + "/variables")
+    for name in NEW_MODEL:
+        with tf.io.gfile.GFile(tmp + "/" + name, "w") as f:
+            f.write("new " + name)
+    storage.replace_directory(tmp, "gs://BUCKET/basics/model")
+    print("RESULT " + json.dumps(out))
+""").replace("BUCKET", BUCKET).replace("NEW_MODEL", repr(NEW_MODEL))
+
+
+@pytest.fixture(scope="module")
+def storage_basics(gcs):
+    for name in ("a.csv", "b.csv", "notes.txt"):
+        gcs.put(f"basics/data/{name}", "text,label\nhi,positive\n")
+    result = run(gcs, code=STORAGE_SCRIPT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return json.loads(result.stdout.split("RESULT ", 1)[1])
+
+
+def test_storage_basics_on_gs(gcs, storage_basics):
+    out = storage_basics
+    assert out["read_text"] == "second, h\u00e9llo"
+    assert gcs.get("basics/notes/a.txt").decode("utf-8") == "second, h\u00e9llo"
+    assert out["read_bytes_ok"]
+    assert out["exists"] == [True, True, False]
+    assert out["glob"] == [gs("basics/data/a.csv"), gs("basics/data/b.csv")]
+    assert out["list"] == [gs("basics/data/b.csv"), gs("basics/data/a.csv")]
+    errors = out["errors"]
+    assert errors[gs("basics/data/missing.csv")] == f"--training-file: file not found: {gs('basics/data/missing.csv')}"
+    assert errors[gs("basics/data/*.tsv")] == f"--training-file: no file matches {gs('basics/data/*.tsv')}"
+    assert "is a directory" in errors[gs("basics/data")]
+    # Atomic writes leave no temporary objects behind.
+    assert [n for n in gcs.names("basics/") if ".tmp-" in n] == []
+
+
+def test_replace_directory_on_gs_lands_the_top_level_files_last(gcs, storage_basics):
+    files = [n for n in gcs.names("basics/model/") if not n.endswith("/")]  # not directory markers
+    assert files == [f"basics/model/{n}" for n in NEW_MODEL]
+    assert [n for n in gcs.names("basics/") if n.startswith("basics/.model.tmp-")] == []
+    for name in NEW_MODEL:
+        assert gcs.get(f"basics/model/{name}").decode() == f"new {name}"
+    # GCS renames object by object: saved_model.pb, which readers look for first, must go first
+    # and come back last, so that whenever it exists the rest of the model is complete.
+    requests = [(method, urllib.parse.unquote(path)) for method, _, path, _ in gcs.requests]
+    prefix = f"/storage/v1/b/{BUCKET}/o/basics/model/"
+    deleted = [p[len(prefix):] for m, p in requests
+               if m == "DELETE" and p.startswith(prefix) and ".tmp-" not in p and not p.endswith("/")]
+    assert deleted[0] == "saved_model.pb" and sorted(deleted) == [
+        "saved_model.pb", "variables/old-only.bin", "variables/variables.index"]
+    moved = [p.split(f"/rewriteTo/b/{BUCKET}/o/basics/model/")[1] for m, p in requests
+             if m == "POST" and "/o/basics/.model.tmp-" in p and "/rewriteTo/" in p and not p.endswith("/")]
+    assert sorted(moved) == sorted(NEW_MODEL)
+    assert moved[-2:] == ["fingerprint.pb", "saved_model.pb"]
+
+
+def train_args(tiny_encoder_dir, job_dir, *extra):
+    return ["--encoder", tiny_encoder_dir, "--training-file", gs("data/train.csv"),
+            "--validation-file", gs("data/validation.csv"), "--testing-file", gs("data/test.csv"),
+            "--job-dir", job_dir, "--epochs", EPOCHS, "--batch-size", "8", "--learning-rate", "1e-2",
+            "--max-seq-length", "16", "--mixed-precision", "off", "--log-every-seconds", "1", *extra]
+
+
+@pytest.fixture(scope="module")
+def gcs_run(gcs, tiny_encoder_dir, tiny_data):
+    for split, path in tiny_data.items():
+        with open(path, "rb") as f:
+            gcs.put(f"data/{split}.csv", f.read())
+    result = run(gcs, *train_args(tiny_encoder_dir, gs("run")), module="trainer.task")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def test_training_reads_and_writes_gs(gcs, gcs_run):
+    names = gcs.names("run/")
+    for name in ("config.json", "metrics.json", "eval_history.csv", "training.log", "model/saved_model.pb",
+                 "model/variables/variables.index"):
+        assert f"run/{name}" in names, (name, names)
+    assert any(n.startswith("run/tensorboard/") for n in names), names
+    assert [n for n in names if ".tmp-" in n] == []
+    metrics = json.loads(gcs.get("run/metrics.json"))
+    assert metrics["dataset_sizes"] == {"train": 90, "validation": 30, "test": 30}
+    assert metrics["epochs_completed"] == EPOCHS
+    config = json.loads(gcs.get("run/config.json"))
+    assert json.dumps(config).count(gs("data/train.csv")) == 1
+    history = list(csv.DictReader(io.StringIO(gcs.get("run/eval_history.csv").decode())))
+    assert [int(r["epoch"]) for r in history] == list(range(1, EPOCHS + 1))
+    log = gcs.get("run/training.log").decode()
+    assert f"job dir {gs('run')}" in log and "macro-F1" in log
+    assert "Traceback" not in gcs_run.stderr
+
+
+def test_a_finished_gs_run_is_not_overwritten(gcs, gcs_run, tiny_encoder_dir):
+    before = gcs.get("run/metrics.json")
+    result = run(gcs, *train_args(tiny_encoder_dir, gs("run")), module="trainer.task")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "holds a finished run" in result.stdout and "--overwrite" in result.stdout
+    assert gcs.get("run/metrics.json") == before
+
+
+def test_predict_from_gs_to_gs(gcs, gcs_run, tiny_data):
+    output = gs("predictions/test.csv")
+    result = run(gcs, "--model-dir", gs("run/model"), "--input", gs("data/test.csv"), "--output", output,
+                 "--batch-size", "7", module="trainer.predict")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"wrote 30 rows with predictions to {output}" in result.stdout
+    rows = list(csv.DictReader(io.StringIO(gcs.get("predictions/test.csv").decode("utf-8"))))
+    with open(tiny_data["test"], encoding="utf-8") as f:
+        expected = list(csv.DictReader(f))
+    assert [(r["text"], r["label"]) for r in rows] == [(r["text"], r["label"]) for r in expected]
+    for row in rows:
+        assert row["predicted_label"] in ("negative", "neutral", "positive")
+        assert sum(float(row[f"probability_{n}"]) for n in ("negative", "neutral", "positive")) == \
+            pytest.approx(1.0, abs=1e-5)
+    again = run(gcs, "--model-dir", gs("run/model"), "--input", gs("data/test.csv"), "--output", output,
+                module="trainer.predict")
+    assert again.returncode == 2 and "exists; pass --overwrite" in again.stderr
