@@ -55,7 +55,7 @@ def main(argv=None) -> int:
             if not 0.0 < value < 0.5:
                 raise UserError(f"{flag}: must be in (0, 0.5), got {value}")
         frame = data.read_files(args.input, "--input")
-        text_column = data.pick_column(frame, args.text_column, data.TEXT_COLUMNS, "--text-column", "text")
+        data.pick_column(frame, args.text_column, data.TEXT_COLUMNS, "--text-column", "text")  # must exist
         label_column = data.pick_column(frame, args.label_column, data.LABEL_COLUMNS, "--label-column", "label")
         spec = data.infer_labels(frame, label_column, DataConfig(label_type=args.label_type))
         labels = data.encode_labels(frame, label_column, spec, "train")

@@ -284,14 +284,14 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
     from trainer.hypertune import HypertuneReporter
     # Every worker computes the same metrics; one report per trial step is the chief's.
     hypertune = HypertuneReporter(metric) if plan.is_chief else None
-    callbacks = [evaluation_cb, history_cb, best_cb, *([hypertune] if hypertune else []), progress,
+    clock = cb.TrainingClock()
+    callbacks = [clock, evaluation_cb, history_cb, best_cb, *([hypertune] if hypertune else []), progress,
                  tf_keras.callbacks.TensorBoard(write_path(paths.tensorboard_dir), profile_batch=0),
                  cb.EpochCheckpoint(manager, epoch_counter, after_save=best_cb.prune)]
 
     # A run killed after early stopping decided, but before it finished, must not train on.
     already_stopped = bool(config.train.early_stopping_patience and best_cb.best_epoch and
                            first_epoch - best_cb.best_epoch >= config.train.early_stopping_patience)
-    fit_start = time.perf_counter()
     if first_epoch < epochs and not already_stopped:
         train_data = pipeline.training_dataset(tokenized["train"], train_batching,
                                                seed=config.train.seed, first_epoch=first_epoch,
@@ -300,11 +300,7 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
             train_data = train_data.take(1)
         model.fit(train_data, epochs=epochs, initial_epoch=first_epoch,
                   steps_per_epoch=steps_per_epoch, callbacks=callbacks, verbose=0)
-    fit_seconds = time.perf_counter() - fit_start
-    train_seconds = fit_seconds - evaluation_cb.seconds_evaluating
-    epochs_trained = max(0, len(history_cb.rows) - len(history_rows))
-    examples_trained = epochs_trained * (len(tokenized["train"]) if not config.train.dry_run
-                                         else config.train.batch_size)
+    train_seconds = clock.seconds
 
     if best_cb.weights_prefix:
         tf.train.Checkpoint(model=model).read(best_cb.weights_prefix).expect_partial()
@@ -349,11 +345,15 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
                    "encoder_source": encoder.source},
         "versions": library_versions(),
         "durations": {"total": time.perf_counter() - started, "train": train_seconds,
+                      "first_step": clock.first_step_seconds,
                       "evaluate": evaluate_seconds + evaluation_cb.seconds_evaluating,
                       "export": export_seconds},
-        "train_examples_per_second": examples_trained / train_seconds if train_seconds > 0 else None,
-        "train_tokens_per_second": (epochs_trained * tokenized["train"].real_tokens / train_seconds
-                                    if train_seconds > 0 and not config.train.dry_run else None),
+        # Steady state: after the first step, which traces the graph (see durations.first_step).
+        "train_examples_per_second": (clock.steady_steps * config.train.batch_size / clock.steady_seconds
+                                      if clock.steady_seconds > 0 else None),
+        "train_tokens_per_second": (clock.steady_steps * config.train.batch_size / clock.steady_seconds
+                                    * tokenized["train"].real_tokens / len(tokenized["train"])
+                                    if clock.steady_seconds > 0 else None),
     }
     if plan.is_chief:
         storage.write_text_atomic(paths.metrics, json.dumps(metrics, indent=2) + "\n")
