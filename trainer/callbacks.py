@@ -45,7 +45,7 @@ class EpochEvaluation(tf_keras.callbacks.Callback):
         self._evaluate = evaluate
         self.seconds_evaluating = 0.0
         self._epoch_start = 0.0
-        self.last = None
+        self.last, self.last_epoch = None, None  # the latest evaluation, of 1-based epoch
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch_start = time.perf_counter()
@@ -54,7 +54,7 @@ class EpochEvaluation(tf_keras.callbacks.Callback):
         logs = logs if logs is not None else {}
         train_seconds = time.perf_counter() - self._epoch_start
         start = time.perf_counter()
-        self.last = self._evaluate()
+        self.last, self.last_epoch = self._evaluate(), epoch + 1
         self.seconds_evaluating += time.perf_counter() - start
         for key in ("loss", "accuracy", "macro_f1", "macro_recall"):
             logs[f"val_{key}"] = self.last[key]

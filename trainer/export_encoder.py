@@ -11,10 +11,14 @@ import argparse
 import os
 import sys
 
-from trainer.encoders import DEFAULT_ENCODER, ENCODER_NAMES, BACKENDS, Encoder, load_encoder
-from trainer.encoders import hub
-from trainer.encoders.preprocessing import BertPreprocessor
-from trainer.errors import UserError
+import trainer
+
+trainer.import_tensorflow()  # an entry point: load TensorFlow without its start-up banner
+
+from trainer.encoders import DEFAULT_ENCODER, ENCODER_NAMES, BACKENDS, Encoder, load_encoder  # noqa: E402
+from trainer.encoders import hub  # noqa: E402
+from trainer.encoders.preprocessing import BertPreprocessor  # noqa: E402
+from trainer.errors import UserError  # noqa: E402
 
 
 def export_encoder(encoder: Encoder, output_dir: str):

@@ -302,13 +302,17 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
                   steps_per_epoch=steps_per_epoch, callbacks=callbacks, verbose=0)
     train_seconds = clock.seconds
 
-    if best_cb.weights_prefix:
+    # When the last epoch trained here is the best one, the model holds its weights already and
+    # its validation metrics are known: one pass over the validation data fewer.
+    best_is_current = best_cb.best_epoch is not None and best_cb.best_epoch == evaluation_cb.last_epoch
+    if best_cb.weights_prefix and not best_is_current:
         tf.train.Checkpoint(model=model).read(best_cb.weights_prefix).expect_partial()
         log.info("restored the best weights: epoch %d, %s %.4f", best_cb.best_epoch, metric,
                  best_cb.best)
 
     evaluate_start = time.perf_counter()
-    results = {name: evaluate(name) for name in eval_sets}
+    results = {name: evaluation_cb.last if name == "validation" and best_is_current else evaluate(name)
+               for name in eval_sets}
     evaluate_seconds = time.perf_counter() - evaluate_start
     for name, result in results.items():
         log.info("%-10s loss %.4f  accuracy %.4f  macro-F1 %.4f  macro-recall %.4f  (%d examples)",
