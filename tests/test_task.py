@@ -22,7 +22,9 @@ def train_args(tiny_encoder_dir, tiny_data, job_dir, *extra):
     return ["--encoder", tiny_encoder_dir, "--training-file", tiny_data["train"],
             "--validation-file", tiny_data["validation"], "--testing-file", tiny_data["test"],
             "--job-dir", job_dir, "--epochs", "6", "--batch-size", "8", "--learning-rate", "1e-2",
-            "--max-seq-length", "16", "--mixed-precision", "off", "--log-every-seconds", "1", *extra]
+            "--max-seq-length", "16", "--mixed-precision", "off", "--log-every-seconds", "1",
+            # The tiny encoder's embeddings are random: unlike a pretrained table they must learn.
+            "--train-word-embeddings", *extra]
 
 
 @pytest.fixture(scope="module")

@@ -50,6 +50,19 @@ class Classifier(tf_keras.Model):
         return loss * rows * context.num_replicas_in_sync / tf.maximum(total, 1.0)
 
 
+def freeze_word_embeddings(network) -> bool:
+    """Stops training the word-embedding table of a native encoder; False if there is none.
+
+    Its gradient is sparse, but AdamW's moment decay and weight decay touch every row at every
+    step: on a 6-layer/384 BERT that is 11.7M of 22.7M weights updated for nothing.
+    """
+    try:
+        network.get_layer("word_embeddings").trainable = False
+        return True
+    except (AttributeError, ValueError):  # a hub.KerasLayer has no sublayers to reach
+        return False
+
+
 def build_classifier(network, num_classes: int, pooling: str, dropout: float) -> Classifier:
     inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name) for name in FEATURES}
     outputs = network(inputs)

@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 FEATURES = ("input_word_ids", "input_mask", "input_type_ids")
-_PADDED_LENGTHS = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+_PADDED_LENGTHS = (16, 20, 24, 28, 32, 36, 40, 48, 56, 64, 80, 96, 128, 192, 256, 384, 512)
 _TOKENIZE_BATCH = 1024
 
 

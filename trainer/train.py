@@ -237,6 +237,9 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
         model = model_lib.build_classifier(encoder.network, len(labels), pooling, config.model.dropout)
         if config.model.freeze_encoder:
             encoder.network.trainable = False
+        elif not config.model.train_word_embeddings:
+            if model_lib.freeze_word_embeddings(encoder.network):
+                log.info("word embeddings frozen (--train-word-embeddings to fine-tune them)")
         optimizer = optimization.build_optimizer(
             config.train.learning_rate, total_steps, config.train.warmup_fraction,
             config.train.weight_decay, config.train.clip_norm)
