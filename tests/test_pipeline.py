@@ -21,8 +21,8 @@ def batches(dataset):
 
 
 def test_padded_lengths_form_a_short_ladder_ending_at_the_maximum():
-    assert pipeline.padded_lengths(128) == (16, 32, 48, 64, 96, 128)
-    assert pipeline.padded_lengths(40) == (16, 32, 40)
+    assert pipeline.padded_lengths(128) == (16, 20, 24, 28, 32, 36, 40, 48, 56, 64, 80, 96, 128)
+    assert pipeline.padded_lengths(30) == (16, 20, 24, 28, 30)
 
 
 def test_bucketed_training_batches_use_only_ladder_lengths_and_fit_every_row():
@@ -79,11 +79,11 @@ def test_evaluation_datasets_declare_their_exact_number_of_batches(bucket, pad):
 def test_trim_keeps_serving_batches_at_a_ladder_length():
     import tensorflow as tf
     mask = np.zeros((2, 128), np.int32)
-    mask[0, :20] = 1
+    mask[0, :21] = 1
     features = {"input_word_ids": tf.constant(mask * 5), "input_mask": tf.constant(mask),
                 "input_type_ids": tf.zeros((2, 128), tf.int32)}
     trimmed = pipeline.trim_to_padded_length(features, pipeline.padded_lengths(128))
-    assert trimmed["input_word_ids"].shape == (2, 32)
+    assert trimmed["input_word_ids"].shape == (2, 24)
 
 
 @pytest.mark.parametrize("drop_remainder, expected", [(False, 4), (True, 3)])
