@@ -12,15 +12,7 @@
 #   DRY_RUN=1 prints the gcloud command and the image URI, and builds nothing.
 # Prints IMAGE_URI=... for the train and tune scripts.
 set -euo pipefail
-
-require() {
-  local name missing=()
-  for name in "$@"; do [[ -n "${!name:-}" ]] || missing+=("$name"); done
-  if (( ${#missing[@]} )); then
-    echo "error: set the environment variable(s) ${missing[*]} (see the top of $0)" >&2
-    exit 2
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 require PROJECT_ID REGION
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -13,18 +13,7 @@
 #   DRY_RUN=1 prints the job as JSON and submits nothing.
 # Arguments go to the trainer unchanged (python -m trainer.task --help).
 set -euo pipefail
-
-require() {
-  local name missing=()
-  for name in "$@"; do [[ -n "${!name:-}" ]] || missing+=("$name"); done
-  if (( ${#missing[@]} )); then
-    echo "error: set the environment variable(s) ${missing[*]} (see the top of $0)" >&2
-    exit 2
-  fi
-}
-optional() {  # optional VAR --flag: pass --flag "$VAR" when VAR is set
-  if [[ -n "${!1:-}" ]]; then flags+=("$2" "${!1}"); fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 require PROJECT_ID REGION BUCKET IMAGE_URI
 flags=(train --project "$PROJECT_ID" --region "$REGION" --bucket "$BUCKET" --image-uri "$IMAGE_URI"

@@ -10,11 +10,9 @@
 #   PYTHON (python3). DRY_RUN=1 prints the command instead of running it.
 # Arguments go to the trainer unchanged (python -m trainer.task --help).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 flags=()
-optional() {  # optional VAR --flag: pass --flag "$VAR" when VAR is set
-  if [[ -n "${!1:-}" ]]; then flags+=("$2" "${!1}"); fi
-}
 optional TRAINING_FILE --training-file
 optional VALIDATION_FILE --validation-file
 optional TESTING_FILE --testing-file
