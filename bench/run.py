@@ -38,7 +38,7 @@ def prepare_data(work: str) -> dict:
     """CSV files (text,label) for the benchmark splits; TweetEval when it is here."""
     tweeteval = os.path.join(SHARED, "data", "tweeteval")
     if not os.path.isdir(tweeteval):
-        sample = os.path.join(ROOT, "trainer", "sample_data")
+        sample = os.path.join(ROOT, "trainer", "data", "sample_data")
         log("TweetEval not found: using the sample posts shipped in the package")
         return {"name": "sample posts", "train": f"{sample}/train.csv", "eval": f"{sample}/eval.csv",
                 "text_column": "bodyText", "label_column": "sentiment"}

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from trainer import cloud, config
+from trainer import config
+from trainer.cloud import environment as vertex
 from trainer.errors import UserError
 
 NOW = datetime.datetime(2026, 1, 2, 3, 4, 5)
@@ -38,17 +39,17 @@ def outputs(argv, environ):
 
 
 def test_a_local_run_writes_everything_under_a_timestamped_job_dir():
-    env = cloud.read_environment({})
-    assert env == cloud.VertexEnvironment() and not env.on_vertex
+    env = vertex.read_environment({})
+    assert env == vertex.VertexEnvironment() and not env.on_vertex
     assert outputs([], {}) == ("runs/run-20260102-030405", "runs/run-20260102-030405/model",
                                "runs/run-20260102-030405/checkpoints", "runs/run-20260102-030405/tensorboard")
     assert outputs(["--job-dir", "out"], {}) == ("out", "out/model", "out/checkpoints", "out/tensorboard")
-    assert cloud.task_role(env.cluster) == ("chief", 0, True)
+    assert vertex.task_role(env.cluster) == ("chief", 0, True)
 
 
 def test_a_custom_job_writes_where_vertex_says():
     environ = custom_job_env()
-    env = cloud.read_environment(environ)
+    env = vertex.read_environment(environ)
     assert env.on_vertex and env.job_id == "4711" and env.trial_id is None
     assert outputs([], environ) == (BASE, f"{BASE}/model/", f"{BASE}/checkpoints/", f"{BASE}/logs/")
 
@@ -72,7 +73,7 @@ def test_each_tuning_trial_gets_its_own_directories():
     first, second = outputs([], trial_env(3)), outputs([], trial_env(4))
     assert first == (f"{BASE}/3", f"{BASE}/3/model/", f"{BASE}/3/checkpoints/", f"{BASE}/3/logs/")
     assert second[0] == f"{BASE}/4"
-    assert cloud.read_environment(trial_env(3)).trial_id == "3"
+    assert vertex.read_environment(trial_env(3)).trial_id == "3"
 
 
 def test_a_trial_without_vertex_output_dirs_nests_under_the_job_dir():
@@ -96,10 +97,10 @@ def test_every_replica_of_a_multi_worker_job_sees_the_same_outputs_and_its_own_r
     roles = {}
     for task_type, index in (("chief", 0), ("worker", 0), ("worker", 1)):
         environ = cluster_env(task_type, index)
-        env = cloud.read_environment(environ)
-        assert cloud.cluster_size(env.cluster) == 3
+        env = vertex.read_environment(environ)
+        assert vertex.cluster_size(env.cluster) == 3
         assert outputs([], environ) == outputs([], custom_job_env())
-        roles[(task_type, index)] = cloud.task_role(env.cluster)
+        roles[(task_type, index)] = vertex.task_role(env.cluster)
     assert roles == {("chief", 0): ("chief", 0, True), ("worker", 0): ("worker", 0, False),
                      ("worker", 1): ("worker", 1, False)}
 
@@ -107,34 +108,34 @@ def test_every_replica_of_a_multi_worker_job_sees_the_same_outputs_and_its_own_r
 def test_cluster_spec_is_read_like_tf_config_when_tf_config_is_absent():
     spec = {"cluster": {"workerpool0": ["w0-0:2222"], "workerpool1": ["w1-0:2222", "w1-1:2222"]},
             "environment": "cloud", "task": {"type": "workerpool1", "index": 1, "trial": "2"}}
-    cluster = cloud.parse_cluster({"CLUSTER_SPEC": json.dumps(spec)})
+    cluster = vertex.parse_cluster({"CLUSTER_SPEC": json.dumps(spec)})
     assert cluster == {"cluster": {"chief": ["w0-0:2222"], "worker": ["w1-0:2222", "w1-1:2222"]},
                        "task": {"type": "worker", "index": 1}}
-    assert cloud.task_role(cluster) == ("worker", 1, False)
+    assert vertex.task_role(cluster) == ("worker", 1, False)
     tf_config = json.dumps({"cluster": {"chief": ["c:1"]}, "task": {"type": "chief", "index": 0}})
-    assert cloud.parse_cluster({"CLUSTER_SPEC": json.dumps(spec), "TF_CONFIG": tf_config})["task"]["type"] == "chief"
+    assert vertex.parse_cluster({"CLUSTER_SPEC": json.dumps(spec), "TF_CONFIG": tf_config})["task"]["type"] == "chief"
 
 
 def test_a_single_replica_job_is_its_own_chief():
     single = {"cluster": {"chief": ["c:2222"]}, "task": {"type": "chief", "index": 0}}
-    assert cloud.cluster_size(single) == 1 and cloud.task_role(single) == ("chief", 0, True)
+    assert vertex.cluster_size(single) == 1 and vertex.task_role(single) == ("chief", 0, True)
 
 
 def test_only_training_tasks_count_and_a_chiefless_cluster_elects_worker_0():
     cluster = {"cluster": {"worker": ["a:1", "b:1"], "ps": ["p:1"], "evaluator": ["e:1"]},
                "task": {"type": "evaluator", "index": 0}}
-    assert cloud.cluster_size(cluster) == 2
-    assert cloud.task_role(cluster) == ("evaluator", 0, False)
-    assert cloud.task_role({**cluster, "task": {"type": "worker", "index": 0}}) == ("worker", 0, True)
+    assert vertex.cluster_size(cluster) == 2
+    assert vertex.task_role(cluster) == ("evaluator", 0, False)
+    assert vertex.task_role({**cluster, "task": {"type": "worker", "index": 0}}) == ("worker", 0, True)
 
 
 def test_blank_variables_count_as_unset():
-    assert cloud.read_environment({"AIP_MODEL_DIR": " ", "CLOUD_ML_TRIAL_ID": "", "TF_CONFIG": ""}) == \
-        cloud.VertexEnvironment()
+    assert vertex.read_environment({"AIP_MODEL_DIR": " ", "CLOUD_ML_TRIAL_ID": "", "TF_CONFIG": ""}) == \
+        vertex.VertexEnvironment()
 
 
 @pytest.mark.parametrize("name", ["TF_CONFIG", "CLUSTER_SPEC"])
 @pytest.mark.parametrize("raw", ["{not json", "[1, 2]"])
 def test_a_malformed_cluster_variable_is_a_clear_error(name, raw):
     with pytest.raises(UserError, match=name):
-        cloud.read_environment({name: raw})
+        vertex.read_environment({name: raw})

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from trainer import config as config_lib
-from trainer import data
+from trainer.data import labels as labels_lib, splits as data
 from trainer.errors import UserError
 
 
@@ -157,7 +157,7 @@ def test_invalid_json_line_is_named(tmp_path):
 
 
 def test_labels_file_round_trips_as_json():
-    spec = data.LabelSpec("name", ["a", "b"])
+    spec = labels_lib.LabelSpec("name", ["a", "b"])
     assert json.loads(json.dumps(spec.to_dict())) == {"kind": "name", "names": ["a", "b"]}
 
 

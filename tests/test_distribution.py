@@ -15,9 +15,9 @@ import textwrap
 
 import pytest
 
-from trainer import cloud
+from trainer.cloud import environment as vertex
 from trainer.config import RuntimeConfig
-from trainer.distribution import (Devices, apply_precision, check_tpu_paths,
+from trainer.training.distribution import (Devices, apply_precision, check_tpu_paths,
                                   cpu_has_native_bf16, create_strategy, describe, detect_devices,
                                   find_tpu, plan_runtime)
 from trainer.errors import UserError
@@ -152,7 +152,7 @@ def test_role_comes_from_tf_config(cluster, role):
 def test_role_from_vertex_cluster_spec_without_tf_config():
     spec = {"cluster": {"workerpool0": ["m0:1"], "workerpool1": ["m1:1", "m2:1"]},
             "task": {"type": "workerpool1", "index": 1}}
-    result = plan(cluster=cloud.parse_cluster({"CLUSTER_SPEC": json.dumps(spec)}))
+    result = plan(cluster=vertex.parse_cluster({"CLUSTER_SPEC": json.dumps(spec)}))
     assert (result.strategy, result.task_type, result.task_index, result.is_chief) \
         == ("multiworker", "worker", 1, False)
 
@@ -455,7 +455,8 @@ def run_python(code, env=None, timeout=120):
 WORKER_PRELUDE = """
 import json, os
 import trainer
-from trainer import cloud, distribution
+from trainer.cloud import environment as vertex
+from trainer.training import distribution
 from trainer.config import RuntimeConfig
 devices = distribution.detect_devices(os.environ)  # must leave the runtime uninitialised
 import tensorflow as tf
@@ -509,7 +510,7 @@ def test_multiworker_on_two_local_processes_after_detection():
 tf.config.threading.set_intra_op_parallelism_threads(1)
 tf.config.threading.set_inter_op_parallelism_threads(1)
 plan = distribution.plan_runtime(RuntimeConfig(), devices=devices,
-                                 cluster=cloud.parse_cluster(os.environ),
+                                 cluster=vertex.parse_cluster(os.environ),
                                  encoder_backend="native", freeze_encoder=False)
 strategy = distribution.create_strategy(plan, devices)
 value = strategy.run(lambda: tf.constant(float(plan.task_index + 1)))
@@ -579,7 +580,7 @@ def test_static_shapes_evaluate_every_example_exactly_once(tpu_path_runs):
 
 def test_static_shapes_export_still_takes_raw_strings(tpu_path_runs):
     import tensorflow as tf
-    from trainer import export
+    from trainer.serving import export
     serve = export.load(str(tpu_path_runs["static"]["dir"] / "model"))
     out = serve(text=tf.constant(["i love this movie", "so bad !", "UNSEEN words", ""]))
     assert out["probabilities"].shape == (4, 3)

@@ -14,8 +14,8 @@ import tensorflow as tf
 import tf_keras
 
 import tiny_bert
-from trainer.encoders import load_encoder
-from trainer.encoders.hub import HubPreprocessor
+from trainer.modeling.encoders import load_encoder
+from trainer.modeling.encoders.hub import HubPreprocessor
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SENTENCES = ["i love this movie !", "it was not good , it was bad .", "meh"]

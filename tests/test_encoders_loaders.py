@@ -16,8 +16,8 @@ import tf_keras
 
 import bert_reference
 import tiny_bert
-from trainer.encoders import load_encoder
-from trainer.encoders.hub import save_encoder_savedmodel
+from trainer.modeling.encoders import load_encoder
+from trainer.modeling.encoders.hub import save_encoder_savedmodel
 from trainer.errors import UserError
 
 TOLERANCE = 1e-4

@@ -8,8 +8,8 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from trainer.encoders import load_encoder
-from trainer.encoders.bert import INPUT_KEYS, TransformerEncoderBlock
+from trainer.modeling.encoders import load_encoder
+from trainer.modeling.encoders.bert import INPUT_KEYS, TransformerEncoderBlock
 
 MATMUL_OPS = ("MatMul", "BatchMatMulV2", "Einsum")
 INPUT_SPEC = {key: tf.TensorSpec([None, None], tf.int32) for key in INPUT_KEYS}

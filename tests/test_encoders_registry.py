@@ -9,11 +9,11 @@ import pytest
 import tensorflow as tf
 import tensorflow_hub as hub
 
-from trainer import encoders
-from trainer.encoders import (DEFAULT_ENCODER, ENCODER_NAMES, default_cache_dir, load_encoder,
+from trainer.modeling import encoders
+from trainer.modeling.encoders import (DEFAULT_ENCODER, ENCODER_NAMES, default_cache_dir, load_encoder,
                               registry)
-from trainer.encoders.cache import cached_directory
-from trainer.encoders.hub import save_encoder_savedmodel
+from trainer.modeling.encoders.cache import cached_directory
+from trainer.modeling.encoders.hub import save_encoder_savedmodel
 from trainer.errors import UserError
 
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer.encoders import registry
-from trainer.encoders.preprocessing import BertPreprocessor
+from trainer.modeling.encoders import registry
+from trainer.modeling.encoders.preprocessing import BertPreprocessor
 
 VOCAB_FILE = os.path.join(registry.packaged_default_dir(), "vocab.txt")
 

@@ -24,7 +24,8 @@ WRAPPER = '''
 import json, os, sys
 import trainer
 import tensorflow as tf
-from trainer import task, train
+from trainer import task
+from trainer.training import run as train
 
 devices = int(os.environ.get("LOGICAL_CPUS", "1"))
 if devices > 1:
@@ -124,7 +125,7 @@ def history(job_dir):
 
 
 def serve(model_dir, data):
-    from trainer import export
+    from trainer.serving import export
     with open(data["test"]) as f:
         texts = np.array([row["text"] for row in csv.DictReader(f)], dtype=object)
     return export.load(str(model_dir))(text=texts)["probabilities"].numpy()

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from trainer import pipeline
+from trainer.data import pipeline
 
 
 def split_of(lengths, labels=None):
@@ -93,7 +93,7 @@ def test_fixed_padding_steps_follow_drop_remainder(drop_remainder, expected):
 
 
 def test_splits_tokenized_together_equal_splits_tokenized_apart(tiny_encoder_dir):
-    from trainer.encoders.preprocessing import BertPreprocessor
+    from trainer.modeling.encoders.preprocessing import BertPreprocessor
     preprocessor = BertPreprocessor(f"{tiny_encoder_dir}/vocab.txt", lower_case=True, seq_length=16)
     texts = {"a": ["i love it", "so bad !"], "b": ["meh"], "c": ["the movie is ok , very ok"]}
     together = pipeline.tokenize_splits({n: (t, [0] * len(t), None) for n, t in texts.items()},

@@ -125,7 +125,7 @@ def test_the_evaluated_weights_are_the_best_epochs(runs):
 
 
 def test_the_exported_model_equals_the_uninterrupted_runs_export(runs, data):
-    from trainer import export
+    from trainer.serving import export
     with open(data["test"]) as f:
         texts = np.array([row["text"] for row in csv.DictReader(f)], dtype=object)
     resumed = export.load(str(runs["resumed"] / "model"))(text=texts)["probabilities"].numpy()
@@ -141,7 +141,7 @@ def test_only_the_best_epochs_weights_are_kept(runs):
 
 def best_weights(directory, rows=(), **kwargs):
     import tf_keras
-    from trainer import callbacks
+    from trainer.training import callbacks
     best = callbacks.BestWeights(str(directory), "val_loss", 2, list(rows), **kwargs)
     best.set_model(tf_keras.Sequential([tf_keras.Input((2,)), tf_keras.layers.Dense(1)]))
     return best

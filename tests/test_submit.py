@@ -6,7 +6,8 @@ import pytest
 from google.cloud import aiplatform_v1
 from google.protobuf import json_format
 
-from trainer import cloud, config, submit
+from trainer import cli, config
+from trainer.cloud import environment as vertex, submit
 
 IMAGE = "us-central1-docker.pkg.dev/my-project/vertex-bert-trainer/vertex-bert-trainer:abc1234"
 WHERE = ["--project", "my-project", "--region", "us-central1", "--bucket", "my-bucket", "--image-uri", IMAGE]
@@ -20,8 +21,13 @@ def no_credentials(monkeypatch, tmp_path):
     monkeypatch.setenv("NO_GCE_CHECK", "True")
 
 
+def run_submit(argv):
+    """As `python -m trainer.submit` runs it: through the entry points' error wrapper."""
+    return cli.run(submit.main, argv)
+
+
 def dry_run(capsys, command, *flags, trainer_args=("--epochs", "2")):
-    code = submit.main([command, *WHERE, *flags, "--dry-run", "--", *trainer_args])
+    code = run_submit([command, *WHERE, *flags, "--dry-run", "--", *trainer_args])
     out, err = capsys.readouterr()
     assert code == 0, err
     return json.loads(out)
@@ -89,7 +95,7 @@ def test_a_tuning_job_optimizes_the_trainers_metric_over_its_flags(capsys):
                   trainer_args=("--max-seq-length", "64"))
     parse(job, aiplatform_v1.HyperparameterTuningJob)
     study = parse(job["studySpec"], aiplatform_v1.StudySpec)
-    assert [(m.metric_id, m.goal.name) for m in study.metrics] == [(cloud.HYPERTUNE_METRIC, "MAXIMIZE")]
+    assert [(m.metric_id, m.goal.name) for m in study.metrics] == [(vertex.HYPERTUNE_METRIC, "MAXIMIZE")]
     assert [p.parameter_id for p in study.parameters] == list(submit.TUNED_FLAGS)
     assert (job["maxTrialCount"], job["parallelTrialCount"]) == (8, 2)
     trial = parse(job["trialJobSpec"], aiplatform_v1.CustomJobSpec)
@@ -139,7 +145,7 @@ def test_tuning_parameter_ids_are_flags_the_trainer_parses(name):
     ([], ["--epochs", "0"], "--epochs"),
 ])
 def test_bad_requests_fail_before_submission_naming_the_flag(capsys, flags, trainer_args, message):
-    code = submit.main(["train", *WHERE, *flags, "--dry-run", "--", *trainer_args])
+    code = run_submit(["train", *WHERE, *flags, "--dry-run", "--", *trainer_args])
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     assert message in err and "Traceback" not in err
@@ -151,12 +157,12 @@ def test_bad_requests_fail_before_submission_naming_the_flag(capsys, flags, trai
     (["--max-trial-count", "2", "--parallel-trial-count", "3"], [], "--parallel-trial-count"),
 ])
 def test_bad_tuning_requests_fail_naming_the_flag(capsys, flags, trainer_args, message):
-    assert submit.main(["tune", *WHERE, *flags, "--dry-run", "--", *trainer_args]) == 2
+    assert run_submit(["tune", *WHERE, *flags, "--dry-run", "--", *trainer_args]) == 2
     assert message in capsys.readouterr().err
 
 
 def test_without_credentials_a_real_submission_fails_with_one_clear_message(capsys):
-    code = submit.main(["train", *WHERE, "--", "--epochs", "1"])
+    code = run_submit(["train", *WHERE, "--", "--epochs", "1"])
     err = capsys.readouterr().err
     assert code == 1
     assert "no Google Cloud credentials" in err and "gcloud auth application-default login" in err

@@ -117,7 +117,7 @@ def test_export_reloads_in_a_fresh_process_with_identical_predictions(trained):
 
 
 def test_exported_model_reproduces_the_test_metrics(trained, tiny_data):
-    from trainer import export
+    from trainer.serving import export
     serve = export.load(str(trained[0] / "model"))
     with open(tiny_data["test"]) as f:
         rows = list(csv.DictReader(f))

@@ -13,10 +13,11 @@ import os
 import typing
 from typing import Mapping, Optional, Sequence
 
-from trainer import cloud
+from trainer.cloud import environment as vertex
 from trainer.errors import UserError
 
 DEFAULT_ENCODER = "minilm-l6-h384-uncased"
+ENCODER_BACKENDS = ("native", "hub")
 
 
 def _flag(default, help, **kwargs):
@@ -67,7 +68,7 @@ class ModelConfig:
     encoder_backend: str = _flag(
         "native", "'native' rebuilds BERT-shaped encoders from Keras layers (real mixed precision "
                   "and XLA); 'hub' runs the SavedModel through hub.KerasLayer (any architecture).",
-        choices=("native", "hub"))
+        choices=ENCODER_BACKENDS)
     pooling: str = _flag(
         "auto", "Sentence vector fed to the head: 'cls' (pooled [CLS] output) or 'mean' (masked "
                 "mean of token vectors). 'auto' uses what the encoder was trained with.",
@@ -102,9 +103,9 @@ class TrainConfig:
         False, "One step of training, evaluation and export on a few rows, to check a job end "
                "to end in seconds.")
     hypertune_metric: str = _flag(
-        cloud.HYPERTUNE_METRIC, "Validation metric that selects the best epoch, drives early "
+        vertex.HYPERTUNE_METRIC, "Validation metric that selects the best epoch, drives early "
                                 "stopping and is reported to Vertex hyperparameter tuning.",
-        choices=tuple(cloud.METRIC_GOALS))
+        choices=tuple(vertex.METRIC_GOALS))
 
 
 @dataclasses.dataclass
@@ -249,7 +250,7 @@ def parse_flags(argv: Sequence[str], environ: Mapping[str, str]) -> dict:
     parser = build_arg_parser()
     namespace, unknown = parser.parse_known_args(list(argv))
     if unknown:
-        if cloud.read_environment(environ).on_vertex:
+        if vertex.read_environment(environ).on_vertex:
             print(f"Ignoring arguments this trainer does not know: {' '.join(unknown)}")
         else:
             flag = unknown[0].split("=")[0]
@@ -267,12 +268,12 @@ def build_config(argv: Sequence[str], environ: Mapping[str, str], now=None) -> C
     """Flags first, then the Vertex environment, then defaults; validated."""
     given = parse_flags(argv, environ)
     config = Config.from_dict(given)
-    _apply_environment(config, cloud.read_environment(environ), given, now)
+    _apply_environment(config, vertex.read_environment(environ), given, now)
     validate(config, given)
     return config
 
 
-def _apply_environment(config: Config, env: "cloud.VertexEnvironment", given: dict, now) -> None:
+def _apply_environment(config: Config, env: "vertex.VertexEnvironment", given: dict, now) -> None:
     data, out = config.data, config.output
     data.training_file = data.training_file or env.training_data_uri
     data.validation_file = data.validation_file or env.validation_data_uri

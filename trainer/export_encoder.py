@@ -12,54 +12,40 @@ import os
 import sys
 
 import trainer
-
-trainer.import_tensorflow()  # an entry point: load TensorFlow without its start-up banner
-
-from trainer.encoders import DEFAULT_ENCODER, ENCODER_NAMES, BACKENDS, Encoder, load_encoder  # noqa: E402
-from trainer.encoders import hub  # noqa: E402
-from trainer.encoders.preprocessing import BertPreprocessor  # noqa: E402
-from trainer.errors import UserError  # noqa: E402
+from trainer import cli, config
 
 
-def export_encoder(encoder: Encoder, output_dir: str):
-    """Writes `encoder` (pretrained or fine-tuned) to output_dir/{encoder,preprocessor}."""
-    native_preprocessor = isinstance(encoder.preprocessor, BertPreprocessor)
-    hub.save_encoder_savedmodel(
-        encoder.network, os.path.join(output_dir, "encoder"),
-        encoder.preprocessor.vocab_file if native_preprocessor else None,
-        encoder.preprocessor.lower_case if native_preprocessor else None)
-    hub.save_preprocessor_savedmodel(encoder.preprocessor, os.path.join(output_dir, "preprocessor"))
-
-
-def parse_args(argv):
+def build_arg_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m trainer.export_encoder", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--encoder", default=DEFAULT_ENCODER,
-                        help=f"registry name ({', '.join(ENCODER_NAMES)}), TF-Hub handle URL, "
-                             "or local/gs:// checkpoint directory (default: %(default)s)")
+        prog="python -m trainer.export_encoder", description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--encoder", default=config.DEFAULT_ENCODER,
+                        help="registry name, TF-Hub handle URL, or local/gs:// checkpoint directory")
     parser.add_argument("--preprocessor", help="TF-Hub preprocess SavedModel for encoders "
                                                "that do not carry their vocabulary")
-    parser.add_argument("--encoder-backend", choices=BACKENDS, default="native")
+    parser.add_argument("--encoder-backend", choices=config.ENCODER_BACKENDS, default="native",
+                        help="how the encoder is loaded before it is written")
     parser.add_argument("--max-seq-length", type=int, default=128,
-                        help="the preprocessor's default sequence length (default: %(default)s)")
+                        help="the preprocessor's default sequence length")
     parser.add_argument("--output-dir", required=True, help="local or gs:// directory")
-    parser.add_argument("--cache-dir", help="where downloads and conversions are cached")
-    return parser.parse_args(argv)
+    parser.add_argument("--cache-dir", help="where downloads and conversions are cached "
+                                            "(default: $VBT_CACHE_DIR or ~/.cache/vertex-bert-trainer)")
+    return parser
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    try:
-        encoder = load_encoder(args.encoder, preprocessor=args.preprocessor,
-                               backend=args.encoder_backend, seq_length=args.max_seq_length,
-                               cache_dir=args.cache_dir)
-        export_encoder(encoder, args.output_dir)
-    except UserError as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(error.exit_code)
+def main(argv=None) -> int:
+    args = build_arg_parser().parse_args(argv)
+    trainer.import_tensorflow()
+    from trainer.modeling.encoders import hub, load_encoder
+
+    encoder = load_encoder(args.encoder, preprocessor=args.preprocessor,
+                           backend=args.encoder_backend, seq_length=args.max_seq_length,
+                           cache_dir=args.cache_dir)
+    hub.save_encoder_and_preprocessor(encoder.network, encoder.preprocessor, args.output_dir)
     print(f"Exported {encoder.source} to {os.path.join(args.output_dir, 'encoder')} and "
           f"{os.path.join(args.output_dir, 'preprocessor')}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli.run(main))

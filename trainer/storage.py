@@ -10,25 +10,33 @@ import uuid
 import trainer
 from trainer.errors import UserError
 
-tf = trainer.import_tensorflow()
+
+
+def _tf():
+    """TensorFlow, imported on first use: entry points answer --help without loading it."""
+    return trainer.import_tensorflow()
 
 
 def exists(path: str) -> bool:
-    return tf.io.gfile.exists(path)
+    return _tf().io.gfile.exists(path)
 
 
 def makedirs(path: str) -> None:
-    tf.io.gfile.makedirs(path)
+    _tf().io.gfile.makedirs(path)
 
 
 def read_text(path: str) -> str:
-    with tf.io.gfile.GFile(path, "r") as f:
+    with _tf().io.gfile.GFile(path, "r") as f:
         return f.read()
 
 
 def read_bytes(path: str) -> bytes:
-    with tf.io.gfile.GFile(path, "rb") as f:
+    with _tf().io.gfile.GFile(path, "rb") as f:
         return f.read()
+
+
+def copy(source: str, target: str) -> None:
+    _tf().io.gfile.copy(source, target, overwrite=True)
 
 
 def _temporary_name(path: str) -> str:
@@ -39,11 +47,11 @@ def _temporary_name(path: str) -> str:
 def write_bytes_atomic(path: str, data: bytes) -> None:
     parent = os.path.dirname(path)
     if parent:
-        tf.io.gfile.makedirs(parent)
+        _tf().io.gfile.makedirs(parent)
     tmp = _temporary_name(path)
-    with tf.io.gfile.GFile(tmp, "wb") as f:
+    with _tf().io.gfile.GFile(tmp, "wb") as f:
         f.write(data)
-    tf.io.gfile.rename(tmp, path, overwrite=True)
+    _tf().io.gfile.rename(tmp, path, overwrite=True)
 
 
 def write_text_atomic(path: str, text: str) -> None:
@@ -58,7 +66,7 @@ def _files_top_level_last(root: str) -> list:
     """Paths of every file under `root`, relative to it: nested ones first, top-level ones last."""
     root = root.rstrip("/")
     nested, top = [], []
-    for directory, _, files in tf.io.gfile.walk(root):
+    for directory, _, files in _tf().io.gfile.walk(root):
         relative_dir = directory.rstrip("/")[len(root):].strip("/")
         for name in files:
             (nested if relative_dir else top).append(f"{relative_dir}/{name}" if relative_dir else name)
@@ -75,20 +83,20 @@ def replace_directory(tmp_dir: str, final_dir: str) -> None:
     moved in last: whenever one exists, everything under it is complete.
     """
     if not _is_object_store(final_dir):
-        if tf.io.gfile.exists(final_dir):
-            tf.io.gfile.rmtree(final_dir)
-        tf.io.gfile.rename(tmp_dir, final_dir, overwrite=True)
+        if _tf().io.gfile.exists(final_dir):
+            _tf().io.gfile.rmtree(final_dir)
+        _tf().io.gfile.rename(tmp_dir, final_dir, overwrite=True)
         return
-    if tf.io.gfile.exists(final_dir):
+    if _tf().io.gfile.exists(final_dir):
         for relative in reversed(_files_top_level_last(final_dir)):
-            tf.io.gfile.remove(final_dir.rstrip("/") + "/" + relative)
-        if tf.io.gfile.exists(final_dir):
-            tf.io.gfile.rmtree(final_dir)  # directory markers
+            _tf().io.gfile.remove(final_dir.rstrip("/") + "/" + relative)
+        if _tf().io.gfile.exists(final_dir):
+            _tf().io.gfile.rmtree(final_dir)  # directory markers
     for relative in _files_top_level_last(tmp_dir):
-        tf.io.gfile.rename(tmp_dir.rstrip("/") + "/" + relative, final_dir.rstrip("/") + "/" + relative,
+        _tf().io.gfile.rename(tmp_dir.rstrip("/") + "/" + relative, final_dir.rstrip("/") + "/" + relative,
                            overwrite=True)
-    if tf.io.gfile.exists(tmp_dir):
-        tf.io.gfile.rmtree(tmp_dir)  # directory markers
+    if _tf().io.gfile.exists(tmp_dir):
+        _tf().io.gfile.rmtree(tmp_dir)  # directory markers
 
 
 def temporary_sibling(path: str) -> str:
@@ -102,20 +110,20 @@ def expand_paths(spec: str, flag: str) -> list:
     for part in [p.strip() for p in spec.split(",") if p.strip()]:
         if any(ch in part for ch in "*?["):
             try:
-                matches = sorted(m for m in tf.io.gfile.glob(part) if not tf.io.gfile.isdir(m))
-            except tf.errors.OpError as e:
+                matches = sorted(m for m in _tf().io.gfile.glob(part) if not _tf().io.gfile.isdir(m))
+            except _tf().errors.OpError as e:
                 raise UserError(f"{flag}: cannot list {part}: {e.message}") from None
             if not matches:
                 raise UserError(f"{flag}: no file matches {part}")
             paths.extend(matches)
         else:
             try:
-                found = tf.io.gfile.exists(part)
-            except tf.errors.OpError as e:
+                found = _tf().io.gfile.exists(part)
+            except _tf().errors.OpError as e:
                 raise UserError(f"{flag}: cannot reach {part}: {e.message}") from None
             if not found:
                 raise UserError(f"{flag}: file not found: {part}")
-            if tf.io.gfile.isdir(part):
+            if _tf().io.gfile.isdir(part):
                 raise UserError(f"{flag}: {part} is a directory; give files or a glob like {part.rstrip('/')}/*.csv")
             paths.append(part)
     if not paths:

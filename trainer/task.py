@@ -7,7 +7,8 @@ import tempfile
 import warnings
 
 import trainer  # sets TF_USE_LEGACY_KERAS before TensorFlow loads
-from trainer import cloud, config as config_lib
+from trainer import config as config_lib
+from trainer.cloud import environment as vertex
 from trainer.errors import UserError
 
 log = logging.getLogger("trainer")
@@ -44,7 +45,7 @@ def main(argv=None, environ=None) -> int:
         from trainer import versions
         versions.check_coupled_versions()
         job_dir = config.output.job_dir
-        _, _, is_chief = cloud.task_role(cloud.read_environment(environ).cluster)
+        _, _, is_chief = vertex.task_role(vertex.read_environment(environ).cluster)
         # training.log is appended locally and copied next to the other artifacts at the end,
         # since gs:// objects cannot be appended to. It is the chief's: the other workers of a
         # multi-worker job log to stdout only, or they would write over it (issue 4).
@@ -55,7 +56,7 @@ def main(argv=None, environ=None) -> int:
             os.makedirs(job_dir, exist_ok=True)
             local_log = os.path.join(job_dir, "training.log")
         setup_logging(local_log)
-        from trainer import train
+        from trainer.training import run as train
         train.run(config, environ)
         return 0
     except UserError as e:

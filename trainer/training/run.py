@@ -17,7 +17,8 @@ from typing import Mapping
 
 import numpy as np
 
-from trainer import cloud, config as config_lib, storage
+from trainer import config as config_lib, storage
+from trainer.cloud import environment as vertex
 from trainer.config import Config
 from trainer.errors import UserError
 
@@ -125,10 +126,11 @@ def library_versions() -> dict:
 def run(config: Config, environ: Mapping[str, str]) -> dict:
     """Trains, evaluates and exports; returns metrics.json's content."""
     started = time.perf_counter()
-    from trainer import data, distribution
+    from trainer.data import splits as data
+    from trainer.training import distribution
 
-    env = cloud.read_environment(environ)
-    _, _, is_chief = cloud.task_role(env.cluster)
+    env = vertex.read_environment(environ)
+    _, _, is_chief = vertex.task_role(env.cluster)
     out = config.output
     paths = JobPaths(out.job_dir, out.model_dir, out.checkpoint_dir, out.tensorboard_dir)
     resuming = prepare_job_dir(config, paths, is_chief)
@@ -159,8 +161,10 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
     import tensorflow as tf
     import tf_keras
 
-    from trainer import callbacks as cb
-    from trainer import encoders, evaluation, export, model as model_lib, optimization, pipeline
+    from trainer.data import pipeline
+    from trainer.modeling import encoders, heads as model_lib, optimization
+    from trainer.serving import export
+    from trainer.training import callbacks as cb, evaluation
 
     scratch = None
     if not plan.is_chief:
@@ -284,7 +288,7 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
     history_cb = cb.HistoryWriter(paths.history if plan.is_chief else None, history_rows)
     progress = cb.ProgressLogger(config.runtime.log_every_seconds, epochs, steps_per_epoch,
                                  len(tokenized["train"]), tokenized["train"].real_tokens)
-    from trainer.hypertune import HypertuneReporter
+    from trainer.cloud.hypertune import HypertuneReporter
     # Every worker computes the same metrics; one report per trial step is the chief's.
     hypertune = HypertuneReporter(metric) if plan.is_chief else None
     clock = cb.TrainingClock()

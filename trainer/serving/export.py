@@ -10,7 +10,8 @@ from typing import Sequence
 import tensorflow as tf
 import tf_keras
 
-from trainer import pipeline, storage
+from trainer import storage
+from trainer.data import pipeline
 
 SIGNATURE = "serving_default"
 

@@ -7,7 +7,7 @@ serving. Logits are float32 under every dtype policy, so softmax and the loss st
 import tensorflow as tf
 import tf_keras
 
-from trainer.pipeline import FEATURES
+from trainer.data.pipeline import FEATURES
 
 
 class MaskedMeanPooling(tf_keras.layers.Layer):

@@ -18,7 +18,8 @@ from typing import Callable, List, Optional
 import tensorflow as tf
 import tf_keras
 
-from trainer import cloud, storage
+from trainer import storage
+from trainer.cloud import environment as vertex
 
 log = logging.getLogger("trainer")
 
@@ -96,7 +97,7 @@ class HistoryWriter(tf_keras.callbacks.Callback):
 def is_better(metric: str, value: float, best: Optional[float]) -> bool:
     if best is None or math.isnan(best):
         return not math.isnan(value)
-    return value > best if cloud.METRIC_GOALS[metric] == "maximize" else value < best
+    return value > best if vertex.METRIC_GOALS[metric] == "maximize" else value < best
 
 
 def best_so_far(rows: List[dict], metric: str):

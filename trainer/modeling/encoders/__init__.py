@@ -13,17 +13,16 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras
 
-from trainer.encoders import checkpoints, hub, registry
-from trainer.encoders.bert import INPUT_KEYS, assign_weights, build_bert_encoder, canonical_name
-from trainer.encoders.cache import cached_directory, default_cache_dir
-from trainer.encoders.preprocessing import BertPreprocessor
-from trainer.encoders.registry import DEFAULT_ENCODER, ENCODER_NAMES
+from trainer.modeling.encoders import checkpoints, hub, registry
+from trainer.modeling.encoders.bert import INPUT_KEYS, assign_weights, build_bert_encoder, canonical_name
+from trainer.modeling.encoders.cache import cached_directory, default_cache_dir
+from trainer.modeling.encoders.preprocessing import BertPreprocessor
+from trainer.config import DEFAULT_ENCODER, ENCODER_BACKENDS
+from trainer.modeling.encoders.registry import ENCODER_NAMES
 from trainer.errors import UserError
 
-__all__ = ["Encoder", "load_encoder", "default_cache_dir", "DEFAULT_ENCODER", "ENCODER_NAMES",
-           "BACKENDS"]
+__all__ = ["Encoder", "load_encoder", "default_cache_dir", "DEFAULT_ENCODER", "ENCODER_NAMES"]
 
-BACKENDS = ("native", "hub")
 # Bump when what the cache holds changes, so old entries are not reused.
 _CACHE_FORMAT = "tfhub-savedmodel-v1"
 
@@ -51,8 +50,8 @@ def load_encoder(encoder: str, *, preprocessor: Optional[str] = None, backend: s
     Call it after setting the global dtype policy and inside the distribution strategy's scope:
     the native network is built under that policy, with its variables in that scope.
     """
-    if backend not in BACKENDS:
-        raise UserError(f"--encoder-backend {backend}: choose one of {', '.join(BACKENDS)}")
+    if backend not in ENCODER_BACKENDS:
+        raise UserError(f"--encoder-backend {backend}: choose one of {', '.join(ENCODER_BACKENDS)}")
     cache_dir = cache_dir or default_cache_dir(os.environ)
     resolved = registry.resolve(encoder, cache_dir)
     if backend == "native":

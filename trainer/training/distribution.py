@@ -18,7 +18,7 @@ import glob
 import os
 from typing import Mapping, Optional
 
-from trainer import cloud
+from trainer.cloud import environment as vertex
 from trainer.config import RuntimeConfig
 from trainer.errors import UserError
 
@@ -144,10 +144,10 @@ def plan_runtime(runtime: RuntimeConfig, *, devices: Devices, cluster: Optional[
     if platform == "tpu" and runtime.steps_per_execution == 1:
         reasons.append("--steps-per-execution 1: the TPU idles between steps while the host "
                        "loops; a larger value (e.g. 32) usually pays on TPU")
-    task_type, task_index, is_chief = cloud.task_role(cluster)
+    task_type, task_index, is_chief = vertex.task_role(cluster)
     if strategy == "multiworker":
         writes = "writes the final artifacts" if is_chief else "writes to a temporary directory"
-        reasons.append(f"role: {task_type} {task_index} of {cloud.cluster_size(cluster)} workers, "
+        reasons.append(f"role: {task_type} {task_index} of {vertex.cluster_size(cluster)} workers, "
                        f"{'chief' if is_chief else 'not chief'}: {writes}")
     return RuntimePlan(strategy=strategy, precision=precision, jit_compile=jit,
                        sequence_padding=padding, static_shapes=static,
@@ -156,7 +156,7 @@ def plan_runtime(runtime: RuntimeConfig, *, devices: Devices, cluster: Optional[
 
 
 def _choose_strategy(flag: str, devices: Devices, cluster: Optional[dict], reasons: list) -> str:
-    tasks = cloud.cluster_size(cluster)
+    tasks = vertex.cluster_size(cluster)
     extra_roles = sorted(set((cluster or {}).get("cluster", {})) & {"ps", "evaluator"})
     if extra_roles and flag in ("auto", "multiworker"):
         raise UserError(f"--distribution: TF_CONFIG has {'/'.join(extra_roles)} tasks (Vertex "
@@ -364,7 +364,7 @@ def check_tpu_paths(plan: RuntimePlan, devices: Devices,
 def create_strategy(plan: RuntimePlan, devices: Devices, cluster: Optional[dict] = None):
     """The tf.distribute.Strategy of `plan`. Call before any other TensorFlow op.
 
-    `cluster` is the parsed TF_CONFIG (cloud.parse_cluster); by default read from os.environ.
+    `cluster` is the parsed TF_CONFIG (vertex.parse_cluster); by default read from os.environ.
     The multi-worker cluster is passed explicitly, so that a Vertex CLUSTER_SPEC without
     TF_CONFIG works too (MultiWorkerMirroredStrategy itself reads only TF_CONFIG).
     """
@@ -380,7 +380,7 @@ def create_strategy(plan: RuntimePlan, devices: Devices, cluster: Optional[dict]
         return tf.distribute.MirroredStrategy(
             [d.name for d in tf.config.list_logical_devices("CPU")])
     if plan.strategy == "multiworker":
-        cluster = cluster if cluster is not None else cloud.parse_cluster(os.environ)
+        cluster = cluster if cluster is not None else vertex.parse_cluster(os.environ)
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
             tf.train.ClusterSpec(cluster["cluster"]), task_type=plan.task_type,
             task_id=plan.task_index, rpc_layer=cluster.get("rpc_layer", "grpc"))

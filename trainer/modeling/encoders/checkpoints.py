@@ -14,7 +14,7 @@ from typing import Dict, Optional
 import numpy as np
 import tensorflow as tf
 
-from trainer.encoders.bert import BertConfig, canonical_name
+from trainer.modeling.encoders.bert import BertConfig, canonical_name
 from trainer.errors import UserError
 
 LAYOUTS_HELP = ("config.json + model.safetensors + vocab.txt (Hugging Face), "

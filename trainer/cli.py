@@ -1,0 +1,69 @@
+"""What every entry point shares: logging for people, and one way to fail.
+
+Each `python -m trainer.X` module ends in `sys.exit(cli.run(main))`: a `UserError` becomes one
+`error: ...` line on stderr and its exit code (2), Ctrl-C exits 130, and nothing we could have
+checked reaches a user as a traceback.
+"""
+import logging
+import sys
+import warnings
+from typing import Callable, Optional, Sequence
+
+from trainer.errors import UserError
+
+log = logging.getLogger("trainer")
+_FORMAT = logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S")
+
+
+def setup_logging(verbose: bool = False) -> None:
+    """Progress lines for people on stdout; TensorFlow's Python-side chatter only with --verbose."""
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    for handler in list(log.handlers):
+        if getattr(handler, "_trainer_console", False):
+            log.removeHandler(handler)
+    console = logging.StreamHandler(sys.stdout)
+    console.setFormatter(_FORMAT)
+    console._trainer_console = True
+    log.addHandler(console)
+    if not verbose:
+        logging.getLogger("tensorflow").setLevel(logging.ERROR)
+        warnings.filterwarnings("ignore", module="tensorflow.*|tf_keras.*|tensorflow_hub.*|keras.*")
+
+
+def add_log_file(path: str) -> logging.Handler:
+    """Copies every progress line into `path` (training.log) from now on."""
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(_FORMAT)
+    log.addHandler(handler)
+    return handler
+
+
+def remove_log_file(handler: Optional[logging.Handler]) -> None:
+    if handler is not None:
+        log.removeHandler(handler)
+        handler.close()
+
+
+def run(main: Callable[[Sequence[str]], Optional[int]], argv: Optional[Sequence[str]] = None,
+        interrupted: str = "interrupted") -> int:
+    """Calls `main(argv)` and turns the failures a user can cause into one line and an exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return main(argv) or 0
+    except UserError as error:
+        fail(str(error))
+        return error.exit_code
+    except KeyboardInterrupt:
+        fail(interrupted)
+        return 130
+
+
+def fail(message: str) -> None:
+    """The one error line: on stderr, and in training.log when a run has one open."""
+    sys.stdout.flush()
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    for handler in log.handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.stream.write(f"error: {message}\n")
+            handler.flush()

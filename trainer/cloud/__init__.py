@@ -1,0 +1,1 @@
+"""Vertex AI: the environment a job runs in, tuning reports, job submission."""

@@ -1,0 +1,271 @@
+"""Submit the trainer image to Vertex AI: `python -m trainer.submit {train,tune} [flags] -- [trainer flags]`.
+
+Pure functions build the worker pools, the metric spec and the parameter specs; `build_job`
+wraps them in the SDK's `aiplatform.CustomJob` / `aiplatform.HyperparameterTuningJob`, which only
+assembles protobufs and needs no network. `main` then either submits the job or, with --dry-run,
+prints `job.to_dict()`: the exact resource the SDK would send (REST JSON of a CustomJob or a
+HyperparameterTuningJob), built by the same code as a real submission.
+
+Outputs: the job's base output directory is --job-dir, so Vertex gives the trainer
+AIP_MODEL_DIR=JOB_DIR/model/, AIP_CHECKPOINT_DIR=JOB_DIR/checkpoints/ and
+AIP_TENSORBOARD_LOG_DIR=JOB_DIR/logs/, and in a tuning job JOB_DIR/<trial id>/... per trial
+(CustomJobSpec.base_output_directory, google/cloud/aiplatform_v1/types/custom_job.py). The trainer
+derives every other path from those, so nothing passes --job-dir to the trainer itself.
+"""
+import argparse
+import datetime
+import json
+import sys
+from typing import Optional, Sequence
+
+from trainer import config
+from trainer.cloud import environment as vertex
+from trainer.cloud import api
+from trainer.errors import UserError
+
+DEFAULT_MACHINE_TYPE = "n1-standard-8"
+DEFAULT_GPU = "NVIDIA_TESLA_T4"
+# Vertex runs TPU v2/v3 training on TPU VMs with 8 cores, requested as this machine type
+# (https://vertex.google.com/vertex-ai/docs/training/configure-compute#tpu).
+TPU_MACHINE_TYPE = "cloud-tpu"
+TPU_ACCELERATORS = {"v2": "TPU_V2", "v3": "TPU_V3"}
+TPU_CORES = 8
+
+# Tuned trainer flags, without their dashes: Vertex passes each trial's values as
+# `--learning-rate=0.0001`, so the ids must be flag names `trainer.task` accepts.
+TUNED_FLAGS = ("learning-rate", "batch-size", "dropout", "warmup-fraction", "weight-decay", "epochs")
+
+
+def tuning_parameters() -> dict:
+    """The search space, as the SDK's parameter specs keyed by flag name.
+
+    Integer-valued flags are categorical: Vertex formats DISCRETE values as floats on the command
+    line ("--batch-size=32.0", which an int flag rejects), while CATEGORICAL values are passed
+    verbatim.
+    """
+    from google.cloud.aiplatform import hyperparameter_tuning as hpt
+
+    return {
+        "learning-rate": hpt.DoubleParameterSpec(min=1e-5, max=5e-4, scale="log"),
+        "batch-size": hpt.CategoricalParameterSpec(values=["16", "32", "64"]),
+        "dropout": hpt.DoubleParameterSpec(min=0.0, max=0.3, scale="linear"),
+        "warmup-fraction": hpt.DoubleParameterSpec(min=0.0, max=0.2, scale="linear"),
+        "weight-decay": hpt.DoubleParameterSpec(min=0.0, max=0.1, scale="linear"),
+        "epochs": hpt.CategoricalParameterSpec(values=["2", "3", "4"]),
+    }
+
+
+def metric_spec(metric: str) -> dict:
+    """{metric: goal}, from the table the trainer's HypertuneReporter reports against."""
+    if metric not in vertex.METRIC_GOALS:
+        raise UserError(f"--hypertune-metric: unknown metric {metric!r}; expected one of {sorted(vertex.METRIC_GOALS)}")
+    return {metric: vertex.METRIC_GOALS[metric]}
+
+
+def machine_spec(machine_type: Optional[str], accelerator_type: Optional[str], accelerator_count: int,
+                 tpu: Optional[str]) -> dict:
+    """MachineSpec fields for one replica: CPU, GPUs, or a TPU VM."""
+    if tpu:
+        if machine_type or accelerator_type or accelerator_count:
+            raise UserError("--tpu: the machine is fixed (cloud-tpu with 8 TPU cores); drop "
+                            "--machine-type, --accelerator-type and --accelerator-count")
+        return {"machine_type": TPU_MACHINE_TYPE, "accelerator_type": TPU_ACCELERATORS[tpu],
+                "accelerator_count": TPU_CORES}
+    spec = {"machine_type": machine_type or DEFAULT_MACHINE_TYPE}
+    if accelerator_count < 0:
+        raise UserError(f"--accelerator-count: must be >= 0, got {accelerator_count}")
+    if accelerator_type:
+        _check_accelerator(accelerator_type)
+        spec.update(accelerator_type=accelerator_type, accelerator_count=accelerator_count or 1)
+    elif accelerator_count:
+        raise UserError("--accelerator-count needs --accelerator-type (e.g. NVIDIA_TESLA_T4)")
+    return spec
+
+
+def _check_accelerator(name: str) -> None:
+    """Typos fail here with the valid names, not after an API round trip."""
+    from google.cloud.aiplatform_v1.types import AcceleratorType
+
+    gpus = sorted(n for n in AcceleratorType.__members__ if n.startswith("NVIDIA_"))
+    if name.startswith("TPU_"):
+        raise UserError(f"--accelerator-type {name}: use --tpu v2 or --tpu v3 for TPUs")
+    if name not in gpus:
+        raise UserError(f"--accelerator-type: unknown GPU {name!r}; one of {', '.join(gpus)}")
+
+
+def worker_pool_specs(image_uri: str, trainer_args: Sequence[str], *, machine_type: Optional[str] = None,
+                      accelerator_type: Optional[str] = None, accelerator_count: int = 0,
+                      replica_count: int = 0, tpu: Optional[str] = None) -> list:
+    """Worker pools for `aiplatform.CustomJob`.
+
+    Pool 0 is the chief (one replica); `replica_count` more machines of the same kind form pool 1,
+    the workers. Vertex turns the pools into TF_CONFIG's chief and worker tasks, which is what
+    MultiWorkerMirroredStrategy needs (https://vertex.google.com/vertex-ai/docs/training/distributed-training).
+    """
+    if not image_uri:
+        raise UserError("--image-uri: required")
+    if replica_count < 0:
+        raise UserError(f"--replica-count: must be >= 0, got {replica_count}")
+    if tpu and replica_count:
+        raise UserError("--replica-count: a TPU job runs on one TPU VM; multi-worker jobs need CPU or GPU machines")
+    spec = machine_spec(machine_type, accelerator_type, accelerator_count, tpu)
+
+    def pool(replicas):
+        return {"machine_spec": dict(spec), "replica_count": replicas,
+                "container_spec": {"image_uri": image_uri, "args": list(trainer_args)}}
+
+    return [pool(1)] + ([pool(replica_count)] if replica_count else [])
+
+
+def staging_uri(bucket: str) -> str:
+    """`my-bucket` or `gs://my-bucket[/prefix]` -> `gs://my-bucket[/prefix]`."""
+    name = bucket.strip().removeprefix("gs://").strip("/")
+    if not name or ":" in name:
+        raise UserError(f"--bucket: expected a bucket name or gs://BUCKET[/PREFIX], got {bucket!r}")
+    return "gs://" + name
+
+
+def default_display_name(command: str, now: datetime.datetime) -> str:
+    return f"vbt-{command}-{now:%Y%m%d-%H%M%S}"
+
+
+def base_output_dir(job_dir: Optional[str], staging: str, display_name: str) -> str:
+    """Vertex writes AIP_* directories under this; it must be on Cloud Storage."""
+    if job_dir is None:
+        return f"{staging}/vertex-bert-trainer/{display_name}"
+    if not job_dir.startswith("gs://") or len(job_dir.rstrip("/")) <= len("gs://"):
+        raise UserError(f"--job-dir: Vertex AI writes job outputs to Cloud Storage; expected gs://..., got {job_dir!r}")
+    return job_dir.rstrip("/")
+
+
+def check_trainer_args(trainer_args: Sequence[str], tuned: Sequence[str] = ()) -> config.Config:
+    """Parse the pass-through flags with the trainer's own parser, before any money is spent."""
+    given = [arg.split("=", 1)[0] for arg in trainer_args]
+    if "--job-dir" in given:
+        raise UserError("--job-dir goes before `--`: it is the job's base output directory, which "
+                        "Vertex hands to the trainer (AIP_MODEL_DIR, ...)")
+    for name in tuned:
+        if "--" + name in given:
+            raise UserError(f"--{name} is tuned: Vertex sets it in every trial; remove it after `--` "
+                            f"or leave it out of --parameters")
+    return config.build_config(list(trainer_args), environ={})
+
+
+def build_arg_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    where = common.add_argument_group("where")
+    where.add_argument("--project", required=True, help="Google Cloud project id.")
+    where.add_argument("--region", required=True, help="Vertex AI region, e.g. us-central1.")
+    where.add_argument("--bucket", "--staging-bucket", dest="bucket", required=True,
+                       help="Cloud Storage bucket (name or gs://BUCKET[/PREFIX]) for staging and, "
+                            "by default, the job's outputs.")
+    where.add_argument("--job-dir", help="Base output directory, gs://... (default: "
+                                         "gs://BUCKET/vertex-bert-trainer/DISPLAY_NAME).")
+    what = common.add_argument_group("what")
+    what.add_argument("--image-uri", required=True,
+                      help="Trainer image, e.g. REGION-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG.")
+    what.add_argument("--display-name", help="Job name in the console (default: vbt-COMMAND-TIMESTAMP).")
+    machines = common.add_argument_group("machines")
+    machines.add_argument("--machine-type", help=f"Compute Engine machine type (default: {DEFAULT_MACHINE_TYPE}).")
+    machines.add_argument("--accelerator-type", help=f"GPU type, e.g. {DEFAULT_GPU}, NVIDIA_L4, NVIDIA_TESLA_A100.")
+    machines.add_argument("--accelerator-count", type=int, default=0, help="GPUs per machine (default: 1 with a GPU type).")
+    machines.add_argument("--replica-count", type=int, default=0,
+                          help="Machines beyond the chief, for MultiWorkerMirroredStrategy (default: 0).")
+    machines.add_argument("--tpu", choices=sorted(TPU_ACCELERATORS),
+                          help="Run on a TPU VM (cloud-tpu, 8 cores) of this version; needs the TPU image.")
+    run = common.add_argument_group("run")
+    run.add_argument("--service-account", help="Service account the job runs as (required with --tensorboard).")
+    run.add_argument("--tensorboard", help="Vertex AI TensorBoard instance to stream AIP_TENSORBOARD_LOG_DIR to: "
+                                           "projects/P/locations/R/tensorboards/ID.")
+    run.add_argument("--dry-run", action="store_true",
+                     help="Print the job as JSON and submit nothing (needs no credentials).")
+
+    parser = argparse.ArgumentParser(
+        prog="python -m trainer.submit",
+        description="Submit a Vertex AI training or hyperparameter-tuning job for the trainer image. "
+                    "Arguments after `--` go to `python -m trainer.task` unchanged.",
+        allow_abbrev=False)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("train", parents=[common], allow_abbrev=False, help="One custom training job.")
+    tune = commands.add_parser("tune", parents=[common], allow_abbrev=False, help="A hyperparameter tuning job.")
+    tune.add_argument("--max-trial-count", type=int, default=12, help="Trials in all (default: 12).")
+    tune.add_argument("--parallel-trial-count", type=int, default=3, help="Trials at a time (default: 3).")
+    tune.add_argument("--parameters", default=",".join(TUNED_FLAGS),
+                      help=f"Comma-separated flags to tune (default: all of {','.join(TUNED_FLAGS)}).")
+    return parser
+
+
+def parse_args(argv: Sequence[str]) -> tuple:
+    """(options, trainer args): everything after the first `--` belongs to the trainer."""
+    argv = list(argv)
+    split = argv.index("--") if "--" in argv else len(argv)
+    return build_arg_parser().parse_args(argv[:split]), argv[split + 1:]
+
+
+def build_job(options: argparse.Namespace, trainer_args: Sequence[str], credentials=None,
+              now: Optional[datetime.datetime] = None):
+    """The SDK job object for `options`; `credentials=None` means Application Default Credentials."""
+    from google.cloud import aiplatform
+    from google.cloud.aiplatform import utils
+
+    try:
+        utils.validate_region(options.region)
+    except ValueError:
+        raise UserError(f"--region: {options.region!r} is not a Vertex AI region (e.g. us-central1, "
+                        f"europe-west4)") from None
+    tuned = _tuned_flags(options) if options.command == "tune" else ()
+    trainer_config = check_trainer_args(trainer_args, tuned)
+    if options.tensorboard and not options.service_account:
+        raise UserError("--tensorboard needs --service-account: Vertex uploads TensorBoard logs as that account")
+    staging = staging_uri(options.bucket)
+    display_name = options.display_name or default_display_name(options.command, now or datetime.datetime.now())
+    pools = worker_pool_specs(options.image_uri, trainer_args, machine_type=options.machine_type,
+                              accelerator_type=options.accelerator_type,
+                              accelerator_count=options.accelerator_count,
+                              replica_count=options.replica_count, tpu=options.tpu)
+    where = {"project": options.project, "location": options.region, "credentials": credentials}
+    labels = {"app": "vertex-bert-trainer", "command": options.command}
+    custom_job = aiplatform.CustomJob(
+        display_name=display_name, worker_pool_specs=pools, staging_bucket=staging, labels=labels,
+        base_output_dir=base_output_dir(options.job_dir, staging, display_name), **where)
+    if options.command == "train":
+        return custom_job
+    if not 1 <= options.parallel_trial_count <= options.max_trial_count:
+        raise UserError(f"--parallel-trial-count: must be in [1, --max-trial-count={options.max_trial_count}], "
+                        f"got {options.parallel_trial_count}")
+    space = tuning_parameters()
+    return aiplatform.HyperparameterTuningJob(
+        display_name=display_name, custom_job=custom_job,
+        metric_spec=metric_spec(trainer_config.train.hypertune_metric),
+        parameter_spec={name: space[name] for name in tuned},
+        max_trial_count=options.max_trial_count, parallel_trial_count=options.parallel_trial_count,
+        # The exported model is the best epoch's, so the trial's value is its best measurement.
+        measurement_selection="best", labels=labels, **where)
+
+
+def _tuned_flags(options: argparse.Namespace) -> tuple:
+    names = tuple(n.strip().removeprefix("--") for n in options.parameters.split(",") if n.strip())
+    unknown = [n for n in names if n not in TUNED_FLAGS]
+    if unknown or not names:
+        raise UserError(f"--parameters: expected a comma-separated subset of {','.join(TUNED_FLAGS)}, "
+                        f"got {options.parameters!r}")
+    return names
+
+
+def main(argv: Sequence[str]) -> int:
+    options, trainer_args = parse_args(argv)
+    # Google's client libraries take seconds to import: only now, so --help and flag errors
+    # answer at once.
+    with api.google_errors():
+        job = build_job(options, trainer_args, credentials=api.credentials(options.dry_run))
+        if options.dry_run:
+            print(f"Dry run: {type(job).__name__} for projects/{options.project}/locations/{options.region}, "
+                  f"not submitted.", file=sys.stderr)
+            print(json.dumps(job.to_dict(), indent=2))
+            return 0
+        try:
+            # run() creates the job, prints its console link and follows it until it ends.
+            job.run(service_account=options.service_account, tensorboard=options.tensorboard)
+        except RuntimeError as e:  # the SDK's "Job failed with: ..." when the job itself fails
+            raise api.CloudError(str(e)) from None
+    return 0

@@ -1,0 +1,1 @@
+"""Data: reading and validating files, labels, splits, the tf.data pipeline, `trainer.prepare`."""

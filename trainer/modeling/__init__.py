@@ -1,0 +1,1 @@
+"""Modeling: encoders (network + preprocessor), the task head, the optimizer."""

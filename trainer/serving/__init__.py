@@ -1,0 +1,1 @@
+"""Serving: the exported SavedModel and batch prediction over files."""

@@ -1,0 +1,158 @@
+"""`python -m trainer.predict`: add predicted labels and class probabilities to a file's rows.
+
+Streams the input in chunks (files larger than memory are fine) and, within a chunk, sorts
+texts by length before batching so each batch is padded only as far as its longest text.
+Output rows keep the input's order and columns.
+"""
+import argparse
+import contextlib
+import json
+import os
+import tempfile
+import time
+
+import numpy as np
+import pandas as pd
+
+import trainer
+from trainer import storage
+from trainer.data import reading as data
+from trainer.errors import UserError
+
+CHUNK_ROWS = 8192
+
+
+def build_arg_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m trainer.predict", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--model-dir", required=True, help="An exported model (JOB_DIR/model).")
+    parser.add_argument("--input", required=True, help="CSV, TSV or JSON Lines file (local or gs://).")
+    parser.add_argument("--output", required=True, help="Where to write (format from the extension).")
+    parser.add_argument("--text-column", default=None, help="Default: detected as the trainer does.")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--overwrite", action="store_true", help="Replace an existing --output.")
+    return parser
+
+
+@contextlib.contextmanager
+def _local_copy(path: str):
+    """pandas streams local files only (GFile is not a full file object): gs:// is copied to
+    local disk first, which holds far more than memory."""
+    if "://" not in path:
+        yield path
+        return
+    import tensorflow as tf
+    with tempfile.TemporaryDirectory(prefix="predict-input-") as scratch:
+        local = os.path.join(scratch, os.path.basename(path))
+        tf.io.gfile.copy(path, local)
+        yield local
+
+
+def read_chunks(path: str, text_column):
+    """(frame, text column) chunks of a local or gs:// file."""
+    fmt = data.file_format(path, "--input")
+    if not storage.exists(path):
+        raise UserError(f"--input: file not found: {path}")
+    with _local_copy(path) as local_path:
+        if fmt == "jsonl":
+            reader = pd.read_json(local_path, lines=True, chunksize=CHUNK_ROWS, dtype=False,
+                                  encoding="utf-8-sig")
+        else:
+            reader = pd.read_csv(local_path, sep="," if fmt == "csv" else "\t", dtype=str,
+                                 keep_default_na=False, chunksize=CHUNK_ROWS,
+                                 encoding="utf-8-sig", encoding_errors="strict")
+        column = None
+        try:
+            for chunk in reader:
+                if column is None:
+                    probe = chunk.assign(_file=path, _row=np.arange(1, len(chunk) + 1))
+                    column = data.pick_column(probe, text_column, data.TEXT_COLUMNS, "--text-column", "text")
+                yield chunk, column
+        except UnicodeDecodeError as e:
+            raise UserError(f"{path}: not valid UTF-8 ({e.reason} at byte {e.start} of a chunk); "
+                            f"save the file as UTF-8") from None
+        except (pd.errors.ParserError, ValueError) as e:
+            raise UserError(f"{path}: cannot parse: {e}") from None
+
+
+def predict_texts(serve, texts, batch_size: int):
+    """(probabilities [N, C], label names [C]) in input order; batches of similar length."""
+    order = np.argsort([len(t) for t in texts], kind="stable")
+    probabilities, names = None, None
+    for start in range(0, len(texts), batch_size):
+        rows = order[start:start + batch_size]
+        out = serve(text=np.asarray([texts[i] for i in rows], dtype=object))
+        if probabilities is None:
+            names = [n.decode("utf-8") for n in out["label_names"].numpy()[0]]
+            probabilities = np.zeros((len(texts), len(names)), np.float32)
+        probabilities[rows] = out["probabilities"].numpy()
+    return probabilities, names
+
+
+def write_frame(frame: pd.DataFrame, handle, fmt: str, first: bool) -> None:
+    if fmt == "jsonl":
+        for record in frame.to_dict(orient="records"):
+            handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+    else:
+        frame.to_csv(handle, sep="," if fmt == "csv" else "\t", index=False, header=first)
+
+
+def check_args(args) -> str:
+    """Every flag and path checked before the model loads; returns the output format."""
+    if args.batch_size < 1:
+        raise UserError(f"--batch-size: must be at least 1, got {args.batch_size}")
+    out_fmt = data.file_format(args.output, "--output")
+    if storage.exists(args.output) and not args.overwrite:
+        raise UserError(f"--output: {args.output} exists; pass --overwrite to replace it")
+    if not storage.exists(args.model_dir.rstrip("/") + "/saved_model.pb"):
+        raise UserError(f"--model-dir: no exported model in {args.model_dir} (expected "
+                        f"saved_model.pb; point it at JOB_DIR/model)")
+    return out_fmt
+
+
+def predict_file(serve, args, out_fmt: str, handle) -> int:
+    """Streams --input through the model into `handle`; returns the rows written."""
+    rows, seconds = 0, 0.0
+    for chunk, column in read_chunks(args.input, args.text_column):
+        texts = ["" if pd.isna(t) else str(t) for t in chunk[column].tolist()]
+        start = time.perf_counter()
+        probabilities, names = predict_texts(serve, texts, args.batch_size)
+        seconds += time.perf_counter() - start
+        chunk = chunk.copy()
+        chunk["predicted_label"] = [names[i] for i in probabilities.argmax(axis=1)]
+        for i, name in enumerate(names):
+            chunk[f"probability_{name}"] = probabilities[:, i]
+        write_frame(chunk, handle, out_fmt, first=rows == 0)
+        rows += len(chunk)
+        print(f"predicted {rows} rows in {seconds:.1f}s ({rows / seconds:.0f} rows/s)", flush=True)
+    return rows
+
+
+def main(argv=None) -> int:
+    args = build_arg_parser().parse_args(argv)
+    trainer.import_tensorflow()
+    from trainer.serving import export
+
+    out_fmt = check_args(args)
+    serve = export.load(args.model_dir)
+    local = "://" not in args.output
+    # Written next to the output (or locally, for gs://) and moved into place at the end.
+    scratch_dir = os.path.dirname(os.path.abspath(args.output)) if local else None
+    if scratch_dir:
+        os.makedirs(scratch_dir, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=scratch_dir, prefix=".predict-", delete=False,
+                                     suffix=os.path.splitext(args.output)[1],
+                                     encoding="utf-8", newline="") as tmp:
+        try:
+            rows = predict_file(serve, args, out_fmt, tmp)
+        except BaseException:
+            tmp.close()
+            os.unlink(tmp.name)
+            raise
+    if local:
+        os.replace(tmp.name, args.output)
+    else:
+        storage.copy(tmp.name, args.output)
+        os.unlink(tmp.name)
+    print(f"wrote {rows} rows with predictions to {args.output}")
+    return 0

@@ -1,0 +1,1 @@
+"""Training: the run's stages, callbacks, distribution and evaluation."""
