@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Hyperparameter tuning on Vertex AI: a thin wrapper over `python -m trainer.submit tune`.
 # Each trial is one training job; Vertex passes the tuned values as trainer flags
-# (--learning-rate=..., --batch-size=..., ...) and maximizes --hypertune-metric (val_macro_f1).
+# (--learning-rate=..., --batch-size=..., ...) and maximizes --selection-metric (val_macro_f1).
 #
 #   PROJECT_ID=my-project REGION=us-central1 BUCKET=my-bucket \
 #   IMAGE_URI=us-central1-docker.pkg.dev/my-project/vertex-bert-trainer/vertex-bert-trainer:abc1234 \

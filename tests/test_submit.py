@@ -7,7 +7,7 @@ from google.cloud import aiplatform_v1
 from google.protobuf import json_format
 
 from trainer import cli, config
-from trainer.cloud import environment as vertex, submit
+from trainer.cloud import submit
 
 IMAGE = "us-central1-docker.pkg.dev/my-project/vertex-bert-trainer/vertex-bert-trainer:abc1234"
 WHERE = ["--project", "my-project", "--region", "us-central1", "--bucket", "my-bucket", "--image-uri", IMAGE]
@@ -95,7 +95,7 @@ def test_a_tuning_job_optimizes_the_trainers_metric_over_its_flags(capsys):
                   trainer_args=("--max-seq-length", "64"))
     parse(job, aiplatform_v1.HyperparameterTuningJob)
     study = parse(job["studySpec"], aiplatform_v1.StudySpec)
-    assert [(m.metric_id, m.goal.name) for m in study.metrics] == [(vertex.HYPERTUNE_METRIC, "MAXIMIZE")]
+    assert [(m.metric_id, m.goal.name) for m in study.metrics] == [(config.DEFAULT_SELECTION_METRIC, "MAXIMIZE")]
     assert [p.parameter_id for p in study.parameters] == list(submit.TUNED_FLAGS)
     assert (job["maxTrialCount"], job["parallelTrialCount"]) == (8, 2)
     trial = parse(job["trialJobSpec"], aiplatform_v1.CustomJobSpec)

@@ -18,6 +18,12 @@ from trainer.errors import UserError
 
 DEFAULT_ENCODER = "minilm-l6-h384-uncased"
 ENCODER_BACKENDS = ("native", "hub")
+# Validation metrics that can pick the best epoch, with their direction. Early stopping, the
+# exported weights and Vertex hyperparameter tuning (trainer.submit's metric spec and the
+# trainer's reports) all read this one table.
+METRIC_GOALS = {"val_macro_f1": "maximize", "val_accuracy": "maximize",
+                "val_macro_recall": "maximize", "val_loss": "minimize"}
+DEFAULT_SELECTION_METRIC = "val_macro_f1"
 
 
 def _flag(default, help, **kwargs):
@@ -93,7 +99,7 @@ class TrainConfig:
         0.01, "Decoupled weight decay (AdamW); never applied to LayerNorm or biases.")
     clip_norm: float = _flag(1.0, "Clip gradients to this global norm (0 disables).")
     early_stopping_patience: int = _flag(
-        0, "Stop after this many epochs without a better --hypertune-metric on validation "
+        0, "Stop after this many epochs without a better --selection-metric on validation "
            "(0 disables). The best epoch's weights are exported either way.")
     class_weights: str = _flag(
         "none", "'balanced' weights the loss by inverse class frequency.",
@@ -102,10 +108,11 @@ class TrainConfig:
     dry_run: bool = _flag(
         False, "One step of training, evaluation and export on a few rows, to check a job end "
                "to end in seconds.")
-    hypertune_metric: str = _flag(
-        vertex.HYPERTUNE_METRIC, "Validation metric that selects the best epoch, drives early "
-                                "stopping and is reported to Vertex hyperparameter tuning.",
-        choices=tuple(vertex.METRIC_GOALS))
+    selection_metric: str = _flag(
+        DEFAULT_SELECTION_METRIC, "Validation metric that picks the best epoch (whose weights are "
+                                  "exported), drives early stopping and is reported to Vertex "
+                                  "hyperparameter tuning.",
+        choices=tuple(METRIC_GOALS), aliases=("--hypertune-metric",))
 
 
 @dataclasses.dataclass
@@ -199,8 +206,10 @@ def _base_type(annotation):
     return args[0] if args else annotation
 
 
-def _integer(text: str) -> int:
-    """An int flag that also takes '32.0': tuning services may print discrete values as floats."""
+def integer(text: str) -> int:
+    """An int flag that also takes '32.0': tuning services may print discrete values as floats.
+
+    (argparse names the type function in its messages: "invalid integer value: 'abc'".)"""
     value = float(text)
     if value != int(value):
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
@@ -224,14 +233,14 @@ def build_arg_parser() -> argparse.ArgumentParser:
             if field_type is bool:
                 kwargs["action"] = argparse.BooleanOptionalAction
             else:
-                kwargs["type"] = _integer if field_type is int else field_type
+                kwargs["type"] = integer if field_type is int else field_type
                 kwargs["metavar"] = field.name.upper()
                 if "choices" in field.metadata:
                     kwargs["choices"] = field.metadata["choices"]
                     kwargs.pop("metavar")
             # Show the real default in --help although parsing leaves unset flags out.
             kwargs["help"] += f" (default: {field.default})"
-            group.add_argument(flag_name(field.name), **kwargs)
+            group.add_argument(flag_name(field.name), *field.metadata.get("aliases", ()), **kwargs)
     return parser
 
 
@@ -244,24 +253,27 @@ def accepted_flags() -> set:
 def parse_flags(argv: Sequence[str], environ: Mapping[str, str]) -> dict:
     """Flags as {"section": {"field": value}}, only those given on the command line.
 
-    Vertex passes arguments of its own to some containers; they are tolerated there, but a
-    mistyped flag on a user's machine is an error, not a silently ignored setting.
+    A mistyped flag on a user's machine is an error with a suggestion. Inside a Vertex job the
+    unknown ones are tolerated (`ignored_arguments` names them for the job's log): arguments
+    Vertex adds itself must not fail a job that has already been paid for.
     """
     parser = build_arg_parser()
     namespace, unknown = parser.parse_known_args(list(argv))
-    if unknown:
-        if vertex.read_environment(environ).on_vertex:
-            print(f"Ignoring arguments this trainer does not know: {' '.join(unknown)}")
-        else:
-            flag = unknown[0].split("=")[0]
-            close = difflib.get_close_matches(flag, sorted(accepted_flags()), n=1)
-            hint = f" Did you mean {close[0]}?" if close else " See --help."
-            raise UserError(f"unknown argument {unknown[0]!r}.{hint}")
+    if unknown and not vertex.read_environment(environ).on_vertex:
+        flag = unknown[0].split("=")[0]
+        close = difflib.get_close_matches(flag, sorted(accepted_flags()), n=1)
+        hint = f" Did you mean {close[0]}?" if close else " See --help."
+        raise UserError(f"unknown argument {unknown[0]!r}.{hint}")
     given = {}
     for dest, value in vars(namespace).items():
         section, name = dest.split(".")
         given.setdefault(section, {})[name] = value
     return given
+
+
+def ignored_arguments(argv: Sequence[str]) -> list:
+    """The arguments `parse_flags` tolerated inside a Vertex job (none elsewhere: it raised)."""
+    return build_arg_parser().parse_known_args(list(argv))[1]
 
 
 def build_config(argv: Sequence[str], environ: Mapping[str, str], now=None) -> Config:

@@ -11,11 +11,6 @@ from typing import Mapping, Optional
 
 from trainer.errors import UserError
 
-# The tuning objective. trainer.submit builds the HyperparameterTuningJob's metric_spec from these
-# and the trainer reports under the same tag, so the two cannot disagree.
-METRIC_GOALS = {"val_macro_f1": "maximize", "val_accuracy": "maximize",
-                "val_macro_recall": "maximize", "val_loss": "minimize"}
-HYPERTUNE_METRIC = "val_macro_f1"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,7 +19,6 @@ import sys
 from typing import Optional, Sequence
 
 from trainer import config
-from trainer.cloud import environment as vertex
 from trainer.cloud import api
 from trainer.errors import UserError
 
@@ -57,9 +56,9 @@ def tuning_parameters() -> dict:
 
 def metric_spec(metric: str) -> dict:
     """{metric: goal}, from the table the trainer's HypertuneReporter reports against."""
-    if metric not in vertex.METRIC_GOALS:
-        raise UserError(f"--hypertune-metric: unknown metric {metric!r}; expected one of {sorted(vertex.METRIC_GOALS)}")
-    return {metric: vertex.METRIC_GOALS[metric]}
+    if metric not in config.METRIC_GOALS:
+        raise UserError(f"--selection-metric: unknown metric {metric!r}; expected one of {sorted(config.METRIC_GOALS)}")
+    return {metric: config.METRIC_GOALS[metric]}
 
 
 def machine_spec(machine_type: Optional[str], accelerator_type: Optional[str], accelerator_count: int,
@@ -236,7 +235,7 @@ def build_job(options: argparse.Namespace, trainer_args: Sequence[str], credenti
     space = tuning_parameters()
     return aiplatform.HyperparameterTuningJob(
         display_name=display_name, custom_job=custom_job,
-        metric_spec=metric_spec(trainer_config.train.hypertune_metric),
+        metric_spec=metric_spec(trainer_config.train.selection_metric),
         parameter_spec={name: space[name] for name in tuned},
         max_trial_count=options.max_trial_count, parallel_trial_count=options.parallel_trial_count,
         # The exported model is the best epoch's, so the trial's value is its best measurement.

@@ -19,7 +19,7 @@ import tensorflow as tf
 import tf_keras
 
 from trainer import storage
-from trainer.cloud import environment as vertex
+from trainer.config import METRIC_GOALS
 
 log = logging.getLogger("trainer")
 
@@ -97,7 +97,7 @@ class HistoryWriter(tf_keras.callbacks.Callback):
 def is_better(metric: str, value: float, best: Optional[float]) -> bool:
     if best is None or math.isnan(best):
         return not math.isnan(value)
-    return value > best if vertex.METRIC_GOALS[metric] == "maximize" else value < best
+    return value > best if METRIC_GOALS[metric] == "maximize" else value < best
 
 
 def best_so_far(rows: List[dict], metric: str):

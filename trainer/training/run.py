@@ -281,7 +281,7 @@ def run(config: Config, environ: Mapping[str, str]) -> dict:
     evaluate = lambda name: evaluation.evaluate(model, eval_sets[name], labels)  # noqa: E731
 
     best_dir = _join(paths.checkpoint_dir, "best")
-    metric = config.train.hypertune_metric
+    metric = config.train.selection_metric
     evaluation_cb = cb.EpochEvaluation(lambda: evaluate("validation"))
     best_cb = cb.BestWeights(write_path(best_dir), metric, config.train.early_stopping_patience,
                              history_rows, shared_directory=best_dir)
