@@ -1,7 +1,7 @@
 """An independent BERT forward pass in numpy float64, and a writer of Google's checkpoint format.
 
 The forward pass reads Hugging Face BertModel names (as tests/tiny_bert.py writes them) and
-follows the BERT paper's equations directly, sharing no code with trainer.encoders: when a
+follows the BERT paper's equations directly, sharing no code with trainer.modeling.encoders: when a
 loader transposes or reshapes a kernel the wrong way, the two disagree.
 """
 import json

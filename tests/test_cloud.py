@@ -1,5 +1,5 @@
 """Where a run writes and which role it plays: locally, in a Vertex custom job, in a tuning trial
-and in a multi-worker job, from the environment Vertex sets (trainer.cloud, trainer.config)."""
+and in a multi-worker job, from the environment Vertex sets (trainer.cloud.environment, trainer.config)."""
 import datetime
 import json
 

@@ -11,9 +11,11 @@ import csv
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 import urllib.parse
 
 import pytest
@@ -169,8 +171,38 @@ def test_a_finished_gs_run_is_not_overwritten(gcs, gcs_run, tiny_encoder_dir):
     before = gcs.get("run/metrics.json")
     result = run(gcs, *train_args(tiny_encoder_dir, gs("run")), module="trainer.task")
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "holds a finished run" in result.stdout and "--overwrite" in result.stdout
+    assert "holds a finished run" in result.stderr and "--overwrite" in result.stderr
     assert gcs.get("run/metrics.json") == before
+    assert "error" not in gcs.get("run/training.log").decode()  # the finished run's log is its own
+
+
+def test_a_killed_gs_run_leaves_its_log_and_history_up_to_the_last_epoch(gcs, tiny_encoder_dir,
+                                                                         tmp_path):
+    from conftest import labelled_rows, write_csv
+    with open(write_csv(tmp_path / "train.csv", labelled_rows(600, 1)), "rb") as f:
+        gcs.put("data/long-train.csv", f.read())
+    arguments = [*train_args(tiny_encoder_dir, gs("killed")), "--epochs", "20",
+                 "--training-file", gs("data/long-train.csv")]
+    environ = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"),
+               **gcs.env}
+    process = subprocess.Popen([sys.executable, "-m", "trainer.task", *map(str, arguments)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environ)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and process.poll() is None:
+            if "killed/training.log" in gcs.names("killed/") and \
+                    "epoch 2/20 done" in gcs.get("killed/training.log").decode():
+                break
+            time.sleep(0.2)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=60)
+    finally:
+        process.kill()
+    log = gcs.get("killed/training.log").decode()
+    assert "epoch 1/20 done" in log and "epoch 2/20 done" in log
+    history = list(csv.DictReader(io.StringIO(gcs.get("killed/eval_history.csv").decode())))
+    assert [int(row["epoch"]) for row in history][:2] == [1, 2]
+    assert "killed/metrics.json" not in gcs.names("killed/")
 
 
 def test_predict_from_gs_to_gs(gcs, gcs_run, tiny_data):

@@ -3,7 +3,7 @@ worker processes), compared with a one-device run of the same seed and global ba
 
 For equal results the encoder and head have no dropout (each replica draws its own masks), and
 the 91 training rows leave a last batch of 3 that splits 2+1 over the replicas, which only a loss
-averaged over the global batch (trainer.model.Classifier.compute_loss) trains like one device.
+averaged over the global batch (trainer.modeling.heads.Classifier.compute_loss) trains like one device.
 Logical devices and thread counts must be set before the TensorFlow runtime starts, hence a
 wrapper script around trainer.task.main; it also prints the metrics each process computed.
 """

@@ -41,8 +41,9 @@ def args(tiny_encoder_dir, data, job_dir):
             "--train-word-embeddings"]  # the tiny encoder's embeddings are random: they must learn
 
 
-def start(arguments):
-    env = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache")}
+def start(arguments, env=None):
+    env = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"),
+           **(env or {})}
     return subprocess.Popen([sys.executable, "-m", "trainer.task", *map(str, arguments)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
@@ -78,6 +79,59 @@ def runs(tiny_encoder_dir, data, tmp_path_factory):
         uninterrupted.kill()
         killed.kill()
     return {"uninterrupted": root / "uninterrupted", "resumed": root / "killed", "rerun": rerun}
+
+
+def kill_after_second_epoch(arguments, job_dir, env=None):
+    process = start(arguments, env)
+    try:
+        wait_for_checkpoint(process, job_dir / "checkpoints" / "resume", 2)
+        process.send_signal(signal.SIGKILL)
+        process.communicate(timeout=60)
+    finally:
+        process.kill()
+
+
+# --- Vertex restarts a preempted replica with the same arguments, --overwrite included ---------
+
+@pytest.fixture(scope="module")
+def vertex_restart(tiny_encoder_dir, data, tmp_path_factory):
+    job_dir = tmp_path_factory.mktemp("vertex") / "job"
+    arguments = [*args(tiny_encoder_dir, data, job_dir), "--overwrite"]
+    vertex = {"CLOUD_ML_JOB_ID": "1234567890"}
+    kill_after_second_epoch(arguments, job_dir, vertex)
+    restarted = run_cli(*arguments, env=vertex)
+    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    return job_dir, restarted
+
+
+def test_a_restarted_vertex_replica_resumes_despite_overwrite(vertex_restart):
+    job_dir, restarted = vertex_restart
+    assert "resumed after epoch 2 from" in restarted.stdout
+    assert [row["epoch"] for row in history(job_dir)] == [1, 2, 3, 4]
+
+
+def test_the_restarted_replica_ends_like_an_uninterrupted_run(vertex_restart, runs):
+    job_dir, _ = vertex_restart
+    assert metrics(job_dir)["test"]["loss"] == pytest.approx(metrics(runs["uninterrupted"])["test"]["loss"], rel=1e-5)
+
+
+def test_overwrite_from_another_vertex_job_starts_over(vertex_restart, tiny_encoder_dir, data):
+    job_dir, _ = vertex_restart
+    (job_dir / "metrics.json").unlink()  # as if the first job had been killed for good
+    other = run_cli(*args(tiny_encoder_dir, data, job_dir), "--overwrite", "--epochs", "1",
+                    env={"CLOUD_ML_JOB_ID": "999"})
+    assert other.returncode == 0, other.stdout + other.stderr
+    assert "(new run)" in other.stdout and "resumed" not in other.stdout
+    assert [row["epoch"] for row in history(job_dir)] == [1]
+
+
+def test_locally_overwrite_starts_over_after_a_kill(tiny_encoder_dir, data, tmp_path):
+    job_dir = tmp_path / "job"
+    arguments = [*args(tiny_encoder_dir, data, job_dir), "--overwrite"]
+    kill_after_second_epoch(arguments, job_dir)
+    rerun = run_cli(*arguments, "--epochs", "1")
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert "resumed" not in rerun.stdout and [row["epoch"] for row in history(job_dir)] == [1]
 
 
 def history(job_dir):
@@ -169,3 +223,22 @@ def test_epochs_waited_before_the_restart_count_towards_patience(tmp_path):
     best = best_weights(tmp_path, [{"epoch": 1, "val_loss": 0.5}, {"epoch": 2, "val_loss": 0.7}])
     best.on_epoch_end(2, {"val_loss": 0.6})
     assert best.model.stop_training and (best.best_epoch, best.best) == (1, 0.5)
+
+
+def test_ctrl_c_before_the_first_epoch_says_a_rerun_starts_over(tiny_encoder_dir, data, tmp_path):
+    process = start(args(tiny_encoder_dir, data, tmp_path / "job"))
+    try:
+        for line in process.stdout:
+            if "steps per epoch" in line:  # about to train; no checkpoint yet
+                process.send_signal(signal.SIGINT)
+                break
+        output = process.communicate(timeout=120)[0]
+    finally:
+        process.kill()
+    assert process.returncode == 130, output
+    assert "interrupted before the first epoch finished; rerunning the same command starts over" in output
+    assert "Traceback" not in output
+    rerun = run_cli(*args(tiny_encoder_dir, data, tmp_path / "job"))
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert "the unfinished run completed no epoch: starting at epoch 1" in rerun.stdout
+    assert "resumed" not in rerun.stdout

@@ -149,8 +149,9 @@ def test_a_finished_run_is_not_overwritten(trained, tiny_encoder_dir, tiny_data)
     before = (job_dir / "metrics.json").read_text()
     result = run_cli(*train_args(tiny_encoder_dir, tiny_data, job_dir))
     assert result.returncode == 2
-    assert "holds a finished run" in result.stdout + result.stderr and "--overwrite" in result.stdout
+    assert "holds a finished run" in result.stderr and "--overwrite" in result.stderr
     assert (job_dir / "metrics.json").read_text() == before
+    assert "error" not in (job_dir / "training.log").read_text()  # the finished run's log is its own
 
 
 def test_same_seed_gives_same_metrics(trained, tiny_encoder_dir, tiny_data, tmp_path):
@@ -169,6 +170,9 @@ def test_dry_run_checks_the_whole_job_in_one_step(tiny_encoder_dir, tiny_data, t
     metrics = json.loads((tmp_path / "dry" / "metrics.json").read_text())
     assert metrics["epochs_completed"] == 1
     assert (tmp_path / "dry" / "model" / "saved_model.pb").exists()
+    # A few rows of every split, each evaluated whole: not one bucket's single example.
+    assert metrics["validation"]["examples"] == metrics["dataset_sizes"]["validation"] == 8
+    assert "(--dry-run: one step)" in result.stdout
 
 
 def test_train_fraction_trains_on_a_stratified_subset(tiny_encoder_dir, tiny_data, tmp_path):
@@ -188,5 +192,6 @@ def test_train_fraction_trains_on_a_stratified_subset(tiny_encoder_dir, tiny_dat
 def test_bad_input_exits_2_with_one_clear_line(tiny_encoder_dir, tiny_data, tmp_path, extra, message):
     result = run_cli(*train_args(tiny_encoder_dir, tiny_data, tmp_path / "bad", *extra))
     assert result.returncode == 2
-    assert message in result.stdout
+    assert result.stderr.strip().splitlines() == [f"error: {result.stderr.strip()[7:]}"]
+    assert message in result.stderr
     assert "Traceback" not in result.stdout + result.stderr

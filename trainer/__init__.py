@@ -23,13 +23,19 @@ _STARTUP_NOISE = re.compile(
     r"[IWE]\d{4} [\d:. ]+\d+ (port|cudart_stub|cuda_platform|cuda_executor|cpu_feature_guard)\.cc)")
 
 
-def import_tensorflow():
+def import_tensorflow(verbose: bool = False):
     """Imports TensorFlow and TF-Text with their start-up banner filtered out of stderr.
 
     Anything else written to stderr meanwhile (a real import error) is passed through.
+    `verbose` shows everything TensorFlow logs, from C++ too.
     """
     if "tensorflow" in sys.modules and "tensorflow_text" in sys.modules:
         return sys.modules["tensorflow"]
+    if verbose:
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
+        import tensorflow
+        import tensorflow_text  # noqa: F401  registers the tokenizer ops
+        return tensorflow
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile(mode="w+b") as captured:

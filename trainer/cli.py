@@ -60,10 +60,6 @@ def run(main: Callable[[Sequence[str]], Optional[int]], argv: Optional[Sequence[
 
 
 def fail(message: str) -> None:
-    """The one error line: on stderr, and in training.log when a run has one open."""
+    """The one error line, on stderr (a training run also records it in its training.log)."""
     sys.stdout.flush()
     print(f"error: {message}", file=sys.stderr, flush=True)
-    for handler in log.handlers:
-        if isinstance(handler, logging.FileHandler):
-            handler.stream.write(f"error: {message}\n")
-            handler.flush()

@@ -13,6 +13,7 @@ import os
 import typing
 from typing import Mapping, Optional, Sequence
 
+from trainer import storage
 from trainer.cloud import environment as vertex
 from trainer.errors import UserError
 
@@ -143,6 +144,8 @@ class RuntimeConfig:
         choices=("auto", "on", "off"))
     steps_per_execution: int = _flag(1, "Training steps per tf.function call (TPU throughput).")
     log_every_seconds: float = _flag(30.0, "Seconds between progress lines.")
+    verbose: bool = _flag(
+        False, "Also show TensorFlow's own log lines and Python warnings (hidden by default).")
 
 
 @dataclasses.dataclass
@@ -303,16 +306,12 @@ def _apply_environment(config: Config, env: "vertex.VertexEnvironment", given: d
     elif env.trial_id:
         # An explicit --job-dir holds every artifact. Trials of one tuning job share the job's
         # flags, so each trial gets its own directory under it.
-        out.job_dir = _join(out.job_dir, f"trial-{env.trial_id}")
-    out.model_dir = out.model_dir or _join(out.job_dir, "model")
-    out.checkpoint_dir = out.checkpoint_dir or _join(out.job_dir, "checkpoints")
+        out.job_dir = storage.join(out.job_dir, f"trial-{env.trial_id}")
+    out.model_dir = out.model_dir or storage.join(out.job_dir, "model")
+    out.checkpoint_dir = out.checkpoint_dir or storage.join(out.job_dir, "checkpoints")
     # Vertex TensorBoard uploads from AIP_TENSORBOARD_LOG_DIR, so it wins over the job dir.
     out.tensorboard_dir = (out.tensorboard_dir or env.tensorboard_dir
-                           or _join(out.job_dir, "tensorboard"))
-
-
-def _join(base: str, name: str) -> str:
-    return base.rstrip("/") + "/" + name
+                           or storage.join(out.job_dir, "tensorboard"))
 
 
 def validate(config: Config, given: Optional[dict] = None) -> None:
@@ -355,10 +354,8 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
 
 
 def save(config: Config, path: str) -> None:
-    from trainer import storage  # imports TensorFlow: lazily, so --help stays fast
     storage.write_text_atomic(path, config.to_json() + "\n")
 
 
 def load(path: str) -> Config:
-    from trainer import storage
     return Config.from_dict(json.loads(storage.read_text(path)))

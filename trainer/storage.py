@@ -17,8 +17,26 @@ def _tf():
     return trainer.import_tensorflow()
 
 
+def join(base: str, name: str) -> str:
+    """`base`/`name` for local paths and gs:// URLs alike (os.path.join would mangle neither, but
+    also accepts an absolute `name` silently)."""
+    return base.rstrip("/") + "/" + name
+
+
 def exists(path: str) -> bool:
     return _tf().io.gfile.exists(path)
+
+
+def isdir(path: str) -> bool:
+    return _tf().io.gfile.isdir(path)
+
+
+def remove(path: str) -> None:
+    """Deletes a file, or a directory with everything in it."""
+    if _tf().io.gfile.isdir(path):
+        _tf().io.gfile.rmtree(path)
+    else:
+        _tf().io.gfile.remove(path)
 
 
 def makedirs(path: str) -> None:

@@ -12,7 +12,8 @@ from typing import Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-FEATURES = ("input_word_ids", "input_mask", "input_type_ids")
+from trainer.modeling.encoders.bert import INPUT_KEYS
+
 _PADDED_LENGTHS = (16, 20, 24, 28, 32, 36, 40, 48, 56, 64, 80, 96, 128, 192, 256, 384, 512)
 _TOKENIZE_BATCH = 1024
 
@@ -228,4 +229,4 @@ def trim_to_padded_length(features: dict, lengths: Sequence[int]) -> dict:
     allowed = tf.constant(tuple(lengths), tf.int32)
     longest = tf.reduce_max(tf.reduce_sum(tf.cast(features["input_mask"], tf.int32), axis=1))
     target = tf.reduce_min(tf.boolean_mask(allowed, allowed >= longest))
-    return {name: tf.cast(features[name][:, :target], tf.int32) for name in FEATURES}
+    return {name: tf.cast(features[name][:, :target], tf.int32) for name in INPUT_KEYS}

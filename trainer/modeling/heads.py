@@ -1,13 +1,13 @@
 """The classifier: encoder network -> sentence vector -> dropout -> dense head.
 
 It takes token ids, not strings: tokenization runs in tf.data on the host (TPUs cannot run
-TF-Text ops, tensorflow/hub#604), and `trainer.export` puts the preprocessor back in front for
+TF-Text ops, tensorflow/hub#604), and `trainer.serving.export` puts the preprocessor back in front for
 serving. Logits are float32 under every dtype policy, so softmax and the loss stay accurate.
 """
 import tensorflow as tf
 import tf_keras
 
-from trainer.data.pipeline import FEATURES
+from trainer.modeling.encoders.bert import INPUT_KEYS
 
 
 class MaskedMeanPooling(tf_keras.layers.Layer):
@@ -64,7 +64,7 @@ def freeze_word_embeddings(network) -> bool:
 
 
 def build_classifier(network, num_classes: int, pooling: str, dropout: float) -> Classifier:
-    inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name) for name in FEATURES}
+    inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name) for name in INPUT_KEYS}
     outputs = network(inputs)
     if pooling == "mean":
         sentence = MaskedMeanPooling(name="mean_pooling")(outputs["sequence_output"], inputs["input_mask"])

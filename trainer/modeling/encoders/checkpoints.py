@@ -14,6 +14,7 @@ from typing import Dict, Optional
 import numpy as np
 import tensorflow as tf
 
+from trainer.modeling.encoders.preprocessing import check_vocab
 from trainer.modeling.encoders.bert import BertConfig, canonical_name
 from trainer.errors import UserError
 
@@ -66,7 +67,23 @@ def _require(directory, name, hint=""):
 
 def _read_json(path):
     with tf.io.gfile.GFile(path) as f:
-        return json.load(f)
+        text = f.read()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserError(f"--encoder: {path} is not valid JSON ({e.msg}, line {e.lineno})") from None
+
+
+def check_directory(directory: str) -> None:
+    """Reads a checkpoint directory's config and vocabulary, not its weights: a malformed file
+    fails in a second, before the run reads any data."""
+    kind = layout(directory)
+    if kind == "hub":
+        return
+    config_name = "config.json" if kind == "hf" else "bert_config.json"
+    config_path = os.path.join(directory, config_name)
+    _bert_config(_read_json(config_path), config_path)
+    check_vocab(os.path.join(directory, "vocab.txt"))
 
 
 # (native sublayer, Hugging Face module, Google scope) of one transformer block.

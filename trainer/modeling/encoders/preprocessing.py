@@ -15,9 +15,19 @@ from trainer.errors import UserError
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")
 
 
-def read_vocab(vocab_file: str) -> List[str]:
-    with tf.io.gfile.GFile(vocab_file) as f:
-        return [line.rstrip("\n") for line in f]
+def check_vocab(vocab_file: str) -> List[str]:
+    """The vocabulary's tokens, one per line; a UserError when it is not usable for BERT."""
+    with tf.io.gfile.GFile(vocab_file, "rb") as f:
+        raw = f.read()
+    try:
+        vocab = raw.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise UserError(f"{vocab_file}: not valid UTF-8 (byte {raw[e.start]:#04x} at offset "
+                        f"{e.start})") from None
+    missing = [token for token in SPECIAL_TOKENS if token not in vocab]
+    if missing:
+        raise UserError(f"{vocab_file}: the vocabulary lacks {', '.join(missing)}")
+    return vocab
 
 
 class BertPreprocessor(tf_keras.layers.Layer):
@@ -34,10 +44,7 @@ class BertPreprocessor(tf_keras.layers.Layer):
     def __init__(self, vocab_file: str, lower_case: bool, seq_length: int = 128, **kwargs):
         kwargs["trainable"] = False  # nothing to train; also when rebuilt from get_config
         super().__init__(**kwargs)
-        vocab = read_vocab(vocab_file)
-        missing = [token for token in SPECIAL_TOKENS if token not in vocab]
-        if missing:
-            raise UserError(f"{vocab_file}: the vocabulary lacks {', '.join(missing)}")
+        vocab = check_vocab(vocab_file)
         self.vocab_file = vocab_file
         self.lower_case = lower_case
         self.seq_length = seq_length

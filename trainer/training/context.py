@@ -1,0 +1,66 @@
+"""What the stages of a run hand to each other: one object, filled in stage by stage."""
+import dataclasses
+import os
+import time
+from typing import Any, Dict, Mapping, Optional
+
+from trainer.config import Config
+
+
+@dataclasses.dataclass
+class Runtime:
+    """Where and how the run computes (resolve_runtime)."""
+    devices: Any  # distribution.Devices
+    plan: Any  # distribution.RuntimePlan
+    strategy: Any  # tf.distribute.Strategy
+    precision_note: str
+    scratch: Optional[str]  # a non-chief worker's private directory, else None
+
+    def write_path(self, path: str) -> str:
+        """Every worker writes (collectives need them all); only the chief's copy is kept."""
+        if self.scratch is None:
+            return path
+        return os.path.join(self.scratch, os.path.basename(path.rstrip("/")))
+
+
+@dataclasses.dataclass
+class Inputs:
+    """Token ids of every split and how they are batched (tokenize)."""
+    tokenized: Dict[str, Any]  # name -> pipeline.TokenizedSplit
+    train_batching: Any
+    eval_sets: Dict[str, Any]  # name -> tf.data.Dataset of (features, labels, weights)
+    steps_per_epoch: int
+    epochs: int
+    truncated: Dict[str, int]
+
+
+@dataclasses.dataclass
+class Trainable:
+    """The model and what resumes it (build_model)."""
+    model: Any  # heads.Classifier
+    checkpoint: Any  # tf.train.CheckpointManager of the resume state
+    epoch_counter: Any  # tf.Variable: completed epochs
+    first_epoch: int  # epochs completed before this process started
+    history: list  # eval_history.csv rows up to first_epoch
+
+
+@dataclasses.dataclass
+class RunContext:
+    config: Config
+    environ: Mapping[str, str]
+    paths: Any  # jobdir.JobPaths
+    is_chief: bool
+    ignored_arguments: tuple = ()
+    started: float = dataclasses.field(default_factory=time.perf_counter)
+    state: str = "new"  # jobdir.NEW / RESUME / FINISHED
+    run_log: Any = None
+    datasets: Any = None  # splits.Datasets
+    runtime: Optional[Runtime] = None
+    encoder: Any = None  # encoders.Encoder
+    pooling: Optional[str] = None
+    inputs: Optional[Inputs] = None
+    trainable: Optional[Trainable] = None
+    fit: Any = None  # stages.FitOutcome
+    results: Dict[str, dict] = dataclasses.field(default_factory=dict)
+    durations: Dict[str, float] = dataclasses.field(default_factory=dict)
+    metrics: Optional[dict] = None

@@ -1,0 +1,88 @@
+"""The fit stage: epochs with per-epoch evaluation, history, best weights and checkpoints.
+
+Callback order matters (see trainer.training.callbacks): the epoch's clock stops first, then
+the epoch is evaluated, its history row and best weights written, the tuning metric reported,
+training.log copied, and the resume checkpoint comes last.
+"""
+import dataclasses
+import logging
+
+from trainer.training.context import RunContext
+
+log = logging.getLogger("trainer")
+
+
+@dataclasses.dataclass
+class FitOutcome:
+    clock: object  # callbacks.TrainingClock
+    evaluation: object  # callbacks.EpochEvaluation: the latest validation result
+    history: object  # callbacks.HistoryWriter
+    best: object  # callbacks.BestWeights
+    hypertune: object  # hypertune.HypertuneReporter, chief only, else None
+    stopped_before: bool  # a resumed run whose early stopping had already decided
+
+
+def fit(ctx: RunContext) -> None:
+    import tf_keras
+
+    from trainer.data import pipeline
+
+    outcome = ctx.fit = _callbacks(ctx)
+    config, inputs, trainable = ctx.config, ctx.inputs, ctx.trainable
+    callbacks = [outcome.clock, outcome.evaluation, outcome.history, outcome.best,
+                 *([outcome.hypertune] if outcome.hypertune else []), _progress(ctx),
+                 tf_keras.callbacks.TensorBoard(ctx.runtime.write_path(ctx.paths.tensorboard_dir),
+                                                profile_batch=0)]
+    if ctx.run_log is not None:
+        callbacks.append(tf_keras.callbacks.LambdaCallback(
+            on_epoch_end=lambda epoch, logs: ctx.run_log.sync()))
+    from trainer.training import callbacks as cb
+    callbacks.append(cb.EpochCheckpoint(trainable.checkpoint, trainable.epoch_counter,
+                                        after_save=outcome.best.prune))
+    if trainable.first_epoch >= inputs.epochs or outcome.stopped_before:
+        return
+    train_data = pipeline.training_dataset(inputs.tokenized["train"], inputs.train_batching,
+                                           seed=config.train.seed, first_epoch=trainable.first_epoch,
+                                           epochs=inputs.epochs)
+    if config.train.dry_run:
+        train_data = train_data.take(1)
+    trainable.model.fit(train_data, epochs=inputs.epochs, initial_epoch=trainable.first_epoch,
+                        steps_per_epoch=inputs.steps_per_epoch, callbacks=callbacks, verbose=0)
+
+
+def _callbacks(ctx: RunContext) -> FitOutcome:
+    from trainer.cloud.hypertune import HypertuneReporter
+    from trainer.training import callbacks as cb
+
+    config, paths, runtime = ctx.config, ctx.paths, ctx.runtime
+    metric, patience = config.train.selection_metric, config.train.early_stopping_patience
+    rows = ctx.trainable.history
+    best = cb.BestWeights(runtime.write_path(paths.best), metric, patience, rows,
+                          shared_directory=paths.best)
+    # A run killed after early stopping decided, but before it finished, must not train on.
+    stopped_before = bool(patience and best.best_epoch and
+                          ctx.trainable.first_epoch - best.best_epoch >= patience)
+    return FitOutcome(
+        clock=cb.TrainingClock(),
+        evaluation=cb.EpochEvaluation(lambda: evaluate_split(ctx, "validation")),
+        history=cb.HistoryWriter(paths.history if runtime.plan.is_chief else None, rows),
+        best=best,
+        # Every worker computes the same metrics; one report per trial step is the chief's.
+        hypertune=HypertuneReporter(metric) if runtime.plan.is_chief else None,
+        stopped_before=stopped_before)
+
+
+def _progress(ctx: RunContext):
+    from trainer.training import callbacks as cb
+
+    train = ctx.inputs.tokenized["train"]
+    return cb.ProgressLogger(ctx.config.runtime.log_every_seconds, ctx.inputs.epochs,
+                             ctx.inputs.steps_per_epoch, len(train), train.real_tokens)
+
+
+def evaluate_split(ctx: RunContext, name: str) -> dict:
+    """Metrics of one whole split, every example counted once."""
+    from trainer.training import evaluation
+
+    return evaluation.evaluate(ctx.trainable.model, ctx.inputs.eval_sets[name],
+                               ctx.datasets.labels.names)

@@ -1,0 +1,136 @@
+"""The job directory: where a run's artifacts go, and whether this run is new, resumed or done.
+
+    config.json  metrics.json  eval_history.csv  training.log  model/  tensorboard/  checkpoints/
+
+metrics.json is written last: its presence means the run finished. Vertex restarts a preempted
+replica with the same arguments, `--overwrite` included, so a run records the Vertex job id
+(CLOUD_ML_JOB_ID) it belongs to in checkpoints/job.json: `--overwrite` replaces a finished run
+or one from another job, never the checkpoints of the job that is running.
+"""
+import dataclasses
+import json
+import uuid
+from typing import Optional
+
+from trainer import config as config_lib, storage
+from trainer.config import Config
+from trainer.errors import UserError
+
+NEW, RESUME, FINISHED = "new", "resume", "finished"
+
+
+@dataclasses.dataclass(frozen=True)
+class JobPaths:
+    job_dir: str
+    model_dir: str
+    checkpoint_dir: str
+    tensorboard_dir: str
+
+    @classmethod
+    def from_config(cls, config: Config) -> "JobPaths":
+        out = config.output
+        return cls(out.job_dir, out.model_dir, out.checkpoint_dir, out.tensorboard_dir)
+
+    @property
+    def config(self) -> str:
+        return storage.join(self.job_dir, "config.json")
+
+    @property
+    def metrics(self) -> str:
+        return storage.join(self.job_dir, "metrics.json")
+
+    @property
+    def history(self) -> str:
+        return storage.join(self.job_dir, "eval_history.csv")
+
+    @property
+    def log(self) -> str:
+        return storage.join(self.job_dir, "training.log")
+
+    @property
+    def resume(self) -> str:
+        """The last completed epoch's model, optimizer, dropout generators and epoch counter."""
+        return storage.join(self.checkpoint_dir, "resume")
+
+    @property
+    def best(self) -> str:
+        """The best epoch's weights: the ones exported."""
+        return storage.join(self.checkpoint_dir, "best")
+
+    @property
+    def job(self) -> str:
+        """The Vertex job this run belongs to."""
+        return storage.join(self.checkpoint_dir, "job.json")
+
+
+def check_writable(job_dir: str) -> None:
+    """Fails with one line, before any data is read, when --job-dir cannot hold a run."""
+    if storage.exists(job_dir) and not storage.isdir(job_dir):
+        raise UserError(f"--job-dir: {job_dir} is a file, not a directory")
+    probe = storage.join(job_dir, f".write-test-{uuid.uuid4().hex[:8]}")
+    try:
+        storage.write_text_atomic(probe, "")
+        storage.remove(probe)
+    except UserError:
+        raise
+    except Exception as error:  # OSError locally, tf.errors.* through gfile
+        reason = getattr(error, "strerror", None) or getattr(error, "message", None) or error
+        raise UserError(f"--job-dir: cannot write to {job_dir}: {reason}") from None
+
+
+def decide(config: Config, paths: JobPaths, job_id: Optional[str]) -> str:
+    """NEW, RESUME or FINISHED (this very Vertex job finished it already); refuses to clobber."""
+    same_job = job_id is not None and _recorded_job(paths) == job_id
+    if storage.exists(paths.metrics):
+        if same_job:
+            return FINISHED
+        if not config.output.overwrite:
+            raise UserError(f"--job-dir: {paths.job_dir} holds a finished run ({paths.metrics}). "
+                            f"Pass --overwrite to replace it, or choose another --job-dir.")
+        return NEW
+    if config.output.overwrite and not same_job:
+        return NEW
+    if storage.exists(paths.config):
+        previous = _resumable_settings(config_lib.load(paths.config))
+        current = _resumable_settings(config)
+        if previous != current:
+            changed = _differences(previous, current)
+            raise UserError(f"--job-dir: {paths.job_dir} holds an unfinished run with other "
+                            f"settings ({', '.join(changed[:4])}); rerun with the same flags to "
+                            f"resume it, or pass --overwrite to start over.")
+        return RESUME
+    return NEW
+
+
+def start_new(paths: JobPaths, job_id: Optional[str]) -> None:
+    """Clears what a previous run left (checkpoints, history, metrics) and records the job id."""
+    for stale in (paths.checkpoint_dir, paths.history, paths.metrics):
+        if storage.exists(stale):
+            storage.remove(stale)
+    if job_id is not None:
+        storage.write_text_atomic(paths.job, json.dumps({"vertex_job_id": job_id}) + "\n")
+
+
+def _recorded_job(paths: JobPaths) -> Optional[str]:
+    if not storage.exists(paths.job):
+        return None
+    return json.loads(storage.read_text(paths.job)).get("vertex_job_id")
+
+
+def _resumable_settings(config: Config) -> dict:
+    """What must match for an unfinished run to be resumed rather than mixed with another."""
+    values = config.to_dict()
+    values["output"] = {}
+    values["runtime"] = {k: v for k, v in values["runtime"].items()
+                         if k in ("sequence_padding", "static_shapes")}
+    return values
+
+
+def _differences(a: dict, b: dict, prefix="") -> list:
+    out = []
+    for key in sorted(set(a) | set(b)):
+        if isinstance(a.get(key), dict) and isinstance(b.get(key), dict):
+            out += _differences(a[key], b[key], prefix + key + ".")
+        elif a.get(key) != b.get(key):
+            out.append(f"{prefix}{key}: {a.get(key)!r} -> {b.get(key)!r}")
+    return out

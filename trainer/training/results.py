@@ -1,0 +1,119 @@
+"""The last stages of a run: evaluate the best weights, export them, write metrics.json."""
+import dataclasses
+import json
+import logging
+import platform
+import time
+
+from trainer import storage
+from trainer.training.context import RunContext
+from trainer.training.fitting import evaluate_split
+
+log = logging.getLogger("trainer")
+
+
+def evaluate(ctx: RunContext) -> None:
+    """Every split with the best epoch's weights; the tuning service hears the final value."""
+    import tensorflow as tf
+
+    fit, model = ctx.fit, ctx.trainable.model
+    metric = ctx.config.train.selection_metric
+    # When the last epoch trained here is the best one, the model holds its weights already and
+    # its validation metrics are known: one pass over the validation data fewer.
+    best_is_current = fit.best.best_epoch is not None and fit.best.best_epoch == fit.evaluation.last_epoch
+    if fit.best.weights_prefix and not best_is_current:
+        tf.train.Checkpoint(model=model).read(fit.best.weights_prefix).expect_partial()
+        log.info("restored the best weights: epoch %d, %s %.4f", fit.best.best_epoch, metric,
+                 fit.best.best)
+    for name in ctx.inputs.eval_sets:
+        reuse = name == "validation" and best_is_current
+        ctx.results[name] = fit.evaluation.last if reuse else evaluate_split(ctx, name)
+        result = ctx.results[name]
+        log.info("%-10s loss %.4f  accuracy %.4f  macro-F1 %.4f  macro-recall %.4f  (%d examples)",
+                 name, result["loss"], result["accuracy"], result["macro_f1"],
+                 result["macro_recall"], result["examples"])
+    if fit.hypertune:
+        fit.hypertune.report_final(ctx.results["validation"][metric.removeprefix("val_")],
+                                   step=len(fit.history.rows))
+
+
+def export(ctx: RunContext) -> None:
+    """The SavedModel that takes raw strings; only the chief's copy lands in model/."""
+    from trainer.serving import export as export_lib
+
+    module = export_lib.ServingModule(ctx.encoder.preprocessor, ctx.trainable.model,
+                                      ctx.datasets.labels.names, ctx.config.data.max_seq_length)
+    target = ctx.runtime.write_path(ctx.paths.model_dir)
+    export_lib.export(module, ctx.paths.model_dir, write_dir=target)
+    log.info("exported the model (raw strings in, probabilities out) to %s", target)
+
+
+def write_artifacts(ctx: RunContext) -> None:
+    """metrics.json, written last: its presence marks the run finished."""
+    ctx.metrics = _metrics(ctx)
+    if ctx.is_chief:
+        storage.write_text_atomic(ctx.paths.metrics, json.dumps(ctx.metrics, indent=2) + "\n")
+    log.info("done in %.0fs; artifacts in %s", ctx.metrics["durations"]["total"], ctx.paths.job_dir)
+
+
+def _metrics(ctx: RunContext) -> dict:
+    from trainer.training import distribution
+
+    config, datasets, fit, runtime = ctx.config, ctx.datasets, ctx.fit, ctx.runtime
+    return {
+        **ctx.results,
+        "labels": datasets.labels.names,
+        "label_kind": datasets.labels.kind,
+        "text_column": datasets.text_column,
+        "label_column": datasets.label_column,
+        "dataset_sizes": datasets.sizes(),
+        "rows_skipped": datasets.rows_skipped(),
+        "truncated_texts": ctx.inputs.truncated,
+        "hyperparameters": {**dataclasses.asdict(config.train), "dropout": config.model.dropout,
+                            "max_seq_length": config.data.max_seq_length, "pooling": ctx.pooling,
+                            "encoder": config.model.encoder},
+        "best_epoch": fit.best.best_epoch,
+        "epochs_completed": len(fit.history.rows),
+        "stopped_early": fit.best.stopped_early or fit.stopped_before,
+        "device": {**distribution.describe(runtime.plan, runtime.strategy),
+                   "platform": runtime.devices.platform, "precision_note": runtime.precision_note,
+                   "encoder_backend": ctx.encoder.backend, "encoder_source": ctx.encoder.source},
+        "versions": library_versions(),
+        "durations": _durations(ctx),
+        **_throughput(ctx),
+    }
+
+
+def _durations(ctx: RunContext) -> dict:
+    stages = ctx.durations
+    return {"total": time.perf_counter() - ctx.started, "train": ctx.fit.clock.seconds,
+            "first_step": ctx.fit.clock.first_step_seconds,
+            "evaluate": stages.get("evaluate", 0.0) + ctx.fit.evaluation.seconds_evaluating,
+            "export": stages.get("export", 0.0)}
+
+
+def _throughput(ctx: RunContext) -> dict:
+    """Steady state: after the first step, which traces the graph (durations.first_step)."""
+    clock, train = ctx.fit.clock, ctx.inputs.tokenized["train"]
+    if clock.steady_seconds <= 0:
+        return {"train_examples_per_second": None, "train_tokens_per_second": None}
+    examples = clock.steady_steps * ctx.config.train.batch_size / clock.steady_seconds
+    return {"train_examples_per_second": examples,
+            "train_tokens_per_second": examples * train.real_tokens / len(train)}
+
+
+def library_versions() -> dict:
+    import numpy as np
+    import pandas
+    import sklearn
+    import tensorflow as tf
+    import tensorflow_hub
+    import tensorflow_text
+    import tf_keras
+
+    import trainer
+    return {"trainer": trainer.__version__, "python": platform.python_version(),
+            "tensorflow": tf.__version__, "tf_keras": tf_keras.__version__,
+            "tensorflow_text": tensorflow_text.__version__,
+            "tensorflow_hub": tensorflow_hub.__version__, "numpy": np.__version__,
+            "pandas": pandas.__version__, "scikit_learn": sklearn.__version__}

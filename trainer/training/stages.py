@@ -1,0 +1,237 @@
+"""The stages of one training run, in the order `run.run` calls them.
+
+Each stage reads what earlier stages put on the `RunContext` and adds its own part. Cheap checks
+come first: a bad path, encoder or data file fails in seconds, before any accelerator is set up.
+"""
+import atexit
+import logging
+import shutil
+import tempfile
+import time
+
+import numpy as np
+
+from trainer import config as config_lib
+from trainer.cloud import environment as vertex
+from trainer.errors import UserError
+from trainer.training import jobdir
+from trainer.training.context import Inputs, RunContext, Runtime, Trainable
+from trainer.training.runlog import RunLog
+
+log = logging.getLogger("trainer")
+
+
+def check_inputs(ctx: RunContext) -> None:
+    """Everything the run will touch, checked before anything is read or written."""
+    from trainer.modeling import encoders
+
+    encoders.check_encoder(ctx.config.model.encoder)
+    if ctx.is_chief:
+        jobdir.check_writable(ctx.paths.job_dir)
+
+
+def prepare_job_dir(ctx: RunContext) -> None:
+    """New, resumed or already finished; then config.json and training.log (chief only)."""
+    job_id = vertex.read_environment(ctx.environ).job_id
+    ctx.state = jobdir.decide(ctx.config, ctx.paths, job_id)
+    if not ctx.is_chief:
+        return
+    if ctx.state == jobdir.NEW:
+        jobdir.start_new(ctx.paths, job_id)
+    if ctx.state != jobdir.FINISHED:
+        config_lib.save(ctx.config, ctx.paths.config)
+        ctx.run_log = RunLog(ctx.paths.log)
+    described = {jobdir.NEW: "new run", jobdir.RESUME: "continuing an unfinished run",
+                 jobdir.FINISHED: f"finished already by Vertex job {job_id}: nothing to do"}
+    log.info("job dir %s (%s)", ctx.paths.job_dir, described[ctx.state])
+    if ctx.ignored_arguments:
+        log.warning("ignoring arguments this trainer does not know (tolerated inside a Vertex "
+                    "job): %s", " ".join(ctx.ignored_arguments))
+
+
+def load_data(ctx: RunContext) -> None:
+    """Reads and validates every split: data errors surface before a model is built.
+
+    (Reading through tf.io.gfile does not start the TensorFlow runtime, so the strategy created
+    next can still configure collectives.)
+    """
+    from trainer.data import splits
+
+    datasets = ctx.datasets = splits.load_datasets(ctx.config)
+    log.info("data: %s (text %r, label %r as %s: %s)", ", ".join(
+        f"{name} {size}" for name, size in datasets.sizes().items()), datasets.text_column,
+        datasets.label_column, datasets.labels.kind, datasets.labels.names)
+    skipped = datasets.rows_skipped()
+    if any(skipped.values()):
+        log.info("skipped rows with empty text: %s", skipped)
+
+
+def resolve_runtime(ctx: RunContext) -> None:
+    """Devices -> strategy, precision, XLA, padding; the strategy before any other TF op."""
+    import tf_keras
+
+    from trainer.training import distribution
+
+    config, env = ctx.config, vertex.read_environment(ctx.environ)
+    devices = distribution.detect_devices(ctx.environ)
+    plan = distribution.plan_runtime(config.runtime, devices=devices, cluster=env.cluster,
+                                     encoder_backend=config.model.encoder_backend,
+                                     freeze_encoder=config.model.freeze_encoder)
+    # Collective ops are configured at program start-up (tensorflow/tensorflow#55178).
+    strategy = distribution.create_strategy(plan, devices, cluster=env.cluster)
+    distribution.check_tpu_paths(plan, devices, _path_flags(config))
+    _check_batches_split(config, plan, strategy.num_replicas_in_sync)
+    scratch = None
+    if not plan.is_chief:
+        scratch = tempfile.mkdtemp(prefix=f"worker-{plan.task_index}-")
+        atexit.register(shutil.rmtree, scratch, ignore_errors=True)  # on errors too
+    note = distribution.apply_precision(plan, config.model.encoder_backend)
+    ctx.runtime = Runtime(devices, plan, strategy, note, scratch)
+    log.info("worker role: %s %d%s", plan.task_type, plan.task_index, " (chief)" if plan.is_chief else "")
+    for reason in plan.reasons:
+        log.info("runtime: %s", reason)
+    log.info("strategy %s with %d replica(s); %s; XLA %s", plan.strategy,
+             strategy.num_replicas_in_sync, note, "on" if plan.jit_compile else "off")
+    # Dropout draws from tf.random.Generator variables, which the resume checkpoint saves: the
+    # legacy stateful ops would restart their sequence in a resumed process.
+    tf_keras.backend.experimental.enable_tf_random_generator()
+    tf_keras.utils.set_random_seed(config.train.seed)
+
+
+def _path_flags(config) -> dict:
+    return {"--job-dir": config.output.job_dir, "--model-dir": config.output.model_dir,
+            "--checkpoint-dir": config.output.checkpoint_dir,
+            "--training-file": config.data.training_file,
+            "--validation-file": config.data.validation_file,
+            "--testing-file": config.data.testing_file}
+
+
+def _check_batches_split(config, plan, replicas: int) -> None:
+    if config.train.batch_size % replicas:
+        raise UserError(f"--batch-size: {config.train.batch_size} does not split evenly over "
+                        f"{replicas} replicas")
+    if plan.static_shapes and config.train.eval_batch_size % replicas:
+        raise UserError(f"--eval-batch-size: {config.train.eval_batch_size} does not split evenly "
+                        f"over {replicas} replicas, which static shapes need")
+
+
+def load_encoder(ctx: RunContext) -> None:
+    """The pretrained encoder, built under the dtype policy inside the strategy's scope."""
+    from trainer.modeling import encoders
+
+    model_config = ctx.config.model
+    with ctx.runtime.strategy.scope():
+        ctx.encoder = encoders.load_encoder(
+            model_config.encoder, preprocessor=model_config.preprocessor,
+            backend=model_config.encoder_backend, seq_length=ctx.config.data.max_seq_length,
+            cache_dir=ctx.config.output.cache_dir or encoders.default_cache_dir(ctx.environ))
+    ctx.pooling = (ctx.encoder.default_pooling if model_config.pooling == "auto"
+                   else model_config.pooling)
+    log.info("encoder %s (%s backend, hidden %d, %s pooling)", ctx.encoder.source,
+             ctx.encoder.backend, ctx.encoder.hidden_size, ctx.pooling)
+
+
+def tokenize(ctx: RunContext) -> None:
+    """Every split tokenized once; batching and steps per epoch from the token lengths."""
+    from trainer.data import pipeline, splits
+
+    config, datasets = ctx.config, ctx.datasets
+    weights = None
+    if config.train.class_weights == "balanced":
+        per_class = splits.class_weights(datasets.train.labels, len(datasets.labels.names))
+        weights = per_class[datasets.train.labels]
+        log.info("class weights: %s", dict(zip(datasets.labels.names, np.round(per_class, 3).tolist())))
+    start = time.perf_counter()
+    tokenized = pipeline.tokenize_splits(
+        {name: (split.texts, split.labels, weights if name == "train" else None)
+         for name, split in datasets.splits().items()}, ctx.encoder.preprocessor)
+    limit = config.data.max_seq_length
+    truncated = {name: int((t.lengths >= limit).sum()) for name, t in tokenized.items()}
+    log.info("tokenized %d texts in %.1fs; mean %.1f tokens, %s at the --max-seq-length limit",
+             sum(len(t) for t in tokenized.values()), time.perf_counter() - start,
+             tokenized["train"].lengths.mean(), truncated)
+    ctx.inputs = _batching(config, ctx.runtime, tokenized, truncated)
+
+
+def _batching(config, runtime: Runtime, tokenized: dict, truncated: dict) -> Inputs:
+    from trainer.data import pipeline
+
+    lengths = pipeline.padded_lengths(config.data.max_seq_length)
+    bucket = runtime.plan.sequence_padding == "bucket"
+    train_batching = pipeline.Batching(config.train.batch_size, lengths, bucket,
+                                       runtime.plan.static_shapes)
+    eval_batching = pipeline.Batching(config.train.eval_batch_size, lengths, bucket)
+    steps = train_batching.steps(tokenized["train"])
+    if steps == 0:
+        raise UserError(f"--batch-size: {config.train.batch_size} is larger than the "
+                        f"{len(tokenized['train'])} training examples with static batches")
+    # Static shapes: the last evaluation batch is filled with weight-0 rows.
+    eval_sets = {name: pipeline.evaluation_dataset(split, eval_batching,
+                                                   pad_to_full_batches=runtime.plan.static_shapes)
+                 for name, split in tokenized.items()}
+    dry_run = config.train.dry_run
+    inputs = Inputs(tokenized, train_batching, eval_sets, steps_per_epoch=1 if dry_run else steps,
+                    epochs=1 if dry_run else config.train.epochs, truncated=truncated)
+    replicas = runtime.strategy.num_replicas_in_sync
+    log.info("batch %d global, %d per replica; %d steps per epoch, %d epochs%s; padding %s",
+             config.train.batch_size, config.train.batch_size // replicas, inputs.steps_per_epoch,
+             inputs.epochs, " (--dry-run: one step)" if dry_run else "",
+             f"to one of {lengths}" if bucket else f"to {lengths[-1]}")
+    return inputs
+
+
+def build_model(ctx: RunContext) -> None:
+    """Classifier, optimizer and the resume checkpoint, restored when there is one."""
+    import tensorflow as tf
+
+    from trainer.training import callbacks as cb
+
+    with ctx.runtime.strategy.scope():
+        model = _compiled_model(ctx)
+        epoch_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="epochs_done")
+        optimizer = model.optimizer  # compile may have wrapped it for loss scaling
+        optimizer.build(model.trainable_variables)  # slots exist before a restore fills them
+        state = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch_counter,
+                                    dropout=cb.dropout_generators(model))
+    paths = ctx.paths
+    manager = tf.train.CheckpointManager(state, ctx.runtime.write_path(paths.resume), max_to_keep=1)
+    # Every worker restores the chief's checkpoint: the others wrote theirs to scratch
+    # directories of the processes that were killed.
+    latest = tf.train.latest_checkpoint(paths.resume) if ctx.state == jobdir.RESUME else None
+    if latest:
+        state.restore(latest).assert_existing_objects_matched()
+    first_epoch = int(epoch_counter.numpy())
+    history = [row for row in cb.read_history(paths.history) if row["epoch"] <= first_epoch]
+    if first_epoch:
+        log.info("resumed after epoch %d from %s", first_epoch, latest)
+    elif ctx.state == jobdir.RESUME:
+        log.info("the unfinished run completed no epoch: starting at epoch 1")
+    ctx.trainable = Trainable(model, manager, epoch_counter, first_epoch, history)
+
+
+def _compiled_model(ctx: RunContext):
+    import tf_keras
+
+    from trainer.modeling import heads, optimization
+
+    config, encoder = ctx.config, ctx.encoder
+    model = heads.build_classifier(encoder.network, len(ctx.datasets.labels.names), ctx.pooling,
+                                   config.model.dropout)
+    if config.model.freeze_encoder:
+        encoder.network.trainable = False
+    elif not config.model.train_word_embeddings and heads.freeze_word_embeddings(encoder.network):
+        log.info("word embeddings frozen (--train-word-embeddings to fine-tune them)")
+    total_steps = ctx.inputs.steps_per_epoch * ctx.inputs.epochs
+    optimizer = optimization.build_optimizer(
+        config.train.learning_rate, total_steps, config.train.warmup_fraction,
+        config.train.weight_decay, config.train.clip_norm)
+    if ctx.runtime.plan.precision == "mixed_float16" and config.model.encoder_backend == "hub":
+        # Keras adds loss scaling only under its own float16 policy; the grappler rewrite used
+        # for hub encoders computes in float16 without it.
+        optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
+    model.compile(optimizer=optimizer,
+                  loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=[tf_keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+                  jit_compile=ctx.runtime.plan.jit_compile,
+                  steps_per_execution=config.runtime.steps_per_execution)
+    return model
