@@ -33,8 +33,8 @@ if devices > 1:
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * devices)
 run = train.run
 
-def run_and_print(config, environ):
-    metrics = run(config, environ)
+def run_and_print(config, environ, **kwargs):
+    metrics = run(config, environ, **kwargs)
     print("METRICS " + json.dumps(metrics))
     return metrics
 

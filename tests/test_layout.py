@@ -1,0 +1,96 @@
+"""The package's architecture, as README's Layout section draws it: imports run downward."""
+import ast
+import pathlib
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "trainer"
+ENTRY_MODULES = {"trainer.task", "trainer.predict", "trainer.prepare", "trainer.submit",
+                 "trainer.export_encoder", "trainer.serve", "trainer.report"}
+# Lower numbers sit lower; the longest matching prefix decides. A module may import its own
+# subpackage and anything ranked below it, never above.
+RANKS = {
+    "trainer": 0, "trainer.errors": 0, "trainer.cli": 0, "trainer.storage": 0,
+    "trainer.versions": 0, "trainer.config": 0, "trainer.cloud.environment": 0,
+    "trainer.cloud.api": 0,
+    "trainer.modeling": 1,
+    "trainer.data": 2,
+    "trainer.serving": 3, "trainer.cloud.hypertune": 3,
+    "trainer.training": 4,
+    "trainer.reporting": 5, "trainer.cloud": 5,
+}
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: pathlib.Path) -> set:
+    """Every trainer module `path` imports, at module level or inside functions."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.startswith("trainer")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("trainer"):
+            for alias in node.names:
+                candidate = f"{node.module}.{alias.name}"
+                is_module = (PACKAGE.parent / (candidate.replace(".", "/") + ".py")).exists() or \
+                    (PACKAGE.parent / candidate.replace(".", "/")).is_dir()
+                found.add(candidate if is_module else node.module)
+    return found
+
+
+def rank(module: str) -> int:
+    if module in ENTRY_MODULES:
+        return 99
+    prefix = max((p for p in RANKS if module == p or module.startswith(p + ".")), key=len)
+    return RANKS[prefix]
+
+
+def subpackage(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_run_downward(module):
+    upward = [imported for imported in imports(MODULES[module])
+              if imported in MODULES and subpackage(imported) != subpackage(module)
+              and rank(imported) > rank(module)]
+    assert upward == [], f"{module} (rank {rank(module)}) imports higher modules {upward}"
+
+
+def test_no_module_imports_an_entry_module():
+    importers = {module: sorted(imports(path) & ENTRY_MODULES) for module, path in MODULES.items()}
+    assert {m: found for m, found in importers.items() if found} == {}
+
+
+def test_the_import_graph_has_no_cycles():
+    graph = {module: {i for i in imports(path) if i in MODULES and i != module}
+             for module, path in MODULES.items()}
+    done, stack = set(), []
+
+    def visit(module):
+        if module in stack:
+            raise AssertionError(f"import cycle: {' -> '.join(stack[stack.index(module):] + [module])}")
+        if module in done:
+            return
+        stack.append(module)
+        for imported in graph[module]:
+            if imported != "trainer":  # every module imports the package itself first
+                visit(imported)
+        stack.pop()
+        done.add(module)
+
+    for module in graph:
+        visit(module)
+
+
+def test_readme_layout_names_every_subpackage():
+    readme = (PACKAGE.parent / "README.md").read_text()
+    layout = readme[readme.index("## Layout"):]
+    for directory in sorted(p for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"):
+        assert f"{directory.name}/" in layout, directory.name
