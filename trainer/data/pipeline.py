@@ -106,11 +106,6 @@ class Batching:
     def _bucket_of(self, lengths):
         return np.searchsorted(np.asarray(self.lengths), lengths, side="left")
 
-    def padded_tokens(self, split: TokenizedSplit) -> int:
-        """Positions the model computes in one pass (a pessimistic bound for bucketing)."""
-        if not self.bucket:
-            return len(split) * self.lengths[-1]
-        return int(np.asarray(self.lengths)[self._bucket_of(split.lengths)].sum())
 
 
 def _examples(split: TokenizedSplit) -> tf.data.Dataset:
