@@ -107,7 +107,6 @@ class Batching:
         return np.searchsorted(np.asarray(self.lengths), lengths, side="left")
 
 
-
 def _examples(split: TokenizedSplit) -> tf.data.Dataset:
     ragged = lambda flat: tf.RaggedTensor.from_row_lengths(flat, split.lengths)  # noqa: E731
     return tf.data.Dataset.from_tensor_slices((
