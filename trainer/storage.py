@@ -18,8 +18,7 @@ def _tf():
 
 
 def join(base: str, name: str) -> str:
-    """`base`/`name` for local paths and gs:// URLs alike (os.path.join would mangle neither, but
-    also accepts an absolute `name` silently)."""
+    """`base`/`name`, for local paths and gs:// URLs alike: the one way paths are joined here."""
     return base.rstrip("/") + "/" + name
 
 
@@ -107,11 +106,11 @@ def replace_directory(tmp_dir: str, final_dir: str) -> None:
         return
     if _tf().io.gfile.exists(final_dir):
         for relative in reversed(_files_top_level_last(final_dir)):
-            _tf().io.gfile.remove(final_dir.rstrip("/") + "/" + relative)
+            _tf().io.gfile.remove(join(final_dir, relative))
         if _tf().io.gfile.exists(final_dir):
             _tf().io.gfile.rmtree(final_dir)  # directory markers
     for relative in _files_top_level_last(tmp_dir):
-        _tf().io.gfile.rename(tmp_dir.rstrip("/") + "/" + relative, final_dir.rstrip("/") + "/" + relative,
+        _tf().io.gfile.rename(join(tmp_dir, relative), join(final_dir, relative),
                            overwrite=True)
     if _tf().io.gfile.exists(tmp_dir):
         _tf().io.gfile.rmtree(tmp_dir)  # directory markers
