@@ -79,7 +79,8 @@ def test_batch_predict_over_json_lines_sends_each_lines_text_field(capsys):
     assert "uploadModel" not in requests
     job = parse(requests["createBatchPredictionJob"], v1.CreateBatchPredictionJobRequest).batch_prediction_job
     assert job.model == PARENT + "/models/555"
-    assert (job.input_config.instances_format, list(job.input_config.gcs_source.uris)) == ("jsonl", ["gs://b/in/*.jsonl"])
+    assert job.input_config.instances_format == "jsonl"
+    assert list(job.input_config.gcs_source.uris) == ["gs://b/in/*.jsonl"]
     assert (job.instance_config.instance_type, list(job.instance_config.included_fields)) == ("array", ["tweet"])
     assert (job.output_config.predictions_format, job.output_config.gcs_destination.output_uri_prefix) == \
         ("jsonl", "gs://b/out")

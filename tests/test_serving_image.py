@@ -61,7 +61,8 @@ def test_build_image_builds_the_serving_variant_through_cloud_build():
     words = shlex.split(command)
     substitutions = dict(p.split("=", 1) for p in words[words.index("--substitutions") + 1].split(","))
     assert (substitutions["_DOCKERFILE"], substitutions["_IMAGE"]) == ("Dockerfile.serve", "vertex-bert-trainer-serve")
-    assert image_line == "IMAGE_URI=us-central1-docker.pkg.dev/my-project/vertex-bert-trainer/vertex-bert-trainer-serve:abc1234"
+    registry = "us-central1-docker.pkg.dev/my-project/vertex-bert-trainer"
+    assert image_line == f"IMAGE_URI={registry}/vertex-bert-trainer-serve:abc1234"
 
 
 def test_deploy_script_prints_the_requests_it_would_send():

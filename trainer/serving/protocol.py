@@ -89,7 +89,7 @@ def read_instance(index: int, value) -> str:
         if not isinstance(value["text"], str):
             raise RequestError(400, f'{where}.text: expected a string, got {json_type(value["text"])}')
         return value["text"]
-    raise RequestError(400, f'{where}: expected a string or {{"text": "..."}}, got {json_type(value)}')
+    raise RequestError(400, f'{where}: expected a string, {{"text": "..."}} or ["..."], got {json_type(value)}')
 
 
 def predictions(probabilities, label_names: Sequence[str]) -> list:
