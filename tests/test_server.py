@@ -231,6 +231,9 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(model_dir, tmp_path):
             t.join(timeout=60)
         assert answers == [(200, 2)] * 4
         assert running.process.wait(timeout=60) == 0
+        running.log.seek(0)
+        printed = running.log.read()
+        assert "stopped" in printed and "Traceback" not in printed and "Warning" not in printed, printed
     finally:
         running.stop()
 
