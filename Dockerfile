@@ -33,6 +33,8 @@ RUN pip install --no-cache-dir \
         "safetensors==0.8.0" \
         "google-cloud-aiplatform==2.7.0" \
         "cloudml-hypertune==0.1.0.dev6" \
+        "starlette==1.10.0" \
+        "uvicorn==0.54.0" \
     && python -c "import glob, os, sysconfig; print('\n'.join(sorted(glob.glob(os.path.join(sysconfig.get_paths()['purelib'], 'nvidia', '*', 'lib')))))" \
         > /etc/ld.so.conf.d/nvidia-pip.conf \
     && ldconfig

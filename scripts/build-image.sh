@@ -4,13 +4,15 @@
 #
 #   PROJECT_ID=my-project REGION=us-central1 scripts/build-image.sh
 #   PROJECT_ID=my-project REGION=us-central1 VARIANT=tpu scripts/build-image.sh
+#   PROJECT_ID=my-project REGION=us-central1 VARIANT=serve scripts/build-image.sh
 #
 # Required: PROJECT_ID, REGION (the Artifact Registry location; use the region you train in).
-# Optional: VARIANT (gpu: Dockerfile, also runs on CPU; tpu: Dockerfile.tpu), REPOSITORY
-#   (vertex-bert-trainer), IMAGE_NAME (vertex-bert-trainer, or vertex-bert-trainer-tpu),
+# Optional: VARIANT (gpu: Dockerfile, also runs on CPU; tpu: Dockerfile.tpu; serve: Dockerfile.serve,
+#   the prediction server), REPOSITORY (vertex-bert-trainer), IMAGE_NAME (vertex-bert-trainer,
+#   vertex-bert-trainer-tpu or vertex-bert-trainer-serve),
 #   TAG (git's short commit hash, with -dirty when tracked files have uncommitted changes).
 #   DRY_RUN=1 prints the gcloud command and the image URI, and builds nothing.
-# Prints IMAGE_URI=... for the train and tune scripts.
+# Prints IMAGE_URI=... for the train and tune scripts (and, for VARIANT=serve, scripts/deploy.sh).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -19,7 +21,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 case "${VARIANT:-gpu}" in
   gpu) dockerfile=Dockerfile; image="${IMAGE_NAME:-vertex-bert-trainer}" ;;
   tpu) dockerfile=Dockerfile.tpu; image="${IMAGE_NAME:-vertex-bert-trainer-tpu}" ;;
-  *) echo "error: VARIANT must be gpu or tpu, got '${VARIANT}'" >&2; exit 2 ;;
+  serve) dockerfile=Dockerfile.serve; image="${IMAGE_NAME:-vertex-bert-trainer-serve}" ;;
+  *) echo "error: VARIANT must be gpu, tpu or serve, got '${VARIANT}'" >&2; exit 2 ;;
 esac
 repository="${REPOSITORY:-vertex-bert-trainer}"
 tag="${TAG:-}"

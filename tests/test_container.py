@@ -98,7 +98,7 @@ def test_cloud_build_caches_from_latest_and_pushes_the_commit_and_latest_tags():
 
 def build_context_expected():
     """What the Dockerfiles COPY, plus the Dockerfiles and what setup.py packages."""
-    files = {"Dockerfile", "Dockerfile.tpu", "setup.py", "MANIFEST.in", "README.md"}
+    files = {"Dockerfile", "Dockerfile.tpu", "Dockerfile.serve", "docker/serve.txt", "setup.py", "MANIFEST.in", "README.md"}
     for folder, dirs, names in os.walk(os.path.join(ROOT, "trainer")):
         dirs[:] = [d for d in dirs if d != "__pycache__"]
         files |= {os.path.relpath(os.path.join(folder, n), ROOT) for n in names if not n.endswith(".pyc")}

@@ -222,3 +222,22 @@ def test_predict_from_gs_to_gs(gcs, gcs_run, tiny_data):
     again = run(gcs, "--model-dir", gs("run/model"), "--input", gs("data/test.csv"), "--output", output,
                 module="trainer.predict")
     assert again.returncode == 2 and "exists; pass --overwrite" in again.stderr
+
+
+def test_serve_loads_the_model_from_aip_storage_uri_on_gs(gcs, gcs_run, tmp_path):
+    """As on Vertex AI: no --model-dir, the model comes from AIP_STORAGE_URI (a gs:// copy)."""
+    import httpx
+    from test_server import Server, free_port
+
+    port = free_port()
+    env = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"), **gcs.env,
+           "AIP_STORAGE_URI": gs("run/model"), "AIP_HTTP_PORT": str(port)}
+    server = Server([], env, "/health", tmp_path / "server.log")
+    try:
+        server.wait_ready(port)
+        response = httpx.post(server.url(port, "/predict"), json={"instances": ["so good", "so bad"]}, timeout=60)
+        assert response.status_code == 200
+        assert {p["label"] for p in response.json()["predictions"]} <= {"negative", "neutral", "positive"}
+    finally:
+        server.stop()
+    assert gcs.refused == [], gcs.refused

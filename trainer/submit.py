@@ -1,4 +1,4 @@
-"""`python -m trainer.submit {train,tune}`: Vertex AI training and tuning jobs."""
+"""`python -m trainer.submit {train,tune,deploy,batch-predict}`: Vertex AI jobs, endpoints and batch predictions."""
 import sys
 
 from trainer import cli

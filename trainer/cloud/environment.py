@@ -106,3 +106,33 @@ def task_role(cluster: Optional[dict]) -> tuple:
     is_chief = task_type in ("chief", "master") or (
         not has_chief and task_type == "worker" and index == 0)
     return task_type, index, is_chief
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingEnvironment:
+    """What Vertex tells a prediction container (custom-container requirements,
+    https://cloud.google.com/vertex-ai/docs/predictions/custom-container-requirements); the
+    defaults are the contract's own, so a local run behaves like one on Vertex."""
+
+    port: int = 8080  # AIP_HTTP_PORT
+    health_route: str = "/health"  # AIP_HEALTH_ROUTE
+    predict_route: str = "/predict"  # AIP_PREDICT_ROUTE
+    storage_uri: Optional[str] = None  # AIP_STORAGE_URI: a gs:// copy of the model's artifacts
+
+
+def read_serving_environment(environ: Mapping[str, str]) -> ServingEnvironment:
+    """Empty variables count as unset, as in read_environment."""
+    def get(name, default=None):
+        return environ.get(name, "").strip() or default
+
+    defaults = ServingEnvironment()
+    port = get("AIP_HTTP_PORT", str(defaults.port))
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise UserError(f"$AIP_HTTP_PORT: expected a port number (1-65535), got {port!r}")
+    routes = {name: get(name, default) for name, default in
+              (("AIP_HEALTH_ROUTE", defaults.health_route), ("AIP_PREDICT_ROUTE", defaults.predict_route))}
+    for name, route in routes.items():
+        if not route.startswith("/"):
+            raise UserError(f"${name}: expected a path starting with '/', got {route!r}")
+    return ServingEnvironment(port=int(port), health_route=routes["AIP_HEALTH_ROUTE"],
+                              predict_route=routes["AIP_PREDICT_ROUTE"], storage_uri=get("AIP_STORAGE_URI"))

@@ -19,7 +19,7 @@ import sys
 from typing import Optional, Sequence
 
 from trainer import config
-from trainer.cloud import api
+from trainer.cloud import api, deploy
 from trainer.errors import UserError
 
 DEFAULT_MACHINE_TYPE = "n1-standard-8"
@@ -191,6 +191,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     tune.add_argument("--parallel-trial-count", type=int, default=3, help="Trials at a time (default: 3).")
     tune.add_argument("--parameters", default=",".join(TUNED_FLAGS),
                       help=f"Comma-separated flags to tune (default: all of {','.join(TUNED_FLAGS)}).")
+    deploy.add_parsers(commands)
     return parser
 
 
@@ -253,6 +254,8 @@ def _tuned_flags(options: argparse.Namespace) -> tuple:
 
 def main(argv: Sequence[str]) -> int:
     options, trainer_args = parse_args(argv)
+    if options.command in deploy.COMMANDS:
+        return deploy.main(options, trainer_args)
     # Google's client libraries take seconds to import: only now, so --help and flag errors
     # answer at once.
     with api.google_errors():

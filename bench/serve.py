@@ -1,0 +1,164 @@
+"""Benchmark: `python -m trainer.serve` under 1, 4 and 16 concurrent clients against
+`python -m trainer.predict` on the same model and texts, measured in one run.
+
+    python bench/serve.py                          # trains a small model on the default encoder first
+    python bench/serve.py --model-dir runs/x/model --texts 2000
+
+Prints requests/s, examples/s and p50/p99 latency per client count, and each examples/s as a
+share of the baseline: trainer.predict's batching (predict_texts, batch 128, texts sorted by
+length) on the same texts after one warm-up call. The CLI's own figure, which also pays the
+model's first call, is printed too. Traffic
+goes to 127.0.0.1 only; every level sends a bounded number of requests with a timeout.
+Data: TweetEval's validation tweets from ../shared/data when present, else the sample posts
+shipped in the package (via bench/run.py's prepare_data). Nothing else should run meanwhile.
+"""
+import argparse
+import asyncio
+import csv
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import httpx
+import numpy as np
+
+from run import ROOT, fmt, head_csv, log, prepare_data, run_ours, run_predict, table
+
+TARGET_SHARE = 0.70  # the serving target: 16 clients reach this share of trainer.predict's ex/s
+
+
+def read_texts(path: str, column: str, count: int) -> list:
+    with open(path, newline="", encoding="utf-8") as f:
+        return [row[column] for _, row in zip(range(count), csv.DictReader(f))]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(model_dir: str, args, work: str):
+    port = free_port()
+    log_file = open(os.path.join(work, "serve.log"), "w")
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    process = subprocess.Popen([sys.executable, "-m", "trainer.serve", "--model-dir", model_dir, "--host", "127.0.0.1",
+                                "--port", str(port), "--max-batch-size", str(args.max_batch_size),
+                                "--max-wait-ms", str(args.max_wait_ms)], stdout=log_file, stderr=subprocess.STDOUT,
+                               env=env)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200:
+                return process, port
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    process.kill()
+    raise SystemExit(f"the server did not become ready; see {log_file.name}")
+
+
+async def load(port: int, requests: list, clients: int, timeout: float) -> dict:
+    """`clients` concurrent clients send `requests` (lists of texts) until none is left."""
+    queue = asyncio.Queue()
+    for request in requests:
+        queue.put_nowait(request)
+    latencies = []
+
+    async def client(http):
+        while not queue.empty():
+            texts = queue.get_nowait()
+            start = time.perf_counter()
+            response = await http.post(f"http://127.0.0.1:{port}/predict", json={"instances": texts})
+            latencies.append(time.perf_counter() - start)
+            if response.status_code != 200 or len(response.json()["predictions"]) != len(texts):
+                raise SystemExit(f"bad answer ({response.status_code}): {response.text[:200]}")
+
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(limits=limits, timeout=timeout) as http:
+        start = time.perf_counter()
+        await asyncio.wait_for(asyncio.gather(*(client(http) for _ in range(clients))), timeout)
+        seconds = time.perf_counter() - start
+    examples = sum(len(r) for r in requests)
+    return {"requests_per_second": len(requests) / seconds, "examples_per_second": examples / seconds,
+            "p50_ms": 1000 * float(np.percentile(latencies, 50)), "p99_ms": 1000 * float(np.percentile(latencies, 99))}
+
+
+def warm_baseline(model_dir: str, texts_csv: str, batch_size: int = 128) -> float:
+    """trainer.predict's own batching (predict_texts) on the same texts, after one warm-up call:
+    the CLI's figure includes the model's first call, which the server pays before it is ready."""
+    code = ("import sys, time, csv, trainer; trainer.import_tensorflow(); "
+            "from trainer.serving import export, predict; serve = export.load(sys.argv[1]); "
+            "texts = [r['text'] for r in csv.DictReader(open(sys.argv[2], encoding='utf-8'))]; "
+            "predict.predict_texts(serve, texts[:256], int(sys.argv[3])); start = time.perf_counter(); "
+            "predict.predict_texts(serve, texts, int(sys.argv[3])); "
+            "print(len(texts) / (time.perf_counter() - start))")
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    result = subprocess.run([sys.executable, "-c", code, model_dir, texts_csv, str(batch_size)], capture_output=True,
+                            text=True, env=env, check=True)
+    return float(result.stdout.strip().splitlines()[-1])
+
+
+def trained_model(data: dict, args, work: str) -> str:
+    """A small fine-tuning run on the default encoder: only its serving speed matters here."""
+    train = head_csv(data["train"], args.train_examples, os.path.join(work, "train.csv"))
+    log(f"training a small model ({args.train_examples} examples, 1 epoch) on the default encoder")
+    return run_ours("serve-model", ["--max-seq-length", str(args.max_seq_length)], data, train, work)["model_dir"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model-dir", help="An exported model (default: train a small one first).")
+    parser.add_argument("--texts", type=int, default=1000, help="Texts sent at each client count.")
+    parser.add_argument("--instances-per-request", type=int, default=1)
+    parser.add_argument("--clients", default="1,4,16")
+    parser.add_argument("--max-batch-size", type=int, default=64)
+    parser.add_argument("--max-wait-ms", type=float, default=5.0)
+    parser.add_argument("--train-examples", type=int, default=512)
+    parser.add_argument("--max-seq-length", type=int, default=128)
+    parser.add_argument("--timeout", type=float, default=600, help="Seconds allowed per client count.")
+    parser.add_argument("--work-dir", help="Default: a temporary directory.")
+    args = parser.parse_args()
+    work = args.work_dir or tempfile.mkdtemp(prefix="bench-serve-")
+    os.makedirs(work, exist_ok=True)
+    data = prepare_data(work)
+    model_dir = args.model_dir or trained_model(data, args, work)
+    texts = read_texts(data["eval"], data["text_column"], args.texts)
+    texts_csv = os.path.join(work, "texts.csv")
+    with open(texts_csv, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([["text"]] + [[t] for t in texts])
+    log(f"trainer.predict on {len(texts)} texts")
+    cli_rate = run_predict(model_dir, {"train": texts_csv, "text_column": "text"}, work)["examples_per_second"]
+    log("predict_texts after a warm-up call (the baseline)")
+    baseline = warm_baseline(model_dir, texts_csv)
+    k = args.instances_per_request
+    requests = [texts[i:i + k] for i in range(0, len(texts), k)]
+    server, port = start_server(model_dir, args, work)
+    rows = [{"setup": "trainer.predict CLI (batch 128, incl. first call)", "examples_per_second": cli_rate,
+             "share": cli_rate / baseline},
+            {"setup": "trainer.predict's predict_texts, warmed (baseline)", "examples_per_second": baseline,
+             "share": 1.0}]
+    try:
+        asyncio.run(load(port, requests[:32], 4, args.timeout))  # warm connections and the server
+        for clients in map(int, args.clients.split(",")):
+            log(f"{clients} client(s), {len(requests)} requests of {k} text(s)")
+            result = asyncio.run(load(port, requests, clients, args.timeout))
+            rows.append({"setup": f"trainer.serve, {clients} client(s)", **result,
+                         "share": result["examples_per_second"] / baseline})
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    columns = [("requests/s", "requests_per_second", ".1f"), ("ex/s", "examples_per_second", ".1f"),
+               ("p50 ms", "p50_ms", ".1f"), ("p99 ms", "p99_ms", ".1f"), ("vs predict", "share", ".0%")]
+    print(table([[r["setup"]] + [fmt(r.get(key), spec) for _, key, spec in columns] for r in rows],
+                ["setup"] + [name for name, _, _ in columns]))
+    last = rows[-1]
+    print(f"target: {TARGET_SHARE:.0%} of trainer.predict's ex/s at the highest client count; "
+          f"measured {last['share']:.0%} ({'met' if last['share'] >= TARGET_SHARE else 'NOT met'})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,265 @@
+"""`python -m trainer.serve` as Vertex AI runs it: a real process on a free 127.0.0.1 port, driven
+by a real HTTP client. It answers health only once ready, predicts what `python -m trainer.predict`
+predicts, keeps every concurrent client's answers its own, turns bad requests into 4xx JSON while
+serving others, and drains in-flight requests on SIGTERM."""
+import csv
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+
+from trainer.cloud import environment as vertex
+from trainer.errors import UserError
+
+HEALTH = "/v1/endpoints/123/deployedModels/456"
+PREDICT = "/v1/endpoints/123/deployedModels/456:predict"
+TEXTS = ["i love this movie", "so bad", "meh", "", "the movie was ok , it was fine , ok movie",
+         "great movie", "i hate it", "a movie ?", "very good ! very good ! i love it so", "awful movie",
+         "it is a movie .", "hate it so", "good , very good", "this movie is awful", "fine , ok"]
+
+
+def environ():
+    return {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache")}
+
+
+@pytest.fixture(scope="module")
+def model_dir(tiny_encoder_dir, tiny_data, tmp_path_factory):
+    job_dir = tmp_path_factory.mktemp("serve") / "job"
+    result = subprocess.run(
+        [sys.executable, "-m", "trainer.task", "--encoder", tiny_encoder_dir, "--training-file",
+         tiny_data["train"], "--validation-file", tiny_data["validation"], "--job-dir", str(job_dir),
+         "--epochs", "2", "--batch-size", "8", "--learning-rate", "1e-2", "--max-seq-length", "16",
+         "--mixed-precision", "off", "--train-word-embeddings"],
+        capture_output=True, text=True, timeout=300, env=environ())
+    assert result.returncode == 0, result.stdout + result.stderr
+    return str(job_dir / "model")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """One `python -m trainer.serve` process; `health_seen` lists the health answers while starting."""
+
+    def __init__(self, args, env, health_route, log_path):
+        self.log = open(log_path, "w+")
+        self.process = subprocess.Popen([sys.executable, "-m", "trainer.serve", "--host", "127.0.0.1", *args],
+                                        stdout=self.log, stderr=subprocess.STDOUT, text=True, env=env)
+        self.health_seen = []
+        self.health_route = health_route
+
+    def url(self, port, route):
+        return f"http://127.0.0.1:{port}{route}"
+
+    def wait_ready(self, port, timeout=180):
+        self.port = port
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.process.poll() is None:
+            try:
+                status = httpx.get(self.url(port, self.health_route), timeout=5).status_code
+            except httpx.TransportError:
+                status = None  # not listening yet
+            if status is not None:
+                self.health_seen.append(status)
+            if status == 200:
+                return self
+            time.sleep(0.05)
+        self.log.seek(0)
+        raise AssertionError(f"server not ready: {self.log.read()}")
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def server(model_dir, tmp_path_factory):
+    """Configured the way Vertex configures a container: only through AIP_* variables."""
+    port = free_port()
+    env = {**environ(), "AIP_HTTP_PORT": str(port), "AIP_HEALTH_ROUTE": HEALTH, "AIP_PREDICT_ROUTE": PREDICT,
+           "AIP_STORAGE_URI": model_dir}
+    running = Server(["--max-instances", "64"], env, HEALTH, tmp_path_factory.mktemp("log") / "server.log")
+    try:
+        yield running.wait_ready(port)
+    finally:
+        running.stop()
+
+
+def post(server, payload, client=httpx):
+    return client.post(server.url(server.port, PREDICT), json=payload, timeout=60)
+
+
+def assert_same_predictions(got, expected):
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert g["label"] == e["label"]
+        assert g["probabilities"].keys() == e["probabilities"].keys()
+        for name, p in e["probabilities"].items():
+            assert g["probabilities"][name] == pytest.approx(p, abs=1e-5)
+
+
+def test_health_answers_503_while_the_model_loads_and_200_once_ready(server):
+    answered = server.health_seen
+    assert answered[0] == 503, answered
+    assert answered[-1] == 200 and set(answered[:-1]) == {503}
+
+
+def test_predictions_equal_trainer_predict(server, model_dir, tmp_path):
+    with open(tmp_path / "in.csv", "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([["text"]] + [[t] for t in TEXTS])
+    result = subprocess.run([sys.executable, "-m", "trainer.predict", "--model-dir", model_dir, "--input",
+                             str(tmp_path / "in.csv"), "--output", str(tmp_path / "out.csv")],
+                            capture_output=True, text=True, timeout=300, env=environ())
+    assert result.returncode == 0, result.stderr
+    with open(tmp_path / "out.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    names = [c.removeprefix("probability_") for c in rows[0] if c.startswith("probability_")]
+    expected = [{"label": r["predicted_label"], "probabilities": {n: float(r[f"probability_{n}"]) for n in names}}
+                for r in rows]
+    response = post(server, {"instances": TEXTS})
+    assert response.status_code == 200
+    assert_same_predictions(response.json()["predictions"], expected)
+
+
+def test_instances_may_be_strings_text_objects_or_one_field_rows(server):
+    forms = {"instances": ["so bad", {"text": "so bad"}, ["so bad"]], "parameters": {}}
+    first, *others = post(server, forms).json()["predictions"]
+    for other in others:
+        assert_same_predictions([other], [first])
+
+
+def test_concurrent_clients_each_get_their_own_answers_in_order(server):
+    expected = dict(zip(TEXTS, post(server, {"instances": TEXTS}).json()["predictions"]))
+    clients, requests_each = 8, 50
+    answers = [[] for _ in range(clients)]
+
+    def client(c):
+        with httpx.Client() as http:
+            for r in range(requests_each):
+                texts = [TEXTS[(c * 7 + r * 3 + k) % len(TEXTS)] for k in range(1 + (c + r) % 4)]
+                response = post(server, {"instances": texts}, client=http)
+                answers[c].append((texts, response.status_code, response.json()))
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert [len(a) for a in answers] == [requests_each] * clients
+    for texts, status, body in (answer for per_client in answers for answer in per_client):
+        assert status == 200, body
+        assert_same_predictions(body["predictions"], [expected[t] for t in texts])
+
+
+BAD_REQUESTS = {
+    "body is not JSON": ("POST", PREDICT, b'{"instances": [', 400, "body is not JSON"),
+    "no instances": ("POST", PREDICT, b'{"inputs": ["so bad"]}', 400, 'no "instances"'),
+    "a non-string instance": ("POST", PREDICT, b'{"instances": ["so bad", 3]}', 400,
+                              "instances[1]: expected a string"),
+    "a text that is not a string": ("POST", PREDICT, b'{"instances": [{"text": null}]}', 400,
+                                    "instances[0].text: expected a string, got null"),
+    "an empty list": ("POST", PREDICT, b'{"instances": []}', 400, '"instances" is empty'),
+    "more instances than the limit": ("POST", PREDICT, json.dumps({"instances": ["meh"] * 65}).encode(), 400,
+                                      "65 items, more than this server's limit of 64"),
+    "a body over 1.5 MB": ("POST", PREDICT, json.dumps({"instances": ["meh " * 400_000]}).encode(), 413,
+                           "larger than 1,500,000 bytes"),
+    "unknown parameters": ("POST", PREDICT, b'{"instances": ["meh"], "parameters": {"top_k": 2}}', 400,
+                           "unknown parameter(s) top_k"),
+    "a wrong route": ("POST", "/predict", b'{"instances": ["meh"]}', 404, "no route /predict"),
+    "a wrong method": ("GET", PREDICT, b"", 405, "GET is not allowed"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_REQUESTS)
+def test_a_bad_request_gets_a_4xx_naming_the_problem(server, case):
+    method, route, body, status, message = BAD_REQUESTS[case]
+    response = httpx.request(method, server.url(server.port, route), content=body, timeout=60)
+    assert response.status_code == status
+    assert message in response.json()["error"]
+
+
+def test_bad_requests_never_disturb_a_concurrent_good_client(server):
+    statuses, stop = [], threading.Event()
+
+    def good_client():
+        with httpx.Client() as http:
+            while not stop.is_set():
+                statuses.append(post(server, {"instances": ["i love it"]}, client=http).status_code)
+
+    thread = threading.Thread(target=good_client)
+    thread.start()
+    with httpx.Client() as http:
+        for method, route, body, status, _ in list(BAD_REQUESTS.values()) * 2:
+            assert http.request(method, server.url(server.port, route), content=body, timeout=60).status_code == status
+    stop.set()
+    thread.join(timeout=60)
+    assert len(statuses) >= 1 and set(statuses) == {200}
+    assert server.process.poll() is None
+
+
+def test_sigterm_drains_in_flight_requests_and_exits_0(model_dir, tmp_path):
+    """Requests wait up to 3 s to be batched: SIGTERM arrives while all of them are in flight."""
+    port = free_port()
+    running = Server(["--model-dir", model_dir, "--port", str(port), "--max-wait-ms", "3000"], environ(),
+                     "/health", tmp_path / "server.log")
+    try:
+        running.wait_ready(port)
+        answers = []
+
+        def client(text):
+            response = httpx.post(running.url(port, "/predict"), json={"instances": [text, text]}, timeout=60)
+            answers.append((response.status_code, len(response.json()["predictions"])))
+
+        threads = [threading.Thread(target=client, args=(t,)) for t in TEXTS[:4]]
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        running.process.send_signal(signal.SIGTERM)
+        for t in threads:
+            t.join(timeout=60)
+        assert answers == [(200, 2)] * 4
+        assert running.process.wait(timeout=60) == 0
+        running.log.seek(0)
+        printed = running.log.read()
+        assert "stopped" in printed and "Traceback" not in printed and "Warning" not in printed, printed
+    finally:
+        running.stop()
+
+
+def test_a_model_that_fails_to_load_exits_non_zero_with_one_line(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "trainer.serve", "--model-dir", str(tmp_path),
+                             "--host", "127.0.0.1", "--port", str(free_port())],
+                            capture_output=True, text=True, timeout=120, env=environ())
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [f"error: --model-dir: no exported model in {tmp_path} (expected "
+                                          f"saved_model.pb; point it at JOB_DIR/model)"]
+
+
+def test_the_serving_environment_defaults_to_vertex_contract():
+    assert vertex.read_serving_environment({}) == vertex.ServingEnvironment(
+        port=8080, health_route="/health", predict_route="/predict", storage_uri=None)
+
+
+def test_the_serving_environment_reads_what_vertex_sets():
+    env = vertex.read_serving_environment({"AIP_HTTP_PORT": "7080", "AIP_HEALTH_ROUTE": HEALTH,
+                                           "AIP_PREDICT_ROUTE": PREDICT, "AIP_STORAGE_URI": "gs://b/model"})
+    assert (env.port, env.health_route, env.predict_route, env.storage_uri) == (7080, HEALTH, PREDICT, "gs://b/model")
+
+
+@pytest.mark.parametrize("variables, message", [({"AIP_HTTP_PORT": "http"}, "$AIP_HTTP_PORT"),
+                                                ({"AIP_PREDICT_ROUTE": "predict"}, "$AIP_PREDICT_ROUTE")])
+def test_a_malformed_serving_variable_is_one_error_naming_it(variables, message):
+    with pytest.raises(UserError, match=message.replace("$", r"\$")):
+        vertex.read_serving_environment(variables)

@@ -1,0 +1,83 @@
+"""The serving image and its scripts, as far as a machine without a Docker engine can check them:
+hadolint, the entry point, pins that satisfy setup.py, the Cloud Build variant, scripts/deploy.sh."""
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+from google.cloud import aiplatform_v1 as v1
+from google.protobuf import json_format
+from packaging.requirements import Requirement
+
+from test_container import ROOT, hadolint, install_requires, instructions
+
+SERVE_PINS = os.path.join(ROOT, "docker", "serve.txt")
+
+
+def pins() -> dict:
+    with open(SERVE_PINS) as f:
+        requirements = [Requirement(line) for line in map(str.strip, f) if line and not line.startswith("#")]
+    assert all(str(r.specifier).startswith("==") for r in requirements), "docker/serve.txt pins with =="
+    return {r.name.lower(): str(r.specifier)[2:] for r in requirements}
+
+
+def script(name, **settings):
+    home = os.path.join(os.environ.get("TMPDIR", "/tmp"), "vbt-scripts-home")
+    env = {"PATH": os.environ["PATH"], "HOME": home, "PYTHON": sys.executable, "NO_GCE_CHECK": "True",
+           "CLOUDSDK_CONFIG": os.path.join(home, "gcloud"), **settings}
+    return subprocess.run(["bash", os.path.join(ROOT, "scripts", name)], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def test_hadolint_passes_on_the_serving_dockerfile():
+    result = subprocess.run([hadolint(), "--no-color", "Dockerfile.serve"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_image_installs_its_pins_and_runs_the_server():
+    steps = instructions("Dockerfile.serve")
+    assert ("COPY", "docker/serve.txt /tmp/serve.txt") in steps
+    assert any(op == "RUN" and "pip install --no-cache-dir -r /tmp/serve.txt" in args for op, args in steps)
+    assert any(op == "RUN" and "--no-deps /tmp/src" in args and "pip check" in args for op, args in steps)
+    assert not any(op == "ENV" and "AIP_" in args for op, args in steps), "Vertex sets every AIP_* variable"
+    assert json.loads(steps[-1][1]) == ["python", "-m", "trainer.serve"]
+
+
+def test_the_pins_satisfy_setup_py_with_cpu_tensorflow():
+    pinned = pins()
+    for requirement in install_requires():
+        assert requirement.name.lower() in pinned, f"docker/serve.txt does not pin {requirement}"
+        assert requirement.specifier.contains(pinned[requirement.name.lower()], prereleases=True), requirement
+    assert {pinned[n].rsplit(".", 1)[0] for n in ("tensorflow", "tf-keras", "tensorflow-text")} == {"2.21"}
+    assert not any(name.startswith("nvidia-") or "[and-cuda]" in name for name in pinned)
+
+
+def test_build_image_builds_the_serving_variant_through_cloud_build():
+    result = script("build-image.sh", DRY_RUN="1", PROJECT_ID="my-project", REGION="us-central1", VARIANT="serve",
+                    TAG="abc1234")
+    assert result.returncode == 0, result.stderr
+    command, image_line = result.stdout.strip().splitlines()
+    words = shlex.split(command)
+    substitutions = dict(p.split("=", 1) for p in words[words.index("--substitutions") + 1].split(","))
+    assert (substitutions["_DOCKERFILE"], substitutions["_IMAGE"]) == ("Dockerfile.serve", "vertex-bert-trainer-serve")
+    registry = "us-central1-docker.pkg.dev/my-project/vertex-bert-trainer"
+    assert image_line == f"IMAGE_URI={registry}/vertex-bert-trainer-serve:abc1234"
+
+
+def test_deploy_script_prints_the_requests_it_would_send():
+    result = script("deploy.sh", DRY_RUN="1", PROJECT_ID="my-project", REGION="us-central1",
+                    JOB_DIR="gs://my-bucket/runs/x", IMAGE_URI="img:1", MAX_REPLICAS="3", ENDPOINT="42")
+    assert result.returncode == 0, result.stderr
+    requests = json.loads(result.stdout)
+    deploy = json_format.ParseDict(requests["deployModel"], v1.DeployModelRequest.pb()())
+    assert deploy.endpoint == "projects/my-project/locations/us-central1/endpoints/42"
+    assert (deploy.deployed_model.dedicated_resources.machine_spec.machine_type,
+            deploy.deployed_model.dedicated_resources.max_replica_count) == ("n1-standard-4", 3)
+    assert requests["uploadModel"]["model"]["artifactUri"] == "gs://my-bucket/runs/x/model"
+
+
+def test_deploy_script_names_every_missing_setting():
+    result = script("deploy.sh", DRY_RUN="1", PROJECT_ID="my-project")
+    assert result.returncode == 2 and result.stdout == ""
+    assert all(name in result.stderr for name in ("REGION", "JOB_DIR", "IMAGE_URI"))

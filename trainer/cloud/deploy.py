@@ -1,0 +1,214 @@
+"""`python -m trainer.submit deploy | batch-predict`: a finished job's model, served by Vertex AI.
+
+A model exported with our TF-Text needs our serving image (Dockerfile.serve, `python -m
+trainer.serve`): Vertex's prebuilt TensorFlow prediction containers cannot load its ops. Both
+commands build the Vertex AI v1 API's own request messages (google.cloud.aiplatform_v1):
+UploadModelRequest (what the SDK's `Model.upload` sends: the job's model/ as artifact, the image,
+its routes, port and health check), CreateEndpointRequest and DeployModelRequest (`Endpoint.deploy`:
+machine type, min/max replicas), CreateBatchPredictionJobRequest (JSONL or CSV in gs:// to
+gs://). --dry-run prints those requests as REST JSON; a real run sends the very same messages.
+"""
+import argparse
+import datetime
+import json
+import sys
+from typing import Optional
+
+from trainer.cloud import api
+from trainer.cloud import environment as vertex
+from trainer.errors import UserError
+
+COMMANDS = ("deploy", "batch-predict")
+# 4 vCPUs, 15 GB: room for a 6-layer encoder's graph and two concurrent batches (docs/vertex.md
+# has its hourly price).
+DEFAULT_MACHINE_TYPE = "n1-standard-4"
+# trainer.serve's defaults, declared in the model so that Vertex checks and routes to them (it
+# passes them to the container as AIP_HTTP_PORT, AIP_HEALTH_ROUTE and AIP_PREDICT_ROUTE).
+SERVING = vertex.ServingEnvironment()
+INSTANCE_FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv"}
+
+
+def add_parsers(commands) -> None:
+    """The two subcommands, on trainer.submit's subparsers."""
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("--project", required=True, help="Google Cloud project id.")
+    where.add_argument("--region", required=True, help="Vertex AI region, e.g. us-central1.")
+    where.add_argument("--display-name", help="Name in the console (default: vbt-COMMAND-TIMESTAMP).")
+    where.add_argument("--machine-type", default=DEFAULT_MACHINE_TYPE, help="Machine type of each replica.")
+    where.add_argument("--service-account", help="Service account the serving containers run as.")
+    where.add_argument("--dry-run", action="store_true",
+                       help="Print the requests as JSON and send nothing (needs no credentials).")
+    model = argparse.ArgumentParser(add_help=False)
+    model.add_argument("--job-dir", help="The finished training job's gs:// directory; its model/ is served.")
+    model.add_argument("--image-uri", help="Serving image (Dockerfile.serve; scripts/build-image.sh VARIANT=serve).")
+
+    deploy = commands.add_parser("deploy", parents=[where, model], allow_abbrev=False,
+                                 help="Upload the job's model and deploy it to an online endpoint.")
+    deploy.add_argument("--endpoint", help="Deploy to this existing endpoint (ID or resource name) "
+                                           "instead of creating one.")
+    deploy.add_argument("--min-replicas", type=int, default=1, help="Replicas always running (billed hourly).")
+    deploy.add_argument("--max-replicas", type=int, default=1, help="Upper bound for autoscaling.")
+
+    batch = commands.add_parser("batch-predict", parents=[where, model], allow_abbrev=False,
+                                help="A batch prediction job over JSON Lines or CSV files in Cloud Storage.")
+    batch.add_argument("--model", help="An uploaded model (ID or resource name; `deploy` prints it). "
+                                       "Or give --job-dir and --image-uri to upload one first.")
+    batch.add_argument("--input", nargs="+", required=True, metavar="GS_URI",
+                       help="gs:// JSON Lines (.jsonl) or CSV (.csv) files; wildcards allowed.")
+    batch.add_argument("--output", required=True, help="gs:// prefix the predictions (JSON Lines) go under.")
+    batch.add_argument("--text-field", default="text", help="The JSON field or CSV column holding the text.")
+    batch.add_argument("--replicas", type=int, default=1, help="Machines the job starts with.")
+    batch.add_argument("--max-replicas", type=int, default=1, help="Most machines the job may scale to.")
+
+
+def check_replicas(options) -> None:
+    low_flag, low = (("--min-replicas", options.min_replicas) if options.command == "deploy"
+                     else ("--replicas", options.replicas))
+    if not 1 <= low <= options.max_replicas:
+        raise UserError(f"{low_flag}/--max-replicas: need 1 <= {low_flag} <= --max-replicas, got {low} "
+                        f"and {options.max_replicas}")
+
+
+def gcs_uri(flag: str, value: Optional[str]) -> str:
+    if not value or not value.startswith("gs://") or len(value.rstrip("/")) <= len("gs://"):
+        raise UserError(f"{flag}: expected a Cloud Storage path gs://BUCKET/..., got {value!r}")
+    return value.rstrip("/")
+
+
+def resource_name(parent: str, collection: str, value: str) -> str:
+    """An ID or a full resource name (projects/P/locations/R/COLLECTION/ID) -> the full name."""
+    return value if value.startswith("projects/") else f"{parent}/{collection}/{value}"
+
+
+def upload_request(parent: str, options, display_name: str, labels: dict):
+    from google.cloud import aiplatform_v1 as v1
+
+    if not options.job_dir or not options.image_uri:
+        raise UserError("--job-dir and --image-uri: both needed to upload the job's model")
+    container = v1.ModelContainerSpec(image_uri=options.image_uri, ports=[v1.Port(container_port=SERVING.port)],
+                                      predict_route=SERVING.predict_route, health_route=SERVING.health_route)
+    model = v1.Model(display_name=display_name, artifact_uri=gcs_uri("--job-dir", options.job_dir) + "/model",
+                     container_spec=container, labels=labels)
+    return v1.UploadModelRequest(parent=parent, model=model, service_account=options.service_account or "")
+
+
+def deploy_request(endpoint: str, model: str, options, display_name: str):
+    from google.cloud import aiplatform_v1 as v1
+
+    resources = v1.DedicatedResources(machine_spec=v1.MachineSpec(machine_type=options.machine_type),
+                                      min_replica_count=options.min_replicas, max_replica_count=options.max_replicas)
+    deployed = v1.DeployedModel(model=model, display_name=display_name, dedicated_resources=resources,
+                                service_account=options.service_account or "")
+    # "0" is the model this request deploys: it gets all of the endpoint's traffic.
+    return v1.DeployModelRequest(endpoint=endpoint, deployed_model=deployed, traffic_split={"0": 100})
+
+
+def batch_prediction_request(parent: str, model: str, options, display_name: str, labels: dict):
+    """Each line or row reaches the server as a one-element array [text] (instance_config), the
+    form trainer.serve accepts from both formats, whatever the field is called."""
+    from google.cloud import aiplatform_v1 as v1
+
+    inputs = [gcs_uri("--input", uri) for uri in options.input]
+    formats = {INSTANCE_FORMATS.get("." + uri.rsplit(".", 1)[-1].lower()) for uri in inputs}
+    if None in formats or len(formats) != 1:
+        raise UserError(f"--input: expected .jsonl or .csv files, all of one kind, got {' '.join(inputs)}")
+    instances_format = formats.pop()
+    job = v1.BatchPredictionJob(
+        display_name=display_name, model=model, labels=labels, service_account=options.service_account or "",
+        input_config=v1.BatchPredictionJob.InputConfig(instances_format=instances_format,
+                                                       gcs_source=v1.GcsSource(uris=inputs)),
+        # instance_type applies to JSON Lines only; CSV rows are arrays already.
+        instance_config=v1.BatchPredictionJob.InstanceConfig(
+            instance_type="array" if instances_format == "jsonl" else "", included_fields=[options.text_field]),
+        output_config=v1.BatchPredictionJob.OutputConfig(
+            predictions_format="jsonl",
+            gcs_destination=v1.GcsDestination(output_uri_prefix=gcs_uri("--output", options.output))),
+        dedicated_resources=v1.BatchDedicatedResources(
+            machine_spec=v1.MachineSpec(machine_type=options.machine_type),
+            starting_replica_count=options.replicas, max_replica_count=options.max_replicas))
+    return v1.CreateBatchPredictionJobRequest(parent=parent, batch_prediction_job=job)
+
+
+def as_json(request) -> dict:
+    from google.protobuf import json_format
+
+    return json_format.MessageToDict(type(request).pb(request))
+
+
+class Clients:
+    """The v1 API's regional service clients; building them finds the credentials."""
+
+    def __init__(self, region: str):
+        from google.cloud import aiplatform_v1 as v1
+
+        options = {"api_endpoint": f"{region}-aiplatform.googleapis.com"}
+        self.model = v1.ModelServiceClient(client_options=options)
+        self.endpoint = v1.EndpointServiceClient(client_options=options)
+        self.job = v1.JobServiceClient(client_options=options)
+
+
+def check_region(region: str) -> None:
+    from google.cloud.aiplatform import utils
+
+    try:
+        utils.validate_region(region)
+    except ValueError:
+        raise UserError(f"--region: {region!r} is not a Vertex AI region (e.g. us-central1, europe-west4)") from None
+
+
+def run_deploy(options, parent: str, display_name: str, labels: dict) -> int:
+    from google.cloud import aiplatform_v1 as v1
+
+    upload = upload_request(parent, options, display_name, labels)
+    create = None if options.endpoint else v1.CreateEndpointRequest(
+        parent=parent, endpoint=v1.Endpoint(display_name=display_name, labels=labels))
+    if options.dry_run:
+        endpoint = resource_name(parent, "endpoints", options.endpoint or "ENDPOINT_ID_FROM_CREATE_ENDPOINT")
+        deploy = deploy_request(endpoint, f"{parent}/models/MODEL_ID_FROM_UPLOAD_MODEL", options, display_name)
+        return print_requests({"uploadModel": upload, "createEndpoint": create, "deployModel": deploy})
+    clients = Clients(options.region)
+    model = clients.model.upload_model(request=upload).result().model
+    print(f"uploaded model {model}", flush=True)
+    endpoint = (resource_name(parent, "endpoints", options.endpoint) if options.endpoint
+                else clients.endpoint.create_endpoint(request=create).result().name)
+    print(f"deploying to endpoint {endpoint} (this takes 10-20 minutes) ...", flush=True)
+    clients.endpoint.deploy_model(request=deploy_request(endpoint, model, options, display_name)).result()
+    print(f"deployed. Predict with: gcloud ai endpoints predict {endpoint.rsplit('/', 1)[-1]} "
+          f"--region={options.region} --json-request=REQUEST.json")
+    return 0
+
+
+def run_batch_predict(options, parent: str, display_name: str, labels: dict) -> int:
+    upload = None if options.model else upload_request(parent, options, display_name, labels)
+    model = resource_name(parent, "models", options.model or "MODEL_ID_FROM_UPLOAD_MODEL")
+    job = batch_prediction_request(parent, model, options, display_name, labels)
+    if options.dry_run:
+        return print_requests({"uploadModel": upload, "createBatchPredictionJob": job})
+    clients = Clients(options.region)
+    if upload is not None:
+        job.batch_prediction_job.model = clients.model.upload_model(request=upload).result().model
+        print(f"uploaded model {job.batch_prediction_job.model}", flush=True)
+    created = clients.job.create_batch_prediction_job(request=job)
+    print(f"created batch prediction job {created.name}; predictions go under {options.output}")
+    return 0
+
+
+def print_requests(requests: dict) -> int:
+    print("Dry run: these requests would be sent to Vertex AI; nothing was sent.", file=sys.stderr)
+    print(json.dumps({name: as_json(r) for name, r in requests.items() if r is not None}, indent=2))
+    return 0
+
+
+def main(options, extra_args) -> int:
+    if extra_args:
+        raise UserError(f"{options.command} takes no trainer arguments after `--`, got {' '.join(extra_args)}")
+    if options.command == "batch-predict" and options.model and (options.job_dir or options.image_uri):
+        raise UserError("--model: give either an uploaded --model or --job-dir with --image-uri, not both")
+    check_replicas(options)
+    parent = f"projects/{options.project}/locations/{options.region}"
+    display_name = options.display_name or f"vbt-{options.command}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+    labels = {"app": "vertex-bert-trainer", "command": options.command}
+    with api.google_errors():
+        check_region(options.region)
+        run = run_deploy if options.command == "deploy" else run_batch_predict
+        return run(options, parent, display_name, labels)

@@ -1,0 +1,79 @@
+"""Micro-batching: the texts of concurrent requests run through the model together.
+
+One model call on 64 texts costs far less than 64 calls on one, so requests queue here and a
+single loop takes them in arrival order, up to `max_batch_size` texts, once the oldest has waited
+`max_wait` seconds or the batch is full. The model runs on one worker thread, off the event loop,
+so the server keeps accepting and parsing requests meanwhile; those form the next batch.
+Within a batch, `run_batch` (trainer.serving.predict.predict_texts) sorts texts by length.
+"""
+import asyncio
+import collections
+from concurrent.futures import Executor
+from typing import Callable, List, Sequence, Tuple
+
+
+class MicroBatcher:
+    def __init__(self, run_batch: Callable[[List[str]], Tuple[object, list]], max_batch_size: int,
+                 max_wait: float, executor: Executor):
+        self._run_batch = run_batch
+        self._max_batch_size = max_batch_size
+        self._max_wait = max_wait
+        self._executor = executor
+        self._pending = collections.deque()  # (texts, future, arrival time)
+        self._arrived = asyncio.Event()
+
+    async def predict(self, texts: Sequence[str]):
+        """(probabilities [len(texts), C], label names) for this request's texts, in order."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._pending.append((list(texts), future, loop.time()))
+        self._arrived.set()
+        return await future
+
+    async def run(self) -> None:
+        """The batching loop; runs until cancelled."""
+        loop = asyncio.get_running_loop()
+        while True:
+            while not self._pending:
+                self._arrived.clear()
+                await self._arrived.wait()
+            await self._fill(deadline=self._pending[0][2] + self._max_wait)
+            batch = self._take()
+            texts = [text for request_texts, _, _ in batch for text in request_texts]
+            try:
+                probabilities, names = await loop.run_in_executor(self._executor, self._run_batch, texts)
+            except Exception as error:  # answered as a 500 to each request of this batch
+                for _, future, _ in batch:
+                    if not future.done():
+                        future.set_exception(error)
+                continue
+            start = 0
+            for request_texts, future, _ in batch:
+                if not future.done():  # a client that hung up has a cancelled future
+                    future.set_result((probabilities[start:start + len(request_texts)], names))
+                start += len(request_texts)
+
+    def _queued(self) -> int:
+        return sum(len(texts) for texts, _, _ in self._pending)
+
+    async def _fill(self, deadline: float) -> None:
+        """Waits for more requests until the batch is full or the oldest has waited long enough."""
+        loop = asyncio.get_running_loop()
+        while self._queued() < self._max_batch_size:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), remaining)
+            except asyncio.TimeoutError:
+                return
+
+    def _take(self) -> list:
+        """Whole requests, oldest first, up to max_batch_size texts (a larger request goes alone
+        and is split into batches by run_batch)."""
+        batch, size = [], 0
+        while self._pending and (not batch or size + len(self._pending[0][0]) <= self._max_batch_size):
+            batch.append(self._pending.popleft())
+            size += len(batch[-1][0])
+        return batch

@@ -1,0 +1,223 @@
+"""`python -m trainer.serve`: an exported model behind Vertex AI's custom-container HTTP contract.
+
+Starlette + uvicorn: the server needs two routes, our own validation messages and a lifespan
+hook, which is all Starlette is (FastAPI adds pydantic models and its own 422 error shape, which
+the JSON `{"error": ...}` contract would have to undo); uvicorn is the reference ASGI server and
+drains in-flight requests on SIGTERM, which is how Vertex stops a replica.
+
+The socket opens at once; the model loads and warms up on a background thread meanwhile, and
+the health route answers 503 until it is ready (Vertex routes traffic only after a 200).
+Predictions are micro-batched (trainer.serving.batching) and computed by
+trainer.serving.predict.predict_texts, the code `python -m trainer.predict` runs.
+"""
+import argparse
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Mapping, Optional
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+import trainer
+from trainer import cli
+from trainer.cloud import environment as vertex
+from trainer.errors import UserError
+from trainer.serving import protocol
+from trainer.serving.batching import MicroBatcher
+
+log = logging.getLogger("trainer")
+# Texts of several lengths, so each padded length the graph uses is compiled before traffic.
+WARM_UP_TEXTS = [" ".join(["warm"] * n) for n in (1, 8, 24, 48, 96, 200)]
+
+
+class ModelService:
+    """The model's life: loading (health 503), ready (predictions), or failed (the server exits)."""
+
+    def __init__(self, model_dir: str, max_batch_size: int, max_wait: float,
+                 on_failure: Callable[[], None] = lambda: None):
+        self.model_dir = model_dir
+        self.max_batch_size = max_batch_size
+        self.max_wait = max_wait
+        self.on_failure = on_failure
+        self.error: Optional[str] = None
+        self._batcher: Optional[MicroBatcher] = None
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="inference")
+
+    @property
+    def ready(self) -> bool:
+        return self._batcher is not None
+
+    async def predict(self, texts):
+        return await self._batcher.predict(texts)
+
+    def load(self):
+        """Loads and warms the model (on the loader thread); returns the batch function."""
+        started = time.perf_counter()
+        trainer.import_tensorflow()
+        from trainer import storage
+        from trainer.serving import export, predict
+
+        if not storage.exists(self.model_dir.rstrip("/") + "/saved_model.pb"):
+            raise UserError(f"--model-dir: no exported model in {self.model_dir} (expected saved_model.pb; "
+                            f"point it at JOB_DIR/model)")
+        serve = export.load(self.model_dir)
+        run_batch = functools.partial(predict.predict_texts, serve, batch_size=self.max_batch_size)
+        for text in WARM_UP_TEXTS:
+            run_batch([text])
+        run_batch(WARM_UP_TEXTS * (self.max_batch_size // len(WARM_UP_TEXTS) + 1))
+        log.info(f"model ready: loaded and warmed up in {time.perf_counter() - started:.1f}s")
+        return run_batch
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app):
+        loop = asyncio.get_running_loop()
+        tasks = []
+
+        def report(run_batch=None, error=None):  # on the event loop
+            if error:
+                self.error = error
+                self.on_failure()
+                return
+            self._batcher = MicroBatcher(run_batch, self.max_batch_size, self.max_wait, self._executor)
+            tasks.append(loop.create_task(self._batcher.run()))
+
+        def load_in_background():
+            try:
+                loop.call_soon_threadsafe(functools.partial(report, run_batch=self.load()))
+            except Exception as e:  # noqa: BLE001  any failure to load ends the server with one line
+                loop.call_soon_threadsafe(functools.partial(report, error=load_error(self.model_dir, e)))
+
+        # A daemon thread: a server stopped while TensorFlow is still loading exits at once.
+        threading.Thread(target=load_in_background, name="model-loader", daemon=True).start()
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            self._executor.shutdown(wait=False)
+
+
+def load_error(model_dir: str, error: Exception) -> str:
+    if isinstance(error, UserError):
+        return str(error)
+    first_line = (str(error).strip().splitlines() or [""])[0]
+    return f"--model-dir {model_dir}: cannot load the model: {type(error).__name__}: {first_line}"
+
+
+def error_response(status: int, message: str, headers: Optional[Mapping[str, str]] = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+async def read_body(request: Request, limit: int = protocol.MAX_BODY_BYTES) -> bytes:
+    """The body, or a 413 once it passes `limit`. An oversized body is still read (up to 8x the
+    limit) so the client, still sending, receives the 413 instead of a reset connection."""
+    declared = request.headers.get("content-length", "")
+    body, size = bytearray(), 0
+    if not (declared.isdigit() and int(declared) > 8 * limit):
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size <= limit:
+                body += chunk
+            elif size > 8 * limit:
+                break
+    if size > limit or (declared.isdigit() and int(declared) > limit):
+        raise protocol.RequestError(413, f"body is larger than {limit:,} bytes (Vertex AI's online "
+                                         f"prediction limit): split the request")
+    return bytes(body)
+
+
+def build_app(service: ModelService, env: vertex.ServingEnvironment, max_instances: int) -> Starlette:
+    loading = "the model is still loading; retry when the health route answers 200"
+
+    async def health(request: Request):
+        return JSONResponse({"status": "ready"}) if service.ready else error_response(503, loading)
+
+    async def predict(request: Request):
+        if not service.ready:
+            return error_response(503, loading)
+        texts = protocol.read_instances(protocol.parse_json(await read_body(request)), max_instances)
+        try:
+            probabilities, names = await service.predict(texts)
+        except Exception as e:  # noqa: BLE001  the model failed on this batch; the server goes on
+            log.error(f"prediction failed: {type(e).__name__}: {e}")
+            return error_response(500, f"prediction failed: {type(e).__name__}")
+        return JSONResponse({"predictions": protocol.predictions(probabilities, names)})
+
+    async def request_error(request: Request, error: protocol.RequestError):
+        return error_response(error.status, str(error))
+
+    async def http_error(request: Request, error: HTTPException):
+        """Starlette's own 404/405, in the same JSON shape as every other error."""
+        routes = f"POST {env.predict_route} or GET {env.health_route}"
+        messages = {404: f"no route {request.url.path}: this server answers {routes}",
+                    405: f"{request.method} is not allowed on {request.url.path}: use {routes}"}
+        return error_response(error.status_code, messages.get(error.status_code, error.detail), error.headers)
+
+    return Starlette(routes=[Route(env.health_route, health, methods=["GET"]),
+                             Route(env.predict_route, predict, methods=["POST"])],
+                     exception_handlers={protocol.RequestError: request_error, HTTPException: http_error},
+                     lifespan=service.lifespan)
+
+
+def build_arg_parser(env: vertex.ServingEnvironment) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m trainer.serve", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--model-dir", default=env.storage_uri, required=env.storage_uri is None,
+                        help="An exported model (JOB_DIR/model), local or gs://. On Vertex AI: $AIP_STORAGE_URI.")
+    parser.add_argument("--host", default="0.0.0.0", help="Address to listen on.")
+    parser.add_argument("--port", type=int, default=env.port, help="Port ($AIP_HTTP_PORT on Vertex AI).")
+    parser.add_argument("--max-batch-size", type=int, default=64,
+                        help="Most texts of concurrent requests run through the model at once.")
+    parser.add_argument("--max-wait-ms", type=float, default=5.0,
+                        help="Longest a request waits for others to share its batch.")
+    parser.add_argument("--max-instances", type=int, default=512, help="Most instances one request may carry.")
+    parser.add_argument("--drain-seconds", type=float, default=25.0,
+                        help="On SIGTERM, how long in-flight requests may take to finish.")
+    return parser
+
+
+def check_args(args) -> None:
+    for flag, value, low in (("--max-batch-size", args.max_batch_size, 1), ("--max-instances", args.max_instances, 1),
+                             ("--max-wait-ms", args.max_wait_ms, 0), ("--drain-seconds", args.drain_seconds, 0)):
+        if value < low:
+            raise UserError(f"{flag}: must be at least {low}, got {value}")
+    if not 0 < args.port < 65536:
+        raise UserError(f"--port: expected 1-65535, got {args.port}")
+
+
+def main(argv=None, environ: Mapping[str, str] = os.environ) -> int:
+    env = vertex.read_serving_environment(environ)
+    args = build_arg_parser(env).parse_args(argv)
+    check_args(args)
+    cli.setup_logging()
+    service = ModelService(args.model_dir, args.max_batch_size, args.max_wait_ms / 1000)
+    config = uvicorn.Config(build_app(service, env, args.max_instances), host=args.host, port=args.port,
+                            log_config=None, log_level="warning", access_log=False,
+                            timeout_graceful_shutdown=args.drain_seconds)
+    server = uvicorn.Server(config)
+    service.on_failure = lambda: setattr(server, "should_exit", True)
+    log.info(f"listening on http://{args.host}:{args.port} (GET {env.health_route}, POST {env.predict_route}); "
+             f"loading the model from {args.model_dir}")
+    # After draining, uvicorn re-raises the signal it stopped on (Server.capture_signals), which
+    # would end the process by SIGTERM's default action. A drained stop is a clean exit: the
+    # re-raised signal lands in this no-op handler instead.
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        server.run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if service.error:
+        raise UserError(service.error)
+    log.info("stopped")
+    return 0
