@@ -25,7 +25,7 @@ from trainer.errors import UserError
 DEFAULT_MACHINE_TYPE = "n1-standard-8"
 DEFAULT_GPU = "NVIDIA_TESLA_T4"
 # Vertex runs TPU v2/v3 training on TPU VMs with 8 cores, requested as this machine type
-# (https://vertex.google.com/vertex-ai/docs/training/configure-compute#tpu).
+# (https://cloud.google.com/vertex-ai/docs/training/configure-compute#tpu).
 TPU_MACHINE_TYPE = "cloud-tpu"
 TPU_ACCELERATORS = {"v2": "TPU_V2", "v3": "TPU_V3"}
 TPU_CORES = 8
@@ -99,7 +99,7 @@ def worker_pool_specs(image_uri: str, trainer_args: Sequence[str], *, machine_ty
 
     Pool 0 is the chief (one replica); `replica_count` more machines of the same kind form pool 1,
     the workers. Vertex turns the pools into TF_CONFIG's chief and worker tasks, which is what
-    MultiWorkerMirroredStrategy needs (https://vertex.google.com/vertex-ai/docs/training/distributed-training).
+    MultiWorkerMirroredStrategy needs (https://cloud.google.com/vertex-ai/docs/training/distributed-training).
     """
     if not image_uri:
         raise UserError("--image-uri: required")
