@@ -44,23 +44,27 @@ def build_arg_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
     trainer.import_tensorflow()
+    from trainer import storage
     from trainer.errors import UserError
     from trainer.modeling.encoders import finetuned, hub, load_encoder
 
-    if finetuned.is_job_dir(args.encoder):
-        if args.preprocessor or args.encoder_backend != "native":
-            raise UserError("--encoder JOB_DIR: the run's config.json names its preprocessor and "
-                            "encoder; drop --preprocessor and --encoder-backend")
+    job_dir = finetuned.is_job_dir(args.encoder)
+    if job_dir and (args.preprocessor or args.encoder_backend != "native"):
+        raise UserError("--encoder JOB_DIR: the run's config.json names its preprocessor and "
+                        "encoder; drop --preprocessor and --encoder-backend")
+    if not job_dir and not args.output_dir:
+        raise UserError("--output-dir: required (only a job dir as --encoder has a default)")
+    output_dir = args.output_dir or args.encoder.rstrip("/") + "/" + JOB_EXPORT_DIR
+    # Where it goes is checked before the encoder loads (gs:// access, a missing bucket).
+    storage.exists(output_dir)
+    storage.require_bucket(output_dir)
+    if job_dir:
         encoder, _ = finetuned.load_finetuned_encoder(args.encoder, seq_length=args.max_seq_length,
                                                       cache_dir=args.cache_dir)
-        output_dir = args.output_dir or args.encoder.rstrip("/") + "/" + JOB_EXPORT_DIR
     else:
-        if not args.output_dir:
-            raise UserError("--output-dir: required (only a job dir as --encoder has a default)")
         encoder = load_encoder(args.encoder, preprocessor=args.preprocessor,
                                backend=args.encoder_backend, seq_length=args.max_seq_length or 128,
                                cache_dir=args.cache_dir)
-        output_dir = args.output_dir
     hub.save_encoder_and_preprocessor(encoder.network, encoder.preprocessor, output_dir)
     print(f"Exported {encoder.source} to {os.path.join(output_dir, 'encoder')} and "
           f"{os.path.join(output_dir, 'preprocessor')}; use it with --encoder {output_dir}")

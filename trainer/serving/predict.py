@@ -52,8 +52,6 @@ def _local_copy(path: str):
 def read_chunks(path: str, text_column):
     """(frame, text column, share of the file read) chunks of a local or gs:// file."""
     fmt = data.file_format(path, "--input")
-    if not storage.exists(path):
-        raise UserError(f"--input: file not found: {path}")
     with _local_copy(path) as local_path, open(local_path, "rb") as raw:
         size = max(1, os.path.getsize(local_path))
         handle = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="strict", newline="")
@@ -116,9 +114,14 @@ def check_args(args) -> str:
     out_fmt = data.file_format(args.output, "--output")
     if storage.exists(args.output) and not args.overwrite:
         raise UserError(f"--output: {args.output} exists; pass --overwrite to replace it")
+    storage.require_bucket(args.model_dir)
     if not storage.exists(args.model_dir.rstrip("/") + "/saved_model.pb"):
         raise UserError(f"--model-dir: no exported model in {args.model_dir} (expected "
                         f"saved_model.pb; point it at JOB_DIR/model)")
+    data.file_format(args.input, "--input")
+    if not storage.exists(args.input):
+        storage.require_bucket(args.input)
+        raise UserError(f"--input: file not found: {args.input}")
     return out_fmt
 
 
