@@ -285,3 +285,30 @@ def test_a_single_example_class_is_named_when_a_validation_split_is_carved(tmp_p
     path = write(tmp_path / "t.csv", rows_with_labels(["pos", "neg"] * 5 + ["odd"]))
     with pytest.raises(UserError, match=r"class 'odd' has a single example"):
         load("--training-file", path)
+
+
+# --------------------------------------------------------------------------- the small entry points
+
+@pytest.mark.parametrize("module", ["trainer.predict", "trainer.prepare", "trainer.export_encoder"])
+def test_help_is_fast_and_every_flag_has_help_and_its_default(module):
+    import importlib
+    import os
+    import subprocess
+    import sys
+    import time
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root}
+    start = time.perf_counter()
+    code = (f"import runpy, sys\nsys.argv = ['x', '--help']\ntry:\n"
+            f"    runpy.run_module('{module}', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            f"heavy = {{'tensorflow', 'pandas', 'numpy'}} & set(sys.modules)\nassert not heavy, heavy")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert time.perf_counter() - start < 2.0  # TensorFlow alone takes 3 s to import
+    parser = importlib.import_module({"trainer.predict": "trainer.serving.predict",
+                                      "trainer.prepare": "trainer.data.prepare"}.get(module, module)).build_arg_parser()
+    for action in parser._actions:
+        assert action.help, action.option_strings
+        if action.default not in (None, False, "==SUPPRESS==") and not action.required:
+            assert "default" in parser.formatter_class("x")._get_help_string(action).lower(), action.option_strings

@@ -15,7 +15,7 @@ import os
 import sys
 
 import trainer
-from trainer import cli, config
+from trainer import cli, config, helptext
 
 JOB_EXPORT_DIR = "encoder_export"
 
@@ -23,7 +23,7 @@ JOB_EXPORT_DIR = "encoder_export"
 def build_arg_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m trainer.export_encoder", description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n")[-1], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        epilog=__doc__.split("\n\n")[-1], formatter_class=helptext.DefaultsShown)
     parser.add_argument("--encoder", default=config.DEFAULT_ENCODER,
                         help="registry name, TF-Hub handle URL, local/gs:// checkpoint directory, "
                              "or the job dir of a finished training run (its fine-tuned encoder)")

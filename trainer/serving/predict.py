@@ -14,7 +14,7 @@ import os
 import tempfile
 
 import trainer
-from trainer import cli, progress, storage
+from trainer import cli, helptext, progress, storage
 from trainer.data import reading as data
 from trainer.errors import UserError
 
@@ -23,7 +23,7 @@ CHUNK_ROWS = 8192
 
 def build_arg_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m trainer.predict", description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=helptext.DefaultsShown)
     parser.add_argument("--model-dir", required=True, help="An exported model (JOB_DIR/model).")
     parser.add_argument("--input", required=True, help="CSV, TSV or JSON Lines file (local or gs://).")
     parser.add_argument("--output", required=True, help="Where to write (format from the extension).")
