@@ -14,3 +14,13 @@ require() {
 optional() {
   if [[ -n "${!1:-}" ]]; then flags+=("$2" "${!1}"); fi
 }
+
+# submit ARG...: exec `python -m trainer.submit "${flags[@]}" -- ARG...` from the repository.
+# The trainer arguments may start with a `--` of their own (`train-cloud-gpu.sh -- --epochs 3`,
+# the form `trainer.submit` uses): that one is a separator, not an argument for the trainer.
+submit() {
+  if [[ "${1:-}" == -- ]]; then shift; fi
+  local root
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+  PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" exec "${PYTHON:-python3}" -m trainer.submit "${flags[@]}" -- "$@"
+}

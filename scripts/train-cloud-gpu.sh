@@ -11,7 +11,8 @@
 #   multi-worker training), JOB_DIR (gs://BUCKET/vertex-bert-trainer/DISPLAY_NAME), DISPLAY_NAME,
 #   SERVICE_ACCOUNT, TENSORBOARD, PYTHON (python3).
 #   DRY_RUN=1 prints the job as JSON and submits nothing.
-# Arguments go to the trainer unchanged (python -m trainer.task --help).
+# Arguments go to the trainer unchanged (python -m trainer.task --help), with or without a
+# leading `--`.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -27,5 +28,4 @@ optional SERVICE_ACCOUNT --service-account
 optional TENSORBOARD --tensorboard
 if [[ "${DRY_RUN:-0}" != 0 ]]; then flags+=(--dry-run); fi
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" exec "${PYTHON:-python3}" -m trainer.submit "${flags[@]}" -- "$@"
+submit "$@"

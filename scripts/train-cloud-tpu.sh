@@ -10,7 +10,8 @@
 # Optional: TPU_VERSION (v2 or v3; default v2), JOB_DIR, DISPLAY_NAME, SERVICE_ACCOUNT,
 #   TENSORBOARD, PYTHON (python3).
 #   DRY_RUN=1 prints the job as JSON and submits nothing.
-# Arguments go to the trainer unchanged (python -m trainer.task --help).
+# Arguments go to the trainer unchanged (python -m trainer.task --help), with or without a
+# leading `--`.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -23,5 +24,4 @@ optional SERVICE_ACCOUNT --service-account
 optional TENSORBOARD --tensorboard
 if [[ "${DRY_RUN:-0}" != 0 ]]; then flags+=(--dry-run); fi
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" exec "${PYTHON:-python3}" -m trainer.submit "${flags[@]}" -- "$@"
+submit "$@"

@@ -13,7 +13,8 @@
 #   MACHINE_TYPE (n1-standard-8), ACCELERATOR_TYPE (NVIDIA_TESLA_T4), ACCELERATOR_COUNT (1; 0 runs
 #   on CPU only), JOB_DIR, DISPLAY_NAME, SERVICE_ACCOUNT, TENSORBOARD, PYTHON (python3).
 #   DRY_RUN=1 prints the job as JSON and submits nothing.
-# Arguments go to every trial's trainer unchanged; do not repeat a tuned flag there.
+# Arguments go to every trial's trainer unchanged, with or without a leading `--`; do not repeat
+# a tuned flag (one of PARAMETERS) there.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -31,5 +32,4 @@ optional SERVICE_ACCOUNT --service-account
 optional TENSORBOARD --tensorboard
 if [[ "${DRY_RUN:-0}" != 0 ]]; then flags+=(--dry-run); fi
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" exec "${PYTHON:-python3}" -m trainer.submit "${flags[@]}" -- "$@"
+submit "$@"

@@ -27,7 +27,9 @@ in a way TensorFlow 2.21 trips over (found by running it; see the functions for 
   emulator; it is sent as the equivalent `uploadType=multipart` upload;
 * `GET /storage/v1/b/BUCKET/storageLayout` (which TensorFlow asks before renaming a directory)
   does not exist in the emulator; the proxy answers it as GCS does for a bucket without
-  hierarchical namespace.
+  hierarchical namespace;
+* access control: a request without a bearer token gets GCS's 401, and one for a bucket passed
+  to `deny()` its 403, so errors users meet without credentials or permissions can be tested.
 
 Known remaining difference: the emulator ignores `ifGenerationMatch=0` (TensorFlow's makedirs
 checks for the marker first, so this does not change what the tests see).
@@ -146,6 +148,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         body = self._read_body()
+        if self._refuse_access():
+            return
         layout = _STORAGE_LAYOUT.fullmatch(urllib.parse.urlsplit(self.path).path)
         if self.command == "GET" and layout:
             return self._storage_layout(layout.group(1))
@@ -174,6 +178,29 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(payload)
         self.wfile.flush()
+
+    def _refuse_access(self) -> bool:
+        """GCS's access control, which the emulator lacks: 401 for a request without a bearer
+        token, 403 for a bucket in `denied_buckets` (bodies as the service sends them)."""
+        path = urllib.parse.urlsplit(self.path).path
+        match = _JSON_BUCKET.match(path) if self.tunnel_host == "www.googleapis.com" else _XML_BUCKET.match(path)
+        bucket = match.group(1) if match else None
+        if "Authorization" not in self.headers:
+            status, message = 401, "Anonymous caller does not have storage.objects.get access to the Google Cloud Storage object."
+        elif bucket in self.server.denied_buckets:
+            status, message = 403, ("caller@example.iam.gserviceaccount.com does not have storage.objects.get "
+                                    "access to the Google Cloud Storage object. Permission 'storage.objects.get' "
+                                    "denied on resource (or it may not exist).")
+        else:
+            return False
+        data = json.dumps({"error": {"code": status, "message": message}}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+        return True
 
     def _storage_layout(self, bucket):
         """buckets.getStorageLayout, which the emulator lacks and TensorFlow needs: since TF 2.21,
@@ -221,6 +248,10 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 _STORAGE_LAYOUT = re.compile(r"/storage/v1/b/([-.\w]+)/storageLayout")
 
 
+_JSON_BUCKET = re.compile(r"(?:/upload)?/storage/v1/b/([^/]+)")
+_XML_BUCKET = re.compile(r"/([^/]+)")
+
+
 def _empty_media_upload_as_multipart(method, path, body, headers):
     """gcp-storage-emulator crashes on `uploadType=media` with an empty body (TypeError on
     len(None)), which is how TensorFlow creates `dir/` markers (makedirs). Send the same
@@ -255,6 +286,7 @@ class _ProxyServer(ThreadingHTTPServer):
         super().__init__((LOOPBACK, 0), _ProxyHandler)
         self.emulator_port, self.tls = emulator_port, tls
         self.requests, self.refused = [], []
+        self.denied_buckets = set()  # answered 403, like a bucket the caller has no role on
         self._open = weakref.WeakSet()
         self._lock = threading.Lock()
 
@@ -346,6 +378,10 @@ class GcsEmulator:
     def refused(self):
         """Destinations other than the emulator that a client tried to reach (none, normally)."""
         return list(self._proxy.refused)
+
+    def deny(self, bucket):
+        """Requests for `bucket` get GCS's 403 from now on."""
+        self._proxy.denied_buckets.add(bucket)
 
     @property
     def env(self):

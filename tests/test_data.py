@@ -19,6 +19,12 @@ def make_config(*argv):
 
 
 def load(*argv):
+    """The fixtures below hold a row or two per class: the class-size check (tested on its own
+    with its default) is lowered to one row."""
+    return data.load_datasets(make_config("--min-examples-per-class", "1", *argv))
+
+
+def load_with_defaults(*argv):
     return data.load_datasets(make_config(*argv))
 
 
@@ -103,7 +109,7 @@ def test_skip_empty_text_counts_skipped_rows(tmp_path):
     ("text,label\nhello,1\nbye,1\n", "single class"),
     ("body,label\nhello,1\n", "no text column found"),
     ("text,sentiment\na,0.5\nb,-0.2\nc,1.5\n", "row 3, column 'sentiment': sentiment score 1.5 is outside [-1, 1]"),
-    ("text,sentiment\na,0.5\nb,-0.2\nc,abc\n", "row 3, column 'sentiment': 'abc' is not a number"),
+    ("text,sentiment\na,0.5\nb,-0.2\nc,abc\n", "row 3, column 'sentiment': label 'abc' is not a number, while 2 of 3 labels are"),
 ])
 def test_bad_training_file_names_file_row_and_column(tmp_path, content, expected):
     path = write(tmp_path / "bad.csv", content)
@@ -174,3 +180,135 @@ def test_balanced_class_weights_have_mean_one_over_examples():
     weights = data.class_weights(labels, 2)
     assert weights[labels].mean() == pytest.approx(1.0)
     assert weights[1] == pytest.approx(3 * weights[0])
+
+
+# --------------------------------------------------------------------------- every line is one row
+
+QUOTED_TWEETS = [
+    '"Thank you" he said, and left',
+    'she wrote "never again',
+    'a lone " in the middle',
+    '""double""',
+    "it's 5'11\" tall",
+    'ends with a quote"',
+] * 4
+
+
+def tsv_of(texts, labels):
+    return "text\tlabel\n" + "".join(f"{t}\t{l}\n" for t, l in zip(texts, labels))
+
+
+def test_tsv_texts_keep_their_quotes_and_every_line_is_a_row(tmp_path):
+    labels = ["positive", "negative", "neutral"] * 8
+    path = write(tmp_path / "tweets.tsv", tsv_of(QUOTED_TWEETS, labels))
+    d = load_with_defaults("--training-file", path, "--validation-file", path)
+    assert len(d.train) == len(QUOTED_TWEETS) == 24
+    assert d.train.texts.tolist() == QUOTED_TWEETS
+    assert [d.labels.names[i] for i in d.train.labels] == labels
+
+
+def test_a_tab_inside_a_tsv_text_stops_at_its_line(tmp_path):
+    path = write(tmp_path / "t.tsv", "text\tlabel\nfine\t0\n\nhas\ta tab\t1\nok\t1\n")
+    with pytest.raises(UserError, match=r"t.tsv: line 4 holds 3 fields, the header 2 \(a tab inside a text\?"):
+        load("--training-file", path)
+
+
+def test_csv_quoted_fields_may_span_lines_and_count_as_one_row(tmp_path):
+    path = write(tmp_path / "t.csv", 'text,label\n"first line\nsecond line",pos\n"say ""hi""",neg\nplain,mid\n')
+    d = load("--training-file", path, "--validation-file", path)
+    assert d.train.texts.tolist() == ["first line\nsecond line", 'say "hi"', "plain"]
+
+
+@pytest.mark.parametrize("content, expected", [
+    ('text,label\nok,pos\n"never closed,neg\nmore,pos\n', r"the record starting on line 3 is not valid CSV"),
+    ('text,label\nok,pos\n"quoted" then text,neg\n', r"the record starting on line 3 is not valid CSV"),
+    ('text,label\nok,pos\nan, unquoted comma,neg\n', r"line 3 holds 3 fields, the header 2 \(an unquoted comma"),
+    ('text,label\nok,pos\n"two\nlines",neg,extra\n', r"lines 3-4 hold 3 fields"),
+    ('text,label\nok,pos\nno label\n', r"line 3 holds 1 fields, the header 2"),
+    ('text,text\nok,pos\n', r"line 1: column 'text' appears twice in the header"),
+])
+def test_a_csv_line_that_is_not_one_row_is_named(tmp_path, content, expected):
+    path = write(tmp_path / "t.csv", content)
+    with pytest.raises(UserError, match="t.csv: " + expected):
+        load("--training-file", path)
+
+
+def test_a_jsonl_row_per_non_blank_line(tmp_path):
+    path = write(tmp_path / "t.jsonl", '{"text": "say \\"hi\\"", "label": "a"}\n\n{"text": "b", "label": "b"}\n')
+    d = load("--training-file", path, "--validation-file", path)
+    assert d.train.texts.tolist() == ['say "hi"', "b"]
+
+
+# --------------------------------------------------------------------------- labels name their rows
+
+def rows_with_labels(labels):
+    return "text,label\n" + "".join(f"text number {i},{label}\n" for i, label in enumerate(labels, start=1))
+
+
+def test_a_rare_label_is_named_with_its_row_and_the_nearest_known_label(tmp_path):
+    labels = ["positive", "negative", "neutral"] * 10
+    labels[17] = "postive"
+    path = write(tmp_path / "t.csv", rows_with_labels(labels))
+    with pytest.raises(UserError) as e:
+        load_with_defaults("--training-file", path)
+    assert "t.csv: 'postive' (row 18), column 'label': did you mean 'positive'?" in str(e.value)
+    assert "has 1 of 30 rows, fewer than --min-examples-per-class 5" in str(e.value)
+
+
+def test_the_class_size_threshold_is_a_flag(tmp_path):
+    labels = ["positive", "negative"] * 10 + ["rare"] * 3
+    path = write(tmp_path / "t.csv", rows_with_labels(labels))
+    with pytest.raises(UserError, match=r"'rare' \(rows 21, 22, 23\), column 'label': a typo\?"):
+        load_with_defaults("--training-file", path)
+    d = load_with_defaults("--training-file", path, "--min-examples-per-class", "3")
+    assert d.labels.names == ["negative", "positive", "rare"]
+
+
+def test_a_word_among_class_ids_is_blamed_at_its_own_row(tmp_path):
+    labels = ["0", "1", "2"] * 10
+    labels[17] = "two"
+    path = write(tmp_path / "t.csv", rows_with_labels(labels))
+    with pytest.raises(UserError, match=r"t.csv row 18, column 'label': label 'two' is not a number"):
+        load_with_defaults("--training-file", path)
+
+
+def test_class_counts_are_logged_with_names(tmp_path, caplog):
+    path = write(tmp_path / "t.csv", rows_with_labels(["pos"] * 12 + ["neg"] * 6 + ["mid"] * 6))
+    with caplog.at_level("INFO", logger="trainer"):
+        d = load_with_defaults("--training-file", path, "--validation-file", path)
+    assert d.class_counts()["train"] == {"mid": 6, "neg": 6, "pos": 12}
+    assert "train classes: mid 6, neg 6, pos 12" in caplog.text
+    assert "validation classes: mid 6, neg 6, pos 12" in caplog.text
+
+
+def test_a_single_example_class_is_named_when_a_validation_split_is_carved(tmp_path):
+    path = write(tmp_path / "t.csv", rows_with_labels(["pos", "neg"] * 5 + ["odd"]))
+    with pytest.raises(UserError, match=r"class 'odd' has a single example"):
+        load("--training-file", path)
+
+
+# --------------------------------------------------------------------------- the small entry points
+
+@pytest.mark.parametrize("module", ["trainer.predict", "trainer.prepare", "trainer.export_encoder"])
+def test_help_is_fast_and_every_flag_has_help_and_its_default(module):
+    import importlib
+    import os
+    import subprocess
+    import sys
+    import time
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root}
+    start = time.perf_counter()
+    code = (f"import runpy, sys\nsys.argv = ['x', '--help']\ntry:\n"
+            f"    runpy.run_module('{module}', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            f"heavy = {{'tensorflow', 'pandas', 'numpy'}} & set(sys.modules)\nassert not heavy, heavy")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert time.perf_counter() - start < 2.0  # TensorFlow alone takes 3 s to import
+    parser = importlib.import_module({"trainer.predict": "trainer.serving.predict",
+                                      "trainer.prepare": "trainer.data.prepare"}.get(module, module)).build_arg_parser()
+    for action in parser._actions:
+        assert action.help, action.option_strings
+        if action.default not in (None, False, "==SUPPRESS==") and not action.required:
+            assert "default" in parser.formatter_class("x")._get_help_string(action).lower(), action.option_strings

@@ -136,3 +136,57 @@ def test_a_model_taking_raw_strings_reloads_with_only_tensorflow_and_tensorflow_
     script.write_text(SERVING_CONSUMER)
     logits = json.loads(run_python(str(script), str(tmp_path / "model"), *SENTENCES))
     np.testing.assert_allclose(logits, model(tf.constant(SENTENCES)), atol=1e-5)
+
+
+# --------------------------------------------------------------------------- a fine-tuned job dir
+
+def train_cli(*args):
+    env = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache")}
+    result = subprocess.run([sys.executable, "-m", "trainer.task", *map(str, args)], cwd=REPO,
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def tiny_run(encoder, tiny_data, job_dir):
+    return ["--encoder", encoder, "--training-file", tiny_data["train"], "--validation-file",
+            tiny_data["validation"], "--job-dir", job_dir, "--epochs", "1", "--batch-size", "16",
+            "--learning-rate", "1e-2", "--max-seq-length", "16", "--mixed-precision", "off"]
+
+
+def encoder_weights(directory):
+    from trainer.modeling.encoders import checkpoints
+    return checkpoints.read_hub_savedmodel(directory).weights
+
+
+@pytest.fixture(scope="module")
+def finetuned_job(checkpoint_dir, tiny_data, tmp_path_factory):
+    job_dir = tmp_path_factory.mktemp("finetune") / "job"
+    train_cli(*tiny_run(checkpoint_dir, tiny_data, job_dir))
+    out = run_python("-m", "trainer.export_encoder", "--encoder", str(job_dir))
+    return job_dir, out
+
+
+def test_a_job_dir_exports_its_fine_tuned_encoder_with_no_other_flag(finetuned_job, checkpoint_dir):
+    job_dir, out = finetuned_job
+    exported = job_dir / "encoder_export"
+    assert f"use it with --encoder {exported}" in out
+    assert (exported / "encoder" / "saved_model.pb").exists() and (exported / "preprocessor" / "saved_model.pb").exists()
+    fine_tuned, written = encoder_weights(str(job_dir / "model")), encoder_weights(str(exported / "encoder"))
+    assert set(written) <= set(fine_tuned) and len(written) > 10
+    for name, value in written.items():
+        np.testing.assert_array_equal(value.reshape(fine_tuned[name].shape), fine_tuned[name])
+    pretrained = load_encoder(checkpoint_dir, seq_length=16).network
+    kernel = next(v for v in pretrained.weights if "layer_0/intermediate/kernel" in v.name)
+    assert not np.allclose(kernel.numpy(), written["transformer/layer_0/intermediate/kernel"].reshape(kernel.shape))
+
+
+def test_the_exported_fine_tuned_encoder_starts_a_new_run(finetuned_job, tiny_data, tmp_path):
+    job_dir, _ = finetuned_job
+    train_cli(*tiny_run(str(job_dir / "encoder_export"), tiny_data, tmp_path / "second"), "--dry-run")
+    assert (tmp_path / "second" / "model" / "saved_model.pb").exists()
+
+
+def test_without_a_job_dir_the_output_dir_is_required(checkpoint_dir):
+    result = subprocess.run([sys.executable, "-m", "trainer.export_encoder", "--encoder", checkpoint_dir],
+                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "--output-dir: required" in result.stderr

@@ -241,3 +241,74 @@ def test_serve_loads_the_model_from_aip_storage_uri_on_gs(gcs, gcs_run, tmp_path
     finally:
         server.stop()
     assert gcs.refused == [], gcs.refused
+
+
+# --------------------------------------------------------------------------- failures, one line each
+
+def closed_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+FAILURES = {
+    # (bucket, environment changes, what the line must say)
+    "unreachable": (BUCKET, "proxy-closed", ["cannot reach Cloud Storage", "check the network connection"]),
+    "no credentials": (BUCKET, "no-token", ["no Google Cloud credentials", "gcloud auth application-default login"]),
+    "permission denied": ("vbt-locked", None, ["permission denied", "roles/storage.objectViewer", "gs://vbt-locked"]),
+    "missing bucket": ("vbt-missing", None, ["bucket gs://vbt-missing does not exist",
+                                              "gcloud storage buckets create gs://vbt-missing"]),
+}
+
+
+def model_stub(tmp_path):
+    """Enough of a local model for predict's checks to reach --input."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "saved_model.pb").write_bytes(b"")
+    return tmp_path / "model"
+
+
+def entry_point_args(name, bucket, tiny_encoder_dir, tiny_data, tmp_path):
+    where = f"gs://{bucket}/first-hour"
+    return {
+        "trainer.task": ["--encoder", tiny_encoder_dir, "--training-file", tiny_data["train"],
+                         "--job-dir", f"{where}/run", "--epochs", "1", "--max-seq-length", "16"],
+        "trainer.predict": ["--model-dir", model_stub(tmp_path), "--input", f"{where}/in.csv", "--output", tmp_path / "out.csv"],
+        "trainer.prepare": ["--input", f"{where}/raw.csv", "--output-dir", tmp_path],
+        "trainer.export_encoder": ["--encoder", tiny_encoder_dir, "--output-dir", f"{where}/exported",
+                                   "--max-seq-length", "16"],
+    }[name], where
+
+
+def run_failing(gcs, module, failure, tiny_encoder_dir, tiny_data, tmp_path):
+    bucket, change, expected = FAILURES[failure]
+    gcs.deny("vbt-locked")
+    args, where = entry_point_args(module, bucket, tiny_encoder_dir, tiny_data, tmp_path)
+    environ = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"), **gcs.env,
+               "HOME": str(tmp_path), "CLOUDSDK_CONFIG": str(tmp_path / "gcloud")}
+    if change == "proxy-closed":
+        dead = f"http://127.0.0.1:{closed_port()}"
+        environ.update(https_proxy=dead, HTTPS_PROXY=dead, ALL_PROXY=dead, all_proxy=dead)
+    elif change == "no-token":
+        del environ["GOOGLE_AUTH_TOKEN_FOR_TESTING"]
+    result = subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True,
+                            timeout=240, env=environ)
+    assert gcs.refused == []
+    return result, where, expected
+
+
+ENTRY_POINTS = ["trainer.task", "trainer.predict", "trainer.prepare", "trainer.export_encoder"]
+
+
+@pytest.mark.parametrize("failure", sorted(FAILURES))
+@pytest.mark.parametrize("module", ENTRY_POINTS)
+def test_every_gs_failure_is_one_line_naming_the_path_and_what_to_do(gcs, tiny_encoder_dir, tiny_data, tmp_path,
+                                                                     module, failure):
+    result, where, expected = run_failing(gcs, module, failure, tiny_encoder_dir, tiny_data, tmp_path)
+    output = result.stdout + result.stderr
+    errors = [line for line in output.splitlines() if line.startswith("error:") or " error: " in line]
+    assert result.returncode != 0 and len(errors) == 1, output
+    assert where in errors[0] and all(text in errors[0] for text in expected), errors[0]
+    assert "Traceback" not in output and "tensorflow.python.framework.errors" not in output, output
+

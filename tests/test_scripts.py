@@ -138,3 +138,35 @@ def test_install_script_installs_the_package_then_the_weights_without_their_depe
     assert shlex.split(run("install.sh", "test", DRY_RUN="1").stdout)[5] == ROOT + "[test]"
     bad = run("install.sh", "everything", DRY_RUN="1")
     assert bad.returncode == 2 and "usage" in bad.stderr
+
+
+@pytest.mark.parametrize("script", ["train-cloud-gpu.sh", "train-cloud-tpu.sh", "tune-cloud.sh"])
+@pytest.mark.parametrize("separator", [[], ["--"]])
+def test_cloud_scripts_take_trainer_flags_with_or_without_a_leading_separator(script, separator):
+    job = spec(run(script, *separator, "--training-file", "gs://my-bucket/data/train.csv", "--max-seq-length", "64",
+                   DRY_RUN="1", **CLOUD))
+    pools = (job.get("jobSpec") or job["trialJobSpec"])["workerPoolSpecs"]
+    assert pools[0]["containerSpec"]["args"] == ["--training-file", "gs://my-bucket/data/train.csv",
+                                                 "--max-seq-length", "64"]
+
+
+def test_cloud_scripts_name_the_setting_a_script_user_has():
+    job_dir = run("train-cloud-gpu.sh", "--", "--job-dir", "gs://my-bucket/x", DRY_RUN="1", **CLOUD)
+    assert job_dir.returncode == 2 and "Set JOB_DIR" in job_dir.stderr
+    tuned = run("tune-cloud.sh", "--epochs", "2", DRY_RUN="1", PARAMETERS="epochs,dropout", **CLOUD)
+    assert tuned.returncode == 2 and "leave it out of PARAMETERS" in tuned.stderr
+
+
+def test_cloud_scripts_print_the_service_account_and_tensorboard_they_submit():
+    tensorboard = "projects/my-project/locations/us-central1/tensorboards/7"
+    job = spec(run("train-cloud-gpu.sh", DRY_RUN="1", SERVICE_ACCOUNT="sa@my-project.iam.gserviceaccount.com",
+                   TENSORBOARD=tensorboard, **CLOUD))
+    assert (job["jobSpec"]["serviceAccount"], job["jobSpec"]["tensorboard"]) == \
+        ("sa@my-project.iam.gserviceaccount.com", tensorboard)
+
+
+def test_cloud_scripts_refuse_local_data_and_warn_on_an_unpullable_image():
+    local = run("train-cloud-gpu.sh", "--training-file", "../data/train.csv", DRY_RUN="1", **CLOUD)
+    assert local.returncode == 2 and "--training-file ../data/train.csv: a cloud job cannot read" in local.stderr
+    image = run("train-cloud-gpu.sh", DRY_RUN="1", **{**CLOUD, "IMAGE_URI": "trainer"})
+    assert image.returncode == 0 and "warning: --image-uri 'trainer' (IMAGE_URI" in image.stderr

@@ -141,7 +141,11 @@ def test_tuning_parameter_ids_are_flags_the_trainer_parses(name):
     (["--region", "moon-central1"], [], "--region"),
     (["--tensorboard", "projects/p/locations/l/tensorboards/1"], [], "--service-account"),
     ([], ["--learnin-rate", "1e-4"], "--learning-rate"),
-    ([], ["--job-dir", "gs://b/x"], "before `--`"),
+    ([], ["--job-dir", "gs://b/x"], "Set JOB_DIR for the scripts (trainer.submit --job-dir)"),
+    ([], ["--training-file", "../data/train.csv"], "--training-file ../data/train.csv: a cloud job cannot read"),
+    ([], ["--training-file", "gs://b/train.csv", "--validation-file", "gs://b/dev.csv,dev2.csv"],
+     "--validation-file dev2.csv"),
+    ([], ["--training-file", "gs://b/train.csv", "--testing-file", "data/test.tsv"], "gcloud storage cp"),
     ([], ["--epochs", "0"], "--epochs"),
 ])
 def test_bad_requests_fail_before_submission_naming_the_flag(capsys, flags, trainer_args, message):
@@ -174,3 +178,46 @@ def test_missing_required_flags_are_named(capsys):
         submit.main(["tune", "--project", "p"])
     assert exit_info.value.code == 2
     assert "--region" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command, spec_key", [("train", "jobSpec"), ("tune", "trialJobSpec")])
+def test_the_dry_run_shows_the_service_account_and_tensorboard_that_are_submitted(capsys, command, spec_key):
+    tensorboard = "projects/my-project/locations/us-central1/tensorboards/7"
+    job = dry_run(capsys, command, "--service-account", "trainer@my-project.iam.gserviceaccount.com",
+                  "--tensorboard", tensorboard, trainer_args=())
+    parse(job, aiplatform_v1.CustomJob if command == "train" else aiplatform_v1.HyperparameterTuningJob)
+    assert job[spec_key]["serviceAccount"] == "trainer@my-project.iam.gserviceaccount.com"
+    assert job[spec_key]["tensorboard"] == tensorboard
+
+
+def test_the_submission_passes_the_same_run_settings_the_dry_run_shows(capsys, monkeypatch):
+    sent = {}
+    from google.cloud import aiplatform
+    monkeypatch.setattr(aiplatform.CustomJob, "run", lambda self, **kwargs: sent.update(kwargs))
+    real_credentials = submit.api.credentials
+    monkeypatch.setattr(submit.api, "credentials", lambda dry_run: real_credentials(True))  # offline
+    assert run_submit(["train", *WHERE, "--service-account", "sa@p.iam.gserviceaccount.com", "--",
+                       "--epochs", "1"]) == 0
+    assert sent == {"service_account": "sa@p.iam.gserviceaccount.com", "tensorboard": None}
+
+
+def test_gs_data_files_are_accepted(capsys):
+    job = dry_run(capsys, "train", trainer_args=("--training-file", "gs://b/a.csv,gs://b/b.csv",
+                                                 "--validation-file", "gs://b/dev.csv"))
+    assert job["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["args"][:2] == \
+        ["--training-file", "gs://b/a.csv,gs://b/b.csv"]
+
+
+@pytest.mark.parametrize("image", ["my-image:latest", "docker.io/library/python:3.11", "us-central1-docker.pkg.dev"])
+def test_an_image_vertex_cannot_pull_gets_a_warning(capsys, image):
+    code = run_submit(["train", *WHERE, "--image-uri", image, "--dry-run", "--", "--epochs", "1"])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert f"warning: --image-uri {image!r}" in err and "REGION-docker.pkg.dev" in err
+
+
+@pytest.mark.parametrize("image", [IMAGE, "gcr.io/my-project/trainer:v1", "eu.gcr.io/p/trainer",
+                                   "europe-west4-docker.pkg.dev/p/r/i@sha256:" + "a" * 64])
+def test_registry_images_pass_without_a_warning(capsys, image):
+    assert run_submit(["train", *WHERE, "--image-uri", image, "--dry-run"]) == 0
+    assert "warning" not in capsys.readouterr().err

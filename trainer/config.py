@@ -63,6 +63,9 @@ class DataConfig:
     skip_empty_text: bool = _flag(
         False, "Skip rows whose text is empty or missing (counted in metrics.json) instead of "
                "stopping with an error.")
+    min_examples_per_class: int = _flag(
+        5, "Stop when a class of the training data has fewer rows than this: such a class is "
+           "usually a typo in a label (the error names its rows and the nearest known label).")
 
 
 @dataclasses.dataclass

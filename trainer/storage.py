@@ -4,12 +4,13 @@ A reader never sees half a file: every write goes to a temporary name in the sam
 and is renamed into place. On GCS an object appears whole when its upload finishes, and
 rename is copy-then-delete, which is still all-or-nothing for the final name.
 """
+import functools
 import os
+import re
 import uuid
 
 import trainer
 from trainer.errors import UserError
-
 
 
 def _tf():
@@ -22,14 +23,94 @@ def join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + name
 
 
+# --------------------------------------------------------------------------- Cloud Storage errors
+# TensorFlow's GCS client reports HTTP and libcurl failures as tf.errors.* whose text is the raw
+# request log ("All 10 retry attempts failed ... libcurl code 6 meaning 'Could not resolve host'").
+# Each is translated here, once, into a line naming the path and what to do about it.
+
+_UNREACHABLE = re.compile(r"libcurl code|Could not resolve|Could not connect|timed out|Timeout|"
+                          r"Connection refused|SSL", re.IGNORECASE)
+
+
+def _bucket(path: str) -> str:
+    return "gs://" + path[len("gs://"):].split("/", 1)[0]
+
+
+def explain(path: str, error: Exception) -> str:
+    """One line for a failed gs:// access: what went wrong and what to do."""
+    tf = _tf()
+    message = getattr(error, "message", str(error))
+    first = message.strip().splitlines()[0] if message.strip() else type(error).__name__
+    if "response code 401" in message or "Anonymous caller" in message or "bearer token" in message:
+        return (f"{path}: no Google Cloud credentials for Cloud Storage; run `gcloud auth "
+                f"application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS to a service-"
+                f"account key file) and retry")
+    if isinstance(error, tf.errors.PermissionDeniedError) or "response code 403" in message:
+        return (f"{path}: permission denied; grant the account you run as read access "
+                f"(roles/storage.objectViewer) or, to write there, roles/storage.objectAdmin on "
+                f"{_bucket(path)}, or use a bucket it can access")
+    if _UNREACHABLE.search(message):
+        detail = re.search(r"meaning '([^']+)'", message)
+        return (f"{path}: cannot reach Cloud Storage ({detail.group(1) if detail else first}); "
+                f"check the network connection and any https_proxy setting, then retry")
+    if isinstance(error, tf.errors.NotFoundError) and not _bucket_exists(path):
+        return _missing_bucket(path)
+    return f"{path}: {first}"
+
+
+def _missing_bucket(path: str) -> str:
+    return (f"{path}: bucket {_bucket(path)} does not exist or this account cannot see it; create it "
+            f"(gcloud storage buckets create {_bucket(path)}) or fix the path")
+
+
+def _bucket_exists(path: str) -> bool:
+    return _bucket_found(_bucket(path))
+
+
+@functools.lru_cache(maxsize=None)
+def _bucket_found(bucket: str) -> bool:
+    try:
+        return _tf().io.gfile.exists(bucket + "/")
+    except _tf().errors.OpError:
+        return True  # the caller reports its own error instead
+
+
+def require_bucket(path: str) -> None:
+    """Before the first write under gs://BUCKET: a missing bucket named as such (TensorFlow's
+    client would otherwise retry the upload until it times out)."""
+    if path.startswith("gs://") and not _bucket_exists(path):
+        raise UserError(_missing_bucket(path))
+
+
+def _cloud_errors(function):
+    """tf.errors from a gs:// path -> UserError(explain(...)); local errors pass unchanged."""
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except _tf().errors.OpError as error:
+            cloud = [a for a in args if isinstance(a, str) and a.startswith("gs://")]
+            if not cloud:
+                raise
+            named = re.search(r"gs://\S+", getattr(error, "message", ""))
+            path = next((p for p in cloud if named and named.group(0).startswith(p)), cloud[0])
+            raise UserError(explain(path, error)) from None
+    return wrapper
+
+
+# --------------------------------------------------------------------------- file access
+
+@_cloud_errors
 def exists(path: str) -> bool:
     return _tf().io.gfile.exists(path)
 
 
+@_cloud_errors
 def isdir(path: str) -> bool:
     return _tf().io.gfile.isdir(path)
 
 
+@_cloud_errors
 def remove(path: str) -> None:
     """Deletes a file, or a directory with everything in it."""
     if _tf().io.gfile.isdir(path):
@@ -39,20 +120,25 @@ def remove(path: str) -> None:
 
 
 def makedirs(path: str) -> None:
+    require_bucket(path)
     _tf().io.gfile.makedirs(path)
 
 
+@_cloud_errors
 def read_text(path: str) -> str:
     with _tf().io.gfile.GFile(path, "r") as f:
         return f.read()
 
 
+@_cloud_errors
 def read_bytes(path: str) -> bytes:
     with _tf().io.gfile.GFile(path, "rb") as f:
         return f.read()
 
 
+@_cloud_errors
 def copy(source: str, target: str) -> None:
+    require_bucket(target)
     _tf().io.gfile.copy(source, target, overwrite=True)
 
 
@@ -61,7 +147,9 @@ def _temporary_name(path: str) -> str:
     return os.path.join(head, f".{tail}.tmp-{uuid.uuid4().hex[:8]}")
 
 
+@_cloud_errors
 def write_bytes_atomic(path: str, data: bytes) -> None:
+    require_bucket(path)
     parent = os.path.dirname(path)
     if parent:
         _tf().io.gfile.makedirs(parent)
@@ -90,6 +178,7 @@ def _files_top_level_last(root: str) -> list:
     return sorted(nested) + sorted(top)
 
 
+@_cloud_errors
 def replace_directory(tmp_dir: str, final_dir: str) -> None:
     """Move a fully written directory into place, replacing what was there.
 
@@ -125,24 +214,31 @@ def expand_paths(spec: str, flag: str) -> list:
     """'a.csv,b.csv' or 'data/*.csv' (local or gs://) -> sorted existing paths, or a clear error."""
     paths = []
     for part in [p.strip() for p in spec.split(",") if p.strip()]:
-        if any(ch in part for ch in "*?["):
-            try:
-                matches = sorted(m for m in _tf().io.gfile.glob(part) if not _tf().io.gfile.isdir(m))
-            except _tf().errors.OpError as e:
-                raise UserError(f"{flag}: cannot list {part}: {e.message}") from None
-            if not matches:
-                raise UserError(f"{flag}: no file matches {part}")
-            paths.extend(matches)
-        else:
-            try:
-                found = _tf().io.gfile.exists(part)
-            except _tf().errors.OpError as e:
-                raise UserError(f"{flag}: cannot reach {part}: {e.message}") from None
-            if not found:
-                raise UserError(f"{flag}: file not found: {part}")
-            if _tf().io.gfile.isdir(part):
-                raise UserError(f"{flag}: {part} is a directory; give files or a glob like {part.rstrip('/')}/*.csv")
-            paths.append(part)
+        try:
+            paths.extend(_expand(part, flag))
+        except UserError as e:
+            raise UserError(f"{flag}: {e}") from None
     if not paths:
         raise UserError(f"{flag}: no file given")
     return paths
+
+
+def _expand(part: str, flag: str) -> list:
+    tf = _tf()
+    try:
+        if any(ch in part for ch in "*?["):
+            matches = sorted(m for m in tf.io.gfile.glob(part) if not tf.io.gfile.isdir(m))
+            if not matches:
+                require_bucket(part)
+                raise UserError(f"no file matches {part}")
+            return matches
+        if not tf.io.gfile.exists(part):
+            require_bucket(part)
+            raise UserError(f"file not found: {part}")
+        if tf.io.gfile.isdir(part):
+            raise UserError(f"{part} is a directory; give files or a glob like {part.rstrip('/')}/*.csv")
+        return [part]
+    except tf.errors.OpError as e:
+        if not part.startswith("gs://"):
+            raise UserError(f"cannot read {part}: {e.message}") from None
+        raise UserError(explain(part, e)) from None

@@ -15,6 +15,7 @@ derives every other path from those, so nothing passes --job-dir to the trainer 
 import argparse
 import datetime
 import json
+import re
 import sys
 from typing import Optional, Sequence
 
@@ -137,17 +138,61 @@ def base_output_dir(job_dir: Optional[str], staging: str, display_name: str) -> 
     return job_dir.rstrip("/")
 
 
+DATA_FLAGS = ("training_file", "validation_file", "testing_file")
+# Registries Vertex AI pulls custom-container images from without further setup
+# (https://cloud.google.com/vertex-ai/docs/training/create-custom-container).
+PULLABLE_IMAGE = re.compile(r"^([a-z0-9-]+-docker\.pkg\.dev|([a-z]+\.)?gcr\.io)/[^\s:@]+(:[\w.-]+|@sha256:[0-9a-f]{64})?$")
+
+
 def check_trainer_args(trainer_args: Sequence[str], tuned: Sequence[str] = ()) -> config.Config:
-    """Parse the pass-through flags with the trainer's own parser, before any money is spent."""
+    """Parse the pass-through flags with the trainer's own parser, before any money is spent.
+
+    The messages name both spellings of a setting: `trainer.submit --job-dir` and the scripts'
+    JOB_DIR, since the scripts pass their arguments through to here.
+    """
     given = [arg.split("=", 1)[0] for arg in trainer_args]
     if "--job-dir" in given:
-        raise UserError("--job-dir goes before `--`: it is the job's base output directory, which "
-                        "Vertex hands to the trainer (AIP_MODEL_DIR, ...)")
+        raise UserError("--job-dir is not a trainer argument in a cloud job: it is the job's output "
+                        "directory, which Vertex hands to the trainer. Set JOB_DIR for the scripts "
+                        "(trainer.submit --job-dir) instead")
     for name in tuned:
         if "--" + name in given:
-            raise UserError(f"--{name} is tuned: Vertex sets it in every trial; remove it after `--` "
-                            f"or leave it out of --parameters")
-    return config.build_config(list(trainer_args), environ={})
+            raise UserError(f"--{name} is tuned: Vertex sets it in every trial; drop it from the "
+                            f"trainer arguments or leave it out of PARAMETERS (trainer.submit "
+                            f"--parameters)")
+    trainer_config = config.build_config(list(trainer_args), environ={})
+    for field in DATA_FLAGS:
+        spec = getattr(trainer_config.data, field) or ""
+        local = [p.strip() for p in spec.split(",") if p.strip() and not p.strip().startswith("gs://")]
+        if local:
+            raise UserError(f"{config.flag_name(field)} {local[0]}: a cloud job cannot read files on "
+                            f"this machine; copy it to Cloud Storage (gcloud storage cp {local[0]} "
+                            f"gs://BUCKET/data/) and pass the gs:// path")
+    return trainer_config
+
+
+def check_image_uri(image_uri: str) -> None:
+    """A warning, not an error: other registries work when the job's service account can pull."""
+    if image_uri and not PULLABLE_IMAGE.match(image_uri):
+        print(f"warning: --image-uri {image_uri!r} (IMAGE_URI for the scripts) is not an Artifact "
+              f"Registry (REGION-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG) or gcr.io image; Vertex AI "
+              f"may fail to pull it. scripts/build-image.sh prints one.", file=sys.stderr)
+
+
+def run_settings(options: argparse.Namespace) -> dict:
+    """What `job.run()` adds to the job spec on submission (the SDK sets these two fields itself)."""
+    return {"service_account": options.service_account, "tensorboard": options.tensorboard}
+
+
+def submitted_resource(job, options: argparse.Namespace) -> dict:
+    """The REST resource a real submission sends: `job.to_dict()` plus the run settings, in the
+    fields the SDK's submit() fills (CustomJob.job_spec, HyperparameterTuningJob.trial_job_spec)."""
+    resource = job.to_dict()
+    spec = resource["jobSpec"] if options.command == "train" else resource["trialJobSpec"]
+    for name, value in run_settings(options).items():
+        if value:
+            spec["serviceAccount" if name == "service_account" else name] = value
+    return resource
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -182,7 +227,8 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m trainer.submit",
         description="Submit a Vertex AI training or hyperparameter-tuning job for the trainer image. "
-                    "Arguments after `--` go to `python -m trainer.task` unchanged.",
+                    "Arguments after `--` go to `python -m trainer.task` unchanged; data files "
+                    "must be on Cloud Storage (gs://).",
         allow_abbrev=False)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("train", parents=[common], allow_abbrev=False, help="One custom training job.")
@@ -215,6 +261,7 @@ def build_job(options: argparse.Namespace, trainer_args: Sequence[str], credenti
                         f"europe-west4)") from None
     tuned = _tuned_flags(options) if options.command == "tune" else ()
     trainer_config = check_trainer_args(trainer_args, tuned)
+    check_image_uri(options.image_uri)
     if options.tensorboard and not options.service_account:
         raise UserError("--tensorboard needs --service-account: Vertex uploads TensorBoard logs as that account")
     staging = staging_uri(options.bucket)
@@ -263,11 +310,11 @@ def main(argv: Sequence[str]) -> int:
         if options.dry_run:
             print(f"Dry run: {type(job).__name__} for projects/{options.project}/locations/{options.region}, "
                   f"not submitted.", file=sys.stderr)
-            print(json.dumps(job.to_dict(), indent=2))
+            print(json.dumps(submitted_resource(job, options), indent=2))
             return 0
         try:
             # run() creates the job, prints its console link and follows it until it ends.
-            job.run(service_account=options.service_account, tensorboard=options.tensorboard)
+            job.run(**run_settings(options))
         except RuntimeError as e:  # the SDK's "Job failed with: ..." when the job itself fails
             raise api.CloudError(str(e)) from None
     return 0

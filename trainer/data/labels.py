@@ -1,9 +1,12 @@
-"""Label columns -> class ids: scores, class ids or class names, decided from the training file."""
+"""Label columns -> class ids: scores, class ids or class names, decided from the training file.
+
+Every error names the row that is wrong: the file, its row number and the column.
+"""
 import dataclasses
-from typing import List
+import difflib
+from typing import Dict, List
 
 import numpy as np
-import pandas as pd
 
 from trainer.config import DataConfig
 from trainer.data.reading import where
@@ -38,7 +41,7 @@ def _as_number(value):
         return None
 
 
-def infer_labels(frame: pd.DataFrame, column: str, config: DataConfig) -> LabelSpec:
+def infer_labels(frame, column: str, config: DataConfig) -> LabelSpec:
     """Decide what the label column holds, from the training file."""
     given_names = [n.strip() for n in config.label_names.split(",")] if config.label_names else None
     values = frame[column].tolist()
@@ -47,14 +50,7 @@ def infer_labels(frame: pd.DataFrame, column: str, config: DataConfig) -> LabelS
             raise UserError(f"{where(frame, i, column)}: label is missing")
     kind = config.label_type
     if kind == "auto":
-        numbers = [_as_number(v) for v in values]
-        numeric = [x for x in numbers if x is not None]
-        if len(numeric) * 2 < len(values):
-            kind = "name"
-        elif all(x is not None and x == int(x) and x >= 0 for x in numbers):
-            kind = "index"
-        else:
-            kind = "score"
+        kind = _infer_kind(frame, column, values)
     if kind == "score":
         names = given_names or list(SCORE_NAMES)
         if len(names) != 3:
@@ -83,7 +79,50 @@ def infer_labels(frame: pd.DataFrame, column: str, config: DataConfig) -> LabelS
     return LabelSpec(kind, names)
 
 
-def encode_labels(frame: pd.DataFrame, column: str, spec: LabelSpec, split_name: str) -> np.ndarray:
+def _infer_kind(frame, column: str, values: list) -> str:
+    """Mostly names: 'name'. Numbers: non-negative integers are class ids, others scores. A few
+    words among numbers (`two` among 0/1/2) are errors at their own row, not a guess."""
+    numbers = [_as_number(v) for v in values]
+    words = [i for i, x in enumerate(numbers) if x is None]
+    if len(words) * 2 > len(values):
+        return "name"
+    if words:
+        bad = words[0]
+        raise UserError(f"{where(frame, bad, column)}: label {values[bad]!r} is not a number, while "
+                        f"{len(values) - len(words)} of {len(values)} labels are; fix the row or "
+                        f"pass --label-type name")
+    if all(x == int(x) and x >= 0 for x in numbers):
+        return "index"
+    return "score"
+
+
+def class_counts(ids: np.ndarray, spec: LabelSpec) -> Dict[str, int]:
+    """{class name: rows}, in class-id order."""
+    counts = np.bincount(ids, minlength=len(spec.names))
+    return {name: int(count) for name, count in zip(spec.names, counts)}
+
+
+def check_class_sizes(frame, column: str, ids: np.ndarray, spec: LabelSpec, minimum: int) -> None:
+    """A class with a handful of rows among large ones is nearly always a typo (`postive`):
+    stop, naming its rows and the closest well-populated label."""
+    counts = np.bincount(ids, minlength=len(spec.names))
+    small = [c for c in range(len(spec.names)) if 0 < counts[c] < minimum]
+    if not small:
+        return
+    label = small[0]
+    rows = np.flatnonzero(ids == label)
+    shown = ", ".join(str(frame["_row"].iloc[i]) for i in rows[:5]) + (", ..." if len(rows) > 5 else "")
+    others = [n for c, n in enumerate(spec.names) if counts[c] >= minimum]
+    close = difflib.get_close_matches(spec.names[label], others, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}?" if close else "a typo?"
+    raise UserError(f"{frame['_file'].iloc[rows[0]]}: {spec.names[label]!r} "
+                    f"({'row' if len(rows) == 1 else 'rows'} {shown}), column {column!r}: {hint} "
+                    f"Class {spec.names[label]!r} has {len(rows)} of {len(ids)} rows, fewer than "
+                    f"--min-examples-per-class {minimum}; fix the label, or lower the flag to keep "
+                    f"so small a class")
+
+
+def encode_labels(frame, column: str, spec: LabelSpec, split_name: str) -> np.ndarray:
     """Raw label values -> class ids under `spec`; unknown or malformed values are errors."""
     ids = np.empty(len(frame), dtype=np.int32)
     index = {name: i for i, name in enumerate(spec.names)}

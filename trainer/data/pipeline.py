@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from trainer import progress
 from trainer.modeling.encoders.bert import INPUT_KEYS
 
 _PADDED_LENGTHS = (16, 20, 24, 28, 32, 36, 40, 48, 56, 64, 80, 96, 128, 192, 256, 384, 512)
@@ -61,8 +62,12 @@ def tokenize_splits(splits: dict, preprocessor) -> dict:
     return {n: everything.rows(bounds[i], bounds[i + 1]) for i, n in enumerate(names)}
 
 
-def tokenize(texts: Sequence[str], preprocessor, labels=None, weights=None) -> TokenizedSplit:
-    """Runs the preprocessor over all texts, batched in tf.data, and keeps only real tokens."""
+def tokenize(texts: Sequence[str], preprocessor, labels=None, weights=None,
+             log_every_seconds: float = 30.0) -> TokenizedSplit:
+    """Runs the preprocessor over all texts, batched in tf.data, and keeps only real tokens.
+
+    Large inputs (minutes of tokenizing) log a progress line every `log_every_seconds`.
+    """
     texts = np.asarray(texts, dtype=object)
     n = len(texts)
     labels = np.zeros(n, np.int32) if labels is None else np.asarray(labels, np.int32)
@@ -80,8 +85,11 @@ def tokenize(texts: Sequence[str], preprocessor, labels=None, weights=None) -> T
     dataset = (tf.data.Dataset.from_tensor_slices(texts.astype(str) if n else np.zeros([0], str))
                .batch(_TOKENIZE_BATCH).map(pack, num_parallel_calls=tf.data.AUTOTUNE)
                .prefetch(tf.data.AUTOTUNE))
+    meter, done = progress.Progress("tokenized", log_every_seconds, total=n), 0
     for w, t, l in dataset.as_numpy_iterator():
         word_ids.append(w), type_ids.append(t), lengths.append(l)
+        done += len(l)
+        meter.update(done)
     cat = lambda parts: np.concatenate(parts).astype(np.int32) if parts else np.zeros([0], np.int32)  # noqa: E731
     return TokenizedSplit(cat(word_ids), cat(type_ids), cat(lengths), labels, weights)
 

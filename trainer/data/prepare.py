@@ -6,32 +6,33 @@ stratification is over the classes the model will see; the files keep every orig
 import argparse
 import io
 
-import numpy as np
-
-from trainer import storage
+from trainer import helptext, storage
 from trainer.config import DataConfig
-from trainer.data import labels as labels_lib, reading
 from trainer.errors import UserError
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m trainer.prepare", description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=helptext.DefaultsShown)
     parser.add_argument("--input", required=True,
                         help="Raw files (CSV/TSV/JSONL), comma-separated or a glob; local or gs://.")
     parser.add_argument("--output-dir", required=True, help="Where train.csv, eval.csv, test.csv go.")
-    parser.add_argument("--text-column", default=None, help="Default: detected as the trainer does.")
-    parser.add_argument("--label-column", default=None, help="Default: detected as the trainer does.")
-    parser.add_argument("--label-type", default="auto", choices=("auto", "score", "index", "name"))
-    parser.add_argument("--eval-fraction", type=float, default=0.1)
-    parser.add_argument("--test-fraction", type=float, default=0.1)
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--text-column", default=None, help="Default: detected as the trainer does (first of its known names present).")
+    parser.add_argument("--label-column", default=None, help="Default: detected as the trainer does (first of its known names present).")
+    parser.add_argument("--label-type", default="auto", choices=("auto", "score", "index", "name"),
+                        help="How to read the label column, as the trainer's --label-type.")
+    parser.add_argument("--eval-fraction", type=float, default=0.1,
+                        help="Share of the rows in eval.csv, in (0, 0.5); stratified by label.")
+    parser.add_argument("--test-fraction", type=float, default=0.1,
+                        help="Share of the rows in test.csv, in (0, 0.5); stratified by label.")
+    parser.add_argument("--seed", type=int, default=42, help="Seed of the random split.")
     parser.add_argument("--overwrite", action="store_true", help="Replace existing split files.")
     return parser
 
 
-def split_indices(labels: np.ndarray, eval_fraction: float, test_fraction: float, seed: int):
+def split_indices(labels, eval_fraction: float, test_fraction: float, seed: int):
     """(train, eval, test) row indices, each stratified by label, each sorted."""
+    import numpy as np
     from sklearn.model_selection import train_test_split
 
     rows = np.arange(len(labels))
@@ -48,6 +49,11 @@ def split_indices(labels: np.ndarray, eval_fraction: float, test_fraction: float
 
 def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
+    # Imported only now: --help and flag errors answer before numpy and pandas load.
+    import numpy as np
+
+    from trainer.data import labels as labels_lib, reading
+
     for flag, value in (("--eval-fraction", args.eval_fraction), ("--test-fraction", args.test_fraction)):
         if not 0.0 < value < 0.5:
             raise UserError(f"{flag}: must be in (0, 0.5), got {value}")

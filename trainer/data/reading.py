@@ -2,15 +2,22 @@
 
 Everything a user can get wrong in a file is caught here, before TensorFlow builds a graph, with
 the file, row and column in the message. Rows are numbered from 1 = the first data row (the
-header is not counted), the way spreadsheet users and `pandas.read_csv` see them.
+header is not counted), the way spreadsheet users and `pandas.read_csv` see them; lines are the
+file's physical lines, for errors in the file's structure.
+
+Every line is accounted for: it is blank, the header, or part of exactly one record with the
+header's number of fields, else reading stops naming the line. TSV has no quoting convention, so
+a `"` in a tab-separated text is an ordinary character (csv.QUOTE_NONE) and one line is one
+record; CSV follows RFC 4180 quoting, where only a quoted field may run over several lines. The
+training data and `trainer.predict` read through the same `iter_frames`, so both see the same
+rows.
 """
+import csv
 import io as _io
 import json
 import os
-from typing import Optional, Sequence
-
-import numpy as np
-import pandas as pd
+import sys
+from typing import Iterator, Optional, Sequence, TextIO
 
 from trainer import storage
 from trainer.errors import UserError
@@ -18,6 +25,9 @@ from trainer.errors import UserError
 TEXT_COLUMNS = ("bodyText", "text", "sentence", "tweet", "review", "content")
 LABEL_COLUMNS = ("sentiment", "label", "labels", "target", "class", "category")
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
+# Files whose texts are long documents exceed csv's default field limit of 128 KiB.
+csv.field_size_limit(min(sys.maxsize, 2 ** 31 - 1))
+
 
 def file_format(path: str, flag: str) -> str:
     ext = os.path.splitext(path.lower())[1]
@@ -36,48 +46,121 @@ def _decode(raw: bytes, path: str) -> str:
                         f"offset {e.start}); save the file as UTF-8") from None
 
 
-def read_table(path: str, flag: str) -> pd.DataFrame:
+def _json_records(handle: TextIO, path: str) -> Iterator[dict]:
+    """One JSON object per non-blank line."""
+    for number, line in enumerate(handle, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise UserError(f"{path}: line {number} is not valid JSON ({e.msg})") from None
+        if not isinstance(record, dict):
+            raise UserError(f"{path}: line {number} is not a JSON object")
+        yield record
+
+
+_HINTS = {"tsv": "a tab inside a text? TSV cannot quote it: replace tabs in texts, or use CSV",
+          "csv": 'an unquoted comma or an unmatched " in a text? quote such texts: "a, b" and '
+                 '"say ""hi"""'}
+
+
+def _delimited_records(handle: TextIO, fmt: str, path: str):
+    """(header, iterator of field lists), checking that each record has the header's width."""
+    if fmt == "tsv":
+        reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE, strict=True)
+    else:
+        reader = csv.reader(handle, strict=True)
+    state = {"end": 0}
+
+    def records():
+        while True:
+            start = state["end"] + 1
+            try:
+                record = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as e:
+                raise UserError(f"{path}: the record starting on line {start} is not valid "
+                                f"{fmt.upper()} ({e}); {_HINTS[fmt]}") from None
+            state["end"] = reader.line_num
+            if not record or (len(record) == 1 and not record[0].strip()):
+                continue  # a blank line
+            yield start, record
+
+    rows = records()
+    first = next(rows, None)
+    if first is None:
+        raise UserError(f"{path}: file is empty")
+    header = first[1]
+    if len(set(header)) < len(header):
+        twice = next(name for name in header if header.count(name) > 1)
+        raise UserError(f"{path}: line {first[0]}: column {twice!r} appears twice in the header")
+
+    def checked():
+        for start, record in rows:
+            if len(record) != len(header):
+                lines = (f"line {start} holds" if reader.line_num == start
+                         else f"lines {start}-{reader.line_num} hold")
+                raise UserError(f"{path}: {lines} {len(record)} fields, the header "
+                                f"{len(header)} ({_HINTS[fmt]})")
+            yield record
+    return header, checked()
+
+
+def iter_frames(handle: TextIO, fmt: str, path: str, chunk_rows: Optional[int] = None):
+    """DataFrames of strings (JSON Lines: of its values) with at most `chunk_rows` rows each
+    (None: one frame), read from an open text file; `_row` numbers the data rows from 1."""
+    import pandas as pd
+
+    if fmt == "jsonl":
+        header, records = None, _json_records(handle, path)
+    else:
+        header, records = _delimited_records(handle, fmt, path)
+    batch, done = [], 0
+
+    def frame():
+        out = pd.DataFrame.from_records(batch, columns=header)
+        if header is None:
+            out = out.astype(object).where(out.notna(), None)
+        out["_row"] = range(done + 1, done + len(batch) + 1)
+        return out
+
+    for record in records:
+        batch.append(record)
+        if chunk_rows and len(batch) == chunk_rows:
+            yield frame()
+            done, batch = done + len(batch), []
+    if batch or not done:
+        yield frame()
+
+
+def read_table(path: str, flag: str):
     """One file as a DataFrame of strings (labels are parsed later, with row numbers)."""
     fmt = file_format(path, flag)
     try:
         raw = storage.read_bytes(path)
-    except Exception as e:  # tf.errors.* from gfile: permission, network, ...
+    except UserError:
+        raise
+    except Exception as e:  # tf.errors.* from gfile that storage does not translate
         raise UserError(f"{flag}: cannot read {path}: {getattr(e, 'message', e)}") from None
     text = _decode(raw, path)
     if not text.strip():
         raise UserError(f"{path}: file is empty")
-    if fmt == "jsonl":
-        records = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise UserError(f"{path}: line {number} is not valid JSON ({e.msg})") from None
-            if not isinstance(record, dict):
-                raise UserError(f"{path}: line {number} is not a JSON object")
-            records.append(record)
-        frame = pd.DataFrame.from_records(records)
-        frame = frame.astype(object).where(frame.notna(), None)
-    else:
-        try:
-            frame = pd.read_csv(_io.StringIO(text), sep="," if fmt == "csv" else "\t", dtype=str,
-                                keep_default_na=False, na_values=[], skip_blank_lines=True)
-        except pd.errors.ParserError as e:
-            raise UserError(f"{path}: not a valid {fmt.upper()} file: {e}") from None
+    (frame,) = iter_frames(_io.StringIO(text, newline=""), fmt, path)
     if frame.empty:
         raise UserError(f"{path}: file has a header but no data rows")
     return frame
 
 
-def read_files(spec: str, flag: str) -> pd.DataFrame:
+def read_files(spec: str, flag: str):
     """All files of one split, with `_file` and `_row` columns for error messages."""
+    import pandas as pd
+
     frames = []
     for path in storage.expand_paths(spec, flag):
         frame = read_table(path, flag)
         frame["_file"] = path
-        frame["_row"] = np.arange(1, len(frame) + 1)
         frames.append(frame)
     columns = [c for c in frames[0].columns]
     for frame in frames[1:]:
@@ -88,11 +171,11 @@ def read_files(spec: str, flag: str) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def where(frame: pd.DataFrame, index: int, column: str) -> str:
+def where(frame, index: int, column: str) -> str:
     return f"{frame['_file'].iloc[index]} row {frame['_row'].iloc[index]}, column {column!r}"
 
 
-def pick_column(frame: pd.DataFrame, requested: Optional[str], candidates: Sequence[str],
+def pick_column(frame, requested: Optional[str], candidates: Sequence[str],
                 flag: str, what: str) -> str:
     columns = [c for c in frame.columns if not str(c).startswith("_")]
     source = frame["_file"].iloc[0]
@@ -107,5 +190,3 @@ def pick_column(frame: pd.DataFrame, requested: Optional[str], candidates: Seque
             return lowered[name.lower()]
     raise UserError(f"{source}: no {what} column found (looked for {', '.join(candidates)}); its "
                     f"columns are {columns}. Name one with {flag}.")
-
-

@@ -1,16 +1,18 @@
 """Labelled splits: train, validation and test, read, validated and carved as the config says."""
 import dataclasses
+import logging
 import os
 from typing import Dict, Optional
 
 import numpy as np
-import pandas as pd
 
 from trainer.config import Config
 from trainer.data import labels as labels_lib
 from trainer.data.labels import LabelSpec
 from trainer.data.reading import LABEL_COLUMNS, TEXT_COLUMNS, pick_column, read_files, where
 from trainer.errors import UserError
+
+log = logging.getLogger("trainer")
 
 # Used when no data flag is given: 360 short posts in the seed schema (bodyText, sentiment score),
 # already split 80/10/10 by `trainer.prepare`.
@@ -50,10 +52,15 @@ class Datasets:
             out["test"] = self.test
         return out
 
+    def class_counts(self) -> Dict[str, Dict[str, int]]:
+        """{split: {class name: rows}}, for the log and metrics.json."""
+        return {name: labels_lib.class_counts(split.labels, self.labels)
+                for name, split in self.splits().items()}
 
 
-def to_split(frame: pd.DataFrame, text_column: str, label_column: str, spec: LabelSpec,
-             split_name: str, skip_empty_text: bool) -> Split:
+def to_split(frame, text_column: str, label_column: str, spec: LabelSpec,
+             split_name: str, skip_empty_text: bool, min_examples: int = 0) -> Split:
+    """Texts and class ids of one split; with `min_examples`, every class present has that many."""
     if text_column not in frame.columns:
         raise UserError(f"{frame['_file'].iloc[0]}: no column {text_column!r} (the training "
                         f"data's text column); its columns are "
@@ -73,20 +80,22 @@ def to_split(frame: pd.DataFrame, text_column: str, label_column: str, spec: Lab
         if frame.empty:
             raise UserError(f"{split_name}: every row has empty text")
     labels = labels_lib.encode_labels(frame, label_column, spec, split_name)
+    if min_examples:
+        labels_lib.check_class_sizes(frame, label_column, labels, spec, min_examples)
     source = ",".join(sorted(set(frame["_file"])))
     return Split(np.array([str(t) for t in frame[text_column]], dtype=object), labels,
                  source, rows_skipped=len(empty))
 
 
-def stratified_split(split: Split, fraction: float, seed: int, what: str):
+def stratified_split(split: Split, fraction: float, seed: int, what: str, names: list):
     """(rest, held_out): `fraction` of each class held out."""
     from sklearn.model_selection import train_test_split
 
     counts = np.bincount(split.labels)
     rare = [i for i, c in enumerate(counts) if 0 < c < 2]
     if rare:
-        raise UserError(f"{split.source}: class id {rare[0]} has a single example, too few to "
-                        f"carve a stratified {what}; add examples or give the split as a file")
+        raise UserError(f"{split.source}: class {names[rare[0]]!r} has a single example, too few "
+                        f"to carve a stratified {what}; add examples or give the split as a file")
     try:
         rest, held = train_test_split(np.arange(len(split)), test_size=fraction,
                                       random_state=seed, stratify=split.labels)
@@ -112,7 +121,10 @@ def load_datasets(config: Config) -> Datasets:
     text_column = pick_column(train_frame, d.text_column, TEXT_COLUMNS, "--text-column", "text")
     label_column = pick_column(train_frame, d.label_column, LABEL_COLUMNS, "--label-column", "label")
     spec = labels_lib.infer_labels(train_frame, label_column, d)
-    train = to_split(train_frame, text_column, label_column, spec, "train", d.skip_empty_text)
+    if d.min_examples_per_class < 1:
+        raise UserError(f"--min-examples-per-class: must be at least 1, got {d.min_examples_per_class}")
+    train = to_split(train_frame, text_column, label_column, spec, "train", d.skip_empty_text,
+                     min_examples=d.min_examples_per_class)
     present = np.unique(train.labels)
     if len(present) < 2:
         raise UserError(f"{train.source}: training data holds a single class "
@@ -123,7 +135,7 @@ def load_datasets(config: Config) -> Datasets:
         validation = to_split(frame, text_column, label_column, spec, "validation", d.skip_empty_text)
     else:
         train, validation = stratified_split(train, d.validation_fraction, config.train.seed,
-                                             "validation split")
+                                             "validation split", spec.names)
         validation.rows_skipped = 0
     test = None
     if d.testing_file:
@@ -131,13 +143,16 @@ def load_datasets(config: Config) -> Datasets:
         test = to_split(frame, text_column, label_column, spec, "test", d.skip_empty_text)
     if d.train_fraction < 1.0:
         kept, _ = stratified_split(train, 1.0 - d.train_fraction, config.train.seed,
-                                   "--train-fraction subset")
+                                   "--train-fraction subset", spec.names)
         train = kept
     if config.train.dry_run:
         rows = max(2, config.train.batch_size)
         train, validation = _head(train, rows), _head(validation, rows)
         test = _head(test, rows) if test is not None else None
-    return Datasets(train, validation, test, spec, text_column, label_column)
+    datasets = Datasets(train, validation, test, spec, text_column, label_column)
+    for name, counts in datasets.class_counts().items():
+        log.info("%s classes: %s", name, ", ".join(f"{label} {count}" for label, count in counts.items()))
+    return datasets
 
 
 def _head(split: Split, rows: int) -> Split:

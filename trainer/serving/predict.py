@@ -2,20 +2,19 @@
 
 Streams the input in chunks (files larger than memory are fine) and, within a chunk, sorts
 texts by length before batching so each batch is padded only as far as its longest text.
-Output rows keep the input's order and columns.
+The input is read by the trainer's own reader (trainer.data.reading), so a file yields the rows
+training would see; output rows keep the input's order and columns, one per input row.
 """
 import argparse
 import contextlib
+import csv
+import io
 import json
 import os
 import tempfile
-import time
-
-import numpy as np
-import pandas as pd
 
 import trainer
-from trainer import storage
+from trainer import cli, helptext, progress, storage
 from trainer.data import reading as data
 from trainer.errors import UserError
 
@@ -24,59 +23,56 @@ CHUNK_ROWS = 8192
 
 def build_arg_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m trainer.predict", description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=helptext.DefaultsShown)
     parser.add_argument("--model-dir", required=True, help="An exported model (JOB_DIR/model).")
     parser.add_argument("--input", required=True, help="CSV, TSV or JSON Lines file (local or gs://).")
     parser.add_argument("--output", required=True, help="Where to write (format from the extension).")
-    parser.add_argument("--text-column", default=None, help="Default: detected as the trainer does.")
-    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--text-column", default=None,
+                        help="Column holding the text; by default detected as the trainer does.")
+    parser.add_argument("--batch-size", type=int, default=128, help="Texts per model call.")
+    parser.add_argument("--log-every-seconds", type=float, default=10.0,
+                        help="Seconds between progress lines (rows/s and ETA).")
     parser.add_argument("--overwrite", action="store_true", help="Replace an existing --output.")
     return parser
 
 
 @contextlib.contextmanager
 def _local_copy(path: str):
-    """pandas streams local files only (GFile is not a full file object): gs:// is copied to
+    """The reader streams local files only (GFile is not a full file object): gs:// is copied to
     local disk first, which holds far more than memory."""
     if "://" not in path:
         yield path
         return
-    import tensorflow as tf
     with tempfile.TemporaryDirectory(prefix="predict-input-") as scratch:
         local = os.path.join(scratch, os.path.basename(path))
-        tf.io.gfile.copy(path, local)
+        storage.copy(path, local)
         yield local
 
 
 def read_chunks(path: str, text_column):
-    """(frame, text column) chunks of a local or gs:// file."""
+    """(frame, text column, share of the file read) chunks of a local or gs:// file."""
     fmt = data.file_format(path, "--input")
-    if not storage.exists(path):
-        raise UserError(f"--input: file not found: {path}")
-    with _local_copy(path) as local_path:
-        if fmt == "jsonl":
-            reader = pd.read_json(local_path, lines=True, chunksize=CHUNK_ROWS, dtype=False,
-                                  encoding="utf-8-sig")
-        else:
-            reader = pd.read_csv(local_path, sep="," if fmt == "csv" else "\t", dtype=str,
-                                 keep_default_na=False, chunksize=CHUNK_ROWS,
-                                 encoding="utf-8-sig", encoding_errors="strict")
+    with _local_copy(path) as local_path, open(local_path, "rb") as raw:
+        size = max(1, os.path.getsize(local_path))
+        handle = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="strict", newline="")
         column = None
         try:
-            for chunk in reader:
+            for chunk in data.iter_frames(handle, fmt, path, CHUNK_ROWS):
+                if chunk.empty:
+                    raise UserError(f"{path}: file has no data rows")
                 if column is None:
-                    probe = chunk.assign(_file=path, _row=np.arange(1, len(chunk) + 1))
-                    column = data.pick_column(probe, text_column, data.TEXT_COLUMNS, "--text-column", "text")
-                yield chunk, column
+                    column = data.pick_column(chunk.assign(_file=path), text_column, data.TEXT_COLUMNS,
+                                              "--text-column", "text")
+                yield chunk.drop(columns="_row"), column, raw.tell() / size
         except UnicodeDecodeError as e:
-            raise UserError(f"{path}: not valid UTF-8 ({e.reason} at byte {e.start} of a chunk); "
+            raise UserError(f"{path}: not valid UTF-8 ({e.reason} near byte {raw.tell()}); "
                             f"save the file as UTF-8") from None
-        except (pd.errors.ParserError, ValueError) as e:
-            raise UserError(f"{path}: cannot parse: {e}") from None
 
 
 def predict_texts(serve, texts, batch_size: int):
     """(probabilities [N, C], label names [C]) in input order; batches of similar length."""
+    import numpy as np
+
     order = np.argsort([len(t) for t in texts], kind="stable")
     probabilities, names = None, None
     for start in range(0, len(texts), batch_size):
@@ -89,47 +85,71 @@ def predict_texts(serve, texts, batch_size: int):
     return probabilities, names
 
 
-def write_frame(frame: pd.DataFrame, handle, fmt: str, first: bool) -> None:
+def write_frame(frame, handle, fmt: str, first: bool) -> None:
+    """CSV quotes as needed; TSV is written as it is read, without quoting, so a text holding a
+    tab or a line break (possible from CSV or JSON Lines input) cannot be written as TSV."""
     if fmt == "jsonl":
         for record in frame.to_dict(orient="records"):
             handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
-    else:
-        frame.to_csv(handle, sep="," if fmt == "csv" else "\t", index=False, header=first)
+        return
+    if fmt == "csv":
+        frame.to_csv(handle, index=False, header=first)
+        return
+    for column in frame.columns:
+        values = frame[column].astype(str)
+        bad = values.str.contains("[\t\r\n]", regex=True)
+        if bad.any():
+            raise UserError(f"--output: a value of column {column!r} holds a tab or a line break, which "
+                            f"TSV cannot hold (input row {bad.to_numpy().argmax() + 1} of this chunk); "
+                            f"write .csv or .jsonl instead")
+    frame.to_csv(handle, sep="\t", index=False, header=first, quoting=csv.QUOTE_NONE)
 
 
 def check_args(args) -> str:
     """Every flag and path checked before the model loads; returns the output format."""
     if args.batch_size < 1:
         raise UserError(f"--batch-size: must be at least 1, got {args.batch_size}")
+    if not args.log_every_seconds > 0:
+        raise UserError(f"--log-every-seconds: must be positive, got {args.log_every_seconds}")
     out_fmt = data.file_format(args.output, "--output")
     if storage.exists(args.output) and not args.overwrite:
         raise UserError(f"--output: {args.output} exists; pass --overwrite to replace it")
+    storage.require_bucket(args.model_dir)
     if not storage.exists(args.model_dir.rstrip("/") + "/saved_model.pb"):
         raise UserError(f"--model-dir: no exported model in {args.model_dir} (expected "
                         f"saved_model.pb; point it at JOB_DIR/model)")
+    data.file_format(args.input, "--input")
+    if not storage.exists(args.input):
+        storage.require_bucket(args.input)
+        raise UserError(f"--input: file not found: {args.input}")
     return out_fmt
 
 
 def predict_file(serve, args, out_fmt: str, handle) -> int:
     """Streams --input through the model into `handle`; returns the rows written."""
-    rows, seconds = 0, 0.0
-    for chunk, column in read_chunks(args.input, args.text_column):
+    import pandas as pd
+
+    rows = 0
+    meter = progress.Progress("predicted", args.log_every_seconds)
+    for chunk, column, read in read_chunks(args.input, args.text_column):
         texts = ["" if pd.isna(t) else str(t) for t in chunk[column].tolist()]
-        start = time.perf_counter()
         probabilities, names = predict_texts(serve, texts, args.batch_size)
-        seconds += time.perf_counter() - start
         chunk = chunk.copy()
         chunk["predicted_label"] = [names[i] for i in probabilities.argmax(axis=1)]
         for i, name in enumerate(names):
             chunk[f"probability_{name}"] = probabilities[:, i]
         write_frame(chunk, handle, out_fmt, first=rows == 0)
         rows += len(chunk)
-        print(f"predicted {rows} rows in {seconds:.1f}s ({rows / seconds:.0f} rows/s)", flush=True)
+        meter.update(rows, fraction=read)
+    seconds = meter.seconds()
+    print(f"predicted {rows} rows in {progress.clock(seconds)} ({rows / max(seconds, 1e-9):.0f} rows/s)",
+          flush=True)
     return rows
 
 
 def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
+    cli.setup_logging()
     trainer.import_tensorflow()
     from trainer.serving import export
 
