@@ -139,3 +139,42 @@ def test_a_calibrated_export_divides_its_logits_by_the_temperature(tiny_encoder_
     assert not np.allclose(calibrated, plain, atol=1e-3)
     np.testing.assert_allclose(calibrated, expected, atol=1e-5)
     np.testing.assert_array_equal(served[2.5]["label_index"].numpy(), served[1.0]["label_index"].numpy())
+
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+
+
+@pytest.fixture
+def browser(tmp_path):
+    """Debian's headless Chromium driven through its ChromeDriver, console messages recorded."""
+    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+        pytest.skip("Debian's chromium and chromium-driver are not installed "
+                    "(apt-get install -y chromium chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    # Without the background-networking flags Chromium keeps trying Google's hosts, which this
+    # offline machine refuses.
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def test_report_html_renders_in_a_browser_with_every_image_and_no_console_error(reported, browser):
+    browser.get((reported[0] / "report.html").as_uri())
+    images = browser.execute_script(
+        "return Array.from(document.images, i => [i.complete, i.naturalWidth, i.src.slice(0, 22)])")
+    assert len(images) == len(FIGURES)
+    assert all(complete and width > 0 and src == "data:image/png;base64," for complete, width, src in images)
+    assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
+    rows = browser.execute_script("return document.querySelectorAll('table tr').length")
+    assert rows > 2 * 7  # the worst-errors table is there
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert errors == []
