@@ -99,6 +99,20 @@ def test_the_report_uses_the_temperature_the_run_recorded(reported, tmp_path):
     assert "T = 2.345" in (job_dir / "report.html").read_text()
 
 
+def test_the_run_builds_its_report_before_writing_metrics_json(reported, tmp_path):
+    """The training run's last stage: the report from the metrics it is about to write, so a
+    run killed in between never looks finished without its report."""
+    from trainer.reporting.build import build_report
+    job_dir = shutil.copytree(reported[0], tmp_path / "run", ignore=shutil.ignore_patterns("checkpoints"))
+    metrics = json.loads((job_dir / "metrics.json").read_text())
+    for name in ("metrics.json", "report.html", "errors.csv", "MODEL_CARD.md"):
+        (job_dir / name).unlink()
+    shutil.rmtree(job_dir / "report")
+    build_report(str(job_dir), metrics=metrics)
+    assert (job_dir / "report.html").exists() and (job_dir / "report" / "reliability.png").exists()
+    assert not (job_dir / "metrics.json").exists()
+
+
 def test_an_unfinished_run_is_refused_with_one_clear_line(reported, tmp_path):
     job_dir = tmp_path / "unfinished"
     job_dir.mkdir()
