@@ -190,3 +190,15 @@ def test_predict_from_gs_to_gs(gcs, gcs_run, tiny_data):
     again = run(gcs, "--model-dir", gs("run/model"), "--input", gs("data/test.csv"), "--output", output,
                 module="trainer.predict")
     assert again.returncode == 2 and "exists; pass --overwrite" in again.stderr
+
+
+def test_report_is_rebuilt_for_a_gs_run(gcs, gcs_run):
+    result = run(gcs, "--job-dir", gs("run"), module="trainer.report")
+    assert result.returncode == 0, result.stdout + result.stderr
+    names = gcs.names("run/")
+    for name in ("report.html", "errors.csv", "MODEL_CARD.md", "report/learning_curves.png",
+                 "report/confusion_test.png", "report/reliability.png"):
+        assert f"run/{name}" in names, (name, names)
+    assert [n for n in names if ".tmp-" in n] == []
+    assert gcs.get("run/report.html").count(b'<img src="data:image/png;base64,') == 5
+    assert f"--model-dir {gs('run/model')}".encode() in gcs.get("run/MODEL_CARD.md")

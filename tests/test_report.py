@@ -1,7 +1,6 @@
 """`python -m trainer.report` on a finished tiny run, the way a user runs it; report.html in a real
 headless browser; the calibrated export."""
 import csv
-import io
 import json
 import os
 import shutil

@@ -3,6 +3,7 @@ MODEL_CARD.md for a finished run, local or gs://, without retraining."""
 import argparse
 import sys
 
+import trainer
 from trainer import cli
 
 
@@ -20,7 +21,6 @@ def build_arg_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
     cli.setup_logging(args.verbose)
-    import trainer
     trainer.import_tensorflow()
     from trainer.reporting.build import build_report
 

@@ -21,8 +21,6 @@ from trainer.reporting.predictions import recompute
 
 log = logging.getLogger("trainer")
 
-REPORT_FILES = ("report.html", "errors.csv", "MODEL_CARD.md")
-
 
 def _join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + name
@@ -113,20 +111,19 @@ def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split:
     predictions = recompute(config, model_dir, metrics["labels"])
     calibration = calibration_for_report(metrics, predictions)
     errors = errors_lib.worst_examples(predictions, metrics["labels"], per_split)
-    written = []
-    entries = []
+    written, entries = [], []
     for name, title, png, note in render_figures(metrics, config, history, predictions, calibration):
         storage.write_bytes_atomic(_join(job_dir, f"report/{name}"), png)
         written.append(_join(job_dir, f"report/{name}"))
         entries.append(html.figure_entry(title, png, note))
-    outputs = {
+    outputs = {  # in writing order: report.html last
         "errors.csv": errors_lib.to_csv(errors),
         "MODEL_CARD.md": model_card.render(metrics, config, calibration, model_dir),
         "report.html": html.render(job_dir, metrics, config.train.hypertune_metric, entries,
                                    calibration, errors, per_split),
     }
-    for name in REPORT_FILES[1:] + REPORT_FILES[:1]:  # report.html last
-        storage.write_text_atomic(_join(job_dir, name), outputs[name])
+    for name, text in outputs.items():
+        storage.write_text_atomic(_join(job_dir, name), text)
         written.append(_join(job_dir, name))
-    log.info("report: wrote %s and %d figures to %s", ", ".join(REPORT_FILES), len(entries), job_dir)
+    log.info("report: wrote %s and %d figures to %s", ", ".join(outputs), len(entries), job_dir)
     return written
