@@ -8,8 +8,10 @@ from trainer import cli
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m trainer.report", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m trainer.report",
+        description="Rebuild report.html, report/*.png, errors.csv and MODEL_CARD.md for a finished "
+                    "run (local or gs://) without retraining.")
     parser.add_argument("--job-dir", required=True, help="A finished run's --job-dir (local or gs://).")
     parser.add_argument("--report-errors", type=int, default=None, metavar="N",
                         help="Highest-loss examples listed per split. Default: the run's own "
