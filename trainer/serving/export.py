@@ -18,7 +18,7 @@ SIGNATURE = "serving_default"
 
 class ServingModule(tf.Module):
     def __init__(self, preprocessor, classifier: tf_keras.Model, label_names: Sequence[str],
-                 max_seq_length: int):
+                 max_seq_length: int, temperature: float = 1.0):
         super().__init__(name="text_classifier")
         self.preprocessor = preprocessor
         # Only the classifier's variables are tracked, not the Keras model: saving a Keras model
@@ -28,12 +28,15 @@ class ServingModule(tf.Module):
         self._forward = lambda features: classifier(features, training=False)
         self.label_names = tf.constant(list(label_names))
         self.lengths = pipeline.padded_lengths(max_seq_length)
+        # Calibration (trainer.reporting.calibration): probabilities are softmax(logits / T).
+        # A variable, so a loaded model still tells its T (the report reads it back).
+        self.temperature = tf.Variable(float(temperature), trainable=False, name="temperature")
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def serve(self, text):
         features = pipeline.trim_to_padded_length(self.preprocessor(text), self.lengths)
         logits = tf.cast(self._forward(features), tf.float32)
-        probabilities = tf.nn.softmax(logits, axis=-1)
+        probabilities = tf.nn.softmax(logits / self.temperature, axis=-1)
         predicted = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
         batch = tf.shape(text)[0]
         return {

@@ -1,5 +1,5 @@
 """Classification metrics over a whole split, from the model's predictions."""
-from typing import Sequence
+from typing import Sequence, Tuple
 
 import numpy as np
 from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
@@ -34,8 +34,14 @@ def summarize(logits: np.ndarray, labels: np.ndarray, label_names: Sequence[str]
     }
 
 
-def evaluate(model, dataset, label_names: Sequence[str]) -> dict:
-    """Runs the model over `dataset` (features, labels, weights) once; weight-0 rows are padding."""
+def predict_logits(model, dataset) -> Tuple[np.ndarray, np.ndarray]:
+    """(logits [N, C], labels [N]) of one pass over `dataset` (features, labels, weights);
+    weight-0 rows are padding and dropped."""
     out = model.predict(dataset, verbose=0)
     keep = out["weight"] > 0
-    return summarize(out["logits"][keep], out["label"][keep].astype(np.int64), label_names)
+    return out["logits"][keep], out["label"][keep].astype(np.int64)
+
+
+def evaluate(model, dataset, label_names: Sequence[str]) -> dict:
+    """summarize() over one pass of the model over `dataset`."""
+    return summarize(*predict_logits(model, dataset), label_names)

@@ -1,0 +1,210 @@
+"""The report's parts on small deterministic inputs: calibration, worst errors, figures, model card,
+HTML. (tests/test_report.py runs the whole report on a trained run.)"""
+import io
+
+import numpy as np
+import pytest
+from matplotlib import image as mpimg
+
+from trainer.config import Config
+from trainer.reporting import calibration, errors, figures, html, model_card
+from trainer.reporting.predictions import SplitPredictions, logits_from_probabilities
+
+LABELS = ["negative", "neutral", "positive"]
+
+
+def sampled_model(true_temperature, n=4000, seed=0):
+    """Logits z, and labels drawn from softmax(z / true_temperature): a model whose own
+    probabilities softmax(z) are over-confident when true_temperature > 1."""
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(0.0, 3.0, size=(n, 3))
+    truth = calibration.softmax(logits, true_temperature)
+    labels = np.array([rng.choice(3, p=p) for p in truth])
+    return logits, labels
+
+
+@pytest.mark.parametrize("true_temperature", [2.5, 0.6])
+def test_fitted_temperature_recovers_the_one_that_generated_the_labels(true_temperature):
+    logits, labels = sampled_model(true_temperature)
+    assert calibration.fit_temperature(logits, labels) == pytest.approx(true_temperature, rel=0.08)
+
+
+def test_calibrating_an_over_confident_model_lowers_its_ece_on_held_out_data():
+    val_logits, val_labels = sampled_model(2.5, seed=1)
+    test_logits, test_labels = sampled_model(2.5, seed=2)
+    block = calibration.calibration_block(
+        {"validation": (val_logits, val_labels), "test": (test_logits, test_labels)}, applied=True)
+    assert block["temperature"] > 1
+    test = block["test"]
+    assert test["ece_before"] > 0.1 and test["ece_after"] < 0.03
+    assert test["brier_after"] < test["brier_before"] and test["nll_after"] < test["nll_before"]
+    assert set(block) == {"temperature", "at_bound", "applied", "bins", "validation", "test"}
+    assert not block["at_bound"]
+
+
+def test_a_perfectly_separated_validation_set_drives_the_temperature_to_its_bound():
+    logits = np.array([[3.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 4.0]])
+    block = calibration.calibration_block({"validation": (logits, np.array([0, 1, 2]))}, applied=True)
+    assert block["temperature"] == pytest.approx(calibration.MIN_T, rel=1e-3) and block["at_bound"]
+
+
+def test_temperature_never_changes_the_predicted_label():
+    logits, _ = sampled_model(1.0, n=500)
+    for t in (0.3, 1.0, 4.0):
+        np.testing.assert_array_equal(calibration.softmax(logits, t).argmax(1), logits.argmax(1))
+
+
+def test_ece_is_the_count_weighted_gap_between_accuracy_and_confidence():
+    # Two filled bins: confidence 0.9 with 2 of 4 right, confidence 0.6 with 1 of 1 right.
+    probabilities = np.array([[0.9, 0.1]] * 4 + [[0.6, 0.4]])
+    labels = np.array([0, 0, 1, 1, 0])
+    expected = (4 * abs(0.5 - 0.9) + 1 * abs(1.0 - 0.6)) / 5
+    assert calibration.expected_calibration_error(probabilities, labels) == pytest.approx(expected)
+    accuracy, confidence, count = calibration.reliability_bins(probabilities, labels)
+    assert count.sum() == 5 and count[13] == 4 and count[8] == 1  # (13/15, 14/15] and (8/15, 9/15]
+
+
+def test_brier_score_is_zero_when_certain_and_right_and_one_minus_1_over_c_when_uniform():
+    labels = np.array([0, 2, 1])
+    assert calibration.brier_score(np.eye(3)[labels], labels) == 0.0
+    assert calibration.brier_score(np.full((3, 3), 1 / 3), labels) == pytest.approx(2 / 3)
+
+
+def test_uncalibrated_probabilities_are_recovered_from_a_calibrated_export():
+    logits, _ = sampled_model(1.0, n=200)
+    exported = calibration.softmax(logits, 1.7).astype(np.float32)  # what the SavedModel returns
+    recovered = calibration.softmax(logits_from_probabilities(exported, 1.7))
+    np.testing.assert_allclose(recovered, calibration.softmax(logits), atol=1e-5)
+
+
+def predictions_with_known_losses():
+    probabilities = np.array([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8], [0.05, 0.9, 0.05],
+                              [0.3, 0.3, 0.4], [0.6, 0.3, 0.1]])
+    labels = np.array([0, 0, 1, 2, 2])
+    texts = np.array([f"text {i}, with a comma" for i in range(5)], dtype=object)
+    return SplitPredictions(texts, labels, probabilities, np.log(probabilities))
+
+
+def test_errors_are_the_highest_loss_examples_of_each_split_in_order():
+    p = predictions_with_known_losses()
+    frame = errors.worst_examples({"validation": p, "test": p}, LABELS, per_split=3)
+    losses = -np.log(p.probabilities[np.arange(5), p.labels])
+    expected = [1, 4, 3]  # true-label probabilities 0.1, 0.1 (a tie: data order), 0.4
+    for split in ("validation", "test"):
+        rows = frame[frame["split"] == split]
+        assert list(rows["text"]) == list(p.texts[expected])
+        np.testing.assert_allclose(rows["loss"], losses[expected])
+        assert list(rows["rank"]) == [1, 2, 3]
+    first = frame.iloc[0]
+    assert (first["true_label"], first["predicted_label"], first["probability"]) == ("negative", "positive", 0.8)
+
+
+def test_errors_csv_round_trips_texts_with_commas_and_quotes():
+    import pandas as pd
+    p = predictions_with_known_losses()
+    p.texts[1] = 'she said "no", twice\nthen left'
+    frame = errors.worst_examples({"test": p}, LABELS, per_split=5)
+    read = pd.read_csv(io.StringIO(errors.to_csv(frame)), keep_default_na=False)
+    assert list(read.columns) == errors.COLUMNS
+    assert list(read["text"]) == list(frame["text"])
+
+
+def test_zero_errors_requested_gives_a_header_only_file():
+    frame = errors.worst_examples({"test": predictions_with_known_losses()}, LABELS, per_split=0)
+    assert errors.to_csv(frame).strip() == ",".join(errors.COLUMNS)
+
+
+def assert_non_blank_png(png: bytes, min_width=400):
+    pixels = mpimg.imread(io.BytesIO(png), format="png")
+    assert pixels.shape[1] >= min_width
+    assert pixels[..., :3].std() > 0.05  # a blank or one-colour image has ~0
+
+
+def test_learning_curves_figure_is_a_non_blank_png():
+    import pandas as pd
+    history = pd.DataFrame({"epoch": [1, 2, 3], "loss": [1.0, 0.6, 0.4], "val_loss": [0.9, 0.7, 0.8],
+                            "val_macro_f1": [0.5, 0.7, 0.65]})
+    assert_non_blank_png(figures.learning_curves(history, 2, "val_macro_f1"))
+
+
+def test_confusion_matrix_figure_is_a_non_blank_png():
+    assert_non_blank_png(figures.confusion_matrices([[5, 1, 0], [2, 3, 1], [0, 0, 0]], LABELS, "test"))
+
+
+def test_per_class_figure_is_a_non_blank_png():
+    per_class = {name: {"precision": 0.5 + i / 10, "recall": 0.6, "f1": 0.55, "support": 3}
+                 for i, name in enumerate(LABELS)}
+    assert_non_blank_png(figures.per_class_scores({"validation": per_class, "test": per_class}, LABELS))
+
+
+def test_reliability_figure_is_a_non_blank_png():
+    logits, labels = sampled_model(2.0, n=300)
+    png = figures.reliability_diagram(calibration.softmax(logits), calibration.softmax(logits, 2.0),
+                                      labels, "test", 2.0)
+    assert_non_blank_png(png)
+
+
+def run_metrics(with_calibration=True):
+    per_class = {name: {"precision": 0.9, "recall": 0.8, "f1": 0.85, "support": 10 + i}
+                 for i, name in enumerate(LABELS)}
+    split = {"examples": 33, "loss": 0.4, "accuracy": 0.8, "macro_f1": 0.85, "macro_recall": 0.8,
+             "per_class": per_class, "confusion_matrix": [[8, 1, 1], [1, 9, 1], [1, 1, 10]]}
+    metrics = {"train": split, "validation": split, "test": split, "labels": LABELS,
+               "label_kind": "name", "text_column": "text", "label_column": "label",
+               "dataset_sizes": {"train": 33, "validation": 33, "test": 33},
+               "rows_skipped": {"train": 2, "validation": 0, "test": 0},
+               "truncated_texts": {"train": 4, "validation": 1, "test": 0},
+               "hyperparameters": {**Config().to_dict()["train"], "dropout": 0.1,
+                                   "max_seq_length": 64, "pooling": "mean",
+                                   "encoder": "minilm-l6-h384-uncased"},
+               "best_epoch": 2, "epochs_completed": 3,
+               "device": {"strategy": "default", "platform": "cpu", "precision_note": "float32",
+                          "encoder_backend": "native", "encoder_source": "minilm -> /site/model"},
+               "versions": {"trainer": "0.1.0", "tensorflow": "2.21.0"}}
+    if with_calibration:
+        scores = {"ece_before": 0.12, "ece_after": 0.03, "brier_before": 0.3, "brier_after": 0.25,
+                  "nll_before": 0.5, "nll_after": 0.4}
+        metrics["calibration"] = {"temperature": 1.8, "at_bound": False, "applied": True, "bins": 15,
+                                  "validation": scores, "test": scores}
+    return metrics
+
+
+def test_model_card_names_what_users_need_to_judge_and_use_the_model():
+    metrics = run_metrics()
+    card = model_card.render(metrics, Config(), metrics["calibration"], "gs://bucket/job/model")
+    for expected in ('"negative", "neutral", "positive"', "minilm-l6-h384-uncased", "minilm -> /site/model",
+                     "sample posts shipped in the package", "| test | ", "| neutral | 0.9000 | 0.8000 | 0.8500 | 11 |",
+                     "T = 1.8", "the exported model applies it", "| test | 0.1200 | 0.0300 |",
+                     "longer than 64 WordPiece tokens", "4 of 33 train texts", "English",
+                     'tf.saved_model.load("gs://bucket/job/model")',
+                     "python -m trainer.predict --model-dir gs://bucket/job/model",
+                     "Rows skipped for empty text: train 2."):
+        assert expected in card, expected
+
+
+def test_model_card_says_when_the_export_is_not_calibrated():
+    metrics = run_metrics(with_calibration=False)
+    block = {**run_metrics()["calibration"], "applied": False, "fitted_by_report": True}
+    card = model_card.render(metrics, Config(), block, "model")
+    assert "does **not** apply it" in card and "fitted by `trainer.report`" in card
+    assert "search range" not in card
+
+
+def test_model_card_warns_when_the_temperature_hit_its_search_bound():
+    metrics = run_metrics()
+    block = {**metrics["calibration"], "temperature": 0.05, "at_bound": True}
+    assert "says little about new data" in model_card.render(metrics, Config(), block, "model")
+
+
+def test_report_html_inlines_every_figure_and_escapes_texts():
+    import pandas as pd
+    frame = pd.DataFrame([{"split": "test", "rank": 1, "loss": 2.0, "true_label": "negative",
+                           "predicted_label": "positive", "probability": 0.9,
+                           "text": "<script>alert(1)</script> & more"}], columns=errors.COLUMNS)
+    png = figures.confusion_matrices([[1, 0], [0, 1]], ["a", "b"], "test")
+    metrics = run_metrics()
+    page = html.render("gs://b/job", metrics, "val_macro_f1", [html.figure_entry("Confusion", png)],
+                       metrics["calibration"], frame, 1)
+    assert page.count("<img ") == 1 and 'src="data:image/png;base64,' in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in page and "<script>" not in page
+    assert "http://" not in page and "https://" not in page

@@ -1,0 +1,129 @@
+"""Everything the report writes into a finished job dir, local or gs://.
+
+    report.html     one self-contained page: metrics, figures, calibration, worst errors
+    report/*.png    each figure on its own
+    errors.csv      the highest-loss validation and test examples (--report-errors per split)
+    MODEL_CARD.md   the model card
+
+report.html is written last: when it exists, the rest of the report is complete.
+"""
+import io
+import json
+import logging
+from typing import Optional
+
+import pandas as pd
+
+from trainer import config as config_lib, storage
+from trainer.errors import UserError
+from trainer.reporting import calibration as calibration_lib, errors as errors_lib, figures, html, model_card
+from trainer.reporting.predictions import recompute
+
+log = logging.getLogger("trainer")
+
+
+def _join(base: str, name: str) -> str:
+    return base.rstrip("/") + "/" + name
+
+
+def load_finished_run(job_dir: str):
+    """(config, metrics) of a finished run, or one clear error."""
+    config_path, metrics_path = _join(job_dir, "config.json"), _join(job_dir, "metrics.json")
+    if not storage.exists(config_path):
+        raise UserError(f"--job-dir: {job_dir} is not a job dir of trainer.task (no config.json)")
+    if not storage.exists(metrics_path):
+        raise UserError(f"--job-dir: {job_dir} holds an unfinished run (no metrics.json yet); "
+                        f"finish or resume it with trainer.task first")
+    try:
+        metrics = json.loads(storage.read_text(metrics_path))
+    except json.JSONDecodeError as e:
+        raise UserError(f"{metrics_path}: not valid JSON ({e})") from None
+    return config_lib.load(config_path), metrics
+
+
+def model_dir_of(config, job_dir: str) -> str:
+    """The run's model dir, moved along with its job dir when it was inside it (a copy or a
+    download of a job dir still finds its own model)."""
+    recorded_job = (config.output.job_dir or "").rstrip("/")
+    recorded_model = (config.output.model_dir or _join(recorded_job, "model")).rstrip("/")
+    if recorded_model.startswith(recorded_job + "/"):
+        return job_dir.rstrip("/") + recorded_model[len(recorded_job):]
+    return recorded_model
+
+
+def read_history(job_dir: str) -> pd.DataFrame:
+    path = _join(job_dir, "eval_history.csv")
+    if not storage.exists(path):
+        raise UserError(f"{path}: missing; the learning curves need it")
+    return pd.read_csv(io.StringIO(storage.read_text(path)))
+
+
+def calibration_for_report(metrics: dict, predictions) -> dict:
+    """The run's calibration block, or, for a run without one, a temperature the report fits
+    itself on the same validation predictions (marked fitted_by_report, not applied)."""
+    if metrics.get("calibration"):
+        return metrics["calibration"]
+    splits = {name: (p.logits, p.labels) for name, p in predictions.items()}
+    return {**calibration_lib.calibration_block(splits, applied=False), "fitted_by_report": True}
+
+
+def render_figures(metrics: dict, config, history: pd.DataFrame, predictions, calibration: dict) -> list:
+    """[(file name, title, png bytes, note)] in report order."""
+    labels, metric = metrics["labels"], config.train.hypertune_metric
+    evaluated = [name for name in ("validation", "test") if name in metrics]
+    shown = "test" if "test" in predictions else "validation"
+    p = predictions[shown]
+    out = [("learning_curves.png", "Learning curves",
+            figures.learning_curves(history, metrics.get("best_epoch"), metric),
+            f"The dashed line marks the best epoch by {metric}: its weights are the exported ones.")]
+    for name in evaluated:
+        out.append((f"confusion_{name}.png", f"Confusion matrix: {name}",
+                    figures.confusion_matrices(metrics[name]["confusion_matrix"], labels, name),
+                    "Rows are true labels, columns predicted labels."))
+    out.append(("per_class.png", "Per-class precision, recall and F1",
+                figures.per_class_scores({name: metrics[name]["per_class"] for name in evaluated}, labels), ""))
+    temperature = calibration["temperature"]
+    out.append(("reliability.png", f"Reliability: {shown}",
+                figures.reliability_diagram(calibration_lib.softmax(p.logits),
+                                            calibration_lib.softmax(p.logits, temperature),
+                                            p.labels, shown, temperature),
+                "Bars below the diagonal: the model is more confident than it is accurate."))
+    return out
+
+
+def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split: Optional[int] = None) -> list:
+    """Writes the report into `job_dir`; returns the paths written.
+
+    `metrics` is metrics.json's content: the training run passes it before writing metrics.json
+    (which marks the run finished), `trainer.report` reads it from a finished run.
+    """
+    if metrics is None:
+        config, metrics = load_finished_run(job_dir)
+    else:
+        config = config_lib.load(_join(job_dir, "config.json"))
+    per_split = config.output.report_errors if errors_per_split is None else errors_per_split
+    if per_split < 0:
+        raise UserError(f"--report-errors: must be >= 0, got {per_split}")
+    model_dir = model_dir_of(config, job_dir)
+    if not storage.exists(_join(model_dir, "saved_model.pb")):
+        raise UserError(f"{model_dir}: no exported model (saved_model.pb) to recompute predictions with")
+    history = read_history(job_dir)
+    predictions = recompute(config, model_dir, metrics["labels"])
+    calibration = calibration_for_report(metrics, predictions)
+    errors = errors_lib.worst_examples(predictions, metrics["labels"], per_split)
+    written, entries = [], []
+    for name, title, png, note in render_figures(metrics, config, history, predictions, calibration):
+        storage.write_bytes_atomic(_join(job_dir, f"report/{name}"), png)
+        written.append(_join(job_dir, f"report/{name}"))
+        entries.append(html.figure_entry(title, png, note))
+    outputs = {  # in writing order: report.html last
+        "errors.csv": errors_lib.to_csv(errors),
+        "MODEL_CARD.md": model_card.render(metrics, config, calibration, model_dir),
+        "report.html": html.render(job_dir, metrics, config.train.hypertune_metric, entries,
+                                   calibration, errors, per_split),
+    }
+    for name, text in outputs.items():
+        storage.write_text_atomic(_join(job_dir, name), text)
+        written.append(_join(job_dir, name))
+    log.info("report: wrote %s and %d figures to %s", ", ".join(outputs), len(entries), job_dir)
+    return written

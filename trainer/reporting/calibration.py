@@ -1,0 +1,110 @@
+"""Temperature scaling: does "90% sure" mean right 90% of the time?
+
+Fine-tuned classifiers are usually over-confident. Temperature scaling (Guo et al., "On
+Calibration of Modern Neural Networks", 2017) divides every logit by one scalar T fitted on the
+validation set; T > 1 softens the probabilities, T < 1 sharpens them, and the argmax (the
+predicted label) never changes.
+
+The metrics.json block `calibration_block` returns:
+    temperature   the fitted T (validation log loss minimized over [MIN_T, MAX_T])
+    at_bound      T hit MIN_T or MAX_T: typically a validation set classified (almost)
+                  perfectly, whose log loss keeps falling as probabilities sharpen; such a T
+                  says little about new data
+    applied       whether the exported model divides its logits by it (--calibrate on)
+    bins          equal-width confidence bins of the expected calibration error (15)
+    validation, test (when a test set exists), each:
+        ece_before, ece_after       expected calibration error with T = 1 and with T
+        brier_before, brier_after   multi-class Brier score: mean over examples of
+                                    sum over classes of (p - onehot)^2, in [0, 2]
+        nll_before, nll_after       mean negative log-likelihood (the loss T minimizes)
+"""
+from typing import Mapping, Tuple
+
+import numpy as np
+from scipy import optimize
+
+from trainer.training.evaluation import softmax_cross_entropy
+
+BINS = 15
+MIN_T, MAX_T = 0.05, 20.0
+
+
+def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    scaled = np.asarray(logits, np.float64) / temperature
+    scaled -= scaled.max(axis=1, keepdims=True)
+    exp = np.exp(scaled)
+    return exp / exp.sum(axis=1, keepdims=True)
+
+
+def negative_log_likelihood(logits: np.ndarray, labels: np.ndarray, temperature: float = 1.0) -> float:
+    return float(softmax_cross_entropy(np.asarray(logits, np.float64) / temperature, labels).mean())
+
+
+def fit_temperature(logits: np.ndarray, labels: np.ndarray) -> float:
+    """The T in [MIN_T, MAX_T] minimizing the mean NLL of softmax(logits / T).
+
+    The NLL is convex in 1/T, so it has one minimum along log T too: a bounded Brent search
+    over log T finds it without a starting guess or gradients. A bound is the answer when the
+    minimum lies beyond it (`at_bound` in calibration_block).
+    """
+    def nll(t):
+        return negative_log_likelihood(logits, labels, t)
+
+    result = optimize.minimize_scalar(lambda log_t: nll(float(np.exp(log_t))), method="bounded",
+                                      bounds=(np.log(MIN_T), np.log(MAX_T)), options={"xatol": 1e-6})
+    # Where the loss is flat (every example right by a wide margin: it rounds to 0 near the
+    # lower bound) Brent stops anywhere in the flat part; a bound as good as that is the answer.
+    return min([MIN_T, MAX_T, float(np.exp(result.x))], key=nll)
+
+
+def reliability_bins(probabilities: np.ndarray, labels: np.ndarray,
+                     bins: int = BINS) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(accuracy, mean confidence, count) per equal-width bin of the top probability.
+
+    Bin i holds confidences in (i/bins, (i+1)/bins]; an empty bin has accuracy and confidence 0.
+    """
+    confidence = probabilities.max(axis=1)
+    correct = (probabilities.argmax(axis=1) == labels).astype(np.float64)
+    index = np.clip(np.ceil(confidence * bins).astype(int) - 1, 0, bins - 1)
+    count = np.bincount(index, minlength=bins)
+    safe = np.maximum(count, 1)
+    accuracy = np.bincount(index, weights=correct, minlength=bins) / safe
+    mean_confidence = np.bincount(index, weights=confidence, minlength=bins) / safe
+    return accuracy, mean_confidence, count
+
+
+def expected_calibration_error(probabilities: np.ndarray, labels: np.ndarray, bins: int = BINS) -> float:
+    """Sum over bins of (bin size / N) * |accuracy - mean confidence|."""
+    accuracy, confidence, count = reliability_bins(probabilities, labels, bins)
+    return float((count * np.abs(accuracy - confidence)).sum() / max(count.sum(), 1))
+
+
+def brier_score(probabilities: np.ndarray, labels: np.ndarray) -> float:
+    onehot = np.eye(probabilities.shape[1])[labels]
+    return float(((probabilities - onehot) ** 2).sum(axis=1).mean())
+
+
+def split_scores(logits: np.ndarray, labels: np.ndarray, temperature: float) -> dict:
+    before, after = softmax(logits), softmax(logits, temperature)
+    return {"ece_before": expected_calibration_error(before, labels),
+            "ece_after": expected_calibration_error(after, labels),
+            "brier_before": brier_score(before, labels),
+            "brier_after": brier_score(after, labels),
+            "nll_before": negative_log_likelihood(logits, labels),
+            "nll_after": negative_log_likelihood(logits, labels, temperature)}
+
+
+def calibration_block(splits: Mapping[str, Tuple[np.ndarray, np.ndarray]], applied: bool,
+                      temperature: float = None) -> dict:
+    """metrics.json's "calibration" from {"validation": (logits, labels), "test": ...}.
+
+    T is fitted on the validation split unless given (the report passes the run's own T).
+    """
+    if temperature is None:
+        temperature = fit_temperature(*splits["validation"])
+    at_bound = temperature in (MIN_T, MAX_T)
+    block = {"temperature": temperature, "at_bound": at_bound, "applied": bool(applied), "bins": BINS}
+    for name in ("validation", "test"):
+        if name in splits:
+            block[name] = split_scores(*splits[name], temperature)
+    return block

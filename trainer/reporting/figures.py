@@ -1,0 +1,104 @@
+"""The report's figures, each rendered to PNG bytes with matplotlib's Agg canvas.
+
+Figures are built as `matplotlib.figure.Figure` objects on an Agg canvas, never through pyplot's
+global state, so building a report inside another program (a notebook, the training run) neither
+opens windows nor touches that program's own figures.
+"""
+import io
+from typing import Mapping, Sequence
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from sklearn.metrics import ConfusionMatrixDisplay
+
+from trainer.reporting import calibration
+
+DPI = 100
+
+
+def _figure(width: float, height: float, columns: int):
+    figure = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure, figure.subplots(1, columns, squeeze=False)[0]
+
+
+def _png(figure: Figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def learning_curves(history, best_epoch, metric: str) -> bytes:
+    """Train and validation loss, and the metric selecting the best epoch, per epoch.
+
+    `history` is eval_history.csv as a DataFrame; `metric` a column of it (val_macro_f1, ...).
+    """
+    figure, (loss_ax, metric_ax) = _figure(10, 4, 2)
+    epochs = history["epoch"]
+    loss_ax.plot(epochs, history["loss"], "o-", label="train")
+    loss_ax.plot(epochs, history["val_loss"], "o-", label="validation")
+    loss_ax.set(title="Loss", xlabel="epoch", ylabel="cross-entropy")
+    metric_ax.plot(epochs, history[metric], "o-", color="tab:green", label="validation")
+    metric_ax.set(title=f"Selection metric: {metric}", xlabel="epoch", ylabel=metric)
+    for ax in (loss_ax, metric_ax):
+        if best_epoch is not None:
+            ax.axvline(best_epoch, color="gray", linestyle="--", label=f"best epoch ({best_epoch})")
+        ax.set_xticks(list(epochs))
+        ax.grid(alpha=0.3)
+        ax.legend()
+    return _png(figure)
+
+
+def confusion_matrices(matrix: Sequence[Sequence[int]], label_names: Sequence[str], split: str) -> bytes:
+    """Counts, and each true class's row normalized to sum 1 (its recall on the diagonal)."""
+    counts = np.asarray(matrix, dtype=np.int64)
+    rows = counts.sum(axis=1, keepdims=True)
+    normalized = np.divide(counts, rows, out=np.zeros(counts.shape), where=rows > 0)
+    size = 3.2 + 0.45 * len(label_names)
+    figure, (count_ax, norm_ax) = _figure(2 * size + 1, size, 2)
+    rotation = 45 if len(label_names) > 4 else 0
+    ConfusionMatrixDisplay(counts, display_labels=label_names).plot(
+        ax=count_ax, cmap="Blues", values_format="d", colorbar=False, xticks_rotation=rotation)
+    ConfusionMatrixDisplay(normalized, display_labels=label_names).plot(
+        ax=norm_ax, cmap="Blues", values_format=".2f", colorbar=False, xticks_rotation=rotation,
+        im_kw={"vmin": 0.0, "vmax": 1.0})
+    count_ax.set_title(f"{split}: counts")
+    norm_ax.set_title(f"{split}: share of each true class")
+    return _png(figure)
+
+
+def per_class_scores(per_class_by_split: Mapping[str, Mapping[str, dict]],
+                     label_names: Sequence[str]) -> bytes:
+    """Grouped precision / recall / F1 bars per class, one panel per split."""
+    width = max(5.0, 1.0 + 0.9 * len(label_names))
+    figure, axes = _figure(width * len(per_class_by_split), 4, len(per_class_by_split))
+    x = np.arange(len(label_names))
+    for ax, (split, per_class) in zip(axes, per_class_by_split.items()):
+        for offset, score in zip((-0.27, 0.0, 0.27), ("precision", "recall", "f1")):
+            ax.bar(x + offset, [per_class[name][score] for name in label_names], 0.27, label=score)
+        ax.set_xticks(x, label_names, rotation=45 if len(label_names) > 4 else 0)
+        ax.set(title=f"{split}: per-class scores", ylim=(0, 1.2), yticks=np.linspace(0, 1, 6))
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(loc="upper center", ncol=3, fontsize="small")
+    return _png(figure)
+
+
+def reliability_diagram(before: np.ndarray, after: np.ndarray, labels: np.ndarray, split: str,
+                        temperature: float) -> bytes:
+    """Accuracy against confidence per bin, before and after temperature scaling."""
+    figure, axes = _figure(10, 4.5, 2)
+    edges = np.linspace(0, 1, calibration.BINS + 1)
+    for ax, probabilities, title in ((axes[0], before, "before calibration (T = 1)"),
+                                     (axes[1], after, f"after calibration (T = {temperature:.3g})")):
+        accuracy, confidence, count = calibration.reliability_bins(probabilities, labels)
+        ece = calibration.expected_calibration_error(probabilities, labels)
+        filled = count > 0
+        ax.bar(edges[:-1][filled], accuracy[filled], width=1 / calibration.BINS, align="edge",
+               edgecolor="black", alpha=0.7, label="accuracy")
+        ax.plot(confidence[filled], accuracy[filled], "o", color="tab:red", label="bin (mean confidence, accuracy)")
+        ax.plot([0, 1], [0, 1], "--", color="gray", label="perfect calibration")
+        ax.set(title=f"{split}, {title}\nECE {ece:.3f}", xlabel="confidence (top probability)",
+               ylabel="accuracy", xlim=(0, 1), ylim=(0, 1.02))
+        ax.legend(loc="upper left", fontsize="small")
+    return _png(figure)

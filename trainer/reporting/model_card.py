@@ -1,0 +1,73 @@
+"""MODEL_CARD.md: what the model does, what it was trained on, how well, and its limits.
+
+Written from metrics.json and config.json only (plus the calibration block the report uses), so
+it can be rebuilt for any finished run.
+"""
+from typing import Optional
+
+import jinja2
+
+from trainer.config import Config
+
+_TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("trainer.reporting", "templates"),
+                                autoescape=False, trim_blocks=True, lstrip_blocks=True,
+                                keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+
+# Every encoder the registry names has an English, lower-cased WordPiece vocabulary.
+_REGISTERED_LANGUAGES = "English (lower-cased vocabulary: case is ignored)"
+
+
+def _languages(encoder: str) -> str:
+    from trainer.modeling.encoders.registry import ENCODER_NAMES
+    if encoder in ENCODER_NAMES:
+        return _REGISTERED_LANGUAGES
+    return "not recorded for this encoder: see its own documentation"
+
+
+def _data_sources(config: Config) -> dict:
+    d = config.data
+    if d.training_file is None:
+        sample = "the sample posts shipped in the package (trainer/data/sample_data)"
+        return {"train": sample, "validation": sample, "test": sample}
+    return {"train": d.training_file,
+            "validation": d.validation_file or f"a stratified {d.validation_fraction:g} of the training data",
+            "test": d.testing_file}
+
+
+def _settings(metrics: dict, config: Config) -> list:
+    h, device = metrics["hyperparameters"], metrics.get("device", {})
+    return [("epochs (completed; best)", f"{h['epochs']} ({metrics.get('epochs_completed')}; "
+                                         f"best {metrics.get('best_epoch')}, by {h['hypertune_metric']})"),
+            ("batch size", h["batch_size"]), ("peak learning rate (AdamW)", h["learning_rate"]),
+            ("warm-up fraction", h["warmup_fraction"]), ("weight decay", h["weight_decay"]),
+            ("dropout", h["dropout"]), ("max sequence length", h["max_seq_length"]),
+            ("class weights", h["class_weights"]), ("encoder frozen", config.model.freeze_encoder),
+            ("word embeddings trained", config.model.train_word_embeddings), ("seed", h["seed"]),
+            ("device", f"{device.get('platform', '?')}, {device.get('strategy', '?')} strategy, "
+                       f"{device.get('precision_note', '?')}")]
+
+
+def render(metrics: dict, config: Config, calibration: Optional[dict], model_dir: str) -> str:
+    """The card's Markdown. `calibration` is metrics.json's block (or the report's own fit)."""
+    labels = metrics["labels"]
+    sources = _data_sources(config)
+    eval_split = "test" if "test" in metrics else "validation"
+    splits = [{"name": name, "source": sources[name], "size": size,
+               "counts": [metrics[name]["per_class"][label]["support"] for label in labels]}
+              for name, size in metrics["dataset_sizes"].items()]
+    device = metrics.get("device", {})
+    return _TEMPLATES.get_template("model_card.md.j2").render(
+        title=f"{len(labels)}-class text classifier ({config.model.encoder})",
+        labels=labels, versions=metrics.get("versions", {}), encoder=config.model.encoder,
+        encoder_source=device.get("encoder_source", config.model.encoder),
+        encoder_backend=device.get("encoder_backend", config.model.encoder_backend),
+        pooling=metrics["hyperparameters"]["pooling"], languages=_languages(config.model.encoder),
+        splits=splits, text_column=metrics.get("text_column"), label_column=metrics.get("label_column"),
+        label_kind=metrics.get("label_kind"),
+        rows_skipped=", ".join(f"{name} {count}" for name, count in metrics.get("rows_skipped", {}).items()
+                               if count),
+        settings=_settings(metrics, config), eval_split=eval_split, eval_metrics=metrics[eval_split],
+        calibration=calibration, max_seq_length=metrics["hyperparameters"]["max_seq_length"],
+        truncated=", ".join(f"{count} of {metrics['dataset_sizes'][name]} {name} texts"
+                            for name, count in metrics.get("truncated_texts", {}).items()),
+        train_size=metrics["dataset_sizes"]["train"], model_dir=model_dir)

@@ -1,0 +1,69 @@
+"""A finished run's validation and test predictions, recomputed with its exported model.
+
+The data comes back from config.json alone: `load_datasets` re-reads and re-splits it exactly
+as training did (seeded). The exported model returns probabilities softmax(z / T) with its own
+temperature T (1 unless the run calibrated it). The report needs the uncalibrated ones too, and
+recovers them as softmax(T * log p): T * log p = z - T * logsumexp(z / T) differs from the
+logits z by a per-row constant, which softmax ignores. That keeps the serving signature (and
+every client of it) unchanged, and works for models exported before calibration existed.
+"""
+import dataclasses
+import logging
+from typing import Dict
+
+import numpy as np
+
+from trainer.errors import UserError
+
+log = logging.getLogger("trainer")
+
+# log of the smallest normal float32: a probability that underflowed to 0 gets a finite logit.
+_LOG_TINY = float(np.log(np.finfo(np.float32).tiny))
+
+
+@dataclasses.dataclass
+class SplitPredictions:
+    texts: np.ndarray  # object array of str
+    labels: np.ndarray  # int class ids
+    probabilities: np.ndarray  # [N, C] what the exported model returns (calibrated if it is)
+    logits: np.ndarray  # [N, C] uncalibrated logits, up to a per-row constant
+
+
+def logits_from_probabilities(probabilities: np.ndarray, temperature: float) -> np.ndarray:
+    return temperature * np.maximum(np.log(np.asarray(probabilities, np.float64)), _LOG_TINY)
+
+
+def load_model(model_dir: str):
+    """(loaded SavedModel, its temperature); keep the first alive while calling its signature."""
+    import tensorflow as tf
+
+    import tensorflow_text  # noqa: F401  registers the tokenizer ops the graph uses
+
+    loaded = tf.saved_model.load(model_dir)
+    temperature = float(loaded.temperature.numpy()) if hasattr(loaded, "temperature") else 1.0
+    return loaded, temperature
+
+
+def recompute(config, model_dir: str, label_names) -> Dict[str, SplitPredictions]:
+    """{"validation": ..., "test": ...} (test when the run had one) from the exported model."""
+    from trainer.data.splits import load_datasets
+    from trainer.serving import export
+    from trainer.serving.predict import predict_texts
+
+    datasets = load_datasets(config)
+    if list(datasets.labels.names) != list(label_names):
+        raise UserError(f"the run's data now yields labels {list(datasets.labels.names)}, but the "
+                        f"run trained on {list(label_names)}: its data files changed since")
+    loaded, temperature = load_model(model_dir)
+    serve = loaded.signatures[export.SIGNATURE]
+    out = {}
+    for name, split in datasets.splits().items():
+        if name == "train":
+            continue
+        log.info("report: predicting %d %s texts with the exported model", len(split), name)
+        probabilities, names = predict_texts(serve, list(split.texts), config.train.eval_batch_size)
+        if names != list(label_names):
+            raise UserError(f"{model_dir}: the model's labels {names} are not the run's {list(label_names)}")
+        out[name] = SplitPredictions(split.texts, split.labels.astype(np.int64), probabilities,
+                                     logits_from_probabilities(probabilities, temperature))
+    return out
