@@ -106,7 +106,7 @@ def test_a_tuning_job_optimizes_the_trainers_metric_over_its_flags(capsys):
     assert trial.base_output_directory.output_uri_prefix == "gs://my-bucket/tuning"
 
 
-def test_the_tuning_goal_follows_the_trainers_hypertune_metric(capsys):
+def test_the_tuning_goal_follows_the_trainers_selection_metric(capsys):
     job = dry_run(capsys, "tune", "--parameters", "learning-rate,dropout",
                   trainer_args=("--hypertune-metric", "val_loss"))
     assert job["studySpec"]["metrics"] == [{"metricId": "val_loss", "goal": "MINIMIZE"}]

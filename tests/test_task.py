@@ -38,7 +38,8 @@ def trained(tiny_encoder_dir, tiny_data, tmp_path_factory):
 def test_a_run_writes_every_artifact(trained):
     job_dir, _ = trained
     for name in ("config.json", "metrics.json", "eval_history.csv", "training.log",
-                 "model/saved_model.pb", "tensorboard", "checkpoints"):
+                 "model/saved_model.pb", "tensorboard", "checkpoints", "report.html", "errors.csv",
+                 "MODEL_CARD.md", "report/learning_curves.png"):
         assert (job_dir / name).exists(), name
 
 
@@ -58,6 +59,14 @@ def test_metrics_json_holds_what_users_read(trained):
     assert metrics["train_examples_per_second"] > 0
     assert metrics["versions"]["tensorflow"].startswith("2.21")
     assert metrics["device"]["strategy"] == "default"
+
+
+def test_the_export_applies_the_temperature_fitted_on_validation(trained):
+    calibration = json.loads((trained[0] / "metrics.json").read_text())["calibration"]
+    assert calibration["applied"] and calibration["temperature"] > 0
+    for split in ("validation", "test"):
+        assert {"ece_before", "ece_after", "brier_before", "brier_after"} <= set(calibration[split])
+    assert calibration["validation"]["ece_after"] <= calibration["validation"]["ece_before"] + 1e-9
 
 
 def test_the_tiny_model_learns_the_tiny_task(trained):

@@ -54,7 +54,7 @@ def main(argv=None) -> int:
                         "encoder; drop --preprocessor and --encoder-backend")
     if not job_dir and not args.output_dir:
         raise UserError("--output-dir: required (only a job dir as --encoder has a default)")
-    output_dir = args.output_dir or args.encoder.rstrip("/") + "/" + JOB_EXPORT_DIR
+    output_dir = args.output_dir or storage.join(args.encoder, JOB_EXPORT_DIR)
     # Where it goes is checked before the encoder loads (gs:// access, a missing bucket).
     storage.exists(output_dir)
     storage.require_bucket(output_dir)

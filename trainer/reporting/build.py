@@ -22,13 +22,9 @@ from trainer.reporting.predictions import recompute
 log = logging.getLogger("trainer")
 
 
-def _join(base: str, name: str) -> str:
-    return base.rstrip("/") + "/" + name
-
-
 def load_finished_run(job_dir: str):
     """(config, metrics) of a finished run, or one clear error."""
-    config_path, metrics_path = _join(job_dir, "config.json"), _join(job_dir, "metrics.json")
+    config_path, metrics_path = storage.join(job_dir, "config.json"), storage.join(job_dir, "metrics.json")
     if not storage.exists(config_path):
         raise UserError(f"--job-dir: {job_dir} is not a job dir of trainer.task (no config.json)")
     if not storage.exists(metrics_path):
@@ -45,14 +41,14 @@ def model_dir_of(config, job_dir: str) -> str:
     """The run's model dir, moved along with its job dir when it was inside it (a copy or a
     download of a job dir still finds its own model)."""
     recorded_job = (config.output.job_dir or "").rstrip("/")
-    recorded_model = (config.output.model_dir or _join(recorded_job, "model")).rstrip("/")
+    recorded_model = (config.output.model_dir or storage.join(recorded_job, "model")).rstrip("/")
     if recorded_model.startswith(recorded_job + "/"):
         return job_dir.rstrip("/") + recorded_model[len(recorded_job):]
     return recorded_model
 
 
 def read_history(job_dir: str) -> pd.DataFrame:
-    path = _join(job_dir, "eval_history.csv")
+    path = storage.join(job_dir, "eval_history.csv")
     if not storage.exists(path):
         raise UserError(f"{path}: missing; the learning curves need it")
     return pd.read_csv(io.StringIO(storage.read_text(path)))
@@ -69,7 +65,7 @@ def calibration_for_report(metrics: dict, predictions) -> dict:
 
 def render_figures(metrics: dict, config, history: pd.DataFrame, predictions, calibration: dict) -> list:
     """[(file name, title, png bytes, note)] in report order."""
-    labels, metric = metrics["labels"], config.train.hypertune_metric
+    labels, metric = metrics["labels"], config.train.selection_metric
     evaluated = [name for name in ("validation", "test") if name in metrics]
     shown = "test" if "test" in predictions else "validation"
     p = predictions[shown]
@@ -100,12 +96,12 @@ def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split:
     if metrics is None:
         config, metrics = load_finished_run(job_dir)
     else:
-        config = config_lib.load(_join(job_dir, "config.json"))
+        config = config_lib.load(storage.join(job_dir, "config.json"))
     per_split = config.output.report_errors if errors_per_split is None else errors_per_split
     if per_split < 0:
         raise UserError(f"--report-errors: must be >= 0, got {per_split}")
     model_dir = model_dir_of(config, job_dir)
-    if not storage.exists(_join(model_dir, "saved_model.pb")):
+    if not storage.exists(storage.join(model_dir, "saved_model.pb")):
         raise UserError(f"{model_dir}: no exported model (saved_model.pb) to recompute predictions with")
     history = read_history(job_dir)
     predictions = recompute(config, model_dir, metrics["labels"])
@@ -113,17 +109,17 @@ def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split:
     errors = errors_lib.worst_examples(predictions, metrics["labels"], per_split)
     written, entries = [], []
     for name, title, png, note in render_figures(metrics, config, history, predictions, calibration):
-        storage.write_bytes_atomic(_join(job_dir, f"report/{name}"), png)
-        written.append(_join(job_dir, f"report/{name}"))
+        storage.write_bytes_atomic(storage.join(job_dir, f"report/{name}"), png)
+        written.append(storage.join(job_dir, f"report/{name}"))
         entries.append(html.figure_entry(title, png, note))
     outputs = {  # in writing order: report.html last
         "errors.csv": errors_lib.to_csv(errors),
         "MODEL_CARD.md": model_card.render(metrics, config, calibration, model_dir),
-        "report.html": html.render(job_dir, metrics, config.train.hypertune_metric, entries,
+        "report.html": html.render(job_dir, metrics, config.train.selection_metric, entries,
                                    calibration, errors, per_split),
     }
     for name, text in outputs.items():
-        storage.write_text_atomic(_join(job_dir, name), text)
-        written.append(_join(job_dir, name))
+        storage.write_text_atomic(storage.join(job_dir, name), text)
+        written.append(storage.join(job_dir, name))
     log.info("report: wrote %s and %d figures to %s", ", ".join(outputs), len(entries), job_dir)
     return written

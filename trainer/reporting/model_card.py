@@ -37,7 +37,7 @@ def _data_sources(config: Config) -> dict:
 def _settings(metrics: dict, config: Config) -> list:
     h, device = metrics["hyperparameters"], metrics.get("device", {})
     return [("epochs (completed; best)", f"{h['epochs']} ({metrics.get('epochs_completed')}; "
-                                         f"best {metrics.get('best_epoch')}, by {h['hypertune_metric']})"),
+                                         f"best {metrics.get('best_epoch')}, by {h['selection_metric']})"),
             ("batch size", h["batch_size"]), ("peak learning rate (AdamW)", h["learning_rate"]),
             ("warm-up fraction", h["warmup_fraction"]), ("weight decay", h["weight_decay"]),
             ("dropout", h["dropout"]), ("max sequence length", h["max_seq_length"]),

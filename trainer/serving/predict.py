@@ -115,7 +115,7 @@ def check_args(args) -> str:
     if storage.exists(args.output) and not args.overwrite:
         raise UserError(f"--output: {args.output} exists; pass --overwrite to replace it")
     storage.require_bucket(args.model_dir)
-    if not storage.exists(args.model_dir.rstrip("/") + "/saved_model.pb"):
+    if not storage.exists(storage.join(args.model_dir, "saved_model.pb")):
         raise UserError(f"--model-dir: no exported model in {args.model_dir} (expected "
                         f"saved_model.pb; point it at JOB_DIR/model)")
     data.file_format(args.input, "--input")

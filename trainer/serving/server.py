@@ -68,7 +68,7 @@ class ModelService:
         from trainer import storage
         from trainer.serving import export, predict
 
-        if not storage.exists(self.model_dir.rstrip("/") + "/saved_model.pb"):
+        if not storage.exists(storage.join(self.model_dir, "saved_model.pb")):
             raise UserError(f"--model-dir: no exported model in {self.model_dir} (expected saved_model.pb; "
                             f"point it at JOB_DIR/model)")
         serve = export.load(self.model_dir)

@@ -62,5 +62,6 @@ class RunContext:
     trainable: Optional[Trainable] = None
     fit: Any = None  # stages.FitOutcome
     results: Dict[str, dict] = dataclasses.field(default_factory=dict)
+    calibration: Optional[dict] = None  # metrics.json's "calibration" block
     durations: Dict[str, float] = dataclasses.field(default_factory=dict)
     metrics: Optional[dict] = None

@@ -1,4 +1,5 @@
-"""The last stages of a run: evaluate the best weights, export them, write metrics.json."""
+"""The last stages of a run: evaluate the best weights, calibrate and export them, report,
+and write metrics.json last."""
 import dataclasses
 import json
 import logging
@@ -13,8 +14,12 @@ log = logging.getLogger("trainer")
 
 
 def evaluate(ctx: RunContext) -> None:
-    """Every split with the best epoch's weights; the tuning service hears the final value."""
+    """Every split with the best epoch's weights, a temperature fitted on validation; the tuning
+    service hears the final value."""
     import tensorflow as tf
+
+    from trainer.reporting import calibration
+    from trainer.training import evaluation
 
     fit, model = ctx.fit, ctx.trainable.model
     metric = ctx.config.train.selection_metric
@@ -25,32 +30,57 @@ def evaluate(ctx: RunContext) -> None:
         tf.train.Checkpoint(model=model).read(fit.best.weights_prefix).expect_partial()
         log.info("restored the best weights: epoch %d, %s %.4f", fit.best.best_epoch, metric,
                  fit.best.best)
+    # Validation and test logits also fit and score the calibration.
+    logits = {name: evaluation.predict_logits(model, dataset)
+              for name, dataset in ctx.inputs.eval_sets.items() if name in ("validation", "test")}
     for name in ctx.inputs.eval_sets:
-        reuse = name == "validation" and best_is_current
-        ctx.results[name] = fit.evaluation.last if reuse else evaluate_split(ctx, name)
+        ctx.results[name] = (evaluation.summarize(*logits[name], ctx.datasets.labels.names)
+                             if name in logits else evaluate_split(ctx, name))
         result = ctx.results[name]
         log.info("%-10s loss %.4f  accuracy %.4f  macro-F1 %.4f  macro-recall %.4f  (%d examples)",
                  name, result["loss"], result["accuracy"], result["macro_f1"],
                  result["macro_recall"], result["examples"])
+    ctx.calibration = calibration.calibration_block(
+        logits, applied=ctx.config.output.calibrate == "on")
+    _log_calibration(ctx.calibration)
     if fit.hypertune:
         fit.hypertune.report_final(ctx.results["validation"][metric.removeprefix("val_")],
                                    step=len(fit.history.rows))
+
+
+def _log_calibration(block: dict) -> None:
+    log.info("calibration: temperature %.3f%s (%s); validation ECE %.4f -> %.4f",
+             block["temperature"], ", at its search bound" if block["at_bound"] else "",
+             "applied to the export" if block["applied"] else "not applied: --calibrate off",
+             block["validation"]["ece_before"], block["validation"]["ece_after"])
 
 
 def export(ctx: RunContext) -> None:
     """The SavedModel that takes raw strings; only the chief's copy lands in model/."""
     from trainer.serving import export as export_lib
 
+    applied = ctx.calibration["applied"]
     module = export_lib.ServingModule(ctx.encoder.preprocessor, ctx.trainable.model,
-                                      ctx.datasets.labels.names, ctx.config.data.max_seq_length)
+                                      ctx.datasets.labels.names, ctx.config.data.max_seq_length,
+                                      temperature=ctx.calibration["temperature"] if applied else 1.0)
     target = ctx.runtime.write_path(ctx.paths.model_dir)
     export_lib.export(module, ctx.paths.model_dir, write_dir=target)
     log.info("exported the model (raw strings in, probabilities out) to %s", target)
 
 
+def report(ctx: RunContext) -> None:
+    """report.html, report/*.png, errors.csv and MODEL_CARD.md (chief only), before metrics.json:
+    a run killed in between is resumed, and reported, rather than finished without its report."""
+    from trainer.reporting.build import build_report
+
+    ctx.metrics = _metrics(ctx)
+    if ctx.is_chief:
+        build_report(ctx.paths.job_dir, metrics=ctx.metrics)
+
+
 def write_artifacts(ctx: RunContext) -> None:
     """metrics.json, written last: its presence marks the run finished."""
-    ctx.metrics = _metrics(ctx)
+    ctx.metrics["durations"].update(_durations(ctx))
     if ctx.is_chief:
         storage.write_text_atomic(ctx.paths.metrics, json.dumps(ctx.metrics, indent=2) + "\n")
     log.info("done in %.0fs; artifacts in %s", ctx.metrics["durations"]["total"], ctx.paths.job_dir)
@@ -62,11 +92,13 @@ def _metrics(ctx: RunContext) -> dict:
     config, datasets, fit, runtime = ctx.config, ctx.datasets, ctx.fit, ctx.runtime
     return {
         **ctx.results,
+        "calibration": ctx.calibration,
         "labels": datasets.labels.names,
         "label_kind": datasets.labels.kind,
         "text_column": datasets.text_column,
         "label_column": datasets.label_column,
         "dataset_sizes": datasets.sizes(),
+        "class_counts": datasets.class_counts(),
         "rows_skipped": datasets.rows_skipped(),
         "truncated_texts": ctx.inputs.truncated,
         "hyperparameters": {**dataclasses.asdict(config.train), "dropout": config.model.dropout,
@@ -89,7 +121,7 @@ def _durations(ctx: RunContext) -> dict:
     return {"total": time.perf_counter() - ctx.started, "train": ctx.fit.clock.seconds,
             "first_step": ctx.fit.clock.first_step_seconds,
             "evaluate": stages.get("evaluate", 0.0) + ctx.fit.evaluation.seconds_evaluating,
-            "export": stages.get("export", 0.0)}
+            "export": stages.get("export", 0.0), "report": stages.get("report", 0.0)}
 
 
 def _throughput(ctx: RunContext) -> dict:

@@ -27,7 +27,8 @@ STAGES = (
     stages.build_model,       # classifier, optimizer, resume checkpoint
     fitting.fit,
     results.evaluate,
-    results.export,
+    results.export,           # calibrated, float32
+    results.report,           # report.html, figures, errors.csv, MODEL_CARD.md
     results.write_artifacts,  # metrics.json last: the run is finished
 )
 

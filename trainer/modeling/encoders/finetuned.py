@@ -14,13 +14,13 @@ from trainer.errors import UserError
 def is_job_dir(path: str) -> bool:
     """A trainer job dir: config.json next to model/saved_model.pb (a Hugging Face checkpoint
     also has a config.json, but no model/)."""
-    root = path.rstrip("/")
-    return storage.exists(f"{root}/config.json") and storage.exists(f"{root}/model/saved_model.pb")
+    return (storage.exists(storage.join(path, "config.json"))
+            and storage.exists(storage.join(path, "model/saved_model.pb")))
 
 
 def job_config(job_dir: str) -> config_lib.Config:
     try:
-        return config_lib.load(job_dir.rstrip("/") + "/config.json")
+        return config_lib.load(storage.join(job_dir, "config.json"))
     except (ValueError, UserError) as e:
         raise UserError(f"--encoder {job_dir}: config.json is not a trainer run's config ({e})") from None
 
@@ -30,7 +30,7 @@ def load_finetuned_encoder(job_dir: str, *, seq_length=None, cache_dir=None):
     from trainer.modeling.encoders import assign_weights, checkpoints, load_encoder
 
     run = job_config(job_dir)
-    model_dir = job_dir.rstrip("/") + "/model"
+    model_dir = storage.join(job_dir, "model")
     try:
         encoder = load_encoder(run.model.encoder, preprocessor=run.model.preprocessor, backend="native",
                                seq_length=seq_length or run.data.max_seq_length,
