@@ -16,8 +16,9 @@ RANKS = {
     "trainer.modeling": 1,
     "trainer.data": 2,
     "trainer.serving": 3, "trainer.cloud.hypertune": 3,
-    "trainer.training": 4,
-    "trainer.reporting": 5, "trainer.cloud": 5,
+    "trainer.reporting": 4,
+    "trainer.training": 5,
+    "trainer.cloud": 6,
 }
 
 

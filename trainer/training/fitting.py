@@ -82,7 +82,7 @@ def _progress(ctx: RunContext):
 
 def evaluate_split(ctx: RunContext, name: str) -> dict:
     """Metrics of one whole split, every example counted once."""
-    from trainer.training import evaluation
+    from trainer.modeling import evaluation
 
     return evaluation.evaluate(ctx.trainable.model, ctx.inputs.eval_sets[name],
                                ctx.datasets.labels.names)

@@ -19,7 +19,7 @@ def evaluate(ctx: RunContext) -> None:
     import tensorflow as tf
 
     from trainer.reporting import calibration
-    from trainer.training import evaluation
+    from trainer.modeling import evaluation
 
     fit, model = ctx.fit, ctx.trainable.model
     metric = ctx.config.train.selection_metric
