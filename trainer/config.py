@@ -136,6 +136,11 @@ class RuntimeConfig:
         choices=("auto", "on", "off"))
     steps_per_execution: int = _flag(1, "Training steps per tf.function call (TPU throughput).")
     log_every_seconds: float = _flag(30.0, "Seconds between progress lines.")
+    export_precision: str = _flag(
+        "float32", "Compute dtype of the exported model. 'float32': always, whatever "
+                   "--mixed-precision trained it (serves on any CPU); 'training': keep the "
+                   "training precision (bfloat16/float16 compute, for TPU/GPU serving).",
+        choices=("float32", "training"))
 
 
 @dataclasses.dataclass
