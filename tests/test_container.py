@@ -35,17 +35,20 @@ def instructions(dockerfile):
 
 def installed_pin_files(dockerfile):
     """[(docker/NAME.txt, with --no-deps?)] in the order the Dockerfile's RUNs `pip install -r` them."""
-    copied = {}
+    copied = {}  # file name in the image -> docker/NAME.txt
     for op, args in instructions(dockerfile):
         if op == "COPY":
             *sources, target = args.split()
-            copied.update({os.path.join(target, os.path.basename(s)): s for s in sources if s.startswith("docker/")})
+            for source in (s for s in sources if s.startswith("docker/")):
+                copied[os.path.basename(target) if target.endswith(".txt") else os.path.basename(source)] = source
     found = []
     for op, args in instructions(dockerfile):
         for command in args.split("&&") if op == "RUN" else ():
             words = shlex.split(command)
             if words[:2] == ["pip", "install"] and "-r" in words:
-                found.append((copied[words[words.index("-r") + 1]], "--no-deps" in words))
+                requirements = os.path.basename(words[words.index("-r") + 1])
+                assert requirements in copied, f"{dockerfile} installs {requirements}, which is not a docker/*.txt"
+                found.append((copied[requirements], "--no-deps" in words))
     return found
 
 
