@@ -31,13 +31,13 @@ rng = random.Random(0)
 LABELS = ["negative", "neutral", "positive"]
 
 def rows(count):
-    """Texts of 1 to 5 repeated sentences: token counts spread over several length buckets."""
+    """Texts of 1 to 3 repeated sentences: token counts spread over several length buckets."""
     picked = [(rng.choice(texts), i % 3) for i, texts in
               ((i, (NEGATIVE, NEUTRAL, POSITIVE)[i % 3]) for i in range(count))]
-    return [" ".join([t] * rng.randint(1, 5)) for t, _ in picked], [label for _, label in picked]
+    return [" ".join([t] * rng.randint(1, 3)) for t, _ in picked], [label for _, label in picked]
 
-encoder = load_encoder(encoder_dir, seq_length=64)
-lengths = pipeline.padded_lengths(64)
+encoder = load_encoder(encoder_dir, seq_length=32)
+lengths = pipeline.padded_lengths(32)
 def split(count):
     texts, labels = rows(count)
     return pipeline.tokenize(texts, encoder.preprocessor, labels)
