@@ -59,12 +59,12 @@ def computing_in_float32(classifier: tf_keras.Model, enabled: bool = True):
     computing in float32 and leaves the trained model as it was. `enabled=False` keeps the
     training precision.
     """
-    layers = [layer for layer in classifier._flatten_layers(include_self=True, recursive=True)
-              if enabled and layer.dtype_policy.compute_dtype != "float32"]
+    layers = [layer for layer in (classifier, *classifier.submodules)
+              if enabled and isinstance(layer, tf_keras.layers.Layer) and layer.dtype_policy.compute_dtype != "float32"]
     policies = [layer.dtype_policy for layer in layers]
     try:
         for layer in layers:
-            layer._set_dtype_policy("float32")
+            layer._set_dtype_policy("float32")  # tf_keras has no public setter for a layer's policy
         yield
     finally:
         for layer, policy in zip(layers, policies):
