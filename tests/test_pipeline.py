@@ -68,6 +68,18 @@ def test_padded_evaluation_covers_every_example_once_with_static_shapes():
     assert sorted(real_labels.tolist()) == sorted(split.labels.tolist())
 
 
+def test_padded_evaluation_of_a_split_that_fills_whole_batches_keeps_the_static_shape_and_every_row():
+    split = split_of(LENGTHS[:96])
+    batching = pipeline.Batching(16, pipeline.padded_lengths(64), bucket=False)
+    dataset = pipeline.evaluation_dataset(split, batching, pad_to_full_batches=True)
+    assert dataset.element_spec[0]["input_word_ids"].shape.as_list() == [16, 64]
+    assert dataset.element_spec[2].shape.as_list() == [16]
+    out = batches(dataset)
+    weights = np.concatenate([w for _, _, w in out])
+    assert len(out) == 6 and weights.tolist() == [1.0] * 96
+    assert sorted(np.concatenate([l for _, l, _ in out]).tolist()) == sorted(split.labels.tolist())
+
+
 @pytest.mark.parametrize("bucket, pad", [(True, False), (False, False), (False, True)])
 def test_evaluation_datasets_declare_their_exact_number_of_batches(bucket, pad):
     # Keras needs it to predict with steps_per_execution > 1.

@@ -82,6 +82,30 @@ def test_a_tpu_job_runs_on_one_8_core_tpu_vm(capsys, version, accelerator):
     assert pools(spec) == [("cloud-tpu", accelerator, 8, 1)]
 
 
+@pytest.mark.parametrize("chips", ["1", "4", "8"])
+def test_a_tpu_v5e_job_runs_on_a_ct5lp_machine_with_that_many_chips(capsys, chips):
+    spec = job_spec(dry_run(capsys, "train", "--tpu", "v5e", "--tpu-chips", chips))
+    assert pools(spec) == [(f"ct5lp-hightpu-{chips}t", "TPU_V5_LITEPOD", int(chips), 1)]
+
+
+def test_a_tpu_v5e_job_defaults_to_four_chips(capsys):
+    spec = job_spec(dry_run(capsys, "train", "--tpu", "v5e"))
+    assert pools(spec) == [("ct5lp-hightpu-4t", "TPU_V5_LITEPOD", 4, 1)]
+
+
+def test_a_tpu_v5e_job_switches_tensorflow_to_the_pjrt_runtime(capsys):
+    container = job_spec(dry_run(capsys, "train", "--tpu", "v5e")).worker_pool_specs[0].container_spec
+    assert {e.name: e.value for e in container.env} == {
+        "NEXT_PLUGGABLE_DEVICE_USE_C_API": "true", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so",
+        "PJRT_DEVICE": "TPU"}
+
+
+@pytest.mark.parametrize("version", ["v2", "v3"])
+def test_a_tpu_v2_or_v3_job_keeps_tensorflows_default_runtime(capsys, version):
+    container = job_spec(dry_run(capsys, "train", "--tpu", version)).worker_pool_specs[0].container_spec
+    assert list(container.env) == []
+
+
 def test_outputs_default_to_a_directory_named_after_the_job(capsys):
     job = dry_run(capsys, "train", "--bucket", "gs://my-bucket/team/", "--display-name", "sentiment-1")
     assert job["displayName"] == "sentiment-1"
@@ -134,7 +158,11 @@ def test_tuning_parameter_ids_are_flags_the_trainer_parses(name):
     (["--tpu", "v3", "--accelerator-type", "NVIDIA_TESLA_T4"], [], "--tpu"),
     (["--tpu", "v2", "--replica-count", "1"], [], "--replica-count"),
     (["--accelerator-type", "NVIDIA_T4"], [], "NVIDIA_TESLA_T4"),
-    (["--accelerator-type", "TPU_V3"], [], "--tpu v2 or --tpu v3"),
+    (["--accelerator-type", "TPU_V3"], [], "--tpu v2, v3, v5e"),
+    (["--tpu", "v3", "--tpu-chips", "4"], [], "--tpu-chips: TPU v3 comes as one 8-core VM"),
+    (["--tpu-chips", "4"], [], "--tpu-chips needs --tpu v5e"),
+    (["--tpu", "v5e", "--tpu-chips", "2"], [], "--tpu-chips: Vertex offers TPU v5e with 1, 4, 8 chips, got 2"),
+    (["--tpu", "v5e", "--replica-count", "1"], [], "--replica-count"),
     (["--accelerator-count", "2"], [], "--accelerator-type"),
     (["--job-dir", "/tmp/run"], [], "gs://"),
     (["--bucket", "s3://elsewhere"], [], "--bucket"),

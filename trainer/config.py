@@ -149,6 +149,11 @@ class RuntimeConfig:
     log_every_seconds: float = _flag(30.0, "Seconds between progress lines.")
     verbose: bool = _flag(
         False, "Also show TensorFlow's own log lines and Python warnings (hidden by default).")
+    export_precision: str = _flag(
+        "float32", "Compute dtype of the exported model. 'float32': always, whatever "
+                   "--mixed-precision trained it (serves on any CPU); 'training': keep the "
+                   "training precision (bfloat16/float16 compute, for TPU/GPU serving).",
+        choices=("float32", "training"))
 
 
 @dataclasses.dataclass

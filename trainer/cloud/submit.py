@@ -25,11 +25,19 @@ from trainer.errors import UserError
 
 DEFAULT_MACHINE_TYPE = "n1-standard-8"
 DEFAULT_GPU = "NVIDIA_TESLA_T4"
-# Vertex runs TPU v2/v3 training on TPU VMs with 8 cores, requested as this machine type
-# (https://cloud.google.com/vertex-ai/docs/training/configure-compute#tpu).
+# Vertex runs TPU v2/v3 training on TPU VMs with 8 cores, requested as this machine type, and v5e
+# on ct5lp-hightpu-{1,4,8}t machines with that many chips; TensorFlow runs on no later TPU there
+# (https://cloud.google.com/vertex-ai/docs/training/configure-compute#tpu, training-with-tpu-vm).
 TPU_MACHINE_TYPE = "cloud-tpu"
-TPU_ACCELERATORS = {"v2": "TPU_V2", "v3": "TPU_V3"}
+TPU_ACCELERATORS = {"v2": "TPU_V2", "v3": "TPU_V3", "v5e": "TPU_V5_LITEPOD"}
 TPU_CORES = 8
+V5E_CHIPS = (1, 4, 8)
+DEFAULT_V5E_CHIPS = 4  # as many chips as a v2-8 or v3-8 (8 cores, 2 per chip)
+# TensorFlow runs on v5e only on the PJRT runtime, switched on by these (training-with-tpu-vm;
+# /lib/libtpu.so is where Dockerfile.tpu links libtpu). v2/v3 keep TensorFlow's default runtime,
+# so the job, which knows the generation, sets them rather than the image (see Dockerfile.tpu).
+V5E_ENV = {"NEXT_PLUGGABLE_DEVICE_USE_C_API": "true", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so",
+           "PJRT_DEVICE": "TPU"}
 
 # Tuned trainer flags, without their dashes: Vertex passes each trial's values as
 # `--learning-rate=0.0001`, so the ids must be flag names `trainer.task` accepts.
@@ -63,14 +71,15 @@ def metric_spec(metric: str) -> dict:
 
 
 def machine_spec(machine_type: Optional[str], accelerator_type: Optional[str], accelerator_count: int,
-                 tpu: Optional[str]) -> dict:
+                 tpu: Optional[str], tpu_chips: Optional[int] = None) -> dict:
     """MachineSpec fields for one replica: CPU, GPUs, or a TPU VM."""
     if tpu:
         if machine_type or accelerator_type or accelerator_count:
-            raise UserError("--tpu: the machine is fixed (cloud-tpu with 8 TPU cores); drop "
+            raise UserError("--tpu: the TPU version sets the machine (and --tpu-chips its size on v5e); drop "
                             "--machine-type, --accelerator-type and --accelerator-count")
-        return {"machine_type": TPU_MACHINE_TYPE, "accelerator_type": TPU_ACCELERATORS[tpu],
-                "accelerator_count": TPU_CORES}
+        return tpu_machine_spec(tpu, tpu_chips)
+    if tpu_chips is not None:
+        raise UserError("--tpu-chips needs --tpu v5e")
     spec = {"machine_type": machine_type or DEFAULT_MACHINE_TYPE}
     if accelerator_count < 0:
         raise UserError(f"--accelerator-count: must be >= 0, got {accelerator_count}")
@@ -82,20 +91,34 @@ def machine_spec(machine_type: Optional[str], accelerator_type: Optional[str], a
     return spec
 
 
+def tpu_machine_spec(tpu: str, chips: Optional[int]) -> dict:
+    """v2/v3: one 8-core cloud-tpu VM. v5e: a ct5lp-hightpu-Nt machine, accelerator_count = N chips."""
+    if tpu != "v5e":
+        if chips is not None:
+            raise UserError(f"--tpu-chips: TPU {tpu} comes as one 8-core VM; chips are chosen on v5e only")
+        return {"machine_type": TPU_MACHINE_TYPE, "accelerator_type": TPU_ACCELERATORS[tpu],
+                "accelerator_count": TPU_CORES}
+    chips = DEFAULT_V5E_CHIPS if chips is None else chips
+    if chips not in V5E_CHIPS:
+        raise UserError(f"--tpu-chips: Vertex offers TPU v5e with {', '.join(map(str, V5E_CHIPS))} chips, got {chips}")
+    return {"machine_type": f"ct5lp-hightpu-{chips}t", "accelerator_type": TPU_ACCELERATORS[tpu],
+            "accelerator_count": chips}
+
+
 def _check_accelerator(name: str) -> None:
     """Typos fail here with the valid names, not after an API round trip."""
     from google.cloud.aiplatform_v1.types import AcceleratorType
 
     gpus = sorted(n for n in AcceleratorType.__members__ if n.startswith("NVIDIA_"))
     if name.startswith("TPU_"):
-        raise UserError(f"--accelerator-type {name}: use --tpu v2 or --tpu v3 for TPUs")
+        raise UserError(f"--accelerator-type {name}: use --tpu {', '.join(TPU_ACCELERATORS)} for TPUs")
     if name not in gpus:
         raise UserError(f"--accelerator-type: unknown GPU {name!r}; one of {', '.join(gpus)}")
 
 
 def worker_pool_specs(image_uri: str, trainer_args: Sequence[str], *, machine_type: Optional[str] = None,
                       accelerator_type: Optional[str] = None, accelerator_count: int = 0,
-                      replica_count: int = 0, tpu: Optional[str] = None) -> list:
+                      replica_count: int = 0, tpu: Optional[str] = None, tpu_chips: Optional[int] = None) -> list:
     """Worker pools for `aiplatform.CustomJob`.
 
     Pool 0 is the chief (one replica); `replica_count` more machines of the same kind form pool 1,
@@ -108,11 +131,13 @@ def worker_pool_specs(image_uri: str, trainer_args: Sequence[str], *, machine_ty
         raise UserError(f"--replica-count: must be >= 0, got {replica_count}")
     if tpu and replica_count:
         raise UserError("--replica-count: a TPU job runs on one TPU VM; multi-worker jobs need CPU or GPU machines")
-    spec = machine_spec(machine_type, accelerator_type, accelerator_count, tpu)
+    spec = machine_spec(machine_type, accelerator_type, accelerator_count, tpu, tpu_chips)
+    container = {"image_uri": image_uri, "args": list(trainer_args)}
+    if tpu == "v5e":
+        container["env"] = [{"name": name, "value": value} for name, value in V5E_ENV.items()]
 
     def pool(replicas):
-        return {"machine_spec": dict(spec), "replica_count": replicas,
-                "container_spec": {"image_uri": image_uri, "args": list(trainer_args)}}
+        return {"machine_spec": dict(spec), "replica_count": replicas, "container_spec": dict(container)}
 
     return [pool(1)] + ([pool(replica_count)] if replica_count else [])
 
@@ -215,8 +240,11 @@ def build_arg_parser() -> argparse.ArgumentParser:
     machines.add_argument("--accelerator-count", type=int, default=0, help="GPUs per machine (default: 1 with a GPU type).")
     machines.add_argument("--replica-count", type=int, default=0,
                           help="Machines beyond the chief, for MultiWorkerMirroredStrategy (default: 0).")
-    machines.add_argument("--tpu", choices=sorted(TPU_ACCELERATORS),
-                          help="Run on a TPU VM (cloud-tpu, 8 cores) of this version; needs the TPU image.")
+    machines.add_argument("--tpu", choices=list(TPU_ACCELERATORS),
+                          help="Run on a TPU VM of this version; needs the TPU image. v2, v3: cloud-tpu, 8 "
+                               "cores; v5e: ct5lp-hightpu-Nt with --tpu-chips N.")
+    machines.add_argument("--tpu-chips", type=int,
+                          help=f"TPU v5e chips: {', '.join(map(str, V5E_CHIPS))} (default: {DEFAULT_V5E_CHIPS}).")
     run = common.add_argument_group("run")
     run.add_argument("--service-account", help="Service account the job runs as (required with --tensorboard).")
     run.add_argument("--tensorboard", help="Vertex AI TensorBoard instance to stream AIP_TENSORBOARD_LOG_DIR to: "
@@ -269,7 +297,8 @@ def build_job(options: argparse.Namespace, trainer_args: Sequence[str], credenti
     pools = worker_pool_specs(options.image_uri, trainer_args, machine_type=options.machine_type,
                               accelerator_type=options.accelerator_type,
                               accelerator_count=options.accelerator_count,
-                              replica_count=options.replica_count, tpu=options.tpu)
+                              replica_count=options.replica_count, tpu=options.tpu,
+                              tpu_chips=options.tpu_chips)
     where = {"project": options.project, "location": options.region, "credentials": credentials}
     labels = {"app": "vertex-bert-trainer", "command": options.command}
     custom_job = aiplatform.CustomJob(

@@ -199,18 +199,20 @@ def training_dataset(split: TokenizedSplit, batching: Batching, *, seed: int,
 
 def evaluation_dataset(split: TokenizedSplit, batching: Batching,
                        pad_to_full_batches: bool = False) -> tf.data.Dataset:
-    """Every example exactly once; with `pad_to_full_batches` (TPU), the last batch is filled with
-    weight-0 copies of a real row so shapes stay static while metrics ignore them.
+    """Every example exactly once; with `pad_to_full_batches` (TPU), every batch has the static
+    shape [batch, max length]: the last one is filled with weight-0 copies of a real row that
+    metrics ignore, and a split that is a multiple of the batch needs no filler but still gets
+    the static batch dimension.
 
     The number of batches is declared: Keras cannot predict with steps_per_execution > 1 from a
     dataset of unknown size (length buckets make it unknown to tf.data).
     """
     examples = _examples(split)
     steps = batching.steps(split)
-    if pad_to_full_batches and len(split) % batching.batch_size:
-        filler = batching.batch_size - len(split) % batching.batch_size
-        pad = _examples(_take(split, np.zeros(filler, np.int64), weight=0.0))
-        examples = examples.concatenate(pad)
+    if pad_to_full_batches:
+        filler = -len(split) % batching.batch_size
+        if filler:
+            examples = examples.concatenate(_examples(_take(split, np.zeros(filler, np.int64), weight=0.0)))
         batching = dataclasses.replace(batching, drop_remainder=True, bucket=False)
         steps = (len(split) + filler) // batching.batch_size
     batched = _batched(examples, batching).apply(tf.data.experimental.assert_cardinality(steps))

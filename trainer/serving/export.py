@@ -4,7 +4,12 @@ The preprocessor is attached again in front of the classifier, so the SavedModel
 but `import tensorflow, tensorflow_text` to serve (TF-Text registers the tokenizer ops; without
 it loading fails with "Op type not registered 'CaseFoldUTF8'"). Only the inference graph is
 saved: no optimizer slots (they would triple its size).
+
+It computes in float32 whatever the training precision (`computing_in_float32`): the variables
+are float32 under every policy, and a model that serves in float16 or bfloat16 runs slowly, or
+not at all, on CPUs without native support, for no gain in its predictions.
 """
+import contextlib
 from typing import Sequence
 
 import tensorflow as tf
@@ -45,6 +50,28 @@ class ServingModule(tf.Module):
             "label_index": predicted,
             "label_names": tf.tile(self.label_names[tf.newaxis, :], [batch, 1]),
         }
+
+
+@contextlib.contextmanager
+def computing_in_float32(classifier: tf_keras.Model, enabled: bool = True):
+    """While tracing the serving function: every layer of `classifier` computes in float32.
+
+    Under mixed_bfloat16 / mixed_float16 each layer casts its float32 variables and inputs to its
+    policy's compute dtype when called, so a graph traced as is computes in that dtype wherever it
+    is loaded. Switching the policies for the trace, and back after it, exports the same weights
+    computing in float32 and leaves the trained model as it was. `enabled=False` keeps the
+    training precision.
+    """
+    layers = [layer for layer in (classifier, *classifier.submodules)
+              if enabled and isinstance(layer, tf_keras.layers.Layer) and layer.dtype_policy.compute_dtype != "float32"]
+    policies = [layer.dtype_policy for layer in layers]
+    try:
+        for layer in layers:
+            layer._set_dtype_policy("float32")  # tf_keras has no public setter for a layer's policy
+        yield
+    finally:
+        for layer, policy in zip(layers, policies):
+            layer._set_dtype_policy(policy)
 
 
 def export(module: ServingModule, model_dir: str, write_dir: str = None) -> None:

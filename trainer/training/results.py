@@ -56,15 +56,18 @@ def _log_calibration(block: dict) -> None:
 
 
 def export(ctx: RunContext) -> None:
-    """The SavedModel that takes raw strings; only the chief's copy lands in model/."""
+    """The SavedModel that takes raw strings, computing in float32 unless --export-precision
+    training; only the chief's copy lands in model/."""
     from trainer.serving import export as export_lib
 
     applied = ctx.calibration["applied"]
-    module = export_lib.ServingModule(ctx.encoder.preprocessor, ctx.trainable.model,
-                                      ctx.datasets.labels.names, ctx.config.data.max_seq_length,
-                                      temperature=ctx.calibration["temperature"] if applied else 1.0)
+    model = ctx.trainable.model
     target = ctx.runtime.write_path(ctx.paths.model_dir)
-    export_lib.export(module, ctx.paths.model_dir, write_dir=target)
+    with export_lib.computing_in_float32(model, ctx.config.runtime.export_precision == "float32"):
+        module = export_lib.ServingModule(ctx.encoder.preprocessor, model,
+                                          ctx.datasets.labels.names, ctx.config.data.max_seq_length,
+                                          temperature=ctx.calibration["temperature"] if applied else 1.0)
+        export_lib.export(module, ctx.paths.model_dir, write_dir=target)
     log.info("exported the model (raw strings in, probabilities out) to %s", target)
 
 
