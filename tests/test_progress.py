@@ -59,10 +59,11 @@ def test_tokenizing_a_large_input_logs_progress(lines, monkeypatch):
     import tensorflow as tf
 
     from trainer.data import pipeline
+    from trainer.modeling.encoders.bert import INPUT_KEYS
 
     monkeypatch.setattr(pipeline, "_TOKENIZE_BATCH", 100)
     preprocessor = lambda batch: {name: tf.ones([tf.shape(batch)[0], 4], tf.int32)  # noqa: E731
-                                  for name in pipeline.FEATURES}
+                                  for name in INPUT_KEYS}
     split = pipeline.tokenize(np.array(["a text"] * 500, dtype=object), preprocessor, log_every_seconds=1e-9)
     assert len(split) == 500
     assert [line.split("  ")[0] for line in lines()] == [f"tokenized {n}/500 rows ({n // 5}%)"

@@ -23,7 +23,7 @@ from conftest import NEGATIVE, NEUTRAL, POSITIVE
 from trainer.data import pipeline
 from trainer.modeling import heads
 from trainer.modeling.encoders import load_encoder
-from trainer.training import evaluation
+from trainer.modeling import evaluation
 
 encoder_dir, dump_dir, static = sys.argv[1], sys.argv[2], sys.argv[3] == "static"
 rng = random.Random(0)

@@ -84,7 +84,7 @@ def _delimited_records(handle: TextIO, fmt: str, path: str):
                 raise UserError(f"{path}: the record starting on line {start} is not valid "
                                 f"{fmt.upper()} ({e}); {_HINTS[fmt]}") from None
             state["end"] = reader.line_num
-            if not record or (len(record) == 1 and not record[0].strip()):
+            if not record:
                 continue  # a blank line
             yield start, record
 
@@ -99,6 +99,8 @@ def _delimited_records(handle: TextIO, fmt: str, path: str):
 
     def checked():
         for start, record in rows:
+            if len(header) > 1 and len(record) == 1 and not record[0].strip():
+                continue  # a line of spaces; in a one-column file it is a row with an empty text
             if len(record) != len(header):
                 lines = (f"line {start} holds" if reader.line_num == start
                          else f"lines {start}-{reader.line_num} hold")
