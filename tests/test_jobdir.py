@@ -1,0 +1,88 @@
+"""Whether a run in a job dir is new, resumed or already finished, and when it may replace what
+is there: the rules behind --overwrite, Vertex restarts and a finished run's protection."""
+import json
+
+import pytest
+
+from trainer import config as config_lib
+from trainer.errors import UserError
+from trainer.training import jobdir
+
+
+def config_for(job_dir, *flags):
+    return config_lib.build_config(["--job-dir", str(job_dir), *flags], {})
+
+
+def unfinished(job_dir, *flags, job_id=None):
+    """A job dir as a killed run leaves it: config.json and, on Vertex, its job id."""
+    config = config_for(job_dir, *flags)
+    paths = jobdir.JobPaths.from_config(config)
+    jobdir.start_new(paths, job_id)
+    config_lib.save(config, paths.config)
+    return paths
+
+
+def finish(paths):
+    with open(paths.metrics, "w") as f:
+        f.write("{}")
+
+
+def test_a_fresh_job_dir_is_a_new_run(tmp_path):
+    config = config_for(tmp_path / "job")
+    assert jobdir.decide(config, jobdir.JobPaths.from_config(config), None) == jobdir.NEW
+
+
+def test_the_same_command_resumes_an_unfinished_run(tmp_path):
+    paths = unfinished(tmp_path)
+    assert jobdir.decide(config_for(tmp_path), paths, None) == jobdir.RESUME
+
+
+def test_other_settings_on_an_unfinished_run_are_refused_naming_them(tmp_path):
+    paths = unfinished(tmp_path)
+    with pytest.raises(UserError, match=r"other settings \(train.epochs: 3 -> 5\)"):
+        jobdir.decide(config_for(tmp_path, "--epochs", "5"), paths, None)
+
+
+def test_locally_overwrite_starts_an_unfinished_run_over(tmp_path):
+    paths = unfinished(tmp_path)
+    assert jobdir.decide(config_for(tmp_path, "--overwrite"), paths, None) == jobdir.NEW
+
+
+def test_a_vertex_restart_with_overwrite_resumes_its_own_job(tmp_path):
+    paths = unfinished(tmp_path, "--overwrite", job_id="123")
+    assert jobdir.decide(config_for(tmp_path, "--overwrite"), paths, "123") == jobdir.RESUME
+
+
+def test_overwrite_from_another_vertex_job_starts_over(tmp_path):
+    paths = unfinished(tmp_path, "--overwrite", job_id="123")
+    assert jobdir.decide(config_for(tmp_path, "--overwrite"), paths, "456") == jobdir.NEW
+
+
+def test_a_finished_run_is_refused_without_overwrite(tmp_path):
+    paths = unfinished(tmp_path)
+    finish(paths)
+    with pytest.raises(UserError, match="holds a finished run"):
+        jobdir.decide(config_for(tmp_path), paths, None)
+    assert jobdir.decide(config_for(tmp_path, "--overwrite"), paths, None) == jobdir.NEW
+
+
+def test_a_vertex_job_restarted_after_it_finished_does_nothing(tmp_path):
+    paths = unfinished(tmp_path, "--overwrite", job_id="123")
+    finish(paths)
+    assert jobdir.decide(config_for(tmp_path, "--overwrite"), paths, "123") == jobdir.FINISHED
+
+
+def test_starting_over_clears_checkpoints_history_and_metrics_and_records_the_job(tmp_path):
+    paths = unfinished(tmp_path, job_id="1")
+    finish(paths)
+    (tmp_path / "checkpoints" / "resume").mkdir(parents=True)
+    (tmp_path / "eval_history.csv").write_text("epoch\n1\n")
+    jobdir.start_new(paths, "2")
+    assert not (tmp_path / "metrics.json").exists() and not (tmp_path / "eval_history.csv").exists()
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["job.json"]
+    assert json.loads((tmp_path / "checkpoints" / "job.json").read_text()) == {"vertex_job_id": "2"}
+
+
+def test_a_writable_job_dir_passes_the_check_and_keeps_nothing_of_it(tmp_path):
+    jobdir.check_writable(str(tmp_path / "job"))
+    assert list((tmp_path / "job").iterdir()) == []
