@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from trainer.training import evaluation
+from trainer.modeling import evaluation
 
 
 def test_summary_has_per_class_scores_and_a_confusion_matrix():

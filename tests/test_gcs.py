@@ -173,7 +173,7 @@ def test_a_finished_gs_run_is_not_overwritten(gcs, gcs_run, tiny_encoder_dir):
     assert result.returncode == 2, result.stdout + result.stderr
     assert "holds a finished run" in result.stderr and "--overwrite" in result.stderr
     assert gcs.get("run/metrics.json") == before
-    assert "error" not in gcs.get("run/training.log").decode()  # the finished run's log is its own
+    assert "error:" not in gcs.get("run/training.log").decode()  # the finished run's log is its own
 
 
 def test_a_killed_gs_run_leaves_its_log_and_history_up_to_the_last_epoch(gcs, tiny_encoder_dir,

@@ -160,7 +160,7 @@ def test_a_finished_run_is_not_overwritten(trained, tiny_encoder_dir, tiny_data)
     assert result.returncode == 2
     assert "holds a finished run" in result.stderr and "--overwrite" in result.stderr
     assert (job_dir / "metrics.json").read_text() == before
-    assert "error" not in (job_dir / "training.log").read_text()  # the finished run's log is its own
+    assert "error:" not in (job_dir / "training.log").read_text()  # the finished run's log is its own
 
 
 def test_same_seed_gives_same_metrics(trained, tiny_encoder_dir, tiny_data, tmp_path):

@@ -23,8 +23,14 @@ ENCODER_BACKENDS = ("native", "hub")
 # exported weights and Vertex hyperparameter tuning (trainer.submit's metric spec and the
 # trainer's reports) all read this one table.
 METRIC_GOALS = {"val_macro_f1": "maximize", "val_accuracy": "maximize",
-                "val_macro_recall": "maximize", "val_loss": "minimize"}
+                "val_macro_recall": "maximize", "val_loss": "minimize",
+                "val_spearman": "maximize", "val_pearson": "maximize",
+                "val_mse": "minimize", "val_mae": "minimize"}
 DEFAULT_SELECTION_METRIC = "val_macro_f1"
+TASKS = ("auto", "classification", "regression")
+# The validation metrics each task computes (val_loss for all), the first its default selection.
+TASK_METRICS = {"classification": ("val_macro_f1", "val_accuracy", "val_macro_recall", "val_loss"),
+                "regression": ("val_spearman", "val_pearson", "val_mse", "val_mae", "val_loss")}
 
 
 def _flag(default, help, **kwargs):
@@ -89,6 +95,11 @@ class ModelConfig:
         False, "Also fine-tune the word-embedding table (native backend). Off by default: it is "
                "half of a small BERT's weights and AdamW updates all of it every step, while "
                "fine-tuning it does not improve sentiment accuracy (see bench/).")
+    task: str = _flag(
+        "auto", "What the head predicts: 'classification' (one class per text), 'regression' "
+                "(one number per text: a linear output trained with MSE on standardized "
+                "targets). 'auto' is classification.",
+        choices=TASKS)
 
 
 @dataclasses.dataclass
@@ -296,6 +307,7 @@ def build_config(argv: Sequence[str], environ: Mapping[str, str], now=None) -> C
     given = parse_flags(argv, environ)
     config = Config.from_dict(given)
     _apply_environment(config, vertex.read_environment(environ), given, now)
+    _apply_task_defaults(config, given)
     validate(config, given)
     return config
 
@@ -324,6 +336,31 @@ def _apply_environment(config: Config, env: "vertex.VertexEnvironment", given: d
     # Vertex TensorBoard uploads from AIP_TENSORBOARD_LOG_DIR, so it wins over the job dir.
     out.tensorboard_dir = (out.tensorboard_dir or env.tensorboard_dir
                            or storage.join(out.job_dir, "tensorboard"))
+
+
+def task_name(config: Config) -> str:
+    """The task a run trains: 'auto' resolved."""
+    return "classification" if config.model.task == "auto" else config.model.task
+
+
+def _apply_task_defaults(config: Config, given: dict) -> None:
+    """An unset --selection-metric becomes the task's own default (regression: val_spearman)."""
+    if "selection_metric" not in given.get("train", {}):
+        config.train.selection_metric = TASK_METRICS[task_name(config)][0]
+
+
+def _validate_task(config: Config, require) -> None:
+    task, d = task_name(config), config.data
+    metrics = TASK_METRICS[task]
+    require(config.train.selection_metric in metrics, "--selection-metric",
+            f"{config.train.selection_metric} is not a {task} metric; choose one of {list(metrics)}")
+    if task == "regression":
+        require(d.label_names is None, "--label-names", "has no meaning with --task regression "
+                                                        "(the label is a number, not a class)")
+        require(d.label_type == "auto", "--label-type", "has no meaning with --task regression "
+                                                        "(the label is read as a number)")
+        require(config.train.class_weights == "none", "--class-weights",
+                "'balanced' needs classes; --task regression has none")
 
 
 def validate(config: Config, given: Optional[dict] = None) -> None:
@@ -365,6 +402,7 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
     require(not (m.encoder_backend == "hub" and r.jit_compile == "on" and not m.freeze_encoder),
             "--jit-compile", "'on' cannot train a hub.KerasLayer encoder: XLA recompiles it every "
                              "step (about 30x slower). Use --encoder-backend native or --freeze-encoder.")
+    _validate_task(config, require)
 
 
 def save(config: Config, path: str) -> None:

@@ -18,7 +18,7 @@ SCORE_NAMES = ("negative", "neutral", "positive")
 @dataclasses.dataclass
 class LabelSpec:
     """How raw label values become class ids; learned from the training file, saved with the run."""
-    kind: str  # "score" | "index" | "name"
+    kind: str  # "score" | "index" | "name" (classes); "number" (regression: no classes)
     names: List[str]
 
     def to_dict(self):
@@ -39,6 +39,11 @@ def _as_number(value):
         return float(str(value).strip())
     except ValueError:
         return None
+
+
+def regression_labels() -> LabelSpec:
+    """A regression target: any number, no class names."""
+    return LabelSpec("number", [])
 
 
 def infer_labels(frame, column: str, config: DataConfig) -> LabelSpec:
@@ -97,7 +102,9 @@ def _infer_kind(frame, column: str, values: list) -> str:
 
 
 def class_counts(ids: np.ndarray, spec: LabelSpec) -> Dict[str, int]:
-    """{class name: rows}, in class-id order."""
+    """{class name: rows}, in class-id order; empty for a regression target."""
+    if spec.kind == "number":
+        return {}
     counts = np.bincount(ids, minlength=len(spec.names))
     return {name: int(count) for name, count in zip(spec.names, counts)}
 
@@ -123,7 +130,10 @@ def check_class_sizes(frame, column: str, ids: np.ndarray, spec: LabelSpec, mini
 
 
 def encode_labels(frame, column: str, spec: LabelSpec, split_name: str) -> np.ndarray:
-    """Raw label values -> class ids under `spec`; unknown or malformed values are errors."""
+    """Raw label values -> class ids under `spec` (regression: float32 targets); unknown or
+    malformed values are errors."""
+    if spec.kind == "number":
+        return _encode_numbers(frame, column)
     ids = np.empty(len(frame), dtype=np.int32)
     index = {name: i for i, name in enumerate(spec.names)}
     for i, value in enumerate(frame[column].tolist()):
@@ -151,3 +161,16 @@ def encode_labels(frame, column: str, spec: LabelSpec, split_name: str) -> np.nd
                                 f"the {len(spec.names)} classes {origin} (labels: {spec.names})")
             ids[i] = int(number)
     return ids
+
+
+def _encode_numbers(frame, column: str) -> np.ndarray:
+    values = np.empty(len(frame), dtype=np.float32)
+    for i, value in enumerate(frame[column].tolist()):
+        if is_missing(value):
+            raise UserError(f"{where(frame, i, column)}: label is missing")
+        number = _as_number(value)
+        if number is None or not np.isfinite(number):
+            raise UserError(f"{where(frame, i, column)}: {value!r} is not a number (--task "
+                            f"regression reads the label as a score)")
+        values[i] = number
+    return values

@@ -30,7 +30,7 @@ class TokenizedSplit:
     word_ids: np.ndarray  # int32, all rows concatenated
     type_ids: np.ndarray  # int32, same layout
     lengths: np.ndarray  # int32 [N]
-    labels: np.ndarray  # int32 [N]
+    labels: np.ndarray  # int32 [N] class ids, or float32 [N] regression targets
     weights: np.ndarray  # float32 [N]
 
     def __len__(self):
@@ -54,7 +54,7 @@ def tokenize_splits(splits: dict, preprocessor) -> dict:
     (each pipeline traces the tokenizer graph anew, about a second apiece)."""
     names = list(splits)
     texts = np.concatenate([np.asarray(splits[n][0], dtype=object) for n in names])
-    labels = np.concatenate([np.asarray(splits[n][1], np.int32) for n in names])
+    labels = np.concatenate([_label_array(splits[n][1]) for n in names])
     weights = np.concatenate([np.ones(len(splits[n][0]), np.float32) if splits[n][2] is None
                               else np.asarray(splits[n][2], np.float32) for n in names])
     everything = tokenize(texts, preprocessor, labels, weights)
@@ -70,7 +70,7 @@ def tokenize(texts: Sequence[str], preprocessor, labels=None, weights=None,
     """
     texts = np.asarray(texts, dtype=object)
     n = len(texts)
-    labels = np.zeros(n, np.int32) if labels is None else np.asarray(labels, np.int32)
+    labels = np.zeros(n, np.int32) if labels is None else _label_array(labels)
     weights = np.ones(n, np.float32) if weights is None else np.asarray(weights, np.float32)
 
     def pack(batch):
@@ -92,6 +92,12 @@ def tokenize(texts: Sequence[str], preprocessor, labels=None, weights=None,
         meter.update(done)
     cat = lambda parts: np.concatenate(parts).astype(np.int32) if parts else np.zeros([0], np.int32)  # noqa: E731
     return TokenizedSplit(cat(word_ids), cat(type_ids), cat(lengths), labels, weights)
+
+
+def _label_array(labels) -> np.ndarray:
+    """Class ids as int32, regression targets (floats) as float32."""
+    labels = np.asarray(labels)
+    return labels.astype(np.float32 if labels.dtype.kind == "f" else np.int32)
 
 
 @dataclasses.dataclass(frozen=True)

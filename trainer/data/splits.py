@@ -6,7 +6,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from trainer.config import Config
+from trainer.config import Config, task_name
 from trainer.data import labels as labels_lib
 from trainer.data.labels import LabelSpec
 from trainer.data.reading import LABEL_COLUMNS, TEXT_COLUMNS, pick_column, read_files, where
@@ -23,7 +23,7 @@ SAMPLE_FILES = {split: os.path.join(SAMPLE_DIR, f"{split}.csv") for split in ("t
 @dataclasses.dataclass
 class Split:
     texts: np.ndarray  # object array of str
-    labels: np.ndarray  # int32 class ids
+    labels: np.ndarray  # int32 class ids; float32 targets for regression
     source: str  # for messages and metrics.json
     rows_skipped: int = 0
 
@@ -88,9 +88,12 @@ def to_split(frame, text_column: str, label_column: str, spec: LabelSpec,
 
 
 def stratified_split(split: Split, fraction: float, seed: int, what: str, names: list):
-    """(rest, held_out): `fraction` of each class held out."""
+    """(rest, held_out): `fraction` of each class held out (of the rows, for regression)."""
     from sklearn.model_selection import train_test_split
 
+    if split.labels.dtype.kind == "f":
+        rest, held = train_test_split(np.arange(len(split)), test_size=fraction, random_state=seed)
+        return _subset(split, np.sort(rest)), _subset(split, np.sort(held))
     counts = np.bincount(split.labels)
     rare = [i for i, c in enumerate(counts) if 0 < c < 2]
     if rare:
@@ -119,14 +122,18 @@ def load_datasets(config: Config) -> Datasets:
                                 validation_file=SAMPLE_FILES["eval"], testing_file=SAMPLE_FILES["test"])
     train_frame = read_files(d.training_file, "--training-file")
     text_column = pick_column(train_frame, d.text_column, TEXT_COLUMNS, "--text-column", "text")
-    label_column = pick_column(train_frame, d.label_column, LABEL_COLUMNS, "--label-column", "label")
-    spec = labels_lib.infer_labels(train_frame, label_column, d)
+    regression = task_name(config) == "regression"
+    label_column = pick_column(train_frame, d.label_column,
+                               LABEL_COLUMNS + (("score",) if regression else ()),
+                               "--label-column", "label")
+    spec = (labels_lib.regression_labels() if regression
+            else labels_lib.infer_labels(train_frame, label_column, d))
     if d.min_examples_per_class < 1:
         raise UserError(f"--min-examples-per-class: must be at least 1, got {d.min_examples_per_class}")
     train = to_split(train_frame, text_column, label_column, spec, "train", d.skip_empty_text,
-                     min_examples=d.min_examples_per_class)
+                     min_examples=0 if regression else d.min_examples_per_class)
     present = np.unique(train.labels)
-    if len(present) < 2:
+    if not regression and len(present) < 2:
         raise UserError(f"{train.source}: training data holds a single class "
                         f"({spec.names[present[0]]!r}); a classifier needs at least two")
 
@@ -151,7 +158,9 @@ def load_datasets(config: Config) -> Datasets:
         test = _head(test, rows) if test is not None else None
     datasets = Datasets(train, validation, test, spec, text_column, label_column)
     for name, counts in datasets.class_counts().items():
-        log.info("%s classes: %s", name, ", ".join(f"{label} {count}" for label, count in counts.items()))
+        if counts:  # regression has no classes
+            log.info("%s classes: %s", name,
+                     ", ".join(f"{label} {count}" for label, count in counts.items()))
     return datasets
 
 

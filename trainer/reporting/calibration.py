@@ -23,7 +23,7 @@ from typing import Mapping, Tuple
 import numpy as np
 from scipy import optimize
 
-from trainer.training.evaluation import softmax_cross_entropy
+from trainer.modeling.evaluation import softmax_cross_entropy
 
 BINS = 15
 MIN_T, MAX_T = 0.05, 20.0

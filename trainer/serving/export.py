@@ -1,4 +1,4 @@
-"""The exported model: raw strings in, class probabilities and label names out.
+"""The exported model: raw strings in, class probabilities and label names (or a score) out.
 
 The preprocessor is attached again in front of the classifier, so the SavedModel needs nothing
 but `import tensorflow, tensorflow_text` to serve (TF-Text registers the tokenizer ops; without
@@ -26,7 +26,7 @@ class ServingModule(tf.Module):
         # 3x larger and several times slower export for nothing the serving function needs.
         self.classifier_variables = list(classifier.variables)
         self._forward = lambda features: classifier(features, training=False)
-        self.label_names = tf.constant(list(label_names))
+        self.label_names = tf.constant(list(label_names), tf.string)
         self.lengths = pipeline.padded_lengths(max_seq_length)
         # Calibration (trainer.reporting.calibration): probabilities are softmax(logits / T).
         # A variable, so a loaded model still tells its T (the report reads it back).
@@ -35,16 +35,28 @@ class ServingModule(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def serve(self, text):
         features = pipeline.trim_to_padded_length(self.preprocessor(text), self.lengths)
-        logits = tf.cast(self._forward(features), tf.float32)
+        return self._outputs(tf.cast(self._forward(features), tf.float32), tf.shape(text)[0])
+
+    def _outputs(self, logits, batch):
         probabilities = tf.nn.softmax(logits / self.temperature, axis=-1)
         predicted = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
-        batch = tf.shape(text)[0]
         return {
             "probabilities": probabilities,
             "label": tf.gather(self.label_names, predicted),
             "label_index": predicted,
             "label_names": tf.tile(self.label_names[tf.newaxis, :], [batch, 1]),
         }
+
+
+class ScoreServingModule(ServingModule):
+    """Regression: raw strings in, one `score` per text out, in the training labels' units
+    (the model maps its standardized output back itself)."""
+
+    def __init__(self, preprocessor, model: tf_keras.Model, max_seq_length: int):
+        super().__init__(preprocessor, model, (), max_seq_length)
+
+    def _outputs(self, scores, batch):
+        return {"score": tf.reshape(scores, [batch])}
 
 
 def export(module: ServingModule, model_dir: str, write_dir: str = None) -> None:

@@ -1,4 +1,4 @@
-"""`python -m trainer.predict`: add predicted labels and class probabilities to a file's rows.
+"""`python -m trainer.predict`: add predicted labels and class probabilities (or scores) to a file's rows.
 
 Streams the input in chunks (files larger than memory are fine) and, within a chunk, sorts
 texts by length before batching so each batch is padded only as far as its longest text.
@@ -69,20 +69,54 @@ def read_chunks(path: str, text_column):
                             f"save the file as UTF-8") from None
 
 
+def _sorted_batches(texts, batch_size: int):
+    """(row indices, texts) batches of similar length, together covering every text once."""
+    import numpy as np
+
+    order = np.argsort([len(t) for t in texts], kind="stable")
+    for start in range(0, len(texts), batch_size):
+        rows = order[start:start + batch_size]
+        yield rows, np.asarray([texts[i] for i in rows], dtype=object)
+
+
 def predict_texts(serve, texts, batch_size: int):
     """(probabilities [N, C], label names [C]) in input order; batches of similar length."""
     import numpy as np
 
-    order = np.argsort([len(t) for t in texts], kind="stable")
     probabilities, names = None, None
-    for start in range(0, len(texts), batch_size):
-        rows = order[start:start + batch_size]
-        out = serve(text=np.asarray([texts[i] for i in rows], dtype=object))
+    for rows, batch in _sorted_batches(texts, batch_size):
+        out = serve(text=batch)
         if probabilities is None:
             names = [n.decode("utf-8") for n in out["label_names"].numpy()[0]]
             probabilities = np.zeros((len(texts), len(names)), np.float32)
         probabilities[rows] = out["probabilities"].numpy()
     return probabilities, names
+
+
+def predict_scores(serve, texts, batch_size: int):
+    """A regression model's scores [N], in input order."""
+    import numpy as np
+
+    scores = np.zeros(len(texts), np.float32)
+    for rows, batch in _sorted_batches(texts, batch_size):
+        scores[rows] = serve(text=batch)["score"].numpy()
+    return scores
+
+
+def is_regression(serve) -> bool:
+    """A regression export returns `score` instead of probabilities."""
+    return "score" in serve.structured_outputs
+
+
+def add_predictions(chunk, serve, texts, batch_size: int) -> None:
+    """predicted_score, or predicted_label and a probability_<class> column per class."""
+    if is_regression(serve):
+        chunk["predicted_score"] = predict_scores(serve, texts, batch_size)
+        return
+    probabilities, names = predict_texts(serve, texts, batch_size)
+    chunk["predicted_label"] = [names[i] for i in probabilities.argmax(axis=1)]
+    for i, name in enumerate(names):
+        chunk[f"probability_{name}"] = probabilities[:, i]
 
 
 def write_frame(frame, handle, fmt: str, first: bool) -> None:
@@ -133,11 +167,8 @@ def predict_file(serve, args, out_fmt: str, handle) -> int:
     meter = progress.Progress("predicted", args.log_every_seconds)
     for chunk, column, read in read_chunks(args.input, args.text_column):
         texts = ["" if pd.isna(t) else str(t) for t in chunk[column].tolist()]
-        probabilities, names = predict_texts(serve, texts, args.batch_size)
         chunk = chunk.copy()
-        chunk["predicted_label"] = [names[i] for i in probabilities.argmax(axis=1)]
-        for i, name in enumerate(names):
-            chunk[f"probability_{name}"] = probabilities[:, i]
+        add_predictions(chunk, serve, texts, args.batch_size)
         write_frame(chunk, handle, out_fmt, first=rows == 0)
         rows += len(chunk)
         meter.update(rows, fraction=read)

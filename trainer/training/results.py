@@ -19,7 +19,7 @@ def evaluate(ctx: RunContext) -> None:
     import tensorflow as tf
 
     from trainer.reporting import calibration
-    from trainer.training import evaluation
+    from trainer.modeling import evaluation
 
     fit, model = ctx.fit, ctx.trainable.model
     metric = ctx.config.train.selection_metric
@@ -34,15 +34,14 @@ def evaluate(ctx: RunContext) -> None:
     logits = {name: evaluation.predict_logits(model, dataset)
               for name, dataset in ctx.inputs.eval_sets.items() if name in ("validation", "test")}
     for name in ctx.inputs.eval_sets:
-        ctx.results[name] = (evaluation.summarize(*logits[name], ctx.datasets.labels.names)
+        ctx.results[name] = (ctx.task.summarize(*logits[name], ctx.datasets.labels.names)
                              if name in logits else evaluate_split(ctx, name))
         result = ctx.results[name]
-        log.info("%-10s loss %.4f  accuracy %.4f  macro-F1 %.4f  macro-recall %.4f  (%d examples)",
-                 name, result["loss"], result["accuracy"], result["macro_f1"],
-                 result["macro_recall"], result["examples"])
-    ctx.calibration = calibration.calibration_block(
-        logits, applied=ctx.config.output.calibrate == "on")
-    _log_calibration(ctx.calibration)
+        log.info("%-10s %s  (%d examples)", name, ctx.task.describe(result), result["examples"])
+    if ctx.task.name == "classification":  # a temperature rescales class probabilities only
+        ctx.calibration = calibration.calibration_block(
+            logits, applied=ctx.config.output.calibrate == "on")
+        _log_calibration(ctx.calibration)
     if fit.hypertune:
         fit.hypertune.report_final(ctx.results["validation"][metric.removeprefix("val_")],
                                    step=len(fit.history.rows))
@@ -59,13 +58,18 @@ def export(ctx: RunContext) -> None:
     """The SavedModel that takes raw strings; only the chief's copy lands in model/."""
     from trainer.serving import export as export_lib
 
-    applied = ctx.calibration["applied"]
-    module = export_lib.ServingModule(ctx.encoder.preprocessor, ctx.trainable.model,
-                                      ctx.datasets.labels.names, ctx.config.data.max_seq_length,
-                                      temperature=ctx.calibration["temperature"] if applied else 1.0)
+    preprocessor, model = ctx.encoder.preprocessor, ctx.trainable.model
+    if ctx.task.name == "regression":
+        module = export_lib.ScoreServingModule(preprocessor, model, ctx.config.data.max_seq_length)
+    else:
+        applied = ctx.calibration["applied"]
+        module = export_lib.ServingModule(preprocessor, model, ctx.datasets.labels.names,
+                                          ctx.config.data.max_seq_length,
+                                          temperature=ctx.calibration["temperature"] if applied else 1.0)
     target = ctx.runtime.write_path(ctx.paths.model_dir)
     export_lib.export(module, ctx.paths.model_dir, write_dir=target)
-    log.info("exported the model (raw strings in, probabilities out) to %s", target)
+    log.info("exported the model (raw strings in, %s out) to %s",
+             "scores" if ctx.task.name == "regression" else "probabilities", target)
 
 
 def report(ctx: RunContext) -> None:
@@ -74,6 +78,10 @@ def report(ctx: RunContext) -> None:
     from trainer.reporting.build import build_report
 
     ctx.metrics = _metrics(ctx)
+    if ctx.task.name != "classification":
+        log.info("report: report.html covers classification runs; metrics.json and "
+                 "eval_history.csv hold this %s run's results", ctx.task.name)
+        return
     if ctx.is_chief:
         build_report(ctx.paths.job_dir, metrics=ctx.metrics)
 
@@ -92,6 +100,7 @@ def _metrics(ctx: RunContext) -> dict:
     config, datasets, fit, runtime = ctx.config, ctx.datasets, ctx.fit, ctx.runtime
     return {
         **ctx.results,
+        "task": ctx.task.name,
         "calibration": ctx.calibration,
         "labels": datasets.labels.names,
         "label_kind": datasets.labels.kind,

@@ -55,9 +55,12 @@ def load_data(ctx: RunContext) -> None:
     (Reading through tf.io.gfile does not start the TensorFlow runtime, so the strategy created
     next can still configure collectives.)
     """
+    from trainer import tasks
     from trainer.data import splits
 
     datasets = ctx.datasets = splits.load_datasets(ctx.config)
+    ctx.task = tasks.from_config(ctx.config)
+    ctx.task.prepare(datasets.train.labels)
     log.info("data: %s (text %r, label %r as %s: %s)", ", ".join(
         f"{name} {size}" for name, size in datasets.sizes().items()), datasets.text_column,
         datasets.label_column, datasets.labels.kind, datasets.labels.names)
@@ -215,8 +218,9 @@ def _compiled_model(ctx: RunContext):
     from trainer.modeling import heads, optimization
 
     config, encoder = ctx.config, ctx.encoder
-    model = heads.build_classifier(encoder.network, len(ctx.datasets.labels.names), ctx.pooling,
-                                   config.model.dropout)
+    task = ctx.task
+    model = heads.build_classifier(encoder.network, task.output_units(ctx.datasets.labels),
+                                   ctx.pooling, config.model.dropout, task.output_layer)
     if config.model.freeze_encoder:
         encoder.network.trainable = False
     elif not config.model.train_word_embeddings and heads.freeze_word_embeddings(encoder.network):
@@ -229,9 +233,7 @@ def _compiled_model(ctx: RunContext):
         # Keras adds loss scaling only under its own float16 policy; the grappler rewrite used
         # for hub encoders computes in float16 without it.
         optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
-    model.compile(optimizer=optimizer,
-                  loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=[tf_keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    model.compile(optimizer=optimizer, loss=task.loss(), metrics=task.keras_metrics(),
                   jit_compile=ctx.runtime.plan.jit_compile,
                   steps_per_execution=config.runtime.steps_per_execution)
     return model
