@@ -72,6 +72,11 @@ class DataConfig:
     min_examples_per_class: int = _flag(
         5, "Stop when a class of the training data has fewer rows than this: such a class is "
            "usually a typo in a label (the error names its rows and the nearest known label).")
+    text_pair_column: Optional[str] = _flag(
+        None, "Column holding each row's second text, for sentence pairs (paraphrase, "
+              "entailment, question/answer match): the encoder reads [CLS] text [SEP] pair [SEP]. "
+              "Default: detected when the file has sentence1/sentence2, question1/question2, "
+              "premise/hypothesis or text_a/text_b (unless --text-column is given).")
 
 
 @dataclasses.dataclass

@@ -49,22 +49,38 @@ class TokenizedSplit:
                               self.weights[start:stop])
 
 
-def tokenize_splits(splits: dict, preprocessor) -> dict:
+def encode(preprocessor, texts, pairs=None) -> dict:
+    """The preprocessor's features of texts, or of `[CLS] text [SEP] pair [SEP]` for pairs.
+
+    bert_pack_inputs trims with TF-Text's RoundRobinTrimmer, which hands each segment one token
+    in turn until the budget is spent: a short side keeps every token and the longer side is cut
+    first (Hugging Face's "longest_first"); WaterfallTrimmer would cut the second text first.
+    """
+    if pairs is None:
+        return preprocessor(texts)
+    return preprocessor.bert_pack_inputs([preprocessor.tokenize(texts), preprocessor.tokenize(pairs)])
+
+
+def tokenize_splits(splits: dict, preprocessor, pairs: Optional[dict] = None) -> dict:
     """{name: (texts, labels, weights or None)} -> {name: TokenizedSplit}, in one tf.data pass
-    (each pipeline traces the tokenizer graph anew, about a second apiece)."""
+    (each pipeline traces the tokenizer graph anew, about a second apiece). `pairs`: {name:
+    second texts} of a sentence-pair task."""
     names = list(splits)
     texts = np.concatenate([np.asarray(splits[n][0], dtype=object) for n in names])
+    second = None if pairs is None else np.concatenate(
+        [np.asarray(pairs[n], dtype=object) for n in names])
     labels = np.concatenate([_label_array(splits[n][1]) for n in names])
     weights = np.concatenate([np.ones(len(splits[n][0]), np.float32) if splits[n][2] is None
                               else np.asarray(splits[n][2], np.float32) for n in names])
-    everything = tokenize(texts, preprocessor, labels, weights)
+    everything = tokenize(texts, preprocessor, labels, weights, pairs=second)
     bounds = np.cumsum([0] + [len(splits[n][0]) for n in names])
     return {n: everything.rows(bounds[i], bounds[i + 1]) for i, n in enumerate(names)}
 
 
 def tokenize(texts: Sequence[str], preprocessor, labels=None, weights=None,
-             log_every_seconds: float = 30.0) -> TokenizedSplit:
-    """Runs the preprocessor over all texts, batched in tf.data, and keeps only real tokens.
+             log_every_seconds: float = 30.0, pairs: Optional[Sequence[str]] = None) -> TokenizedSplit:
+    """Runs the preprocessor over all texts (and pairs), batched in tf.data, and keeps only real
+    tokens: a pair's length, which buckets it, is that of both texts packed together.
 
     Large inputs (minutes of tokenizing) log a progress line every `log_every_seconds`.
     """
@@ -73,8 +89,8 @@ def tokenize(texts: Sequence[str], preprocessor, labels=None, weights=None,
     labels = np.zeros(n, np.int32) if labels is None else _label_array(labels)
     weights = np.ones(n, np.float32) if weights is None else np.asarray(weights, np.float32)
 
-    def pack(batch):
-        features = preprocessor(batch)
+    def pack(batch, second=None):
+        features = encode(preprocessor, batch, second)
         lengths = tf.reduce_sum(tf.cast(features["input_mask"], tf.int32), axis=1)
         mask = tf.cast(features["input_mask"], tf.bool)
         return (tf.ragged.boolean_mask(tf.cast(features["input_word_ids"], tf.int32), mask).flat_values,
@@ -82,7 +98,9 @@ def tokenize(texts: Sequence[str], preprocessor, labels=None, weights=None,
                 lengths)
 
     word_ids, type_ids, lengths = [], [], []
-    dataset = (tf.data.Dataset.from_tensor_slices(texts.astype(str) if n else np.zeros([0], str))
+    strings = lambda values: np.asarray(values, dtype=object).astype(str) if n else np.zeros([0], str)  # noqa: E731
+    slices = strings(texts) if pairs is None else (strings(texts), strings(pairs))
+    dataset = (tf.data.Dataset.from_tensor_slices(slices)
                .batch(_TOKENIZE_BATCH).map(pack, num_parallel_calls=tf.data.AUTOTUNE)
                .prefetch(tf.data.AUTOTUNE))
     meter, done = progress.Progress("tokenized", log_every_seconds, total=n), 0

@@ -18,7 +18,7 @@ SIGNATURE = "serving_default"
 
 class ServingModule(tf.Module):
     def __init__(self, preprocessor, classifier: tf_keras.Model, label_names: Sequence[str],
-                 max_seq_length: int, temperature: float = 1.0):
+                 max_seq_length: int, temperature: float = 1.0, pair: bool = False):
         super().__init__(name="text_classifier")
         self.preprocessor = preprocessor
         # Only the classifier's variables are tracked, not the Keras model: saving a Keras model
@@ -31,11 +31,19 @@ class ServingModule(tf.Module):
         # Calibration (trainer.reporting.calibration): probabilities are softmax(logits / T).
         # A variable, so a loaded model still tells its T (the report reads it back).
         self.temperature = tf.Variable(float(temperature), trainable=False, name="temperature")
+        # A sentence-pair model's signature takes both texts: `text` and `text_pair`.
+        text = tf.TensorSpec([None], tf.string, name="text")
+        self.serve = (tf.function(self._serve_pair, input_signature=[
+                          text, tf.TensorSpec([None], tf.string, name="text_pair")]) if pair
+                      else tf.function(self._serve, input_signature=[text]))
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
-    def serve(self, text):
-        features = pipeline.trim_to_padded_length(self.preprocessor(text), self.lengths)
+    def _serve(self, text, text_pair=None):
+        features = pipeline.encode(self.preprocessor, text, text_pair)
+        features = pipeline.trim_to_padded_length(features, self.lengths)
         return self._outputs(tf.cast(self._forward(features), tf.float32), tf.shape(text)[0])
+
+    def _serve_pair(self, text, text_pair):
+        return self._serve(text, text_pair)
 
     def _outputs(self, logits, batch):
         probabilities = tf.nn.softmax(logits / self.temperature, axis=-1)
@@ -52,8 +60,8 @@ class ScoreServingModule(ServingModule):
     """Regression: raw strings in, one `score` per text out, in the training labels' units
     (the model maps its standardized output back itself)."""
 
-    def __init__(self, preprocessor, model: tf_keras.Model, max_seq_length: int):
-        super().__init__(preprocessor, model, (), max_seq_length)
+    def __init__(self, preprocessor, model: tf_keras.Model, max_seq_length: int, pair: bool = False):
+        super().__init__(preprocessor, model, (), max_seq_length, pair=pair)
 
     def _outputs(self, scores, batch):
         return {"score": tf.reshape(scores, [batch])}

@@ -59,13 +59,16 @@ def export(ctx: RunContext) -> None:
     from trainer.serving import export as export_lib
 
     preprocessor, model = ctx.encoder.preprocessor, ctx.trainable.model
+    pair = ctx.datasets.text_pair_column is not None
     if ctx.task.name == "regression":
-        module = export_lib.ScoreServingModule(preprocessor, model, ctx.config.data.max_seq_length)
+        module = export_lib.ScoreServingModule(preprocessor, model, ctx.config.data.max_seq_length,
+                                               pair=pair)
     else:
         applied = ctx.calibration["applied"]
         module = export_lib.ServingModule(preprocessor, model, ctx.datasets.labels.names,
                                           ctx.config.data.max_seq_length,
-                                          temperature=ctx.calibration["temperature"] if applied else 1.0)
+                                          temperature=ctx.calibration["temperature"] if applied else 1.0,
+                                          pair=pair)
     target = ctx.runtime.write_path(ctx.paths.model_dir)
     export_lib.export(module, ctx.paths.model_dir, write_dir=target)
     log.info("exported the model (raw strings in, %s out) to %s",
@@ -105,6 +108,7 @@ def _metrics(ctx: RunContext) -> dict:
         "labels": datasets.labels.names,
         "label_kind": datasets.labels.kind,
         "text_column": datasets.text_column,
+        "text_pair_column": datasets.text_pair_column,
         "label_column": datasets.label_column,
         "dataset_sizes": datasets.sizes(),
         "class_counts": datasets.class_counts(),

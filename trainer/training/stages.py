@@ -61,8 +61,9 @@ def load_data(ctx: RunContext) -> None:
     datasets = ctx.datasets = splits.load_datasets(ctx.config)
     ctx.task = tasks.from_config(ctx.config)
     ctx.task.prepare(datasets.train.labels)
-    log.info("data: %s (text %r, label %r as %s: %s)", ", ".join(
+    log.info("data: %s (text %r%s, label %r as %s: %s)", ", ".join(
         f"{name} {size}" for name, size in datasets.sizes().items()), datasets.text_column,
+        f", pair {datasets.text_pair_column!r}" if datasets.text_pair_column else "",
         datasets.label_column, datasets.labels.kind, datasets.labels.names)
     skipped = datasets.rows_skipped()
     if any(skipped.values()):
@@ -147,7 +148,9 @@ def tokenize(ctx: RunContext) -> None:
     start = time.perf_counter()
     tokenized = pipeline.tokenize_splits(
         {name: (split.texts, split.labels, weights if name == "train" else None)
-         for name, split in datasets.splits().items()}, ctx.encoder.preprocessor)
+         for name, split in datasets.splits().items()}, ctx.encoder.preprocessor,
+        pairs=({name: split.pairs for name, split in datasets.splits().items()}
+               if datasets.text_pair_column else None))
     limit = config.data.max_seq_length
     truncated = {name: int((t.lengths >= limit).sum()) for name, t in tokenized.items()}
     log.info("tokenized %d texts in %.1fs; mean %.1f tokens, %s at the --max-seq-length limit",
