@@ -219,3 +219,38 @@ def test_scores_that_never_vary_are_refused(tiny_encoder_dir, data, tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
         "error: training labels: every score is 3; regression needs scores that vary")
+
+
+def test_a_dry_run_on_the_static_shape_path_checks_the_whole_job(tiny_encoder_dir, data, tmp_path):
+    result = run_cli(*args(tiny_encoder_dir, data, tmp_path / "job", "--static-shapes", "on",
+                           "--dry-run", "--batch-size", "6"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert metrics_of(tmp_path / "job")["epochs_completed"] == 1
+
+
+def test_the_report_command_says_it_covers_classification_runs(trained):
+    result = run_cli("--job-dir", trained["job_dir"], module="trainer.report")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: --job-dir: {trained['job_dir']} holds a regression run; the report covers "
+        f"classification runs (its metrics.json and eval_history.csv hold the rest)")
+
+
+def test_the_server_answers_a_score_per_instance_as_predict_does(trained, tmp_path):
+    import httpx
+    from test_server import HEALTH, PREDICT, Server, environ, free_port
+    from trainer.serving import export, predict
+    texts = ["so good", "it was awful", "meh"]
+    expected = predict.predict_scores(export.load(str(trained["job_dir"] / "model")), texts, 8)
+    port = free_port()
+    env = {**environ(), "AIP_HTTP_PORT": str(port), "AIP_HEALTH_ROUTE": HEALTH,
+           "AIP_PREDICT_ROUTE": PREDICT, "AIP_STORAGE_URI": str(trained["job_dir"] / "model")}
+    server = Server([], env, HEALTH, tmp_path / "server.log")
+    try:
+        server.wait_ready(port)
+        response = httpx.post(server.url(port, PREDICT), json={"instances": texts}, timeout=60)
+    finally:
+        server.stop()
+    assert response.status_code == 200, response.text
+    got = [p["score"] for p in response.json()["predictions"]]
+    np.testing.assert_allclose(got, expected, atol=1e-5)

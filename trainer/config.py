@@ -25,12 +25,14 @@ ENCODER_BACKENDS = ("native", "hub")
 METRIC_GOALS = {"val_macro_f1": "maximize", "val_accuracy": "maximize",
                 "val_macro_recall": "maximize", "val_loss": "minimize",
                 "val_spearman": "maximize", "val_pearson": "maximize",
-                "val_mse": "minimize", "val_mae": "minimize"}
+                "val_mse": "minimize", "val_mae": "minimize",
+                "val_micro_f1": "maximize", "val_subset_accuracy": "maximize"}
 DEFAULT_SELECTION_METRIC = "val_macro_f1"
-TASKS = ("auto", "classification", "regression")
+TASKS = ("auto", "classification", "regression", "multi-label")
 # The validation metrics each task computes (val_loss for all), the first its default selection.
 TASK_METRICS = {"classification": ("val_macro_f1", "val_accuracy", "val_macro_recall", "val_loss"),
-                "regression": ("val_spearman", "val_pearson", "val_mse", "val_mae", "val_loss")}
+                "regression": ("val_spearman", "val_pearson", "val_mse", "val_mae", "val_loss"),
+                "multi-label": ("val_micro_f1", "val_macro_f1", "val_subset_accuracy", "val_loss")}
 
 
 def _flag(default, help, **kwargs):
@@ -77,6 +79,12 @@ class DataConfig:
               "entailment, question/answer match): the encoder reads [CLS] text [SEP] pair [SEP]. "
               "Default: detected when the file has sentence1/sentence2, question1/question2, "
               "premise/hypothesis or text_a/text_b (unless --text-column is given).")
+    label_separator: str = _flag(
+        "|", "--task multi-label: the separator of the label names in one label cell "
+             "('sports|politics'; an empty cell is a row without labels).")
+    label_columns: Optional[str] = _flag(
+        None, "--task multi-label: comma-separated 0/1 columns, one per label, instead of one "
+              "label column of names.")
 
 
 @dataclasses.dataclass
@@ -103,7 +111,9 @@ class ModelConfig:
     task: str = _flag(
         "auto", "What the head predicts: 'classification' (one class per text), 'regression' "
                 "(one number per text: a linear output trained with MSE on standardized "
-                "targets). 'auto' is classification.",
+                "targets), 'multi-label' (any number of labels per text: sigmoid outputs, "
+                "binary cross-entropy, per-label thresholds chosen on validation). 'auto' is "
+                "classification.",
         choices=TASKS)
 
 
@@ -366,6 +376,15 @@ def _validate_task(config: Config, require) -> None:
                                                         "(the label is read as a number)")
         require(config.train.class_weights == "none", "--class-weights",
                 "'balanced' needs classes; --task regression has none")
+    if task == "multi-label":
+        require(d.label_type == "auto", "--label-type", "has no meaning with --task multi-label")
+        require(config.train.class_weights == "none", "--class-weights",
+                "'balanced' weighs one class per row; --task multi-label has several")
+        require(not (d.label_columns and d.label_names), "--label-names",
+                "cannot be combined with --label-columns (the columns name the labels)")
+        require(bool(d.label_separator), "--label-separator", "must not be empty")
+    else:
+        require(d.label_columns is None, "--label-columns", "needs --task multi-label")
 
 
 def validate(config: Config, given: Optional[dict] = None) -> None:

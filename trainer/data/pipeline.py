@@ -165,7 +165,7 @@ def _pad_batch(lengths: tuple, static_batch: Optional[int] = None):
         type_ids = features["input_type_ids"].to_tensor(0, shape=shape)
         mask = tf.sequence_mask(features["length"], target, dtype=tf.int32)
         if static_batch:
-            labels, weights, mask = (tf.ensure_shape(labels, [static_batch]),
+            labels, weights, mask = (tf.ensure_shape(labels, [static_batch, *labels.shape[1:]]),
                                      tf.ensure_shape(weights, [static_batch]),
                                      tf.ensure_shape(mask, shape))
         return ({"input_word_ids": word_ids, "input_mask": mask, "input_type_ids": type_ids},

@@ -70,10 +70,11 @@ def to_split(frame, text_column: str, label_column: str, spec: LabelSpec,
             raise UserError(f"{frame['_file'].iloc[0]}: no column {column!r} (the training "
                             f"data's {what} column); its columns are "
                             f"{[c for c in frame.columns if not str(c).startswith('_')]}")
-    if label_column not in frame.columns:
-        raise UserError(f"{frame['_file'].iloc[0]}: no column {label_column!r} (the training "
-                        f"data's label column); its columns are "
-                        f"{[c for c in frame.columns if not str(c).startswith('_')]}")
+    for column in (spec.names if spec.kind == "columns" else [label_column]):
+        if column not in frame.columns:
+            raise UserError(f"{frame['_file'].iloc[0]}: no column {column!r} (the training "
+                            f"data's label column); its columns are "
+                            f"{[c for c in frame.columns if not str(c).startswith('_')]}")
     empty, column = _empty_rows(frame, text_column, pair_column)
     if empty and not skip_empty_text:
         raise UserError(f"{where(frame, empty[0], column)}: text is empty "
@@ -139,19 +140,26 @@ def load_datasets(config: Config) -> Datasets:
                                 validation_file=SAMPLE_FILES["eval"], testing_file=SAMPLE_FILES["test"])
     train_frame = read_files(d.training_file, "--training-file")
     text_column, pair_column = pick_text_columns(train_frame, d.text_column, d.text_pair_column)
-    regression = task_name(config) == "regression"
-    label_column = pick_column(train_frame, d.label_column,
-                               LABEL_COLUMNS + (("score",) if regression else ()),
-                               "--label-column", "label")
-    spec = (labels_lib.regression_labels() if regression
-            else labels_lib.infer_labels(train_frame, label_column, d))
+    task = task_name(config)
+    regression = task == "regression"
+    if task == "multi-label" and d.label_columns:
+        label_column = d.label_columns
+    else:
+        label_column = pick_column(train_frame, d.label_column,
+                                   LABEL_COLUMNS + (("score",) if regression else ()),
+                                   "--label-column", "label")
+    if task == "multi-label":
+        spec = labels_lib.infer_multi_labels(train_frame, label_column, d)
+    else:
+        spec = (labels_lib.regression_labels() if regression
+                else labels_lib.infer_labels(train_frame, label_column, d))
     if d.min_examples_per_class < 1:
         raise UserError(f"--min-examples-per-class: must be at least 1, got {d.min_examples_per_class}")
     train = to_split(train_frame, text_column, label_column, spec, "train", d.skip_empty_text,
-                     min_examples=0 if regression else d.min_examples_per_class,
+                     min_examples=0 if task != "classification" else d.min_examples_per_class,
                      pair_column=pair_column)
     present = np.unique(train.labels)
-    if not regression and len(present) < 2:
+    if task == "classification" and len(present) < 2:
         raise UserError(f"{train.source}: training data holds a single class "
                         f"({spec.names[present[0]]!r}); a classifier needs at least two")
 

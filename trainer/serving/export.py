@@ -67,6 +67,30 @@ class ScoreServingModule(ServingModule):
         return {"score": tf.reshape(scores, [batch])}
 
 
+class MultiLabelServingModule(ServingModule):
+    """Multi-label: per-label probabilities, and the labels at or above their threshold (chosen
+    on validation, kept as a variable) joined by the training data's separator."""
+
+    def __init__(self, preprocessor, model: tf_keras.Model, label_names: Sequence[str],
+                 max_seq_length: int, thresholds: Sequence[float], separator: str, pair: bool = False):
+        super().__init__(preprocessor, model, label_names, max_seq_length, pair=pair)
+        self.thresholds = tf.Variable(tf.constant(list(thresholds), tf.float32), trainable=False,
+                                      name="thresholds")
+        self.separator = separator
+
+    def _outputs(self, logits, batch):
+        probabilities = tf.sigmoid(logits)
+        chosen = probabilities >= self.thresholds
+        names = tf.tile(self.label_names[tf.newaxis, :], [batch, 1])
+        return {
+            "probabilities": probabilities,
+            "labels": tf.strings.reduce_join(tf.ragged.boolean_mask(names, chosen), axis=1,
+                                             separator=self.separator),
+            "predicted": tf.cast(chosen, tf.int32),
+            "label_names": names,
+        }
+
+
 def export(module: ServingModule, model_dir: str, write_dir: str = None) -> None:
     """Saves to a temporary sibling and renames into place: a reader never sees half a model.
 

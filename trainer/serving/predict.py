@@ -124,6 +124,27 @@ def predict_scores(serve, texts, batch_size: int, pairs=None):
     return scores
 
 
+def predict_label_sets(serve, texts, batch_size: int, pairs=None):
+    """A multi-label model's (probabilities [N, L], label names, chosen labels joined [N])."""
+    import numpy as np
+
+    probabilities, names, chosen = None, None, [""] * len(texts)
+    for rows, inputs in _sorted_batches(texts, batch_size, pairs):
+        out = serve(**inputs)
+        if probabilities is None:
+            names = [n.decode("utf-8") for n in out["label_names"].numpy()[0]]
+            probabilities = np.zeros((len(texts), len(names)), np.float32)
+        probabilities[rows] = out["probabilities"].numpy()
+        for row, labels in zip(rows, out["labels"].numpy()):
+            chosen[row] = labels.decode("utf-8")
+    return probabilities, names, chosen
+
+
+def is_multilabel(serve) -> bool:
+    """A multi-label export returns the chosen `labels` of each text."""
+    return "labels" in serve.structured_outputs
+
+
 def is_pair_model(serve) -> bool:
     """A sentence-pair export takes `text_pair` besides `text`."""
     return "text_pair" in serve.structured_input_signature[1]
@@ -146,9 +167,16 @@ def predict_instances(serve, instances, batch_size: int):
 
 
 def add_predictions(chunk, serve, texts, batch_size: int, pairs=None) -> None:
-    """predicted_score, or predicted_label and a probability_<class> column per class."""
+    """predicted_score; or predicted_labels (multi-label) or predicted_label, and a
+    probability_<label> column per label."""
     if is_regression(serve):
         chunk["predicted_score"] = predict_scores(serve, texts, batch_size, pairs)
+        return
+    if is_multilabel(serve):
+        probabilities, names, chunk["predicted_labels"] = predict_label_sets(
+            serve, texts, batch_size, pairs)
+        for i, name in enumerate(names):
+            chunk[f"probability_{name}"] = probabilities[:, i]
         return
     probabilities, names = predict_texts(serve, texts, batch_size, pairs)
     chunk["predicted_label"] = [names[i] for i in probabilities.argmax(axis=1)]

@@ -10,7 +10,7 @@ Every problem is a RequestError naming what is wrong and where, answered as a 4x
 `{"error": "..."}`; nothing a client sends can stop the server.
 """
 import json
-from typing import List, Sequence
+from typing import Sequence
 
 # Vertex's limit for an online prediction request on a shared public endpoint.
 MAX_BODY_BYTES = 1_500_000

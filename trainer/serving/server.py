@@ -73,6 +73,9 @@ class ModelService:
             raise UserError(f"--model-dir: no exported model in {self.model_dir} (expected saved_model.pb; "
                             f"point it at JOB_DIR/model)")
         serve = export.load(self.model_dir)
+        if predict.is_multilabel(serve):
+            raise UserError(f"--model-dir {self.model_dir}: a multi-label model, which this server "
+                            f"does not answer yet; use python -m trainer.predict")
         self.pair = predict.is_pair_model(serve)
         run_batch = functools.partial(predict.predict_instances, serve, batch_size=self.max_batch_size)
         warm_up = [(text, text) for text in WARM_UP_TEXTS] if self.pair else WARM_UP_TEXTS

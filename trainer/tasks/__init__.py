@@ -13,5 +13,8 @@ def from_config(config: Config):
     if name == "regression":
         from trainer.tasks.regression import RegressionTask
         return RegressionTask()
+    if name == "multi-label":
+        from trainer.tasks.multilabel import MultiLabelTask
+        return MultiLabelTask()
     from trainer.tasks.classification import ClassificationTask
     return ClassificationTask()

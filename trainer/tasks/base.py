@@ -22,6 +22,9 @@ class Task:
     def prepare(self, train_labels: np.ndarray) -> None:
         """Learns what the head needs from the training labels (e.g. their scale)."""
 
+    def fit_on_validation(self, outputs: np.ndarray, labels: np.ndarray) -> None:
+        """After training: fits what the task decides on validation (multi-label thresholds)."""
+
     def output_units(self, labels) -> int:
         raise NotImplementedError
 

@@ -33,6 +33,7 @@ def evaluate(ctx: RunContext) -> None:
     # Validation and test logits also fit and score the calibration.
     logits = {name: evaluation.predict_logits(model, dataset)
               for name, dataset in ctx.inputs.eval_sets.items() if name in ("validation", "test")}
+    ctx.task.fit_on_validation(*logits["validation"])  # multi-label thresholds
     for name in ctx.inputs.eval_sets:
         ctx.results[name] = (ctx.task.summarize(*logits[name], ctx.datasets.labels.names)
                              if name in logits else evaluate_split(ctx, name))
@@ -63,6 +64,11 @@ def export(ctx: RunContext) -> None:
     if ctx.task.name == "regression":
         module = export_lib.ScoreServingModule(preprocessor, model, ctx.config.data.max_seq_length,
                                                pair=pair)
+    elif ctx.task.name == "multi-label":
+        labels = ctx.datasets.labels
+        module = export_lib.MultiLabelServingModule(
+            preprocessor, model, labels.names, ctx.config.data.max_seq_length,
+            ctx.task.thresholds, labels.separator, pair=pair)
     else:
         applied = ctx.calibration["applied"]
         module = export_lib.ServingModule(preprocessor, model, ctx.datasets.labels.names,
