@@ -169,9 +169,10 @@ def test_label_columns_need_the_multi_label_task(tiny_encoder_dir, data, tmp_pat
     assert result.stderr.strip() == "error: --label-columns: needs --task multi-label"
 
 
-def test_a_dry_run_on_the_static_shape_path_checks_the_whole_job(tiny_encoder_dir, data, tmp_path):
+def test_a_bfloat16_dry_run_on_the_static_shape_path_checks_the_whole_job(tiny_encoder_dir, data,
+                                                                          tmp_path):
     """The TPU input path (fixed lengths, full batches, weight-0 filler rows) with label rows."""
     result = run_cli(*args(tiny_encoder_dir, data, tmp_path / "job", "--static-shapes", "on",
-                           "--dry-run", "--batch-size", "6"))
+                           "--mixed-precision", "bfloat16", "--dry-run", "--batch-size", "6"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert metrics_of(tmp_path / "job")["epochs_completed"] == 1

@@ -221,9 +221,10 @@ def test_scores_that_never_vary_are_refused(tiny_encoder_dir, data, tmp_path):
         "error: training labels: every score is 3; regression needs scores that vary")
 
 
-def test_a_dry_run_on_the_static_shape_path_checks_the_whole_job(tiny_encoder_dir, data, tmp_path):
+def test_a_bfloat16_dry_run_on_the_static_shape_path_checks_the_whole_job(tiny_encoder_dir, data,
+                                                                          tmp_path):
     result = run_cli(*args(tiny_encoder_dir, data, tmp_path / "job", "--static-shapes", "on",
-                           "--dry-run", "--batch-size", "6"))
+                           "--mixed-precision", "bfloat16", "--dry-run", "--batch-size", "6"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert metrics_of(tmp_path / "job")["epochs_completed"] == 1
 
@@ -254,3 +255,11 @@ def test_the_server_answers_a_score_per_instance_as_predict_does(trained, tmp_pa
     assert response.status_code == 200, response.text
     got = [p["score"] for p in response.json()["predictions"]]
     np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def test_the_tuning_metric_may_be_named_without_its_val_prefix():
+    from trainer import config
+    built = config.build_config(["--task", "regression", "--hypertune-metric", "spearman"], {})
+    assert built.train.selection_metric == "val_spearman"
+    assert config.METRIC_GOALS["val_spearman"] == "maximize"
+    assert config.METRIC_GOALS["val_mse"] == config.METRIC_GOALS["val_mae"] == "minimize"

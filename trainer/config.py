@@ -35,6 +35,11 @@ TASK_METRICS = {"classification": ("val_macro_f1", "val_accuracy", "val_macro_re
                 "multi-label": ("val_micro_f1", "val_macro_f1", "val_subset_accuracy", "val_loss")}
 
 
+def validation_metric(name: str) -> str:
+    """'spearman' means 'val_spearman': the metrics are all validation metrics."""
+    return name if name.startswith("val_") else f"val_{name}"
+
+
 def _flag(default, help, **kwargs):
     return dataclasses.field(default=default, metadata={"help": help, **kwargs})
 
@@ -142,7 +147,7 @@ class TrainConfig:
         DEFAULT_SELECTION_METRIC, "Validation metric that picks the best epoch (whose weights are "
                                   "exported), drives early stopping and is reported to Vertex "
                                   "hyperparameter tuning.",
-        choices=tuple(METRIC_GOALS), aliases=("--hypertune-metric",))
+        choices=tuple(METRIC_GOALS), aliases=("--hypertune-metric",), type=validation_metric)
 
 
 @dataclasses.dataclass
@@ -274,7 +279,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
             if field_type is bool:
                 kwargs["action"] = argparse.BooleanOptionalAction
             else:
-                kwargs["type"] = integer if field_type is int else field_type
+                kwargs["type"] = field.metadata.get("type") or (integer if field_type is int else field_type)
                 kwargs["metavar"] = field.name.upper()
                 if "choices" in field.metadata:
                     kwargs["choices"] = field.metadata["choices"]
