@@ -176,3 +176,26 @@ def test_a_bfloat16_dry_run_on_the_static_shape_path_checks_the_whole_job(tiny_e
                            "--mixed-precision", "bfloat16", "--dry-run", "--batch-size", "6"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert metrics_of(tmp_path / "job")["epochs_completed"] == 1
+
+
+def test_the_server_answers_the_labels_above_their_thresholds(trained, tmp_path):
+    import httpx
+    from test_server import HEALTH, PREDICT, Server, environ, free_port
+    from trainer.serving import export, predict
+    texts = ["i love this movie", "so bad", "meh"]
+    probabilities, names, joined, _ = predict.predict_label_sets(
+        export.load(str(trained / "model")), texts, 8)
+    port = free_port()
+    env = {**environ(), "AIP_HTTP_PORT": str(port), "AIP_HEALTH_ROUTE": HEALTH,
+           "AIP_PREDICT_ROUTE": PREDICT, "AIP_STORAGE_URI": str(trained / "model")}
+    server = Server([], env, HEALTH, tmp_path / "server.log")
+    try:
+        server.wait_ready(port)
+        response = httpx.post(server.url(port, PREDICT), json={"instances": texts}, timeout=60)
+    finally:
+        server.stop()
+    assert response.status_code == 200, response.text
+    got = response.json()["predictions"]
+    assert ["|".join(p["labels"]) for p in got] == joined
+    np.testing.assert_allclose([[p["probabilities"][n] for n in names] for p in got], probabilities,
+                               atol=1e-6)

@@ -125,19 +125,22 @@ def predict_scores(serve, texts, batch_size: int, pairs=None):
 
 
 def predict_label_sets(serve, texts, batch_size: int, pairs=None):
-    """A multi-label model's (probabilities [N, L], label names, chosen labels joined [N])."""
+    """A multi-label model's (probabilities [N, L], label names, chosen labels joined [N],
+    chosen labels 0/1 [N, L])."""
     import numpy as np
 
-    probabilities, names, chosen = None, None, [""] * len(texts)
+    probabilities, names, joined, chosen = None, None, [""] * len(texts), None
     for rows, inputs in _sorted_batches(texts, batch_size, pairs):
         out = serve(**inputs)
         if probabilities is None:
             names = [n.decode("utf-8") for n in out["label_names"].numpy()[0]]
             probabilities = np.zeros((len(texts), len(names)), np.float32)
+            chosen = np.zeros((len(texts), len(names)), np.int32)
         probabilities[rows] = out["probabilities"].numpy()
+        chosen[rows] = out["predicted"].numpy()
         for row, labels in zip(rows, out["labels"].numpy()):
-            chosen[row] = labels.decode("utf-8")
-    return probabilities, names, chosen
+            joined[row] = labels.decode("utf-8")
+    return probabilities, names, joined, chosen
 
 
 def is_multilabel(serve) -> bool:
@@ -156,14 +159,19 @@ def is_regression(serve) -> bool:
 
 
 def predict_instances(serve, instances, batch_size: int):
-    """The server's batch function: (scores [N], None) of a regression model, else
-    (probabilities [N, C], label names); instances are texts, or (text, pair) for a pair model."""
+    """The server's batch function: (one response prediction per instance, None); instances are
+    texts, or (text, pair) tuples for a pair model."""
+    from trainer.serving import protocol
+
     texts, pairs = instances, None
     if is_pair_model(serve):
         texts, pairs = [a for a, _ in instances], [b for _, b in instances]
     if is_regression(serve):
-        return predict_scores(serve, texts, batch_size, pairs), None
-    return predict_texts(serve, texts, batch_size, pairs)
+        return protocol.score_predictions(predict_scores(serve, texts, batch_size, pairs)), None
+    if is_multilabel(serve):
+        probabilities, names, _, chosen = predict_label_sets(serve, texts, batch_size, pairs)
+        return protocol.label_set_predictions(probabilities, names, chosen), None
+    return protocol.predictions(*predict_texts(serve, texts, batch_size, pairs)), None
 
 
 def add_predictions(chunk, serve, texts, batch_size: int, pairs=None) -> None:
@@ -173,7 +181,7 @@ def add_predictions(chunk, serve, texts, batch_size: int, pairs=None) -> None:
         chunk["predicted_score"] = predict_scores(serve, texts, batch_size, pairs)
         return
     if is_multilabel(serve):
-        probabilities, names, chunk["predicted_labels"] = predict_label_sets(
+        probabilities, names, chunk["predicted_labels"], _ = predict_label_sets(
             serve, texts, batch_size, pairs)
         for i, name in enumerate(names):
             chunk[f"probability_{name}"] = probabilities[:, i]

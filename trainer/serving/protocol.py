@@ -105,6 +105,14 @@ def score_predictions(scores) -> list:
     return [{"score": float(score)} for score in scores]
 
 
+def label_set_predictions(probabilities, label_names: Sequence[str], chosen) -> list:
+    """`[{"labels": [...], "probabilities": {name: p}}]`: a multi-label model's labels above
+    their thresholds, as trainer.predict's predicted_labels."""
+    return [{"labels": [name for name, picked in zip(label_names, row_chosen) if picked],
+             "probabilities": {name: float(p) for name, p in zip(label_names, row)}}
+            for row, row_chosen in zip(probabilities, chosen)]
+
+
 def predictions(probabilities, label_names: Sequence[str]) -> list:
     """`[{"label": ..., "probabilities": {name: p}}]`, one per row; the label is the most
     probable class, as trainer.predict's predicted_label."""

@@ -73,9 +73,6 @@ class ModelService:
             raise UserError(f"--model-dir: no exported model in {self.model_dir} (expected saved_model.pb; "
                             f"point it at JOB_DIR/model)")
         serve = export.load(self.model_dir)
-        if predict.is_multilabel(serve):
-            raise UserError(f"--model-dir {self.model_dir}: a multi-label model, which this server "
-                            f"does not answer yet; use python -m trainer.predict")
         self.pair = predict.is_pair_model(serve)
         run_batch = functools.partial(predict.predict_instances, serve, batch_size=self.max_batch_size)
         warm_up = [(text, text) for text in WARM_UP_TEXTS] if self.pair else WARM_UP_TEXTS
@@ -155,13 +152,11 @@ def build_app(service: ModelService, env: vertex.ServingEnvironment, max_instanc
         texts = protocol.read_instances(protocol.parse_json(await read_body(request)), max_instances,
                                         pair=service.pair)
         try:
-            outputs, names = await service.predict(texts)
+            predictions, _ = await service.predict(texts)
         except Exception as e:  # noqa: BLE001  the model failed on this batch; the server goes on
             log.error(f"prediction failed: {type(e).__name__}: {e}")
             return error_response(500, f"prediction failed: {type(e).__name__}")
-        if names is None:  # a regression model
-            return JSONResponse({"predictions": protocol.score_predictions(outputs)})
-        return JSONResponse({"predictions": protocol.predictions(outputs, names)})
+        return JSONResponse({"predictions": predictions})
 
     async def request_error(request: Request, error: protocol.RequestError):
         return error_response(error.status, str(error))
