@@ -8,7 +8,6 @@ class Task:
     name: str
     train_metric: str  # the Keras metric logged while training ("accuracy", "mae")
     summary_metrics: Sequence[str]  # keys of summarize() tracked per epoch as val_<key>, besides loss
-    label_dtype: type  # of the label arrays fed to Keras
 
     def history_columns(self) -> tuple:
         """eval_history.csv's columns, in order."""

@@ -8,7 +8,6 @@ class ClassificationTask(Task):
     name = "classification"
     train_metric = "accuracy"
     summary_metrics = ("accuracy", "macro_f1", "macro_recall")
-    label_dtype = np.int32
 
     def output_units(self, labels) -> int:
         return len(labels.names)

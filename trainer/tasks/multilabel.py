@@ -62,7 +62,6 @@ class MultiLabelTask(Task):
     name = "multi-label"
     train_metric = "label_accuracy"
     summary_metrics = ("micro_f1", "macro_f1", "subset_accuracy")
-    label_dtype = np.float32
 
     def __init__(self):
         self.thresholds = None  # per label; 0.5 until fitted on validation

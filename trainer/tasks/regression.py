@@ -61,7 +61,6 @@ class RegressionTask(Task):
     name = "regression"
     train_metric = "mae"
     summary_metrics = ("spearman", "pearson", "mse", "mae")
-    label_dtype = np.float32
 
     def __init__(self):
         self.mean, self.std = 0.0, 1.0
