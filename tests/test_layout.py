@@ -14,9 +14,9 @@ RANKS = {
     "trainer.versions": 0, "trainer.config": 0, "trainer.cloud.environment": 0,
     "trainer.cloud.api": 0,
     "trainer.modeling": 1,
-    "trainer.data": 2,
+    "trainer.data": 2, "trainer.tasks": 2,
     "trainer.serving": 3, "trainer.cloud.hypertune": 3,
-    "trainer.reporting": 4,
+    "trainer.reporting": 4, "trainer.tasks": 4,
     "trainer.training": 5,
     "trainer.cloud": 6,
 }

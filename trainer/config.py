@@ -23,8 +23,21 @@ ENCODER_BACKENDS = ("native", "hub")
 # exported weights and Vertex hyperparameter tuning (trainer.submit's metric spec and the
 # trainer's reports) all read this one table.
 METRIC_GOALS = {"val_macro_f1": "maximize", "val_accuracy": "maximize",
-                "val_macro_recall": "maximize", "val_loss": "minimize"}
+                "val_macro_recall": "maximize", "val_loss": "minimize",
+                "val_spearman": "maximize", "val_pearson": "maximize",
+                "val_mse": "minimize", "val_mae": "minimize",
+                "val_micro_f1": "maximize", "val_subset_accuracy": "maximize"}
 DEFAULT_SELECTION_METRIC = "val_macro_f1"
+TASKS = ("auto", "classification", "regression", "multi-label")
+# The validation metrics each task computes (val_loss for all), the first its default selection.
+TASK_METRICS = {"classification": ("val_macro_f1", "val_accuracy", "val_macro_recall", "val_loss"),
+                "regression": ("val_spearman", "val_pearson", "val_mse", "val_mae", "val_loss"),
+                "multi-label": ("val_micro_f1", "val_macro_f1", "val_subset_accuracy", "val_loss")}
+
+
+def validation_metric(name: str) -> str:
+    """'spearman' means 'val_spearman': the metrics are all validation metrics."""
+    return name if name.startswith("val_") else f"val_{name}"
 
 
 def _flag(default, help, **kwargs):
@@ -66,6 +79,17 @@ class DataConfig:
     min_examples_per_class: int = _flag(
         5, "Stop when a class of the training data has fewer rows than this: such a class is "
            "usually a typo in a label (the error names its rows and the nearest known label).")
+    text_pair_column: Optional[str] = _flag(
+        None, "Column holding each row's second text, for sentence pairs (paraphrase, "
+              "entailment, question/answer match): the encoder reads [CLS] text [SEP] pair [SEP]. "
+              "Default: detected when the file has sentence1/sentence2, question1/question2, "
+              "premise/hypothesis or text_a/text_b (unless --text-column is given).")
+    label_separator: str = _flag(
+        "|", "--task multi-label: the separator of the label names in one label cell "
+             "('sports|politics'; an empty cell is a row without labels).")
+    label_columns: Optional[str] = _flag(
+        None, "--task multi-label: comma-separated 0/1 columns, one per label, instead of one "
+              "label column of names.")
 
 
 @dataclasses.dataclass
@@ -89,6 +113,13 @@ class ModelConfig:
         False, "Also fine-tune the word-embedding table (native backend). Off by default: it is "
                "half of a small BERT's weights and AdamW updates all of it every step, while "
                "fine-tuning it does not improve sentiment accuracy (see bench/).")
+    task: str = _flag(
+        "auto", "What the head predicts: 'classification' (one class per text), 'regression' "
+                "(one number per text: a linear output trained with MSE on standardized "
+                "targets), 'multi-label' (any number of labels per text: sigmoid outputs, "
+                "binary cross-entropy, per-label thresholds chosen on validation). 'auto' is "
+                "classification.",
+        choices=TASKS)
 
 
 @dataclasses.dataclass
@@ -116,7 +147,7 @@ class TrainConfig:
         DEFAULT_SELECTION_METRIC, "Validation metric that picks the best epoch (whose weights are "
                                   "exported), drives early stopping and is reported to Vertex "
                                   "hyperparameter tuning.",
-        choices=tuple(METRIC_GOALS), aliases=("--hypertune-metric",))
+        choices=tuple(METRIC_GOALS), aliases=("--hypertune-metric",), type=validation_metric)
 
 
 @dataclasses.dataclass
@@ -253,7 +284,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
             if field_type is bool:
                 kwargs["action"] = argparse.BooleanOptionalAction
             else:
-                kwargs["type"] = integer if field_type is int else field_type
+                kwargs["type"] = field.metadata.get("type") or (integer if field_type is int else field_type)
                 kwargs["metavar"] = field.name.upper()
                 if "choices" in field.metadata:
                     kwargs["choices"] = field.metadata["choices"]
@@ -301,6 +332,7 @@ def build_config(argv: Sequence[str], environ: Mapping[str, str], now=None) -> C
     given = parse_flags(argv, environ)
     config = Config.from_dict(given)
     _apply_environment(config, vertex.read_environment(environ), given, now)
+    _apply_task_defaults(config, given)
     validate(config, given)
     return config
 
@@ -329,6 +361,40 @@ def _apply_environment(config: Config, env: "vertex.VertexEnvironment", given: d
     # Vertex TensorBoard uploads from AIP_TENSORBOARD_LOG_DIR, so it wins over the job dir.
     out.tensorboard_dir = (out.tensorboard_dir or env.tensorboard_dir
                            or storage.join(out.job_dir, "tensorboard"))
+
+
+def task_name(config: Config) -> str:
+    """The task a run trains: 'auto' resolved."""
+    return "classification" if config.model.task == "auto" else config.model.task
+
+
+def _apply_task_defaults(config: Config, given: dict) -> None:
+    """An unset --selection-metric becomes the task's own default (regression: val_spearman)."""
+    if "selection_metric" not in given.get("train", {}):
+        config.train.selection_metric = TASK_METRICS[task_name(config)][0]
+
+
+def _validate_task(config: Config, require) -> None:
+    task, d = task_name(config), config.data
+    metrics = TASK_METRICS[task]
+    require(config.train.selection_metric in metrics, "--selection-metric",
+            f"{config.train.selection_metric} is not a {task} metric; choose one of {list(metrics)}")
+    if task == "regression":
+        require(d.label_names is None, "--label-names", "has no meaning with --task regression "
+                                                        "(the label is a number, not a class)")
+        require(d.label_type == "auto", "--label-type", "has no meaning with --task regression "
+                                                        "(the label is read as a number)")
+        require(config.train.class_weights == "none", "--class-weights",
+                "'balanced' needs classes; --task regression has none")
+    if task == "multi-label":
+        require(d.label_type == "auto", "--label-type", "has no meaning with --task multi-label")
+        require(config.train.class_weights == "none", "--class-weights",
+                "'balanced' weighs one class per row; --task multi-label has several")
+        require(not (d.label_columns and d.label_names), "--label-names",
+                "cannot be combined with --label-columns (the columns name the labels)")
+        require(bool(d.label_separator), "--label-separator", "must not be empty")
+    else:
+        require(d.label_columns is None, "--label-columns", "needs --task multi-label")
 
 
 def validate(config: Config, given: Optional[dict] = None) -> None:
@@ -370,6 +436,7 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
     require(not (m.encoder_backend == "hub" and r.jit_compile == "on" and not m.freeze_encoder),
             "--jit-compile", "'on' cannot train a hub.KerasLayer encoder: XLA recompiles it every "
                              "step (about 30x slower). Use --encoder-backend native or --freeze-encoder.")
+    _validate_task(config, require)
 
 
 def save(config: Config, path: str) -> None:

@@ -18,8 +18,10 @@ SCORE_NAMES = ("negative", "neutral", "positive")
 @dataclasses.dataclass
 class LabelSpec:
     """How raw label values become class ids; learned from the training file, saved with the run."""
-    kind: str  # "score" | "index" | "name"
+    kind: str  # "score" | "index" | "name" (classes); "number" (regression: no classes);
+    # "names" (multi-label: names joined by `separator` in one cell) | "columns" (one 0/1 column each)
     names: List[str]
+    separator: str = "|"
 
     def to_dict(self):
         return {"kind": self.kind, "names": list(self.names)}
@@ -39,6 +41,11 @@ def _as_number(value):
         return float(str(value).strip())
     except ValueError:
         return None
+
+
+def regression_labels() -> LabelSpec:
+    """A regression target: any number, no class names."""
+    return LabelSpec("number", [])
 
 
 def infer_labels(frame, column: str, config: DataConfig) -> LabelSpec:
@@ -97,7 +104,12 @@ def _infer_kind(frame, column: str, values: list) -> str:
 
 
 def class_counts(ids: np.ndarray, spec: LabelSpec) -> Dict[str, int]:
-    """{class name: rows}, in class-id order."""
+    """{class name: rows}, in class-id order; empty for a regression target; multi-label:
+    {label: rows carrying it}."""
+    if spec.kind == "number":
+        return {}
+    if ids.ndim == 2:
+        return {name: int(count) for name, count in zip(spec.names, ids.sum(axis=0))}
     counts = np.bincount(ids, minlength=len(spec.names))
     return {name: int(count) for name, count in zip(spec.names, counts)}
 
@@ -123,7 +135,12 @@ def check_class_sizes(frame, column: str, ids: np.ndarray, spec: LabelSpec, mini
 
 
 def encode_labels(frame, column: str, spec: LabelSpec, split_name: str) -> np.ndarray:
-    """Raw label values -> class ids under `spec`; unknown or malformed values are errors."""
+    """Raw label values -> class ids under `spec` (regression: float32 targets); unknown or
+    malformed values are errors."""
+    if spec.kind == "number":
+        return _encode_numbers(frame, column)
+    if spec.kind in ("names", "columns"):
+        return encode_multi_labels(frame, column, spec)
     ids = np.empty(len(frame), dtype=np.int32)
     index = {name: i for i, name in enumerate(spec.names)}
     for i, value in enumerate(frame[column].tolist()):
@@ -151,3 +168,59 @@ def encode_labels(frame, column: str, spec: LabelSpec, split_name: str) -> np.nd
                                 f"the {len(spec.names)} classes {origin} (labels: {spec.names})")
             ids[i] = int(number)
     return ids
+
+
+def _encode_numbers(frame, column: str) -> np.ndarray:
+    values = np.empty(len(frame), dtype=np.float32)
+    for i, value in enumerate(frame[column].tolist()):
+        if is_missing(value):
+            raise UserError(f"{where(frame, i, column)}: label is missing")
+        number = _as_number(value)
+        if number is None or not np.isfinite(number):
+            raise UserError(f"{where(frame, i, column)}: {value!r} is not a number (--task "
+                            f"regression reads the label as a score)")
+        values[i] = number
+    return values
+
+
+def _cell_names(value, separator: str) -> List[str]:
+    if is_missing(value):
+        return []
+    return [name.strip() for name in str(value).split(separator) if name.strip()]
+
+
+def infer_multi_labels(frame, column: str, config: DataConfig) -> LabelSpec:
+    """Multi-label: the 0/1 --label-columns, or the names found in the label column's cells
+    (--label-names fixes them and their order)."""
+    if config.label_columns:
+        names = [c.strip() for c in config.label_columns.split(",") if c.strip()]
+        return LabelSpec("columns", names)
+    separator = config.label_separator
+    given = [n.strip() for n in config.label_names.split(",")] if config.label_names else None
+    seen = sorted({name for value in frame[column].tolist() for name in _cell_names(value, separator)})
+    if not given and len(seen) < 2:
+        raise UserError(f"{frame['_file'].iloc[0]}: column {column!r} holds fewer than two label "
+                        f"names ({seen}) split by --label-separator {separator!r}")
+    return LabelSpec("names", given or seen, separator)
+
+
+def encode_multi_labels(frame, column: str, spec: LabelSpec) -> np.ndarray:
+    """float32 [rows, labels] of 0/1; an unknown name or a value other than 0/1 is an error."""
+    targets = np.zeros((len(frame), len(spec.names)), np.float32)
+    if spec.kind == "columns":
+        for j, name in enumerate(spec.names):
+            for i, value in enumerate(frame[name].tolist()):
+                number = None if is_missing(value) else _as_number(value)
+                if number not in (0.0, 1.0):
+                    raise UserError(f"{where(frame, i, name)}: {value!r} is not 0 or 1 (a "
+                                    f"--label-columns column marks its label with 1)")
+                targets[i, j] = number
+        return targets
+    index = {name: j for j, name in enumerate(spec.names)}
+    for i, value in enumerate(frame[column].tolist()):
+        for name in _cell_names(value, spec.separator):
+            if name not in index:
+                raise UserError(f"{where(frame, i, column)}: label {name!r} is not one of the "
+                                f"training data's labels {spec.names}")
+            targets[i, index[name]] = 1.0
+    return targets

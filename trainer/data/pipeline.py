@@ -30,7 +30,7 @@ class TokenizedSplit:
     word_ids: np.ndarray  # int32, all rows concatenated
     type_ids: np.ndarray  # int32, same layout
     lengths: np.ndarray  # int32 [N]
-    labels: np.ndarray  # int32 [N]
+    labels: np.ndarray  # int32 [N] class ids, or float32 [N] regression targets
     weights: np.ndarray  # float32 [N]
 
     def __len__(self):
@@ -49,32 +49,48 @@ class TokenizedSplit:
                               self.weights[start:stop])
 
 
-def tokenize_splits(splits: dict, preprocessor) -> dict:
+def encode(preprocessor, texts, pairs=None) -> dict:
+    """The preprocessor's features of texts, or of `[CLS] text [SEP] pair [SEP]` for pairs.
+
+    bert_pack_inputs trims with TF-Text's RoundRobinTrimmer, which hands each segment one token
+    in turn until the budget is spent: a short side keeps every token and the longer side is cut
+    first (Hugging Face's "longest_first"); WaterfallTrimmer would cut the second text first.
+    """
+    if pairs is None:
+        return preprocessor(texts)
+    return preprocessor.bert_pack_inputs([preprocessor.tokenize(texts), preprocessor.tokenize(pairs)])
+
+
+def tokenize_splits(splits: dict, preprocessor, pairs: Optional[dict] = None) -> dict:
     """{name: (texts, labels, weights or None)} -> {name: TokenizedSplit}, in one tf.data pass
-    (each pipeline traces the tokenizer graph anew, about a second apiece)."""
+    (each pipeline traces the tokenizer graph anew, about a second apiece). `pairs`: {name:
+    second texts} of a sentence-pair task."""
     names = list(splits)
     texts = np.concatenate([np.asarray(splits[n][0], dtype=object) for n in names])
-    labels = np.concatenate([np.asarray(splits[n][1], np.int32) for n in names])
+    second = None if pairs is None else np.concatenate(
+        [np.asarray(pairs[n], dtype=object) for n in names])
+    labels = np.concatenate([_label_array(splits[n][1]) for n in names])
     weights = np.concatenate([np.ones(len(splits[n][0]), np.float32) if splits[n][2] is None
                               else np.asarray(splits[n][2], np.float32) for n in names])
-    everything = tokenize(texts, preprocessor, labels, weights)
+    everything = tokenize(texts, preprocessor, labels, weights, pairs=second)
     bounds = np.cumsum([0] + [len(splits[n][0]) for n in names])
     return {n: everything.rows(bounds[i], bounds[i + 1]) for i, n in enumerate(names)}
 
 
 def tokenize(texts: Sequence[str], preprocessor, labels=None, weights=None,
-             log_every_seconds: float = 30.0) -> TokenizedSplit:
-    """Runs the preprocessor over all texts, batched in tf.data, and keeps only real tokens.
+             log_every_seconds: float = 30.0, pairs: Optional[Sequence[str]] = None) -> TokenizedSplit:
+    """Runs the preprocessor over all texts (and pairs), batched in tf.data, and keeps only real
+    tokens: a pair's length, which buckets it, is that of both texts packed together.
 
     Large inputs (minutes of tokenizing) log a progress line every `log_every_seconds`.
     """
     texts = np.asarray(texts, dtype=object)
     n = len(texts)
-    labels = np.zeros(n, np.int32) if labels is None else np.asarray(labels, np.int32)
+    labels = np.zeros(n, np.int32) if labels is None else _label_array(labels)
     weights = np.ones(n, np.float32) if weights is None else np.asarray(weights, np.float32)
 
-    def pack(batch):
-        features = preprocessor(batch)
+    def pack(batch, second=None):
+        features = encode(preprocessor, batch, second)
         lengths = tf.reduce_sum(tf.cast(features["input_mask"], tf.int32), axis=1)
         mask = tf.cast(features["input_mask"], tf.bool)
         return (tf.ragged.boolean_mask(tf.cast(features["input_word_ids"], tf.int32), mask).flat_values,
@@ -82,7 +98,9 @@ def tokenize(texts: Sequence[str], preprocessor, labels=None, weights=None,
                 lengths)
 
     word_ids, type_ids, lengths = [], [], []
-    dataset = (tf.data.Dataset.from_tensor_slices(texts.astype(str) if n else np.zeros([0], str))
+    strings = lambda values: np.asarray(values, dtype=object).astype(str) if n else np.zeros([0], str)  # noqa: E731
+    slices = strings(texts) if pairs is None else (strings(texts), strings(pairs))
+    dataset = (tf.data.Dataset.from_tensor_slices(slices)
                .batch(_TOKENIZE_BATCH).map(pack, num_parallel_calls=tf.data.AUTOTUNE)
                .prefetch(tf.data.AUTOTUNE))
     meter, done = progress.Progress("tokenized", log_every_seconds, total=n), 0
@@ -92,6 +110,12 @@ def tokenize(texts: Sequence[str], preprocessor, labels=None, weights=None,
         meter.update(done)
     cat = lambda parts: np.concatenate(parts).astype(np.int32) if parts else np.zeros([0], np.int32)  # noqa: E731
     return TokenizedSplit(cat(word_ids), cat(type_ids), cat(lengths), labels, weights)
+
+
+def _label_array(labels) -> np.ndarray:
+    """Class ids as int32, regression targets (floats) as float32."""
+    labels = np.asarray(labels)
+    return labels.astype(np.float32 if labels.dtype.kind == "f" else np.int32)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,7 +165,7 @@ def _pad_batch(lengths: tuple, static_batch: Optional[int] = None):
         type_ids = features["input_type_ids"].to_tensor(0, shape=shape)
         mask = tf.sequence_mask(features["length"], target, dtype=tf.int32)
         if static_batch:
-            labels, weights, mask = (tf.ensure_shape(labels, [static_batch]),
+            labels, weights, mask = (tf.ensure_shape(labels, [static_batch, *labels.shape[1:]]),
                                      tf.ensure_shape(weights, [static_batch]),
                                      tf.ensure_shape(mask, shape))
         return ({"input_word_ids": word_ids, "input_mask": mask, "input_type_ids": type_ids},

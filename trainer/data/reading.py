@@ -23,6 +23,9 @@ from trainer import storage
 from trainer.errors import UserError
 
 TEXT_COLUMNS = ("bodyText", "text", "sentence", "tweet", "review", "content")
+# Sentence-pair files: (first text, second text), detected in this order.
+PAIR_COLUMNS = (("sentence1", "sentence2"), ("question1", "question2"), ("premise", "hypothesis"),
+                ("text_a", "text_b"))
 LABEL_COLUMNS = ("sentiment", "label", "labels", "target", "class", "category")
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 # Files whose texts are long documents exceed csv's default field limit of 128 KiB.
@@ -192,3 +195,21 @@ def pick_column(frame, requested: Optional[str], candidates: Sequence[str],
             return lowered[name.lower()]
     raise UserError(f"{source}: no {what} column found (looked for {', '.join(candidates)}); its "
                     f"columns are {columns}. Name one with {flag}.")
+
+
+def pick_text_columns(frame, text_column: Optional[str], pair_column: Optional[str]):
+    """(text column, pair column or None): the flags, else a known column pair, else one text
+    column found as `pick_column` finds it."""
+    columns = {str(c).lower(): c for c in frame.columns if not str(c).startswith("_")}
+    if text_column is None and pair_column is None:
+        for first, second in PAIR_COLUMNS:
+            if first in columns and second in columns:
+                return columns[first], columns[second]
+    if pair_column is None:
+        return pick_column(frame, text_column, TEXT_COLUMNS, "--text-column", "text"), None
+    pair_column = pick_column(frame, pair_column, (), "--text-pair-column", "pair")
+    firsts = tuple(first for first, _ in PAIR_COLUMNS)
+    text = pick_column(frame, text_column, firsts + TEXT_COLUMNS, "--text-column", "text")
+    if pair_column == text:
+        raise UserError(f"--text-pair-column: {pair_column!r} is the text column itself")
+    return text, pair_column

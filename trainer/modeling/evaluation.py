@@ -36,10 +36,12 @@ def summarize(logits: np.ndarray, labels: np.ndarray, label_names: Sequence[str]
 
 def predict_logits(model, dataset) -> Tuple[np.ndarray, np.ndarray]:
     """(logits [N, C], labels [N]) of one pass over `dataset` (features, labels, weights);
-    weight-0 rows are padding and dropped."""
+    weight-0 rows are padding and dropped. Class ids come back as int64, regression targets
+    (and a regression model's outputs in place of logits) as floats."""
     out = model.predict(dataset, verbose=0)
     keep = out["weight"] > 0
-    return out["logits"][keep], out["label"][keep].astype(np.int64)
+    labels = out["label"][keep]
+    return out["logits"][keep], labels if labels.dtype.kind == "f" else labels.astype(np.int64)
 
 
 def evaluate(model, dataset, label_names: Sequence[str]) -> dict:

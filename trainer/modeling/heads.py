@@ -63,7 +63,10 @@ def freeze_word_embeddings(network) -> bool:
         return False
 
 
-def build_classifier(network, num_classes: int, pooling: str, dropout: float) -> Classifier:
+def build_classifier(network, num_classes: int, pooling: str, dropout: float,
+                     output_layer=None) -> Classifier:
+    """`num_classes` float32 outputs (logits, or one regression value); `output_layer`, when
+    given, maps them to what the model returns (a task's rescaling)."""
     inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name) for name in INPUT_KEYS}
     outputs = network(inputs)
     if pooling == "mean":
@@ -76,4 +79,6 @@ def build_classifier(network, num_classes: int, pooling: str, dropout: float) ->
     logits = tf_keras.layers.Dense(
         num_classes, dtype="float32", name="logits",
         kernel_initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02))(sentence)
+    if output_layer is not None:
+        logits = output_layer(logits)
     return Classifier(inputs=inputs, outputs=logits, name="classifier")

@@ -97,6 +97,10 @@ def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split:
         config, metrics = load_finished_run(job_dir)
     else:
         config = config_lib.load(storage.join(job_dir, "config.json"))
+    task = metrics.get("task", "classification")
+    if task != "classification":
+        raise UserError(f"--job-dir: {job_dir} holds a {task} run; the report covers "
+                        f"classification runs (its metrics.json and eval_history.csv hold the rest)")
     per_split = config.output.report_errors if errors_per_split is None else errors_per_split
     if per_split < 0:
         raise UserError(f"--report-errors: must be >= 0, got {per_split}")

@@ -1,4 +1,4 @@
-"""The exported model: raw strings in, class probabilities and label names out.
+"""The exported model: raw strings in, class probabilities and label names (or a score) out.
 
 The preprocessor is attached again in front of the classifier, so the SavedModel needs nothing
 but `import tensorflow, tensorflow_text` to serve (TF-Text registers the tokenizer ops; without
@@ -23,7 +23,7 @@ SIGNATURE = "serving_default"
 
 class ServingModule(tf.Module):
     def __init__(self, preprocessor, classifier: tf_keras.Model, label_names: Sequence[str],
-                 max_seq_length: int, temperature: float = 1.0):
+                 max_seq_length: int, temperature: float = 1.0, pair: bool = False):
         super().__init__(name="text_classifier")
         self.preprocessor = preprocessor
         # Only the classifier's variables are tracked, not the Keras model: saving a Keras model
@@ -31,19 +31,28 @@ class ServingModule(tf.Module):
         # 3x larger and several times slower export for nothing the serving function needs.
         self.classifier_variables = list(classifier.variables)
         self._forward = lambda features: classifier(features, training=False)
-        self.label_names = tf.constant(list(label_names))
+        self.label_names = tf.constant(list(label_names), tf.string)
         self.lengths = pipeline.padded_lengths(max_seq_length)
         # Calibration (trainer.reporting.calibration): probabilities are softmax(logits / T).
         # A variable, so a loaded model still tells its T (the report reads it back).
         self.temperature = tf.Variable(float(temperature), trainable=False, name="temperature")
+        # A sentence-pair model's signature takes both texts: `text` and `text_pair`.
+        text = tf.TensorSpec([None], tf.string, name="text")
+        self.serve = (tf.function(self._serve_pair, input_signature=[
+                          text, tf.TensorSpec([None], tf.string, name="text_pair")]) if pair
+                      else tf.function(self._serve, input_signature=[text]))
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
-    def serve(self, text):
-        features = pipeline.trim_to_padded_length(self.preprocessor(text), self.lengths)
-        logits = tf.cast(self._forward(features), tf.float32)
+    def _serve(self, text, text_pair=None):
+        features = pipeline.encode(self.preprocessor, text, text_pair)
+        features = pipeline.trim_to_padded_length(features, self.lengths)
+        return self._outputs(tf.cast(self._forward(features), tf.float32), tf.shape(text)[0])
+
+    def _serve_pair(self, text, text_pair):
+        return self._serve(text, text_pair)
+
+    def _outputs(self, logits, batch):
         probabilities = tf.nn.softmax(logits / self.temperature, axis=-1)
         predicted = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
-        batch = tf.shape(text)[0]
         return {
             "probabilities": probabilities,
             "label": tf.gather(self.label_names, predicted),
@@ -72,6 +81,41 @@ def computing_in_float32(classifier: tf_keras.Model, enabled: bool = True):
     finally:
         for layer, policy in zip(layers, policies):
             layer._set_dtype_policy(policy)
+
+
+class ScoreServingModule(ServingModule):
+    """Regression: raw strings in, one `score` per text out, in the training labels' units
+    (the model maps its standardized output back itself)."""
+
+    def __init__(self, preprocessor, model: tf_keras.Model, max_seq_length: int, pair: bool = False):
+        super().__init__(preprocessor, model, (), max_seq_length, pair=pair)
+
+    def _outputs(self, scores, batch):
+        return {"score": tf.reshape(scores, [batch])}
+
+
+class MultiLabelServingModule(ServingModule):
+    """Multi-label: per-label probabilities, and the labels at or above their threshold (chosen
+    on validation, kept as a variable) joined by the training data's separator."""
+
+    def __init__(self, preprocessor, model: tf_keras.Model, label_names: Sequence[str],
+                 max_seq_length: int, thresholds: Sequence[float], separator: str, pair: bool = False):
+        super().__init__(preprocessor, model, label_names, max_seq_length, pair=pair)
+        self.thresholds = tf.Variable(tf.constant(list(thresholds), tf.float32), trainable=False,
+                                      name="thresholds")
+        self.separator = separator
+
+    def _outputs(self, logits, batch):
+        probabilities = tf.sigmoid(logits)
+        chosen = probabilities >= self.thresholds
+        names = tf.tile(self.label_names[tf.newaxis, :], [batch, 1])
+        return {
+            "probabilities": probabilities,
+            "labels": tf.strings.reduce_join(tf.ragged.boolean_mask(names, chosen), axis=1,
+                                             separator=self.separator),
+            "predicted": tf.cast(chosen, tf.int32),
+            "label_names": names,
+        }
 
 
 def export(module: ServingModule, model_dir: str, write_dir: str = None) -> None:

@@ -1,4 +1,4 @@
-"""`python -m trainer.predict`: add predicted labels and class probabilities to a file's rows.
+"""`python -m trainer.predict`: add predicted labels and class probabilities (or scores) to a file's rows.
 
 Streams the input in chunks (files larger than memory are fine) and, within a chunk, sorts
 texts by length before batching so each batch is padded only as far as its longest text.
@@ -29,6 +29,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", required=True, help="Where to write (format from the extension).")
     parser.add_argument("--text-column", default=None,
                         help="Column holding the text; by default detected as the trainer does.")
+    parser.add_argument("--text-pair-column", default=None,
+                        help="Column holding the second text, for a sentence-pair model; by "
+                             "default detected as the trainer does (sentence1/sentence2, ...).")
     parser.add_argument("--batch-size", type=int, default=128, help="Texts per model call.")
     parser.add_argument("--log-every-seconds", type=float, default=10.0,
                         help="Seconds between progress lines (rows/s and ETA).")
@@ -49,8 +52,23 @@ def _local_copy(path: str):
         yield local
 
 
-def read_chunks(path: str, text_column):
-    """(frame, text column, share of the file read) chunks of a local or gs:// file."""
+def text_columns(chunk, args, pair_model: bool):
+    """(text column, pair column or None) of the input, as the model needs them."""
+    if not pair_model:
+        if args.text_pair_column:
+            raise UserError("--text-pair-column: this model reads one text per row, not pairs")
+        return data.pick_column(chunk, args.text_column, data.TEXT_COLUMNS, "--text-column", "text"), None
+    text, pair = data.pick_text_columns(chunk, args.text_column, args.text_pair_column)
+    if pair is None:
+        raise UserError(f"{chunk['_file'].iloc[0]}: this model reads sentence pairs, and no pair "
+                        f"of columns ({', '.join('/'.join(p) for p in data.PAIR_COLUMNS)}) was "
+                        f"found; name the second text with --text-pair-column")
+    return text, pair
+
+
+def read_chunks(path: str, columns_of):
+    """(frame, (text column, pair column or None), share of the file read) chunks of a local or
+    gs:// file; `columns_of(first chunk)` picks the columns."""
     fmt = data.file_format(path, "--input")
     with _local_copy(path) as local_path, open(local_path, "rb") as raw:
         size = max(1, os.path.getsize(local_path))
@@ -61,28 +79,117 @@ def read_chunks(path: str, text_column):
                 if chunk.empty:
                     raise UserError(f"{path}: file has no data rows")
                 if column is None:
-                    column = data.pick_column(chunk.assign(_file=path), text_column, data.TEXT_COLUMNS,
-                                              "--text-column", "text")
+                    column = columns_of(chunk.assign(_file=path))
                 yield chunk.drop(columns="_row"), column, raw.tell() / size
         except UnicodeDecodeError as e:
             raise UserError(f"{path}: not valid UTF-8 ({e.reason} near byte {raw.tell()}); "
                             f"save the file as UTF-8") from None
 
 
-def predict_texts(serve, texts, batch_size: int):
+def _sorted_batches(texts, batch_size: int, pairs=None):
+    """(row indices, serving inputs) batches of similar length, covering every row once."""
+    import numpy as np
+
+    lengths = [len(t) for t in texts] if pairs is None else [len(a) + len(b) for a, b in zip(texts, pairs)]
+    order = np.argsort(lengths, kind="stable")
+    for start in range(0, len(texts), batch_size):
+        rows = order[start:start + batch_size]
+        inputs = {"text": np.asarray([texts[i] for i in rows], dtype=object)}
+        if pairs is not None:
+            inputs["text_pair"] = np.asarray([pairs[i] for i in rows], dtype=object)
+        yield rows, inputs
+
+
+def predict_texts(serve, texts, batch_size: int, pairs=None):
     """(probabilities [N, C], label names [C]) in input order; batches of similar length."""
     import numpy as np
 
-    order = np.argsort([len(t) for t in texts], kind="stable")
     probabilities, names = None, None
-    for start in range(0, len(texts), batch_size):
-        rows = order[start:start + batch_size]
-        out = serve(text=np.asarray([texts[i] for i in rows], dtype=object))
+    for rows, inputs in _sorted_batches(texts, batch_size, pairs):
+        out = serve(**inputs)
         if probabilities is None:
             names = [n.decode("utf-8") for n in out["label_names"].numpy()[0]]
             probabilities = np.zeros((len(texts), len(names)), np.float32)
         probabilities[rows] = out["probabilities"].numpy()
     return probabilities, names
+
+
+def predict_scores(serve, texts, batch_size: int, pairs=None):
+    """A regression model's scores [N], in input order."""
+    import numpy as np
+
+    scores = np.zeros(len(texts), np.float32)
+    for rows, inputs in _sorted_batches(texts, batch_size, pairs):
+        scores[rows] = serve(**inputs)["score"].numpy()
+    return scores
+
+
+def predict_label_sets(serve, texts, batch_size: int, pairs=None):
+    """A multi-label model's (probabilities [N, L], label names, chosen labels joined [N],
+    chosen labels 0/1 [N, L])."""
+    import numpy as np
+
+    probabilities, names, joined, chosen = None, None, [""] * len(texts), None
+    for rows, inputs in _sorted_batches(texts, batch_size, pairs):
+        out = serve(**inputs)
+        if probabilities is None:
+            names = [n.decode("utf-8") for n in out["label_names"].numpy()[0]]
+            probabilities = np.zeros((len(texts), len(names)), np.float32)
+            chosen = np.zeros((len(texts), len(names)), np.int32)
+        probabilities[rows] = out["probabilities"].numpy()
+        chosen[rows] = out["predicted"].numpy()
+        for row, labels in zip(rows, out["labels"].numpy()):
+            joined[row] = labels.decode("utf-8")
+    return probabilities, names, joined, chosen
+
+
+def is_multilabel(serve) -> bool:
+    """A multi-label export returns the chosen `labels` of each text."""
+    return "labels" in serve.structured_outputs
+
+
+def is_pair_model(serve) -> bool:
+    """A sentence-pair export takes `text_pair` besides `text`."""
+    return "text_pair" in serve.structured_input_signature[1]
+
+
+def is_regression(serve) -> bool:
+    """A regression export returns `score` instead of probabilities."""
+    return "score" in serve.structured_outputs
+
+
+def predict_instances(serve, instances, batch_size: int):
+    """The server's batch function: (one response prediction per instance, None); instances are
+    texts, or (text, pair) tuples for a pair model."""
+    from trainer.serving import protocol
+
+    texts, pairs = instances, None
+    if is_pair_model(serve):
+        texts, pairs = [a for a, _ in instances], [b for _, b in instances]
+    if is_regression(serve):
+        return protocol.score_predictions(predict_scores(serve, texts, batch_size, pairs)), None
+    if is_multilabel(serve):
+        probabilities, names, _, chosen = predict_label_sets(serve, texts, batch_size, pairs)
+        return protocol.label_set_predictions(probabilities, names, chosen), None
+    return protocol.predictions(*predict_texts(serve, texts, batch_size, pairs)), None
+
+
+def add_predictions(chunk, serve, texts, batch_size: int, pairs=None) -> None:
+    """predicted_score; or predicted_labels (multi-label) or predicted_label, and a
+    probability_<label> column per label."""
+    if is_regression(serve):
+        chunk["predicted_score"] = predict_scores(serve, texts, batch_size, pairs)
+        return
+    if is_multilabel(serve):
+        probabilities, names, chunk["predicted_labels"], _ = predict_label_sets(
+            serve, texts, batch_size, pairs)
+        for i, name in enumerate(names):
+            chunk[f"probability_{name}"] = probabilities[:, i]
+        return
+    probabilities, names = predict_texts(serve, texts, batch_size, pairs)
+    chunk["predicted_label"] = [names[i] for i in probabilities.argmax(axis=1)]
+    for i, name in enumerate(names):
+        chunk[f"probability_{name}"] = probabilities[:, i]
 
 
 def write_frame(frame, handle, fmt: str, first: bool) -> None:
@@ -131,13 +238,14 @@ def predict_file(serve, args, out_fmt: str, handle) -> int:
 
     rows = 0
     meter = progress.Progress("predicted", args.log_every_seconds)
-    for chunk, column, read in read_chunks(args.input, args.text_column):
-        texts = ["" if pd.isna(t) else str(t) for t in chunk[column].tolist()]
-        probabilities, names = predict_texts(serve, texts, args.batch_size)
+    pair_model = is_pair_model(serve)
+    strings = lambda values: ["" if pd.isna(t) else str(t) for t in values.tolist()]  # noqa: E731
+    for chunk, (column, pair_column), read in read_chunks(
+            args.input, lambda first: text_columns(first, args, pair_model)):
+        texts = strings(chunk[column])
+        pairs = strings(chunk[pair_column]) if pair_column else None
         chunk = chunk.copy()
-        chunk["predicted_label"] = [names[i] for i in probabilities.argmax(axis=1)]
-        for i, name in enumerate(names):
-            chunk[f"probability_{name}"] = probabilities[:, i]
+        add_predictions(chunk, serve, texts, args.batch_size, pairs)
         write_frame(chunk, handle, out_fmt, first=rows == 0)
         rows += len(chunk)
         meter.update(rows, fraction=read)

@@ -3,18 +3,18 @@
 Requests are Vertex's `{"instances": [...], "parameters": {...}}`. An instance is a string,
 an object `{"text": "..."}` (JSON Lines batch prediction sends each line's object), or a
 one-element array `["..."]` (CSV batch prediction sends each row as an array of its fields).
-`read_instance` is the one place that knows these forms: a sentence-pair model would add
-"text_pair" to INSTANCE_FIELDS and return both fields instead of the text alone.
+A sentence-pair model takes `{"text": "...", "text_pair": "..."}` or a two-element array.
+`read_instance` is the one place that knows these forms.
 
 Every problem is a RequestError naming what is wrong and where, answered as a 4xx with
 `{"error": "..."}`; nothing a client sends can stop the server.
 """
 import json
-from typing import List, Sequence
+from typing import Sequence
 
 # Vertex's limit for an online prediction request on a shared public endpoint.
 MAX_BODY_BYTES = 1_500_000
-INSTANCE_FIELDS = ("text",)
+INSTANCE_FIELDS = ("text", "text_pair")
 PARAMETERS = ()  # the model takes none yet; any parameter sent is a mistake worth naming
 _JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
                int: "a number", float: "a number", type(None): "null"}
@@ -44,8 +44,8 @@ def parse_json(body: bytes):
                                 f'{{"instances": ["text", ...]}}') from None
 
 
-def read_instances(payload, max_instances: int) -> List[str]:
-    """The texts of a parsed request body, in request order."""
+def read_instances(payload, max_instances: int, pair: bool = False) -> list:
+    """The texts (a pair model: (text, text_pair) tuples) of a parsed request body, in order."""
     if not isinstance(payload, dict):
         raise RequestError(400, f'expected a JSON object {{"instances": [...]}}, got {json_type(payload)}')
     if "instances" not in payload:
@@ -59,7 +59,7 @@ def read_instances(payload, max_instances: int) -> List[str]:
         raise RequestError(400, f'"instances" has {len(instances)} items, more than this server\'s '
                                 f"limit of {max_instances} (--max-instances): split the request")
     check_parameters(payload.get("parameters"))
-    return [read_instance(i, value) for i, value in enumerate(instances)]
+    return [read_instance(i, value, pair) for i, value in enumerate(instances)]
 
 
 def check_parameters(parameters) -> None:
@@ -73,23 +73,44 @@ def check_parameters(parameters) -> None:
                                 f"takes none")
 
 
-def read_instance(index: int, value) -> str:
+def read_instance(index: int, value, pair: bool = False):
+    """A text, or for a pair model a (text, text_pair) tuple."""
     where = f"instances[{index}]"
-    if isinstance(value, str):
+    fields = INSTANCE_FIELDS if pair else INSTANCE_FIELDS[:1]
+    if isinstance(value, list) and len(value) == len(fields) and all(isinstance(v, str) for v in value):
+        return tuple(value) if pair else value[0]
+    if isinstance(value, str) and not pair:
         return value
-    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
-        return value[0]
     if isinstance(value, dict):
-        unknown = sorted(set(value) - set(INSTANCE_FIELDS))
+        unknown = sorted(set(value) - set(fields))
         if unknown:
             raise RequestError(400, f"{where}: unknown field(s) {', '.join(unknown)}; expected "
-                                    f"{' and '.join(INSTANCE_FIELDS)}")
-        if "text" not in value:
-            raise RequestError(400, f'{where}: no "text" field: expected {{"text": "..."}}')
-        if not isinstance(value["text"], str):
-            raise RequestError(400, f'{where}.text: expected a string, got {json_type(value["text"])}')
-        return value["text"]
-    raise RequestError(400, f'{where}: expected a string, {{"text": "..."}} or ["..."], got {json_type(value)}')
+                                    f"{' and '.join(fields)}")
+        for field in fields:
+            if field not in value:
+                raise RequestError(400, f'{where}: no "{field}" field: expected {_EXPECTED[pair]}')
+            if not isinstance(value[field], str):
+                raise RequestError(400, f"{where}.{field}: expected a string, got {json_type(value[field])}")
+        return tuple(value[f] for f in fields) if pair else value["text"]
+    raise RequestError(400, f"{where}: expected {_FORMS[pair]}, got {json_type(value)}")
+
+
+_EXPECTED = {False: '{"text": "..."}', True: '{"text": "...", "text_pair": "..."}'}
+_FORMS = {False: 'a string, {"text": "..."} or ["..."]',
+          True: '{"text": "...", "text_pair": "..."} or ["...", "..."] (this model reads sentence pairs)'}
+
+
+def score_predictions(scores) -> list:
+    """`[{"score": ...}]`, one per row, as trainer.predict's predicted_score."""
+    return [{"score": float(score)} for score in scores]
+
+
+def label_set_predictions(probabilities, label_names: Sequence[str], chosen) -> list:
+    """`[{"labels": [...], "probabilities": {name: p}}]`: a multi-label model's labels above
+    their thresholds, as trainer.predict's predicted_labels."""
+    return [{"labels": [name for name, picked in zip(label_names, row_chosen) if picked],
+             "probabilities": {name: float(p) for name, p in zip(label_names, row)}}
+            for row, row_chosen in zip(probabilities, chosen)]
 
 
 def predictions(probabilities, label_names: Sequence[str]) -> list:

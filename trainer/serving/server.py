@@ -51,6 +51,7 @@ class ModelService:
         self.max_wait = max_wait
         self.on_failure = on_failure
         self.error: Optional[str] = None
+        self.pair = False  # a sentence-pair model: instances hold text and text_pair
         self._batcher: Optional[MicroBatcher] = None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="inference")
 
@@ -72,10 +73,12 @@ class ModelService:
             raise UserError(f"--model-dir: no exported model in {self.model_dir} (expected saved_model.pb; "
                             f"point it at JOB_DIR/model)")
         serve = export.load(self.model_dir)
-        run_batch = functools.partial(predict.predict_texts, serve, batch_size=self.max_batch_size)
-        for text in WARM_UP_TEXTS:
-            run_batch([text])
-        run_batch(WARM_UP_TEXTS * (self.max_batch_size // len(WARM_UP_TEXTS) + 1))
+        self.pair = predict.is_pair_model(serve)
+        run_batch = functools.partial(predict.predict_instances, serve, batch_size=self.max_batch_size)
+        warm_up = [(text, text) for text in WARM_UP_TEXTS] if self.pair else WARM_UP_TEXTS
+        for instance in warm_up:
+            run_batch([instance])
+        run_batch(warm_up * (self.max_batch_size // len(warm_up) + 1))
         log.info(f"model ready: loaded and warmed up in {time.perf_counter() - started:.1f}s")
         return run_batch
 
@@ -146,13 +149,14 @@ def build_app(service: ModelService, env: vertex.ServingEnvironment, max_instanc
     async def predict(request: Request):
         if not service.ready:
             return error_response(503, loading)
-        texts = protocol.read_instances(protocol.parse_json(await read_body(request)), max_instances)
+        texts = protocol.read_instances(protocol.parse_json(await read_body(request)), max_instances,
+                                        pair=service.pair)
         try:
-            probabilities, names = await service.predict(texts)
+            predictions, _ = await service.predict(texts)
         except Exception as e:  # noqa: BLE001  the model failed on this batch; the server goes on
             log.error(f"prediction failed: {type(e).__name__}: {e}")
             return error_response(500, f"prediction failed: {type(e).__name__}")
-        return JSONResponse({"predictions": protocol.predictions(probabilities, names)})
+        return JSONResponse({"predictions": predictions})
 
     async def request_error(request: Request, error: protocol.RequestError):
         return error_response(error.status, str(error))

@@ -12,7 +12,7 @@ import io
 import logging
 import math
 import time
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Sequence
 
 import tensorflow as tf
 import tf_keras
@@ -40,9 +40,10 @@ class EpochEvaluation(tf_keras.callbacks.Callback):
     macro-F1, which needs every prediction of the split.
     """
 
-    def __init__(self, evaluate: Callable[[], dict]):
+    def __init__(self, evaluate: Callable[[], dict],
+                 keys: Sequence[str] = ("loss", "accuracy", "macro_f1", "macro_recall")):
         super().__init__()
-        self._evaluate = evaluate
+        self._evaluate, self.keys = evaluate, tuple(keys)
         self.seconds_evaluating = 0.0
         self._epoch_start = 0.0
         self.last, self.last_epoch = None, None  # the latest evaluation, of 1-based epoch
@@ -56,7 +57,7 @@ class EpochEvaluation(tf_keras.callbacks.Callback):
         start = time.perf_counter()
         self.last, self.last_epoch = self._evaluate(), epoch + 1
         self.seconds_evaluating += time.perf_counter() - start
-        for key in ("loss", "accuracy", "macro_f1", "macro_recall"):
+        for key in self.keys:
             logs[f"val_{key}"] = self.last[key]
         logs["learning_rate"] = current_learning_rate(self.model.optimizer)
         logs["seconds"] = train_seconds + (time.perf_counter() - start)
@@ -69,28 +70,29 @@ def read_history(path: str) -> List[dict]:
     return [{k: (int(v) if k == "epoch" else float(v)) for k, v in row.items()} for row in rows]
 
 
-def write_history(path: str, rows: List[dict]) -> None:
+def write_history(path: str, rows: List[dict], columns: Sequence[str] = HISTORY_COLUMNS) -> None:
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=HISTORY_COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     for row in rows:
         writer.writerow({k: (f"{row[k]:.6g}" if isinstance(row[k], float) else row[k])
-                         for k in HISTORY_COLUMNS})
+                         for k in columns})
     storage.write_text_atomic(path, out.getvalue())
 
 
 class HistoryWriter(tf_keras.callbacks.Callback):
     """eval_history.csv: one row per finished epoch (1-based), rewritten atomically each time."""
 
-    def __init__(self, path: Optional[str], rows: List[dict]):
+    def __init__(self, path: Optional[str], rows: List[dict],
+                 columns: Sequence[str] = HISTORY_COLUMNS):
         super().__init__()
-        self.path, self.rows = path, list(rows)
+        self.path, self.rows, self.columns = path, list(rows), tuple(columns)
 
     def on_epoch_end(self, epoch, logs=None):
-        row = {"epoch": epoch + 1, **{k: float(logs[k]) for k in HISTORY_COLUMNS[1:]}}
+        row = {"epoch": epoch + 1, **{k: float(logs[k]) for k in self.columns[1:]}}
         self.rows = [r for r in self.rows if r["epoch"] < row["epoch"]] + [row]
         if self.path:
-            write_history(self.path, self.rows)
+            write_history(self.path, self.rows, self.columns)
 
 
 def is_better(metric: str, value: float, best: Optional[float]) -> bool:
@@ -233,8 +235,11 @@ class ProgressLogger(tf_keras.callbacks.Callback):
     """A line every `interval` seconds: step, loss, throughput in examples and real tokens, ETA."""
 
     def __init__(self, interval: float, epochs: int, steps_per_epoch: int,
-                 examples_per_epoch: int, tokens_per_epoch: int):
+                 examples_per_epoch: int, tokens_per_epoch: int,
+                 describe_epoch: Callable[[dict], str], train_metric: str = "accuracy"):
         super().__init__()
+        # describe_epoch: an epoch's logs -> its metrics in the epoch's line (the task's)
+        self.describe_epoch, self.train_metric = describe_epoch, train_metric
         self.interval, self.epochs, self.steps = interval, epochs, steps_per_epoch
         self.examples, self.tokens = examples_per_epoch, tokens_per_epoch
         self.epoch_seconds: List[float] = []
@@ -253,18 +258,18 @@ class ProgressLogger(tf_keras.callbacks.Callback):
         rate = done * self.examples / elapsed
         left_in_epoch = elapsed / done - elapsed
         left = left_in_epoch + (self.epochs - self.epoch - 1) * elapsed / done
-        log.info("epoch %d/%d  step %d/%d  loss %.4f  acc %.3f  %.1f ex/s  %.0f tok/s  "
+        log.info("epoch %d/%d  step %d/%d  loss %.4f  %s %.3f  %.1f ex/s  %.0f tok/s  "
                  "ETA epoch %s, run %s", self.epoch + 1, self.epochs, batch + 1, self.steps,
-                 logs.get("loss", float("nan")), logs.get("accuracy", float("nan")), rate,
+                 logs.get("loss", float("nan")), "acc" if self.train_metric == "accuracy"
+                 else self.train_metric, logs.get(self.train_metric, float("nan")), rate,
                  rate * self.tokens / max(1, self.examples), _clock(left_in_epoch), _clock(left))
 
     def on_epoch_end(self, epoch, logs=None):
         self.epoch_seconds.append(logs.get("seconds", time.perf_counter() - self.start))
-        log.info("epoch %d/%d done in %s: loss %.4f acc %.3f | val loss %.4f acc %.3f "
-                 "macro-F1 %.3f macro-recall %.3f | lr %.2e", epoch + 1, self.epochs,
-                 _clock(self.epoch_seconds[-1]), logs["loss"], logs["accuracy"], logs["val_loss"],
-                 logs["val_accuracy"], logs["val_macro_f1"], logs["val_macro_recall"],
+        log.info("epoch %d/%d done in %s: %s | lr %.2e", epoch + 1, self.epochs,
+                 _clock(self.epoch_seconds[-1]), self.describe_epoch(logs),
                  logs["learning_rate"])
+
 
 
 def _clock(seconds: float) -> str:

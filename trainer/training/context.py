@@ -54,6 +54,7 @@ class RunContext:
     started: float = dataclasses.field(default_factory=time.perf_counter)
     state: str = "new"  # jobdir.NEW / RESUME / FINISHED
     run_log: Any = None
+    task: Any = None  # trainer.tasks: what the head predicts, its loss and metrics
     datasets: Any = None  # splits.Datasets
     runtime: Optional[Runtime] = None
     encoder: Any = None  # encoders.Encoder

@@ -64,8 +64,10 @@ def _callbacks(ctx: RunContext) -> FitOutcome:
                           ctx.trainable.first_epoch - best.best_epoch >= patience)
     return FitOutcome(
         clock=cb.TrainingClock(),
-        evaluation=cb.EpochEvaluation(lambda: evaluate_split(ctx, "validation")),
-        history=cb.HistoryWriter(paths.history if runtime.plan.is_chief else None, rows),
+        evaluation=cb.EpochEvaluation(lambda: evaluate_split(ctx, "validation"),
+                                      ctx.task.epoch_metrics()),
+        history=cb.HistoryWriter(paths.history if runtime.plan.is_chief else None, rows,
+                                 ctx.task.history_columns()),
         best=best,
         # Every worker computes the same metrics; one report per trial step is the chief's.
         hypertune=HypertuneReporter(metric) if runtime.plan.is_chief else None,
@@ -76,13 +78,17 @@ def _progress(ctx: RunContext):
     from trainer.training import callbacks as cb
 
     train = ctx.inputs.tokenized["train"]
+    task = ctx.task
     return cb.ProgressLogger(ctx.config.runtime.log_every_seconds, ctx.inputs.epochs,
-                             ctx.inputs.steps_per_epoch, len(train), train.real_tokens)
+                             ctx.inputs.steps_per_epoch, len(train), train.real_tokens,
+                             describe_epoch=task.describe_epoch,
+                             train_metric=task.train_metric)
 
 
 def evaluate_split(ctx: RunContext, name: str) -> dict:
     """Metrics of one whole split, every example counted once."""
     from trainer.modeling import evaluation
 
-    return evaluation.evaluate(ctx.trainable.model, ctx.inputs.eval_sets[name],
-                               ctx.datasets.labels.names)
+    return ctx.task.summarize(
+        *evaluation.predict_logits(ctx.trainable.model, ctx.inputs.eval_sets[name]),
+        ctx.datasets.labels.names)

@@ -7,6 +7,7 @@ import platform
 import time
 
 from trainer import storage
+from trainer.serving import export as export_lib
 from trainer.training.context import RunContext
 from trainer.training.fitting import evaluate_split
 
@@ -33,16 +34,16 @@ def evaluate(ctx: RunContext) -> None:
     # Validation and test logits also fit and score the calibration.
     logits = {name: evaluation.predict_logits(model, dataset)
               for name, dataset in ctx.inputs.eval_sets.items() if name in ("validation", "test")}
+    ctx.task.fit_on_validation(*logits["validation"])  # multi-label thresholds
     for name in ctx.inputs.eval_sets:
-        ctx.results[name] = (evaluation.summarize(*logits[name], ctx.datasets.labels.names)
+        ctx.results[name] = (ctx.task.summarize(*logits[name], ctx.datasets.labels.names)
                              if name in logits else evaluate_split(ctx, name))
         result = ctx.results[name]
-        log.info("%-10s loss %.4f  accuracy %.4f  macro-F1 %.4f  macro-recall %.4f  (%d examples)",
-                 name, result["loss"], result["accuracy"], result["macro_f1"],
-                 result["macro_recall"], result["examples"])
-    ctx.calibration = calibration.calibration_block(
-        logits, applied=ctx.config.output.calibrate == "on")
-    _log_calibration(ctx.calibration)
+        log.info("%-10s %s  (%d examples)", name, ctx.task.describe(result), result["examples"])
+    if ctx.task.name == "classification":  # a temperature rescales class probabilities only
+        ctx.calibration = calibration.calibration_block(
+            logits, applied=ctx.config.output.calibrate == "on")
+        _log_calibration(ctx.calibration)
     if fit.hypertune:
         fit.hypertune.report_final(ctx.results["validation"][metric.removeprefix("val_")],
                                    step=len(fit.history.rows))
@@ -58,17 +59,29 @@ def _log_calibration(block: dict) -> None:
 def export(ctx: RunContext) -> None:
     """The SavedModel that takes raw strings, computing in float32 unless --export-precision
     training; only the chief's copy lands in model/."""
-    from trainer.serving import export as export_lib
-
-    applied = ctx.calibration["applied"]
-    model = ctx.trainable.model
+    preprocessor, model = ctx.encoder.preprocessor, ctx.trainable.model
     target = ctx.runtime.write_path(ctx.paths.model_dir)
     with export_lib.computing_in_float32(model, ctx.config.runtime.export_precision == "float32"):
-        module = export_lib.ServingModule(ctx.encoder.preprocessor, model,
-                                          ctx.datasets.labels.names, ctx.config.data.max_seq_length,
-                                          temperature=ctx.calibration["temperature"] if applied else 1.0)
-        export_lib.export(module, ctx.paths.model_dir, write_dir=target)
-    log.info("exported the model (raw strings in, probabilities out) to %s", target)
+        export_lib.export(_serving_module(ctx, preprocessor, model), ctx.paths.model_dir,
+                          write_dir=target)
+    log.info("exported the model (raw strings in, %s out) to %s",
+             "scores" if ctx.task.name == "regression" else "probabilities", target)
+
+
+def _serving_module(ctx: RunContext, preprocessor, model):
+    pair = ctx.datasets.text_pair_column is not None
+    if ctx.task.name == "regression":
+        return export_lib.ScoreServingModule(preprocessor, model, ctx.config.data.max_seq_length,
+                                             pair=pair)
+    labels = ctx.datasets.labels
+    if ctx.task.name == "multi-label":
+        return export_lib.MultiLabelServingModule(
+            preprocessor, model, labels.names, ctx.config.data.max_seq_length,
+            ctx.task.thresholds, labels.separator, pair=pair)
+    applied = ctx.calibration["applied"]
+    return export_lib.ServingModule(preprocessor, model, labels.names, ctx.config.data.max_seq_length,
+                                    temperature=ctx.calibration["temperature"] if applied else 1.0,
+                                    pair=pair)
 
 
 def report(ctx: RunContext) -> None:
@@ -77,6 +90,10 @@ def report(ctx: RunContext) -> None:
     from trainer.reporting.build import build_report
 
     ctx.metrics = _metrics(ctx)
+    if ctx.task.name != "classification":
+        log.info("report: report.html covers classification runs; metrics.json and "
+                 "eval_history.csv hold this %s run's results", ctx.task.name)
+        return
     if ctx.is_chief:
         build_report(ctx.paths.job_dir, metrics=ctx.metrics)
 
@@ -95,10 +112,12 @@ def _metrics(ctx: RunContext) -> dict:
     config, datasets, fit, runtime = ctx.config, ctx.datasets, ctx.fit, ctx.runtime
     return {
         **ctx.results,
+        "task": ctx.task.name,
         "calibration": ctx.calibration,
         "labels": datasets.labels.names,
         "label_kind": datasets.labels.kind,
         "text_column": datasets.text_column,
+        "text_pair_column": datasets.text_pair_column,
         "label_column": datasets.label_column,
         "dataset_sizes": datasets.sizes(),
         "class_counts": datasets.class_counts(),

@@ -55,11 +55,15 @@ def load_data(ctx: RunContext) -> None:
     (Reading through tf.io.gfile does not start the TensorFlow runtime, so the strategy created
     next can still configure collectives.)
     """
+    from trainer import tasks
     from trainer.data import splits
 
     datasets = ctx.datasets = splits.load_datasets(ctx.config)
-    log.info("data: %s (text %r, label %r as %s: %s)", ", ".join(
+    ctx.task = tasks.from_config(ctx.config)
+    ctx.task.prepare(datasets.train.labels)
+    log.info("data: %s (text %r%s, label %r as %s: %s)", ", ".join(
         f"{name} {size}" for name, size in datasets.sizes().items()), datasets.text_column,
+        f", pair {datasets.text_pair_column!r}" if datasets.text_pair_column else "",
         datasets.label_column, datasets.labels.kind, datasets.labels.names)
     skipped = datasets.rows_skipped()
     if any(skipped.values()):
@@ -144,7 +148,9 @@ def tokenize(ctx: RunContext) -> None:
     start = time.perf_counter()
     tokenized = pipeline.tokenize_splits(
         {name: (split.texts, split.labels, weights if name == "train" else None)
-         for name, split in datasets.splits().items()}, ctx.encoder.preprocessor)
+         for name, split in datasets.splits().items()}, ctx.encoder.preprocessor,
+        pairs=({name: split.pairs for name, split in datasets.splits().items()}
+               if datasets.text_pair_column else None))
     limit = config.data.max_seq_length
     truncated = {name: int((t.lengths >= limit).sum()) for name, t in tokenized.items()}
     log.info("tokenized %d texts in %.1fs; mean %.1f tokens, %s at the --max-seq-length limit",
@@ -215,8 +221,9 @@ def _compiled_model(ctx: RunContext):
     from trainer.modeling import heads, optimization
 
     config, encoder = ctx.config, ctx.encoder
-    model = heads.build_classifier(encoder.network, len(ctx.datasets.labels.names), ctx.pooling,
-                                   config.model.dropout)
+    task = ctx.task
+    model = heads.build_classifier(encoder.network, task.output_units(ctx.datasets.labels),
+                                   ctx.pooling, config.model.dropout, task.output_layer)
     if config.model.freeze_encoder:
         encoder.network.trainable = False
     elif not config.model.train_word_embeddings and heads.freeze_word_embeddings(encoder.network):
@@ -229,9 +236,7 @@ def _compiled_model(ctx: RunContext):
         # Keras adds loss scaling only under its own float16 policy; the grappler rewrite used
         # for hub encoders computes in float16 without it.
         optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
-    model.compile(optimizer=optimizer,
-                  loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=[tf_keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    model.compile(optimizer=optimizer, loss=task.loss(), metrics=task.keras_metrics(),
                   jit_compile=ctx.runtime.plan.jit_compile,
                   steps_per_execution=config.runtime.steps_per_execution)
     return model

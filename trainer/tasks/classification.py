@@ -1,0 +1,34 @@
+"""One class per text: softmax head, sparse cross-entropy, accuracy and macro F1/recall."""
+import numpy as np
+
+from trainer.tasks.base import Task
+
+
+class ClassificationTask(Task):
+    name = "classification"
+    train_metric = "accuracy"
+    summary_metrics = ("accuracy", "macro_f1", "macro_recall")
+
+    def output_units(self, labels) -> int:
+        return len(labels.names)
+
+    def loss(self):
+        import tf_keras
+        return tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def keras_metrics(self) -> list:
+        import tf_keras
+        return [tf_keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+
+    def summarize(self, outputs, labels, label_names) -> dict:
+        from trainer.modeling import evaluation
+        return evaluation.summarize(outputs, labels.astype(np.int64), label_names)
+
+    def describe(self, result: dict) -> str:
+        return (f"loss {result['loss']:.4f}  accuracy {result['accuracy']:.4f}  macro-F1 "
+                f"{result['macro_f1']:.4f}  macro-recall {result['macro_recall']:.4f}")
+
+    def describe_epoch(self, logs: dict) -> str:
+        return (f"loss {logs['loss']:.4f} acc {logs['accuracy']:.3f} | val loss "
+                f"{logs['val_loss']:.4f} acc {logs['val_accuracy']:.3f} macro-F1 "
+                f"{logs['val_macro_f1']:.3f} macro-recall {logs['val_macro_recall']:.3f}")

@@ -1,0 +1,97 @@
+"""Any number of labels per text: one sigmoid output per label, binary cross-entropy, and a
+decision threshold per label chosen on the validation set after training (saved in the model).
+
+Each epoch is scored at threshold 0.5 (the thresholds are not fitted yet); the final metrics of
+every split use the thresholds chosen on validation.
+"""
+import numpy as np
+import tf_keras
+from sklearn.metrics import precision_recall_fscore_support
+
+from trainer.tasks.base import Task
+
+# Candidate thresholds per label; ties go to the one closest to 0.5.
+CANDIDATES = np.round(np.arange(0.05, 0.951, 0.05), 2)
+
+
+def sigmoid(logits: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.asarray(logits, np.float64)))
+
+
+def binary_cross_entropy(logits: np.ndarray, labels: np.ndarray) -> float:
+    """Mean over labels and rows, computed stably from logits."""
+    x, z = np.asarray(logits, np.float64), np.asarray(labels, np.float64)
+    return float(np.mean(np.maximum(x, 0) - x * z + np.log1p(np.exp(-np.abs(x)))))
+
+
+def multilabel_metrics(predicted: np.ndarray, labels: np.ndarray, names) -> dict:
+    """micro/macro F1, subset accuracy and per-label precision/recall/F1/support of 0/1 matrices."""
+    predicted, labels = predicted.astype(int), labels.astype(int)
+    precision, recall, f1, support = precision_recall_fscore_support(
+        labels, predicted, average=None, zero_division=0)
+    micro = precision_recall_fscore_support(labels, predicted, average="micro", zero_division=0)[2]
+    present = support > 0  # as in classification: a label absent from the split has no F1
+    return {
+        "micro_f1": float(micro),
+        "macro_f1": float(f1[present].mean()) if present.any() else 0.0,
+        "subset_accuracy": float(np.mean(np.all(predicted == labels, axis=1))),
+        "per_label": {name: {"precision": float(precision[j]), "recall": float(recall[j]),
+                             "f1": float(f1[j]), "support": int(support[j])}
+                      for j, name in enumerate(names)},
+    }
+
+
+def choose_thresholds(probabilities: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Per label, the candidate threshold with the best F1 on these (validation) rows."""
+    chosen = np.full(labels.shape[1], 0.5)
+    order = np.argsort(np.abs(CANDIDATES - 0.5), kind="stable")  # 0.5 first among ties
+    for j in range(labels.shape[1]):
+        truth = labels[:, j] > 0.5
+        scores = [_f1(probabilities[:, j] >= t, truth) for t in CANDIDATES[order]]
+        chosen[j] = CANDIDATES[order][int(np.argmax(scores))]
+    return chosen
+
+
+def _f1(predicted: np.ndarray, truth: np.ndarray) -> float:
+    true_positive = np.sum(predicted & truth)
+    denominator = np.sum(predicted) + np.sum(truth)
+    return 2.0 * true_positive / denominator if denominator else 0.0
+
+
+class MultiLabelTask(Task):
+    name = "multi-label"
+    train_metric = "label_accuracy"
+    summary_metrics = ("micro_f1", "macro_f1", "subset_accuracy")
+
+    def __init__(self):
+        self.thresholds = None  # per label; 0.5 until fitted on validation
+
+    def output_units(self, labels) -> int:
+        return len(labels.names)
+
+    def loss(self):
+        return tf_keras.losses.BinaryCrossentropy(from_logits=True)
+
+    def keras_metrics(self) -> list:
+        # On logits, threshold 0 is probability 0.5.
+        return [tf_keras.metrics.BinaryAccuracy(name="label_accuracy", threshold=0.0)]
+
+    def fit_on_validation(self, logits: np.ndarray, labels: np.ndarray) -> None:
+        self.thresholds = choose_thresholds(sigmoid(logits), labels)
+
+    def summarize(self, outputs, labels, label_names) -> dict:
+        probabilities = sigmoid(outputs)
+        thresholds = self.thresholds if self.thresholds is not None else np.full(len(label_names), 0.5)
+        result = {"examples": int(len(labels)), "loss": binary_cross_entropy(outputs, labels),
+                  **multilabel_metrics(probabilities >= thresholds, labels, label_names)}
+        result["thresholds"] = {name: float(t) for name, t in zip(label_names, thresholds)}
+        return result
+
+    def describe(self, result: dict) -> str:
+        return (f"loss {result['loss']:.4f}  micro-F1 {result['micro_f1']:.4f}  macro-F1 "
+                f"{result['macro_f1']:.4f}  subset accuracy {result['subset_accuracy']:.4f}")
+
+    def describe_epoch(self, logs: dict) -> str:
+        return (f"loss {logs['loss']:.4f} label acc {logs['label_accuracy']:.3f} | val loss "
+                f"{logs['val_loss']:.4f} micro-F1 {logs['val_micro_f1']:.3f} macro-F1 "
+                f"{logs['val_macro_f1']:.3f} subset acc {logs['val_subset_accuracy']:.3f}")
