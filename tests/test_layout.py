@@ -16,7 +16,7 @@ RANKS = {
     "trainer.modeling": 1,
     "trainer.data": 2, "trainer.tasks": 2,
     "trainer.serving": 3, "trainer.cloud.hypertune": 3,
-    "trainer.reporting": 4, "trainer.tasks": 4,
+    "trainer.reporting": 4,
     "trainer.training": 5,
     "trainer.cloud": 6,
 }

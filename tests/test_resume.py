@@ -115,6 +115,97 @@ def test_the_restarted_replica_ends_like_an_uninterrupted_run(vertex_restart, ru
     assert metrics(job_dir)["test"]["loss"] == pytest.approx(metrics(runs["uninterrupted"])["test"]["loss"], rel=1e-5)
 
 
+def history(job_dir):
+    with open(job_dir / "eval_history.csv") as f:
+        return [{k: float(v) for k, v in row.items() if k != "seconds"} for row in csv.DictReader(f)]
+
+
+def metrics(job_dir):
+    return json.loads((job_dir / "metrics.json").read_text())
+
+
+def test_the_rerun_resumes_after_the_second_epoch(runs):
+    assert "resumed after epoch 2 from" in runs["rerun"].stdout
+
+
+def test_history_has_each_epoch_once_in_order(runs):
+    assert [row["epoch"] for row in history(runs["resumed"])] == [1, 2, 3, 4]
+
+
+def test_epochs_after_the_resume_train_like_the_uninterrupted_run(runs):
+    # Train loss after the resume depends on the restored weights, optimizer moments, learning-
+    # rate step, batch order and dropout generator state: any one missing shows here.
+    resumed, uninterrupted = history(runs["resumed"]), history(runs["uninterrupted"])
+    for got, expected in zip(resumed, uninterrupted, strict=True):
+        assert got == pytest.approx(expected, rel=1e-5, abs=1e-7), got["epoch"]
+
+
+def test_early_stopping_keeps_its_best_epoch_across_the_kill(runs):
+    resumed, uninterrupted = metrics(runs["resumed"]), metrics(runs["uninterrupted"])
+    assert (resumed["best_epoch"], resumed["stopped_early"], resumed["epochs_completed"]) \
+        == (uninterrupted["best_epoch"], uninterrupted["stopped_early"],
+            uninterrupted["epochs_completed"]) == (1, True, 4)
+
+
+def test_final_metrics_equal_the_uninterrupted_run(runs):
+    resumed, uninterrupted = metrics(runs["resumed"]), metrics(runs["uninterrupted"])
+    for split in ("train", "validation", "test"):
+        assert resumed[split]["loss"] == pytest.approx(uninterrupted[split]["loss"], rel=1e-5)
+        assert resumed[split]["confusion_matrix"] == uninterrupted[split]["confusion_matrix"]
+
+
+def test_the_evaluated_weights_are_the_best_epochs(runs):
+    best = history(runs["resumed"])[0]
+    assert metrics(runs["resumed"])["validation"]["loss"] == pytest.approx(best["val_loss"], rel=1e-5)
+
+
+def test_the_exported_model_equals_the_uninterrupted_runs_export(runs, data):
+    from trainer.serving import export
+    with open(data["test"]) as f:
+        texts = np.array([row["text"] for row in csv.DictReader(f)], dtype=object)
+    resumed = export.load(str(runs["resumed"] / "model"))(text=texts)["probabilities"].numpy()
+    uninterrupted = export.load(str(runs["uninterrupted"] / "model"))(text=texts)["probabilities"]
+    np.testing.assert_allclose(resumed, uninterrupted.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_only_the_best_epochs_weights_are_kept(runs):
+    assert sorted(os.listdir(runs["resumed"] / "checkpoints" / "best")) == ["epoch-1"]
+
+
+# --- best weights across restarts, without a run -------------------------------------------------
+
+def best_weights(directory, rows=(), **kwargs):
+    import tf_keras
+    from trainer.training import callbacks
+    best = callbacks.BestWeights(str(directory), "val_loss", 2, list(rows), **kwargs)
+    best.set_model(tf_keras.Sequential([tf_keras.Input((2,)), tf_keras.layers.Dense(1)]))
+    return best
+
+
+def test_a_beaten_best_is_deleted_only_after_the_next_resume_checkpoint(tmp_path):
+    best = best_weights(tmp_path)
+    best.on_epoch_end(0, {"val_loss": 1.0})
+    best.prune()
+    best.on_epoch_end(1, {"val_loss": 0.5})
+    assert sorted(os.listdir(tmp_path)) == ["epoch-1", "epoch-2"]  # a kill now resumes at best 1
+    best.prune()
+    assert os.listdir(tmp_path) == ["epoch-2"]
+
+
+def test_a_best_from_before_the_restart_is_read_from_the_chiefs_directory(tmp_path):
+    rows = [{"epoch": 1, "val_loss": 0.5}, {"epoch": 2, "val_loss": 0.7}]
+    best = best_weights(tmp_path / "scratch", rows, shared_directory=str(tmp_path / "chief"))
+    assert best.weights_prefix == str(tmp_path / "chief" / "epoch-1" / "weights")
+    best.on_epoch_end(2, {"val_loss": 0.4})
+    assert best.weights_prefix == str(tmp_path / "scratch" / "epoch-3" / "weights")
+
+
+def test_epochs_waited_before_the_restart_count_towards_patience(tmp_path):
+    best = best_weights(tmp_path, [{"epoch": 1, "val_loss": 0.5}, {"epoch": 2, "val_loss": 0.7}])
+    best.on_epoch_end(2, {"val_loss": 0.6})
+    assert best.model.stop_training and (best.best_epoch, best.best) == (1, 0.5)
+
+
 def test_ctrl_c_before_the_first_epoch_says_a_rerun_starts_over(tiny_encoder_dir, data, tmp_path):
     process = start(args(tiny_encoder_dir, data, tmp_path / "job"))
     try:
