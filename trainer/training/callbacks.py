@@ -18,6 +18,7 @@ import tensorflow as tf
 import tf_keras
 
 from trainer import storage
+from trainer.progress import clock
 from trainer.config import METRIC_GOALS
 
 log = logging.getLogger("trainer")
@@ -262,16 +263,10 @@ class ProgressLogger(tf_keras.callbacks.Callback):
                  "ETA epoch %s, run %s", self.epoch + 1, self.epochs, batch + 1, self.steps,
                  logs.get("loss", float("nan")), "acc" if self.train_metric == "accuracy"
                  else self.train_metric, logs.get(self.train_metric, float("nan")), rate,
-                 rate * self.tokens / max(1, self.examples), _clock(left_in_epoch), _clock(left))
+                 rate * self.tokens / max(1, self.examples), clock(left_in_epoch), clock(left))
 
     def on_epoch_end(self, epoch, logs=None):
         self.epoch_seconds.append(logs.get("seconds", time.perf_counter() - self.start))
         log.info("epoch %d/%d done in %s: %s | lr %.2e", epoch + 1, self.epochs,
-                 _clock(self.epoch_seconds[-1]), self.describe_epoch(logs),
+                 clock(self.epoch_seconds[-1]), self.describe_epoch(logs),
                  logs["learning_rate"])
-
-
-
-def _clock(seconds: float) -> str:
-    seconds = int(round(max(0.0, seconds)))
-    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
