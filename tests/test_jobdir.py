@@ -86,3 +86,32 @@ def test_starting_over_clears_checkpoints_history_and_metrics_and_records_the_jo
 def test_a_writable_job_dir_passes_the_check_and_keeps_nothing_of_it(tmp_path):
     jobdir.check_writable(str(tmp_path / "job"))
     assert list((tmp_path / "job").iterdir()) == []
+
+
+class Counter:
+    def __init__(self, value):
+        self.value = value
+
+    def numpy(self):
+        return self.value
+
+
+def interrupted_message(tmp_path, state, epochs_done=None):
+    from trainer.training import run
+    from trainer.training.context import RunContext, Trainable
+    config = config_for(tmp_path / "job")
+    ctx = RunContext(config, {}, jobdir.JobPaths.from_config(config), is_chief=True, state=state)
+    if epochs_done is not None:
+        ctx.trainable = Trainable(None, None, Counter(epochs_done), 0, [])
+    return run._interrupted_message(ctx)
+
+
+def test_ctrl_c_before_any_checkpoint_says_a_rerun_starts_over(tmp_path):
+    assert interrupted_message(tmp_path, jobdir.NEW) == \
+        "interrupted before the first epoch finished; rerunning the same command starts over"
+    assert "starts over" in interrupted_message(tmp_path, jobdir.NEW, epochs_done=0)
+
+
+def test_ctrl_c_after_an_epoch_says_a_rerun_resumes(tmp_path):
+    message = interrupted_message(tmp_path, jobdir.NEW, epochs_done=2)
+    assert message == "interrupted; rerun the same command to resume after the last completed epoch (2)"

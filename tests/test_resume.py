@@ -204,22 +204,3 @@ def test_epochs_waited_before_the_restart_count_towards_patience(tmp_path):
     best = best_weights(tmp_path, [{"epoch": 1, "val_loss": 0.5}, {"epoch": 2, "val_loss": 0.7}])
     best.on_epoch_end(2, {"val_loss": 0.6})
     assert best.model.stop_training and (best.best_epoch, best.best) == (1, 0.5)
-
-
-def test_ctrl_c_before_the_first_epoch_says_a_rerun_starts_over(tiny_encoder_dir, data, tmp_path):
-    process = start(args(tiny_encoder_dir, data, tmp_path / "job"))
-    try:
-        for line in process.stdout:
-            if "steps per epoch" in line:  # about to train; no checkpoint yet
-                process.send_signal(signal.SIGINT)
-                break
-        output = process.communicate(timeout=120)[0]
-    finally:
-        process.kill()
-    assert process.returncode == 130, output
-    assert "interrupted before the first epoch finished; rerunning the same command starts over" in output
-    assert "Traceback" not in output
-    rerun = run_cli(*args(tiny_encoder_dir, data, tmp_path / "job"))
-    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
-    assert "the unfinished run completed no epoch: starting at epoch 1" in rerun.stdout
-    assert "resumed" not in rerun.stdout
