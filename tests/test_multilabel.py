@@ -3,7 +3,6 @@ end to end through the CLI, export and `trainer.predict`."""
 import csv
 import json
 import os
-import signal
 import subprocess
 import sys
 
@@ -11,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import labelled_rows, write_csv
-from test_resume import start, wait_for_checkpoint
+from test_resume import kill_after_second_epoch
 from test_task import run_cli
 
 
@@ -206,13 +205,7 @@ def test_the_server_answers_the_labels_above_their_thresholds(trained, tmp_path)
 def test_a_run_killed_after_its_second_epoch_resumes_to_the_same_thresholds_and_metrics(
         trained, tiny_encoder_dir, data, tmp_path):
     job_dir = tmp_path / "killed"
-    process = start(args(tiny_encoder_dir, data, job_dir))
-    try:
-        wait_for_checkpoint(process, job_dir / "checkpoints" / "resume", 2)
-        process.send_signal(signal.SIGKILL)
-        process.communicate(timeout=60)
-    finally:
-        process.kill()
+    kill_after_second_epoch(args(tiny_encoder_dir, data, job_dir), job_dir)
     rerun = run_cli(*args(tiny_encoder_dir, data, job_dir))
     assert rerun.returncode == 0, rerun.stderr
     assert "resumed after epoch 2" in rerun.stdout

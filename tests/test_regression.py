@@ -7,7 +7,6 @@ import csv
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 
@@ -15,7 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import labelled_rows, write_csv
-from test_resume import start, wait_for_checkpoint
+from test_resume import kill_after_second_epoch
 from test_task import run_cli
 
 SCORES = {"negative": 1.0, "neutral": 2.5, "positive": 4.0}
@@ -164,13 +163,7 @@ def test_predict_writes_a_predicted_score_per_row_in_input_order(trained, data, 
 def test_a_run_killed_after_its_second_epoch_resumes_and_ends_like_an_uninterrupted_one(
         trained, tiny_encoder_dir, data, tmp_path):
     job_dir = tmp_path / "killed"
-    process = start(args(tiny_encoder_dir, data, job_dir))
-    try:
-        wait_for_checkpoint(process, job_dir / "checkpoints" / "resume", 2)
-        process.send_signal(signal.SIGKILL)
-        process.communicate(timeout=60)
-    finally:
-        process.kill()
+    kill_after_second_epoch(args(tiny_encoder_dir, data, job_dir), job_dir)
     assert not (job_dir / "metrics.json").exists()
     rerun = run_cli(*args(tiny_encoder_dir, data, job_dir))
     assert rerun.returncode == 0, rerun.stderr
