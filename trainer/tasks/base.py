@@ -1,10 +1,11 @@
 """The interface every task implements; the stages of a run only talk to this."""
+import abc
 from typing import Sequence
 
 import numpy as np
 
 
-class Task:
+class Task(abc.ABC):
     name: str
     train_metric: str  # the Keras metric logged while training ("accuracy", "mae")
     summary_metrics: Sequence[str]  # keys of summarize() tracked per epoch as val_<key>, besides loss
@@ -24,27 +25,30 @@ class Task:
     def fit_on_validation(self, outputs: np.ndarray, labels: np.ndarray) -> None:
         """After training: fits what the task decides on validation (multi-label thresholds)."""
 
+    @abc.abstractmethod
     def output_units(self, labels) -> int:
-        raise NotImplementedError
+        """Width of the head's output layer."""
 
     def output_layer(self, outputs):
         """Maps the head's float32 outputs to what the model returns (identity by default)."""
         return outputs
 
+    @abc.abstractmethod
     def loss(self):
-        raise NotImplementedError
+        """The Keras loss the model trains with."""
 
+    @abc.abstractmethod
     def keras_metrics(self) -> list:
-        raise NotImplementedError
+        """The Keras metrics logged while training."""
 
+    @abc.abstractmethod
     def summarize(self, outputs: np.ndarray, labels: np.ndarray, label_names) -> dict:
         """metrics.json's block of one split, from the model's outputs over the whole split."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def describe(self, result: dict) -> str:
         """One log line's worth of a split's metrics."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def describe_epoch(self, logs: dict) -> str:
         """An epoch's training and validation metrics, for its progress line."""
-        raise NotImplementedError
