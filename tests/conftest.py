@@ -1,3 +1,5 @@
+import csv
+import json
 import os
 import sys
 
@@ -33,6 +35,16 @@ def labelled_rows(count, seed):
         label, texts = [("positive", POSITIVE), ("negative", NEGATIVE), ("neutral", NEUTRAL)][i % 3]
         rows.append((rng.choice(texts), label))
     return rows
+
+
+def read_csv(path):
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def metrics_of(job_dir):
+    """metrics.json of a finished run."""
+    return json.loads((job_dir / "metrics.json").read_text())
 
 
 def write_csv(path, rows, header=("text", "label")):

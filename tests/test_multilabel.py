@@ -1,6 +1,5 @@
 """`--task multi-label`: several labels per text, per-label thresholds chosen on validation,
 end to end through the CLI, export and `trainer.predict`."""
-import csv
 import json
 import os
 import subprocess
@@ -9,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import labelled_rows, write_csv
+from conftest import labelled_rows, metrics_of, read_csv, write_csv
 from test_resume import kill_after_second_epoch
 from test_task import run_cli
 
@@ -44,15 +43,6 @@ def trained(tiny_encoder_dir, data, tmp_path_factory):
     result = run_cli(*args(tiny_encoder_dir, data, job_dir))
     assert result.returncode == 0, result.stdout + result.stderr
     return job_dir
-
-
-def metrics_of(job_dir):
-    return json.loads((job_dir / "metrics.json").read_text())
-
-
-def read_csv(path):
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
 
 
 # --- metrics by hand -----------------------------------------------------------------------------

@@ -4,7 +4,6 @@ to end through the CLI, export and `trainer.predict`.
 The tiny task's label is the sentiment of the *second* text (the first is random), so a model
 that ignored `text_pair` would be at chance.
 """
-import csv
 import json
 import os
 import random
@@ -15,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import labelled_rows, write_csv
+from conftest import labelled_rows, read_csv, write_csv
 from test_task import run_cli
 
 HEADER = ("sentence1", "sentence2", "label")
@@ -47,11 +46,6 @@ def trained(tiny_encoder_dir, data, tmp_path_factory):
     result = run_cli(*args(tiny_encoder_dir, data, job_dir))
     assert result.returncode == 0, result.stdout + result.stderr
     return job_dir
-
-
-def read_csv(path):
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
 
 
 # --- columns and packing -------------------------------------------------------------------------

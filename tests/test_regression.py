@@ -3,7 +3,6 @@
 One trained run is shared by the module (with a hypertune metrics file, as in a tuning trial);
 a second run of the same flags is killed after its 2nd epoch and rerun.
 """
-import csv
 import json
 import os
 import random
@@ -13,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import labelled_rows, write_csv
+from conftest import labelled_rows, metrics_of, read_csv, write_csv
 from test_resume import kill_after_second_epoch
 from test_task import run_cli
 
@@ -51,15 +50,6 @@ def trained(tiny_encoder_dir, data, tmp_path_factory):
                      env={"CLOUD_ML_HP_METRIC_FILE": str(hypertune)})
     assert result.returncode == 0, result.stdout + result.stderr
     return {"job_dir": root / "job", "hypertune": hypertune}
-
-
-def metrics_of(job_dir):
-    return json.loads((job_dir / "metrics.json").read_text())
-
-
-def read_csv(path):
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
 
 
 # --- metrics computed by hand ------------------------------------------------------------------
