@@ -13,7 +13,6 @@ training data and `trainer.predict` read through the same `iter_frames`, so both
 rows.
 """
 import csv
-import io as _io
 import json
 import os
 import sys
@@ -40,13 +39,18 @@ def file_format(path: str, flag: str) -> str:
     return FORMATS[ext]
 
 
-def _decode(raw: bytes, path: str) -> str:
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw[:e.start].count(b"\n") + 1
-        raise UserError(f"{path}: line {line} is not valid UTF-8 (byte {raw[e.start]:#04x} at "
-                        f"offset {e.start}); save the file as UTF-8") from None
+def _lines(path: str) -> Iterator[str]:
+    """The file's lines, decoded one at a time (a file is never held whole); a UTF-8 BOM is
+    dropped, and bytes that are not UTF-8 stop reading naming their line."""
+    with storage.open_binary(path) as raw:
+        for number, line in enumerate(raw, start=1):
+            try:
+                text = line.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                raise UserError(f"{path}: line {number} is not valid UTF-8 (byte "
+                                f"{line[e.start]:#04x} at column {e.start + 1}); save the file "
+                                f"as UTF-8") from None
+            yield text
 
 
 def _json_records(handle: TextIO, path: str) -> Iterator[dict]:
@@ -140,40 +144,48 @@ def iter_frames(handle: TextIO, fmt: str, path: str, chunk_rows: Optional[int] =
         yield frame()
 
 
-def read_table(path: str, flag: str):
-    """One file as a DataFrame of strings (labels are parsed later, with row numbers)."""
+def file_frames(path: str, flag: str, chunk_rows: Optional[int] = None):
+    """One file's rows as DataFrames of at most `chunk_rows` rows (None: one frame), read as
+    a stream, with `_file` and `_row` columns for error messages."""
     fmt = file_format(path, flag)
     try:
-        raw = storage.read_bytes(path)
+        frames = iter_frames(_lines(path), fmt, path, chunk_rows)
+        for index, frame in enumerate(frames):
+            if index == 0 and frame.empty:
+                raise UserError(f"{path}: file is empty" if fmt == "jsonl"
+                                else f"{path}: file has a header but no data rows")
+            frame["_file"] = path
+            yield frame
     except UserError:
         raise
     except Exception as e:  # tf.errors.* from gfile that storage does not translate
         raise UserError(f"{flag}: cannot read {path}: {getattr(e, 'message', e)}") from None
-    text = _decode(raw, path)
-    if not text.strip():
-        raise UserError(f"{path}: file is empty")
-    (frame,) = iter_frames(_io.StringIO(text, newline=""), fmt, path)
-    if frame.empty:
-        raise UserError(f"{path}: file has a header but no data rows")
-    return frame
+
+
+def read_table(path: str, flag: str):
+    """One file as a DataFrame of strings (labels are parsed later, with row numbers)."""
+    return next(file_frames(path, flag))
+
+
+def split_frames(spec: str, flag: str, chunk_rows: Optional[int] = None):
+    """All files of one split as a stream of frames, checking that they share the first
+    file's columns."""
+    columns, first = None, None
+    for path in storage.expand_paths(spec, flag):
+        for frame in file_frames(path, flag, chunk_rows):
+            if columns is None:
+                columns, first = [c for c in frame.columns if not c.startswith("_")], path
+            missing = [c for c in columns if c not in frame.columns]
+            if missing:
+                raise UserError(f"{flag}: {path} lacks columns {missing} that {first} has")
+            yield frame
 
 
 def read_files(spec: str, flag: str):
-    """All files of one split, with `_file` and `_row` columns for error messages."""
+    """All files of one split as one frame, with `_file` and `_row` columns."""
     import pandas as pd
 
-    frames = []
-    for path in storage.expand_paths(spec, flag):
-        frame = read_table(path, flag)
-        frame["_file"] = path
-        frames.append(frame)
-    columns = [c for c in frames[0].columns]
-    for frame in frames[1:]:
-        missing = [c for c in columns if c not in frame.columns and not c.startswith("_")]
-        if missing:
-            raise UserError(f"{flag}: {frame['_file'].iloc[0]} lacks columns {missing} that "
-                            f"{frames[0]['_file'].iloc[0]} has")
-    return pd.concat(frames, ignore_index=True)
+    return pd.concat(list(split_frames(spec, flag)), ignore_index=True)
 
 
 def where(frame, index: int, column: str) -> str:
