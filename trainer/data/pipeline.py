@@ -48,6 +48,17 @@ class TokenizedSplit:
                               self.lengths[start:stop], self.labels[start:stop],
                               self.weights[start:stop])
 
+    def examples(self, seed=None, shard=(0, 1)) -> tf.data.Dataset:
+        """Rows as (features, label, weight), with ragged token ids: in order, or shuffled
+        whole with a seed; `shard` (index, count): every count-th row, from `index`."""
+        ragged = lambda flat: tf.RaggedTensor.from_row_lengths(flat, self.lengths)  # noqa: E731
+        rows = tf.data.Dataset.from_tensor_slices((
+            {"input_word_ids": ragged(self.word_ids), "input_type_ids": ragged(self.type_ids),
+             "length": self.lengths}, self.labels, self.weights)).shard(shard[1], shard[0])
+        if seed is None:
+            return rows
+        return rows.shuffle(max(1, len(self)), seed=seed, reshuffle_each_iteration=False)
+
 
 def encode(preprocessor, texts, pairs=None) -> dict:
     """The preprocessor's features of texts, or of `[CLS] text [SEP] pair [SEP]` for pairs.
@@ -59,6 +70,16 @@ def encode(preprocessor, texts, pairs=None) -> dict:
     if pairs is None:
         return preprocessor(texts)
     return preprocessor.bert_pack_inputs([preprocessor.tokenize(texts), preprocessor.tokenize(pairs)])
+
+
+def pack_tokens(preprocessor, texts, pairs=None):
+    """(flat word ids, flat type ids, lengths) of a batch: only the real tokens of each row."""
+    features = encode(preprocessor, texts, pairs)
+    lengths = tf.reduce_sum(tf.cast(features["input_mask"], tf.int32), axis=1)
+    mask = tf.cast(features["input_mask"], tf.bool)
+    flat = lambda name: tf.ragged.boolean_mask(  # noqa: E731
+        tf.cast(features[name], tf.int32), mask).flat_values
+    return flat("input_word_ids"), flat("input_type_ids"), lengths
 
 
 def tokenize_splits(splits: dict, preprocessor, pairs: Optional[dict] = None) -> dict:
@@ -89,14 +110,7 @@ def tokenize(texts: Sequence[str], preprocessor, labels=None, weights=None,
     labels = np.zeros(n, np.int32) if labels is None else _label_array(labels)
     weights = np.ones(n, np.float32) if weights is None else np.asarray(weights, np.float32)
 
-    def pack(batch, second=None):
-        features = encode(preprocessor, batch, second)
-        lengths = tf.reduce_sum(tf.cast(features["input_mask"], tf.int32), axis=1)
-        mask = tf.cast(features["input_mask"], tf.bool)
-        return (tf.ragged.boolean_mask(tf.cast(features["input_word_ids"], tf.int32), mask).flat_values,
-                tf.ragged.boolean_mask(tf.cast(features["input_type_ids"], tf.int32), mask).flat_values,
-                lengths)
-
+    pack = lambda batch, second=None: pack_tokens(preprocessor, batch, second)  # noqa: E731
     word_ids, type_ids, lengths = [], [], []
     strings = lambda values: np.asarray(values, dtype=object).astype(str) if n else np.zeros([0], str)  # noqa: E731
     slices = strings(texts) if pairs is None else (strings(texts), strings(pairs))
@@ -137,14 +151,6 @@ class Batching:
 
     def _bucket_of(self, lengths):
         return np.searchsorted(np.asarray(self.lengths), lengths, side="left")
-
-
-def _examples(split: TokenizedSplit) -> tf.data.Dataset:
-    ragged = lambda flat: tf.RaggedTensor.from_row_lengths(flat, split.lengths)  # noqa: E731
-    return tf.data.Dataset.from_tensor_slices((
-        {"input_word_ids": ragged(split.word_ids), "input_type_ids": ragged(split.type_ids),
-         "length": split.lengths},
-        split.labels, split.weights))
 
 
 def _pad_batch(lengths: tuple, static_batch: Optional[int] = None):
@@ -195,61 +201,59 @@ def _batched(examples: tf.data.Dataset, batching: Batching) -> tf.data.Dataset:
 
 def _with_options(dataset: tf.data.Dataset) -> tf.data.Dataset:
     options = tf.data.Options()
-    # Rows come from memory, not files: shard by element across workers (the AUTO policy
-    # would try FILE first and log a warning on every worker).
+    # Evaluation rows are sharded by element across workers (the AUTO policy would try FILE
+    # first and log a warning on every worker); training input is sharded by the trainer.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     options.deterministic = True
     return dataset.with_options(options)
 
 
-def training_dataset(split: TokenizedSplit, batching: Batching, *, seed: int,
-                     first_epoch: int, epochs: int) -> tf.data.Dataset:
-    """Epochs first_epoch..epochs-1, each shuffled with its own seed.
+def training_dataset(split, batching: Batching, *, seed: int, first_epoch: int, epochs: int,
+                     shard=(0, 1), steps_per_epoch: Optional[int] = None) -> tf.data.Dataset:
+    """Epochs first_epoch..epochs-1 of `split` (a TokenizedSplit or cache.CachedSplit), each
+    shuffled with its own seed.
 
     Seeding per epoch (rather than relying on reshuffle_each_iteration) makes a resumed run see
-    exactly the batches an uninterrupted run would have seen from that epoch on.
+    exactly the batches an uninterrupted run would have seen from that epoch on. A worker that
+    reads one `shard` of the data repeats it to `steps_per_epoch` batches, so that every worker
+    takes the same number of steps.
     """
-    examples = _examples(split).cache()
-    size = max(1, len(split))
-
     def epoch(index):
-        shuffled = examples.shuffle(size, seed=tf.cast(index, tf.int64) * 1_000_003 + seed,
-                                    reshuffle_each_iteration=False)
-        return _batched(shuffled, batching)
+        batches = _batched(split.examples(seed=index * 1_000_003 + seed, shard=shard), batching)
+        return batches if steps_per_epoch is None else batches.repeat().take(steps_per_epoch)
 
     dataset = tf.data.Dataset.range(first_epoch, epochs).flat_map(epoch)
     return _with_options(dataset.prefetch(tf.data.AUTOTUNE))
 
 
-def evaluation_dataset(split: TokenizedSplit, batching: Batching,
-                       pad_to_full_batches: bool = False) -> tf.data.Dataset:
+def evaluation_dataset(split, batching: Batching, pad_to_full_batches: bool = False) -> tf.data.Dataset:
     """Every example exactly once; with `pad_to_full_batches` (TPU), every batch has the static
-    shape [batch, max length]: the last one is filled with weight-0 copies of a real row that
-    metrics ignore, and a split that is a multiple of the batch needs no filler but still gets
-    the static batch dimension.
+    shape [batch, max length]: the last one is filled with weight-0 copies of the first row
+    that metrics ignore, and a split that is a multiple of the batch needs no filler but still
+    gets the static batch dimension.
 
     The number of batches is declared: Keras cannot predict with steps_per_execution > 1 from a
     dataset of unknown size (length buckets make it unknown to tf.data).
     """
-    examples = _examples(split)
-    steps = batching.steps(split)
-    if pad_to_full_batches:
-        filler = -len(split) % batching.batch_size
-        if filler:
-            examples = examples.concatenate(_examples(_take(split, np.zeros(filler, np.int64), weight=0.0)))
-        batching = dataclasses.replace(batching, drop_remainder=True, bucket=False)
-        steps = (len(split) + filler) // batching.batch_size
-    batched = _batched(examples, batching).apply(tf.data.experimental.assert_cardinality(steps))
+    examples = split.examples()
+    if not pad_to_full_batches:
+        batched = _batched(examples, batching)
+        return _with_options(batched.apply(tf.data.experimental.assert_cardinality(
+            batching.steps(split))).prefetch(tf.data.AUTOTUNE))
+    size, rows = batching.batch_size, len(split)
+    filler = -rows % size
+    batching = dataclasses.replace(batching, drop_remainder=True, bucket=False)
+
+    def weigh_filler(index, batch):
+        # Filler rows are the last ones of the last batch: weight 0.
+        features, labels, weights = batch
+        real = index * size + tf.range(size, dtype=tf.int64) < rows
+        return features, labels, tf.where(real, weights, 0.0)
+
+    batched = (_batched(examples.concatenate(examples.take(1).repeat(filler)), batching)
+               .enumerate().map(weigh_filler)
+               .apply(tf.data.experimental.assert_cardinality((rows + filler) // size)))
     return _with_options(batched.prefetch(tf.data.AUTOTUNE))
-
-
-def _take(split: TokenizedSplit, rows: np.ndarray, weight: Optional[float] = None) -> TokenizedSplit:
-    starts = np.concatenate([[0], np.cumsum(split.lengths)[:-1]]).astype(np.int64)
-    pieces = [np.arange(starts[r], starts[r] + split.lengths[r]) for r in rows]
-    flat = np.concatenate(pieces) if pieces else np.zeros([0], np.int64)
-    weights = split.weights[rows] if weight is None else np.full(len(rows), weight, np.float32)
-    return TokenizedSplit(split.word_ids[flat], split.type_ids[flat], split.lengths[rows],
-                          split.labels[rows], weights)
 
 
 def trim_to_padded_length(features: dict, lengths: Sequence[int]) -> dict:

@@ -2,14 +2,14 @@
 import dataclasses
 import logging
 import os
-from typing import Dict, Optional
+from typing import Dict, Optional, Sequence
 
 import numpy as np
 
 from trainer.config import Config, task_name
 from trainer.data import labels as labels_lib
 from trainer.data.labels import LabelSpec
-from trainer.data.reading import LABEL_COLUMNS, pick_column, pick_text_columns, read_files, where
+from trainer.data.reading import LABEL_COLUMNS, pick_column, pick_text_columns, split_frames, where
 from trainer.errors import UserError
 
 log = logging.getLogger("trainer")
@@ -20,16 +20,23 @@ SAMPLE_DIR = os.path.join(os.path.dirname(__file__), "sample_data")
 SAMPLE_FILES = {split: os.path.join(SAMPLE_DIR, f"{split}.csv") for split in ("train", "eval", "test")}
 
 
+# Rows per chunk: files are read, validated and tokenized this many rows at a time, so memory
+# holds one chunk of texts, never a whole file.
+CHUNK_ROWS = 50_000
+
+
 @dataclasses.dataclass
 class Split:
-    texts: np.ndarray  # object array of str
-    labels: np.ndarray  # int32 class ids; float32 targets for regression
-    source: str  # for messages and metrics.json
+    """The rows of one split: their labels, and where they are in the files (texts stay there:
+    `Datasets.read_texts` and the token cache read them back as a stream)."""
+    labels: np.ndarray  # int32 class ids; float32 targets for regression; [N, L] 0/1 multi-label
+    source: str  # the files, for messages and metrics.json
+    spec: str  # the flag's value the rows are read from (a file, a list, a glob)
+    positions: np.ndarray  # int64, ascending: each row's index among the data rows of `spec`
     rows_skipped: int = 0
-    pairs: Optional[np.ndarray] = None  # object array of str: each row's second text, or None
 
     def __len__(self):
-        return len(self.texts)
+        return len(self.labels)
 
 
 @dataclasses.dataclass
@@ -59,41 +66,88 @@ class Datasets:
         return {name: labels_lib.class_counts(split.labels, self.labels)
                 for name, split in self.splits().items()}
 
+    def text_columns(self) -> list:
+        return [self.text_column] + ([self.text_pair_column] if self.text_pair_column else [])
 
-def to_split(frame, text_column: str, label_column: str, spec: LabelSpec,
-             split_name: str, skip_empty_text: bool, min_examples: int = 0,
-             pair_column: Optional[str] = None) -> Split:
-    """Texts (and pairs) and class ids of one split; with `min_examples`, every class present
-    has that many."""
-    for column, what in ((text_column, "text"), (pair_column, "text pair")):
-        if column is not None and column not in frame.columns:
+    def read_texts(self, name: str):
+        """(texts, pairs or None) of one split as object arrays, in row order."""
+        parts = [chunk for _, chunk in selected_chunks(self.splits()[name].spec,
+                                                       {name: self.splits()[name].positions})]
+        column = lambda c: np.array([str(t) for part in parts for t in part[c]], dtype=object)  # noqa: E731
+        return (column(self.text_column),
+                column(self.text_pair_column) if self.text_pair_column else None)
+
+
+def selected_chunks(spec: str, positions: Dict[str, np.ndarray], chunk_rows: int = CHUNK_ROWS):
+    """(split name, frame of that split's rows in this chunk) over one stream of `spec`, for
+    splits whose rows are `positions` (ascending) among its data rows."""
+    done = 0
+    for frame in split_frames(spec, "--training-file", chunk_rows):
+        for name, wanted in positions.items():
+            lo, hi = np.searchsorted(wanted, [done, done + len(frame)])
+            if hi > lo:
+                yield name, frame.iloc[wanted[lo:hi] - done].reset_index(drop=True)
+        done += len(frame)
+
+
+@dataclasses.dataclass
+class _Scan:
+    """One pass over a split's files: its label columns (a compact frame with `_file`/`_row`
+    for messages), which rows are kept, and how many were skipped."""
+    labels: object  # pandas.DataFrame
+    positions: np.ndarray
+    rows_skipped: int
+    source: str
+
+
+def _scan(spec: str, flag: str, columns: Sequence[str], label_columns: Sequence[str],
+          skip_empty_text: bool) -> _Scan:
+    """Reads a split chunk by chunk, keeping only the label columns (as categories, so that
+    millions of rows cost bytes each) and the positions of rows with text."""
+    import pandas as pd
+
+    kept, positions, skipped, files, done = [], [], 0, [], 0
+    for frame in split_frames(spec, flag, CHUNK_ROWS):
+        _check_columns(frame, columns, label_columns)
+        empty, column = _empty_rows(frame, *columns)
+        if empty and not skip_empty_text:
+            raise UserError(f"{where(frame, empty[0], column)}: text is empty (fix such rows or "
+                            f"pass --skip-empty-text to skip them)")
+        keep = np.ones(len(frame), bool)
+        keep[empty] = False
+        skipped += len(empty)
+        positions.append(done + np.flatnonzero(keep))
+        part = frame.loc[keep, list(label_columns) + ["_file", "_row"]]
+        kept.append(part.astype({c: "category" for c in list(label_columns) + ["_file"]}))
+        files.extend(f for f in part["_file"].unique() if f not in files)
+        done += len(frame)
+    if not sum(len(p) for p in positions):
+        raise UserError(f"{flag}: every row has empty text")
+    labels = pd.DataFrame({c: pd.api.types.union_categoricals([k[c] for k in kept])
+                           for c in list(label_columns) + ["_file"]})
+    labels["_row"] = np.concatenate([k["_row"].to_numpy() for k in kept])
+    return _Scan(labels, np.concatenate(positions).astype(np.int64), skipped, ",".join(sorted(files)))
+
+
+def _check_columns(frame, columns: Sequence[Optional[str]], label_columns: Sequence[str]) -> None:
+    named = [(c, "text") for c in columns[:1]] + [(c, "text pair") for c in columns[1:] if c]
+    for column, what in named + [(c, "label") for c in label_columns]:
+        if column not in frame.columns:
             raise UserError(f"{frame['_file'].iloc[0]}: no column {column!r} (the training "
                             f"data's {what} column); its columns are "
                             f"{[c for c in frame.columns if not str(c).startswith('_')]}")
-    for column in (spec.names if spec.kind == "columns" else [label_column]):
-        if column not in frame.columns:
-            raise UserError(f"{frame['_file'].iloc[0]}: no column {column!r} (the training "
-                            f"data's label column); its columns are "
-                            f"{[c for c in frame.columns if not str(c).startswith('_')]}")
-    empty, column = _empty_rows(frame, text_column, pair_column)
-    if empty and not skip_empty_text:
-        raise UserError(f"{where(frame, empty[0], column)}: text is empty "
-                        f"({len(empty)} such rows in this split); fix them or pass "
-                        f"--skip-empty-text to skip them")
-    if empty:
-        frame = frame.drop(index=frame.index[empty]).reset_index(drop=True)
-        if frame.empty:
-            raise UserError(f"{split_name}: every row has empty text")
-    labels = labels_lib.encode_labels(frame, label_column, spec, split_name)
-    if min_examples:
-        labels_lib.check_class_sizes(frame, label_column, labels, spec, min_examples)
-    source = ",".join(sorted(set(frame["_file"])))
-    strings = lambda column: np.array([str(t) for t in frame[column]], dtype=object)  # noqa: E731
-    return Split(strings(text_column), labels, source, rows_skipped=len(empty),
-                 pairs=strings(pair_column) if pair_column else None)
 
 
-def _empty_rows(frame, text_column: str, pair_column: Optional[str]):
+def _encode(frame, label_columns: Sequence[str], spec: LabelSpec, split_name: str) -> np.ndarray:
+    """Labels of every row, each distinct value encoded once (errors name its first row)."""
+    distinct = frame.drop_duplicates(subset=list(label_columns)).reset_index(drop=True)
+    column = label_columns[0] if spec.kind != "columns" else None
+    encoded = labels_lib.encode_labels(distinct, column, spec, split_name)
+    group = frame.groupby(list(label_columns), sort=False, dropna=False, observed=True).ngroup()
+    return encoded[group.to_numpy()]
+
+
+def _empty_rows(frame, text_column: str, pair_column: Optional[str] = None):
     """(rows where the text or the pair is empty, the column of the first such row)."""
     blank = lambda column: [labels_lib.is_missing(t) or not str(t).strip()  # noqa: E731
                             for t in frame[column].tolist()]
@@ -124,67 +178,52 @@ def stratified_split(split: Split, fraction: float, seed: int, what: str, names:
     return _subset(split, np.sort(rest)), _subset(split, np.sort(held))
 
 
-def _subset(split: Split, index: np.ndarray, rows_skipped: int = None) -> Split:
-    return Split(split.texts[index], split.labels[index], split.source,
-                 split.rows_skipped if rows_skipped is None else rows_skipped,
-                 pairs=None if split.pairs is None else split.pairs[index])
+def _subset(split: Split, index: np.ndarray) -> Split:
+    return dataclasses.replace(split, labels=split.labels[index], positions=split.positions[index])
 
 
 def load_datasets(config: Config) -> Datasets:
-    """Read, validate and split the data named by the config (the sample posts by default)."""
+    """Read, validate and split the data named by the config (the sample posts by default),
+    one chunk at a time: only labels and row positions stay in memory."""
     d = config.data
     if d.training_file is None:
         if d.validation_file or d.testing_file:
             raise UserError("--training-file: required when --validation-file or --testing-file is given")
         d = dataclasses.replace(d, training_file=SAMPLE_FILES["train"],
                                 validation_file=SAMPLE_FILES["eval"], testing_file=SAMPLE_FILES["test"])
-    train_frame = read_files(d.training_file, "--training-file")
-    text_column, pair_column = pick_text_columns(train_frame, d.text_column, d.text_pair_column)
-    task = task_name(config)
-    regression = task == "regression"
-    if task == "multi-label" and d.label_columns:
-        label_column = d.label_columns
-    else:
-        label_column = pick_column(train_frame, d.label_column,
-                                   LABEL_COLUMNS + (("score",) if regression else ()),
-                                   "--label-column", "label")
-    if task == "multi-label":
-        spec = labels_lib.infer_multi_labels(train_frame, label_column, d)
-    else:
-        spec = (labels_lib.regression_labels() if regression
-                else labels_lib.infer_labels(train_frame, label_column, d))
     if d.min_examples_per_class < 1:
         raise UserError(f"--min-examples-per-class: must be at least 1, got {d.min_examples_per_class}")
-    train = to_split(train_frame, text_column, label_column, spec, "train", d.skip_empty_text,
-                     min_examples=0 if task != "classification" else d.min_examples_per_class,
-                     pair_column=pair_column)
-    present = np.unique(train.labels)
-    if task == "classification" and len(present) < 2:
-        raise UserError(f"{train.source}: training data holds a single class "
-                        f"({spec.names[present[0]]!r}); a classifier needs at least two")
-
+    first = next(split_frames(d.training_file, "--training-file", 1))
+    columns = pick_text_columns(first, d.text_column, d.text_pair_column)
+    task = task_name(config)
+    label_column, label_columns = _label_columns(first, d, task)
+    scan = _scan(d.training_file, "--training-file", columns, label_columns, d.skip_empty_text)
+    spec = _label_spec(scan.labels, label_column, d, task)
+    train = _split(scan, d.training_file, label_columns, spec, "train")
+    if task == "classification":
+        labels_lib.check_class_sizes(scan.labels, label_column, train.labels, spec,
+                                     d.min_examples_per_class)
+        present = np.unique(train.labels)
+        if len(present) < 2:
+            raise UserError(f"{train.source}: training data holds a single class "
+                            f"({spec.names[present[0]]!r}); a classifier needs at least two")
+    read = lambda spec_, flag, name: _split(  # noqa: E731
+        _scan(spec_, flag, columns, label_columns, d.skip_empty_text), spec_, label_columns, spec, name)
     if d.validation_file:
-        frame = read_files(d.validation_file, "--validation-file")
-        validation = to_split(frame, text_column, label_column, spec, "validation",
-                              d.skip_empty_text, pair_column=pair_column)
+        validation = read(d.validation_file, "--validation-file", "validation")
     else:
         train, validation = stratified_split(train, d.validation_fraction, config.train.seed,
                                              "validation split", spec.names)
         validation.rows_skipped = 0
-    test = None
-    if d.testing_file:
-        frame = read_files(d.testing_file, "--testing-file")
-        test = to_split(frame, text_column, label_column, spec, "test", d.skip_empty_text,
-                        pair_column=pair_column)
+    test = read(d.testing_file, "--testing-file", "test") if d.testing_file else None
     if d.train_fraction < 1.0:
-        kept, _ = stratified_split(train, 1.0 - d.train_fraction, config.train.seed,
-                                   "--train-fraction subset", spec.names)
-        train = kept
+        train, _ = stratified_split(train, 1.0 - d.train_fraction, config.train.seed,
+                                    "--train-fraction subset", spec.names)
     if config.train.dry_run:
         rows = max(2, config.train.batch_size)
         train, validation = _head(train, rows), _head(validation, rows)
         test = _head(test, rows) if test is not None else None
-    datasets = Datasets(train, validation, test, spec, text_column, label_column, pair_column)
+    datasets = Datasets(train, validation, test, spec, columns[0], label_column, columns[1])
     for name, counts in datasets.class_counts().items():
         if counts:  # regression has no classes
             log.info("%s classes: %s", name,
@@ -192,8 +231,31 @@ def load_datasets(config: Config) -> Datasets:
     return datasets
 
 
-def _head(split: Split, rows: int) -> Split:
-    return _subset(split, np.arange(min(rows, len(split))))
+def _label_columns(first, d, task: str):
+    """(the label column's name for messages and metrics.json, the columns holding labels)."""
+    if task == "multi-label" and d.label_columns:
+        names = [c.strip() for c in d.label_columns.split(",") if c.strip()]
+        return d.label_columns, names
+    column = pick_column(first, d.label_column,
+                         LABEL_COLUMNS + (("score",) if task == "regression" else ()),
+                         "--label-column", "label")
+    return column, [column]
+
+
+def _label_spec(frame, column: str, d, task: str) -> LabelSpec:
+    """What the training labels are, decided from each distinct value once."""
+    if task == "regression":
+        return labels_lib.regression_labels()
+    distinct = frame.drop_duplicates(subset=[c for c in frame.columns if not c.startswith("_")])
+    distinct = distinct.reset_index(drop=True)
+    if task == "multi-label":
+        return labels_lib.infer_multi_labels(distinct, column, d)
+    return labels_lib.infer_labels(distinct, column, d)
+
+
+def _split(scan: _Scan, spec_: str, label_columns, spec: LabelSpec, name: str) -> Split:
+    return Split(_encode(scan.labels, label_columns, spec, name), scan.source, spec_,
+                 scan.positions, scan.rows_skipped)
 
 
 def class_weights(labels: np.ndarray, num_classes: int) -> np.ndarray:

@@ -61,10 +61,11 @@ def recompute(config, model_dir: str, label_names) -> Dict[str, SplitPredictions
         if name == "train":
             continue
         log.info("report: predicting %d %s texts with the exported model", len(split), name)
-        probabilities, names = predict_texts(serve, list(split.texts), config.train.eval_batch_size,
-                                             None if split.pairs is None else list(split.pairs))
+        texts, pairs = datasets.read_texts(name)
+        probabilities, names = predict_texts(serve, list(texts), config.train.eval_batch_size,
+                                             None if pairs is None else list(pairs))
         if names != list(label_names):
             raise UserError(f"{model_dir}: the model's labels {names} are not the run's {list(label_names)}")
-        out[name] = SplitPredictions(split.texts, split.labels.astype(np.int64), probabilities,
+        out[name] = SplitPredictions(texts, split.labels.astype(np.int64), probabilities,
                                      logits_from_probabilities(probabilities, temperature))
     return out

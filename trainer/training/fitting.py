@@ -25,8 +25,6 @@ class FitOutcome:
 def fit(ctx: RunContext) -> None:
     import tf_keras
 
-    from trainer.data import pipeline
-
     outcome = ctx.fit = _callbacks(ctx)
     config, inputs, trainable = ctx.config, ctx.inputs, ctx.trainable
     callbacks = [outcome.clock, outcome.evaluation, outcome.history, outcome.best,
@@ -41,13 +39,37 @@ def fit(ctx: RunContext) -> None:
                                         after_save=outcome.best.prune))
     if trainable.first_epoch >= inputs.epochs or outcome.stopped_before:
         return
-    train_data = pipeline.training_dataset(inputs.tokenized["train"], inputs.train_batching,
-                                           seed=config.train.seed, first_epoch=trainable.first_epoch,
-                                           epochs=inputs.epochs)
-    if config.train.dry_run:
-        train_data = train_data.take(1)
+    train_data = _training_data(ctx)
     trainable.model.fit(train_data, epochs=inputs.epochs, initial_epoch=trainable.first_epoch,
                         steps_per_epoch=inputs.steps_per_epoch, callbacks=callbacks, verbose=0)
+
+
+def _training_data(ctx: RunContext):
+    """The training batches of every remaining epoch. Under MultiWorkerMirroredStrategy each
+    worker reads its own share of the token cache's blocks, batched per replica, and repeats it
+    to the common number of steps."""
+    import dataclasses as dc
+
+    from trainer.data import pipeline
+
+    config, inputs, first = ctx.config, ctx.inputs, ctx.trainable.first_epoch
+    train, batching = inputs.tokenized["train"], inputs.train_batching
+    if ctx.runtime.plan.strategy != "multiworker":
+        data = pipeline.training_dataset(train, batching, seed=config.train.seed,
+                                         first_epoch=first, epochs=inputs.epochs)
+        return data.take(1) if config.train.dry_run else data
+
+    def per_worker(context):
+        size = context.get_per_replica_batch_size(batching.batch_size)
+        data = pipeline.training_dataset(
+            train, dc.replace(batching, batch_size=size), seed=config.train.seed,
+            first_epoch=first, epochs=inputs.epochs, steps_per_epoch=inputs.steps_per_epoch,
+            shard=(context.input_pipeline_id, context.num_input_pipelines))
+        log.info("worker input: share %d of %d of the training data, %d rows per replica batch",
+                 context.input_pipeline_id + 1, context.num_input_pipelines, size)
+        return data
+
+    return ctx.runtime.strategy.distribute_datasets_from_function(per_worker)
 
 
 def _callbacks(ctx: RunContext) -> FitOutcome:

@@ -48,6 +48,11 @@ class JobPaths:
         return storage.join(self.job_dir, "training.log")
 
     @property
+    def token_cache(self) -> str:
+        """Tokenized splits (trainer.data.cache), unless --cache-dir puts them elsewhere."""
+        return storage.join(self.job_dir, "cache")
+
+    @property
     def resume(self) -> str:
         """The last completed epoch's model, optimizer, dropout generators and epoch counter."""
         return storage.join(self.checkpoint_dir, "resume")

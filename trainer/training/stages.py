@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from trainer import config as config_lib
+from trainer import config as config_lib, storage
 from trainer.cloud import environment as vertex
 from trainer.errors import UserError
 from trainer.training import jobdir
@@ -136,26 +136,24 @@ def load_encoder(ctx: RunContext) -> None:
 
 
 def tokenize(ctx: RunContext) -> None:
-    """Every split tokenized once; batching and steps per epoch from the token lengths."""
-    from trainer.data import pipeline, splits
+    """Every split tokenized once into the token cache (or found there); batching and steps
+    per epoch from the token lengths."""
+    from trainer.data import cache, splits
 
     config, datasets = ctx.config, ctx.datasets
     weights = None
     if config.train.class_weights == "balanced":
-        per_class = splits.class_weights(datasets.train.labels, len(datasets.labels.names))
-        weights = per_class[datasets.train.labels]
-        log.info("class weights: %s", dict(zip(datasets.labels.names, np.round(per_class, 3).tolist())))
-    start = time.perf_counter()
-    tokenized = pipeline.tokenize_splits(
-        {name: (split.texts, split.labels, weights if name == "train" else None)
-         for name, split in datasets.splits().items()}, ctx.encoder.preprocessor,
-        pairs=({name: split.pairs for name, split in datasets.splits().items()}
-               if datasets.text_pair_column else None))
+        weights = splits.class_weights(datasets.train.labels, len(datasets.labels.names))
+        log.info("class weights: %s", dict(zip(datasets.labels.names, np.round(weights, 3).tolist())))
+    root = (storage.join(config.output.cache_dir, "tokens") if config.output.cache_dir
+            else ctx.paths.token_cache)
+    tokenized = cache.load_or_build(datasets, ctx.encoder.preprocessor, root,
+                                    config.data.max_seq_length, class_weights=weights,
+                                    log_every_seconds=config.runtime.log_every_seconds)
     limit = config.data.max_seq_length
     truncated = {name: int((t.lengths >= limit).sum()) for name, t in tokenized.items()}
-    log.info("tokenized %d texts in %.1fs; mean %.1f tokens, %s at the --max-seq-length limit",
-             sum(len(t) for t in tokenized.values()), time.perf_counter() - start,
-             tokenized["train"].lengths.mean(), truncated)
+    log.info("%d texts, mean %.1f tokens; at the --max-seq-length limit: %s",
+             sum(len(t) for t in tokenized.values()), tokenized["train"].lengths.mean(), truncated)
     ctx.inputs = _batching(config, ctx.runtime, tokenized, truncated)
 
 

@@ -1,0 +1,226 @@
+"""The token cache: every split tokenized once into block files on disk, then read as a stream.
+
+Texts never sit in memory whole: the files are read again chunk by chunk (the rows each split
+keeps were decided by `splits.load_datasets`), tokenized in one tf.data pipeline (one trace of
+the tokenizer, parallel calls), and written as blocks of `BLOCK_ROWS` consecutive rows. Training
+reads the blocks of a split in a seeded order, a few at a time, through a shuffle buffer, so
+memory and the dataset graph stay the same size for a thousand rows or ten million.
+
+A cache directory is named by a hash of everything its tokens depend on: the files (path, size,
+modification time), the rows and labels of each split, the columns, and the tokenizer's output
+on probe texts. Epochs, resumed runs and tuning trials on the same data and tokenizer find it
+and skip tokenizing; `meta.json`, written last, marks it complete.
+"""
+import dataclasses
+import hashlib
+import json
+import logging
+import time
+from typing import Dict, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from trainer import progress, storage
+from trainer.data import splits as splits_lib
+
+log = logging.getLogger("trainer")
+
+BLOCK_ROWS = 4096
+_TOKENIZE_BATCH = 1024
+_INTERLEAVED_BLOCKS = 16  # blocks read at once: a shuffle buffer draws from this many places
+_SHUFFLE_ROWS = 65_536
+_PROBES = ("The quick brown fox jumps over the lazy dog.", "Ünïcödé, emoji 🙂 and CAPS!", "")
+
+
+@dataclasses.dataclass
+class CachedSplit:
+    """One split's tokens on disk; lengths and labels (in block order) in memory."""
+    blocks: list  # block file paths, in row order
+    lengths: np.ndarray  # int32 [N]
+    labels: np.ndarray  # int32 [N], float32 [N] or [N, L]
+    class_weights: Optional[np.ndarray] = None  # per-class example weights, or None: all 1
+
+    def __len__(self):
+        return len(self.lengths)
+
+    @property
+    def real_tokens(self) -> int:
+        return int(self.lengths.sum())
+
+    def examples(self, seed=None, shard=(0, 1)) -> tf.data.Dataset:
+        """Rows as (features, label, weight), with ragged token ids: in order, or (with a seed)
+        blocks in a seeded order interleaved through a shuffle buffer. `shard` (index, count):
+        this worker's share, whole blocks when there are enough, else every count-th row."""
+        index, count = shard
+        by_block = len(self.blocks) >= count
+        files = tf.data.Dataset.from_tensor_slices(self.blocks[index::count] if by_block else self.blocks)
+        if seed is not None:
+            files = files.shuffle(max(1, len(self.blocks)), seed=seed)
+        read = files.map(self._read_block, num_parallel_calls=tf.data.AUTOTUNE)
+        rows = read.interleave(lambda *block: tf.data.Dataset.from_tensor_slices(block),
+                               cycle_length=1 if seed is None else _INTERLEAVED_BLOCKS)
+        if not by_block:
+            rows = rows.shard(count, index)
+        if seed is not None:
+            rows = rows.shuffle(min(max(1, len(self)), _SHUFFLE_ROWS), seed=seed)
+        return rows
+
+    def _read_block(self, path):
+        parts = tf.io.parse_tensor(tf.io.read_file(path), tf.string)
+        word_ids, type_ids, lengths = (tf.ensure_shape(tf.io.parse_tensor(parts[i], tf.int32), [None])
+                                       for i in range(3))
+        labels = tf.io.parse_tensor(parts[3], tf.as_dtype(self.labels.dtype))
+        labels = tf.ensure_shape(labels, [None, *self.labels.shape[1:]])
+        if self.class_weights is None:
+            weights = tf.ones(tf.shape(lengths), tf.float32)
+        else:
+            weights = tf.gather(tf.constant(self.class_weights, tf.float32), labels)
+        ragged = lambda flat: tf.RaggedTensor.from_row_lengths(flat, lengths)  # noqa: E731
+        return ({"input_word_ids": ragged(word_ids), "input_type_ids": ragged(type_ids),
+                 "length": lengths}, labels, weights)
+
+
+def tokenizer_fingerprint(preprocessor, pairs: bool) -> str:
+    """A hash of the tokenizer's output on fixed probes: equal tokenizers, equal caches."""
+    from trainer.data.pipeline import encode
+
+    probes = tf.constant(_PROBES)
+    features = encode(preprocessor, probes, probes if pairs else None)
+    digest = hashlib.sha256()
+    for name in sorted(features):
+        digest.update(np.asarray(features[name]).tobytes())
+    return digest.hexdigest()[:16]
+
+
+def cache_key(datasets, tokenizer: str, max_seq_length: int) -> str:
+    """A hash of what the tokens depend on (see the module docstring)."""
+    digest = hashlib.sha256(json.dumps({
+        "columns": datasets.text_columns(), "tokenizer": tokenizer, "length": max_seq_length,
+        "files": {name: _file_identity(split.spec) for name, split in datasets.splits().items()},
+    }, sort_keys=True).encode())
+    for name, split in datasets.splits().items():
+        digest.update(name.encode())
+        digest.update(np.ascontiguousarray(split.positions).tobytes())
+        digest.update(np.ascontiguousarray(split.labels).tobytes())
+    return digest.hexdigest()[:20]
+
+
+def _file_identity(spec: str) -> list:
+    stats = []
+    for path in storage.expand_paths(spec, "--training-file"):
+        stat = tf.io.gfile.stat(path)
+        stats.append([path, stat.length, stat.mtime_nsec])
+    return stats
+
+
+def load_or_build(datasets, preprocessor, root: str, max_seq_length: int,
+                  class_weights: Optional[np.ndarray] = None,
+                  log_every_seconds: float = 30.0) -> Dict[str, CachedSplit]:
+    """{split: CachedSplit} from `root`/<key>: found complete, else tokenized now."""
+    tokenizer = tokenizer_fingerprint(preprocessor, datasets.text_pair_column is not None)
+    directory = storage.join(root, cache_key(datasets, tokenizer, max_seq_length))
+    meta_path = storage.join(directory, "meta.json")
+    if storage.exists(meta_path):
+        meta = json.loads(storage.read_text(meta_path))
+        log.info("token cache: reusing %s", directory)
+    else:
+        if storage.exists(directory):
+            storage.remove(directory)  # a build that was interrupted
+        meta = _build(datasets, preprocessor, directory, log_every_seconds)
+        storage.write_text_atomic(meta_path, json.dumps(meta))
+    out = {}
+    for name, split in datasets.splits().items():
+        blocks = [storage.join(directory, f"{name}/{i:06d}.block") for i in range(meta[name]["blocks"])]
+        lengths = np.load(_local(storage.join(directory, f"{name}/lengths.npy")))
+        out[name] = CachedSplit(blocks, lengths, split.labels,
+                                class_weights if name == "train" else None)
+    return out
+
+
+def _local(path: str):
+    import io
+    return io.BytesIO(storage.read_bytes(path))
+
+
+def _build(datasets, preprocessor, directory: str, log_every_seconds: float) -> dict:
+    """Tokenizes every split into `directory`; returns meta.json's content."""
+    start, total = time.perf_counter(), sum(datasets.sizes().values())
+    meter, done = progress.Progress("tokenized", log_every_seconds, total=total), 0
+    writers = {name: _BlockWriter(storage.join(directory, name), split.labels)
+               for name, split in datasets.splits().items()}
+    for name, word_ids, type_ids, lengths in _tokenized_batches(datasets, preprocessor):
+        writers[name].add(word_ids, type_ids, lengths)
+        done += len(lengths)
+        meter.update(done)
+    meta = {name: writer.close() for name, writer in writers.items()}
+    log.info("token cache: %d rows tokenized into %s in %.1fs", total, directory,
+             time.perf_counter() - start)
+    return meta
+
+
+def _tokenized_batches(datasets, preprocessor):
+    """(split name, flat word ids, flat type ids, lengths) of every split's rows in order, from
+    one tf.data pipeline fed by a reader thread (the files are read once per distinct spec)."""
+    from trainer.data.pipeline import pack_tokens
+
+    names = list(datasets.splits())
+    pairs = datasets.text_pair_column is not None
+
+    def batches():
+        by_spec = {}
+        for name, split in datasets.splits().items():
+            by_spec.setdefault(split.spec, {})[name] = split.positions
+        for spec, positions in by_spec.items():
+            for name, chunk in splits_lib.selected_chunks(spec, positions):
+                texts = [str(t) for t in chunk[datasets.text_column]]
+                second = [str(t) for t in chunk[datasets.text_pair_column]] if pairs else texts[:0]
+                for i in range(0, len(texts), _TOKENIZE_BATCH):
+                    yield (names.index(name), texts[i:i + _TOKENIZE_BATCH],
+                           second[i:i + _TOKENIZE_BATCH])
+
+    strings = tf.TensorSpec([None], tf.string)
+    dataset = tf.data.Dataset.from_generator(
+        batches, output_signature=(tf.TensorSpec([], tf.int32), strings, strings))
+    tokens = dataset.map(
+        lambda split, texts, second: (split, *pack_tokens(preprocessor, texts,
+                                                          second if pairs else None)),
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(4)
+    # Within a split, rows come back in row order: the order of the labels kept in memory.
+    for split, word_ids, type_ids, lengths in tokens.as_numpy_iterator():
+        yield names[split], word_ids, type_ids, lengths
+
+
+class _BlockWriter:
+    """Collects one split's tokenized rows and writes them as block files."""
+
+    def __init__(self, directory: str, labels: np.ndarray):
+        self.directory, self.labels = directory, labels
+        self.pending, self.lengths, self.written = [], [], 0
+        storage.makedirs(directory)
+
+    def add(self, word_ids, type_ids, lengths):
+        self.pending.append((word_ids, type_ids, lengths))
+        self.lengths.append(lengths)
+        if sum(len(p[2]) for p in self.pending) >= BLOCK_ROWS:
+            self._flush()
+
+    def _flush(self):
+        word_ids, type_ids, lengths = (np.concatenate([p[i] for p in self.pending]) for i in range(3))
+        rows_done = sum(len(l) for l in self.lengths) - len(lengths)
+        labels = self.labels[rows_done:rows_done + len(lengths)]
+        parts = [tf.io.serialize_tensor(x) for x in (word_ids, type_ids, lengths, labels)]
+        block = storage.join(self.directory, f"{self.written:06d}.block")
+        storage.write_bytes_atomic(block, tf.io.serialize_tensor(tf.stack(parts)).numpy())
+        self.written += 1
+        self.pending = []
+
+    def close(self) -> dict:
+        if self.pending:
+            self._flush()
+        lengths = np.concatenate(self.lengths) if self.lengths else np.zeros([0], np.int32)
+        import io
+        buffer = io.BytesIO()
+        np.save(buffer, lengths.astype(np.int32))
+        storage.write_bytes_atomic(storage.join(self.directory, "lengths.npy"), buffer.getvalue())
+        return {"blocks": self.written, "rows": int(len(lengths)), "tokens": int(lengths.sum())}
