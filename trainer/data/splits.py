@@ -140,11 +140,16 @@ def _check_columns(frame, columns: Sequence[Optional[str]], label_columns: Seque
 
 def _encode(frame, label_columns: Sequence[str], spec: LabelSpec, split_name: str) -> np.ndarray:
     """Labels of every row, each distinct value encoded once (errors name its first row)."""
-    distinct = frame.drop_duplicates(subset=list(label_columns)).reset_index(drop=True)
+    import pandas as pd
+
+    group = np.zeros(len(frame), np.int64)
+    for column in label_columns:
+        codes, values = pd.factorize(frame[column], use_na_sentinel=False)
+        group = pd.factorize(group * (len(values) + 1) + codes)[0]  # in order of appearance
+    first_rows = np.unique(group, return_index=True)[1]
+    distinct = frame.iloc[first_rows].reset_index(drop=True)
     column = label_columns[0] if spec.kind != "columns" else None
-    encoded = labels_lib.encode_labels(distinct, column, spec, split_name)
-    group = frame.groupby(list(label_columns), sort=False, dropna=False, observed=True).ngroup()
-    return encoded[group.to_numpy()]
+    return labels_lib.encode_labels(distinct, column, spec, split_name)[group]
 
 
 def _empty_rows(frame, text_column: str, pair_column: Optional[str] = None):
@@ -256,6 +261,10 @@ def _label_spec(frame, column: str, d, task: str) -> LabelSpec:
 def _split(scan: _Scan, spec_: str, label_columns, spec: LabelSpec, name: str) -> Split:
     return Split(_encode(scan.labels, label_columns, spec, name), scan.source, spec_,
                  scan.positions, scan.rows_skipped)
+
+
+def _head(split: Split, rows: int) -> Split:
+    return _subset(split, np.arange(min(rows, len(split))))
 
 
 def class_weights(labels: np.ndarray, num_classes: int) -> np.ndarray:

@@ -223,6 +223,8 @@ class TrainingClock(tf_keras.callbacks.Callback):
         now = time.perf_counter()
         if self.first_step_seconds is None:
             self.first_step_seconds = now - self._last
+            log.info("first training step done in %.1fs (graph tracing included)",
+                     self.first_step_seconds)
         else:
             self.steady_seconds += now - self._last
             self.steady_steps += batch - self._last_batch  # > 1 with --steps-per-execution
