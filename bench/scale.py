@@ -65,7 +65,8 @@ def word_table(texts):
         lengths.append(len(ids))
     lengths = np.array(lengths, dtype=np.int64)
     starts = np.cumsum(lengths) - lengths
-    return np.array(flat, dtype=np.int64), starts, lengths, [w.replace('"', '""') for w in vocabulary]
+    words = np.array([w.replace('"', '""') for w in vocabulary], dtype=object)
+    return np.array(flat, dtype=np.int64), starts, lengths, words
 
 
 def row_hashes(flat_ids, starts, lengths):
@@ -83,9 +84,9 @@ def shuffled_rows(table, count, rng):
     picked = rng.integers(0, len(source_lengths), count)
     lengths = source_lengths[picked]
     starts = np.cumsum(lengths) - lengths
-    row_of_word = np.repeat(np.arange(count), lengths)
     gathered = flat[np.repeat(source_starts[picked] - starts, lengths) + np.arange(lengths.sum())]
-    order = np.lexsort((rng.random(len(gathered)), row_of_word))
+    # Row number plus a random fraction: sorting keeps rows in place and shuffles within each.
+    order = np.argsort(np.repeat(np.arange(count), lengths) + rng.random(len(gathered)))
     return picked, gathered[order], starts, lengths
 
 
@@ -107,7 +108,7 @@ def generate(texts, labels, rows, seed, chunk_rows=250_000, max_rounds=100):
             picked, row_words, row_starts, row_lengths = shuffled_rows(table, len(todo), rng)
             hashes = row_hashes(row_words, row_starts, row_lengths)
             fresh = _unseen(hashes, seen)
-            tokens = [words[w] for w in row_words.tolist()]
+            tokens = words[row_words].tolist()
             for k, a, n in zip(todo[fresh].tolist(), row_starts[fresh].tolist(), row_lengths[fresh].tolist()):
                 out[k] = " ".join(tokens[a:a + n])
             label_ids[todo[fresh]] = labels[picked[fresh]]
@@ -239,7 +240,7 @@ def stop(process, grace=30.0):
             continue
 
 
-def run_size(size, train_file, validation, work, steady_seconds, extra):
+def run_size(size, train_file, validation, work, args, extra):
     """One trainer job on `train_file`: first-step seconds, steady ex/s, peak RSS; then stopped."""
     job_dir = os.path.join(work, "jobs", size)
     shutil.rmtree(job_dir, ignore_errors=True)
@@ -257,10 +258,13 @@ def run_size(size, train_file, validation, work, steady_seconds, extra):
         reader = threading.Thread(target=_pump, args=(process.stdout, lines, copy), daemon=True)
         reader.start()
         try:
-            found = _watch(process, lines, start, steady_seconds)
+            found = _watch(process, lines, start, args.steady_seconds, args.max_seconds)
         finally:
             stop(process)
             reader.join(10)
+    if found["timed_out"]:
+        sys.exit(f"error: the {size} job had no steady window after --max-seconds "
+                 f"{args.max_seconds:.0f} (stdout {stdout_path})")
     if not found["window"] or found["batch"] is None:
         tail = "".join(read_lines_tail(stderr_path, 15))
         sys.exit(f"error: the {size} job exited with {process.returncode} before training "
@@ -276,10 +280,12 @@ def run_size(size, train_file, validation, work, steady_seconds, extra):
             "command": command}
 
 
-def _watch(process, lines, start, steady_seconds):
-    """Samples RSS and reads log lines until the steady window is full or the job ends."""
-    found = {"batch": None, "first": None, "window": [], "peak_rss": 0, "vmhwm_kib": 0}
-    while True:
+def _watch(process, lines, start, steady_seconds, max_seconds):
+    """Samples RSS and reads log lines until the steady window is full, the job ends or
+    `max_seconds` have passed."""
+    found = {"batch": None, "first": None, "window": [], "peak_rss": 0, "vmhwm_kib": 0,
+             "timed_out": False}
+    while time.monotonic() - start < max_seconds:
         found["peak_rss"] = max(found["peak_rss"], tree_rss(process.pid))
         found["vmhwm_kib"] = max(found["vmhwm_kib"], _status_kib(process.pid, "VmHWM"))
         deadline = time.monotonic() + SAMPLE_SECONDS
@@ -291,17 +297,25 @@ def _watch(process, lines, start, steady_seconds):
             if line is None:
                 process.wait()
                 return found
-            if found["batch"] is None and (m := BATCH.search(line)):
-                found["batch"] = int(m.group(1))
-            if m := PROGRESS.search(line):
-                step = (at, int(m.group(1)))
-                if found["first"] is None:
-                    found["first"] = step
-                    log(f"  first step after {at - start:.1f}s (progress line of step {step[1]})")
-                else:
-                    found["window"].append(step)
-                if found["window"] and at - found["window"][0][0] >= steady_seconds:
-                    return found
+            if _read(found, at, line, start, steady_seconds):
+                return found
+    found["timed_out"] = True
+    return found
+
+
+def _read(found, at, line, start, steady_seconds):
+    """Notes what a log line arriving at `at` tells; True once the steady window is full."""
+    if found["batch"] is None and (m := BATCH.search(line)):
+        found["batch"] = int(m.group(1))
+    if not (m := PROGRESS.search(line)):
+        return False
+    step = (at, int(m.group(1)))
+    if found["first"] is None:
+        found["first"] = step
+        log(f"  first step after {at - start:.1f}s (progress line of step {step[1]})")
+        return False
+    found["window"].append(step)
+    return at - found["window"][0][0] >= steady_seconds
 
 
 def read_lines_tail(path, count):
@@ -327,6 +341,8 @@ def main():
     parser.add_argument("--work", default="/tmp/vbt-scale", help="data files, job dirs, logs, results")
     parser.add_argument("--steady-seconds", type=float, default=120.0,
                         help="length of the throughput window, from the second progress line")
+    parser.add_argument("--max-seconds", type=float, default=3600.0,
+                        help="stop a job that has not filled its steady window by then (an error)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the word shuffling")
     parser.add_argument("trainer_flags", nargs=argparse.REMAINDER,
                         help="after --: more trainer.task flags, the same for every size")
@@ -337,13 +353,13 @@ def main():
     extra = [f for f in args.trainer_flags if f != "--"]
     work = os.path.abspath(args.work)
     validation, files = prepare_data(work, sizes, args.seed)
-    results = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+    results = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
+                           "load_average_at_start": os.getloadavg()},
                "started": datetime.datetime.now().isoformat(timespec="seconds"),
                "steady_seconds": args.steady_seconds, "trainer_flags": extra, "sizes": {}}
     for size in sizes:
         log(f"{size}: training on {files[size]}")
-        results["sizes"][size] = r = run_size(size, files[size], validation, work,
-                                              args.steady_seconds, extra)
+        results["sizes"][size] = r = run_size(size, files[size], validation, work, args, extra)
         log(f"  {r['steady_examples_per_second'] or 0:.1f} ex/s steady, peak RSS {r['peak_rss_gib']:.2f} GiB")
     base = results["sizes"].get("100k")
     rows = [[f"{r['rows']:,}", f"{r['file_mib']:.0f}", f"{r['first_step_seconds']:.1f}",
