@@ -93,7 +93,8 @@ def shuffled_rows(table, count, rng):
 def generate(texts, labels, rows, seed, chunk_rows=250_000, max_rounds=100):
     """Yields chunks of (texts, label ids): rows drawn uniformly from `texts` with their words
     shuffled, no two alike across all chunks (a row equal to an earlier one is drawn again,
-    from a new random source), each carrying its source's label."""
+    from a new random source), each carrying its source's label. Texts come CSV-escaped (quotes
+    doubled) for write_csv."""
     flat, starts, lengths, words = word_table(texts)
     keep = lengths > 0
     table = (flat, starts[keep], lengths[keep])
@@ -109,8 +110,9 @@ def generate(texts, labels, rows, seed, chunk_rows=250_000, max_rounds=100):
             hashes = row_hashes(row_words, row_starts, row_lengths)
             fresh = _unseen(hashes, seen)
             tokens = words[row_words].tolist()
-            for k, a, n in zip(todo[fresh].tolist(), row_starts[fresh].tolist(), row_lengths[fresh].tolist()):
-                out[k] = " ".join(tokens[a:a + n])
+            for k, at, n in zip(todo[fresh].tolist(), row_starts[fresh].tolist(),
+                                row_lengths[fresh].tolist()):
+                out[k] = " ".join(tokens[at:at + n])
             label_ids[todo[fresh]] = labels[picked[fresh]]
             seen = np.sort(np.concatenate([seen, np.sort(hashes[fresh])]), kind="stable")
             todo = todo[~fresh]
