@@ -13,6 +13,7 @@ and skip tokenizing; `meta.json`, written last, marks it complete.
 """
 import dataclasses
 import hashlib
+import io
 import json
 import logging
 import time
@@ -115,12 +116,15 @@ def _file_identity(spec: str) -> list:
 
 
 def load_or_build(datasets, preprocessor, root: str, max_seq_length: int,
-                  class_weights: Optional[np.ndarray] = None,
-                  log_every_seconds: float = 30.0) -> Dict[str, CachedSplit]:
-    """{split: CachedSplit} from `root`/<key>: found complete, else tokenized now."""
+                  class_weights: Optional[np.ndarray] = None, log_every_seconds: float = 30.0,
+                  build: bool = True, wait_seconds: float = 6 * 3600) -> Dict[str, CachedSplit]:
+    """{split: CachedSplit} from `root`/<key>: found complete, else tokenized now; with
+    `build` False (a worker other than the chief), waited for while the chief tokenizes."""
     tokenizer = tokenizer_fingerprint(preprocessor, datasets.text_pair_column is not None)
     directory = storage.join(root, cache_key(datasets, tokenizer, max_seq_length))
     meta_path = storage.join(directory, "meta.json")
+    if not build and not storage.exists(meta_path):
+        _wait_for(meta_path, wait_seconds)
     if storage.exists(meta_path):
         meta = json.loads(storage.read_text(meta_path))
         log.info("token cache: reusing %s", directory)
@@ -138,8 +142,19 @@ def load_or_build(datasets, preprocessor, root: str, max_seq_length: int,
     return out
 
 
+def _wait_for(meta_path: str, seconds: float) -> None:
+    from trainer.errors import UserError
+
+    log.info("token cache: waiting for the chief to write %s", meta_path)
+    deadline = time.monotonic() + seconds
+    while not storage.exists(meta_path):
+        if time.monotonic() > deadline:
+            raise UserError(f"token cache: {meta_path} did not appear within {seconds:.0f}s; the "
+                            f"chief writes it, so every worker needs the same job dir or --cache-dir")
+        time.sleep(1.0)
+
+
 def _local(path: str):
-    import io
     return io.BytesIO(storage.read_bytes(path))
 
 
@@ -192,35 +207,38 @@ def _tokenized_batches(datasets, preprocessor):
 
 
 class _BlockWriter:
-    """Collects one split's tokenized rows and writes them as block files."""
+    """Collects one split's tokenized rows and writes them as blocks of BLOCK_ROWS rows."""
 
     def __init__(self, directory: str, labels: np.ndarray):
         self.directory, self.labels = directory, labels
-        self.pending, self.lengths, self.written = [], [], 0
+        self.pending = [np.zeros([0], np.int32)] * 3  # word ids, type ids, lengths not yet written
+        self.lengths, self.rows_written, self.blocks = [], 0, 0
         storage.makedirs(directory)
 
     def add(self, word_ids, type_ids, lengths):
-        self.pending.append((word_ids, type_ids, lengths))
+        self.pending = [np.concatenate([old, new]) for old, new in
+                        zip(self.pending, (word_ids, type_ids, lengths))]
         self.lengths.append(lengths)
-        if sum(len(p[2]) for p in self.pending) >= BLOCK_ROWS:
-            self._flush()
+        while len(self.pending[2]) >= BLOCK_ROWS:
+            self._write(BLOCK_ROWS)
 
-    def _flush(self):
-        word_ids, type_ids, lengths = (np.concatenate([p[i] for p in self.pending]) for i in range(3))
-        rows_done = sum(len(l) for l in self.lengths) - len(lengths)
-        labels = self.labels[rows_done:rows_done + len(lengths)]
-        parts = [tf.io.serialize_tensor(x) for x in (word_ids, type_ids, lengths, labels)]
-        block = storage.join(self.directory, f"{self.written:06d}.block")
+    def _write(self, rows: int):
+        word_ids, type_ids, lengths = self.pending
+        tokens = int(lengths[:rows].sum())
+        labels = self.labels[self.rows_written:self.rows_written + rows]
+        parts = [tf.io.serialize_tensor(x) for x in
+                 (word_ids[:tokens], type_ids[:tokens], lengths[:rows], labels)]
+        block = storage.join(self.directory, f"{self.blocks:06d}.block")
         storage.write_bytes_atomic(block, tf.io.serialize_tensor(tf.stack(parts)).numpy())
-        self.written += 1
-        self.pending = []
+        self.pending = [word_ids[tokens:], type_ids[tokens:], lengths[rows:]]
+        self.rows_written += rows
+        self.blocks += 1
 
     def close(self) -> dict:
-        if self.pending:
-            self._flush()
+        if len(self.pending[2]):
+            self._write(len(self.pending[2]))
         lengths = np.concatenate(self.lengths) if self.lengths else np.zeros([0], np.int32)
-        import io
         buffer = io.BytesIO()
         np.save(buffer, lengths.astype(np.int32))
         storage.write_bytes_atomic(storage.join(self.directory, "lengths.npy"), buffer.getvalue())
-        return {"blocks": self.written, "rows": int(len(lengths)), "tokens": int(lengths.sum())}
+        return {"blocks": self.blocks, "rows": int(len(lengths)), "tokens": int(lengths.sum())}

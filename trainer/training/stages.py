@@ -149,7 +149,8 @@ def tokenize(ctx: RunContext) -> None:
             else ctx.paths.token_cache)
     tokenized = cache.load_or_build(datasets, ctx.encoder.preprocessor, root,
                                     config.data.max_seq_length, class_weights=weights,
-                                    log_every_seconds=config.runtime.log_every_seconds)
+                                    log_every_seconds=config.runtime.log_every_seconds,
+                                    build=ctx.is_chief)
     limit = config.data.max_seq_length
     truncated = {name: int((t.lengths >= limit).sum()) for name, t in tokenized.items()}
     log.info("%d texts, mean %.1f tokens; at the --max-seq-length limit: %s",
