@@ -65,3 +65,16 @@ def test_shuffled_epochs_differ_but_repeat_for_the_same_seed(tmp_path, preproces
     assert rows_of(train.examples(seed=1)) == rows_of(train.examples(seed=1))
     assert rows_of(train.examples(seed=1)) != rows_of(train.examples(seed=2))
     assert sorted(rows_of(train.examples(seed=1))) == sorted(rows_of(train.examples()))
+
+
+def test_some_rows_are_read_alone_in_order(tmp_path, preprocessor, monkeypatch):
+    from trainer.data import pipeline
+
+    monkeypatch.setattr(cache, "BLOCK_ROWS", 8)
+    train = cache.load_or_build(datasets_of(tmp_path), preprocessor, str(tmp_path / "c"), 16)["train"]
+    picked = train.take([0, 9, 10, 39])
+    whole = rows_of(train.examples())
+    assert rows_of(picked.examples()) == [whole[i] for i in (0, 9, 10, 39)]
+    batching = pipeline.Batching(3, pipeline.padded_lengths(16), bucket=True)
+    batches = list(pipeline.evaluation_dataset(picked, batching))
+    assert sum(len(labels) for _, labels, _ in batches) == 4

@@ -199,8 +199,10 @@ class OutputConfig:
     tensorboard_dir: Optional[str] = _flag(
         None, "TensorBoard logs. Default: $AIP_TENSORBOARD_LOG_DIR, else JOB_DIR/tensorboard.")
     cache_dir: Optional[str] = _flag(
-        None, "Cache for converted pretrained encoders. Default: $VBT_CACHE_DIR, else "
-              "~/.cache/vertex-bert-trainer.")
+        None, "Cache for converted pretrained encoders and, under tokens/, tokenized data "
+              "(reused by resumed runs and by tuning trials with the same data and tokenizer). "
+              "Default: encoders in $VBT_CACHE_DIR, else ~/.cache/vertex-bert-trainer; tokens "
+              "in JOB_DIR/cache.")
     overwrite: bool = _flag(
         False, "Replace a finished run in --job-dir instead of stopping. An unfinished run is "
                "always resumed from its last checkpoint.")

@@ -67,6 +67,10 @@ class CachedSplit:
             rows = rows.shuffle(min(max(1, len(self)), _SHUFFLE_ROWS), seed=seed)
         return rows
 
+    def take(self, rows: np.ndarray) -> "CachedRows":
+        """Some rows of the split (ascending indices), e.g. a sample to evaluate."""
+        return CachedRows(self, np.asarray(rows, np.int64))
+
     def _read_block(self, path):
         parts = tf.io.parse_tensor(tf.io.read_file(path), tf.string)
         word_ids, type_ids, lengths = (tf.ensure_shape(tf.io.parse_tensor(parts[i], tf.int32), [None])
@@ -80,6 +84,29 @@ class CachedSplit:
         ragged = lambda flat: tf.RaggedTensor.from_row_lengths(flat, lengths)  # noqa: E731
         return ({"input_word_ids": ragged(word_ids), "input_type_ids": ragged(type_ids),
                  "length": lengths}, labels, weights)
+
+
+@dataclasses.dataclass
+class CachedRows:
+    """Rows `rows` of a CachedSplit, read by filtering its stream (their blocks are scattered)."""
+    split: CachedSplit
+    rows: np.ndarray  # int64, ascending
+
+    def __len__(self):
+        return len(self.rows)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self.split.lengths[self.rows]
+
+    def examples(self, seed=None, shard=(0, 1)) -> tf.data.Dataset:
+        wanted = tf.constant(self.rows)
+        last = len(self.rows) - 1
+
+        def chosen(index, _):
+            position = tf.minimum(tf.searchsorted(wanted, tf.reshape(index, [1]))[0], last)
+            return tf.gather(wanted, position) == index
+        return self.split.examples().enumerate().filter(chosen).map(lambda _, row: row)
 
 
 def tokenizer_fingerprint(preprocessor, pairs: bool) -> str:

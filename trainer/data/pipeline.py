@@ -180,6 +180,8 @@ def _pad_batch(lengths: tuple, static_batch: Optional[int] = None):
 
 
 def _batched(examples: tf.data.Dataset, batching: Batching) -> tf.data.Dataset:
+    # ragged_batch: rows of token ids are ragged whether they come from a RaggedTensor's slices
+    # or, after a map, as tensors of different lengths.
     if batching.bucket:
         # Dataset.bucket_by_sequence_length pads dense rows; grouping by hand keeps rows ragged
         # until _pad_batch knows the batch's target length.
@@ -190,12 +192,12 @@ def _batched(examples: tf.data.Dataset, batching: Batching) -> tf.data.Dataset:
 
         batched = examples.group_by_window(
             key_func=bucket_of,
-            reduce_func=lambda _, rows: rows.batch(batching.batch_size,
+            reduce_func=lambda _, rows: rows.ragged_batch(batching.batch_size,
                                                    drop_remainder=batching.drop_remainder),
             window_size=batching.batch_size)
         return batched.map(_pad_batch(batching.lengths), num_parallel_calls=tf.data.AUTOTUNE)
     static_batch = batching.batch_size if batching.drop_remainder else None
-    return (examples.batch(batching.batch_size, drop_remainder=batching.drop_remainder)
+    return (examples.ragged_batch(batching.batch_size, drop_remainder=batching.drop_remainder)
             .map(_pad_batch(batching.lengths[-1:], static_batch), num_parallel_calls=tf.data.AUTOTUNE))
 
 
