@@ -62,6 +62,7 @@ class MultiLabelTask(Task):
     name = "multi-label"
     train_metric = "label_accuracy"
     summary_metrics = ("micro_f1", "macro_f1", "subset_accuracy")
+    loss_name = "binary cross-entropy"
 
     def __init__(self):
         self.thresholds = None  # per label; 0.5 until fitted on validation
