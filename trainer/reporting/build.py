@@ -98,7 +98,7 @@ def _multilabel_figures(metrics: dict, predictions, calibration) -> list:
     return [("per_label.png", "Per-label precision, recall and F1",
              figures.per_class_scores(per_label, metrics["labels"], what="label"),
              "Each label is chosen when its probability reaches its own threshold, picked on "
-             "validation (table below).")]
+             "validation (the tables above).")]
 
 
 _TASK_FIGURES = {"classification": _classification_figures, "regression": _regression_figures,

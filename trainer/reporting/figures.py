@@ -117,7 +117,8 @@ def predicted_vs_true(by_split: Mapping[str, tuple]) -> bytes:
         ax.plot([low - margin, high + margin], [low - margin, high + margin], "--", color="gray",
                 label="y = x (exact)")
         ax.set(title=f"{split}: predicted against true", xlabel="true score", ylabel="predicted score",
-               xlim=(low - margin, high + margin), ylim=(low - margin, high + margin), aspect="equal")
+               xlim=(low - margin, high + margin), ylim=(low - margin, high + margin))
+        ax.set_box_aspect(1)  # equal limits in a square box: one unit is as long on both axes
         ax.grid(alpha=0.3)
         ax.legend(loc="upper left", fontsize="small")
     return _png(figure)
