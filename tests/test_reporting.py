@@ -319,7 +319,7 @@ def test_a_multilabel_model_card_lists_each_labels_threshold_and_scores():
     metrics = {**multilabel_run_metrics(), "text_pair_column": "sentence2"}
     card = model_card.render(metrics, Config(), None, "model")
     for expected in ('2 labels: "movie", "sports"', "| sports | 0.30 | 0.5000 | 0.2500 | 0.3333 | 4 |",
-                     "Micro-F1 0.7712", "| test | the sample posts shipped in the package (trainer/data/sample_data) | 33 | 12 | 4 |",
+                     "Micro-F1 0.7712", "(trainer/data/sample_data) | 33 | 12 | 4 |",
                      "text_pair=tf.constant(", "text pair column `sentence2`", "`predicted_labels`"):
         assert expected in card, expected
     assert "Calibration" not in card

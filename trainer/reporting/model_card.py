@@ -62,7 +62,8 @@ def render(metrics: dict, config: Config, calibration: Optional[dict], model_dir
     device = metrics.get("device", {})
     return _TEMPLATES.get_template("model_card.md.j2").render(
         title=f"{html.title(metrics)} ({config.model.encoder})", task=task,
-        pair=metrics.get("text_pair_column"), labels=labels, versions=metrics.get("versions", {}), encoder=config.model.encoder,
+        pair=metrics.get("text_pair_column"), labels=labels, versions=metrics.get("versions", {}),
+        encoder=config.model.encoder,
         encoder_source=device.get("encoder_source", config.model.encoder),
         encoder_backend=device.get("encoder_backend", config.model.encoder_backend),
         pooling=metrics["hyperparameters"]["pooling"], languages=_languages(config.model.encoder),

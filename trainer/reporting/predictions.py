@@ -51,7 +51,8 @@ def load_model(model_dir: str):
 
 def _check_names(names, label_names, model_dir: str) -> None:
     if list(names) != list(label_names):
-        raise UserError(f"{model_dir}: the model's labels {list(names)} are not the run's {list(label_names)}")
+        raise UserError(f"{model_dir}: the model's labels {list(names)} are not the run's "
+                        f"{list(label_names)}")
 
 
 def _predict(task: str, serve, split, batch_size: int, temperature: float, label_names,
@@ -75,7 +76,8 @@ def _predict(task: str, serve, split, batch_size: int, temperature: float, label
                             logits_from_probabilities(probabilities, temperature), pairs=split.pairs)
 
 
-def recompute(config, model_dir: str, label_names, task: str = "classification") -> Dict[str, SplitPredictions]:
+def recompute(config, model_dir: str, label_names,
+              task: str = "classification") -> Dict[str, SplitPredictions]:
     """{"validation": ..., "test": ...} (test when the run had one) from the exported model."""
     from trainer.data.splits import load_datasets
     from trainer.serving import export
