@@ -200,3 +200,57 @@ def test_multiworker_export_serves_raw_strings(runs):
     probabilities = serve(runs["root"] / "multiworker" / "model", runs["data"])
     assert probabilities.shape == (30, 3)
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
+
+
+
+# --- the other tasks (regression, multi-label, sentence pairs) under MirroredStrategy ------------
+
+def task_data(root, task):
+    """91 training rows of the task's own tiny data (a last batch of 3: split 2+1 over replicas)."""
+    from test_multilabel import topic_rows
+    from test_pairs import HEADER as PAIR_HEADER, pair_rows
+    from test_regression import scored_rows
+    rows, header = {"regression": (scored_rows, ("sentence", "score")),
+                    "multi-label": (topic_rows, ("text", "labels")),
+                    "pairs": (pair_rows, PAIR_HEADER)}[task]
+    return {name: write_csv(root / f"{name}.csv", rows(count, seed), header)
+            for name, count, seed in (("train", 91, 1), ("validation", 30, 2), ("test", 30, 3))}
+
+
+@pytest.fixture(scope="module", params=["regression", "multi-label", "pairs"])
+def task_runs(setup, request):
+    """One device and two mirrored replicas side by side, two epochs of one task."""
+    base, encoder, _ = setup
+    task, root = request.param, base / request.param
+    root.mkdir()
+    data = task_data(root, task)
+    flags = [] if task == "pairs" else ["--task", task]
+    arguments = {name: [*args(encoder, data, root / name), "--epochs", "2", *flags]
+                 for name in ("single", "mirrored")}
+    processes = {"single": start(base, arguments["single"]),
+                 "mirrored": start(base, arguments["mirrored"] + ["--distribution", "mirrored"],
+                                   LOGICAL_CPUS="2")}
+    try:
+        outputs = {name: process.communicate(timeout=300)[0] for name, process in processes.items()}
+    finally:
+        for process in processes.values():
+            process.kill()
+    for name, process in processes.items():
+        assert process.returncode == 0, f"{task} {name}:\n{outputs[name][-3000:]}"
+    return task, {name: json.loads((root / name / "metrics.json").read_text()) for name in processes}
+
+
+def test_every_task_trains_on_two_mirrored_replicas_like_one_device(task_runs):
+    from trainer import tasks
+    task, metrics = task_runs
+    mirrored, single = metrics["mirrored"], metrics["single"]
+    assert (mirrored["device"]["strategy"], mirrored["device"]["replicas"]) == ("mirrored", 2)
+    keys = ("loss", *tasks.by_name(mirrored["task"]).summary_metrics)
+    for split in ("train", "validation", "test"):
+        assert mirrored[split]["examples"] == single[split]["examples"] == mirrored["dataset_sizes"][split]
+        for key in keys:
+            assert mirrored[split][key] == pytest.approx(single[split][key], rel=1e-4, abs=1e-6), \
+                (split, key)
+        if task == "multi-label":
+            assert mirrored[split]["thresholds"] == single[split]["thresholds"], split
+    assert mirrored["best_epoch"] == single["best_epoch"]

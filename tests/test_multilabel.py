@@ -71,6 +71,45 @@ def test_each_label_gets_the_threshold_with_the_best_validation_f1():
     assert list(choose_thresholds(probabilities, labels)) == [0.25, 0.65]
 
 
+def training_frame(cells):
+    import pandas as pd
+    return pd.DataFrame({"labels": cells, "_file": "train.csv", "_row": range(2, len(cells) + 2)})
+
+
+def targets_of(cells, names):
+    return np.array([[name in cell.split("|") for name in names] for cell in cells], np.float32)
+
+
+def test_a_label_on_fewer_rows_than_min_examples_per_class_is_named_with_its_rows_and_count():
+    from trainer.errors import UserError
+    from trainer.tasks.multilabel import check_label_sizes
+    names = ["movie", "positive", "postive"]
+    cells = ["movie|positive"] * 6 + ["postive", "movie|postive", ""]
+    with pytest.raises(UserError) as error:
+        check_label_sizes(training_frame(cells), "labels", targets_of(cells, names), names, 5)
+    assert str(error.value) == (
+        "train.csv: label 'postive' (rows 8, 9), column 'labels': on 2 of 9 training rows, fewer "
+        "than --min-examples-per-class 5. Did you mean 'positive'? Fix the labels, add examples, "
+        "or lower the flag to keep so rare a label")
+
+
+def test_a_label_column_without_enough_ones_is_named_and_counted():
+    from trainer.errors import UserError
+    from trainer.tasks.multilabel import check_label_sizes
+    targets = np.array([[1, 0]] * 7, np.float32)
+    with pytest.raises(UserError) as error:
+        check_label_sizes(training_frame([""] * 7), None, targets, ["sports", "politics"], 3)
+    assert str(error.value).startswith(
+        "train.csv: label 'politics', column 'politics': on 0 of 7 training rows, fewer than "
+        "--min-examples-per-class 3. Fix the labels")
+
+
+def test_labels_with_enough_rows_pass_the_check():
+    from trainer.tasks.multilabel import check_label_sizes
+    cells = ["a|b", "a", "b", "a|b"]
+    check_label_sizes(training_frame(cells), "labels", targets_of(cells, ["a", "b"]), ["a", "b"], 3)
+
+
 # --- a run through the CLI -----------------------------------------------------------------------
 
 def test_metrics_json_holds_f1s_subset_accuracy_and_per_label_scores(trained):
@@ -127,6 +166,37 @@ def test_predict_writes_predicted_labels_and_a_probability_per_label(trained, da
         above = [n for n in ("movie", "negative", "positive")
                  if float(row[f"probability_{n}"]) >= thresholds[n]]
         assert row["predicted_labels"] == "|".join(above)
+
+
+def test_the_run_reports_each_labels_scores_and_threshold(trained):
+    from matplotlib import image as mpimg
+    metrics = metrics_of(trained)
+    for figure in ("learning_curves.png", "per_label.png"):
+        assert mpimg.imread(trained / "report" / figure)[..., :3].std() > 0.05, figure
+    page = (trained / "report.html").read_text()
+    test = metrics["test"]
+    assert f'<td class="num">{test["micro_f1"]:.4f}</td>' in page and "Calibration" not in page
+    for name, scores in test["per_label"].items():
+        assert (f'<tr><td>{name}</td><td class="num">{test["thresholds"][name]:.2f}</td>'
+                f'<td class="num">{scores["precision"]:.4f}</td>') in page, name
+    assert f"Micro-F1 {test['micro_f1']:.4f}" in (trained / "MODEL_CARD.md").read_text()
+
+
+def test_the_report_command_lists_the_highest_loss_examples_first(trained, data):
+    from trainer.serving import export, predict
+    result = run_cli("--job-dir", trained, "--report-errors", "5", module="trainer.report")
+    assert result.returncode == 0, result.stdout + result.stderr
+    listed = [r for r in read_csv(trained / "errors.csv") if r["split"] == "test"]
+    rows = read_csv(data["test"])
+    probabilities, names, _, _ = predict.predict_label_sets(export.load(str(trained / "model")),
+                                                            [r["text"] for r in rows], 8)
+    truth = np.array([[name in r["labels"].split("|") for name in names] for r in rows], np.float64)
+    p = probabilities.astype(np.float64)
+    losses = -np.mean(truth * np.log(p) + (1 - truth) * np.log(1 - p), axis=1)
+    np.testing.assert_allclose([float(r["loss"]) for r in listed], np.sort(losses)[::-1][:5],
+                               rtol=1e-4, atol=1e-6)
+    given = {(r["text"], r["labels"]) for r in rows}
+    assert all((r["text"], r["true_labels"]) in given for r in listed)
 
 
 # --- bad input -----------------------------------------------------------------------------------

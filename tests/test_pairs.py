@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import labelled_rows, read_csv, write_csv
+from conftest import labelled_rows, metrics_of, read_csv, write_csv
+from test_resume import kill_after_second_epoch
 from test_task import run_cli
 
 HEADER = ("sentence1", "sentence2", "label")
@@ -170,6 +171,27 @@ def test_an_unknown_pair_column_names_the_flag(tiny_encoder_dir, data, tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith(
         "error: --text-pair-column: column 'second' is not in")
+
+
+def test_errors_csv_lists_both_texts_of_each_pair(trained, data):
+    listed = read_csv(trained / "errors.csv")
+    assert list(listed[0])[-2:] == ["text", "text_pair"]
+    given = {(r["sentence1"], r["sentence2"], r["label"]) for name in ("validation", "test")
+             for r in read_csv(data[name])}
+    assert all((r["text"], r["text_pair"], r["true_label"]) in given for r in listed)
+
+
+def test_a_run_killed_after_its_second_epoch_resumes_and_ends_like_an_uninterrupted_one(
+        trained, tiny_encoder_dir, data, tmp_path):
+    job_dir = tmp_path / "killed"
+    kill_after_second_epoch(args(tiny_encoder_dir, data, job_dir), job_dir)
+    assert not (job_dir / "metrics.json").exists()
+    rerun = run_cli(*args(tiny_encoder_dir, data, job_dir))
+    assert rerun.returncode == 0, rerun.stderr
+    assert "resumed after epoch 2" in rerun.stdout
+    resumed, uninterrupted = metrics_of(job_dir)["test"], metrics_of(trained)["test"]
+    assert resumed["loss"] == pytest.approx(uninterrupted["loss"], rel=1e-5)
+    assert resumed["confusion_matrix"] == uninterrupted["confusion_matrix"]
 
 
 # --- the online server ---------------------------------------------------------------------------

@@ -212,12 +212,32 @@ def test_a_bfloat16_dry_run_on_the_static_shape_path_checks_the_whole_job(tiny_e
     assert metrics_of(tmp_path / "job")["epochs_completed"] == 1
 
 
-def test_the_report_command_says_it_covers_classification_runs(trained):
-    result = run_cli("--job-dir", trained["job_dir"], module="trainer.report")
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1] == (
-        f"error: --job-dir: {trained['job_dir']} holds a regression run; the report covers "
-        f"classification runs (its metrics.json and eval_history.csv hold the rest)")
+def test_the_run_reports_predicted_against_true_residuals_and_correlations(trained):
+    from matplotlib import image as mpimg
+    job_dir, test = trained["job_dir"], metrics_of(trained["job_dir"])["test"]
+    for figure in ("learning_curves.png", "predicted_vs_true.png", "residuals.png"):
+        assert mpimg.imread(job_dir / "report" / figure)[..., :3].std() > 0.05, figure
+    page = (job_dir / "report.html").read_text()
+    for key in ("spearman", "pearson", "mse", "mae"):
+        assert f'<td class="num">{test[key]:.4f}</td>' in page, key
+    assert "Calibration" not in page
+    assert f"Spearman {test['spearman']:.4f}" in (job_dir / "MODEL_CARD.md").read_text()
+
+
+def test_the_report_command_lists_the_largest_absolute_errors_first(trained, data):
+    from trainer.serving import export, predict
+    result = run_cli("--job-dir", trained["job_dir"], "--report-errors", "5", module="trainer.report")
+    assert result.returncode == 0, result.stdout + result.stderr
+    listed = [r for r in read_csv(trained["job_dir"] / "errors.csv") if r["split"] == "test"]
+    rows = read_csv(data["test"])
+    scores = predict.predict_scores(export.load(str(trained["job_dir"] / "model")),
+                                    [r["sentence"] for r in rows], 8)
+    errors = np.abs(scores - np.array([float(r["score"]) for r in rows]))
+    assert [r["rank"] for r in listed] == ["1", "2", "3", "4", "5"]
+    np.testing.assert_allclose([float(r["absolute_error"]) for r in listed], np.sort(errors)[::-1][:5],
+                               rtol=1e-4, atol=1e-5)
+    given = {(r["sentence"], float(r["score"])) for r in rows}
+    assert all((r["text"], round(float(r["true_score"]), 3)) in given for r in listed)
 
 
 def test_the_server_answers_a_score_per_instance_as_predict_does(trained, tmp_path):

@@ -3,6 +3,7 @@ HTML. (tests/test_report.py runs the whole report on a trained run.)"""
 import io
 
 import numpy as np
+import pandas as pd
 import pytest
 from matplotlib import image as mpimg
 
@@ -114,6 +115,43 @@ def test_zero_errors_requested_gives_a_header_only_file():
     assert errors.to_csv(frame).strip() == ",".join(errors.COLUMNS)
 
 
+def test_regression_errors_are_the_largest_absolute_errors_of_each_split():
+    true = np.array([1.0, 2.0, 3.0, 4.0])
+    p = SplitPredictions(np.array(["a", "b", "c", "d"], dtype=object), true, None, None,
+                         scores=np.array([1.5, 0.5, 3.0, 5.5], np.float32))
+    frame = errors.worst_examples({"test": p}, [], per_split=3, task="regression")
+    assert list(frame.columns) == errors.COLUMNS_BY_TASK["regression"]
+    # |errors| 0.5 1.5 0 1.5: the tie keeps the data's order
+    assert list(frame["text"]) == ["b", "d", "a"]
+    np.testing.assert_allclose(frame["absolute_error"], [1.5, 1.5, 0.5])
+    np.testing.assert_allclose(frame["predicted_score"], [0.5, 5.5, 1.5])
+    np.testing.assert_allclose(frame["true_score"], [2.0, 4.0, 1.0])
+
+
+def test_multilabel_errors_rank_rows_by_their_mean_binary_cross_entropy():
+    labels = np.array([[1, 0], [0, 1], [1, 1]])
+    probabilities = np.array([[0.9, 0.2], [0.6, 0.3], [0.5, 0.5]], np.float32)
+    p = SplitPredictions(np.array(["x", "y", "z"], dtype=object), labels, probabilities, None,
+                         predicted=np.array([[1, 0], [1, 0], [1, 1]]))
+    frame = errors.worst_examples({"validation": p}, ["sports", "politics"], per_split=3,
+                                  task="multi-label")
+    assert list(frame.columns) == errors.COLUMNS_BY_TASK["multi-label"]
+    expected = {"x": -(np.log(0.9) + np.log(0.8)) / 2, "y": -(np.log(0.4) + np.log(0.3)) / 2,
+                "z": -np.log(0.5)}
+    assert list(frame["text"]) == ["y", "z", "x"]
+    np.testing.assert_allclose(frame["loss"], [expected[t] for t in frame["text"]], rtol=1e-6)
+    assert list(frame["true_labels"]) == ["politics", "sports|politics", "sports"]
+    assert list(frame["predicted_labels"]) == ["sports", "sports|politics", "sports"]
+
+
+def test_a_pair_runs_errors_carry_the_second_text():
+    p = predictions_with_known_losses()
+    p.pairs = np.array([f"pair {i}" for i in range(5)], dtype=object)
+    frame = errors.worst_examples({"test": p}, LABELS, per_split=2)
+    assert list(frame.columns) == errors.COLUMNS + ["text_pair"]
+    assert list(frame["text_pair"]) == ["pair 1", "pair 4"]
+
+
 def assert_non_blank_png(png: bytes, min_width=400):
     pixels = mpimg.imread(io.BytesIO(png), format="png")
     assert pixels.shape[1] >= min_width
@@ -142,6 +180,20 @@ def test_reliability_figure_is_a_non_blank_png():
     png = figures.reliability_diagram(calibration.softmax(logits), calibration.softmax(logits, 2.0),
                                       labels, "test", 2.0)
     assert_non_blank_png(png)
+
+
+def test_predicted_against_true_figure_is_a_non_blank_png():
+    rng = np.random.default_rng(0)
+    true = rng.uniform(0, 5, 40)
+    by_split = {"validation": (true, true + rng.normal(0, 0.5, 40)), "test": (true, true * 0.8)}
+    assert_non_blank_png(figures.predicted_vs_true(by_split))
+
+
+def test_residual_figure_is_a_non_blank_png():
+    rng = np.random.default_rng(1)
+    true = rng.uniform(0, 5, 40)
+    assert_non_blank_png(figures.residual_histograms({"test": (true, true + rng.normal(0, 0.5, 40))}),
+                         min_width=300)
 
 
 def run_metrics(with_calibration=True):
@@ -208,3 +260,66 @@ def test_report_html_inlines_every_figure_and_escapes_texts():
     assert page.count("<img ") == 1 and 'src="data:image/png;base64,' in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in page and "<script>" not in page
     assert "http://" not in page and "https://" not in page
+
+
+def regression_run_metrics():
+    split = {"examples": 30, "loss": 0.21, "pearson": 0.9123, "spearman": 0.8765, "mse": 0.3456,
+             "mae": 0.4321}
+    return {**run_metrics(with_calibration=False), "task": "regression", "calibration": None,
+            "labels": [], "label_kind": "number", "label_column": "score",
+            "train": split, "validation": split, "test": split}
+
+
+def multilabel_run_metrics():
+    per_label = {"movie": {"precision": 0.9, "recall": 0.8, "f1": 0.85, "support": 12},
+                 "sports": {"precision": 0.5, "recall": 0.25, "f1": 0.3333, "support": 4}}
+    split = {"examples": 30, "loss": 0.3, "micro_f1": 0.7712, "macro_f1": 0.6543,
+             "subset_accuracy": 0.5432, "per_label": per_label,
+             "thresholds": {"movie": 0.45, "sports": 0.3}}
+    return {**run_metrics(with_calibration=False), "task": "multi-label", "calibration": None,
+            "labels": ["movie", "sports"], "label_kind": "names", "label_column": "labels",
+            "train": split, "validation": split, "test": split}
+
+
+def render_page(metrics, frame):
+    return html.render("job", metrics, "val_spearman", [], None, frame, 1)
+
+
+def test_a_regression_report_tables_correlations_and_errors_per_split_without_calibration():
+    frame = errors.worst_examples({"test": SplitPredictions(
+        np.array(["so good"], dtype=object), np.array([4.0]), None, None, scores=np.array([2.5]))},
+        [], 1, task="regression")
+    page = render_page(regression_run_metrics(), frame)
+    assert "<title>Report: score regressor: minilm-l6-h384-uncased</title>" in page
+    for header in ("spearman", "pearson", "MSE", "MAE"):
+        assert f"<th>{header}</th>" in page
+    assert page.count('<td class="num">0.8765</td>') == 3  # spearman of train, validation, test
+    assert "Calibration" not in page and "largest absolute error" in page
+    assert "<th>absolute error</th>" in page and '<td class="num">1.5</td>' in page
+
+
+def test_a_multilabel_report_tables_each_labels_scores_and_threshold():
+    page = render_page(multilabel_run_metrics(), pd.DataFrame(columns=errors.COLUMNS_BY_TASK["multi-label"]))
+    assert "<th>micro-F1</th>" in page and '<td class="num">0.5432</td>' in page
+    assert "Per-label scores: validation" in page and "Per-label scores: test" in page
+    assert ('<tr><td>sports</td><td class="num">0.30</td><td class="num">0.5000</td>\n'
+            '<td class="num">0.2500</td><td class="num">0.3333</td><td class="num">4</td></tr>') in page
+    assert "Calibration" not in page
+
+
+def test_a_regression_model_card_gives_correlations_and_how_to_get_scores():
+    card = model_card.render(regression_run_metrics(), Config(), None, "model")
+    for expected in ("Predicts a score for a text", "`score` column", "Spearman 0.8765",
+                     "MAE 0.4321", 'out["score"]', "`predicted_score`", "| test | the sample posts"):
+        assert expected in card, expected
+    assert "Calibration" not in card and "class" not in card.split("## Training")[0]
+
+
+def test_a_multilabel_model_card_lists_each_labels_threshold_and_scores():
+    metrics = {**multilabel_run_metrics(), "text_pair_column": "sentence2"}
+    card = model_card.render(metrics, Config(), None, "model")
+    for expected in ('2 labels: "movie", "sports"', "| sports | 0.30 | 0.5000 | 0.2500 | 0.3333 | 4 |",
+                     "Micro-F1 0.7712", "(trainer/data/sample_data) | 33 | 12 | 4 |",
+                     "text_pair=tf.constant(", "text pair column `sentence2`", "`predicted_labels`"):
+        assert expected in card, expected
+    assert "Calibration" not in card

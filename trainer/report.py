@@ -1,5 +1,5 @@
 """`python -m trainer.report --job-dir DIR`: (re)build report.html, report/*.png, errors.csv and
-MODEL_CARD.md for a finished run, local or gs://, without retraining."""
+MODEL_CARD.md for a finished run of any task, local or gs://, without retraining."""
 import argparse
 import sys
 
@@ -14,8 +14,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
                     "run (local or gs://) without retraining.")
     parser.add_argument("--job-dir", required=True, help="A finished run's --job-dir (local or gs://).")
     parser.add_argument("--report-errors", type=int, default=None, metavar="N",
-                        help="Highest-loss examples listed per split. Default: the run's own "
-                             "--report-errors (50 unless it was set).")
+                        help="Worst examples listed per split: highest loss (regression: largest "
+                             "absolute error). Default: the run's own --report-errors (50 unless "
+                             "it was set).")
     parser.add_argument("--verbose", action="store_true", help="Also show TensorFlow's warnings.")
     return parser
 

@@ -205,6 +205,10 @@ def load_datasets(config: Config) -> Datasets:
     scan = _scan(d.training_file, "--training-file", columns, label_columns, d.skip_empty_text)
     spec = _label_spec(scan.labels, label_column, d, task)
     train = _split(scan, d.training_file, label_columns, spec, "train")
+    if task == "multi-label":
+        from trainer.tasks.multilabel import check_label_sizes
+        check_label_sizes(scan.labels, None if spec.kind == "columns" else label_column,
+                          train.labels, spec.names, d.min_examples_per_class)
     if task == "classification":
         labels_lib.check_class_sizes(scan.labels, label_column, train.labels, spec,
                                      d.min_examples_per_class)

@@ -1,8 +1,10 @@
 """Everything the report writes into a finished job dir, local or gs://.
 
-    report.html     one self-contained page: metrics, figures, calibration, worst errors
+    report.html     one self-contained page: metrics, figures, calibration (classification),
+                    per-label scores and thresholds (multi-label), worst errors
     report/*.png    each figure on its own
-    errors.csv      the highest-loss validation and test examples (--report-errors per split)
+    errors.csv      the worst validation and test examples (--report-errors per split): highest
+                    loss, or for regression largest absolute error
     MODEL_CARD.md   the model card
 
 report.html is written last: when it exists, the rest of the report is complete.
@@ -14,7 +16,7 @@ from typing import Optional
 
 import pandas as pd
 
-from trainer import config as config_lib, storage
+from trainer import config as config_lib, storage, tasks
 from trainer.errors import UserError
 from trainer.reporting import calibration as calibration_lib, errors as errors_lib, figures, html, model_card
 from trainer.reporting.predictions import recompute
@@ -63,19 +65,13 @@ def calibration_for_report(metrics: dict, predictions) -> dict:
     return {**calibration_lib.calibration_block(splits, applied=False), "fitted_by_report": True}
 
 
-def render_figures(metrics: dict, config, history: pd.DataFrame, predictions, calibration: dict) -> list:
-    """[(file name, title, png bytes, note)] in report order."""
-    labels, metric = metrics["labels"], config.train.selection_metric
-    evaluated = [name for name in ("validation", "test") if name in metrics]
+def _classification_figures(metrics: dict, predictions, calibration: dict) -> list:
+    labels, evaluated = metrics["labels"], _evaluated(metrics)
     shown = "test" if "test" in predictions else "validation"
     p = predictions[shown]
-    out = [("learning_curves.png", "Learning curves",
-            figures.learning_curves(history, metrics.get("best_epoch"), metric),
-            f"The dashed line marks the best epoch by {metric}: its weights are the exported ones.")]
-    for name in evaluated:
-        out.append((f"confusion_{name}.png", f"Confusion matrix: {name}",
-                    figures.confusion_matrices(metrics[name]["confusion_matrix"], labels, name),
-                    "Rows are true labels, columns predicted labels."))
+    out = [(f"confusion_{name}.png", f"Confusion matrix: {name}",
+            figures.confusion_matrices(metrics[name]["confusion_matrix"], labels, name),
+            "Rows are true labels, columns predicted labels.") for name in evaluated]
     out.append(("per_class.png", "Per-class precision, recall and F1",
                 figures.per_class_scores({name: metrics[name]["per_class"] for name in evaluated}, labels), ""))
     temperature = calibration["temperature"]
@@ -85,6 +81,43 @@ def render_figures(metrics: dict, config, history: pd.DataFrame, predictions, ca
                                             p.labels, shown, temperature),
                 "Bars below the diagonal: the model is more confident than it is accurate."))
     return out
+
+
+def _regression_figures(metrics: dict, predictions, calibration) -> list:
+    by_split = {name: (p.labels, p.scores) for name, p in predictions.items()}
+    return [("predicted_vs_true.png", "Predicted against true scores",
+             figures.predicted_vs_true(by_split),
+             "One dot per example (the exported model's score); on the dashed line y = x a "
+             "prediction is exact."),
+            ("residuals.png", "Residuals", figures.residual_histograms(by_split),
+             "Predicted minus true score: left of 0 the model scores too low, right of it too high.")]
+
+
+def _multilabel_figures(metrics: dict, predictions, calibration) -> list:
+    per_label = {name: metrics[name]["per_label"] for name in _evaluated(metrics)}
+    return [("per_label.png", "Per-label precision, recall and F1",
+             figures.per_class_scores(per_label, metrics["labels"], what="label"),
+             "Each label is chosen when its probability reaches its own threshold, picked on "
+             "validation (the tables above).")]
+
+
+_TASK_FIGURES = {"classification": _classification_figures, "regression": _regression_figures,
+                 "multi-label": _multilabel_figures}
+
+
+def _evaluated(metrics: dict) -> list:
+    return [name for name in ("validation", "test") if name in metrics]
+
+
+def render_figures(metrics: dict, config, history: pd.DataFrame, predictions,
+                   calibration: Optional[dict]) -> list:
+    """[(file name, title, png bytes, note)] in report order: the learning curves, then the
+    task's own figures."""
+    task, metric = tasks.by_name(metrics.get("task")), config.train.selection_metric
+    out = [("learning_curves.png", "Learning curves",
+            figures.learning_curves(history, metrics.get("best_epoch"), metric, task.loss_name),
+            f"The dashed line marks the best epoch by {metric}: its weights are the exported ones.")]
+    return out + _TASK_FIGURES[task.name](metrics, predictions, calibration)
 
 
 def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split: Optional[int] = None) -> list:
@@ -97,10 +130,7 @@ def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split:
         config, metrics = load_finished_run(job_dir)
     else:
         config = config_lib.load(storage.join(job_dir, "config.json"))
-    task = metrics.get("task", "classification")
-    if task != "classification":
-        raise UserError(f"--job-dir: {job_dir} holds a {task} run; the report covers "
-                        f"classification runs (its metrics.json and eval_history.csv hold the rest)")
+    task = tasks.by_name(metrics.get("task")).name
     per_split = config.output.report_errors if errors_per_split is None else errors_per_split
     if per_split < 0:
         raise UserError(f"--report-errors: must be >= 0, got {per_split}")
@@ -108,9 +138,10 @@ def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split:
     if not storage.exists(storage.join(model_dir, "saved_model.pb")):
         raise UserError(f"{model_dir}: no exported model (saved_model.pb) to recompute predictions with")
     history = read_history(job_dir)
-    predictions = recompute(config, model_dir, metrics["labels"])
-    calibration = calibration_for_report(metrics, predictions)
-    errors = errors_lib.worst_examples(predictions, metrics["labels"], per_split)
+    predictions = recompute(config, model_dir, metrics["labels"], task)
+    # A temperature rescales class probabilities: the other tasks have no calibration.
+    calibration = calibration_for_report(metrics, predictions) if task == "classification" else None
+    errors = errors_lib.worst_examples(predictions, metrics["labels"], per_split, task)
     written, entries = [], []
     for name, title, png, note in render_figures(metrics, config, history, predictions, calibration):
         storage.write_bytes_atomic(storage.join(job_dir, f"report/{name}"), png)

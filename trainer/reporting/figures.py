@@ -29,16 +29,17 @@ def _png(figure: Figure) -> bytes:
     return buffer.getvalue()
 
 
-def learning_curves(history, best_epoch, metric: str) -> bytes:
+def learning_curves(history, best_epoch, metric: str, loss_name: str = "cross-entropy") -> bytes:
     """Train and validation loss, and the metric selecting the best epoch, per epoch.
 
-    `history` is eval_history.csv as a DataFrame; `metric` a column of it (val_macro_f1, ...).
+    `history` is eval_history.csv as a DataFrame; `metric` a column of it (val_macro_f1, ...);
+    `loss_name` the task's loss in words.
     """
     figure, (loss_ax, metric_ax) = _figure(10, 4, 2)
     epochs = history["epoch"]
     loss_ax.plot(epochs, history["loss"], "o-", label="train")
     loss_ax.plot(epochs, history["val_loss"], "o-", label="validation")
-    loss_ax.set(title="Loss", xlabel="epoch", ylabel="cross-entropy")
+    loss_ax.set(title="Loss", xlabel="epoch", ylabel=loss_name)
     metric_ax.plot(epochs, history[metric], "o-", color="tab:green", label="validation")
     metric_ax.set(title=f"Selection metric: {metric}", xlabel="epoch", ylabel=metric)
     for ax in (loss_ax, metric_ax):
@@ -69,8 +70,8 @@ def confusion_matrices(matrix: Sequence[Sequence[int]], label_names: Sequence[st
 
 
 def per_class_scores(per_class_by_split: Mapping[str, Mapping[str, dict]],
-                     label_names: Sequence[str]) -> bytes:
-    """Grouped precision / recall / F1 bars per class, one panel per split."""
+                     label_names: Sequence[str], what: str = "class") -> bytes:
+    """Grouped precision / recall / F1 bars per class (or per label: `what`), one panel per split."""
     width = max(5.0, 1.0 + 0.9 * len(label_names))
     figure, axes = _figure(width * len(per_class_by_split), 4, len(per_class_by_split))
     x = np.arange(len(label_names))
@@ -78,7 +79,7 @@ def per_class_scores(per_class_by_split: Mapping[str, Mapping[str, dict]],
         for offset, score in zip((-0.27, 0.0, 0.27), ("precision", "recall", "f1")):
             ax.bar(x + offset, [per_class[name][score] for name in label_names], 0.27, label=score)
         ax.set_xticks(x, label_names, rotation=45 if len(label_names) > 4 else 0)
-        ax.set(title=f"{split}: per-class scores", ylim=(0, 1.2), yticks=np.linspace(0, 1, 6))
+        ax.set(title=f"{split}: per-{what} scores", ylim=(0, 1.2), yticks=np.linspace(0, 1, 6))
         ax.grid(axis="y", alpha=0.3)
         ax.legend(loc="upper center", ncol=3, fontsize="small")
     return _png(figure)
@@ -101,4 +102,38 @@ def reliability_diagram(before: np.ndarray, after: np.ndarray, labels: np.ndarra
         ax.set(title=f"{split}, {title}\nECE {ece:.3f}", xlabel="confidence (top probability)",
                ylabel="accuracy", xlim=(0, 1), ylim=(0, 1.02))
         ax.legend(loc="upper left", fontsize="small")
+    return _png(figure)
+
+
+def predicted_vs_true(by_split: Mapping[str, tuple]) -> bytes:
+    """A regression model's predicted score against the true one, one panel per split, with the
+    line y = x where every prediction would be exact. `by_split`: {split: (true, predicted)}."""
+    figure, axes = _figure(5.0 * len(by_split), 5.0, len(by_split))
+    for ax, (split, (true, predicted)) in zip(axes, by_split.items()):
+        low = float(min(np.min(true), np.min(predicted)))
+        high = float(max(np.max(true), np.max(predicted)))
+        margin = 0.05 * (high - low or 1.0)
+        ax.scatter(true, predicted, s=14, alpha=0.6, label="example")
+        ax.plot([low - margin, high + margin], [low - margin, high + margin], "--", color="gray",
+                label="y = x (exact)")
+        ax.set(title=f"{split}: predicted against true", xlabel="true score", ylabel="predicted score",
+               xlim=(low - margin, high + margin), ylim=(low - margin, high + margin))
+        ax.set_box_aspect(1)  # equal limits in a square box: one unit is as long on both axes
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper left", fontsize="small")
+    return _png(figure)
+
+
+def residual_histograms(by_split: Mapping[str, tuple]) -> bytes:
+    """Histograms of predicted - true score, one panel per split; `by_split` as predicted_vs_true."""
+    figure, axes = _figure(5.0 * len(by_split), 4.0, len(by_split))
+    for ax, (split, (true, predicted)) in zip(axes, by_split.items()):
+        residuals = np.asarray(predicted, np.float64) - np.asarray(true, np.float64)
+        ax.hist(residuals, bins=int(np.clip(np.sqrt(len(residuals)) * 2, 5, 40)), edgecolor="black",
+                alpha=0.7)
+        ax.axvline(0.0, color="gray", linestyle="--", label="exact")
+        ax.axvline(float(residuals.mean()), color="tab:red", label=f"mean {residuals.mean():+.3g}")
+        ax.set(title=f"{split}: residuals", xlabel="predicted - true score", ylabel="examples")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(loc="upper right", fontsize="small")
     return _png(figure)

@@ -5,23 +5,43 @@ from typing import Optional, Sequence
 
 import jinja2
 
+from trainer import tasks
+from trainer.reporting import errors as errors_lib
+
 _TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("trainer.reporting", "templates"),
                                 autoescape=True, trim_blocks=True, lstrip_blocks=True,
                                 undefined=jinja2.StrictUndefined)
+_HEADERS = {"macro_f1": "macro-F1", "macro_recall": "macro-recall", "micro_f1": "micro-F1",
+            "subset_accuracy": "subset accuracy", "mse": "MSE", "mae": "MAE"}
 
 
 def figure_entry(title: str, png: bytes, note: str = "") -> dict:
     return {"title": title, "note": note, "base64": base64.b64encode(png).decode("ascii")}
 
 
+def title(metrics: dict) -> str:
+    """What the model is, in a few words."""
+    task, labels = tasks.by_name(metrics.get("task")).name, metrics["labels"]
+    kind = {"classification": f"{len(labels)}-class classifier",
+            "multi-label": f"{len(labels)}-label multi-label classifier",
+            "regression": "score regressor"}[task]
+    return f"{kind}{' of text pairs' if metrics.get('text_pair_column') else ''}"
+
+
 def render(job_dir: str, metrics: dict, metric: str, figures: Sequence[dict],
            calibration: Optional[dict], errors, errors_per_split: int) -> str:
-    """`figures` from figure_entry(); `errors` is errors.csv's frame."""
+    """`figures` from figure_entry(); `errors` is errors.csv's frame. The metrics table shows
+    the task's own summary metrics; a multi-label run adds its per-label scores and thresholds."""
+    task = tasks.by_name(metrics.get("task"))
+    splits = [name for name in ("train", "validation", "test") if name in metrics]
     return _TEMPLATES.get_template("report.html.j2").render(
-        title=f"{len(metrics['labels'])}-class classifier: {metrics['hyperparameters']['encoder']}",
+        title=f"{title(metrics)}: {metrics['hyperparameters']['encoder']}",
         job_dir=job_dir, encoder=metrics["hyperparameters"]["encoder"], labels=metrics["labels"],
         best_epoch=metrics.get("best_epoch"), epochs_completed=metrics.get("epochs_completed"),
-        metric=metric, summary=[(name, metrics[name]) for name in ("train", "validation", "test")
-                                if name in metrics],
+        metric=metric, columns=[(key, _HEADERS.get(key, key)) for key in ("loss", *task.summary_metrics)],
+        summary=[(name, metrics[name]) for name in splits],
+        per_label=[(name, metrics[name]["per_label"], metrics[name]["thresholds"])
+                   for name in splits if name != "train" and task.name == "multi-label"],
         figures=figures, calibration=calibration, errors=errors.to_dict(orient="records"),
-        errors_per_split=errors_per_split)
+        error_columns=list(errors.columns), errors_per_split=errors_per_split,
+        errors_description=errors_lib.DESCRIPTIONS[task.name])

@@ -7,7 +7,9 @@ from typing import Optional
 
 import jinja2
 
+from trainer import tasks
 from trainer.config import Config
+from trainer.reporting import html
 
 _TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("trainer.reporting", "templates"),
                                 autoescape=False, trim_blocks=True, lstrip_blocks=True,
@@ -48,17 +50,20 @@ def _settings(metrics: dict, config: Config) -> list:
 
 
 def render(metrics: dict, config: Config, calibration: Optional[dict], model_dir: str) -> str:
-    """The card's Markdown. `calibration` is metrics.json's block (or the report's own fit)."""
-    labels = metrics["labels"]
+    """The card's Markdown. `calibration` is metrics.json's block (or the report's own fit; None
+    for a task without one)."""
+    labels, task = metrics["labels"], tasks.by_name(metrics.get("task")).name
     sources = _data_sources(config)
     eval_split = "test" if "test" in metrics else "validation"
+    scores = {"classification": "per_class", "multi-label": "per_label"}.get(task)
     splits = [{"name": name, "source": sources[name], "size": size,
-               "counts": [metrics[name]["per_class"][label]["support"] for label in labels]}
+               "counts": [metrics[name][scores][label]["support"] for label in labels] if scores else []}
               for name, size in metrics["dataset_sizes"].items()]
     device = metrics.get("device", {})
     return _TEMPLATES.get_template("model_card.md.j2").render(
-        title=f"{len(labels)}-class text classifier ({config.model.encoder})",
-        labels=labels, versions=metrics.get("versions", {}), encoder=config.model.encoder,
+        title=f"{html.title(metrics)} ({config.model.encoder})", task=task,
+        pair=metrics.get("text_pair_column"), labels=labels, versions=metrics.get("versions", {}),
+        encoder=config.model.encoder,
         encoder_source=device.get("encoder_source", config.model.encoder),
         encoder_backend=device.get("encoder_backend", config.model.encoder_backend),
         pooling=metrics["hyperparameters"]["pooling"], languages=_languages(config.model.encoder),

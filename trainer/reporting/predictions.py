@@ -1,7 +1,8 @@
-"""A finished run's validation and test predictions, recomputed with its exported model.
+"""A finished run's validation and test predictions, recomputed with its exported model: class
+probabilities, a regression model's scores, or a multi-label model's probabilities and chosen labels.
 
 The data comes back from config.json alone: `load_datasets` re-reads and re-splits it exactly
-as training did (seeded). The exported model returns probabilities softmax(z / T) with its own
+as training did (seeded). A classifier's export returns probabilities softmax(z / T) with its own
 temperature T (1 unless the run calibrated it). The report needs the uncalibrated ones too, and
 recovers them as softmax(T * log p): T * log p = z - T * logsumexp(z / T) differs from the
 logits z by a per-row constant, which softmax ignores. That keeps the serving signature (and
@@ -9,7 +10,7 @@ every client of it) unchanged, and works for models exported before calibration 
 """
 import dataclasses
 import logging
-from typing import Dict
+from typing import Dict, Optional
 
 import numpy as np
 
@@ -24,9 +25,13 @@ _LOG_TINY = float(np.log(np.finfo(np.float32).tiny))
 @dataclasses.dataclass
 class SplitPredictions:
     texts: np.ndarray  # object array of str
-    labels: np.ndarray  # int class ids
-    probabilities: np.ndarray  # [N, C] what the exported model returns (calibrated if it is)
-    logits: np.ndarray  # [N, C] uncalibrated logits, up to a per-row constant
+    labels: np.ndarray  # int class ids; float scores (regression); 0/1 [N, L] (multi-label)
+    probabilities: Optional[np.ndarray]  # [N, C] what the exported model returns (calibrated if
+    # it is); multi-label: each label's probability; regression: None
+    logits: Optional[np.ndarray]  # classification: [N, C] uncalibrated logits, up to a per-row constant
+    scores: Optional[np.ndarray] = None  # regression: [N] the predicted scores
+    predicted: Optional[np.ndarray] = None  # multi-label: 0/1 [N, L] the labels above their thresholds
+    pairs: Optional[np.ndarray] = None  # object array of str: each row's second text, or None
 
 
 def logits_from_probabilities(probabilities: np.ndarray, temperature: float) -> np.ndarray:
@@ -44,11 +49,37 @@ def load_model(model_dir: str):
     return loaded, temperature
 
 
-def recompute(config, model_dir: str, label_names) -> Dict[str, SplitPredictions]:
+def _check_names(names, label_names, model_dir: str) -> None:
+    if list(names) != list(label_names):
+        raise UserError(f"{model_dir}: the model's labels {list(names)} are not the run's "
+                        f"{list(label_names)}")
+
+
+def _predict(task: str, serve, split, texts, pairs, batch_size: int, temperature: float, label_names,
+             model_dir: str) -> SplitPredictions:
+    """One split's predictions, as the task's export returns them."""
+    from trainer.serving import predict
+
+    if task == "regression":
+        return SplitPredictions(texts, split.labels.astype(np.float64), None, None,
+                                scores=predict.predict_scores(serve, texts, batch_size, pairs),
+                                pairs=pairs)
+    if task == "multi-label":
+        probabilities, names, _, chosen = predict.predict_label_sets(serve, texts, batch_size, pairs)
+        _check_names(names, label_names, model_dir)
+        return SplitPredictions(texts, split.labels.astype(np.int64), probabilities, None,
+                                predicted=chosen, pairs=pairs)
+    probabilities, names = predict.predict_texts(serve, texts, batch_size, pairs)
+    _check_names(names, label_names, model_dir)
+    return SplitPredictions(texts, split.labels.astype(np.int64), probabilities,
+                            logits_from_probabilities(probabilities, temperature), pairs=pairs)
+
+
+def recompute(config, model_dir: str, label_names,
+              task: str = "classification") -> Dict[str, SplitPredictions]:
     """{"validation": ..., "test": ...} (test when the run had one) from the exported model."""
     from trainer.data.splits import load_datasets
     from trainer.serving import export
-    from trainer.serving.predict import predict_texts
 
     datasets = load_datasets(config)
     if list(datasets.labels.names) != list(label_names):
@@ -62,10 +93,6 @@ def recompute(config, model_dir: str, label_names) -> Dict[str, SplitPredictions
             continue
         log.info("report: predicting %d %s texts with the exported model", len(split), name)
         texts, pairs = datasets.read_texts(name)
-        probabilities, names = predict_texts(serve, list(texts), config.train.eval_batch_size,
-                                             None if pairs is None else list(pairs))
-        if names != list(label_names):
-            raise UserError(f"{model_dir}: the model's labels {names} are not the run's {list(label_names)}")
-        out[name] = SplitPredictions(texts, split.labels.astype(np.int64), probabilities,
-                                     logits_from_probabilities(probabilities, temperature))
+        out[name] = _predict(task, serve, split, texts, pairs, config.train.eval_batch_size,
+                             temperature, label_names, model_dir)
     return out

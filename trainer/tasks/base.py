@@ -9,6 +9,7 @@ class Task(abc.ABC):
     name: str
     train_metric: str  # the Keras metric logged while training ("accuracy", "mae")
     summary_metrics: Sequence[str]  # keys of summarize() tracked per epoch as val_<key>, besides loss
+    loss_name: str  # what the loss measures, in words (the report's axis label)
 
     def history_columns(self) -> tuple:
         """eval_history.csv's columns, in order."""

@@ -8,6 +8,7 @@ class ClassificationTask(Task):
     name = "classification"
     train_metric = "accuracy"
     summary_metrics = ("accuracy", "macro_f1", "macro_recall")
+    loss_name = "cross-entropy"
 
     def output_units(self, labels) -> int:
         return len(labels.names)

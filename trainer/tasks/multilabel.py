@@ -4,10 +4,12 @@ decision threshold per label chosen on the validation set after training (saved 
 Each epoch is scored at threshold 0.5 (the thresholds are not fitted yet); the final metrics of
 every split use the thresholds chosen on validation.
 """
+import difflib
+
 import numpy as np
-import tf_keras
 from sklearn.metrics import precision_recall_fscore_support
 
+from trainer.errors import UserError
 from trainer.tasks.base import Task
 
 # Candidate thresholds per label; ties go to the one closest to 0.5.
@@ -58,10 +60,40 @@ def _f1(predicted: np.ndarray, truth: np.ndarray) -> float:
     return 2.0 * true_positive / denominator if denominator else 0.0
 
 
+def check_label_sizes(frame, column: str, targets: np.ndarray, names, minimum: int) -> None:
+    """--min-examples-per-class for multi-label training data: every label needs `minimum` rows
+    carrying it, to be learned and to get a threshold. A rarer label is usually a typo in a cell
+    (`postive`) or a --label-columns column that is nearly all 0: stop, naming the label, its
+    rows and count, and for a label name a well-populated one it may be a misspelling of.
+
+    `frame` is the training frame (`_file`, `_row` columns), `targets` its 0/1 [rows, labels];
+    `column` the label column, or None for --label-columns (each label is its own column).
+    """
+    counts = (np.asarray(targets) > 0.5).sum(axis=0)
+    rare = [j for j, count in enumerate(counts) if count < minimum]
+    if not rare:
+        return
+    j = rare[0]
+    rows = np.flatnonzero(np.asarray(targets)[:, j] > 0.5)
+    shown = ", ".join(str(frame["_row"].iloc[i]) for i in rows[:5]) + (", ..." if len(rows) > 5 else "")
+    source = frame["_file"].iloc[rows[0]] if len(rows) else ", ".join(sorted(set(frame["_file"])))
+    at = f" ({'row' if len(rows) == 1 else 'rows'} {shown})" if len(rows) else ""
+    hint = ""
+    if column is not None:
+        common = [n for n, count in zip(names, counts) if count >= minimum]
+        close = difflib.get_close_matches(names[j], common, n=1, cutoff=0.6)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise UserError(f"{source}: label {names[j]!r}{at}, column {column or names[j]!r}: on {len(rows)} "
+                    f"of {len(targets)} training rows, fewer than --min-examples-per-class "
+                    f"{minimum}.{hint} Fix the labels, add examples, or lower the flag to keep so "
+                    f"rare a label")
+
+
 class MultiLabelTask(Task):
     name = "multi-label"
     train_metric = "label_accuracy"
     summary_metrics = ("micro_f1", "macro_f1", "subset_accuracy")
+    loss_name = "binary cross-entropy"
 
     def __init__(self):
         self.thresholds = None  # per label; 0.5 until fitted on validation
@@ -70,9 +102,11 @@ class MultiLabelTask(Task):
         return len(labels.names)
 
     def loss(self):
+        import tf_keras
         return tf_keras.losses.BinaryCrossentropy(from_logits=True)
 
     def keras_metrics(self) -> list:
+        import tf_keras
         # On logits, threshold 0 is probability 0.5.
         return [tf_keras.metrics.BinaryAccuracy(name="label_accuracy", threshold=0.0)]
 

@@ -61,6 +61,7 @@ class RegressionTask(Task):
     name = "regression"
     train_metric = "mae"
     summary_metrics = ("spearman", "pearson", "mse", "mae")
+    loss_name = "MSE of standardized scores"
 
     def __init__(self):
         self.mean, self.std = 0.0, 1.0

@@ -90,10 +90,6 @@ def report(ctx: RunContext) -> None:
     from trainer.reporting.build import build_report
 
     ctx.metrics = _metrics(ctx)
-    if ctx.task.name != "classification":
-        log.info("report: report.html covers classification runs; metrics.json and "
-                 "eval_history.csv hold this %s run's results", ctx.task.name)
-        return
     if ctx.is_chief:
         build_report(ctx.paths.job_dir, metrics=ctx.metrics)
 
