@@ -80,13 +80,27 @@ def build(work: str, rows: int, flags) -> tuple:
     return ctx, train_data
 
 
-def timed_round(model, iterator, steps: int, batch_size: int) -> float:
-    """Examples per second over `steps` steady steps (one more step first, untimed)."""
+def timed_round(model, iterator, steps: int, batch_size: int) -> tuple:
+    """(examples per second, CPU milliseconds per example) over `steps` steady steps.
+
+    The round's first call of the training function (steps_per_execution steps) is not
+    timed. CPU time counts every thread of this process: on a shared machine it moves much less
+    than wall time, and it is what removing work from a step should lower.
+    """
     from trainer.training.callbacks import TrainingClock
 
-    clock = TrainingClock()
-    model.fit(iterator, epochs=1, steps_per_epoch=steps + 1, callbacks=[clock], verbose=0)
-    return clock.steady_steps * batch_size / clock.steady_seconds
+    class CpuClock(TrainingClock):
+        def on_train_batch_end(self, batch, logs=None):
+            if self.first_step_seconds is None:
+                self.cpu_start = time.process_time()
+            super().on_train_batch_end(batch, logs)
+            self.cpu_end = time.process_time()
+
+    clock = CpuClock()
+    per_call = model._steps_per_execution.numpy().item()
+    model.fit(iterator, epochs=1, steps_per_epoch=steps + per_call, callbacks=[clock], verbose=0)
+    examples = clock.steady_steps * batch_size
+    return examples / clock.steady_seconds, 1000 * (clock.cpu_end - clock.cpu_start) / examples
 
 
 def op_categories(logdir: str) -> dict:
@@ -127,13 +141,16 @@ def main(argv=None) -> dict:
     ctx, train_data = build(work, args.rows, args.trainer_flags)
     model, batch = ctx.trainable.model, ctx.config.train.batch_size
     iterator = iter(train_data)
-    timed_round(model, iterator, 2, batch)  # traces the step
-    rates = [timed_round(model, iterator, args.steps, batch) for _ in range(args.rounds)]
+    model.fit(iterator, epochs=1, steps_per_epoch=2, verbose=0)  # traces the step
+    rounds = [timed_round(model, iterator, args.steps, batch) for _ in range(args.rounds)]
+    rates, cpu = [r[0] for r in rounds], [r[1] for r in rounds]
     result = {"flags": args.trainer_flags, "rows": args.rows, "steps": args.steps,
               "examples_per_second": rates, "median": statistics.median(rates),
+              "cpu_ms_per_example": cpu, "median_cpu_ms_per_example": statistics.median(cpu),
               "device": {k: v for k, v in ctx.runtime.plan.__dict__.items() if k != "reasons"}}
     print(f"ex/s per round: {', '.join(f'{r:.1f}' for r in rates)}; median "
-          f"{result['median']:.1f}", flush=True)
+          f"{result['median']:.1f}; CPU ms/example: {', '.join(f'{c:.1f}' for c in cpu)}; "
+          f"median {result['median_cpu_ms_per_example']:.1f}", flush=True)
     if args.profile:
         logdir = os.path.join(work, "profile")
         tf.profiler.experimental.start(logdir)
@@ -141,9 +158,9 @@ def main(argv=None) -> dict:
         timed_round(model, iterator, args.steps, batch)
         wall = time.perf_counter() - start
         tf.profiler.experimental.stop()
-        result["profile"] = {"wall_seconds": wall, "steps": args.steps + 1, **op_categories(logdir)}
+        result["profile"] = {"wall_seconds": wall, **op_categories(logdir)}
         ops = sum(result["profile"]["categories"].values())
-        print(f"profiled {args.steps + 1} steps: {wall:.2f}s wall, {ops:.2f}s of op time "
+        print(f"profiled one more round: {wall:.2f}s wall, {ops:.2f}s of op time "
               "(summed over threads)")
         for name, seconds in result["profile"]["categories"].items():
             print(f"  {name:18s} {seconds:7.2f}s  {100 * seconds / ops:5.1f}%")
