@@ -22,3 +22,21 @@ def test_macro_averages_skip_classes_absent_from_the_split():
     logits = np.array([[3.0, 0.0, 0.0], [0.0, 3.0, 0.0]])
     result = evaluation.summarize(logits, np.array([0, 1]), ["a", "b", "c"])
     assert result["macro_f1"] == 1.0 and result["per_class"]["c"]["support"] == 0
+
+
+def test_train_metrics_sample_is_fixed_by_the_seed_and_sorted():
+    from trainer.training.results import sample_rows
+
+    rows = sample_rows(1_000_000, 10_000, seed=7)
+    assert len(rows) == len(np.unique(rows)) == 10_000
+    assert (np.diff(rows) > 0).all() and rows[0] >= 0 and rows[-1] < 1_000_000
+    assert (rows == sample_rows(1_000_000, 10_000, seed=7)).all()
+    assert not (rows == sample_rows(1_000_000, 10_000, seed=8)).all()
+
+
+def test_a_training_set_smaller_than_the_sample_is_evaluated_whole():
+    from trainer.training.results import sample_rows, train_sample
+
+    assert sample_rows(90, 10_000, seed=7).tolist() == list(range(90))
+    assert train_sample(90, seed=7)["rows"] == 90
+    assert train_sample(60_000, seed=7)["rows"] == 10_000

@@ -49,6 +49,17 @@ def _initializer():
     return tf_keras.initializers.TruncatedNormal(stddev=0.02)
 
 
+def gelu(x, approximate: bool):
+    """GELU evaluated in float32 and returned in x's dtype (a no-op cast under float32).
+
+    Under mixed_bfloat16, TensorFlow's bfloat16 Erfc/Exp/Mul kernels of GELU and its gradient
+    cost more CPU time than the same ops in float32 with a cast each way (docs/performance.md),
+    and the float32 result is the more accurate one.
+    """
+    return tf.cast(tf_keras.activations.gelu(tf.cast(x, tf.float32), approximate=approximate),
+                   x.dtype)
+
+
 class PositionEmbedding(tf_keras.layers.Layer):
     """Learned absolute positions, sliced to the batch's length so any T <= max positions works."""
 
@@ -105,8 +116,7 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
             inputs, inputs, attention_mask=attention_mask, training=training)
         x = self.self_attention_layer_norm(
             inputs + self.attention_dropout(attended, training=training))
-        inner = tf_keras.activations.gelu(
-            self.intermediate(x), approximate=self._settings["gelu_approximate"])
+        inner = gelu(self.intermediate(x), approximate=self._settings["gelu_approximate"])
         feed_forward = self.output_dense(inner)
         return self.output_layer_norm(x + self.output_dropout(feed_forward, training=training))
 
