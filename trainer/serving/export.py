@@ -17,6 +17,7 @@ import tf_keras
 
 from trainer import storage
 from trainer.data import pipeline
+from trainer.modeling.encoders.bert import INPUT_KEYS
 
 SIGNATURE = "serving_default"
 
@@ -37,15 +38,30 @@ class ServingModule(tf.Module):
         # A variable, so a loaded model still tells its T (the report reads it back).
         self.temperature = tf.Variable(float(temperature), trainable=False, name="temperature")
         # A sentence-pair model's signature takes both texts: `text` and `text_pair`.
-        text = tf.TensorSpec([None], tf.string, name="text")
-        self.serve = (tf.function(self._serve_pair, input_signature=[
-                          text, tf.TensorSpec([None], tf.string, name="text_pair")]) if pair
-                      else tf.function(self._serve, input_signature=[text]))
+        texts = [tf.TensorSpec([None], tf.string, name="text")]
+        if pair:
+            texts.append(tf.TensorSpec([None], tf.string, name="text_pair"))
+        # The signature's two halves, saved as functions of their own: batch prediction
+        # (trainer.serving.predict) tokenizes first, to batch texts of equal token counts.
+        self.tokenize = tf.function(self._tokenize, input_signature=texts)
+        self.predict_tokens = tf.function(self._predict_tokens, input_signature=[
+            {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_KEYS}])
+        self.serve = tf.function(self._serve_pair if pair else self._serve, input_signature=texts)
+
+    def _tokenize(self, text, text_pair=None):
+        """int32 features [batch, max_seq_length], as the preprocessor pads them."""
+        features = pipeline.encode(self.preprocessor, text, text_pair)
+        return {name: tf.cast(features[name], tf.int32) for name in INPUT_KEYS}
+
+    def _predict_tokens(self, features):
+        """The outputs of features of any width: each batch is cut to its ladder length."""
+        features = pipeline.trim_to_padded_length(features, self.lengths)
+        batch = tf.shape(features["input_word_ids"])[0]
+        return self._outputs(tf.cast(self._forward(features), tf.float32), batch)
 
     def _serve(self, text, text_pair=None):
-        features = pipeline.encode(self.preprocessor, text, text_pair)
-        features = pipeline.trim_to_padded_length(features, self.lengths)
-        return self._outputs(tf.cast(self._forward(features), tf.float32), tf.shape(text)[0])
+        args = (text,) if text_pair is None else (text, text_pair)
+        return self.predict_tokens(self.tokenize(*args))
 
     def _serve_pair(self, text, text_pair):
         return self._serve(text, text_pair)
@@ -130,8 +146,14 @@ def export(module: ServingModule, model_dir: str, write_dir: str = None) -> None
     storage.replace_directory(tmp, target)
 
 
-def load(model_dir: str):
-    """The serving function of an exported model (imports tensorflow_text for its ops)."""
+def load_module(model_dir: str):
+    """An exported model as loaded: its signatures and, when exported by this version,
+    `tokenize` and `predict_tokens` (imports tensorflow_text for its ops)."""
     import tensorflow_text  # noqa: F401  registers the tokenizer ops the graph uses
 
-    return tf.saved_model.load(model_dir).signatures[SIGNATURE]
+    return tf.saved_model.load(model_dir)
+
+
+def load(model_dir: str):
+    """The serving function of an exported model."""
+    return load_module(model_dir).signatures[SIGNATURE]

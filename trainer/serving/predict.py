@@ -1,14 +1,15 @@
 """`python -m trainer.predict`: add predicted labels and class probabilities (or scores) to a file's rows.
 
-Streams the input in chunks (files larger than memory are fine) and, within a chunk, sorts
-texts by length before batching so each batch is padded only as far as its longest text.
+Streams the input in chunks (files larger than memory are fine). A chunk is tokenized by the
+export's own `tokenize` function, sorted by token count and cut into batches that each hold one
+length of the padding ladder (trainer.data.pipeline.padded_lengths), so a batch computes hardly
+any padding; the next chunk is read and tokenized on a background thread meanwhile. Exports
+older than `tokenize` are run through their signature, in batches of similar character counts.
 The input is read by the trainer's own reader (trainer.data.reading), so a file yields the rows
 training would see; output rows keep the input's order and columns, one per input row.
 """
 import argparse
-import contextlib
 import csv
-import io
 import json
 import os
 import tempfile
@@ -19,6 +20,7 @@ from trainer.data import reading as data
 from trainer.errors import UserError
 
 CHUNK_ROWS = 8192
+TOKENIZE_ROWS = 1024
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -39,19 +41,6 @@ def build_arg_parser() -> argparse.ArgumentParser:
     return parser
 
 
-@contextlib.contextmanager
-def _local_copy(path: str):
-    """The reader streams local files only (GFile is not a full file object): gs:// is copied to
-    local disk first, which holds far more than memory."""
-    if "://" not in path:
-        yield path
-        return
-    with tempfile.TemporaryDirectory(prefix="predict-input-") as scratch:
-        local = os.path.join(scratch, os.path.basename(path))
-        storage.copy(path, local)
-        yield local
-
-
 def text_columns(chunk, args, pair_model: bool):
     """(text column, pair column or None) of the input, as the model needs them."""
     if not pair_model:
@@ -66,28 +55,53 @@ def text_columns(chunk, args, pair_model: bool):
     return text, pair
 
 
-def read_chunks(path: str, columns_of):
-    """(frame, (text column, pair column or None), share of the file read) chunks of a local or
-    gs:// file; `columns_of(first chunk)` picks the columns."""
-    fmt = data.file_format(path, "--input")
-    with _local_copy(path) as local_path, open(local_path, "rb") as raw:
-        size = max(1, os.path.getsize(local_path))
-        handle = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="strict", newline="")
-        column = None
-        try:
-            for chunk in data.iter_frames(handle, fmt, path, CHUNK_ROWS):
-                if chunk.empty:
-                    raise UserError(f"{path}: file has no data rows")
-                if column is None:
-                    column = columns_of(chunk.assign(_file=path))
-                yield chunk.drop(columns="_row"), column, raw.tell() / size
-        except UnicodeDecodeError as e:
-            raise UserError(f"{path}: not valid UTF-8 ({e.reason} near byte {raw.tell()}); "
-                            f"save the file as UTF-8") from None
+def _signature(model):
+    """The serving signature of a loaded export (export.load_module), or the signature itself."""
+    from trainer.serving import export
+
+    return model.signatures[export.SIGNATURE] if hasattr(model, "signatures") else model
 
 
-def _sorted_batches(texts, batch_size: int, pairs=None):
-    """(row indices, serving inputs) batches of similar length, covering every row once."""
+def _tokenizes(model) -> bool:
+    """Exports since token-sorted prediction save `tokenize` and `predict_tokens` besides the
+    signature; older ones are run through the signature, batched by character count."""
+    return hasattr(model, "tokenize") and hasattr(model, "predict_tokens")
+
+
+def tokenize(model, texts, pairs=None) -> dict:
+    """The export's own features of every text (numpy int32 [N, max_seq_length])."""
+    import numpy as np
+
+    parts = []
+    for start in range(0, max(len(texts), 1), TOKENIZE_ROWS):
+        args = [np.asarray(texts[start:start + TOKENIZE_ROWS], dtype=object)]
+        if pairs is not None:
+            args.append(np.asarray(pairs[start:start + TOKENIZE_ROWS], dtype=object))
+        parts.append({k: v.numpy() for k, v in model.tokenize(*args).items()})
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _token_batches(features: dict, batch_size: int):
+    """(row indices, features) batches of rows sorted by token count, each padded only to the
+    ladder length of its longest row, and never mixing two ladder lengths."""
+    import numpy as np
+
+    from trainer.data.pipeline import padded_lengths
+
+    lengths = features["input_mask"].sum(axis=1)
+    ladder = np.asarray(padded_lengths(features["input_mask"].shape[1]))
+    order = np.argsort(lengths, kind="stable")
+    rung = ladder[np.searchsorted(ladder, lengths[order])]
+    starts = np.flatnonzero(np.diff(rung, prepend=-1))
+    for begin, end in zip(starts, [*starts[1:], len(order)]):
+        for first in range(begin, end, batch_size):
+            rows = order[first:min(first + batch_size, end)]
+            width = int(rung[first])
+            yield rows, {k: v[rows, :width] for k, v in features.items()}
+
+
+def _char_batches(texts, batch_size: int, pairs=None):
+    """(row indices, signature inputs) batches of similar character counts."""
     import numpy as np
 
     lengths = [len(t) for t in texts] if pairs is None else [len(a) + len(b) for a, b in zip(texts, pairs)]
@@ -100,13 +114,26 @@ def _sorted_batches(texts, batch_size: int, pairs=None):
         yield rows, inputs
 
 
-def predict_texts(serve, texts, batch_size: int, pairs=None):
-    """(probabilities [N, C], label names [C]) in input order; batches of similar length."""
+def _outputs(model, texts, batch_size: int, pairs=None, features=None):
+    """(row indices, model outputs) of every row once; `features`: tokenize()'s, if done."""
+    if _tokenizes(model):
+        if features is None:
+            features = tokenize(model, texts, pairs)
+        for rows, batch in _token_batches(features, batch_size):
+            yield rows, model.predict_tokens(batch)
+        return
+    serve = _signature(model)
+    for rows, inputs in _char_batches(texts, batch_size, pairs):
+        yield rows, serve(**inputs)
+
+
+def predict_texts(model, texts, batch_size: int, pairs=None, features=None):
+    """(probabilities [N, C], label names [C]) in input order; batches of similar length.
+    `model`: export.load_module's (fastest) or export.load's."""
     import numpy as np
 
     probabilities, names = None, None
-    for rows, inputs in _sorted_batches(texts, batch_size, pairs):
-        out = serve(**inputs)
+    for rows, out in _outputs(model, texts, batch_size, pairs, features):
         if probabilities is None:
             names = [n.decode("utf-8") for n in out["label_names"].numpy()[0]]
             probabilities = np.zeros((len(texts), len(names)), np.float32)
@@ -114,24 +141,23 @@ def predict_texts(serve, texts, batch_size: int, pairs=None):
     return probabilities, names
 
 
-def predict_scores(serve, texts, batch_size: int, pairs=None):
+def predict_scores(model, texts, batch_size: int, pairs=None, features=None):
     """A regression model's scores [N], in input order."""
     import numpy as np
 
     scores = np.zeros(len(texts), np.float32)
-    for rows, inputs in _sorted_batches(texts, batch_size, pairs):
-        scores[rows] = serve(**inputs)["score"].numpy()
+    for rows, out in _outputs(model, texts, batch_size, pairs, features):
+        scores[rows] = out["score"].numpy()
     return scores
 
 
-def predict_label_sets(serve, texts, batch_size: int, pairs=None):
+def predict_label_sets(model, texts, batch_size: int, pairs=None, features=None):
     """A multi-label model's (probabilities [N, L], label names, chosen labels joined [N],
     chosen labels 0/1 [N, L])."""
     import numpy as np
 
     probabilities, names, joined, chosen = None, None, [""] * len(texts), None
-    for rows, inputs in _sorted_batches(texts, batch_size, pairs):
-        out = serve(**inputs)
+    for rows, out in _outputs(model, texts, batch_size, pairs, features):
         if probabilities is None:
             names = [n.decode("utf-8") for n in out["label_names"].numpy()[0]]
             probabilities = np.zeros((len(texts), len(names)), np.float32)
@@ -143,50 +169,50 @@ def predict_label_sets(serve, texts, batch_size: int, pairs=None):
     return probabilities, names, joined, chosen
 
 
-def is_multilabel(serve) -> bool:
+def is_multilabel(model) -> bool:
     """A multi-label export returns the chosen `labels` of each text."""
-    return "labels" in serve.structured_outputs
+    return "labels" in _signature(model).structured_outputs
 
 
-def is_pair_model(serve) -> bool:
+def is_pair_model(model) -> bool:
     """A sentence-pair export takes `text_pair` besides `text`."""
-    return "text_pair" in serve.structured_input_signature[1]
+    return "text_pair" in _signature(model).structured_input_signature[1]
 
 
-def is_regression(serve) -> bool:
+def is_regression(model) -> bool:
     """A regression export returns `score` instead of probabilities."""
-    return "score" in serve.structured_outputs
+    return "score" in _signature(model).structured_outputs
 
 
-def predict_instances(serve, instances, batch_size: int):
+def predict_instances(model, instances, batch_size: int):
     """The server's batch function: (one response prediction per instance, None); instances are
     texts, or (text, pair) tuples for a pair model."""
     from trainer.serving import protocol
 
     texts, pairs = instances, None
-    if is_pair_model(serve):
+    if is_pair_model(model):
         texts, pairs = [a for a, _ in instances], [b for _, b in instances]
-    if is_regression(serve):
-        return protocol.score_predictions(predict_scores(serve, texts, batch_size, pairs)), None
-    if is_multilabel(serve):
-        probabilities, names, _, chosen = predict_label_sets(serve, texts, batch_size, pairs)
+    if is_regression(model):
+        return protocol.score_predictions(predict_scores(model, texts, batch_size, pairs)), None
+    if is_multilabel(model):
+        probabilities, names, _, chosen = predict_label_sets(model, texts, batch_size, pairs)
         return protocol.label_set_predictions(probabilities, names, chosen), None
-    return protocol.predictions(*predict_texts(serve, texts, batch_size, pairs)), None
+    return protocol.predictions(*predict_texts(model, texts, batch_size, pairs)), None
 
 
-def add_predictions(chunk, serve, texts, batch_size: int, pairs=None) -> None:
+def add_predictions(chunk, model, texts, batch_size: int, pairs=None, features=None) -> None:
     """predicted_score; or predicted_labels (multi-label) or predicted_label, and a
     probability_<label> column per label."""
-    if is_regression(serve):
-        chunk["predicted_score"] = predict_scores(serve, texts, batch_size, pairs)
+    if is_regression(model):
+        chunk["predicted_score"] = predict_scores(model, texts, batch_size, pairs, features)
         return
-    if is_multilabel(serve):
+    if is_multilabel(model):
         probabilities, names, chunk["predicted_labels"], _ = predict_label_sets(
-            serve, texts, batch_size, pairs)
+            model, texts, batch_size, pairs, features)
         for i, name in enumerate(names):
             chunk[f"probability_{name}"] = probabilities[:, i]
         return
-    probabilities, names = predict_texts(serve, texts, batch_size, pairs)
+    probabilities, names = predict_texts(model, texts, batch_size, pairs, features)
     chunk["predicted_label"] = [names[i] for i in probabilities.argmax(axis=1)]
     for i, name in enumerate(names):
         chunk[f"probability_{name}"] = probabilities[:, i]
@@ -232,25 +258,53 @@ def check_args(args) -> str:
     return out_fmt
 
 
-def predict_file(serve, args, out_fmt: str, handle) -> int:
-    """Streams --input through the model into `handle`; returns the rows written."""
+def _read_ahead(items):
+    """The items of an iterator, the next one computed on a background thread meanwhile
+    (reading and tokenizing release the model's cores most of the time)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    end, items = object(), iter(items)
+    with ThreadPoolExecutor(1, thread_name_prefix="read-ahead") as pool:
+        pending = pool.submit(next, items, end)
+        while (item := pending.result()) is not end:
+            pending = pool.submit(next, items, end)
+            yield item
+
+
+def _chunks(model, args):
+    """(frame of the input's columns, texts, pairs or None, features or None, its size in
+    bytes, about) for each chunk of --input, read as a stream."""
     import pandas as pd
 
-    rows = 0
-    meter = progress.Progress("predicted", args.log_every_seconds)
-    pair_model = is_pair_model(serve)
     strings = lambda values: ["" if pd.isna(t) else str(t) for t in values.tolist()]  # noqa: E731
-    for chunk, (column, pair_column), read in read_chunks(
-            args.input, lambda first: text_columns(first, args, pair_model)):
-        texts = strings(chunk[column])
-        pairs = strings(chunk[pair_column]) if pair_column else None
-        chunk = chunk.copy()
-        add_predictions(chunk, serve, texts, args.batch_size, pairs)
-        write_frame(chunk, handle, out_fmt, first=rows == 0)
-        rows += len(chunk)
-        meter.update(rows, fraction=read)
+    columns = None
+    for frame in data.file_frames(args.input, "--input", CHUNK_ROWS):
+        if columns is None:
+            columns = text_columns(frame, args, is_pair_model(model))
+        frame = frame.drop(columns=["_file", "_row"])
+        texts = strings(frame[columns[0]])
+        pairs = strings(frame[columns[1]]) if columns[1] else None
+        features = tokenize(model, texts, pairs) if _tokenizes(model) else None
+        size = sum(int(frame[c].astype(str).str.len().sum()) + len(frame) for c in frame.columns)
+        yield frame, texts, pairs, features, size
+
+
+def predict_file(model, args, out_fmt: str, handle) -> int:
+    """Streams --input through the model into `handle`, in input order; returns the rows
+    written. The next chunk is read and tokenized while the model runs on this one."""
+    import tensorflow as tf
+
+    rows, read, total = 0, 0, max(1, tf.io.gfile.stat(args.input).length)
+    meter = progress.Progress("predicted", args.log_every_seconds)
+    for frame, texts, pairs, features, size in _read_ahead(_chunks(model, args)):
+        if rows:  # the previous chunk's line; the last one's, at 100%, follows the loop
+            meter.update(rows, fraction=min(read / total, 0.99))
+        add_predictions(frame, model, texts, args.batch_size, pairs, features)
+        write_frame(frame, handle, out_fmt, first=rows == 0)
+        rows, read = rows + len(frame), read + size
+    meter.update(rows, fraction=1.0)
     seconds = meter.seconds()
-    print(f"predicted {rows} rows in {progress.clock(seconds)} ({rows / max(seconds, 1e-9):.0f} rows/s)",
+    print(f"predicted {rows} rows in {progress.clock(seconds)} ({rows / max(seconds, 1e-9):,.1f} rows/s)",
           flush=True)
     return rows
 
@@ -262,7 +316,7 @@ def main(argv=None) -> int:
     from trainer.serving import export
 
     out_fmt = check_args(args)
-    serve = export.load(args.model_dir)
+    model = export.load_module(args.model_dir)
     local = "://" not in args.output
     # Written next to the output (or locally, for gs://) and moved into place at the end.
     scratch_dir = os.path.dirname(os.path.abspath(args.output)) if local else None
@@ -272,7 +326,7 @@ def main(argv=None) -> int:
                                      suffix=os.path.splitext(args.output)[1],
                                      encoding="utf-8", newline="") as tmp:
         try:
-            rows = predict_file(serve, args, out_fmt, tmp)
+            rows = predict_file(model, args, out_fmt, tmp)
         except BaseException:
             tmp.close()
             os.unlink(tmp.name)
