@@ -48,6 +48,10 @@ class TokenizedSplit:
                               self.lengths[start:stop], self.labels[start:stop],
                               self.weights[start:stop])
 
+    def take(self, rows: np.ndarray) -> "TokenizedSplit":
+        """Some rows of the split, e.g. a sample to evaluate."""
+        return _take(self, np.asarray(rows, np.int64))
+
     def examples(self, seed=None, shard=(0, 1)) -> tf.data.Dataset:
         """Rows as (features, label, weight), with ragged token ids: in order, or shuffled
         whole with a seed; `shard` (index, count): every count-th row, from `index`."""
@@ -256,6 +260,14 @@ def evaluation_dataset(split, batching: Batching, pad_to_full_batches: bool = Fa
                .enumerate().map(weigh_filler)
                .apply(tf.data.experimental.assert_cardinality((rows + filler) // size)))
     return _with_options(batched.prefetch(tf.data.AUTOTUNE))
+
+
+def _take(split: TokenizedSplit, rows: np.ndarray) -> TokenizedSplit:
+    starts = np.concatenate([[0], np.cumsum(split.lengths)[:-1]]).astype(np.int64)
+    pieces = [np.arange(starts[r], starts[r] + split.lengths[r]) for r in rows]
+    flat = np.concatenate(pieces) if pieces else np.zeros([0], np.int64)
+    return TokenizedSplit(split.word_ids[flat], split.type_ids[flat], split.lengths[rows],
+                          split.labels[rows], split.weights[rows])
 
 
 def trim_to_padded_length(features: dict, lengths: Sequence[int]) -> dict:

@@ -86,7 +86,7 @@ def _evaluate_train_sample(ctx: RunContext) -> dict:
         return evaluate_split(ctx, "train")
     batching = dataclasses.replace(ctx.inputs.train_batching, drop_remainder=False,
                                    batch_size=ctx.config.train.eval_batch_size)
-    dataset = pipeline.evaluation_dataset(pipeline._take(train, rows), batching,
+    dataset = pipeline.evaluation_dataset(train.take(rows), batching,
                                           pad_to_full_batches=ctx.runtime.plan.static_shapes)
     return ctx.task.summarize(*evaluation.predict_logits(ctx.trainable.model, dataset),
                               ctx.datasets.labels.names)
