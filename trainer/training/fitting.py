@@ -26,7 +26,7 @@ def fit(ctx: RunContext) -> None:
     import tf_keras
 
     outcome = ctx.fit = _callbacks(ctx)
-    config, inputs, trainable = ctx.config, ctx.inputs, ctx.trainable
+    inputs, trainable = ctx.inputs, ctx.trainable
     callbacks = [outcome.clock, outcome.evaluation, outcome.history, outcome.best,
                  *([outcome.hypertune] if outcome.hypertune else []), _progress(ctx),
                  tf_keras.callbacks.TensorBoard(ctx.runtime.write_path(ctx.paths.tensorboard_dir),

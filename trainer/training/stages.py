@@ -7,7 +7,6 @@ import atexit
 import logging
 import shutil
 import tempfile
-import time
 
 import numpy as np
 
