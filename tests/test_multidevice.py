@@ -51,7 +51,10 @@ def setup(tiny_data, tmp_path_factory):
     encoder = tiny_bert.write_hf_checkpoint(root / "encoder", config={
         **tiny_bert.CONFIG, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0})
     (root / "wrapper.py").write_text(WRAPPER)
-    data = {**tiny_data, "train": write_csv(root / "train.csv", labelled_rows(91, 1))}
+    # Two training files: the token cache keeps them in separate blocks, one per worker.
+    rows = labelled_rows(91, 1)
+    write_csv(root / "train-0.csv", rows[:45]), write_csv(root / "train-1.csv", rows[45:])
+    data = {**tiny_data, "train": str(root / "train-*.csv")}
     return root, encoder, data
 
 
@@ -162,7 +165,8 @@ def test_multiworker_trains_each_worker_on_its_own_share(runs):
     metrics = json.loads((runs["root"] / "multiworker" / "metrics.json").read_text())
     assert metrics["device"]["strategy"] == "multiworker" and metrics["device"]["replicas"] == 2
     for index in range(2):
-        assert f"worker input: share {index + 1} of 2" in runs["outputs"][f"worker-{index}"]
+        assert f"worker input: share {index + 1} of 2 of the training data (1 of the 2 " \
+               f"token-cache blocks)" in runs["outputs"][f"worker-{index}"]
     assert "token cache: waiting for the chief" in runs["outputs"]["worker-1"] or \
         "token cache: reusing" in runs["outputs"]["worker-1"]
 

@@ -191,8 +191,8 @@ def _build(datasets, preprocessor, directory: str, log_every_seconds: float) -> 
     meter, done = progress.Progress("tokenized", log_every_seconds, total=total), 0
     writers = {name: _BlockWriter(storage.join(directory, name), split.labels)
                for name, split in datasets.splits().items()}
-    for name, word_ids, type_ids, lengths in _tokenized_batches(datasets, preprocessor):
-        writers[name].add(word_ids, type_ids, lengths)
+    for name, source, word_ids, type_ids, lengths in _tokenized_batches(datasets, preprocessor):
+        writers[name].add(source, word_ids, type_ids, lengths)
         done += len(lengths)
         meter.update(done)
     meta = {name: writer.close() for name, writer in writers.items()}
@@ -202,7 +202,8 @@ def _build(datasets, preprocessor, directory: str, log_every_seconds: float) -> 
 
 
 def _tokenized_batches(datasets, preprocessor):
-    """(split name, flat word ids, flat type ids, lengths) of every split's rows in order, from
+    """(split name, source file number, flat word ids, flat type ids, lengths) of every
+    split's rows in order, from
     one tf.data pipeline fed by a reader thread (the files are read once per distinct spec)."""
     from trainer.data.pipeline import pack_tokens
 
@@ -210,39 +211,45 @@ def _tokenized_batches(datasets, preprocessor):
     pairs = datasets.text_pair_column is not None
 
     def batches():
-        by_spec = {}
+        by_spec, files = {}, {}
         for name, split in datasets.splits().items():
             by_spec.setdefault(split.spec, {})[name] = split.positions
         for spec, positions in by_spec.items():
             for name, chunk in splits_lib.selected_chunks(spec, positions):
+                source = files.setdefault(chunk["_file"].iloc[0], len(files))
                 texts = [str(t) for t in chunk[datasets.text_column]]
                 second = [str(t) for t in chunk[datasets.text_pair_column]] if pairs else texts[:0]
                 for i in range(0, len(texts), _TOKENIZE_BATCH):
-                    yield (names.index(name), texts[i:i + _TOKENIZE_BATCH],
+                    yield (names.index(name), source, texts[i:i + _TOKENIZE_BATCH],
                            second[i:i + _TOKENIZE_BATCH])
 
     strings = tf.TensorSpec([None], tf.string)
     dataset = tf.data.Dataset.from_generator(
-        batches, output_signature=(tf.TensorSpec([], tf.int32), strings, strings))
+        batches, output_signature=(tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int32),
+                                   strings, strings))
     tokens = dataset.map(
-        lambda split, texts, second: (split, *pack_tokens(preprocessor, texts,
-                                                          second if pairs else None)),
+        lambda split, source, texts, second: (
+            split, source, *pack_tokens(preprocessor, texts, second if pairs else None)),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(4)
     # Within a split, rows come back in row order: the order of the labels kept in memory.
-    for split, word_ids, type_ids, lengths in tokens.as_numpy_iterator():
-        yield names[split], word_ids, type_ids, lengths
+    for split, source, word_ids, type_ids, lengths in tokens.as_numpy_iterator():
+        yield names[split], int(source), word_ids, type_ids, lengths
 
 
 class _BlockWriter:
-    """Collects one split's tokenized rows and writes them as blocks of BLOCK_ROWS rows."""
+    """Collects one split's tokenized rows and writes them as blocks of BLOCK_ROWS rows; a
+    block never spans two source files, so workers can share out a split's files."""
 
     def __init__(self, directory: str, labels: np.ndarray):
         self.directory, self.labels = directory, labels
         self.pending = [np.zeros([0], np.int32)] * 3  # word ids, type ids, lengths not yet written
-        self.lengths, self.rows_written, self.blocks = [], 0, 0
+        self.lengths, self.rows_written, self.blocks, self.source = [], 0, 0, None
         storage.makedirs(directory)
 
-    def add(self, word_ids, type_ids, lengths):
+    def add(self, source: int, word_ids, type_ids, lengths):
+        if source != self.source and len(self.pending[2]):
+            self._write(len(self.pending[2]))
+        self.source = source
         self.pending = [np.concatenate([old, new]) for old, new in
                         zip(self.pending, (word_ids, type_ids, lengths))]
         self.lengths.append(lengths)

@@ -65,11 +65,19 @@ def _training_data(ctx: RunContext):
             train, dc.replace(batching, batch_size=size), seed=config.train.seed,
             first_epoch=first, epochs=inputs.epochs, steps_per_epoch=inputs.steps_per_epoch,
             shard=(context.input_pipeline_id, context.num_input_pipelines))
-        log.info("worker input: share %d of %d of the training data, %d rows per replica batch",
-                 context.input_pipeline_id + 1, context.num_input_pipelines, size)
+        log.info("worker input: share %d of %d of the training data (%s), %d rows per replica "
+                 "batch", context.input_pipeline_id + 1, context.num_input_pipelines,
+                 _share(len(train.blocks), context.input_pipeline_id, context.num_input_pipelines),
+                 size)
         return data
 
     return ctx.runtime.strategy.distribute_datasets_from_function(per_worker)
+
+
+def _share(blocks: int, index: int, count: int) -> str:
+    if blocks >= count:
+        return f"{len(range(index, blocks, count))} of the {blocks} token-cache blocks"
+    return f"one row in {count} of {blocks} token-cache block{'s' if blocks > 1 else ''}"
 
 
 def _callbacks(ctx: RunContext) -> FitOutcome:
