@@ -4,6 +4,7 @@
 
 - optimizer: one AdamW update of the default model's trainable weights (word embeddings
   frozen: 10.8M), tf_keras.optimizers.AdamW against trainer.modeling.optimization.AdamW;
+- layer norm: tf-keras' LayerNormalization against trainer's LayerNorm (gradient written out);
 - GELU: a feed-forward input projection and its GELU under mixed_bfloat16, forward and
   gradient, for a batch of 32 x 32 tokens: GELU in bfloat16 against trainer's float32 GELU,
   and two forms that were not kept (tanh approximation, XLA-compiled GELU);
@@ -149,8 +150,11 @@ def main():
         "2-D MatMul": projection_as_matmul()})
     layer = tf_keras.layers.LayerNormalization(epsilon=1e-12)
     layer.build([None, None, HIDDEN])
+    ours = bert.LayerNorm(epsilon=1e-12)
+    ours.build([None, None, HIDDEN])
     compare("layer norm, forward and gradient, 32 x 32 tokens, bfloat16", {
         "tf-keras LayerNormalization": layer_norm_step(layer),
+        "trainer LayerNorm (gradient written out)": layer_norm_step(ours),
         "fused batch norm (epsilon 1e-5)": layer_norm_step(fused_batch_norm_layer_norm(layer)),
         "tf-keras LayerNormalization, XLA-compiled": layer_norm_step(
             tf.function(layer, jit_compile=True))})
