@@ -56,3 +56,36 @@ def test_xla_compiled_encoder_matches_graph_mode(tiny_encoder_dir):
     graph = tf.function(lambda x: encoder.network(x))(inputs)
     for key in ("pooled_output", "sequence_output"):
         np.testing.assert_allclose(compiled[key], graph[key], atol=1e-5)
+
+
+def layer_norm_outputs_and_gradients(layer, inputs):
+    with tf.GradientTape() as tape:
+        tape.watch(inputs)
+        outputs = layer(inputs)
+        loss = tf.reduce_sum(tf.cast(outputs, tf.float32) * tf.range(1.0, 9.0))
+    return [outputs, *tape.gradient(loss, [inputs, layer.gamma, layer.beta])]
+
+
+def test_layer_norm_and_its_written_out_gradient_equal_tf_keras():
+    from trainer.modeling.encoders.bert import LayerNorm
+
+    inputs = tf.random.stateless_normal([3, 5, 8], seed=[1, 2]) * 4.0 + 1.5
+    ours, reference = LayerNorm(epsilon=1e-12), tf_keras.layers.LayerNormalization(epsilon=1e-12)
+    for layer in (ours, reference):
+        layer.build(inputs.shape)
+        layer.gamma.assign(tf.linspace(0.5, 2.0, 8))
+        layer.beta.assign(tf.linspace(-1.0, 1.0, 8))
+    for got, expected in zip(layer_norm_outputs_and_gradients(ours, inputs),
+                             layer_norm_outputs_and_gradients(reference, inputs)):
+        np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_layer_norm_and_gelu_return_the_compute_dtype_under_mixed_bfloat16(mixed_bfloat16):
+    from trainer.modeling.encoders.bert import LayerNorm, gelu
+
+    layer = LayerNorm(epsilon=1e-12)
+    inputs = tf.cast(tf.random.stateless_normal([2, 3, 8], seed=[3, 4]), tf.bfloat16)
+    assert layer(inputs).dtype == tf.bfloat16 and layer.gamma.dtype == tf.float32
+    assert gelu(inputs, approximate=False).dtype == tf.bfloat16
+    np.testing.assert_allclose(gelu(inputs, approximate=False).numpy().astype(np.float32),
+                               tf.nn.gelu(tf.cast(inputs, tf.float32)).numpy(), rtol=1e-2, atol=1e-2)

@@ -198,6 +198,24 @@ def test_train_fraction_trains_on_a_stratified_subset(tiny_encoder_dir, tiny_dat
     assert metrics["train"]["per_class"]["neutral"]["support"] == 15
 
 
+def test_train_metrics_of_a_larger_training_set_come_from_a_seeded_sample(
+        tiny_encoder_dir, tiny_data, tmp_path):
+    # The same run as a user's, with the sample size lowered from 10,000 to 40 of the 90 rows.
+    code = ("import sys; from trainer import task; from trainer.training import results; "
+            "results.TRAIN_EVALUATION_ROWS = 40; sys.exit(task.main(sys.argv[1:]))")
+    result = subprocess.run(
+        [sys.executable, "-c", code, *map(str, train_args(tiny_encoder_dir, tiny_data,
+                                                          tmp_path / "job", "--epochs", "1"))],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache")})
+    assert result.returncode == 0, result.stdout + result.stderr
+    metrics = json.loads((tmp_path / "job" / "metrics.json").read_text())
+    assert {k: metrics["train_sample"][k] for k in ("rows", "of", "seed")} == \
+        {"rows": 40, "of": 90, "seed": 42}
+    assert metrics["train"]["examples"] == np.array(metrics["train"]["confusion_matrix"]).sum() == 40
+    assert "(40 examples of 90: a sample seeded with --seed)" in result.stdout
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--text-column", "body"], "--text-column: column 'body' is not in"),
     (["--train-fraction", "2"], "--train-fraction: must be in (0, 1]"),
