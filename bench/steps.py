@@ -1,6 +1,6 @@
 """Benchmark: steady-state training steps of `python -m trainer.task`, and where their time goes.
 
-    python bench/steps.py                          # defaults: ex/s over 3 rounds of 30 steps
+    python bench/steps.py                          # defaults: 3 rounds of 30 steps, ex/s and CPU
     python bench/steps.py --profile                # also: op time by category, one traced round
     python bench/steps.py -- --mixed-precision off # trainer flags after `--`
 
@@ -20,6 +20,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -170,6 +171,7 @@ def main(argv=None) -> dict:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)
+    shutil.rmtree(work, ignore_errors=True)
     return result
 
 
