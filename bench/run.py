@@ -2,6 +2,11 @@
 
     python bench/run.py                    # everything (about 25 minutes on 2 cores)
     python bench/run.py --quick            # fewer configurations, smaller subsets
+    python bench/run.py --prediction-only JOB_DIR/model   # only trainer.predict vs the seed's evaluation
+
+It ends with the figures against the seed, all from the one run: the epoch ratio, our training
+ex/s, and the prediction ratio (`python -m trainer.predict` ex/s over the validation file vs the
+seed's evaluation loop over the same file).
 
 Every configuration is a real `python -m trainer.task` job in its own process (so peak RSS is
 its own), reading metrics.json afterwards. The baseline is measured in the same run: our own
@@ -126,24 +131,30 @@ def run_ours(name, flags, data, train_file, work, validation_file=None):
 
 
 def run_predict(model_dir, data, work):
+    """`python -m trainer.predict` over the validation file, the one the seed's evaluation loop
+    runs over; its rows/s (reading to writing, the model loaded) from its last line."""
     output = os.path.join(work, "predictions.csv")
     command = [sys.executable, "-m", "trainer.predict", "--model-dir", model_dir,
-               "--input", data["train"], "--output", output, "--overwrite",
+               "--input", data["eval"], "--output", output, "--overwrite",
                "--text-column", data["text_column"]]
     log_path = os.path.join(work, "predict.log")
     seconds, rss = run_measured(command, log_path)
     with open(log_path) as f:
-        last = re.findall(r"predicted (\d+) rows in ([\d.]+)s", f.read())[-1]
-    rows, predict_seconds = int(last[0]), float(last[1])
-    return {"rows": rows, "seconds": predict_seconds, "examples_per_second": rows / predict_seconds,
+        rows, rate = re.findall(r"predicted (\d+) rows in \S+ \(([\d,.]+) rows/s\)", f.read())[-1]
+    rate = float(rate.replace(",", ""))
+    return {"rows": int(rows), "seconds": int(rows) / rate, "examples_per_second": rate,
             "job_seconds": seconds, "peak_rss_mib": rss}
 
 
-def run_seed(seed_python, data, work):
+def run_seed(seed_python, data, work, train_rows=None):
+    """The seed reference: one epoch (over `train_rows` only, when given: its evaluation loop's
+    speed does not depend on its weights), then its evaluation loop over the validation file."""
     result = os.path.join(work, "seed-result.json")
     command = [seed_python, SEED_SCRIPT, "train", "--model", "minilm", "--n-classes", "3",
                "--train-csv", data["train"], "--eval-csv", f"val={data['eval']}",
                "--batch-size", "32", "--lr", "1e-4", "--epochs", "1", "--out", result]
+    if train_rows:
+        command += ["--max-train-examples", str(train_rows)]
     seconds, rss = run_measured(command, os.path.join(work, "seed.log"))
     with open(result) as f:
         r = json.load(f)
@@ -173,6 +184,37 @@ def fmt(value, spec):
     return "-" if value is None else format(value, spec)
 
 
+def print_headline(results):
+    """The three figures against the seed, all from this run: epoch time, training ex/s and
+    prediction ex/s (trainer.predict vs the seed's evaluation loop, over the same file)."""
+    ours, seed = results["full_epoch"].get("ours"), results["full_epoch"].get("seed")
+    predict = results.get("predict")
+    print("\nAgainst the seed reference (PyTorch tutorial pipeline), measured in this run:")
+    if ours:
+        print(f"  training: our epoch {ours['epoch_seconds']:.0f} s, {ours['train_examples_per_second']:.1f} ex/s"
+              + (f"; the seed's {seed['epoch_seconds']:.0f} s, {seed['train_examples_per_second']:.1f} ex/s: "
+                 f"epoch ratio {seed['epoch_seconds'] / ours['epoch_seconds']:.2f}x (seed time / ours), "
+                 f"val macro-recall {ours['val_macro_recall'] - seed['val_macro_recall']:+.3f}" if seed else ""))
+    if predict:
+        print(f"  prediction: trainer.predict {predict['examples_per_second']:.1f} ex/s over {predict['rows']} "
+              f"validation rows" + (f"; the seed's evaluation loop {seed['eval_examples_per_second']:.1f} ex/s: "
+                                    f"prediction ratio {predict['examples_per_second'] / seed['eval_examples_per_second']:.2f}x"
+                                    if seed else ""))
+    if not seed:
+        print("  (no seed run: ratios need its virtualenv, see ../shared/bench/README.md)")
+
+
+def prediction_only(args, data, work, results):
+    """--prediction-only: trainer.predict on an exported model and the seed's evaluation loop,
+    on the same validation file; the seed trains on 64 rows first (its script always trains)."""
+    log(f"prediction throughput: trainer.predict on {args.prediction_only}")
+    results["predict"] = run_predict(args.prediction_only, data, work)
+    if os.path.exists(args.seed_python):
+        log("the seed reference's evaluation loop (after training on 64 rows)")
+        results["full_epoch"]["seed"] = run_seed(args.seed_python, data, work, train_rows=64)
+    print_headline(results)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work-dir", default=os.path.join(HERE, "results"))
@@ -181,6 +223,9 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--skip-full-epoch", action="store_true",
                         help="only the subset configurations (no 10,000-example epochs)")
+    parser.add_argument("--prediction-only", metavar="MODEL_DIR",
+                        help="only prediction: trainer.predict on this exported model vs the seed's "
+                             "evaluation loop")
     args = parser.parse_args()
     work = os.path.abspath(args.work_dir)
     os.makedirs(work, exist_ok=True)
@@ -188,6 +233,9 @@ def main():
     results = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
                "data": data["name"], "started": datetime.datetime.now().isoformat(timespec="seconds"),
                "subset": {}, "full_epoch": {}}
+    if args.prediction_only:
+        prediction_only(args, data, work, results)
+        return save(results, work)
 
     hub_dir = None if args.quick else export_hub_encoder(work)
     # Throughput comparisons validate on a slice: validation time is not what they measure.
@@ -231,14 +279,6 @@ def main():
                          fmt(seed["val_accuracy"], ".3f"), fmt(seed["peak_rss_mib"], ".0f")])
         print(f"\nOne epoch over {ours['train_examples']} training rows:")
         print(table(rows, ["pipeline", "epoch s", "train ex/s", "val macro-recall", "val accuracy", "peak RSS MiB"]))
-        predict = results["predict"]
-        print(f"\nPrediction (trainer.predict, exported model): {predict['examples_per_second']:.0f} ex/s "
-              f"over {predict['rows']} rows")
-        if seed:
-            print(f"\nRatios vs the seed reference: epoch time {ours['epoch_seconds'] / seed['epoch_seconds']:.2f}x "
-                  f"({seed['epoch_seconds'] / ours['epoch_seconds']:.1f}x faster), val macro-recall "
-                  f"{ours['val_macro_recall'] - seed['val_macro_recall']:+.3f}, prediction "
-                  f"{predict['examples_per_second'] / seed['eval_examples_per_second']:.1f}x its evaluation loop")
     if base:
         s = results["subset"]
         rate = lambda name: s[name]["train_examples_per_second"]  # noqa: E731
@@ -250,6 +290,12 @@ def main():
             line += (f"; hub fp32 vs native fp32 {rate('hub-fp32-fixed128') / rate('fp32-fixed128'):.2f}x; "
                      f"hub bf16 (rewrite) vs hub fp32 {rate('hub-bf16-fixed128') / rate('hub-fp32-fixed128'):.2f}x")
         print(line)
+    if results["full_epoch"]:
+        print_headline(results)
+    save(results, work)
+
+
+def save(results, work):
     results["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
     out = os.path.join(work, f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json")
     with open(out, "w") as f:

@@ -96,3 +96,73 @@ def test_a_broken_input_line_is_named(tsv_run, tmp_path):
                      "--output", tmp_path / "out.csv")
     assert result.returncode == 2 and "in.tsv: line 3 holds 3 fields, the header 2" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_batches_hold_rows_of_one_ladder_length_each_and_every_row_once():
+    import numpy as np
+
+    from trainer.serving.predict import _token_batches
+
+    lengths = np.array([3, 40, 17, 16, 64, 5, 21, 33, 16, 2])
+    mask = (np.arange(64)[None, :] < lengths[:, None]).astype(np.int32)
+    features = {"input_word_ids": mask * 7, "input_mask": mask, "input_type_ids": 0 * mask}
+    batches = list(_token_batches(features, batch_size=2))
+    rows = np.concatenate([r for r, _ in batches])
+    assert sorted(rows.tolist()) == list(range(len(lengths)))
+    for batch_rows, batch in batches:
+        width = batch["input_mask"].shape[1]
+        assert width in (16, 20, 24, 28, 32, 36, 40, 48, 56, 64) and len(batch_rows) <= 2
+        assert (lengths[batch_rows] <= width).all()  # nothing cut
+        assert (lengths[batch_rows] > {16: 0, 20: 16, 24: 20, 36: 32, 40: 36, 64: 56}[width]).all()
+        np.testing.assert_array_equal(batch["input_mask"], mask[batch_rows, :width])
+
+
+def signature_probabilities(model_dir, texts):
+    """What the exported signature itself returns for `texts`, one model call."""
+    import tensorflow as tf
+
+    from trainer.serving import export
+
+    return export.load(str(model_dir))(text=tf.constant(texts))["probabilities"].numpy()
+
+
+def predicted_probabilities(path):
+    rows = list(csv.DictReader(open(path, encoding="utf-8", newline="")))
+    return rows, [[float(r[f"probability_{name}"]) for name in ("negative", "neutral", "positive")]
+                  for r in rows]
+
+
+def test_predict_writes_the_signatures_probabilities_in_input_order(tsv_run, tmp_path):
+    import numpy as np
+
+    files, job_dir, _ = tsv_run
+    result = run_cli("trainer.predict", "--model-dir", job_dir / "model", "--input", files["test"],
+                     "--output", tmp_path / "p.csv", "--batch-size", "7")
+    assert result.returncode == 0, result.stderr
+    rows, probabilities = predicted_probabilities(tmp_path / "p.csv")
+    texts = [r["tweet"] for r in rows]
+    np.testing.assert_allclose(probabilities, signature_probabilities(job_dir / "model", texts), atol=1e-5)
+
+
+def test_an_export_with_only_its_signature_predicts_the_same(tsv_run, tmp_path):
+    """Models exported before `tokenize` / `predict_tokens` existed still predict."""
+    import numpy as np
+    import tensorflow as tf
+
+    from trainer.serving import export
+
+    files, job_dir, _ = tsv_run
+    loaded = export.load_module(str(job_dir / "model"))
+    only_signature = tf.Module()
+    only_signature.inner = loaded  # tracks the variables and the vocabulary table
+    tf.saved_model.save(only_signature, str(tmp_path / "old"),
+                        signatures={export.SIGNATURE: loaded.signatures[export.SIGNATURE]})
+    assert not hasattr(tf.saved_model.load(str(tmp_path / "old")), "tokenize")
+    outputs = {}
+    for name, model_dir in (("old", tmp_path / "old"), ("new", job_dir / "model")):
+        result = run_cli("trainer.predict", "--model-dir", model_dir, "--input", files["test"],
+                         "--output", tmp_path / f"{name}.csv")
+        assert result.returncode == 0, result.stderr
+        outputs[name] = predicted_probabilities(tmp_path / f"{name}.csv")
+    assert [r["tweet"] for r in outputs["old"][0]] == [r["tweet"] for r in outputs["new"][0]]
+    np.testing.assert_allclose(outputs["old"][1], outputs["new"][1], atol=1e-5)
