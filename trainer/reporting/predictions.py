@@ -79,14 +79,13 @@ def recompute(config, model_dir: str, label_names,
               task: str = "classification") -> Dict[str, SplitPredictions]:
     """{"validation": ..., "test": ...} (test when the run had one) from the exported model."""
     from trainer.data.splits import load_datasets
-    from trainer.serving import export
 
     datasets = load_datasets(config)
     if list(datasets.labels.names) != list(label_names):
         raise UserError(f"the run's data now yields labels {list(datasets.labels.names)}, but the "
                         f"run trained on {list(label_names)}: its data files changed since")
     loaded, temperature = load_model(model_dir)
-    serve = loaded  # the whole module: its token-sorted ladder batches are the fastest path
+    serve = loaded  # the whole module, not its signature: token-sorted ladder batches
     out = {}
     for name, split in datasets.splits().items():
         if name == "train":
