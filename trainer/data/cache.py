@@ -156,10 +156,15 @@ def load_or_build(datasets, preprocessor, root: str, max_seq_length: int,
         meta = json.loads(storage.read_text(meta_path))
         log.info("token cache: reusing %s", directory)
     else:
-        if storage.exists(directory):
-            storage.remove(directory)  # a build that was interrupted
-        meta = _build(datasets, preprocessor, directory, log_every_seconds)
-        storage.write_text_atomic(meta_path, json.dumps(meta))
+        # Built aside and moved into place whole: tuning trials started together may each
+        # build it; the first to finish publishes, the others drop their copy.
+        building = storage.temporary_sibling(directory)
+        meta = _build(datasets, preprocessor, building, log_every_seconds)
+        storage.write_text_atomic(storage.join(building, "meta.json"), json.dumps(meta))
+        if storage.exists(meta_path):
+            storage.remove(building)
+        else:
+            storage.replace_directory(building, directory)
     out = {}
     for name, split in datasets.splits().items():
         blocks = [storage.join(directory, f"{name}/{i:06d}.block") for i in range(meta[name]["blocks"])]
