@@ -165,6 +165,7 @@ def load_or_build(datasets, preprocessor, root: str, max_seq_length: int,
             storage.remove(building)
         else:
             storage.replace_directory(building, directory)
+        log.info("token cache: %s", directory)
     out = {}
     for name, split in datasets.splits().items():
         blocks = [storage.join(directory, f"{name}/{i:06d}.block") for i in range(meta[name]["blocks"])]
@@ -201,8 +202,7 @@ def _build(datasets, preprocessor, directory: str, log_every_seconds: float) -> 
         done += len(lengths)
         meter.update(done)
     meta = {name: writer.close() for name, writer in writers.items()}
-    log.info("token cache: %d rows tokenized into %s in %.1fs", total, directory,
-             time.perf_counter() - start)
+    log.info("token cache: %d rows tokenized in %.1fs", total, time.perf_counter() - start)
     return meta
 
 
