@@ -191,21 +191,30 @@ def test_a_bad_request_gets_a_4xx_naming_the_problem(server, case):
 
 
 def test_bad_requests_never_disturb_a_concurrent_good_client(server):
-    statuses, stop = [], threading.Event()
+    """The good client is answered before, during and after the bad requests (bounded: 200 requests
+    or 120 s), so the check cannot pass on a client that never got to send anything."""
+    statuses, answered, stop = [], threading.Event(), threading.Event()
+    deadline = time.monotonic() + 120
 
     def good_client():
         with httpx.Client() as http:
-            while not stop.is_set():
+            while len(statuses) < 200 and time.monotonic() < deadline:
+                last = stop.is_set()  # one whole request after the bad ones ended
                 statuses.append(post(server, {"instances": ["i love it"]}, client=http).status_code)
+                answered.set()
+                if last:
+                    return
 
     thread = threading.Thread(target=good_client)
     thread.start()
+    assert answered.wait(timeout=60)
     with httpx.Client() as http:
         for method, route, body, status, _ in list(BAD_REQUESTS.values()) * 2:
             assert http.request(method, server.url(server.port, route), content=body, timeout=60).status_code == status
+    during = len(statuses)
     stop.set()
     thread.join(timeout=60)
-    assert len(statuses) >= 1 and set(statuses) == {200}
+    assert len(statuses) > during and set(statuses) == {200}
     assert server.process.poll() is None
 
 
