@@ -12,6 +12,25 @@ sys.path.insert(0, os.path.dirname(__file__))
 import tiny_bert  # noqa: E402
 
 
+SLOW = "VBT_SLOW_TESTS"
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", f"slow: a repeat, for one more task or path, of training machinery the default "
+                   f"suite already runs end to end; run with {SLOW}=1")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The default suite stays under 10 minutes on 2 cores; {SLOW}=1 adds the slow tier."""
+    if os.environ.get(SLOW):
+        return
+    skip = pytest.mark.skip(reason=f"slow tier: set {SLOW}=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def tiny_encoder_dir(tmp_path_factory):
     """A tiny BERT checkpoint in Hugging Face layout, usable as `--encoder DIR`."""

@@ -180,6 +180,7 @@ def test_a_job_dir_exports_its_fine_tuned_encoder_with_no_other_flag(finetuned_j
     assert not np.allclose(kernel.numpy(), written["transformer/layer_0/intermediate/kernel"].reshape(kernel.shape))
 
 
+@pytest.mark.slow
 def test_the_exported_fine_tuned_encoder_starts_a_new_run(finetuned_job, tiny_data, tmp_path):
     job_dir, _ = finetuned_job
     train_cli(*tiny_run(str(job_dir / "encoder_export"), tiny_data, tmp_path / "second"), "--dry-run")

@@ -176,6 +176,7 @@ def test_a_finished_gs_run_is_not_overwritten(gcs, gcs_run, tiny_encoder_dir):
     assert "error:" not in gcs.get("run/training.log").decode()  # the finished run's log is its own
 
 
+@pytest.mark.slow
 def test_a_killed_gs_run_leaves_its_log_and_history_up_to_the_last_epoch(gcs, tiny_encoder_dir,
                                                                          tmp_path):
     from conftest import labelled_rows, write_csv
@@ -224,6 +225,7 @@ def test_predict_from_gs_to_gs(gcs, gcs_run, tiny_data):
     assert again.returncode == 2 and "exists; pass --overwrite" in again.stderr
 
 
+@pytest.mark.slow
 def test_serve_loads_the_model_from_aip_storage_uri_on_gs(gcs, gcs_run, tmp_path):
     """As on Vertex AI: no --model-dir, the model comes from AIP_STORAGE_URI (a gs:// copy)."""
     import httpx
@@ -319,6 +321,7 @@ def test_every_gs_failure_is_one_line_naming_the_path_and_what_to_do(gcs, tiny_e
 
 
 
+@pytest.mark.slow
 def test_report_is_rebuilt_for_a_gs_run(gcs, gcs_run):
     result = run(gcs, "--job-dir", gs("run"), module="trainer.report")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -12,8 +12,7 @@ import tiny_bert
 from conftest import write_csv
 from test_multidevice import WRAPPER, args, start
 
-pytestmark = pytest.mark.skipif(not os.environ.get("VBT_SLOW_TESTS"),
-                                reason="slow (4 training runs): set VBT_SLOW_TESTS=1")
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

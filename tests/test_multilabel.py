@@ -10,7 +10,7 @@ import pytest
 
 from conftest import labelled_rows, metrics_of, read_csv, write_csv
 from test_resume import kill_after_second_epoch
-from test_task import run_cli
+from test_task import run_cli, run_in_process
 
 
 def topic_rows(count, seed):
@@ -205,7 +205,7 @@ def test_an_unknown_label_in_a_validation_cell_names_its_row(tiny_encoder_dir, d
     rows = topic_rows(10, 4)
     rows[2] = (rows[2][0], "movie|comedy")
     validation = write_csv(tmp_path / "validation.csv", rows, ("text", "labels"))
-    result = run_cli(*args(tiny_encoder_dir, {**data, "validation": validation}, tmp_path / "job"))
+    result = run_in_process(*args(tiny_encoder_dir, {**data, "validation": validation}, tmp_path / "job"))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
         f"error: {validation} row 3, column 'labels': label 'comedy' is not one of the training "
@@ -215,7 +215,7 @@ def test_an_unknown_label_in_a_validation_cell_names_its_row(tiny_encoder_dir, d
 def test_label_columns_must_hold_zero_or_one(tiny_encoder_dir, data, tmp_path):
     train = write_csv(tmp_path / "train.csv", [("so good", "1", "0"), ("so bad", "0", "yes")],
                       ("text", "positive", "negative"))
-    result = run_cli(*args(tiny_encoder_dir, {**data, "train": train}, tmp_path / "job",
+    result = run_in_process(*args(tiny_encoder_dir, {**data, "train": train}, tmp_path / "job",
                            "--label-columns", "positive,negative"))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
@@ -224,12 +224,13 @@ def test_label_columns_must_hold_zero_or_one(tiny_encoder_dir, data, tmp_path):
 
 
 def test_label_columns_need_the_multi_label_task(tiny_encoder_dir, data, tmp_path):
-    result = run_cli("--label-columns", "a,b", "--training-file", data["train"],
+    result = run_in_process("--label-columns", "a,b", "--training-file", data["train"],
                      "--job-dir", tmp_path / "job")
     assert result.returncode == 2
     assert result.stderr.strip() == "error: --label-columns: needs --task multi-label"
 
 
+@pytest.mark.slow
 def test_a_bfloat16_dry_run_on_the_static_shape_path_checks_the_whole_job(tiny_encoder_dir, data,
                                                                           tmp_path):
     """The TPU input path (fixed lengths, full batches, weight-0 filler rows) with label rows."""
@@ -262,6 +263,7 @@ def test_the_server_answers_the_labels_above_their_thresholds(trained, tmp_path)
                                atol=1e-6)
 
 
+@pytest.mark.slow
 def test_a_run_killed_after_its_second_epoch_resumes_to_the_same_thresholds_and_metrics(
         trained, tiny_encoder_dir, data, tmp_path):
     job_dir = tmp_path / "killed"

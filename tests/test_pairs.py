@@ -16,7 +16,7 @@ import pytest
 
 from conftest import labelled_rows, metrics_of, read_csv, write_csv
 from test_resume import kill_after_second_epoch
-from test_task import run_cli
+from test_task import run_cli, run_in_process
 
 HEADER = ("sentence1", "sentence2", "label")
 
@@ -148,7 +148,7 @@ def test_predict_reads_both_columns_and_matches_the_test_accuracy(trained, data,
 
 def test_predict_on_a_file_without_the_second_text_says_so(trained, tmp_path):
     single = write_csv(tmp_path / "single.csv", [("so good",)], ("text",))
-    result = run_cli("--model-dir", trained / "model", "--input", single,
+    result = run_in_process("--model-dir", trained / "model", "--input", single,
                      "--output", tmp_path / "out.csv", module="trainer.predict")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith(
@@ -159,7 +159,7 @@ def test_a_pair_column_missing_in_the_validation_file_is_one_error_line(tiny_enc
                                                                           tmp_path):
     validation = write_csv(tmp_path / "validation.csv",
                            [(a, label) for a, _, label in pair_rows(10, 4)], ("sentence1", "label"))
-    result = run_cli(*args(tiny_encoder_dir, {**data, "validation": validation}, tmp_path / "job"))
+    result = run_in_process(*args(tiny_encoder_dir, {**data, "validation": validation}, tmp_path / "job"))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
         f"error: {validation}: no column 'sentence2' (the training data's text pair column); its "
@@ -167,7 +167,7 @@ def test_a_pair_column_missing_in_the_validation_file_is_one_error_line(tiny_enc
 
 
 def test_an_unknown_pair_column_names_the_flag(tiny_encoder_dir, data, tmp_path):
-    result = run_cli(*args(tiny_encoder_dir, data, tmp_path / "job", "--text-pair-column", "second"))
+    result = run_in_process(*args(tiny_encoder_dir, data, tmp_path / "job", "--text-pair-column", "second"))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith(
         "error: --text-pair-column: column 'second' is not in")
@@ -181,6 +181,7 @@ def test_errors_csv_lists_both_texts_of_each_pair(trained, data):
     assert all((r["text"], r["text_pair"], r["true_label"]) in given for r in listed)
 
 
+@pytest.mark.slow
 def test_a_run_killed_after_its_second_epoch_resumes_and_ends_like_an_uninterrupted_one(
         trained, tiny_encoder_dir, data, tmp_path):
     job_dir = tmp_path / "killed"

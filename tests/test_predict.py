@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from conftest import labelled_rows
+from test_task import run_in_process
 
 QUOTES = ['"{}"', '{} "so" good', 'he said "{}', "{}\"", '""{}""', "{}"]
 
@@ -82,8 +83,8 @@ def test_a_text_tsv_cannot_hold_is_refused_not_mangled(tsv_run, tmp_path):
     _, job_dir, _ = tsv_run
     source = tmp_path / "in.csv"
     source.write_text('tweet,label\n"two\nlines",positive\n', encoding="utf-8")
-    result = run_cli("trainer.predict", "--model-dir", job_dir / "model", "--input", source,
-                     "--output", tmp_path / "out.tsv")
+    result = run_in_process("--model-dir", job_dir / "model", "--input", source,
+                     "--output", tmp_path / "out.tsv", module="trainer.predict")
     assert result.returncode == 2 and "holds a tab or a line break, which TSV cannot hold" in result.stderr
     assert not (tmp_path / "out.tsv").exists()
 
@@ -92,8 +93,8 @@ def test_a_broken_input_line_is_named(tsv_run, tmp_path):
     _, job_dir, _ = tsv_run
     source = tmp_path / "in.tsv"
     source.write_text("tweet\tlabel\nfine\tpositive\nextra\ttab\there\n", encoding="utf-8")
-    result = run_cli("trainer.predict", "--model-dir", job_dir / "model", "--input", source,
-                     "--output", tmp_path / "out.csv")
+    result = run_in_process("--model-dir", job_dir / "model", "--input", source,
+                     "--output", tmp_path / "out.csv", module="trainer.predict")
     assert result.returncode == 2 and "in.tsv: line 3 holds 3 fields, the header 2" in result.stderr
     assert "Traceback" not in result.stderr
 
@@ -144,6 +145,7 @@ def test_predict_writes_the_signatures_probabilities_in_input_order(tsv_run, tmp
     np.testing.assert_allclose(probabilities, signature_probabilities(job_dir / "model", texts), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_an_export_with_only_its_signature_predicts_the_same(tsv_run, tmp_path):
     """Models exported before `tokenize` / `predict_tokens` existed still predict."""
     import numpy as np

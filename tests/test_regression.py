@@ -14,7 +14,7 @@ import pytest
 
 from conftest import labelled_rows, metrics_of, read_csv, write_csv
 from test_resume import kill_after_second_epoch
-from test_task import run_cli
+from test_task import run_cli, run_in_process
 
 SCORES = {"negative": 1.0, "neutral": 2.5, "positive": 4.0}
 
@@ -150,6 +150,7 @@ def test_predict_writes_a_predicted_score_per_row_in_input_order(trained, data, 
                                                        rel=1e-4)
 
 
+@pytest.mark.slow
 def test_a_run_killed_after_its_second_epoch_resumes_and_ends_like_an_uninterrupted_one(
         trained, tiny_encoder_dir, data, tmp_path):
     job_dir = tmp_path / "killed"
@@ -181,14 +182,14 @@ def bad_scores(tmp_path_factory):
 ])
 def test_classification_flags_are_refused_with_regression(tiny_encoder_dir, data, tmp_path, flags,
                                                            message):
-    result = run_cli(*args(tiny_encoder_dir, data, tmp_path / "job", *flags))
+    result = run_in_process(*args(tiny_encoder_dir, data, tmp_path / "job", *flags))
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {message}")
 
 
 def test_a_non_numeric_score_names_its_row(tiny_encoder_dir, data, bad_scores, tmp_path):
-    result = run_cli(*args(tiny_encoder_dir, {**data, "train": bad_scores}, tmp_path / "job"))
+    result = run_in_process(*args(tiny_encoder_dir, {**data, "train": bad_scores}, tmp_path / "job"))
     assert result.returncode == 2
     line = result.stderr.strip().splitlines()[-1]
     assert line == (f"error: {bad_scores} row 7, column 'score': 'very good' is not a number "
@@ -198,12 +199,13 @@ def test_a_non_numeric_score_names_its_row(tiny_encoder_dir, data, bad_scores, t
 def test_scores_that_never_vary_are_refused(tiny_encoder_dir, data, tmp_path):
     constant = write_csv(tmp_path / "train.csv", [(t, 3) for t, _ in scored_rows(20, 6)],
                          ("sentence", "score"))
-    result = run_cli(*args(tiny_encoder_dir, {**data, "train": constant}, tmp_path / "job"))
+    result = run_in_process(*args(tiny_encoder_dir, {**data, "train": constant}, tmp_path / "job"))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
         "error: training labels: every score is 3; regression needs scores that vary")
 
 
+@pytest.mark.slow
 def test_a_bfloat16_dry_run_on_the_static_shape_path_checks_the_whole_job(tiny_encoder_dir, data,
                                                                           tmp_path):
     result = run_cli(*args(tiny_encoder_dir, data, tmp_path / "job", "--static-shapes", "on",

@@ -76,6 +76,7 @@ def test_model_card_reports_the_runs_test_metrics(reported):
     assert f"python -m trainer.predict --model-dir {job_dir}/model" in card
 
 
+@pytest.mark.slow
 def test_a_run_without_a_calibration_block_gets_a_temperature_fitted_by_the_report(reported, tmp_path):
     job_dir = shutil.copytree(reported[0], tmp_path / "copy", ignore=shutil.ignore_patterns("checkpoints"))
     metrics = json.loads((job_dir / "metrics.json").read_text())

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from test_task import run_cli, train_args
+from test_task import run_cli, run_in_process, train_args
 
 
 def assert_one_line_error(result, *fragments):
@@ -22,13 +22,13 @@ def assert_one_line_error(result, *fragments):
 def test_a_job_dir_that_is_a_file_is_refused(tiny_encoder_dir, tiny_data, tmp_path):
     job_file = tmp_path / "job"
     job_file.write_text("not a directory")
-    result = run_cli(*train_args(tiny_encoder_dir, tiny_data, job_file))
+    result = run_in_process(*train_args(tiny_encoder_dir, tiny_data, job_file))
     assert_one_line_error(result, "--job-dir", str(job_file), "is a file")
     assert job_file.read_text() == "not a directory"
 
 
 def test_a_job_dir_that_cannot_be_created_is_refused(tiny_encoder_dir, tiny_data):
-    result = run_cli(*train_args(tiny_encoder_dir, tiny_data, "/proc/vbt-job"))
+    result = run_in_process(*train_args(tiny_encoder_dir, tiny_data, "/proc/vbt-job"))
     assert_one_line_error(result, "--job-dir", "/proc/vbt-job")
 
 
@@ -60,7 +60,7 @@ def test_a_malformed_encoder_directory_fails_before_the_data_is_read(
     encoder = broken_encoder(tiny_encoder_dir, tmp_path, name, content)
     arguments = train_args(encoder, tiny_data, tmp_path / "job")
     arguments[arguments.index("--training-file") + 1] = str(tmp_path / "never-read.csv")
-    result = run_cli(*arguments)
+    result = run_in_process(*arguments)
     assert_one_line_error(result, fragment)
     assert not (tmp_path / "job").exists()
 

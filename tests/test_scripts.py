@@ -147,10 +147,11 @@ def test_install_script_installs_the_package_then_the_weights_without_their_depe
     assert bad.returncode == 2 and "usage" in bad.stderr
 
 
-@pytest.mark.parametrize("script", ["train-cloud-gpu.sh", "train-cloud-tpu.sh", "tune-cloud.sh"])
 @pytest.mark.parametrize("separator", [[], ["--"]])
-def test_cloud_scripts_take_trainer_flags_with_or_without_a_leading_separator(script, separator):
-    job = spec(run(script, *separator, "--training-file", "gs://my-bucket/data/train.csv", "--max-seq-length", "64",
+def test_cloud_scripts_take_trainer_flags_with_or_without_a_leading_separator(separator):
+    """lib.sh's `submit`, which every cloud script ends in, drops the separator (the tuning
+    script's own test passes trainer flags through it too)."""
+    job = spec(run("train-cloud-gpu.sh", *separator, "--training-file", "gs://my-bucket/data/train.csv", "--max-seq-length", "64",
                    DRY_RUN="1", **CLOUD))
     pools = (job.get("jobSpec") or job["trialJobSpec"])["workerPoolSpecs"]
     assert pools[0]["containerSpec"]["args"] == ["--training-file", "gs://my-bucket/data/train.csv",

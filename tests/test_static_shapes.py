@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -74,6 +75,7 @@ def compilations_per_epoch(encoder_dir, dump_dir, mode):
     return json.loads(line.split(" ", 1)[1])
 
 
+@pytest.mark.slow
 def test_the_second_epoch_compiles_nothing_new_with_length_buckets(tiny_encoder_dir, tmp_path):
     first, second = compilations_per_epoch(tiny_encoder_dir, tmp_path, "bucket")
     assert first > 2, "several buckets: several shapes"

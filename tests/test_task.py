@@ -1,13 +1,18 @@
 """`python -m trainer.task` end to end on a tiny encoder, the way a user runs it."""
+import contextlib
 import csv
+import io
 import json
 import os
+import runpy
 import subprocess
 import sys
 from importlib.metadata import version
+from unittest import mock
 
 import numpy as np
 import pytest
+
 
 HERE = os.path.dirname(__file__)
 
@@ -17,6 +22,23 @@ def run_cli(*args, module="trainer.task", timeout=300, env=None):
                **(env or {})}
     return subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True,
                           text=True, timeout=timeout, env=environ)
+
+
+def run_in_process(*args, module="trainer.task", env=None):
+    """`python -m MODULE ARGS` for a command that stops with an error before it trains, run in
+    this process (runpy, as `-m` runs it), with its exit code, stdout and stderr returned as
+    run_cli returns them. It saves a Python and TensorFlow start (about 5 s) per case; what the
+    real process prints is checked with run_cli (test_bad_input_exits_2_with_one_clear_line)."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    environ = {"VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"), **(env or {})}
+    with mock.patch.dict(os.environ, environ), mock.patch.object(sys, "argv", [module, *map(str, args)]), \
+            contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            runpy.run_module(module, run_name="__main__")
+            code = 0
+        except SystemExit as exit:
+            code = exit.code
+    return subprocess.CompletedProcess([module, *args], code, stdout.getvalue(), stderr.getvalue())
 
 
 def train_args(tiny_encoder_dir, tiny_data, job_dir, *extra):
@@ -168,6 +190,7 @@ def test_a_finished_run_is_not_overwritten(trained, tiny_encoder_dir, tiny_data)
     assert "error:" not in (job_dir / "training.log").read_text()  # the finished run's log is its own
 
 
+@pytest.mark.slow
 def test_same_seed_gives_same_metrics(trained, tiny_encoder_dir, tiny_data, tmp_path):
     result = run_cli(*train_args(tiny_encoder_dir, tiny_data, tmp_path / "again"))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -189,6 +212,7 @@ def test_dry_run_checks_the_whole_job_in_one_step(tiny_encoder_dir, tiny_data, t
     assert "(--dry-run: one step)" in result.stdout
 
 
+@pytest.mark.slow
 def test_train_fraction_trains_on_a_stratified_subset(tiny_encoder_dir, tiny_data, tmp_path):
     result = run_cli(*train_args(tiny_encoder_dir, tiny_data, tmp_path / "part",
                                  "--train-fraction", "0.5", "--epochs", "1"))
