@@ -3,10 +3,12 @@ import contextlib
 import csv
 import io
 import json
+import logging
 import os
 import runpy
 import subprocess
 import sys
+import warnings
 from importlib.metadata import version
 from unittest import mock
 
@@ -32,13 +34,26 @@ def run_in_process(*args, module="trainer.task", env=None):
     stdout, stderr = io.StringIO(), io.StringIO()
     environ = {"VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"), **(env or {})}
     with mock.patch.dict(os.environ, environ), mock.patch.object(sys, "argv", [module, *map(str, args)]), \
-            contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), \
+            warnings.catch_warnings(), trainer_logger_restored():
         try:
             runpy.run_module(module, run_name="__main__")
             code = 0
         except SystemExit as exit:
             code = exit.code
     return subprocess.CompletedProcess([module, *args], code, stdout.getvalue(), stderr.getvalue())
+
+
+@contextlib.contextmanager
+def trainer_logger_restored():
+    """cli.setup_logging stops the trainer's logger propagating (to keep a run's lines off the
+    root logger); later tests in this process read it through caplog, which needs propagation."""
+    logger = logging.getLogger("trainer")
+    saved = logger.handlers[:], logger.level, logger.propagate
+    try:
+        yield
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
 
 
 def train_args(tiny_encoder_dir, tiny_data, job_dir, *extra):
