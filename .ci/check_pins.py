@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLATFORMS = ["manylinux1_x86_64", "manylinux2010_x86_64", "manylinux2014_x86_64",
@@ -34,20 +35,25 @@ def resolve(pin_file: str, no_deps: bool, scratch: str) -> dict:
     return {item["metadata"]["name"].lower().replace("_", "-"): item["metadata"]["version"] for item in installs}
 
 
+def check(pin_file: str, scratch: str) -> str:
+    """One image's line of the log; exits on a pin that does not resolve or two TensorFlow builds."""
+    resolved = resolve(pin_file, False, scratch)
+    nodeps = pin_file[:-len(".txt")] + "-nodeps.txt"
+    if os.path.exists(os.path.join(ROOT, nodeps)):
+        resolved.update(resolve(nodeps, True, scratch))
+    builds = sorted(TENSORFLOW_BUILDS & set(resolved))
+    if len(builds) > 1:
+        sys.exit(f"error: {pin_file} installs {' and '.join(builds)}: they overwrite each other's files")
+    tensorflow = ", ".join(f"{b}=={resolved[b]}" for b in builds) or "no TensorFlow"
+    return f"{pin_file}: {len(resolved)} distributions resolve ({tensorflow})"
+
+
 def main(pin_files) -> None:
-    with tempfile.TemporaryDirectory() as scratch:
-        for pin_file in pin_files:
-            if pin_file.endswith("-nodeps.txt"):
-                continue
-            resolved = resolve(pin_file, False, scratch)
-            nodeps = pin_file[:-len(".txt")] + "-nodeps.txt"
-            if os.path.exists(os.path.join(ROOT, nodeps)):
-                resolved.update(resolve(nodeps, True, scratch))
-            builds = sorted(TENSORFLOW_BUILDS & set(resolved))
-            if len(builds) > 1:
-                sys.exit(f"error: {pin_file} installs {' and '.join(builds)}: they overwrite each other's files")
-            tensorflow = ", ".join(f"{b}=={resolved[b]}" for b in builds) or "no TensorFlow"
-            print(f"{pin_file}: {len(resolved)} distributions resolve ({tensorflow})", flush=True)
+    """The images are resolved at once: each pip run waits mostly on the registry."""
+    images = [p for p in pin_files if not p.endswith("-nodeps.txt")]
+    with tempfile.TemporaryDirectory() as scratch, ThreadPoolExecutor(len(images) or 1) as pool:
+        for line in pool.map(lambda pin_file: check(pin_file, scratch), images):
+            print(line, flush=True)
 
 
 if __name__ == "__main__":

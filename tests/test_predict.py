@@ -52,7 +52,8 @@ def test_training_reads_every_tsv_line_as_one_row(tsv_run):
     assert "train classes: negative 30, neutral 30, positive 30" in result.stdout
 
 
-@pytest.mark.parametrize("suffix", ["tsv", "csv", "jsonl"])
+@pytest.mark.parametrize("suffix", ["tsv", pytest.param("csv", marks=pytest.mark.slow),
+                                    pytest.param("jsonl", marks=pytest.mark.slow)])
 def test_predict_writes_one_row_per_tsv_line_with_the_text_unchanged(tsv_run, tmp_path, suffix):
     files, job_dir, _ = tsv_run
     output = tmp_path / f"predictions.{suffix}"

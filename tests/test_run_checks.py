@@ -82,6 +82,7 @@ def test_a_missing_default_encoder_package_names_the_install_command(tiny_data, 
     assert not (tmp_path / "job").exists()
 
 
+@pytest.mark.slow
 def test_unknown_arguments_inside_a_vertex_job_are_named_in_one_warning(tiny_encoder_dir, tiny_data,
                                                                         tmp_path):
     result = run_cli(*train_args(tiny_encoder_dir, tiny_data, tmp_path / "job", "--dry-run",

@@ -237,6 +237,7 @@ def test_train_fraction_trains_on_a_stratified_subset(tiny_encoder_dir, tiny_dat
     assert metrics["train"]["per_class"]["neutral"]["support"] == 15
 
 
+@pytest.mark.slow
 def test_train_metrics_of_a_larger_training_set_come_from_a_seeded_sample(
         tiny_encoder_dir, tiny_data, tmp_path):
     # The same run as a user's, with the sample size lowered from 10,000 to 40 of the 90 rows.
