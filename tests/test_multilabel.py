@@ -182,6 +182,7 @@ def test_the_run_reports_each_labels_scores_and_threshold(trained):
     assert f"Micro-F1 {test['micro_f1']:.4f}" in (trained / "MODEL_CARD.md").read_text()
 
 
+@pytest.mark.slow
 def test_the_report_command_lists_the_highest_loss_examples_first(trained, data):
     from trainer.serving import export, predict
     result = run_cli("--job-dir", trained, "--report-errors", "5", module="trainer.report")

@@ -226,6 +226,7 @@ def test_the_run_reports_predicted_against_true_residuals_and_correlations(train
     assert f"Spearman {test['spearman']:.4f}" in (job_dir / "MODEL_CARD.md").read_text()
 
 
+@pytest.mark.slow
 def test_the_report_command_lists_the_largest_absolute_errors_first(trained, data):
     from trainer.serving import export, predict
     result = run_cli("--job-dir", trained["job_dir"], "--report-errors", "5", module="trainer.report")
