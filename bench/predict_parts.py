@@ -102,13 +102,7 @@ def report(result: dict) -> None:
     for name, seconds in result["seconds"].items():
         print(f"  {name:55s} {seconds:8.2f} {rows / seconds:9.1f}")
     if "profile" in result:
-        ops = sum(result["profile"]["categories"].values())
-        print(f"op time of one round at batch 128: {ops:.2f}s (summed over threads)")
-        for name, seconds in result["profile"]["categories"].items():
-            print(f"  {name:18s} {seconds:7.2f}s  {100 * seconds / ops:5.1f}%")
-        print("top op types:")
-        for name, seconds in list(result["profile"]["op_types"].items())[:12]:
-            print(f"  {name:28s} {seconds:7.2f}s  {100 * seconds / ops:5.1f}%")
+        bench_steps.print_profile(result["profile"], "one pass at batch 128")
 
 
 def main(argv=None) -> dict:

@@ -125,6 +125,17 @@ def op_categories(logdir: str) -> dict:
     return {"categories": dict(totals.most_common()), "op_types": dict(by_type.most_common(25))}
 
 
+def print_profile(profile: dict, title: str) -> None:
+    """op_categories' result as a table: seconds and share per category and op type."""
+    ops = sum(profile["categories"].values())
+    print(f"{title}, {ops:.2f}s of op time (summed over threads)")
+    for name, seconds in profile["categories"].items():
+        print(f"  {name:18s} {seconds:7.2f}s  {100 * seconds / ops:5.1f}%")
+    print("top op types:")
+    for name, seconds in profile["op_types"].items():
+        print(f"  {name:28s} {seconds:7.2f}s  {100 * seconds / ops:5.1f}%")
+
+
 def categorize(name: str) -> str:
     for category, pattern in CATEGORIES:
         if re.search(pattern, name):
@@ -160,14 +171,7 @@ def main(argv=None) -> dict:
         wall = time.perf_counter() - start
         tf.profiler.experimental.stop()
         result["profile"] = {"wall_seconds": wall, **op_categories(logdir)}
-        ops = sum(result["profile"]["categories"].values())
-        print(f"profiled one more round: {wall:.2f}s wall, {ops:.2f}s of op time "
-              "(summed over threads)")
-        for name, seconds in result["profile"]["categories"].items():
-            print(f"  {name:18s} {seconds:7.2f}s  {100 * seconds / ops:5.1f}%")
-        print("top op types:")
-        for name, seconds in result["profile"]["op_types"].items():
-            print(f"  {name:28s} {seconds:7.2f}s  {100 * seconds / ops:5.1f}%")
+        print_profile(result["profile"], f"profiled one more round: {wall:.2f}s wall")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)
