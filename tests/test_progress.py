@@ -61,7 +61,7 @@ def test_tokenizing_a_large_input_logs_progress(lines, monkeypatch):
     from trainer.data import pipeline
     from trainer.modeling.encoders.bert import INPUT_KEYS
 
-    monkeypatch.setattr(pipeline, "TOKENIZE_BATCH", 100)
+    monkeypatch.setattr(pipeline, "_TOKENIZE_BATCH", 100)
     preprocessor = lambda batch: {name: tf.ones([tf.shape(batch)[0], 4], tf.int32)  # noqa: E731
                                   for name in INPUT_KEYS}
     split = pipeline.tokenize(np.array(["a text"] * 500, dtype=object), preprocessor, log_every_seconds=1e-9)

@@ -28,6 +28,7 @@ from trainer.data import splits as splits_lib
 log = logging.getLogger("trainer")
 
 BLOCK_ROWS = 4096
+_TOKENIZE_BATCH = 1024
 _INTERLEAVED_BLOCKS = 16  # blocks read at once: a shuffle buffer draws from this many places
 _SHUFFLE_ROWS = 65_536
 _PROBES = ("The quick brown fox jumps over the lazy dog.", "Ünïcödé, emoji 🙂 and CAPS!", "")
@@ -209,7 +210,7 @@ def _tokenized_batches(datasets, preprocessor):
     """(split name, source file number, flat word ids, flat type ids, lengths) of every
     split's rows in order, from
     one tf.data pipeline fed by a reader thread (the files are read once per distinct spec)."""
-    from trainer.data.pipeline import TOKENIZE_BATCH, pack_tokens
+    from trainer.data.pipeline import pack_tokens
 
     names = list(datasets.splits())
     pairs = datasets.text_pair_column is not None
@@ -223,9 +224,9 @@ def _tokenized_batches(datasets, preprocessor):
                 source = files.setdefault(chunk["_file"].iloc[0], len(files))
                 texts = [str(t) for t in chunk[datasets.text_column]]
                 second = [str(t) for t in chunk[datasets.text_pair_column]] if pairs else texts[:0]
-                for i in range(0, len(texts), TOKENIZE_BATCH):
-                    yield (names.index(name), source, texts[i:i + TOKENIZE_BATCH],
-                           second[i:i + TOKENIZE_BATCH])
+                for i in range(0, len(texts), _TOKENIZE_BATCH):
+                    yield (names.index(name), source, texts[i:i + _TOKENIZE_BATCH],
+                           second[i:i + _TOKENIZE_BATCH])
 
     strings = tf.TensorSpec([None], tf.string)
     dataset = tf.data.Dataset.from_generator(

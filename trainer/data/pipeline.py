@@ -16,9 +16,7 @@ from trainer import progress
 from trainer.modeling.encoders.bert import INPUT_KEYS
 
 _PADDED_LENGTHS = (16, 20, 24, 28, 32, 36, 40, 48, 56, 64, 80, 96, 128, 192, 256, 384, 512)
-# Texts per TF-Text call: 4096 tokenized 50,000 tweets/s on 2 cores, 1024 37,000 (and 8192
-# no more than 4096); at 10M rows that is 70 s of the time to the first step.
-TOKENIZE_BATCH = 4096
+_TOKENIZE_BATCH = 1024
 
 
 def padded_lengths(max_seq_length: int) -> tuple:
@@ -121,7 +119,7 @@ def tokenize(texts: Sequence[str], preprocessor, labels=None, weights=None,
     strings = lambda values: np.asarray(values, dtype=object).astype(str) if n else np.zeros([0], str)  # noqa: E731
     slices = strings(texts) if pairs is None else (strings(texts), strings(pairs))
     dataset = (tf.data.Dataset.from_tensor_slices(slices)
-               .batch(TOKENIZE_BATCH).map(pack, num_parallel_calls=tf.data.AUTOTUNE)
+               .batch(_TOKENIZE_BATCH).map(pack, num_parallel_calls=tf.data.AUTOTUNE)
                .prefetch(tf.data.AUTOTUNE))
     meter, done = progress.Progress("tokenized", log_every_seconds, total=n), 0
     for w, t, l in dataset.as_numpy_iterator():
