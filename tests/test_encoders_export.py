@@ -166,6 +166,7 @@ def finetuned_job(checkpoint_dir, tiny_data, tmp_path_factory):
     return job_dir, out
 
 
+@pytest.mark.slow
 def test_a_job_dir_exports_its_fine_tuned_encoder_with_no_other_flag(finetuned_job, checkpoint_dir):
     job_dir, out = finetuned_job
     exported = job_dir / "encoder_export"

@@ -88,6 +88,7 @@ def test_a_reduced_precision_model_serves_in_float32_with_the_labels_its_evaluat
     np.testing.assert_array_equal(served["label"].astype(str), np.array(LABELS)[served["label_index"]])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["mixed_bfloat16"], indirect=True)
 def test_the_training_precision_is_kept_on_request_and_the_trained_model_keeps_it(
         tiny_encoder_dir, policy, tmp_path):
@@ -99,6 +100,7 @@ def test_the_training_precision_is_kept_on_request_and_the_trained_model_keeps_i
     assert {layer.compute_dtype for layer in model.submodules if isinstance(layer, tf_keras.layers.Dense)} >= {"bfloat16"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["mixed_float16"], indirect=True)
 def test_float16_training_scales_the_loss_and_resumes_from_a_checkpoint(tiny_encoder_dir, policy, tmp_path):
     encoder, model, history, _, _ = trained_classifier(tiny_encoder_dir, epochs=2)

@@ -307,6 +307,10 @@ ENTRY_POINTS = ["trainer.task", "trainer.predict", "trainer.prepare", "trainer.e
 # translation is trainer.storage's, shared by all.
 CASES = [("trainer.task", failure) for failure in sorted(FAILURES)] + [
     (module, failure) for module, failure in zip(ENTRY_POINTS[1:], sorted(FAILURES))]
+# The trainer's cases of a failure another entry point also shows go to the slow tier.
+CASES = [pytest.param(*case, marks=pytest.mark.slow)
+         if case[0] == "trainer.task" and case[1] in ("missing bucket", "permission denied") else case
+         for case in CASES]
 
 
 @pytest.mark.parametrize("module, failure", CASES)

@@ -82,5 +82,6 @@ def test_the_second_epoch_compiles_nothing_new_with_length_buckets(tiny_encoder_
     assert second == first
 
 
+@pytest.mark.slow
 def test_static_shapes_compile_one_training_and_one_evaluation_step_for_any_split_size(tiny_encoder_dir, tmp_path):
     assert compilations_per_epoch(tiny_encoder_dir, tmp_path, "static") == [2, 2]
