@@ -17,12 +17,12 @@ SLOW = "VBT_SLOW_TESTS"
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", f"slow: a repeat, for one more task or path, of training machinery the default "
-                   f"suite already runs end to end; run with {SLOW}=1")
+        "markers", f"slow: a long test the default suite can do without (mostly a repeat, for one "
+                   f"more task or path, of machinery it runs end to end); run with {SLOW}=1")
 
 
 def pytest_collection_modifyitems(config, items):
-    """The default suite stays under 10 minutes on 2 cores; {SLOW}=1 adds the slow tier."""
+    """The default suite stays within 10 minutes on 2 cores; VBT_SLOW_TESTS=1 adds the slow tier."""
     if os.environ.get(SLOW):
         return
     skip = pytest.mark.skip(reason=f"slow tier: set {SLOW}=1")

@@ -305,12 +305,11 @@ ENTRY_POINTS = ["trainer.task", "trainer.predict", "trainer.prepare", "trainer.e
 
 # Every kind of failure through the trainer, and every other entry point with one of them: the
 # translation is trainer.storage's, shared by all.
-CASES = [("trainer.task", failure) for failure in sorted(FAILURES)] + [
+# The trainer's cases of a failure another entry point also shows are in the slow tier.
+CASES = [pytest.param("trainer.task", failure, marks=pytest.mark.slow)
+         if failure in ("missing bucket", "permission denied") else ("trainer.task", failure)
+         for failure in sorted(FAILURES)] + [
     (module, failure) for module, failure in zip(ENTRY_POINTS[1:], sorted(FAILURES))]
-# The trainer's cases of a failure another entry point also shows go to the slow tier.
-CASES = [pytest.param(*case, marks=pytest.mark.slow)
-         if case[0] == "trainer.task" and case[1] in ("missing bucket", "permission denied") else case
-         for case in CASES]
 
 
 @pytest.mark.parametrize("module, failure", CASES)

@@ -15,7 +15,6 @@ from unittest import mock
 import numpy as np
 import pytest
 
-
 HERE = os.path.dirname(__file__)
 
 
@@ -39,8 +38,8 @@ def run_in_process(*args, module="trainer.task", env=None):
         try:
             runpy.run_module(module, run_name="__main__")
             code = 0
-        except SystemExit as exit:
-            code = exit.code
+        except SystemExit as stop:
+            code = stop.code or 0
     return subprocess.CompletedProcess([module, *args], code, stdout.getvalue(), stderr.getvalue())
 
 
