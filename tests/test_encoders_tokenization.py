@@ -149,3 +149,14 @@ def test_tokenize_returns_wordpieces_per_word(vocab):
     tokens = preprocessor.tokenize(tf.constant(["unbelievably good"]))
     expected = [[vocab[p] for p in reference_wordpiece(w, vocab)] for w in ("unbelievably", "good")]
     assert tokens.to_list() == [expected]
+
+
+@pytest.mark.parametrize("lower_case", [True, False], ids=["uncased", "cased"])
+def test_words_and_their_pieces_match_the_reference(vocab, lower_case):
+    """The word dimension is rebuilt from "##" continuations: the reference's words, in a
+    batch that also holds an empty text; cased, a no-break space separates words as in HF."""
+    texts = [*TRICKY_STRINGS.values(), "", "no\u00a0break space"]
+    preprocessor = BertPreprocessor(VOCAB_FILE, lower_case=lower_case)
+    expected = [[[vocab[p] for p in reference_wordpiece(word, vocab)]
+                 for word in reference_basic_tokenize(text, lower_case)] for text in texts]
+    assert preprocessor.tokenize(tf.constant(texts)).to_list() == expected

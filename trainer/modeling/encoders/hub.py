@@ -197,9 +197,9 @@ class _PreprocessorExport(tf.Module):
 
     def __init__(self, preprocessor: BertPreprocessor):
         super().__init__()
-        # The vocabulary table (and through it the vocab file asset) is what the functions
-        # use; tracking the Keras layer itself would make SavedModel serialise it as a layer.
-        self.vocab_table = preprocessor.vocab_table
+        # Only the vocabulary asset is tracked: tracking the Keras layer itself would make
+        # SavedModel serialise it as a layer.
+        self.vocab_file = preprocessor.vocab_asset
         strings = tf.TensorSpec([None], tf.string)
         self.__call__ = tf.function(preprocessor.call, input_signature=[strings], autograph=False)
         self.tokenize = tf.function(preprocessor.tokenize, input_signature=[strings], autograph=False)
