@@ -34,12 +34,12 @@ class BertPreprocessor(tf_keras.layers.Layer):
     """tf.string [B] -> int32 [B, seq_length] input_word_ids / input_mask / input_type_ids.
 
     Tokenizes with TF-Text's FastBertTokenizer (linear-time WordPiece, arXiv:2012.15524): on
-    this package's tweets it gives BertTokenizer's ids at about ten times its speed (see
-    docs/performance.md), and with lower_case=False it splits on no-break spaces as Hugging
-    Face's tokenizer does, where BertTokenizer makes [UNK] of the words around one. Its models
-    are constants in the graph, so a model saved with this layer inside reloads in a fresh
-    process with only `import tensorflow, tensorflow_text`; the vocabulary file still ships in
-    assets/ for people and tools that map ids back to wordpieces.
+    tweets it gives BertTokenizer's ids several times faster (bench/tokenizer_speed.py), and with
+    lower_case=False it splits on no-break spaces as Hugging Face's tokenizer does, where
+    BertTokenizer makes [UNK] of the words around one. Its models are constants in the graph,
+    so a model saved with this layer inside reloads in a fresh process with only `import
+    tensorflow, tensorflow_text`; the vocabulary file still ships in assets/ for people and
+    tools that map ids back to wordpieces.
 
     With lower_case=True both TF-Text tokenizers apply NFKC case folding, which Hugging Face's
     tokenizer does not ("…" -> "...", "ﬁ" -> "fi"); otherwise the ids match HF's BertTokenizer.
