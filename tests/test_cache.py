@@ -1,9 +1,13 @@
 """The token cache: blocks on disk that every epoch, resumed run and worker reads."""
+import os
+
 import numpy as np
 import pytest
 
 from trainer import config as config_lib
 from trainer.data import cache, splits
+from trainer.modeling.encoders import registry
+from trainer.modeling.encoders.preprocessing import BertPreprocessor
 
 from conftest import labelled_rows, write_csv
 
@@ -78,3 +82,11 @@ def test_some_rows_are_read_alone_in_order(tmp_path, preprocessor, monkeypatch):
     batching = pipeline.Batching(3, pipeline.padded_lengths(16), bucket=True)
     batches = list(pipeline.evaluation_dataset(picked, batching))
     assert sum(len(labels) for _, labels, _ in batches) == 4
+
+
+def test_the_cache_key_follows_what_the_tokenizer_does():
+    """Equal tokenizers share a cache; casing (seen on the probes) makes another one."""
+    vocab = os.path.join(registry.packaged_default_dir(), "vocab.txt")
+    uncased = cache.tokenizer_fingerprint(BertPreprocessor(vocab, lower_case=True), pairs=False)
+    assert cache.tokenizer_fingerprint(BertPreprocessor(vocab, lower_case=True), pairs=False) == uncased
+    assert cache.tokenizer_fingerprint(BertPreprocessor(vocab, lower_case=False), pairs=False) != uncased

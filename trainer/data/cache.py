@@ -31,7 +31,10 @@ BLOCK_ROWS = 4096
 _TOKENIZE_BATCH = 1024
 _INTERLEAVED_BLOCKS = 16  # blocks read at once: a shuffle buffer draws from this many places
 _SHUFFLE_ROWS = 65_536
-_PROBES = ("The quick brown fox jumps over the lazy dog.", "Ünïcödé, emoji 🙂 and CAPS!", "")
+# Texts on which tokenizers are known to differ: case and accents, emoji, an empty text, and a
+# no-break space (TF-Text's BertTokenizer and FastBertTokenizer split it differently when cased).
+_PROBES = ("The quick brown fox jumps over the lazy dog.", "Ünïcödé, emoji 🙂 and CAPS!", "",
+           "no\u00a0break ﬁne…")
 
 
 @dataclasses.dataclass
