@@ -13,18 +13,15 @@ round. With --profile the TF profiler traces one more round of the default batch
 sums op time by category, as bench/steps.py does for training steps.
 """
 import argparse
-import json
 import os
-import shutil
-import statistics
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run as bench_run  # noqa: E402  (bench/run.py: the same TweetEval preparation)
 import steps as bench_steps  # noqa: E402  (op time by category)
+from common import finish, timed  # noqa: E402
 
 
 def parse_args(argv):
@@ -37,17 +34,6 @@ def parse_args(argv):
                         help="trace one more round of batch 128 and group op time by category")
     parser.add_argument("--json", help="also write the results here")
     return parser.parse_args(argv)
-
-
-def timed(function, rounds: int) -> float:
-    """Median seconds of `rounds` calls after one untimed call."""
-    function()
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def read_texts(path: str, column: str) -> list:
@@ -124,11 +110,7 @@ def main(argv=None) -> dict:
     if args.profile:
         result["profile"] = profile(model, features, work)
     report(result)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
-    shutil.rmtree(work, ignore_errors=True)
-    return result
+    return finish(result, args.json, work)
 
 
 if __name__ == "__main__":

@@ -17,10 +17,8 @@ the sample posts shipped in the package.
 import argparse
 import collections
 import glob
-import json
 import os
 import re
-import shutil
 import statistics
 import sys
 import tempfile
@@ -29,6 +27,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run as bench_run  # noqa: E402  (bench/run.py: the same TweetEval preparation)
+from common import finish  # noqa: E402
 
 # Op events are named "scope/op_name:OpType"; the first matching pattern names the category.
 CATEGORIES = (
@@ -172,11 +171,7 @@ def main(argv=None) -> dict:
         tf.profiler.experimental.stop()
         result["profile"] = {"wall_seconds": wall, **op_categories(logdir)}
         print_profile(result["profile"], f"profiled one more round: {wall:.2f}s wall")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
-    shutil.rmtree(work, ignore_errors=True)
-    return result
+    return finish(result, args.json, work)
 
 
 if __name__ == "__main__":

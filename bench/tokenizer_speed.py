@@ -14,16 +14,15 @@ The texts are TweetEval's (../shared/data/tweeteval) or --texts (one per line), 
 posts when neither is there, repeated up to --rows.
 """
 import argparse
+import collections
 import glob
-import json
 import os
-import statistics
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
+sys.path[:0] = [ROOT, HERE]
+from common import finish, timed  # noqa: E402
 TWEETEVAL = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "tweeteval"))
 
 
@@ -79,14 +78,7 @@ def rows_per_second(function, texts, batch_size: int, rounds: int) -> float:
 
     dataset = (tf.data.Dataset.from_tensor_slices(texts).batch(batch_size)
                .map(function, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE))
-    times = []
-    for round_ in range(rounds + 1):
-        start = time.perf_counter()
-        for _ in dataset:
-            pass
-        if round_:  # the first round traces and warms up
-            times.append(time.perf_counter() - start)
-    return len(texts) / statistics.median(times)
+    return len(texts) / timed(lambda: collections.deque(dataset, maxlen=0), rounds)
 
 
 def differing_texts(baseline, preprocessor, texts) -> int:
@@ -130,10 +122,7 @@ def main(argv=None) -> dict:
         print(f"{name.ljust(width)}  {rate:12,.0f} rows/s  {rate / base:6.2f}x")
     print(f"ids per word differ from the baseline's on {results['differing_texts']} of "
           f"{len(unique):,} distinct texts")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=2)
-    return results
+    return finish(results, args.json)
 
 
 if __name__ == "__main__":

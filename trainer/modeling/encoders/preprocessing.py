@@ -67,11 +67,10 @@ class BertPreprocessor(tf_keras.layers.Layer):
         FastBertTokenizer returns each text's wordpieces in one row; a word begins at every
         piece that is not a "##" continuation (a word WordPiece cannot split is one [UNK])."""
         pieces = self._tokenizer.tokenize(strings)
-        starts = ~tf.gather(self._continues_word, pieces.flat_values)
-        word_of_piece = tf.cumsum(tf.cast(starts, tf.int64)) - 1
+        starts = tf.cast(~tf.gather(self._continues_word, pieces.flat_values), tf.int64)
         words = tf.RaggedTensor.from_value_rowids(
-            pieces.flat_values, word_of_piece, nrows=tf.reduce_sum(tf.cast(starts, tf.int64)))
-        words_per_text = tf.reduce_sum(tf.cast(pieces.with_flat_values(starts), tf.int64), axis=1)
+            pieces.flat_values, tf.cumsum(starts) - 1, nrows=tf.reduce_sum(starts))
+        words_per_text = tf.reduce_sum(pieces.with_flat_values(starts), axis=1)
         return tf.RaggedTensor.from_row_lengths(words, words_per_text)
 
     def bert_pack_inputs(self, segments: List[tf.RaggedTensor],
