@@ -8,10 +8,11 @@
 # unrelated projects, to leave TF 2.21 without a usable GPU (CUDNN_STATUS_INTERNAL_ERROR).
 FROM python:3.11.13-slim-bookworm
 
+# No TF_CPP_MIN_LOG_LEVEL: the trainer's default hides TensorFlow's C++ lines on a normal start
+# (on a CPU host: cuInit failures, a misleading oneDNN line), and `--verbose` shows all of them.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    TF_CPP_MIN_LOG_LEVEL=2 \
     VBT_CACHE_DIR=/opt/vertex-bert-trainer/cache
 
 # Dependencies first, pinned in docker/gpu.txt to the versions the test suite runs with, so that

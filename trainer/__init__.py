@@ -3,13 +3,15 @@
 Importing the package sets up the TensorFlow environment once, before TensorFlow itself is
 imported anywhere: tensorflow-hub layers are Keras 2 layers, so `tf.keras` must resolve to
 tf-keras (TF_USE_LEGACY_KERAS=1) rather than Keras 3, a normal run should not print a wall
-of C++ start-up warnings, and every x86 CPU should get the oneDNN kernels. Users may override
-each variable.
+of C++ start-up warnings, every x86 CPU should get the oneDNN kernels, and the TPU build of
+TensorFlow must not wait on a metadata server off a TPU VM. Users may override each variable.
 """
 import os
 import re
 import sys
 import tempfile
+
+from trainer.cloud import tpu as _tpu
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -17,6 +19,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # or AMX (tensorflow/tensorflow#56039); on AVX2-only CPUs it falls back to Eigen's, which made
 # a training step here 1.75x slower and prediction 1.26x (docs/performance.md).
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+# Off a TPU VM, tensorflow-tpu's import would wait on the GCE metadata server (trainer/cloud/tpu.py).
+os.environ.update(_tpu.libtpu_environment(os.environ, _tpu.tpu_chips_attached()))
 
 __version__ = "0.1.0"
 

@@ -14,11 +14,11 @@ Three steps, in this order, at the very start of a run:
 from __future__ import annotations
 
 import dataclasses
-import glob
 import os
 from typing import Mapping, Optional
 
 from trainer.cloud import environment as vertex
+from trainer.cloud import tpu
 from trainer.config import RuntimeConfig
 from trainer.errors import UserError
 
@@ -71,11 +71,9 @@ def find_tpu(environ: Mapping[str, str], dev_dir: str = "/dev") -> Optional[str]
     """The TPUClusterResolver argument for an attached TPU, or None. Never touches the runtime.
 
     Signals, first match wins:
-    - TPU chips exposed to this VM (a TPU VM, Vertex TPU jobs included): /dev/accel<N> on
-      v2-v4, /dev/vfio/<N> on v5e and later. They are "local" even when TPU_NAME is also set,
-      as people export TPU_NAME on TPU VMs for gcloud; resolving a TPU VM by name is what fails
-      in tensorflow/tensorflow#53296. (/dev/accel/ as a *directory* is the generic Linux
-      compute-accelerator class, not a TPU.)
+    - TPU chips exposed to this VM (a TPU VM, Vertex TPU jobs included; `tpu.tpu_chips_attached`).
+      They are "local" even when TPU_NAME is also set, as people export TPU_NAME on TPU VMs for
+      gcloud; resolving a TPU VM by name is what fails in tensorflow/tensorflow#53296.
     - TPU_NAME=local: the same, when the device files are hidden (some containers).
     - KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS (GKE) or TPU_NAME (a grpc:// address or node name): a
       remote TPU node, the variables TPUClusterResolver itself reads, in its order.
@@ -83,8 +81,7 @@ def find_tpu(environ: Mapping[str, str], dev_dir: str = "/dev") -> Optional[str]
     Probing with TPUClusterResolver(tpu="local") instead would initialise the TPU system (and
     the TF runtime) and on a machine without a TPU fail slowly or crash.
     """
-    if (glob.glob(os.path.join(dev_dir, "accel[0-9]*"))
-            or glob.glob(os.path.join(dev_dir, "vfio", "[0-9]*"))):
+    if tpu.tpu_chips_attached(dev_dir):
         return "local"
     for name in ("KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS", "TPU_NAME"):
         value = environ.get(name, "").strip()
