@@ -80,6 +80,19 @@ def test_predict_logs_progress_with_rows_per_second(tsv_run, tmp_path):
     assert len(progress) == 1 and " rows/s  ETA 0s" in progress[0]
 
 
+def test_the_output_file_gets_the_mode_of_a_new_file_under_the_umask(tsv_run, tmp_path):
+    """tempfile creates 0600: the renamed output must be 0644 under umask 022 (issue #23, 1)."""
+    files, job_dir, _ = tsv_run
+    previous = os.umask(0o022)
+    try:
+        result = run_in_process("--model-dir", job_dir / "model", "--input", files["validation"],
+                                "--output", tmp_path / "p.csv", module="trainer.predict")
+    finally:
+        os.umask(previous)
+    assert result.returncode == 0, result.stderr
+    assert oct((tmp_path / "p.csv").stat().st_mode & 0o777) == oct(0o644)
+
+
 def test_a_text_tsv_cannot_hold_is_refused_not_mangled(tsv_run, tmp_path):
     _, job_dir, _ = tsv_run
     source = tmp_path / "in.csv"

@@ -174,6 +174,24 @@ def write_text_atomic(path: str, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
+def _umask() -> int:
+    """The process's umask (reading it means setting it: set back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def publish_local_file(tmp: str, path: str) -> None:
+    """Moves a finished local temporary file (tempfile's, mode 0600) to `path` (local or gs://)
+    with the mode a newly created file gets (0644 under umask 022), as every other artifact."""
+    if "://" in path:
+        copy(tmp, path)
+        os.unlink(tmp)
+        return
+    os.chmod(tmp, 0o666 & ~_umask())
+    os.replace(tmp, path)
+
+
 def _is_object_store(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
 

@@ -341,10 +341,6 @@ def main(argv=None) -> int:
             tmp.close()
             os.unlink(tmp.name)
             raise
-    if local:
-        os.replace(tmp.name, args.output)
-    else:
-        storage.copy(tmp.name, args.output)
-        os.unlink(tmp.name)
+    storage.publish_local_file(tmp.name, args.output)
     print(f"wrote {rows} rows with predictions to {args.output}")
     return 0
