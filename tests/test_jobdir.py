@@ -13,12 +13,16 @@ def config_for(job_dir, *flags):
     return config_lib.build_config(["--job-dir", str(job_dir), *flags], {})
 
 
-def unfinished(job_dir, *flags, job_id=None):
-    """A job dir as a killed run leaves it: config.json and, on Vertex, its job id."""
+def unfinished(job_dir, *flags, job_id=None, checkpointed=True):
+    """A job dir as a killed run leaves it: config.json, on Vertex its job id, and (unless it
+    stopped before its first checkpoint) the resume checkpoint's state file."""
     config = config_for(job_dir, *flags)
     paths = jobdir.JobPaths.from_config(config)
     jobdir.start_new(paths, job_id)
     config_lib.save(config, paths.config)
+    if checkpointed:
+        (job_dir / "checkpoints" / "resume").mkdir(parents=True)
+        (job_dir / "checkpoints" / "resume" / "checkpoint").write_text('model_checkpoint_path: "ckpt-1"\n')
     return paths
 
 
@@ -41,6 +45,18 @@ def test_other_settings_on_an_unfinished_run_are_refused_naming_them(tmp_path):
     paths = unfinished(tmp_path)
     with pytest.raises(UserError, match=r"other settings \(train.epochs: 3 -> 5\)"):
         jobdir.decide(config_for(tmp_path, "--epochs", "5"), paths, None)
+
+
+def test_a_run_that_failed_before_its_first_checkpoint_does_not_hold_back_the_corrected_command(tmp_path):
+    """A wrong column stops a run after config.json and training.log: the corrected command is
+    a new run, not "an unfinished run with other settings" (issue #23, 2)."""
+    paths = unfinished(tmp_path, checkpointed=False)
+    assert jobdir.decide(config_for(tmp_path, "--label-column", "stars"), paths, None) == jobdir.NEW
+
+
+def test_rerunning_a_run_that_saved_no_checkpoint_unchanged_is_a_new_run(tmp_path):
+    paths = unfinished(tmp_path, checkpointed=False)
+    assert jobdir.decide(config_for(tmp_path), paths, None) == jobdir.NEW
 
 
 def test_locally_overwrite_starts_an_unfinished_run_over(tmp_path):
@@ -75,7 +91,6 @@ def test_a_vertex_job_restarted_after_it_finished_does_nothing(tmp_path):
 def test_starting_over_clears_checkpoints_history_and_metrics_and_records_the_job(tmp_path):
     paths = unfinished(tmp_path, job_id="1")
     finish(paths)
-    (tmp_path / "checkpoints" / "resume").mkdir(parents=True)
     (tmp_path / "eval_history.csv").write_text("epoch\n1\n")
     jobdir.start_new(paths, "2")
     assert not (tmp_path / "metrics.json").exists() and not (tmp_path / "eval_history.csv").exists()

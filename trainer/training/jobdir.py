@@ -84,7 +84,9 @@ def check_writable(job_dir: str) -> None:
 
 
 def decide(config: Config, paths: JobPaths, job_id: Optional[str]) -> str:
-    """NEW, RESUME or FINISHED (this very Vertex job finished it already); refuses to clobber."""
+    """NEW, RESUME or FINISHED (this very Vertex job finished it already); refuses to clobber.
+
+    Only a run with a resume checkpoint is resumed (and must be rerun with its own settings)."""
     same_job = job_id is not None and _recorded_job(paths) == job_id
     if storage.exists(paths.metrics):
         if same_job:
@@ -95,7 +97,7 @@ def decide(config: Config, paths: JobPaths, job_id: Optional[str]) -> str:
         return NEW
     if config.output.overwrite and not same_job:
         return NEW
-    if storage.exists(paths.config):
+    if storage.exists(paths.config) and has_resume_checkpoint(paths):
         previous = _resumable_settings(config_lib.load(paths.config))
         current = _resumable_settings(config)
         if previous != current:
@@ -105,6 +107,13 @@ def decide(config: Config, paths: JobPaths, job_id: Optional[str]) -> str:
                             f"resume it, or pass --overwrite to start over.")
         return RESUME
     return NEW
+
+
+def has_resume_checkpoint(paths: JobPaths) -> bool:
+    """Whether an unfinished run saved anything to resume. One that stopped before its first
+    checkpoint (a wrong column, a typo in a flag, Ctrl-C while tokenizing) left only config.json
+    and training.log: its rerun, with corrected flags or not, is a new run (issue #23)."""
+    return storage.exists(storage.join(paths.resume, "checkpoint"))
 
 
 def start_new(paths: JobPaths, job_id: Optional[str]) -> None:

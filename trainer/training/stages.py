@@ -33,6 +33,8 @@ def prepare_job_dir(ctx: RunContext) -> None:
     """New, resumed or already finished; then config.json and training.log (chief only)."""
     job_id = vertex.read_environment(ctx.environ).job_id
     ctx.state = jobdir.decide(ctx.config, ctx.paths, job_id)
+    left_unfinished = ctx.state == jobdir.NEW and storage.exists(ctx.paths.config) and \
+        not storage.exists(ctx.paths.metrics)
     if not ctx.is_chief:
         return
     if ctx.state == jobdir.NEW:
@@ -40,7 +42,9 @@ def prepare_job_dir(ctx: RunContext) -> None:
     if ctx.state != jobdir.FINISHED:
         config_lib.save(ctx.config, ctx.paths.config)
         ctx.run_log = RunLog(ctx.paths.log)
-    described = {jobdir.NEW: "new run", jobdir.RESUME: "continuing an unfinished run",
+    described = {jobdir.NEW: "new run" + (", replacing the unfinished run that was here"
+                                          if left_unfinished else ""),
+                 jobdir.RESUME: "continuing an unfinished run",
                  jobdir.FINISHED: f"finished already by Vertex job {job_id}: nothing to do"}
     log.info("job dir %s (%s)", ctx.paths.job_dir, described[ctx.state])
     if ctx.ignored_arguments:
