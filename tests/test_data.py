@@ -268,6 +268,22 @@ def test_the_class_size_threshold_is_a_flag(tmp_path):
     assert d.labels.names == ["negative", "positive", "rare"]
 
 
+def test_a_tiny_balanced_file_is_not_a_typo_and_trains(tmp_path):
+    """4 rows of each of 3 classes: every class is below --min-examples-per-class 5 and none is
+    rare against the others (issue #23, 3); the held-out validation gets one row per class."""
+    path = write(tmp_path / "t.csv", rows_with_labels(["negative", "neutral", "positive"] * 4))
+    d = load_with_defaults("--training-file", path)
+    assert d.sizes() == {"train": 9, "validation": 3}
+    assert sorted(d.validation.labels.tolist()) == [0, 1, 2]
+
+
+def test_a_small_class_near_identical_to_another_label_is_a_typo_even_when_not_rare(tmp_path):
+    labels = ["positive", "negative"] * 3 + ["Positive"] * 3
+    path = write(tmp_path / "t.csv", rows_with_labels(labels))
+    with pytest.raises(UserError, match=r"'Positive' \(rows 7, 8, 9\), column 'label': did you mean 'positive'\?"):
+        load_with_defaults("--training-file", path)
+
+
 def test_a_word_among_class_ids_is_blamed_at_its_own_row(tmp_path):
     labels = ["0", "1", "2"] * 10
     labels[17] = "two"

@@ -175,8 +175,11 @@ def stratified_split(split: Split, fraction: float, seed: int, what: str, names:
     if rare:
         raise UserError(f"{split.source}: class {names[rare[0]]!r} has a single example, too few "
                         f"to carve a stratified {what}; add examples or give the split as a file")
+    # sklearn holds out ceil(fraction * rows); a tiny file (12 rows of 3 classes) would get fewer
+    # rows than classes, which it refuses: hold out one row per class at least.
+    held_rows = max(int(np.ceil(fraction * len(split))), int(np.count_nonzero(counts)))
     try:
-        rest, held = train_test_split(np.arange(len(split)), test_size=fraction,
+        rest, held = train_test_split(np.arange(len(split)), test_size=held_rows,
                                       random_state=seed, stratify=split.labels)
     except ValueError as e:
         raise UserError(f"{split.source}: cannot carve a stratified {what} of {fraction:.0%}: {e}") from None
