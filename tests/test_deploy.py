@@ -120,7 +120,19 @@ def test_a_bad_flag_is_one_error_line_before_anything_is_sent(capsys, argv, mess
 @pytest.mark.parametrize("command", [["deploy", *WHERE, *MODEL],
                                      ["batch-predict", *WHERE, "--model", "5", "--input", "gs://b/a.csv",
                                       "--output", "gs://b/o"]])
-def test_without_credentials_a_real_run_is_one_line_and_exit_1(capsys, command):
+def test_without_credentials_a_real_run_is_one_line_and_exit_2(capsys, command):
     code, err = failure(capsys, *command)
-    assert code == 1
+    assert code == 2  # the user can fix it (issue #23, 4): README's exit codes
     assert err.startswith("error: no Google Cloud credentials found") and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("error, code", [("PermissionDenied", 2), ("NotFound", 2), ("ServiceUnavailable", 1),
+                                         ("InternalServerError", 1)])
+def test_a_refusal_the_user_can_fix_exits_2_and_a_cloud_failure_exits_1(error, code):
+    from google.api_core import exceptions
+    from trainer.cloud import api
+    from trainer.errors import UserError
+    with pytest.raises(UserError) as raised:
+        with api.google_errors():
+            raise getattr(exceptions, error)("nope")
+    assert raised.value.exit_code == code and str(raised.value).startswith("Vertex AI refused the request")

@@ -256,6 +256,21 @@ def test_a_model_that_fails_to_load_exits_non_zero_with_one_line(tmp_path):
                                           f"saved_model.pb; point it at JOB_DIR/model)"]
 
 
+def test_a_port_in_use_is_one_error_line_and_exit_2_before_listening_is_claimed(tmp_path, capsys):
+    """Issue #23, 4: uvicorn printed "listening on ..." then its own Errno 98 line, exit 3."""
+    from trainer import cli
+    from trainer.serving import server
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        code = cli.run(server.main, ["--model-dir", str(tmp_path), "--host", "127.0.0.1", "--port", str(port)])
+    out, err = capsys.readouterr()
+    assert code == 2 and "listening" not in out
+    assert err.splitlines() == [f"error: --port: cannot listen on 127.0.0.1:{port}: Address already in "
+                                f"use; another process listens there; stop it or choose another --port"]
+
+
 def test_the_serving_environment_defaults_to_vertex_contract():
     assert vertex.read_serving_environment({}) == vertex.ServingEnvironment(
         port=8080, health_route="/health", predict_route="/predict", storage_uri=None)

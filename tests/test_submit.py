@@ -196,7 +196,7 @@ def test_bad_tuning_requests_fail_naming_the_flag(capsys, flags, trainer_args, m
 def test_without_credentials_a_real_submission_fails_with_one_clear_message(capsys):
     code = run_submit(["train", *WHERE, "--", "--epochs", "1"])
     err = capsys.readouterr().err
-    assert code == 1
+    assert code == 2  # the user can fix it (issue #23, 4): README's exit codes
     assert "no Google Cloud credentials" in err and "gcloud auth application-default login" in err
     assert "Traceback" not in err
 

@@ -13,10 +13,12 @@ trainer.serving.predict.predict_texts, the code `python -m trainer.predict` runs
 import argparse
 import asyncio
 import contextlib
+import errno
 import functools
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -200,10 +202,28 @@ def check_args(args) -> None:
         raise UserError(f"--port: expected 1-65535, got {args.port}")
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before anything is printed: a port in use is one `error:`
+    line and exit 2, where uvicorn would print its own traceback-like line after ours and exit 3."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn's own bind does
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as e:
+        sock.close()
+        hint = ("another process listens there; stop it or choose another --port"
+                if e.errno == errno.EADDRINUSE else "check --host and --port")
+        raise UserError(f"--port: cannot listen on {host}:{port}: {e.strerror}; {hint}") from None
+    return sock
+
+
 def main(argv=None, environ: Mapping[str, str] = os.environ) -> int:
     env = vertex.read_serving_environment(environ)
     args = build_arg_parser(env).parse_args(argv)
     check_args(args)
+    sock = listening_socket(args.host, args.port)
     cli.setup_logging()
     service = ModelService(args.model_dir, args.max_batch_size, args.max_wait_ms / 1000)
     config = uvicorn.Config(build_app(service, env, args.max_instances), host=args.host, port=args.port,
@@ -218,9 +238,10 @@ def main(argv=None, environ: Mapping[str, str] = os.environ) -> int:
     # re-raised signal lands in this no-op handler instead.
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
     try:
-        server.run()
+        server.run(sockets=[sock])
     finally:
         signal.signal(signal.SIGTERM, previous)
+        sock.close()
     if service.error:
         raise UserError(service.error)
     log.info("stopped")
