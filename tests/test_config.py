@@ -81,5 +81,5 @@ def test_help_documents_every_flag_and_exits_zero():
 
 def test_integer_flags_accept_whole_floats_as_tuning_services_print_them():
     assert build("--batch-size", "32.0").train.batch_size == 32
-    with pytest.raises(SystemExit):
+    with pytest.raises(UserError, match="--batch-size: expected a whole number, got '32.5'"):
         build("--batch-size", "32.5")

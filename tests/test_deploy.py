@@ -110,6 +110,10 @@ def test_batch_predict_over_csv_uploads_the_jobs_model_first(capsys):
     (["batch-predict", *WHERE, "--model", "5", *MODEL, "--input", "gs://b/a.csv", "--output", "gs://b/o"],
      "not both"),
     (["deploy", "--project", "p", "--region", "mars-north1", *MODEL], "--region"),
+    # the docs' placeholders, copied literally (issue #23, 5)
+    (["batch-predict", *WHERE, "--model", "MODEL_ID", "--input", "gs://b/a.csv", "--output", "gs://b/o"],
+     "--model: 'MODEL_ID' is a placeholder"),
+    (["deploy", *WHERE, *MODEL, "--endpoint", "ENDPOINT_ID"], "--endpoint: 'ENDPOINT_ID' is a placeholder"),
 ])
 def test_a_bad_flag_is_one_error_line_before_anything_is_sent(capsys, argv, message):
     code, err = failure(capsys, *argv, "--dry-run")

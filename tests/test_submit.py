@@ -202,10 +202,9 @@ def test_without_credentials_a_real_submission_fails_with_one_clear_message(caps
 
 
 def test_missing_required_flags_are_named(capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        submit.main(["tune", "--project", "p"])
-    assert exit_info.value.code == 2
-    assert "--region" in capsys.readouterr().err
+    assert cli.run(submit.main, ["tune", "--project", "p"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: the following arguments are required: --region") and len(err.splitlines()) == 1
 
 
 @pytest.mark.parametrize("command, spec_key", [("train", "jobSpec"), ("tune", "trialJobSpec")])

@@ -266,3 +266,19 @@ def test_bad_input_exits_2_with_one_clear_line(tiny_encoder_dir, tiny_data, tmp_
     assert result.stderr.strip().splitlines() == [f"error: {result.stderr.strip()[7:]}"]
     assert message in result.stderr
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_a_bad_flag_value_is_one_line_naming_the_flag_without_the_usage():
+    """Issue #23, 5: argparse printed its 45-line usage before the error."""
+    result = run_in_process("--epochs", "three")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "error: --epochs: invalid integer value: 'three' (see python -m trainer.task --help)"]
+
+
+@pytest.mark.parametrize("module", ["trainer.task", "trainer.predict", "trainer.prepare", "trainer.serve",
+                                    "trainer.submit", "trainer.report", "trainer.export_encoder"])
+def test_every_entry_point_prints_its_version(module):
+    from trainer import __version__
+    result = run_in_process("--version", module=module)
+    assert (result.returncode, result.stdout.strip()) == (0, f"vertex-bert-trainer {__version__}")

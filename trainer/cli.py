@@ -4,15 +4,32 @@ Each `python -m trainer.X` module ends in `sys.exit(cli.run(main))`: a `UserErro
 `error: ...` line on stderr and its exit code (2), Ctrl-C exits 130, and nothing we could have
 checked reaches a user as a traceback.
 """
+import argparse
 import logging
 import sys
 import warnings
 from typing import Callable, Optional, Sequence
 
+from trainer import __version__
 from trainer.errors import UserError
 
 log = logging.getLogger("trainer")
 _FORMAT = logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse for every entry point: a bad flag (`--epochs three`) is one `error:` line naming
+    it and exit 2, like every other bad input, instead of the whole usage first; and --version.
+    Subcommands (trainer.submit's) are built with this class too (argparse's default)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.add_help:  # a parser made only to be a parent (add_help=False) adds neither
+            self.add_argument("--version", action="version", help="Print the version and exit.",
+                              version=f"vertex-bert-trainer {__version__}")
+
+    def error(self, message):
+        raise UserError(f"{message.removeprefix('argument ')} (see {self.prog} --help)")
 
 
 def setup_logging(verbose: bool = False) -> None:

@@ -13,7 +13,7 @@ import os
 import typing
 from typing import Mapping, Optional, Sequence
 
-from trainer import storage
+from trainer import cli, storage
 from trainer.cloud import environment as vertex
 from trainer.errors import UserError
 
@@ -270,7 +270,7 @@ def integer(text: str) -> int:
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = cli.ArgumentParser(
         prog="python -m trainer.task",
         description="Fine-tune a BERT-family encoder for text classification. With no data "
                     "flags it trains on the sample posts shipped in the package.",

@@ -21,7 +21,7 @@ JOB_EXPORT_DIR = "encoder_export"
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = cli.ArgumentParser(
         prog="python -m trainer.export_encoder", description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n")[-1], formatter_class=helptext.DefaultsShown)
     parser.add_argument("--encoder", default=config.DEFAULT_ENCODER,

@@ -8,7 +8,7 @@ from trainer import cli
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = cli.ArgumentParser(
         prog="python -m trainer.report",
         description="Rebuild report.html, report/*.png, errors.csv and MODEL_CARD.md for a finished "
                     "run (local or gs://) without retraining.")

@@ -75,6 +75,15 @@ def gcs_uri(flag: str, value: Optional[str]) -> str:
     return value.rstrip("/")
 
 
+def check_resource_id(flag: str, value: Optional[str]) -> None:
+    """Vertex AI's model and endpoint IDs are digits (or lower-case names): an upper-case one is
+    the docs' placeholder (`--model MODEL_ID`) copied literally, refused before any request."""
+    if value and any(c.isupper() for c in value.rstrip("/").rsplit("/", 1)[-1]):
+        raise UserError(f"{flag}: {value!r} is a placeholder, not an ID: give the number that "
+                        f"`trainer.submit deploy` printed (uploaded model .../models/ID, endpoint "
+                        f".../endpoints/ID) or the full resource name")
+
+
 def resource_name(parent: str, collection: str, value: str) -> str:
     """An ID or a full resource name (projects/P/locations/R/COLLECTION/ID) -> the full name."""
     return value if value.startswith("projects/") else f"{parent}/{collection}/{value}"
@@ -205,6 +214,8 @@ def main(options, extra_args) -> int:
     if options.command == "batch-predict" and options.model and (options.job_dir or options.image_uri):
         raise UserError("--model: give either an uploaded --model or --job-dir with --image-uri, not both")
     check_replicas(options)
+    check_resource_id("--model", getattr(options, "model", None))
+    check_resource_id("--endpoint", getattr(options, "endpoint", None))
     parent = f"projects/{options.project}/locations/{options.region}"
     display_name = options.display_name or f"vbt-{options.command}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
     labels = {"app": "vertex-bert-trainer", "command": options.command}

@@ -19,7 +19,7 @@ import re
 import sys
 from typing import Optional, Sequence
 
-from trainer import config
+from trainer import cli, config
 from trainer.cloud import api, deploy
 from trainer.errors import UserError
 
@@ -252,7 +252,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     run.add_argument("--dry-run", action="store_true",
                      help="Print the job as JSON and submit nothing (needs no credentials).")
 
-    parser = argparse.ArgumentParser(
+    parser = cli.ArgumentParser(
         prog="python -m trainer.submit",
         description="Submit a Vertex AI training or hyperparameter-tuning job for the trainer image. "
                     "Arguments after `--` go to `python -m trainer.task` unchanged; data files "

@@ -6,13 +6,13 @@ stratification is over the classes the model will see; the files keep every orig
 import argparse
 import io
 
-from trainer import helptext, storage
+from trainer import cli, helptext, storage
 from trainer.config import DataConfig
 from trainer.errors import UserError
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m trainer.prepare", description=__doc__.splitlines()[0],
+    parser = cli.ArgumentParser(prog="python -m trainer.prepare", description=__doc__.splitlines()[0],
                                      formatter_class=helptext.DefaultsShown)
     parser.add_argument("--input", required=True,
                         help="Raw files (CSV/TSV/JSONL), comma-separated or a glob; local or gs://.")

@@ -25,7 +25,7 @@ TOKENIZE_ROWS = 1024
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m trainer.predict", description=__doc__.splitlines()[0],
+    parser = cli.ArgumentParser(prog="python -m trainer.predict", description=__doc__.splitlines()[0],
                                      formatter_class=helptext.DefaultsShown)
     parser.add_argument("--model-dir", required=True, help="An exported model (JOB_DIR/model).")
     parser.add_argument("--input", required=True, help="CSV, TSV or JSON Lines file (local or gs://).")

@@ -177,7 +177,7 @@ def build_app(service: ModelService, env: vertex.ServingEnvironment, max_instanc
 
 
 def build_arg_parser(env: vertex.ServingEnvironment) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m trainer.serve", description=__doc__.splitlines()[0],
+    parser = cli.ArgumentParser(prog="python -m trainer.serve", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--model-dir", default=env.storage_uri, required=env.storage_uri is None,
                         help="An exported model (JOB_DIR/model), local or gs://. On Vertex AI: $AIP_STORAGE_URI.")
