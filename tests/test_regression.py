@@ -52,6 +52,20 @@ def trained(tiny_encoder_dir, data, tmp_path_factory):
     return {"job_dir": root / "job", "hypertune": hypertune}
 
 
+def test_the_log_reads_a_regression_label_as_a_number_without_an_empty_class_list(data, caplog):
+    """Issue #23, 8: the log said `label 'score' as number: []`."""
+    from trainer import config as config_lib
+    from trainer.training import jobdir, stages
+    from trainer.training.context import RunContext
+    config = config_lib.build_config(["--task", "regression", "--training-file", data["train"],
+                                      "--validation-file", data["validation"]], {})
+    ctx = RunContext(config, {}, jobdir.JobPaths.from_config(config), is_chief=True)
+    with caplog.at_level("INFO", logger="trainer"):
+        stages.load_data(ctx)
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("data: "))
+    assert line.endswith("label 'score' as a number (regression target))") and "[]" not in line
+
+
 # --- metrics computed by hand ------------------------------------------------------------------
 
 def test_correlation_metrics_match_hand_computed_values():

@@ -26,6 +26,12 @@ class LabelSpec:
     def to_dict(self):
         return {"kind": self.kind, "names": list(self.names)}
 
+    def describe(self) -> str:
+        """How the label column is read, for the run's log: a regression target has no names."""
+        if self.kind == "number":
+            return "a number (regression target)"
+        return f"{self.kind}: {self.names}"
+
 
 def is_missing(value) -> bool:
     return value is None or (isinstance(value, float) and np.isnan(value)) or (

@@ -64,10 +64,10 @@ def load_data(ctx: RunContext) -> None:
     datasets = ctx.datasets = splits.load_datasets(ctx.config)
     ctx.task = tasks.from_config(ctx.config)
     ctx.task.prepare(datasets.train.labels)
-    log.info("data: %s (text %r%s, label %r as %s: %s)", ", ".join(
+    log.info("data: %s (text %r%s, label %r as %s)", ", ".join(
         f"{name} {size}" for name, size in datasets.sizes().items()), datasets.text_column,
         f", pair {datasets.text_pair_column!r}" if datasets.text_pair_column else "",
-        datasets.label_column, datasets.labels.kind, datasets.labels.names)
+        datasets.label_column, datasets.labels.describe())
     skipped = datasets.rows_skipped()
     if any(skipped.values()):
         log.info("skipped rows with empty text: %s", skipped)
