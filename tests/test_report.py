@@ -19,11 +19,13 @@ FIGURES = ("learning_curves.png", "confusion_validation.png", "confusion_test.pn
 
 @pytest.fixture(scope="module")
 def reported(tiny_encoder_dir, tiny_data, tmp_path_factory):
-    """A finished tiny run whose report `trainer.report` (re)built, listing 7 errors per split."""
+    """A finished tiny run whose report `trainer.report` (re)built, listing up to 7 errors and 3
+    least confident correct predictions per split."""
     job_dir = tmp_path_factory.mktemp("report") / "job"
     result = run_cli(*train_args(tiny_encoder_dir, tiny_data, job_dir, "--epochs", "3"))
     assert result.returncode == 0, result.stdout + result.stderr
-    result = run_cli("--job-dir", job_dir, "--report-errors", "7", module="trainer.report")
+    result = run_cli("--job-dir", job_dir, "--report-errors", "7", "--report-correct", "3",
+                     module="trainer.report")
     assert result.returncode == 0, result.stdout + result.stderr
     return job_dir, result
 
@@ -43,29 +45,35 @@ def test_every_figure_is_a_non_blank_image(reported, figure):
 
 
 def exported_losses(job_dir, path):
-    """(texts, losses) of a data file under the run's exported model, computed here directly."""
+    """(texts, losses, misclassified) of a data file under the run's exported model, computed
+    here directly."""
     from trainer.serving import export
     serve = export.load(str(job_dir / "model"))
     with open(path, encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     out = serve(text=np.array([r["text"] for r in rows], dtype=object))
     names = [n.decode() for n in out["label_names"].numpy()[0]]
-    true = [names.index(r["label"]) for r in rows]
+    true = np.array([names.index(r["label"]) for r in rows])
     probabilities = out["probabilities"].numpy().astype(np.float64)
-    return [r["text"] for r in rows], -np.log(probabilities[np.arange(len(rows)), true])
+    return ([r["text"] for r in rows], -np.log(probabilities[np.arange(len(rows)), true]),
+            probabilities.argmax(axis=1) != true)
 
 
 @pytest.mark.parametrize("split", ["validation", "test"])
-def test_errors_csv_holds_the_truly_highest_loss_examples_of_each_split(reported, tiny_data, split):
+def test_errors_csv_holds_the_highest_loss_errors_then_the_least_confident_correct_rows(
+        reported, tiny_data, split):
+    """Issue #23, 7: errors only, then (asked for) correct rows, each marked as such."""
     with open(reported[0] / "errors.csv", encoding="utf-8") as f:
         rows = [r for r in csv.DictReader(f) if r["split"] == split]
-    texts, losses = exported_losses(reported[0], tiny_data[split])
-    assert len(rows) == 7
-    listed = np.array([float(r["loss"]) for r in rows])
-    assert np.all(np.diff(listed) <= 0)
-    np.testing.assert_allclose(listed, np.sort(losses)[::-1][:7], rtol=1e-4, atol=1e-6)
+    texts, losses, wrong = exported_losses(reported[0], tiny_data[split])
+    for outcome, chosen, count in (("error", wrong, 7), ("correct", ~wrong, 3)):
+        listed = np.array([float(r["loss"]) for r in rows if r["outcome"] == outcome])
+        np.testing.assert_allclose(listed, np.sort(losses[chosen])[::-1][:count], rtol=1e-4, atol=1e-6)
+    assert [r["outcome"] for r in rows] == sorted((r["outcome"] for r in rows), key=["error", "correct"].index)
     for row in rows:
-        assert float(row["loss"]) == pytest.approx(losses[texts.index(row["text"])], rel=1e-4, abs=1e-6)
+        i = texts.index(row["text"])
+        assert float(row["loss"]) == pytest.approx(losses[i], rel=1e-4, abs=1e-6)
+        assert wrong[i] == (row["outcome"] == "error")
 
 
 def test_model_card_reports_the_runs_test_metrics(reported):
@@ -191,7 +199,7 @@ def test_report_html_renders_in_a_browser_with_every_image_and_no_console_error(
     assert len(images) == len(FIGURES)
     assert all(complete and width > 0 and src == "data:image/png;base64," for complete, width, src in images)
     assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
-    rows = browser.execute_script("return document.querySelectorAll('table tr').length")
-    assert rows > 2 * 7  # the worst-errors table is there
+    headers = browser.execute_script("return Array.from(document.querySelectorAll('th'), h => h.textContent)")
+    assert "outcome" in headers  # the worst-errors table is there
     errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
     assert errors == []

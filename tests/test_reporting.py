@@ -86,18 +86,38 @@ def predictions_with_known_losses():
     return SplitPredictions(texts, labels, probabilities, np.log(probabilities))
 
 
-def test_errors_are_the_highest_loss_examples_of_each_split_in_order():
+def test_errors_are_the_misclassified_examples_of_each_split_highest_loss_first():
+    """Only errors, never a correct prediction (issue #23, 7): rows 1 and 4 of 5 are wrong."""
     p = predictions_with_known_losses()
     frame = errors.worst_examples({"validation": p, "test": p}, LABELS, per_split=3)
     losses = -np.log(p.probabilities[np.arange(5), p.labels])
-    expected = [1, 4, 3]  # true-label probabilities 0.1, 0.1 (a tie: data order), 0.4
+    expected = [1, 4]  # true-label probabilities 0.1, 0.1 (a tie: data order)
     for split in ("validation", "test"):
         rows = frame[frame["split"] == split]
         assert list(rows["text"]) == list(p.texts[expected])
         np.testing.assert_allclose(rows["loss"], losses[expected])
-        assert list(rows["rank"]) == [1, 2, 3]
+        assert list(rows["rank"]) == [1, 2] and set(rows["outcome"]) == {"error"}
     first = frame.iloc[0]
     assert (first["true_label"], first["predicted_label"], first["probability"]) == ("negative", "positive", 0.8)
+
+
+def test_the_least_confident_correct_predictions_follow_the_errors_when_asked():
+    p = predictions_with_known_losses()
+    frame = errors.worst_examples({"test": p}, LABELS, per_split=5, correct_per_split=2)
+    # correct rows 3, 0, 2 have true-label probabilities 0.4, 0.7, 0.9
+    assert list(frame["text"]) == list(p.texts[[1, 4, 3, 0]])
+    assert list(frame["outcome"]) == ["error", "error", "correct", "correct"]
+    assert list(frame["rank"]) == [1, 2, 1, 2]
+
+
+def test_a_multilabel_row_is_correct_only_when_its_whole_label_set_is():
+    labels = np.array([[1, 0], [0, 1]])
+    p = SplitPredictions(np.array(["right", "wrong"], dtype=object), labels,
+                         np.array([[0.6, 0.4], [0.6, 0.7]], np.float32), None,
+                         predicted=np.array([[1, 0], [1, 1]]))
+    frame = errors.worst_examples({"test": p}, ["a", "b"], per_split=5, task="multi-label",
+                                  correct_per_split=5)
+    assert list(zip(frame["text"], frame["outcome"])) == [("wrong", "error"), ("right", "correct")]
 
 
 def test_errors_csv_round_trips_texts_with_commas_and_quotes():
@@ -134,11 +154,12 @@ def test_multilabel_errors_rank_rows_by_their_mean_binary_cross_entropy():
     p = SplitPredictions(np.array(["x", "y", "z"], dtype=object), labels, probabilities, None,
                          predicted=np.array([[1, 0], [1, 0], [1, 1]]))
     frame = errors.worst_examples({"validation": p}, ["sports", "politics"], per_split=3,
-                                  task="multi-label")
+                                  task="multi-label", correct_per_split=3)
     assert list(frame.columns) == errors.COLUMNS_BY_TASK["multi-label"]
     expected = {"x": -(np.log(0.9) + np.log(0.8)) / 2, "y": -(np.log(0.4) + np.log(0.3)) / 2,
                 "z": -np.log(0.5)}
     assert list(frame["text"]) == ["y", "z", "x"]
+    assert list(frame["outcome"]) == ["error", "correct", "correct"]
     np.testing.assert_allclose(frame["loss"], [expected[t] for t in frame["text"]], rtol=1e-6)
     assert list(frame["true_labels"]) == ["politics", "sports|politics", "sports"]
     assert list(frame["predicted_labels"]) == ["sports", "sports|politics", "sports"]

@@ -213,8 +213,13 @@ class OutputConfig:
               "records the fitted temperature in metrics.json but exports T = 1.",
         choices=("on", "off"))
     report_errors: int = _flag(
-        50, "How many of the highest-loss validation and test examples errors.csv and "
-            "report.html list per split (0: none).")
+        50, "How many of the validation and test errors (misclassified rows; regression: the "
+            "largest absolute errors) errors.csv and report.html list per split, highest loss "
+            "first (0: none).")
+    report_correct: int = _flag(
+        0, "After the errors, how many of the least confident correct validation and test "
+           "predictions errors.csv and report.html list per split (classification and "
+           "multi-label; their `outcome` column says 'correct').")
 
 
 @dataclasses.dataclass
@@ -435,6 +440,8 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
     require(r.log_every_seconds > 0, "--log-every-seconds", f"must be positive, got {r.log_every_seconds}")
     require(config.output.report_errors >= 0, "--report-errors",
             f"must be >= 0, got {config.output.report_errors}")
+    require(config.output.report_correct >= 0, "--report-correct",
+            f"must be >= 0, got {config.output.report_correct}")
     require(not (m.encoder_backend == "hub" and r.jit_compile == "on" and not m.freeze_encoder),
             "--jit-compile", "'on' cannot train a hub.KerasLayer encoder: XLA recompiles it every "
                              "step (about 30x slower). Use --encoder-backend native or --freeze-encoder.")

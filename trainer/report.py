@@ -14,9 +14,13 @@ def build_arg_parser() -> argparse.ArgumentParser:
                     "run (local or gs://) without retraining.")
     parser.add_argument("--job-dir", required=True, help="A finished run's --job-dir (local or gs://).")
     parser.add_argument("--report-errors", type=int, default=None, metavar="N",
-                        help="Worst examples listed per split: highest loss (regression: largest "
+                        help="Errors listed per split, highest loss first (regression: largest "
                              "absolute error). Default: the run's own --report-errors (50 unless "
                              "it was set).")
+    parser.add_argument("--report-correct", type=int, default=None, metavar="N",
+                        help="After the errors, the least confident correct predictions listed "
+                             "per split (classification and multi-label). Default: the run's own "
+                             "--report-correct (0 unless it was set).")
     parser.add_argument("--verbose", action="store_true", help="Also show TensorFlow's warnings.")
     return parser
 
@@ -27,7 +31,8 @@ def main(argv=None) -> int:
     trainer.import_tensorflow()
     from trainer.reporting.build import build_report
 
-    build_report(args.job_dir, errors_per_split=args.report_errors)
+    build_report(args.job_dir, errors_per_split=args.report_errors,
+                 correct_per_split=args.report_correct)
     return 0
 
 

@@ -120,7 +120,8 @@ def render_figures(metrics: dict, config, history: pd.DataFrame, predictions,
     return out + _TASK_FIGURES[task.name](metrics, predictions, calibration)
 
 
-def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split: Optional[int] = None) -> list:
+def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split: Optional[int] = None,
+                 correct_per_split: Optional[int] = None) -> list:
     """Writes the report into `job_dir`; returns the paths written.
 
     `metrics` is metrics.json's content: the training run passes it before writing metrics.json
@@ -134,6 +135,9 @@ def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split:
     per_split = config.output.report_errors if errors_per_split is None else errors_per_split
     if per_split < 0:
         raise UserError(f"--report-errors: must be >= 0, got {per_split}")
+    correct = config.output.report_correct if correct_per_split is None else correct_per_split
+    if correct < 0:
+        raise UserError(f"--report-correct: must be >= 0, got {correct}")
     model_dir = model_dir_of(config, job_dir)
     if not storage.exists(storage.join(model_dir, "saved_model.pb")):
         raise UserError(f"{model_dir}: no exported model (saved_model.pb) to recompute predictions with")
@@ -141,7 +145,7 @@ def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split:
     predictions = recompute(config, model_dir, metrics["labels"], task)
     # A temperature rescales class probabilities: the other tasks have no calibration.
     calibration = calibration_for_report(metrics, predictions) if task == "classification" else None
-    errors = errors_lib.worst_examples(predictions, metrics["labels"], per_split, task)
+    errors = errors_lib.worst_examples(predictions, metrics["labels"], per_split, task, correct)
     written, entries = [], []
     for name, title, png, note in render_figures(metrics, config, history, predictions, calibration):
         storage.write_bytes_atomic(storage.join(job_dir, f"report/{name}"), png)
@@ -151,7 +155,7 @@ def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split:
         "errors.csv": errors_lib.to_csv(errors),
         "MODEL_CARD.md": model_card.render(metrics, config, calibration, model_dir),
         "report.html": html.render(job_dir, metrics, config.train.selection_metric, entries,
-                                   calibration, errors, per_split),
+                                   calibration, errors, per_split, correct),
     }
     for name, text in outputs.items():
         storage.write_text_atomic(storage.join(job_dir, name), text)

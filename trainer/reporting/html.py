@@ -29,7 +29,7 @@ def title(metrics: dict) -> str:
 
 
 def render(job_dir: str, metrics: dict, metric: str, figures: Sequence[dict],
-           calibration: Optional[dict], errors, errors_per_split: int) -> str:
+           calibration: Optional[dict], errors, errors_per_split: int, correct_per_split: int = 0) -> str:
     """`figures` from figure_entry(); `errors` is errors.csv's frame. The metrics table shows
     the task's own summary metrics; a multi-label run adds its per-label scores and thresholds."""
     task = tasks.by_name(metrics.get("task"))
@@ -44,4 +44,5 @@ def render(job_dir: str, metrics: dict, metric: str, figures: Sequence[dict],
                    for name in splits if name != "train" and task.name == "multi-label"],
         figures=figures, calibration=calibration, errors=errors.to_dict(orient="records"),
         error_columns=list(errors.columns), errors_per_split=errors_per_split,
+        correct_per_split=correct_per_split if task.name != "regression" else 0,
         errors_description=errors_lib.DESCRIPTIONS[task.name])
