@@ -135,6 +135,17 @@ print(json.dumps({"predicted": out["predicted"].numpy().tolist(),
 """
 
 
+def test_validation_figures_are_called_optimistic_in_metrics_json_and_the_log(trained):
+    """Thresholds are tuned on validation and scored on it (issue #23, 10): say so; test is
+    the honest split."""
+    metrics = json.loads((trained / "metrics.json").read_text())
+    caveat = ("optimistic: each label's threshold was tuned on this split; the test split's "
+              "figures are the honest ones")
+    assert metrics["validation"]["caveat"] == caveat and "caveat" not in metrics["test"]
+    assert caveat in (trained / "training.log").read_text()
+    assert f"These figures are {caveat}." not in (trained / "MODEL_CARD.md").read_text()  # test's
+
+
 def test_the_export_reloaded_in_a_fresh_process_reproduces_the_test_metrics(trained, data):
     from trainer.tasks.multilabel import multilabel_metrics
     rows = read_csv(data["test"])

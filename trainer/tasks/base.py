@@ -26,6 +26,11 @@ class Task(abc.ABC):
     def fit_on_validation(self, outputs: np.ndarray, labels: np.ndarray) -> None:
         """After training: fits what the task decides on validation (multi-label thresholds)."""
 
+    def validation_caveat(self, has_test: bool):
+        """Why the validation figures flatter the model, when fit_on_validation decided
+        something on that very split (metrics.json's validation `caveat`); None otherwise."""
+        return None
+
     @abc.abstractmethod
     def output_units(self, labels) -> int:
         """Width of the head's output layer."""

@@ -59,6 +59,7 @@ def evaluate(ctx: RunContext) -> None:
     logits = {name: evaluation.predict_logits(model, dataset)
               for name, dataset in ctx.inputs.eval_sets.items() if name in ("validation", "test")}
     ctx.task.fit_on_validation(*logits["validation"])  # multi-label thresholds
+    caveat = ctx.task.validation_caveat(has_test="test" in logits)
     for name in ctx.inputs.eval_sets:
         ctx.results[name] = (ctx.task.summarize(*logits[name], ctx.datasets.labels.names)
                              if name in logits else _evaluate_train_sample(ctx))
@@ -66,6 +67,9 @@ def evaluate(ctx: RunContext) -> None:
         total = len(ctx.inputs.tokenized[name])
         log.info("%-10s %s  (%d examples%s)", name, ctx.task.describe(result), result["examples"],
                  f" of {total}: a sample seeded with --seed" if result["examples"] < total else "")
+        if name == "validation" and caveat:
+            result["caveat"] = caveat
+            log.info("%-10s %s", "", caveat)
     if ctx.task.name == "classification":  # a temperature rescales class probabilities only
         ctx.calibration = calibration.calibration_block(
             logits, applied=ctx.config.output.calibrate == "on")
