@@ -147,6 +147,17 @@ def test_install_script_installs_the_package_then_the_weights_without_their_depe
     assert bad.returncode == 2 and "usage" in bad.stderr
 
 
+def test_readmes_quick_start_installs_into_a_virtualenv_and_names_python():
+    """Issue #23, 12: install.sh installs into the first python3 on PATH; the quick start
+    creates and activates a virtualenv before it, and says how to pick another interpreter."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        quick_start = f.read().split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    commands = re.search(r"```bash\n(.*?)```", quick_start, re.S).group(1)
+    assert "-m venv .venv" in commands and ". .venv/bin/activate" in commands
+    assert commands.index(".venv/bin/activate") < commands.index("scripts/install.sh")
+    assert "PYTHON=/path/to/python bash scripts/install.sh" in quick_start
+
+
 @pytest.mark.parametrize("separator", [[], ["--"]])
 def test_cloud_scripts_take_trainer_flags_with_or_without_a_leading_separator(separator):
     """lib.sh's `submit`, which every cloud script ends in, drops the separator (the tuning
