@@ -111,6 +111,23 @@ class Counter:
         return self.value
 
 
+@pytest.mark.parametrize("keep, left", [("all", ["best", "job.json", "resume"]),
+                                        ("best", ["best", "job.json"]), ("none", ["job.json"])])
+def test_a_finished_run_keeps_the_checkpoints_keep_checkpoints_names(tmp_path, keep, left):
+    """Issue #23, 11: checkpoints/best and /resume are 171 MB each for the quick start."""
+    paths = unfinished(tmp_path, job_id="1")
+    (tmp_path / "checkpoints" / "best" / "epoch-2").mkdir(parents=True)
+    jobdir.drop_checkpoints(paths, keep)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == left
+
+
+def test_keeping_no_checkpoints_outside_vertex_leaves_no_checkpoints_directory(tmp_path):
+    paths = unfinished(tmp_path)
+    assert config_for(tmp_path).output.keep_checkpoints == "none"  # the default
+    jobdir.drop_checkpoints(paths, "none")
+    assert not (tmp_path / "checkpoints").exists()
+
+
 def interrupted_message(tmp_path, state, epochs_done=None):
     from trainer.training import run
     from trainer.training.context import RunContext, Trainable

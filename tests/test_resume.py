@@ -37,7 +37,7 @@ def args(tiny_encoder_dir, data, job_dir):
             "--validation-file", data["validation"], "--testing-file", data["test"],
             "--job-dir", job_dir, "--epochs", "6", "--early-stopping-patience", "3",
             "--hypertune-metric", "val_loss", "--batch-size", "8", "--learning-rate", "1e-2",
-            "--max-seq-length", "16", "--mixed-precision", "off",
+            "--max-seq-length", "16", "--mixed-precision", "off", "--keep-checkpoints", "best",
             "--train-word-embeddings"]  # the tiny encoder's embeddings are random: they must learn
 
 

@@ -78,9 +78,15 @@ def trained(tiny_encoder_dir, tiny_data, tmp_path_factory):
 def test_a_run_writes_every_artifact(trained):
     job_dir, _ = trained
     for name in ("config.json", "metrics.json", "eval_history.csv", "training.log",
-                 "model/saved_model.pb", "tensorboard", "checkpoints", "report.html", "errors.csv",
+                 "model/saved_model.pb", "tensorboard", "report.html", "errors.csv",
                  "MODEL_CARD.md", "report/learning_curves.png"):
         assert (job_dir / name).exists(), name
+
+
+def test_a_finished_run_keeps_no_checkpoints_by_default(trained):
+    job_dir, result = trained
+    assert not (job_dir / "checkpoints").exists()
+    assert "--keep-checkpoints none" in result.stdout
 
 
 def test_metrics_json_holds_what_users_read(trained):

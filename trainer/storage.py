@@ -111,6 +111,11 @@ def isdir(path: str) -> bool:
 
 
 @_cloud_errors
+def listdir(path: str) -> list:
+    return _tf().io.gfile.listdir(path)
+
+
+@_cloud_errors
 def remove(path: str) -> None:
     """Deletes a file, or a directory with everything in it."""
     if _tf().io.gfile.isdir(path):

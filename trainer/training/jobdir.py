@@ -125,6 +125,19 @@ def start_new(paths: JobPaths, job_id: Optional[str]) -> None:
         storage.write_text_atomic(paths.job, json.dumps({"vertex_job_id": job_id}) + "\n")
 
 
+def drop_checkpoints(paths: JobPaths, keep: str) -> list:
+    """After metrics.json: deletes what --keep-checkpoints does not keep; returns what it
+    deleted. checkpoints/job.json stays: it tells a restarted Vertex replica its job finished."""
+    doomed = {"all": [], "best": [paths.resume], "none": [paths.resume, paths.best]}[keep]
+    removed = [path for path in doomed if storage.exists(path)]
+    for path in removed:
+        storage.remove(path)
+    if keep == "none" and storage.isdir(paths.checkpoint_dir) and \
+            not storage.listdir(paths.checkpoint_dir):
+        storage.remove(paths.checkpoint_dir)
+    return removed
+
+
 def _recorded_job(paths: JobPaths) -> Optional[str]:
     if not storage.exists(paths.job):
         return None

@@ -10,6 +10,7 @@ import numpy as np
 
 from trainer import storage
 from trainer.serving import export as export_lib
+from trainer.training import jobdir
 from trainer.training.context import RunContext
 from trainer.training.fitting import evaluate_split
 
@@ -146,6 +147,11 @@ def write_artifacts(ctx: RunContext) -> None:
     ctx.metrics["durations"].update(_durations(ctx))
     if ctx.is_chief:
         storage.write_text_atomic(ctx.paths.metrics, json.dumps(ctx.metrics, indent=2) + "\n")
+        keep = ctx.config.output.keep_checkpoints
+        removed = jobdir.drop_checkpoints(ctx.paths, keep)
+        if removed:
+            log.info("removed %s (--keep-checkpoints %s: the model/ export holds the best "
+                     "weights)", ", ".join(removed), keep)
     log.info("done in %.0fs; artifacts in %s", ctx.metrics["durations"]["total"], ctx.paths.job_dir)
 
 
