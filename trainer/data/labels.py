@@ -179,7 +179,7 @@ def encode_labels(frame, column: str, spec: LabelSpec, split_name: str) -> np.nd
         if spec.kind == "score":
             if not -1.0 <= number <= 1.0:
                 raise UserError(f"{where(frame, i, column)}: sentiment score {number} is outside "
-                                f"[-1, 1]")
+                                f"[-1, 1] (a numeric target, like a similarity? pass --task regression)")
             ids[i] = 0 if number < 0 else (1 if number == 0 else 2)
         else:
             if number != int(number) or not 0 <= number < len(spec.names):

@@ -1,80 +1,163 @@
 """`python -m trainer.prepare`: raw labelled files -> stratified train/eval/test CSVs.
 
-The label column is read the way the trainer reads it (scores, class ids or names), so the
-stratification is over the classes the model will see; the files keep every original column.
+The files are read the way the trainer reads them, with its own flags: single texts or sentence
+pairs, and a label column read as classes (scores, class ids or names), a number (`--task
+regression`) or label sets (`--task multi-label`). Each split is stratified over what the model
+will see: the classes; for regression, bins of the score (quantiles); for multi-label, each
+row's rarest label. The files keep every original column.
 """
 import argparse
 import io
 
 from trainer import cli, helptext, storage
-from trainer.config import DataConfig
+from trainer.config import TASKS, DataConfig
 from trainer.errors import UserError
+
+# Score bins for regression: at most this many, each of at least the rows a stratified split
+# needs (see _minimum_stratum).
+SCORE_BINS = 10
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
     parser = cli.ArgumentParser(prog="python -m trainer.prepare", description=__doc__.splitlines()[0],
-                                     formatter_class=helptext.DefaultsShown)
+                                formatter_class=helptext.DefaultsShown)
     parser.add_argument("--input", required=True,
                         help="Raw files (CSV/TSV/JSONL), comma-separated or a glob; local or gs://.")
     parser.add_argument("--output-dir", required=True, help="Where train.csv, eval.csv, test.csv go.")
+    parser.add_argument("--task", default="auto", choices=TASKS,
+                        help="What the label is, as the trainer's --task: 'auto' and "
+                             "'classification' (classes), 'regression' (a number), 'multi-label'.")
     parser.add_argument("--text-column", default=None, help="Default: detected as the trainer does (first of its known names present).")
+    parser.add_argument("--text-pair-column", default=None,
+                        help="The second text of sentence pairs. Default: detected as the trainer "
+                             "does (sentence1/sentence2, question1/question2, ...).")
     parser.add_argument("--label-column", default=None, help="Default: detected as the trainer does (first of its known names present).")
     parser.add_argument("--label-type", default="auto", choices=("auto", "score", "index", "name"),
                         help="How to read the label column, as the trainer's --label-type.")
+    parser.add_argument("--label-names", default=None, help="As the trainer's --label-names.")
+    parser.add_argument("--label-columns", default=None,
+                        help="--task multi-label: comma-separated 0/1 columns, one per label.")
+    parser.add_argument("--label-separator", default="|",
+                        help="--task multi-label: the separator of the label names in one cell.")
     parser.add_argument("--eval-fraction", type=float, default=0.1,
-                        help="Share of the rows in eval.csv, in (0, 0.5); stratified by label.")
+                        help="Share of the rows in eval.csv, in (0, 0.5); stratified.")
     parser.add_argument("--test-fraction", type=float, default=0.1,
-                        help="Share of the rows in test.csv, in (0, 0.5); stratified by label.")
+                        help="Share of the rows in test.csv, in (0, 0.5); stratified.")
     parser.add_argument("--seed", type=int, default=42, help="Seed of the random split.")
     parser.add_argument("--overwrite", action="store_true", help="Replace existing split files.")
     return parser
 
 
-def split_indices(labels, eval_fraction: float, test_fraction: float, seed: int):
-    """(train, eval, test) row indices, each stratified by label, each sorted."""
+def split_indices(strata, eval_fraction: float, test_fraction: float, seed: int):
+    """(train, eval, test) row indices, each stratified by `strata`, each sorted."""
     import numpy as np
     from sklearn.model_selection import train_test_split
 
-    rows = np.arange(len(labels))
+    rows = np.arange(len(strata))
     held = eval_fraction + test_fraction
     try:
-        train, rest = train_test_split(rows, test_size=held, random_state=seed, stratify=labels)
+        train, rest = train_test_split(rows, test_size=held, random_state=seed, stratify=strata)
         evaluation, test = train_test_split(rest, test_size=test_fraction / held, random_state=seed,
-                                            stratify=labels[rest])
+                                            stratify=strata[rest])
     except ValueError as e:
-        raise UserError(f"--input: cannot split {len(labels)} rows stratified by label: {e}. "
+        raise UserError(f"--input: cannot split {len(strata)} rows stratified by label: {e}. "
                         f"Each class needs a few examples per split.") from None
     return np.sort(train), np.sort(evaluation), np.sort(test)
 
 
-def main(argv=None) -> int:
-    args = build_arg_parser().parse_args(argv)
-    # Imported only now: --help and flag errors answer before numpy and pandas load.
+def _minimum_stratum(eval_fraction: float, test_fraction: float) -> int:
+    """Rows a stratum needs for two rows of it to land in the smaller held-out split."""
+    import math
+
+    return max(2, math.ceil(2 / min(eval_fraction, test_fraction)))
+
+
+def _merge_small(strata, minimum: int):
+    """Strata with fewer than `minimum` rows pooled into one; a pool still that small joins the
+    largest stratum (stratification only needs them to be split in proportion)."""
     import numpy as np
 
-    from trainer.data import labels as labels_lib, reading
+    values, counts = np.unique(strata, return_counts=True)
+    small = np.isin(strata, values[counts < minimum])
+    if not small.any():
+        return strata
+    merged = strata.copy()
+    if small.sum() >= minimum or small.all():
+        merged[small] = values[counts < minimum][0]
+    else:
+        merged[small] = values[np.argmax(counts)]
+    return merged
 
+
+def strata_of(labels, minimum: int):
+    """What each row is stratified on: its class; a bin of its score (regression, float labels);
+    its rarest label (multi-label, [rows, labels] 0/1; -1 for a row without labels)."""
+    import numpy as np
+
+    if labels.ndim == 2:
+        carried = labels > 0.5
+        frequency = np.where(carried, carried.sum(axis=0), np.iinfo(np.int64).max)
+        strata = np.where(carried.any(axis=1), frequency.argmin(axis=1), -1)
+    elif labels.dtype.kind == "f":
+        bins = max(1, min(SCORE_BINS, len(labels) // minimum))
+        edges = np.unique(np.quantile(labels, np.linspace(0, 1, bins + 1))[1:-1])
+        strata = np.searchsorted(edges, labels, side="right")
+    else:
+        return labels
+    return _merge_small(strata, minimum)
+
+
+def read_labelled(args):
+    """(frame, label spec, labels) of --input, read as the trainer reads a training file."""
+    from trainer.config import Config, ModelConfig, TASK_METRICS, TrainConfig, task_name, validate
+    from trainer.data import reading, splits
+
+    data = DataConfig(text_column=args.text_column, text_pair_column=args.text_pair_column,
+                      label_column=args.label_column, label_type=args.label_type,
+                      label_names=args.label_names, label_columns=args.label_columns,
+                      label_separator=args.label_separator)
+    config = Config(data=data, model=ModelConfig(task=args.task))
+    task = task_name(config)
+    config.train = TrainConfig(selection_metric=TASK_METRICS[task][0])
+    validate(config)  # the trainer's own checks of these flags (e.g. --label-columns needs multi-label)
+    frame = reading.read_files(args.input, "--input")
+    columns = reading.pick_text_columns(frame, args.text_column, args.text_pair_column)
+    label_column, label_columns = splits.label_columns_of(frame, data, task)
+    splits.check_columns(frame, columns, label_columns)
+    labels_frame = frame[list(label_columns) + ["_file", "_row"]]
+    spec = splits.label_spec(labels_frame, label_column, data, task)
+    return frame, spec, splits.encode(labels_frame, label_columns, spec, "train")
+
+
+def describe(labels, spec) -> str:
+    """A split's label distribution, for its line of output."""
+    from trainer.data import labels as labels_lib
+
+    if spec.kind == "number":
+        return (f"score mean {labels.mean():.4g}, min {labels.min():.4g}, max {labels.max():.4g}"
+                if len(labels) else "no rows")
+    counts = labels_lib.class_counts(labels, spec)
+    return ", ".join(f"{label} {count} ({count / max(len(labels), 1):.0%})"
+                     for label, count in counts.items())
+
+
+def main(argv=None) -> int:
+    args = build_arg_parser().parse_args(argv)
     for flag, value in (("--eval-fraction", args.eval_fraction), ("--test-fraction", args.test_fraction)):
         if not 0.0 < value < 0.5:
             raise UserError(f"{flag}: must be in (0, 0.5), got {value}")
-    frame = reading.read_files(args.input, "--input")
-    reading.pick_column(frame, args.text_column, reading.TEXT_COLUMNS, "--text-column", "text")  # must exist
-    label_column = reading.pick_column(frame, args.label_column, reading.LABEL_COLUMNS, "--label-column", "label")
-    spec = labels_lib.infer_labels(frame, label_column, DataConfig(label_type=args.label_type))
-    labels = labels_lib.encode_labels(frame, label_column, spec, "train")
     names = ("train.csv", "eval.csv", "test.csv")
     out = args.output_dir.rstrip("/")
+    frame, spec, labels = read_labelled(args)
     existing = [n for n in names if storage.exists(f"{out}/{n}")]
     if existing and not args.overwrite:
         raise UserError(f"--output-dir: {out} already has {', '.join(existing)}; pass --overwrite to replace them")
-    parts = split_indices(labels, args.eval_fraction, args.test_fraction, args.seed)
+    strata = strata_of(labels, _minimum_stratum(args.eval_fraction, args.test_fraction))
+    parts = split_indices(strata, args.eval_fraction, args.test_fraction, args.seed)
     columns = [c for c in frame.columns if not str(c).startswith("_")]
     for name, index in zip(names, parts):
         buffer = io.StringIO()
         frame.iloc[index][columns].to_csv(buffer, index=False)
         storage.write_text_atomic(f"{out}/{name}", buffer.getvalue())
-        counts = np.bincount(labels[index], minlength=len(spec.names))
-        share = ", ".join(f"{label} {count} ({count / len(index):.0%})"
-                          for label, count in zip(spec.names, counts))
-        print(f"{name:9s} {len(index):6d} rows: {share}")
+        print(f"{name:9s} {len(index):6d} rows: {describe(labels[index], spec)}")
     return 0

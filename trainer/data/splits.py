@@ -108,7 +108,7 @@ def _scan(spec: str, flag: str, columns: Sequence[str], label_columns: Sequence[
 
     kept, positions, skipped, files, done = [], [], 0, [], 0
     for frame in split_frames(spec, flag, CHUNK_ROWS):
-        _check_columns(frame, columns, label_columns)
+        check_columns(frame, columns, label_columns)
         empty, column = _empty_rows(frame, *columns)
         if empty and not skip_empty_text:
             raise UserError(f"{where(frame, empty[0], column)}: text is empty (fix such rows or "
@@ -129,7 +129,7 @@ def _scan(spec: str, flag: str, columns: Sequence[str], label_columns: Sequence[
     return _Scan(labels, np.concatenate(positions).astype(np.int64), skipped, ",".join(sorted(files)))
 
 
-def _check_columns(frame, columns: Sequence[Optional[str]], label_columns: Sequence[str]) -> None:
+def check_columns(frame, columns: Sequence[Optional[str]], label_columns: Sequence[str]) -> None:
     named = [(c, "text") for c in columns[:1]] + [(c, "text pair") for c in columns[1:] if c]
     for column, what in named + [(c, "label") for c in label_columns]:
         if column not in frame.columns:
@@ -138,7 +138,7 @@ def _check_columns(frame, columns: Sequence[Optional[str]], label_columns: Seque
                             f"{[c for c in frame.columns if not str(c).startswith('_')]}")
 
 
-def _encode(frame, label_columns: Sequence[str], spec: LabelSpec, split_name: str) -> np.ndarray:
+def encode(frame, label_columns: Sequence[str], spec: LabelSpec, split_name: str) -> np.ndarray:
     """Labels of every row, each distinct value encoded once (errors name its first row)."""
     import pandas as pd
 
@@ -204,9 +204,9 @@ def load_datasets(config: Config) -> Datasets:
     first = next(split_frames(d.training_file, "--training-file", 1))
     columns = pick_text_columns(first, d.text_column, d.text_pair_column)
     task = task_name(config)
-    label_column, label_columns = _label_columns(first, d, task)
+    label_column, label_columns = label_columns_of(first, d, task)
     scan = _scan(d.training_file, "--training-file", columns, label_columns, d.skip_empty_text)
-    spec = _label_spec(scan.labels, label_column, d, task)
+    spec = label_spec(scan.labels, label_column, d, task)
     train = _split(scan, d.training_file, label_columns, spec, "train")
     if task == "multi-label":
         from trainer.tasks.multilabel import check_label_sizes
@@ -243,7 +243,7 @@ def load_datasets(config: Config) -> Datasets:
     return datasets
 
 
-def _label_columns(first, d, task: str):
+def label_columns_of(first, d, task: str):
     """(the label column's name for messages and metrics.json, the columns holding labels)."""
     if task == "multi-label" and d.label_columns:
         names = [c.strip() for c in d.label_columns.split(",") if c.strip()]
@@ -254,7 +254,7 @@ def _label_columns(first, d, task: str):
     return column, [column]
 
 
-def _label_spec(frame, column: str, d, task: str) -> LabelSpec:
+def label_spec(frame, column: str, d, task: str) -> LabelSpec:
     """What the training labels are, decided from each distinct value once."""
     if task == "regression":
         return labels_lib.regression_labels()
@@ -266,7 +266,7 @@ def _label_spec(frame, column: str, d, task: str) -> LabelSpec:
 
 
 def _split(scan: _Scan, spec_: str, label_columns, spec: LabelSpec, name: str) -> Split:
-    return Split(_encode(scan.labels, label_columns, spec, name), scan.source, spec_,
+    return Split(encode(scan.labels, label_columns, spec, name), scan.source, spec_,
                  scan.positions, scan.rows_skipped)
 
 
