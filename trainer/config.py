@@ -125,6 +125,11 @@ class ModelConfig:
 @dataclasses.dataclass
 class TrainConfig:
     epochs: int = _flag(3, "Passes over the training data.")
+    max_steps: int = _flag(
+        0, "Train for exactly this many steps (optimizer updates), overriding --epochs: the run "
+           "takes the epochs that needs, the last one stopping at that step (evaluated and "
+           "checkpointed like any other), and the learning rate decays to zero there. 0: "
+           "--epochs decides.")
     batch_size: int = _flag(32, "Global batch size (split across replicas).")
     eval_batch_size: int = _flag(64, "Global batch size for evaluation and prediction.")
     learning_rate: float = _flag(1e-4, "Peak learning rate of AdamW.")
@@ -178,6 +183,9 @@ class RuntimeConfig:
         choices=("auto", "on", "off"))
     steps_per_execution: int = _flag(1, "Training steps per tf.function call (TPU throughput).")
     log_every_seconds: float = _flag(30.0, "Seconds between progress lines.")
+    log_every_steps: int = _flag(
+        10, "Every this many training steps, TensorBoard scalars of the loss, learning rate and "
+            "throughput (run `steps`), so that even a one-epoch run draws a curve (0: none).")
     verbose: bool = _flag(
         False, "Also show TensorFlow's own log lines and Python warnings (hidden by default).")
     export_precision: str = _flag(
@@ -435,6 +443,10 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
                 "with --label-type score needs exactly three names (negative,neutral,positive)")
     require(0.0 <= m.dropout < 1.0, "--dropout", f"must be in [0, 1), got {m.dropout}")
     require(t.epochs >= 1, "--epochs", f"must be at least 1, got {t.epochs}")
+    require(t.max_steps >= 0, "--max-steps", f"must be >= 0, got {t.max_steps}")
+    # Keras runs --steps-per-execution steps per call: a limit between two calls only.
+    require(t.max_steps % r.steps_per_execution == 0, "--max-steps",
+            f"must be a multiple of --steps-per-execution {r.steps_per_execution}, got {t.max_steps}")
     require(t.batch_size >= 1, "--batch-size", f"must be at least 1, got {t.batch_size}")
     require(t.eval_batch_size >= 1, "--eval-batch-size", f"must be at least 1, got {t.eval_batch_size}")
     require(t.learning_rate > 0, "--learning-rate", f"must be positive, got {t.learning_rate}")
@@ -444,6 +456,7 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
     require(t.early_stopping_patience >= 0, "--early-stopping-patience",
             f"must be >= 0, got {t.early_stopping_patience}")
     require(r.steps_per_execution >= 1, "--steps-per-execution", f"must be at least 1, got {r.steps_per_execution}")
+    require(r.log_every_steps >= 0, "--log-every-steps", f"must be >= 0, got {r.log_every_steps}")
     require(r.log_every_seconds > 0, "--log-every-seconds", f"must be positive, got {r.log_every_seconds}")
     require(config.output.report_errors >= 0, "--report-errors",
             f"must be >= 0, got {config.output.report_errors}")

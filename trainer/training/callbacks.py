@@ -201,6 +201,58 @@ class EpochCheckpoint(tf_keras.callbacks.Callback):
         self.after_save()
 
 
+class StepLimit(tf_keras.callbacks.Callback):
+    """--max-steps: stops training once the optimizer has taken `max_steps` steps. Keras then
+    ends the epoch in progress there, so it is evaluated, recorded and checkpointed as any
+    other; the optimizer's step is in the resume checkpoint, so a resumed run stops at the same
+    step. Keep it first: the callbacks after it see the epoch end."""
+
+    def __init__(self, max_steps: int):
+        super().__init__()
+        self.max_steps = max_steps
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) >= self.max_steps:
+            self.model.stop_training = True
+
+
+class StepScalars(tf_keras.callbacks.Callback):
+    """--log-every-steps: every `every` optimizer steps, TensorBoard scalars under the run
+    `steps` of `directory`: `loss` (the epoch's running mean, as Keras reports it during an
+    epoch), `learning_rate` and `examples_per_second` since the previous point. Keras' own
+    TensorBoard callback writes one point per epoch: a one-epoch run would show a dot."""
+
+    def __init__(self, directory: str, every: int, batch_size: int):
+        super().__init__()
+        self.directory, self.every, self.batch_size = directory, every, batch_size
+        self.writer = None
+
+    def on_train_begin(self, logs=None):
+        self.writer = tf.summary.create_file_writer(storage.join(self.directory, "steps"))
+        self._last_step, self._last_time = None, time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        if self._last_step is None:
+            self._last_step = step - batch - 1  # where this process started (a resumed run later)
+        # Steps jump by --steps-per-execution: write when a multiple of `every` was passed.
+        if step // self.every == self._last_step // self.every:
+            return
+        now = time.perf_counter()
+        rate = (step - self._last_step) * self.batch_size / max(now - self._last_time, 1e-9)
+        with self.writer.as_default(step=step):
+            tf.summary.scalar("loss", float(logs["loss"]))
+            tf.summary.scalar("learning_rate", current_learning_rate(self.model.optimizer))
+            tf.summary.scalar("examples_per_second", rate)
+        self._last_step, self._last_time = step, now
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.writer.flush()
+
+    def on_train_end(self, logs=None):
+        self.writer.close()
+
+
 class TrainingClock(tf_keras.callbacks.Callback):
     """Time spent training (evaluation excluded), and the steady-state step rate.
 

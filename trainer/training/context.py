@@ -32,6 +32,7 @@ class Inputs:
     steps_per_epoch: int
     epochs: int
     truncated: Dict[str, int]
+    total_steps: int = 0  # optimizer steps of the whole run: the learning-rate schedule's length
 
 
 @dataclasses.dataclass
@@ -65,4 +66,5 @@ class RunContext:
     results: Dict[str, dict] = dataclasses.field(default_factory=dict)
     calibration: Optional[dict] = None  # metrics.json's "calibration" block
     durations: Dict[str, float] = dataclasses.field(default_factory=dict)
+    train_steps: Optional[int] = None  # optimizer steps when training ended (results.evaluate)
     metrics: Optional[dict] = None

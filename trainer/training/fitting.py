@@ -25,16 +25,22 @@ class FitOutcome:
 def fit(ctx: RunContext) -> None:
     import tf_keras
 
+    from trainer.training import callbacks as cb
+
     outcome = ctx.fit = _callbacks(ctx)
     inputs, trainable = ctx.inputs, ctx.trainable
-    callbacks = [outcome.clock, outcome.evaluation, outcome.history, outcome.best,
+    limit = [cb.StepLimit(inputs.total_steps)] if ctx.config.train.max_steps and \
+        not ctx.config.train.dry_run else []
+    callbacks = [*limit, outcome.clock, outcome.evaluation, outcome.history, outcome.best,
                  *([outcome.hypertune] if outcome.hypertune else []), _progress(ctx),
                  tf_keras.callbacks.TensorBoard(ctx.runtime.write_path(ctx.paths.tensorboard_dir),
                                                 profile_batch=0)]
+    if ctx.config.runtime.log_every_steps:
+        callbacks.append(cb.StepScalars(ctx.runtime.write_path(ctx.paths.tensorboard_dir),
+                                        ctx.config.runtime.log_every_steps, ctx.config.train.batch_size))
     if ctx.run_log is not None:
         callbacks.append(tf_keras.callbacks.LambdaCallback(
             on_epoch_end=lambda epoch, logs: ctx.run_log.sync()))
-    from trainer.training import callbacks as cb
     callbacks.append(cb.EpochCheckpoint(trainable.checkpoint, trainable.epoch_counter,
                                         after_save=outcome.best.prune))
     if trainable.first_epoch >= inputs.epochs or outcome.stopped_before:

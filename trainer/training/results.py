@@ -49,6 +49,8 @@ def evaluate(ctx: RunContext) -> None:
 
     fit, model = ctx.fit, ctx.trainable.model
     metric = ctx.config.train.selection_metric
+    # Before the best weights are restored: their checkpoint holds the optimizer's step then.
+    ctx.train_steps = int(model.optimizer.iterations.numpy())
     # When the last epoch trained here is the best one, the model holds its weights already and
     # its validation metrics are known: one pass over the validation data fewer.
     best_is_current = fit.best.best_epoch is not None and fit.best.best_epoch == fit.evaluation.last_epoch
@@ -177,6 +179,7 @@ def _metrics(ctx: RunContext) -> dict:
                             "max_seq_length": config.data.max_seq_length, "pooling": ctx.pooling,
                             "encoder": config.model.encoder},
         "best_epoch": fit.best.best_epoch,
+        "train_steps": ctx.train_steps,
         "epochs_completed": len(fit.history.rows),
         "stopped_early": fit.best.stopped_early or fit.stopped_before,
         "device": {**distribution.describe(runtime.plan, runtime.strategy),

@@ -178,14 +178,27 @@ def _batching(config, runtime: Runtime, tokenized: dict, truncated: dict) -> Inp
                                                    pad_to_full_batches=runtime.plan.static_shapes)
                  for name, split in tokenized.items()}
     dry_run = config.train.dry_run
-    inputs = Inputs(tokenized, train_batching, eval_sets, steps_per_epoch=1 if dry_run else steps,
-                    epochs=1 if dry_run else config.train.epochs, truncated=truncated)
+    steps_per_epoch = 1 if dry_run else steps
+    epochs, total_steps = training_length(steps_per_epoch, config.train.epochs,
+                                          0 if dry_run else config.train.max_steps)
+    inputs = Inputs(tokenized, train_batching, eval_sets, steps_per_epoch=steps_per_epoch,
+                    epochs=epochs, truncated=truncated, total_steps=total_steps)
     replicas = runtime.strategy.num_replicas_in_sync
+    limit = (" (--dry-run: one step)" if dry_run else
+             f" (--max-steps: {total_steps} steps)" if config.train.max_steps else "")
     log.info("batch %d global, %d per replica; %d steps per epoch, %d epochs%s; padding %s",
              config.train.batch_size, config.train.batch_size // replicas, inputs.steps_per_epoch,
-             inputs.epochs, " (--dry-run: one step)" if dry_run else "",
+             inputs.epochs, limit,
              f"to one of {lengths}" if bucket else f"to {lengths[-1]}")
     return inputs
+
+
+def training_length(steps_per_epoch: int, epochs: int, max_steps: int):
+    """(epochs to run, optimizer steps in all): --max-steps, when given, decides both, the last
+    epoch stopping part-way (callbacks.StepLimit); otherwise whole --epochs."""
+    if max_steps:
+        return -(-max_steps // steps_per_epoch), max_steps
+    return epochs, steps_per_epoch * epochs
 
 
 def build_model(ctx: RunContext) -> None:
@@ -230,7 +243,7 @@ def _compiled_model(ctx: RunContext):
         encoder.network.trainable = False
     elif not config.model.train_word_embeddings and heads.freeze_word_embeddings(encoder.network):
         log.info("word embeddings frozen (--train-word-embeddings to fine-tune them)")
-    total_steps = ctx.inputs.steps_per_epoch * ctx.inputs.epochs
+    total_steps = ctx.inputs.total_steps
     optimizer = optimization.build_optimizer(
         config.train.learning_rate, total_steps, config.train.warmup_fraction,
         config.train.weight_decay, config.train.clip_norm)
