@@ -113,7 +113,7 @@ def test_the_tiny_model_learns_the_scores(trained):
 
 def test_history_tracks_the_regression_metrics_each_epoch(trained):
     rows = read_csv(trained["job_dir"] / "eval_history.csv")
-    assert list(rows[0]) == ["epoch", "loss", "mae", "val_loss", "val_spearman", "val_pearson",
+    assert list(rows[0]) == ["epoch", "step", "loss", "mae", "val_loss", "val_spearman", "val_pearson",
                              "val_mse", "val_mae", "learning_rate", "seconds"]
     assert [int(r["epoch"]) for r in rows] == [1, 2, 3, 4, 5, 6]
     best = max(rows, key=lambda r: float(r["val_spearman"]))

@@ -125,7 +125,8 @@ def test_history_has_one_row_per_epoch(trained):
     with open(trained[0] / "eval_history.csv") as f:
         rows = list(csv.DictReader(f))
     assert [int(r["epoch"]) for r in rows] == [1, 2, 3, 4, 5, 6]
-    assert set(rows[0]) == {"epoch", "loss", "accuracy", "val_loss", "val_accuracy", "val_macro_f1",
+    assert [int(r["step"]) for r in rows] == [12, 24, 36, 48, 60, 72]  # 90 rows, batches of 8
+    assert set(rows[0]) == {"epoch", "step", "loss", "accuracy", "val_loss", "val_accuracy", "val_macro_f1",
                             "val_macro_recall", "learning_rate", "seconds"}
 
 

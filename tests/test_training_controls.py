@@ -110,3 +110,61 @@ def test_a_run_with_max_steps_takes_exactly_that_many_steps_and_decays_to_zero_t
 def test_a_run_writes_step_scalars_to_tensorboard(stepped_run):
     written = scalars(stepped_run / "tensorboard" / "steps")
     assert [step for step, _ in written["loss"]] == [5, 10, 15]
+
+
+# --- --eval-every-steps, killed and resumed ------------------------------------------------------
+
+def span_args(tiny_encoder_dir, data, job_dir):
+    """600 rows in batches of 8: 75 steps an epoch, 150 in 2 epochs, evaluated every 30: five
+    evaluations, the 2nd at step 60 in the middle of the first epoch, the 3rd across its end."""
+    return ["--encoder", tiny_encoder_dir, "--training-file", data["train"],
+            "--validation-file", data["validation"], "--job-dir", job_dir, "--epochs", "2",
+            "--eval-every-steps", "30", "--batch-size", "8", "--learning-rate", "1e-2",
+            "--max-seq-length", "16", "--mixed-precision", "off", "--train-word-embeddings"]
+
+
+@pytest.fixture(scope="module")
+def span_runs(tiny_encoder_dir, tiny_data, tmp_path_factory):
+    from conftest import labelled_rows, write_csv
+    from test_resume import start, wait_for_checkpoint
+    from test_task import run_cli
+    root = tmp_path_factory.mktemp("spans")
+    data = {"train": write_csv(root / "train.csv", labelled_rows(600, 1)),
+            "validation": tiny_data["validation"]}
+    uninterrupted = start(span_args(tiny_encoder_dir, data, root / "uninterrupted"))
+    killed = start(span_args(tiny_encoder_dir, data, root / "killed"))
+    try:
+        wait_for_checkpoint(killed, root / "killed" / "checkpoints" / "resume", 2)
+        killed.send_signal(9)  # SIGKILL
+        killed.communicate(timeout=60)
+        assert not (root / "killed" / "metrics.json").exists()
+        rerun = run_cli(*span_args(tiny_encoder_dir, data, root / "killed"))
+        assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+        out, _ = uninterrupted.communicate(timeout=300)
+        assert uninterrupted.returncode == 0, out
+    finally:
+        uninterrupted.kill()
+        killed.kill()
+    return {"uninterrupted": root / "uninterrupted", "resumed": root / "killed", "rerun": rerun}
+
+
+def history_of(job_dir):
+    from conftest import read_csv
+    return [{k: float(v) for k, v in row.items() if k != "seconds"}
+            for row in read_csv(job_dir / "eval_history.csv")]
+
+
+def test_eval_every_steps_writes_a_history_row_per_evaluation(span_runs):
+    rows = history_of(span_runs["uninterrupted"])
+    assert [(int(r["epoch"]), int(r["step"])) for r in rows] == [(1, 30), (2, 60), (3, 90), (4, 120), (5, 150)]
+
+
+def test_a_run_killed_between_evaluations_mid_epoch_resumes_like_an_uninterrupted_one(span_runs):
+    from conftest import metrics_of
+    assert "resumed after epoch 2" in span_runs["rerun"].stdout
+    resumed, uninterrupted = history_of(span_runs["resumed"]), history_of(span_runs["uninterrupted"])
+    for got, expected in zip(resumed, uninterrupted, strict=True):
+        assert got == pytest.approx(expected, rel=1e-5, abs=1e-7), got["step"]
+    got, expected = metrics_of(span_runs["resumed"]), metrics_of(span_runs["uninterrupted"])
+    assert got["best_epoch"] == expected["best_epoch"]
+    assert got["validation"]["loss"] == pytest.approx(expected["validation"]["loss"], rel=1e-5)

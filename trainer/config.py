@@ -130,6 +130,11 @@ class TrainConfig:
            "takes the epochs that needs, the last one stopping at that step (evaluated and "
            "checkpointed like any other), and the learning rate decays to zero there. 0: "
            "--epochs decides.")
+    eval_every_steps: int = _flag(
+        0, "Evaluate on validation, and checkpoint, every this many training steps instead of "
+           "after each epoch: eval_history.csv gets a row per evaluation, and the best weights, "
+           "early stopping (its patience counted in evaluations) and resuming work at that "
+           "granularity (0: once per epoch).")
     batch_size: int = _flag(32, "Global batch size (split across replicas).")
     eval_batch_size: int = _flag(64, "Global batch size for evaluation and prediction.")
     learning_rate: float = _flag(1e-4, "Peak learning rate of AdamW.")
@@ -444,9 +449,11 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
     require(0.0 <= m.dropout < 1.0, "--dropout", f"must be in [0, 1), got {m.dropout}")
     require(t.epochs >= 1, "--epochs", f"must be at least 1, got {t.epochs}")
     require(t.max_steps >= 0, "--max-steps", f"must be >= 0, got {t.max_steps}")
+    require(t.eval_every_steps >= 0, "--eval-every-steps", f"must be >= 0, got {t.eval_every_steps}")
     # Keras runs --steps-per-execution steps per call: a limit between two calls only.
-    require(t.max_steps % r.steps_per_execution == 0, "--max-steps",
-            f"must be a multiple of --steps-per-execution {r.steps_per_execution}, got {t.max_steps}")
+    for flag, steps in (("--max-steps", t.max_steps), ("--eval-every-steps", t.eval_every_steps)):
+        require(steps % r.steps_per_execution == 0, flag,
+                f"must be a multiple of --steps-per-execution {r.steps_per_execution}, got {steps}")
     require(t.batch_size >= 1, "--batch-size", f"must be at least 1, got {t.batch_size}")
     require(t.eval_batch_size >= 1, "--eval-batch-size", f"must be at least 1, got {t.eval_batch_size}")
     require(t.learning_rate > 0, "--learning-rate", f"must be positive, got {t.learning_rate}")

@@ -13,7 +13,7 @@ class Task(abc.ABC):
 
     def history_columns(self) -> tuple:
         """eval_history.csv's columns, in order."""
-        return ("epoch", "loss", self.train_metric, "val_loss",
+        return ("epoch", "step", "loss", self.train_metric, "val_loss",
                 *(f"val_{key}" for key in self.summary_metrics), "learning_rate", "seconds")
 
     def epoch_metrics(self) -> tuple:

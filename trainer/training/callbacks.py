@@ -23,7 +23,7 @@ from trainer.config import METRIC_GOALS
 
 log = logging.getLogger("trainer")
 
-HISTORY_COLUMNS = ("epoch", "loss", "accuracy", "val_loss", "val_accuracy", "val_macro_f1",
+HISTORY_COLUMNS = ("epoch", "step", "loss", "accuracy", "val_loss", "val_accuracy", "val_macro_f1",
                    "val_macro_recall", "learning_rate", "seconds")
 
 
@@ -68,7 +68,7 @@ def read_history(path: str) -> List[dict]:
     if not storage.exists(path):
         return []
     rows = list(csv.DictReader(io.StringIO(storage.read_text(path))))
-    return [{k: (int(v) if k == "epoch" else float(v)) for k, v in row.items()} for row in rows]
+    return [{k: (int(v) if k in ("epoch", "step") else float(v)) for k, v in row.items()} for row in rows]
 
 
 def write_history(path: str, rows: List[dict], columns: Sequence[str] = HISTORY_COLUMNS) -> None:
@@ -82,7 +82,9 @@ def write_history(path: str, rows: List[dict], columns: Sequence[str] = HISTORY_
 
 
 class HistoryWriter(tf_keras.callbacks.Callback):
-    """eval_history.csv: one row per finished epoch (1-based), rewritten atomically each time."""
+    """eval_history.csv: one row per evaluation, rewritten atomically each time: `epoch` is the
+    1-based Keras epoch (an epoch of the data, or with --eval-every-steps the span of steps
+    since the previous evaluation), `step` the optimizer's step."""
 
     def __init__(self, path: Optional[str], rows: List[dict],
                  columns: Sequence[str] = HISTORY_COLUMNS):
@@ -90,7 +92,8 @@ class HistoryWriter(tf_keras.callbacks.Callback):
         self.path, self.rows, self.columns = path, list(rows), tuple(columns)
 
     def on_epoch_end(self, epoch, logs=None):
-        row = {"epoch": epoch + 1, **{k: float(logs[k]) for k in self.columns[1:]}}
+        row = {"epoch": epoch + 1, "step": int(self.model.optimizer.iterations.numpy()),
+               **{k: float(logs[k]) for k in self.columns if k not in ("epoch", "step")}}
         self.rows = [r for r in self.rows if r["epoch"] < row["epoch"]] + [row]
         if self.path:
             write_history(self.path, self.rows, self.columns)
@@ -291,8 +294,10 @@ class ProgressLogger(tf_keras.callbacks.Callback):
 
     def __init__(self, interval: float, epochs: int, steps_per_epoch: int,
                  examples_per_epoch: int, tokens_per_epoch: int,
-                 describe_epoch: Callable[[dict], str], train_metric: str = "accuracy"):
+                 describe_epoch: Callable[[dict], str], train_metric: str = "accuracy",
+                 unit: str = "epoch"):
         super().__init__()
+        self.unit = unit  # "span" with --eval-every-steps: the steps between two evaluations
         # describe_epoch: an epoch's logs -> its metrics in the epoch's line (the task's)
         self.describe_epoch, self.train_metric = describe_epoch, train_metric
         self.interval, self.epochs, self.steps = interval, epochs, steps_per_epoch
@@ -313,14 +318,15 @@ class ProgressLogger(tf_keras.callbacks.Callback):
         rate = done * self.examples / elapsed
         left_in_epoch = elapsed / done - elapsed
         left = left_in_epoch + (self.epochs - self.epoch - 1) * elapsed / done
-        log.info("epoch %d/%d  step %d/%d  loss %.4f  %s %.3f  %.1f ex/s  %.0f tok/s  "
-                 "ETA epoch %s, run %s", self.epoch + 1, self.epochs, batch + 1, self.steps,
+        log.info("%s %d/%d  step %d/%d  loss %.4f  %s %.3f  %.1f ex/s  %.0f tok/s  "
+                 "ETA %s %s, run %s", self.unit, self.epoch + 1, self.epochs, batch + 1, self.steps,
                  logs.get("loss", float("nan")), "acc" if self.train_metric == "accuracy"
                  else self.train_metric, logs.get(self.train_metric, float("nan")), rate,
-                 rate * self.tokens / max(1, self.examples), clock(left_in_epoch), clock(left))
+                 rate * self.tokens / max(1, self.examples), self.unit, clock(left_in_epoch),
+                 clock(left))
 
     def on_epoch_end(self, epoch, logs=None):
         self.epoch_seconds.append(logs.get("seconds", time.perf_counter() - self.start))
-        log.info("epoch %d/%d done in %s: %s | lr %.2e", epoch + 1, self.epochs,
+        log.info("%s %d/%d done in %s: %s | lr %.2e", self.unit, epoch + 1, self.epochs,
                  clock(self.epoch_seconds[-1]), self.describe_epoch(logs),
                  logs["learning_rate"])

@@ -33,6 +33,10 @@ class Inputs:
     epochs: int
     truncated: Dict[str, int]
     total_steps: int = 0  # optimizer steps of the whole run: the learning-rate schedule's length
+    # What Keras calls an epoch here, the steps between two evaluations and checkpoints: an epoch
+    # of the data, or --eval-every-steps; and how many of them the run has.
+    period_steps: int = 0
+    periods: int = 0
 
 
 @dataclasses.dataclass
@@ -40,8 +44,8 @@ class Trainable:
     """The model and what resumes it (build_model)."""
     model: Any  # heads.Classifier
     checkpoint: Any  # tf.train.CheckpointManager of the resume state
-    epoch_counter: Any  # tf.Variable: completed epochs
-    first_epoch: int  # epochs completed before this process started
+    epoch_counter: Any  # tf.Variable: completed periods (epochs, or --eval-every-steps spans)
+    first_epoch: int  # periods completed before this process started
     history: list  # eval_history.csv rows up to first_epoch
 
 

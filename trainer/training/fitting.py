@@ -29,8 +29,9 @@ def fit(ctx: RunContext) -> None:
 
     outcome = ctx.fit = _callbacks(ctx)
     inputs, trainable = ctx.inputs, ctx.trainable
-    limit = [cb.StepLimit(inputs.total_steps)] if ctx.config.train.max_steps and \
-        not ctx.config.train.dry_run else []
+    # The last epoch, or span between evaluations, may end before its full length.
+    limit = [cb.StepLimit(inputs.total_steps)] if \
+        inputs.total_steps != inputs.periods * inputs.period_steps else []
     callbacks = [*limit, outcome.clock, outcome.evaluation, outcome.history, outcome.best,
                  *([outcome.hypertune] if outcome.hypertune else []), _progress(ctx),
                  tf_keras.callbacks.TensorBoard(ctx.runtime.write_path(ctx.paths.tensorboard_dir),
@@ -43,26 +44,30 @@ def fit(ctx: RunContext) -> None:
             on_epoch_end=lambda epoch, logs: ctx.run_log.sync()))
     callbacks.append(cb.EpochCheckpoint(trainable.checkpoint, trainable.epoch_counter,
                                         after_save=outcome.best.prune))
-    if trainable.first_epoch >= inputs.epochs or outcome.stopped_before:
+    if trainable.first_epoch >= inputs.periods or outcome.stopped_before:
         return
     train_data = _training_data(ctx)
-    trainable.model.fit(train_data, epochs=inputs.epochs, initial_epoch=trainable.first_epoch,
-                        steps_per_epoch=inputs.steps_per_epoch, callbacks=callbacks, verbose=0)
+    # Keras' epochs are the periods between evaluations; the data streams on across them.
+    trainable.model.fit(train_data, epochs=inputs.periods, initial_epoch=trainable.first_epoch,
+                        steps_per_epoch=inputs.period_steps, callbacks=callbacks, verbose=0)
 
 
 def _training_data(ctx: RunContext):
-    """The training batches of every remaining epoch. Under MultiWorkerMirroredStrategy each
-    worker reads its own share of the token cache's blocks, batched per replica, and repeats it
-    to the common number of steps."""
+    """The training batches from where the run stands to its end. A run resumed after an
+    evaluation in the middle of an epoch (--eval-every-steps) starts that epoch's seeded order
+    and skips the batches already trained on. Under MultiWorkerMirroredStrategy each worker
+    reads its own share of the token cache's blocks, batched per replica, and repeats it to the
+    common number of steps."""
     import dataclasses as dc
 
     from trainer.data import pipeline
 
-    config, inputs, first = ctx.config, ctx.inputs, ctx.trainable.first_epoch
+    config, inputs = ctx.config, ctx.inputs
+    first, done = divmod(ctx.trainable.first_epoch * inputs.period_steps, inputs.steps_per_epoch)
     train, batching = inputs.tokenized["train"], inputs.train_batching
     if ctx.runtime.plan.strategy != "multiworker":
         data = pipeline.training_dataset(train, batching, seed=config.train.seed,
-                                         first_epoch=first, epochs=inputs.epochs)
+                                         first_epoch=first, epochs=inputs.epochs).skip(done)
         return data.take(1) if config.train.dry_run else data
 
     def per_worker(context):
@@ -75,7 +80,7 @@ def _training_data(ctx: RunContext):
                  "batch", context.input_pipeline_id + 1, context.num_input_pipelines,
                  _share(len(train.blocks), context.input_pipeline_id, context.num_input_pipelines),
                  size)
-        return data
+        return data.skip(done)
 
     return ctx.runtime.strategy.distribute_datasets_from_function(per_worker)
 
@@ -115,8 +120,11 @@ def _progress(ctx: RunContext):
 
     train = ctx.inputs.tokenized["train"]
     task = ctx.task
-    return cb.ProgressLogger(ctx.config.runtime.log_every_seconds, ctx.inputs.epochs,
-                             ctx.inputs.steps_per_epoch, len(train), train.real_tokens,
+    inputs = ctx.inputs
+    examples = len(train) * inputs.period_steps // inputs.steps_per_epoch
+    return cb.ProgressLogger(ctx.config.runtime.log_every_seconds, inputs.periods,
+                             inputs.period_steps, examples, train.real_tokens * examples // len(train),
+                             unit="epoch" if inputs.period_steps == inputs.steps_per_epoch else "span",
                              describe_epoch=task.describe_epoch,
                              train_metric=task.train_metric)
 

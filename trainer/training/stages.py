@@ -179,16 +179,20 @@ def _batching(config, runtime: Runtime, tokenized: dict, truncated: dict) -> Inp
                  for name, split in tokenized.items()}
     dry_run = config.train.dry_run
     steps_per_epoch = 1 if dry_run else steps
-    epochs, total_steps = training_length(steps_per_epoch, config.train.epochs,
-                                          0 if dry_run else config.train.max_steps)
+    epochs, total_steps = (1, 1) if dry_run else training_length(
+        steps_per_epoch, config.train.epochs, config.train.max_steps)
+    period = config.train.eval_every_steps if config.train.eval_every_steps and not dry_run \
+        else steps_per_epoch
     inputs = Inputs(tokenized, train_batching, eval_sets, steps_per_epoch=steps_per_epoch,
-                    epochs=epochs, truncated=truncated, total_steps=total_steps)
+                    epochs=epochs, truncated=truncated, total_steps=total_steps,
+                    period_steps=period, periods=-(-total_steps // period))
     replicas = runtime.strategy.num_replicas_in_sync
     limit = (" (--dry-run: one step)" if dry_run else
              f" (--max-steps: {total_steps} steps)" if config.train.max_steps else "")
     log.info("batch %d global, %d per replica; %d steps per epoch, %d epochs%s; padding %s",
              config.train.batch_size, config.train.batch_size // replicas, inputs.steps_per_epoch,
-             inputs.epochs, limit,
+             inputs.epochs, limit + (f"; evaluated every {period} steps ({inputs.periods} times)"
+                                     if period != steps_per_epoch else ""),
              f"to one of {lengths}" if bucket else f"to {lengths[-1]}")
     return inputs
 
