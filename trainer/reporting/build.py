@@ -115,7 +115,8 @@ def render_figures(metrics: dict, config, history: pd.DataFrame, predictions,
     task's own figures."""
     task, metric = tasks.by_name(metrics.get("task")), config.train.selection_metric
     out = [("learning_curves.png", "Learning curves",
-            figures.learning_curves(history, metrics.get("best_epoch"), metric, task.loss_name),
+            figures.learning_curves(history, metrics.get("best_epoch"), metric, task.loss_name,
+                                    by_step=bool(config.train.eval_every_steps)),
             f"The dashed line marks the best epoch by {metric}: its weights are the exported ones.")]
     return out + _TASK_FIGURES[task.name](metrics, predictions, calibration)
 

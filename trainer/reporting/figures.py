@@ -29,23 +29,29 @@ def _png(figure: Figure) -> bytes:
     return buffer.getvalue()
 
 
-def learning_curves(history, best_epoch, metric: str, loss_name: str = "cross-entropy") -> bytes:
-    """Train and validation loss, and the metric selecting the best epoch, per epoch.
+def learning_curves(history, best_epoch, metric: str, loss_name: str = "cross-entropy",
+                    by_step: bool = False) -> bytes:
+    """Train and validation loss, and the metric selecting the best epoch, per epoch; or, with
+    `by_step` (--eval-every-steps: an "epoch" is then a span of steps), per evaluation against
+    the optimizer step.
 
     `history` is eval_history.csv as a DataFrame; `metric` a column of it (val_macro_f1, ...);
     `loss_name` the task's loss in words.
     """
     figure, (loss_ax, metric_ax) = _figure(10, 4, 2)
-    epochs = history["epoch"]
-    loss_ax.plot(epochs, history["loss"], "o-", label="train")
-    loss_ax.plot(epochs, history["val_loss"], "o-", label="validation")
-    loss_ax.set(title="Loss", xlabel="epoch", ylabel=loss_name)
-    metric_ax.plot(epochs, history[metric], "o-", color="tab:green", label="validation")
-    metric_ax.set(title=f"Selection metric: {metric}", xlabel="epoch", ylabel=metric)
+    x, unit = (history["step"], "step") if by_step else (history["epoch"], "epoch")
+    loss_ax.plot(x, history["loss"], "o-", label="train")
+    loss_ax.plot(x, history["val_loss"], "o-", label="validation")
+    loss_ax.set(title="Loss", xlabel=unit, ylabel=loss_name)
+    metric_ax.plot(x, history[metric], "o-", color="tab:green", label="validation")
+    metric_ax.set(title=f"Selection metric: {metric}", xlabel=unit, ylabel=metric)
+    best = None
+    if best_epoch is not None:
+        best = history.loc[history["epoch"] == best_epoch, "step"].iloc[0] if by_step else best_epoch
     for ax in (loss_ax, metric_ax):
-        if best_epoch is not None:
-            ax.axvline(best_epoch, color="gray", linestyle="--", label=f"best epoch ({best_epoch})")
-        ax.set_xticks(list(epochs))
+        if best is not None:
+            ax.axvline(best, color="gray", linestyle="--", label=f"best {unit} ({best})")
+        ax.set_xticks(list(x))
         ax.grid(alpha=0.3)
         ax.legend()
     return _png(figure)
