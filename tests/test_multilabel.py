@@ -121,7 +121,7 @@ def test_metrics_json_holds_f1s_subset_accuracy_and_per_label_scores(trained):
         assert set(m["per_label"]["movie"]) == {"precision", "recall", "f1", "support"}
     assert metrics["test"]["micro_f1"] >= 0.6
     rows = read_csv(trained / "eval_history.csv")
-    assert list(rows[0])[3:7] == ["val_loss", "val_micro_f1", "val_macro_f1", "val_subset_accuracy"]
+    assert list(rows[0])[4:8] == ["val_loss", "val_micro_f1", "val_macro_f1", "val_subset_accuracy"]
 
 
 READER = """

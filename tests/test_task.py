@@ -287,5 +287,6 @@ def test_a_bad_flag_value_is_one_line_naming_the_flag_without_the_usage():
                                     "trainer.submit", "trainer.report", "trainer.export_encoder"])
 def test_every_entry_point_prints_its_version(module):
     from trainer import __version__
+    sys.modules.pop(module, None)  # runpy warns when it runs a module this process imported
     result = run_in_process("--version", module=module)
     assert (result.returncode, result.stdout.strip()) == (0, f"vertex-bert-trainer {__version__}")
