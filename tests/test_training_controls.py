@@ -1,5 +1,7 @@
-"""The training controls Trainer/Keras users expect (issue #23): --max-steps and
---log-every-steps, each on a tiny Keras model in process, plus one short real run that uses both."""
+"""The training controls Trainer/Keras users expect (issue #23): --max-steps, --log-every-steps,
+--eval-every-steps and --gradient-accumulation-steps, each on a tiny Keras model in process where
+it can be, plus short real runs (one with the first two and accumulation, two killed and resumed
+between evaluations)."""
 import json
 
 import numpy as np
@@ -91,7 +93,7 @@ def stepped_run(tiny_encoder_dir, tiny_data, tmp_path_factory):
     from test_task import run_cli, train_args
     job_dir = tmp_path_factory.mktemp("steps") / "job"
     result = run_cli(*train_args(tiny_encoder_dir, tiny_data, job_dir, "--max-steps", "17",
-                                 "--log-every-steps", "5"))
+                                 "--log-every-steps", "5", "--gradient-accumulation-steps", "2"))
     assert result.returncode == 0, result.stdout + result.stderr
     return job_dir
 
@@ -105,6 +107,12 @@ def test_a_run_with_max_steps_takes_exactly_that_many_steps_and_decays_to_zero_t
     # The schedule ends at step 17: the last step's rate is 1/16 of the peak (1e-2), one step of
     # the 16 after the one-step warm-up before zero.
     assert float(history[-1]["learning_rate"]) == pytest.approx(1e-2 / 16, rel=1e-4)
+
+
+def test_a_run_with_gradient_accumulation_takes_a_step_per_two_batches(stepped_run):
+    log = (stepped_run / "training.log").read_text()
+    # 90 rows in batches of 8: 12 batches an epoch, 6 optimizer steps; 17 steps take 3 epochs
+    assert "gradients of 2 batches summed per step (effective batch 16); 6 steps per epoch, 3 epochs" in log
 
 
 def test_a_run_writes_step_scalars_to_tensorboard(stepped_run):
@@ -168,3 +176,111 @@ def test_a_run_killed_between_evaluations_mid_epoch_resumes_like_an_uninterrupte
     got, expected = metrics_of(span_runs["resumed"]), metrics_of(span_runs["uninterrupted"])
     assert got["best_epoch"] == expected["best_epoch"]
     assert got["validation"]["loss"] == pytest.approx(expected["validation"]["loss"], rel=1e-5)
+
+
+# --- --gradient-accumulation-steps ---------------------------------------------------------------
+
+def accumulation_classifier():
+    """A small Classifier with the trainer's optimizer (AdamW, weight decay, global-norm clipping)."""
+    import tf_keras
+    from trainer.modeling import heads, optimization
+    tf_keras.utils.set_random_seed(1)
+    inputs = {"x": tf_keras.Input((4,), name="x")}
+    hidden = tf_keras.layers.Dense(8, activation="tanh")(inputs["x"])
+    model = heads.Classifier(inputs=inputs, outputs=tf_keras.layers.Dense(3, dtype="float32")(hidden))
+    model.compile(optimizer=optimization.build_optimizer(1e-2, 10, 0.0, 0.01, 0.5),
+                  loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    return model
+
+
+def micro_batches(sizes=(4, 4, 2)):
+    """(features, labels, weights) micro-batches of `sizes` rows, class-weighted like a run."""
+    rng = np.random.default_rng(0)
+    out = []
+    for rows in sizes:
+        labels = rng.integers(0, 3, rows)
+        out.append(({"x": rng.normal(size=(rows, 4)).astype(np.float32)}, labels.astype(np.int32),
+                    np.array([0.5, 1.0, 2.0], np.float32)[labels]))
+    return out
+
+
+def one_step(model, element):
+    import tensorflow as tf
+    model.fit(tf.data.Dataset.from_tensors(element), epochs=1, steps_per_epoch=1, verbose=0)
+    return model.get_weights()
+
+
+@pytest.mark.parametrize("policy, tolerance", [("float32", 1e-6), ("mixed_float16", 2e-3)])
+def test_accumulating_k_micro_batches_is_one_step_on_their_concatenation(policy, tolerance):
+    import tf_keras
+    parts = micro_batches()
+    whole = ({"x": np.concatenate([p[0]["x"] for p in parts])},
+             np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]))
+    tf_keras.mixed_precision.set_global_policy(policy)
+    try:
+        accumulated = one_step(accumulation_classifier(), tuple(parts))
+        together = one_step(accumulation_classifier(), whole)
+        untouched = accumulation_classifier().get_weights()
+    finally:
+        tf_keras.mixed_precision.set_global_policy("float32")
+    for got, expected, before in zip(accumulated, together, untouched):
+        assert not np.allclose(expected, before)  # the step moved every weight
+        np.testing.assert_allclose(got, expected, rtol=tolerance, atol=tolerance)
+
+
+def test_grouped_batches_hold_every_batch_once_in_order_and_fill_a_short_group_with_nothing():
+    import tensorflow as tf
+    from trainer.data import pipeline
+    batches = tf.data.Dataset.range(5).map(lambda i: ({"x": tf.fill([2, 3], i)}, tf.fill([2], i),
+                                                      tf.ones([2])))
+    groups = list(pipeline.grouped(batches, 2).as_numpy_iterator())
+    assert len(groups) == 3 and all(len(group) == 2 for group in groups)
+    seen = [int(features["x"][0, 0]) for group in groups for features, _, _ in group if len(features["x"])]
+    assert seen == [0, 1, 2, 3, 4]
+    (features, labels, weights), = groups[-1][1:]
+    assert features["x"].shape == (0, 3) and labels.shape == (0,) and weights.shape == (0,)
+    static = list(pipeline.grouped(batches, 2, static=True).as_numpy_iterator())[-1][1]
+    assert static[0]["x"].shape == (2, 3) and static[2].tolist() == [0.0, 0.0]
+
+
+MIRRORED_STEP = '''
+import json, sys
+import numpy as np
+import trainer
+import tensorflow as tf
+cpu, = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+sys.path.insert(0, sys.argv[1])
+from test_training_controls import accumulation_classifier, micro_batches
+
+parts = micro_batches((4, 4, 2, 6, 2, 0))  # replica 0 gets the first three, replica 1 the others
+groups = [tuple(parts[:3]), tuple(parts[3:])]
+whole = ({"x": np.concatenate([p[0]["x"] for p in parts])},
+         np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]))
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+with strategy.scope():
+    model = accumulation_classifier()
+data = strategy.distribute_datasets_from_function(
+    lambda context: tf.data.Dataset.from_tensors(groups[0]).concatenate(
+        tf.data.Dataset.from_tensors(groups[1])))
+model.fit(data, epochs=1, steps_per_epoch=1, verbose=0)
+single = accumulation_classifier()
+single.fit(tf.data.Dataset.from_tensors(whole), epochs=1, steps_per_epoch=1, verbose=0)
+print(json.dumps(max(float(np.abs(a - b).max()) for a, b in zip(model.get_weights(), single.get_weights()))))
+'''
+
+
+def test_accumulation_under_mirrored_strategy_is_one_step_on_every_replicas_rows(tmp_path):
+    """Two replicas, each summing three micro-batches of its own (one of them empty), make
+    exactly the step one device makes on all their rows at once."""
+    import os
+    import subprocess
+    import sys
+    script = tmp_path / "mirrored.py"
+    script.write_text(MIRRORED_STEP)
+    here = os.path.dirname(os.path.abspath(__file__))
+    result = subprocess.run([sys.executable, str(script), here], capture_output=True, text=True,
+                            timeout=240, env={**os.environ, "PYTHONPATH": os.path.dirname(here)})
+    assert result.returncode == 0, result.stderr
+    assert float(result.stdout.strip().splitlines()[-1]) < 1e-6

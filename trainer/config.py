@@ -136,6 +136,12 @@ class TrainConfig:
            "early stopping (its patience counted in evaluations) and resuming work at that "
            "granularity (0: once per epoch).")
     batch_size: int = _flag(32, "Global batch size (split across replicas).")
+    gradient_accumulation_steps: int = _flag(
+        1, "Sum the gradients of this many batches before each optimizer step: an effective "
+           "batch of this times --batch-size, in the memory of one batch. Exactly one step on "
+           "the concatenated batches (the loss is weighted by rows), in every precision and "
+           "under every strategy. Steps (--max-steps, --eval-every-steps, the schedule) count "
+           "optimizer steps.")
     eval_batch_size: int = _flag(64, "Global batch size for evaluation and prediction.")
     learning_rate: float = _flag(1e-4, "Peak learning rate of AdamW.")
     warmup_fraction: float = _flag(
@@ -455,6 +461,8 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
         require(steps % r.steps_per_execution == 0, flag,
                 f"must be a multiple of --steps-per-execution {r.steps_per_execution}, got {steps}")
     require(t.batch_size >= 1, "--batch-size", f"must be at least 1, got {t.batch_size}")
+    require(t.gradient_accumulation_steps >= 1, "--gradient-accumulation-steps",
+            f"must be at least 1, got {t.gradient_accumulation_steps}")
     require(t.eval_batch_size >= 1, "--eval-batch-size", f"must be at least 1, got {t.eval_batch_size}")
     require(t.learning_rate > 0, "--learning-rate", f"must be positive, got {t.learning_rate}")
     require(0.0 <= t.warmup_fraction < 1.0, "--warmup-fraction", f"must be in [0, 1), got {t.warmup_fraction}")

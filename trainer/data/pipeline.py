@@ -215,9 +215,10 @@ def _with_options(dataset: tf.data.Dataset) -> tf.data.Dataset:
 
 
 def training_dataset(split, batching: Batching, *, seed: int, first_epoch: int, epochs: int,
-                     shard=(0, 1), steps_per_epoch: Optional[int] = None) -> tf.data.Dataset:
+                     shard=(0, 1), steps_per_epoch: Optional[int] = None,
+                     accumulate: int = 1) -> tf.data.Dataset:
     """Epochs first_epoch..epochs-1 of `split` (a TokenizedSplit or cache.CachedSplit), each
-    shuffled with its own seed.
+    shuffled with its own seed; with `accumulate` k > 1, as groups of k batches (`grouped`).
 
     Seeding per epoch (rather than relying on reshuffle_each_iteration) makes a resumed run see
     exactly the batches an uninterrupted run would have seen from that epoch on. A worker that
@@ -226,10 +227,28 @@ def training_dataset(split, batching: Batching, *, seed: int, first_epoch: int, 
     """
     def epoch(index):
         batches = _batched(split.examples(seed=index * 1_000_003 + seed, shard=shard), batching)
-        return batches if steps_per_epoch is None else batches.repeat().take(steps_per_epoch)
+        batches = batches if steps_per_epoch is None else batches.repeat().take(steps_per_epoch)
+        return grouped(batches, accumulate, batching.drop_remainder) if accumulate > 1 else batches
 
     dataset = tf.data.Dataset.range(first_epoch, epochs).flat_map(epoch)
     return _with_options(dataset.prefetch(tf.data.AUTOTUNE))
+
+
+def grouped(batches: tf.data.Dataset, k: int, static: bool = False) -> tf.data.Dataset:
+    """Tuples of `k` consecutive batches: one optimizer step each (--gradient-accumulation-steps,
+    heads.Classifier.train_step). A short last group is completed with batches that add
+    nothing: of 0 rows, or with static shapes (TPU) copies of its first batch with weight 0."""
+    def nothing(features, labels, weights):
+        if static:
+            return features, labels, tf.zeros_like(weights)
+        return tf.nest.map_structure(lambda t: t[:0], (features, labels, weights))
+
+    def group(*window):
+        rows = tf.data.Dataset.zip(window)
+        filled = rows.concatenate(rows.take(1).map(nothing).repeat()).take(k)
+        return tuple(filled.skip(j).take(1).get_single_element() for j in range(k))
+
+    return batches.window(k).map(group)
 
 
 def evaluation_dataset(split, batching: Batching, pad_to_full_batches: bool = False) -> tf.data.Dataset:

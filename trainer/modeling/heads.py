@@ -29,6 +29,41 @@ class Classifier(tf_keras.Model):
     workers) and padding rows added for static TPU shapes (weight 0) are simply masked out.
     """
 
+    def train_step(self, data):
+        """One optimizer step. `data` is one batch, or (--gradient-accumulation-steps) a tuple of
+        micro-batches (pipeline.grouped) whose gradients are summed before the single update.
+
+        Each micro-batch's gradient is of its mean loss (over the whole global micro-batch, see
+        compute_loss); weighted by its rows and divided by the rows of all of them it is the
+        gradient of the mean loss over every row: exactly one step on the concatenated batch,
+        clipping and weight decay included. Under float16 each micro-batch's loss is scaled and
+        its gradient unscaled before it is added; an overflow anywhere makes the sum non-finite,
+        and the loss-scale optimizer skips the step as it would the big batch's.
+        """
+        if isinstance(data[0], dict):
+            return super().train_step(data)
+        variables = self.trainable_variables
+        total, rows = [None] * len(variables), 0.0
+        for features, labels, weights in data:
+            gradients = self._micro_gradients(features, labels, weights, variables)
+            real = _global_sum(tf.reduce_sum(tf.cast(weights > 0, tf.float32)))
+            total = [_add(t, _scaled(g, real)) for t, g in zip(total, gradients)]
+            rows += real
+        self.optimizer.apply_gradients(
+            [(_scaled(g, 1.0 / tf.maximum(rows, 1.0)), v) for g, v in zip(total, variables)
+             if g is not None])
+        return self.get_metrics_result()
+
+    def _micro_gradients(self, features, labels, weights, variables):
+        scaling = isinstance(self.optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+        with tf.GradientTape() as tape:
+            predictions = self(features, training=True)
+            loss = self.compute_loss(features, labels, predictions, weights)
+            target = self.optimizer.get_scaled_loss(loss) if scaling else loss
+        gradients = tape.gradient(target, variables)
+        self.compute_metrics(features, labels, predictions, weights)
+        return self.optimizer.get_unscaled_gradients(gradients) if scaling else gradients
+
     def predict_step(self, data):
         features, labels, weights = data
         return {"logits": self(features, training=False), "label": labels, "weight": weights}
@@ -48,6 +83,32 @@ class Classifier(tf_keras.Model):
         rows = tf.cast(tf.shape(y)[0], loss.dtype)
         total = context.all_reduce(tf.distribute.ReduceOp.SUM, rows)
         return loss * rows * context.num_replicas_in_sync / tf.maximum(total, 1.0)
+
+
+def _global_sum(value):
+    """`value` summed over the replicas (itself on one)."""
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return value
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
+def _scaled(gradient, factor):
+    if gradient is None:
+        return None
+    if isinstance(gradient, tf.IndexedSlices):  # an embedding table's rows
+        return tf.IndexedSlices(gradient.values * factor, gradient.indices, gradient.dense_shape)
+    return gradient * factor
+
+
+def _add(total, gradient):
+    """Sparse gradients are concatenated, as one gather over the concatenated batch makes them."""
+    if total is None or gradient is None:
+        return gradient if total is None else total
+    if isinstance(gradient, tf.IndexedSlices):
+        return tf.IndexedSlices(tf.concat([total.values, gradient.values], 0),
+                                tf.concat([total.indices, gradient.indices], 0), gradient.dense_shape)
+    return total + gradient
 
 
 def freeze_word_embeddings(network) -> bool:

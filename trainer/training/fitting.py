@@ -37,8 +37,9 @@ def fit(ctx: RunContext) -> None:
                  tf_keras.callbacks.TensorBoard(ctx.runtime.write_path(ctx.paths.tensorboard_dir),
                                                 profile_batch=0)]
     if ctx.config.runtime.log_every_steps:
-        callbacks.append(cb.StepScalars(ctx.runtime.write_path(ctx.paths.tensorboard_dir),
-                                        ctx.config.runtime.log_every_steps, ctx.config.train.batch_size))
+        callbacks.append(cb.StepScalars(
+            ctx.runtime.write_path(ctx.paths.tensorboard_dir), ctx.config.runtime.log_every_steps,
+            ctx.config.train.batch_size * ctx.config.train.gradient_accumulation_steps))
     if ctx.run_log is not None:
         callbacks.append(tf_keras.callbacks.LambdaCallback(
             on_epoch_end=lambda epoch, logs: ctx.run_log.sync()))
@@ -65,22 +66,30 @@ def _training_data(ctx: RunContext):
     config, inputs = ctx.config, ctx.inputs
     first, done = divmod(ctx.trainable.first_epoch * inputs.period_steps, inputs.steps_per_epoch)
     train, batching = inputs.tokenized["train"], inputs.train_batching
-    if ctx.runtime.plan.strategy != "multiworker":
+    accumulate = 1 if config.train.dry_run else config.train.gradient_accumulation_steps
+    replicas = ctx.runtime.strategy.num_replicas_in_sync
+    # Keras would split each batch of a group over the replicas (tf.data rebatching), which
+    # needs every batch of an element to have the same rows: groups are made per replica.
+    if ctx.runtime.plan.strategy != "multiworker" and (accumulate == 1 or replicas == 1):
         data = pipeline.training_dataset(train, batching, seed=config.train.seed,
-                                         first_epoch=first, epochs=inputs.epochs).skip(done)
+                                         first_epoch=first, epochs=inputs.epochs,
+                                         accumulate=accumulate).skip(done)
         return data.take(1) if config.train.dry_run else data
 
     def per_worker(context):
         size = context.get_per_replica_batch_size(batching.batch_size)
+        # Each step takes one element per replica this input pipeline feeds.
+        per_step = replicas // context.num_input_pipelines
         data = pipeline.training_dataset(
             train, dc.replace(batching, batch_size=size), seed=config.train.seed,
-            first_epoch=first, epochs=inputs.epochs, steps_per_epoch=inputs.steps_per_epoch,
-            shard=(context.input_pipeline_id, context.num_input_pipelines))
+            first_epoch=first, epochs=inputs.epochs,
+            steps_per_epoch=inputs.steps_per_epoch * per_step * accumulate,
+            shard=(context.input_pipeline_id, context.num_input_pipelines), accumulate=accumulate)
         log.info("worker input: share %d of %d of the training data (%s), %d rows per replica "
                  "batch", context.input_pipeline_id + 1, context.num_input_pipelines,
                  _share(len(train.blocks), context.input_pipeline_id, context.num_input_pipelines),
                  size)
-        return data.skip(done)
+        return data.skip(done * per_step)
 
     return ctx.runtime.strategy.distribute_datasets_from_function(per_worker)
 

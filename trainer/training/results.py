@@ -204,7 +204,8 @@ def _throughput(ctx: RunContext) -> dict:
     clock, train = ctx.fit.clock, ctx.inputs.tokenized["train"]
     if clock.steady_seconds <= 0:
         return {"train_examples_per_second": None, "train_tokens_per_second": None}
-    examples = clock.steady_steps * ctx.config.train.batch_size / clock.steady_seconds
+    examples = (clock.steady_steps * ctx.config.train.batch_size
+                * ctx.config.train.gradient_accumulation_steps / clock.steady_seconds)
     return {"train_examples_per_second": examples,
             "train_tokens_per_second": examples * train.real_tokens / len(train)}
 

@@ -178,7 +178,9 @@ def _batching(config, runtime: Runtime, tokenized: dict, truncated: dict) -> Inp
                                                    pad_to_full_batches=runtime.plan.static_shapes)
                  for name, split in tokenized.items()}
     dry_run = config.train.dry_run
-    steps_per_epoch = 1 if dry_run else steps
+    # Optimizer steps: with --gradient-accumulation-steps k, one per k batches (the epoch's last
+    # group may be short, pipeline.grouped).
+    steps_per_epoch = 1 if dry_run else -(-steps // config.train.gradient_accumulation_steps)
     epochs, total_steps = (1, 1) if dry_run else training_length(
         steps_per_epoch, config.train.epochs, config.train.max_steps)
     period = config.train.eval_every_steps if config.train.eval_every_steps and not dry_run \
@@ -189,8 +191,12 @@ def _batching(config, runtime: Runtime, tokenized: dict, truncated: dict) -> Inp
     replicas = runtime.strategy.num_replicas_in_sync
     limit = (" (--dry-run: one step)" if dry_run else
              f" (--max-steps: {total_steps} steps)" if config.train.max_steps else "")
-    log.info("batch %d global, %d per replica; %d steps per epoch, %d epochs%s; padding %s",
-             config.train.batch_size, config.train.batch_size // replicas, inputs.steps_per_epoch,
+    accumulate = config.train.gradient_accumulation_steps
+    log.info("batch %d global, %d per replica%s; %d steps per epoch, %d epochs%s; padding %s",
+             config.train.batch_size, config.train.batch_size // replicas,
+             f", gradients of {accumulate} batches summed per step (effective batch "
+             f"{accumulate * config.train.batch_size})" if accumulate > 1 else "",
+             inputs.steps_per_epoch,
              inputs.epochs, limit + (f"; evaluated every {period} steps ({inputs.periods} times)"
                                      if period != steps_per_epoch else ""),
              f"to one of {lengths}" if bucket else f"to {lengths[-1]}")
