@@ -2,7 +2,6 @@
 --eval-every-steps and --gradient-accumulation-steps, each on a tiny Keras model in process where
 it can be, plus short real runs (one with the first two and accumulation, two killed and resumed
 between evaluations)."""
-import json
 
 import numpy as np
 import pytest
