@@ -9,7 +9,8 @@ TPU_SKIP_MDS_QUERY is set, in which case it reads them from the environment only
 (jax-ml/jax#11668; JAX skips the query the same way when no TPU is in use, jax-ml/jax#29069).
 Off a TPU VM (a laptop, Cloud Build, a CPU or GPU machine, this package's image checks) that
 query fails or hangs and the import never returns. There TensorFlow is told not to load libtpu
-at all (TPU_LOAD_LIBRARY=0, read by TensorFlow's TryAcquireTpuLock in tpu_initializer_helper.cc):
+at all (TPU_LOAD_LIBRARY=0, read by TryAcquireTpuLock in TensorFlow/XLA's
+stream_executor/tpu/tpu_initializer_helper.cc, before libtpu is initialised):
 measured in the TPU image, the import then takes seconds, lists no phantom TPU_SYSTEM device and
 prints none of libtpu's "could not determine TPU accelerator type / worker hostnames" lines.
 TPU_SKIP_MDS_QUERY=1 is set beside it for any other loader of libtpu (the PJRT plugin path).

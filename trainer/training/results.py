@@ -142,7 +142,8 @@ def write_artifacts(ctx: RunContext) -> None:
     ctx.metrics["durations"].update(_durations(ctx))
     if ctx.is_chief:
         storage.write_text_atomic(ctx.paths.metrics, json.dumps(ctx.metrics, indent=2) + "\n")
-    log.info("done in %.0fs; artifacts in %s", ctx.metrics["durations"]["total"], ctx.paths.job_dir)
+    written = "artifacts in" if ctx.is_chief else "the chief writes the artifacts to"
+    log.info("done in %.0fs; %s %s", ctx.metrics["durations"]["total"], written, ctx.paths.job_dir)
 
 
 def _metrics(ctx: RunContext) -> dict:
