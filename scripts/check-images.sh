@@ -23,8 +23,8 @@
 #   VBT_CHECK_DIR   buildah's store for these builds, the stand-in base and each run's files
 #                   (default /var/cache/vbt-check-images)
 #   STORAGE_DRIVER  overlay where the kernel mounts it, else vfs (a full copy per layer)
-#   KEEP_IMAGES=1   keep the built images and their layers (faster rebuilds); by default they are
-#                   removed at the end, the stand-in base is kept
+#   KEEP_IMAGES=1   keep the built images and their layers (faster rebuilds); by default each is
+#                   removed once checked, so the disk holds one at a time; the stand-in base stays
 #   RUN_TIMEOUT     seconds a container may run before it counts as hung (default 600)
 #   SKIP_IF_SHORT=1 an image whose build the disk cannot hold is skipped (a row says so), not
 #                   failed; CI sets it
