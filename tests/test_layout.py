@@ -12,7 +12,7 @@ ENTRY_MODULES = {"trainer.task", "trainer.predict", "trainer.prepare", "trainer.
 RANKS = {
     "trainer": 0, "trainer.errors": 0, "trainer.cli": 0, "trainer.storage": 0,
     "trainer.versions": 0, "trainer.config": 0, "trainer.cloud.environment": 0,
-    "trainer.cloud.api": 0,
+    "trainer.cloud.api": 0, "trainer.cloud.tpu": 0,
     "trainer.modeling": 1,
     "trainer.data": 2, "trainer.tasks": 2,
     "trainer.serving": 3, "trainer.cloud.hypertune": 3,

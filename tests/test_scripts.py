@@ -189,3 +189,10 @@ def test_cloud_scripts_refuse_local_data_and_warn_on_an_unpullable_image():
     assert local.returncode == 2 and "--training-file ../data/train.csv: a cloud job cannot read" in local.stderr
     image = run("train-cloud-gpu.sh", DRY_RUN="1", **{**CLOUD, "IMAGE_URI": "trainer"})
     assert image.returncode == 0 and "warning: --image-uri 'trainer' (IMAGE_URI" in image.stderr
+
+
+def test_check_images_names_an_unknown_image_and_builds_nothing():
+    result = run("check-images.sh", "gpu", "gpus")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        f"error: unknown image 'gpus'; usage: {os.path.join(SCRIPTS, 'check-images.sh')} [all|gpu|tpu|serve ...]"]

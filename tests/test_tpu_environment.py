@@ -23,7 +23,25 @@ def test_tpu_chips_are_the_device_files_libtpu_opens(tmp_path, entries, attached
     for entry in entries:
         (tmp_path / entry).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / entry).touch()
-    assert tpu_chips_attached(str(tmp_path)) is attached
+    assert tpu_chips_attached(str(tmp_path), sys_dir=str(tmp_path / "sys")) is attached
+
+
+def pci_device(sys_dir, slot, vendor, device):
+    folder = sys_dir / "bus" / "pci" / "devices" / slot
+    folder.mkdir(parents=True)
+    (folder / "vendor").write_text(vendor + "\n")
+    (folder / "device").write_text(device + "\n")
+
+
+@pytest.mark.parametrize("vendor,device,attached", [
+    ("0x1ae0", "0x0027", True),  # TPU v2/v3
+    ("0x1ae0", "0x0063", True),  # TPU v5e
+    ("0x1ae0", "0x0042", False),  # another Google device (gVNIC)
+    ("0x10de", "0x0027", False),  # another vendor's device with the same id
+])
+def test_tpu_chips_on_the_pci_bus_count_without_device_files(tmp_path, vendor, device, attached):
+    pci_device(tmp_path / "sys", "0000:00:04.0", vendor, device)
+    assert tpu_chips_attached(str(tmp_path / "dev"), sys_dir=str(tmp_path / "sys")) is attached
 
 
 def test_off_a_tpu_vm_libtpu_is_not_loaded_and_no_metadata_server_is_asked():
@@ -32,6 +50,12 @@ def test_off_a_tpu_vm_libtpu_is_not_loaded_and_no_metadata_server_is_asked():
 
 def test_on_a_tpu_vm_libtpu_reads_its_topology_from_the_metadata_server():
     assert libtpu_environment({}, chips_attached=True) == {}
+
+
+@pytest.mark.parametrize("environ", [{"TPU_NAME": "local"}, {"PJRT_DEVICE": "TPU"},
+                                     {"TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}])
+def test_a_tpu_asked_for_in_the_environment_is_loaded(environ):
+    assert libtpu_environment(environ, chips_attached=False) == {}
 
 
 def test_what_the_user_or_platform_set_is_kept():

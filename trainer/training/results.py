@@ -154,7 +154,8 @@ def write_artifacts(ctx: RunContext) -> None:
         if removed:
             log.info("removed %s (--keep-checkpoints %s: the model/ export holds the best "
                      "weights)", ", ".join(removed), keep)
-    log.info("done in %.0fs; artifacts in %s", ctx.metrics["durations"]["total"], ctx.paths.job_dir)
+    written = "artifacts in" if ctx.is_chief else "the chief writes the artifacts to"
+    log.info("done in %.0fs; %s %s", ctx.metrics["durations"]["total"], written, ctx.paths.job_dir)
 
 
 def _metrics(ctx: RunContext) -> dict:

@@ -1,0 +1,412 @@
+#!/usr/bin/env bash
+# Build the images from their real Dockerfiles, unchanged, without a Docker engine (buildah), and
+# smoke-run each in a container as Vertex AI runs it. As root:
+#
+#   bash scripts/check-images.sh [all|gpu|tpu|serve ...]      (default: all)
+#
+# - gpu, tpu: the image's ENTRYPOINT with --dry-run and the variables Vertex sets (AIP_MODEL_DIR,
+#   AIP_CHECKPOINT_DIR and AIP_TENSORBOARD_LOG_DIR in a mounted directory, CLOUD_ML_JOB_ID, a
+#   tuning trial's CLOUD_ML_TRIAL_ID with /tmp/hypertune mounted). Every container runs in a
+#   network namespace of its own that has only loopback, so a run that needed to fetch anything
+#   fails. gpu also: two containers as Vertex's chief and worker (CLUSTER_SPEC and TF_CONFIG on
+#   127.0.0.1 ports) train one run under MultiWorkerMirroredStrategy; the worker's output
+#   directory is mounted read-only, so it passes only if the chief alone writes the artifacts.
+# - serve: the ENTRYPOINT with the AIP_* serving variables and the model the training check
+#   exported: health 503 then 200, predictions equal to `trainer.predict`'s (run in the same
+#   image), 400 for a bad request, exit 0 on SIGTERM.
+#
+# It ends with one table (markdown): image, size, build seconds and each check's result, and exits
+# 0 only when every check passed (2 on bad arguments).
+#
+# The base image, python:3.11.13-slim-bookworm, is not pulled: a stand-in is made once from
+# Debian's packages (debootstrap) and cached. Settings (environment):
+#   VBT_CHECK_DIR   buildah's store for these builds, the stand-in base and each run's files
+#                   (default /var/cache/vbt-check-images)
+#   STORAGE_DRIVER  overlay where the kernel mounts it, else vfs (a full copy per layer)
+#   KEEP_IMAGES=1   keep the built images and their layers (faster rebuilds); by default each is
+#                   removed once checked, so the disk holds one at a time; the stand-in base stays
+#   RUN_TIMEOUT     seconds a container may run before it counts as hung (default 600)
+#   SKIP_IF_SHORT=1 an image whose build the disk cannot hold is skipped (a row says so), not
+#                   failed; CI sets it
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+dir="${VBT_CHECK_DIR:-/var/cache/vbt-check-images}"
+run_timeout="${RUN_TIMEOUT:-600}"
+base=docker.io/library/python:3.11.13-slim-bookworm
+declare -A dockerfile=([gpu]=Dockerfile [tpu]=Dockerfile.tpu [serve]=Dockerfile.serve)
+declare -A size build_seconds
+# Free disk (GB) an image's build and checks need, measured peaks with room to spare
+# (docs/vertex.md); vfs copies the whole tree per layer, so there each image is one layer.
+declare -A need_overlay=([gpu]=16 [tpu]=7 [serve]=7) need_vfs=([gpu]=30 [tpu]=12 [serve]=12)
+rows=()         # "image|check|result" in the order checked
+netns_list=()   # network namespaces to delete on exit
+failed=0
+
+die() { echo "error: $*" >&2; exit 2; }
+say() { echo "check-images: $*"; }
+
+images=()
+for arg in "${@:-all}"; do
+  case "$arg" in
+    all) images+=(gpu tpu serve) ;;
+    gpu|tpu|serve) images+=("$arg") ;;
+    *) die "unknown image '$arg'; usage: $0 [all|gpu|tpu|serve ...]" ;;
+  esac
+done
+mapfile -t images < <(printf '%s\n' gpu tpu serve | grep -Fxf <(printf '%s\n' "${images[@]}"))
+(( EUID == 0 )) || die "$0 builds with buildah's chroot isolation, which needs root: run it as root"
+
+# record IMAGE CHECK OK|FAIL [DETAIL]: one row of the final table.
+record() {
+  local result="$3"
+  [[ "$3" == ok ]] || failed=1
+  rows+=("$1|$2|$result${4:+ ($4)}")
+  say "$1: $2: $result${4:+ ($4)}"
+}
+
+# skip IMAGE CHECK REASON: a check that could not run here; a failure unless SKIP_IF_SHORT=1.
+skip() {
+  if [[ "${SKIP_IF_SHORT:-0}" == 0 ]]; then record "$1" "$2" FAIL "$3"; return; fi
+  rows+=("$1|$2|skipped ($3)")
+  say "$1: $2: skipped ($3)"
+}
+
+# room IMAGE: whether the disk holds the image's build and checks.
+room() {
+  local need free
+  if [[ "$driver" == overlay ]]; then need=${need_overlay[$1]}; else need=${need_vfs[$1]}; fi
+  free=$(df -P -BG "$dir" | awk 'NR == 2 {print int($4)}')
+  (( free >= need )) && return 0
+  skip "$1" build "needs $need GB free in $dir with $driver storage, $free GB are"
+  return 1
+}
+
+install_tools() {
+  local missing=()
+  command -v buildah >/dev/null || missing+=(buildah)
+  command -v debootstrap >/dev/null || missing+=(debootstrap)
+  command -v ip >/dev/null || missing+=(iproute2)
+  (( ${#missing[@]} )) || return 0
+  say "installing ${missing[*]} from Debian"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# Overlay needs a kernel that mounts it here; vfs works everywhere.
+storage_driver() {
+  if [[ -n "${STORAGE_DRIVER:-}" ]]; then echo "$STORAGE_DRIVER"; return; fi
+  local probe="$dir/overlay-probe"
+  mkdir -p "$probe"/{lower,upper,work,merged}
+  if mount -t overlay overlay -o "lowerdir=$probe/lower,upperdir=$probe/upper,workdir=$probe/work" \
+      "$probe/merged" 2>/dev/null; then
+    umount "$probe/merged"; echo overlay
+  else
+    echo vfs
+  fi
+  rm -rf "$probe"
+}
+
+bah() { buildah --root "$dir/storage" --runroot "$dir/run" --storage-driver "$driver" "$@"; }
+
+# The stand-in for python:3.11.13-slim-bookworm, made once: Debian bookworm's own Python.
+make_base() {
+  say "base: $base is a STAND-IN made with debootstrap from Debian's packages, not the real"
+  say "base: image: Debian's Python 3.11.2 and pip 23.0 in /usr/bin (the real one: Python 3.11.13"
+  say "base: in /usr/local/bin), with the host's CA bundle so that pip trusts the same registry"
+  if [[ -n "$(bah images --quiet "$base" 2>/dev/null)" ]]; then say "base: cached"; return; fi
+  local rootfs="$dir/base/rootfs" mirror
+  mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+  rm -rf "$dir/base"; mkdir -p "$dir/base"
+  debootstrap --variant=minbase --include=python3,python3-venv,python3-pip,ca-certificates \
+    bookworm "$rootfs" "${mirror:-http://deb.debian.org/debian}" >"$dir/base/debootstrap.log" 2>&1 \
+    || { tail -n 20 "$dir/base/debootstrap.log" >&2; die "debootstrap failed (log: $dir/base/debootstrap.log)"; }
+  DEBIAN_FRONTEND=noninteractive chroot "$rootfs" apt-get install -y -qq python-is-python3 \
+    >"$dir/base/apt.log" 2>&1 || { cat "$dir/base/apt.log" >&2; die "python-is-python3 did not install in the stand-in"; }
+  chroot "$rootfs" apt-get clean
+  rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/usr/lib/python3*/EXTERNALLY-MANAGED
+  cp /etc/ssl/certs/ca-certificates.crt "$rootfs/etc/ssl/certs/ca-certificates.crt"
+  tar -C "$rootfs" -cf "$dir/base/rootfs.tar" .
+  printf 'FROM scratch\nADD rootfs.tar /\nCMD ["python3"]\n' >"$dir/base/Containerfile"
+  bah bud --quiet --isolation chroot -f "$dir/base/Containerfile" -t "$base" "$dir/base" >/dev/null
+  rm -rf "$dir/base"
+}
+
+build() {
+  local name=$1 start
+  start=$(date +%s)
+  say "$name: building ${dockerfile[$name]}"
+  if bah bud --isolation chroot --pull=never --layers="$([[ $driver == overlay ]] && echo true || echo false)" \
+      -f "$root/${dockerfile[$name]}" \
+      -t "vbt-check-$name" "$root" >"$work/$name-build.log" 2>&1; then
+    build_seconds[$name]=$(( $(date +%s) - start ))
+    size[$name]=$(bah images --format '{{.Size}}' "localhost/vbt-check-$name" | head -n 1)
+    record "$name" "build" ok "${build_seconds[$name]} s"
+  else
+    build_seconds[$name]=$(( $(date +%s) - start ))
+    tail -n 30 "$work/$name-build.log" >&2
+    record "$name" "build" FAIL "log: $work/$name-build.log"
+    return 1
+  fi
+}
+
+# netns NAME: a network namespace with only loopback, up.
+netns() {
+  ip netns add "$1"
+  netns_list+=("$1")
+  ip netns exec "$1" ip link set lo up
+}
+
+# run_entrypoint NETNS IMAGE LOG [--entrypoint PROGRAM] [buildah run options...] -- ARG...: the
+# image's ENTRYPOINT (or PROGRAM) with ARG... in a new container, as `docker run IMAGE ARG...`
+# does; stdout to LOG.out, stderr to LOG.err.
+run_entrypoint() {
+  local ns=$1 image=$2 log=$3; shift 3
+  local options=() container entrypoint=()
+  while [[ "$1" != -- ]]; do
+    if [[ "$1" == --entrypoint ]]; then entrypoint=("$2"); shift 2; continue; fi
+    options+=("$1"); shift
+  done
+  shift
+  container=$(bah from --quiet --pull-never "localhost/vbt-check-$image")
+  (( ${#entrypoint[@]} )) || mapfile -t entrypoint < <(bah inspect --type image \
+    --format '{{range .OCIv1.Config.Entrypoint}}{{println .}}{{end}}' "localhost/vbt-check-$image" | sed '/^$/d')
+  local status=0
+  ip netns exec "$ns" timeout --kill-after=10 "$run_timeout" \
+    buildah --root "$dir/storage" --runroot "$dir/run" --storage-driver "$driver" \
+    run --isolation chroot "${options[@]}" "$container" -- "${entrypoint[@]}" "$@" \
+    >"$log.out" 2>"$log.err" || status=$?
+  bah rm "$container" >/dev/null
+  return "$status"
+}
+
+# A container's main process: the deepest descendant of its `buildah run` that is not buildah's.
+container_pid() {
+  local pid=$1 child found=""
+  for child in $(ps -o pid= --ppid "$pid"); do
+    found=$(container_pid "$child")
+    [[ -n "$found" ]] && { echo "$found"; return; }
+    [[ "$(ps -o args= -p "$child")" != buildah* ]] && { echo "$child"; return; }
+  done
+}
+
+# Lines a normal start must not print: accelerator libraries complaining about a missing device.
+ACCELERATOR_NOISE='cuInit|libcuda|cudart|cuda_|TPU accelerator type|TPU worker hostnames|libtpu|Source Location Trace|InitGoogle'
+
+# check_stderr IMAGE FILE: a normal start prints nothing of the accelerator libraries.
+check_stderr() {
+  if grep -Eq "$ACCELERATOR_NOISE" "$2"; then
+    record "$1" "stderr: no accelerator-library lines" FAIL "$(grep -Ec "$ACCELERATOR_NOISE" "$2") lines in $2"
+  else
+    record "$1" "stderr: no accelerator-library lines" ok "$(wc -l <"$2") stderr lines in all"
+  fi
+}
+
+check_training() {
+  local name=$1 out="$work/$1" seconds start status=0
+  mkdir -p "$out/vertex" "$out/hypertune"
+  netns "vbt-check-$name-$$"
+  start=$(date +%s)
+  run_entrypoint "vbt-check-$name-$$" "$name" "$out/dry-run" \
+    -v "$out/vertex:/vertex" -v "$out/hypertune:/tmp/hypertune" \
+    -e AIP_MODEL_DIR=/vertex/model/ -e AIP_CHECKPOINT_DIR=/vertex/checkpoints/ \
+    -e AIP_TENSORBOARD_LOG_DIR=/vertex/logs/ -e CLOUD_ML_JOB_ID="check-$name" -e CLOUD_ML_TRIAL_ID=1 \
+    -- --dry-run || status=$?
+  seconds=$(( $(date +%s) - start ))
+  if (( status == 0 )); then
+    record "$name" "ENTRYPOINT --dry-run, AIP_* variables, no network" ok "$seconds s"
+  else
+    tail -n 20 "$out/dry-run.err" >&2
+    record "$name" "ENTRYPOINT --dry-run, AIP_* variables, no network" FAIL \
+      "exit $status after $seconds s$( (( status == 124 )) && echo ': hung')"
+    return 0
+  fi
+  local missing=() path
+  for path in model/saved_model.pb checkpoints/job.json metrics.json config.json report.html; do
+    [[ -e "$out/vertex/$path" ]] || missing+=("$path")
+  done
+  find "$out/vertex/logs" -name 'events.out.tfevents.*' | grep -q . || missing+=("logs/ (TensorBoard events)")
+  if (( ${#missing[@]} )); then
+    record "$name" "artifacts where AIP_* say" FAIL "missing: ${missing[*]}"
+  else
+    record "$name" "artifacts where AIP_* say" ok
+  fi
+  if grep -q '"val_macro_f1"' "$out/hypertune/output.metrics" 2>/dev/null; then
+    record "$name" "hypertune metric in /tmp/hypertune" ok
+  else
+    record "$name" "hypertune metric in /tmp/hypertune" FAIL "no val_macro_f1 line"
+  fi
+  if grep -q 'strategy: default (--distribution auto: no accelerator' "$out/dry-run.out" \
+      && ! grep -qi 'strategy: tpu\|TPU_SYSTEM' "$out/dry-run.out"; then
+    record "$name" "logs: no accelerator found" ok
+  else
+    record "$name" "logs: no accelerator found" FAIL "see $out/dry-run.out"
+  fi
+  check_stderr "$name" "$out/dry-run.err"
+  rm -rf "$dir/model"; cp -r "$out/vertex/model" "$dir/model"   # what the serve check serves
+}
+
+# Vertex's chief and worker: two containers, one cluster on 127.0.0.1, one output directory.
+check_replicas() {
+  local name=$1 out="$work/$1-replicas" ns="vbt-check-replicas-$$" start seconds
+  mkdir -p "$out/vertex"
+  netns "$ns"
+  local cluster='"chief": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223"]'
+  local spec='"workerpool0": ["127.0.0.1:2222"], "workerpool1": ["127.0.0.1:2223"]'
+  start=$(date +%s)
+  local role mount pids=() statuses=()
+  for role in chief worker; do
+    local pool=workerpool0; [[ $role == worker ]] && pool=workerpool1
+    mount="$out/vertex:/vertex"; [[ $role == worker ]] && mount="$out/vertex:/vertex:ro"
+    run_entrypoint "$ns" "$name" "$out/$role" -v "$mount" \
+      -e AIP_MODEL_DIR=/vertex/model/ -e AIP_CHECKPOINT_DIR=/vertex/checkpoints/ \
+      -e AIP_TENSORBOARD_LOG_DIR=/vertex/logs/ -e CLOUD_ML_JOB_ID="check-replicas" \
+      -e "TF_CONFIG={\"cluster\": {$cluster}, \"task\": {\"type\": \"$role\", \"index\": 0}}" \
+      -e "CLUSTER_SPEC={\"cluster\": {$spec}, \"task\": {\"type\": \"$pool\", \"index\": 0}}" \
+      -- --dry-run &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do local s=0; wait "$pid" || s=$?; statuses+=("$s"); done
+  seconds=$(( $(date +%s) - start ))
+  if [[ "${statuses[*]}" == "0 0" ]] && grep -q 'strategy multiworker with 2 replica' "$out/chief.out" \
+      && grep -q 'worker role: worker 0' "$out/worker.out" && [[ -e "$out/vertex/metrics.json" ]]; then
+    record "$name" "chief + worker, MultiWorkerMirroredStrategy, chief alone writes" ok "$seconds s"
+  else
+    tail -n 15 "$out/chief.err" "$out/worker.err" >&2
+    record "$name" "chief + worker, MultiWorkerMirroredStrategy, chief alone writes" FAIL \
+      "exits ${statuses[*]}; logs in $out"
+  fi
+}
+
+# compare_predictions CSV JSON: the server's answer equals trainer.predict's rows (label and every
+# class probability within 1e-5; the two batch the texts differently).
+compare_predictions() {
+  python3 - "$1" "$2" <<'PY'
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+answer = json.load(open(sys.argv[2]))["predictions"]
+assert len(rows) == len(answer), (len(rows), len(answer))
+for row, served in zip(rows, answer):
+    assert row["predicted_label"] == served["label"], (row, served)
+    for name, p in served["probabilities"].items():
+        assert abs(float(row["probability_" + name]) - p) < 1e-5, (name, row, served)
+PY
+}
+
+# status NETNS URL [curl options]: the HTTP status code (000 when nothing answers).
+status() { local ns=$1 url=$2; shift 2; ip netns exec "$ns" curl -s -o /dev/null -w '%{http_code}' "$@" "$url" || true; }
+
+check_serving() {
+  local out="$work/serve" ns="vbt-check-serve-$$"
+  if [[ ! -d "$dir/model" ]]; then
+    skip serve "a model exported by a training check" "none yet: check gpu or tpu first"
+    return 0
+  fi
+  say "serve: serving $dir/model, exported by the last training check"
+  mkdir -p "$out"; chmod 0777 "$out"   # the serving image runs as uid 1000
+  printf 'text\nwhat a great day\nworst service ever\nthe bus leaves at noon\n' >"$out/texts.csv"
+  netns "$ns"
+  if run_entrypoint "$ns" serve "$out/predict" -v "$dir/model:/model:ro" -v "$out:/data" \
+      --entrypoint python -- -m trainer.predict --model-dir /model --input /data/texts.csv --output /data/predicted.csv; then :; fi
+  local health=/v1/endpoints/1/deployedModels/2 predict=/v1/endpoints/1/deployedModels/2:predict
+  run_entrypoint "$ns" serve "$out/server" -v "$dir/model:/model:ro" -e AIP_HTTP_PORT=8080 \
+    -e AIP_HEALTH_ROUTE=$health -e AIP_PREDICT_ROUTE=$predict -e AIP_STORAGE_URI=/model -- &
+  local server=$! codes=() code last="" i
+  for (( i = 0; i < 600; i++ )); do   # up to 120 s
+    code=$(status "$ns" "http://127.0.0.1:8080$health")
+    [[ "$code" == "$last" ]] || codes+=("$code")
+    last=$code
+    [[ "$code" == 200 ]] && break
+    sleep 0.2
+  done
+  if [[ " ${codes[*]} " == *" 503 200 " ]]; then
+    record serve "health 503 while loading, then 200" ok "codes seen: ${codes[*]}"
+  else
+    record serve "health 503 while loading, then 200" FAIL "codes seen: ${codes[*]}"
+  fi
+  local body
+  body=$(python3 -c 'import csv, json, sys; print(json.dumps({"instances": [r["text"] for r in csv.DictReader(open(sys.argv[1]))]}))' "$out/texts.csv")
+  ip netns exec "$ns" curl -s -X POST -H 'Content-Type: application/json' -d "$body" \
+    "http://127.0.0.1:8080$predict" >"$out/answer.json" || true
+  if [[ -f "$out/predicted.csv" ]] && compare_predictions "$out/predicted.csv" "$out/answer.json" 2>"$out/compare.err"; then
+    record serve "predictions equal trainer.predict's" ok
+  else
+    record serve "predictions equal trainer.predict's" FAIL "$(tail -n 1 "$out/compare.err" "$out/predict.err" 2>/dev/null | tail -n 1)"
+  fi
+  code=$(status "$ns" "http://127.0.0.1:8080$predict" -X POST -H 'Content-Type: application/json' -d '{"instance": ["typo"]}')
+  if [[ "$code" == 400 ]]; then record serve "bad request: 400" ok; else record serve "bad request: 400" FAIL "got $code"; fi
+  local pid exit_status=0
+  pid=$(container_pid "$server")
+  [[ -n "$pid" ]] && kill -TERM "$pid"
+  wait "$server" || exit_status=$?
+  if [[ -n "$pid" && $exit_status == 0 ]]; then
+    record serve "SIGTERM: exit 0" ok
+  else
+    record serve "SIGTERM: exit 0" FAIL "exit $exit_status"
+  fi
+  check_stderr serve "$out/server.err"
+}
+
+# remove_image NAME: the image and its intermediate layers (the stand-in base stays), unless
+# KEEP_IMAGES=1; one image at a time on disk is what the largest needs.
+remove_image() {
+  [[ "${KEEP_IMAGES:-0}" == 0 ]] || return 0
+  bah rmi --force "localhost/vbt-check-$1" >/dev/null 2>&1 || true
+  bah rmi --prune >/dev/null 2>&1 || true
+}
+
+cleanup() {
+  local ns name
+  for ns in "${netns_list[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+  [[ -n "${driver:-}" ]] || return 0
+  bah rm --all >/dev/null 2>&1 || true
+  for name in "${images[@]}"; do remove_image "$name"; done
+}
+
+table() {
+  echo
+  echo "| image | size | build | check | result |"
+  echo "|---|---|---|---|---|"
+  local row image check result shown=""
+  for row in "${rows[@]}"; do
+    IFS='|' read -r image check result <<<"$row"
+    [[ "$check" == build ]] && continue
+    if [[ "$shown" == *" $image "* ]]; then
+      echo "| | | | $check | $result |"
+    else
+      shown+=" $image "
+      echo "| $image (${dockerfile[$image]}) | ${size[$image]:-} | ${build_seconds[$image]:-?} s | $check | $result |"
+    fi
+  done
+  for row in "${rows[@]}"; do   # an image whose build failed has no other row
+    IFS='|' read -r image check result <<<"$row"
+    [[ "$check" == build && "$result" != ok* ]] && echo "| $image (${dockerfile[$image]}) | | ${build_seconds[$image]:-?} s | build | $result |"
+  done
+  return 0
+}
+
+# The whole run is one function, read before it starts: editing this file meanwhile is safe.
+main() {
+  trap cleanup EXIT
+  install_tools
+  mkdir -p "$dir"
+  driver=$(storage_driver)
+  work="$dir/work"
+  rm -rf "$work"; mkdir -p "$work"
+  say "images: ${images[*]}; buildah $(buildah --version | awk '{print $3}'), storage driver $driver, files in $dir"
+  make_base
+  for name in "${images[@]}"; do
+    if room "$name" && build "$name"; then
+      case "$name" in
+        gpu) check_training gpu; check_replicas gpu ;;
+        tpu) check_training tpu ;;
+        serve) check_serving ;;
+      esac
+    fi
+    remove_image "$name"
+  done
+  table
+  return "$failed"
+}
+
+main "$@"; exit
