@@ -55,6 +55,23 @@ def test_each_epoch_is_shuffled_and_a_resumed_epoch_repeats_exactly():
     assert order(full[:steps]) != order(full[steps:])
 
 
+def test_training_batches_can_be_built_under_a_global_seed_of_0():
+    """`--seed 0` makes 0 TensorFlow's global seed, under which tf.data rejects a shuffle seed
+    computed from a tensor, such as an epoch index inside Dataset.flat_map. The global seed is
+    put back afterwards, so no other test's randomness changes."""
+    import tensorflow as tf
+    from tensorflow.python.eager import context
+    split = split_of(LENGTHS)
+    batching = pipeline.Batching(8, pipeline.padded_lengths(64), bucket=True)
+    previous = context.global_seed()
+    tf.random.set_seed(0)
+    try:
+        out = batches(pipeline.training_dataset(split, batching, seed=0, first_epoch=0, epochs=2))
+    finally:
+        tf.random.set_seed(previous)
+    assert sum(len(labels) for _, labels, _ in out) == 2 * len(split)
+
+
 def test_padded_evaluation_covers_every_example_once_with_static_shapes():
     split = split_of(LENGTHS)
     batching = pipeline.Batching(16, pipeline.padded_lengths(64), bucket=False)
