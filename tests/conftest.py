@@ -45,6 +45,14 @@ NEUTRAL = ["the movie is ok", "it was fine", "meh", "ok movie", "this is a movie
            "it is a movie .", "the movie was ok", "meh , fine", "a movie ?"]
 
 
+# What lets the tiny encoder learn a tiny task in a few epochs under any --seed: its random
+# word embeddings must train, and the head reads the mean of the token vectors. Through the
+# random pooler, the [CLS] vector learned the three-class task under some seeds only (test
+# accuracy 0.33 to 1.0 over seeds 3, 4, 5, 42 and 1); with mean pooling, 0.93 to 1.0 over seeds
+# 0, 3, 5, 7, 11 and 42, and pairs, multi-label and regression clear their thresholds likewise.
+TINY_TASK_FLAGS = ("--train-word-embeddings", "--pooling", "mean")
+
+
 def labelled_rows(count, seed):
     """(text, label) rows over the tiny vocabulary, balanced over three classes."""
     import random

@@ -310,22 +310,20 @@ def test_a_single_example_class_is_named_when_a_validation_split_is_carved(tmp_p
 # --------------------------------------------------------------------------- the small entry points
 
 @pytest.mark.parametrize("module", ["trainer.predict", "trainer.prepare", "trainer.export_encoder"])
-def test_help_is_fast_and_every_flag_has_help_and_its_default(module):
+def test_help_imports_no_heavy_module_and_every_flag_has_help_and_its_default(module):
+    """--help answers at once because it imports neither TensorFlow (3 s), pandas nor numpy."""
     import importlib
     import os
     import subprocess
     import sys
-    import time
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": root}
-    start = time.perf_counter()
     code = (f"import runpy, sys\nsys.argv = ['x', '--help']\ntry:\n"
             f"    runpy.run_module('{module}', run_name='__main__')\nexcept SystemExit:\n    pass\n"
             f"heavy = {{'tensorflow', 'pandas', 'numpy'}} & set(sys.modules)\nassert not heavy, heavy")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert time.perf_counter() - start < 2.0  # TensorFlow alone takes 3 s to import
     parser = importlib.import_module({"trainer.predict": "trainer.serving.predict",
                                       "trainer.prepare": "trainer.data.prepare"}.get(module, module)).build_arg_parser()
     for action in parser._actions:

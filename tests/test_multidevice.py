@@ -1,11 +1,17 @@
 """Real runs under MirroredStrategy (2 logical CPUs) and MultiWorkerMirroredStrategy (two local
-worker processes). Mirrored is compared with a one-device run of the same seed and global batch;
-the workers train each on its own share of the data, so they are checked for that, and for
-deciding alike.
+worker processes), each compared with a one-device run of the same seed and global batch.
 
-For equal results the encoder and head have no dropout (each replica draws its own masks), and
-the 91 training rows leave a last batch of 3 that splits 2+1 over the replicas, which only a loss
-averaged over the global batch (trainer.modeling.heads.Classifier.compute_loss) trains like one device.
+Mirrored replicas split the one-device batches, so any batch size compares. The workers each
+read their own share of the data, in their own order, so their batches differ from one
+device's. With a global batch holding the whole training set (WHOLE_TRAINING_SET: one step
+per epoch) every step's gradient is that of all rows whatever the order, and the multi-worker
+run must end where one device does. The workers are also checked for reading their own shares
+and for deciding alike.
+
+For equal results the encoder and head have no dropout (each replica draws its own masks). The
+91 training rows leave Mirrored a last batch of 3 that splits 2+1 over the replicas, and give
+the workers shares of 30 and 61 rows: only a loss averaged over the global batch
+(trainer.modeling.heads.Classifier.compute_loss) trains like one device on either.
 Logical devices and thread counts must be set before the TensorFlow runtime starts, hence a
 wrapper script around trainer.task.main; it also prints the metrics each process computed.
 """
@@ -22,6 +28,7 @@ import pytest
 import tiny_bert
 from conftest import labelled_rows, write_csv
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WRAPPER = '''
 import json, os, sys
 import trainer
@@ -53,9 +60,19 @@ def setup(tiny_data, tmp_path_factory):
     (root / "wrapper.py").write_text(WRAPPER)
     # Two training files: the token cache keeps them in separate blocks, one per worker.
     rows = labelled_rows(91, 1)
-    write_csv(root / "train-0.csv", rows[:45]), write_csv(root / "train-1.csv", rows[45:])
+    write_csv(root / "train-0.csv", rows[:30]), write_csv(root / "train-1.csv", rows[30:])
     data = {**tiny_data, "train": str(root / "train-*.csv")}
     return root, encoder, data
+
+
+# One step per epoch of all 91 rows: 64 rows per worker's batch hold either share (30 and 61
+# rows; a worker repeats or cuts its share to the common number of steps, so a share larger than
+# its batch would lose rows), and a loss averaged per worker would weigh their rows 2:1. Six
+# steps, every embedding trained, and the best epoch by validation loss, so the exported weights
+# are those of the last steps, not of the first.
+WHOLE_TRAINING_SET = ["--batch-size", "128", "--sequence-padding", "fixed", "--epochs", "6",
+                      "--learning-rate", "3e-2", "--train-word-embeddings",
+                      "--selection-metric", "val_loss", "--early-stopping-patience", "0"]
 
 
 def args(encoder, data, job_dir):
@@ -67,8 +84,10 @@ def args(encoder, data, job_dir):
 
 
 def start(root, arguments, **env):
+    """The wrapper in a process of its own, importing this checkout's trainer (a script's own
+    directory, not the working directory, leads its sys.path)."""
     environ = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"),
-               **env}
+               "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])), **env}
     return subprocess.Popen([sys.executable, str(root / "wrapper.py"), *map(str, arguments)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=environ)
@@ -86,7 +105,7 @@ def free_ports(count):
 
 @pytest.fixture(scope="module")
 def runs(setup):
-    """All runs at once: the two workers use one thread each, so the four processes share the
+    """All runs at once: the two workers use one thread each, so the five processes share the
     cores without starving each other."""
     root, encoder, data = setup
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
@@ -94,11 +113,12 @@ def runs(setup):
         "single": start(root, args(encoder, data, root / "single")),
         "mirrored": start(root, args(encoder, data, root / "mirrored") + ["--distribution", "mirrored"],
                           LOGICAL_CPUS="2"),
+        "single-whole": start(root, args(encoder, data, root / "single-whole") + WHOLE_TRAINING_SET),
     }
     for index in range(2):
         (root / f"tmp-worker-{index}").mkdir()
         processes[f"worker-{index}"] = start(
-            root, args(encoder, data, root / "multiworker"),
+            root, args(encoder, data, root / "multiworker") + WHOLE_TRAINING_SET,
             TF_CONFIG=json.dumps({"cluster": {"worker": workers},
                                   "task": {"type": "worker", "index": index}}),
             TMPDIR=str(root / f"tmp-worker-{index}"),
@@ -200,7 +220,10 @@ def test_the_other_worker_removes_its_temporary_directories(runs):
     assert list((runs["root"] / "tmp-worker-1").iterdir()) == []
 
 
-def test_multiworker_export_serves_raw_strings(runs):
-    probabilities = serve(runs["root"] / "multiworker" / "model", runs["data"])
-    assert probabilities.shape == (30, 3)
-    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
+def test_multiworker_metrics_equal_one_device_at_the_same_global_batch(runs):
+    assert_same_results(runs["metrics"]["worker-0"], runs["metrics"]["single-whole"])
+
+
+def test_multiworker_export_serves_raw_strings_like_one_device(runs):
+    np.testing.assert_allclose(serve(runs["root"] / "multiworker" / "model", runs["data"]),
+                               serve(runs["root"] / "single-whole" / "model", runs["data"]), atol=1e-4)

@@ -1,7 +1,8 @@
-"""Regression and multi-label under MirroredStrategy (2 logical CPUs) train like one device.
+"""Sentence pairs, regression and multi-label under MirroredStrategy (2 logical CPUs) train like
+one device (classification of single texts: test_multidevice.py).
 
-Four training processes take about two and a half minutes, more than the default suite's
-10-minute budget leaves: run them with `VBT_SLOW_TESTS=1 python -m pytest tests/test_multidevice_tasks.py`.
+Six training processes take a few minutes, more than the default suite's 10-minute budget
+leaves: run them with `VBT_SLOW_TESTS=1 python -m pytest tests/test_multidevice_tasks.py`.
 """
 import json
 import os
@@ -36,9 +37,8 @@ def task_data(root, task):
             for name, count, seed in (("train", 91, 1), ("validation", 30, 2), ("test", 30, 3))}
 
 
-# Sentence pairs change only the input (the head is classification's, run under Mirrored in
-# test_multidevice.py): the two other heads are the ones run here.
-@pytest.fixture(scope="module", params=["regression", "multi-label"])
+# Pairs keep classification's head but feed two texts and segment ids through the replicas.
+@pytest.fixture(scope="module", params=["pairs", "regression", "multi-label"])
 def task_runs(setup, request):
     """One device and two mirrored replicas side by side, two epochs of one task."""
     base, encoder, _ = setup

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import labelled_rows, metrics_of, read_csv, write_csv
+from conftest import TINY_TASK_FLAGS, labelled_rows, metrics_of, read_csv, write_csv
 from test_resume import kill_after_second_epoch
 from test_task import run_cli, run_in_process
 
@@ -34,7 +34,7 @@ def args(tiny_encoder_dir, data, job_dir, *extra):
     return ["--task", "multi-label", "--encoder", tiny_encoder_dir, "--training-file", data["train"],
             "--validation-file", data["validation"], "--testing-file", data["test"],
             "--job-dir", job_dir, "--epochs", "6", "--batch-size", "8", "--learning-rate", "1e-2",
-            "--max-seq-length", "16", "--mixed-precision", "off", "--train-word-embeddings", *extra]
+            "--max-seq-length", "16", "--mixed-precision", "off", *TINY_TASK_FLAGS, *extra]
 
 
 @pytest.fixture(scope="module")

@@ -218,27 +218,46 @@ def test_bad_requests_never_disturb_a_concurrent_good_client(server):
     assert server.process.poll() is None
 
 
+def unread_bytes(port):
+    """Bytes waiting to be read on the server's end of each established connection to `port`
+    (Linux's /proc/net/tcp: local address, state 01 and the receive queue)."""
+    with open("/proc/net/tcp") as f:
+        rows = [line.split() for line in f.readlines()[1:]]
+    return [int(row[4].split(":")[1], 16) for row in rows
+            if int(row[1].split(":")[1], 16) == port and row[3] == "01"]
+
+
+def send_request(port, text):
+    """A whole POST, sent on a raw socket: once sendall returns, the bytes wait at the server."""
+    body = json.dumps({"instances": [text, text]}).encode()
+    connection = socket.create_connection(("127.0.0.1", port), timeout=60)
+    connection.sendall(b"POST /predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                       b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    return connection
+
+
+def read_answer(connection):
+    """(status, number of predictions) of the response the server sends before it closes."""
+    with connection, connection.makefile("rb") as stream:
+        head, _, body = stream.read().partition(b"\r\n\r\n")
+    return int(head.split()[1]), len(json.loads(body)["predictions"])
+
+
 def test_sigterm_drains_in_flight_requests_and_exits_0(model_dir, tmp_path):
-    """Requests wait up to 3 s to be batched: SIGTERM arrives while all of them are in flight."""
+    """Requests wait up to 10 s to be batched; SIGTERM arrives as soon as the server has read all
+    four (its ends of their connections hold no unread byte), so all four are in flight."""
     port = free_port()
-    running = Server(["--model-dir", model_dir, "--port", str(port), "--max-wait-ms", "3000"], environ(),
+    running = Server(["--model-dir", model_dir, "--port", str(port), "--max-wait-ms", "10000"], environ(),
                      "/health", tmp_path / "server.log")
     try:
         running.wait_ready(port)
-        answers = []
-
-        def client(text):
-            response = httpx.post(running.url(port, "/predict"), json={"instances": [text, text]}, timeout=60)
-            answers.append((response.status_code, len(response.json()["predictions"])))
-
-        threads = [threading.Thread(target=client, args=(t,)) for t in TEXTS[:4]]
-        for t in threads:
-            t.start()
-        time.sleep(1.0)
+        connections = [send_request(port, text) for text in TEXTS[:4]]
+        deadline = time.monotonic() + 60
+        while unread_bytes(port) != [0] * 4:
+            assert time.monotonic() < deadline, unread_bytes(port)
+            time.sleep(0.01)
         running.process.send_signal(signal.SIGTERM)
-        for t in threads:
-            t.join(timeout=60)
-        assert answers == [(200, 2)] * 4
+        assert [read_answer(c) for c in connections] == [(200, 2)] * 4
         assert running.process.wait(timeout=60) == 0
         running.log.seek(0)
         printed = running.log.read()

@@ -230,7 +230,12 @@ def training_dataset(split, batching: Batching, *, seed: int, first_epoch: int, 
         batches = batches if steps_per_epoch is None else batches.repeat().take(steps_per_epoch)
         return grouped(batches, accumulate, batching.drop_remainder) if accumulate > 1 else batches
 
-    dataset = tf.data.Dataset.range(first_epoch, epochs).flat_map(epoch)
+    # Epochs chained in Python, each shuffled with a Python int seed: a seed computed from a
+    # tensor (Dataset.range(...).flat_map) fails in tf.data's seed handling when the global seed
+    # is 0, i.e. `--seed 0` (TensorFlow compares the seed pair with (0, 0) in Python).
+    dataset = epoch(first_epoch)
+    for index in range(first_epoch + 1, epochs):
+        dataset = dataset.concatenate(epoch(index))
     return _with_options(dataset.prefetch(tf.data.AUTOTUNE))
 
 
