@@ -80,11 +80,16 @@ def test_a_float32_model_serves_the_probabilities_its_evaluation_computed(tiny_e
 def test_a_reduced_precision_model_serves_in_float32_with_the_labels_its_evaluation_gave(
         tiny_encoder_dir, policy, tmp_path):
     encoder, model, _, texts, validation = trained_classifier(tiny_encoder_dir)
-    expected = in_training_probabilities(model, validation).argmax(axis=1)
+    probabilities = in_training_probabilities(model, validation)
+    top_two = np.sort(probabilities, axis=1)[:, -2:]
+    # bfloat16 keeps 8 significant bits, so a near-tie may fall either way (how it falls depends on the
+    # CPU's bf16 kernels: AMX, AVX512-BF16 or emulated); a clear decision may not.
+    decided = top_two[:, 1] - top_two[:, 0] > 0.1
     serve, served = export_and_serve(encoder, model, texts, tmp_path / "model")
     assert matmul_dtypes(serve) == {"float32"}
     assert served["probabilities"].dtype == np.float32
-    assert (served["label_index"] == expected).mean() >= 0.99
+    assert decided.mean() >= 0.5
+    np.testing.assert_array_equal(served["label_index"][decided], probabilities.argmax(axis=1)[decided])
     np.testing.assert_array_equal(served["label"].astype(str), np.array(LABELS)[served["label_index"]])
 
 
