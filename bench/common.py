@@ -1,8 +1,24 @@
-"""What several benchmarks share: timing rounds, and finishing with a JSON file."""
+"""What several benchmarks share: timing rounds, and finishing with a JSON file.
+
+A run whose tables README quotes is published: its JSON, with the text the script printed and the
+machine it ran on, goes to bench/results/ under a name that says when and where
+(`2026-11-25-epyc-avx512bf16-run.json`), to be committed; tests/test_bench_results.py checks that
+every table in README is a verbatim part of one of those files.
+"""
+import contextlib
+import datetime
+import io
 import json
+import os
+import platform
 import shutil
 import statistics
+import sys
 import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
+WORK = os.path.join(HERE, "work")  # scratch: data, job dirs, logs (gitignored)
 
 
 def timed(function, rounds: int) -> float:
@@ -24,3 +40,75 @@ def finish(result: dict, json_path=None, work=None) -> dict:
     if work:
         shutil.rmtree(work, ignore_errors=True)
     return result
+
+
+def cpu_flags(cpuinfo: str) -> set:
+    """The flags of /proc/cpuinfo's first processor."""
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def machine(cpuinfo_path="/proc/cpuinfo") -> dict:
+    """What a figure depends on: CPU model, cores, native bfloat16 (AMX, AVX512_BF16), Python."""
+    try:
+        with open(cpuinfo_path, encoding="utf-8") as f:
+            cpuinfo = f.read()
+    except OSError:
+        cpuinfo = ""
+    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
+                  if line.startswith("model name")), platform.processor() or platform.machine())
+    flags = cpu_flags(cpuinfo)
+    bf16 = "amx" if "amx_bf16" in flags else "avx512bf16" if "avx512_bf16" in flags else \
+        "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else platform.machine()
+    return {"cpu": model, "cpus": os.cpu_count(), "native": bf16,
+            "load_average_at_start": os.getloadavg(), "python": sys.version.split()[0]}
+
+
+def machine_tag(info: dict) -> str:
+    """`epyc-avx512bf16`, `xeon-amx`: the CPU family and its fastest native arithmetic."""
+    family = next((word for word in ("epyc", "xeon", "ryzen", "core") if word in info["cpu"].lower()),
+                  "cpu")
+    return f"{family}-{info['native']}"
+
+
+@contextlib.contextmanager
+def printed():
+    """Everything printed inside, echoed and kept: the tables exactly as the script prints them."""
+    buffer, stdout = io.StringIO(), sys.stdout
+
+    class Tee:
+        def write(self, text):
+            buffer.write(text)
+            return stdout.write(text)
+
+        def flush(self):
+            stdout.flush()
+
+    sys.stdout = Tee()
+    try:
+        yield buffer
+    finally:
+        sys.stdout = stdout
+
+
+def publish(script: str, result: dict, text: str, results_dir: str = RESULTS) -> str:
+    """Writes `result`, the printed `text`, the command line and the machine to
+    results_dir/DATE-MACHINE-SCRIPT.json (a second run the same day gets -2, -3: nothing is
+    overwritten) and returns the path."""
+    info = result.setdefault("machine", machine())
+    document = {**result, "script": f"bench/{script}.py", "argv": sys.argv[1:], "printed": text,
+                "finished": datetime.datetime.now().isoformat(timespec="seconds")}
+    os.makedirs(results_dir, exist_ok=True)
+    stem = os.path.join(results_dir, f"{datetime.date.today().isoformat()}-{machine_tag(info)}-{script}")
+    path, n = f"{stem}.json", 1
+    while os.path.exists(path):
+        n += 1
+        path = f"{stem}-{n}.json"
+    with open(f"{path}.tmp", "w", encoding="utf-8") as f:
+        json.dump(document, f, indent=2)
+        f.write("\n")
+    os.replace(f"{path}.tmp", path)
+    print(f"\nResults: {os.path.relpath(path, os.path.dirname(HERE))}")
+    return path

@@ -1,12 +1,13 @@
 """Benchmark: our trainer against itself and the tutorial pipeline, in one run, on this machine.
 
-    python bench/run.py                    # everything (about 25 minutes on 2 cores)
-    python bench/run.py --quick            # fewer configurations, smaller subsets
+    python bench/run.py                    # everything
+    python bench/run.py --quick            # fewer configurations, smaller subsets (it prints how long it took)
     python bench/run.py --prediction-only JOB_DIR/model   # only trainer.predict vs the seed's evaluation
 
 It ends with the figures against the seed, all from the one run: the epoch ratio, our training
 ex/s, and the prediction ratio (`python -m trainer.predict` ex/s over the validation file vs the
-seed's evaluation loop over the same file).
+seed's evaluation loop over the same file). The printed tables and the JSON go to
+bench/results/DATE-MACHINE-run.json (bench/common.py: publish); scratch files to bench/work/.
 
 Every configuration is a real `python -m trainer.task` job in its own process (so peak RSS is
 its own), reading metrics.json afterwards. The baseline is measured in the same run: our own
@@ -26,6 +27,8 @@ import re
 import subprocess
 import sys
 import time
+
+from common import WORK, machine, printed, publish
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -53,6 +56,7 @@ def prepare_data(work: str) -> dict:
                        check=True)
     return {"name": "TweetEval (train: first 10,000 of test_*, validate: val_*)",
             "train": f"{out}/tweeteval_train.csv", "eval": f"{out}/tweeteval_eval.csv",
+            "holdout": f"{out}/tweeteval_holdout.csv",
             "text_column": "text", "label_column": "label"}
 
 
@@ -89,6 +93,8 @@ def configurations(quick: bool, hub_dir: str):
          ["--mixed-precision", "off", *fixed128, *everything], subset),
         ("bf16-fixed128", "bfloat16, padded to 128, all weights trained",
          ["--mixed-precision", "bfloat16", *fixed128, *everything], subset),
+        ("fp32-bucket-trainemb", "float32, length buckets, all weights trained",
+         ["--mixed-precision", "off", *everything], subset),
         ("fp32-bucket", "float32, length buckets, word embeddings frozen", ["--mixed-precision", "off"], subset),
         ("default", "defaults: bfloat16, length buckets, word embeddings frozen", [], subset),
     ]
@@ -212,12 +218,58 @@ def prediction_only(args, data, work, results):
     if os.path.exists(args.seed_python):
         log("the seed reference's evaluation loop (after training on 64 rows)")
         results["full_epoch"]["seed"] = run_seed(args.seed_python, data, work, train_rows=64)
-    print_headline(results)
+    with printed() as text:
+        print_headline(results)
+    publish("run-prediction", results, text.getvalue())
+
+
+def print_subset(results):
+    """The configurations' table and the ratios that isolate one change each."""
+    s = results["subset"]
+    base = s["fp32-fixed128"]
+    rows = [[name, r["description"], fmt(r["train_examples_per_second"], ".1f"),
+             fmt(r["train_tokens_per_second"], ".0f"),
+             fmt(r["train_examples_per_second"] / base["train_examples_per_second"], ".2f") + "x",
+             fmt(r["val_macro_recall"], ".3f"), fmt(r["peak_rss_mib"], ".0f")]
+            for name, r in s.items()]
+    print(f"\nTraining throughput (steady state), one epoch over the first "
+          f"{base['train_examples']} rows, validated on 500:")
+    print(table(rows, ["config", "what", "train ex/s", "real tok/s", "vs fp32-fixed128", "val macro-recall",
+                       "peak RSS MiB"]))
+    rate = lambda name: s[name]["train_examples_per_second"]  # noqa: E731
+    tokens = s["default"]["train_tokens_per_second"] / rate("default")
+    print(f"\nRatios (same run), one change each:\n"
+          f"  length buckets vs padding to 128 (float32, all weights trained): "
+          f"{rate('fp32-bucket-trainemb') / rate('fp32-fixed128'):.2f}x ({tokens:.1f} real tokens per example)\n"
+          f"  word embeddings frozen vs trained (float32, buckets): "
+          f"{rate('fp32-bucket') / rate('fp32-bucket-trainemb'):.2f}x\n"
+          f"  bfloat16 vs float32: {rate('bf16-fixed128') / rate('fp32-fixed128'):.2f}x at 128 tokens, "
+          f"{rate('default') / rate('fp32-bucket'):.2f}x with buckets\n"
+          f"  defaults vs baseline: {rate('default') / rate('fp32-fixed128'):.2f}x")
+    if "hub-fp32-fixed128" in s:
+        print(f"  hub fp32 vs native fp32 {rate('hub-fp32-fixed128') / rate('fp32-fixed128'):.2f}x; "
+              f"hub bf16 (rewrite) vs hub fp32 {rate('hub-bf16-fixed128') / rate('hub-fp32-fixed128'):.2f}x")
+    if "default-xla" in s:
+        print(f"  XLA vs defaults {rate('default-xla') / rate('default'):.2f}x; batch 64 vs defaults "
+              f"{rate('default-b64') / rate('default'):.2f}x")
+
+
+def print_full_epoch(results):
+    full = results["full_epoch"]
+    ours, seed = full["ours"], full.get("seed")
+    rows = [["ours (defaults)", fmt(ours["epoch_seconds"], ".0f"), fmt(ours["train_examples_per_second"], ".1f"),
+             fmt(ours["val_macro_recall"], ".3f"), fmt(ours["val_accuracy"], ".3f"), fmt(ours["peak_rss_mib"], ".0f")]]
+    if seed:
+        rows.append(["seed reference (PyTorch)", fmt(seed["epoch_seconds"], ".0f"),
+                     fmt(seed["train_examples_per_second"], ".1f"), fmt(seed["val_macro_recall"], ".3f"),
+                     fmt(seed["val_accuracy"], ".3f"), fmt(seed["peak_rss_mib"], ".0f")])
+    print(f"\nOne epoch over {ours['train_examples']} training rows:")
+    print(table(rows, ["pipeline", "epoch s", "train ex/s", "val macro-recall", "val accuracy", "peak RSS MiB"]))
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--work-dir", default=os.path.join(HERE, "results"))
+    parser.add_argument("--work-dir", default=WORK, help="scratch: data, job dirs, logs")
     parser.add_argument("--seed-python", default=DEFAULT_SEED_PYTHON,
                         help="python of the seed reference's virtualenv (skipped when missing)")
     parser.add_argument("--quick", action="store_true")
@@ -227,15 +279,14 @@ def main():
                         help="only prediction: trainer.predict on this exported model vs the seed's "
                              "evaluation loop")
     args = parser.parse_args()
+    started = time.monotonic()
     work = os.path.abspath(args.work_dir)
     os.makedirs(work, exist_ok=True)
     data = prepare_data(work)
-    results = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
-               "data": data["name"], "started": datetime.datetime.now().isoformat(timespec="seconds"),
-               "subset": {}, "full_epoch": {}}
+    results = {"machine": machine(), "data": data["name"], "quick": args.quick,
+               "started": datetime.datetime.now().isoformat(timespec="seconds"), "subset": {}, "full_epoch": {}}
     if args.prediction_only:
-        prediction_only(args, data, work, results)
-        return save(results, work)
+        return prediction_only(args, data, work, results)
 
     hub_dir = None if args.quick else export_hub_encoder(work)
     # Throughput comparisons validate on a slice: validation time is not what they measure.
@@ -257,50 +308,15 @@ def main():
         else:
             log(f"seed reference skipped: no {args.seed_python} (see ../shared/bench/README.md)")
 
-    print()
-    print(f"Data: {data['name']}; one process at a time on {os.cpu_count()} CPUs.")
-    base = results["subset"].get("fp32-fixed128")
-    rows = [[name, r["description"], fmt(r["train_examples_per_second"], ".1f"),
-             fmt(r["train_tokens_per_second"], ".0f"),
-             fmt(r["train_examples_per_second"] / base["train_examples_per_second"], ".2f") + "x",
-             fmt(r["val_macro_recall"], ".3f"), fmt(r["peak_rss_mib"], ".0f")]
-            for name, r in results["subset"].items()]
-    print(f"\nTraining throughput (steady state), one epoch over the first "
-          f"{next(iter(results['subset'].values()))['train_examples']} rows, validated on 500:")
-    print(table(rows, ["config", "what", "train ex/s", "real tok/s", "vs fp32-fixed128", "val macro-recall", "peak RSS MiB"]))
-    if results["full_epoch"]:
-        full = results["full_epoch"]
-        ours, seed = full["ours"], full.get("seed")
-        rows = [["ours (defaults)", fmt(ours["epoch_seconds"], ".0f"), fmt(ours["train_examples_per_second"], ".1f"),
-                 fmt(ours["val_macro_recall"], ".3f"), fmt(ours["val_accuracy"], ".3f"), fmt(ours["peak_rss_mib"], ".0f")]]
-        if seed:
-            rows.append(["seed reference (PyTorch)", fmt(seed["epoch_seconds"], ".0f"),
-                         fmt(seed["train_examples_per_second"], ".1f"), fmt(seed["val_macro_recall"], ".3f"),
-                         fmt(seed["val_accuracy"], ".3f"), fmt(seed["peak_rss_mib"], ".0f")])
-        print(f"\nOne epoch over {ours['train_examples']} training rows:")
-        print(table(rows, ["pipeline", "epoch s", "train ex/s", "val macro-recall", "val accuracy", "peak RSS MiB"]))
-    if base:
-        s = results["subset"]
-        rate = lambda name: s[name]["train_examples_per_second"]  # noqa: E731
-        line = (f"\nRatios (same run): native bf16 vs fp32 at 128 tokens "
-                f"{rate('bf16-fixed128') / rate('fp32-fixed128'):.2f}x; CLI --mixed-precision bfloat16 vs off "
-                f"(buckets) {rate('default') / rate('fp32-bucket'):.2f}x; defaults vs baseline "
-                f"{rate('default') / rate('fp32-fixed128'):.2f}x")
-        if "hub-fp32-fixed128" in s:
-            line += (f"; hub fp32 vs native fp32 {rate('hub-fp32-fixed128') / rate('fp32-fixed128'):.2f}x; "
-                     f"hub bf16 (rewrite) vs hub fp32 {rate('hub-bf16-fixed128') / rate('hub-fp32-fixed128'):.2f}x")
-        print(line)
-    if results["full_epoch"]:
-        print_headline(results)
-    save(results, work)
-
-
-def save(results, work):
-    results["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
-    out = os.path.join(work, f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json")
-    with open(out, "w") as f:
-        json.dump(results, f, indent=2)
-    print(f"\nResults: {out}")
+    with printed() as text:
+        print(f"\nbench/run.py{' --quick' if args.quick else ''}: {data['name']}; one process at a time on "
+              f"{os.cpu_count()} CPUs ({results['machine']['cpu']}, native {results['machine']['native']}); "
+              f"{(time.monotonic() - started) / 60:.0f} minutes.")
+        print_subset(results)
+        if results["full_epoch"]:
+            print_full_epoch(results)
+            print_headline(results)
+    publish("run", results, text.getvalue())
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ the second one give the steady examples/s. The RSS of the process tree is summed
 """
 import argparse
 import datetime
-import json
 import os
 import queue
 import re
@@ -31,6 +30,8 @@ import threading
 import time
 
 import numpy as np
+
+from common import machine, printed, publish
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -355,9 +356,7 @@ def main():
     extra = [f for f in args.trainer_flags if f != "--"]
     work = os.path.abspath(args.work)
     validation, files = prepare_data(work, sizes, args.seed)
-    results = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
-                           "load_average_at_start": os.getloadavg()},
-               "started": datetime.datetime.now().isoformat(timespec="seconds"),
+    results = {"machine": machine(), "started": datetime.datetime.now().isoformat(timespec="seconds"),
                "steady_seconds": args.steady_seconds, "trainer_flags": extra, "sizes": {}}
     for size in sizes:
         log(f"{size}: training on {files[size]}")
@@ -368,14 +367,13 @@ def main():
              fmt(r["steady_examples_per_second"], ".1f"), f"{r['peak_rss_gib']:.2f}",
              fmt(r["peak_rss_gib"] - base["peak_rss_gib"] if base else None, "+.2f")]
             for r in results["sizes"].values()]
-    print()
-    print(table(rows, ["rows", "file MiB", "s to first step", "steady ex/s", "peak RSS GiB",
-                       "RSS - 100k GiB"]))
-    results["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
-    out = os.path.join(work, f"scale-{time.strftime('%Y%m%d-%H%M%S')}.json")
-    with open(out, "w") as f:
-        json.dump(results, f, indent=2)
-    print(f"\nResults: {out}")
+    with printed() as text:
+        print(f"\nbench/scale.py: {results['machine']['cpus']} CPUs ({results['machine']['cpu']}, native "
+              f"{results['machine']['native']}); steady window {args.steady_seconds:.0f} s"
+              + (f"; trainer flags {' '.join(extra)}" if extra else ""))
+        print(table(rows, ["rows", "file MiB", "s to first step", "steady ex/s", "peak RSS GiB",
+                           "RSS - 100k GiB"]))
+    publish("scale", results, text.getvalue())
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import time
 import httpx
 import numpy as np
 
+from common import machine, printed, publish
 from run import ROOT, fmt, head_csv, log, prepare_data, run_ours, run_predict, table
 
 TARGET_SHARE = 0.70  # the serving target: 16 clients reach this share of trainer.predict's ex/s
@@ -151,13 +152,24 @@ def main():
     finally:
         server.terminate()
         server.wait(timeout=60)
+    print_and_publish(rows, args, len(texts))
+
+
+def print_and_publish(rows, args, texts):
     columns = [("requests/s", "requests_per_second", ".1f"), ("ex/s", "examples_per_second", ".1f"),
                ("p50 ms", "p50_ms", ".1f"), ("p99 ms", "p99_ms", ".1f"), ("vs predict", "share", ".0%")]
-    print(table([[r["setup"]] + [fmt(r.get(key), spec) for _, key, spec in columns] for r in rows],
-                ["setup"] + [name for name, _, _ in columns]))
-    last = rows[-1]
-    print(f"target: {TARGET_SHARE:.0%} of trainer.predict's ex/s at the highest client count; "
-          f"measured {last['share']:.0%} ({'met' if last['share'] >= TARGET_SHARE else 'NOT met'})")
+    info = machine()
+    with printed() as text:
+        print(f"\nbench/serve.py: {texts} texts, {args.instances_per_request} per request, micro-batches of up to "
+              f"{args.max_batch_size} within {args.max_wait_ms:g} ms; {info['cpus']} CPUs ({info['cpu']}, "
+              f"native {info['native']})")
+        print(table([[r["setup"]] + [fmt(r.get(key), spec) for _, key, spec in columns] for r in rows],
+                    ["setup"] + [name for name, _, _ in columns]))
+        last = rows[-1]
+        print(f"target: {TARGET_SHARE:.0%} of trainer.predict's ex/s at the highest client count; "
+              f"measured {last['share']:.0%} ({'met' if last['share'] >= TARGET_SHARE else 'NOT met'})")
+    publish("serve", {"machine": info, "model_dir": os.path.abspath(args.model_dir) if args.model_dir else None,
+                      "rows": rows}, text.getvalue())
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ it at GLUE's MRPC and STS-B folders (each with train.tsv and dev.tsv, as GLUE di
 Each is one real `python -m trainer.task` run with default flags apart from the task's columns,
 --task and --epochs 3, trained on train.tsv and scored on dev.tsv (GLUE keeps its test labels).
 It prints the validation F1 of the paraphrase class and the validation Spearman next to the
-reference figures on GLUE's test sets, and writes bench/results/tasks-*.json.
+reference figures on GLUE's test sets, and writes bench/work/tasks-*.json.
 """
 import argparse
 import datetime
@@ -18,7 +18,8 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from common import WORK
+
 
 # GLUE test-set figures the task issue compares with.
 REFERENCES = {
@@ -77,7 +78,7 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--paraphrase-dir", help="GLUE's MRPC folder (train.tsv, dev.tsv)")
     parser.add_argument("--similarity-dir", help="GLUE's STS-B folder (train.tsv, dev.tsv)")
-    parser.add_argument("--work-dir", default=os.path.join(HERE, "results"))
+    parser.add_argument("--work-dir", default=WORK)
     parser.add_argument("trainer_flags", nargs="*", help="more trainer.task flags (after --)")
     args = parser.parse_args(argv)
     dirs = {"paraphrase": args.paraphrase_dir, "similarity": args.similarity_dir}

@@ -29,18 +29,27 @@ def matmul_dtypes(function):
     return [(n.op, tf.dtypes.as_dtype(n.attr["T"].type)) for n in nodes if n.op in MATMUL_OPS]
 
 
-def test_mixed_bfloat16_runs_attention_and_feed_forward_in_bfloat16(tiny_encoder_dir, mixed_bfloat16):
+@pytest.fixture
+def reduced_precision(request):
+    tf_keras.mixed_precision.set_global_policy(f"mixed_{request.param}")
+    yield request.param
+    tf_keras.mixed_precision.set_global_policy("float32")
+
+
+@pytest.mark.parametrize("reduced_precision", ["bfloat16", "float16"], indirect=True)
+def test_mixed_precision_runs_attention_and_feed_forward_in_the_reduced_dtype(tiny_encoder_dir,
+                                                                            reduced_precision):
     network = load_encoder(tiny_encoder_dir, seq_length=16).network
     blocks = [layer for layer in network.layers if isinstance(layer, TransformerEncoderBlock)]
     sublayers = [sub for block in blocks for sub in (
         block.self_attention, block.intermediate, block.output_dense, block.self_attention_layer_norm)]
-    assert {layer.compute_dtype for layer in blocks + sublayers} == {"bfloat16"}
+    assert {layer.compute_dtype for layer in blocks + sublayers} == {reduced_precision}
     assert {variable.dtype for variable in network.weights} == {tf.float32}
 
     matmuls = matmul_dtypes(tf.function(lambda inputs: network(inputs, training=True)))
     # Per block: query, key, value, scores, context, attention output, intermediate, output.
     assert len(matmuls) >= 8 * len(blocks)
-    assert {dtype for _, dtype in matmuls} == {tf.bfloat16}
+    assert {dtype for _, dtype in matmuls} == {tf.as_dtype(reduced_precision)}
 
 
 def test_float32_policy_keeps_every_matmul_float32(tiny_encoder_dir):

@@ -106,9 +106,10 @@ def test_ids_match_reference_wordpiece(text, vocab):
 
 
 def test_lower_casing_also_applies_nfkc_unlike_hugging_face(vocab):
-    """Documented difference (notes/tf-stack.md): TF-Text's case folding is NFKC-based, so
-    ligatures, ellipses and full-width letters normalise first. Ids then equal the reference's
-    on the NFKC form of the text, and differ from Hugging Face's on the raw text."""
+    """Documented difference (tensorflow_text.case_fold_utf8 applies NFKC_Casefold): TF-Text's case
+    folding is NFKC-based, so ligatures, ellipses and full-width letters normalise first. Ids then
+    equal the reference's on the NFKC form of the text, and differ from Hugging Face's on the raw
+    text."""
     text = "ﬁne… ＡＢＣ™"
     preprocessor = BertPreprocessor(VOCAB_FILE, lower_case=True, seq_length=16)
     ids = preprocessor(tf.constant([text]))["input_word_ids"][0].numpy().tolist()

@@ -48,8 +48,8 @@ def tuning_parameters() -> dict:
     """The search space, as the SDK's parameter specs keyed by flag name.
 
     Integer-valued flags are categorical: Vertex formats DISCRETE values as floats on the command
-    line ("--batch-size=32.0", which an int flag rejects), while CATEGORICAL values are passed
-    verbatim.
+    line ("--batch-size=32.0", which the trainer accepts but a user reading the trial's command
+    would not expect), while CATEGORICAL values are passed verbatim.
     """
     from google.cloud.aiplatform import hyperparameter_tuning as hpt
 

@@ -260,7 +260,7 @@ class TrainingClock(tf_keras.callbacks.Callback):
     """Time spent training (evaluation excluded), and the steady-state step rate.
 
     The first step of a run traces and optimizes the training graph (8-12 s for a 6-layer BERT
-    on this CPU, tf-stack notes); the steady rate leaves it out, which is what throughput
+    on a 2-core CPU); the steady rate leaves it out, which is what throughput
     comparisons between configurations need. Keep this callback first, so that an epoch's
     clock stops before the epoch is evaluated.
     """

@@ -45,7 +45,7 @@ class BertConfig:
 
 def _initializer():
     # One initializer object per weight: a reused unseeded tf_keras initializer repeats its
-    # values in every layer (see notes/tf-stack.md).
+    # values in every layer (tf-keras says so in its "unseeded initializer" warning).
     return tf_keras.initializers.TruncatedNormal(stddev=0.02)
 
 
