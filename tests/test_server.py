@@ -290,6 +290,27 @@ def test_a_port_in_use_is_one_error_line_and_exit_2_before_listening_is_claimed(
                                 f"use; another process listens there; stop it or choose another --port"]
 
 
+def test_connections_to_the_server_socket_send_without_waiting_for_acks():
+    """A kept-alive client's request would otherwise wait on a delayed ACK (~40 ms) per response."""
+    import asyncio
+    from trainer.serving import server
+    sock = server.listening_socket("127.0.0.1", 0)
+    accepted = []
+
+    async def exchange():
+        async def on_connect(reader, writer):
+            accepted.append(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+        listener = await asyncio.start_server(on_connect, sock=sock)
+        reader, writer = await asyncio.open_connection(*sock.getsockname())
+        await reader.read()
+        writer.close()
+        listener.close()
+        await listener.wait_closed()
+    asyncio.run(asyncio.wait_for(exchange(), timeout=30))
+    assert accepted == [1]
+
+
 def test_the_serving_environment_defaults_to_vertex_contract():
     assert vertex.read_serving_environment({}) == vertex.ServingEnvironment(
         port=8080, health_route="/health", predict_route="/predict", storage_uri=None)
