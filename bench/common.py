@@ -11,6 +11,7 @@ import io
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import sys
@@ -19,6 +20,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 WORK = os.path.join(HERE, "work")  # scratch: data, job dirs, logs (gitignored)
+FIGURE = re.compile(r"^[-+]?[\d,.]*\d[\d,.]*[x%]?$|^-$")
 
 
 def timed(function, rounds: int) -> float:
@@ -40,6 +42,19 @@ def finish(result: dict, json_path=None, work=None) -> dict:
     if work:
         shutil.rmtree(work, ignore_errors=True)
     return result
+
+
+def fmt(value, spec) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def table(rows, columns) -> str:
+    """A plain-text table: figures right-aligned, words left-aligned."""
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
+    figures = [all(FIGURE.match(r[i]) for r in rows) for i in range(len(columns))]
+    line = lambda cells: "  ".join(c.rjust(w) if figure else c.ljust(w)  # noqa: E731
+                                   for c, w, figure in zip(cells, widths, figures)).rstrip()
+    return "\n".join([line(columns), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
 def cpu_flags(cpuinfo: str) -> set:

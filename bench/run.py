@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 
-from common import WORK, machine, printed, publish
+from common import WORK, fmt, machine, printed, publish, table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -180,14 +180,6 @@ def export_hub_encoder(work):
     return out
 
 
-def table(rows, columns):
-    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
-    line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
-    return "\n".join([line(columns), line(["-" * w for w in widths])] + [line(r) for r in rows])
-
-
-def fmt(value, spec):
-    return "-" if value is None else format(value, spec)
 
 
 def print_headline(results):

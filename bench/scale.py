@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 
-from common import machine, printed, publish
+from common import fmt, machine, printed, publish, table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -328,14 +328,6 @@ def read_lines_tail(path, count):
 
 # ---------------------------------------------------------------- report
 
-def table(rows, columns):
-    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
-    line = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
-    return "\n".join([line(columns), line(["-" * w for w in widths])] + [line(r) for r in rows])
-
-
-def fmt(value, spec):
-    return "-" if value is None else format(value, spec)
 
 
 def main():

@@ -25,8 +25,8 @@ import time
 import httpx
 import numpy as np
 
-from common import machine, printed, publish
-from run import ROOT, fmt, head_csv, log, prepare_data, run_ours, run_predict, table
+from common import fmt, machine, printed, publish, table
+from run import ROOT, head_csv, log, prepare_data, run_ours, run_predict
 
 TARGET_SHARE = 0.70  # the serving target: 16 clients reach this share of trainer.predict's ex/s
 
@@ -132,7 +132,7 @@ def main():
     with open(texts_csv, "w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows([["text"]] + [[t] for t in texts])
     log(f"trainer.predict on {len(texts)} texts")
-    cli_rate = run_predict(model_dir, {"train": texts_csv, "text_column": "text"}, work)["examples_per_second"]
+    cli_rate = run_predict(model_dir, {"eval": texts_csv, "text_column": "text"}, work)["examples_per_second"]
     log("predict_texts after a warm-up call (the baseline)")
     baseline = warm_baseline(model_dir, texts_csv)
     k = args.instances_per_request

@@ -1,0 +1,98 @@
+"""Every benchmark table README quotes is a committed result, pasted as the script printed it."""
+import json
+import os
+import re
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import common  # noqa: E402
+
+RESULT = re.compile(r"bench/results/\d{4}-\d\d-\d\d-[\w.-]+\.json")
+FENCE = re.compile(r"^```(\w*)$")
+
+
+def fenced_blocks(markdown: str):
+    """(section, language, the text just before the block, the block's lines) per fenced block."""
+    section, before, lines, block, language = "", [], markdown.splitlines(), None, ""
+    for line in lines:
+        fence = FENCE.match(line)
+        if block is None and fence:
+            block, language = [], fence.group(1)
+        elif block is not None and line == "```":
+            yield section, language, "\n".join(before[-8:]), block
+            block, before = None, []
+        elif block is not None:
+            block.append(line)
+        else:
+            section = line[3:] if line.startswith("## ") else section
+            before.append(line)
+
+
+def quoted_tables(markdown: str):
+    """The README's untagged blocks in Benchmarks and the result files cited just before each."""
+    return [(RESULT.findall(text), block) for section, language, text, block in fenced_blocks(markdown)
+            if section == "Benchmarks" and language in ("", "text")]
+
+
+with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+    README = f.read()
+TABLES = quoted_tables(README)
+
+
+def test_readme_quotes_benchmark_tables():
+    assert len(TABLES) >= 3
+
+
+@pytest.mark.parametrize("cited, block", TABLES, ids=[b[0].strip()[:40] for _, b in TABLES])
+def test_each_quoted_table_is_printed_by_a_committed_result(cited, block):
+    assert cited, f"README quotes a benchmark table with no bench/results/*.json just before it: {block[:2]}"
+    printed = []
+    for path in cited:
+        with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+            result = json.load(f)
+        printed += [line.rstrip() for line in result["printed"].splitlines()]
+    missing = [line for line in block if line.strip() and line.rstrip() not in printed]
+    assert not missing, f"lines not printed by {', '.join(cited)}: {missing}"
+
+
+def test_every_result_the_docs_cite_is_committed():
+    docs = [os.path.join(ROOT, "README.md")] + [os.path.join(ROOT, "docs", name)
+                                                for name in os.listdir(os.path.join(ROOT, "docs"))
+                                                if name.endswith(".md")]
+    cited = {path for doc in docs for path in RESULT.findall(open(doc, encoding="utf-8").read())}
+    assert cited
+    assert not [path for path in cited if not os.path.isfile(os.path.join(ROOT, path))]
+
+
+def test_every_committed_result_names_its_machine_and_script():
+    folder = os.path.join(ROOT, "bench", "results")
+    for name in os.listdir(folder):
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+            result = json.load(f)
+        assert {"cpu", "cpus", "native"} <= set(result["machine"]), name
+        assert os.path.exists(os.path.join(ROOT, result["script"])), name
+        assert name.startswith(result["finished"][:10]), name
+
+
+def test_a_table_is_read_with_the_result_cited_just_before_it():
+    readme = "## Benchmarks\n\n`bench/results/2026-01-02-cpu-x.json`:\n\n```\nrow  1.0\n```\n"
+    assert quoted_tables(readme) == [(["bench/results/2026-01-02-cpu-x.json"], ["row  1.0"])]
+    assert quoted_tables("## Benchmarks\n\n```bash\npython bench/run.py\n```\n") == []
+
+
+def test_a_second_result_of_the_same_day_and_machine_never_overwrites_the_first(tmp_path, capsys):
+    first = common.publish("run", {"machine": {"cpu": "AMD EPYC 7B13", "native": "avx2"}}, "a\n", str(tmp_path))
+    second = common.publish("run", {"machine": {"cpu": "AMD EPYC 7B13", "native": "avx2"}}, "b\n", str(tmp_path))
+    assert os.path.basename(first).endswith("-epyc-avx2-run.json")
+    assert second == first[:-len(".json")] + "-2.json"
+    with open(first, encoding="utf-8") as f:
+        assert json.load(f)["printed"] == "a\n"
+
+
+def test_the_machine_tag_says_which_native_arithmetic_the_figures_had():
+    flags = "flags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n"
+    assert common.cpu_flags(f"processor\t: 0\n{flags}") >= {"avx512_bf16", "avx2"}
+    assert common.machine_tag({"cpu": "Intel(R) Xeon(R) Platinum 8481C", "native": "amx"}) == "xeon-amx"
