@@ -16,8 +16,8 @@ from trainer.cloud import tpu as _tpu
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # TensorFlow turns its oneDNN kernels on by default only on CPUs with AVX512_VNNI, AVX512_BF16
-# or AMX (tensorflow/tensorflow#56039); on AVX2-only CPUs it falls back to Eigen's, which made
-# a training step here 1.75x slower and prediction 1.26x (docs/performance.md).
+# or AMX (tensorflow/tensorflow#56039); on AVX2-only CPUs it falls back to Eigen's, which ran a
+# float32 training step 1.82x slower and prediction 1.15x (docs/performance.md).
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 # Off a TPU VM, tensorflow-tpu's import would wait on the GCE metadata server (trainer/cloud/tpu.py).
 os.environ.update(_tpu.libtpu_environment(os.environ, _tpu.tpu_chips_attached()))
