@@ -108,12 +108,21 @@ def printed():
         sys.stdout = stdout
 
 
+TUNING = ("TF_ENABLE_ONEDNN_OPTS", "TF_NUM_INTEROP_THREADS", "TF_NUM_INTRAOP_THREADS", "PYTHONPATH")
+
+
+def environment(env) -> dict:
+    """The variables that change what a benchmark measures (PYTHONPATH: which trainer code ran)."""
+    return {name: env[name] for name in TUNING if name in env}
+
+
 def publish(script: str, result: dict, text: str, results_dir: str = RESULTS) -> str:
     """Writes `result`, the printed `text`, the command line and the machine to
     results_dir/DATE-MACHINE-SCRIPT.json (a second run the same day gets -2, -3: nothing is
     overwritten) and returns the path."""
     info = result.setdefault("machine", machine())
-    document = {**result, "script": f"bench/{script}.py", "argv": sys.argv[1:], "printed": text,
+    document = {**result, "script": f"bench/{script}.py", "argv": sys.argv[1:],
+                "environment": environment(os.environ), "printed": text,
                 "finished": datetime.datetime.now().isoformat(timespec="seconds")}
     os.makedirs(results_dir, exist_ok=True)
     stem = os.path.join(results_dir, f"{datetime.date.today().isoformat()}-{machine_tag(info)}-{script}")

@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run as bench_run  # noqa: E402  (bench/run.py: the same TweetEval preparation)
 import steps as bench_steps  # noqa: E402  (op time by category)
-from common import finish, timed  # noqa: E402
+from common import finish, printed, publish, timed  # noqa: E402
 
 
 def parse_args(argv):
@@ -33,6 +33,8 @@ def parse_args(argv):
     parser.add_argument("--profile", action="store_true",
                         help="trace one more round of batch 128 and group op time by category")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--publish", action="store_true",
+                        help="also write what it prints to bench/results/ (docs/performance.md quotes it)")
     return parser.parse_args(argv)
 
 
@@ -109,7 +111,10 @@ def main(argv=None) -> dict:
               "seconds": {"read the file (trainer.data.reading)": read_seconds, **parts(model, texts, features, args)}}
     if args.profile:
         result["profile"] = profile(model, features, work)
-    report(result)
+    with printed() as text:
+        report(result)
+    if args.publish:
+        publish("predict_parts", result, text.getvalue())
     return finish(result, args.json, work)
 
 

@@ -1,6 +1,7 @@
 """Benchmark: parts of the default training step, each against the form it replaced.
 
     python bench/step_parts.py
+    python bench/step_parts.py --publish   # also to bench/results/ (docs/performance.md quotes it)
 
 - optimizer: one AdamW update of the default model's trainable weights (word embeddings
   frozen: 10.8M), tf_keras.optimizers.AdamW against trainer.modeling.optimization.AdamW;
@@ -14,7 +15,10 @@
 Each pair is timed alternately in this one process (5 rounds, median); the figure is CPU
 milliseconds per call over all threads, which moves far less than wall time on a shared machine.
 """
+import argparse
+import os
 import statistics
+import sys
 import time
 
 import trainer
@@ -24,6 +28,9 @@ import tf_keras  # noqa: E402
 
 from trainer.modeling import optimization  # noqa: E402
 from trainer.modeling.encoders import bert  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import printed, publish  # noqa: E402
 
 HIDDEN, HEADS, INTERMEDIATE, LAYERS = 384, 12, 1536, 6
 
@@ -117,7 +124,7 @@ def masked(keep, x, rate=0.1):
     return tf.where(keep, x * tf.cast(1 / (1 - rate), x.dtype), tf.zeros_like(x))
 
 
-def compare(title: str, calls: dict, repeats: int = 10, rounds: int = 5) -> None:
+def compare(title: str, calls: dict, repeats: int = 10, rounds: int = 5) -> dict:
     for call in calls.values():
         call()  # traces
     cpu = {name: [] for name in calls}
@@ -129,37 +136,62 @@ def compare(title: str, calls: dict, repeats: int = 10, rounds: int = 5) -> None
             cpu[name].append(1000 * (time.process_time() - start) / repeats)
     print(title)
     for name, values in cpu.items():
-        print(f"  {name:40s} {statistics.median(values):7.1f} CPU ms  "
+        print(f"  {name:48s} {statistics.median(values):7.1f} CPU ms  "
               f"(rounds: {', '.join(f'{v:.1f}' for v in values)})")
+    return {title: cpu}
 
 
-def main():
-    compare("optimizer: one update of 10.8M trained weights", {
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--publish", action="store_true",
+                        help="also write what it prints to bench/results/ (docs/performance.md quotes it)")
+    args = parser.parse_args(argv)
+    with printed() as text:
+        cpu_ms = {**training_parts(), **other_forms()}
+    if args.publish:
+        publish("step_parts", {"cpu_ms_per_call": cpu_ms}, text.getvalue())
+
+
+def training_parts() -> dict:
+    """The optimizer, GELU and layer norm, each against the form the trainer replaced."""
+    results = compare("optimizer: one update of 10.8M trained weights", {
         "tf_keras AdamW": optimizer_step(tf_keras.optimizers.AdamW),
         "trainer AdamW (ResourceApplyAdam)": optimizer_step(optimization.AdamW)})
     tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    compare("feed-forward projection + GELU, forward and gradient, 32 x 32 tokens, bfloat16", {
+    results |= compare("feed-forward projection + GELU, forward and gradient, 32 x 32 tokens, bfloat16", {
         "GELU in bfloat16": gelu_block(lambda x: tf_keras.activations.gelu(x, approximate=False)),
         "trainer GELU (float32)": gelu_block(lambda x: bert.gelu(x, approximate=False)),
         "GELU tanh approximation, bfloat16": gelu_block(
             lambda x: tf_keras.activations.gelu(x, approximate=True)),
         "GELU in bfloat16, XLA-compiled": gelu_block(tf.function(
             lambda x: tf_keras.activations.gelu(x, approximate=False), jit_compile=True))})
-    compare("feed-forward projection alone, forward and gradient", {
+    return results
+
+
+def other_forms() -> dict:
+    """Forms tried for the projection, layer norm and dropout and not kept."""
+    results = compare("feed-forward projection alone, forward and gradient", {
         "einsum (EinsumDense)": gelu_block(tf.identity),
         "2-D MatMul": projection_as_matmul()})
+    return results | layer_norms() | dropouts()
+
+
+def layer_norms() -> dict:
     layer = tf_keras.layers.LayerNormalization(epsilon=1e-12)
     layer.build([None, None, HIDDEN])
     ours = bert.LayerNorm(epsilon=1e-12)
     ours.build([None, None, HIDDEN])
-    compare("layer norm, forward and gradient, 32 x 32 tokens, bfloat16", {
+    return compare("layer norm, forward and gradient, 32 x 32 tokens, bfloat16", {
         "tf-keras LayerNormalization": layer_norm_step(layer),
         "trainer LayerNorm (gradient written out)": layer_norm_step(ours),
         "fused batch norm (epsilon 1e-5)": layer_norm_step(fused_batch_norm_layer_norm(layer)),
         "tf-keras LayerNormalization, XLA-compiled": layer_norm_step(
             tf.function(layer, jit_compile=True))})
+
+
+def dropouts() -> dict:
     generator = tf.random.Generator.from_seed(1)
-    compare("dropout 0.1 of [32, 12, 32, 32] attention probabilities, forward and gradient", {
+    return compare("dropout 0.1 of [32, 12, 32, 32] attention probabilities, forward and gradient", {
         "tf-keras (tf.random.Generator, bfloat16 uniform)": dropout_step(
             lambda x: tf.nn.experimental.general_dropout(x, 0.1, generator.uniform)),
         "float32 uniform": dropout_step(

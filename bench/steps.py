@@ -27,7 +27,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run as bench_run  # noqa: E402  (bench/run.py: the same TweetEval preparation)
-from common import finish  # noqa: E402
+from common import finish, printed, publish  # noqa: E402
 
 # Op events are named "scope/op_name:OpType"; the first matching pattern names the category.
 CATEGORIES = (
@@ -52,6 +52,8 @@ def parse_args(argv):
     parser.add_argument("--profile", action="store_true",
                         help="trace one more round with the TF profiler and group op time")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--publish", action="store_true",
+                        help="also write what it prints to bench/results/ (docs/performance.md quotes those)")
     parser.add_argument("trainer_flags", nargs="*", help="flags of trainer.task (after --)")
     return parser.parse_args(argv)
 
@@ -150,15 +152,23 @@ def main(argv=None) -> dict:
 
     work = tempfile.mkdtemp(prefix="bench-steps-")
     ctx, train_data = build(work, args.rows, args.trainer_flags)
-    model, batch = ctx.trainable.model, ctx.config.train.batch_size
     iterator = iter(train_data)
-    model.fit(iterator, epochs=1, steps_per_epoch=2, verbose=0)  # traces the step
+    ctx.trainable.model.fit(iterator, epochs=1, steps_per_epoch=2, verbose=0)  # traces the step
+    with printed() as text:
+        result = {"flags": args.trainer_flags, "rows": args.rows, "steps": args.steps,
+                  "device": {k: v for k, v in ctx.runtime.plan.__dict__.items() if k != "reasons"},
+                  **measure(tf, ctx.trainable.model, iterator, ctx.config.train.batch_size, args, work)}
+    if args.publish:
+        publish("steps", result, text.getvalue())
+    return finish(result, args.json, work)
+
+
+def measure(tf, model, iterator, batch: int, args, work: str) -> dict:
+    """Timed rounds of steady steps, then (--profile) one traced round, printed as they finish."""
     rounds = [timed_round(model, iterator, args.steps, batch) for _ in range(args.rounds)]
     rates, cpu = [r[0] for r in rounds], [r[1] for r in rounds]
-    result = {"flags": args.trainer_flags, "rows": args.rows, "steps": args.steps,
-              "examples_per_second": rates, "median": statistics.median(rates),
-              "cpu_ms_per_example": cpu, "median_cpu_ms_per_example": statistics.median(cpu),
-              "device": {k: v for k, v in ctx.runtime.plan.__dict__.items() if k != "reasons"}}
+    result = {"examples_per_second": rates, "median": statistics.median(rates),
+              "cpu_ms_per_example": cpu, "median_cpu_ms_per_example": statistics.median(cpu)}
     print(f"ex/s per round: {', '.join(f'{r:.1f}' for r in rates)}; median "
           f"{result['median']:.1f}; CPU ms/example: {', '.join(f'{c:.1f}' for c in cpu)}; "
           f"median {result['median_cpu_ms_per_example']:.1f}", flush=True)
@@ -171,7 +181,7 @@ def main(argv=None) -> dict:
         tf.profiler.experimental.stop()
         result["profile"] = {"wall_seconds": wall, **op_categories(logdir)}
         print_profile(result["profile"], f"profiled one more round: {wall:.2f}s wall")
-    return finish(result, args.json, work)
+    return result
 
 
 if __name__ == "__main__":

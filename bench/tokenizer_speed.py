@@ -22,7 +22,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path[:0] = [ROOT, HERE]
-from common import finish, timed  # noqa: E402
+from common import finish, printed, publish, timed  # noqa: E402
 TWEETEVAL = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "tweeteval"))
 
 
@@ -34,6 +34,8 @@ def parse_args(argv):
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--texts", help="a UTF-8 file of texts, one per line (default: TweetEval's)")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--publish", action="store_true",
+                        help="also write what it prints to bench/results/ (docs/performance.md quotes it)")
     return parser.parse_args(argv)
 
 
@@ -112,17 +114,24 @@ def main(argv=None) -> dict:
     texts = np.array(load_texts(args.rows, args.texts), dtype=object).astype(str)
     functions, baseline, preprocessor = tokenizers(os.path.join(registry.packaged_default_dir(), "vocab.txt"))
     rates = {name: rows_per_second(f, texts, args.batch_size, args.rounds) for name, f in functions.items()}
-    base = next(iter(rates.values()))
     unique = sorted(set(texts.tolist()))
     results = {"rows": len(texts), "batch_size": args.batch_size, "rows_per_second": rates,
                "distinct_texts": len(unique), "differing_texts": differing_texts(baseline, preprocessor, unique)}
-    width = max(map(len, rates))
-    print(f"{len(texts):,} texts in batches of {args.batch_size}, median of {args.rounds} rounds")
+    with printed() as text:
+        report(results, args.rounds)
+    if args.publish:
+        publish("tokenizer_speed", {**results, "texts": args.texts or "TweetEval"}, text.getvalue())
+    return finish(results, args.json)
+
+
+def report(results: dict, rounds: int) -> None:
+    rates = results["rows_per_second"]
+    base, width = next(iter(rates.values())), max(map(len, rates))
+    print(f"{results['rows']:,} texts in batches of {results['batch_size']}, median of {rounds} rounds")
     for name, rate in rates.items():
         print(f"{name.ljust(width)}  {rate:12,.0f} rows/s  {rate / base:6.2f}x")
     print(f"ids per word differ from the baseline's on {results['differing_texts']} of "
-          f"{len(unique):,} distinct texts")
-    return finish(results, args.json)
+          f"{results['distinct_texts']:,} distinct texts")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Every benchmark table README quotes is a committed result, pasted as the script printed it."""
+"""Every benchmark table README and docs/performance.md quote is a committed result, pasted as the
+script printed it."""
 import json
 import os
 import re
@@ -31,24 +32,30 @@ def fenced_blocks(markdown: str):
             before.append(line)
 
 
-def quoted_tables(markdown: str):
-    """The README's untagged blocks in Benchmarks and the result files cited just before each."""
+def quoted_tables(markdown: str, section_name="Benchmarks"):
+    """The untagged blocks (in `section_name`, or anywhere when None) and the result files cited
+    just before each: untagged blocks are what a script printed, commands are tagged `sh`."""
     return [(RESULT.findall(text), block) for section, language, text, block in fenced_blocks(markdown)
-            if section == "Benchmarks" and language in ("", "text")]
+            if section_name in (None, section) and language in ("", "text")]
 
 
-with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-    README = f.read()
-TABLES = quoted_tables(README)
+def read(path: str) -> str:
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        return f.read()
 
 
-def test_readme_quotes_benchmark_tables():
-    assert len(TABLES) >= 3
+README_TABLES = quoted_tables(read("README.md"))
+PERFORMANCE_TABLES = quoted_tables(read("docs/performance.md"), None)
+TABLES = README_TABLES + PERFORMANCE_TABLES
+
+
+def test_readme_and_the_performance_log_quote_benchmark_tables():
+    assert len(README_TABLES) >= 3 and len(PERFORMANCE_TABLES) >= 3
 
 
 @pytest.mark.parametrize("cited, block", TABLES, ids=[b[0].strip()[:40] for _, b in TABLES])
 def test_each_quoted_table_is_printed_by_a_committed_result(cited, block):
-    assert cited, f"README quotes a benchmark table with no bench/results/*.json just before it: {block[:2]}"
+    assert cited, f"a benchmark table with no bench/results/*.json cited just before it: {block[:2]}"
     printed = []
     for path in cited:
         with open(os.path.join(ROOT, path), encoding="utf-8") as f:
@@ -81,6 +88,8 @@ def test_a_table_is_read_with_the_result_cited_just_before_it():
     readme = "## Benchmarks\n\n`bench/results/2026-01-02-cpu-x.json`:\n\n```\nrow  1.0\n```\n"
     assert quoted_tables(readme) == [(["bench/results/2026-01-02-cpu-x.json"], ["row  1.0"])]
     assert quoted_tables("## Benchmarks\n\n```bash\npython bench/run.py\n```\n") == []
+    assert quoted_tables("## Other\n\n```\nrow  1.0\n```\n") == []
+    assert quoted_tables("## Other\n\n```\nrow  1.0\n```\n", None) == [([], ["row  1.0"])]
 
 
 def test_a_second_result_of_the_same_day_and_machine_never_overwrites_the_first(tmp_path, capsys):
@@ -96,3 +105,8 @@ def test_the_machine_tag_says_which_native_arithmetic_the_figures_had():
     flags = "flags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n"
     assert common.cpu_flags(f"processor\t: 0\n{flags}") >= {"avx512_bf16", "avx2"}
     assert common.machine_tag({"cpu": "Intel(R) Xeon(R) Platinum 8481C", "native": "amx"}) == "xeon-amx"
+
+
+def test_a_result_records_the_variables_that_change_what_was_measured():
+    env = {"PYTHONPATH": "/tmp/before", "TF_ENABLE_ONEDNN_OPTS": "0", "HOME": "/root"}
+    assert common.environment(env) == {"PYTHONPATH": "/tmp/before", "TF_ENABLE_ONEDNN_OPTS": "0"}
