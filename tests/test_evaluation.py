@@ -39,4 +39,16 @@ def test_a_training_set_smaller_than_the_sample_is_evaluated_whole():
 
     assert sample_rows(90, 10_000, seed=7).tolist() == list(range(90))
     assert train_sample(90, seed=7)["rows"] == 90
-    assert train_sample(60_000, seed=7)["rows"] == 10_000
+    assert train_sample(60_000, seed=7)["rows"] == 2_000
+
+
+def test_predictions_come_back_in_row_order_without_padding_rows():
+    class Model:  # what Keras' predict returns for three batches of a length-bucketed split
+        def predict(self, dataset, verbose=0, callbacks=()):
+            return {"logits": np.array([[2.0], [0.0], [9.0], [1.0], [3.0]]),
+                    "label": np.array([2, 0, 0, 1, 3]), "weight": np.array([1, 1, 0, 1, 1.0]),
+                    "row": np.array([2, 0, 0, 1, 3])}
+
+    logits, labels = evaluation.predict_logits(Model(), dataset=None)
+    assert logits[:, 0].tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert labels.tolist() == [0, 1, 2, 3] and labels.dtype == np.int64

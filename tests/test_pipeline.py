@@ -99,6 +99,19 @@ def test_padded_evaluation_of_a_split_that_fills_whole_batches_keeps_the_static_
     assert sorted(np.concatenate([l for _, l, _ in out]).tolist()) == sorted(split.labels.tolist())
 
 
+@pytest.mark.parametrize("bucket, pad", [(True, False), (False, True)])
+def test_evaluation_rows_carry_their_row_number_through_length_buckets(bucket, pad):
+    # The report pairs each prediction with its text; buckets reorder the rows.
+    split = split_of(LENGTHS)
+    batching = pipeline.Batching(16, pipeline.padded_lengths(64), bucket=bucket)
+    out = batches(pipeline.evaluation_dataset(split, batching, pad_to_full_batches=pad))
+    rows = np.concatenate([f["row"][w > 0] for f, _, w in out])
+    lengths = np.concatenate([f["input_mask"].sum(axis=1)[w > 0] for f, _, w in out])
+    assert sorted(rows.tolist()) == list(range(len(split)))
+    assert lengths.tolist() == split.lengths[rows].tolist()
+    assert (rows.tolist() != sorted(rows.tolist())) == bucket
+
+
 @pytest.mark.parametrize("bucket, pad", [(True, False), (False, False), (False, True)])
 def test_evaluation_datasets_declare_their_exact_number_of_batches(bucket, pad):
     # Keras needs it to predict with steps_per_execution > 1.

@@ -68,3 +68,17 @@ def test_tokenizing_a_large_input_logs_progress(lines, monkeypatch):
     assert len(split) == 500
     assert [line.split("  ")[0] for line in lines()] == [f"tokenized {n}/500 rows ({n // 5}%)"
                                                          for n in (100, 200, 300, 400, 500)]
+
+
+def test_evaluation_prints_progress_lines_from_the_batches_predicted(lines):
+    from trainer.training.callbacks import PredictionProgress
+
+    timer = FakeTimer()
+    meter = PredictionProgress("evaluating validation", 10, rows=2_000, batches=16, timer=timer)
+    for batch in range(16):
+        timer.now += 2.5
+        meter.on_predict_batch_end(batch)
+    assert lines() == ["evaluating validation 500/2,000 rows (25%)  50.0 rows/s  ETA 30s",
+                       "evaluating validation 1,000/2,000 rows (50%)  50.0 rows/s  ETA 20s",
+                       "evaluating validation 1,500/2,000 rows (75%)  50.0 rows/s  ETA 10s",
+                       "evaluating validation 2,000/2,000 rows (100%)  50.0 rows/s  ETA 0s"]

@@ -5,6 +5,7 @@ import io
 import json
 import logging
 import os
+import re
 import runpy
 import subprocess
 import sys
@@ -245,7 +246,7 @@ def test_train_fraction_trains_on_a_stratified_subset(tiny_encoder_dir, tiny_dat
 @pytest.mark.slow
 def test_train_metrics_of_a_larger_training_set_come_from_a_seeded_sample(
         tiny_encoder_dir, tiny_data, tmp_path):
-    # The same run as a user's, with the sample size lowered from 10,000 to 40 of the 90 rows.
+    # The same run as a user's, with the sample size lowered from 2,000 to 40 of the 90 rows.
     code = ("import sys; from trainer import task; from trainer.training import results; "
             "results.TRAIN_EVALUATION_ROWS = 40; sys.exit(task.main(sys.argv[1:]))")
     result = subprocess.run(
@@ -259,6 +260,43 @@ def test_train_metrics_of_a_larger_training_set_come_from_a_seeded_sample(
         {"rows": 40, "of": 90, "seed": 2}
     assert metrics["train"]["examples"] == np.array(metrics["train"]["confusion_matrix"]).sum() == 40
     assert "(40 examples of 90: a sample seeded with --seed)" in result.stdout
+
+
+# A run whose prediction passes are counted by split; the report's own pass is refused.
+COUNTED_RUN = """
+import json, sys
+from trainer import task
+from trainer.reporting import build
+from trainer.training import fitting, results
+passes, predict = [], fitting.predict_split
+def counted(ctx, name, *args):
+    passes.append(name)
+    return predict(ctx, name, *args)
+def refused(*args, **kwargs):
+    raise AssertionError("the report predicted again")
+fitting.predict_split = results.predict_split = counted
+build.recompute = refused
+code = task.main(sys.argv[1:])
+print("PASSES", json.dumps(passes))
+sys.exit(code)
+"""
+
+
+def test_after_training_each_split_is_predicted_once_and_the_report_reuses_it(
+        tiny_encoder_dir, tiny_data, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-c", COUNTED_RUN, *map(str, train_args(
+            tiny_encoder_dir, tiny_data, tmp_path / "job", "--epochs", "3", "--log-every-seconds", "0.001"))],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache")})
+    assert result.returncode == 0, result.stdout + result.stderr
+    passes = json.loads(result.stdout.split("PASSES ")[1])
+    best = json.loads((tmp_path / "job" / "metrics.json").read_text())["best_epoch"]
+    # One validation pass per epoch; after training, validation again only when the best epoch's
+    # weights had to be restored, then test and the train sample once each.
+    assert passes == ["validation"] * (3 + (best != 3)) + ["test", "train"]
+    assert (tmp_path / "job" / "errors.csv").exists() and (tmp_path / "job" / "report.html").exists()
+    assert re.search(r"evaluating test \d+/30 rows \(\d+%\)  [\d.,]+ rows/s", result.stdout)
 
 
 @pytest.mark.parametrize("extra, message", [

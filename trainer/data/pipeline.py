@@ -178,8 +178,11 @@ def _pad_batch(lengths: tuple, static_batch: Optional[int] = None):
             labels, weights, mask = (tf.ensure_shape(labels, [static_batch, *labels.shape[1:]]),
                                      tf.ensure_shape(weights, [static_batch]),
                                      tf.ensure_shape(mask, shape))
-        return ({"input_word_ids": word_ids, "input_mask": mask, "input_type_ids": type_ids},
-                labels, weights)
+        padded = {"input_word_ids": word_ids, "input_mask": mask, "input_type_ids": type_ids}
+        if "row" in features:  # evaluation: where each prediction goes (evaluation_dataset)
+            padded["row"] = tf.ensure_shape(features["row"], [static_batch]) if static_batch \
+                else features["row"]
+        return padded, labels, weights
     return pad
 
 
@@ -257,7 +260,9 @@ def grouped(batches: tf.data.Dataset, k: int, static: bool = False) -> tf.data.D
 
 
 def evaluation_dataset(split, batching: Batching, pad_to_full_batches: bool = False) -> tf.data.Dataset:
-    """Every example exactly once; with `pad_to_full_batches` (TPU), every batch has the static
+    """Every example exactly once, with its row number as feature "row": length buckets reorder
+    the rows, and predictions are put back in the split's order by it (the report pairs them with
+    the texts). With `pad_to_full_batches` (TPU), every batch has the static
     shape [batch, max length]: the last one is filled with weight-0 copies of the first row
     that metrics ignore, and a split that is a multiple of the batch needs no filler but still
     gets the static batch dimension.
@@ -265,7 +270,7 @@ def evaluation_dataset(split, batching: Batching, pad_to_full_batches: bool = Fa
     The number of batches is declared: Keras cannot predict with steps_per_execution > 1 from a
     dataset of unknown size (length buckets make it unknown to tf.data).
     """
-    examples = split.examples()
+    examples = split.examples().enumerate().map(_numbered)
     if not pad_to_full_batches:
         batched = _batched(examples, batching)
         return _with_options(batched.apply(tf.data.experimental.assert_cardinality(
@@ -284,6 +289,11 @@ def evaluation_dataset(split, batching: Batching, pad_to_full_batches: bool = Fa
                .enumerate().map(weigh_filler)
                .apply(tf.data.experimental.assert_cardinality((rows + filler) // size)))
     return _with_options(batched.prefetch(tf.data.AUTOTUNE))
+
+
+def _numbered(row, example):
+    features, labels, weights = example
+    return {**features, "row": row}, labels, weights
 
 
 def _take(split: TokenizedSplit, rows: np.ndarray) -> TokenizedSplit:

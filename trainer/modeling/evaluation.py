@@ -34,14 +34,16 @@ def summarize(logits: np.ndarray, labels: np.ndarray, label_names: Sequence[str]
     }
 
 
-def predict_logits(model, dataset) -> Tuple[np.ndarray, np.ndarray]:
-    """(logits [N, C], labels [N]) of one pass over `dataset` (features, labels, weights);
-    weight-0 rows are padding and dropped. Class ids come back as int64, regression targets
-    (and a regression model's outputs in place of logits) as floats."""
-    out = model.predict(dataset, verbose=0)
+def predict_logits(model, dataset, callbacks=()) -> Tuple[np.ndarray, np.ndarray]:
+    """(logits [N, C], labels [N]) of one pass over `dataset` (features, labels, weights), in
+    row order when the features number the rows; weight-0 rows are padding and dropped. Class
+    ids come back as int64, regression targets (and a regression model's outputs in place of
+    logits) as floats."""
+    out = model.predict(dataset, verbose=0, callbacks=list(callbacks))
     keep = out["weight"] > 0
-    labels = out["label"][keep]
-    return out["logits"][keep], labels if labels.dtype.kind == "f" else labels.astype(np.int64)
+    order = np.argsort(out["row"][keep], kind="stable") if "row" in out else slice(None)
+    labels = out["label"][keep][order]
+    return out["logits"][keep][order], labels if labels.dtype.kind == "f" else labels.astype(np.int64)
 
 
 def evaluate(model, dataset, label_names: Sequence[str]) -> dict:

@@ -65,8 +65,13 @@ class Classifier(tf_keras.Model):
         return self.optimizer.get_unscaled_gradients(gradients) if scaling else gradients
 
     def predict_step(self, data):
+        """Logits with each row's label and weight, and its row number when the data has one
+        (pipeline.evaluation_dataset): the model itself never sees "row"."""
         features, labels, weights = data
-        return {"logits": self(features, training=False), "label": labels, "weight": weights}
+        features = dict(features)
+        row = features.pop("row", None)
+        out = {"logits": self(features, training=False), "label": labels, "weight": weights}
+        return out if row is None else {**out, "row": row}
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None):
         """The loss to differentiate: the mean over the whole global batch, on every replica.

@@ -122,11 +122,13 @@ def render_figures(metrics: dict, config, history: pd.DataFrame, predictions,
 
 
 def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split: Optional[int] = None,
-                 correct_per_split: Optional[int] = None) -> list:
+                 correct_per_split: Optional[int] = None, predictions: Optional[dict] = None) -> list:
     """Writes the report into `job_dir`; returns the paths written.
 
-    `metrics` is metrics.json's content: the training run passes it before writing metrics.json
-    (which marks the run finished), `trainer.report` reads it from a finished run.
+    `metrics` is metrics.json's content and `predictions` the validation and test predictions
+    (predictions.from_outputs): the training run passes both, before writing metrics.json (which
+    marks the run finished); `trainer.report` reads the metrics from a finished run and recomputes
+    the predictions with its exported model.
     """
     if metrics is None:
         config, metrics = load_finished_run(job_dir)
@@ -140,10 +142,11 @@ def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split:
     if correct < 0:
         raise UserError(f"--report-correct: must be >= 0, got {correct}")
     model_dir = model_dir_of(config, job_dir)
-    if not storage.exists(storage.join(model_dir, "saved_model.pb")):
-        raise UserError(f"{model_dir}: no exported model (saved_model.pb) to recompute predictions with")
+    if predictions is None:
+        if not storage.exists(storage.join(model_dir, "saved_model.pb")):
+            raise UserError(f"{model_dir}: no exported model (saved_model.pb) to recompute predictions with")
+        predictions = recompute(config, model_dir, metrics["labels"], task)
     history = read_history(job_dir)
-    predictions = recompute(config, model_dir, metrics["labels"], task)
     # A temperature rescales class probabilities: the other tasks have no calibration.
     calibration = calibration_for_report(metrics, predictions) if task == "classification" else None
     errors = errors_lib.worst_examples(predictions, metrics["labels"], per_split, task, correct)

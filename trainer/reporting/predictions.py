@@ -1,5 +1,9 @@
-"""A finished run's validation and test predictions, recomputed with its exported model: class
-probabilities, a regression model's scores, or a multi-label model's probabilities and chosen labels.
+"""A run's validation and test predictions as the report reads them: class probabilities, a
+regression model's scores, or a multi-label model's probabilities and chosen labels.
+
+The training run hands over the outputs it computed its metrics from (`from_outputs`): the end of
+a run predicts each split once. `trainer.report` on a finished run recomputes them with the
+exported model (`recompute`).
 
 The data comes back from config.json alone: `load_datasets` re-reads and re-splits it exactly
 as training did (seeded). A classifier's export returns probabilities softmax(z / T) with its own
@@ -53,6 +57,26 @@ def _check_names(names, label_names, model_dir: str) -> None:
     if list(names) != list(label_names):
         raise UserError(f"{model_dir}: the model's labels {list(names)} are not the run's "
                         f"{list(label_names)}")
+
+
+def from_outputs(task: str, outputs: np.ndarray, labels: np.ndarray, texts, pairs,
+                 temperature: float = 1.0, thresholds=None) -> SplitPredictions:
+    """One split's predictions from the model's outputs (logits; a regression model's scores),
+    as its export returns them: softmax(z / T) with the temperature the export applies, a
+    multi-label model's labels at or above their `thresholds`."""
+    from trainer.reporting.calibration import softmax
+    from trainer.tasks.multilabel import sigmoid
+
+    if task == "regression":
+        return SplitPredictions(texts, labels.astype(np.float64), None, None,
+                                scores=outputs.reshape(-1).astype(np.float64), pairs=pairs)
+    if task == "multi-label":
+        probabilities = sigmoid(outputs)
+        return SplitPredictions(texts, labels.astype(np.int64), probabilities, None,
+                                predicted=(probabilities >= np.asarray(thresholds)).astype(np.int32),
+                                pairs=pairs)
+    return SplitPredictions(texts, labels.astype(np.int64), softmax(outputs, temperature),
+                            outputs.astype(np.float64), pairs=pairs)
 
 
 def _predict(task: str, serve, split, texts, pairs, batch_size: int, temperature: float, label_names,

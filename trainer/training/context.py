@@ -68,6 +68,9 @@ class RunContext:
     trainable: Optional[Trainable] = None
     fit: Any = None  # stages.FitOutcome
     results: Dict[str, dict] = dataclasses.field(default_factory=dict)
+    # (outputs, labels) of validation and test with the final weights, in row order: the metrics,
+    # calibration, thresholds and the report all come from this one prediction pass (evaluate)
+    outputs: Dict[str, tuple] = dataclasses.field(default_factory=dict)
     calibration: Optional[dict] = None  # metrics.json's "calibration" block
     durations: Dict[str, float] = dataclasses.field(default_factory=dict)
     train_steps: Optional[int] = None  # optimizer steps when training ended (results.evaluate)

@@ -114,7 +114,8 @@ def _callbacks(ctx: RunContext) -> FitOutcome:
                           ctx.trainable.first_epoch - best.best_epoch >= patience)
     return FitOutcome(
         clock=cb.TrainingClock(),
-        evaluation=cb.EpochEvaluation(lambda: evaluate_split(ctx, "validation"),
+        evaluation=cb.EpochEvaluation(lambda: predict_split(ctx, "validation"),
+                                      lambda *out: ctx.task.summarize(*out, ctx.datasets.labels.names),
                                       ctx.task.epoch_metrics()),
         history=cb.HistoryWriter(paths.history if runtime.plan.is_chief else None, rows,
                                  ctx.task.history_columns()),
@@ -138,10 +139,16 @@ def _progress(ctx: RunContext):
                              train_metric=task.train_metric)
 
 
-def evaluate_split(ctx: RunContext, name: str) -> dict:
-    """Metrics of one whole split, every example counted once."""
-    from trainer.modeling import evaluation
+def predict_split(ctx: RunContext, name: str, dataset=None, rows=None) -> tuple:
+    """(outputs, labels) of every example of a split (or of `dataset`, `rows` long), in row
+    order, with a progress line per --log-every-seconds."""
+    import tensorflow as tf
 
-    return ctx.task.summarize(
-        *evaluation.predict_logits(ctx.trainable.model, ctx.inputs.eval_sets[name]),
-        ctx.datasets.labels.names)
+    from trainer.modeling import evaluation
+    from trainer.training import callbacks as cb
+
+    dataset = ctx.inputs.eval_sets[name] if dataset is None else dataset
+    rows = len(ctx.inputs.tokenized[name]) if rows is None else rows
+    meter = cb.PredictionProgress(f"evaluating {name}", ctx.config.runtime.log_every_seconds, rows,
+                                  int(tf.data.experimental.cardinality(dataset)))
+    return evaluation.predict_logits(ctx.trainable.model, dataset, [meter])
