@@ -1,10 +1,15 @@
 """`python -m trainer.serve` as Vertex AI runs it: a real process on a free 127.0.0.1 port, driven
 by a real HTTP client. It answers health only once ready, predicts what `python -m trainer.predict`
 predicts, keeps every concurrent client's answers its own, turns bad requests into 4xx JSON while
-serving others, and drains in-flight requests on SIGTERM."""
+serving others, and drains in-flight requests on SIGTERM. Its access lines are checked in this
+process, on its app with a stand-in for the loaded model."""
+import asyncio
+import contextlib
 import csv
 import json
+import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -327,3 +332,59 @@ def test_the_serving_environment_reads_what_vertex_sets():
 def test_a_malformed_serving_variable_is_one_error_naming_it(variables, message):
     with pytest.raises(UserError, match=message.replace("$", r"\$")):
         vertex.read_serving_environment(variables)
+
+
+class ReadyModel:
+    """Stands in for a loaded model in build_app: its routes and access lines, without TensorFlow."""
+    ready, pair = True, False
+
+    async def predict(self, texts):
+        return [{"label": "positive"} for _ in texts], None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app):
+        yield
+
+
+@pytest.fixture
+def logged():
+    """The trainer logger's messages while the test runs."""
+    class Kept(logging.Handler):
+        def emit(self, record):
+            messages.append(record.getMessage())
+
+    messages, logger, handler = [], logging.getLogger("trainer"), Kept()
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    yield messages
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
+def requests_to(app):
+    async def send():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+            await client.get("/health")
+            await client.post("/predict", json={"instances": ["a", "b", "c"]})
+            await client.post("/predict", json=["a"])
+            await client.get("/nowhere")
+    asyncio.run(send())
+
+
+def test_every_request_but_a_passing_health_check_logs_one_access_line(logged):
+    from trainer.serving import server
+
+    requests_to(server.build_app(ReadyModel(), vertex.ServingEnvironment(), max_instances=8))
+    assert [re.sub(r" \d+\.\d ms$", " ms", m) for m in logged] == [
+        "POST /predict 200 3 instances ms", "POST /predict 400 - ms", "GET /nowhere 404 - ms"]
+
+
+def test_no_access_log_turns_the_access_lines_off(logged):
+    from trainer.serving import server
+
+    requests_to(server.build_app(ReadyModel(), vertex.ServingEnvironment(), max_instances=8,
+                                 access_log=False))
+    assert logged == []
+    args = server.build_arg_parser(vertex.ServingEnvironment()).parse_args(["--model-dir", "m", "--no-access-log"])
+    assert args.access_log is False

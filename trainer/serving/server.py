@@ -27,6 +27,7 @@ from typing import Callable, Mapping, Optional
 import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -142,7 +143,35 @@ async def read_body(request: Request, limit: int = protocol.MAX_BODY_BYTES) -> b
     return bytes(body)
 
 
-def build_app(service: ModelService, env: vertex.ServingEnvironment, max_instances: int) -> Starlette:
+class AccessLog:
+    """An INFO line per request: method, route, status, instances, milliseconds. Vertex probes the
+    health route every few seconds, so a health check that answers 200 is not logged."""
+
+    def __init__(self, app, health_route: str):
+        self.app, self.health_route = app, health_route
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started, status = time.perf_counter(), [500]
+
+        async def sending(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            if not (scope["path"] == self.health_route and status[0] == 200):
+                instances = scope.get("state", {}).get("instances")
+                log.info("%s %s %d %s %.1f ms", scope["method"], scope["path"], status[0],
+                         "-" if instances is None else f"{instances} instances",
+                         1000 * (time.perf_counter() - started))
+
+
+def build_app(service: ModelService, env: vertex.ServingEnvironment, max_instances: int,
+              access_log: bool = True) -> Starlette:
     loading = "the model is still loading; retry when the health route answers 200"
 
     async def health(request: Request):
@@ -153,6 +182,7 @@ def build_app(service: ModelService, env: vertex.ServingEnvironment, max_instanc
             return error_response(503, loading)
         texts = protocol.read_instances(protocol.parse_json(await read_body(request)), max_instances,
                                         pair=service.pair)
+        request.state.instances = len(texts)  # for the access line
         try:
             predictions, _ = await service.predict(texts)
         except Exception as e:  # noqa: BLE001  the model failed on this batch; the server goes on
@@ -173,6 +203,7 @@ def build_app(service: ModelService, env: vertex.ServingEnvironment, max_instanc
     return Starlette(routes=[Route(env.health_route, health, methods=["GET"]),
                              Route(env.predict_route, predict, methods=["POST"])],
                      exception_handlers={protocol.RequestError: request_error, HTTPException: http_error},
+                     middleware=[Middleware(AccessLog, health_route=env.health_route)] if access_log else [],
                      lifespan=service.lifespan)
 
 
@@ -190,6 +221,8 @@ def build_arg_parser(env: vertex.ServingEnvironment) -> argparse.ArgumentParser:
     parser.add_argument("--max-instances", type=int, default=512, help="Most instances one request may carry.")
     parser.add_argument("--drain-seconds", type=float, default=25.0,
                         help="On SIGTERM, how long in-flight requests may take to finish.")
+    parser.add_argument("--no-access-log", dest="access_log", action="store_false",
+                        help="No line per request (method, route, status, instances, ms).")
     return parser
 
 
@@ -229,7 +262,7 @@ def main(argv=None, environ: Mapping[str, str] = os.environ) -> int:
     sock = listening_socket(args.host, args.port)
     cli.setup_logging()
     service = ModelService(args.model_dir, args.max_batch_size, args.max_wait_ms / 1000)
-    config = uvicorn.Config(build_app(service, env, args.max_instances), host=args.host, port=args.port,
+    config = uvicorn.Config(build_app(service, env, args.max_instances, args.access_log), host=args.host, port=args.port,
                             log_config=None, log_level="warning", access_log=False,
                             timeout_graceful_shutdown=args.drain_seconds)
     server = uvicorn.Server(config)
