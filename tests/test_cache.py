@@ -1,7 +1,6 @@
 """The token cache: blocks on disk that every epoch, resumed run and worker reads."""
 import os
 
-import numpy as np
 import pytest
 
 from trainer import config as config_lib

@@ -5,7 +5,6 @@ Six training processes take a few minutes, more than the default suite's 10-minu
 leaves: run them with `VBT_SLOW_TESTS=1 python -m pytest tests/test_multidevice_tasks.py`.
 """
 import json
-import os
 
 import pytest
 
