@@ -108,6 +108,13 @@ def printed():
         sys.stdout = stdout
 
 
+def add_publish_flag(parser) -> None:
+    """--publish, for the scripts whose results only docs/performance.md quotes (the README's
+    tables' scripts always publish)."""
+    parser.add_argument("--publish", action="store_true",
+                        help="also write what it prints to bench/results/ (docs/performance.md quotes it)")
+
+
 TUNING = ("TF_ENABLE_ONEDNN_OPTS", "TF_NUM_INTEROP_THREADS", "TF_NUM_INTRAOP_THREADS", "PYTHONPATH")
 
 

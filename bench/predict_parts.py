@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run as bench_run  # noqa: E402  (bench/run.py: the same TweetEval preparation)
 import steps as bench_steps  # noqa: E402  (op time by category)
-from common import finish, printed, publish, timed  # noqa: E402
+from common import add_publish_flag, finish, printed, publish, timed  # noqa: E402
 
 
 def parse_args(argv):
@@ -33,8 +33,7 @@ def parse_args(argv):
     parser.add_argument("--profile", action="store_true",
                         help="trace one more round of batch 128 and group op time by category")
     parser.add_argument("--json", help="also write the results here")
-    parser.add_argument("--publish", action="store_true",
-                        help="also write what it prints to bench/results/ (docs/performance.md quotes it)")
+    add_publish_flag(parser)
     return parser.parse_args(argv)
 
 

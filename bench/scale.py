@@ -328,8 +328,6 @@ def read_lines_tail(path, count):
 
 # ---------------------------------------------------------------- report
 
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100k,1m,10m", help="comma-separated, of " + ", ".join(SIZES))

@@ -30,7 +30,7 @@ from trainer.modeling import optimization  # noqa: E402
 from trainer.modeling.encoders import bert  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import printed, publish  # noqa: E402
+from common import add_publish_flag, printed, publish  # noqa: E402
 
 HIDDEN, HEADS, INTERMEDIATE, LAYERS = 384, 12, 1536, 6
 
@@ -143,37 +143,33 @@ def compare(title: str, calls: dict, repeats: int = 10, rounds: int = 5) -> dict
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--publish", action="store_true",
-                        help="also write what it prints to bench/results/ (docs/performance.md quotes it)")
+    add_publish_flag(parser)
     args = parser.parse_args(argv)
     with printed() as text:
-        cpu_ms = {**training_parts(), **other_forms()}
+        cpu_ms = compare("optimizer: one update of 10.8M trained weights", {
+            "tf_keras AdamW": optimizer_step(tf_keras.optimizers.AdamW),
+            "trainer AdamW (ResourceApplyAdam)": optimizer_step(optimization.AdamW)})
+        # Everything after the optimizer runs as the default training step does, in bfloat16.
+        tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
+        cpu_ms |= gelus() | projections() | layer_norms() | dropouts()
     if args.publish:
         publish("step_parts", {"cpu_ms_per_call": cpu_ms}, text.getvalue())
 
 
-def training_parts() -> dict:
-    """The optimizer, GELU and layer norm, each against the form the trainer replaced."""
-    results = compare("optimizer: one update of 10.8M trained weights", {
-        "tf_keras AdamW": optimizer_step(tf_keras.optimizers.AdamW),
-        "trainer AdamW (ResourceApplyAdam)": optimizer_step(optimization.AdamW)})
-    tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    results |= compare("feed-forward projection + GELU, forward and gradient, 32 x 32 tokens, bfloat16", {
+def gelus() -> dict:
+    return compare("feed-forward projection + GELU, forward and gradient, 32 x 32 tokens, bfloat16", {
         "GELU in bfloat16": gelu_block(lambda x: tf_keras.activations.gelu(x, approximate=False)),
         "trainer GELU (float32)": gelu_block(lambda x: bert.gelu(x, approximate=False)),
         "GELU tanh approximation, bfloat16": gelu_block(
             lambda x: tf_keras.activations.gelu(x, approximate=True)),
         "GELU in bfloat16, XLA-compiled": gelu_block(tf.function(
             lambda x: tf_keras.activations.gelu(x, approximate=False), jit_compile=True))})
-    return results
 
 
-def other_forms() -> dict:
-    """Forms tried for the projection, layer norm and dropout and not kept."""
-    results = compare("feed-forward projection alone, forward and gradient", {
+def projections() -> dict:
+    return compare("feed-forward projection alone, forward and gradient", {
         "einsum (EinsumDense)": gelu_block(tf.identity),
         "2-D MatMul": projection_as_matmul()})
-    return results | layer_norms() | dropouts()
 
 
 def layer_norms() -> dict:

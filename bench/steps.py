@@ -27,7 +27,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run as bench_run  # noqa: E402  (bench/run.py: the same TweetEval preparation)
-from common import finish, printed, publish  # noqa: E402
+from common import add_publish_flag, finish, printed, publish  # noqa: E402
 
 # Op events are named "scope/op_name:OpType"; the first matching pattern names the category.
 CATEGORIES = (
@@ -52,8 +52,7 @@ def parse_args(argv):
     parser.add_argument("--profile", action="store_true",
                         help="trace one more round with the TF profiler and group op time")
     parser.add_argument("--json", help="also write the results here")
-    parser.add_argument("--publish", action="store_true",
-                        help="also write what it prints to bench/results/ (docs/performance.md quotes those)")
+    add_publish_flag(parser)
     parser.add_argument("trainer_flags", nargs="*", help="flags of trainer.task (after --)")
     return parser.parse_args(argv)
 

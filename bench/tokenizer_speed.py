@@ -22,7 +22,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path[:0] = [ROOT, HERE]
-from common import finish, printed, publish, timed  # noqa: E402
+from common import add_publish_flag, finish, printed, publish, timed  # noqa: E402
 TWEETEVAL = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "tweeteval"))
 
 
@@ -34,8 +34,7 @@ def parse_args(argv):
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--texts", help="a UTF-8 file of texts, one per line (default: TweetEval's)")
     parser.add_argument("--json", help="also write the results here")
-    parser.add_argument("--publish", action="store_true",
-                        help="also write what it prints to bench/results/ (docs/performance.md quotes it)")
+    add_publish_flag(parser)
     return parser.parse_args(argv)
 
 

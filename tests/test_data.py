@@ -25,7 +25,7 @@ def load(*argv):
 
 
 def texts(datasets, name):
-    return datasets.read_texts(name)[0].tolist()
+    return datasets.read_texts(name)[name][0].tolist()
 
 
 def load_with_defaults(*argv):

@@ -69,13 +69,19 @@ class Datasets:
     def text_columns(self) -> list:
         return [self.text_column] + ([self.text_pair_column] if self.text_pair_column else [])
 
-    def read_texts(self, name: str):
-        """(texts, pairs or None) of one split as object arrays, in row order."""
-        parts = [chunk for _, chunk in selected_chunks(self.splits()[name].spec,
-                                                       {name: self.splits()[name].positions})]
-        column = lambda c: np.array([str(t) for part in parts for t in part[c]], dtype=object)  # noqa: E731
-        return (column(self.text_column),
-                column(self.text_pair_column) if self.text_pair_column else None)
+    def read_texts(self, *names: str) -> Dict[str, tuple]:
+        """{name: (texts, pairs or None)} of some splits as object arrays, in row order. Splits
+        carved from one file (validation and test from --training-file) come from one pass over it."""
+        splits, by_file, parts = self.splits(), {}, {name: [] for name in names}
+        for name in names:
+            by_file.setdefault(splits[name].spec, {})[name] = splits[name].positions
+        for spec, positions in by_file.items():
+            for name, chunk in selected_chunks(spec, positions):
+                parts[name].append(chunk)
+        column = lambda chunks, c: np.array([str(t) for part in chunks for t in part[c]], dtype=object)  # noqa: E731
+        return {name: (column(chunks, self.text_column),
+                       column(chunks, self.text_pair_column) if self.text_pair_column else None)
+                for name, chunks in parts.items()}
 
 
 def selected_chunks(spec: str, positions: Dict[str, np.ndarray], chunk_rows: int = CHUNK_ROWS):

@@ -110,12 +110,11 @@ def recompute(config, model_dir: str, label_names,
                         f"run trained on {list(label_names)}: its data files changed since")
     loaded, temperature = load_model(model_dir)
     serve = loaded  # the whole module, not its signature: token-sorted ladder batches
+    evaluated = {name: split for name, split in datasets.splits().items() if name != "train"}
     out = {}
-    for name, split in datasets.splits().items():
-        if name == "train":
-            continue
+    for name, (texts, pairs) in datasets.read_texts(*evaluated).items():
+        split = evaluated[name]
         log.info("report: predicting %d %s texts with the exported model", len(split), name)
-        texts, pairs = datasets.read_texts(name)
         out[name] = _predict(task, serve, split, texts, pairs, config.train.eval_batch_size,
                              temperature, label_names, model_dir)
     return out

@@ -145,7 +145,9 @@ async def read_body(request: Request, limit: int = protocol.MAX_BODY_BYTES) -> b
 
 class AccessLog:
     """An INFO line per request: method, route, status, instances, milliseconds. Vertex probes the
-    health route every few seconds, so a health check that answers 200 is not logged."""
+    health route every 10 seconds by default (Probe.period_seconds), so a health check that
+    answers 200 is not logged. uvicorn's own access log (off here) knows neither the instance
+    count nor the time taken, and writes through its own logger, not the trainer's."""
 
     def __init__(self, app, health_route: str):
         self.app, self.health_route = app, health_route

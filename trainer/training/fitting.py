@@ -142,13 +142,11 @@ def _progress(ctx: RunContext):
 def predict_split(ctx: RunContext, name: str, dataset=None, rows=None) -> tuple:
     """(outputs, labels) of every example of a split (or of `dataset`, `rows` long), in row
     order, with a progress line per --log-every-seconds."""
-    import tensorflow as tf
-
     from trainer.modeling import evaluation
     from trainer.training import callbacks as cb
 
     dataset = ctx.inputs.eval_sets[name] if dataset is None else dataset
     rows = len(ctx.inputs.tokenized[name]) if rows is None else rows
     meter = cb.PredictionProgress(f"evaluating {name}", ctx.config.runtime.log_every_seconds, rows,
-                                  int(tf.data.experimental.cardinality(dataset)))
+                                  int(dataset.cardinality()))
     return evaluation.predict_logits(ctx.trainable.model, dataset, [meter])

@@ -132,10 +132,14 @@ def _serving_module(ctx: RunContext, preprocessor, model):
         return export_lib.MultiLabelServingModule(
             preprocessor, model, labels.names, ctx.config.data.max_seq_length,
             ctx.task.thresholds, labels.separator, pair=pair)
-    applied = ctx.calibration["applied"]
     return export_lib.ServingModule(preprocessor, model, labels.names, ctx.config.data.max_seq_length,
-                                    temperature=ctx.calibration["temperature"] if applied else 1.0,
-                                    pair=pair)
+                                    temperature=_export_temperature(ctx), pair=pair)
+
+
+def _export_temperature(ctx: RunContext) -> float:
+    """The temperature the export divides logits by: the fitted one unless --calibrate off."""
+    applied = ctx.calibration is not None and ctx.calibration["applied"]
+    return ctx.calibration["temperature"] if applied else 1.0
 
 
 def report(ctx: RunContext) -> None:
@@ -152,14 +156,10 @@ def _report_predictions(ctx: RunContext) -> dict:
     """The outputs `evaluate` scored, as the export returns them: the report predicts nothing."""
     from trainer.reporting.predictions import from_outputs
 
-    applied = ctx.calibration is not None and ctx.calibration["applied"]
-    temperature = ctx.calibration["temperature"] if applied else 1.0
-    out = {}
-    for name, (outputs, labels) in ctx.outputs.items():
-        texts, pairs = ctx.datasets.read_texts(name)
-        out[name] = from_outputs(ctx.task.name, outputs, labels, texts, pairs, temperature,
-                                 getattr(ctx.task, "thresholds", None))
-    return out
+    texts = ctx.datasets.read_texts(*ctx.outputs)
+    return {name: from_outputs(ctx.task.name, outputs, labels, *texts[name], _export_temperature(ctx),
+                               getattr(ctx.task, "thresholds", None))
+            for name, (outputs, labels) in ctx.outputs.items()}
 
 
 def write_artifacts(ctx: RunContext) -> None:
