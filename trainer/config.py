@@ -204,6 +204,12 @@ class RuntimeConfig:
                    "--mixed-precision trained it (serves on any CPU); 'training': keep the "
                    "training precision (bfloat16/float16 compute, for TPU/GPU serving).",
         choices=("float32", "training"))
+    export_bfloat16: str = _flag(
+        "auto", "Also write a bfloat16 copy of the model, MODEL_DIR/bfloat16 (trainer.predict/"
+                "serve --precision), kept only if it agrees with float32 on validation (99%% of "
+                "labels, metric within 0.5 point). 'auto': on where this machine computes "
+                "bfloat16 natively (AVX512_BF16/AMX CPU, TPU, GPU of compute capability 8.0+).",
+        choices=("auto", "on", "off"))
 
 
 @dataclasses.dataclass
@@ -480,6 +486,9 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
     require(not (m.encoder_backend == "hub" and r.jit_compile == "on" and not m.freeze_encoder),
             "--jit-compile", "'on' cannot train a hub.KerasLayer encoder: XLA recompiles it every "
                              "step (about 30x slower). Use --encoder-backend native or --freeze-encoder.")
+    require(not (m.encoder_backend == "hub" and r.export_bfloat16 == "on"), "--export-bfloat16",
+            "'on' needs --encoder-backend native: a hub.KerasLayer keeps the dtypes it was "
+            "exported with (tensorflow/hub#466), so its copy would not compute in bfloat16")
     _validate_task(config, require)
 
 

@@ -116,6 +116,18 @@ def listdir(path: str) -> list:
 
 
 @_cloud_errors
+def tree_size(path: str) -> int:
+    """Bytes of a file, or of every file under a directory (0 if there is nothing)."""
+    gfile = _tf().io.gfile
+    if not gfile.exists(path):
+        return 0
+    if not gfile.isdir(path):
+        return gfile.stat(path).length
+    return sum(gfile.stat(join(directory, name)).length
+               for directory, _, files in gfile.walk(path) for name in files)
+
+
+@_cloud_errors
 def remove(path: str) -> None:
     """Deletes a file, or a directory with everything in it."""
     if _tf().io.gfile.isdir(path):

@@ -142,8 +142,12 @@ def export(module: ServingModule, model_dir: str, write_dir: str = None) -> None
     """
     target = write_dir or model_dir
     tmp = storage.temporary_sibling(target)
-    tf.saved_model.save(module, tmp, signatures={SIGNATURE: module.serve})
+    save(module, tmp)
     storage.replace_directory(tmp, target)
+
+
+def save(module: ServingModule, path: str) -> None:
+    tf.saved_model.save(module, path, signatures={SIGNATURE: module.serve})
 
 
 def load_module(model_dir: str):

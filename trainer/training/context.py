@@ -72,6 +72,7 @@ class RunContext:
     # calibration, thresholds and the report all come from this one prediction pass (evaluate)
     outputs: Dict[str, tuple] = dataclasses.field(default_factory=dict)
     calibration: Optional[dict] = None  # metrics.json's "calibration" block
+    precisions: Dict[str, dict] = dataclasses.field(default_factory=dict)  # metrics.json's block
     durations: Dict[str, float] = dataclasses.field(default_factory=dict)
     train_steps: Optional[int] = None  # optimizer steps when training ended (results.evaluate)
     metrics: Optional[dict] = None

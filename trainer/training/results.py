@@ -122,6 +122,63 @@ def export(ctx: RunContext) -> None:
              "scores" if ctx.task.name == "regression" else "probabilities", target)
 
 
+def export_bfloat16(ctx: RunContext) -> None:
+    """MODEL_DIR/bfloat16 beside the float32 export (chief only), written only if it agrees
+    with float32 on validation (trainer.serving.quantize); the figures go to metrics.json."""
+    from trainer.serving import quantize, variants
+
+    wanted, why_not = _bfloat16_wanted(ctx)
+    if not wanted:
+        if why_not:
+            ctx.precisions["bfloat16"] = {"written": False, "why": why_not}
+        return
+    config, datasets = ctx.config, ctx.datasets
+    rows = sample_rows(len(datasets.validation), quantize.CHECK_ROWS, config.train.seed)
+    texts, pairs = datasets.read_texts("validation")["validation"]
+    reference = export_lib.load_module(ctx.paths.model_dir)
+    model = quantize.bfloat16_classifier(lambda: _classifier(ctx), ctx.trainable.model.variables)
+    module = quantize.module_like(reference, ctx.encoder.preprocessor, model, ctx.task.name,
+                                  datasets.labels.names, config.data.max_seq_length,
+                                  pair=pairs is not None, separator=datasets.labels.separator)
+    figures = quantize.export_checked(
+        module, reference, ctx.paths.model_dir, "bfloat16", ctx.task.name, texts[rows],
+        None if pairs is None else pairs[rows], datasets.validation.labels[rows],
+        datasets.labels.names, config.train.eval_batch_size)
+    ctx.precisions["bfloat16"] = {"written": figures["passed"], **figures}
+    log.info(quantize.describe(figures))
+    if not figures["passed"]:
+        variants.record(ctx.paths.model_dir, "bfloat16", None)
+
+
+def _bfloat16_wanted(ctx: RunContext) -> tuple:
+    """(write the copy?, why not, for metrics.json, when the user may wonder)."""
+    from trainer.serving import variants
+
+    flag = ctx.config.runtime.export_bfloat16
+    if flag == "off" or not ctx.is_chief:
+        return False, None
+    if ctx.config.model.encoder_backend == "hub":
+        return False, ("--encoder-backend hub: a hub.KerasLayer keeps its exported dtypes "
+                       "(tensorflow/hub#466)")
+    if flag == "auto" and not variants.computes_bf16(ctx.runtime.devices):
+        return False, ("--export-bfloat16 auto: this machine has no native bfloat16 "
+                       "(AVX512_BF16/AMX CPU, TPU or GPU 8.0+); --export-bfloat16 on writes it anyway")
+    return True, None
+
+
+def _classifier(ctx: RunContext):
+    """The run's classifier built afresh (encoder included), under the current dtype policy."""
+    from trainer.modeling import encoders, heads
+
+    model_config = ctx.config.model
+    encoder = encoders.load_encoder(
+        model_config.encoder, preprocessor=model_config.preprocessor, backend=model_config.encoder_backend,
+        seq_length=ctx.config.data.max_seq_length,
+        cache_dir=ctx.config.output.cache_dir or encoders.default_cache_dir(ctx.environ))
+    return heads.build_classifier(encoder.network, ctx.task.output_units(ctx.datasets.labels),
+                                  ctx.pooling, model_config.dropout, ctx.task.output_layer)
+
+
 def _serving_module(ctx: RunContext, preprocessor, model):
     pair = ctx.datasets.text_pair_column is not None
     if ctx.task.name == "regression":
@@ -185,6 +242,7 @@ def _metrics(ctx: RunContext) -> dict:
         "train_sample": train_sample(len(ctx.inputs.tokenized["train"]), config.train.seed),
         "task": ctx.task.name,
         "calibration": ctx.calibration,
+        "precisions": ctx.precisions,
         "labels": datasets.labels.names,
         "label_kind": datasets.labels.kind,
         "text_column": datasets.text_column,
@@ -215,7 +273,8 @@ def _durations(ctx: RunContext) -> dict:
     return {"total": time.perf_counter() - ctx.started, "train": ctx.fit.clock.seconds,
             "first_step": ctx.fit.clock.first_step_seconds,
             "evaluate": stages.get("evaluate", 0.0) + ctx.fit.evaluation.seconds_evaluating,
-            "export": stages.get("export", 0.0), "report": stages.get("report", 0.0)}
+            "export": stages.get("export", 0.0), "export_bfloat16": stages.get("export_bfloat16", 0.0),
+            "report": stages.get("report", 0.0)}
 
 
 def _throughput(ctx: RunContext) -> dict:

@@ -28,6 +28,7 @@ STAGES = (
     fitting.fit,
     results.evaluate,
     results.export,           # calibrated, float32
+    results.export_bfloat16,  # MODEL_DIR/bfloat16, if it agrees with float32
     results.report,           # report.html, figures, errors.csv, MODEL_CARD.md
     results.write_artifacts,  # metrics.json last: the run is finished
 )

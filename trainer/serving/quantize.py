@@ -1,0 +1,133 @@
+"""A bfloat16 copy of a trained model beside its float32 export, kept only if it agrees with it.
+
+The copy is the classifier built again under the mixed_bfloat16 policy and given the trained
+weights: a tf-keras layer computes in bfloat16 from float32 variables only when it was built
+under a mixed policy (its variables are then AutoCastVariables), so the policy of a model trained
+in float32 cannot be switched after the fact. Its variables stay float32 (the copy is as large
+as the float32 model); its matmuls and einsums run in bfloat16, natively on CPUs with
+AVX512_BF16/AMX (oneDNN), TPUs and GPUs from compute capability 8.0. The head (pooling, logits,
+a regression's destandardizing layer) keeps its explicit float32.
+
+The check (trainer.serving.agreement) runs both models on the same validation rows, tokenized
+once, and times them: the copy is moved into place and listed in precisions.json only if it
+passed; otherwise it is deleted and the reason returned for the one line the caller prints.
+"""
+import contextlib
+import time
+from typing import Callable, Sequence
+
+import tensorflow as tf
+import tf_keras
+
+from trainer import storage
+from trainer.errors import UserError
+from trainer.serving import agreement, export, variants
+
+# Validation rows the check predicts twice (float32 and the copy): a fixed sample, seeded, so the
+# check costs seconds at any data size; 2,000 rows put the agreement within about 0.2 points.
+CHECK_ROWS = 2_000
+
+
+@contextlib.contextmanager
+def global_policy(name: str):
+    previous = tf_keras.mixed_precision.global_policy()
+    tf_keras.mixed_precision.set_global_policy(name)
+    try:
+        yield
+    finally:
+        tf_keras.mixed_precision.set_global_policy(previous)
+
+
+def _weights(variables) -> list:
+    """The float variables, in model order (a dropout generator's int64 state is not a weight)."""
+    return [v for v in variables if v.dtype.is_floating]
+
+
+def bfloat16_classifier(build: Callable[[], tf_keras.Model], variables) -> tf_keras.Model:
+    """`build()` under mixed_bfloat16, holding the values of `variables` (the trained model's,
+    or a loaded export's classifier_variables, in the same order)."""
+    with global_policy("mixed_bfloat16"):
+        model = build()
+    targets, values = _weights(model.variables), _weights(variables)
+    if [tuple(t.shape) for t in targets] != [tuple(v.shape) for v in values]:
+        raise UserError("the classifier built again does not match the trained one (another "
+                        "--encoder, --pooling or label set?); export the run again")
+    for target, value in zip(targets, values):
+        target.assign(value)
+    return model
+
+
+def module_like(reference, preprocessor, model: tf_keras.Model, task: str, label_names: Sequence[str],
+                max_seq_length: int, pair: bool, separator: str = "|") -> export.ServingModule:
+    """A serving module around `model` with the float32 export's own temperature or thresholds."""
+    if task == "regression":
+        return export.ScoreServingModule(preprocessor, model, max_seq_length, pair=pair)
+    if task == "multi-label":
+        return export.MultiLabelServingModule(preprocessor, model, label_names, max_seq_length,
+                                              reference.thresholds.numpy().tolist(), separator,
+                                              pair=pair)
+    return export.ServingModule(preprocessor, model, label_names, max_seq_length,
+                                temperature=float(reference.temperature.numpy()), pair=pair)
+
+
+def _outputs(task: str, module, texts, pairs, features, batch_size: int):
+    """What agreement.compare reads: probabilities, chosen labels, or scores, in row order."""
+    from trainer.serving import predict
+
+    if task == "regression":
+        return predict.predict_scores(module, texts, batch_size, pairs, features)
+    if task == "multi-label":
+        return predict.predict_label_sets(module, texts, batch_size, pairs, features)[3]
+    return predict.predict_texts(module, texts, batch_size, pairs, features)[0]
+
+
+def _timed_outputs(task: str, module, texts, pairs, features, batch_size: int):
+    """(outputs, rows per second); the first call of each function, which optimizes its graph,
+    is made beforehand (predict.warm_up) and not timed."""
+    from trainer.serving import predict
+
+    predict.warm_up(module)
+    start = time.perf_counter()
+    outputs = _outputs(task, module, texts, pairs, features, batch_size)
+    return outputs, len(texts) / max(time.perf_counter() - start, 1e-9)
+
+
+def export_checked(module: export.ServingModule, reference, model_dir: str, precision: str,
+                   task: str, texts, pairs, labels, label_names: Sequence[str], batch_size: int) -> dict:
+    """Saves `module` as MODEL_DIR/<precision> if it agrees with `reference`, MODEL_DIR's float32
+    model as loaded, on these rows; returns the check's figures (`passed`, `why`) with both
+    speeds."""
+    from trainer.serving import predict
+
+    features = predict.tokenize(reference, texts, pairs)
+    target = variants.variant_dir(model_dir, precision)
+    tmp = storage.temporary_sibling(target)
+    export.save(module, tmp)
+    try:
+        float32, float32_speed = _timed_outputs(task, reference, texts, pairs, features, batch_size)
+        candidate, speed = _timed_outputs(task, export.load_module(tmp), texts, pairs, features,
+                                          batch_size)
+        figures = agreement.compare(task, float32, candidate, labels, label_names)
+    except BaseException:
+        storage.remove(tmp)
+        raise
+    figures.update(precision=precision, rows_per_second=speed, float32_rows_per_second=float32_speed,
+                   speedup=speed / float32_speed, size_bytes=storage.tree_size(tmp),
+                   float32_size_bytes=variants.float32_size(model_dir))
+    if not figures["passed"]:
+        storage.remove(tmp)
+        return figures
+    storage.replace_directory(tmp, target)
+    variants.record(model_dir, precision, figures)
+    return figures
+
+
+def describe(figures: dict) -> str:
+    """One line for the log: what was checked, and written or refused."""
+    agreed = ("" if figures["label_agreement"] is None else
+              f"labels agree with float32 on {100 * figures['label_agreement']:.2f}% of ")
+    head = (f"{figures['precision']} model: {agreed}{figures['rows']} validation rows, "
+            f"{figures['metric']} {figures['value']:.4f} vs {figures['float32_value']:.4f} "
+            f"({figures['change_points']:+.2f} points), {figures['speedup']:.2f}x float32's speed here")
+    return (f"{head}; written beside the float32 model" if figures["passed"]
+            else f"{figures['precision']} model refused, not written: {figures['why']}")
