@@ -17,6 +17,7 @@ from typing import Optional
 from trainer.cloud import api
 from trainer.cloud import environment as vertex
 from trainer.errors import UserError
+from trainer.serving import variants
 
 COMMANDS = ("deploy", "batch-predict")
 # 4 vCPUs, 15 GB: room for a 6-layer encoder's graph and two concurrent batches (docs/vertex.md
@@ -41,6 +42,10 @@ def add_parsers(commands) -> None:
     model = argparse.ArgumentParser(add_help=False)
     model.add_argument("--job-dir", help="The finished training job's gs:// directory; its model/ is served.")
     model.add_argument("--image-uri", help="Serving image (Dockerfile.serve; scripts/build-image.sh VARIANT=serve).")
+    model.add_argument("--precision", default="auto", choices=variants.PRECISIONS,
+                       help="trainer.serve's --precision in the uploaded model's container. 'auto' "
+                            "serves the job's bfloat16 copy on machines that compute bfloat16 "
+                            "natively (e.g. c3-standard-4: AMX), float32 on others (n1).")
 
     deploy = commands.add_parser("deploy", parents=[where, model], allow_abbrev=False,
                                  help="Upload the job's model and deploy it to an online endpoint.")
@@ -94,7 +99,9 @@ def upload_request(parent: str, options, display_name: str, labels: dict):
 
     if not options.job_dir or not options.image_uri:
         raise UserError("--job-dir and --image-uri: both needed to upload the job's model")
-    container = v1.ModelContainerSpec(image_uri=options.image_uri, ports=[v1.Port(container_port=SERVING.port)],
+    # args follow the image's ENTRYPOINT (python -m trainer.serve): its flags.
+    container = v1.ModelContainerSpec(image_uri=options.image_uri, args=["--precision", options.precision],
+                                      ports=[v1.Port(container_port=SERVING.port)],
                                       predict_route=SERVING.predict_route, health_route=SERVING.health_route)
     model = v1.Model(display_name=display_name, artifact_uri=gcs_uri("--job-dir", options.job_dir) + "/model",
                      container_spec=container, labels=labels)

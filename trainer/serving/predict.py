@@ -19,6 +19,7 @@ import trainer
 from trainer import cli, helptext, progress, storage
 from trainer.data import reading as data
 from trainer.errors import UserError
+from trainer.serving import variants
 
 CHUNK_ROWS = 8192
 TOKENIZE_ROWS = 1024
@@ -35,6 +36,10 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--text-pair-column", default=None,
                         help="Column holding the second text, for a sentence-pair model; by "
                              "default detected as the trainer does (sentence1/sentence2, ...).")
+    parser.add_argument("--precision", default="auto", choices=variants.PRECISIONS,
+                        help="Which of the model dir's models computes: 'auto' takes the bfloat16 "
+                             "copy where this machine computes bfloat16 natively and the dir holds "
+                             "one (trainer.export_quantized), float32 otherwise.")
     parser.add_argument("--batch-size", type=int, default=128, help="Texts per model call.")
     parser.add_argument("--log-every-seconds", type=float, default=10.0,
                         help="Seconds between progress lines (rows/s and ETA).")
@@ -324,9 +329,11 @@ def main(argv=None) -> int:
 
     out_fmt = check_args(args)
     started = time.monotonic()
-    model = export.load_module(args.model_dir)
+    precision, path = variants.resolve(args.model_dir, args.precision)
+    model = export.load_module(path)
     warm_up(model)
-    print(f"loaded the model in {progress.clock(time.monotonic() - started)}", flush=True)
+    print(f"loaded the {precision} model ({path}) in {progress.clock(time.monotonic() - started)}",
+          flush=True)
     local = "://" not in args.output
     # Written next to the output (or locally, for gs://) and moved into place at the end.
     scratch_dir = os.path.dirname(os.path.abspath(args.output)) if local else None

@@ -36,7 +36,7 @@ import trainer
 from trainer import cli
 from trainer.cloud import environment as vertex
 from trainer.errors import UserError
-from trainer.serving import protocol
+from trainer.serving import protocol, variants
 from trainer.serving.batching import MicroBatcher
 
 log = logging.getLogger("trainer")
@@ -48,8 +48,9 @@ class ModelService:
     """The model's life: loading (health 503), ready (predictions), or failed (the server exits)."""
 
     def __init__(self, model_dir: str, max_batch_size: int, max_wait: float,
-                 on_failure: Callable[[], None] = lambda: None):
+                 on_failure: Callable[[], None] = lambda: None, precision: str = "auto"):
         self.model_dir = model_dir
+        self.precision = precision  # --precision: resolved against the model dir when loading
         self.max_batch_size = max_batch_size
         self.max_wait = max_wait
         self.on_failure = on_failure
@@ -75,14 +76,16 @@ class ModelService:
         if not storage.exists(storage.join(self.model_dir, "saved_model.pb")):
             raise UserError(f"--model-dir: no exported model in {self.model_dir} (expected saved_model.pb; "
                             f"point it at JOB_DIR/model)")
-        serve = export.load(self.model_dir)
+        precision, path = variants.resolve(self.model_dir, self.precision)
+        serve = export.load(path)
         self.pair = predict.is_pair_model(serve)
         run_batch = functools.partial(predict.predict_instances, serve, batch_size=self.max_batch_size)
         warm_up = [(text, text) for text in WARM_UP_TEXTS] if self.pair else WARM_UP_TEXTS
         for instance in warm_up:
             run_batch([instance])
         run_batch(warm_up * (self.max_batch_size // len(warm_up) + 1))
-        log.info(f"model ready: loaded and warmed up in {time.perf_counter() - started:.1f}s")
+        log.info(f"model ready: {precision} ({path}), loaded and warmed up in "
+                 f"{time.perf_counter() - started:.1f}s")
         return run_batch
 
     @contextlib.asynccontextmanager
@@ -223,6 +226,10 @@ def build_arg_parser(env: vertex.ServingEnvironment) -> argparse.ArgumentParser:
     parser.add_argument("--max-instances", type=int, default=512, help="Most instances one request may carry.")
     parser.add_argument("--drain-seconds", type=float, default=25.0,
                         help="On SIGTERM, how long in-flight requests may take to finish.")
+    parser.add_argument("--precision", default="auto", choices=variants.PRECISIONS,
+                        help="Which of the model dir's models serves: 'auto' takes the bfloat16 copy "
+                             "where this machine computes bfloat16 natively and the dir holds one, "
+                             "float32 otherwise.")
     parser.add_argument("--no-access-log", dest="access_log", action="store_false",
                         help="No line per request (method, route, status, instances, ms).")
     return parser
@@ -263,7 +270,8 @@ def main(argv=None, environ: Mapping[str, str] = os.environ) -> int:
     check_args(args)
     sock = listening_socket(args.host, args.port)
     cli.setup_logging()
-    service = ModelService(args.model_dir, args.max_batch_size, args.max_wait_ms / 1000)
+    service = ModelService(args.model_dir, args.max_batch_size, args.max_wait_ms / 1000,
+                           precision=args.precision)
     config = uvicorn.Config(build_app(service, env, args.max_instances, args.access_log), host=args.host, port=args.port,
                             log_config=None, log_level="warning", access_log=False,
                             timeout_graceful_shutdown=args.drain_seconds)

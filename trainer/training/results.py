@@ -125,29 +125,33 @@ def export(ctx: RunContext) -> None:
 def export_bfloat16(ctx: RunContext) -> None:
     """MODEL_DIR/bfloat16 beside the float32 export (chief only), written only if it agrees
     with float32 on validation (trainer.serving.quantize); the figures go to metrics.json."""
+    wanted, why_not = _bfloat16_wanted(ctx)
+    if wanted:
+        figures = write_bfloat16(ctx, ctx.paths.model_dir, ctx.trainable.model.variables)
+        ctx.precisions["bfloat16"] = {"written": figures["passed"], **figures}
+    elif why_not:
+        ctx.precisions["bfloat16"] = {"written": False, "why": why_not}
+
+
+def write_bfloat16(ctx: RunContext, model_dir: str, variables) -> dict:
+    """The checked bfloat16 copy of the classifier holding `variables` (the trained model's, or
+    a finished run's export's: trainer.export_quantized); logs and returns the check's figures."""
     from trainer.serving import quantize, variants
 
-    wanted, why_not = _bfloat16_wanted(ctx)
-    if not wanted:
-        if why_not:
-            ctx.precisions["bfloat16"] = {"written": False, "why": why_not}
-        return
     config, datasets = ctx.config, ctx.datasets
     rows = sample_rows(len(datasets.validation), quantize.CHECK_ROWS, config.train.seed)
     texts, pairs = datasets.read_texts("validation")["validation"]
-    reference = export_lib.load_module(ctx.paths.model_dir)
-    model = quantize.bfloat16_classifier(lambda: _classifier(ctx), ctx.trainable.model.variables)
+    reference = export_lib.load_module(model_dir)
+    model = quantize.bfloat16_classifier(lambda: _classifier(ctx), variables)
     module = quantize.module_like(reference, ctx.encoder.preprocessor, model, ctx.task.name,
                                   datasets.labels.names, config.data.max_seq_length,
                                   pair=pairs is not None, separator=datasets.labels.separator)
     figures = quantize.export_checked(
-        module, reference, ctx.paths.model_dir, "bfloat16", ctx.task.name, texts[rows],
+        module, reference, model_dir, "bfloat16", ctx.task.name, texts[rows],
         None if pairs is None else pairs[rows], datasets.validation.labels[rows],
         datasets.labels.names, config.train.eval_batch_size)
-    ctx.precisions["bfloat16"] = {"written": figures["passed"], **figures}
-    log.info(quantize.describe(figures))
-    if not figures["passed"]:
-        variants.record(ctx.paths.model_dir, "bfloat16", None)
+    (log.info if figures["passed"] else log.warning)(quantize.describe(figures))
+    return figures
 
 
 def _bfloat16_wanted(ctx: RunContext) -> tuple:

@@ -1,0 +1,72 @@
+"""`python -m trainer.export_quantized`: the checked bfloat16 copy of a finished run's model.
+
+For a model exported before the run wrote one, or by a run on a machine without native
+bfloat16 (`--export-bfloat16 auto` skips it there). The classifier is built again from the run's
+config.json and given the export's own weights; the run's data is read again (as
+trainer.report does) for the validation rows the check compares on. Exit 1 when the copy fails
+the check: it is not written.
+"""
+import argparse
+import os
+
+import trainer
+from trainer import cli, helptext, storage
+from trainer.errors import UserError
+
+PRECISIONS = ("bfloat16",)
+
+
+def build_arg_parser() -> argparse.ArgumentParser:
+    parser = cli.ArgumentParser(prog="python -m trainer.export_quantized",
+                                description=__doc__.splitlines()[0], formatter_class=helptext.DefaultsShown)
+    parser.add_argument("--model-dir", required=True, help="A finished run's exported model (JOB_DIR/model).")
+    parser.add_argument("--job-dir", help="The run's job dir (config.json, metrics.json). Default: "
+                                          "the model dir's parent.")
+    parser.add_argument("--precision", default="bfloat16", choices=PRECISIONS,
+                        help="The copy to write beside the float32 model.")
+    return parser
+
+
+def run_context(model_dir: str, job_dir: str):
+    """A RunContext of the finished run as far as the copy needs: data, task, encoder, pooling."""
+    from trainer.modeling import encoders
+    from trainer.reporting.build import load_finished_run
+    from trainer.training import jobdir, stages
+    from trainer.training.context import RunContext
+
+    config, metrics = load_finished_run(job_dir)
+    paths = jobdir.JobPaths(job_dir, model_dir, config.output.checkpoint_dir, config.output.tensorboard_dir)
+    ctx = RunContext(config, dict(os.environ), paths, is_chief=True)
+    stages.load_data(ctx)
+    if list(ctx.datasets.labels.names) != list(metrics["labels"]):
+        raise UserError(f"the run's data now yields labels {ctx.datasets.labels.names}, but the run "
+                        f"trained on {metrics['labels']}: its data files changed since")
+    model_config = config.model
+    ctx.encoder = encoders.load_encoder(
+        model_config.encoder, preprocessor=model_config.preprocessor, backend=model_config.encoder_backend,
+        seq_length=config.data.max_seq_length,
+        cache_dir=config.output.cache_dir or encoders.default_cache_dir(ctx.environ))
+    ctx.pooling = metrics["hyperparameters"]["pooling"]
+    return ctx
+
+
+def main(argv=None) -> int:
+    args = build_arg_parser().parse_args(argv)
+    cli.setup_logging()
+    model_dir = args.model_dir.rstrip("/")
+    storage.require_bucket(model_dir)
+    if not storage.exists(storage.join(model_dir, "saved_model.pb")):
+        raise UserError(f"--model-dir: no exported model in {model_dir} (expected saved_model.pb; "
+                        f"point it at JOB_DIR/model)")
+    job_dir = args.job_dir or os.path.dirname(model_dir)
+    trainer.import_tensorflow()
+    from trainer.serving import export
+    from trainer.training import results
+
+    ctx = run_context(model_dir, job_dir)
+    if ctx.config.model.encoder_backend == "hub":
+        raise UserError("--model-dir: the run used --encoder-backend hub, whose hub.KerasLayer keeps "
+                        "its exported dtypes (tensorflow/hub#466): no bfloat16 copy computes faster")
+    reference = export.load_module(model_dir)
+    figures = results.write_bfloat16(ctx, model_dir, reference.classifier_variables)
+    return 0 if figures["passed"] else 1
