@@ -140,3 +140,10 @@ def test_a_refusal_the_user_can_fix_exits_2_and_a_cloud_failure_exits_1(error, c
         with api.google_errors():
             raise getattr(exceptions, error)("nope")
     assert raised.value.exit_code == code and str(raised.value).startswith("Vertex AI refused the request")
+
+
+@pytest.mark.parametrize("precision", ["auto", "bfloat16"])
+def test_deploy_passes_the_precision_to_the_serving_container(capsys, precision):
+    requests = dry_run(capsys, "deploy", *WHERE, *MODEL, "--precision", precision)
+    container = parse(requests["uploadModel"], v1.UploadModelRequest).model.container_spec
+    assert list(container.args) == ["--precision", precision]

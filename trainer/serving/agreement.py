@@ -49,7 +49,7 @@ def compare(task: str, reference: np.ndarray, candidate: np.ndarray, labels: np.
     agreement = label_agreement(task, reference, candidate)
     name = METRICS[task]
     before, after = (metric(task, o, labels, label_names) for o in (reference, candidate))
-    change = 100.0 * (after - before)
+    change = round(100.0 * (after - before), 9)  # 0.995 - 1.0 is not exactly -0.005 in binary
     why = []
     if agreement is not None and agreement < MIN_LABEL_AGREEMENT:
         why.append(f"labels agree with float32 on {100 * agreement:.2f}% of validation rows "

@@ -40,7 +40,7 @@ def global_policy(name: str):
 
 def _weights(variables) -> list:
     """The float variables, in model order (a dropout generator's int64 state is not a weight)."""
-    return [v for v in variables if v.dtype.is_floating]
+    return [v for v in variables if tf.as_dtype(v.dtype).is_floating]
 
 
 def bfloat16_classifier(build: Callable[[], tf_keras.Model], variables) -> tf_keras.Model:

@@ -1,0 +1,79 @@
+"""The check a faster copy of a model must pass before it is written: its decisions agree with
+float32 on 99% of validation rows, and the task's metric moves by at most 0.5 point."""
+import numpy as np
+import pytest
+
+from trainer.errors import UserError
+from trainer.serving import agreement, variants
+
+
+def probabilities(classes):
+    """One-hot class probabilities: row i decides classes[i]."""
+    out = np.full((len(classes), 3), 0.1)
+    out[np.arange(len(classes)), classes] = 0.8
+    return out
+
+
+LABELS = np.arange(1000) % 3
+
+
+def test_a_copy_deciding_as_float32_on_995_of_1000_rows_passes():
+    candidate = LABELS.copy()
+    candidate[:5] = (candidate[:5] + 1) % 3
+    check = agreement.compare("classification", probabilities(LABELS), probabilities(candidate),
+                              LABELS, ["a", "b", "c"])
+    assert check["passed"] and check["why"] is None
+    assert check["label_agreement"] == pytest.approx(0.995)
+    assert check["change_points"] == pytest.approx(-0.5)
+
+
+def test_a_copy_agreeing_on_98_percent_is_refused_with_the_reason():
+    candidate = LABELS.copy()
+    candidate[:20] = (candidate[:20] + 1) % 3
+    check = agreement.compare("classification", probabilities(LABELS), probabilities(candidate),
+                              LABELS, ["a", "b", "c"])
+    assert not check["passed"]
+    assert "labels agree with float32 on 98.00% of validation rows (needs 99%)" in check["why"]
+
+
+def test_a_metric_moving_more_than_half_a_point_is_refused_even_at_99_percent_agreement():
+    candidate = LABELS.copy()
+    candidate[:6] = (candidate[:6] + 1) % 3
+    check = agreement.compare("classification", probabilities(LABELS), probabilities(candidate),
+                              LABELS, ["a", "b", "c"])
+    assert check["label_agreement"] == pytest.approx(0.994)
+    assert not check["passed"]
+    assert check["why"] == "accuracy moves -0.60 points (at most 0.5 allowed)"
+
+
+def test_multi_label_rows_agree_only_when_their_whole_label_set_does():
+    labels = np.array([[1, 0], [0, 1], [1, 1], [0, 0]] * 50)
+    candidate = labels.copy()
+    candidate[0] = [1, 1]  # one label of one row
+    check = agreement.compare("multi-label", labels, candidate, labels, ["x", "y"])
+    assert check["label_agreement"] == pytest.approx(199 / 200)
+    assert check["metric"] == "micro_f1"
+
+
+def test_regression_is_checked_on_its_metric_alone():
+    labels = np.linspace(0, 5, 200)
+    check = agreement.compare("regression", labels, labels[::-1].copy(), labels, [])
+    assert check["label_agreement"] is None and check["metric"] == "spearman"
+    assert not check["passed"] and "spearman moves -200.00 points" in check["why"]
+
+
+@pytest.mark.parametrize("native, held, expected", [
+    (True, ("float32", "bfloat16"), "bfloat16"),
+    (False, ("float32", "bfloat16"), "float32"),  # emulated bfloat16 is slower than float32
+    (True, ("float32",), "float32"),
+])
+def test_auto_takes_the_bfloat16_copy_only_where_it_is_native_and_present(native, held, expected):
+    assert variants.choose("auto", held, native) == expected
+
+
+def test_asking_for_a_precision_the_dir_lacks_names_what_it_holds_and_what_writes_it():
+    with pytest.raises(UserError, match=r"--precision bfloat16: m holds no bfloat16 model \(it holds "
+                                        r"float32\); python -m trainer.export_quantized --model-dir m"):
+        variants.choose("bfloat16", ("float32",), True, "m")
+    with pytest.raises(UserError, match="this version writes no int8 model"):
+        variants.choose("int8", ("float32", "bfloat16"), True, "m")
