@@ -52,6 +52,19 @@ NEUTRAL = ["the movie is ok", "it was fine", "meh", "ok movie", "this is a movie
 # 0, 3, 5, 7, 11 and 42, and pairs, multi-label and regression clear their thresholds likewise.
 TINY_TASK_FLAGS = ("--train-word-embeddings", "--pooling", "mean")
 
+# The bfloat16 copy a run writes by default where bfloat16 is native (README, "Faster
+# prediction") costs about 3 s per tiny run: build, save, check. tests/test_precisions.py covers
+# it; the other runs leave it out (test_task.run_cli and run_in_process add this to trainer.task).
+NO_BFLOAT16_COPY = ("--export-bfloat16", "off")
+
+
+def without_bfloat16_copy(module, args):
+    """`args` of a trainer.task command, with NO_BFLOAT16_COPY unless it says otherwise."""
+    args = tuple(map(str, args))
+    if module != "trainer.task" or "--export-bfloat16" in args:
+        return args
+    return (*args, *NO_BFLOAT16_COPY)
+
 
 def labelled_rows(count, seed):
     """(text, label) rows over the tiny vocabulary, balanced over three classes."""

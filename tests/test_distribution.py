@@ -18,9 +18,10 @@ import pytest
 from trainer.cloud import environment as vertex
 from trainer.config import RuntimeConfig
 from trainer.training.distribution import (Devices, apply_precision, check_tpu_paths,
-                                  cpu_has_native_bf16, create_strategy, describe, detect_devices,
+                                  create_strategy, describe, detect_devices,
                                   find_tpu, plan_runtime)
 from trainer.errors import UserError
+from trainer.hardware import cpu_has_native_bf16
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -20,6 +20,7 @@ import urllib.parse
 
 import pytest
 
+from conftest import NO_BFLOAT16_COPY
 from gcs_emulator import GcsEmulator
 
 BUCKET = "vbt-test"
@@ -135,7 +136,8 @@ def train_args(tiny_encoder_dir, job_dir, *extra):
     return ["--encoder", tiny_encoder_dir, "--training-file", gs("data/train.csv"),
             "--validation-file", gs("data/validation.csv"), "--testing-file", gs("data/test.csv"),
             "--job-dir", job_dir, "--epochs", EPOCHS, "--batch-size", "8", "--learning-rate", "1e-2",
-            "--max-seq-length", "16", "--mixed-precision", "off", "--log-every-seconds", "1", *extra]
+            "--max-seq-length", "16", "--mixed-precision", "off", "--log-every-seconds", "1",
+            *NO_BFLOAT16_COPY, *extra]
 
 
 @pytest.fixture(scope="module")

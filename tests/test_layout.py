@@ -6,12 +6,13 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "trainer"
 ENTRY_MODULES = {"trainer.task", "trainer.predict", "trainer.prepare", "trainer.submit",
-                 "trainer.export_encoder", "trainer.serve", "trainer.report"}
+                 "trainer.export_encoder", "trainer.serve", "trainer.report",
+                 "trainer.export_quantized"}
 # Lower numbers sit lower; the longest matching prefix decides. A module may import its own
 # subpackage and anything ranked below it, never above.
 RANKS = {
     "trainer": 0, "trainer.errors": 0, "trainer.cli": 0, "trainer.storage": 0,
-    "trainer.versions": 0, "trainer.config": 0, "trainer.cloud.environment": 0,
+    "trainer.versions": 0, "trainer.hardware": 0, "trainer.config": 0, "trainer.cloud.environment": 0,
     "trainer.cloud.api": 0, "trainer.cloud.tpu": 0,
     "trainer.modeling": 1,
     "trainer.data": 2, "trainer.tasks": 2,

@@ -16,7 +16,7 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from conftest import TINY_TASK_FLAGS
+from conftest import TINY_TASK_FLAGS, without_bfloat16_copy
 
 HERE = os.path.dirname(__file__)
 
@@ -24,8 +24,8 @@ HERE = os.path.dirname(__file__)
 def run_cli(*args, module="trainer.task", timeout=300, env=None):
     environ = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"),
                **(env or {})}
-    return subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, env=environ)
+    return subprocess.run([sys.executable, "-m", module, *without_bfloat16_copy(module, args)],
+                          capture_output=True, text=True, timeout=timeout, env=environ)
 
 
 def run_in_process(*args, module="trainer.task", env=None):
@@ -35,7 +35,7 @@ def run_in_process(*args, module="trainer.task", env=None):
     real process prints is checked with run_cli (test_bad_input_exits_2_with_one_clear_line)."""
     stdout, stderr = io.StringIO(), io.StringIO()
     environ = {"VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"), **(env or {})}
-    with mock.patch.dict(os.environ, environ), mock.patch.object(sys, "argv", [module, *map(str, args)]), \
+    with mock.patch.dict(os.environ, environ), mock.patch.object(sys, "argv", [module, *without_bfloat16_copy(module, args)]), \
             contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), \
             warnings.catch_warnings(), trainer_logger_restored():
         try:

@@ -7,9 +7,9 @@ writes it only after it agrees with float32). MODEL_DIR/precisions.json lists th
 the figures of the check each one passed.
 """
 import json
-from typing import Mapping, Optional
+from typing import Optional
 
-from trainer import storage
+from trainer import hardware, storage
 from trainer.errors import UserError
 
 MANIFEST = "precisions.json"
@@ -59,8 +59,9 @@ def available(model_dir: str) -> tuple:
 
 
 def choose(requested: str, held: tuple, native_bf16: bool, model_dir: str = "MODEL_DIR") -> str:
-    """The precision to load. `auto`: bfloat16 where the machine computes it natively (where it
-    was measured faster, README's Benchmarks) and the dir holds it; float32 otherwise. An explicit
+    """The precision to load. `auto`: bfloat16 where the CPU computes it natively (where it was
+    measured faster, README's Benchmarks) and the dir holds it; float32 otherwise (a GPU host
+    asks for bfloat16 explicitly). An explicit
     precision the dir does not hold is an error naming the command that writes it."""
     if requested == "auto":
         return "bfloat16" if native_bf16 and "bfloat16" in held else "float32"
@@ -74,22 +75,10 @@ def choose(requested: str, held: tuple, native_bf16: bool, model_dir: str = "MOD
     return requested
 
 
-def computes_bf16(devices) -> bool:
-    """Native bfloat16: a CPU with AVX512_BF16/AMX, a TPU, or GPUs of compute capability 8.0+
-    (below that CUDA emulates it, slower than float32)."""
-    gpus = devices.gpu_compute_capabilities
-    return (devices.cpu_bf16 or devices.platform == "tpu"
-            or (devices.platform == "gpu" and bool(gpus) and min(gpus) >= (8, 0)))
-
-
-def resolve(model_dir: str, requested: str, environ: Mapping[str, str] = None) -> tuple:
-    """(precision, its SavedModel dir) for `--precision requested` on this host."""
-    import os
-
-    from trainer.training import distribution
-
+def resolve(model_dir: str, requested: str, cpuinfo_text: Optional[str] = None) -> tuple:
+    """(precision, its SavedModel dir) for `--precision requested` on this host's CPU."""
     held = available(model_dir)
-    native = requested == "auto" and computes_bf16(
-        distribution.detect_devices(os.environ if environ is None else environ))
+    native = requested == "auto" and hardware.cpu_has_native_bf16(
+        hardware.read_cpuinfo() if cpuinfo_text is None else cpuinfo_text)
     precision = choose(requested, held, native, model_dir)
     return precision, variant_dir(model_dir, precision)

@@ -17,13 +17,12 @@ import dataclasses
 import os
 from typing import Mapping, Optional
 
+from trainer import hardware
 from trainer.cloud import environment as vertex
 from trainer.cloud import tpu
 from trainer.config import RuntimeConfig
 from trainer.errors import UserError
 
-# Native bfloat16 instructions in /proc/cpuinfo "flags": what oneDNN uses for fast bf16 matmuls.
-CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,15 +57,6 @@ class RuntimePlan:
 # Detection
 
 
-def cpu_has_native_bf16(cpuinfo_text: str) -> bool:
-    flags = set()
-    for line in cpuinfo_text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "flags":
-            flags.update(value.lower().split())
-    return any(flag in flags for flag in CPU_BF16_FLAGS)
-
-
 def find_tpu(environ: Mapping[str, str], dev_dir: str = "/dev") -> Optional[str]:
     """The TPUClusterResolver argument for an attached TPU, or None. Never touches the runtime.
 
@@ -99,13 +89,8 @@ def detect_devices(environ: Mapping[str, str], cpuinfo_text: Optional[str] = Non
     """
     import tensorflow as tf
 
-    if cpuinfo_text is None:
-        try:
-            with open("/proc/cpuinfo") as f:
-                cpuinfo_text = f.read()
-        except OSError:  # macOS, Windows: no native-bf16 detection
-            cpuinfo_text = ""
-    cpu_bf16 = cpu_has_native_bf16(cpuinfo_text)
+    cpu_bf16 = hardware.cpu_has_native_bf16(hardware.read_cpuinfo() if cpuinfo_text is None
+                                            else cpuinfo_text)
     tpu = find_tpu(environ, dev_dir)
     if tpu is None and tf.config.list_physical_devices("TPU"):
         tpu = "local"
@@ -117,6 +102,14 @@ def detect_devices(environ: Mapping[str, str], cpuinfo_text: Optional[str] = Non
     platform = "tpu" if tpu else ("gpu" if gpus else "cpu")
     return Devices(platform=platform, gpu_count=len(gpus), gpu_compute_capabilities=capabilities,
                    cpu_bf16=cpu_bf16, tpu=tpu)
+
+
+def computes_bf16(devices: Devices) -> bool:
+    """Native bfloat16: a CPU with AVX512_BF16/AMX, a TPU, or GPUs of compute capability 8.0+
+    (below that CUDA emulates it, slower than float32)."""
+    gpus = devices.gpu_compute_capabilities
+    return (devices.cpu_bf16 or devices.platform == "tpu"
+            or (devices.platform == "gpu" and bool(gpus) and min(gpus) >= (8, 0)))
 
 
 # ---------------------------------------------------------------------------------------------

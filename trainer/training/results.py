@@ -156,7 +156,7 @@ def write_bfloat16(ctx: RunContext, model_dir: str, variables) -> dict:
 
 def _bfloat16_wanted(ctx: RunContext) -> tuple:
     """(write the copy?, why not, for metrics.json, when the user may wonder)."""
-    from trainer.serving import variants
+    from trainer.training import distribution
 
     flag = ctx.config.runtime.export_bfloat16
     if flag == "off" or not ctx.is_chief:
@@ -164,7 +164,7 @@ def _bfloat16_wanted(ctx: RunContext) -> tuple:
     if ctx.config.model.encoder_backend == "hub":
         return False, ("--encoder-backend hub: a hub.KerasLayer keeps its exported dtypes "
                        "(tensorflow/hub#466)")
-    if flag == "auto" and not variants.computes_bf16(ctx.runtime.devices):
+    if flag == "auto" and not distribution.computes_bf16(ctx.runtime.devices):
         return False, ("--export-bfloat16 auto: this machine has no native bfloat16 "
                        "(AVX512_BF16/AMX CPU, TPU or GPU 8.0+); --export-bfloat16 on writes it anyway")
     return True, None
