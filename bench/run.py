@@ -6,7 +6,8 @@
 
 It ends with the figures against the seed, all from the one run: the epoch ratio, our training
 ex/s, and the prediction ratio (`python -m trainer.predict` ex/s over the validation file vs the
-seed's evaluation loop over the same file). The printed tables and the JSON go to
+seed's evaluation loop over the same file), for float32 and for each faster copy the model dir
+holds (`--precision bfloat16`), with trainer.serve's ex/s at 1, 4 and 16 clients for each. The printed tables and the JSON go to
 bench/results/DATE-MACHINE-run.json (bench/common.py: publish); scratch files to bench/work/.
 
 Every configuration is a real `python -m trainer.task` job in its own process (so peak RSS is
@@ -136,14 +137,14 @@ def run_ours(name, flags, data, train_file, work, validation_file=None):
     }
 
 
-def run_predict(model_dir, data, work):
+def run_predict(model_dir, data, work, precision="float32"):
     """`python -m trainer.predict` over the validation file, the one the seed's evaluation loop
     runs over; its rows/s (reading to writing, the model loaded) from its last line."""
-    output = os.path.join(work, "predictions.csv")
+    output = os.path.join(work, f"predictions-{precision}.csv")
     command = [sys.executable, "-m", "trainer.predict", "--model-dir", model_dir,
                "--input", data["eval"], "--output", output, "--overwrite",
-               "--text-column", data["text_column"]]
-    log_path = os.path.join(work, "predict.log")
+               "--text-column", data["text_column"], "--precision", precision]
+    log_path = os.path.join(work, f"predict-{precision}.log")
     seconds, rss = run_measured(command, log_path)
     with open(log_path) as f:
         rows, rate = re.findall(r"predicted (\d+) rows in \S+ \(([\d,.]+) rows/s\)", f.read())[-1]
@@ -172,6 +173,38 @@ def run_seed(seed_python, data, work, train_rows=None):
             "eval_examples_per_second": r["eval"]["val"]["eval_ex_per_s"]}
 
 
+def run_precisions(model_dir, data, work, float32_predict, serve_texts=600, clients=(1, 4, 16)):
+    """Each precision the model dir holds: trainer.predict over the validation file (float32's
+    is the run's `float32_predict`), trainer.serve at each client count (one text per request,
+    serve_texts validation tweets), the model's size, and the check its copy passed when the run
+    wrote it (precisions.json)."""
+    from serve import read_texts, serve_rates
+
+    manifest = os.path.join(model_dir, "precisions.json")
+    checks = json.load(open(manifest)) if os.path.exists(manifest) else {}
+    texts = read_texts(data["eval"], data["text_column"], serve_texts)
+    out = {}
+    for precision in ("float32", *checks):
+        log(f"{precision}: trainer.predict, then trainer.serve at {clients} clients")
+        check = checks.get(precision, {})
+        out[precision] = {"predict": (float32_predict if precision == "float32"
+                                      else run_predict(model_dir, data, work, precision)),
+                          "serve": serve_rates(model_dir, work, texts, precision, clients),
+                          "size_bytes": check.get("size_bytes") or dir_size(model_dir, top_level_only=True),
+                          "check": check}
+    return out
+
+
+def dir_size(path, top_level_only=False):
+    """Bytes under `path`; top_level_only: the SavedModel itself, not the copies inside its dir."""
+    total = 0
+    for directory, subdirs, files in os.walk(path):
+        if top_level_only and directory == path:
+            subdirs[:] = [d for d in subdirs if d in ("variables", "assets")]
+        total += sum(os.path.getsize(os.path.join(directory, name)) for name in files)
+    return total
+
+
 def export_hub_encoder(work):
     out = os.path.join(work, "minilm-hub")
     if not os.path.exists(os.path.join(out, "saved_model.pb")):
@@ -198,6 +231,13 @@ def print_headline(results):
               f"validation rows" + (f"; the seed's evaluation loop {seed['eval_examples_per_second']:.1f} ex/s: "
                                     f"prediction ratio {predict['examples_per_second'] / seed['eval_examples_per_second']:.2f}x"
                                     if seed else ""))
+    for precision, r in results.get("precisions", {}).items():
+        if precision == "float32":
+            continue
+        rate = r["predict"]["examples_per_second"]
+        print(f"  fast path: trainer.predict --precision {precision} {rate:.1f} ex/s, "
+              f"{rate / predict['examples_per_second']:.2f}x our float32 export"
+              + (f"; prediction ratio {rate / seed['eval_examples_per_second']:.2f}x the seed's" if seed else ""))
     if not seed:
         print("  (no seed run: ratios need its virtualenv, see ../shared/bench/README.md)")
 
@@ -207,10 +247,12 @@ def prediction_only(args, data, work, results):
     on the same validation file; the seed trains on 64 rows first (its script always trains)."""
     log(f"prediction throughput: trainer.predict on {args.prediction_only}")
     results["predict"] = run_predict(args.prediction_only, data, work)
+    results["precisions"] = run_precisions(args.prediction_only, data, work, results["predict"])
     if os.path.exists(args.seed_python):
         log("the seed reference's evaluation loop (after training on 64 rows)")
         results["full_epoch"]["seed"] = run_seed(args.seed_python, data, work, train_rows=64)
     with printed() as text:
+        print_precisions(results)
         print_headline(results)
     publish("run-prediction", results, text.getvalue())
 
@@ -244,6 +286,25 @@ def print_subset(results):
     if "default-xla" in s:
         print(f"  XLA vs defaults {rate('default-xla') / rate('default'):.2f}x; batch 64 vs defaults "
               f"{rate('default-b64') / rate('default'):.2f}x")
+
+
+def print_precisions(results):
+    """Per precision: prediction and serving ex/s, ratios to float32, size, the copy's check."""
+    by = results["precisions"]
+    base = by["float32"]
+    rows = []
+    for precision, r in by.items():
+        check, rate = r["check"], r["predict"]["examples_per_second"]
+        rows.append([precision, fmt(rate, ".1f"), fmt(rate / base["predict"]["examples_per_second"], ".2f") + "x",
+                     *[fmt(r["serve"][c]["examples_per_second"], ".1f") for c in sorted(r["serve"])],
+                     fmt(r["size_bytes"] / 2 ** 20, ".0f"),
+                     fmt(100 * check["label_agreement"], ".2f") + "%" if check else "-",
+                     fmt(check["change_points"], "+.2f") if check else "-"])
+    clients = sorted(base["serve"])
+    print(f"\nPrediction by precision, the full epoch's model (trainer.predict over {base['predict']['rows']} "
+          f"validation rows; trainer.serve, one text per request; the copy's check as the run wrote it):")
+    print(table(rows, ["precision", "predict ex/s", "vs float32", *[f"serve {c} ex/s" for c in clients],
+                       "MiB", "label agreement", "accuracy change (points)"]))
 
 
 def print_full_epoch(results):
@@ -294,6 +355,8 @@ def main():
         results["full_epoch"]["ours"] = run_ours("full-default", [], data, data["train"], work)
         log("prediction throughput: trainer.predict on the exported default model")
         results["predict"] = run_predict(results["full_epoch"]["ours"]["model_dir"], data, work)
+        results["precisions"] = run_precisions(results["full_epoch"]["ours"]["model_dir"], data, work,
+                                               results["predict"])
         if os.path.exists(args.seed_python):
             log("full epoch: the seed reference (PyTorch tutorial pipeline)")
             results["full_epoch"]["seed"] = run_seed(args.seed_python, data, work)
@@ -307,6 +370,7 @@ def main():
         print_subset(results)
         if results["full_epoch"]:
             print_full_epoch(results)
+            print_precisions(results)
             print_headline(results)
     publish("run", results, text.getvalue())
 

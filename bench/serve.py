@@ -42,14 +42,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model_dir: str, args, work: str):
+def start_server(model_dir: str, work: str, precision: str = "float32", max_batch_size: int = 64,
+                 max_wait_ms: float = 5.0):
     port = free_port()
-    log_file = open(os.path.join(work, "serve.log"), "w")
+    log_file = open(os.path.join(work, f"serve-{precision}.log"), "w")
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     process = subprocess.Popen([sys.executable, "-m", "trainer.serve", "--model-dir", model_dir, "--host", "127.0.0.1",
-                                "--port", str(port), "--max-batch-size", str(args.max_batch_size),
-                                "--max-wait-ms", str(args.max_wait_ms)], stdout=log_file, stderr=subprocess.STDOUT,
-                               env=env)
+                                "--port", str(port), "--max-batch-size", str(max_batch_size),
+                                "--max-wait-ms", str(max_wait_ms), "--precision", precision, "--no-access-log"],
+                               stdout=log_file, stderr=subprocess.STDOUT, env=env)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None:
         try:
@@ -60,6 +61,24 @@ def start_server(model_dir: str, args, work: str):
         time.sleep(0.2)
     process.kill()
     raise SystemExit(f"the server did not become ready; see {log_file.name}")
+
+
+def serve_rates(model_dir: str, work: str, texts: list, precision: str = "float32", clients=(1, 4, 16),
+                per_request: int = 1, max_batch_size: int = 64, max_wait_ms: float = 5.0,
+                timeout: float = 600) -> dict:
+    """{clients: load()'s figures} of one trainer.serve process on `precision`, warmed first."""
+    requests = [texts[i:i + per_request] for i in range(0, len(texts), per_request)]
+    server, port = start_server(model_dir, work, precision, max_batch_size, max_wait_ms)
+    out = {}
+    try:
+        asyncio.run(load(port, requests[:32], 4, timeout))  # warm connections and the server
+        for count in clients:
+            log(f"trainer.serve {precision}: {count} client(s), {len(requests)} requests of {per_request} text(s)")
+            out[count] = asyncio.run(load(port, requests, count, timeout))
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    return out
 
 
 async def load(port: int, requests: list, clients: int, timeout: float) -> dict:
@@ -116,6 +135,9 @@ def main():
     parser.add_argument("--texts", type=int, default=1000, help="Texts sent at each client count.")
     parser.add_argument("--instances-per-request", type=int, default=1)
     parser.add_argument("--clients", default="1,4,16")
+    parser.add_argument("--precisions", default="float32",
+                        help="trainer.serve --precision values to measure, e.g. float32,bfloat16 "
+                             "(the baseline stays float32 trainer.predict)")
     parser.add_argument("--max-batch-size", type=int, default=64)
     parser.add_argument("--max-wait-ms", type=float, default=5.0)
     parser.add_argument("--train-examples", type=int, default=512)
@@ -135,23 +157,15 @@ def main():
     cli_rate = run_predict(model_dir, {"eval": texts_csv, "text_column": "text"}, work)["examples_per_second"]
     log("predict_texts after a warm-up call (the baseline)")
     baseline = warm_baseline(model_dir, texts_csv)
-    k = args.instances_per_request
-    requests = [texts[i:i + k] for i in range(0, len(texts), k)]
-    server, port = start_server(model_dir, args, work)
     rows = [{"setup": "trainer.predict CLI (batch 128, incl. first call)", "examples_per_second": cli_rate,
              "share": cli_rate / baseline},
             {"setup": "trainer.predict's predict_texts, warmed (baseline)", "examples_per_second": baseline,
              "share": 1.0}]
-    try:
-        asyncio.run(load(port, requests[:32], 4, args.timeout))  # warm connections and the server
-        for clients in map(int, args.clients.split(",")):
-            log(f"{clients} client(s), {len(requests)} requests of {k} text(s)")
-            result = asyncio.run(load(port, requests, clients, args.timeout))
-            rows.append({"setup": f"trainer.serve, {clients} client(s)", **result,
-                         "share": result["examples_per_second"] / baseline})
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
+    for precision in args.precisions.split(","):
+        rates = serve_rates(model_dir, work, texts, precision, list(map(int, args.clients.split(","))),
+                            args.instances_per_request, args.max_batch_size, args.max_wait_ms, args.timeout)
+        rows += [{"setup": f"trainer.serve {precision}, {clients} client(s)", **result,
+                  "share": result["examples_per_second"] / baseline} for clients, result in rates.items()]
     print_and_publish(rows, args, len(texts))
 
 
@@ -165,7 +179,7 @@ def print_and_publish(rows, args, texts):
               f"native {info['native']})")
         print(table([[r["setup"]] + [fmt(r.get(key), spec) for _, key, spec in columns] for r in rows],
                     ["setup"] + [name for name, _, _ in columns]))
-        last = rows[-1]
+        last = [r for r in rows if r["setup"].startswith(f"trainer.serve {args.precisions.split(',')[0]},")][-1]
         print(f"target: {TARGET_SHARE:.0%} of trainer.predict's ex/s at the highest client count; "
               f"measured {last['share']:.0%} ({'met' if last['share'] >= TARGET_SHARE else 'NOT met'})")
     publish("serve", {"machine": info, "model_dir": os.path.abspath(args.model_dir) if args.model_dir else None,

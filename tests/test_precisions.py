@@ -10,6 +10,7 @@ import pytest
 
 from conftest import TINY_TASK_FLAGS, metrics_of, read_csv
 from test_predict import run_cli
+from test_task import run_in_process
 
 
 @pytest.fixture(scope="module")
@@ -32,16 +33,8 @@ def test_the_run_writes_the_checked_bfloat16_copy_and_its_figures(bf16_run):
     manifest = json.loads((job_dir / "model" / "precisions.json").read_text())
     assert manifest["bfloat16"]["label_agreement"] == block["label_agreement"]
     assert "bfloat16 model: labels agree with float32 on" in result.stdout
-
-
-def test_the_run_skips_the_copy_with_the_reason_when_turned_off(tiny_encoder_dir, tiny_data, tmp_path):
-    job_dir = tmp_path / "job"
-    result = run_cli("trainer.task", "--encoder", tiny_encoder_dir, "--training-file", tiny_data["train"],
-                     "--job-dir", job_dir, "--epochs", "1", "--max-seq-length", "16",
-                     "--export-bfloat16", "off")
-    assert result.returncode == 0, result.stderr
-    assert metrics_of(job_dir)["precisions"] == {}
-    assert not (job_dir / "model" / "bfloat16").exists()
+    report = (job_dir / "report.html").read_text()
+    assert "The bfloat16 model" in report and f"{100 * block['label_agreement']:.2f}%" in report
 
 
 def predict(job_dir, tmp_path, tiny_data, precision):
@@ -64,7 +57,9 @@ def test_predict_runs_the_precision_asked_for_with_the_labels_float32_gives(bf16
 
 def test_predict_asked_for_a_precision_the_dir_lacks_is_one_line_and_exit_2(bf16_run, tmp_path, tiny_data):
     job_dir, _ = bf16_run
-    result, output = predict(job_dir, tmp_path, tiny_data, "int8")
+    output = tmp_path / "int8.csv"
+    result = run_in_process("--model-dir", job_dir / "model", "--input", tiny_data["test"], "--output",
+                            output, "--precision", "int8", module="trainer.predict")
     assert result.returncode == 2 and not output.exists()
     assert result.stderr.strip().splitlines() == [
         f"error: --precision int8: {job_dir / 'model'} holds no int8 model (it holds float32, "
@@ -102,7 +97,7 @@ def test_export_quantized_writes_the_copy_for_a_finished_run(bf16_run, tmp_path)
 def test_export_quantized_of_an_unfinished_run_is_one_line_and_exit_2(bf16_run, tmp_path):
     job_dir = finished_copy(bf16_run, tmp_path)
     (job_dir / "metrics.json").unlink()
-    result = run_cli("trainer.export_quantized", "--model-dir", job_dir / "model")
+    result = run_in_process("--model-dir", job_dir / "model", module="trainer.export_quantized")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"error: --job-dir: {job_dir} holds an unfinished run (no metrics.json yet); finish or "

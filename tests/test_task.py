@@ -83,6 +83,13 @@ def test_a_run_writes_every_artifact(trained):
         assert (job_dir / name).exists(), name
 
 
+def test_export_bfloat16_off_writes_no_copy(trained):
+    """(run_cli adds --export-bfloat16 off; tests/test_precisions.py runs with the copy.)"""
+    job_dir, _ = trained
+    assert json.loads((job_dir / "metrics.json").read_text())["precisions"] == {}
+    assert not (job_dir / "model" / "bfloat16").exists()
+
+
 def test_a_finished_run_keeps_no_checkpoints_by_default(trained):
     job_dir, result = trained
     assert not (job_dir / "checkpoints").exists()

@@ -45,4 +45,5 @@ def render(job_dir: str, metrics: dict, metric: str, figures: Sequence[dict],
         figures=figures, calibration=calibration, errors=errors.to_dict(orient="records"),
         error_columns=list(errors.columns), errors_per_split=errors_per_split,
         correct_per_split=correct_per_split if task.name != "regression" else 0,
-        errors_description=errors_lib.DESCRIPTIONS[task.name])
+        errors_description=errors_lib.DESCRIPTIONS[task.name],
+        precisions=metrics.get("precisions") or {})
