@@ -173,7 +173,8 @@ def run_seed(seed_python, data, work, train_rows=None):
             "eval_examples_per_second": r["eval"]["val"]["eval_ex_per_s"]}
 
 
-def run_precisions(model_dir, data, work, float32_predict, serve_texts=600, clients=(1, 4, 16)):
+def run_precisions(model_dir, data, work, float32_predict, baseline_root=None, serve_texts=600,
+                   clients=(1, 4, 16)):
     """Each precision the model dir holds: trainer.predict over the validation file (float32's
     is the run's `float32_predict`), trainer.serve at each client count (one text per request,
     serve_texts validation tweets), the model's size, and the check its copy passed when the run
@@ -192,6 +193,12 @@ def run_precisions(model_dir, data, work, float32_predict, serve_texts=600, clie
                           "serve": serve_rates(model_dir, work, texts, precision, clients),
                           "size_bytes": check.get("size_bytes") or dir_size(model_dir, top_level_only=True),
                           "check": check}
+    if baseline_root:
+        log(f"baseline server: trainer.serve from {baseline_root}, float32")
+        commit = subprocess.run(["git", "-C", baseline_root, "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True).stdout.strip() or baseline_root
+        out["baseline"] = {"root": baseline_root, "commit": commit,
+                           "serve": serve_rates(model_dir, work, texts, "float32", clients, root=baseline_root)}
     return out
 
 
@@ -232,7 +239,7 @@ def print_headline(results):
                                     f"prediction ratio {predict['examples_per_second'] / seed['eval_examples_per_second']:.2f}x"
                                     if seed else ""))
     for precision, r in results.get("precisions", {}).items():
-        if precision == "float32":
+        if precision in ("float32", "baseline"):
             continue
         rate = r["predict"]["examples_per_second"]
         print(f"  fast path: trainer.predict --precision {precision} {rate:.1f} ex/s, "
@@ -247,7 +254,8 @@ def prediction_only(args, data, work, results):
     on the same validation file; the seed trains on 64 rows first (its script always trains)."""
     log(f"prediction throughput: trainer.predict on {args.prediction_only}")
     results["predict"] = run_predict(args.prediction_only, data, work)
-    results["precisions"] = run_precisions(args.prediction_only, data, work, results["predict"])
+    results["precisions"] = run_precisions(args.prediction_only, data, work, results["predict"],
+                                           args.serve_baseline_root)
     if os.path.exists(args.seed_python):
         log("the seed reference's evaluation loop (after training on 64 rows)")
         results["full_epoch"]["seed"] = run_seed(args.seed_python, data, work, train_rows=64)
@@ -294,6 +302,11 @@ def print_precisions(results):
     base = by["float32"]
     rows = []
     for precision, r in by.items():
+        if precision == "baseline":
+            rows.append([f"trainer.serve at {r['commit']} (float32)", "-", "-",
+                         *[fmt(r["serve"][c]["examples_per_second"], ".1f") for c in sorted(r["serve"])],
+                         "-", "-", "-"])
+            continue
         check, rate = r["check"], r["predict"]["examples_per_second"]
         rows.append([precision, fmt(rate, ".1f"), fmt(rate / base["predict"]["examples_per_second"], ".2f") + "x",
                      *[fmt(r["serve"][c]["examples_per_second"], ".1f") for c in sorted(r["serve"])],
@@ -331,6 +344,10 @@ def main():
     parser.add_argument("--prediction-only", metavar="MODEL_DIR",
                         help="only prediction: trainer.predict on this exported model vs the seed's "
                              "evaluation loop")
+    parser.add_argument("--serve-baseline-root", metavar="DIR",
+                        help="also serve the float32 model with trainer.serve from this source tree "
+                             "(an older checkout: git worktree add DIR COMMIT), as a baseline in "
+                             "the same run")
     args = parser.parse_args()
     started = time.monotonic()
     work = os.path.abspath(args.work_dir)
@@ -356,7 +373,7 @@ def main():
         log("prediction throughput: trainer.predict on the exported default model")
         results["predict"] = run_predict(results["full_epoch"]["ours"]["model_dir"], data, work)
         results["precisions"] = run_precisions(results["full_epoch"]["ours"]["model_dir"], data, work,
-                                               results["predict"])
+                                               results["predict"], args.serve_baseline_root)
         if os.path.exists(args.seed_python):
             log("full epoch: the seed reference (PyTorch tutorial pipeline)")
             results["full_epoch"]["seed"] = run_seed(args.seed_python, data, work)

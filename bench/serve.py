@@ -43,14 +43,18 @@ def free_port() -> int:
 
 
 def start_server(model_dir: str, work: str, precision: str = "float32", max_batch_size: int = 64,
-                 max_wait_ms: float = 5.0):
+                 max_wait_ms: float = 5.0, root: str = ROOT):
+    """trainer.serve from the source tree `root`: this one, or an older checkout (a baseline,
+    run without the flags it predates: its float32 model, no access lines). The working directory
+    is `root` too: `python -m` puts it first on sys.path, before PYTHONPATH."""
     port = free_port()
-    log_file = open(os.path.join(work, f"serve-{precision}.log"), "w")
-    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    log_file = open(os.path.join(work, f"serve-{precision}{'' if root == ROOT else '-baseline'}.log"), "w")
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    flags = ["--precision", precision, "--no-access-log"] if root == ROOT else []
     process = subprocess.Popen([sys.executable, "-m", "trainer.serve", "--model-dir", model_dir, "--host", "127.0.0.1",
                                 "--port", str(port), "--max-batch-size", str(max_batch_size),
-                                "--max-wait-ms", str(max_wait_ms), "--precision", precision, "--no-access-log"],
-                               stdout=log_file, stderr=subprocess.STDOUT, env=env)
+                                "--max-wait-ms", str(max_wait_ms), *flags],
+                               stdout=log_file, stderr=subprocess.STDOUT, env=env, cwd=root)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None:
         try:
@@ -65,10 +69,10 @@ def start_server(model_dir: str, work: str, precision: str = "float32", max_batc
 
 def serve_rates(model_dir: str, work: str, texts: list, precision: str = "float32", clients=(1, 4, 16),
                 per_request: int = 1, max_batch_size: int = 64, max_wait_ms: float = 5.0,
-                timeout: float = 600) -> dict:
+                timeout: float = 600, root: str = ROOT) -> dict:
     """{clients: load()'s figures} of one trainer.serve process on `precision`, warmed first."""
     requests = [texts[i:i + per_request] for i in range(0, len(texts), per_request)]
-    server, port = start_server(model_dir, work, precision, max_batch_size, max_wait_ms)
+    server, port = start_server(model_dir, work, precision, max_batch_size, max_wait_ms, root)
     out = {}
     try:
         asyncio.run(load(port, requests[:32], 4, timeout))  # warm connections and the server
