@@ -23,6 +23,7 @@ flags=(deploy --project "$PROJECT_ID" --region "$REGION" --job-dir "$JOB_DIR" --
 optional ENDPOINT --endpoint
 optional DISPLAY_NAME --display-name
 optional SERVICE_ACCOUNT --service-account
+optional PRECISION --precision
 if [[ "${DRY_RUN:-0}" != 0 ]]; then flags+=(--dry-run); fi
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -16,7 +16,7 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from conftest import TINY_TASK_FLAGS, without_bfloat16_copy
+from conftest import NO_BFLOAT16_COPY, TINY_TASK_FLAGS, without_bfloat16_copy
 
 HERE = os.path.dirname(__file__)
 
@@ -64,7 +64,7 @@ def train_args(tiny_encoder_dir, tiny_data, job_dir, *extra):
             "--job-dir", job_dir, "--epochs", "6", "--batch-size", "8", "--learning-rate", "1e-2",
             "--max-seq-length", "16", "--mixed-precision", "off", "--log-every-seconds", "1",
             "--seed", "2",  # not the default, so metrics.json is seen to record the flag
-            *TINY_TASK_FLAGS, *extra]
+            *TINY_TASK_FLAGS, *NO_BFLOAT16_COPY, *extra]
 
 
 @pytest.fixture(scope="module")
