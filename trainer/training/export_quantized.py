@@ -29,7 +29,6 @@ def build_arg_parser() -> argparse.ArgumentParser:
 
 def run_context(model_dir: str, job_dir: str):
     """A RunContext of the finished run as far as the copy needs: data, task, encoder, pooling."""
-    from trainer.modeling import encoders
     from trainer.reporting.build import load_finished_run
     from trainer.training import jobdir, stages
     from trainer.training.context import RunContext
@@ -41,11 +40,7 @@ def run_context(model_dir: str, job_dir: str):
     if list(ctx.datasets.labels.names) != list(metrics["labels"]):
         raise UserError(f"the run's data now yields labels {ctx.datasets.labels.names}, but the run "
                         f"trained on {metrics['labels']}: its data files changed since")
-    model_config = config.model
-    ctx.encoder = encoders.load_encoder(
-        model_config.encoder, preprocessor=model_config.preprocessor, backend=model_config.encoder_backend,
-        seq_length=config.data.max_seq_length,
-        cache_dir=config.output.cache_dir or encoders.default_cache_dir(ctx.environ))
+    ctx.encoder = stages.encoder_of(config, ctx.environ)  # its preprocessor serves the copy
     ctx.pooling = metrics["hyperparameters"]["pooling"]
     return ctx
 

@@ -142,7 +142,7 @@ def export_bfloat16(ctx: RunContext) -> None:
 def write_bfloat16(ctx: RunContext, model_dir: str, variables) -> dict:
     """The checked bfloat16 copy of the classifier holding `variables` (the trained model's, or
     a finished run's export's: trainer.export_quantized); logs and returns the check's figures."""
-    from trainer.serving import quantize, variants
+    from trainer.serving import quantize
 
     config, datasets = ctx.config, ctx.datasets
     rows = sample_rows(len(datasets.validation), quantize.CHECK_ROWS, config.train.seed)
@@ -178,15 +178,12 @@ def _bfloat16_wanted(ctx: RunContext) -> tuple:
 
 def _classifier(ctx: RunContext):
     """The run's classifier built afresh (encoder included), under the current dtype policy."""
-    from trainer.modeling import encoders, heads
+    from trainer.modeling import heads
+    from trainer.training.stages import encoder_of
 
-    model_config = ctx.config.model
-    encoder = encoders.load_encoder(
-        model_config.encoder, preprocessor=model_config.preprocessor, backend=model_config.encoder_backend,
-        seq_length=ctx.config.data.max_seq_length,
-        cache_dir=ctx.config.output.cache_dir or encoders.default_cache_dir(ctx.environ))
-    return heads.build_classifier(encoder.network, ctx.task.output_units(ctx.datasets.labels),
-                                  ctx.pooling, model_config.dropout, ctx.task.output_layer)
+    return heads.build_classifier(encoder_of(ctx.config, ctx.environ).network,
+                                  ctx.task.output_units(ctx.datasets.labels), ctx.pooling,
+                                  ctx.config.model.dropout, ctx.task.output_layer)
 
 
 def _serving_module(ctx: RunContext, preprocessor, model):

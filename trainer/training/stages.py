@@ -124,18 +124,24 @@ def _check_batches_split(config, plan, replicas: int) -> None:
 
 def load_encoder(ctx: RunContext) -> None:
     """The pretrained encoder, built under the dtype policy inside the strategy's scope."""
-    from trainer.modeling import encoders
-
-    model_config = ctx.config.model
     with ctx.runtime.strategy.scope():
-        ctx.encoder = encoders.load_encoder(
-            model_config.encoder, preprocessor=model_config.preprocessor,
-            backend=model_config.encoder_backend, seq_length=ctx.config.data.max_seq_length,
-            cache_dir=ctx.config.output.cache_dir or encoders.default_cache_dir(ctx.environ))
-    ctx.pooling = (ctx.encoder.default_pooling if model_config.pooling == "auto"
-                   else model_config.pooling)
+        ctx.encoder = encoder_of(ctx.config, ctx.environ)
+    pooling = ctx.config.model.pooling
+    ctx.pooling = ctx.encoder.default_pooling if pooling == "auto" else pooling
     log.info("encoder %s (%s backend, hidden %d, %s pooling)", ctx.encoder.source,
              ctx.encoder.backend, ctx.encoder.hidden_size, ctx.pooling)
+
+
+def encoder_of(config, environ):
+    """`--encoder` built as the config says (under the current dtype policy): the run's, and the
+    bfloat16 copy's (results.export_bfloat16, trainer.export_quantized)."""
+    from trainer.modeling import encoders
+
+    model_config = config.model
+    return encoders.load_encoder(
+        model_config.encoder, preprocessor=model_config.preprocessor,
+        backend=model_config.encoder_backend, seq_length=config.data.max_seq_length,
+        cache_dir=config.output.cache_dir or encoders.default_cache_dir(environ))
 
 
 def tokenize(ctx: RunContext) -> None:
