@@ -102,14 +102,15 @@ def export_checked(module: export.ServingModule, reference, model_dir: str, prec
     features = predict.tokenize(reference, texts, pairs)
     target = variants.variant_dir(model_dir, precision)
     tmp = storage.temporary_sibling(target)
-    export.save(module, tmp)
     try:
+        export.save(module, tmp)
         float32, float32_speed = _timed_outputs(task, reference, texts, pairs, features, batch_size)
         candidate, speed = _timed_outputs(task, export.load_module(tmp), texts, pairs, features,
                                           batch_size)
         figures = agreement.compare(task, float32, candidate, labels, label_names)
     except BaseException:
-        storage.remove(tmp)
+        if storage.exists(tmp):
+            storage.remove(tmp)
         raise
     figures.update(precision=precision, rows_per_second=speed, float32_rows_per_second=float32_speed,
                    speedup=speed / float32_speed, size_bytes=storage.tree_size(tmp),
