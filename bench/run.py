@@ -180,6 +180,7 @@ def run_precisions(model_dir, data, work, float32_predict, baseline_root=None, s
     serve_texts validation tweets), the model's size, and the check its copy passed when the run
     wrote it (precisions.json)."""
     from serve import read_texts, serve_rates
+    from trainer.serving.variants import float32_size
 
     manifest = os.path.join(model_dir, "precisions.json")
     checks = json.load(open(manifest)) if os.path.exists(manifest) else {}
@@ -191,7 +192,7 @@ def run_precisions(model_dir, data, work, float32_predict, baseline_root=None, s
         out[precision] = {"predict": (float32_predict if precision == "float32"
                                       else run_predict(model_dir, data, work, precision)),
                           "serve": serve_rates(model_dir, work, texts, precision, clients),
-                          "size_bytes": check.get("size_bytes") or dir_size(model_dir, top_level_only=True),
+                          "size_bytes": check.get("size_bytes") or float32_size(model_dir),
                           "check": check}
     if baseline_root:
         log(f"baseline server: trainer.serve from {baseline_root}, float32")
@@ -200,16 +201,6 @@ def run_precisions(model_dir, data, work, float32_predict, baseline_root=None, s
         out["baseline"] = {"root": baseline_root, "commit": commit,
                            "serve": serve_rates(model_dir, work, texts, "float32", clients, root=baseline_root)}
     return out
-
-
-def dir_size(path, top_level_only=False):
-    """Bytes under `path`; top_level_only: the SavedModel itself, not the copies inside its dir."""
-    total = 0
-    for directory, subdirs, files in os.walk(path):
-        if top_level_only and directory == path:
-            subdirs[:] = [d for d in subdirs if d in ("variables", "assets")]
-        total += sum(os.path.getsize(os.path.join(directory, name)) for name in files)
-    return total
 
 
 def export_hub_encoder(work):

@@ -54,7 +54,7 @@ TINY_TASK_FLAGS = ("--train-word-embeddings", "--pooling", "mean")
 
 # The bfloat16 copy a run writes by default where bfloat16 is native (README, "Faster
 # prediction") costs about 3 s per tiny run: build, save, check. tests/test_precisions.py covers
-# it; the other runs leave it out (test_task.run_cli and run_in_process add this to trainer.task).
+# it; the other tests' runs leave it out (their helpers add this to trainer.task's flags).
 NO_BFLOAT16_COPY = ("--export-bfloat16", "off")
 
 

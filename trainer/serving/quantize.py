@@ -43,18 +43,19 @@ def _weights(variables) -> list:
     return [v for v in variables if tf.as_dtype(v.dtype).is_floating]
 
 
-def bfloat16_classifier(build: Callable[[], tf_keras.Model], variables) -> tf_keras.Model:
-    """`build()` under mixed_bfloat16, holding the values of `variables` (the trained model's,
-    or a loaded export's classifier_variables, in the same order)."""
+def bfloat16_classifier(build: Callable[[], tuple], variables) -> tuple:
+    """`build()`'s (preprocessor, classifier) under mixed_bfloat16, the classifier holding the
+    values of `variables` (the trained model's, or a loaded export's classifier_variables, in the
+    same order)."""
     with global_policy("mixed_bfloat16"):
-        model = build()
+        preprocessor, model = build()
     targets, values = _weights(model.variables), _weights(variables)
     if [tuple(t.shape) for t in targets] != [tuple(v.shape) for v in values]:
         raise UserError("the classifier built again does not match the trained one (another "
                         "--encoder, --pooling or label set?); export the run again")
     for target, value in zip(targets, values):
         target.assign(value)
-    return model
+    return preprocessor, model
 
 
 def module_like(reference, preprocessor, model: tf_keras.Model, task: str, label_names: Sequence[str],

@@ -12,8 +12,7 @@ import os
 import trainer
 from trainer import cli, helptext, storage
 from trainer.errors import UserError
-
-PRECISIONS = ("bfloat16",)
+from trainer.serving.variants import VARIANTS
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -22,13 +21,14 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model-dir", required=True, help="A finished run's exported model (JOB_DIR/model).")
     parser.add_argument("--job-dir", help="The run's job dir (config.json, metrics.json). Default: "
                                           "the model dir's parent.")
-    parser.add_argument("--precision", default="bfloat16", choices=PRECISIONS,
+    parser.add_argument("--precision", default="bfloat16", choices=VARIANTS,
                         help="The copy to write beside the float32 model.")
     return parser
 
 
 def run_context(model_dir: str, job_dir: str):
-    """A RunContext of the finished run as far as the copy needs: data, task, encoder, pooling."""
+    """A RunContext of the finished run as far as the copy needs: data, task, pooling (the copy
+    builds its own encoder)."""
     from trainer.reporting.build import load_finished_run
     from trainer.training import jobdir, stages
     from trainer.training.context import RunContext
@@ -40,7 +40,6 @@ def run_context(model_dir: str, job_dir: str):
     if list(ctx.datasets.labels.names) != list(metrics["labels"]):
         raise UserError(f"the run's data now yields labels {ctx.datasets.labels.names}, but the run "
                         f"trained on {metrics['labels']}: its data files changed since")
-    ctx.encoder = stages.encoder_of(config, ctx.environ)  # its preprocessor serves the copy
     ctx.pooling = metrics["hyperparameters"]["pooling"]
     return ctx
 

@@ -148,8 +148,8 @@ def write_bfloat16(ctx: RunContext, model_dir: str, variables) -> dict:
     rows = sample_rows(len(datasets.validation), quantize.CHECK_ROWS, config.train.seed)
     texts, pairs = datasets.read_texts("validation")["validation"]
     reference = export_lib.load_module(model_dir)
-    model = quantize.bfloat16_classifier(lambda: _classifier(ctx), variables)
-    module = quantize.module_like(reference, ctx.encoder.preprocessor, model, ctx.task.name,
+    preprocessor, model = quantize.bfloat16_classifier(lambda: _classifier(ctx), variables)
+    module = quantize.module_like(reference, preprocessor, model, ctx.task.name,
                                   datasets.labels.names, config.data.max_seq_length,
                                   pair=pairs is not None, separator=datasets.labels.separator)
     figures = quantize.export_checked(
@@ -176,14 +176,16 @@ def _bfloat16_wanted(ctx: RunContext) -> tuple:
     return True, None
 
 
-def _classifier(ctx: RunContext):
-    """The run's classifier built afresh (encoder included), under the current dtype policy."""
+def _classifier(ctx: RunContext) -> tuple:
+    """(preprocessor, the run's classifier) built afresh, encoder included, under the current
+    dtype policy."""
     from trainer.modeling import heads
     from trainer.training.stages import encoder_of
 
-    return heads.build_classifier(encoder_of(ctx.config, ctx.environ).network,
-                                  ctx.task.output_units(ctx.datasets.labels), ctx.pooling,
-                                  ctx.config.model.dropout, ctx.task.output_layer)
+    encoder = encoder_of(ctx.config, ctx.environ)
+    return encoder.preprocessor, heads.build_classifier(
+        encoder.network, ctx.task.output_units(ctx.datasets.labels), ctx.pooling,
+        ctx.config.model.dropout, ctx.task.output_layer)
 
 
 def _serving_module(ctx: RunContext, preprocessor, model):
