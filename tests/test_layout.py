@@ -7,7 +7,7 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "trainer"
 ENTRY_MODULES = {"trainer.task", "trainer.predict", "trainer.prepare", "trainer.submit",
                  "trainer.export_encoder", "trainer.serve", "trainer.report",
-                 "trainer.export_quantized"}
+                 "trainer.export_quantized", "trainer.tune"}
 # Lower numbers sit lower; the longest matching prefix decides. A module may import its own
 # subpackage and anything ranked below it, never above.
 RANKS = {
@@ -18,7 +18,7 @@ RANKS = {
     "trainer.data": 2, "trainer.tasks": 2,
     "trainer.serving": 3, "trainer.cloud.hypertune": 3,
     "trainer.reporting": 4,
-    "trainer.training": 5,
+    "trainer.training": 5, "trainer.tuning": 5,
     "trainer.cloud": 6,
 }
 

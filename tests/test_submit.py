@@ -8,6 +8,7 @@ from google.protobuf import json_format
 
 from trainer import cli, config
 from trainer.cloud import submit
+from trainer.tuning import space
 
 IMAGE = "us-central1-docker.pkg.dev/my-project/vertex-bert-trainer/vertex-bert-trainer:abc1234"
 WHERE = ["--project", "my-project", "--region", "us-central1", "--bucket", "my-bucket", "--image-uri", IMAGE]
@@ -120,7 +121,7 @@ def test_a_tuning_job_optimizes_the_trainers_metric_over_its_flags(capsys):
     parse(job, aiplatform_v1.HyperparameterTuningJob)
     study = parse(job["studySpec"], aiplatform_v1.StudySpec)
     assert [(m.metric_id, m.goal.name) for m in study.metrics] == [(config.DEFAULT_SELECTION_METRIC, "MAXIMIZE")]
-    assert [p.parameter_id for p in study.parameters] == list(submit.TUNED_FLAGS)
+    assert [p.parameter_id for p in study.parameters] == list(space.TUNED_FLAGS)
     assert (job["maxTrialCount"], job["parallelTrialCount"]) == (8, 2)
     trial = parse(job["trialJobSpec"], aiplatform_v1.CustomJobSpec)
     assert pools(trial) == [("n1-standard-8", "NVIDIA_TESLA_T4", 1, 1)]
@@ -142,13 +143,13 @@ def candidate_values(spec):
     return [str(v) for v in getattr(spec, "values", None) or (spec.min, spec.max)]
 
 
-@pytest.mark.parametrize("name", submit.TUNED_FLAGS)
+@pytest.mark.parametrize("name", space.TUNED_FLAGS)
 def test_tuning_parameter_ids_are_flags_the_trainer_parses(name):
     assert "--" + name in config.accepted_flags()
-    space = submit.tuning_parameters()
-    assert list(space) == list(submit.TUNED_FLAGS)
+    specs = submit.tuning_parameters()
+    assert list(specs) == list(space.TUNED_FLAGS)
     field = name.replace("-", "_")
-    for value in candidate_values(space[name]):
+    for value in candidate_values(specs[name]):
         parsed = config.build_config([f"--{name}={value}"], environ={})
         section = next(s for s in ("train", "model", "data") if hasattr(getattr(parsed, s), field))
         assert getattr(getattr(parsed, section), field) == type(getattr(getattr(parsed, section), field))(value)

@@ -22,6 +22,7 @@ from typing import Optional, Sequence
 from trainer import cli, config
 from trainer.cloud import api, deploy
 from trainer.errors import UserError
+from trainer.tuning import space
 
 DEFAULT_MACHINE_TYPE = "n1-standard-8"
 DEFAULT_GPU = "NVIDIA_TESLA_T4"
@@ -39,28 +40,17 @@ DEFAULT_V5E_CHIPS = 4  # as many chips as a v2-8 or v3-8 (8 cores, 2 per chip)
 V5E_ENV = {"NEXT_PLUGGABLE_DEVICE_USE_C_API": "true", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so",
            "PJRT_DEVICE": "TPU"}
 
-# Tuned trainer flags, without their dashes: Vertex passes each trial's values as
-# `--learning-rate=0.0001`, so the ids must be flag names `trainer.task` accepts.
-TUNED_FLAGS = ("learning-rate", "batch-size", "dropout", "warmup-fraction", "weight-decay", "epochs")
-
 
 def tuning_parameters() -> dict:
-    """The search space, as the SDK's parameter specs keyed by flag name.
-
-    Integer-valued flags are categorical: Vertex formats DISCRETE values as floats on the command
-    line ("--batch-size=32.0", which the trainer accepts but a user reading the trial's command
-    would not expect), while CATEGORICAL values are passed verbatim.
-    """
+    """The search space (trainer.tuning.space) as the SDK's parameter specs, keyed by flag name."""
     from google.cloud.aiplatform import hyperparameter_tuning as hpt
 
-    return {
-        "learning-rate": hpt.DoubleParameterSpec(min=1e-5, max=5e-4, scale="log"),
-        "batch-size": hpt.CategoricalParameterSpec(values=["16", "32", "64"]),
-        "dropout": hpt.DoubleParameterSpec(min=0.0, max=0.3, scale="linear"),
-        "warmup-fraction": hpt.DoubleParameterSpec(min=0.0, max=0.2, scale="linear"),
-        "weight-decay": hpt.DoubleParameterSpec(min=0.0, max=0.1, scale="linear"),
-        "epochs": hpt.CategoricalParameterSpec(values=["2", "3", "4"]),
-    }
+    def spec(dimension):
+        if isinstance(dimension, space.Categorical):
+            return hpt.CategoricalParameterSpec(values=list(dimension.values))
+        return hpt.DoubleParameterSpec(min=dimension.low, max=dimension.high, scale=dimension.scale)
+
+    return {name: spec(dimension) for name, dimension in space.SPACE.items()}
 
 
 def metric_spec(metric: str) -> dict:
@@ -175,16 +165,11 @@ def check_trainer_args(trainer_args: Sequence[str], tuned: Sequence[str] = ()) -
     The messages name both spellings of a setting: `trainer.submit --job-dir` and the scripts'
     JOB_DIR, since the scripts pass their arguments through to here.
     """
-    given = [arg.split("=", 1)[0] for arg in trainer_args]
-    if "--job-dir" in given:
+    if "--job-dir" in space.given_flags(trainer_args):
         raise UserError("--job-dir is not a trainer argument in a cloud job: it is the job's output "
                         "directory, which Vertex hands to the trainer. Set JOB_DIR for the scripts "
                         "(trainer.submit --job-dir) instead")
-    for name in tuned:
-        if "--" + name in given:
-            raise UserError(f"--{name} is tuned: Vertex sets it in every trial; drop it from the "
-                            f"trainer arguments or leave it out of PARAMETERS (trainer.submit "
-                            f"--parameters)")
+    space.check_untuned(trainer_args, tuned, "Vertex", "PARAMETERS (trainer.submit --parameters)")
     trainer_config = config.build_config(list(trainer_args), environ={})
     for field in DATA_FLAGS:
         spec = getattr(trainer_config.data, field) or ""
@@ -263,8 +248,8 @@ def build_arg_parser() -> argparse.ArgumentParser:
     tune = commands.add_parser("tune", parents=[common], allow_abbrev=False, help="A hyperparameter tuning job.")
     tune.add_argument("--max-trial-count", type=int, default=12, help="Trials in all (default: 12).")
     tune.add_argument("--parallel-trial-count", type=int, default=3, help="Trials at a time (default: 3).")
-    tune.add_argument("--parameters", default=",".join(TUNED_FLAGS),
-                      help=f"Comma-separated flags to tune (default: all of {','.join(TUNED_FLAGS)}).")
+    tune.add_argument("--parameters", default=",".join(space.TUNED_FLAGS),
+                      help=f"Comma-separated flags to tune (default: all of {','.join(space.TUNED_FLAGS)}).")
     deploy.add_parsers(commands)
     return parser
 
@@ -287,7 +272,7 @@ def build_job(options: argparse.Namespace, trainer_args: Sequence[str], credenti
     except ValueError:
         raise UserError(f"--region: {options.region!r} is not a Vertex AI region (e.g. us-central1, "
                         f"europe-west4)") from None
-    tuned = _tuned_flags(options) if options.command == "tune" else ()
+    tuned = space.chosen(options.parameters) if options.command == "tune" else ()
     trainer_config = check_trainer_args(trainer_args, tuned)
     check_image_uri(options.image_uri)
     if options.tensorboard and not options.service_account:
@@ -309,23 +294,14 @@ def build_job(options: argparse.Namespace, trainer_args: Sequence[str], credenti
     if not 1 <= options.parallel_trial_count <= options.max_trial_count:
         raise UserError(f"--parallel-trial-count: must be in [1, --max-trial-count={options.max_trial_count}], "
                         f"got {options.parallel_trial_count}")
-    space = tuning_parameters()
+    specs = tuning_parameters()
     return aiplatform.HyperparameterTuningJob(
         display_name=display_name, custom_job=custom_job,
         metric_spec=metric_spec(trainer_config.train.selection_metric),
-        parameter_spec={name: space[name] for name in tuned},
+        parameter_spec={name: specs[name] for name in tuned},
         max_trial_count=options.max_trial_count, parallel_trial_count=options.parallel_trial_count,
         # The exported model is the best epoch's, so the trial's value is its best measurement.
         measurement_selection="best", labels=labels, **where)
-
-
-def _tuned_flags(options: argparse.Namespace) -> tuple:
-    names = tuple(n.strip().removeprefix("--") for n in options.parameters.split(",") if n.strip())
-    unknown = [n for n in names if n not in TUNED_FLAGS]
-    if unknown or not names:
-        raise UserError(f"--parameters: expected a comma-separated subset of {','.join(TUNED_FLAGS)}, "
-                        f"got {options.parameters!r}")
-    return names
 
 
 def main(argv: Sequence[str]) -> int:
