@@ -46,6 +46,13 @@ def test_max_steps_decides_the_epochs_and_the_schedules_length(steps_per_epoch, 
     assert stages.training_length(steps_per_epoch, epochs, max_steps) == expected
 
 
+@pytest.mark.parametrize("examples, epochs", [(1, 6), (4_999, 6), (5_000, 4), (19_999, 4),
+                                              (20_000, 3), (10_000_000, 3)])
+def test_without_epochs_small_training_sets_get_more_passes(examples, epochs):
+    from trainer.training import stages
+    assert stages.default_epochs(examples) == epochs
+
+
 def test_max_steps_must_be_a_multiple_of_steps_per_execution():
     with pytest.raises(UserError, match="--max-steps: must be a multiple of --steps-per-execution 4"):
         config_lib.build_config(["--max-steps", "10", "--steps-per-execution", "4"], {})

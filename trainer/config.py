@@ -124,7 +124,9 @@ class ModelConfig:
 
 @dataclasses.dataclass
 class TrainConfig:
-    epochs: int = _flag(3, "Passes over the training data.")
+    epochs: Optional[int] = _flag(
+        None, "Passes over the training data. Default: by the number of training examples: 6 "
+              "below 5,000, 4 below 20,000, else 3 (the best epoch's weights are exported).")
     max_steps: int = _flag(
         0, "Train for exactly this many steps (optimizer updates), overriding --epochs: the run "
            "takes the epochs that needs, the last one stopping at that step (evaluated and "
@@ -148,6 +150,10 @@ class TrainConfig:
         0.1, "Fraction of training steps with linear warm-up, then linear decay to zero.")
     weight_decay: float = _flag(
         0.01, "Decoupled weight decay (AdamW); never applied to LayerNorm or biases.")
+    layer_decay: float = _flag(
+        1.0, "Layer-wise learning-rate decay, in (0, 1]: the top transformer layer trains at this "
+             "times --learning-rate, each layer below at this times the one above, the embeddings "
+             "lowest; the pooler and head at the full rate (1.0: one rate for all).")
     clip_norm: float = _flag(1.0, "Clip gradients to this global norm (0 disables).")
     early_stopping_patience: int = _flag(
         0, "Stop after this many epochs without a better --selection-metric on validation "
@@ -459,7 +465,7 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
         require(d.label_type != "score" or len(names) == 3, "--label-names",
                 "with --label-type score needs exactly three names (negative,neutral,positive)")
     require(0.0 <= m.dropout < 1.0, "--dropout", f"must be in [0, 1), got {m.dropout}")
-    require(t.epochs >= 1, "--epochs", f"must be at least 1, got {t.epochs}")
+    require(t.epochs is None or t.epochs >= 1, "--epochs", f"must be at least 1, got {t.epochs}")
     require(t.max_steps >= 0, "--max-steps", f"must be >= 0, got {t.max_steps}")
     require(t.eval_every_steps >= 0, "--eval-every-steps", f"must be >= 0, got {t.eval_every_steps}")
     # Keras runs --steps-per-execution steps per call: a limit between two calls only.
@@ -473,6 +479,7 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
     require(t.learning_rate > 0, "--learning-rate", f"must be positive, got {t.learning_rate}")
     require(0.0 <= t.warmup_fraction < 1.0, "--warmup-fraction", f"must be in [0, 1), got {t.warmup_fraction}")
     require(t.weight_decay >= 0, "--weight-decay", f"must be >= 0, got {t.weight_decay}")
+    require(0 < t.layer_decay <= 1, "--layer-decay", f"must be in (0, 1], got {t.layer_decay}")
     require(t.clip_norm >= 0, "--clip-norm", f"must be >= 0, got {t.clip_norm}")
     require(t.early_stopping_patience >= 0, "--early-stopping-patience",
             f"must be >= 0, got {t.early_stopping_patience}")

@@ -188,7 +188,8 @@ def _batching(config, runtime: Runtime, tokenized: dict, truncated: dict) -> Inp
     # group may be short, pipeline.grouped).
     steps_per_epoch = 1 if dry_run else -(-steps // config.train.gradient_accumulation_steps)
     epochs, total_steps = (1, 1) if dry_run else training_length(
-        steps_per_epoch, config.train.epochs, config.train.max_steps)
+        steps_per_epoch, config.train.epochs or default_epochs(len(tokenized["train"])),
+        config.train.max_steps)
     period = config.train.eval_every_steps if config.train.eval_every_steps and not dry_run \
         else steps_per_epoch
     inputs = Inputs(tokenized, train_batching, eval_sets, steps_per_epoch=steps_per_epoch,
@@ -207,6 +208,17 @@ def _batching(config, runtime: Runtime, tokenized: dict, truncated: dict) -> Inp
                                      if period != steps_per_epoch else ""),
              f"to one of {lengths}" if bucket else f"to {lengths[-1]}")
     return inputs
+
+
+# (fewer training examples than, epochs): small sets need more passes to converge, and the best
+# epoch's weights are exported, so the extra ones cost time, not accuracy (bench/recipe.py).
+EPOCHS_BY_SIZE = ((5_000, 6), (20_000, 4))
+EPOCHS_OTHERWISE = 3
+
+
+def default_epochs(examples: int) -> int:
+    """Epochs when --epochs is not given, by the size of the training split."""
+    return next((epochs for size, epochs in EPOCHS_BY_SIZE if examples < size), EPOCHS_OTHERWISE)
 
 
 def training_length(steps_per_epoch: int, epochs: int, max_steps: int):
@@ -262,7 +274,8 @@ def _compiled_model(ctx: RunContext):
     total_steps = ctx.inputs.total_steps
     optimizer = optimization.build_optimizer(
         config.train.learning_rate, total_steps, config.train.warmup_fraction,
-        config.train.weight_decay, config.train.clip_norm)
+        config.train.weight_decay, config.train.clip_norm, model.trainable_variables,
+        config.train.layer_decay)
     if ctx.runtime.plan.precision == "mixed_float16" and config.model.encoder_backend == "hub":
         # Keras adds loss scaling only under its own float16 policy; the grappler rewrite used
         # for hub encoders computes in float16 without it.

@@ -1,0 +1,189 @@
+"""Benchmark: which fine-tuning settings give the best model, on four real tasks, over seeds.
+
+    python bench/recipe.py                                   # every dataset, every candidate, 3 seeds
+    python bench/recipe.py --datasets mrpc,stsb --candidates defaults,layer-decay --seeds 3
+    python bench/recipe.py --publish                         # also writes bench/results/
+
+Each candidate is a set of trainer flags on top of the defaults; each (dataset, candidate, seed)
+is one real `python -m trainer.task` run. Small sets move by about a point from seed to seed,
+so the table gives mean ± sd over seeds, and each score is measured on a split no setting was
+chosen on: the trainer holds out its own validation rows (which pick the best epoch), and the
+score is the run's test split:
+- mrpc: trained on glue/mrpc_train.csv (2,576 pairs), scored on glue/mrpc_dev.csv (1,500): F1
+  of the paraphrase class (GLUE's MRPC metric);
+- stsb: the first 3,749 rows of glue/stsb_train.csv, scored on its last 500: Spearman;
+- sst2: the first 10,000 sentences of sst2/train.tsv, scored on the first 2,000 of sst2/dev.tsv:
+  accuracy;
+- tweeteval: the first 10,000 lines of test_*, validated on val_*, scored on the last 2,284
+  (../shared/data/README.md's split): macro recall, TweetEval's metric.
+
+A sweep is resumable: a run whose job dir holds metrics.json is read, not run again.
+"""
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+from common import WORK, add_publish_flag, machine, printed, publish, table
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
+PAIR_LABELS = ["--text-column", "sentence1", "--text-pair-column", "sentence2"]
+DATASETS = {
+    "mrpc": {"flags": [*PAIR_LABELS, "--label-column", "label", "--label-type", "index",
+                       "--label-names", "different,paraphrase"],
+             "metric": "F1 (paraphrase)", "score": lambda t: t["per_class"]["paraphrase"]["f1"]},
+    "stsb": {"flags": [*PAIR_LABELS, "--label-column", "score", "--task", "regression"],
+             "metric": "Spearman", "score": lambda t: t["spearman"]},
+    "sst2": {"flags": ["--text-column", "sentence", "--label-column", "label", "--label-type",
+                       "index", "--label-names", "negative,positive"],
+             "metric": "accuracy", "score": lambda t: t["accuracy"]},
+    "tweeteval": {"flags": ["--text-column", "text", "--label-column", "label", "--label-type",
+                            "index", "--label-names", "negative,neutral,positive"],
+                  "metric": "macro recall", "score": lambda t: t["macro_recall"]},
+}
+# Trainer flags on top of the defaults. "defaults" is whatever the checkout's defaults are.
+CANDIDATES = {
+    "defaults": [],
+    "epochs-3": ["--epochs", "3"],  # the defaults before this recipe: 3 epochs whatever the size
+    "epochs-6": ["--epochs", "6"],
+    "lr-5e-5": ["--learning-rate", "5e-5"],
+    "lr-2e-4": ["--learning-rate", "2e-4"],
+    "layer-decay-0.8": ["--layer-decay", "0.8"],
+    "layer-decay-0.8-lr-2e-4": ["--layer-decay", "0.8", "--learning-rate", "2e-4"],
+    "no-layer-decay": ["--layer-decay", "1.0"],
+    "train-embeddings": ["--train-word-embeddings"],
+    "dropout-0": ["--dropout", "0"],
+    "dropout-0.2": ["--dropout", "0.2"],
+    "pooling-cls": ["--pooling", "cls"],
+    "pooling-mean": ["--pooling", "mean"],
+    "warmup-0.06": ["--warmup-fraction", "0.06"],
+}
+
+
+def read_csv(path, delimiter=","):
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.reader(f, delimiter=delimiter))
+
+
+def write_csv(path, header, rows):
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def prepare(data_dir: str, out: str) -> dict:
+    """{dataset: {"training": path, "testing": path, ["validation": path]}}, written under `out`."""
+    os.makedirs(out, exist_ok=True)
+    files = {}
+    glue, sst2, tweets = (os.path.join(data_dir, name) for name in ("glue", "sst2", "tweeteval"))
+    files["mrpc"] = {"training": os.path.join(glue, "mrpc_train.csv"),
+                     "testing": os.path.join(glue, "mrpc_dev.csv")}
+    stsb = read_csv(os.path.join(glue, "stsb_train.csv"))
+    write_csv(os.path.join(out, "stsb-train.csv"), stsb[0], stsb[1:-500])
+    write_csv(os.path.join(out, "stsb-test.csv"), stsb[0], stsb[-500:])
+    files["stsb"] = {"training": os.path.join(out, "stsb-train.csv"),
+                     "testing": os.path.join(out, "stsb-test.csv")}
+    sentences, dev = (read_csv(os.path.join(sst2, name), "\t") for name in ("train.tsv", "dev.tsv"))
+    write_csv(os.path.join(out, "sst2-train.csv"), sentences[0], sentences[1:10_001])
+    write_csv(os.path.join(out, "sst2-test.csv"), dev[0], dev[1:2_001])
+    files["sst2"] = {"training": os.path.join(out, "sst2-train.csv"),
+                     "testing": os.path.join(out, "sst2-test.csv")}
+    files["tweeteval"] = _tweeteval(tweets, out)
+    return files
+
+
+def _tweeteval(folder: str, out: str) -> dict:
+    def lines(name):
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+            return f.read().splitlines()
+
+    test = list(zip(lines("test_text.txt"), lines("test_labels.txt")))
+    parts = {"training": test[:10_000], "testing": test[10_000:],
+             "validation": list(zip(lines("val_text.txt"), lines("val_labels.txt")))}
+    paths = {}
+    for name, rows in parts.items():
+        paths[name] = os.path.join(out, f"tweeteval-{name}.csv")
+        write_csv(paths[name], ["text", "label"], rows)
+    return paths
+
+
+def run_one(dataset: str, files: dict, flags: list, seed: int, job_dir: str, cache_dir: str) -> dict:
+    """One trainer run (or the metrics a finished one left): score, seconds, epochs."""
+    metrics_path = os.path.join(job_dir, "metrics.json")
+    if not os.path.exists(metrics_path):
+        command = [sys.executable, "-m", "trainer.task", "--job-dir", job_dir, "--cache-dir", cache_dir,
+                   "--seed", str(seed), "--export-bfloat16", "off", "--keep-checkpoints", "none",
+                   *[f"--{name}-file={path}" for name, path in files.items()],
+                   *DATASETS[dataset]["flags"], *flags]
+        os.makedirs(os.path.dirname(job_dir), exist_ok=True)
+        start = time.perf_counter()
+        with open(job_dir + ".log", "w") as log:
+            done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT)
+        if done.returncode != 0:
+            sys.exit(f"{dataset} seed {seed}: the trainer exited {done.returncode}; see {job_dir}.log")
+        print(f"[recipe] {os.path.relpath(job_dir)}: {time.perf_counter() - start:.0f} s", flush=True)
+    with open(metrics_path) as f:
+        metrics = json.load(f)
+    return {"score": 100 * DATASETS[dataset]["score"](metrics["test"]),
+            "train_seconds": metrics["durations"]["train"],
+            "epochs": metrics["epochs_completed"], "best_epoch": metrics["best_epoch"]}
+
+
+def summary(runs: list) -> dict:
+    scores = [run["score"] for run in runs]
+    return {"mean": statistics.mean(scores), "sd": statistics.stdev(scores) if len(scores) > 1 else 0.0,
+            "train_seconds": statistics.mean(run["train_seconds"] for run in runs),
+            "best_epochs": [run["best_epoch"] for run in runs], "runs": runs}
+
+
+def print_tables(results: dict) -> None:
+    for dataset, candidates in results.items():
+        base = candidates.get("defaults")
+        rows = [[name, f"{s['mean']:.1f} ± {s['sd']:.1f}",
+                 "-" if base is None else f"{s['mean'] - base['mean']:+.1f}",
+                 f"{s['train_seconds']:.0f}", ",".join(map(str, s["best_epochs"]))]
+                for name, s in candidates.items()]
+        print(f"\n{dataset} ({DATASETS[dataset]['metric']}, test split, mean ± sd over seeds)")
+        print(table(rows, ["candidate", "score", "vs defaults", "train s", "best epochs"]))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--datasets", default=",".join(DATASETS))
+    parser.add_argument("--candidates", default="defaults")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--data-dir", default=DATA, help="../shared/data, with glue/, sst2/, tweeteval/")
+    parser.add_argument("--work-dir", default=os.path.join(WORK, "recipe"))
+    add_publish_flag(parser)
+    args = parser.parse_args()
+    datasets, candidates = args.datasets.split(","), args.candidates.split(",")
+    for name, known in (*((d, DATASETS) for d in datasets), *((c, CANDIDATES) for c in candidates)):
+        if name not in known:
+            parser.error(f"unknown {name!r}; one of {', '.join(known)}")
+    files = prepare(args.data_dir, os.path.join(args.work_dir, "data"))
+    results = {}
+    for dataset in datasets:
+        results[dataset] = {}
+        for candidate in candidates:
+            runs = [run_one(dataset, files[dataset], CANDIDATES[candidate], seed,
+                            os.path.join(args.work_dir, dataset, candidate, f"seed-{seed}"),
+                            os.path.join(args.work_dir, "cache"))
+                    for seed in range(1, args.seeds + 1)]
+            results[dataset][candidate] = summary(runs)
+    with printed() as text:
+        print_tables(results)
+    result = {"machine": machine(), "seeds": args.seeds,
+              "candidates": {c: CANDIDATES[c] for c in candidates}, "results": results}
+    with open(os.path.join(args.work_dir, "recipe.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    if args.publish:
+        print(f"wrote {publish('recipe', result, text.getvalue())}")
+
+
+if __name__ == "__main__":
+    main()
