@@ -1,0 +1,53 @@
+"""The local search from start to summary: the study (search.py) asks, each trial runs as a
+trainer process (trials.py), and people follow it in the log and trials.csv (summary.py).
+
+Exit status: 0 when at least one trial finished, 1 when every trial failed (each one's reason
+is in trials.csv and its stderr.txt).
+"""
+import logging
+import os
+from typing import Optional
+
+from trainer import cli
+from trainer.tuning import search, summary, trials
+
+log = logging.getLogger("trainer")
+
+
+def trial_dir(search_dir: str, trial: int) -> str:
+    return os.path.join(search_dir, "trials", str(trial))
+
+
+def run(search_dir: str, settings: dict, budget: int, sampler: str, seed: int,
+        cache_dir: Optional[str]) -> int:
+    """Runs the search in `search_dir` up to `budget` trials; `cache_dir` None: the trainer
+    flags in `settings` name the token cache already."""
+    names, metric, direction = settings["parameters"], settings["metric"], settings["direction"]
+    csv_path = os.path.join(search_dir, summary.CSV)
+    with search.locked(search_dir):
+        study = search.open_study(search_dir, settings, sampler, seed)
+        log.info("search in %s: %d of %d trials done; %s %s over %s (%s sampler)", search_dir,
+                 len(study.trials), budget, direction, metric, ",".join(names), sampler)
+
+        def run_trial(number: int, flags: dict) -> trials.Outcome:
+            job_dir = trial_dir(search_dir, number + 1)
+            log.info(summary.started_line(number + 1, budget, flags, os.path.join(job_dir, "training.log")))
+            command = trials.trainer_command(settings["trainer_args"], flags, job_dir, cache_dir)
+            return trials.run(command, job_dir, metric)
+
+        def after_trial(number: int) -> None:
+            records = search.records(study, names)
+            summary.write_csv(csv_path, records, names, metric)
+            log.info(summary.finished_line(records[number], records, budget, metric, direction))
+
+        search.run(study, names, budget, run_trial, after_trial)
+        records = search.records(study, names)
+    for line in summary.summary_lines(records, search_dir, metric, direction):
+        log.info(line)
+    top = summary.best(records, direction)
+    if top is None:
+        cli.fail(f"every trial failed; the last line each printed on stderr is in {csv_path}")
+        return 1
+    log.info("the best trial's flags, as a command:")
+    print(summary.best_command(settings["trainer_args"], top.flags), flush=True)
+    return 0
