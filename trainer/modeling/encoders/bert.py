@@ -5,8 +5,9 @@ runs every encoder matmul in float32 (tensorflow/hub#466, #790). Building the sa
 tf-keras layers under the active policy gives real bf16/fp16 compute with float32 variables.
 
 The layout and the layer names follow Model Garden's BertEncoder
-(official/nlp/modeling/networks/bert_encoder.py): embeddings -> LayerNorm -> N post-LN
-transformer blocks -> tanh pooler on [CLS]. Its variables are therefore named exactly like those
+(official/nlp/modeling/networks/bert_encoder.py): embeddings -> LayerNorm -> [a projection to the
+hidden size, when the embeddings are narrower, as in ELECTRA-Small] -> N post-LN transformer
+blocks -> tanh pooler on [CLS]. Its variables are therefore named exactly like those
 of the TF-Hub BERT encoders ("transformer/layer_0/self_attention/query/kernel:0", ...), so one
 name mapping reads both TF-Hub SavedModels and this package's own exports.
 """
@@ -37,6 +38,9 @@ class BertConfig:
     gelu_approximate: bool = False
     dropout_rate: float = 0.1
     attention_dropout_rate: float = 0.1
+    # ELECTRA's embeddings may be narrower than its blocks (Small: 128 -> 256); a dense
+    # "embedding_projection" maps them up. None: as wide as hidden_size, no projection (BERT).
+    embedding_size: Optional[int] = None
 
     @property
     def head_size(self) -> int:
@@ -165,17 +169,24 @@ def build_bert_encoder(config: BertConfig, dtype: Optional[str] = None,
     """
     inputs = {key: tf_keras.Input(shape=(None,), dtype=tf.int32, name=key) for key in INPUT_KEYS}
     hidden = config.hidden_size
+    width = config.embedding_size or hidden
     word = tf_keras.layers.Embedding(
-        config.vocab_size, hidden, embeddings_initializer=_initializer(),
+        config.vocab_size, width, embeddings_initializer=_initializer(),
         name="word_embeddings", dtype=dtype)(inputs["input_word_ids"])
     position = PositionEmbedding(
         config.max_position_embeddings, name="position_embedding", dtype=dtype)(word)
     token_type = tf_keras.layers.Embedding(
-        config.type_vocab_size, hidden, embeddings_initializer=_initializer(),
+        config.type_vocab_size, width, embeddings_initializer=_initializer(),
         name="type_embeddings", dtype=dtype)(inputs["input_type_ids"])
     x = tf_keras.layers.Add(dtype=dtype)([word, position, token_type])
     x = LayerNorm(epsilon=config.layer_norm_eps, name="embeddings/layer_norm", dtype=dtype)(x)
     x = tf_keras.layers.Dropout(config.dropout_rate, dtype=dtype)(x)
+    if config.embedding_size is not None:
+        # After the LayerNorm and dropout, as in Hugging Face's ElectraModel (embeddings_project)
+        # and Model Garden's BertEncoder (embedding_width < hidden_size).
+        x = tf_keras.layers.EinsumDense(
+            "abc,cd->abd", output_shape=(None, hidden), bias_axes="d",
+            kernel_initializer=_initializer(), name="embedding_projection", dtype=dtype)(x)
 
     # Every query may attend to every real (unpadded) key: [B, 1, T], broadcast over queries.
     attention_mask = tf.cast(inputs["input_mask"][:, tf.newaxis, :], tf.bool)
@@ -189,19 +200,36 @@ def build_bert_encoder(config: BertConfig, dtype: Optional[str] = None,
             name=f"transformer/layer_{index}", dtype=dtype)(x, attention_mask=attention_mask)
         encoder_outputs.append(x)
 
-    pooled = tf_keras.layers.Dense(
-        hidden, activation="tanh", kernel_initializer=_initializer(),
-        name="pooler_transform", dtype=dtype)(x[:, 0, :])
+    pooled = _pooler(hidden, dtype)(x[:, 0, :])
     outputs = dict(pooled_output=pooled, sequence_output=x, encoder_outputs=encoder_outputs)
     model = tf_keras.Model(inputs, outputs, name=name)
     model.bert_config = config  # read back by exports, which rebuild it in float32
     return model
 
 
+# Checkpoints without a pooler keep these freshly initialised (see _pooler).
+FRESH_WHEN_ABSENT = ("pooler_transform/kernel", "pooler_transform/bias")
+
+
+def _pooler(hidden: int, dtype: Optional[str]) -> tf_keras.layers.Dense:
+    """BERT's pooler: tanh(Dense([CLS])), pretrained with next-sentence prediction.
+
+    ELECTRA discriminators (and BertModel(add_pooling_layer=False) checkpoints) have none, so
+    their pooler starts freshly initialised and trains with the head ("cls" pooling still
+    works). ELECTRA's own classification head is the same shape with GELU in place of tanh
+    (ElectraClassificationHead: dense + GELU on [CLS]); keeping tanh keeps one network and one
+    set of variable names for every checkpoint, so exports and their reload do not depend on
+    the source; either way the head reads a learned, bounded projection of [CLS].
+    """
+    return tf_keras.layers.Dense(
+        hidden, activation="tanh", kernel_initializer=_initializer(),
+        name="pooler_transform", dtype=dtype)
+
+
 # Model Garden / TF-Hub variable names start at one of these components; anything before them
 # is a scope added by whoever built or saved the model.
 _NAME_ROOTS = ("word_embeddings", "position_embedding", "type_embeddings", "embeddings",
-               "transformer", "pooler_transform")
+               "embedding_projection", "transformer", "pooler_transform")
 
 
 def canonical_name(variable_name: str) -> Optional[str]:
@@ -217,11 +245,14 @@ def assign_weights(network: tf_keras.Model, weights: Dict[str, np.ndarray], sour
     """Sets every encoder variable from `weights` (canonical name -> array).
 
     Kernels may come flat as [in, out]: the attention's [hidden, heads, head_size] layout is the
-    same memory order, so a reshape places them (the parity tests pin the orientation).
+    same memory order, so a reshape places them (the parity tests pin the orientation). A
+    pooler the checkpoint lacks keeps its initial values (FRESH_WHEN_ABSENT).
     """
     remaining = dict(weights)
     for variable in network.weights:
         name = canonical_name(variable.name)
+        if name in FRESH_WHEN_ABSENT and name not in remaining:
+            continue
         if name not in remaining:
             raise UserError(f"{source}: no weights for encoder variable {name or variable.name}")
         value = np.asarray(remaining.pop(name))

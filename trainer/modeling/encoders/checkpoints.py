@@ -14,11 +14,12 @@ from typing import Dict, Optional
 import numpy as np
 import tensorflow as tf
 
+from trainer.modeling.encoders import hf_weights
 from trainer.modeling.encoders.preprocessing import check_vocab
 from trainer.modeling.encoders.bert import BertConfig, canonical_name
 from trainer.errors import UserError
 
-LAYOUTS_HELP = ("config.json + model.safetensors + vocab.txt (Hugging Face), "
+LAYOUTS_HELP = ("config.json + model.safetensors or tf_model.h5 + vocab.txt (Hugging Face), "
                 "bert_config.json + bert_model.ckpt.* + vocab.txt (Google BERT), "
                 "or saved_model.pb (TF-Hub SavedModel)")
 
@@ -39,9 +40,11 @@ def layout(directory: str) -> str:
     if _exists(directory, "saved_model.pb"):
         return "hub"
     if _exists(directory, "config.json"):
-        _require(directory, "model.safetensors",
-                 "(pickled pytorch_model.bin files are not read: save the model with "
-                 "safe_serialization=True)")
+        if hf_weights.weights_file(directory) is None:
+            if _exists(directory, hf_weights.PYTORCH_FILE):
+                raise UserError(f"--encoder {directory}: "
+                                + hf_weights.pytorch_only_message(directory, directory))
+            _require(directory, "model.safetensors", "(nor tf_model.h5)")
         _require(directory, "vocab.txt")
         return "hf"
     if _exists(directory, "bert_config.json"):
@@ -108,7 +111,9 @@ def _map_weights(config: BertConfig, get, hf_style: bool) -> Dict[str, np.ndarra
     """Pulls every encoder tensor through `get(name)`, in Hugging Face or Google naming.
 
     Hugging Face stores Linear weights as [out, in] and LayerNorm as weight/bias; Google stores
-    [in, out] kernels and gamma/beta, as Keras does.
+    [in, out] kernels and gamma/beta, as Keras does. `get(name, required=False)` returns None
+    for a tensor the checkpoint lacks: only the pooler may be absent (ELECTRA has none; the
+    encoder keeps a fresh one, see bert._pooler).
     """
     sep, prefix = (".", "") if hf_style else ("/", "bert/")
 
@@ -116,6 +121,9 @@ def _map_weights(config: BertConfig, get, hf_style: bool) -> Dict[str, np.ndarra
         if hf_style:
             return {f"{native}/kernel": get(f"{module}.weight").T, f"{native}/bias": get(f"{module}.bias")}
         return {f"{native}/kernel": get(f"{module}/kernel"), f"{native}/bias": get(f"{module}/bias")}
+
+    pooler = f"{prefix}pooler{sep}dense"
+    has_pooler = get(f"{pooler}{sep}{'weight' if hf_style else 'kernel'}", required=False) is not None
 
     def layer_norm(native, module):
         gamma, beta = ("weight", "bias") if hf_style else ("gamma", "beta")
@@ -127,7 +135,10 @@ def _map_weights(config: BertConfig, get, hf_style: bool) -> Dict[str, np.ndarra
         name = f"{hf_name}.weight" if hf_style else google_name
         weights[native] = get(f"{prefix}embeddings{sep}{name}")
     weights.update(layer_norm("embeddings/layer_norm", f"{prefix}embeddings{sep}LayerNorm"))
-    weights.update(dense("pooler_transform", f"{prefix}pooler{sep}dense"))
+    if config.embedding_size is not None:
+        weights.update(dense("embedding_projection", f"{prefix}embeddings_project"))
+    if has_pooler:
+        weights.update(dense("pooler_transform", pooler))
     for i in range(config.num_layers):
         block = f"{prefix}encoder.layer.{i}." if hf_style else f"{prefix}encoder/layer_{i}/"
         for native, hf_module, google_module in _BLOCK_PARTS:
@@ -141,15 +152,23 @@ def _map_weights(config: BertConfig, get, hf_style: bool) -> Dict[str, np.ndarra
 _HF_GELU_APPROXIMATE = {"gelu": False, "gelu_new": True, "gelu_pytorch_tanh": True, "gelu_fast": True}
 
 
+# Model types the native encoder computes exactly: ELECTRA's discriminator is a BERT encoder
+# whose embeddings may be narrower than its blocks (an "embeddings_project" maps them up).
+NATIVE_MODEL_TYPES = ("bert", "electra")
+
+
 def _bert_config(raw: dict, path: str, gelu_approximate: Optional[bool] = None) -> BertConfig:
     model_type = raw.get("model_type", "bert")
     position_type = raw.get("position_embedding_type", "absolute")
     activation = raw.get("hidden_act", "gelu")
-    if model_type != "bert" or position_type != "absolute" or activation not in _HF_GELU_APPROXIMATE:
+    if (model_type not in NATIVE_MODEL_TYPES or position_type != "absolute"
+            or activation not in _HF_GELU_APPROXIMATE):
         raise UserError(
             f"--encoder: {path} describes a {model_type} model (hidden_act {activation}, "
-            f"{position_type} positions); the native backend reads BERT checkpoints only. "
-            "For other architectures pass a TF-Hub SavedModel with --encoder-backend hub.")
+            f"{position_type} positions); the native backend reads BERT and ELECTRA checkpoints "
+            "only. For other architectures pass a TF-Hub SavedModel with --encoder-backend hub.")
+    # HF ElectraModel projects only when the widths differ (modeling_electra.py).
+    embedding_size = raw.get("embedding_size") if model_type == "electra" else None
     try:
         config = BertConfig(
             vocab_size=raw["vocab_size"], hidden_size=raw["hidden_size"],
@@ -161,7 +180,8 @@ def _bert_config(raw: dict, path: str, gelu_approximate: Optional[bool] = None) 
             gelu_approximate=(_HF_GELU_APPROXIMATE[activation] if gelu_approximate is None
                               else gelu_approximate),
             dropout_rate=raw.get("hidden_dropout_prob", 0.1),
-            attention_dropout_rate=raw.get("attention_probs_dropout_prob", 0.1))
+            attention_dropout_rate=raw.get("attention_probs_dropout_prob", 0.1),
+            embedding_size=embedding_size if embedding_size != raw["hidden_size"] else None)
     except KeyError as missing:
         raise UserError(f"--encoder: {path} has no {missing} entry") from None
     if config.hidden_size % config.num_heads:
@@ -171,25 +191,16 @@ def _bert_config(raw: dict, path: str, gelu_approximate: Optional[bool] = None) 
 
 
 def read_hf_checkpoint(directory: str) -> Checkpoint:
-    """config.json + model.safetensors + vocab.txt, read with safetensors' numpy API (no torch)."""
-    from safetensors.numpy import load, load_file
-
+    """config.json + model.safetensors (or tf_model.h5) + vocab.txt, without torch."""
     config_path = os.path.join(directory, "config.json")
     config = _bert_config(_read_json(config_path), config_path)
-    weights_path = os.path.join(directory, "model.safetensors")
-    if "://" in weights_path:
-        with tf.io.gfile.GFile(weights_path, "rb") as f:
-            tensors = load(f.read())
-    else:  # memory-mapped: 0.07 s for MiniLM's 87 MiB, where GFile.read() takes 0.7-1.6 s
-        tensors = load_file(weights_path)
-    # BertFor* task models keep the encoder under "bert."; a bare BertModel does not.
-    tensors = {name[len("bert."):] if name.startswith("bert.") else name: value
-               for name, value in tensors.items()}
+    weights_path = hf_weights.weights_file(directory)
+    tensors = hf_weights.read_weights(weights_path)
 
-    def get(name):
-        if name not in tensors:
+    def get(name, required=True):
+        if name not in tensors and required:
             raise UserError(f"--encoder: {weights_path} has no tensor {name}")
-        return tensors[name]
+        return tensors.get(name)
 
     tokenizer_path = os.path.join(directory, "tokenizer_config.json")
     # Hugging Face's BertTokenizer lower-cases unless told otherwise.
@@ -212,8 +223,10 @@ def read_google_checkpoint(directory: str) -> Checkpoint:
     reader = tf.train.load_checkpoint(prefix)
     available = reader.get_variable_to_shape_map()
 
-    def get(name):
+    def get(name, required=True):
         if name not in available:
+            if not required:
+                return None
             raise UserError(f"--encoder: {prefix} has no variable {name}")
         return reader.get_tensor(name)
 
@@ -290,9 +303,12 @@ def read_hub_savedmodel(directory: str) -> Checkpoint:
         config_path = os.path.join(directory, "assets", assets[config_index])
         config = BertConfig(**_read_json(config_path))
     else:
-        vocab_size, hidden_size = weights["word_embeddings/embeddings"].shape
+        vocab_size, width = weights["word_embeddings/embeddings"].shape
+        # Model Garden's BertEncoder (TF-Hub's ELECTRAs) projects narrower embeddings up.
+        projection = weights.get("embedding_projection/kernel")
         config = BertConfig(
-            vocab_size=vocab_size, hidden_size=hidden_size,
+            vocab_size=vocab_size, hidden_size=width if projection is None else projection.shape[-1],
+            embedding_size=None if projection is None else width,
             num_layers=len({re.match(r"transformer/layer_(\d+)/", name).group(1)
                             for name in weights if name.startswith("transformer/layer_")}),
             num_heads=weights["transformer/layer_0/self_attention/query/kernel"].shape[1],

