@@ -18,6 +18,15 @@ def trial_dir(search_dir: str, trial: int) -> str:
     return os.path.join(search_dir, "trials", str(trial))
 
 
+def opening_line(records: list, search_dir: str, budget: int, settings: dict, sampler: str) -> str:
+    """`search in DIR: 3 of 12 trials done, 1 stopped mid-way to run again; maximize ...`."""
+    stopped = sum(r.state == "running" for r in records)
+    again = f", {stopped} stopped mid-way to run again" if stopped else ""
+    return (f"search in {search_dir}: {len(records) - stopped} of {budget} trials done{again}; "
+            f"{settings['direction']} {settings['metric']} over {','.join(settings['parameters'])} "
+            f"({sampler} sampler)")
+
+
 def run(search_dir: str, settings: dict, budget: int, sampler: str, seed: int,
         cache_dir: Optional[str]) -> int:
     """Runs the search in `search_dir` up to `budget` trials; `cache_dir` None: the trainer
@@ -26,8 +35,7 @@ def run(search_dir: str, settings: dict, budget: int, sampler: str, seed: int,
     csv_path = os.path.join(search_dir, summary.CSV)
     with search.locked(search_dir):
         study = search.open_study(search_dir, settings, sampler, seed)
-        log.info("search in %s: %d of %d trials done; %s %s over %s (%s sampler)", search_dir,
-                 len(study.trials), budget, direction, metric, ",".join(names), sampler)
+        log.info(opening_line(search.records(study, names), search_dir, budget, settings, sampler))
 
         def run_trial(number: int, flags: dict) -> trials.Outcome:
             job_dir = trial_dir(search_dir, number + 1)

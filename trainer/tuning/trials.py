@@ -12,6 +12,7 @@ stderr is appended to the trial's stderr.txt, whose last line says why a trial f
 """
 import ctypes
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -26,6 +27,7 @@ STDERR = "stderr.txt"
 # The exit statuses of a trainer stopped by Ctrl-C or SIGTERM (trainer.cli: 130). They stop the
 # search too, leaving the trial to be resumed, rather than recording it as failed.
 INTERRUPTED = (130, -signal.SIGINT, -signal.SIGTERM)
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +58,7 @@ def run(command: Sequence[str], job_dir: str, metric: str) -> Outcome:
     start_of_this_run = os.path.getsize(stderr_path) if os.path.exists(stderr_path) else 0
     started = time.monotonic()
     with open(stderr_path, "ab") as stderr:
-        code = subprocess.call(list(command), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=stderr, preexec_fn=_die_with_parent)
+        code = _call(command, stderr)
     seconds = time.monotonic() - started
     if code in INTERRUPTED:
         raise KeyboardInterrupt
@@ -96,10 +97,34 @@ def _exit_status(code: int) -> str:
     return f"the trainer exited with status {code} and printed nothing on stderr"
 
 
-def _die_with_parent() -> None:
-    """In the trial's process, before it starts: Linux sends it SIGTERM if the search dies, even
-    of SIGKILL, so that no orphaned trial goes on writing to a job dir that the next search
-    resumes. Elsewhere a killed search's trial runs to its end."""
+def _call(command: Sequence[str], stderr) -> int:
+    """Runs `command` to its end and returns its exit status. A stop signal (Ctrl-C, SIGTERM:
+    KeyboardInterrupt in the search) kills it and goes on up.
+
+    The stop signals are held while the process starts: one arriving during the fork would run
+    the search's handler inside Python's fork bookkeeping, which drops its exception, and the
+    search would go on as if never stopped."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        process = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=stderr, preexec_fn=functools.partial(_start_trial, held))
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        raise
+    with process:
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a signal held meanwhile arrives now
+            return process.wait()
+        except BaseException:
+            process.kill()
+            raise
+
+
+def _start_trial(signal_mask) -> None:
+    """In the trial's process, before the trainer starts: the search's signal mask back, and on
+    Linux a SIGTERM when the search dies, even of SIGKILL, so that no orphaned trial goes on
+    writing to a job dir the next search resumes. (Elsewhere such a trial runs to its end.)"""
+    signal.pthread_sigmask(signal.SIG_SETMASK, signal_mask)
     if sys.platform.startswith("linux"):
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
