@@ -95,8 +95,11 @@ class DataConfig:
 @dataclasses.dataclass
 class ModelConfig:
     encoder: str = _flag(
-        DEFAULT_ENCODER, "Encoder: a registered name, a TF-Hub/Kaggle handle, or a local/gs:// "
-                         "directory (Hugging Face, original Google BERT or TF-Hub SavedModel).")
+        DEFAULT_ENCODER, "Encoder: a registered name, hf:ORG/NAME[@REVISION] (a Hugging Face Hub "
+                         "BERT or ELECTRA repository: branch, tag or commit; HF_TOKEN for private "
+                         "or gated ones), a TF-Hub/Kaggle handle, or a local/gs:// directory "
+                         "(Hugging Face safetensors or tf_model.h5, original Google BERT, or "
+                         "TF-Hub SavedModel).")
     preprocessor: Optional[str] = _flag(
         None, "TF-Hub preprocessor handle or directory. Default: the one matching --encoder.")
     encoder_backend: str = _flag(
