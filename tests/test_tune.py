@@ -51,14 +51,15 @@ def test_parameters_are_a_subset_taken_in_the_order_given():
 # --- the search, with a stand-in for the trainer -------------------------------------------------
 
 class FakeTrainer:
-    """Stands in for trials.run: records each trial's command and job dir; the metric is the
-    trial's --dropout, or what `outcome(trial number, flags)` says."""
+    """Stands in for trials.run: makes the trial's job dir and records its command; the metric
+    is the trial's --dropout, or what `outcome(trial number, flags)` says."""
 
     def __init__(self, outcome=None):
         self.runs = []
         self.outcome = outcome or (lambda trial, flags: trials.Outcome(float(flags["dropout"]), "", 2.0))
 
     def __call__(self, command, job_dir, metric):
+        os.makedirs(job_dir, exist_ok=True)
         flags = dict(arg[2:].split("=", 1) for arg in command if arg.startswith("--") and "=" in arg)
         self.runs.append({"command": list(command), "job_dir": job_dir, "flags": flags})
         return self.outcome(len(self.runs), flags)
@@ -196,7 +197,16 @@ def test_a_second_search_in_the_same_directory_is_refused_while_one_runs(capsys,
     with search.locked(str(tmp_path)):
         code, _, err = tune_in_process(capsys, tmp_path, "--max-trial-count", "1")
     assert code == 2 and fake.runs == []
-    assert err == f"error: --job-dir: another trainer.tune is running a search in {tmp_path}; wait for it, or choose another --job-dir\n"
+    assert err.splitlines() == [f"error: --job-dir: another trainer.tune is running a search in {tmp_path}; "
+                                "wait for it, or choose another --job-dir"]
+
+
+def test_trials_of_a_search_whose_study_is_gone_are_not_taken_for_new_ones(capsys, tmp_path, fake):
+    tune_in_process(capsys, tmp_path, "--max-trial-count", "1")
+    (tmp_path / "study.journal").unlink()
+    code, _, err = tune_in_process(capsys, tmp_path, "--max-trial-count", "1")
+    assert code == 2 and len(fake.runs) == 1
+    assert err.startswith(f"error: --job-dir: {tmp_path} holds trials/ of a search whose study.journal is gone")
 
 
 def test_the_same_seed_samples_the_same_trials(capsys, tmp_path, monkeypatch):

@@ -55,8 +55,9 @@ def parse_args(argv: Sequence[str]) -> tuple:
 
 def check_trainer_args(trainer_args: Sequence[str], tuned: Sequence[str]) -> config.Config:
     """The trainer flags, parsed and validated by the trainer's own parser before any trial."""
+    given = space.given_flags(trainer_args)
     for flag in PER_TRIAL_FLAGS:
-        if flag in space.given_flags(trainer_args):
+        if flag in given:
             raise UserError(f"{flag} is not a trainer argument in a search: every trial writes its "
                             f"own under SEARCH_DIR/trials/N; give the search's directory as "
                             f"--job-dir before the `--`")

@@ -9,6 +9,7 @@ import os
 from typing import Optional
 
 from trainer import cli
+from trainer.errors import UserError
 from trainer.tuning import search, summary, trials
 
 log = logging.getLogger("trainer")
@@ -34,6 +35,7 @@ def run(search_dir: str, settings: dict, budget: int, sampler: str, seed: int,
     names, metric, direction = settings["parameters"], settings["metric"], settings["direction"]
     csv_path = os.path.join(search_dir, summary.CSV)
     with search.locked(search_dir):
+        _check_no_stray_trials(search_dir)
         study = search.open_study(search_dir, settings, sampler, seed)
         log.info(opening_line(search.records(study, names), search_dir, budget, settings, sampler))
 
@@ -59,3 +61,13 @@ def run(search_dir: str, settings: dict, budget: int, sampler: str, seed: int,
     log.info("the best trial's flags, as a command:")
     print(summary.best_command(settings["trainer_args"], top.flags), flush=True)
     return 0
+
+
+def _check_no_stray_trials(search_dir: str) -> None:
+    """A new study beside trials/ of another search (its study.journal deleted) would take that
+    search's finished trials for its own: trials/1/metrics.json is read, not rerun."""
+    trials_root = os.path.dirname(trial_dir(search_dir, 1))
+    if not os.path.exists(os.path.join(search_dir, search.JOURNAL)) and os.path.isdir(trials_root) \
+            and os.listdir(trials_root):
+        raise UserError(f"--job-dir: {search_dir} holds trials/ of a search whose {search.JOURNAL} "
+                        f"is gone; choose another --job-dir, or delete {trials_root}")
