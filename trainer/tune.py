@@ -9,6 +9,7 @@ The search is Optuna's TPE or random sampler, over a study kept in SEARCH_DIR/st
 (trainer/tuning/search.py says why Optuna). Rerunning the same command continues a killed search
 and only prints the summary of a finished one.
 """
+import contextlib
 import datetime
 import os
 import signal
@@ -97,16 +98,27 @@ def main(argv: Sequence[str], now: Optional[datetime.datetime] = None) -> int:
 
     settings = settings_of(trainer_args, tuned, trainer_config.train.selection_metric)
     cache_dir = None if trainer_config.output.cache_dir else os.path.join(search_dir, "cache")
-    return runner.run(search_dir, settings, options.max_trial_count, options.sampler, options.seed,
-                      cache_dir)
+    with sigterm_stops_the_search():
+        return runner.run(search_dir, settings, options.max_trial_count, options.sampler, options.seed,
+                          cache_dir)
 
 
-def _stop(signum, frame):
-    """SIGTERM stops a search as Ctrl-C does: the running trial is ended and kept for the rerun."""
-    raise KeyboardInterrupt
+@contextlib.contextmanager
+def sigterm_stops_the_search():
+    """While the search runs, SIGTERM (`kill`, a job scheduler) stops it as Ctrl-C does: the
+    running trial is ended and kept to run again, and the exit status is 130. Python's default
+    ends the search at once, without that line, and its trial only where the search's death
+    reaches it (Linux, trials.py). Installed here, not at import: tests run main in-process."""
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, _stop)
     sys.exit(cli.run(main, interrupted="stopped; rerun the same command to continue the search "
                                        "(finished trials are kept, the stopped one runs again)"))
