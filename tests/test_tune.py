@@ -3,7 +3,7 @@ sends to Vertex, one trainer process per trial, resumable, with trials.csv and t
 
 Most tests replace the trainer process by a stand-in (FakeTrainer, in place of trials.run): the
 search's bookkeeping is what they check. A module fixture runs real searches on the tiny encoder:
-killed, resumed, continued and rerun finished."""
+killed, resumed, continued and rerun finished (slow tier, which CI runs on TensorFlow 2.21)."""
 import json
 import os
 import shlex
@@ -308,6 +308,7 @@ def searched(tiny_encoder_dir, tiny_data, tmp_path_factory):
     return search_dir, runs
 
 
+@pytest.mark.slow
 def test_a_killed_search_stops_its_trial_and_says_how_to_continue(searched):
     search_dir, runs = searched
     assert runs["killed"].returncode == 130
@@ -315,18 +316,21 @@ def test_a_killed_search_stops_its_trial_and_says_how_to_continue(searched):
     assert runs["killed"].stderr.splitlines()[-1].startswith("error: stopped; rerun the same command to continue")
 
 
+@pytest.mark.slow
 def test_the_rerun_runs_the_killed_trial_again_with_its_values(searched):
     _, runs = searched
     assert runs["resumed"].returncode == 0, runs["resumed"].stderr
     assert started(runs["resumed"].stdout) == started(runs["killed"].stdout)
 
 
+@pytest.mark.slow
 def test_a_continued_search_runs_only_the_new_trial(searched):
     _, runs = searched
     assert runs["continued"].returncode == 0, runs["continued"].stderr
     assert [trial for trial, _ in started(runs["continued"].stdout)] == ["2"]
 
 
+@pytest.mark.slow
 def test_trials_csv_has_each_trials_values_and_the_metric_its_run_wrote(searched):
     search_dir, _ = searched
     rows = read_csv(search_dir / "trials.csv")
@@ -338,12 +342,14 @@ def test_trials_csv_has_each_trials_values_and_the_metric_its_run_wrote(searched
         assert float(row["seconds"]) > 0
 
 
+@pytest.mark.slow
 def test_the_trials_share_one_token_cache(searched):
     search_dir, _ = searched
     assert os.listdir(search_dir / "cache" / "tokens")
     assert not (search_dir / "trials" / "1" / "cache").exists()
 
 
+@pytest.mark.slow
 def test_the_printed_command_runs_the_best_trials_values(searched):
     search_dir, runs = searched
     rows = read_csv(search_dir / "trials.csv")
@@ -355,6 +361,7 @@ def test_the_printed_command_runs_the_best_trials_values(searched):
     assert run_config.model.dropout == float(best["dropout"])
 
 
+@pytest.mark.slow
 def test_rerunning_the_finished_search_runs_nothing_and_prints_the_same_best_command(searched):
     _, runs = searched
     assert runs["finished"].returncode == 0
