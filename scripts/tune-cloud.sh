@@ -9,7 +9,7 @@
 #
 # Required: PROJECT_ID, REGION, BUCKET, IMAGE_URI.
 # Optional: MAX_TRIAL_COUNT (12), PARALLEL_TRIAL_COUNT (3), PARAMETERS (comma-separated subset of
-#   learning-rate,batch-size,dropout,warmup-fraction,weight-decay,epochs; default all),
+#   learning-rate,batch-size,dropout,warmup-fraction,weight-decay,layer-decay,epochs; default all),
 #   MACHINE_TYPE (n1-standard-8), ACCELERATOR_TYPE (NVIDIA_TESLA_T4), ACCELERATOR_COUNT (1; 0 runs
 #   on CPU only), JOB_DIR, DISPLAY_NAME, SERVICE_ACCOUNT, TENSORBOARD, PYTHON (python3).
 #   DRY_RUN=1 prints the job as JSON and submits nothing.

@@ -37,7 +37,8 @@ SPACE = {
     "dropout": Double(0.0, 0.3, "linear"),
     "warmup-fraction": Double(0.0, 0.2, "linear"),
     "weight-decay": Double(0.0, 0.1, "linear"),
-    "epochs": Categorical(("2", "3", "4")),
+    "layer-decay": Double(0.7, 1.0, "linear"),
+    "epochs": Categorical(("2", "3", "4", "6")),
 }
 TUNED_FLAGS = tuple(SPACE)
 
