@@ -179,6 +179,7 @@ def test_electra_has_no_pretrained_pooler_so_cls_pooling_trains_a_fresh_one(env)
     assert encoder.network(inputs())["pooled_output"].shape == (2, stand_in.HIDDEN)
 
 
+@pytest.mark.slow  # CI runs it on TensorFlow 2.21 (.ci/run)
 def test_a_tiny_training_run_fine_tunes_a_hub_electra_in_bfloat16(hub, tiny_data, tmp_path):
     job_dir = tmp_path / "job"
     args = ["--encoder", "hf:tiny/electra", "--training-file", tiny_data["train"],
