@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 
-from common import WORK, add_publish_flag, machine, printed, publish, table
+from common import WORK, add_publish_flag, finish, machine, printed, publish, table
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 PAIR_LABELS = ["--text-column", "sentence1", "--text-pair-column", "sentence2"]
@@ -142,14 +142,14 @@ def summary(runs: list) -> dict:
 
 
 def print_tables(results: dict) -> None:
+    """One table per dataset; each candidate against the first one given."""
     for dataset, candidates in results.items():
-        base = candidates.get("defaults")
-        rows = [[name, f"{s['mean']:.1f} ± {s['sd']:.1f}",
-                 "-" if base is None else f"{s['mean'] - base['mean']:+.1f}",
+        first, base = next(iter(candidates.items()))
+        rows = [[name, f"{s['mean']:.1f} ± {s['sd']:.1f}", f"{s['mean'] - base['mean']:+.1f}",
                  f"{s['train_seconds']:.0f}", ",".join(map(str, s["best_epochs"]))]
                 for name, s in candidates.items()]
         print(f"\n{dataset} ({DATASETS[dataset]['metric']}, test split, mean ± sd over seeds)")
-        print(table(rows, ["candidate", "score", "vs defaults", "train s", "best epochs"]))
+        print(table(rows, ["candidate", "score", f"vs {first}", "train s", "best epochs"]))
 
 
 def main():
@@ -179,8 +179,7 @@ def main():
         print_tables(results)
     result = {"machine": machine(), "seeds": args.seeds,
               "candidates": {c: CANDIDATES[c] for c in candidates}, "results": results}
-    with open(os.path.join(args.work_dir, "recipe.json"), "w") as f:
-        json.dump(result, f, indent=2)
+    finish(result, os.path.join(args.work_dir, "recipe.json"))
     if args.publish:
         print(f"wrote {publish('recipe', result, text.getvalue())}")
 
