@@ -40,6 +40,13 @@ def validation_metric(name: str) -> str:
     return name if name.startswith("val_") else f"val_{name}"
 
 
+# Epochs when --epochs is not given, by the size of the training split: (fewer examples than,
+# epochs), else EPOCHS_OTHERWISE. Small sets need more passes, and the best epoch's weights are
+# exported, so the extra ones cost time, not accuracy (bench/recipe.py).
+EPOCHS_BY_SIZE = ((5_000, 6), (20_000, 4))
+EPOCHS_OTHERWISE = 3
+
+
 def _flag(default, help, **kwargs):
     return dataclasses.field(default=default, metadata={"help": help, **kwargs})
 
@@ -128,8 +135,9 @@ class ModelConfig:
 @dataclasses.dataclass
 class TrainConfig:
     epochs: Optional[int] = _flag(
-        None, "Passes over the training data. Default: by the number of training examples: 6 "
-              "below 5,000, 4 below 20,000, else 3 (the best epoch's weights are exported).")
+        None, "Passes over the training data. Default: by the number of training examples: "
+              + ", ".join(f"{epochs} below {size:,}" for size, epochs in EPOCHS_BY_SIZE)
+              + f", else {EPOCHS_OTHERWISE} (the best epoch's weights are exported).")
     max_steps: int = _flag(
         0, "Train for exactly this many steps (optimizer updates), overriding --epochs: the run "
            "takes the epochs that needs, the last one stopping at that step (evaluated and "

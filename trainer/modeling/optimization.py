@@ -81,6 +81,8 @@ def layer_rate_scales(variables: Sequence[tf.Variable], decay: float) -> List[Tu
     are placed by their Model Garden names (bert.canonical_name), which native encoders and
     Model Garden's TF-Hub encoders share; a hub model named otherwise keeps one rate throughout.
     """
+    if decay == 1.0:
+        return []
     depths = []
     for variable in variables:
         name = canonical_name(variable.name)
@@ -88,7 +90,7 @@ def layer_rate_scales(variables: Sequence[tf.Variable], decay: float) -> List[Tu
             continue
         layer = _LAYER.match(name)
         depths.append((variable, int(layer.group(1)) + 1 if layer else 0))
-    if not depths or decay == 1.0:
+    if not depths:
         return []
     top = max(depth for _, depth in depths) + 1
     return [(variable, decay ** (top - depth)) for variable, depth in depths]

@@ -210,15 +210,10 @@ def _batching(config, runtime: Runtime, tokenized: dict, truncated: dict) -> Inp
     return inputs
 
 
-# (fewer training examples than, epochs): small sets need more passes to converge, and the best
-# epoch's weights are exported, so the extra ones cost time, not accuracy (bench/recipe.py).
-EPOCHS_BY_SIZE = ((5_000, 6), (20_000, 4))
-EPOCHS_OTHERWISE = 3
-
-
 def default_epochs(examples: int) -> int:
-    """Epochs when --epochs is not given, by the size of the training split."""
-    return next((epochs for size, epochs in EPOCHS_BY_SIZE if examples < size), EPOCHS_OTHERWISE)
+    """Epochs when --epochs is not given, by the size of the training split (config's rule)."""
+    return next((epochs for size, epochs in config_lib.EPOCHS_BY_SIZE if examples < size),
+                config_lib.EPOCHS_OTHERWISE)
 
 
 def training_length(steps_per_epoch: int, epochs: int, max_steps: int):
