@@ -25,6 +25,9 @@ REQUIRED = [
     "cloudml-hypertune>=0.1.0.dev6",
     "starlette>=0.40",  # trainer.serve: the prediction server's routes
     "uvicorn>=0.30",  # trainer.serve: its HTTP server (drains requests on SIGTERM)
+    # --precision int8: the TensorFlow Lite interpreter that replaced tf.lite.Interpreter
+    # (deprecated since TF 2.20) runs the int8 model (trainer/serving/tflite.py)
+    "ai-edge-litert>=2.0",
     "optuna>=4.0",  # trainer.tune: the local search's samplers and its journal (trainer/tuning/search.py)
 ]
 

@@ -6,6 +6,7 @@ tf-keras (TF_USE_LEGACY_KERAS=1) rather than Keras 3, a normal run should not pr
 of C++ start-up warnings, every x86 CPU should get the oneDNN kernels, and the TPU build of
 TensorFlow must not wait on a metadata server off a TPU VM. Users may override each variable.
 """
+import contextlib
 import os
 import re
 import sys
@@ -45,18 +46,26 @@ def import_tensorflow(verbose: bool = False):
         import tensorflow
         import tensorflow_text  # noqa: F401  registers the tokenizer ops
         return tensorflow
+    with stderr_filtered(_STARTUP_NOISE):
+        import tensorflow
+        import tensorflow_text  # noqa: F401  registers the tokenizer ops
+    return tensorflow
+
+
+@contextlib.contextmanager
+def stderr_filtered(noise: "re.Pattern"):
+    """Drops the lines matching `noise` that native libraries write to file descriptor 2 meanwhile
+    (where Python's sys.stderr cannot catch them); every other line is passed through."""
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile(mode="w+b") as captured:
         os.dup2(captured.fileno(), 2)
         try:
-            import tensorflow
-            import tensorflow_text  # noqa: F401  registers the tokenizer ops
+            yield
         finally:
             os.dup2(saved, 2)
             os.close(saved)
             captured.seek(0)
             for line in captured.read().decode("utf-8", "replace").splitlines(keepends=True):
-                if not _STARTUP_NOISE.match(line):
+                if not noise.match(line):
                     sys.stderr.write(line)
-    return tensorflow

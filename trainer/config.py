@@ -227,6 +227,12 @@ class RuntimeConfig:
                 "labels, metric within 0.5 point). 'auto': on where this machine computes "
                 "bfloat16 natively (AVX512_BF16/AMX CPU, TPU, GPU of compute capability 8.0+).",
         choices=("auto", "on", "off"))
+    export_int8: str = _flag(
+        "auto", "Also write an int8 copy of the model, MODEL_DIR/int8 (TensorFlow Lite, "
+                "dynamic-range quantized: trainer.predict/serve --precision), kept only if it "
+                "agrees with float32 on validation as the bfloat16 copy must. 'auto': on unless "
+                "--encoder-backend hub.",
+        choices=("auto", "on", "off"))
 
 
 @dataclasses.dataclass

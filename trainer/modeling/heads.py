@@ -17,7 +17,7 @@ class MaskedMeanPooling(tf_keras.layers.Layer):
         super().__init__(dtype="float32", **kwargs)
 
     def call(self, sequence_output, input_mask):
-        mask = tf.cast(input_mask, tf.float32)[:, :, tf.newaxis]
+        mask = tf.expand_dims(tf.cast(input_mask, tf.float32), -1)
         total = tf.reduce_sum(tf.cast(sequence_output, tf.float32) * mask, axis=1)
         return total / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
 

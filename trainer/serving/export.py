@@ -47,6 +47,10 @@ class ServingModule(tf.Module):
         self.predict_tokens = tf.function(self._predict_tokens, input_signature=[
             {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_KEYS}])
         self.serve = tf.function(self._serve_pair if pair else self._serve, input_signature=texts)
+        # The head's outputs of the classifier's logits (scores), saved on their own: a model
+        # computed elsewhere (the int8 one, trainer.serving.tflite) returns exactly these.
+        self.outputs = tf.function(self._outputs_of, input_signature=[
+            tf.TensorSpec([None, None], tf.float32, name="logits")])
 
     def _tokenize(self, text, text_pair=None):
         """int32 features [batch, max_seq_length], as the preprocessor pads them."""
@@ -58,6 +62,9 @@ class ServingModule(tf.Module):
         features = pipeline.trim_to_padded_length(features, self.lengths)
         batch = tf.shape(features["input_word_ids"])[0]
         return self._outputs(tf.cast(self._forward(features), tf.float32), batch)
+
+    def _outputs_of(self, logits):
+        return self._outputs(logits, tf.shape(logits)[0])
 
     def _serve(self, text, text_pair=None):
         args = (text,) if text_pair is None else (text, text_pair)

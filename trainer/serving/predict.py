@@ -325,12 +325,10 @@ def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
     cli.setup_logging()
     trainer.import_tensorflow()
-    from trainer.serving import export
-
     out_fmt = check_args(args)
     started = time.monotonic()
     precision, path = variants.resolve(args.model_dir, args.precision)
-    model = export.load_module(path)
+    model = variants.load(args.model_dir, precision)
     warm_up(model)
     print(f"loaded the {precision} model ({path}) in {progress.clock(time.monotonic() - started)}",
           flush=True)

@@ -1,12 +1,14 @@
-"""A bfloat16 copy of a trained model beside its float32 export, kept only if it agrees with it.
+"""Faster copies of a trained model beside its float32 export, each kept only if it agrees with it.
 
-The copy is the classifier built again under the mixed_bfloat16 policy and given the trained
+bfloat16: the classifier built again under the mixed_bfloat16 policy and given the trained
 weights: a tf-keras layer computes in bfloat16 from float32 variables only when it was built
 under a mixed policy (its variables are then AutoCastVariables), so the policy of a model trained
 in float32 cannot be switched after the fact. Its variables stay float32 (the copy is as large
 as the float32 model); its matmuls and einsums run in bfloat16, natively on CPUs with
 AVX512_BF16/AMX (oneDNN), TPUs and GPUs from compute capability 8.0. The head (pooling, logits,
 a regression's destandardizing layer) keeps its explicit float32.
+
+int8: the classifier built again in float32 and converted by trainer.serving.tflite.
 
 The check (trainer.serving.agreement) runs both models on the same validation rows, tokenized
 once, and times them: the copy is moved into place and listed in precisions.json only if it
@@ -43,11 +45,11 @@ def _weights(variables) -> list:
     return [v for v in variables if tf.as_dtype(v.dtype).is_floating]
 
 
-def bfloat16_classifier(build: Callable[[], tuple], variables) -> tuple:
-    """`build()`'s (preprocessor, classifier) under mixed_bfloat16, the classifier holding the
-    values of `variables` (the trained model's, or a loaded export's classifier_variables, in the
-    same order)."""
-    with global_policy("mixed_bfloat16"):
+def classifier_with(build: Callable[[], tuple], variables, policy: str) -> tuple:
+    """`build()`'s (preprocessor, classifier) under the dtype `policy`, the classifier holding
+    the values of `variables` (the trained model's, or a loaded export's classifier_variables,
+    in the same order)."""
+    with global_policy(policy):
         preprocessor, model = build()
     targets, values = _weights(model.variables), _weights(variables)
     if [tuple(t.shape) for t in targets] != [tuple(v.shape) for v in values]:
@@ -56,6 +58,29 @@ def bfloat16_classifier(build: Callable[[], tuple], variables) -> tuple:
     for target, value in zip(targets, values):
         target.assign(value)
     return preprocessor, model
+
+
+def bfloat16_copy(build: Callable[[], tuple], variables, reference, task: str,
+                  label_names: Sequence[str], max_seq_length: int, pair: bool, separator: str) -> tuple:
+    """(write(dir), load(dir)) of the bfloat16 SavedModel."""
+    preprocessor, model = classifier_with(build, variables, "mixed_bfloat16")
+    module = module_like(reference, preprocessor, model, task, label_names, max_seq_length, pair,
+                         separator)
+    return (lambda path: export.save(module, path)), export.load_module
+
+
+def int8_copy(build: Callable[[], tuple], variables, reference) -> tuple:
+    """(write(dir), load(dir)) of the int8 classifier, computed by LiteRT beside `reference`."""
+    from trainer.serving import tflite
+
+    flatbuffer = tflite.convert(classifier_with(build, variables, "float32")[1])
+
+    def write(path: str) -> None:
+        storage.makedirs(path)
+        storage.write_bytes_atomic(storage.join(path, tflite.FILENAME), flatbuffer)
+
+    return write, lambda path: tflite.Int8Module(
+        reference, storage.read_bytes(storage.join(path, tflite.FILENAME)))
 
 
 def module_like(reference, preprocessor, model: tf_keras.Model, task: str, label_names: Sequence[str],
@@ -93,21 +118,21 @@ def _timed_outputs(task: str, module, texts, pairs, features, batch_size: int):
     return outputs, len(texts) / max(time.perf_counter() - start, 1e-9)
 
 
-def export_checked(module: export.ServingModule, reference, model_dir: str, precision: str,
+def export_checked(copy: tuple, reference, model_dir: str, precision: str,
                    task: str, texts, pairs, labels, label_names: Sequence[str], batch_size: int) -> dict:
-    """Saves `module` as MODEL_DIR/<precision> if it agrees with `reference`, MODEL_DIR's float32
-    model as loaded, on these rows; returns the check's figures (`passed`, `why`) with both
-    speeds."""
+    """Writes `copy` (bfloat16_copy's or int8_copy's) as MODEL_DIR/<precision> if it agrees with
+    `reference`, MODEL_DIR's float32 model as loaded, on these rows; returns the check's figures
+    (`passed`, `why`) with both speeds."""
     from trainer.serving import predict
 
+    write, load = copy
     features = predict.tokenize(reference, texts, pairs)
     target = variants.variant_dir(model_dir, precision)
     tmp = storage.temporary_sibling(target)
     try:
-        export.save(module, tmp)
+        write(tmp)
         float32, float32_speed = _timed_outputs(task, reference, texts, pairs, features, batch_size)
-        candidate, speed = _timed_outputs(task, export.load_module(tmp), texts, pairs, features,
-                                          batch_size)
+        candidate, speed = _timed_outputs(task, load(tmp), texts, pairs, features, batch_size)
         figures = agreement.compare(task, float32, candidate, labels, label_names)
     except BaseException:
         if storage.exists(tmp):

@@ -71,13 +71,16 @@ class ModelService:
         started = time.perf_counter()
         trainer.import_tensorflow()
         from trainer import storage
-        from trainer.serving import export, predict
+        from trainer.serving import predict
 
         if not storage.exists(storage.join(self.model_dir, "saved_model.pb")):
             raise UserError(f"--model-dir: no exported model in {self.model_dir} (expected saved_model.pb; "
                             f"point it at JOB_DIR/model)")
         precision, path = variants.resolve(self.model_dir, self.precision)
-        serve = export.load(path)
+        model = variants.load(self.model_dir, precision)
+        # A SavedModel serves through its signature: tokenizing and the model in one graph call.
+        # The int8 model is two calls (TF tokenizes, LiteRT computes), through the module.
+        serve = model if precision == "int8" else predict._signature(model)
         self.pair = predict.is_pair_model(serve)
         run_batch = functools.partial(predict.predict_instances, serve, batch_size=self.max_batch_size)
         warm_up = [(text, text) for text in WARM_UP_TEXTS] if self.pair else WARM_UP_TEXTS

@@ -1,7 +1,8 @@
-"""`python -m trainer.export_quantized`: the checked bfloat16 copy of a finished run's model.
+"""`python -m trainer.export_quantized`: the checked int8 or bfloat16 copy of a finished run's model.
 
-For a model exported before the run wrote one, or by a run on a machine without native
-bfloat16 (`--export-bfloat16 auto` skips it there). The classifier is built again from the run's
+For a model exported before the run wrote one, by a run that skipped it (`--export-int8 off`,
+`--export-bfloat16 auto` on a machine without native bfloat16), or one whose copy was refused.
+The classifier is built again from the run's
 config.json and given the export's own weights; the run's data is read again (as
 trainer.report does) for the validation rows the check compares on. Exit 1 when the copy fails
 the check: it is not written.
@@ -21,8 +22,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model-dir", required=True, help="A finished run's exported model (JOB_DIR/model).")
     parser.add_argument("--job-dir", help="The run's job dir (config.json, metrics.json). Default: "
                                           "the model dir's parent.")
-    parser.add_argument("--precision", default="bfloat16", choices=VARIANTS,
-                        help="The copy to write beside the float32 model.")
+    parser.add_argument("--precision", default="int8", choices=VARIANTS,
+                        help="The copy to write beside the float32 model: int8 (TensorFlow Lite, "
+                             "dynamic-range quantized) or bfloat16 (a SavedModel).")
     return parser
 
 
@@ -58,9 +60,9 @@ def main(argv=None) -> int:
     from trainer.training import results
 
     ctx = run_context(model_dir, job_dir)
-    if ctx.config.model.encoder_backend == "hub":
+    if args.precision == "bfloat16" and ctx.config.model.encoder_backend == "hub":
         raise UserError("--model-dir: the run used --encoder-backend hub, whose hub.KerasLayer keeps "
                         "its exported dtypes (tensorflow/hub#466): no bfloat16 copy computes faster")
     reference = export.load_module(model_dir)
-    figures = results.write_bfloat16(ctx, model_dir, reference.classifier_variables)
+    figures = results.write_copy(ctx, model_dir, reference.classifier_variables, args.precision)
     return 0 if figures["passed"] else 1

@@ -125,35 +125,48 @@ def export(ctx: RunContext) -> None:
 def export_bfloat16(ctx: RunContext) -> None:
     """MODEL_DIR/bfloat16 beside the float32 export (chief only), written only if it agrees
     with float32 on validation (trainer.serving.quantize); the figures go to metrics.json."""
-    wanted, why_not = _bfloat16_wanted(ctx)
+    _export_copy(ctx, "bfloat16", *_bfloat16_wanted(ctx))
+
+
+def export_int8(ctx: RunContext) -> None:
+    """MODEL_DIR/int8 beside the float32 export (chief only), on the same terms as bfloat16."""
+    _export_copy(ctx, "int8", *_int8_wanted(ctx))
+
+
+def _export_copy(ctx: RunContext, precision: str, wanted: bool, why_not) -> None:
     if wanted:
         try:
-            figures = write_bfloat16(ctx, ctx.paths.model_dir, ctx.trainable.model.variables)
-            ctx.precisions["bfloat16"] = {"written": figures["passed"], **figures}
+            figures = write_copy(ctx, ctx.paths.model_dir, ctx.trainable.model.variables, precision)
+            ctx.precisions[precision] = {"written": figures["passed"], **figures}
             return
         except Exception as error:  # noqa: BLE001  an optional copy never fails a trained run
             why_not = f"building or checking it failed: {(str(error).strip().splitlines() or [''])[0]}"
-            log.warning("bfloat16 model not written: %s (python -m trainer.export_quantized "
-                        "--model-dir %s retries it)", why_not, ctx.paths.model_dir)
+            log.warning("%s model not written: %s (python -m trainer.export_quantized "
+                        "--model-dir %s --precision %s retries it)", precision, why_not,
+                        ctx.paths.model_dir, precision)
     if why_not:
-        ctx.precisions["bfloat16"] = {"written": False, "why": why_not}
+        ctx.precisions[precision] = {"written": False, "why": why_not}
 
 
-def write_bfloat16(ctx: RunContext, model_dir: str, variables) -> dict:
-    """The checked bfloat16 copy of the classifier holding `variables` (the trained model's, or
-    a finished run's export's: trainer.export_quantized); logs and returns the check's figures."""
+def write_copy(ctx: RunContext, model_dir: str, variables, precision: str) -> dict:
+    """The checked `precision` copy of the classifier holding `variables` (the trained model's,
+    or a finished run's export's: trainer.export_quantized); logs and returns the check's
+    figures."""
     from trainer.serving import quantize
 
     config, datasets = ctx.config, ctx.datasets
     rows = sample_rows(len(datasets.validation), quantize.CHECK_ROWS, config.train.seed)
     texts, pairs = datasets.read_texts("validation")["validation"]
     reference = export_lib.load_module(model_dir)
-    preprocessor, model = quantize.bfloat16_classifier(lambda: _classifier(ctx), variables)
-    module = quantize.module_like(reference, preprocessor, model, ctx.task.name,
-                                  datasets.labels.names, config.data.max_seq_length,
-                                  pair=pairs is not None, separator=datasets.labels.separator)
+    build = lambda: _classifier(ctx)  # noqa: E731
+    if precision == "int8":
+        copy = quantize.int8_copy(build, variables, reference)
+    else:
+        copy = quantize.bfloat16_copy(build, variables, reference, ctx.task.name,
+                                      datasets.labels.names, config.data.max_seq_length,
+                                      pairs is not None, datasets.labels.separator)
     figures = quantize.export_checked(
-        module, reference, model_dir, "bfloat16", ctx.task.name, texts[rows],
+        copy, reference, model_dir, precision, ctx.task.name, texts[rows],
         None if pairs is None else pairs[rows], datasets.validation.labels[rows],
         datasets.labels.names, config.train.eval_batch_size)
     (log.info if figures["passed"] else log.warning)(quantize.describe(figures))
@@ -173,6 +186,16 @@ def _bfloat16_wanted(ctx: RunContext) -> tuple:
     if flag == "auto" and not distribution.computes_bf16(ctx.runtime.devices):
         return False, ("--export-bfloat16 auto: this machine has no native bfloat16 "
                        "(AVX512_BF16/AMX CPU, TPU or GPU 8.0+); --export-bfloat16 on writes it anyway")
+    return True, None
+
+
+def _int8_wanted(ctx: RunContext) -> tuple:
+    flag = ctx.config.runtime.export_int8
+    if flag == "off" or not ctx.is_chief:
+        return False, None
+    if flag == "auto" and ctx.config.model.encoder_backend == "hub":
+        return False, ("--export-int8 auto: a hub.KerasLayer encoder's graph is its publisher's, "
+                       "not converted to TensorFlow Lite; --export-int8 on tries it")
     return True, None
 
 
@@ -284,6 +307,7 @@ def _durations(ctx: RunContext) -> dict:
             "first_step": ctx.fit.clock.first_step_seconds,
             "evaluate": stages.get("evaluate", 0.0) + ctx.fit.evaluation.seconds_evaluating,
             "export": stages.get("export", 0.0), "export_bfloat16": stages.get("export_bfloat16", 0.0),
+            "export_int8": stages.get("export_int8", 0.0),
             "report": stages.get("report", 0.0)}
 
 

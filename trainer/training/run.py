@@ -29,6 +29,7 @@ STAGES = (
     results.evaluate,
     results.export,           # calibrated, float32
     results.export_bfloat16,  # MODEL_DIR/bfloat16, if it agrees with float32
+    results.export_int8,      # MODEL_DIR/int8, likewise
     results.report,           # report.html, figures, errors.csv, MODEL_CARD.md
     results.write_artifacts,  # metrics.json last: the run is finished
 )

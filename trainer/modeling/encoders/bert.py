@@ -110,7 +110,7 @@ class PositionEmbedding(tf_keras.layers.Layer):
 
     def call(self, inputs):
         length = tf.shape(inputs)[1]
-        return tf.cast(self.embeddings[:length], self.compute_dtype)[tf.newaxis]
+        return tf.expand_dims(tf.cast(self.embeddings[:length], self.compute_dtype), 0)
 
     def get_config(self):
         return {**super().get_config(), "max_length": self.max_length}
@@ -189,7 +189,7 @@ def build_bert_encoder(config: BertConfig, dtype: Optional[str] = None,
             kernel_initializer=_initializer(), name="embedding_projection", dtype=dtype)(x)
 
     # Every query may attend to every real (unpadded) key: [B, 1, T], broadcast over queries.
-    attention_mask = tf.cast(inputs["input_mask"][:, tf.newaxis, :], tf.bool)
+    attention_mask = tf.cast(tf.expand_dims(inputs["input_mask"], 1), tf.bool)
     encoder_outputs = []
     for index in range(config.num_layers):
         x = TransformerEncoderBlock(
