@@ -52,18 +52,20 @@ NEUTRAL = ["the movie is ok", "it was fine", "meh", "ok movie", "this is a movie
 # 0, 3, 5, 7, 11 and 42, and pairs, multi-label and regression clear their thresholds likewise.
 TINY_TASK_FLAGS = ("--train-word-embeddings", "--pooling", "mean")
 
-# The bfloat16 copy a run writes by default where bfloat16 is native (README, "Faster
-# prediction") costs about 3 s per tiny run: build, save, check. tests/test_precisions.py covers
-# it; the other tests' runs leave it out (their helpers add this to trainer.task's flags).
-NO_BFLOAT16_COPY = ("--export-bfloat16", "off")
+# The copies a run writes by default beside the float32 model (README, "Faster prediction"):
+# bfloat16 where bfloat16 is native, and int8; about 3 s and 8 s per tiny run (build, convert,
+# save, check). tests/test_precisions.py covers them; the other tests' runs leave them out
+# (their helpers add these to trainer.task's flags).
+NO_COPIES = ("--export-bfloat16", "off", "--export-int8", "off")
 
 
-def without_bfloat16_copy(module, args):
-    """`args` of a trainer.task command, with NO_BFLOAT16_COPY unless it says otherwise."""
+def without_copies(module, args):
+    """`args` of a trainer.task command, with each of NO_COPIES' flags unless it says otherwise."""
     args = tuple(map(str, args))
-    if module != "trainer.task" or "--export-bfloat16" in args:
+    if module != "trainer.task":
         return args
-    return (*args, *NO_BFLOAT16_COPY)
+    pairs = zip(NO_COPIES[::2], NO_COPIES[1::2])
+    return (*args, *(item for flag, value in pairs if flag not in args for item in (flag, value)))
 
 
 def labelled_rows(count, seed):

@@ -66,14 +66,17 @@ def test_regression_is_checked_on_its_metric_alone():
     (True, ("float32", "bfloat16"), "bfloat16"),
     (False, ("float32", "bfloat16"), "float32"),  # emulated bfloat16 is slower than float32
     (True, ("float32",), "float32"),
+    (True, ("float32", "int8", "bfloat16"), "int8"),  # the fastest on every CPU measured
+    (False, ("float32", "int8"), "int8"),
 ])
-def test_auto_takes_the_bfloat16_copy_only_where_it_is_native_and_present(native, held, expected):
+def test_auto_takes_int8_where_held_else_bfloat16_where_native(native, held, expected):
     assert variants.choose("auto", held, native) == expected
 
 
-def test_asking_for_a_precision_the_dir_lacks_names_what_it_holds_and_what_writes_it():
-    with pytest.raises(UserError, match=r"--precision bfloat16: m holds no bfloat16 model \(it holds "
-                                        r"float32\); python -m trainer.export_quantized --model-dir m"):
-        variants.choose("bfloat16", ("float32",), True, "m")
-    with pytest.raises(UserError, match="this version writes no int8 model"):
-        variants.choose("int8", ("float32", "bfloat16"), True, "m")
+@pytest.mark.parametrize("precision, held", [("bfloat16", ("float32",)), ("int8", ("float32", "bfloat16"))])
+def test_asking_for_a_precision_the_dir_lacks_names_what_it_holds_and_what_writes_it(precision, held):
+    with pytest.raises(UserError, match=rf"--precision {precision}: m holds no {precision} model "
+                                        rf"\(it holds {', '.join(held)}\); python -m "
+                                        rf"trainer.export_quantized --model-dir m --precision "
+                                        rf"{precision} writes it"):
+        variants.choose(precision, held, True, "m")

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 import tiny_bert
-from conftest import NO_BFLOAT16_COPY, labelled_rows, write_csv
+from conftest import NO_COPIES, labelled_rows, write_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WRAPPER = '''
@@ -80,7 +80,7 @@ def args(encoder, data, job_dir):
             "--validation-file", data["validation"], "--testing-file", data["test"],
             "--job-dir", job_dir, "--epochs", "3", "--batch-size", "8", "--learning-rate", "1e-2",
             "--max-seq-length", "16", "--mixed-precision", "off", "--dropout", "0",
-            "--early-stopping-patience", "1", *NO_BFLOAT16_COPY]
+            "--early-stopping-patience", "1", *NO_COPIES]
 
 
 def start(root, arguments, **env):

@@ -16,7 +16,7 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from conftest import NO_BFLOAT16_COPY, TINY_TASK_FLAGS, without_bfloat16_copy
+from conftest import NO_COPIES, TINY_TASK_FLAGS, without_copies
 
 HERE = os.path.dirname(__file__)
 
@@ -24,7 +24,7 @@ HERE = os.path.dirname(__file__)
 def run_cli(*args, module="trainer.task", timeout=300, env=None):
     environ = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"),
                **(env or {})}
-    return subprocess.run([sys.executable, "-m", module, *without_bfloat16_copy(module, args)],
+    return subprocess.run([sys.executable, "-m", module, *without_copies(module, args)],
                           capture_output=True, text=True, timeout=timeout, env=environ)
 
 
@@ -35,7 +35,7 @@ def run_in_process(*args, module="trainer.task", env=None):
     real process prints is checked with run_cli (test_bad_input_exits_2_with_one_clear_line)."""
     stdout, stderr = io.StringIO(), io.StringIO()
     environ = {"VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"), **(env or {})}
-    with mock.patch.dict(os.environ, environ), mock.patch.object(sys, "argv", [module, *without_bfloat16_copy(module, args)]), \
+    with mock.patch.dict(os.environ, environ), mock.patch.object(sys, "argv", [module, *without_copies(module, args)]), \
             contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), \
             warnings.catch_warnings(), trainer_logger_restored():
         try:
@@ -64,7 +64,7 @@ def train_args(tiny_encoder_dir, tiny_data, job_dir, *extra):
             "--job-dir", job_dir, "--epochs", "6", "--batch-size", "8", "--learning-rate", "1e-2",
             "--max-seq-length", "16", "--mixed-precision", "off", "--log-every-seconds", "1",
             "--seed", "2",  # not the default, so metrics.json is seen to record the flag
-            *TINY_TASK_FLAGS, *NO_BFLOAT16_COPY, *extra]
+            *TINY_TASK_FLAGS, *NO_COPIES, *extra]
 
 
 @pytest.fixture(scope="module")
@@ -83,11 +83,12 @@ def test_a_run_writes_every_artifact(trained):
         assert (job_dir / name).exists(), name
 
 
-def test_export_bfloat16_off_writes_no_copy(trained):
-    """(run_cli adds --export-bfloat16 off; tests/test_precisions.py runs with the copy.)"""
+def test_export_copies_off_writes_no_copy(trained):
+    """(run_cli adds --export-bfloat16 off --export-int8 off; tests/test_precisions.py runs with
+    the copies.)"""
     job_dir, _ = trained
     assert json.loads((job_dir / "metrics.json").read_text())["precisions"] == {}
-    assert not (job_dir / "model" / "bfloat16").exists()
+    assert not (job_dir / "model" / "bfloat16").exists() and not (job_dir / "model" / "int8").exists()
 
 
 def test_a_finished_run_keeps_no_checkpoints_by_default(trained):

@@ -15,7 +15,7 @@ import time
 import pytest
 from google.cloud.aiplatform import hyperparameter_tuning as hpt
 
-from conftest import NO_BFLOAT16_COPY, TINY_TASK_FLAGS, read_csv
+from conftest import NO_COPIES, TINY_TASK_FLAGS, read_csv
 from test_task import trainer_logger_restored
 from trainer import cli, config, tune
 from trainer.cloud import submit
@@ -268,7 +268,7 @@ def tiny_trainer_args(tiny_encoder_dir, tiny_data):
     return ["--encoder", tiny_encoder_dir, "--training-file", tiny_data["train"],
             "--validation-file", tiny_data["validation"], "--max-steps", "2", "--batch-size", "8",
             "--max-seq-length", "16", "--mixed-precision", "off", "--report-errors", "0",
-            *TINY_TASK_FLAGS, *NO_BFLOAT16_COPY]
+            *TINY_TASK_FLAGS, *NO_COPIES]
 
 
 def tune_command(search_dir, budget, trainer_args):
