@@ -19,7 +19,6 @@ import re
 import numpy as np
 
 import trainer
-from trainer import storage
 from trainer.errors import UserError
 from trainer.modeling.encoders.bert import INPUT_KEYS
 
@@ -68,12 +67,3 @@ class Int8Module:
         arrays = {name: np.ascontiguousarray(np.asarray(features[name], np.int32)) for name in INPUT_KEYS}
         logits = next(iter(self._classifier(**arrays).values()))
         return self._outputs(np.asarray(logits, np.float32).reshape(len(arrays[INPUT_KEYS[0]]), -1))
-
-
-def load(model_dir: str, float32_module=None) -> Int8Module:
-    """MODEL_DIR/int8 as a module; `float32_module`: MODEL_DIR's, when already loaded."""
-    from trainer.serving import export, variants
-
-    path = storage.join(variants.variant_dir(model_dir, "int8"), FILENAME)
-    reference = float32_module if float32_module is not None else export.load_module(model_dir)
-    return Int8Module(reference, storage.read_bytes(path))

@@ -92,5 +92,6 @@ def load(model_dir: str, precision: str):
     from trainer.serving import export, tflite
 
     if precision == "int8":
-        return tflite.load(model_dir)
+        flatbuffer = storage.read_bytes(storage.join(variant_dir(model_dir, "int8"), tflite.FILENAME))
+        return tflite.Int8Module(export.load_module(model_dir), flatbuffer)
     return export.load_module(variant_dir(model_dir, precision))
