@@ -7,7 +7,7 @@
 It ends with the figures against the seed, all from the one run: the epoch ratio, our training
 ex/s, and the prediction ratio (`python -m trainer.predict` ex/s over the validation file vs the
 seed's evaluation loop over the same file), for float32 and for each faster copy the model dir
-holds (`--precision bfloat16`), with trainer.serve's ex/s at 1, 4 and 16 clients for each. The printed tables and the JSON go to
+holds (`--precision int8`, `--precision bfloat16`), with trainer.serve's ex/s at 1, 4 and 16 clients for each. The printed tables and the JSON go to
 bench/results/DATE-MACHINE-run.json (bench/common.py: publish); scratch files to bench/work/.
 
 Every configuration is a real `python -m trainer.task` job in its own process (so peak RSS is

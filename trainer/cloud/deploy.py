@@ -43,9 +43,8 @@ def add_parsers(commands) -> None:
     model.add_argument("--job-dir", help="The finished training job's gs:// directory; its model/ is served.")
     model.add_argument("--image-uri", help="Serving image (Dockerfile.serve; scripts/build-image.sh VARIANT=serve).")
     model.add_argument("--precision", default="auto", choices=variants.PRECISIONS,
-                       help="trainer.serve's --precision in the uploaded model's container. 'auto' "
-                            "serves the job's bfloat16 copy on machines whose CPU computes bfloat16 "
-                            "natively (AMX, AVX512_BF16), float32 on others (such as n1).")
+                       help=f"trainer.serve's --precision in the uploaded model's container. "
+                            f"{variants.AUTO_HELP}")
 
     deploy = commands.add_parser("deploy", parents=[where, model], allow_abbrev=False,
                                  help="Upload the job's model and deploy it to an online endpoint.")

@@ -133,18 +133,32 @@ def build_classifier(network, num_classes: int, pooling: str, dropout: float,
                      output_layer=None) -> Classifier:
     """`num_classes` float32 outputs (logits, or one regression value); `output_layer`, when
     given, maps them to what the model returns (a task's rescaling)."""
-    inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name) for name in INPUT_KEYS}
-    outputs = network(inputs)
-    if pooling == "mean":
-        sentence = MaskedMeanPooling(name="mean_pooling")(outputs["sequence_output"], inputs["input_mask"])
-    elif pooling == "cls":
-        sentence = outputs["pooled_output"]
-    else:
+    if pooling not in ("mean", "cls"):
         raise ValueError(f"unknown pooling {pooling!r}")
-    sentence = tf_keras.layers.Dropout(dropout, name="head_dropout")(sentence)
-    logits = tf_keras.layers.Dense(
-        num_classes, dtype="float32", name="logits",
-        kernel_initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02))(sentence)
-    if output_layer is not None:
-        logits = output_layer(logits)
-    return Classifier(inputs=inputs, outputs=logits, name="classifier")
+    inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name) for name in INPUT_KEYS}
+    head = [MaskedMeanPooling(name="mean_pooling")] if pooling == "mean" else []
+    head += [tf_keras.layers.Dropout(dropout, name="head_dropout"),
+             tf_keras.layers.Dense(num_classes, dtype="float32", name="logits",
+                                   kernel_initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02))]
+    head += [output_layer] if output_layer is not None else []
+    return Classifier(inputs=inputs, outputs=apply_head(head, network(inputs), inputs["input_mask"]),
+                      name="classifier")
+
+
+def apply_head(head, encoder_outputs: dict, input_mask):
+    """The head layers (pooling if mean, dropout, logits, the task's output layer) on the
+    encoder's outputs: the sentence vector is the masked mean of the sequence output, or the
+    pooled [CLS] output when there is no pooling layer."""
+    if isinstance(head[0], MaskedMeanPooling):
+        x, head = head[0](encoder_outputs["sequence_output"], input_mask), head[1:]
+    else:
+        x = encoder_outputs["pooled_output"]
+    for layer in head:
+        x = layer(x)
+    return x
+
+
+def head_layers(classifier: tf_keras.Model) -> list:
+    """A built classifier's head layers, in order (what apply_head takes): every layer after
+    its inputs and the encoder."""
+    return [layer for layer in classifier.layers if not isinstance(layer, tf_keras.layers.InputLayer)][1:]

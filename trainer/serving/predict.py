@@ -37,9 +37,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
                         help="Column holding the second text, for a sentence-pair model; by "
                              "default detected as the trainer does (sentence1/sentence2, ...).")
     parser.add_argument("--precision", default="auto", choices=variants.PRECISIONS,
-                        help="Which of the model dir's models computes: 'auto' takes the bfloat16 "
-                             "copy where this machine computes bfloat16 natively and the dir holds "
-                             "one (trainer.export_quantized), float32 otherwise.")
+                        help=f"Which of the model dir's models computes: {variants.AUTO_HELP}")
     parser.add_argument("--batch-size", type=int, default=128, help="Texts per model call.")
     parser.add_argument("--log-every-seconds", type=float, default=10.0,
                         help="Seconds between progress lines (rows/s and ETA).")

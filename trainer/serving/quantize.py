@@ -73,14 +73,14 @@ def int8_copy(build: Callable[[], tuple], variables, reference) -> tuple:
     """(write(dir), load(dir)) of the int8 classifier, computed by LiteRT beside `reference`."""
     from trainer.serving import tflite
 
-    flatbuffer = tflite.convert(classifier_with(build, variables, "float32")[1])
+    flatbuffers = tflite.convert(classifier_with(build, variables, "float32")[1])
 
     def write(path: str) -> None:
         storage.makedirs(path)
-        storage.write_bytes_atomic(storage.join(path, tflite.FILENAME), flatbuffer)
+        for name in tflite.FILES:  # model.tflite, which marks the copy complete, last
+            storage.write_bytes_atomic(storage.join(path, name), flatbuffers[name])
 
-    return write, lambda path: tflite.Int8Module(
-        reference, storage.read_bytes(storage.join(path, tflite.FILENAME)))
+    return write, lambda path: tflite.Int8Module(reference, tflite.read(path))
 
 
 def module_like(reference, preprocessor, model: tf_keras.Model, task: str, label_names: Sequence[str],

@@ -230,9 +230,7 @@ def build_arg_parser(env: vertex.ServingEnvironment) -> argparse.ArgumentParser:
     parser.add_argument("--drain-seconds", type=float, default=25.0,
                         help="On SIGTERM, how long in-flight requests may take to finish.")
     parser.add_argument("--precision", default="auto", choices=variants.PRECISIONS,
-                        help="Which of the model dir's models serves: 'auto' takes the bfloat16 copy "
-                             "where this machine computes bfloat16 natively and the dir holds one, "
-                             "float32 otherwise.")
+                        help=f"Which of the model dir's models serves: {variants.AUTO_HELP}")
     parser.add_argument("--no-access-log", dest="access_log", action="store_false",
                         help="No line per request (method, route, status, instances, ms).")
     return parser

@@ -18,6 +18,10 @@ PRECISIONS = ("auto", "float32", "int8", "bfloat16")
 # What this version writes, and the file that marks each copy complete.
 VARIANTS = ("int8", "bfloat16")
 MARKERS = {"bfloat16": "saved_model.pb", "int8": "model.tflite"}
+# --precision's help in trainer.predict, trainer.serve and trainer.submit deploy (choose's rule).
+AUTO_HELP = ("'auto' takes the int8 copy when the model dir holds one, else the bfloat16 copy "
+             "where the CPU computes bfloat16 natively (AMX, AVX512_BF16) and the dir holds "
+             "one, else float32.")
 SAVED_MODEL_PARTS = ("saved_model.pb", "fingerprint.pb", "variables", "assets")
 
 
@@ -92,6 +96,5 @@ def load(model_dir: str, precision: str):
     from trainer.serving import export, tflite
 
     if precision == "int8":
-        flatbuffer = storage.read_bytes(storage.join(variant_dir(model_dir, "int8"), tflite.FILENAME))
-        return tflite.Int8Module(export.load_module(model_dir), flatbuffer)
+        return tflite.Int8Module(export.load_module(model_dir), tflite.read(variant_dir(model_dir, "int8")))
     return export.load_module(variant_dir(model_dir, precision))

@@ -188,8 +188,7 @@ def build_bert_encoder(config: BertConfig, dtype: Optional[str] = None,
             "abc,cd->abd", output_shape=(None, hidden), bias_axes="d",
             kernel_initializer=_initializer(), name="embedding_projection", dtype=dtype)(x)
 
-    # Every query may attend to every real (unpadded) key: [B, 1, T], broadcast over queries.
-    attention_mask = tf.cast(tf.expand_dims(inputs["input_mask"], 1), tf.bool)
+    attention_mask = _attention_mask(inputs["input_mask"])
     encoder_outputs = []
     for index in range(config.num_layers):
         x = TransformerEncoderBlock(
@@ -205,6 +204,23 @@ def build_bert_encoder(config: BertConfig, dtype: Optional[str] = None,
     model = tf_keras.Model(inputs, outputs, name=name)
     model.bert_config = config  # read back by exports, which rebuild it in float32
     return model
+
+
+def _attention_mask(input_mask):
+    """Every query may attend to every real (unpadded) key: [B, 1, T], broadcast over queries.
+    (tf.expand_dims, not [:, tf.newaxis]: TensorFlow Lite converts it without Flex ops.)"""
+    return tf.cast(tf.expand_dims(input_mask, 1), tf.bool)
+
+
+def layers_from(encoder: tf_keras.Model, hidden, input_mask, first: int) -> dict:
+    """A built encoder's transformer layers from `first` on, and its pooler, applied to the
+    hidden states entering layer `first`: the encoder cut in two (trainer.serving.tflite
+    quantizes the part after the cut)."""
+    attention_mask = _attention_mask(input_mask)
+    for index in range(first, encoder.bert_config.num_layers):
+        hidden = encoder.get_layer(f"transformer/layer_{index}")(hidden, attention_mask=attention_mask)
+    pooled = encoder.get_layer("pooler_transform")(hidden[:, 0, :])
+    return dict(pooled_output=pooled, sequence_output=hidden)
 
 
 # Checkpoints without a pooler keep these freshly initialised (see _pooler).
