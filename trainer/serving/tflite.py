@@ -31,6 +31,11 @@ FRONT, FILENAME = "front.tflite", "model.tflite"  # model.tflite marks the copy 
 FILES = (FRONT, FILENAME)
 FLOAT_LAYERS = 1
 _DELEGATE_NOTICE = re.compile(r"^INFO: Created TensorFlow Lite XNNPACK delegate for CPU\.")
+# The converter's own C++ log lines: TF 2.20's converter library logs through an absl of its own,
+# which TF_CPP_MIN_LOG_LEVEL does not reach (seen in the TPU image, tensorflow-tpu 2.20).
+_CONVERTER_NOISE = re.compile(
+    r"^(WARNING: All log messages before absl::InitializeLog\(\)|"
+    r"[IW]\d{4} [\d:. ]+\d+ (tf_tfl_flatbuffer_helpers|mlir_graph_optimization_pass)\.cc)")
 
 
 def convert(classifier) -> dict:
@@ -64,7 +69,8 @@ def _flatbuffer(model, signature: list, weights) -> bytes:
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     if weights == tf.float16:
         converter.target_spec.supported_types = [tf.float16]
-    return converter.convert()
+    with trainer.stderr_filtered(_CONVERTER_NOISE):
+        return converter.convert()
 
 
 def read(path: str) -> dict:
