@@ -158,7 +158,16 @@ def apply_head(head, encoder_outputs: dict, input_mask):
     return x
 
 
+def encoder_layer(classifier: tf_keras.Model) -> tf_keras.layers.Layer:
+    """A built classifier's encoder network: its first layer after the inputs."""
+    return _body(classifier)[0]
+
+
 def head_layers(classifier: tf_keras.Model) -> list:
     """A built classifier's head layers, in order (what apply_head takes): every layer after
     its inputs and the encoder."""
-    return [layer for layer in classifier.layers if not isinstance(layer, tf_keras.layers.InputLayer)][1:]
+    return _body(classifier)[1:]
+
+
+def _body(classifier: tf_keras.Model) -> list:
+    return [layer for layer in classifier.layers if not isinstance(layer, tf_keras.layers.InputLayer)]

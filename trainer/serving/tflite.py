@@ -46,7 +46,7 @@ def convert(classifier) -> dict:
     from trainer.modeling import heads
     from trainer.modeling.encoders import bert
 
-    encoder = classifier.layers[len(INPUT_KEYS)]
+    encoder = heads.encoder_layer(classifier)
     cut = encoder.get_layer(f"transformer/layer_{FLOAT_LAYERS - 1}").output
     front = tf_keras.Model(encoder.inputs, cut)
     hidden = tf_keras.Input(shape=(None, cut.shape[-1]), name="hidden")
