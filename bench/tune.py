@@ -34,7 +34,7 @@ def prepare(data_dir: str, out: str, rows: int) -> list:
     write_csv(test, dev[0], dev[1:2_001])
     write_csv(validation, dev[0], dev[2_001:3_001])
     return [f"--training-file={train}", f"--validation-file={validation}", f"--testing-file={test}",
-            *SST2["flags"], "--export-bfloat16", "off"]
+            *SST2["flags"], "--export-bfloat16", "off", "--export-int8", "off"]
 
 
 def run(command: list, log_path: str) -> None:
