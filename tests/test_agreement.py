@@ -66,7 +66,7 @@ def test_regression_is_checked_on_its_metric_alone():
     (True, ("float32", "bfloat16"), "bfloat16"),
     (False, ("float32", "bfloat16"), "float32"),  # emulated bfloat16 is slower than float32
     (True, ("float32",), "float32"),
-    (True, ("float32", "int8", "bfloat16"), "int8"),  # the fastest on every CPU measured
+    (True, ("float32", "int8", "bfloat16"), "int8"),  # the fastest copy README's benchmark measured
     (False, ("float32", "int8"), "int8"),
 ])
 def test_auto_takes_int8_where_held_else_bfloat16_where_native(native, held, expected):

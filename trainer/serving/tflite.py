@@ -9,7 +9,7 @@ The classifier is cut after its first transformer layer into two flatbuffers:
   widened to float32 once, when the interpreter loads);
 - model.tflite: the other layers and the head, quantized.
 Quantizing every layer moved TweetEval validation accuracy by -0.60 point (labels agreeing on
-99.05%); keeping layer 0 in float: -0.05 (99.60%), at 2.5x the float32 SavedModel's speed
+99.05%); keeping layer 0 in float: -0.05 (99.60%), at 2.65x the float32 SavedModel's speed
 (the first layer's inputs carry the encoder's outlier features, which int8 rounds worst).
 
 Tokenizing stays in the float32 SavedModel beside it (TF-Text's ops are not TFLite builtins), and

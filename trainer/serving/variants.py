@@ -64,8 +64,8 @@ def available(model_dir: str) -> tuple:
 
 
 def choose(requested: str, held: tuple, native_bf16: bool, model_dir: str = "MODEL_DIR") -> str:
-    """The precision to load. `auto`: int8 where the dir holds it (the fastest on every CPU
-    measured, README's Benchmarks); else bfloat16 where the CPU computes it natively and the dir
+    """The precision to load. `auto`: int8 where the dir holds it (the fastest copy on the CPU
+    README's Benchmarks measured); else bfloat16 where the CPU computes it natively and the dir
     holds it; float32 otherwise (a GPU host asks for bfloat16 explicitly). An explicit
     precision the dir does not hold is an error naming the command that writes it."""
     if requested == "auto":
