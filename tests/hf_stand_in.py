@@ -32,27 +32,11 @@ ELECTRA_CONFIG = {**BERT_CONFIG, "architectures": ["ElectraForPreTraining"],
 def electra_weights(seed=0) -> Dict[str, np.ndarray]:
     """ElectraForPreTraining tensors: 16-wide embeddings, a 16 -> 32 projection, BERT blocks,
     no pooler, and the discriminator head a loader must skip."""
-    rng = np.random.default_rng(seed + 100)
-    width = ELECTRA_CONFIG["embedding_size"]
-
-    def normal(*shape):
-        return (rng.standard_normal(shape) * 0.2).astype(np.float32)
-
-    blocks = {name: value for name, value in tiny_bert.hf_weights(BERT_CONFIG, seed).items()
-              if name.startswith("encoder.")}
-    weights = {
-        "embeddings.word_embeddings.weight": normal(ELECTRA_CONFIG["vocab_size"], width),
-        "embeddings.position_embeddings.weight": normal(ELECTRA_CONFIG["max_position_embeddings"], width),
-        "embeddings.token_type_embeddings.weight": normal(ELECTRA_CONFIG["type_vocab_size"], width),
-        "embeddings.LayerNorm.weight": (1.0 + normal(width) * 0.5).astype(np.float32),
-        "embeddings.LayerNorm.bias": normal(width),
-        "embeddings_project.weight": normal(HIDDEN, width),
-        "embeddings_project.bias": normal(HIDDEN),
-        **blocks,
-    }
-    return {**{f"electra.{name}": value for name, value in weights.items()},
-            "discriminator_predictions.dense.weight": normal(HIDDEN, HIDDEN),
-            "discriminator_predictions.dense_prediction.weight": normal(1, HIDDEN)}
+    head = np.random.default_rng(seed + 100).standard_normal((2, HIDDEN, HIDDEN)).astype(np.float32)
+    return {**{f"electra.{name}": value
+               for name, value in tiny_bert.hf_weights(ELECTRA_CONFIG, seed).items()},
+            "discriminator_predictions.dense.weight": 0.2 * head[0],
+            "discriminator_predictions.dense_prediction.weight": 0.2 * head[1, :1]}
 
 
 def bert_weights(seed=0) -> Dict[str, np.ndarray]:

@@ -35,28 +35,37 @@ CONFIG = {
 }
 
 
-def hf_weights(config=CONFIG, seed=0):
-    """Random weights under Hugging Face BertModel names (Linear weights are [out, in])."""
+def hf_weights(config=CONFIG, seed=0, scale=0.2):
+    """Random weights under Hugging Face BertModel names (Linear weights are [out, in]).
+
+    With `"model_type": "electra"` they are ElectraModel's instead: embeddings `embedding_size`
+    wide, an `embeddings_project` up to the hidden size when that differs, and no pooler.
+    """
     rng = np.random.default_rng(seed)
     h, inter = config["hidden_size"], config["intermediate_size"]
+    electra = config.get("model_type") == "electra"
+    width = config.get("embedding_size") or h
 
     def normal(*shape):
-        return (rng.standard_normal(shape) * 0.2).astype(np.float32)
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
 
-    def layer_norm(prefix):
-        return {f"{prefix}.weight": (1.0 + normal(h) * 0.5).astype(np.float32),
-                f"{prefix}.bias": normal(h)}
+    def layer_norm(prefix, n=h):
+        return {f"{prefix}.weight": (1.0 + normal(n) * 0.5).astype(np.float32),
+                f"{prefix}.bias": normal(n)}
 
     def linear(prefix, n_out, n_in):
         return {f"{prefix}.weight": normal(n_out, n_in), f"{prefix}.bias": normal(n_out)}
 
     w = {
-        "embeddings.word_embeddings.weight": normal(config["vocab_size"], h),
-        "embeddings.position_embeddings.weight": normal(config["max_position_embeddings"], h),
-        "embeddings.token_type_embeddings.weight": normal(config["type_vocab_size"], h),
-        **layer_norm("embeddings.LayerNorm"),
-        **linear("pooler.dense", h, h),
+        "embeddings.word_embeddings.weight": normal(config["vocab_size"], width),
+        "embeddings.position_embeddings.weight": normal(config["max_position_embeddings"], width),
+        "embeddings.token_type_embeddings.weight": normal(config["type_vocab_size"], width),
+        **layer_norm("embeddings.LayerNorm", width),
     }
+    if not electra:
+        w.update(linear("pooler.dense", h, h))
+    elif width != h:
+        w.update(linear("embeddings_project", h, width))
     for i in range(config["num_hidden_layers"]):
         p = f"encoder.layer.{i}"
         for name in ("query", "key", "value"):
