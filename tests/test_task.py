@@ -241,6 +241,17 @@ def test_dry_run_checks_the_whole_job_in_one_step(tiny_encoder_dir, tiny_data, t
     assert "(--dry-run: one step)" in result.stdout
 
 
+def test_without_a_learning_rate_the_run_takes_the_one_for_its_encoders_width(
+        tiny_encoder_dir, tiny_data, tmp_path):
+    args = train_args(tiny_encoder_dir, tiny_data, tmp_path / "dry", "--dry-run")
+    del args[args.index("--learning-rate"):args.index("--learning-rate") + 2]
+    result = run_cli(*args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    metrics = json.loads((tmp_path / "dry" / "metrics.json").read_text())
+    assert metrics["hyperparameters"]["learning_rate"] == 3e-4  # the tiny encoder is 16 wide
+    assert "peak learning rate 0.0003" in result.stdout
+
+
 @pytest.mark.slow
 def test_train_fraction_trains_on_a_stratified_subset(tiny_encoder_dir, tiny_data, tmp_path):
     result = run_cli(*train_args(tiny_encoder_dir, tiny_data, tmp_path / "part",

@@ -53,6 +53,13 @@ def test_without_epochs_small_training_sets_get_more_passes(examples, epochs):
     assert stages.default_epochs(examples) == epochs
 
 
+@pytest.mark.parametrize("hidden_size, rate", [(16, 3e-4), (384, 3e-4), (511, 3e-4), (512, 1e-4),
+                                               (768, 1e-4), (1024, 5e-5)])
+def test_without_a_learning_rate_narrower_encoders_train_at_a_higher_one(hidden_size, rate):
+    from trainer.training import stages
+    assert stages.default_learning_rate(hidden_size) == rate
+
+
 def test_max_steps_must_be_a_multiple_of_steps_per_execution():
     with pytest.raises(UserError, match="--max-steps: must be a multiple of --steps-per-execution 4"):
         config_lib.build_config(["--max-steps", "10", "--steps-per-execution", "4"], {})

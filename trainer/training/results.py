@@ -285,6 +285,7 @@ def _metrics(ctx: RunContext) -> dict:
         "rows_skipped": datasets.rows_skipped(),
         "truncated_texts": ctx.inputs.truncated,
         "hyperparameters": {**dataclasses.asdict(config.train), "epochs": ctx.inputs.epochs,
+                            "learning_rate": ctx.learning_rate,
                             "dropout": config.model.dropout,
                             "max_seq_length": config.data.max_seq_length, "pooling": ctx.pooling,
                             "encoder": config.model.encoder},

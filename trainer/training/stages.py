@@ -128,8 +128,16 @@ def load_encoder(ctx: RunContext) -> None:
         ctx.encoder = encoder_of(ctx.config, ctx.environ)
     pooling = ctx.config.model.pooling
     ctx.pooling = ctx.encoder.default_pooling if pooling == "auto" else pooling
-    log.info("encoder %s (%s backend, hidden %d, %s pooling)", ctx.encoder.source,
-             ctx.encoder.backend, ctx.encoder.hidden_size, ctx.pooling)
+    ctx.learning_rate = ctx.config.train.learning_rate or default_learning_rate(ctx.encoder.hidden_size)
+    log.info("encoder %s (%s backend, hidden %d, %s pooling); peak learning rate %g",
+             ctx.encoder.source, ctx.encoder.backend, ctx.encoder.hidden_size, ctx.pooling,
+             ctx.learning_rate)
+
+
+def default_learning_rate(hidden_size: int) -> float:
+    """Peak learning rate when --learning-rate is not given, by the encoder's width (config's rule)."""
+    return next((rate for width, rate in config_lib.LEARNING_RATE_BY_WIDTH if hidden_size < width),
+                config_lib.LEARNING_RATE_OTHERWISE)
 
 
 def encoder_of(config, environ):
@@ -268,7 +276,7 @@ def _compiled_model(ctx: RunContext):
         log.info("word embeddings frozen (--train-word-embeddings to fine-tune them)")
     total_steps = ctx.inputs.total_steps
     optimizer = optimization.build_optimizer(
-        config.train.learning_rate, total_steps, config.train.warmup_fraction,
+        ctx.learning_rate, total_steps, config.train.warmup_fraction,
         config.train.weight_decay, config.train.clip_norm, model.trainable_variables,
         config.train.layer_decay)
     if ctx.runtime.plan.precision == "mixed_float16" and config.model.encoder_backend == "hub":
