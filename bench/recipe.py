@@ -1,7 +1,7 @@
 """Benchmark: which fine-tuning settings give the best model, on four real tasks, over seeds.
 
-    python bench/recipe.py                                   # every dataset, every candidate, 3 seeds
-    python bench/recipe.py --datasets mrpc,stsb --candidates defaults,layer-decay --seeds 3
+    python bench/recipe.py                                   # every dataset at the defaults, 3 seeds
+    python bench/recipe.py --datasets mrpc,stsb --candidates previous-defaults,defaults --seeds 3
     python bench/recipe.py --publish                         # also writes bench/results/
 
 Each candidate is a set of trainer flags on top of the defaults; each (dataset, candidate, seed)
@@ -45,18 +45,21 @@ DATASETS = {
                             "index", "--label-names", "negative,neutral,positive"],
                   "metric": "macro recall", "score": lambda t: t["macro_recall"]},
 }
-# Trainer flags on top of the defaults. "defaults" is whatever the checkout's defaults are.
+# Trainer flags on top of the defaults. "defaults" is whatever the checkout's defaults are, so a
+# job dir it left is only valid while they stay; the "previous-" ones pin the defaults before
+# 2026-11-26 (peak learning rate 1e-4, no layer decay) and stay comparable.
+PREVIOUS = ["--learning-rate", "1e-4", "--layer-decay", "1.0"]
 CANDIDATES = {
     "defaults": [],
-    "epochs-3": ["--epochs", "3"],  # the defaults before this recipe: 3 epochs whatever the size
-    "epochs-6": ["--epochs", "6"],
-    "lr-5e-5": ["--learning-rate", "5e-5"],
-    "lr-2e-4": ["--learning-rate", "2e-4"],
-    "lr-3e-4": ["--learning-rate", "3e-4"],
-    "batch-16": ["--batch-size", "16"],
-    "layer-decay-0.8": ["--layer-decay", "0.8"],
+    "previous-defaults": PREVIOUS,
+    "previous-epochs-3": [*PREVIOUS, "--epochs", "3"],  # before epochs followed the data's size
+    "previous-lr-2e-4": ["--learning-rate", "2e-4", "--layer-decay", "1.0"],
+    "previous-batch-16": [*PREVIOUS, "--batch-size", "16"],
+    "previous-pooling-cls": [*PREVIOUS, "--pooling", "cls"],
     "layer-decay-0.8-lr-2e-4": ["--layer-decay", "0.8", "--learning-rate", "2e-4"],
     "layer-decay-0.8-lr-3e-4": ["--layer-decay", "0.8", "--learning-rate", "3e-4"],
+    "epochs-3": ["--epochs", "3"],
+    "epochs-6": ["--epochs", "6"],
     "no-layer-decay": ["--layer-decay", "1.0"],
     "train-embeddings": ["--train-word-embeddings"],
     "dropout-0": ["--dropout", "0"],
