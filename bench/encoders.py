@@ -1,0 +1,128 @@
+"""Benchmark: training speed of every encoder README's Encoders table lists, on this CPU.
+
+    python bench/encoders.py                     # every encoder, 3 rounds of 10 steps each
+    python bench/encoders.py --encoders bert-mini,electra-small --publish
+
+Nothing is downloaded. Speed depends on an encoder's shapes, not on its weights, so each listed
+encoder is written as a Hugging Face checkpoint of its published shape (layers, widths, heads,
+the 30,522-piece uncased vocabulary all of them use, copied from the packaged default encoder)
+with random weights, and passed to the trainer as `--encoder DIR`. The default encoder runs
+from its real packaged weights, as the baseline every ratio is against, in the same run. Each
+encoder is one `bench/steps.py` process: the trainer's own training step on TweetEval rows
+(bucketed padding, the run's mixed precision, frozen word embeddings), median of the rounds.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+from common import WORK, add_publish_flag, finish, machine, printed, publish, table  # noqa: E402
+
+DEFAULT = "minilm-l6-h384-uncased"
+
+
+def _shape(layers, hidden, heads, model_type="bert", embedding_size=None):
+    config = {"architectures": ["BertModel" if model_type == "bert" else "ElectraModel"],
+              "model_type": model_type, "vocab_size": 30522, "hidden_size": hidden,
+              "num_hidden_layers": layers, "num_attention_heads": heads,
+              "intermediate_size": 4 * hidden, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+              "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 512,
+              "type_vocab_size": 2, "initializer_range": 0.02, "layer_norm_eps": 1e-12,
+              "pad_token_id": 0}
+    return {**config, "embedding_size": embedding_size} if embedding_size else config
+
+
+# README's Encoders table, by the name the table gives them; shapes from their config.json.
+SHAPES = {
+    "bert-tiny (small-bert-l2-h128-uncased)": _shape(2, 128, 2),
+    "bert-mini (small-bert-l4-h256-uncased)": _shape(4, 256, 4),
+    "bert-small (small-bert-l4-h512-uncased)": _shape(4, 512, 8),
+    "bert-medium (small-bert-l8-h512-uncased)": _shape(8, 512, 8),
+    "bert-base-uncased": _shape(12, 768, 12),
+    "hf:google/electra-small-discriminator": _shape(12, 256, 4, "electra", embedding_size=128),
+    "hf:microsoft/MiniLM-L12-H384-uncased": _shape(12, 384, 12),
+}
+
+
+def short(name: str) -> str:
+    return name.split(" ")[0].split("/")[-1]
+
+
+def write_checkpoint(directory: str, config: dict) -> str:
+    """config.json, random model.safetensors and the real uncased vocabulary; kept for reruns."""
+    import tiny_bert
+    from safetensors.numpy import save_file
+    from trainer.modeling.encoders import registry
+
+    if os.path.exists(os.path.join(directory, "model.safetensors")):
+        return directory
+    os.makedirs(directory, exist_ok=True)
+    shutil.copy(os.path.join(registry.packaged_default_dir(), "vocab.txt"), directory)
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    with open(os.path.join(directory, "tokenizer_config.json"), "w") as f:
+        json.dump({"do_lower_case": True}, f)
+    save_file(tiny_bert.hf_weights(config, seed=0, scale=0.02),
+              os.path.join(directory, "model.safetensors.part"))
+    os.replace(os.path.join(directory, "model.safetensors.part"),
+               os.path.join(directory, "model.safetensors"))
+    return directory
+
+
+def parameters(config: dict) -> int:
+    import tiny_bert
+
+    small = {**config, "vocab_size": 1}  # count the table's rows without drawing them
+    count = sum(w.size for w in tiny_bert.hf_weights(small, scale=0.0).values())
+    return count + (config["vocab_size"] - 1) * (config.get("embedding_size") or config["hidden_size"])
+
+
+def steps(encoder: str, args, work: str) -> dict:
+    """One bench/steps.py process: the trainer's step with `--encoder encoder`."""
+    out = os.path.join(work, f"{short(os.path.basename(encoder))}.json")
+    command = [sys.executable, os.path.join(HERE, "steps.py"), "--rows", str(args.rows),
+               "--steps", str(args.steps), "--rounds", str(args.rounds), "--json", out,
+               "--", "--encoder", encoder, "--cache-dir", os.path.join(work, "cache")]
+    subprocess.run(command, check=True)
+    with open(out) as f:
+        return json.load(f)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--encoders", default=",".join(short(n) for n in SHAPES),
+                        help="which of: " + ", ".join(short(n) for n in SHAPES))
+    parser.add_argument("--rows", type=int, default=2000, help="TweetEval training rows")
+    parser.add_argument("--steps", type=int, default=10, help="steps per timed round")
+    parser.add_argument("--rounds", type=int, default=3)
+    add_publish_flag(parser)
+    args = parser.parse_args()
+    chosen = {name: config for name, config in SHAPES.items()
+              if short(name) in args.encoders.split(",")}
+    work = os.path.join(WORK, "encoders")
+    os.makedirs(work, exist_ok=True)
+    base = steps(DEFAULT, args, work)["median"]
+    rows = [[f"{DEFAULT} (real weights)", "6", "384", "22.7M", f"{base:.1f}", "1.00x"]]
+    results = {DEFAULT: {"examples_per_second": base}}
+    for name, config in chosen.items():
+        rate = steps(write_checkpoint(os.path.join(work, short(name)), config), args, work)["median"]
+        results[name] = {"examples_per_second": rate, "parameters": parameters(config)}
+        rows.append([name, str(config["num_hidden_layers"]), str(config["hidden_size"]),
+                     f"{parameters(config) / 1e6:.1f}M", f"{rate:.1f}", f"{rate / base:.2f}x"])
+    with printed() as text:
+        print(f"training examples/s, TweetEval rows, batch 32, median of {args.rounds} rounds of "
+              f"{args.steps} steps")
+        print(table(rows, ["encoder", "layers", "hidden", "parameters", "train ex/s", "vs default"]))
+    result = {"machine": machine(), "rows": args.rows, "steps": args.steps, "rounds": args.rounds,
+              "results": results}
+    finish(result, os.path.join(work, "encoders.json"))
+    if args.publish:
+        print(f"wrote {publish('encoders', result, text.getvalue())}")
+
+
+if __name__ == "__main__":
+    main()
