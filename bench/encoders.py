@@ -13,6 +13,7 @@ encoder is one `bench/steps.py` process: the trainer's own training step on Twee
 """
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -73,17 +74,21 @@ def write_checkpoint(directory: str, config: dict) -> str:
     return directory
 
 
-def parameters(config: dict) -> int:
-    import tiny_bert
+def described(directory: str) -> dict:
+    """Layers, width and parameter count of a checkpoint, from its config.json and the
+    safetensors header (no weights are read)."""
+    from safetensors import safe_open
 
-    small = {**config, "vocab_size": 1}  # count the table's rows without drawing them
-    count = sum(w.size for w in tiny_bert.hf_weights(small, scale=0.0).values())
-    return count + (config["vocab_size"] - 1) * (config.get("embedding_size") or config["hidden_size"])
+    with open(os.path.join(directory, "config.json")) as f:
+        config = json.load(f)
+    with safe_open(os.path.join(directory, "model.safetensors"), "np") as weights:
+        count = sum(math.prod(weights.get_slice(name).get_shape()) for name in weights.keys())
+    return {"layers": config["num_hidden_layers"], "hidden": config["hidden_size"], "parameters": count}
 
 
-def steps(encoder: str, args, work: str) -> dict:
+def steps(encoder: str, label: str, args, work: str) -> dict:
     """One bench/steps.py process: the trainer's step with `--encoder encoder`."""
-    out = os.path.join(work, f"{short(os.path.basename(encoder))}.json")
+    out = os.path.join(work, f"{label}.json")
     command = [sys.executable, os.path.join(HERE, "steps.py"), "--rows", str(args.rows),
                "--steps", str(args.steps), "--rounds", str(args.rounds), "--json", out,
                "--", "--encoder", encoder, "--cache-dir", os.path.join(work, "cache")]
@@ -105,14 +110,20 @@ def main():
               if short(name) in args.encoders.split(",")}
     work = os.path.join(WORK, "encoders")
     os.makedirs(work, exist_ok=True)
-    base = steps(DEFAULT, args, work)["median"]
-    rows = [[f"{DEFAULT} (real weights)", "6", "384", "22.7M", f"{base:.1f}", "1.00x"]]
-    results = {DEFAULT: {"examples_per_second": base}}
+    from trainer.modeling.encoders import registry
+
+    # {row name: (--encoder, its checkpoint directory)}; the first is every ratio's baseline.
+    encoders = {f"{DEFAULT} (real weights)": (DEFAULT, registry.packaged_default_dir())}
     for name, config in chosen.items():
-        rate = steps(write_checkpoint(os.path.join(work, short(name)), config), args, work)["median"]
-        results[name] = {"examples_per_second": rate, "parameters": parameters(config)}
-        rows.append([name, str(config["num_hidden_layers"]), str(config["hidden_size"]),
-                     f"{parameters(config) / 1e6:.1f}M", f"{rate:.1f}", f"{rate / base:.2f}x"])
+        directory = write_checkpoint(os.path.join(work, short(name)), config)
+        encoders[name] = (directory, directory)
+    results = {name: {**described(directory),
+                      "examples_per_second": steps(encoder, short(name), args, work)["median"]}
+               for name, (encoder, directory) in encoders.items()}
+    base = next(iter(results.values()))["examples_per_second"]
+    rows = [[name, str(r["layers"]), str(r["hidden"]), f"{r['parameters'] / 1e6:.1f}M",
+             f"{r['examples_per_second']:.1f}", f"{r['examples_per_second'] / base:.2f}x"]
+            for name, r in results.items()]
     with printed() as text:
         print(f"training examples/s, TweetEval rows, batch 32, median of {args.rounds} rounds of "
               f"{args.steps} steps")

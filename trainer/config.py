@@ -46,9 +46,9 @@ def validation_metric(name: str) -> str:
 EPOCHS_BY_SIZE = ((5_000, 6), (20_000, 4))
 EPOCHS_OTHERWISE = 3
 # Peak learning rate when --learning-rate is not given, by the encoder's hidden size: (narrower
-# than, rate), else LEARNING_RATE_OTHERWISE. ELECTRA's fine-tuning recipe (Clark et al. 2020,
-# appendix: Small 3e-4, Base 1e-4, Large 5e-5, all with layer-wise decay); bench/recipe.py
-# measured 3e-4 with --layer-decay 0.8 on the 384-wide default encoder.
+# than, rate), else LEARNING_RATE_OTHERWISE. 3e-4: the best rate bench/recipe.py tried with
+# --layer-decay 0.8 on the 384-wide default encoder; 1e-4 and 5e-5: ELECTRA's fine-tuning rates
+# for Base and Large (google-research/electra configure_finetuning.py).
 LEARNING_RATE_BY_WIDTH = ((512, 3e-4), (1024, 1e-4))
 LEARNING_RATE_OTHERWISE = 5e-5
 
