@@ -150,6 +150,7 @@ def gcs_run(gcs, tiny_encoder_dir, tiny_data):
     return result
 
 
+@pytest.mark.slow
 def test_training_reads_and_writes_gs(gcs, gcs_run):
     names = gcs.names("run/")
     for name in ("config.json", "metrics.json", "eval_history.csv", "training.log", "model/saved_model.pb",
@@ -169,6 +170,7 @@ def test_training_reads_and_writes_gs(gcs, gcs_run):
     assert "Traceback" not in gcs_run.stderr
 
 
+@pytest.mark.slow
 def test_a_finished_gs_run_is_not_overwritten(gcs, gcs_run, tiny_encoder_dir):
     before = gcs.get("run/metrics.json")
     result = run(gcs, *train_args(tiny_encoder_dir, gs("run")), module="trainer.task")
@@ -208,6 +210,7 @@ def test_a_killed_gs_run_leaves_its_log_and_history_up_to_the_last_epoch(gcs, ti
     assert "killed/metrics.json" not in gcs.names("killed/")
 
 
+@pytest.mark.slow
 def test_predict_from_gs_to_gs(gcs, gcs_run, tiny_data):
     output = gs("predictions/test.csv")
     result = run(gcs, "--model-dir", gs("run/model"), "--input", gs("data/test.csv"), "--output", output,

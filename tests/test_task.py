@@ -230,24 +230,28 @@ def test_same_seed_gives_same_metrics(trained, tiny_encoder_dir, tiny_data, tmp_
         assert second[split]["confusion_matrix"] == first[split]["confusion_matrix"]
 
 
-def test_dry_run_checks_the_whole_job_in_one_step(tiny_encoder_dir, tiny_data, tmp_path):
-    result = run_cli(*train_args(tiny_encoder_dir, tiny_data, tmp_path / "dry", "--dry-run"))
+@pytest.fixture(scope="module")
+def dry_run(tiny_encoder_dir, tiny_data, tmp_path_factory):
+    """One --dry-run without --learning-rate: the rate then comes from the encoder's width."""
+    job_dir = tmp_path_factory.mktemp("dry") / "job"
+    args = train_args(tiny_encoder_dir, tiny_data, job_dir, "--dry-run")
+    del args[args.index("--learning-rate"):args.index("--learning-rate") + 2]
+    result = run_cli(*args)
     assert result.returncode == 0, result.stdout + result.stderr
-    metrics = json.loads((tmp_path / "dry" / "metrics.json").read_text())
+    return job_dir, result, json.loads((job_dir / "metrics.json").read_text())
+
+
+def test_dry_run_checks_the_whole_job_in_one_step(dry_run):
+    job_dir, result, metrics = dry_run
     assert metrics["epochs_completed"] == 1
-    assert (tmp_path / "dry" / "model" / "saved_model.pb").exists()
+    assert (job_dir / "model" / "saved_model.pb").exists()
     # A few rows of every split, each evaluated whole: not one bucket's single example.
     assert metrics["validation"]["examples"] == metrics["dataset_sizes"]["validation"] == 8
     assert "(--dry-run: one step)" in result.stdout
 
 
-def test_without_a_learning_rate_the_run_takes_the_one_for_its_encoders_width(
-        tiny_encoder_dir, tiny_data, tmp_path):
-    args = train_args(tiny_encoder_dir, tiny_data, tmp_path / "dry", "--dry-run")
-    del args[args.index("--learning-rate"):args.index("--learning-rate") + 2]
-    result = run_cli(*args)
-    assert result.returncode == 0, result.stdout + result.stderr
-    metrics = json.loads((tmp_path / "dry" / "metrics.json").read_text())
+def test_without_a_learning_rate_the_run_takes_the_one_for_its_encoders_width(dry_run):
+    _, result, metrics = dry_run
     assert metrics["hyperparameters"]["learning_rate"] == 3e-4  # the tiny encoder is 16 wide
     assert "peak learning rate 0.0003" in result.stdout
 
