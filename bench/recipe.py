@@ -67,6 +67,7 @@ CANDIDATES = {
     "pooling-cls": ["--pooling", "cls"],
     "pooling-mean": ["--pooling", "mean"],
     "warmup-0.06": ["--warmup-fraction", "0.06"],
+    "warmup-0.2": ["--warmup-fraction", "0.2"],
     "lr-5e-4": ["--learning-rate", "5e-4"],
     "layer-decay-0.9": ["--layer-decay", "0.9"],
 }
