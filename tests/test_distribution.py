@@ -3,7 +3,8 @@
 The matrix tests need no TensorFlow. The last tests create real strategies: the default one in
 this process, MirroredStrategy over 2 logical CPUs and MultiWorkerMirroredStrategy over two
 local processes in subprocesses (both must be configured before the TF runtime initialises);
-then short CLI runs take the TPU input path (--static-shapes on) and --steps-per-execution on CPU.
+then short CLI runs (slow tier) take the TPU input path (--static-shapes on) and
+--steps-per-execution on CPU.
 """
 import itertools
 import json
@@ -537,7 +538,7 @@ print(json.dumps({"strategy": plan.strategy, "chief": plan.is_chief, "sum": floa
                        for i in range(2)]
 
 
-# --- the TPU input path and steps per execution, in real runs on CPU ---------------------------
+# --- the TPU input path and steps per execution, in real runs on CPU (slow tier) ---------------
 
 @pytest.fixture(scope="module")
 def tpu_path_runs(tiny_encoder_dir, tiny_data, tmp_path_factory):
@@ -566,12 +567,14 @@ def tpu_path_runs(tiny_encoder_dir, tiny_data, tmp_path_factory):
             for name in extra}
 
 
+@pytest.mark.slow
 def test_static_shapes_train_on_full_batches_of_one_length(tpu_path_runs):
     run = tpu_path_runs["static"]
     assert "11 steps per epoch" in run["log"] and "padding to 16" in run["log"]  # 90 // 8
     assert run["metrics"]["device"]["static_shapes"] is True
 
 
+@pytest.mark.slow
 def test_static_shapes_evaluate_every_example_exactly_once(tpu_path_runs):
     metrics = tpu_path_runs["static"]["metrics"]
     for split, size in metrics["dataset_sizes"].items():
@@ -579,6 +582,7 @@ def test_static_shapes_evaluate_every_example_exactly_once(tpu_path_runs):
         assert sum(map(sum, metrics[split]["confusion_matrix"])) == size, split
 
 
+@pytest.mark.slow
 def test_static_shapes_export_still_takes_raw_strings(tpu_path_runs):
     import tensorflow as tf
     from trainer.serving import export
@@ -588,12 +592,14 @@ def test_static_shapes_export_still_takes_raw_strings(tpu_path_runs):
     assert {x.decode() for x in out["label"].numpy()} <= {"negative", "neutral", "positive"}
 
 
+@pytest.mark.slow
 def test_steps_per_execution_trains_like_one_step_per_call(tpu_path_runs):
     got, expected = tpu_path_runs["steps5"]["metrics"], tpu_path_runs["plain"]["metrics"]
     for split in ("train", "validation", "test"):
         assert got[split]["loss"] == pytest.approx(expected[split]["loss"], rel=1e-5), split
 
 
+@pytest.mark.slow
 def test_progress_lines_count_steps_per_execution(tpu_path_runs):
     # Keras calls on_train_batch_end once per execution, with the index of its last step; the
     # last execution of an epoch is cut to the epoch's end (12 = 5 + 5 + 2).

@@ -28,6 +28,9 @@ import pytest
 import tiny_bert
 from conftest import NO_COPIES, labelled_rows, write_csv
 
+# Five training processes at once: the slow tier, which CI runs on both TensorFlow minors.
+pytestmark = pytest.mark.slow
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WRAPPER = '''
 import json, os, sys

@@ -104,12 +104,14 @@ def vertex_restart(tiny_encoder_dir, data, tmp_path_factory):
     return job_dir, restarted
 
 
+@pytest.mark.slow
 def test_a_restarted_vertex_replica_resumes_despite_overwrite(vertex_restart):
     job_dir, restarted = vertex_restart
     assert "resumed after epoch 2 from" in restarted.stdout
     assert [row["epoch"] for row in history(job_dir)] == [1, 2, 3, 4]
 
 
+@pytest.mark.slow
 def test_the_restarted_replica_ends_like_an_uninterrupted_run(vertex_restart, runs):
     job_dir, _ = vertex_restart
     assert metrics(job_dir)["test"]["loss"] == pytest.approx(metrics(runs["uninterrupted"])["test"]["loss"], rel=1e-5)
