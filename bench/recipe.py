@@ -30,6 +30,7 @@ import sys
 import time
 
 from common import WORK, add_publish_flag, finish, machine, printed, publish, table
+from trainer.tuning.trials import last_line
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 PAIR_LABELS = ["--text-column", "sentence1", "--text-pair-column", "sentence2"]
@@ -139,21 +140,15 @@ def run_one(dataset: str, files: dict, flags: list, seed: int, job_dir: str, cac
         with open(job_dir + ".log", "w") as log:
             done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT)
         if done.returncode != 0:
-            sys.exit(f"{dataset} seed {seed}: the trainer exited {done.returncode} ({last_line(job_dir + '.log')}); "
-                     f"see {job_dir}.log")
+            # The log's last line is the trainer's one-line `error:` when its input was bad.
+            sys.exit(f"{dataset} seed {seed}: the trainer exited {done.returncode} "
+                     f"({last_line(job_dir + '.log') or 'no output'}); see {job_dir}.log")
         print(f"[recipe] {os.path.relpath(job_dir)}: {time.perf_counter() - start:.0f} s", flush=True)
     with open(metrics_path) as f:
         metrics = json.load(f)
     return {"score": 100 * DATASETS[dataset]["score"](metrics["test"]),
             "train_seconds": metrics["durations"]["train"],
             "epochs": metrics["epochs_completed"], "best_epoch": metrics["best_epoch"]}
-
-
-def last_line(path: str) -> str:
-    """A failed run's last log line: the trainer's one-line `error:` when its input was bad."""
-    with open(path, errors="replace") as log:
-        lines = [line.strip() for line in log if line.strip()]
-    return lines[-1] if lines else "no output"
 
 
 def summary(runs: list) -> dict:
