@@ -59,6 +59,7 @@ class RunContext:
     started: float = dataclasses.field(default_factory=time.perf_counter)
     state: str = "new"  # jobdir.NEW / RESUME / FINISHED
     run_log: Any = None
+    lock: Any = None  # lock.Held: the job dir's, while this run (the chief) owns it
     task: Any = None  # trainer.tasks: what the head predicts, its loss and metrics
     datasets: Any = None  # splits.Datasets
     runtime: Optional[Runtime] = None

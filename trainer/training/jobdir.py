@@ -6,15 +6,21 @@ metrics.json is written last: its presence means the run finished. Vertex restar
 replica with the same arguments, `--overwrite` included, so a run records the Vertex job id
 (CLOUD_ML_JOB_ID) it belongs to in checkpoints/job.json: `--overwrite` replaces a finished run
 or one from another job, never the checkpoints of the job that is running.
+
+job.lock exists while a run owns the job dir (trainer.training.lock): a second run started there
+is refused, naming the first.
 """
 import dataclasses
 import json
 import uuid
-from typing import Optional
+from typing import Mapping, Optional
 
 from trainer import config as config_lib, storage
 from trainer.config import Config
 from trainer.errors import UserError
+from trainer.training import lock
+
+LOCK = "job.lock"
 
 NEW, RESUME, FINISHED = "new", "resume", "finished"
 
@@ -81,6 +87,16 @@ def check_writable(job_dir: str) -> None:
     except Exception as error:  # OSError locally, tf.errors.* through gfile
         reason = getattr(error, "strerror", None) or getattr(error, "message", None) or error
         raise UserError(f"--job-dir: cannot write to {job_dir}: {reason}") from None
+
+
+def take_ownership(paths: JobPaths, environ: Mapping[str, str]) -> lock.Held:
+    """The job dir's lock for this run (the chief's), before anything there is read or removed."""
+    def busy(holder: Optional[lock.Owner]) -> str:
+        who = f" ({holder.describe()})" if holder else ""
+        return (f"--job-dir: {paths.job_dir} is in use by another trainer.task run{who}; wait for "
+                f"it to finish, or choose another --job-dir")
+
+    return lock.acquire(paths.job_dir, LOCK, environ, busy)
 
 
 def decide(config: Config, paths: JobPaths, job_id: Optional[str]) -> str:

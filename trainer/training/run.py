@@ -67,6 +67,8 @@ def run(config: Config, environ: Mapping[str, str], ignored_arguments: Sequence[
     finally:
         if ctx.run_log is not None:
             ctx.run_log.close()
+        if ctx.lock is not None:
+            ctx.lock.release()
 
 
 def _record(ctx: RunContext, error: UserError) -> None:

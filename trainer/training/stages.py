@@ -30,8 +30,11 @@ def check_inputs(ctx: RunContext) -> None:
 
 
 def prepare_job_dir(ctx: RunContext) -> None:
-    """New, resumed or already finished; then config.json and training.log (chief only)."""
+    """The job dir's lock (chief only: the workers write nothing there); then new, resumed or
+    already finished; then config.json and training.log (chief only)."""
     job_id = vertex.read_environment(ctx.environ).job_id
+    if ctx.is_chief:
+        ctx.lock = jobdir.take_ownership(ctx.paths, ctx.environ)
     ctx.state = jobdir.decide(ctx.config, ctx.paths, job_id)
     left_unfinished = ctx.state == jobdir.NEW and storage.exists(ctx.paths.config) and \
         not storage.exists(ctx.paths.metrics)

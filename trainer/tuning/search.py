@@ -17,7 +17,6 @@ reproducible, and a resumed random search does not repeat the values it started 
 """
 import contextlib
 import dataclasses
-import fcntl
 import os
 from typing import Callable, Optional, Sequence
 
@@ -26,6 +25,7 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
 from trainer.errors import UserError
+from trainer.training import lock
 from trainer.tuning import space, trials
 
 JOURNAL = "study.journal"
@@ -80,14 +80,15 @@ def flag_values(params: dict, names: Sequence[str]) -> dict:
 def locked(search_dir: str):
     """Holds SEARCH_DIR/search.lock while a search runs there: a second search in the same
     directory would take the first one's running trial for a killed one and run it too. The
-    operating system releases the lock when the process ends, however it ends."""
-    with open(os.path.join(search_dir, LOCK), "a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UserError(f"--job-dir: another trainer.tune is running a search in {search_dir}; "
-                            f"wait for it, or choose another --job-dir") from None
+    operating system releases the lock when the process ends, however it ends (trainer.training.lock,
+    the job dir's lock too)."""
+    held = lock.acquire(search_dir, LOCK, os.environ, lambda holder: (
+        f"--job-dir: another trainer.tune is running a search in {search_dir}; wait for it, or "
+        f"choose another --job-dir"))
+    try:
         yield
+    finally:
+        held.release()
 
 
 def open_study(search_dir: str, settings: dict, sampler: str, seed: int) -> optuna.Study:
