@@ -107,13 +107,13 @@ def test_skip_empty_text_counts_skipped_rows(tmp_path):
 @pytest.mark.parametrize("content, expected", [
     ("", "file is empty"),
     ("text,label\n", "no data rows"),
-    ("text,label\nhello,1\n,0\n", "row 2, column 'text': text is empty"),
-    ("text,label\nhello,1\nbye,\n", "row 2, column 'label': label is missing"),
-    ("text,label\nhello,1\nbye,NaN\n", "row 2, column 'label': label is missing"),
+    ("text,label\nhello,1\n,0\n", "line 3, column 'text': text is empty"),
+    ("text,label\nhello,1\nbye,\n", "line 3, column 'label': label is missing"),
+    ("text,label\nhello,1\nbye,NaN\n", "line 3, column 'label': label is missing"),
     ("text,label\nhello,1\nbye,1\n", "single class"),
     ("body,label\nhello,1\n", "no text column found"),
-    ("text,sentiment\na,0.5\nb,-0.2\nc,1.5\n", "row 3, column 'sentiment': sentiment score 1.5 is outside [-1, 1]"),
-    ("text,sentiment\na,0.5\nb,-0.2\nc,abc\n", "row 3, column 'sentiment': label 'abc' is not a number, while 2 of 3 labels are"),
+    ("text,sentiment\na,0.5\nb,-0.2\nc,1.5\n", "line 4, column 'sentiment': sentiment score 1.5 is outside [-1, 1]"),
+    ("text,sentiment\na,0.5\nb,-0.2\nc,abc\n", "line 4, column 'sentiment': label 'abc' is not a number, while 2 of 3 labels are"),
 ])
 def test_bad_training_file_names_file_row_and_column(tmp_path, content, expected):
     path = write(tmp_path / "bad.csv", content)
@@ -137,14 +137,14 @@ def test_missing_file_is_named(tmp_path):
 def test_label_unseen_in_training_is_an_error_in_validation(tmp_path):
     train = write(tmp_path / "t.csv", "text,label\na,pos\nb,neg\n")
     val = write(tmp_path / "v.csv", "text,label\na,pos\nb,meh\n")
-    with pytest.raises(UserError, match=r"v.csv row 2, column 'label': label 'meh' never appears in the training data"):
+    with pytest.raises(UserError, match=r"v.csv line 3, column 'label': label 'meh' never appears in the training data"):
         load("--training-file", train, "--validation-file", val)
 
 
 def test_class_id_beyond_training_classes_is_an_error_in_test(tmp_path):
     train = write(tmp_path / "t.csv", "text,label\na,0\nb,1\n")
     test = write(tmp_path / "x.csv", "text,label\na,0\nb,2\n")
-    with pytest.raises(UserError, match=r"x.csv row 2, column 'label': class id '2' is not among the 2 classes"):
+    with pytest.raises(UserError, match=r"x.csv line 3, column 'label': class id '2' is not among the 2 classes"):
         load("--training-file", train, "--validation-file", train, "--testing-file", test)
 
 
@@ -255,14 +255,14 @@ def test_a_rare_label_is_named_with_its_row_and_the_nearest_known_label(tmp_path
     path = write(tmp_path / "t.csv", rows_with_labels(labels))
     with pytest.raises(UserError) as e:
         load_with_defaults("--training-file", path)
-    assert "t.csv: 'postive' (row 18), column 'label': did you mean 'positive'?" in str(e.value)
+    assert "t.csv: 'postive' (line 19), column 'label': did you mean 'positive'?" in str(e.value)
     assert "has 1 of 30 rows, fewer than --min-examples-per-class 5" in str(e.value)
 
 
 def test_the_class_size_threshold_is_a_flag(tmp_path):
     labels = ["positive", "negative"] * 10 + ["rare"] * 3
     path = write(tmp_path / "t.csv", rows_with_labels(labels))
-    with pytest.raises(UserError, match=r"'rare' \(rows 21, 22, 23\), column 'label': a typo\?"):
+    with pytest.raises(UserError, match=r"'rare' \(lines 22, 23, 24\), column 'label': a typo\?"):
         load_with_defaults("--training-file", path)
     d = load_with_defaults("--training-file", path, "--min-examples-per-class", "3")
     assert d.labels.names == ["negative", "positive", "rare"]
@@ -280,7 +280,7 @@ def test_a_tiny_balanced_file_is_not_a_typo_and_trains(tmp_path):
 def test_a_small_class_near_identical_to_another_label_is_a_typo_even_when_not_rare(tmp_path):
     labels = ["positive", "negative"] * 3 + ["Positive"] * 3
     path = write(tmp_path / "t.csv", rows_with_labels(labels))
-    with pytest.raises(UserError, match=r"'Positive' \(rows 7, 8, 9\), column 'label': did you mean 'positive'\?"):
+    with pytest.raises(UserError, match=r"'Positive' \(lines 8, 9, 10\), column 'label': did you mean 'positive'\?"):
         load_with_defaults("--training-file", path)
 
 
@@ -288,7 +288,7 @@ def test_a_word_among_class_ids_is_blamed_at_its_own_row(tmp_path):
     labels = ["0", "1", "2"] * 10
     labels[17] = "two"
     path = write(tmp_path / "t.csv", rows_with_labels(labels))
-    with pytest.raises(UserError, match=r"t.csv row 18, column 'label': label 'two' is not a number"):
+    with pytest.raises(UserError, match=r"t.csv line 19, column 'label': label 'two' is not a number"):
         load_with_defaults("--training-file", path)
 
 

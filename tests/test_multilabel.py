@@ -88,7 +88,7 @@ def test_a_label_on_fewer_rows_than_min_examples_per_class_is_named_with_its_row
     with pytest.raises(UserError) as error:
         check_label_sizes(training_frame(cells), "labels", targets_of(cells, names), names, 5)
     assert str(error.value) == (
-        "train.csv: label 'postive' (rows 8, 9), column 'labels': on 2 of 9 training rows, fewer "
+        "train.csv: label 'postive' (lines 8, 9), column 'labels': on 2 of 9 training rows, fewer "
         "than --min-examples-per-class 5. Did you mean 'positive'? Fix the labels, add examples, "
         "or lower the flag to keep so rare a label")
 
@@ -221,7 +221,7 @@ def test_an_unknown_label_in_a_validation_cell_names_its_row(tiny_encoder_dir, d
     result = run_in_process(*args(tiny_encoder_dir, {**data, "validation": validation}, tmp_path / "job"))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
-        f"error: {validation} row 3, column 'labels': label 'comedy' is not one of the training "
+        f"error: {validation} line 4, column 'labels': label 'comedy' is not one of the training "
         f"data's labels ['movie', 'negative', 'positive']")
 
 
@@ -232,7 +232,7 @@ def test_label_columns_must_hold_zero_or_one(tiny_encoder_dir, data, tmp_path):
                            "--label-columns", "positive,negative"))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
-        f"error: {train} row 2, column 'negative': 'yes' is not 0 or 1 (a --label-columns column "
+        f"error: {train} line 3, column 'negative': 'yes' is not 0 or 1 (a --label-columns column "
         f"marks its label with 1)")
 
 

@@ -206,7 +206,7 @@ def test_a_non_numeric_score_names_its_row(tiny_encoder_dir, data, bad_scores, t
     result = run_in_process(*args(tiny_encoder_dir, {**data, "train": bad_scores}, tmp_path / "job"))
     assert result.returncode == 2
     line = result.stderr.strip().splitlines()[-1]
-    assert line == (f"error: {bad_scores} row 7, column 'score': 'very good' is not a number "
+    assert line == (f"error: {bad_scores} line 8, column 'score': 'very good' is not a number "
                     f"(--task regression reads the label as a score)")
 
 

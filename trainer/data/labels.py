@@ -148,7 +148,7 @@ def _refuse_small_class(frame, column: str, ids: np.ndarray, spec: LabelSpec, la
     rows = np.flatnonzero(ids == label)
     shown = ", ".join(str(frame["_row"].iloc[i]) for i in rows[:5]) + (", ..." if len(rows) > 5 else "")
     raise UserError(f"{frame['_file'].iloc[rows[0]]}: {spec.names[label]!r} "
-                    f"({'row' if len(rows) == 1 else 'rows'} {shown}), column {column!r}: {hint} "
+                    f"({'line' if len(rows) == 1 else 'lines'} {shown}), column {column!r}: {hint} "
                     f"Class {spec.names[label]!r} has {len(rows)} of {len(ids)} rows, fewer than "
                     f"--min-examples-per-class {minimum}; fix the label, or lower the flag to keep "
                     f"so small a class")

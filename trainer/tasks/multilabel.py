@@ -77,7 +77,7 @@ def check_label_sizes(frame, column: str, targets: np.ndarray, names, minimum: i
     rows = np.flatnonzero(np.asarray(targets)[:, j] > 0.5)
     shown = ", ".join(str(frame["_row"].iloc[i]) for i in rows[:5]) + (", ..." if len(rows) > 5 else "")
     source = frame["_file"].iloc[rows[0]] if len(rows) else ", ".join(sorted(set(frame["_file"])))
-    at = f" ({'row' if len(rows) == 1 else 'rows'} {shown})" if len(rows) else ""
+    at = f" ({'line' if len(rows) == 1 else 'lines'} {shown})" if len(rows) else ""
     hint = ""
     if column is not None:
         common = [n for n, count in zip(names, counts) if count >= minimum]
