@@ -49,6 +49,19 @@ def test_a_perfectly_separated_validation_set_drives_the_temperature_to_its_boun
     assert block["temperature"] == pytest.approx(calibration.MIN_T, rel=1e-3) and block["at_bound"]
 
 
+def test_a_temperature_at_its_search_bound_is_not_applied_to_the_export():
+    # Perfectly separated validation: T runs to MIN_T, which would make every probability 0 or 1.
+    logits = np.array([[3.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 4.0]])
+    block = calibration.calibration_block({"validation": (logits, np.array([0, 1, 2]))}, applied=True)
+    assert block["at_bound"] and block["applied"] is False
+
+
+def test_a_temperature_a_hair_inside_its_bound_still_counts_as_at_the_bound():
+    assert calibration.is_at_bound(calibration.MIN_T * 1.0001)
+    assert calibration.is_at_bound(calibration.MAX_T * 0.9999)
+    assert not calibration.is_at_bound(calibration.MIN_T * 1.01)
+
+
 def test_temperature_never_changes_the_predicted_label():
     logits, _ = sampled_model(1.0, n=500)
     for t in (0.3, 1.0, 4.0):

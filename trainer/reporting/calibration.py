@@ -9,8 +9,17 @@ The metrics.json block `calibration_block` returns:
     temperature   the fitted T (validation log loss minimized over [MIN_T, MAX_T])
     at_bound      T hit MIN_T or MAX_T: typically a validation set classified (almost)
                   perfectly, whose log loss keeps falling as probabilities sharpen; such a T
-                  says little about new data
-    applied       whether the exported model divides its logits by it (--calibrate on)
+                  says little about new data, and is never applied
+    applied       whether the exported model divides its logits by it: --calibrate on and T
+                  inside its search range
+
+Why a T at its bound is not applied (rather than fitted some other way): the log loss then has
+no minimum in the range, only a slope that runs into the bound, so the bound is an artefact of
+the search, not a measurement. On a validation set classified perfectly the slope always points
+to T -> 0, and T = 0.05 would turn every prediction into 0 or 1 ("The sky is blue." neutral
+1.0); a bounded or regularised fit would still pick a T the data cannot support, set by the
+prior instead of the bound. Exporting T = 1 keeps the model's own probabilities, which is the
+honest answer when validation cannot say how confident the model should be.
     bins          equal-width confidence bins of the expected calibration error (15)
     validation, test (when a test set exists), each:
         ece_before, ece_after       expected calibration error with T = 1 and with T
@@ -55,6 +64,11 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray) -> float:
     # Where the loss is flat (every example right by a wide margin: it rounds to 0 near the
     # lower bound) Brent stops anywhere in the flat part; a bound as good as that is the answer.
     return min([MIN_T, MAX_T, float(np.exp(result.x))], key=nll)
+
+
+def is_at_bound(temperature: float) -> bool:
+    """T within 0.1% of MIN_T or MAX_T: the search stopped at its edge, not at a minimum."""
+    return not MIN_T * 1.001 < temperature < MAX_T / 1.001
 
 
 def reliability_bins(probabilities: np.ndarray, labels: np.ndarray,
@@ -102,8 +116,9 @@ def calibration_block(splits: Mapping[str, Tuple[np.ndarray, np.ndarray]], appli
     """
     if temperature is None:
         temperature = fit_temperature(*splits["validation"])
-    at_bound = temperature in (MIN_T, MAX_T)
-    block = {"temperature": temperature, "at_bound": at_bound, "applied": bool(applied), "bins": BINS}
+    at_bound = is_at_bound(temperature)
+    block = {"temperature": temperature, "at_bound": at_bound,
+             "applied": bool(applied) and not at_bound, "bins": BINS}
     for name in ("validation", "test"):
         if name in splits:
             block[name] = split_scores(*splits[name], temperature)

@@ -12,10 +12,12 @@ not at all, on CPUs without native support, for no gain in its predictions.
 import contextlib
 from typing import Sequence
 
+import numpy as np
 import tensorflow as tf
 import tf_keras
 
 from trainer import storage
+from trainer.errors import UserError
 from trainer.data import pipeline
 from trainer.modeling.encoders.bert import INPUT_KEYS
 
@@ -139,6 +141,37 @@ class MultiLabelServingModule(ServingModule):
             "predicted": tf.cast(chosen, tf.int32),
             "label_names": names,
         }
+
+
+def non_finite_rows(values) -> np.ndarray:
+    """Indices of the rows of `values` ([N] or [N, ...]) holding a NaN or an infinity."""
+    values = np.asarray(values, np.float64)
+    return np.flatnonzero(~np.isfinite(values.reshape(len(values), -1)).all(axis=1))
+
+
+def check_finite_outputs(outputs, what: str) -> None:
+    """Refuses a model whose outputs on `what` are not all finite.
+
+    A model trained into NaN weights computes NaN for every text: exported, it would write
+    empty probabilities and fail every request. This is checked on the model's own validation
+    rows before anything is calibrated or exported (trainer.training.results.evaluate), and on
+    every batch an exported model predicts (trainer.serving.predict).
+    """
+    bad = non_finite_rows(outputs)
+    if len(bad):
+        raise UserError(f"the model's outputs are NaN or infinite on {len(bad)} of the "
+                        f"{len(outputs)} {what}: its weights are broken (a diverged training), "
+                        f"so it is neither exported nor served; retrain it with a lower "
+                        f"--learning-rate")
+
+
+def finite_outputs(outputs: dict) -> dict:
+    """A batch of an exported model's outputs, refused when its probabilities or scores are not
+    all finite: trainer.predict would write them as empty cells, trainer.serve could not put
+    them in JSON."""
+    values = outputs["score" if "score" in outputs else "probabilities"]
+    check_finite_outputs(np.asarray(values), "texts of a batch given to --model-dir's model")
+    return outputs
 
 
 def export(module: ServingModule, model_dir: str, write_dir: str = None) -> None:

@@ -119,16 +119,19 @@ def _char_batches(texts, batch_size: int, pairs=None):
 
 
 def _outputs(model, texts, batch_size: int, pairs=None, features=None):
-    """(row indices, model outputs) of every row once; `features`: tokenize()'s, if done."""
+    """(row indices, model outputs) of every row once; `features`: tokenize()'s, if done.
+    Outputs that are not finite stop it with one error (export.finite_outputs)."""
+    from trainer.serving.export import finite_outputs
+
     if _tokenizes(model):
         if features is None:
             features = tokenize(model, texts, pairs)
         for rows, batch in _token_batches(features, batch_size):
-            yield rows, model.predict_tokens(batch)
+            yield rows, finite_outputs(model.predict_tokens(batch))
         return
     serve = _signature(model)
     for rows, inputs in _char_batches(texts, batch_size, pairs):
-        yield rows, serve(**inputs)
+        yield rows, finite_outputs(serve(**inputs))
 
 
 def predict_texts(model, texts, batch_size: int, pairs=None, features=None):

@@ -21,6 +21,7 @@ from trainer import storage
 from trainer import progress
 from trainer.progress import clock
 from trainer.config import METRIC_GOALS
+from trainer.errors import UserError
 
 log = logging.getLogger("trainer")
 
@@ -66,6 +67,45 @@ class EpochEvaluation(tf_keras.callbacks.Callback):
             logs[f"val_{key}"] = self.last[key]
         logs["learning_rate"] = current_learning_rate(self.model.optimizer)
         logs["seconds"] = train_seconds + (time.perf_counter() - start)
+
+
+class NonFiniteLoss(tf_keras.callbacks.Callback):
+    """Ends the run with one error at the first training batch, or evaluation, whose loss is
+    NaN or infinite.
+
+    Keras' own TerminateOnNaN only sets `stop_training`: the epoch still ends, so its NaN
+    weights would be evaluated, checkpointed as the point to resume from, calibrated and
+    exported, and the run would exit 0. Raising here, before the callbacks that write anything
+    for the epoch (keep it right after EpochEvaluation), leaves the checkpoints of the last good
+    epoch as they were; the export and metrics.json stages never run.
+    """
+
+    def __init__(self, epochs: int, learning_rate: float, unit: str = "epoch"):
+        super().__init__()
+        self.epochs, self.learning_rate, self.unit = epochs, learning_rate, unit
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._check(logs, "loss", "training loss")
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._check(logs, "val_loss", "validation loss")
+
+    def _check(self, logs, key: str, what: str) -> None:
+        value = (logs or {}).get(key)
+        if value is None or math.isfinite(float(value)):
+            return
+        step = int(self.model.optimizer.iterations.numpy())
+        kept = (f"the checkpoint of {self.unit} {self.epoch}, the last with a finite loss, is kept"
+                if self.epoch else f"no {self.unit} finished before it, so no checkpoint is kept")
+        raise UserError(
+            f"training diverged: the {what} became {float(value)} at step {step} ({self.unit} "
+            f"{self.epoch + 1} of {self.epochs}); stopped, nothing exported, {kept}. Usual causes: "
+            f"a learning rate too high (this run's peak: {self.learning_rate:g}; lower "
+            f"--learning-rate), float16 without loss scaling, or targets the loss cannot take "
+            f"(a label out of range, a NaN or huge score); rerun with --overwrite once fixed")
 
 
 def read_history(path: str) -> List[dict]:
@@ -130,9 +170,10 @@ class BestWeights(tf_keras.callbacks.Callback):
     """
 
     def __init__(self, directory: str, metric: str, patience: int, rows: List[dict],
-                 shared_directory: Optional[str] = None):
+                 shared_directory: Optional[str] = None, unit: str = "epoch"):
         super().__init__()
         self.directory, self.metric, self.patience = directory, metric, patience
+        self.unit = unit  # "span" with --eval-every-steps (fitting.period_name)
         self.shared_directory = shared_directory or directory
         self.best_epoch, self.best = best_so_far(rows, metric)
         self._resumed_best_epoch = self.best_epoch
@@ -153,8 +194,8 @@ class BestWeights(tf_keras.callbacks.Callback):
             self.best_epoch, self.best = finished, value
             tf.train.Checkpoint(model=self.model).write(_weights_prefix(self.directory, finished))
         elif self.patience and finished - self.best_epoch >= self.patience:
-            log.info("early stopping: %s has not improved for %d epochs (best %.4f at epoch %d)",
-                     self.metric, self.patience, self.best, self.best_epoch)
+            log.info("early stopping: %s has not improved for %d %ss (best %.4f at %s %d)",
+                     self.metric, self.patience, self.unit, self.best, self.unit, self.best_epoch)
             self.stopped_early = True
             self.model.stop_training = True
 

@@ -1,8 +1,9 @@
 """The fit stage: epochs with per-epoch evaluation, history, best weights and checkpoints.
 
 Callback order matters (see trainer.training.callbacks): the epoch's clock stops first, then
-the epoch is evaluated, its history row and best weights written, the tuning metric reported,
-training.log copied, and the resume checkpoint comes last.
+the epoch is evaluated, a NaN or infinite loss ends the run (callbacks.NonFiniteLoss), then
+its history row and best weights are written, the tuning metric reported, training.log copied,
+and the resume checkpoint comes last.
 """
 import dataclasses
 import logging
@@ -32,7 +33,8 @@ def fit(ctx: RunContext) -> None:
     # The last epoch, or span between evaluations, may end before its full length.
     limit = [cb.StepLimit(inputs.total_steps)] if \
         inputs.total_steps != inputs.periods * inputs.period_steps else []
-    callbacks = [*limit, outcome.clock, outcome.evaluation, outcome.history, outcome.best,
+    guard = cb.NonFiniteLoss(inputs.periods, ctx.learning_rate, unit=period_name(inputs))
+    callbacks = [*limit, outcome.clock, outcome.evaluation, guard, outcome.history, outcome.best,
                  *([outcome.hypertune] if outcome.hypertune else []), _progress(ctx),
                  tf_keras.callbacks.TensorBoard(ctx.runtime.write_path(ctx.paths.tensorboard_dir),
                                                 profile_batch=0)]
@@ -108,7 +110,7 @@ def _callbacks(ctx: RunContext) -> FitOutcome:
     metric, patience = config.train.selection_metric, config.train.early_stopping_patience
     rows = ctx.trainable.history
     best = cb.BestWeights(runtime.write_path(paths.best), metric, patience, rows,
-                          shared_directory=paths.best)
+                          shared_directory=paths.best, unit=period_name(ctx.inputs))
     # A run killed after early stopping decided, but before it finished, must not train on.
     stopped_before = bool(patience and best.best_epoch and
                           ctx.trainable.first_epoch - best.best_epoch >= patience)
@@ -125,6 +127,14 @@ def _callbacks(ctx: RunContext) -> FitOutcome:
         stopped_before=stopped_before)
 
 
+def period_name(inputs) -> str:
+    """What every log line calls one Keras epoch: "span" with --eval-every-steps (the steps
+    between two evaluations, which eval_history.csv numbers in its `epoch` column), else
+    "epoch". One word for one thing: the progress, early-stopping, best-weights and resume
+    lines must agree."""
+    return "epoch" if inputs.period_steps == inputs.steps_per_epoch else "span"
+
+
 def _progress(ctx: RunContext):
     from trainer.training import callbacks as cb
 
@@ -134,7 +144,7 @@ def _progress(ctx: RunContext):
     examples = len(train) * inputs.period_steps // inputs.steps_per_epoch
     return cb.ProgressLogger(ctx.config.runtime.log_every_seconds, inputs.periods,
                              inputs.period_steps, examples, train.real_tokens * examples // len(train),
-                             unit="epoch" if inputs.period_steps == inputs.steps_per_epoch else "span",
+                             unit=period_name(inputs),
                              describe_epoch=task.describe_epoch,
                              train_metric=task.train_metric)
 

@@ -1,14 +1,13 @@
 """The last stages of a run: evaluate the best weights, calibrate and export them, report,
 and write metrics.json last."""
 import dataclasses
-import json
 import logging
 import platform
 import time
 
 import numpy as np
 
-from trainer import storage
+from trainer import storage, strict_json
 from trainer.serving import export as export_lib
 from trainer.training import jobdir
 from trainer.training.context import RunContext
@@ -57,8 +56,8 @@ def evaluate(ctx: RunContext) -> None:
     best_is_current = fit.best.best_epoch is not None and fit.best.best_epoch == fit.evaluation.last_epoch
     if fit.best.weights_prefix and not best_is_current:
         tf.train.Checkpoint(model=model).read(fit.best.weights_prefix).expect_partial()
-        log.info("restored the best weights: epoch %d, %s %.4f", fit.best.best_epoch, metric,
-                 fit.best.best)
+        log.info("restored the best weights: %s %d, %s %.4f", fit.best.unit, fit.best.best_epoch,
+                 metric, fit.best.best)
     # Validation and test logits also fit and score the calibration, and make the report.
     logits = ctx.outputs
     if best_is_current:
@@ -66,6 +65,7 @@ def evaluate(ctx: RunContext) -> None:
     for name in ctx.inputs.eval_sets:
         if name in ("validation", "test") and name not in logits:
             logits[name] = predict_split(ctx, name)
+    export_lib.check_finite_outputs(logits["validation"][0], "validation rows")
     ctx.task.fit_on_validation(*logits["validation"])  # multi-label thresholds
     caveat = ctx.task.validation_caveat(has_test="test" in logits)
     for name in ctx.inputs.eval_sets:
@@ -104,10 +104,12 @@ def _evaluate_train_sample(ctx: RunContext) -> dict:
 
 
 def _log_calibration(block: dict) -> None:
-    log.info("calibration: temperature %.3f%s (%s); validation ECE %.4f -> %.4f",
-             block["temperature"], ", at its search bound" if block["at_bound"] else "",
-             "applied to the export" if block["applied"] else "not applied: --calibrate off",
-             block["validation"]["ece_before"], block["validation"]["ece_after"])
+    applied = ("applied to the export" if block["applied"] else
+               "not applied: at its search bound, which validation cannot support; the export "
+               "keeps T = 1" if block["at_bound"] else "not applied: --calibrate off")
+    log.info("calibration: temperature %.3f (%s); validation ECE %.4f -> %.4f",
+             block["temperature"], applied, block["validation"]["ece_before"],
+             block["validation"]["ece_after"])
 
 
 def export(ctx: RunContext) -> None:
@@ -237,7 +239,7 @@ def report(ctx: RunContext) -> None:
     from trainer.reporting.build import build_report
 
     ctx.metrics = _metrics(ctx)
-    if ctx.is_chief:
+    if ctx.is_chief and ctx.config.output.report == "on":
         build_report(ctx.paths.job_dir, metrics=ctx.metrics, predictions=_report_predictions(ctx))
 
 
@@ -255,7 +257,7 @@ def write_artifacts(ctx: RunContext) -> None:
     """metrics.json, written last: its presence marks the run finished."""
     ctx.metrics["durations"].update(_durations(ctx))
     if ctx.is_chief:
-        storage.write_text_atomic(ctx.paths.metrics, json.dumps(ctx.metrics, indent=2) + "\n")
+        storage.write_text_atomic(ctx.paths.metrics, strict_json.dumps(ctx.metrics, indent=2) + "\n")
         keep = ctx.config.output.keep_checkpoints
         removed = jobdir.drop_checkpoints(ctx.paths, keep)
         if removed:

@@ -258,7 +258,8 @@ def build_model(ctx: RunContext) -> None:
     first_epoch = int(epoch_counter.numpy())
     history = [row for row in cb.read_history(paths.history) if row["epoch"] <= first_epoch]
     if first_epoch:
-        log.info("resumed after epoch %d from %s", first_epoch, latest)
+        from trainer.training.fitting import period_name
+        log.info("resumed after %s %d from %s", period_name(ctx.inputs), first_epoch, latest)
     elif ctx.state == jobdir.RESUME:
         log.info("the unfinished run completed no epoch: starting at epoch 1")
     ctx.trainable = Trainable(model, manager, epoch_counter, first_epoch, history)
