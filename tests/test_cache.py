@@ -19,7 +19,8 @@ def preprocessor(tiny_encoder_dir):
 
 def datasets_of(tmp_path, rows=40):
     train = write_csv(tmp_path / "train.csv", labelled_rows(rows, 1))
-    config = config_lib.build_config(["--training-file", train, "--validation-file", train,
+    validation = write_csv(tmp_path / "validation.csv", labelled_rows(12, 2))
+    config = config_lib.build_config(["--training-file", train, "--validation-file", validation,
                                       "--min-examples-per-class", "1"], {})
     return splits.load_datasets(config)
 

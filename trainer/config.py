@@ -103,6 +103,12 @@ class DataConfig:
     label_columns: Optional[str] = _flag(
         None, "--task multi-label: comma-separated 0/1 columns, one per label, instead of one "
               "label column of names.")
+    delimiter: Optional[str] = _flag(
+        None, "The field separator of .csv files, e.g. ';' for a CSV saved by Excel in a European "
+              "locale. Default: ',' (a header separated by ';' stops with a hint).")
+    allow_label_variants: bool = _flag(
+        False, "Keep labels that differ only in case or Unicode normalization ('Positive' and "
+               "'positive') as separate classes, instead of stopping.")
 
 
 @dataclasses.dataclass

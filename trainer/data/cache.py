@@ -23,7 +23,6 @@ import numpy as np
 import tensorflow as tf
 
 from trainer import progress, storage
-from trainer.data import splits as splits_lib
 
 log = logging.getLogger("trainer")
 
@@ -223,7 +222,7 @@ def _tokenized_batches(datasets, preprocessor):
         for name, split in datasets.splits().items():
             by_spec.setdefault(split.spec, {})[name] = split.positions
         for spec, positions in by_spec.items():
-            for name, chunk in splits_lib.selected_chunks(spec, positions):
+            for name, chunk in datasets.selected_chunks(spec, positions):
                 source = files.setdefault(chunk["_file"].iloc[0], len(files))
                 texts = [str(t) for t in chunk[datasets.text_column]]
                 second = [str(t) for t in chunk[datasets.text_pair_column]] if pairs else texts[:0]

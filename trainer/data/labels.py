@@ -1,16 +1,22 @@
 """Label columns -> class ids: scores, class ids or class names, decided from the training file.
 
-Every error names the row that is wrong: the file, its row number and the column.
+Every error names the row that is wrong: the file, its line and the column. The rule for
+`--label-type auto`: labels that are mostly words are class names; integers that run 0..K-1 are
+class ids; other integers (star ratings 1-5) are class names, so that no class exists without
+rows; other numbers are sentiment scores. The run logs which it chose.
 """
 import dataclasses
 import difflib
+import logging
 from typing import Dict, List
 
 import numpy as np
 
 from trainer.config import DataConfig
-from trainer.data.reading import where
+from trainer.data.reading import name_key, where
 from trainer.errors import UserError
+
+log = logging.getLogger("trainer")
 
 SCORE_NAMES = ("negative", "neutral", "positive")
 
@@ -63,7 +69,7 @@ def infer_labels(frame, column: str, config: DataConfig) -> LabelSpec:
             raise UserError(f"{where(frame, i, column)}: label is missing")
     kind = config.label_type
     if kind == "auto":
-        kind = _infer_kind(frame, column, values)
+        kind = _infer_kind(frame, column, values, bool(given_names))
     if kind == "score":
         names = given_names or list(SCORE_NAMES)
         if len(names) != 3:
@@ -88,13 +94,39 @@ def infer_labels(frame, column: str, config: DataConfig) -> LabelSpec:
                 bad = next(i for i, v in enumerate(values) if str(v).strip() == unknown[0])
                 raise UserError(f"{where(frame, bad, column)}: label {unknown[0]!r} is not one "
                                 f"of --label-names {given_names}")
-        names = given_names or seen
-    return LabelSpec(kind, names)
+        names = given_names or _sorted_names(seen)
+    spec = LabelSpec(kind, names)
+    log.info("label column %r: %s", column, _rule(spec, config.label_type))
+    return spec
 
 
-def _infer_kind(frame, column: str, values: list) -> str:
-    """Mostly names: 'name'. Numbers: non-negative integers are class ids, others scores. A few
-    words among numbers (`two` among 0/1/2) are errors at their own row, not a guess."""
+def _sorted_names(names: List[str]) -> List[str]:
+    """Class names in order: by value when all are numbers (1, 2, 10), else as strings."""
+    numbers = [_as_number(n) for n in names]
+    if None in numbers:
+        return sorted(names)
+    return [n for _, n in sorted(zip(numbers, names))]
+
+
+def _rule(spec: LabelSpec, label_type: str) -> str:
+    """What the run made of the labels, and why, for the log."""
+    chosen = "" if label_type == "auto" else " as --label-type says"
+    if spec.kind == "score":
+        return f"sentiment scores{chosen}: < 0 {spec.names[0]}, 0 {spec.names[1]}, > 0 {spec.names[2]}"
+    if spec.kind == "index":
+        return (f"class ids 0..{len(spec.names) - 1}{chosen or ' (integers from 0)'}: "
+                f"{', '.join(spec.names)}")
+    numbers = None not in [_as_number(n) for n in spec.names]
+    why = (" (integers that do not run 0..K-1 are names, so that no class is empty; "
+           "--label-type index reads ids 0..K-1)" if numbers and not chosen else chosen)
+    return f"{len(spec.names)} class names{why}: {', '.join(spec.names)}"
+
+
+def _infer_kind(frame, column: str, values: list, named: bool) -> str:
+    """Mostly names: 'name'. Numbers: non-negative integers are class ids when they run 0..K-1
+    or --label-names names them (`named`), else names (1-5 star ratings would otherwise get an
+    empty class 0); other numbers are scores. A few words among numbers (`two` among 0/1/2) are
+    errors at their own row, not a guess."""
     numbers = [_as_number(v) for v in values]
     words = [i for i, x in enumerate(numbers) if x is None]
     if len(words) * 2 > len(values):
@@ -105,7 +137,8 @@ def _infer_kind(frame, column: str, values: list) -> str:
                         f"{len(values) - len(words)} of {len(values)} labels are; fix the row or "
                         f"pass --label-type name")
     if all(x == int(x) and x >= 0 for x in numbers):
-        return "index"
+        ids = sorted({int(x) for x in numbers})
+        return "index" if named or ids == list(range(len(ids))) else "name"
     return "score"
 
 
@@ -118,6 +151,47 @@ def class_counts(ids: np.ndarray, spec: LabelSpec) -> Dict[str, int]:
         return {name: int(count) for name, count in zip(spec.names, ids.sum(axis=0))}
     counts = np.bincount(ids, minlength=len(spec.names))
     return {name: int(count) for name, count in zip(spec.names, counts)}
+
+
+def check_no_empty_class(frame, column: str, ids: np.ndarray, spec: LabelSpec, named: bool) -> None:
+    """A class without training rows would be an output the model never learns: refuse it,
+    saying where it came from (`named`: --label-names is given)."""
+    counts = np.bincount(ids, minlength=len(spec.names))
+    empty = [name for name, count in zip(spec.names, counts) if not count]
+    if not empty:
+        return
+    if spec.kind == "score":
+        hint = ("scores only on one side of 0 or none at 0 leave a class empty: pass --label-type "
+                "name to take the values as class names")
+    elif named:
+        hint = "drop it from --label-names, or add rows of it"
+    else:
+        hint = ("class ids must run 0..K-1 with rows of each (1-5 star ratings? pass "
+                "--label-type name, or leave --label-type auto)")
+    some = "class" if len(empty) == 1 else "classes"
+    raise UserError(f"{frame['_file'].iloc[0]}: {some} {', '.join(map(repr, empty))} of column "
+                    f"{column!r} {'has' if len(empty) == 1 else 'have'} no rows in the training "
+                    f"data; {hint}")
+
+
+def check_label_variants(frame, column: str, ids: np.ndarray, spec: LabelSpec) -> None:
+    """`Positive` and `positive` (or the NFC and NFD spellings of `café`) are nearly always one
+    class written two ways, whatever their sizes: refuse them, naming both, unless
+    --allow-label-variants keeps them apart (the caller skips this check then)."""
+    if spec.kind != "name":
+        return
+    counts, seen = np.bincount(ids, minlength=len(spec.names)), {}
+    for label, name in enumerate(spec.names):
+        other = seen.setdefault(name_key(name), label)
+        if other == label:
+            continue
+        first = lambda c: frame["_row"].iloc[np.flatnonzero(ids == c)[0]]  # noqa: E731
+        raise UserError(
+            f"{frame['_file'].iloc[np.flatnonzero(ids == other)[0]]}: labels "
+            f"{spec.names[other]!r} ({counts[other]} rows, first on line {first(other)}) and "
+            f"{name!r} ({counts[label]} rows, first on line {first(label)}), column {column!r}, "
+            f"differ only in case or Unicode normalization: make them one label, or pass "
+            f"--allow-label-variants to keep two classes")
 
 
 # A class is rare against the others when the largest class has this many times its rows.
@@ -169,8 +243,10 @@ def encode_labels(frame, column: str, spec: LabelSpec, split_name: str) -> np.nd
         if spec.kind == "name":
             key = str(value).strip()
             if key not in index:
+                close = [n for n in spec.names if name_key(n) == name_key(key)]
                 raise UserError(f"{where(frame, i, column)}: label {key!r} never appears in the "
-                                f"training data (labels: {spec.names})")
+                                f"training data (labels: {spec.names})"
+                                + (f"; did you mean {close[0]!r}?" if close else ""))
             ids[i] = index[key]
             continue
         number = _as_number(value)

@@ -7,9 +7,10 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 
 from trainer.config import Config, task_name
-from trainer.data import labels as labels_lib
+from trainer.data import labels as labels_lib, leakage
 from trainer.data.labels import LabelSpec
-from trainer.data.reading import LABEL_COLUMNS, pick_column, pick_text_columns, split_frames, where
+from trainer.data.reading import (LABEL_COLUMNS, check_delimiter, conform, pick_column,
+                                  pick_text_columns, split_frames, where)
 from trainer.errors import UserError
 
 log = logging.getLogger("trainer")
@@ -33,6 +34,7 @@ class Split:
     source: str  # the files, for messages and metrics.json
     spec: str  # the flag's value the rows are read from (a file, a list, a glob)
     positions: np.ndarray  # int64, ascending: each row's index among the data rows of `spec`
+    hashes: np.ndarray  # uint64: each row's text (and pair), to count texts two splits share
     rows_skipped: int = 0
 
     def __len__(self):
@@ -48,6 +50,7 @@ class Datasets:
     text_column: str
     label_column: str
     text_pair_column: Optional[str] = None
+    delimiter: Optional[str] = None  # --delimiter, to read the files again
 
     def sizes(self) -> Dict[str, int]:
         return {name: len(split) for name, split in self.splits().items()}
@@ -76,24 +79,26 @@ class Datasets:
         for name in names:
             by_file.setdefault(splits[name].spec, {})[name] = splits[name].positions
         for spec, positions in by_file.items():
-            for name, chunk in selected_chunks(spec, positions):
+            for name, chunk in self.selected_chunks(spec, positions):
                 parts[name].append(chunk)
         column = lambda chunks, c: np.array([str(t) for part in chunks for t in part[c]], dtype=object)  # noqa: E731
         return {name: (column(chunks, self.text_column),
                        column(chunks, self.text_pair_column) if self.text_pair_column else None)
                 for name, chunks in parts.items()}
 
-
-def selected_chunks(spec: str, positions: Dict[str, np.ndarray], chunk_rows: int = CHUNK_ROWS):
-    """(split name, frame of that split's rows in this chunk) over one stream of `spec`, for
-    splits whose rows are `positions` (ascending) among its data rows."""
-    done = 0
-    for frame in split_frames(spec, "--training-file", chunk_rows):
-        for name, wanted in positions.items():
-            lo, hi = np.searchsorted(wanted, [done, done + len(frame)])
-            if hi > lo:
-                yield name, frame.iloc[wanted[lo:hi] - done].reset_index(drop=True)
-        done += len(frame)
+    def selected_chunks(self, spec: str, positions: Dict[str, np.ndarray],
+                        chunk_rows: int = CHUNK_ROWS):
+        """(split name, frame of that split's rows in this chunk, its text columns named as in
+        the training file) over one stream of `spec`, for splits whose rows are `positions`
+        (ascending) among its data rows."""
+        done = 0
+        for frame in split_frames(spec, "--training-file", chunk_rows, self.delimiter):
+            frame = conform(frame, self.text_columns())
+            for name, wanted in positions.items():
+                lo, hi = np.searchsorted(wanted, [done, done + len(frame)])
+                if hi > lo:
+                    yield name, frame.iloc[wanted[lo:hi] - done].reset_index(drop=True)
+            done += len(frame)
 
 
 @dataclasses.dataclass
@@ -102,27 +107,31 @@ class _Scan:
     for messages), which rows are kept, and how many were skipped."""
     labels: object  # pandas.DataFrame
     positions: np.ndarray
+    hashes: np.ndarray
     rows_skipped: int
     source: str
 
 
 def _scan(spec: str, flag: str, columns: Sequence[str], label_columns: Sequence[str],
-          skip_empty_text: bool) -> _Scan:
+          d) -> _Scan:
     """Reads a split chunk by chunk, keeping only the label columns (as categories, so that
-    millions of rows cost bytes each) and the positions of rows with text."""
+    millions of rows cost bytes each), the positions of rows with text and their texts' hashes.
+    Columns are found by the training file's names (`conform`)."""
     import pandas as pd
 
-    kept, positions, skipped, files, done = [], [], 0, [], 0
-    for frame in split_frames(spec, flag, CHUNK_ROWS):
+    kept, positions, hashes, skipped, files, done = [], [], [], 0, [], 0
+    for frame in split_frames(spec, flag, CHUNK_ROWS, d.delimiter):
+        frame = conform(frame, [c for c in columns if c] + list(label_columns))
         check_columns(frame, columns, label_columns)
         empty, column = _empty_rows(frame, *columns)
-        if empty and not skip_empty_text:
+        if empty and not d.skip_empty_text:
             raise UserError(f"{where(frame, empty[0], column)}: text is empty (fix such rows or "
                             f"pass --skip-empty-text to skip them)")
         keep = np.ones(len(frame), bool)
         keep[empty] = False
         skipped += len(empty)
         positions.append(done + np.flatnonzero(keep))
+        hashes.append(leakage.text_hashes(frame.loc[keep], columns))
         part = frame.loc[keep, list(label_columns) + ["_file", "_row"]]
         kept.append(part.astype({c: "category" for c in list(label_columns) + ["_file"]}))
         files.extend(f for f in part["_file"].unique() if f not in files)
@@ -132,7 +141,8 @@ def _scan(spec: str, flag: str, columns: Sequence[str], label_columns: Sequence[
     labels = pd.DataFrame({c: pd.api.types.union_categoricals([k[c] for k in kept])
                            for c in list(label_columns) + ["_file"]})
     labels["_row"] = np.concatenate([k["_row"].to_numpy() for k in kept])
-    return _Scan(labels, np.concatenate(positions).astype(np.int64), skipped, ",".join(sorted(files)))
+    return _Scan(labels, np.concatenate(positions).astype(np.int64), np.concatenate(hashes),
+                 skipped, ",".join(sorted(files)))
 
 
 def check_columns(frame, columns: Sequence[Optional[str]], label_columns: Sequence[str]) -> None:
@@ -193,7 +203,8 @@ def stratified_split(split: Split, fraction: float, seed: int, what: str, names:
 
 
 def _subset(split: Split, index: np.ndarray) -> Split:
-    return dataclasses.replace(split, labels=split.labels[index], positions=split.positions[index])
+    return dataclasses.replace(split, labels=split.labels[index], positions=split.positions[index],
+                               hashes=split.hashes[index])
 
 
 def load_datasets(config: Config) -> Datasets:
@@ -207,26 +218,19 @@ def load_datasets(config: Config) -> Datasets:
                                 validation_file=SAMPLE_FILES["eval"], testing_file=SAMPLE_FILES["test"])
     if d.min_examples_per_class < 1:
         raise UserError(f"--min-examples-per-class: must be at least 1, got {d.min_examples_per_class}")
-    first = next(split_frames(d.training_file, "--training-file", 1))
+    check_delimiter(d.delimiter)
+    leakage.check_held_out_files(d.training_file, {"--validation-file": d.validation_file,
+                                                   "--testing-file": d.testing_file})
+    first = next(split_frames(d.training_file, "--training-file", 1, d.delimiter))
     columns = pick_text_columns(first, d.text_column, d.text_pair_column)
     task = task_name(config)
     label_column, label_columns = label_columns_of(first, d, task)
-    scan = _scan(d.training_file, "--training-file", columns, label_columns, d.skip_empty_text)
+    scan = _scan(d.training_file, "--training-file", columns, label_columns, d)
     spec = label_spec(scan.labels, label_column, d, task)
     train = _split(scan, d.training_file, label_columns, spec, "train")
-    if task == "multi-label":
-        from trainer.tasks.multilabel import check_label_sizes
-        check_label_sizes(scan.labels, None if spec.kind == "columns" else label_column,
-                          train.labels, spec.names, d.min_examples_per_class)
-    if task == "classification":
-        labels_lib.check_class_sizes(scan.labels, label_column, train.labels, spec,
-                                     d.min_examples_per_class)
-        present = np.unique(train.labels)
-        if len(present) < 2:
-            raise UserError(f"{train.source}: training data holds a single class "
-                            f"({spec.names[present[0]]!r}); a classifier needs at least two")
+    check_training_labels(scan.labels, label_column, train, spec, d, task)
     read = lambda spec_, flag, name: _split(  # noqa: E731
-        _scan(spec_, flag, columns, label_columns, d.skip_empty_text), spec_, label_columns, spec, name)
+        _scan(spec_, flag, columns, label_columns, d), spec_, label_columns, spec, name)
     if d.validation_file:
         validation = read(d.validation_file, "--validation-file", "validation")
     else:
@@ -241,12 +245,38 @@ def load_datasets(config: Config) -> Datasets:
         rows = max(2, config.train.batch_size)
         train, validation = _head(train, rows), _head(validation, rows)
         test = _head(test, rows) if test is not None else None
-    datasets = Datasets(train, validation, test, spec, columns[0], label_column, columns[1])
+    datasets = Datasets(train, validation, test, spec, columns[0], label_column, columns[1],
+                        d.delimiter)
+    leakage.report_overlaps({name: split.hashes for name, split in datasets.splits().items()})
     for name, counts in datasets.class_counts().items():
         if counts:  # regression has no classes
             log.info("%s classes: %s", name,
                      ", ".join(f"{label} {count}" for label, count in counts.items()))
     return datasets
+
+
+def check_training_labels(frame, column: str, train: Split, spec: LabelSpec, d, task: str) -> None:
+    """The training labels' classes: each with rows, none a typo (too few rows, or a case
+    variant of another), at least two."""
+    if task == "multi-label":
+        from trainer.tasks.multilabel import check_label_sizes
+        check_label_sizes(frame, None if spec.kind == "columns" else column,
+                          train.labels, spec.names, d.min_examples_per_class)
+    if task != "classification":
+        return
+    labels_lib.check_class_sizes(frame, column, train.labels, spec, d.min_examples_per_class)
+    check_classes(frame, column, train.labels, spec, d)
+    present = np.unique(train.labels)
+    if len(present) < 2:
+        raise UserError(f"{train.source}: training data holds a single class "
+                        f"({spec.names[present[0]]!r}); a classifier needs at least two")
+
+
+def check_classes(frame, column: str, ids: np.ndarray, spec: LabelSpec, d) -> None:
+    """No class without rows, no two labels that differ only in case (unless the flag allows)."""
+    labels_lib.check_no_empty_class(frame, column, ids, spec, bool(d.label_names))
+    if not d.allow_label_variants:
+        labels_lib.check_label_variants(frame, column, ids, spec)
 
 
 def label_columns_of(first, d, task: str):
@@ -273,7 +303,7 @@ def label_spec(frame, column: str, d, task: str) -> LabelSpec:
 
 def _split(scan: _Scan, spec_: str, label_columns, spec: LabelSpec, name: str) -> Split:
     return Split(encode(scan.labels, label_columns, spec, name), scan.source, spec_,
-                 scan.positions, scan.rows_skipped)
+                 scan.positions, scan.hashes, scan.rows_skipped)
 
 
 def _head(split: Split, rows: int) -> Split:
