@@ -1,0 +1,214 @@
+"""SentencePiece tokenization of XLM-RoBERTa and DeBERTa-v3, inside the graph, with Hugging Face's ids.
+
+Built on TF-Text's SentencepieceTokenizer (the SentencePiece library itself, as a TF op), so
+the ids come from the same Viterbi search over the same model proto as SentencePiece's; what
+Hugging Face's fast tokenizer does differently around that search is reproduced here with
+TF-Text and tf.strings ops:
+
+- special tokens written in the text (`<mask>`, `[SEP]`, ...) are the special token's id, and
+  the text on either side of one is tokenized on its own (Hugging Face's added-token split);
+- XLM-RoBERTa keeps the model's own normalizer (the precompiled NFKC map Hugging Face also
+  applies) but splits words at every Unicode whitespace character, as Hugging Face's
+  WhitespaceSplit does, also at the ones that map leaves alone (U+0085);
+- DeBERTa-v3's fast tokenizer in transformers 5 does not apply the model's map at all: it
+  collapses whitespace runs, applies NFC and strips the end of the text, so here the model
+  proto's normalizer is switched off and those steps run as regex and NFC ops before it.
+"""
+from typing import Dict, Tuple
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as text
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from trainer.errors import UserError
+
+# What Rust's char::is_whitespace and Oniguruma's Unicode \s match (the White_Space property):
+# Hugging Face's WhitespaceSplit, Strip and Replace(r"\s") use them; RE2's \s is ASCII only.
+WHITESPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+              "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+_WS_CLASS = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in WHITESPACE) + "]"
+METASPACE = "\u2581"
+
+# Per family: the special tokens Hugging Face matches in raw text, in its id order, and the
+# SentencePiece pieces the model file must have where the family's checkpoints have them.
+FAMILIES = {
+    "xlm-roberta": {"specials": ("<s>", "<pad>", "</s>", "<unk>", "<mask>"),
+                    "leading_pieces": ("<unk>", "<s>", "</s>")},
+    "deberta-v3": {"specials": ("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"),
+                   "leading_pieces": ("[PAD]", "[CLS]", "[SEP]", "[UNK]")},
+}
+
+
+class SentencePieceTokenizer(tf.Module):
+    """tf.string [B] -> int32 RaggedTensor [B, (tokens)]: `tokenizer(text,
+    add_special_tokens=False)["input_ids"]` of transformers' XLMRobertaTokenizer or
+    DebertaV2Tokenizer built from the same model file.
+
+    Why this design (tests/test_tokenizer_sentencepiece.py and bench/tokenizer_parity.py
+    measure it): TF-Text's SentencepieceTokenizer alone gave Hugging Face's ids on most texts
+    but not on special tokens typed in the text, on U+0085 (XLM-R) and, for DeBERTa-v3, on
+    every character SentencePiece's NFKC map changes and Hugging Face's NFC does not ("…",
+    "ﬁ", full-width letters, no-break spaces); the steps above close those gaps. The model
+    proto is an attribute of the op, so a SavedModel holding this module carries it in its
+    graph and reloads with only `import tensorflow, tensorflow_text`; `model_asset` ships the
+    model file beside it for people and tools that read it.
+
+    XLM-R's ids are fairseq's: <s>=0, <pad>=1, </s>=2, <unk>=3, every other piece its
+    SentencePiece id + 1, <mask> the last. DeBERTa-v3's are SentencePiece's, [MASK] appended.
+    DeBERTa's do_lower_case and split_by_punct (off in the published v3 checkpoints) are not
+    supported.
+    """
+
+    def __init__(self, model_file: str, family: str, name=None):
+        super().__init__(name=name)
+        if family not in FAMILIES:
+            raise ValueError(f"family {family!r}: one of {', '.join(FAMILIES)}")
+        self.family = family
+        with tf.io.gfile.GFile(model_file, "rb") as f:
+            proto = f.read()
+        model = _parse(proto, model_file)
+        pieces = [piece.piece for piece in model.pieces]
+        if family == "deberta-v3":
+            proto = _without_normalizer(model)
+        self._sentencepiece = text.FastSentencepieceTokenizer(proto)
+        leading = FAMILIES[family]["leading_pieces"]
+        if tuple(pieces[:len(leading)]) != leading:
+            raise UserError(f"{model_file}: not a {family} SentencePiece model (its first pieces "
+                            f"are {', '.join(pieces[:len(leading)])}, not {', '.join(leading)})")
+        self._vocab, self._id_map = _vocabulary(pieces, family)
+        self.vocab_size = len(self._vocab)
+        specials = sorted(FAMILIES[family]["specials"], key=len, reverse=True)  # longest first
+        self._special_tokens = np.array(specials, dtype=object)
+        self._special_ids = np.array([self._vocab[token] for token in specials], np.int32)
+        self._special_pattern = "|".join(_re2_literal(token) for token in specials)
+        self._split_at = _unsplit_whitespace(self._sentencepiece) if family == "xlm-roberta" else ""
+        self.model_asset = tf.saved_model.Asset(model_file)
+
+    def token_to_id(self, token: str) -> int:
+        """The id of `token` (a special token or a piece), for packing at build time."""
+        if token not in self._vocab:
+            raise UserError(f"{self.model_asset.asset_path.numpy().decode()}: no token {token}")
+        return self._vocab[token]
+
+    def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
+        """[B] strings -> int32 [B, (tokens)], special tokens in the text included."""
+        segments = self._segments(tf.convert_to_tensor(strings, tf.string))
+        flat = segments.flat_values
+        matches = tf.equal(flat[:, None], tf.constant(self._special_tokens)[None, :])
+        is_special = tf.reduce_any(matches, axis=1)
+        special_ids = tf.gather(tf.constant(self._special_ids),
+                                tf.argmax(tf.cast(matches, tf.int32), axis=1))
+        pieces = self._sentencepiece.tokenize(self._normalize(tf.where(is_special, "", flat)))
+        pieces = pieces.with_row_splits_dtype(tf.int64)
+        ids = pieces if self._id_map is None else pieces.with_flat_values(
+            tf.gather(tf.constant(self._id_map), pieces.flat_values))
+        special = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(special_ids, is_special),
+                                                   tf.cast(is_special, tf.int64))
+        return segments.with_flat_values(tf.concat([ids, special], axis=1)).merge_dims(1, 2)
+
+    def _segments(self, strings: tf.Tensor) -> tf.RaggedTensor:
+        """[B] -> [B, (segments)]: the special tokens written in each text and the text
+        between them, as Hugging Face's added-token split cuts it. regex_split reads a text
+        only up to its first NUL character, so the texts without a special token (nearly all)
+        stay whole."""
+        has_special = tf.strings.regex_full_match(strings, f"(?s).*({self._special_pattern}).*")
+        split = text.regex_split(tf.where(has_special, strings, ""), self._special_pattern,
+                                 self._special_pattern)
+        whole = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(strings, ~has_special),
+                                                 tf.cast(~has_special, tf.int64))
+        return tf.concat([split, whole], axis=1)
+
+    def _normalize(self, segments: tf.Tensor) -> tf.Tensor:
+        """What Hugging Face does to a text segment before the model and SentencePiece's
+        normalizer does not."""
+        if self.family == "xlm-roberta":
+            return (tf.strings.regex_replace(segments, self._split_at, " ")
+                    if self._split_at else segments)
+        # DebertaV2Tokenizer: Replace(r"\s{2,}|[\n\r\t]", " "), NFC, Strip(right), Metaspace.
+        segments = tf.strings.regex_replace(segments, f"{_WS_CLASS}{{2,}}|[\\n\\r\\t]", " ")
+        segments = text.normalize_utf8(segments, "NFC")
+        segments = tf.strings.regex_replace(segments, f"{_WS_CLASS}+$", "")
+        segments = tf.strings.regex_replace(segments, " ", METASPACE)
+        # Metaspace(prepend_scheme="always") adds "▁" unless the text already starts with one.
+        return tf.where(tf.strings.regex_full_match(segments, f"(?s)({METASPACE}.*)?"),
+                        segments, METASPACE + segments)
+
+
+def _vocabulary(pieces: list, family: str) -> Tuple[Dict[str, int], np.ndarray]:
+    """(Hugging Face's token -> id, SentencePiece id -> Hugging Face id or None when equal), as
+    transformers' XLMRobertaConverter.convert_from_spm and DebertaV2Tokenizer lay them out."""
+    if family == "xlm-roberta":
+        tokens = ["<s>", "<pad>", "</s>", "<unk>", *pieces[3:], "<mask>"]
+        id_map = np.array([3, 0, 2, *range(4, len(pieces) + 1)], np.int32)
+    else:
+        tokens = [*pieces, "[MASK]"] if "[MASK]" not in pieces else pieces
+        id_map = None
+    vocab = {}
+    for i, token in enumerate(tokens):
+        vocab.setdefault(token, i)
+    return vocab, id_map
+
+
+def _unsplit_whitespace(sentencepiece: text.FastSentencepieceTokenizer) -> str:
+    """An RE2 class of the whitespace characters the model's normalizer leaves in the text,
+    where Hugging Face's WhitespaceSplit still splits words (U+0085 with nmt_nfkc); "" if none.
+
+    Probed through the model itself: a character it turns into a space tokenizes "x?x" as
+    "x x", one it deletes as "xx"; any other is kept and must become a space here."""
+    probes = ["x x", "xx"] + [f"x{c}x" for c in WHITESPACE]
+    ids = sentencepiece.tokenize(tf.constant(probes)).to_list()
+    kept = [c for c, got in zip(WHITESPACE, ids[2:]) if got not in ids[:2]]
+    return "[" + "".join(f"\\x{{{ord(c):x}}}" for c in kept) + "]" if kept else ""
+
+
+def _re2_literal(token: str) -> str:
+    return "".join(f"\\x{{{ord(c):x}}}" if not c.isalnum() else c for c in token)
+
+
+def _model_proto_class():
+    """sentencepiece_model.proto's ModelProto, as far as it is read or rewritten here (pieces,
+    normalizer_spec, self_test_data), as a protobuf class: the other fields pass through
+    parsing and serializing unchanged, and the sentencepiece package is not needed at run time."""
+    file = descriptor_pb2.FileDescriptorProto(name="vbt_sentencepiece_model.proto",
+                                              package="vbt_sentencepiece", syntax="proto2")
+    field = descriptor_pb2.FieldDescriptorProto
+    piece = file.message_type.add(name="SentencePiece")
+    piece.field.add(name="piece", number=1, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
+    spec = file.message_type.add(name="NormalizerSpec")
+    for number, name, kind in ((1, "name", field.TYPE_STRING),
+                               (2, "precompiled_charsmap", field.TYPE_BYTES),
+                               (3, "add_dummy_prefix", field.TYPE_BOOL),
+                               (4, "remove_extra_whitespaces", field.TYPE_BOOL)):
+        spec.field.add(name=name, number=number, type=kind, label=field.LABEL_OPTIONAL)
+    model = file.message_type.add(name="ModelProto")
+    model.field.add(name="pieces", number=1, type=field.TYPE_MESSAGE,
+                    type_name=".vbt_sentencepiece.SentencePiece", label=field.LABEL_REPEATED)
+    model.field.add(name="normalizer_spec", number=3, type=field.TYPE_MESSAGE,
+                    type_name=".vbt_sentencepiece.NormalizerSpec", label=field.LABEL_OPTIONAL)
+    model.field.add(name="self_test_data", number=4, type=field.TYPE_BYTES,
+                    label=field.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("vbt_sentencepiece.ModelProto"))
+
+
+def _parse(proto: bytes, model_file: str):
+    try:
+        model = _model_proto_class().FromString(proto)
+    except Exception:  # protobuf's DecodeError, whichever implementation raises it
+        model = None
+    if model is None or not model.pieces:
+        raise UserError(f"{model_file}: not a SentencePiece model file")
+    return model
+
+
+def _without_normalizer(model) -> bytes:
+    """The model proto with SentencePiece's normalizer off (identity, no dummy prefix, spaces
+    kept): the text arrives normalized and "▁"-marked as Hugging Face's pre-tokenizer leaves it.
+    Its self-test samples, tokenized with the old normalizer, are dropped."""
+    spec = model.normalizer_spec
+    spec.name, spec.precompiled_charsmap = "identity", b""
+    spec.add_dummy_prefix = spec.remove_extra_whitespaces = False
+    model.ClearField("self_test_data")
+    return model.SerializeToString()
