@@ -340,3 +340,45 @@ def test_report_is_rebuilt_for_a_gs_run(gcs, gcs_run):
     assert [n for n in names if ".tmp-" in n] == []
     assert gcs.get("run/report.html").count(b'<img src="data:image/png;base64,') == 5
     assert f"--model-dir {gs('run/model')}".encode() in gcs.get("run/MODEL_CARD.md")
+
+
+TAKE_LOCK = textwrap.dedent("""
+    from trainer.training import lock
+    held = lock.acquire(JOB_DIR, "job.lock", {}, str)
+    print(held.owner.pid)
+    held.release()
+""")
+
+
+@pytest.mark.slow
+def test_a_second_run_on_a_gs_job_dir_is_refused_and_a_killed_runs_lock_is_taken_over(gcs, tiny_encoder_dir,
+                                                                                      tiny_data, tmp_path):
+    """Issue #37, 1: a job resubmitted to the gs:// dir of one that still trains. The first trains
+    600 rows for 50 epochs: it is still going when the second has been refused."""
+    from conftest import labelled_rows, write_csv
+    for split, path in {**tiny_data, "long-train": write_csv(tmp_path / "train.csv", labelled_rows(600, 1))}.items():
+        with open(path, "rb") as f:
+            gcs.put(f"data/{split}.csv", f.read())
+    arguments = [*train_args(tiny_encoder_dir, gs("busy")), "--epochs", "50", "--training-file", gs("data/long-train.csv")]
+    environ = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"), **gcs.env}
+    first = subprocess.Popen([sys.executable, "-m", "trainer.task", *map(str, arguments)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environ)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and first.poll() is None and \
+                "busy/job.lock" not in gcs.names("busy/"):
+            time.sleep(0.2)
+        second = run(gcs, *arguments, module="trainer.task")
+        assert first.poll() is None, "the first run ended before the second was refused"
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=60)
+    started = json.loads(gcs.get("busy/job.lock"))["started"]
+    assert second.returncode == 2, second.stdout + second.stderr
+    assert second.stderr.splitlines() == [
+        f"error: --job-dir: {gs('busy')} is in use by another trainer.task run (pid {first.pid} on host "
+        f"{os.uname().nodename}, started {started}); wait for it to finish, or choose another --job-dir"]
+    assert "busy/metrics.json" not in gcs.names("busy/")
+    taken = run(gcs, code=TAKE_LOCK.replace("JOB_DIR", repr(gs("busy"))))
+    assert taken.returncode == 0, taken.stdout + taken.stderr
+    assert "busy/job.lock" not in gcs.names("busy/")

@@ -174,6 +174,7 @@ def _lock_local(path: str, me: Owner, busy: Callable[[Optional[Owner]], str]) ->
 
 
 def _lock_object(path: str, me: Owner, busy: Callable[[Optional[Owner]], str]) -> Held:
+    _read(path)  # untimed: the first Cloud Storage call also imports TensorFlow and connects
     start = time.monotonic()
     holder = _read(path)
     if holder is not None and not holder.same_vertex_job(me) and \
