@@ -11,6 +11,7 @@ REQUIRED = [
     "tf-keras>=2.20,<2.22",
     "tensorflow-text>=2.20,<2.22",
     "tensorflow-hub==0.16.1",
+    "setuptools<81",  # tensorflow-hub imports pkg_resources, which setuptools 81 removed
     "tensorboard>=2.20,<2.22",  # not a TensorFlow dependency since 2.20; Keras TensorBoard logs need it
     "numpy>=1.26",
     "pandas>=2.0",
@@ -45,6 +46,10 @@ setup(
                  "cryptography>=41",  # the gs:// tests' throwaway TLS certificate
                  "httpx>=0.27",  # the serving tests' HTTP client
                  "docker>=7.0",  # docker.utils.build.exclude_paths: the build context test (no engine)
-                 "selenium>=4.20"],  # drives Debian's chromium + chromedriver in the report test
+                 "selenium>=4.20",  # drives Debian's chromium + chromedriver in the report test
+                 # The reference implementations the native encoder families are proven equal
+                 # to (tests/test_encoder_families.py): transformers' PyTorch models and fast
+                 # tokenizers. torch 2.13.0 is the CPU build (a newer one is a CUDA build of GBs).
+                 "torch==2.13.0", "transformers>=5.0,<6", "tokenizers>=0.22", "sentencepiece>=0.2"],
     },
 )

@@ -11,6 +11,7 @@ import os
 import re
 import sys
 import tempfile
+import warnings
 
 from trainer.cloud import tpu as _tpu
 
@@ -22,6 +23,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 # Off a TPU VM, tensorflow-tpu's import would wait on the GCE metadata server (trainer/cloud/tpu.py).
 os.environ.update(_tpu.libtpu_environment(os.environ, _tpu.tpu_chips_attached()))
+
+# tensorflow-hub 0.16.1 imports pkg_resources to check TensorFlow's version (tensorflow_hub/
+# __init__.py); setuptools 67.5-80 warn on that import, and 81 removed it (setup.py pins
+# setuptools below 81). torch, a test dependency, needs setuptools >= 77, so the warning would
+# reach every run that shares its environment: it says nothing a user can act on.
+warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
 
 __version__ = "0.1.0"
 

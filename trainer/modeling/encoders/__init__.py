@@ -17,7 +17,6 @@ import tf_keras
 from trainer.modeling.encoders import checkpoints, hf_hub, hub, registry
 from trainer.modeling.encoders.bert import INPUT_KEYS, assign_weights, build_bert_encoder, canonical_name
 from trainer.modeling.encoders.cache import cached_directory, default_cache_dir
-from trainer.modeling.encoders.preprocessing import BertPreprocessor
 from trainer.config import DEFAULT_ENCODER, ENCODER_BACKENDS
 from trainer.modeling.encoders.registry import ENCODER_NAMES
 from trainer.errors import UserError
@@ -78,24 +77,24 @@ def load_encoder(encoder: str, *, preprocessor: Optional[str] = None, backend: s
     if backend == "native":
         checkpoint = checkpoints.read_checkpoint(resolved.path)
         config = checkpoint.config
-        if seq_length > config.max_position_embeddings:
+        if seq_length > config.max_length:
             raise UserError(f"--max-seq-length {seq_length} exceeds the "
-                            f"{config.max_position_embeddings} positions of {resolved.source}")
+                            f"{config.max_length} positions of {resolved.source}")
         network = build_bert_encoder(config)
         assign_weights(network, checkpoint.weights, resolved.path)
-        vocab_file, lower_case = checkpoint.vocab_file, checkpoint.lower_case
         vocab_size, hidden_size = config.vocab_size, config.hidden_size
         source = resolved.source
     else:
         path = _hub_savedmodel(encoder, resolved, cache_dir)
         network = hub.hub_network(path)
         vocab_file, lower_case = checkpoints.read_savedmodel_vocab(path)
+        checkpoint = checkpoints.Checkpoint(None, {}, vocab_file, lower_case, path)
         vocab_size, hidden_size = _hub_sizes(network)
         source = (resolved.source if path == resolved.path
                   else f"{resolved.source}, converted to a SavedModel in the encoder cache")
     return Encoder(
-        preprocessor=_preprocessor(encoder, preprocessor, resolved, vocab_file, lower_case,
-                                   seq_length, cache_dir),
+        preprocessor=_preprocessor(encoder, preprocessor, resolved, checkpoint, seq_length,
+                                   cache_dir),
         network=network, backend=backend, source=source,
         default_pooling=resolved.default_pooling, vocab_size=vocab_size, hidden_size=hidden_size)
 
@@ -134,10 +133,10 @@ def _hub_sizes(network) -> tuple:
     return 0, int(network(dummy)["pooled_output"].shape[-1])
 
 
-def _preprocessor(encoder, preprocessor, resolved, vocab_file, lower_case, seq_length, cache_dir):
+def _preprocessor(encoder, preprocessor, resolved, checkpoint, seq_length, cache_dir):
     """--preprocessor if given; else one over the encoder's own vocab; else its registry one."""
-    if preprocessor is None and vocab_file is not None:
-        return BertPreprocessor(vocab_file, lower_case, seq_length)
+    if preprocessor is None and checkpoint.vocab_file is not None:
+        return checkpoint.preprocessor(seq_length)
     preprocessor = preprocessor or resolved.preprocessor
     if preprocessor is None:
         raise UserError(

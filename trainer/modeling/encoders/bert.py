@@ -12,6 +12,7 @@ of the TF-Hub BERT encoders ("transformer/layer_0/self_attention/query/kernel:0"
 name mapping reads both TF-Hub SavedModels and this package's own exports.
 """
 import dataclasses
+import math
 from typing import Dict, Optional
 
 import numpy as np
@@ -41,10 +42,26 @@ class BertConfig:
     # ELECTRA's embeddings may be narrower than its blocks (Small: 128 -> 256); a dense
     # "embedding_projection" maps them up. None: as wide as hidden_size, no projection (BERT).
     embedding_size: Optional[int] = None
+    # RoBERTa-style positions (RoBERTa, XLM-R, MPNet): the padding token's id, after which real
+    # tokens count (fairseq's make_positions: padding_idx + 1 + index; padding sits at
+    # padding_idx). None: BERT's positions 0, 1, ... for every token.
+    position_padding_id: Optional[int] = None
+    # MPNet's relative-position bias (T5-style buckets shared by every layer); 0: none.
+    relative_attention_buckets: int = 0
+    # The family (trainer.modeling.encoders.families) whose checkpoint this came from: the
+    # model card and exports name it; the network is the same for all that share this class.
+    family: str = "bert"
 
     @property
     def head_size(self) -> int:
         return self.hidden_size // self.num_heads
+
+    @property
+    def max_length(self) -> int:
+        """The longest input the position table covers (RoBERTa's first two rows are unused)."""
+        if self.position_padding_id is None:
+            return self.max_position_embeddings
+        return self.max_position_embeddings - self.position_padding_id - 1
 
 
 def _initializer():
@@ -97,23 +114,53 @@ class LayerNorm(tf_keras.layers.LayerNormalization):
 
 
 class PositionEmbedding(tf_keras.layers.Layer):
-    """Learned absolute positions, sliced to the batch's length so any T <= max positions works."""
+    """Learned absolute positions, sliced to the batch's length so any T <= max positions works.
 
-    def __init__(self, max_length: int, **kwargs):
+    With `padding_id` (RoBERTa's layout) a real token's position is padding_id + 1 + its index
+    and a padding token's is padding_id, as Hugging Face's create_position_ids_from_input_ids
+    computes them from the ids (here from the mask, which marks the same tokens)."""
+
+    def __init__(self, max_length: int, padding_id: Optional[int] = None, **kwargs):
         super().__init__(**kwargs)
         self.max_length = max_length
+        self.padding_id = padding_id
 
     def build(self, input_shape):
         self.embeddings = self.add_weight(
             "embeddings", shape=[self.max_length, input_shape[-1]], initializer=_initializer())
         super().build(input_shape)
 
-    def call(self, inputs):
-        length = tf.shape(inputs)[1]
-        return tf.expand_dims(tf.cast(self.embeddings[:length], self.compute_dtype), 0)
+    def call(self, inputs, input_mask=None):
+        if self.padding_id is None:
+            length = tf.shape(inputs)[1]
+            return tf.expand_dims(tf.cast(self.embeddings[:length], self.compute_dtype), 0)
+        mask = tf.cast(input_mask, tf.int32)
+        positions = tf.cumsum(mask, axis=1) * mask + self.padding_id
+        return tf.cast(tf.gather(self.embeddings, positions), self.compute_dtype)
 
     def get_config(self):
-        return {**super().get_config(), "max_length": self.max_length}
+        return {**super().get_config(), "max_length": self.max_length, "padding_id": self.padding_id}
+
+
+class Attention(tf_keras.layers.MultiHeadAttention):
+    """Multi-head self-attention with an optional additive bias on its logits [1|B, N, T, T].
+
+    tf-keras' MultiHeadAttention takes only a boolean mask; MPNet adds a learned relative-position
+    bias before the softmax. Same sublayers and variable names as its parent, so one weight
+    mapping serves every family; without a bias it is the parent's computation.
+    """
+
+    def call(self, inputs, attention_mask=None, attention_bias=None, training=None):
+        if attention_bias is None:
+            return super().call(inputs, inputs, attention_mask=attention_mask, training=training)
+        if not self._built_from_signature:
+            self._build_from_signature(query=inputs, value=inputs)
+        query = self._query_dense(inputs) * (1.0 / math.sqrt(float(self._key_dim)))
+        key, value = self._key_dense(inputs), self._value_dense(inputs)
+        scores = tf.einsum(self._dot_product_equation, key, query)
+        scores = self._masked_softmax(scores + tf.cast(attention_bias, scores.dtype), attention_mask)
+        scores = self._dropout_layer(scores, training=training)
+        return self._output_dense(tf.einsum(self._combine_equation, scores, value))
 
 
 class TransformerEncoderBlock(tf_keras.layers.Layer):
@@ -131,7 +178,7 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
         # Sublayers get this block's policy explicitly: tf_keras does not pass a parent's dtype
         # policy down, and an export must be able to build float32 under a mixed global policy.
         policy = self.dtype_policy
-        self.self_attention = tf_keras.layers.MultiHeadAttention(
+        self.self_attention = Attention(
             num_heads, key_dim=head_size, dropout=attention_dropout_rate,
             kernel_initializer=_initializer(), name="self_attention", dtype=policy)
         self.attention_dropout = tf_keras.layers.Dropout(dropout_rate, dtype=policy)
@@ -147,9 +194,9 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
         self.output_layer_norm = LayerNorm(
             epsilon=layer_norm_eps, name="output_layer_norm", dtype=policy)
 
-    def call(self, inputs, attention_mask, training=None):
-        attended = self.self_attention(
-            inputs, inputs, attention_mask=attention_mask, training=training)
+    def call(self, inputs, attention_mask, attention_bias=None, training=None):
+        attended = self.self_attention(inputs, attention_mask=attention_mask,
+                                       attention_bias=attention_bias, training=training)
         x = self.self_attention_layer_norm(
             inputs + self.attention_dropout(attended, training=training))
         inner = gelu(self.intermediate(x), approximate=self._settings["gelu_approximate"])
@@ -165,30 +212,14 @@ def build_bert_encoder(config: BertConfig, dtype: Optional[str] = None,
     """The encoder network: TF-Hub encoder inputs -> pooled/sequence/encoder outputs.
 
     `dtype=None` builds under the global policy (the trainer sets it first); exports pass
-    "float32". Inputs are int32 [B, T] for any T up to `config.max_position_embeddings`.
+    "float32". Inputs are int32 [B, T] for any T up to `config.max_length`. BERT, ELECTRA,
+    RoBERTa, XLM-R and MPNet are this network with the config's switches: the math they share
+    is written once.
     """
     inputs = {key: tf_keras.Input(shape=(None,), dtype=tf.int32, name=key) for key in INPUT_KEYS}
-    hidden = config.hidden_size
-    width = config.embedding_size or hidden
-    word = tf_keras.layers.Embedding(
-        config.vocab_size, width, embeddings_initializer=_initializer(),
-        name="word_embeddings", dtype=dtype)(inputs["input_word_ids"])
-    position = PositionEmbedding(
-        config.max_position_embeddings, name="position_embedding", dtype=dtype)(word)
-    token_type = tf_keras.layers.Embedding(
-        config.type_vocab_size, width, embeddings_initializer=_initializer(),
-        name="type_embeddings", dtype=dtype)(inputs["input_type_ids"])
-    x = tf_keras.layers.Add(dtype=dtype)([word, position, token_type])
-    x = LayerNorm(epsilon=config.layer_norm_eps, name="embeddings/layer_norm", dtype=dtype)(x)
-    x = tf_keras.layers.Dropout(config.dropout_rate, dtype=dtype)(x)
-    if config.embedding_size is not None:
-        # After the LayerNorm and dropout, as in Hugging Face's ElectraModel (embeddings_project)
-        # and Model Garden's BertEncoder (embedding_width < hidden_size).
-        x = tf_keras.layers.EinsumDense(
-            "abc,cd->abd", output_shape=(None, hidden), bias_axes="d",
-            kernel_initializer=_initializer(), name="embedding_projection", dtype=dtype)(x)
-
+    x = _embeddings(config, inputs, dtype)
     attention_mask = _attention_mask(inputs["input_mask"])
+    bias = _relative_bias(config, dtype)(x) if config.relative_attention_buckets else None
     encoder_outputs = []
     for index in range(config.num_layers):
         x = TransformerEncoderBlock(
@@ -196,14 +227,47 @@ def build_bert_encoder(config: BertConfig, dtype: Optional[str] = None,
             intermediate_size=config.intermediate_size, layer_norm_eps=config.layer_norm_eps,
             gelu_approximate=config.gelu_approximate, dropout_rate=config.dropout_rate,
             attention_dropout_rate=config.attention_dropout_rate,
-            name=f"transformer/layer_{index}", dtype=dtype)(x, attention_mask=attention_mask)
+            name=f"transformer/layer_{index}", dtype=dtype)(
+                x, attention_mask=attention_mask, attention_bias=bias)
         encoder_outputs.append(x)
 
-    pooled = _pooler(hidden, dtype)(x[:, 0, :])
+    pooled = _pooler(config.hidden_size, dtype)(x[:, 0, :])
     outputs = dict(pooled_output=pooled, sequence_output=x, encoder_outputs=encoder_outputs)
     model = tf_keras.Model(inputs, outputs, name=name)
     model.bert_config = config  # read back by exports, which rebuild it in float32
     return model
+
+
+def _embeddings(config: BertConfig, inputs: dict, dtype: Optional[str]):
+    """Word + position (+ token type) embeddings, LayerNorm, dropout (+ ELECTRA's projection)."""
+    width = config.embedding_size or config.hidden_size
+    word = tf_keras.layers.Embedding(
+        config.vocab_size, width, embeddings_initializer=_initializer(),
+        name="word_embeddings", dtype=dtype)(inputs["input_word_ids"])
+    parts = [word, PositionEmbedding(
+        config.max_position_embeddings, config.position_padding_id, name="position_embedding",
+        dtype=dtype)(word, input_mask=inputs["input_mask"])]
+    if config.type_vocab_size:  # MPNet has no token types
+        parts.append(tf_keras.layers.Embedding(
+            config.type_vocab_size, width, embeddings_initializer=_initializer(),
+            name="type_embeddings", dtype=dtype)(inputs["input_type_ids"]))
+    x = tf_keras.layers.Add(dtype=dtype)(parts)
+    x = LayerNorm(epsilon=config.layer_norm_eps, name="embeddings/layer_norm", dtype=dtype)(x)
+    x = tf_keras.layers.Dropout(config.dropout_rate, dtype=dtype)(x)
+    if config.embedding_size is not None:
+        # After the LayerNorm and dropout, as in Hugging Face's ElectraModel (embeddings_project)
+        # and Model Garden's BertEncoder (embedding_width < hidden_size).
+        x = tf_keras.layers.EinsumDense(
+            "abc,cd->abd", output_shape=(None, config.hidden_size), bias_axes="d",
+            kernel_initializer=_initializer(), name="embedding_projection", dtype=dtype)(x)
+    return x
+
+
+def _relative_bias(config: BertConfig, dtype: Optional[str]):
+    from trainer.modeling.encoders.relative_position import RelativePositionBias
+
+    return RelativePositionBias(config.relative_attention_buckets, config.num_heads,
+                                name="relative_attention_bias", dtype=dtype)
 
 
 def _attention_mask(input_mask):
@@ -217,8 +281,11 @@ def layers_from(encoder: tf_keras.Model, hidden, input_mask, first: int) -> dict
     hidden states entering layer `first`: the encoder cut in two (trainer.serving.tflite
     quantizes the part after the cut)."""
     attention_mask = _attention_mask(input_mask)
+    bias = (encoder.get_layer("relative_attention_bias")(hidden)
+            if encoder.bert_config.relative_attention_buckets else None)
     for index in range(first, encoder.bert_config.num_layers):
-        hidden = encoder.get_layer(f"transformer/layer_{index}")(hidden, attention_mask=attention_mask)
+        hidden = encoder.get_layer(f"transformer/layer_{index}")(
+            hidden, attention_mask=attention_mask, attention_bias=bias)
     pooled = encoder.get_layer("pooler_transform")(hidden[:, 0, :])
     return dict(pooled_output=pooled, sequence_output=hidden)
 
@@ -245,7 +312,7 @@ def _pooler(hidden: int, dtype: Optional[str]) -> tf_keras.layers.Dense:
 # Model Garden / TF-Hub variable names start at one of these components; anything before them
 # is a scope added by whoever built or saved the model.
 _NAME_ROOTS = ("word_embeddings", "position_embedding", "type_embeddings", "embeddings",
-               "embedding_projection", "transformer", "pooler_transform")
+               "embedding_projection", "relative_attention_bias", "transformer", "pooler_transform")
 
 
 def canonical_name(variable_name: str) -> Optional[str]:

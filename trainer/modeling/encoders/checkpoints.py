@@ -1,9 +1,10 @@
-"""Readers of pretrained BERT weights in three formats, into the native encoder's names.
+"""Readers of pretrained encoder weights in three formats, into the native encoder's names.
 
 Every reader returns a `Checkpoint`: the architecture, the weights keyed by the native
 encoder's canonical variable names (kernels may be flat [in, out]; `bert.assign_weights`
-reshapes them), and the vocabulary with its casing. Paths go through tf.io.gfile, so local
-directories and gs:// URLs both work.
+reshapes them), and the tokenizer file with its casing. Hugging Face directories hold any
+family trainer.modeling.encoders.families knows; Google's and TF-Hub's hold BERTs. Paths go
+through tf.io.gfile, so local directories and gs:// URLs both work.
 """
 import dataclasses
 import json
@@ -14,12 +15,14 @@ from typing import Dict, Optional
 import numpy as np
 import tensorflow as tf
 
-from trainer.modeling.encoders import hf_weights
+from trainer.modeling.encoders import families, hf_weights
+from trainer.modeling.encoders.models import Family, bert as bert_family
 from trainer.modeling.encoders.preprocessing import check_vocab
 from trainer.modeling.encoders.bert import BertConfig, canonical_name
 from trainer.errors import UserError
 
-LAYOUTS_HELP = ("config.json + model.safetensors or tf_model.h5 + vocab.txt (Hugging Face), "
+LAYOUTS_HELP = ("config.json + model.safetensors or tf_model.h5 + the tokenizer's files "
+                "(Hugging Face), "
                 "bert_config.json + bert_model.ckpt.* + vocab.txt (Google BERT), "
                 "or saved_model.pb (TF-Hub SavedModel)")
 
@@ -28,9 +31,14 @@ LAYOUTS_HELP = ("config.json + model.safetensors or tf_model.h5 + vocab.txt (Hug
 class Checkpoint:
     config: BertConfig
     weights: Dict[str, np.ndarray]
-    vocab_file: Optional[str]  # None when a TF-Hub SavedModel does not carry one
+    vocab_file: Optional[str]  # the tokenizer's file; None when a TF-Hub SavedModel has none
     lower_case: Optional[bool]
     source: str
+    family: Family = bert_family.FAMILY
+
+    def preprocessor(self, seq_length: int):
+        """The family's preprocessor over this checkpoint's tokenizer file."""
+        return self.family.preprocessor(self.vocab_file, self.lower_case, seq_length)
 
 
 def layout(directory: str) -> str:
@@ -45,7 +53,6 @@ def layout(directory: str) -> str:
                 raise UserError(f"--encoder {directory}: "
                                 + hf_weights.pytorch_only_message(directory, directory))
             _require(directory, "model.safetensors", "(nor tf_model.h5)")
-        _require(directory, "vocab.txt")
         return "hf"
     if _exists(directory, "bert_config.json"):
         _require(directory, "bert_model.ckpt.index")
@@ -83,119 +90,31 @@ def check_directory(directory: str) -> None:
     kind = layout(directory)
     if kind == "hub":
         return
-    config_name = "config.json" if kind == "hf" else "bert_config.json"
-    config_path = os.path.join(directory, config_name)
-    _bert_config(_read_json(config_path), config_path)
-    check_vocab(os.path.join(directory, "vocab.txt"))
+    if kind == "google":
+        config_path = os.path.join(directory, "bert_config.json")
+        bert_family.read_config(_read_json(config_path), config_path)
+        check_vocab(os.path.join(directory, "vocab.txt"))
+        return
+    family, config, path = _hf_family(directory)
+    family.preprocessor(path, True, 8)  # parses the tokenizer's files
 
 
-# (native sublayer, Hugging Face module, Google scope) of one transformer block.
-_BLOCK_PARTS = [
-    ("self_attention/query", "attention.self.query", "attention/self/query"),
-    ("self_attention/key", "attention.self.key", "attention/self/key"),
-    ("self_attention/value", "attention.self.value", "attention/self/value"),
-    ("self_attention/attention_output", "attention.output.dense", "attention/output/dense"),
-    ("self_attention_layer_norm", "attention.output.LayerNorm", "attention/output/LayerNorm"),
-    ("intermediate", "intermediate.dense", "intermediate/dense"),
-    ("output", "output.dense", "output/dense"),
-    ("output_layer_norm", "output.LayerNorm", "output/LayerNorm"),
-]
-_EMBEDDING_PARTS = [
-    ("word_embeddings/embeddings", "word_embeddings", "word_embeddings"),
-    ("position_embedding/embeddings", "position_embeddings", "position_embeddings"),
-    ("type_embeddings/embeddings", "token_type_embeddings", "token_type_embeddings"),
-]
-
-
-def _map_weights(config: BertConfig, get, hf_style: bool) -> Dict[str, np.ndarray]:
-    """Pulls every encoder tensor through `get(name)`, in Hugging Face or Google naming.
-
-    Hugging Face stores Linear weights as [out, in] and LayerNorm as weight/bias; Google stores
-    [in, out] kernels and gamma/beta, as Keras does. `get(name, required=False)` returns None
-    for a tensor the checkpoint lacks: only the pooler may be absent (ELECTRA has none; the
-    encoder keeps a fresh one, see bert._pooler).
-    """
-    sep, prefix = (".", "") if hf_style else ("/", "bert/")
-
-    def dense(native, module):
-        if hf_style:
-            return {f"{native}/kernel": get(f"{module}.weight").T, f"{native}/bias": get(f"{module}.bias")}
-        return {f"{native}/kernel": get(f"{module}/kernel"), f"{native}/bias": get(f"{module}/bias")}
-
-    pooler = f"{prefix}pooler{sep}dense"
-    has_pooler = get(f"{pooler}{sep}{'weight' if hf_style else 'kernel'}", required=False) is not None
-
-    def layer_norm(native, module):
-        gamma, beta = ("weight", "bias") if hf_style else ("gamma", "beta")
-        return {f"{native}/gamma": get(f"{module}{sep}{gamma}"),
-                f"{native}/beta": get(f"{module}{sep}{beta}")}
-
-    weights = {}
-    for native, hf_name, google_name in _EMBEDDING_PARTS:
-        name = f"{hf_name}.weight" if hf_style else google_name
-        weights[native] = get(f"{prefix}embeddings{sep}{name}")
-    weights.update(layer_norm("embeddings/layer_norm", f"{prefix}embeddings{sep}LayerNorm"))
-    if config.embedding_size is not None:
-        weights.update(dense("embedding_projection", f"{prefix}embeddings_project"))
-    if has_pooler:
-        weights.update(dense("pooler_transform", pooler))
-    for i in range(config.num_layers):
-        block = f"{prefix}encoder.layer.{i}." if hf_style else f"{prefix}encoder/layer_{i}/"
-        for native, hf_module, google_module in _BLOCK_PARTS:
-            module = block + (hf_module if hf_style else google_module)
-            reader = layer_norm if "layer_norm" in native else dense
-            weights.update(reader(f"transformer/layer_{i}/{native}", module))
-    return weights
-
-
-# Hugging Face `hidden_act` values of a BERT, by whether they are the tanh approximation.
-_HF_GELU_APPROXIMATE = {"gelu": False, "gelu_new": True, "gelu_pytorch_tanh": True, "gelu_fast": True}
-
-
-# Model types the native encoder computes exactly: ELECTRA's discriminator is a BERT encoder
-# whose embeddings may be narrower than its blocks (an "embeddings_project" maps them up).
-NATIVE_MODEL_TYPES = ("bert", "electra")
-
-
-def _bert_config(raw: dict, path: str, gelu_approximate: Optional[bool] = None) -> BertConfig:
-    model_type = raw.get("model_type", "bert")
-    position_type = raw.get("position_embedding_type", "absolute")
-    activation = raw.get("hidden_act", "gelu")
-    if (model_type not in NATIVE_MODEL_TYPES or position_type != "absolute"
-            or activation not in _HF_GELU_APPROXIMATE):
-        raise UserError(
-            f"--encoder: {path} describes a {model_type} model (hidden_act {activation}, "
-            f"{position_type} positions); the native backend reads BERT and ELECTRA checkpoints "
-            "only. For other architectures pass a TF-Hub SavedModel with --encoder-backend hub.")
-    # HF ElectraModel projects only when the widths differ (modeling_electra.py).
-    embedding_size = raw.get("embedding_size") if model_type == "electra" else None
-    try:
-        config = BertConfig(
-            vocab_size=raw["vocab_size"], hidden_size=raw["hidden_size"],
-            num_layers=raw["num_hidden_layers"], num_heads=raw["num_attention_heads"],
-            intermediate_size=raw["intermediate_size"],
-            max_position_embeddings=raw.get("max_position_embeddings", 512),
-            type_vocab_size=raw.get("type_vocab_size", 2),
-            layer_norm_eps=raw.get("layer_norm_eps", 1e-12),
-            gelu_approximate=(_HF_GELU_APPROXIMATE[activation] if gelu_approximate is None
-                              else gelu_approximate),
-            dropout_rate=raw.get("hidden_dropout_prob", 0.1),
-            attention_dropout_rate=raw.get("attention_probs_dropout_prob", 0.1),
-            embedding_size=embedding_size if embedding_size != raw["hidden_size"] else None)
-    except KeyError as missing:
-        raise UserError(f"--encoder: {path} has no {missing} entry") from None
-    if config.hidden_size % config.num_heads:
-        raise UserError(f"--encoder: {path}: hidden_size {config.hidden_size} is not a "
-                        f"multiple of num_attention_heads {config.num_heads}")
-    return config
+def _hf_family(directory: str):
+    """(family, BertConfig, tokenizer file path) of a Hugging Face checkpoint directory."""
+    config_path = os.path.join(directory, "config.json")
+    raw = _read_json(config_path)
+    family = families.family_of(raw, config_path)
+    for name in family.tokenizer_files:
+        _require(directory, name, f"(the {family.name} tokenizer's file)")
+    return (family, family.read_config(raw, config_path),
+            os.path.join(directory, family.tokenizer_files[0]))
 
 
 def read_hf_checkpoint(directory: str) -> Checkpoint:
-    """config.json + model.safetensors (or tf_model.h5) + vocab.txt, without torch."""
-    config_path = os.path.join(directory, "config.json")
-    config = _bert_config(_read_json(config_path), config_path)
+    """config.json + model.safetensors (or tf_model.h5) + the tokenizer's files, without torch."""
+    family, config, tokenizer_file = _hf_family(directory)
     weights_path = hf_weights.weights_file(directory)
-    tensors = hf_weights.read_weights(weights_path)
+    tensors = hf_weights.read_weights(weights_path, families.WEIGHT_PREFIXES)
 
     def get(name, required=True):
         if name not in tensors and required:
@@ -206,8 +125,8 @@ def read_hf_checkpoint(directory: str) -> Checkpoint:
     # Hugging Face's BertTokenizer lower-cases unless told otherwise.
     lower_case = (_read_json(tokenizer_path).get("do_lower_case", True)
                   if tf.io.gfile.exists(tokenizer_path) else True)
-    return Checkpoint(config, _map_weights(config, get, hf_style=True),
-                      os.path.join(directory, "vocab.txt"), lower_case, directory)
+    return Checkpoint(config, family.map_weights(config, get), tokenizer_file, lower_case,
+                      directory, family)
 
 
 def read_google_checkpoint(directory: str) -> Checkpoint:
@@ -218,7 +137,7 @@ def read_google_checkpoint(directory: str) -> Checkpoint:
     ("cased_L-12_H-768_A-12" keeps case; anything else is lower-cased).
     """
     config_path = os.path.join(directory, "bert_config.json")
-    config = _bert_config(_read_json(config_path), config_path, gelu_approximate=True)
+    config = bert_family.read_config(_read_json(config_path), config_path, gelu_approximate=True)
     prefix = os.path.join(directory, "bert_model.ckpt")
     reader = tf.train.load_checkpoint(prefix)
     available = reader.get_variable_to_shape_map()
@@ -232,7 +151,7 @@ def read_google_checkpoint(directory: str) -> Checkpoint:
 
     name = os.path.basename(os.path.normpath(directory)).lower()
     lower_case = not re.search(r"(^|[^n])cased", name)
-    return Checkpoint(config, _map_weights(config, get, hf_style=False),
+    return Checkpoint(config, bert_family.map_weights(config, get, hf_style=False),
                       os.path.join(directory, "vocab.txt"), lower_case, directory)
 
 
@@ -290,7 +209,7 @@ def read_hub_savedmodel(directory: str) -> Checkpoint:
             if name is not None:
                 weights[name] = read(node_id)
     needed = ("word_embeddings/embeddings", "position_embedding/embeddings",
-              "type_embeddings/embeddings", "transformer/layer_0/self_attention/query/kernel",
+              "transformer/layer_0/self_attention/query/kernel",
               "transformer/layer_0/intermediate/kernel")
     missing = [name for name in needed if name not in weights]
     if missing:
@@ -314,7 +233,9 @@ def read_hub_savedmodel(directory: str) -> Checkpoint:
             num_heads=weights["transformer/layer_0/self_attention/query/kernel"].shape[1],
             intermediate_size=weights["transformer/layer_0/intermediate/kernel"].shape[-1],
             max_position_embeddings=weights["position_embedding/embeddings"].shape[0],
-            type_vocab_size=weights["type_embeddings/embeddings"].shape[0],
+            type_vocab_size=weights["type_embeddings/embeddings"].shape[0]
+            if "type_embeddings/embeddings" in weights else 0,
             gelu_approximate=True)
     vocab_file, lower_case = read_savedmodel_vocab(directory)
-    return Checkpoint(config, weights, vocab_file, lower_case, directory)
+    return Checkpoint(config, weights, vocab_file, lower_case, directory,
+                      families.BY_MODEL_TYPE[config.family])

@@ -4,7 +4,7 @@ Two formats are read without torch or transformers: `model.safetensors` (safeten
 API) and `tf_model.h5` (Transformers' TensorFlow weights, read with h5py, which TensorFlow
 installs). Both come back in the PyTorch names of the bare encoder ("embeddings.LayerNorm.weight",
 "encoder.layer.0.attention.self.query.weight" with Linear weights [out, in]), so one mapping
-(checkpoints._map_weights) places either. Older repositories such as
+(models.bert.map_weights) places either. Older repositories such as
 microsoft/MiniLM-L12-H384-uncased and google/electra-small-discriminator hold tf_model.h5 and
 pytorch_model.bin but no model.safetensors on their main branch.
 """
@@ -23,7 +23,8 @@ PYTORCH_FILE = "pytorch_model.bin"
 
 # The encoder of a task model (BertForSequenceClassification, ElectraForPreTraining, ...) sits
 # under its model type's attribute: "bert." / "electra." in PyTorch names, "bert/" / "electra/"
-# in TensorFlow ones. A bare BertModel or ElectraModel has no prefix.
+# in TensorFlow ones (each family names its own: families.WEIGHT_PREFIXES). A bare BertModel
+# or ElectraModel has no prefix. tf_model.h5 files are read for BERT and ELECTRA only.
 MODEL_PREFIXES = ("bert", "electra")
 # The first component of every encoder tensor name, after that prefix.
 _ENCODER_ROOTS = ("embeddings", "embeddings_project", "encoder", "pooler")
@@ -46,15 +47,15 @@ def pytorch_only_message(source: str, load_from: str) -> str:
             ", copy vocab.txt and tokenizer_config.json into OUT, then pass --encoder OUT")
 
 
-def read_weights(path: str) -> Dict[str, np.ndarray]:
+def read_weights(path: str, prefixes=MODEL_PREFIXES) -> Dict[str, np.ndarray]:
     """{PyTorch name without the model prefix: array} of a model.safetensors or tf_model.h5."""
     tensors = _read_h5(path) if path.endswith(".h5") else _read_safetensors(path)
-    return {_strip_prefix(name): value for name, value in tensors.items()}
+    return {_strip_prefix(name, prefixes): value for name, value in tensors.items()}
 
 
-def _strip_prefix(name: str) -> str:
+def _strip_prefix(name: str, prefixes) -> str:
     head, _, rest = name.partition(".")
-    return rest if head in MODEL_PREFIXES and rest else name
+    return rest if head in prefixes and rest else name
 
 
 def _read_safetensors(path: str) -> Dict[str, np.ndarray]:

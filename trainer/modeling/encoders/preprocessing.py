@@ -4,7 +4,8 @@ It offers the TF-Hub preprocessor interface (https://www.tensorflow.org/hub/comm
 `tokenize(strings)`, `bert_pack_inputs(segments, seq_length=...)` and `__call__(strings)`, so
 the trainer treats it and a TF-Hub preprocess SavedModel alike, and a model can take raw strings.
 """
-from typing import Dict, List, Optional
+import dataclasses
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 import tensorflow_text as text
@@ -12,10 +13,54 @@ import tf_keras
 
 from trainer.errors import UserError
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")
+@dataclasses.dataclass(frozen=True)
+class SpecialTokens:
+    """A family's special tokens and how it packs one or two texts.
+
+    BERT: `[CLS] a [SEP] b [SEP]`, b's type ids 1. RoBERTa's layout (RoBERTa, XLM-R, MPNet):
+    `<s> a </s></s> b </s>`, type ids all 0 (RoBERTa has one token type, MPNet none)."""
+    pad: str
+    unknown: str
+    start: str
+    end: str
+    pair_separator: Tuple[str, ...] = ()  # after a's end, before b
+    typed_pairs: bool = True  # b's tokens get type id 1
+
+    def names(self) -> Tuple[str, ...]:
+        return (self.pad, self.unknown, self.start, self.end)
 
 
-def check_vocab(vocab_file: str) -> List[str]:
+BERT_WORDPIECE = SpecialTokens("[PAD]", "[UNK]", "[CLS]", "[SEP]")
+# MPNet's vocab.txt is BERT's with <s>, <pad>, </s>, <unk> in front; its tokenizer keeps [UNK].
+ROBERTA_WORDPIECE = SpecialTokens("<pad>", "[UNK]", "<s>", "</s>", ("</s>",), typed_pairs=False)
+
+
+def pack_segments(segments: Sequence[tf.RaggedTensor], seq_length: int, ids: Dict[str, int],
+                  special: SpecialTokens) -> Dict[str, tf.Tensor]:
+    """Token segments [B, (words), (pieces)] or [B, (pieces)] -> padded model inputs.
+
+    Trimmed round-robin to fit (pipeline.encode says why), so that with the special tokens each
+    row is at most seq_length long. `ids` maps each special token to its id."""
+    tokens = [tf.cast(segment, tf.int32).merge_dims(1, -1) for segment in segments]
+    separator = [ids[token] for token in special.pair_separator] if len(tokens) > 1 else []
+    budget = seq_length - len(tokens) - 1 - len(separator)
+    trimmed = text.RoundRobinTrimmer(max_seq_length=budget).trim(tokens)
+    if separator:
+        rows = trimmed[1].nrows(out_type=tf.int32)
+        prefix = tf.RaggedTensor.from_tensor(tf.tile(tf.constant([separator], tf.int32), [rows, 1]))
+        trimmed = [trimmed[0], tf.concat([prefix, trimmed[1]], axis=1)]
+    word_ids, type_ids = text.combine_segments(
+        trimmed, start_of_sequence_id=ids[special.start], end_of_segment_id=ids[special.end])
+    word_ids, mask = text.pad_model_inputs(word_ids, seq_length, pad_value=ids[special.pad])
+    type_ids, _ = text.pad_model_inputs(type_ids, seq_length)
+    if not special.typed_pairs:
+        type_ids = tf.zeros_like(type_ids)
+    return {"input_word_ids": tf.cast(word_ids, tf.int32),
+            "input_mask": tf.cast(mask, tf.int32),
+            "input_type_ids": tf.cast(type_ids, tf.int32)}
+
+
+def check_vocab(vocab_file: str, special: SpecialTokens = BERT_WORDPIECE) -> List[str]:
     """The vocabulary's tokens, one per line; a UserError when it is not usable for BERT."""
     with tf.io.gfile.GFile(vocab_file, "rb") as f:
         raw = f.read()
@@ -24,7 +69,7 @@ def check_vocab(vocab_file: str) -> List[str]:
     except UnicodeDecodeError as e:
         raise UserError(f"{vocab_file}: not valid UTF-8 (byte {raw[e.start]:#04x} at offset "
                         f"{e.start})") from None
-    missing = [token for token in SPECIAL_TOKENS if token not in vocab]
+    missing = [token for token in special.names() if token not in vocab]
     if missing:
         raise UserError(f"{vocab_file}: the vocabulary lacks {', '.join(missing)}")
     return vocab
@@ -45,18 +90,21 @@ class BertPreprocessor(tf_keras.layers.Layer):
     tokenizer does not ("…" -> "...", "ﬁ" -> "fi"); otherwise the ids match HF's BertTokenizer.
     """
 
-    def __init__(self, vocab_file: str, lower_case: bool, seq_length: int = 128, **kwargs):
+    def __init__(self, vocab_file: str, lower_case: bool, seq_length: int = 128,
+                 special: SpecialTokens = BERT_WORDPIECE, **kwargs):
         kwargs["trainable"] = False  # nothing to train; also when rebuilt from get_config
         super().__init__(**kwargs)
-        vocab = check_vocab(vocab_file)
+        special = SpecialTokens(**special) if isinstance(special, dict) else special
+        vocab = check_vocab(vocab_file, special)
         self.vocab_file = vocab_file
         self.lower_case = lower_case
         self.seq_length = seq_length
+        self.special = special
         self.vocab_size = len(vocab)
-        self.padding_id, self.unknown_id, self.start_of_sequence_id, self.end_of_segment_id = (
-            vocab.index(token) for token in SPECIAL_TOKENS)
+        self.special_ids = {token: vocab.index(token) for token in
+                            (*special.names(), *special.pair_separator)}
         self._tokenizer = text.FastBertTokenizer(
-            vocab=vocab, token_out_type=tf.int32, unknown_token="[UNK]",
+            vocab=vocab, token_out_type=tf.int32, unknown_token=special.unknown,
             lower_case_nfd_strip_accents=lower_case)
         self.vocab_asset = tf.saved_model.Asset(vocab_file)
         self._continues_word = tf.constant([token.startswith("##") for token in vocab])
@@ -75,22 +123,15 @@ class BertPreprocessor(tf_keras.layers.Layer):
 
     def bert_pack_inputs(self, segments: List[tf.RaggedTensor],
                          seq_length: Optional[int] = None) -> Dict[str, tf.Tensor]:
-        """`[CLS] a [SEP] (b [SEP])`, trimmed round-robin to fit, padded to seq_length."""
+        """`[CLS] a [SEP] (b [SEP])` (or the family's layout), trimmed round-robin to fit,
+        padded to seq_length."""
         seq_length = self.seq_length if seq_length is None else seq_length
-        tokens = [tf.cast(segment, tf.int32).merge_dims(1, -1) for segment in segments]
-        trimmed = text.RoundRobinTrimmer(max_seq_length=seq_length - len(tokens) - 1).trim(tokens)
-        word_ids, type_ids = text.combine_segments(
-            trimmed, start_of_sequence_id=self.start_of_sequence_id,
-            end_of_segment_id=self.end_of_segment_id)
-        word_ids, mask = text.pad_model_inputs(word_ids, seq_length, pad_value=self.padding_id)
-        type_ids, _ = text.pad_model_inputs(type_ids, seq_length)
-        return {"input_word_ids": tf.cast(word_ids, tf.int32),
-                "input_mask": tf.cast(mask, tf.int32),
-                "input_type_ids": tf.cast(type_ids, tf.int32)}
+        return pack_segments(segments, seq_length, self.special_ids, self.special)
 
     def call(self, strings):
         return self.bert_pack_inputs([self.tokenize(strings)])
 
     def get_config(self):
         return {**super().get_config(), "vocab_file": self.vocab_file,
-                "lower_case": self.lower_case, "seq_length": self.seq_length}
+                "lower_case": self.lower_case, "seq_length": self.seq_length,
+                "special": dataclasses.asdict(self.special)}

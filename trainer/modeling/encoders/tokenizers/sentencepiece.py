@@ -1,9 +1,8 @@
-"""SentencePiece tokenization of XLM-RoBERTa and DeBERTa-v3, inside the graph, with Hugging Face's ids.
+"""SentencePiece tokenization of XLM-RoBERTa and DeBERTa-v3, in the graph, with Hugging Face's ids.
 
-Built on TF-Text's SentencepieceTokenizer (the SentencePiece library itself, as a TF op), so
-the ids come from the same Viterbi search over the same model proto as SentencePiece's; what
-Hugging Face's fast tokenizer does differently around that search is reproduced here with
-TF-Text and tf.strings ops:
+Built on TF-Text's FastSentencepieceTokenizer, which runs the unigram model's Viterbi search
+as SentencePiece and Hugging Face's tokenizers do; what Hugging Face's fast tokenizer does
+around that search is reproduced here with TF-Text and tf.strings ops:
 
 - special tokens written in the text (`<mask>`, `[SEP]`, ...) are the special token's id, and
   the text on either side of one is tokenized on its own (Hugging Face's added-token split);
@@ -29,6 +28,7 @@ WHITESPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005
               "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
 _WS_CLASS = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in WHITESPACE) + "]"
 METASPACE = "\u2581"
+UNIGRAM = 1  # sentencepiece_model.proto TrainerSpec.ModelType
 
 # Per family: the special tokens Hugging Face matches in raw text, in its id order, and the
 # SentencePiece pieces the model file must have where the family's checkpoints have them.
@@ -46,13 +46,16 @@ class SentencePieceTokenizer(tf.Module):
     DebertaV2Tokenizer built from the same model file.
 
     Why this design (tests/test_tokenizer_sentencepiece.py and bench/tokenizer_parity.py
-    measure it): TF-Text's SentencepieceTokenizer alone gave Hugging Face's ids on most texts
-    but not on special tokens typed in the text, on U+0085 (XLM-R) and, for DeBERTa-v3, on
-    every character SentencePiece's NFKC map changes and Hugging Face's NFC does not ("…",
-    "ﬁ", full-width letters, no-break spaces); the steps above close those gaps. The model
-    proto is an attribute of the op, so a SavedModel holding this module carries it in its
-    graph and reloads with only `import tensorflow, tensorflow_text`; `model_asset` ships the
-    model file beside it for people and tools that read it.
+    measure it): TF-Text's FastSentencepieceTokenizer breaks ties between equally scored
+    segmentations as Hugging Face does ("!!!!" -> "!" "!!!"), where TF-Text's
+    SentencepieceTokenizer picks the other one ("!!!" "!"); its model is a uint8 constant in
+    the graph (no resource), so a SavedModel holding this module reloads with only `import
+    tensorflow, tensorflow_text`, and `model_asset` ships the model file beside it. Alone it
+    misses special tokens written in the text, U+0085 (XLM-R) and, for DeBERTa-v3, every
+    character SentencePiece's NFKC map changes and Hugging Face's NFC does not ("…", "ﬁ",
+    full-width letters, no-break spaces); the steps above close those gaps. On every code
+    point between two letters, alone and doubled, the one difference left is a tie inside
+    characters the map expands (XLM-R: "⁇⁇" -> "???" "?", Hugging Face "?" "???").
 
     XLM-R's ids are fairseq's: <s>=0, <pad>=1, </s>=2, <unk>=3, every other piece its
     SentencePiece id + 1, <mask> the last. DeBERTa-v3's are SentencePiece's, [MASK] appended.
@@ -68,6 +71,9 @@ class SentencePieceTokenizer(tf.Module):
         with tf.io.gfile.GFile(model_file, "rb") as f:
             proto = f.read()
         model = _parse(proto, model_file)
+        if model.trainer_spec.model_type != UNIGRAM:
+            raise UserError(f"{model_file}: a {family} model is a unigram SentencePiece model; "
+                            f"this one is not (model_type {model.trainer_spec.model_type})")
         pieces = [piece.piece for piece in model.pieces]
         if family == "deberta-v3":
             proto = _without_normalizer(model)
@@ -168,13 +174,17 @@ def _re2_literal(token: str) -> str:
 
 def _model_proto_class():
     """sentencepiece_model.proto's ModelProto, as far as it is read or rewritten here (pieces,
-    normalizer_spec, self_test_data), as a protobuf class: the other fields pass through
-    parsing and serializing unchanged, and the sentencepiece package is not needed at run time."""
+    trainer_spec.model_type, normalizer_spec, self_test_data), as a protobuf class: the other
+    fields pass through parsing and serializing unchanged, and the sentencepiece package is not
+    needed at run time."""
     file = descriptor_pb2.FileDescriptorProto(name="vbt_sentencepiece_model.proto",
                                               package="vbt_sentencepiece", syntax="proto2")
     field = descriptor_pb2.FieldDescriptorProto
     piece = file.message_type.add(name="SentencePiece")
     piece.field.add(name="piece", number=1, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
+    trainer = file.message_type.add(name="TrainerSpec")
+    trainer.field.add(name="model_type", number=3, type=field.TYPE_INT32,
+                      label=field.LABEL_OPTIONAL, default_value=str(UNIGRAM))
     spec = file.message_type.add(name="NormalizerSpec")
     for number, name, kind in ((1, "name", field.TYPE_STRING),
                                (2, "precompiled_charsmap", field.TYPE_BYTES),
@@ -184,6 +194,8 @@ def _model_proto_class():
     model = file.message_type.add(name="ModelProto")
     model.field.add(name="pieces", number=1, type=field.TYPE_MESSAGE,
                     type_name=".vbt_sentencepiece.SentencePiece", label=field.LABEL_REPEATED)
+    model.field.add(name="trainer_spec", number=2, type=field.TYPE_MESSAGE,
+                    type_name=".vbt_sentencepiece.TrainerSpec", label=field.LABEL_OPTIONAL)
     model.field.add(name="normalizer_spec", number=3, type=field.TYPE_MESSAGE,
                     type_name=".vbt_sentencepiece.NormalizerSpec", label=field.LABEL_OPTIONAL)
     model.field.add(name="self_test_data", number=4, type=field.TYPE_BYTES,

@@ -1,0 +1,28 @@
+"""Which encoder family a checkpoint is, decided in one place: its config.json's model_type.
+
+Every other module asks this one (`family_of`), so adding a family is one module under models/
+and one line here.
+"""
+from typing import Dict
+
+from trainer.errors import UserError
+from trainer.modeling.encoders.models import Family, bert, mpnet
+
+_FAMILIES = (bert.FAMILY, mpnet.FAMILY)
+BY_MODEL_TYPE: Dict[str, Family] = {
+    model_type: family for family in _FAMILIES for model_type in family.model_types}
+SUPPORTED = tuple(BY_MODEL_TYPE)
+# Every Hugging Face prefix of an encoder inside a task model ("roberta." in RobertaForMaskedLM).
+WEIGHT_PREFIXES = tuple(prefix for family in _FAMILIES for prefix in family.weight_prefixes)
+
+
+def family_of(raw_config: dict, path: str) -> Family:
+    """The family of a parsed config.json (BERT when it names none, as Google's configs do)."""
+    model_type = raw_config.get("model_type", "bert")
+    family = BY_MODEL_TYPE.get(model_type)
+    if family is None:
+        raise UserError(
+            f"--encoder: {path} describes a {model_type} model; the native backend reads "
+            f"model_type {', '.join(SUPPORTED)}. For other architectures pass a TF-Hub "
+            "SavedModel with --encoder-backend hub.")
+    return family
