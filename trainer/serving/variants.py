@@ -10,7 +10,7 @@ MODEL_DIR/precisions.json lists the copies and the figures of the check each one
 import json
 from typing import Optional
 
-from trainer import hardware, storage
+from trainer import hardware, storage, strict_json
 from trainer.errors import UserError
 
 MANIFEST = "precisions.json"
@@ -53,7 +53,8 @@ def record(model_dir: str, precision: str, figures: Optional[dict]) -> None:
         manifest.pop(precision, None)
     else:
         manifest[precision] = figures
-    storage.write_text_atomic(storage.join(model_dir, MANIFEST), json.dumps(manifest, indent=2) + "\n")
+    storage.write_text_atomic(storage.join(model_dir, MANIFEST),
+                              strict_json.dumps(manifest, indent=2) + "\n")
 
 
 def available(model_dir: str) -> tuple:
