@@ -339,3 +339,132 @@ def test_help_imports_no_heavy_module_and_every_flag_has_help_and_its_default(mo
         assert action.help, action.option_strings
         if action.default not in (None, False, "==SUPPRESS==") and not action.required:
             assert "default" in parser.formatter_class("x")._get_help_string(action).lower(), action.option_strings
+
+
+# --------------------------------------------------------------------------- no class without rows (issue 37, 4)
+
+def test_star_ratings_1_to_5_are_five_classes_and_the_log_says_why(tmp_path, caplog):
+    path = write(tmp_path / "t.csv", rows_with_labels([1, 2, 3, 4, 5] * 4))
+    with caplog.at_level("INFO", logger="trainer"):
+        d = load("--training-file", path)
+    assert d.labels.kind == "name" and d.labels.names == ["1", "2", "3", "4", "5"]
+    assert "label column 'label': 5 class names (integers that do not run 0..K-1 are names" in caplog.text
+
+
+def test_integers_from_0_are_class_ids_and_the_log_says_so(tmp_path, caplog):
+    path = write(tmp_path / "t.csv", rows_with_labels([0, 1, 2] * 4))
+    with caplog.at_level("INFO", logger="trainer"):
+        d = load("--training-file", path)
+    assert d.labels.kind == "index" and d.labels.names == ["0", "1", "2"]
+    assert "label column 'label': class ids 0..2 (integers from 0): 0, 1, 2" in caplog.text
+
+
+@pytest.mark.parametrize("labels, flags, expected", [
+    ([1, 2, 3] * 4, ["--label-type", "index"],
+     "class '0' of column 'label' has no rows in the training data; class ids must run 0..K-1"),
+    ([0, 1] * 4, ["--label-names", "a,b,c"],
+     "class 'c' of column 'label' has no rows in the training data; drop it from --label-names"),
+    (["a", "b"] * 4, ["--label-names", "a,b,c"], "class 'c' of column 'label' has no rows"),
+    ([-0.5, 0.5] * 4, [], "class 'neutral' of column 'label' has no rows in the training data; "
+                          "scores only on one side of 0 or none at 0"),
+])
+def test_a_class_without_training_rows_is_refused(tmp_path, labels, flags, expected):
+    path = write(tmp_path / "t.csv", rows_with_labels(labels))
+    with pytest.raises(UserError, match="t.csv: ") as e:
+        load("--training-file", path, *flags)
+    assert expected in str(e.value)
+
+
+# --------------------------------------------------------------------------- one label, one spelling (issue 37, 5)
+
+def test_labels_that_differ_only_in_case_are_refused_naming_both_and_their_counts(tmp_path):
+    path = write(tmp_path / "t.csv", rows_with_labels(["positive"] * 7 + ["Positive"] * 6 + ["negative"] * 8))
+    with pytest.raises(UserError) as e:
+        load_with_defaults("--training-file", path)
+    assert str(e.value).endswith(
+        "t.csv: labels 'Positive' (6 rows, first on line 9) and 'positive' (7 rows, first on line 2), "
+        "column 'label', differ only in case or Unicode normalization: make them one label, or pass "
+        "--allow-label-variants to keep two classes")
+
+
+def test_labels_that_differ_only_in_unicode_normalization_are_refused(tmp_path):
+    nfc, nfd = "caf\u00e9", "cafe\u0301"
+    path = write(tmp_path / "t.csv", rows_with_labels([nfc] * 5 + [nfd] * 5 + ["bar"] * 5))
+    with pytest.raises(UserError, match="differ only in case or Unicode normalization"):
+        load_with_defaults("--training-file", path)
+
+
+def test_allow_label_variants_keeps_them_as_two_classes(tmp_path):
+    path = write(tmp_path / "t.csv", rows_with_labels(["positive"] * 7 + ["Positive"] * 6 + ["negative"] * 8))
+    d = load_with_defaults("--training-file", path, "--allow-label-variants")
+    assert d.labels.names == ["Positive", "negative", "positive"]
+
+
+def test_a_validation_label_in_another_case_suggests_the_training_label(tmp_path):
+    train = write(tmp_path / "t.csv", "text,label\na,pos\nb,neg\n")
+    val = write(tmp_path / "v.csv", "text,label\nc,POS\n")
+    with pytest.raises(UserError, match=r"v.csv line 2, column 'label': label 'POS' never appears "
+                                        r"in the training data .*; did you mean 'pos'\?"):
+        load("--training-file", train, "--validation-file", val)
+
+
+# --------------------------------------------------------------------------- one rule for column names (issue 37, 6)
+
+def test_columns_are_matched_by_one_rule_in_every_file(tmp_path):
+    train = write(tmp_path / "t.csv", "Text,Label\na,pos\nb,neg\n")
+    val = write(tmp_path / "v.csv", "text,label\nc,pos\nd,neg\n")
+    test = write(tmp_path / "x.csv", '" Text ",  LABEL \ne,pos\nf,neg\n')
+    d = load("--training-file", train, "--validation-file", val, "--testing-file", test)
+    assert (d.text_column, d.label_column) == ("Text", "Label")
+    assert texts(d, "validation") == ["c", "d"] and texts(d, "test") == ["e", "f"]
+    assert d.test.labels.tolist() == [1, 0]
+
+
+def test_a_named_column_is_found_whatever_its_case_and_surrounding_spaces(tmp_path):
+    path = write(tmp_path / "t.csv", '" Body ",label\na,pos\nb,neg\n')
+    val = write(tmp_path / "v.csv", "BODY,label\nc,pos\n")
+    d = load("--training-file", path, "--validation-file", val, "--text-column", "body")
+    assert d.text_column == " Body " and texts(d, "train") == ["a", "b"]
+    assert texts(d, "validation") == ["c"]
+
+
+def test_header_cells_that_differ_only_in_case_are_refused(tmp_path):
+    path = write(tmp_path / "t.csv", "text,Text,label\na,b,pos\n")
+    with pytest.raises(UserError, match=r"t.csv: line 1: columns 'text' and 'Text' are one column "
+                                        r"to this trainer"):
+        load("--training-file", path)
+
+
+# --------------------------------------------------------------------------- leakage between splits (issue 37, 9)
+
+def test_a_validation_file_that_is_the_training_file_is_refused(tmp_path):
+    path = write(tmp_path / "t.csv", rows_with_labels(["a", "b"] * 3))
+    with pytest.raises(UserError, match=r"^--validation-file: .*t.csv is the training file .*t.csv: "
+                                        r"every score on it would be measured on rows the model "
+                                        r"trained on"):
+        load("--training-file", path, "--validation-file", path)
+
+
+def test_a_test_file_that_is_a_copy_of_the_training_file_is_refused(tmp_path):
+    path = write(tmp_path / "t.csv", rows_with_labels(["a", "b"] * 3))
+    copy = write(tmp_path / "copy.csv", pathlib.Path(path).read_bytes())
+    with pytest.raises(UserError, match=r"^--testing-file: .*copy.csv has the same content as the "
+                                        r"training file .*t.csv"):
+        load("--training-file", path, "--testing-file", copy)
+
+
+def test_texts_a_held_out_split_shares_with_train_are_counted_in_the_log(tmp_path, caplog):
+    train = write(tmp_path / "t.csv", "text,label\none,a\ntwo,b\nthree,a\nfour,b\n")
+    val = write(tmp_path / "v.csv", "text,label\none,a\nfive,b\nfour,a\n")
+    with caplog.at_level("INFO", logger="trainer"):
+        load("--training-file", train, "--validation-file", val)
+    assert ("overlap: 2 of 3 validation rows repeat a training text exactly; their scores "
+            "overstate what the model does on new texts") in caplog.text
+
+
+def test_distinct_splits_log_no_overlap(tmp_path, caplog):
+    train = write(tmp_path / "t.csv", "text,label\none,a\ntwo,b\n")
+    val = write(tmp_path / "v.csv", "text,label\nthree,a\nfour,b\n")
+    with caplog.at_level("INFO", logger="trainer"):
+        load("--training-file", train, "--validation-file", val)
+    assert "overlap" not in caplog.text

@@ -97,3 +97,41 @@ def test_the_trainers_flag_checks_apply(tmp_path, capsys, flags, message):
     source = write_tsv(tmp_path / "t.tsv", ["text", "label"], [("x", 1)] * 10)
     code, _, err = run(capsys, "--input", source, "--output-dir", tmp_path / "out", *flags)
     assert code == 2 and message in err
+
+
+def test_repeated_pairs_stay_in_one_split(tmp_path, capsys):
+    """Issue 37, 9: on a file that holds every pair twice, 12 of 12 test pairs were also in train."""
+    rows = [(i % 2, 100 + i, 200 + i, f"first sentence {i}", f"second sentence {i}") for i in range(30)]
+    source = write_tsv(tmp_path / "pairs.tsv", ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"],
+                       rows + rows)
+    code, out, err = run(capsys, "--input", source, "--output-dir", tmp_path / "out", "--text-column",
+                         "#1 String", "--text-pair-column", "#2 String", "--label-column", "Quality",
+                         *SEED_SPLIT)
+    assert code == 0, err
+    pairs = {name: {(r["#1 String"], r["#2 String"]) for r in read_csv(tmp_path / "out" / f"{name}.csv")}
+             for name in ("train", "eval", "test")}
+    assert not pairs["train"] & pairs["test"] and not pairs["train"] & pairs["eval"]
+    assert not pairs["eval"] & pairs["test"]
+    assert len(read_csv(tmp_path / "out" / "test.csv")) == 12
+    assert "30 rows repeat the text of an earlier row: each is in the split of that row" in out
+
+
+def test_labels_that_differ_only_in_case_are_refused_as_the_trainer_refuses_them(tmp_path, capsys):
+    source = write_tsv(tmp_path / "t.tsv", ["text", "label"],
+                       [(f"text {i}", ["pos", "Pos", "neg"][i % 3]) for i in range(30)])
+    code, _, err = run(capsys, "--input", source, "--output-dir", tmp_path / "out")
+    assert code == 2 and "labels 'Pos' (10 rows, first on line 3) and 'pos' (10 rows" in err
+    code, _, err = run(capsys, "--input", source, "--output-dir", tmp_path / "out",
+                       "--allow-label-variants")
+    assert code == 0, err
+
+
+def test_a_semicolon_csv_is_split_with_delimiter(tmp_path, capsys):
+    source = tmp_path / "t.csv"
+    source.write_text("text;label\n" + "".join(f"text {i}, more;{'ab'[i % 2]}\n" for i in range(40)))
+    code, _, err = run(capsys, "--input", source, "--output-dir", tmp_path / "out")
+    assert code == 2 and "separated by semicolons" in err and "--delimiter ';'" in err
+    code, out, err = run(capsys, "--input", source, "--output-dir", tmp_path / "out",
+                         "--delimiter", ";", *SEED_SPLIT)
+    assert code == 0, err
+    assert read_csv(tmp_path / "out" / "eval.csv")[0]["text"].endswith(", more")

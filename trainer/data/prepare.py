@@ -4,7 +4,8 @@ The files are read the way the trainer reads them, with its own flags: single te
 pairs, and a label column read as classes (scores, class ids or names), a number (`--task
 regression`) or label sets (`--task multi-label`). Each split is stratified over what the model
 will see: the classes; for regression, bins of the score (quantiles); for multi-label, each
-row's rarest label. The files keep every original column.
+row's rarest label. Rows that repeat a text (and pair) stay in the split of its first
+occurrence, so no text is in two splits. The files keep every original column.
 """
 import argparse
 import io
@@ -39,6 +40,12 @@ def build_arg_parser() -> argparse.ArgumentParser:
                         help="--task multi-label: comma-separated 0/1 columns, one per label.")
     parser.add_argument("--label-separator", default="|",
                         help="--task multi-label: the separator of the label names in one cell.")
+    parser.add_argument("--delimiter", default=None,
+                        help="As the trainer's --delimiter: the field separator of .csv files "
+                             "(';' for a CSV saved by Excel in a European locale). Default: ','.")
+    parser.add_argument("--allow-label-variants", action="store_true",
+                        help="As the trainer's flag: keep labels that differ only in case or "
+                             "Unicode normalization as separate classes.")
     parser.add_argument("--eval-fraction", type=float, default=0.1,
                         help="Share of the rows in eval.csv, in (0, 0.5); stratified.")
     parser.add_argument("--test-fraction", type=float, default=0.1,
@@ -115,18 +122,39 @@ def read_labelled(args):
     data = DataConfig(text_column=args.text_column, text_pair_column=args.text_pair_column,
                       label_column=args.label_column, label_type=args.label_type,
                       label_names=args.label_names, label_columns=args.label_columns,
-                      label_separator=args.label_separator)
+                      label_separator=args.label_separator, delimiter=args.delimiter,
+                      allow_label_variants=args.allow_label_variants)
     config = Config(data=data, model=ModelConfig(task=args.task))
     task = task_name(config)
     config.train = TrainConfig(selection_metric=TASK_METRICS[task][0])
     validate(config)  # the trainer's own checks of these flags (e.g. --label-columns needs multi-label)
-    frame = reading.read_files(args.input, "--input")
+    reading.check_delimiter(args.delimiter)
+    frame = reading.read_files(args.input, "--input", args.delimiter)
     columns = reading.pick_text_columns(frame, args.text_column, args.text_pair_column)
     label_column, label_columns = splits.label_columns_of(frame, data, task)
+    frame = reading.conform(frame, list(label_columns))
     splits.check_columns(frame, columns, label_columns)
     labels_frame = frame[list(label_columns) + ["_file", "_row"]]
     spec = splits.label_spec(labels_frame, label_column, data, task)
-    return frame, spec, splits.encode(labels_frame, label_columns, spec, "train")
+    labels = splits.encode(labels_frame, label_columns, spec, "train")
+    if task == "classification":
+        splits.check_classes(labels_frame, label_column, labels, spec, data)
+    return frame, columns, spec, labels
+
+
+def text_groups(frame, columns):
+    """(group of each row, first row of each group): rows that hold the same text (and pair)
+    form one group, numbered in order of first appearance (no repeats: group i is row i)."""
+    import numpy as np
+
+    from trainer.data import leakage
+
+    _, first, inverse = np.unique(leakage.text_hashes(frame, columns), return_index=True,
+                                  return_inverse=True)
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return rank[inverse.ravel()], first[order]
 
 
 def describe(labels, spec) -> str:
@@ -142,18 +170,25 @@ def describe(labels, spec) -> str:
 
 
 def main(argv=None) -> int:
+    import numpy as np
+
     args = build_arg_parser().parse_args(argv)
     for flag, value in (("--eval-fraction", args.eval_fraction), ("--test-fraction", args.test_fraction)):
         if not 0.0 < value < 0.5:
             raise UserError(f"{flag}: must be in (0, 0.5), got {value}")
     names = ("train.csv", "eval.csv", "test.csv")
     out = args.output_dir.rstrip("/")
-    frame, spec, labels = read_labelled(args)
+    frame, text_columns, spec, labels = read_labelled(args)
     existing = [n for n in names if storage.exists(f"{out}/{n}")]
     if existing and not args.overwrite:
         raise UserError(f"--output-dir: {out} already has {', '.join(existing)}; pass --overwrite to replace them")
     strata = strata_of(labels, _minimum_stratum(args.eval_fraction, args.test_fraction))
-    parts = split_indices(strata, args.eval_fraction, args.test_fraction, args.seed)
+    group, firsts = text_groups(frame, text_columns)
+    parts = [np.flatnonzero(np.isin(group, chosen)) for chosen in
+             split_indices(strata[firsts], args.eval_fraction, args.test_fraction, args.seed)]
+    if len(firsts) < len(frame):
+        print(f"{len(frame) - len(firsts)} rows repeat the text of an earlier row: each is in "
+              f"the split of that row, so no text is in two splits")
     columns = [c for c in frame.columns if not str(c).startswith("_")]
     for name, index in zip(names, parts):
         buffer = io.StringIO()

@@ -1,0 +1,115 @@
+"""Input files as people have them (issue 37, 13): gzip-compressed, a JSON array, a CSV with
+another separator, UTF-16; and line numbers in errors as an editor shows them."""
+import gzip
+
+import pytest
+
+from trainer import config as config_lib
+from trainer.data import reading, splits
+from trainer.errors import UserError
+
+ROWS = "text,label\none,a\ntwo,b\nthree,a\n"
+
+
+def write(path, data):
+    path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    return str(path)
+
+
+def load(*argv):
+    return splits.load_datasets(config_lib.build_config(["--min-examples-per-class", "1", *argv], {}))
+
+
+def train_texts(*argv):
+    d = load(*argv)
+    return d.read_texts("train")["train"][0].tolist(), [d.labels.names[i] for i in d.train.labels]
+
+
+def validation(tmp_path):
+    return write(tmp_path / "validation.csv", "text,label\nfour,a\nfive,b\n")
+
+
+@pytest.mark.parametrize("name, content", [
+    ("t.csv.gz", ROWS),
+    ("t.tsv.gz", ROWS.replace(",", "\t")),
+    ("t.jsonl.gz", '{"text": "one", "label": "a"}\n{"text": "two", "label": "b"}\n'
+                   '{"text": "three", "label": "a"}\n'),
+])
+def test_gzip_compressed_files_are_read_by_their_inner_extension(tmp_path, name, content):
+    path = write(tmp_path / name, gzip.compress(content.encode()))
+    assert train_texts("--training-file", path, "--validation-file", validation(tmp_path)) == (
+        ["one", "two", "three"], ["a", "b", "a"])
+
+
+def test_a_gzip_file_is_read_as_a_stream_in_chunks(tmp_path):
+    lines = "".join(f"text {i},{'ab'[i % 2]}\n" for i in range(10))
+    path = write(tmp_path / "t.csv.gz", gzip.compress(("text,label\n" + lines).encode()))
+    frames = list(reading.file_frames(path, "--input", chunk_rows=4))
+    assert [len(f) for f in frames] == [4, 4, 2]
+    assert frames[2]["_row"].tolist() == [10, 11]
+
+
+def test_a_truncated_gzip_file_is_named(tmp_path):
+    data = gzip.compress(("text,label\n" + "some text,a\n" * 500).encode())
+    path = write(tmp_path / "t.csv.gz", data[:len(data) // 2])
+    with pytest.raises(UserError, match=r"t.csv.gz: cannot decompress it as gzip"):
+        load("--training-file", path)
+
+
+def test_a_json_array_of_objects_is_read_with_the_line_of_each_element(tmp_path):
+    path = write(tmp_path / "t.json", '[\n  {"text": "one", "label": "a"},\n  {"text": "two",\n'
+                                      '   "label": "b"},\n  {"text": "three", "label": null}\n]\n')
+    frame = reading.read_table(path, "--training-file")
+    assert frame["text"].tolist() == ["one", "two", "three"] and frame["_row"].tolist() == [2, 3, 5]
+    with pytest.raises(UserError, match=r"t.json line 5, column 'label': label is missing"):
+        load("--training-file", path)
+
+
+@pytest.mark.parametrize("content, expected", [
+    ('[{"text": "a"},\n "b"]', r"line 2: element 2 of the JSON array is not a JSON object"),
+    ('[{"text": "a"}\n {"text": "b"}]', r"line 2 is not valid JSON \(expecting ',' or ']'"),
+    ('[{"text": "a"},\n\n {"text": }]', r"line 3 is not valid JSON \(Expecting value\)"),
+])
+def test_a_broken_json_array_names_the_line(tmp_path, content, expected):
+    path = write(tmp_path / "t.json", content)
+    with pytest.raises(UserError, match="t.json: " + expected):
+        reading.read_table(path, "--input")
+
+
+def test_a_semicolon_csv_is_recognized_and_the_error_says_how_to_read_it(tmp_path):
+    path = write(tmp_path / "t.csv", "text;label\nun, deux;a\ntrois;b\n")
+    with pytest.raises(UserError) as e:
+        load("--training-file", path)
+    assert str(e.value) == (f"{path}: line 1: the header 'text;label' is separated by semicolons, "
+                            f"not ',': a CSV saved by Excel in a European locale? pass --delimiter ';'")
+
+
+def test_delimiter_reads_a_semicolon_csv(tmp_path):
+    path = write(tmp_path / "t.csv", 'text;label\nun, deux;a\n"trois; quatre";b\n')
+    val = write(tmp_path / "v.csv", "text;label\ncinq;a\n")
+    assert train_texts("--training-file", path, "--validation-file", val, "--delimiter", ";") == (
+        ["un, deux", "trois; quatre"], ["a", "b"])
+
+
+def test_a_delimiter_of_more_than_one_character_is_refused(tmp_path):
+    with pytest.raises(UserError, match=r"^--delimiter: must be one character .*, got ';;'"):
+        load("--training-file", write(tmp_path / "t.csv", ROWS), "--delimiter", ";;")
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le"])
+def test_a_utf16_file_gets_a_hint(tmp_path, encoding):
+    path = write(tmp_path / "t.csv", ROWS.encode(encoding))
+    with pytest.raises(UserError, match=r"t.csv: line 1 looks like UTF-16 .* save the file as UTF-8"):
+        load("--training-file", path)
+
+
+@pytest.mark.parametrize("name, content, expected", [
+    ("t.csv", 'text,label\n"two\nlines",a\n\nok,\n', "t.csv line 5, column 'label': label is missing"),
+    ("t.jsonl", '{"text": "a", "label": "x"}\n\n{"text": "b", "label": ""}\n',
+     "t.jsonl line 3, column 'label': label is missing"),
+    ("t.tsv", "text\tlabel\na\tx\n\n\t\tb\n", "t.tsv: line 4 holds 3 fields"),
+])
+def test_errors_name_the_line_an_editor_shows(tmp_path, name, content, expected):
+    with pytest.raises(UserError) as e:
+        load("--training-file", write(tmp_path / name, content))
+    assert expected in str(e.value)
