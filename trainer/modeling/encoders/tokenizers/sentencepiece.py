@@ -88,13 +88,15 @@ class SentencePieceTokenizer(tf.Module):
         self._special_tokens = np.array(specials, dtype=object)
         self._special_ids = np.array([self._vocab[token] for token in specials], np.int32)
         self._special_pattern = "|".join(_re2_literal(token) for token in specials)
-        self._split_at = _unsplit_whitespace(self._sentencepiece) if family == "xlm-roberta" else ""
+        self._split_at = (_unsplit_whitespace(self._sentencepiece, pieces)
+                          if family == "xlm-roberta" else "")
+        self._model_file = model_file
         self.model_asset = tf.saved_model.Asset(model_file)
 
     def token_to_id(self, token: str) -> int:
         """The id of `token` (a special token or a piece), for packing at build time."""
         if token not in self._vocab:
-            raise UserError(f"{self.model_asset.asset_path.numpy().decode()}: no token {token}")
+            raise UserError(f"{self._model_file}: no token {token}")
         return self._vocab[token]
 
     def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
@@ -156,13 +158,15 @@ def _vocabulary(pieces: list, family: str) -> Tuple[Dict[str, int], np.ndarray]:
     return vocab, id_map
 
 
-def _unsplit_whitespace(sentencepiece: text.FastSentencepieceTokenizer) -> str:
+def _unsplit_whitespace(sentencepiece: text.FastSentencepieceTokenizer, pieces: list) -> str:
     """An RE2 class of the whitespace characters the model's normalizer leaves in the text,
     where Hugging Face's WhitespaceSplit still splits words (U+0085 with nmt_nfkc); "" if none.
 
-    Probed through the model itself: a character it turns into a space tokenizes "x?x" as
-    "x x", one it deletes as "xx"; any other is kept and must become a space here."""
-    probes = ["x x", "xx"] + [f"x{c}x" for c in WHITESPACE]
+    Probed through the model itself, around a letter x that is a piece (so no unknown-character
+    run hides the difference): a character it turns into a space tokenizes "x?x" as "x x", one
+    it deletes as "xx"; any other is kept and must become a space here."""
+    x = next((p for p in pieces if len(p) == 1 and p.isascii() and p.isalnum()), "x")
+    probes = [f"{x} {x}", f"{x}{x}"] + [f"{x}{c}{x}" for c in WHITESPACE]
     ids = sentencepiece.tokenize(tf.constant(probes)).to_list()
     kept = [c for c, got in zip(WHITESPACE, ids[2:]) if got not in ids[:2]]
     return "[" + "".join(f"\\x{{{ord(c):x}}}" for c in kept) + "]" if kept else ""
