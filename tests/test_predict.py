@@ -182,3 +182,87 @@ def test_an_export_with_only_its_signature_predicts_the_same(tsv_run, tmp_path):
         outputs[name] = predicted_probabilities(tmp_path / f"{name}.csv")
     assert [r["tweet"] for r in outputs["old"][0]] == [r["tweet"] for r in outputs["new"][0]]
     np.testing.assert_allclose(outputs["old"][1], outputs["new"][1], atol=1e-5)
+
+
+# --- issue 37: an unwritable --output, empty texts, the model's own columns -----------------------
+
+def test_an_output_under_a_file_is_one_line_before_the_model_loads(tsv_run, tmp_path):
+    """Issue #37, 7: a traceback and exit 1, after the model had loaded."""
+    files, job_dir, _ = tsv_run
+    (tmp_path / "taken").write_text("a file\n")
+    output = tmp_path / "taken" / "out.csv"
+    result = run_in_process("--model-dir", job_dir / "model", "--input", files["validation"],
+                            "--output", output, module="trainer.predict")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        f"error: --output: cannot write {output}: {tmp_path / 'taken'} is a file, not a directory"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only directory")
+def test_an_output_in_a_read_only_directory_is_one_line_before_the_model_loads(tsv_run, tmp_path):
+    files, job_dir, _ = tsv_run
+    (tmp_path / "locked").mkdir(mode=0o555)
+    result = run_in_process("--model-dir", job_dir / "model", "--input", files["validation"],
+                            "--output", tmp_path / "locked" / "out.csv", module="trainer.predict")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith(f"error: --output: cannot write {tmp_path / 'locked' / 'out.csv'}: "
+                                    f"Permission denied")
+
+
+def test_an_empty_text_gets_no_label_but_a_note_and_a_count_in_the_log(tsv_run, tmp_path):
+    """Issue #37, 8: an empty text was labelled `neutral 0.997`; training refuses such rows."""
+    _, job_dir, _ = tsv_run
+    source = write_tsv(tmp_path / "in.tsv", [("so good", "positive"), ("", "neutral"), ("  ", "neutral")])
+    result = run_in_process("--model-dir", job_dir / "model", "--input", source,
+                            "--output", tmp_path / "out.jsonl", module="trainer.predict")
+    assert result.returncode == 0, result.stderr
+    assert "2 of 3 rows have an empty text: no prediction, and the note column says so" in result.stdout
+    rows = [json.loads(line) for line in open(tmp_path / "out.jsonl", encoding="utf-8")]
+    assert rows[0]["predicted_label"] in ("negative", "neutral", "positive") and rows[0]["note"] == ""
+    for row in rows[1:]:
+        assert row["predicted_label"] is None and row["note"] == "empty text: no prediction"
+        assert [row[f"probability_{n}"] for n in ("negative", "neutral", "positive")] == [None] * 3
+
+
+def test_a_row_is_empty_when_its_text_or_its_pair_is_blank():
+    from trainer.serving.predict import empty_rows
+
+    assert empty_rows(["a", "", " \t", "b"]).tolist() == [False, True, True, False]
+    assert empty_rows(["a", "", "c"], ["x", "y", "\n"]).tolist() == [False, True, True]
+
+
+def test_a_pair_model_reads_its_own_columns_when_the_file_holds_them():
+    """Issue #37, 12: a model trained on question/answer needed both flags again."""
+    import argparse
+
+    import pandas as pd
+
+    from trainer.serving.predict import text_columns
+
+    chunk = pd.DataFrame({"id": [1], "question": ["q"], "answer": ["a"], "_file": ["in.csv"]})
+    no_flags = argparse.Namespace(text_column=None, text_pair_column=None)
+    assert text_columns(chunk, no_flags, True, ("question", "answer")) == ("question", "answer")
+    flagged = argparse.Namespace(text_column="answer", text_pair_column="question")
+    assert text_columns(chunk, flagged, True, ("question", "answer")) == ("answer", "question")
+
+
+def test_a_column_the_file_lacks_falls_back_to_the_trainers_detection():
+    import argparse
+
+    import pandas as pd
+
+    from trainer.serving.predict import text_columns
+
+    chunk = pd.DataFrame({"sentence": ["s"], "_file": ["in.csv"]})
+    no_flags = argparse.Namespace(text_column=None, text_pair_column=None)
+    assert text_columns(chunk, no_flags, False, ("tweet", None)) == ("sentence", None)
+
+
+def test_the_model_columns_are_the_ones_its_run_recorded(tsv_run, tmp_path):
+    from trainer.serving.columns import model_columns
+
+    _, job_dir, _ = tsv_run
+    assert model_columns(str(job_dir / "model")) == ("tweet", None)
+    assert model_columns(str(job_dir / "model") + "/") == ("tweet", None)
+    (tmp_path / "model").mkdir()  # a model dir copied without its job dir
+    assert model_columns(str(tmp_path / "model")) == (None, None)

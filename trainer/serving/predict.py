@@ -6,7 +6,10 @@ length of the padding ladder (trainer.data.pipeline.padded_lengths), so a batch 
 any padding; the next chunk is read and tokenized on a background thread meanwhile. Exports
 older than `tokenize` are run through their signature, in batches of similar character counts.
 The input is read by the trainer's own reader (trainer.data.reading), so a file yields the rows
-training would see; output rows keep the input's order and columns, one per input row.
+training would see; output rows keep the input's order and columns, one per input row. The text
+columns are the ones the model was trained on when the file holds them (trainer.serving.columns),
+else detected as the trainer detects them. A row whose text is empty gets no prediction, only a
+note: training refuses such rows, so the model never learned what they mean.
 """
 import argparse
 import csv
@@ -19,10 +22,11 @@ import trainer
 from trainer import cli, helptext, progress, storage
 from trainer.data import reading as data
 from trainer.errors import UserError
-from trainer.serving import variants
+from trainer.serving import columns as trained, protocol, variants
 
 CHUNK_ROWS = 8192
 TOKENIZE_ROWS = 1024
+NOTE_COLUMN = "note"
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -32,10 +36,12 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--input", required=True, help="CSV, TSV or JSON Lines file (local or gs://).")
     parser.add_argument("--output", required=True, help="Where to write (format from the extension).")
     parser.add_argument("--text-column", default=None,
-                        help="Column holding the text; by default detected as the trainer does.")
+                        help="Column holding the text; by default the model's own (the one it was "
+                             "trained on) if the file has it, else detected as the trainer does.")
     parser.add_argument("--text-pair-column", default=None,
                         help="Column holding the second text, for a sentence-pair model; by "
-                             "default detected as the trainer does (sentence1/sentence2, ...).")
+                             "default the model's own if the file has it, else detected as the "
+                             "trainer does (sentence1/sentence2, ...).")
     parser.add_argument("--precision", default="auto", choices=variants.PRECISIONS,
                         help=f"Which of the model dir's models computes: {variants.AUTO_HELP}")
     parser.add_argument("--batch-size", type=int, default=128, help="Texts per model call.")
@@ -45,13 +51,18 @@ def build_arg_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def text_columns(chunk, args, pair_model: bool):
-    """(text column, pair column or None) of the input, as the model needs them."""
+def text_columns(chunk, args, pair_model: bool, model_columns: tuple = (None, None)):
+    """(text column, pair column or None) of the input, as the model needs them: a flag names
+    its column; else the model's own column (`model_columns`, trained.model_columns) if the
+    file holds it; else the trainer's detection."""
+    text_column, pair_column = (flag or (column if column in chunk.columns else None)
+                                for flag, column in zip((args.text_column, args.text_pair_column),
+                                                        model_columns))
     if not pair_model:
         if args.text_pair_column:
             raise UserError("--text-pair-column: this model reads one text per row, not pairs")
-        return data.pick_column(chunk, args.text_column, data.TEXT_COLUMNS, "--text-column", "text"), None
-    text, pair = data.pick_text_columns(chunk, args.text_column, args.text_pair_column)
+        return data.pick_column(chunk, text_column, data.TEXT_COLUMNS, "--text-column", "text"), None
+    text, pair = data.pick_text_columns(chunk, text_column, pair_column)
     if pair is None:
         raise UserError(f"{chunk['_file'].iloc[0]}: this model reads sentence pairs, and no pair "
                         f"of columns ({', '.join('/'.join(p) for p in data.PAIR_COLUMNS)}) was "
@@ -200,37 +211,66 @@ def predict_instances(model, instances, batch_size: int):
     if is_pair_model(model):
         texts, pairs = [a for a, _ in instances], [b for _, b in instances]
     if is_regression(model):
-        return protocol.score_predictions(predict_scores(model, texts, batch_size, pairs)), None
-    if is_multilabel(model):
+        predictions = protocol.score_predictions(predict_scores(model, texts, batch_size, pairs))
+    elif is_multilabel(model):
         probabilities, names, _, chosen = predict_label_sets(model, texts, batch_size, pairs)
-        return protocol.label_set_predictions(probabilities, names, chosen), None
-    return protocol.predictions(*predict_texts(model, texts, batch_size, pairs)), None
+        predictions = protocol.label_set_predictions(probabilities, names, chosen)
+    else:
+        predictions = protocol.predictions(*predict_texts(model, texts, batch_size, pairs))
+    empty = empty_rows(texts, pairs)
+    return [protocol.no_prediction(p) if e else p for p, e in zip(predictions, empty)], None
 
 
-def add_predictions(chunk, model, texts, batch_size: int, pairs=None, features=None) -> None:
+def empty_rows(texts, pairs=None):
+    """Rows whose text, or pair, is empty or blank: the rows training refuses
+    (trainer.data.splits), whose labels would be confident and meaningless."""
+    import numpy as np
+
+    blank = [not text.strip() for text in texts]
+    if pairs is not None:
+        blank = [a or not b.strip() for a, b in zip(blank, pairs)]
+    return np.asarray(blank, bool)
+
+
+def add_predictions(chunk, model, texts, batch_size: int, pairs=None, features=None) -> int:
     """predicted_score; or predicted_labels (multi-label) or predicted_label, and a
-    probability_<label> column per label."""
+    probability_<label> column per label; then `note`. A row with an empty text gets empty
+    predictions and a note saying why. Returns the number of such rows."""
+    added = _add_outputs(chunk, model, texts, batch_size, pairs, features)
+    empty = empty_rows(texts, pairs)
+    if empty.any():
+        for column in added:
+            chunk[column] = chunk[column].astype(object).where(~empty, None)
+    chunk[NOTE_COLUMN] = [protocol.EMPTY_NOTE if e else "" for e in empty]
+    return int(empty.sum())
+
+
+def _add_outputs(chunk, model, texts, batch_size: int, pairs=None, features=None) -> list:
+    """The model's columns of every row; returns their names."""
     if is_regression(model):
         chunk["predicted_score"] = predict_scores(model, texts, batch_size, pairs, features)
-        return
+        return ["predicted_score"]
     if is_multilabel(model):
         probabilities, names, chunk["predicted_labels"], _ = predict_label_sets(
             model, texts, batch_size, pairs, features)
-        for i, name in enumerate(names):
-            chunk[f"probability_{name}"] = probabilities[:, i]
-        return
-    probabilities, names = predict_texts(model, texts, batch_size, pairs, features)
-    chunk["predicted_label"] = [names[i] for i in probabilities.argmax(axis=1)]
+        head = "predicted_labels"
+    else:
+        probabilities, names = predict_texts(model, texts, batch_size, pairs, features)
+        chunk["predicted_label"] = [names[i] for i in probabilities.argmax(axis=1)]
+        head = "predicted_label"
     for i, name in enumerate(names):
         chunk[f"probability_{name}"] = probabilities[:, i]
+    return [head, *(f"probability_{name}" for name in names)]
 
 
 def write_frame(frame, handle, fmt: str, first: bool) -> None:
     """CSV quotes as needed; TSV is written as it is read, without quoting, so a text holding a
     tab or a line break (possible from CSV or JSON Lines input) cannot be written as TSV."""
     if fmt == "jsonl":
-        for record in frame.to_dict(orient="records"):
-            handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        # A missing value (an empty cell of the input, an empty text's prediction) is null:
+        # NaN is no JSON value.
+        for record in frame.astype(object).where(frame.notna(), None).to_dict(orient="records"):
+            handle.write(json.dumps(record, ensure_ascii=False, default=str, allow_nan=False) + "\n")
         return
     if fmt == "csv":
         frame.to_csv(handle, index=False, header=first)
@@ -252,6 +292,8 @@ def check_args(args) -> str:
     if not args.log_every_seconds > 0:
         raise UserError(f"--log-every-seconds: must be positive, got {args.log_every_seconds}")
     out_fmt = data.file_format(args.output, "--output")
+    if storage.isdir(args.output):
+        raise UserError(f"--output: {args.output} is a directory; name a file in it")
     if storage.exists(args.output) and not args.overwrite:
         raise UserError(f"--output: {args.output} exists; pass --overwrite to replace it")
     storage.require_bucket(args.model_dir)
@@ -263,6 +305,28 @@ def check_args(args) -> str:
         storage.require_bucket(args.input)
         raise UserError(f"--input: file not found: {args.input}")
     return out_fmt
+
+
+def open_scratch(output: str):
+    """The file the predictions are written to, then moved into place: next to a local
+    --output (a rename), or a local temporary file for gs:// (copied up at the end). Opened
+    before the model loads, so an --output that cannot be written (a read-only directory, a
+    path under a file) is one line at once, not a traceback after the model has loaded."""
+    scratch_dir = None if "://" in output else os.path.dirname(os.path.abspath(output))
+    if scratch_dir:
+        above = scratch_dir
+        while not os.path.exists(above):
+            above = os.path.dirname(above)
+        if not os.path.isdir(above):
+            raise UserError(f"--output: cannot write {output}: {above} is a file, not a directory")
+    try:
+        if scratch_dir:
+            os.makedirs(scratch_dir, exist_ok=True)
+        return tempfile.NamedTemporaryFile("w", dir=scratch_dir, prefix=".predict-", delete=False,
+                                           suffix=os.path.splitext(output)[1], encoding="utf-8",
+                                           newline="")
+    except OSError as e:
+        raise UserError(f"--output: cannot write {output}: {e.strerror} ({e.filename})") from None
 
 
 def _read_ahead(items):
@@ -287,7 +351,7 @@ def _chunks(model, args):
     columns = None
     for frame in data.file_frames(args.input, "--input", CHUNK_ROWS):
         if columns is None:
-            columns = text_columns(frame, args, is_pair_model(model))
+            columns = text_columns(frame, args, is_pair_model(model), trained.model_columns(args.model_dir))
         frame = frame.drop(columns=["_file", "_row"])
         texts = strings(frame[columns[0]])
         pairs = strings(frame[columns[1]]) if columns[1] else None
@@ -301,18 +365,21 @@ def predict_file(model, args, out_fmt: str, handle) -> int:
     written. The next chunk is read and tokenized while the model runs on this one."""
     import tensorflow as tf
 
-    rows, read, total = 0, 0, max(1, tf.io.gfile.stat(args.input).length)
+    rows, empty, read, total = 0, 0, 0, max(1, tf.io.gfile.stat(args.input).length)
     meter = progress.Progress("predicted", args.log_every_seconds)
     for frame, texts, pairs, features, size in _read_ahead(_chunks(model, args)):
         if rows:  # the previous chunk's line; the last one's, at 100%, follows the loop
             meter.update(rows, fraction=min(read / total, 0.99))
-        add_predictions(frame, model, texts, args.batch_size, pairs, features)
+        empty += add_predictions(frame, model, texts, args.batch_size, pairs, features)
         write_frame(frame, handle, out_fmt, first=rows == 0)
         rows, read = rows + len(frame), read + size
     meter.update(rows, fraction=1.0)
     seconds = meter.seconds()
     print(f"predicted {rows} rows in {progress.clock(seconds)} ({rows / max(seconds, 1e-9):,.1f} rows/s)",
           flush=True)
+    if empty:
+        print(f"{empty} of {rows} rows have an empty text: no prediction, and the {NOTE_COLUMN} "
+              f"column says so", flush=True)
     return rows
 
 
@@ -327,21 +394,14 @@ def main(argv=None) -> int:
     cli.setup_logging()
     trainer.import_tensorflow()
     out_fmt = check_args(args)
-    started = time.monotonic()
-    precision, path = variants.resolve(args.model_dir, args.precision)
-    model = variants.load(args.model_dir, precision)
-    warm_up(model)
-    print(f"loaded the {precision} model ({path}) in {progress.clock(time.monotonic() - started)}",
-          flush=True)
-    local = "://" not in args.output
-    # Written next to the output (or locally, for gs://) and moved into place at the end.
-    scratch_dir = os.path.dirname(os.path.abspath(args.output)) if local else None
-    if scratch_dir:
-        os.makedirs(scratch_dir, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=scratch_dir, prefix=".predict-", delete=False,
-                                     suffix=os.path.splitext(args.output)[1],
-                                     encoding="utf-8", newline="") as tmp:
+    with open_scratch(args.output) as tmp:
         try:
+            started = time.monotonic()
+            precision, path = variants.resolve(args.model_dir, args.precision)
+            model = variants.load(args.model_dir, precision)
+            warm_up(model)
+            print(f"loaded the {precision} model ({path}) in "
+                  f"{progress.clock(time.monotonic() - started)}", flush=True)
             rows = predict_file(model, args, out_fmt, tmp)
         except BaseException:
             tmp.close()

@@ -3,8 +3,10 @@
 Requests are Vertex's `{"instances": [...], "parameters": {...}}`. An instance is a string,
 an object `{"text": "..."}` (JSON Lines batch prediction sends each line's object), or a
 one-element array `["..."]` (CSV batch prediction sends each row as an array of its fields).
-A sentence-pair model takes `{"text": "...", "text_pair": "..."}` or a two-element array.
-`read_instance` is the one place that knows these forms.
+A sentence-pair model takes `{"text": "...", "text_pair": "..."}` or a two-element array. An
+object may also name its texts by the model's own columns (`{"question": ..., "answer": ...}`
+for a model trained on those), as a JSON Lines row of the training data would.
+`InstanceForms` is the one place that knows these forms.
 
 Every problem is a RequestError naming what is wrong and where, answered as a 4xx with
 `{"error": "..."}`; nothing a client sends can stop the server.
@@ -16,6 +18,9 @@ from typing import Sequence
 MAX_BODY_BYTES = 1_500_000
 INSTANCE_FIELDS = ("text", "text_pair")
 PARAMETERS = ()  # the model takes none yet; any parameter sent is a mistake worth naming
+# An empty text gets this note instead of a prediction: training refuses empty texts, so a label
+# for one would be confident and meaningless.
+EMPTY_NOTE = "empty text: no prediction"
 _JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
                int: "a number", float: "a number", type(None): "null"}
 
@@ -42,10 +47,15 @@ def parse_json(body: bytes):
     except json.JSONDecodeError as e:
         raise RequestError(400, f"body is not JSON ({e.msg} at character {e.pos}): expected "
                                 f'{{"instances": ["text", ...]}}') from None
+    except RecursionError:  # arrays or objects nested thousands deep
+        raise RequestError(400, 'body nests arrays or objects too deeply: expected '
+                                '{"instances": ["text", ...]}') from None
 
 
-def read_instances(payload, max_instances: int, pair: bool = False) -> list:
-    """The texts (a pair model: (text, text_pair) tuples) of a parsed request body, in order."""
+def read_instances(payload, max_instances: int, pair: bool = False, columns: tuple = (None, None)) -> list:
+    """The texts (a pair model: (text, text_pair) tuples) of a parsed request body, in order.
+    `columns`: the model's own column names (trainer.serving.columns), which an object
+    instance may use instead of "text" and "text_pair"."""
     if not isinstance(payload, dict):
         raise RequestError(400, f'expected a JSON object {{"instances": [...]}}, got {json_type(payload)}')
     if "instances" not in payload:
@@ -59,7 +69,8 @@ def read_instances(payload, max_instances: int, pair: bool = False) -> list:
         raise RequestError(400, f'"instances" has {len(instances)} items, more than this server\'s '
                                 f"limit of {max_instances} (--max-instances): split the request")
     check_parameters(payload.get("parameters"))
-    return [read_instance(i, value, pair) for i, value in enumerate(instances)]
+    forms = InstanceForms(pair, columns)
+    return [forms.read(i, value) for i, value in enumerate(instances)]
 
 
 def check_parameters(parameters) -> None:
@@ -73,31 +84,67 @@ def check_parameters(parameters) -> None:
                                 f"takes none")
 
 
-def read_instance(index: int, value, pair: bool = False):
-    """A text, or for a pair model a (text, text_pair) tuple."""
-    where = f"instances[{index}]"
-    fields = INSTANCE_FIELDS if pair else INSTANCE_FIELDS[:1]
-    if isinstance(value, list) and len(value) == len(fields) and all(isinstance(v, str) for v in value):
-        return tuple(value) if pair else value[0]
-    if isinstance(value, str) and not pair:
-        return value
-    if isinstance(value, dict):
-        unknown = sorted(set(value) - set(fields))
+class InstanceForms:
+    """The forms an instance may take for one model: a string (single texts only), an array of
+    its texts, or an object naming them "text" (and "text_pair") or by the model's own columns."""
+
+    def __init__(self, pair: bool = False, columns: tuple = (None, None)):
+        self.pair = pair
+        self.fields = INSTANCE_FIELDS if pair else INSTANCE_FIELDS[:1]
+        # Each field's accepted names: its own, and the model's column when it has another name.
+        self.names = [(field,) + ((column,) if column and column != field else ())
+                      for field, column in zip(self.fields, columns)]
+        own = tuple(names[-1] for names in self.names)
+        self.objects = " or ".join("{" + ", ".join(f'"{name}": "..."' for name in names) + "}"
+                                   for names in dict.fromkeys([tuple(self.fields), own]))
+        self.array = '["...", "..."]' if pair else '["..."]'
+
+    def read(self, index: int, value):
+        """A text, or for a pair model a (text, text_pair) tuple."""
+        where = f"instances[{index}]"
+        if isinstance(value, str) and not self.pair:
+            return value
+        if isinstance(value, list):
+            return self._array(where, value)
+        if isinstance(value, dict):
+            return self._object(where, value)
+        strings = "" if self.pair else "a string, "
+        reads = " (this model reads sentence pairs)" if self.pair else ""
+        raise RequestError(400, f"{where}: expected {strings}{self.objects} or {self.array}{reads}, "
+                                f"got {json_type(value)}")
+
+    def _array(self, where: str, value: list):
+        if len(value) != len(self.fields):
+            reads = "sentence pairs" if self.pair else "one text per instance"
+            raise RequestError(400, f"{where}: this model reads {reads}: expected {self.array}, got an "
+                                    f"array of {len(value)} items")
+        for i, text in enumerate(value):
+            if not isinstance(text, str):
+                raise RequestError(400, f"{where}[{i}]: expected a string, got {json_type(text)}")
+        return tuple(value) if self.pair else value[0]
+
+    def _object(self, where: str, value: dict):
+        known = {name for names in self.names for name in names}
+        unknown = sorted(set(value) - known)
         if unknown:
-            raise RequestError(400, f"{where}: unknown field(s) {', '.join(unknown)}; expected "
-                                    f"{' and '.join(fields)}")
-        for field in fields:
-            if field not in value:
-                raise RequestError(400, f'{where}: no "{field}" field: expected {_EXPECTED[pair]}')
-            if not isinstance(value[field], str):
-                raise RequestError(400, f"{where}.{field}: expected a string, got {json_type(value[field])}")
-        return tuple(value[f] for f in fields) if pair else value["text"]
-    raise RequestError(400, f"{where}: expected {_FORMS[pair]}, got {json_type(value)}")
+            raise RequestError(400, f"{where}: unknown field(s) {', '.join(unknown)}; expected {self.objects}")
+        texts = []
+        for names in self.names:
+            given = [name for name in names if name in value]
+            if not given:
+                raise RequestError(400, f'{where}: no "{names[0]}" field: expected {self.objects}')
+            if len(given) > 1:
+                raise RequestError(400, f"{where}: both {' and '.join(given)} given; send one")
+            if not isinstance(value[given[0]], str):
+                raise RequestError(400, f"{where}.{given[0]}: expected a string, got {json_type(value[given[0]])}")
+            texts.append(value[given[0]])
+        return tuple(texts) if self.pair else texts[0]
 
 
-_EXPECTED = {False: '{"text": "..."}', True: '{"text": "...", "text_pair": "..."}'}
-_FORMS = {False: 'a string, {"text": "..."} or ["..."]',
-          True: '{"text": "...", "text_pair": "..."} or ["...", "..."] (this model reads sentence pairs)'}
+def no_prediction(prediction: dict) -> dict:
+    """The answer to an empty text: `prediction`'s fields null, and a note saying why (as
+    trainer.predict's empty cells and `note` column)."""
+    return {**dict.fromkeys(prediction), "note": EMPTY_NOTE}
 
 
 def score_predictions(scores) -> list:
