@@ -461,10 +461,3 @@ def test_texts_a_held_out_split_shares_with_train_are_counted_in_the_log(tmp_pat
     assert ("overlap: 2 of 3 validation rows repeat a training text exactly; their scores "
             "overstate what the model does on new texts") in caplog.text
 
-
-def test_distinct_splits_log_no_overlap(tmp_path, caplog):
-    train = write(tmp_path / "t.csv", "text,label\none,a\ntwo,b\n")
-    val = write(tmp_path / "v.csv", "text,label\nthree,a\nfour,b\n")
-    with caplog.at_level("INFO", logger="trainer"):
-        load("--training-file", train, "--validation-file", val)
-    assert "overlap" not in caplog.text

@@ -107,9 +107,51 @@ def test_a_utf16_file_gets_a_hint(tmp_path, encoding):
     ("t.csv", 'text,label\n"two\nlines",a\n\nok,\n', "t.csv line 5, column 'label': label is missing"),
     ("t.jsonl", '{"text": "a", "label": "x"}\n\n{"text": "b", "label": ""}\n',
      "t.jsonl line 3, column 'label': label is missing"),
-    ("t.tsv", "text\tlabel\na\tx\n\n\t\tb\n", "t.tsv: line 4 holds 3 fields"),
 ])
 def test_errors_name_the_line_an_editor_shows(tmp_path, name, content, expected):
     with pytest.raises(UserError) as e:
         load("--training-file", write(tmp_path / name, content))
     assert expected in str(e.value)
+
+
+GS_SCRIPT = """
+import json
+from trainer.data import leakage, reading
+from trainer.errors import UserError
+frames = list(reading.file_frames("gs://BUCKET/data/t.csv.gz", "--training-file", chunk_rows=2))
+out = {"texts": [t for f in frames for t in f["text"]], "lines": [r for f in frames for r in f["_row"]]}
+try:
+    leakage.check_held_out_files("gs://BUCKET/data/t.csv.gz", {"--validation-file": "gs://BUCKET/data/copy.csv.gz"})
+except UserError as e:
+    out["copy"] = str(e)
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.mark.slow  # ~15 s (the emulator and a TensorFlow process) for one read path
+def test_a_gzip_file_on_gs_is_streamed_and_a_copy_of_it_is_refused(tmp_path_factory):
+    """Through TensorFlow's own GCS client, against the local emulator (tests/gcs_emulator.py)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from gcs_emulator import GcsEmulator
+
+    data = gzip.compress(ROWS.encode())
+    emulator = GcsEmulator(tmp_path_factory.mktemp("gcs"), bucket="vbt-formats").start()
+    try:
+        emulator.put("data/t.csv.gz", data)
+        emulator.put("data/copy.csv.gz", data)
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        result = subprocess.run([sys.executable, "-c", GS_SCRIPT.replace("BUCKET", "vbt-formats")],
+                                capture_output=True, text=True, timeout=240, cwd=root,
+                                env={**os.environ, **emulator.env})
+        assert emulator.refused == [], emulator.refused
+    finally:
+        emulator.stop()
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = json.loads(result.stdout.split("RESULT ", 1)[1])
+    assert out["texts"] == ["one", "two", "three"] and out["lines"] == [2, 3, 4]
+    assert out["copy"].startswith("--validation-file: gs://vbt-formats/data/copy.csv.gz has the same "
+                                  "content as the training file gs://vbt-formats/data/t.csv.gz")
