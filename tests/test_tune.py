@@ -15,11 +15,11 @@ import time
 import pytest
 from google.cloud.aiplatform import hyperparameter_tuning as hpt
 
-from conftest import NO_COPIES, TINY_TASK_FLAGS, read_csv
+from conftest import TINY_TASK_FLAGS, read_csv
 from test_task import trainer_logger_restored
 from trainer import cli, config, tune
 from trainer.cloud import submit
-from trainer.tuning import search, space, summary, trials
+from trainer.tuning import finish, search, space, summary, trials
 
 
 # --- one space for both searches -----------------------------------------------------------------
@@ -92,7 +92,17 @@ def test_each_trial_runs_the_trainer_in_its_own_job_dir_sharing_one_token_cache(
         command = run["command"]
         assert command[:5] == [sys.executable, "-m", "trainer.task", "--max-steps", "2"]
         assert sorted(run["flags"]) == ["dropout", "learning-rate"]
-        assert command[-4:] == ["--job-dir", str(tmp_path / "trials" / str(n)), "--cache-dir", str(tmp_path / "cache")]
+        job_dir = ["--job-dir", str(tmp_path / "trials" / str(n)), "--cache-dir", str(tmp_path / "cache")]
+        assert command[-4 - len(trials.SKIPPED):-len(trials.SKIPPED)] == job_dir
+
+
+def test_a_trial_skips_the_copies_and_the_report_even_when_the_trainer_flags_ask_for_them(capsys, tmp_path, fake):
+    """Issue 37, 11: the search reads a trial's metrics.json only; the copies and the report took
+    26 of a 1-trial search's 38 s."""
+    tune_in_process(capsys, tmp_path, "--max-trial-count", "1",
+                    trainer_args=("--export-int8", "on", "--export-bfloat16", "on", "--report", "on"))
+    trial = config.build_config(fake.runs[0]["command"][3:], environ={})
+    assert (trial.runtime.export_bfloat16, trial.runtime.export_int8, trial.output.report) == ("off", "off", "off")
 
 
 def test_a_cache_dir_among_the_trainer_flags_is_the_one_the_trials_share(capsys, tmp_path, fake):
@@ -224,6 +234,97 @@ def test_each_finished_trial_logs_its_metric_the_best_so_far_and_an_eta():
         "trial 2/5  finished in 50s  val_macro_f1 0.6000  best 0.7000 (trial 1)  ETA 2m00s"
 
 
+# --- --finish-best: the best trial gets what every trial skips ----------------------------------
+
+@pytest.fixture
+def finishing(monkeypatch):
+    """Stands in for finish.finish: records (job dir, trial) and returns the failures it is given."""
+    calls, failures = [], []
+    monkeypatch.setattr(finish, "finish", lambda job_dir, trial, trainer_config: calls.append((job_dir, trial)) or failures)
+    return calls, failures
+
+
+def test_finish_best_finishes_the_best_trial_after_the_search(capsys, tmp_path, fake, finishing):
+    calls, _ = finishing
+    code, out, _ = tune_in_process(capsys, tmp_path, "--max-trial-count", "3", "--finish-best")
+    best = max(range(3), key=lambda n: float(fake.runs[n]["flags"]["dropout"])) + 1
+    assert code == 0 and calls == [(str(tmp_path / "trials" / str(best)), best)]
+    assert out.splitlines()[-1].startswith("python -m trainer.task")
+
+
+def test_without_finish_best_no_trial_is_finished(capsys, tmp_path, fake, finishing):
+    tune_in_process(capsys, tmp_path, "--max-trial-count", "1")
+    assert finishing[0] == []
+
+
+def test_a_failed_finishing_prints_the_best_command_then_one_error_line_and_exits_1(capsys, tmp_path, fake,
+                                                                                    finishing):
+    finishing[1].append("trial 1's report: error: no rows")
+    code, out, err = tune_in_process(capsys, tmp_path, "--max-trial-count", "1", "--finish-best")
+    assert code == 1 and out.splitlines()[-1].startswith("python -m trainer.task")
+    assert err.splitlines() == ["error: --finish-best: trial 1's report: error: no rows; rerun the same command "
+                                "to finish it"]
+
+
+def finished_trial(job_dir, platform="cpu"):
+    """A finished trial's job dir as finish.py reads it: metrics.json with the device it ran on."""
+    os.makedirs(job_dir / "model", exist_ok=True)
+    (job_dir / "metrics.json").write_text(json.dumps({"device": {"platform": platform}}))
+    return job_dir
+
+
+@pytest.mark.parametrize("flags, platform, cpu_bf16, copies", [
+    ([], "cpu", False, ["int8"]),
+    ([], "cpu", True, ["bfloat16", "int8"]),
+    ([], "gpu", False, ["int8"]),
+    (["--export-bfloat16", "on", "--export-int8", "off"], "cpu", False, ["bfloat16"]),
+    (["--encoder-backend", "hub"], "cpu", True, []),
+    (["--encoder-backend", "hub", "--export-int8", "on"], "tpu", False, ["int8"]),
+])
+def test_finishing_writes_the_copies_the_trainer_would_have_written(flags, platform, cpu_bf16, copies):
+    assert finish.copies_wanted(config.build_config(flags, environ={}), platform, cpu_bf16) == copies
+
+
+def test_finishing_writes_each_copy_then_the_report_with_the_tools_of_a_finished_run(tmp_path):
+    job_dir = finished_trial(tmp_path / "2")
+    steps = finish.missing_steps(str(job_dir), config.build_config([], environ={}), "flags : fpu avx512_bf16")
+    model_dir = str(job_dir / "model")
+    assert steps == [
+        ("bfloat16 copy", [sys.executable, "-m", "trainer.export_quantized", "--model-dir", model_dir, "--precision",
+                           "bfloat16"]),
+        ("int8 copy", [sys.executable, "-m", "trainer.export_quantized", "--model-dir", model_dir, "--precision", "int8"]),
+        ("report", [sys.executable, "-m", "trainer.report", "--job-dir", str(job_dir)])]
+
+
+def test_finishing_again_writes_only_what_is_missing(tmp_path):
+    job_dir = finished_trial(tmp_path / "2")
+    (job_dir / "model" / "precisions.json").write_text(json.dumps({"int8": {"passed": True}}))
+    (job_dir / "report.html").write_text("<html></html>")
+    steps = finish.missing_steps(str(job_dir), config.build_config([], environ={}), "flags : fpu avx512_bf16")
+    assert [what for what, _ in steps] == ["bfloat16 copy"]
+
+
+def stand_in_steps(monkeypatch, *steps):
+    """finish.missing_steps replaced by `steps`: (what, exit status, stderr line) as Python processes."""
+    commands = [(what, [sys.executable, "-c", f"import sys; print({line!r}, file=sys.stderr); sys.exit({code})"])
+                for what, code, line in steps]
+    monkeypatch.setattr(finish, "missing_steps", lambda job_dir, trainer_config, cpuinfo: commands)
+
+
+def test_finishing_names_each_failed_step_by_its_last_stderr_line(tmp_path, monkeypatch):
+    stand_in_steps(monkeypatch, ("int8 copy", 0, "ok"), ("report", 2, "error: --job-dir: no rows"))
+    failures = finish.finish(str(finished_trial(tmp_path / "3")), 3, config.build_config([], environ={}))
+    assert failures == ["trial 3's report: error: --job-dir: no rows"]
+    assert (tmp_path / "3" / "stderr.txt").read_text() == "ok\nerror: --job-dir: no rows\n"
+
+
+def test_a_copy_its_check_refused_is_not_a_failed_finishing(tmp_path, monkeypatch):
+    """trainer.export_quantized exits 1 when the copy disagrees with float32: not written, as a
+    trainer run leaves it (its own line says why)."""
+    stand_in_steps(monkeypatch, ("int8 copy", 1, "int8 model refused, not written"), ("report", 0, ""))
+    assert finish.finish(str(finished_trial(tmp_path / "1")), 1, config.build_config([], environ={})) == []
+
+
 # --- bad input: one line, exit 2, nothing run or written -----------------------------------------
 
 @pytest.mark.parametrize("flags, trainer_args, message", [
@@ -268,12 +369,12 @@ def tiny_trainer_args(tiny_encoder_dir, tiny_data):
     return ["--encoder", tiny_encoder_dir, "--training-file", tiny_data["train"],
             "--validation-file", tiny_data["validation"], "--max-steps", "2", "--batch-size", "8",
             "--max-seq-length", "16", "--mixed-precision", "off", "--report-errors", "0",
-            *TINY_TASK_FLAGS, *NO_COPIES]
+            *TINY_TASK_FLAGS, "--export-bfloat16", "off"]  # int8 'auto': the copy --finish-best writes
 
 
-def tune_command(search_dir, budget, trainer_args):
+def tune_command(search_dir, budget, trainer_args, *flags):
     return [sys.executable, "-m", "trainer.tune", "--job-dir", str(search_dir), "--max-trial-count", str(budget),
-            "--parameters", "learning-rate,dropout", "--", *trainer_args]
+            "--parameters", "learning-rate,dropout", *flags, "--", *trainer_args]
 
 
 def started(stdout):
@@ -285,7 +386,7 @@ def started(stdout):
 @pytest.fixture(scope="module")
 def searched(tiny_encoder_dir, tiny_data, tmp_path_factory):
     """A real search, killed during its first trial, rerun to finish it (budget 1), continued to
-    2 trials and rerun once finished: the four runs' results."""
+    2 trials and rerun once finished, with --finish-best: the four runs' results."""
     search_dir = tmp_path_factory.mktemp("tune") / "search"
     args = tiny_trainer_args(tiny_encoder_dir, tiny_data)
     env = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache")}
@@ -302,8 +403,8 @@ def searched(tiny_encoder_dir, tiny_data, tmp_path_factory):
     killed.send_signal(signal.SIGTERM)
     out, err = killed.communicate(timeout=60)
     runs = {"killed": subprocess.CompletedProcess(killed.args, killed.returncode, "".join(lines) + out, err)}
-    for name, budget in (("resumed", 1), ("continued", 2), ("finished", 2)):
-        runs[name] = subprocess.run(tune_command(search_dir, budget, args), capture_output=True, text=True,
+    for name, budget, flags in (("resumed", 1, ()), ("continued", 2, ()), ("finished", 2, ("--finish-best",))):
+        runs[name] = subprocess.run(tune_command(search_dir, budget, args, *flags), capture_output=True, text=True,
                                     timeout=300, env=env)
     return search_dir, runs
 
@@ -367,3 +468,27 @@ def test_rerunning_the_finished_search_runs_nothing_and_prints_the_same_best_com
     assert runs["finished"].returncode == 0
     assert started(runs["finished"].stdout) == []
     assert runs["finished"].stdout.splitlines()[-1] == runs["continued"].stdout.splitlines()[-1]
+
+
+def best_and_other_trial(search_dir):
+    """The job dirs of the best trial (the first of equals, as the search picks it) and the other."""
+    rows = read_csv(search_dir / "trials.csv")
+    best = max(rows, key=lambda r: float(r["val_macro_f1"]))
+    (other,) = [r for r in rows if r is not best]
+    return search_dir / "trials" / best["trial"], search_dir / "trials" / other["trial"]
+
+
+@pytest.mark.slow
+def test_a_trial_writes_its_float32_model_and_metrics_but_no_copies_and_no_report(searched):
+    _, other = best_and_other_trial(searched[0])
+    assert (other / "metrics.json").exists() and (other / "model" / "saved_model.pb").exists()
+    assert not (other / "report.html").exists() and not (other / "errors.csv").exists()
+    assert not (other / "model" / "int8").exists() and not (other / "model" / "precisions.json").exists()
+
+
+@pytest.mark.slow
+def test_finish_best_gives_the_best_trial_its_report_and_the_copies_its_flags_ask_for(searched):
+    best, _ = best_and_other_trial(searched[0])
+    assert (best / "report.html").exists() and (best / "MODEL_CARD.md").exists()
+    assert json.loads((best / "model" / "precisions.json").read_text())["int8"]["passed"]
+    assert (best / "model" / "int8" / "model.tflite").exists() and not (best / "model" / "bfloat16").exists()

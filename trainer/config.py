@@ -290,6 +290,11 @@ class OutputConfig:
         0, "After the errors, how many of the least confident correct validation and test "
            "predictions errors.csv and report.html list per split (classification and "
            "multi-label; their `outcome` column says 'correct').")
+    report: str = _flag(
+        "on", "Write report.html, report/*.png, errors.csv and MODEL_CARD.md at the end of the "
+              "run. 'off': a tuning trial's (trainer.tune), whose search reads metrics.json only; "
+              "`python -m trainer.report --job-dir DIR` writes them later.",
+        choices=("on", "off"))
 
 
 @dataclasses.dataclass

@@ -7,7 +7,9 @@ values and the flags after `--`, in SEARCH_DIR/trials/N; all trials share one to
 (SEARCH_DIR/cache, unless --cache-dir is among the trainer flags), so the data is tokenized once.
 The search is Optuna's TPE or random sampler, over a study kept in SEARCH_DIR/study.journal
 (trainer/tuning/search.py says why Optuna). Rerunning the same command continues a killed search
-and only prints the summary of a finished one.
+and only prints the summary of a finished one. Trials skip what the search never reads (the
+bfloat16 and int8 copies, the report: trainer/tuning/trials.py); --finish-best writes them for
+the best trial at the end (trainer/tuning/finish.py).
 """
 import contextlib
 import datetime
@@ -44,6 +46,12 @@ def build_arg_parser() -> cli.ArgumentParser:
                              "the first 4 trials); 'random': uniform on each parameter's scale "
                              "(default: tpe).")
     parser.add_argument("--seed", type=int, default=42, help="Seed of the sampler (default: 42).")
+    parser.add_argument("--finish-best", action="store_true",
+                        help="After the search, give the best trial what every trial skips: its "
+                             "report (report.html, errors.csv, MODEL_CARD.md) and the bfloat16 "
+                             "and int8 copies the trainer flags ask for, as `python -m "
+                             "trainer.task` writes them. Trials write only their float32 model "
+                             "and metrics.json, the search reads nothing else.")
     return parser
 
 
@@ -100,7 +108,7 @@ def main(argv: Sequence[str], now: Optional[datetime.datetime] = None) -> int:
     cache_dir = None if trainer_config.output.cache_dir else os.path.join(search_dir, "cache")
     with sigterm_stops_the_search():
         return runner.run(search_dir, settings, options.max_trial_count, options.sampler, options.seed,
-                          cache_dir)
+                          cache_dir, trainer_config if options.finish_best else None)
 
 
 @contextlib.contextmanager

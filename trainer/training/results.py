@@ -239,7 +239,7 @@ def report(ctx: RunContext) -> None:
     from trainer.reporting.build import build_report
 
     ctx.metrics = _metrics(ctx)
-    if ctx.is_chief:
+    if ctx.is_chief and ctx.config.output.report == "on":
         build_report(ctx.paths.job_dir, metrics=ctx.metrics, predictions=_report_predictions(ctx))
 
 

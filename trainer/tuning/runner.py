@@ -8,9 +8,9 @@ import logging
 import os
 from typing import Optional
 
-from trainer import cli
+from trainer import cli, config
 from trainer.errors import UserError
-from trainer.tuning import search, summary, trials
+from trainer.tuning import finish, search, summary, trials
 
 log = logging.getLogger("trainer")
 
@@ -29,9 +29,10 @@ def opening_line(records: list, search_dir: str, budget: int, settings: dict, sa
 
 
 def run(search_dir: str, settings: dict, budget: int, sampler: str, seed: int,
-        cache_dir: Optional[str]) -> int:
+        cache_dir: Optional[str], finish_best: Optional[config.Config] = None) -> int:
     """Runs the search in `search_dir` up to `budget` trials; `cache_dir` None: the trainer
-    flags in `settings` name the token cache already."""
+    flags in `settings` name the token cache already. `finish_best`: the trainer flags' config,
+    when the best trial is to be finished (finish.py), still under the search's lock."""
     names, metric, direction = settings["parameters"], settings["metric"], settings["direction"]
     csv_path = os.path.join(search_dir, summary.CSV)
     with search.locked(search_dir):
@@ -52,14 +53,19 @@ def run(search_dir: str, settings: dict, budget: int, sampler: str, seed: int,
 
         search.run(study, names, budget, run_trial, after_trial)
         records = search.records(study, names)
-    for line in summary.summary_lines(records, search_dir, metric, direction):
-        log.info(line)
-    top = summary.best(records, direction)
-    if top is None:
-        cli.fail(f"every trial failed; the last line each printed on stderr is in {csv_path}")
-        return 1
+        for line in summary.summary_lines(records, search_dir, metric, direction):
+            log.info(line)
+        top = summary.best(records, direction)
+        if top is None:
+            cli.fail(f"every trial failed; the last line each printed on stderr is in {csv_path}")
+            return 1
+        failures = (finish.finish(trial_dir(search_dir, top.trial), top.trial, finish_best)
+                    if finish_best else [])
     log.info("the best trial's flags, as a command:")
     print(summary.best_command(settings["trainer_args"], top.flags), flush=True)
+    if failures:
+        cli.fail(f"--finish-best: {'; '.join(failures)}; rerun the same command to finish it")
+        return 1
     return 0
 
 
