@@ -126,15 +126,16 @@ def test_mask_and_type_ids_of_a_single_segment(vocab):
         "input_word_ids": tf.int32, "input_mask": tf.int32, "input_type_ids": tf.int32}
 
 
-def test_pairs_pack_as_cls_a_sep_b_sep_trimmed_round_robin(vocab):
-    """Like TF-Hub's preprocessor: each segment keeps an equal share when both are too long."""
+def test_pairs_pack_as_cls_a_sep_b_sep_trimmed_longest_first(vocab):
+    """As Hugging Face's fast tokenizer: each text keeps half when both are too long, the
+    second the odd token (TF-Hub's round-robin gave it to the first)."""
     preprocessor = BertPreprocessor(VOCAB_FILE, lower_case=True, seq_length=10)
     first = preprocessor.tokenize(tf.constant(["one two three four five six"]))
     second = preprocessor.tokenize(tf.constant(["red green blue black white pink"]))
     packed = preprocessor.bert_pack_inputs([first, second])
-    words = "[CLS] one two three four [SEP] red green blue [SEP]".split()
+    words = "[CLS] one two three [SEP] red green blue black [SEP]".split()
     np.testing.assert_array_equal(packed["input_word_ids"][0], [vocab[w] for w in words])
-    np.testing.assert_array_equal(packed["input_type_ids"][0], [0] * 6 + [1] * 4)
+    np.testing.assert_array_equal(packed["input_type_ids"][0], [0] * 5 + [1] * 5)
     np.testing.assert_array_equal(packed["input_mask"][0], [1] * 10)
 
 

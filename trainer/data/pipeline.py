@@ -67,9 +67,9 @@ class TokenizedSplit:
 def encode(preprocessor, texts, pairs=None) -> dict:
     """The preprocessor's features of texts, or of `[CLS] text [SEP] pair [SEP]` for pairs.
 
-    bert_pack_inputs trims with TF-Text's RoundRobinTrimmer, which hands each segment one token
-    in turn until the budget is spent: a short side keeps every token and the longer side is cut
-    first (Hugging Face's "longest_first"); WaterfallTrimmer would cut the second text first.
+    bert_pack_inputs trims a pair as Hugging Face's "longest_first" does (preprocessing.
+    trim_longest_first): a short side keeps every token and the longer side is cut first;
+    cutting the second text first (TF-Text's WaterfallTrimmer) would lose its every word.
     """
     if pairs is None:
         return preprocessor(texts)

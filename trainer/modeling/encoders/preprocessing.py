@@ -39,12 +39,11 @@ def pack_segments(segments: Sequence[tf.RaggedTensor], seq_length: int, ids: Dic
                   special: SpecialTokens) -> Dict[str, tf.Tensor]:
     """Token segments [B, (words), (pieces)] or [B, (pieces)] -> padded model inputs.
 
-    Trimmed round-robin to fit (pipeline.encode says why), so that with the special tokens each
+    Trimmed as Hugging Face trims (`trim_longest_first`), so that with the special tokens each
     row is at most seq_length long. `ids` maps each special token to its id."""
     tokens = [tf.cast(segment, tf.int32).merge_dims(1, -1) for segment in segments]
     separator = [ids[token] for token in special.pair_separator] if len(tokens) > 1 else []
-    budget = seq_length - len(tokens) - 1 - len(separator)
-    trimmed = text.RoundRobinTrimmer(max_seq_length=budget).trim(tokens)
+    trimmed = trim_longest_first(tokens, seq_length - len(tokens) - 1 - len(separator))
     if separator:
         rows = trimmed[1].nrows(out_type=tf.int32)
         prefix = tf.RaggedTensor.from_tensor(tf.tile(tf.constant([separator], tf.int32), [rows, 1]))
@@ -58,6 +57,33 @@ def pack_segments(segments: Sequence[tf.RaggedTensor], seq_length: int, ids: Dic
     return {"input_word_ids": tf.cast(word_ids, tf.int32),
             "input_mask": tf.cast(mask, tf.int32),
             "input_type_ids": tf.cast(type_ids, tf.int32)}
+
+
+def trim_longest_first(tokens: List[tf.RaggedTensor], budget: int) -> List[tf.RaggedTensor]:
+    """One or two token segments [B, (T)] cut to at most `budget` tokens per row together, as
+    Hugging Face's fast tokenizers cut them ("longest_first", tokenizers' utils/truncation.rs):
+    a pair that does not fit loses tokens from its longer text only, until both are equally
+    long; then each keeps half the budget, the longer (the second, on a tie) the odd token.
+
+    TF-Text's RoundRobinTrimmer gives the odd token to the first text instead: one token off
+    Hugging Face's ids for a pair cut to an odd budget.
+    """
+    lengths = [tf.cast(segment.row_lengths(), tf.int32) for segment in tokens]
+    if len(tokens) == 1:
+        keep = [tf.minimum(lengths[0], budget)]
+    elif len(tokens) == 2:
+        first, second = lengths
+        short, long = tf.minimum(first, second), tf.maximum(first, second)
+        fits, halves = first + second <= budget, 2 * short > budget
+        keep_short = tf.where(fits | ~halves, short, budget // 2)
+        keep_long = tf.where(fits, long, tf.where(halves, budget - budget // 2, budget - short))
+        first_longer = first > second
+        keep = [tf.where(first_longer, keep_long, keep_short),
+                tf.where(first_longer, keep_short, keep_long)]
+    else:
+        raise ValueError(f"one or two segments, not {len(tokens)}")
+    return [tf.ragged.boolean_mask(segment, tf.ragged.range(length) < tf.expand_dims(kept, 1))
+            for segment, length, kept in zip(tokens, lengths, keep)]
 
 
 def check_vocab(vocab_file: str, special: SpecialTokens = BERT_WORDPIECE) -> List[str]:
