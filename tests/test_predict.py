@@ -266,3 +266,17 @@ def test_the_model_columns_are_the_ones_its_run_recorded(tsv_run, tmp_path):
     assert model_columns(str(job_dir / "model") + "/") == ("tweet", None)
     (tmp_path / "model").mkdir()  # a model dir copied without its job dir
     assert model_columns(str(tmp_path / "model")) == (None, None)
+
+
+def test_predict_reads_a_gzip_semicolon_csv_with_delimiter(tsv_run, tmp_path):
+    """Issue 37, 13: a .csv.gz, and a CSV saved by Excel in a European locale."""
+    import gzip
+    _, job_dir, _ = tsv_run
+    source = tmp_path / "in.csv.gz"
+    source.write_bytes(gzip.compress("tweet;id\nso good, really;1\nawful;2\n".encode()))
+    result = run_in_process("--model-dir", job_dir / "model", "--input", source, "--delimiter", ";",
+                            "--output", tmp_path / "out.csv", module="trainer.predict")
+    assert result.returncode == 0, result.stdout + result.stderr
+    with open(tmp_path / "out.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["tweet"], r["id"]) for r in rows] == [("so good, really", "1"), ("awful", "2")]

@@ -33,7 +33,11 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser = cli.ArgumentParser(prog="python -m trainer.predict", description=__doc__.splitlines()[0],
                                      formatter_class=helptext.DefaultsShown)
     parser.add_argument("--model-dir", required=True, help="An exported model (JOB_DIR/model).")
-    parser.add_argument("--input", required=True, help="CSV, TSV or JSON Lines file (local or gs://).")
+    parser.add_argument("--input", required=True,
+                        help="CSV, TSV, JSON Lines or JSON array file, plain or .gz (local or gs://).")
+    parser.add_argument("--delimiter", default=None,
+                        help="As the trainer's --delimiter: the field separator of a .csv --input "
+                             "(';' for a CSV saved by Excel in a European locale). Default: ','.")
     parser.add_argument("--output", required=True, help="Where to write (format from the extension).")
     parser.add_argument("--text-column", default=None,
                         help="Column holding the text; by default the model's own (the one it was "
@@ -300,7 +304,8 @@ def check_args(args) -> str:
     if not storage.exists(storage.join(args.model_dir, "saved_model.pb")):
         raise UserError(f"--model-dir: no exported model in {args.model_dir} (expected "
                         f"saved_model.pb; point it at JOB_DIR/model)")
-    data.file_format(args.input, "--input")
+    data.file_format(args.input, "--input", compressed=True)
+    data.check_delimiter(args.delimiter)
     if not storage.exists(args.input):
         storage.require_bucket(args.input)
         raise UserError(f"--input: file not found: {args.input}")
@@ -349,7 +354,7 @@ def _chunks(model, args):
 
     strings = lambda values: ["" if pd.isna(t) else str(t) for t in values.tolist()]  # noqa: E731
     columns = None
-    for frame in data.file_frames(args.input, "--input", CHUNK_ROWS):
+    for frame in data.file_frames(args.input, "--input", CHUNK_ROWS, args.delimiter):
         if columns is None:
             columns = text_columns(frame, args, is_pair_model(model), trained.model_columns(args.model_dir))
         frame = frame.drop(columns=["_file", "_row"])
