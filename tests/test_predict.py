@@ -280,3 +280,16 @@ def test_predict_reads_a_gzip_semicolon_csv_with_delimiter(tsv_run, tmp_path):
     with open(tmp_path / "out.csv", newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert [(r["tweet"], r["id"]) for r in rows] == [("so good, really", "1"), ("awful", "2")]
+
+
+def test_the_model_columns_are_found_by_the_trainers_one_rule_for_names():
+    """Issue 37, 6: a model trained on `Question`/`Answer` reads a file headed ` question `,`answer`."""
+    import argparse
+
+    import pandas as pd
+
+    from trainer.serving.predict import text_columns
+
+    chunk = pd.DataFrame({" question ": ["q"], "answer": ["a"], "_file": ["in.csv"]})
+    no_flags = argparse.Namespace(text_column=None, text_pair_column=None)
+    assert text_columns(chunk, no_flags, True, ("Question", "Answer")) == (" question ", "answer")

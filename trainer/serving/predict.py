@@ -59,7 +59,7 @@ def text_columns(chunk, args, pair_model: bool, model_columns: tuple = (None, No
     """(text column, pair column or None) of the input, as the model needs them: a flag names
     its column; else the model's own column (`model_columns`, trained.model_columns) if the
     file holds it; else the trainer's detection."""
-    text_column, pair_column = (flag or (column if column in chunk.columns else None)
+    text_column, pair_column = (flag or (data.find_column(chunk, column) if column else None)
                                 for flag, column in zip((args.text_column, args.text_pair_column),
                                                         model_columns))
     if not pair_model:
