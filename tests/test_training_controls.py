@@ -169,6 +169,14 @@ def span_runs(tiny_encoder_dir, tiny_data, tmp_path_factory):
     return {"uninterrupted": root / "uninterrupted", "resumed": root / "killed", "rerun": rerun}
 
 
+def test_with_eval_every_steps_every_log_line_counts_spans_not_epochs(span_runs):
+    import re
+    log = span_runs["rerun"].stdout
+    assert "resumed after span 2" in log and "span 5/5 done" in log
+    # "75 steps per epoch, 2 epochs" is about passes over the data, which stay epochs
+    assert re.findall(r"\bepochs? \d", log) == []
+
+
 def history_of(job_dir):
     from conftest import read_csv
     return [{k: float(v) for k, v in row.items() if k != "seconds"}
@@ -182,7 +190,7 @@ def test_eval_every_steps_writes_a_history_row_per_evaluation(span_runs):
 
 def test_a_run_killed_between_evaluations_mid_epoch_resumes_like_an_uninterrupted_one(span_runs):
     from conftest import metrics_of
-    assert "resumed after epoch 2" in span_runs["rerun"].stdout
+    assert "resumed after span 2" in span_runs["rerun"].stdout
     resumed, uninterrupted = history_of(span_runs["resumed"]), history_of(span_runs["uninterrupted"])
     for got, expected in zip(resumed, uninterrupted, strict=True):
         assert got == pytest.approx(expected, rel=1e-5, abs=1e-7), got["step"]
