@@ -110,7 +110,10 @@ def post(server, payload, client=httpx):
 def assert_same_predictions(got, expected):
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
-        assert g["label"] == e["label"]
+        assert g["label"] == e["label"] and g.get("note") == e.get("note")
+        if e["probabilities"] is None:
+            assert g["probabilities"] is None
+            continue
         assert g["probabilities"].keys() == e["probabilities"].keys()
         for name, p in e["probabilities"].items():
             assert g["probabilities"][name] == pytest.approx(p, abs=1e-5)
@@ -133,7 +136,7 @@ def test_predictions_equal_trainer_predict(server, model_dir, tmp_path):
         rows = list(csv.DictReader(f))
     names = [c.removeprefix("probability_") for c in rows[0] if c.startswith("probability_")]
     expected = [{"label": r["predicted_label"], "probabilities": {n: float(r[f"probability_{n}"]) for n in names}}
-                for r in rows]
+                if not r["note"] else {"label": None, "probabilities": None, "note": r["note"]} for r in rows]
     response = post(server, {"instances": TEXTS})
     assert response.status_code == 200
     assert_same_predictions(response.json()["predictions"], expected)
@@ -183,6 +186,10 @@ BAD_REQUESTS = {
                            "larger than 1,500,000 bytes"),
     "unknown parameters": ("POST", PREDICT, b'{"instances": ["meh"], "parameters": {"top_k": 2}}', 400,
                            "unknown parameter(s) top_k"),
+    "a two-text array for a one-text model": ("POST", PREDICT, b'{"instances": [["so", "bad"]]}', 400,
+                                              'this model reads one text per instance: expected ["..."], '
+                                              "got an array of 2 items"),
+    "arrays nested too deeply": ("POST", PREDICT, b"[" * 100_000, 400, "nests arrays or objects too deeply"),
     "a wrong route": ("POST", "/predict", b'{"instances": ["meh"]}', 404, "no route /predict"),
     "a wrong method": ("GET", PREDICT, b"", 405, "GET is not allowed"),
 }
@@ -337,7 +344,7 @@ def test_a_malformed_serving_variable_is_one_error_naming_it(variables, message)
 
 class ReadyModel:
     """Stands in for a loaded model in build_app: its routes and access lines, without TensorFlow."""
-    ready, pair = True, False
+    ready, pair, columns = True, False, (None, None)
 
     async def predict(self, texts):
         return [{"label": "positive"} for _ in texts], None
@@ -389,3 +396,66 @@ def test_no_access_log_turns_the_access_lines_off(logged):
     assert logged == []
     args = server.build_arg_parser(vertex.ServingEnvironment()).parse_args(["--model-dir", "m", "--no-access-log"])
     assert args.access_log is False
+
+
+# --- issue 37: empty texts, the listening address, errors in JSON, the model's own columns ------
+
+def test_an_empty_text_gets_a_note_instead_of_a_label(server):
+    """Issue #37, 8: an empty text was answered `neutral 0.997`; training refuses such rows."""
+    response = post(server, {"instances": ["", " \n", "so bad"]})
+    assert response.status_code == 200
+    empty, blank, text = response.json()["predictions"]
+    assert empty == blank == {"label": None, "probabilities": None, "note": "empty text: no prediction"}
+    assert text["label"] in ("negative", "neutral", "positive") and "note" not in text
+
+
+@pytest.mark.parametrize("variables, host", [({}, "127.0.0.1"), ({"AIP_HTTP_PORT": "8080"}, "0.0.0.0")])
+def test_the_server_listens_on_this_machine_only_unless_vertex_runs_it(variables, host):
+    """Issue #37, 14: the default was 0.0.0.0 everywhere; Vertex's container sets AIP_HTTP_PORT."""
+    from trainer.serving import server
+
+    parser = server.build_arg_parser(vertex.read_serving_environment(variables))
+    assert parser.parse_args(["--model-dir", "m"]).host == host
+    assert parser.parse_args(["--model-dir", "m", "--host", "::1"]).host == "::1"
+
+
+def test_the_help_says_the_access_log_is_on_unless_turned_off():
+    from trainer.serving import server
+
+    text = " ".join(server.build_arg_parser(vertex.ServingEnvironment()).format_help().split())
+    assert "--no-access-log Turn off the access log: by default the server logs a line per request" in text
+    assert "(default: True)" not in text
+
+
+class UnencodableAnswers(ReadyModel):
+    """A model whose answer JSON cannot hold: the error is the server's, the client gets a 500."""
+
+    async def predict(self, texts):
+        return [{"label": object()} for _ in texts], None
+
+
+def test_an_internal_error_answers_json_and_logs_one_line(logged):
+    from trainer.serving import server
+
+    app = server.build_app(UnencodableAnswers(), vertex.ServingEnvironment(), max_instances=8)
+
+    async def send():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+            return await client.post("/predict", json={"instances": ["a"]})
+    response = asyncio.run(send())
+    assert response.status_code == 500 and response.headers["content-type"] == "application/json"
+    assert response.json() == {"error": "prediction failed: TypeError"}
+    assert len(logged) == 2 and logged[0].startswith("prediction failed: TypeError: ")
+    assert re.sub(r" \d+\.\d ms$", " ms", logged[1]) == "POST /predict 500 1 instances ms"
+
+
+def test_an_object_instance_may_name_its_texts_by_the_models_own_columns():
+    """Issue #37, 12: a pair model trained on question/answer is sent its training rows' objects."""
+    from trainer.serving import protocol
+
+    payload = {"instances": [{"question": "q", "answer": "a"}, {"text": "t", "text_pair": "p"}, ["x", "y"]]}
+    assert protocol.read_instances(payload, 8, pair=True, columns=("question", "answer")) == [
+        ("q", "a"), ("t", "p"), ("x", "y")]
+    with pytest.raises(protocol.RequestError, match='no "text_pair" field: expected {"text": "...", '
+                                                    '"text_pair": "..."} or {"question": "...", "answer": "..."}'):
+        protocol.read_instances({"instances": [{"question": "q"}]}, 8, pair=True, columns=("question", "answer"))

@@ -23,7 +23,7 @@ def script(name, **settings):
 def test_the_serving_image_runs_the_server_on_cpu_tensorflow():
     steps = instructions("Dockerfile.serve")
     assert not any(op == "ENV" and "AIP_" in args for op, args in steps), "Vertex sets every AIP_* variable"
-    assert json.loads(steps[-1][1]) == ["python", "-m", "trainer.serve"]
+    assert json.loads(steps[-1][1]) == ["python", "-m", "trainer.serve", "--host", "0.0.0.0"]
     pinned = pins("Dockerfile.serve")
     assert {pinned[n].rsplit(".", 1)[0] for n in ("tensorflow", "tf-keras", "tensorflow-text")} == {"2.21"}
     assert not any(name.startswith("nvidia-") or "[and-cuda]" in name for name in pinned)

@@ -118,6 +118,9 @@ class ServingEnvironment:
     health_route: str = "/health"  # AIP_HEALTH_ROUTE
     predict_route: str = "/predict"  # AIP_PREDICT_ROUTE
     storage_uri: Optional[str] = None  # AIP_STORAGE_URI: a gs:// copy of the model's artifacts
+    # Where the server listens by default: this machine only, unless AIP_HTTP_PORT says it runs in
+    # Vertex's container, whose port is reached from outside it (all interfaces).
+    host: str = "127.0.0.1"
 
 
 def read_serving_environment(environ: Mapping[str, str]) -> ServingEnvironment:
@@ -135,4 +138,5 @@ def read_serving_environment(environ: Mapping[str, str]) -> ServingEnvironment:
         if not route.startswith("/"):
             raise UserError(f"${name}: expected a path starting with '/', got {route!r}")
     return ServingEnvironment(port=int(port), health_route=routes["AIP_HEALTH_ROUTE"],
-                              predict_route=routes["AIP_PREDICT_ROUTE"], storage_uri=get("AIP_STORAGE_URI"))
+                              predict_route=routes["AIP_PREDICT_ROUTE"], storage_uri=get("AIP_STORAGE_URI"),
+                              host="0.0.0.0" if get("AIP_HTTP_PORT") else defaults.host)

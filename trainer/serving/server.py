@@ -33,10 +33,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 import trainer
-from trainer import cli
+from trainer import cli, helptext
 from trainer.cloud import environment as vertex
 from trainer.errors import UserError
-from trainer.serving import protocol, variants
+from trainer.serving import columns, protocol, variants
 from trainer.serving.batching import MicroBatcher
 
 log = logging.getLogger("trainer")
@@ -56,6 +56,7 @@ class ModelService:
         self.on_failure = on_failure
         self.error: Optional[str] = None
         self.pair = False  # a sentence-pair model: instances hold text and text_pair
+        self.columns = columns.UNKNOWN  # the model's own text columns, accepted as instance fields
         self._batcher: Optional[MicroBatcher] = None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="inference")
 
@@ -82,6 +83,7 @@ class ModelService:
         # The int8 model is two calls (TF tokenizes, LiteRT computes), through the module.
         serve = model if precision == "int8" else predict._signature(model)
         self.pair = predict.is_pair_model(serve)
+        self.columns = columns.model_columns(self.model_dir)
         run_batch = functools.partial(predict.predict_instances, serve, batch_size=self.max_batch_size)
         warm_up = [(text, text) for text in WARM_UP_TEXTS] if self.pair else WARM_UP_TEXTS
         for instance in warm_up:
@@ -189,14 +191,16 @@ def build_app(service: ModelService, env: vertex.ServingEnvironment, max_instanc
         if not service.ready:
             return error_response(503, loading)
         texts = protocol.read_instances(protocol.parse_json(await read_body(request)), max_instances,
-                                        pair=service.pair)
+                                        pair=service.pair, columns=service.columns)
         request.state.instances = len(texts)  # for the access line
         try:
             predictions, _ = await service.predict(texts)
-        except Exception as e:  # noqa: BLE001  the model failed on this batch; the server goes on
+            return JSONResponse({"predictions": predictions})
+        except Exception as e:  # noqa: BLE001  the model (or its answer) failed; the server goes on
+            # Answered here, in JSON: Starlette's own 500 is text/plain, and it re-raises the error
+            # for uvicorn to log as a traceback (ServerErrorMiddleware).
             log.error(f"prediction failed: {type(e).__name__}: {e}")
             return error_response(500, f"prediction failed: {type(e).__name__}")
-        return JSONResponse({"predictions": predictions})
 
     async def request_error(request: Request, error: protocol.RequestError):
         return error_response(error.status, str(error))
@@ -217,10 +221,13 @@ def build_app(service: ModelService, env: vertex.ServingEnvironment, max_instanc
 
 def build_arg_parser(env: vertex.ServingEnvironment) -> argparse.ArgumentParser:
     parser = cli.ArgumentParser(prog="python -m trainer.serve", description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=helptext.DefaultsShown)
     parser.add_argument("--model-dir", default=env.storage_uri, required=env.storage_uri is None,
                         help="An exported model (JOB_DIR/model), local or gs://. On Vertex AI: $AIP_STORAGE_URI.")
-    parser.add_argument("--host", default="0.0.0.0", help="Address to listen on.")
+    parser.add_argument("--host", default=env.host,
+                        help="Address to listen on. By default 127.0.0.1 (this machine only), or "
+                             "0.0.0.0 (all interfaces) when $AIP_HTTP_PORT is set, as in Vertex AI's "
+                             "container; pass 0.0.0.0 to be reached from other machines.")
     parser.add_argument("--port", type=int, default=env.port, help="Port ($AIP_HTTP_PORT on Vertex AI).")
     parser.add_argument("--max-batch-size", type=int, default=64,
                         help="Most texts of concurrent requests run through the model at once.")
@@ -232,7 +239,8 @@ def build_arg_parser(env: vertex.ServingEnvironment) -> argparse.ArgumentParser:
     parser.add_argument("--precision", default="auto", choices=variants.PRECISIONS,
                         help=f"Which of the model dir's models serves: {variants.AUTO_HELP}")
     parser.add_argument("--no-access-log", dest="access_log", action="store_false",
-                        help="No line per request (method, route, status, instances, ms).")
+                        help="Turn off the access log: by default the server logs a line per "
+                             "request (method, route, status, instances, ms).")
     return parser
 
 
