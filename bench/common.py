@@ -123,16 +123,17 @@ def environment(env) -> dict:
     return {name: env[name] for name in TUNING if name in env}
 
 
-def publish(script: str, result: dict, text: str, results_dir: str = RESULTS) -> str:
+def publish(script: str, result: dict, text: str, results_dir: str = RESULTS, part: str = "") -> str:
     """Writes `result`, the printed `text`, the command line and the machine to
-    results_dir/DATE-MACHINE-SCRIPT.json (a second run the same day gets -2, -3: nothing is
-    overwritten) and returns the path."""
+    results_dir/DATE-MACHINE-SCRIPT[-PART].json (a second run the same day gets -2, -3: nothing
+    is overwritten) and returns the path. `part`: which of a script's benchmarks ran."""
     info = result.setdefault("machine", machine())
     document = {**result, "script": f"bench/{script}.py", "argv": sys.argv[1:],
                 "environment": environment(os.environ), "printed": text,
                 "finished": datetime.datetime.now().isoformat(timespec="seconds")}
     os.makedirs(results_dir, exist_ok=True)
-    stem = os.path.join(results_dir, f"{datetime.date.today().isoformat()}-{machine_tag(info)}-{script}")
+    name = f"{script}-{part}" if part else script
+    stem = os.path.join(results_dir, f"{datetime.date.today().isoformat()}-{machine_tag(info)}-{name}")
     path, n = f"{stem}.json", 1
     while os.path.exists(path):
         n += 1
