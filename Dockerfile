@@ -8,6 +8,10 @@
 # unrelated projects, to leave TF 2.21 without a usable GPU (CUDNN_STATUS_INTERNAL_ERROR).
 FROM python:3.11.13-slim-bookworm
 
+# Which image this is, for the script that runs it (scripts/lib.sh, require_image): the
+# scripts read it from the registry and refuse another variant's image.
+LABEL vertex-bert-trainer.variant=gpu
+
 # No TF_CPP_MIN_LOG_LEVEL: the trainer's default hides TensorFlow's C++ lines on a normal start
 # (on a CPU host: cuInit failures, a misleading oneDNN line), and `--verbose` shows all of them.
 ENV PYTHONDONTWRITEBYTECODE=1 \

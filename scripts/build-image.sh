@@ -12,7 +12,9 @@
 #   vertex-bert-trainer-tpu or vertex-bert-trainer-serve),
 #   TAG (git's short commit hash, with -dirty when tracked files have uncommitted changes).
 #   DRY_RUN=1 prints the gcloud command and the image URI, and builds nothing.
-# Prints IMAGE_URI=... for the train and tune scripts (and, for VARIANT=serve, scripts/deploy.sh).
+# Prints IMAGE_URI=... for the script that runs this image: VARIANT=gpu for train-cloud-gpu.sh and
+# tune-cloud.sh, tpu for train-cloud-tpu.sh, serve for deploy.sh. Each Dockerfile labels its image
+# vertex-bert-trainer.variant=VARIANT, and each of those scripts refuses another variant's image.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 

@@ -4,6 +4,8 @@
 #
 #   bash scripts/check-images.sh [all|gpu|tpu|serve ...]      (default: all)
 #
+# - every image: its vertex-bert-trainer.variant label, by which the cloud scripts refuse another
+#   variant's image (scripts/lib.sh, require_image).
 # - gpu, tpu: the image's ENTRYPOINT with --dry-run and the variables Vertex sets (AIP_MODEL_DIR,
 #   AIP_CHECKPOINT_DIR and AIP_TENSORBOARD_LOG_DIR in a mounted directory, CLOUD_ML_JOB_ID, a
 #   tuning trial's CLOUD_ML_TRIAL_ID with /tmp/hypertune mounted). Every container runs in a
@@ -147,6 +149,19 @@ build() {
     tail -n 30 "$work/$name-build.log" >&2
     record "$name" "build" FAIL "log: $work/$name-build.log"
     return 1
+  fi
+}
+
+# check_label IMAGE: the image carries the label by which the cloud scripts tell it from the
+# other images (scripts/lib.sh, require_image), with its own variant.
+check_label() {
+  local label
+  label=$(bah inspect --type image --format '{{index .OCIv1.Config.Labels "vertex-bert-trainer.variant"}}' \
+    "localhost/vbt-check-$1" || true)
+  if [[ "$label" == "$1" ]]; then
+    record "$1" label ok "vertex-bert-trainer.variant=$label"
+  else
+    record "$1" label FAIL "vertex-bert-trainer.variant is '$label', not '$1'"
   fi
 }
 
@@ -397,6 +412,7 @@ main() {
   make_base
   for name in "${images[@]}"; do
     if room "$name" && build "$name"; then
+      check_label "$name"
       case "$name" in
         gpu) check_training gpu; check_replicas gpu ;;
         tpu) check_training tpu ;;

@@ -17,6 +17,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 require PROJECT_ID REGION JOB_DIR IMAGE_URI
+require_image serve
 flags=(deploy --project "$PROJECT_ID" --region "$REGION" --job-dir "$JOB_DIR" --image-uri "$IMAGE_URI"
        --machine-type "${MACHINE_TYPE:-n1-standard-4}" --min-replicas "${MIN_REPLICAS:-1}"
        --max-replicas "${MAX_REPLICAS:-1}")

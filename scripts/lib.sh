@@ -24,3 +24,56 @@ submit() {
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
   PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" exec "${PYTHON:-python3}" -m trainer.submit "${flags[@]}" -- "$@"
 }
+
+# The label each Dockerfile gives its image (gpu, tpu or serve: VARIANT of build-image.sh).
+VARIANT_LABEL=vertex-bert-trainer.variant
+
+# variant_text VARIANT: the image as people build it.
+variant_text() {
+  case "$1" in
+    gpu) echo "the GPU image (scripts/build-image.sh; it runs on CPU too)" ;;
+    tpu) echo "the TPU image (VARIANT=tpu scripts/build-image.sh)" ;;
+    serve) echo "the serving image (VARIANT=serve scripts/build-image.sh)" ;;
+    *) echo "an image labelled $VARIANT_LABEL=$1" ;;
+  esac
+}
+
+# image_variant URI: "VARIANT|how it is known" for the image at URI, or "|why it is not". Its
+# label is read from the registry without pulling the image, by skopeo, with the credentials
+# `gcloud auth configure-docker` writes, for linux/amd64, the platform Vertex runs. Without it,
+# the default names build-image.sh gives the images tell.
+image_variant() {
+  local uri=$1 labels name why="skopeo is not installed"
+  if command -v skopeo >/dev/null 2>&1; then
+    if labels=$(skopeo --command-timeout 60s --override-os linux --override-arch amd64 inspect \
+        --format '{{range $k, $v := .Labels}}{{$k}}={{$v}}{{println}}{{end}}' "docker://$uri" 2>&1); then
+      labels=$(grep -m 1 "^$VARIANT_LABEL=" <<<"$labels" || true)
+      if [[ -n "$labels" ]]; then echo "${labels#*=}|its label $labels"; return; fi
+      why="it has no $VARIANT_LABEL label"
+    else
+      why="skopeo could not read it: $(tail -n 1 <<<"$labels")"
+    fi
+  fi
+  name="${uri%@*}"; name="${name##*/}"; name="${name%%:*}"
+  case "$name" in
+    vertex-bert-trainer) echo "gpu|its name $name" ;;
+    vertex-bert-trainer-tpu) echo "tpu|its name $name" ;;
+    vertex-bert-trainer-serve) echo "serve|its name $name" ;;
+    *) echo "|$why" ;;
+  esac
+}
+
+# require_image VARIANT: stop when IMAGE_URI is another image than the one this script needs (a
+# GPU image on a TPU VM fails there, after the machine is paid for); when the image does not say
+# which it is, say which one the script needs and go on.
+require_image() {
+  local found have how
+  found=$(image_variant "$IMAGE_URI")
+  have=${found%%|*}; how=${found#*|}
+  if [[ -z "$have" ]]; then
+    echo "note: IMAGE_URI: cannot tell which image $IMAGE_URI is ($how); $(basename "$0") needs $(variant_text "$1")" >&2
+  elif [[ "$have" != "$1" ]]; then
+    echo "error: IMAGE_URI $IMAGE_URI is $(variant_text "$have"), by $how; $(basename "$0") needs $(variant_text "$1")" >&2
+    exit 2
+  fi
+}

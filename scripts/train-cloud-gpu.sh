@@ -5,7 +5,9 @@
 #   IMAGE_URI=us-central1-docker.pkg.dev/my-project/vertex-bert-trainer/vertex-bert-trainer:abc1234 \
 #     scripts/train-cloud-gpu.sh --training-file gs://my-bucket/data/train.csv --epochs 3
 #
-# Required: PROJECT_ID, REGION, BUCKET, IMAGE_URI (scripts/build-image.sh prints it).
+# Required: PROJECT_ID, REGION, BUCKET, IMAGE_URI: the GPU image, which scripts/build-image.sh
+#   prints (not the TPU or serving image: a job with another image than the GPU one is refused
+#   when its label or name says so).
 # Optional: MACHINE_TYPE (n1-standard-8), ACCELERATOR_TYPE (NVIDIA_TESLA_T4),
 #   ACCELERATOR_COUNT (1; 0 runs on CPU only), REPLICA_COUNT (0; machines beyond the chief, for
 #   multi-worker training), JOB_DIR (gs://BUCKET/vertex-bert-trainer/DISPLAY_NAME), DISPLAY_NAME,
@@ -17,6 +19,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 require PROJECT_ID REGION BUCKET IMAGE_URI
+require_image gpu
 flags=(train --project "$PROJECT_ID" --region "$REGION" --bucket "$BUCKET" --image-uri "$IMAGE_URI"
        --machine-type "${MACHINE_TYPE:-n1-standard-8}" --replica-count "${REPLICA_COUNT:-0}")
 if [[ "${ACCELERATOR_COUNT:-1}" != 0 ]]; then

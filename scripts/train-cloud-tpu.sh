@@ -6,7 +6,9 @@
 #   IMAGE_URI=us-central1-docker.pkg.dev/my-project/vertex-bert-trainer/vertex-bert-trainer-tpu:abc1234 \
 #     scripts/train-cloud-tpu.sh --training-file gs://my-bucket/data/train.csv --batch-size 128
 #
-# Required: PROJECT_ID, REGION (one with TPUs, e.g. us-central1), BUCKET, IMAGE_URI.
+# Required: PROJECT_ID, REGION (one with TPUs, e.g. us-central1), BUCKET, IMAGE_URI: the TPU image,
+#   which VARIANT=tpu scripts/build-image.sh prints (the GPU image cannot use a TPU: it is refused
+#   when its label or name says so).
 # Optional: TPU_VERSION (v2, v3 or v5e; default v2), TPU_CHIPS (v5e only: 1, 4 or 8; default 4),
 #   JOB_DIR, DISPLAY_NAME, SERVICE_ACCOUNT, TENSORBOARD, PYTHON (python3).
 #   DRY_RUN=1 prints the job as JSON and submits nothing.
@@ -16,6 +18,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 require PROJECT_ID REGION BUCKET IMAGE_URI
+require_image tpu
 flags=(train --project "$PROJECT_ID" --region "$REGION" --bucket "$BUCKET" --image-uri "$IMAGE_URI"
        --tpu "${TPU_VERSION:-v2}")
 optional TPU_CHIPS --tpu-chips

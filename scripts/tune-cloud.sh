@@ -7,7 +7,7 @@
 #   IMAGE_URI=us-central1-docker.pkg.dev/my-project/vertex-bert-trainer/vertex-bert-trainer:abc1234 \
 #     scripts/tune-cloud.sh --training-file gs://my-bucket/data/train.csv
 #
-# Required: PROJECT_ID, REGION, BUCKET, IMAGE_URI.
+# Required: PROJECT_ID, REGION, BUCKET, IMAGE_URI: the GPU image, which scripts/build-image.sh prints.
 # Optional: MAX_TRIAL_COUNT (12), PARALLEL_TRIAL_COUNT (3), PARAMETERS (comma-separated subset of
 #   learning-rate,batch-size,dropout,warmup-fraction,weight-decay,layer-decay,epochs; default all),
 #   MACHINE_TYPE (n1-standard-8), ACCELERATOR_TYPE (NVIDIA_TESLA_T4), ACCELERATOR_COUNT (1; 0 runs
@@ -19,6 +19,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 require PROJECT_ID REGION BUCKET IMAGE_URI
+require_image gpu
 flags=(tune --project "$PROJECT_ID" --region "$REGION" --bucket "$BUCKET" --image-uri "$IMAGE_URI"
        --machine-type "${MACHINE_TYPE:-n1-standard-8}"
        --max-trial-count "${MAX_TRIAL_COUNT:-12}" --parallel-trial-count "${PARALLEL_TRIAL_COUNT:-3}")

@@ -12,7 +12,18 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 IMAGE = "us-central1-docker.pkg.dev/my-project/vertex-bert-trainer/vertex-bert-trainer:abc1234"
+TPU_IMAGE = "us-central1-docker.pkg.dev/my-project/vertex-bert-trainer/vertex-bert-trainer-tpu:abc1234"
 CLOUD = {"PROJECT_ID": "my-project", "REGION": "us-central1", "BUCKET": "my-bucket", "IMAGE_URI": IMAGE}
+TPU_CLOUD = {**CLOUD, "IMAGE_URI": TPU_IMAGE}
+# A stand-in for skopeo, first on every script's PATH, so that no test reaches a registry: it
+# logs its arguments to $SKOPEO_LOG and prints $IMAGE_LABELS (key=value lines, as the scripts'
+# --format renders an image's labels), or without them fails as skopeo does offline.
+SKOPEO = """#!/usr/bin/env bash
+printf '%s\\n' "$*" >> "${SKOPEO_LOG:-/dev/null}"
+if [[ -n "${IMAGE_LABELS+set}" ]]; then printf '%s' "$IMAGE_LABELS"; exit 0; fi
+echo 'time="2026-01-01T00:00:00Z" level=fatal msg="pinging container registry: no such host"' >&2
+exit 1
+"""
 REQUIRED = {
     "train-cloud-gpu.sh": ["PROJECT_ID", "REGION", "BUCKET", "IMAGE_URI"],
     "train-cloud-tpu.sh": ["PROJECT_ID", "REGION", "BUCKET", "IMAGE_URI"],
@@ -24,8 +35,13 @@ REQUIRED = {
 def run(script, *args, **settings):
     """The script with a clean environment: only PATH, a throwaway HOME, and `settings`."""
     home = os.path.join(os.environ.get("TMPDIR", "/tmp"), "vbt-scripts-home")
-    env = {"PATH": os.environ["PATH"], "HOME": home, "PYTHON": sys.executable, "NO_GCE_CHECK": "True",
-           "CLOUDSDK_CONFIG": os.path.join(home, "gcloud"), **settings}
+    stubs = os.path.join(home, "bin")
+    os.makedirs(stubs, exist_ok=True)
+    with open(os.path.join(stubs, "skopeo"), "w") as f:
+        f.write(SKOPEO)
+    os.chmod(os.path.join(stubs, "skopeo"), 0o755)
+    env = {"PATH": stubs + os.pathsep + os.environ["PATH"], "HOME": home, "PYTHON": sys.executable,
+           "NO_GCE_CHECK": "True", "CLOUDSDK_CONFIG": os.path.join(home, "gcloud"), **settings}
     return subprocess.run(["bash", os.path.join(SCRIPTS, script), *args], capture_output=True, text=True,
                           env=env, timeout=120)
 
@@ -65,14 +81,16 @@ def test_gpu_script_prints_the_job_it_would_submit():
 
 
 def test_tpu_script_prints_a_tpu_vm_job():
-    job = spec(run("train-cloud-tpu.sh", "--batch-size", "128", DRY_RUN="1", TPU_VERSION="v3", **CLOUD))
+    result = run("train-cloud-tpu.sh", "--batch-size", "128", DRY_RUN="1", TPU_VERSION="v3", **TPU_CLOUD)
+    assert said(result) == []  # no label read (no registry here): build-image.sh's TPU name tells
+    job = spec(result)
     (pool,) = job["jobSpec"]["workerPoolSpecs"]
     assert pool["machineSpec"] == {"machineType": "cloud-tpu", "acceleratorType": "TPU_V3", "acceleratorCount": 8}
     assert pool["containerSpec"]["args"] == ["--batch-size", "128"]
 
 
 def test_tpu_script_prints_a_v5e_job_with_the_chips_asked_for():
-    job = spec(run("train-cloud-tpu.sh", DRY_RUN="1", TPU_VERSION="v5e", TPU_CHIPS="1", **CLOUD))
+    job = spec(run("train-cloud-tpu.sh", DRY_RUN="1", TPU_VERSION="v5e", TPU_CHIPS="1", **TPU_CLOUD))
     (pool,) = job["jobSpec"]["workerPoolSpecs"]
     assert pool["machineSpec"] == {"machineType": "ct5lp-hightpu-1t", "acceleratorType": "TPU_V5_LITEPOD",
                                    "acceleratorCount": 1}
@@ -196,3 +214,66 @@ def test_check_images_names_an_unknown_image_and_builds_nothing():
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr.splitlines() == [
         f"error: unknown image 'gpus'; usage: {os.path.join(SCRIPTS, 'check-images.sh')} [all|gpu|tpu|serve ...]"]
+
+
+# --- each script runs the image it needs (issue 37, 15) ------------------------------------------
+
+SERVE_IMAGE = IMAGE.replace("vertex-bert-trainer:", "vertex-bert-trainer-serve:")
+MY_NAME = "us-central1-docker.pkg.dev/my-project/images/trainer:v1"  # a name build-image.sh does not give
+NEEDS = {"train-cloud-gpu.sh": "gpu", "train-cloud-tpu.sh": "tpu", "tune-cloud.sh": "gpu", "deploy.sh": "serve"}
+WRONG = {"gpu": "tpu", "tpu": "gpu", "serve": "gpu"}
+NEEDED_TEXT = {"gpu": "the GPU image (scripts/build-image.sh; it runs on CPU too)",
+               "tpu": "the TPU image (VARIANT=tpu scripts/build-image.sh)",
+               "serve": "the serving image (VARIANT=serve scripts/build-image.sh)"}
+
+
+def run_with_image(script, image, **settings):
+    return run(script, DRY_RUN="1", **{**CLOUD, "JOB_DIR": "gs://my-bucket/runs/x", "IMAGE_URI": image}, **settings)
+
+
+@pytest.mark.parametrize("script", sorted(NEEDS))
+def test_another_variants_image_is_refused_by_its_label_before_anything_runs(script, tmp_path):
+    log = tmp_path / "skopeo.log"
+    have = WRONG[NEEDS[script]]
+    result = run_with_image(script, MY_NAME, IMAGE_LABELS=f"maintainer=me\nvertex-bert-trainer.variant={have}\n",
+                            SKOPEO_LOG=str(log))
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        f"error: IMAGE_URI {MY_NAME} is {NEEDED_TEXT[have]}, by its label vertex-bert-trainer.variant={have}; "
+        f"{script} needs {NEEDED_TEXT[NEEDS[script]]}"]
+    assert log.read_text().split()[-1] == f"docker://{MY_NAME}"
+
+
+def test_readmes_one_image_given_to_the_tpu_script_is_refused_by_its_name_when_no_label_can_be_read():
+    """README's "In short" built the default (GPU) image and ran both scripts with it."""
+    result = run("train-cloud-tpu.sh", DRY_RUN="1", **CLOUD)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        f"error: IMAGE_URI {IMAGE} is {NEEDED_TEXT['gpu']}, by its name vertex-bert-trainer; "
+        f"train-cloud-tpu.sh needs {NEEDED_TEXT['tpu']}"]
+
+
+def said(result):
+    """The script's own lines on stderr: those of `trainer.submit --dry-run` left out."""
+    return [line for line in result.stderr.splitlines() if not line.startswith("Dry run: ")]
+
+
+def test_the_image_a_script_needs_passes_without_a_word():
+    result = run_with_image("train-cloud-tpu.sh", MY_NAME, IMAGE_LABELS="vertex-bert-trainer.variant=tpu\n")
+    assert result.returncode == 0 and json.loads(result.stdout) and said(result) == []
+
+
+def test_an_image_that_cannot_be_told_goes_on_with_a_note_naming_the_image_needed():
+    result = run_with_image("train-cloud-tpu.sh", MY_NAME, IMAGE_LABELS="maintainer=me\n")
+    assert result.returncode == 0 and json.loads(result.stdout)
+    assert said(result) == [
+        f"note: IMAGE_URI: cannot tell which image {MY_NAME} is (it has no vertex-bert-trainer.variant label); "
+        f"train-cloud-tpu.sh needs {NEEDED_TEXT['tpu']}"]
+
+
+@pytest.mark.parametrize("variant", ["gpu", "tpu", "serve"])
+def test_each_dockerfile_labels_its_image_with_the_variant_that_builds_it(variant):
+    _, substitutions, _ = build_command(VARIANT=variant)
+    with open(os.path.join(ROOT, substitutions["_DOCKERFILE"])) as f:
+        labels = [line.split()[1:] for line in f if line.startswith("LABEL ")]
+    assert labels == [[f"vertex-bert-trainer.variant={variant}"]]
