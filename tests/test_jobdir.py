@@ -147,3 +147,41 @@ def test_ctrl_c_before_any_checkpoint_says_a_rerun_starts_over(tmp_path):
 def test_ctrl_c_after_an_epoch_says_a_rerun_resumes(tmp_path):
     message = interrupted_message(tmp_path, jobdir.NEW, epochs_done=2)
     assert message == "interrupted; rerun the same command to resume after the last completed epoch (2)"
+
+
+# --- a --dry-run checks a command: the real one replaces what it left (issue #37, 10) -------------
+
+def test_the_real_command_replaces_a_finished_dry_run_without_overwrite(tmp_path):
+    paths = unfinished(tmp_path, "--dry-run")
+    (tmp_path / "metrics.json").write_text(json.dumps({"dry_run": True, "hyperparameters": {"dry_run": True}}))
+    assert jobdir.decide(config_for(tmp_path), paths, None) == jobdir.NEW
+
+
+def test_the_real_command_replaces_an_unfinished_dry_run_instead_of_resuming_it(tmp_path):
+    paths = unfinished(tmp_path, "--dry-run")
+    assert jobdir.decide(config_for(tmp_path), paths, None) == jobdir.NEW
+
+
+# --- what trainer.report says of a job dir without metrics.json (issue #37, 16) -----------------
+
+def test_a_run_that_failed_before_its_first_checkpoint_has_nothing_to_resume(tmp_path):
+    paths = unfinished(tmp_path, checkpointed=False)
+    (tmp_path / "training.log").write_text("job dir ...\nerror: --label-column: no column 'stars' in train.csv\n")
+    assert jobdir.why_unfinished(paths) == (
+        "its run stopped before its first checkpoint (it ended: --label-column: no column 'stars' in "
+        "train.csv), so there is nothing to report or resume; rerun trainer.task")
+
+
+def test_a_run_with_a_resume_checkpoint_is_to_be_resumed(tmp_path):
+    assert jobdir.why_unfinished(unfinished(tmp_path)) == \
+        "its run stopped before it finished; rerun the same trainer.task command to resume it"
+
+
+def test_a_run_still_going_is_named_and_waited_for(tmp_path):
+    paths = unfinished(tmp_path)
+    held = jobdir.take_ownership(paths, {})
+    try:
+        assert jobdir.why_unfinished(paths) == f"a run is still going there ({held.owner.describe()}); " \
+                                               f"wait for it to finish"
+    finally:
+        held.release()

@@ -131,8 +131,8 @@ def test_an_unfinished_run_is_refused_with_one_clear_line(reported, tmp_path):
     result = run_cli("--job-dir", job_dir, module="trainer.report")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        f"error: --job-dir: {job_dir} holds an unfinished run (no metrics.json yet); "
-        f"finish or resume it with trainer.task first"]
+        f"error: --job-dir: {job_dir} holds no finished run (no metrics.json): its run stopped before "
+        f"its first checkpoint, so there is nothing to report or resume; rerun trainer.task"]
     assert not (job_dir / "report.html").exists()
 
 

@@ -256,6 +256,14 @@ def test_without_a_learning_rate_the_run_takes_the_one_for_its_encoders_width(dr
     assert "peak learning rate 0.0003" in result.stdout
 
 
+def test_a_dry_runs_job_dir_says_so_in_metrics_json_the_model_card_and_the_report(dry_run):
+    """Issue #37, 10 (the rules: tests/test_jobdir.py, tests/test_dry_run.py)."""
+    job_dir, _, metrics = dry_run
+    assert metrics["dry_run"] is True
+    assert "A dry run, not a trained model." in (job_dir / "MODEL_CARD.md").read_text()
+    assert "A dry run, not a trained model." in (job_dir / "report.html").read_text()
+
+
 @pytest.mark.slow
 def test_train_fraction_trains_on_a_stratified_subset(tiny_encoder_dir, tiny_data, tmp_path):
     result = run_cli(*train_args(tiny_encoder_dir, tiny_data, tmp_path / "part",

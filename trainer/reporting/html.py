@@ -7,6 +7,7 @@ import jinja2
 
 from trainer import tasks
 from trainer.reporting import errors as errors_lib
+from trainer.training import jobdir
 
 _TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("trainer.reporting", "templates"),
                                 autoescape=True, trim_blocks=True, lstrip_blocks=True,
@@ -46,4 +47,4 @@ def render(job_dir: str, metrics: dict, metric: str, figures: Sequence[dict],
         error_columns=list(errors.columns), errors_per_split=errors_per_split,
         correct_per_split=correct_per_split if task.name != "regression" else 0,
         errors_description=errors_lib.DESCRIPTIONS[task.name],
-        precisions=metrics.get("precisions") or {})
+        precisions=metrics.get("precisions") or {}, dry_run=jobdir.was_dry_run(metrics))

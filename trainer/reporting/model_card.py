@@ -10,6 +10,7 @@ import jinja2
 from trainer import tasks
 from trainer.config import Config
 from trainer.reporting import html
+from trainer.training import jobdir
 
 _TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("trainer.reporting", "templates"),
                                 autoescape=False, trim_blocks=True, lstrip_blocks=True,
@@ -75,4 +76,5 @@ def render(metrics: dict, config: Config, calibration: Optional[dict], model_dir
         calibration=calibration, max_seq_length=metrics["hyperparameters"]["max_seq_length"],
         truncated=", ".join(f"{count} of {metrics['dataset_sizes'][name]} {name} texts"
                             for name, count in metrics.get("truncated_texts", {}).items()),
-        train_size=metrics["dataset_sizes"]["train"], model_dir=model_dir)
+        train_size=metrics["dataset_sizes"]["train"], model_dir=model_dir,
+        dry_run=jobdir.was_dry_run(metrics))

@@ -107,11 +107,11 @@ def decide(config: Config, paths: JobPaths, job_id: Optional[str]) -> str:
     if storage.exists(paths.metrics):
         if same_job:
             return FINISHED
-        if not config.output.overwrite:
+        if not config.output.overwrite and not holds_dry_run(paths):
             raise UserError(f"--job-dir: {paths.job_dir} holds a finished run ({paths.metrics}). "
                             f"Pass --overwrite to replace it, or choose another --job-dir.")
         return NEW
-    if config.output.overwrite and not same_job:
+    if not same_job and (config.output.overwrite or holds_dry_run(paths)):
         return NEW
     if storage.exists(paths.config) and has_resume_checkpoint(paths):
         previous = _resumable_settings(config_lib.load(paths.config))
@@ -123,6 +123,41 @@ def decide(config: Config, paths: JobPaths, job_id: Optional[str]) -> str:
                             f"resume it, or pass --overwrite to start over.")
         return RESUME
     return NEW
+
+
+def was_dry_run(metrics: dict) -> bool:
+    """Whether metrics.json is a --dry-run's: one step on a few rows, whose numbers say nothing."""
+    return bool(metrics.get("hyperparameters", {}).get("dry_run"))
+
+
+def holds_dry_run(paths: JobPaths) -> bool:
+    """A --dry-run checks a command end to end: the real run in its job dir replaces what it
+    left, finished or not, without --overwrite (issue #37, 10)."""
+    if storage.exists(paths.metrics):
+        return was_dry_run(json.loads(storage.read_text(paths.metrics)))
+    return storage.exists(paths.config) and config_lib.load(paths.config).train.dry_run
+
+
+def why_unfinished(paths: JobPaths) -> str:
+    """What a job dir without metrics.json holds, and what to do (trainer.report's refusal): a
+    run still going, one to resume, or one that stopped before its first checkpoint with
+    nothing to resume (issue #37, 16)."""
+    owner = lock.running_owner(paths.job_dir, LOCK)
+    if owner is not None:
+        return f"a run is still going there ({owner.describe()}); wait for it to finish"
+    if has_resume_checkpoint(paths):
+        return "its run stopped before it finished; rerun the same trainer.task command to resume it"
+    error = _last_error(paths)
+    return (f"its run stopped before its first checkpoint{f' (it ended: {error})' if error else ''}, so "
+            f"there is nothing to report or resume; rerun trainer.task")
+
+
+def _last_error(paths: JobPaths) -> Optional[str]:
+    """The `error:` line that ended the run, as training.log recorded it (runlog.RunLog)."""
+    if not storage.exists(paths.log):
+        return None
+    errors = [line for line in storage.read_text(paths.log).splitlines() if line.startswith("error: ")]
+    return errors[-1][len("error: "):] if errors else None
 
 
 def has_resume_checkpoint(paths: JobPaths) -> bool:

@@ -196,5 +196,13 @@ def _lock_object(path: str, me: Owner, busy: Callable[[Optional[Owner]], str]) -
     return Held(path, me)
 
 
+def running_owner(directory: str, name: str) -> Optional[Owner]:
+    """Who holds DIRECTORY/NAME now, by the gs:// lock's staleness rule (a killed local run's
+    record stays, with a pid that is gone); None when no one does. For messages, not locking."""
+    me = owner_of({}, time.time(), socket.gethostname(), os.getpid())
+    holder = _read(storage.join(directory, name))
+    return None if holder is None or is_stale(holder, me, time.time(), pid_alive) else holder
+
+
 def _read(path: str) -> Optional[Owner]:
     return parse(storage.read_text(path)) if storage.exists(path) else None

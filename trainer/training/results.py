@@ -275,6 +275,8 @@ def _metrics(ctx: RunContext) -> dict:
         **ctx.results,
         "train_sample": train_sample(len(ctx.inputs.tokenized["train"]), config.train.seed),
         "task": ctx.task.name,
+        # A --dry-run's numbers say nothing: marked at the top, where a reader looks first.
+        "dry_run": config.train.dry_run,
         "calibration": ctx.calibration,
         "precisions": ctx.precisions,
         "labels": datasets.labels.names,

@@ -36,8 +36,11 @@ def prepare_job_dir(ctx: RunContext) -> None:
     if ctx.is_chief:
         ctx.lock = jobdir.take_ownership(ctx.paths, ctx.environ)
     ctx.state = jobdir.decide(ctx.config, ctx.paths, job_id)
-    left_unfinished = ctx.state == jobdir.NEW and storage.exists(ctx.paths.config) and \
-        not storage.exists(ctx.paths.metrics)
+    replaced = ""
+    if ctx.state == jobdir.NEW and storage.exists(ctx.paths.config):
+        replaced = (", replacing the dry run that was here" if jobdir.holds_dry_run(ctx.paths) else
+                    "" if storage.exists(ctx.paths.metrics) else
+                    ", replacing the unfinished run that was here")
     if not ctx.is_chief:
         return
     if ctx.state == jobdir.NEW:
@@ -45,8 +48,7 @@ def prepare_job_dir(ctx: RunContext) -> None:
     if ctx.state != jobdir.FINISHED:
         config_lib.save(ctx.config, ctx.paths.config)
         ctx.run_log = RunLog(ctx.paths.log)
-    described = {jobdir.NEW: "new run" + (", replacing the unfinished run that was here"
-                                          if left_unfinished else ""),
+    described = {jobdir.NEW: "new run" + replaced,
                  jobdir.RESUME: "continuing an unfinished run",
                  jobdir.FINISHED: f"finished already by Vertex job {job_id}: nothing to do"}
     log.info("job dir %s (%s)", ctx.paths.job_dir, described[ctx.state])
