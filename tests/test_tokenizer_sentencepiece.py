@@ -31,7 +31,7 @@ TRICKY = [
     "bell\x07char", "Cafe\u0301 (combining)", "ﬁne ＡＢＣ １２３ …", "Ⅻ ǅ ß İstanbul",
     "!!!! ???? .... hahahaha", "▁metaspace ▁ a▁b", "東京タワーへ行きたい😀😀", "1234567890",
     "hi <mask> there", "<s>hi</s>", "x<pad>y <unk>", "[CLS] hi [SEP]", "a\u00a0[MASK]\u00a0b",
-    "[PAD][PAD]", " [SEP] ", "<s><s>", "x" * 60,
+    "[PAD][PAD]", " [SEP] ", "<s><s>", "nul\x00then <s> [SEP]\x00end", "x" * 60,
 ]
 
 

@@ -29,6 +29,7 @@ WHITESPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005
 _WS_CLASS = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in WHITESPACE) + "]"
 METASPACE = "\u2581"
 UNIGRAM = 1  # sentencepiece_model.proto TrainerSpec.ModelType
+CUT = b"\xff"  # a byte no UTF-8 text holds
 
 # Per family: the special tokens Hugging Face matches in raw text, in its id order, and the
 # SentencePiece pieces the model file must have where the family's checkpoints have them.
@@ -117,15 +118,12 @@ class SentencePieceTokenizer(tf.Module):
 
     def _segments(self, strings: tf.Tensor) -> tf.RaggedTensor:
         """[B] -> [B, (segments)]: the special tokens written in each text and the text
-        between them, as Hugging Face's added-token split cuts it. regex_split reads a text
-        only up to its first NUL character, so the texts without a special token (nearly all)
-        stay whole."""
-        has_special = tf.strings.regex_full_match(strings, f"(?s).*({self._special_pattern}).*")
-        split = text.regex_split(tf.where(has_special, strings, ""), self._special_pattern,
-                                 self._special_pattern)
-        whole = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(strings, ~has_special),
-                                                 tf.cast(~has_special, tf.int64))
-        return tf.concat([split, whole], axis=1)
+        between them (maybe empty), as Hugging Face's added-token split cuts it.
+
+        Cut at a 0xFF byte, which UTF-8 text never holds, put around each special token:
+        TF-Text's regex_split would read a text only up to its first NUL character."""
+        marked = tf.strings.regex_replace(strings, self._special_pattern, CUT + b"\\0" + CUT)
+        return tf.strings.split(marked, sep=CUT).with_row_splits_dtype(tf.int64)
 
     def _normalize(self, segments: tf.Tensor) -> tf.Tensor:
         """What Hugging Face does to a text segment before the model and SentencePiece's
