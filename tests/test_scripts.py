@@ -258,9 +258,9 @@ def said(result):
     return [line for line in result.stderr.splitlines() if not line.startswith("Dry run: ")]
 
 
-def test_the_image_a_script_needs_passes_without_a_word():
-    result = run_with_image("train-cloud-tpu.sh", MY_NAME, IMAGE_LABELS="vertex-bert-trainer.variant=tpu\n")
-    assert result.returncode == 0 and json.loads(result.stdout) and said(result) == []
+def test_the_label_decides_over_the_name():
+    result = run_with_image("train-cloud-tpu.sh", TPU_IMAGE, IMAGE_LABELS="vertex-bert-trainer.variant=gpu\n")
+    assert result.returncode == 2 and "by its label vertex-bert-trainer.variant=gpu" in result.stderr
 
 
 def test_an_image_that_cannot_be_told_goes_on_with_a_note_naming_the_image_needed():
