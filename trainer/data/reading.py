@@ -14,7 +14,7 @@ record; CSV follows RFC 4180 quoting, where only a quoted field may run over sev
 training data and `trainer.predict` read through the same `file_frames`, so both see the same
 rows.
 
-Column names are matched by one rule in every file and for every flag (`column_key`): surrounding
+Column names are matched by one rule in every file and for every flag (`name_key`): surrounding
 spaces, case and Unicode normalization do not count, so a header ` Text ` in one file and `text`
 in another name the same column.
 """
@@ -144,7 +144,7 @@ def _json_array(text: str, first_line: int, path: str):
     position = _SPACE.match(text, text.index("[") + 1).end()
     if text.startswith("]", position):
         return
-    for element in range(1, sys.maxsize):
+    for element in itertools.count(1):
         try:
             record, end = decoder.raw_decode(text, position)
         except json.JSONDecodeError as e:
@@ -167,11 +167,8 @@ def _json_array(text: str, first_line: int, path: str):
 _HINTS = {"tsv": "a tab inside a text? TSV cannot quote it: replace tabs in texts, or use CSV",
           "csv": 'an unquoted comma or an unmatched " in a text? quote such texts: "a, b" and '
                  '"say ""hi"""'}
-# Separators a one-field header may really be split by: (name, what to do about it).
-_SEPARATORS = {";": ("semicolons", "a CSV saved by Excel in a European locale? pass --delimiter ';'"),
-               "\t": ("tabs", "name the file .tsv"),
-               ",": ("commas", "name the file .csv, or pass --delimiter ','"),
-               "|": ("vertical bars", "pass --delimiter '|'")}
+# Separators a one-field header may really be split by, by name.
+_SEPARATORS = {";": "semicolons", "\t": "tabs", ",": "commas", "|": "vertical bars"}
 
 
 def _check_separator(header: list, line: int, fmt: str, separator: str, path: str) -> None:
@@ -179,10 +176,17 @@ def _check_separator(header: list, line: int, fmt: str, separator: str, path: st
     one (a European Excel CSV uses ';'): say so, rather than a row-width error further down."""
     if len(header) != 1:
         return
-    for other, (name, advice) in _SEPARATORS.items():
-        if other != separator and other in header[0]:
-            raise UserError(f"{path}: line {line}: the header {header[0]!r} is separated by "
-                            f"{name}, not {'tabs' if fmt == 'tsv' else repr(separator)}: {advice}")
+    for other, name in _SEPARATORS.items():
+        if other == separator or other not in header[0]:
+            continue
+        if other in "\t,":
+            advice = "name the file .tsv" if other == "\t" else "name the file .csv without --delimiter"
+        else:  # --delimiter is for .csv files
+            advice = ("name the file .csv and " if fmt == "tsv" else "") + f"pass --delimiter '{other}'"
+        if other == ";":
+            advice = f"a CSV saved by Excel in a European locale? {advice}"
+        raise UserError(f"{path}: line {line}: the header {header[0]!r} is separated by "
+                        f"{name}, not {'tabs' if fmt == 'tsv' else repr(separator)}: {advice}")
 
 
 def _delimited_records(lines: Iterator[str], fmt: str, path: str, delimiter: Optional[str]):
@@ -287,7 +291,7 @@ def read_table(path: str, flag: str):
 def split_frames(spec: str, flag: str, chunk_rows: Optional[int] = None,
                  delimiter: Optional[str] = None):
     """All files of one split as a stream of frames, checking that they share the first
-    file's columns (matched by `column_key`, and named as in the first file)."""
+    file's columns (matched by `name_key`, and named as in the first file)."""
     columns, first = None, None
     for path in storage.expand_paths(spec, flag):
         for frame in file_frames(path, flag, chunk_rows, delimiter):
@@ -311,17 +315,18 @@ def where(frame, index: int, column: str) -> str:
     return f"{frame['_file'].iloc[index]} line {frame['_row'].iloc[index]}, column {column!r}"
 
 
-def column_key(name) -> str:
-    """The one rule column names are matched by, in every file and for every flag: ` Text `,
-    `text` and `TEXT` (and the NFC and NFD spellings of `café`) are one column."""
+def name_key(name) -> str:
+    """The one rule names are compared by: column names, in every file and for every flag
+    (` Text `, `text` and `TEXT` are one column), and labels that must not be two classes (the
+    NFC and NFD spellings of `café`, `Positive` and `positive`)."""
     return unicodedata.normalize("NFKC", str(name)).strip().casefold()
 
 
 def check_header(names: list, where_: str) -> None:
-    """Two header cells that `column_key` cannot tell apart would make a column ambiguous."""
+    """Two header cells that `name_key` cannot tell apart would make a column ambiguous."""
     seen = {}
     for name in names:
-        key = column_key(name)
+        key = name_key(name)
         if key not in seen:
             seen[key] = name
             continue
@@ -333,16 +338,16 @@ def check_header(names: list, where_: str) -> None:
 
 
 def find_column(frame, name: str) -> Optional[str]:
-    """The frame's column that `name` means by `column_key`, or None."""
+    """The frame's column that `name` means by `name_key`, or None."""
     if name in frame.columns:
         return name
-    key = column_key(name)
+    key = name_key(name)
     return next((c for c in frame.columns
-                 if not str(c).startswith("_") and column_key(c) == key), None)
+                 if not str(c).startswith("_") and name_key(c) == key), None)
 
 
 def conform(frame, names: Sequence[str]):
-    """The frame with its columns renamed to `names` where they match by `column_key`, so that
+    """The frame with its columns renamed to `names` where they match by `name_key`, so that
     every file of a run is read by the training file's column names."""
     renames = {}
     for name in names:
@@ -359,7 +364,7 @@ def _columns(frame) -> list:
 def pick_column(frame, requested: Optional[str], candidates: Sequence[str],
                 flag: str, what: str) -> str:
     """The frame's column named by the flag, else the first of `candidates` it has (both matched
-    by `column_key`)."""
+    by `name_key`)."""
     source = frame["_file"].iloc[0]
     if requested is not None:
         found = find_column(frame, requested)
