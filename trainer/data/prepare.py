@@ -170,9 +170,9 @@ def describe(labels, spec) -> str:
 
 
 def main(argv=None) -> int:
-    import numpy as np
-
     args = build_arg_parser().parse_args(argv)
+    import numpy as np  # after --help, which answers without it
+
     for flag, value in (("--eval-fraction", args.eval_fraction), ("--test-fraction", args.test_fraction)):
         if not 0.0 < value < 0.5:
             raise UserError(f"{flag}: must be in (0, 0.5), got {value}")
