@@ -1,4 +1,6 @@
-"""Faster copies of a trained model beside its float32 export, each kept only if it agrees with it.
+"""Lower-precision copies of a trained model beside its float32 export, each kept only if it
+agrees with it. Whether a copy is faster depends on the CPU: the check times it against float32
+and the log says which was faster on the machine that wrote it.
 
 bfloat16: the classifier built again under the mixed_bfloat16 policy and given the trained
 weights: a tf-keras layer computes in bfloat16 from float32 variables only when it was built
@@ -156,5 +158,9 @@ def describe(figures: dict) -> str:
     head = (f"{figures['precision']} model: {agreed}{figures['rows']} validation rows, "
             f"{figures['metric']} {figures['value']:.4f} vs {figures['float32_value']:.4f} "
             f"({figures['change_points']:+.2f} points), {figures['speedup']:.2f}x float32's speed here")
-    return (f"{head}; written beside the float32 model" if figures["passed"]
-            else f"{figures['precision']} model refused, not written: {figures['why']}")
+    if not figures["passed"]:
+        return f"{figures['precision']} model refused, not written: {figures['why']}"
+    # Agreement decides whether a copy is written, not speed: a copy slower here may be faster
+    # on the machine that serves it (bfloat16 needs AVX512_BF16/AMX), so it is kept, and called slower.
+    slower = ", though slower than float32 on this machine" if figures["speedup"] < 1 else ""
+    return f"{head}; written beside the float32 model{slower}"

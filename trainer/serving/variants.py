@@ -1,7 +1,8 @@
 """The precisions a model dir holds, and which one `--precision` loads.
 
 The float32 SavedModel is the model dir itself (what Vertex serves from AIP_STORAGE_URI, what
-any TensorFlow loads). Faster copies live beside it, inside the same dir, so they travel with the
+any TensorFlow loads). Its lower-precision copies (faster or not on a given CPU: each one's check
+records the speeds it measured) live beside it, inside the same dir, so they travel with the
 model wherever the dir is copied or uploaded: MODEL_DIR/bfloat16/ (a SavedModel:
 trainer.serving.quantize) and MODEL_DIR/int8/model.tflite (the classifier alone:
 trainer.serving.tflite), each written only after it agrees with float32.
