@@ -105,7 +105,49 @@ def sentencepiece(train: list, held_out: dict, vocab_size: int, work: str) -> di
     return result
 
 
-KINDS = {"sentencepiece": sentencepiece}
+def train_byte_level_bpe(texts: list, vocab_size: int, directory: str, added=()) -> dict:
+    """Both byte-level BPE layouts, trained with the tokenizers library: {family: files}.
+
+    "roberta": vocab.json and merges.txt (ByteLevelBPETokenizer, RoBERTa's special tokens);
+    "modernbert": tokenizer.json as ModernBERT ships one (BPE, NFC, ByteLevel, [MASK] with
+    lstrip), with the tokenizers.AddedToken `added` too."""
+    from tokenizers import (AddedToken, ByteLevelBPETokenizer, Tokenizer, decoders, models,
+                            normalizers, pre_tokenizers, trainers)
+
+    roberta = ByteLevelBPETokenizer()
+    roberta.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=2, show_progress=False,
+                                special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    roberta.save_model(directory)
+    modernbert = Tokenizer(models.BPE())
+    modernbert.normalizer = normalizers.NFC()
+    modernbert.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    modernbert.decoder = decoders.ByteLevel()
+    modernbert.train_from_iterator(texts, trainers.BpeTrainer(
+        vocab_size=vocab_size, min_frequency=2, special_tokens=["[UNK]", "[CLS]", "[SEP]", "[PAD]"],
+        show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    modernbert.add_special_tokens([AddedToken("[MASK]", lstrip=True, normalized=False)])
+    modernbert.add_tokens(list(added))
+    modernbert.save(os.path.join(directory, "tokenizer.json"))
+    return {"roberta": (os.path.join(directory, "vocab.json"), os.path.join(directory, "merges.txt")),
+            "modernbert": (os.path.join(directory, "tokenizer.json"),)}
+
+
+def byte_pair(train: list, held_out: dict, vocab_size: int, work: str) -> dict:
+    """RoBERTa's and ModernBERT's layouts against RobertaTokenizerFast(vocab_file, merges_file)
+    and PreTrainedTokenizerFast(tokenizer_file=...)."""
+    import transformers
+
+    from trainer.modeling.encoders.tokenizers.byte_pair import BytePairTokenizer
+
+    files = train_byte_level_bpe(train, vocab_size, work)
+    return {"roberta": compare(BytePairTokenizer.from_vocab_and_merges(*files["roberta"]),
+                               transformers.RobertaTokenizerFast(*files["roberta"]), held_out),
+            "modernbert": compare(BytePairTokenizer.from_tokenizer_json(*files["modernbert"]),
+                                  transformers.PreTrainedTokenizerFast(
+                                      tokenizer_file=files["modernbert"][0]), held_out)}
+
+
+KINDS = {"sentencepiece": sentencepiece, "byte_pair": byte_pair}
 
 
 def report(results: dict) -> None:

@@ -1,9 +1,10 @@
 """The byte-level BPE tokenizer gives Hugging Face's fast tokenizer's ids, as TensorFlow ops.
 
-Both checkpoint layouts are trained here with the `tokenizers` library on the sentences below:
-RoBERTa's vocab.json + merges.txt, and a ModernBERT-style tokenizer.json (NFC, ByteLevel, an
-lstrip [MASK] and a normalized added token). The reference is transformers' fast tokenizer
-built from the same files, `tokenizer(text, add_special_tokens=False)["input_ids"]`.
+Both checkpoint layouts are trained with the `tokenizers` library on the sentences below, as
+bench/tokenizer_parity.py trains them: RoBERTa's vocab.json + merges.txt, and a ModernBERT-style
+tokenizer.json (NFC, ByteLevel, an lstrip [MASK]; here also a normalized added token). The
+reference is transformers' fast tokenizer built from the same files,
+`tokenizer(text, add_special_tokens=False)["input_ids"]`.
 """
 import itertools
 import json
@@ -17,6 +18,9 @@ import tf_keras
 
 from trainer.errors import UserError
 from trainer.modeling.encoders.tokenizers.byte_pair import BytePairTokenizer, spec_from_tokenizer_json
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+import tokenizer_parity  # noqa: E402
 
 SUBJECTS = ["The café", "Mon ami Zoë", "我的朋友", "Our team 🚀", "She", "Ünïcödé text", "東京タワー"]
 VERBS = ["really likes", "didn't see", "won 3-2 against", "paid $1,299.99 for", "can't stand",
@@ -34,49 +38,29 @@ TRICKY = ["", " ", "  ", "trail  ", "  lead", "a  b", "x\n\ny", "a\r\n\r\nb", "t
           "<s>x</s>", "hello <mask> world", "[CLS]a [MASK] b", "a[MASK]b", "x  [MASK]  y",
           "|||EMAIL|||", "|||EMAI\u212a|||", "long" * 40, "ʻokina Ελληνικά русский עברית"]
 ROBERTA_SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
-MODERNBERT_SPECIALS = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]
-
-
-def train_roberta_layout(directory):
-    from tokenizers import ByteLevelBPETokenizer
-
-    tokenizer = ByteLevelBPETokenizer()
-    tokenizer.train_from_iterator(SENTENCES, vocab_size=500, min_frequency=2,
-                                  special_tokens=ROBERTA_SPECIALS, show_progress=False)
-    tokenizer.save_model(str(directory))
-    return str(directory / "vocab.json"), str(directory / "merges.txt")
-
-
-def train_modernbert_layout(directory):
-    """tokenizer.json as ModernBERT ships it: BPE, NFC, ByteLevel, [MASK] with lstrip."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.normalizer = normalizers.NFC()
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.train_from_iterator(SENTENCES, trainers.BpeTrainer(
-        vocab_size=500, min_frequency=2, special_tokens=MODERNBERT_SPECIALS, show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tokenizer.add_special_tokens([AddedToken("[MASK]", lstrip=True, normalized=False)])
-    tokenizer.add_tokens([AddedToken("|||EMAIL|||", normalized=True)])
-    path = str(directory / "tokenizer.json")
-    tokenizer.save(path)
-    return path
 
 
 @pytest.fixture(scope="module")
-def roberta(tmp_path_factory):
+def trained(tmp_path_factory):
+    """{family: files} of both layouts, trained as bench/tokenizer_parity.py trains them."""
+    from tokenizers import AddedToken
+
+    return tokenizer_parity.train_byte_level_bpe(
+        SENTENCES, 500, str(tmp_path_factory.mktemp("byte_pair")),
+        added=[AddedToken("|||EMAIL|||", normalized=True)])
+
+
+@pytest.fixture(scope="module")
+def roberta(trained):
     from transformers import RobertaTokenizerFast
 
-    vocab_file, merges_file = train_roberta_layout(tmp_path_factory.mktemp("roberta"))
-    return (BytePairTokenizer.from_vocab_and_merges(vocab_file, merges_file),
-            RobertaTokenizerFast(vocab_file, merges_file))
+    files = trained["roberta"]
+    return BytePairTokenizer.from_vocab_and_merges(*files), RobertaTokenizerFast(*files)
 
 
 @pytest.fixture(scope="module")
-def modernbert_file(tmp_path_factory):
-    return train_modernbert_layout(tmp_path_factory.mktemp("modernbert"))
+def modernbert_file(trained):
+    return trained["modernbert"][0]
 
 
 def hugging_face_ids(tokenizer, texts):
