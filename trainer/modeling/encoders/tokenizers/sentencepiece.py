@@ -13,7 +13,7 @@ around that search is reproduced here with TF-Text and tf.strings ops:
   collapses whitespace runs, applies NFC and strips the end of the text, so here the model
   proto's normalizer is switched off and those steps run as regex and NFC ops before it.
 """
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -26,7 +26,6 @@ from trainer.errors import UserError
 # Hugging Face's WhitespaceSplit, Strip and Replace(r"\s") use them; RE2's \s is ASCII only.
 WHITESPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
               "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
-_WS_CLASS = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in WHITESPACE) + "]"
 METASPACE = "\u2581"
 UNIGRAM = 1  # sentencepiece_model.proto TrainerSpec.ModelType
 CUT = b"\xff"  # a byte no UTF-8 text holds
@@ -76,13 +75,13 @@ class SentencePieceTokenizer(tf.Module):
             raise UserError(f"{model_file}: a {family} model is a unigram SentencePiece model; "
                             f"this one is not (model_type {model.trainer_spec.model_type})")
         pieces = [piece.piece for piece in model.pieces]
-        if family == "deberta-v3":
-            proto = _without_normalizer(model)
-        self._sentencepiece = text.FastSentencepieceTokenizer(proto)
         leading = FAMILIES[family]["leading_pieces"]
         if tuple(pieces[:len(leading)]) != leading:
             raise UserError(f"{model_file}: not a {family} SentencePiece model (its first pieces "
                             f"are {', '.join(pieces[:len(leading)])}, not {', '.join(leading)})")
+        if family == "deberta-v3":
+            proto = _without_normalizer(model)
+        self._sentencepiece = text.FastSentencepieceTokenizer(proto)
         self._vocab, self._id_map = _vocabulary(pieces, family)
         self.vocab_size = len(self._vocab)
         specials = sorted(FAMILIES[family]["specials"], key=len, reverse=True)  # longest first
@@ -132,16 +131,17 @@ class SentencePieceTokenizer(tf.Module):
             return (tf.strings.regex_replace(segments, self._split_at, " ")
                     if self._split_at else segments)
         # DebertaV2Tokenizer: Replace(r"\s{2,}|[\n\r\t]", " "), NFC, Strip(right), Metaspace.
-        segments = tf.strings.regex_replace(segments, f"{_WS_CLASS}{{2,}}|[\\n\\r\\t]", " ")
+        whitespace = _re2_class(WHITESPACE)
+        segments = tf.strings.regex_replace(segments, f"{whitespace}{{2,}}|[\\n\\r\\t]", " ")
         segments = text.normalize_utf8(segments, "NFC")
-        segments = tf.strings.regex_replace(segments, f"{_WS_CLASS}+$", "")
+        segments = tf.strings.regex_replace(segments, f"{whitespace}+$", "")
         segments = tf.strings.regex_replace(segments, " ", METASPACE)
         # Metaspace(prepend_scheme="always") adds "▁" unless the text already starts with one.
         return tf.where(tf.strings.regex_full_match(segments, f"(?s)({METASPACE}.*)?"),
                         segments, METASPACE + segments)
 
 
-def _vocabulary(pieces: list, family: str) -> Tuple[Dict[str, int], np.ndarray]:
+def _vocabulary(pieces: list, family: str) -> Tuple[Dict[str, int], Optional[np.ndarray]]:
     """(Hugging Face's token -> id, SentencePiece id -> Hugging Face id or None when equal), as
     transformers' XLMRobertaConverter.convert_from_spm and DebertaV2Tokenizer lay them out."""
     if family == "xlm-roberta":
@@ -167,11 +167,19 @@ def _unsplit_whitespace(sentencepiece: text.FastSentencepieceTokenizer, pieces: 
     probes = [f"{x} {x}", f"{x}{x}"] + [f"{x}{c}{x}" for c in WHITESPACE]
     ids = sentencepiece.tokenize(tf.constant(probes)).to_list()
     kept = [c for c, got in zip(WHITESPACE, ids[2:]) if got not in ids[:2]]
-    return "[" + "".join(f"\\x{{{ord(c):x}}}" for c in kept) + "]" if kept else ""
+    return _re2_class(kept) if kept else ""
+
+
+def _re2_escape(char: str) -> str:
+    return char if char.isalnum() else f"\\x{{{ord(char):x}}}"
 
 
 def _re2_literal(token: str) -> str:
-    return "".join(f"\\x{{{ord(c):x}}}" if not c.isalnum() else c for c in token)
+    return "".join(map(_re2_escape, token))
+
+
+def _re2_class(chars) -> str:
+    return "[" + "".join(map(_re2_escape, chars)) + "]"
 
 
 def _model_proto_class():
