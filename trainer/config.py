@@ -78,7 +78,10 @@ class DataConfig:
     label_type: str = _flag(
         "auto", "How to read the label column: 'score' maps a float in [-1, 1] to negative (<0), "
                 "neutral (0), positive (>0); 'index' is an integer class id; 'name' is a class "
-                "name. 'auto' decides from the training file's values.",
+                "name. 'auto' decides from the training file's values: mostly words are names; "
+                "integers that run 0..K-1 (or that --label-names names) are class ids, other "
+                "integers (star ratings 1-5) names, so that no class is without rows; other "
+                "numbers are scores. The log says which it chose.",
         choices=("auto", "score", "index", "name"))
     train_fraction: float = _flag(
         1.0, "Train on this fraction of the training data (stratified by label), in (0, 1].")
