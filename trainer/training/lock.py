@@ -18,6 +18,7 @@ owner as JSON: host, pid, Vertex job and trial ids, start time and a heartbeat.
 Vertex restarts a preempted replica with the same CLOUD_ML_JOB_ID: a lock of the same job (and
 trial) is its own, never a reason to refuse; locally the restart waits for the old process.
 """
+import contextlib
 import dataclasses
 import datetime
 import errno
@@ -132,7 +133,8 @@ class Held:
         elif self._handle is not None and not self._handle.closed:
             # Removed while still locked: a process waiting on this file finds it replaced
             # (the inode check in _lock_local) and locks the new one instead.
-            os.unlink(self.path)
+            with contextlib.suppress(FileNotFoundError):  # the job dir was deleted meanwhile
+                os.unlink(self.path)
             self._handle.close()
 
 
