@@ -36,7 +36,7 @@ TRICKY = ["", " ", "  ", "trail  ", "  lead", "a  b", "x\n\ny", "a\r\n\r\nb", "t
           "a\u2028b", "e\u0301 A\u030a", "\u212a kelvin", "ﬁne… ＡＢＣ™",
           "👩‍👩‍👧‍👦 family", "https://example.com/a_b?c=1&d=2", "!!!???...", "1.000.000,00 €",
           "<s>x</s>", "hello <mask> world", "[CLS]a [MASK] b", "a[MASK]b", "x  [MASK]  y",
-          "|||EMAIL|||", "|||EMAI\u212a|||", "long" * 40, "ʻokina Ελληνικά русский עברית"]
+          "|||LINK|||", "|||LIN\u212a|||", "long" * 40, "ʻokina Ελληνικά русский עברית"]
 ROBERTA_SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
 
 
@@ -47,7 +47,7 @@ def trained(tmp_path_factory):
 
     return tokenizer_parity.train_byte_level_bpe(
         SENTENCES, 500, str(tmp_path_factory.mktemp("byte_pair")),
-        added=[AddedToken("|||EMAIL|||", normalized=True)])
+        added=[AddedToken("|||LINK|||", normalized=True)])  # matched after NFC
 
 
 @pytest.fixture(scope="module")
