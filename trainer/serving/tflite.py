@@ -44,7 +44,7 @@ def convert(classifier) -> dict:
     import tf_keras
 
     from trainer.modeling import heads
-    from trainer.modeling.encoders import bert
+    from trainer.modeling.encoders import families
 
     encoder = heads.encoder_layer(classifier)
     cut = encoder.get_layer(f"transformer/layer_{FLOAT_LAYERS - 1}").output
@@ -52,7 +52,7 @@ def convert(classifier) -> dict:
     hidden = tf_keras.Input(shape=(None, cut.shape[-1]), name="hidden")
     mask = tf_keras.Input(shape=(None,), dtype=tf.int32, name="input_mask")
     back = tf_keras.Model([hidden, mask], heads.apply_head(
-        heads.head_layers(classifier), bert.layers_from(encoder, hidden, mask, FLOAT_LAYERS), mask))
+        heads.head_layers(classifier), families.of_config(encoder.bert_config).layers_from(encoder, hidden, mask, FLOAT_LAYERS), mask))
     ids = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_KEYS}
     return {FRONT: _flatbuffer(front, [ids], tf.float16),
             FILENAME: _flatbuffer(back, [tf.TensorSpec([None, None, cut.shape[-1]], tf.float32, name="hidden"),

@@ -15,7 +15,8 @@ import tensorflow as tf
 import tf_keras
 
 from trainer.modeling.encoders import checkpoints, hf_hub, hub, registry
-from trainer.modeling.encoders.bert import INPUT_KEYS, assign_weights, build_bert_encoder, canonical_name
+from trainer.modeling.encoders import families
+from trainer.modeling.encoders.bert import INPUT_KEYS, assign_weights, canonical_name
 from trainer.modeling.encoders.cache import cached_directory, default_cache_dir
 from trainer.config import DEFAULT_ENCODER, ENCODER_BACKENDS
 from trainer.modeling.encoders.registry import ENCODER_NAMES
@@ -80,7 +81,7 @@ def load_encoder(encoder: str, *, preprocessor: Optional[str] = None, backend: s
         if seq_length > config.max_length:
             raise UserError(f"--max-seq-length {seq_length} exceeds the "
                             f"{config.max_length} positions of {resolved.source}")
-        network = build_bert_encoder(config)
+        network = families.build(config)
         assign_weights(network, checkpoint.weights, resolved.path)
         vocab_size, hidden_size = config.vocab_size, config.hidden_size
         source = resolved.source
@@ -119,7 +120,7 @@ def _hub_savedmodel(encoder: str, resolved: registry.ResolvedEncoder, cache_dir:
 def _convert_default_encoder(directory: str):
     log.info("Converting %s to a TF-Hub SavedModel in %s (once)", DEFAULT_ENCODER, directory)
     checkpoint = checkpoints.read_checkpoint(registry.packaged_default_dir())
-    network = build_bert_encoder(checkpoint.config, dtype="float32")
+    network = families.build(checkpoint.config, dtype="float32")
     assign_weights(network, checkpoint.weights, checkpoint.source)
     hub.save_encoder_savedmodel(network, directory, checkpoint.vocab_file, checkpoint.lower_case)
 

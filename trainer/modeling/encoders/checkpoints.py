@@ -220,7 +220,8 @@ def read_hub_savedmodel(directory: str) -> Checkpoint:
     if "bert_config_file" in children:
         config_index = children["bert_config_file"].asset.asset_file_def_index
         config_path = os.path.join(directory, "assets", assets[config_index])
-        config = BertConfig(**_read_json(config_path))
+        raw = _read_json(config_path)
+        config = families.BY_MODEL_TYPE[raw.get("family", "bert")].config_class(**raw)
     else:
         vocab_size, width = weights["word_embeddings/embeddings"].shape
         # Model Garden's BertEncoder (TF-Hub's ELECTRAs) projects narrower embeddings up.

@@ -16,6 +16,16 @@ SUPPORTED = tuple(BY_MODEL_TYPE)
 WEIGHT_PREFIXES = tuple(prefix for family in _FAMILIES for prefix in family.weight_prefixes)
 
 
+def of_config(config) -> Family:
+    """The family of a built network's config (`network.bert_config`)."""
+    return BY_MODEL_TYPE[config.family]
+
+
+def build(config, dtype=None):
+    """The network of `config`, under the global policy or `dtype` (exports pass float32)."""
+    return of_config(config).build(config, dtype=dtype)
+
+
 def family_of(raw_config: dict, path: str) -> Family:
     """The family of a parsed config.json (BERT when it names none, as Google's configs do)."""
     model_type = raw_config.get("model_type", "bert")

@@ -16,7 +16,8 @@ import tensorflow as tf
 import tensorflow_hub as hub
 import tf_keras
 
-from trainer.modeling.encoders.bert import INPUT_KEYS, build_bert_encoder
+from trainer.modeling.encoders import families
+from trainer.modeling.encoders.bert import INPUT_KEYS
 # NETWORK_TIMEOUT_SECONDS: also read from here by callers and tests.
 from trainer.modeling.encoders.network import NETWORK_TIMEOUT_SECONDS, unreachable  # noqa: F401
 from trainer.modeling.encoders.preprocessing import BertPreprocessor
@@ -122,7 +123,7 @@ def save_encoder_savedmodel(network: tf_keras.layers.Layer, directory: str,
     root = tf.train.Checkpoint()
     with tempfile.TemporaryDirectory() as scratch:
         if config is not None:
-            float32_network = build_bert_encoder(config, dtype="float32")
+            float32_network = families.build(config, dtype="float32")
             float32_network.set_weights(network.get_weights())
             network = float32_network
             config_file = os.path.join(scratch, "bert_config.json")

@@ -6,6 +6,9 @@ from typing import Callable, Dict, Tuple
 
 import numpy as np
 
+# Not `import bert`: that name would hide the models.bert family module in this package.
+from trainer.modeling.encoders import bert as network
+
 
 @dataclasses.dataclass(frozen=True)
 class Family:
@@ -21,3 +24,10 @@ class Family:
     # Hugging Face's prefix of the encoder inside its task models ("roberta." in
     # RobertaForMaskedLM): stripped when the weights are read.
     weight_prefixes: Tuple[str, ...] = ()
+    # The network, for families whose math is not the shared BERT network's: its config class
+    # (a frozen dataclass with a `family` field = the model_type, and `max_length`), the
+    # builder (config, dtype=None) -> a tf_keras.Model with the TF-Hub encoder interface and a
+    # `bert_config` attribute, and the cut the int8 copy makes (bert.layers_from's contract).
+    config_class: type = network.BertConfig
+    build: Callable = network.build_bert_encoder
+    layers_from: Callable = network.layers_from
