@@ -5,33 +5,20 @@ config of that family's shape (or a published one, in bench/encoder_parity.py), 
 encoder reads exactly the files a user's checkpoint gives it, and is compared with the PyTorch
 forward that defines the architecture.
 """
-import json
+import glob
+import importlib
 import os
 
 import numpy as np
 
-# Words of the tiny fixtures' sentences (tests/conftest.py), for the WordPiece families.
-WORDS = ["i", "love", "hate", "this", "movie", "it", "is", "was", "not", "good", "bad", "great",
-         "awful", "fine", "ok", "the", "so", "very", "meh", "a", "##s", "!", ".", ",", "?"]
-MPNET_VOCAB = ["<s>", "<pad>", "</s>", "<unk>", "[PAD]", "[UNK]", "[CLS]", "[SEP]", *WORDS, "<mask>"]
 
-
-def tiny_config(family: str, **overrides):
-    """A transformers config of `family` small enough for the default suite."""
-    import transformers
-
-    # layer_norm_eps as published (transformers' own default, 1e-12, is BERT's): the int8
-    # copy stores its first part in float16, where 1e-12 is 0, and MPNet's padding rows are 0.
-    common = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                  intermediate_size=64, initializer_range=0.2, layer_norm_eps=1e-5)
-    if family == "mpnet":
-        config = transformers.MPNetConfig(vocab_size=len(MPNET_VOCAB), max_position_embeddings=66,
-                                          pad_token_id=1, **common)
-    else:
-        raise ValueError(family)
-    for key, value in overrides.items():
-        setattr(config, key, value)
-    return config
+def families() -> dict:
+    """{family: its fixture module}: every tests/reference_<family>.py, each defining
+    `tiny_config()` (a transformers config) and `write_tokenizer(directory)` (the tokenizer files
+    a checkpoint of that family ships)."""
+    names = sorted(os.path.basename(path)[len("reference_"):-3]
+                   for path in glob.glob(os.path.join(os.path.dirname(__file__), "reference_*.py")))
+    return {name: importlib.import_module(f"reference_{name}") for name in names}
 
 
 def write_checkpoint(family: str, directory, config=None, seed=0) -> str:
@@ -39,7 +26,8 @@ def write_checkpoint(family: str, directory, config=None, seed=0) -> str:
     import torch
     import transformers
 
-    config = config or tiny_config(family)
+    fixture = families()[family]
+    config = config or fixture.tiny_config()
     torch.manual_seed(seed)
     model = transformers.AutoModel.from_config(config)
     with torch.no_grad():  # LayerNorms away from 1/0, so a swapped gamma/beta shows
@@ -47,11 +35,7 @@ def write_checkpoint(family: str, directory, config=None, seed=0) -> str:
             if "LayerNorm" in name or "norm" in name:
                 parameter.add_(torch.randn_like(parameter) * 0.3)
     model.save_pretrained(directory, safe_serialization=True)
-    if family == "mpnet":
-        with open(os.path.join(directory, "vocab.txt"), "w", encoding="utf-8") as f:
-            f.write("\n".join(MPNET_VOCAB) + "\n")
-        with open(os.path.join(directory, "tokenizer_config.json"), "w") as f:
-            json.dump({"do_lower_case": True, "tokenizer_class": "MPNetTokenizer"}, f)
+    fixture.write_tokenizer(str(directory))
     return str(directory)
 
 

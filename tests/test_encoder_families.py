@@ -11,7 +11,7 @@ import hf_reference
 
 pytest.importorskip("torch")
 
-FAMILIES = ["mpnet"]
+FAMILIES = sorted(hf_reference.families())
 SENTENCES = ["i love this movie !", "the movie was not good , so bad", "meh",
              "it is a movie , a very very great movie , i love it so ."]
 PAIRS = [("i love it", "this movie is great"), ("so bad", "it was awful , very awful ?")]
