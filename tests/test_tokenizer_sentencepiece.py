@@ -36,13 +36,14 @@ TRICKY = [
 
 
 def corpus():
-    """A few hundred deterministic sentences over WORDS, with varied spacing."""
+    """A few hundred deterministic sentences over WORDS, with varied spacing, and runs of
+    punctuation (so that "!", "!!", "!!!" ... are all pieces)."""
     sentences = []
     for i in range(300):
         words = [WORDS[(i * 7 + j * 13) % len(WORDS)] for j in range(3 + i % 9)]
         separator = ("  " if i % 17 == 0 else "\t" if i % 23 == 0 else " ")
         sentences.append(separator.join(words) + (" " if i % 11 == 0 else ""))
-    return sentences
+    return sentences + [f"wow{mark * (2 + i % 7)} ok" for i, mark in enumerate("!?." * 30)]
 
 
 def _train(directory, filename, **options):
@@ -92,6 +93,16 @@ def test_ids_equal_hugging_face_fast_tokenizer_on_held_out_tricky_text(models, f
     model_file, hf = models[family]
     got = ids(SentencePieceTokenizer(model_file, family), TRICKY)
     assert {text: g for text, g in zip(TRICKY, got)} == dict(zip(TRICKY, hf_ids(hf, TRICKY)))
+
+
+@pytest.mark.parametrize("family", ["xlm-roberta", "deberta-v3"])
+def test_equally_scored_orders_of_a_run_are_hugging_faces(models, family):
+    """"!!!!!!!" is "!!" "!!!!!" or "!!!!!" "!!" at the same score: Hugging Face keeps the
+    longest piece last, where TF-Text's float32 search picks either."""
+    model_file, hf = models[family]
+    runs = [f"{word}{mark * n}{end}" for word in ("", "day", "so ") for mark in "!?."
+            for n in range(2, 13) for end in ("", " ok", "x")]
+    assert ids(SentencePieceTokenizer(model_file, family), runs) == hf_ids(hf, runs)
 
 
 @pytest.mark.parametrize("family,specials", [("xlm-roberta", XLMR_SPECIALS),

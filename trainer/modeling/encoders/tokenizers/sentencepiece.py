@@ -11,7 +11,9 @@ around that search is reproduced here with TF-Text and tf.strings ops:
   WhitespaceSplit does, also at the ones that map leaves alone (U+0085);
 - DeBERTa-v3's fast tokenizer in transformers 5 does not apply the model's map at all: it
   collapses whitespace runs, applies NFC and strips the end of the text, so here the model
-  proto's normalizer is switched off and those steps run as regex and NFC ops before it.
+  proto's normalizer is switched off and those steps run as regex and NFC ops before it;
+- where several orders of the same pieces score the same ("." "..." or "..." "." for
+  "...."), Hugging Face's order: the longest piece last.
 """
 from typing import Dict, Optional, Tuple
 
@@ -46,16 +48,17 @@ class SentencePieceTokenizer(tf.Module):
     DebertaV2Tokenizer built from the same model file.
 
     Why this design (tests/test_tokenizer_sentencepiece.py and bench/tokenizer_parity.py
-    measure it): TF-Text's FastSentencepieceTokenizer breaks ties between equally scored
-    segmentations as Hugging Face does ("!!!!" -> "!" "!!!"), where TF-Text's
-    SentencepieceTokenizer picks the other one ("!!!" "!"); its model is a uint8 constant in
-    the graph (no resource), so a SavedModel holding this module reloads with only `import
-    tensorflow, tensorflow_text`, and `model_asset` ships the model file beside it. Alone it
-    misses special tokens written in the text, U+0085 (XLM-R) and, for DeBERTa-v3, every
-    character SentencePiece's NFKC map changes and Hugging Face's NFC does not ("…", "ﬁ",
-    full-width letters, no-break spaces); the steps above close those gaps. On every code
-    point between two letters, alone and doubled, the one difference left is a tie inside
-    characters the map expands (XLM-R: "⁇⁇" -> "???" "?", Hugging Face "?" "???").
+    measure it): TF-Text's FastSentencepieceTokenizer gives the SentencePiece library's own
+    ids (on 12,284 tweets with a 600-piece model, 9 differ from Hugging Face's, as the
+    library's do), where TF-Text's SentencepieceTokenizer gives 194 more differences; its model
+    is a uint8 constant in the graph (no resource), so a SavedModel holding this module reloads
+    with only `import tensorflow, tensorflow_text`, and `model_asset` ships the model file
+    beside it. Those 9 are equally scored orders of a run ("..." "." for "....", see
+    _order_ties); alone it also misses special tokens written in the text, U+0085 (XLM-R) and,
+    for DeBERTa-v3, every character SentencePiece's NFKC map changes and Hugging Face's NFC
+    does not ("…", "ﬁ", full-width letters, no-break spaces). With the steps above, the ids
+    equal Hugging Face's on those tweets and on every code point between two letters, alone
+    and doubled.
 
     XLM-R's ids are fairseq's: <s>=0, <pad>=1, </s>=2, <unk>=3, every other piece its
     SentencePiece id + 1, <mask> the last. DeBERTa-v3's are SentencePiece's, [MASK] appended.
@@ -84,6 +87,7 @@ class SentencePieceTokenizer(tf.Module):
         self._sentencepiece = text.FastSentencepieceTokenizer(proto)
         self._vocab, self._id_map = _vocabulary(pieces, family)
         self.vocab_size = len(self._vocab)
+        self._roots, self._powers = _powers_of_roots(self._vocab, self.vocab_size)
         specials = sorted(FAMILIES[family]["specials"], key=len, reverse=True)  # longest first
         self._special_tokens = np.array(specials, dtype=object)
         self._special_ids = np.array([self._vocab[token] for token in specials], np.int32)
@@ -113,7 +117,26 @@ class SentencePieceTokenizer(tf.Module):
             tf.gather(tf.constant(self._id_map), pieces.flat_values))
         special = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(special_ids, is_special),
                                                    tf.cast(is_special, tf.int64))
-        return segments.with_flat_values(tf.concat([ids, special], axis=1)).merge_dims(1, 2)
+        ids = segments.with_flat_values(tf.concat([ids, special], axis=1)).merge_dims(1, 2)
+        return self._order_ties(ids)
+
+    def _order_ties(self, ids: tf.RaggedTensor) -> tf.RaggedTensor:
+        """Consecutive powers of one string ("." "..." of "....") in ascending length.
+
+        Every order of them scores the same, and Hugging Face's Viterbi keeps, at each end
+        position, the piece that starts first among equal scores: the longest last. The
+        SentencePiece search in TF-Text sums its scores in float32 and so picks among such
+        ties by rounding (on 12,284 tweets with a 600-piece model: 9 runs of dots and question
+        marks, "..." "." where Hugging Face gives "." "...")."""
+        flat = ids.flat_values
+        roots = tf.gather(tf.constant(self._roots), flat)
+        starts = tf.concat([[True], tf.not_equal(roots[1:], roots[:-1])], axis=0) | (roots < 0)
+        starts = tf.tensor_scatter_nd_update(
+            starts, ids.row_starts()[:, None], tf.ones_like(ids.row_starts(), tf.bool))
+        runs = tf.cumsum(tf.cast(starts, tf.int64))
+        powers = tf.cast(tf.gather(tf.constant(self._powers), flat), tf.int64)
+        order = tf.argsort(runs * (int(self._powers.max()) + 1) + powers, stable=True)
+        return ids.with_flat_values(tf.gather(flat, order))
 
     def _segments(self, strings: tf.Tensor) -> tf.RaggedTensor:
         """[B] -> [B, (segments)]: the special tokens written in each text and the text
@@ -154,6 +177,20 @@ def _vocabulary(pieces: list, family: str) -> Tuple[Dict[str, int], Optional[np.
     for i, token in enumerate(tokens):
         vocab.setdefault(token, i)
     return vocab, id_map
+
+
+def _powers_of_roots(vocab: Dict[str, int], size: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Per id: a number for its primitive root u where the token is u^k and some other power
+    of u is a token too (else -1), and k."""
+    roots, powers = np.full(size, -1, np.int32), np.ones(size, np.int32)
+    by_root: Dict[str, list] = {}
+    for token, i in vocab.items():
+        period = (token + token).find(token, 1)  # the shortest u with token = u^k
+        by_root.setdefault(token[:period], []).append(i)
+        powers[i] = len(token) // period if token else 1
+    for number, ids in enumerate(ids for ids in by_root.values() if len(ids) > 1):
+        roots[ids] = number
+    return roots, powers
 
 
 def _unsplit_whitespace(sentencepiece: text.FastSentencepieceTokenizer, pieces: list) -> str:
