@@ -171,7 +171,7 @@ def test_predict_writes_predicted_labels_and_a_probability_per_label(trained, da
     assert result.returncode == 0, result.stderr
     rows = read_csv(output)
     assert list(rows[0]) == ["text", "labels", "predicted_labels", "probability_movie",
-                             "probability_negative", "probability_positive"]
+                             "probability_negative", "probability_positive", "note"]
     thresholds = metrics_of(trained)["test"]["thresholds"]
     for row in rows:
         above = [n for n in ("movie", "negative", "positive")

@@ -219,13 +219,24 @@ def test_the_server_answers_text_and_text_pair_instances_as_the_export_does(trai
     response = httpx.post(server.url(server.port, PREDICT), timeout=60, json={"instances": [
         {"text": a, "text_pair": b} for a, b in PAIRS]})
     assert response.status_code == 200, response.text
-    got = [[p["probabilities"][n] for n in sorted(p["probabilities"])]
-           for p in response.json()["predictions"]]
+    *predicted, empty = response.json()["predictions"]  # PAIRS[-1]'s first text is empty
+    assert empty == {"label": None, "probabilities": None, "note": "empty text: no prediction"}
+    got = [[p["probabilities"][n] for n in sorted(p["probabilities"])] for p in predicted]
     serve = export.load(str(trained / "model"))
     out = serve(text=tf.constant([a for a, _ in PAIRS]), text_pair=tf.constant([b for _, b in PAIRS]))
     names = [n.decode() for n in out["label_names"].numpy()[0]]
-    expected = out["probabilities"].numpy()[:, np.argsort(names)]
+    expected = out["probabilities"].numpy()[:-1, np.argsort(names)]
     np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def test_the_server_takes_instances_named_by_the_models_own_columns(server):
+    """Issue #37, 12: a JSON Lines row of the training data, as Vertex batch prediction sends it."""
+    import httpx
+    from test_server import PREDICT
+    answers = [httpx.post(server.url(server.port, PREDICT), timeout=60, json={"instances": instances}).json()
+               for instances in ([{"sentence1": a, "sentence2": b} for a, b in PAIRS[:2]],
+                                 [{"text": a, "text_pair": b} for a, b in PAIRS[:2]])]
+    assert answers[0] == answers[1] and len(answers[0]["predictions"]) == 2
 
 
 def test_the_server_refuses_a_single_text_for_a_pair_model(server):
@@ -235,4 +246,5 @@ def test_the_server_refuses_a_single_text_for_a_pair_model(server):
                           json={"instances": [{"text": "so good"}]})
     assert response.status_code == 400
     assert response.json() == {"error": 'instances[0]: no "text_pair" field: expected '
-                                        '{"text": "...", "text_pair": "..."}'}
+                                        '{"text": "...", "text_pair": "..."} or '
+                                        '{"sentence1": "...", "sentence2": "..."}'}

@@ -157,7 +157,7 @@ def test_predict_writes_a_predicted_score_per_row_in_input_order(trained, data, 
                      "--output", output, "--batch-size", "7", module="trainer.predict")
     assert result.returncode == 0, result.stderr
     rows, given = read_csv(output), read_csv(data["test"])
-    assert list(rows[0]) == ["sentence", "score", "predicted_score"]
+    assert list(rows[0]) == ["sentence", "score", "predicted_score", "note"]
     assert [r["sentence"] for r in rows] == [r["sentence"] for r in given]
     errors = [float(r["predicted_score"]) - float(r["score"]) for r in rows]
     assert np.mean(np.square(errors)) == pytest.approx(metrics_of(trained["job_dir"])["test"]["mse"],
