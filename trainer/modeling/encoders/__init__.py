@@ -42,6 +42,8 @@ class Encoder:
     default_pooling: str  # "mean" | "cls": how the checkpoint was trained to be pooled
     vocab_size: int
     hidden_size: int
+    # For the model card: the network's family and shape, e.g. "MPNet (`mpnet`), 12 layers, hidden 768".
+    architecture: str = "a TF-Hub SavedModel (run as it was saved)"
 
 
 def check_encoder(encoder: str) -> None:
@@ -85,19 +87,23 @@ def load_encoder(encoder: str, *, preprocessor: Optional[str] = None, backend: s
         assign_weights(network, checkpoint.weights, resolved.path)
         vocab_size, hidden_size = config.vocab_size, config.hidden_size
         source = resolved.source
+        architecture = (f"{families.of_config(config).name} (`{config.family}`), "
+                        f"{config.num_layers} layers, hidden {hidden_size}")
     else:
         path = _hub_savedmodel(encoder, resolved, cache_dir)
         network = hub.hub_network(path)
         vocab_file, lower_case = checkpoints.read_savedmodel_vocab(path)
         checkpoint = checkpoints.Checkpoint(None, {}, vocab_file, lower_case, path)
         vocab_size, hidden_size = _hub_sizes(network)
+        architecture = Encoder.architecture
         source = (resolved.source if path == resolved.path
                   else f"{resolved.source}, converted to a SavedModel in the encoder cache")
     return Encoder(
         preprocessor=_preprocessor(encoder, preprocessor, resolved, checkpoint, seq_length,
                                    cache_dir),
         network=network, backend=backend, source=source,
-        default_pooling=resolved.default_pooling, vocab_size=vocab_size, hidden_size=hidden_size)
+        default_pooling=resolved.default_pooling, vocab_size=vocab_size, hidden_size=hidden_size,
+        architecture=architecture)
 
 
 def _hub_savedmodel(encoder: str, resolved: registry.ResolvedEncoder, cache_dir: str) -> str:
