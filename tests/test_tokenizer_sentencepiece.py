@@ -105,6 +105,13 @@ def test_equally_scored_orders_of_a_run_are_hugging_faces(models, family):
     assert ids(SentencePieceTokenizer(model_file, family), runs) == hf_ids(hf, runs)
 
 
+@pytest.mark.parametrize("family", ["xlm-roberta", "deberta-v3"])
+def test_batches_of_empty_texts_have_no_ids(models, family):
+    tokenizer = SentencePieceTokenizer(models[family][0], family)
+    assert [ids(tokenizer, batch) for batch in (["hi", ""], [""], [" ", "\t"])] == [
+        [hf_ids(models[family][1], ["hi"])[0], []], [[]], [[], []]]
+
+
 @pytest.mark.parametrize("family,specials", [("xlm-roberta", XLMR_SPECIALS),
                                              ("deberta-v3", DEBERTA_SPECIALS)])
 def test_special_token_ids_and_vocab_size_are_hugging_faces(models, family, specials):

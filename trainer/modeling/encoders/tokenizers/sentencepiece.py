@@ -130,9 +130,9 @@ class SentencePieceTokenizer(tf.Module):
         marks, "..." "." where Hugging Face gives "." "...")."""
         flat = ids.flat_values
         roots = tf.gather(tf.constant(self._roots), flat)
-        starts = tf.concat([[True], tf.not_equal(roots[1:], roots[:-1])], axis=0) | (roots < 0)
-        starts = tf.tensor_scatter_nd_update(
-            starts, ids.row_starts()[:, None], tf.ones_like(ids.row_starts(), tf.bool))
+        rows = ids.value_rowids()
+        starts = ((roots < 0) | tf.not_equal(roots, _previous(roots))
+                  | tf.not_equal(rows, _previous(rows)))
         runs = tf.cumsum(tf.cast(starts, tf.int64))
         powers = tf.cast(tf.gather(tf.constant(self._powers), flat), tf.int64)
         order = tf.argsort(runs * (int(self._powers.max()) + 1) + powers, stable=True)
@@ -162,6 +162,11 @@ class SentencePieceTokenizer(tf.Module):
         # Metaspace(prepend_scheme="always") adds "▁" unless the text already starts with one.
         return tf.where(tf.strings.regex_full_match(segments, f"(?s)({METASPACE}.*)?"),
                         segments, METASPACE + segments)
+
+
+def _previous(values: tf.Tensor) -> tf.Tensor:
+    """values shifted one place right, -1 first (for an empty tensor too)."""
+    return tf.pad(values, [[1, 0]], constant_values=-1)[:-1]
 
 
 def _vocabulary(pieces: list, family: str) -> Tuple[Dict[str, int], Optional[np.ndarray]]:
