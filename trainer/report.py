@@ -31,9 +31,29 @@ def main(argv=None) -> int:
     trainer.import_tensorflow()
     from trainer.reporting.build import build_report
 
+    check_finished(args.job_dir)
     build_report(args.job_dir, errors_per_split=args.report_errors,
                  correct_per_split=args.report_correct)
     return 0
+
+
+def check_finished(job_dir: str) -> None:
+    """A job dir of trainer.task without metrics.json: one line on what it holds and what to do
+    (a run still going, one to resume, one that failed before training), not "finish it"."""
+    from trainer import config as config_lib, storage
+    from trainer.errors import UserError
+    from trainer.reporting.build import model_dir_of, moved_along
+    from trainer.training import jobdir
+
+    config_path = storage.join(job_dir, "config.json")
+    if not storage.exists(config_path) or storage.exists(storage.join(job_dir, "metrics.json")):
+        return  # build_report's own checks
+    config = config_lib.load(config_path)
+    paths = jobdir.JobPaths(job_dir, model_dir_of(config, job_dir),
+                            moved_along(config, job_dir, config.output.checkpoint_dir, "checkpoints"),
+                            moved_along(config, job_dir, config.output.tensorboard_dir, "tensorboard"))
+    raise UserError(f"--job-dir: {job_dir} holds no finished run (no metrics.json): "
+                    f"{jobdir.why_unfinished(paths)}")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ from trainer import config as config_lib, storage, tasks
 from trainer.errors import UserError
 from trainer.reporting import calibration as calibration_lib, errors as errors_lib, figures, html, model_card
 from trainer.reporting.predictions import recompute
-from trainer.training import jobdir
 
 log = logging.getLogger("trainer")
 
@@ -30,26 +29,22 @@ def load_finished_run(job_dir: str):
     config_path, metrics_path = storage.join(job_dir, "config.json"), storage.join(job_dir, "metrics.json")
     if not storage.exists(config_path):
         raise UserError(f"--job-dir: {job_dir} is not a job dir of trainer.task (no config.json)")
-    config = config_lib.load(config_path)
-    if not storage.exists(metrics_path):
-        paths = jobdir.JobPaths(job_dir, model_dir_of(config, job_dir),
-                                _moved_along(config, job_dir, config.output.checkpoint_dir, "checkpoints"), "")
-        raise UserError(f"--job-dir: {job_dir} holds no finished run (no metrics.json): "
-                        f"{jobdir.why_unfinished(paths)}")
+    if not storage.exists(metrics_path):  # trainer.report says more: jobdir.why_unfinished
+        raise UserError(f"--job-dir: {job_dir} holds no finished run (no metrics.json)")
     try:
         metrics = json.loads(storage.read_text(metrics_path))
     except json.JSONDecodeError as e:
         raise UserError(f"{metrics_path}: not valid JSON ({e})") from None
-    return config, metrics
+    return config_lib.load(config_path), metrics
 
 
 def model_dir_of(config, job_dir: str) -> str:
     """The run's model dir, moved along with its job dir when it was inside it (a copy or a
     download of a job dir still finds its own model)."""
-    return _moved_along(config, job_dir, config.output.model_dir, "model")
+    return moved_along(config, job_dir, config.output.model_dir, "model")
 
 
-def _moved_along(config, job_dir: str, recorded: str, default: str) -> str:
+def moved_along(config, job_dir: str, recorded: str, default: str) -> str:
     """A directory of the run (`recorded`, or JOB_DIR/`default`), under `job_dir` if it was
     under the job dir the run recorded."""
     recorded_job = (config.output.job_dir or "").rstrip("/")

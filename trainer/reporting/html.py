@@ -7,7 +7,6 @@ import jinja2
 
 from trainer import tasks
 from trainer.reporting import errors as errors_lib
-from trainer.training import jobdir
 
 _TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("trainer.reporting", "templates"),
                                 autoescape=True, trim_blocks=True, lstrip_blocks=True,
@@ -29,6 +28,12 @@ def title(metrics: dict) -> str:
     return f"{kind}{' of text pairs' if metrics.get('text_pair_column') else ''}"
 
 
+def is_dry_run(metrics: dict) -> bool:
+    """A --dry-run's metrics (one step on a few rows): the report and card say their numbers
+    are meaningless. hyperparameters.dry_run is in every run's metrics.json, older ones too."""
+    return bool(metrics["hyperparameters"].get("dry_run"))
+
+
 def render(job_dir: str, metrics: dict, metric: str, figures: Sequence[dict],
            calibration: Optional[dict], errors, errors_per_split: int, correct_per_split: int = 0) -> str:
     """`figures` from figure_entry(); `errors` is errors.csv's frame. The metrics table shows
@@ -47,4 +52,4 @@ def render(job_dir: str, metrics: dict, metric: str, figures: Sequence[dict],
         error_columns=list(errors.columns), errors_per_split=errors_per_split,
         correct_per_split=correct_per_split if task.name != "regression" else 0,
         errors_description=errors_lib.DESCRIPTIONS[task.name],
-        precisions=metrics.get("precisions") or {}, dry_run=jobdir.was_dry_run(metrics))
+        precisions=metrics.get("precisions") or {}, dry_run=is_dry_run(metrics))

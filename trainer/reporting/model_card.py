@@ -10,7 +10,6 @@ import jinja2
 from trainer import tasks
 from trainer.config import Config
 from trainer.reporting import html
-from trainer.training import jobdir
 
 _TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("trainer.reporting", "templates"),
                                 autoescape=False, trim_blocks=True, lstrip_blocks=True,
@@ -67,6 +66,7 @@ def render(metrics: dict, config: Config, calibration: Optional[dict], model_dir
         encoder=config.model.encoder,
         encoder_source=device.get("encoder_source", config.model.encoder),
         encoder_backend=device.get("encoder_backend", config.model.encoder_backend),
+        encoder_architecture=device.get("encoder_architecture", "not recorded by this run"),
         pooling=metrics["hyperparameters"]["pooling"], languages=_languages(config.model.encoder),
         splits=splits, text_column=metrics.get("text_column"), label_column=metrics.get("label_column"),
         label_kind=metrics.get("label_kind"),
@@ -77,4 +77,4 @@ def render(metrics: dict, config: Config, calibration: Optional[dict], model_dir
         truncated=", ".join(f"{count} of {metrics['dataset_sizes'][name]} {name} texts"
                             for name, count in metrics.get("truncated_texts", {}).items()),
         train_size=metrics["dataset_sizes"]["train"], model_dir=model_dir,
-        dry_run=jobdir.was_dry_run(metrics))
+        dry_run=html.is_dry_run(metrics))

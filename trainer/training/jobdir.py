@@ -125,16 +125,10 @@ def decide(config: Config, paths: JobPaths, job_id: Optional[str]) -> str:
     return NEW
 
 
-def was_dry_run(metrics: dict) -> bool:
-    """Whether metrics.json is a --dry-run's: one step on a few rows, whose numbers say nothing."""
-    return bool(metrics.get("hyperparameters", {}).get("dry_run"))
-
-
 def holds_dry_run(paths: JobPaths) -> bool:
     """A --dry-run checks a command end to end: the real run in its job dir replaces what it
-    left, finished or not, without --overwrite (issue #37, 10)."""
-    if storage.exists(paths.metrics):
-        return was_dry_run(json.loads(storage.read_text(paths.metrics)))
+    left, finished or not, without --overwrite (issue #37, 10). config.json is the run's own,
+    finished or not."""
     return storage.exists(paths.config) and config_lib.load(paths.config).train.dry_run
 
 
