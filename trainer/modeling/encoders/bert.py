@@ -82,7 +82,8 @@ def gelu(x, approximate: bool):
 
 
 class LayerNorm(tf_keras.layers.LayerNormalization):
-    """tf-keras' LayerNormalization (last axis, scale and offset), with its gradient written out.
+    """tf-keras' LayerNormalization (last axis, scale and offset, or scale only with
+    center=False as ModernBERT's bias-free norms), with its gradient written out.
 
     The same variables, float32 statistics and output dtype. Autodiff through tf.nn.moments and
     tf.nn.batch_normalization builds about twice the ops of the closed-form gradient; a layer
@@ -109,7 +110,8 @@ class LayerNorm(tf_keras.layers.LayerNormalization):
                         tf.reduce_sum(upstream, axis=rows))
             return normalized * gamma + beta, gradient
 
-        outputs = normalize(tf.cast(inputs, tf.float32), self.gamma, self.beta)
+        offset = self.beta if self.center else tf.zeros_like(self.gamma)
+        outputs = normalize(tf.cast(inputs, tf.float32), self.gamma, offset)
         return tf.cast(outputs, self.compute_dtype)
 
 
