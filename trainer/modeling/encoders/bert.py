@@ -168,6 +168,9 @@ class Attention(tf_keras.layers.MultiHeadAttention):
 class TransformerEncoderBlock(tf_keras.layers.Layer):
     """Post-LN BERT block: x = LN(x + Attention(x)); x = LN(x + Dense(gelu(Dense(x))))."""
 
+    # DeBERTa's block is this one with its own attention (same sublayers, its own logits).
+    attention_class = Attention
+
     def __init__(self, num_heads: int, head_size: int, intermediate_size: int,
                  layer_norm_eps: float, gelu_approximate: bool, dropout_rate: float,
                  attention_dropout_rate: float, **kwargs):
@@ -180,7 +183,7 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
         # Sublayers get this block's policy explicitly: tf_keras does not pass a parent's dtype
         # policy down, and an export must be able to build float32 under a mixed global policy.
         policy = self.dtype_policy
-        self.self_attention = Attention(
+        self.self_attention = self.attention_class(
             num_heads, key_dim=head_size, dropout=attention_dropout_rate,
             kernel_initializer=_initializer(), name="self_attention", dtype=policy)
         self.attention_dropout = tf_keras.layers.Dropout(dropout_rate, dtype=policy)
