@@ -6,11 +6,11 @@ and one line here.
 from typing import Dict
 
 from trainer.errors import UserError
-from trainer.modeling.encoders.models import Family, bert, mpnet
+from trainer.modeling.encoders.models import Family, bert, mpnet, roberta
 from trainer.modeling.encoders.models import modernbert
 from trainer.modeling.encoders.models import deberta_v2
 
-_FAMILIES = (bert.FAMILY, mpnet.FAMILY, modernbert.FAMILY, deberta_v2.FAMILY)
+_FAMILIES = (bert.FAMILY, mpnet.FAMILY, roberta.ROBERTA, roberta.XLM_ROBERTA, modernbert.FAMILY, deberta_v2.FAMILY)
 BY_MODEL_TYPE: Dict[str, Family] = {
     model_type: family for family in _FAMILIES for model_type in family.model_types}
 SUPPORTED = tuple(BY_MODEL_TYPE)

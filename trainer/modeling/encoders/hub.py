@@ -177,9 +177,11 @@ class _PreprocessorExport(tf.Module):
 
     def __init__(self, preprocessor: BertPreprocessor):
         super().__init__()
-        # Only the vocabulary asset is tracked: tracking the Keras layer itself would make
-        # SavedModel serialise it as a layer.
-        self.vocab_file = preprocessor.vocab_asset
+        # The tokenizer's files and (a subword tokenizer's) module are tracked, not the Keras
+        # layer itself, which SavedModel would serialise as a layer. The module's tables are
+        # resources the functions below read; WordPiece's are constants in the graph.
+        self.vocab_file = preprocessor.assets[0]
+        self.tokenizer = getattr(preprocessor, "tokenizer", None)
         strings = tf.TensorSpec([None], tf.string)
         self.__call__ = tf.function(preprocessor.call, input_signature=[strings], autograph=False)
         self.tokenize = tf.function(preprocessor.tokenize, input_signature=[strings], autograph=False)

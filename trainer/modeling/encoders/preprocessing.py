@@ -133,6 +133,7 @@ class BertPreprocessor(tf_keras.layers.Layer):
             vocab=vocab, token_out_type=tf.int32, unknown_token=special.unknown,
             lower_case_nfd_strip_accents=lower_case)
         self.vocab_asset = tf.saved_model.Asset(vocab_file)
+        self.assets = [self.vocab_asset]
         self._continues_word = tf.constant([token.startswith("##") for token in vocab])
 
     def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
@@ -161,3 +162,37 @@ class BertPreprocessor(tf_keras.layers.Layer):
         return {**super().get_config(), "vocab_file": self.vocab_file,
                 "lower_case": self.lower_case, "seq_length": self.seq_length,
                 "special": dataclasses.asdict(self.special)}
+
+
+class SubwordPreprocessor(tf_keras.layers.Layer):
+    """The preprocessor interface (`__call__`, `tokenize`, `bert_pack_inputs`) over a subword
+    tokenizer module of tokenizers/ (byte-level BPE, SentencePiece): its `tokenize` gives
+    Hugging Face's ids without special tokens; this layer adds the family's, as `special` says.
+
+    The tokenizer is a tf.Module, tracked as an attribute, so its tables are saved with any
+    SavedModel that holds this layer; `assets` are its source files, shipped beside it.
+    """
+
+    def __init__(self, tokenizer, special: SpecialTokens, seq_length: int = 128, **kwargs):
+        kwargs["trainable"] = False
+        super().__init__(**kwargs)
+        self.tokenizer = tokenizer
+        self.special = special
+        self.seq_length = seq_length
+        self.vocab_size = tokenizer.vocab_size
+        self.special_ids = {token: tokenizer.token_to_id(token)
+                            for token in (*special.names(), *special.pair_separator)}
+        assets = getattr(tokenizer, "assets", None)
+        self.assets = list(assets) if assets is not None else [tokenizer.model_asset]
+
+    def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
+        """[B] strings -> int32 RaggedTensor [B, (tokens)]."""
+        return self.tokenizer.tokenize(strings)
+
+    def bert_pack_inputs(self, segments: List[tf.RaggedTensor],
+                         seq_length: Optional[int] = None) -> Dict[str, tf.Tensor]:
+        seq_length = self.seq_length if seq_length is None else seq_length
+        return pack_segments(segments, seq_length, self.special_ids, self.special)
+
+    def call(self, strings):
+        return self.bert_pack_inputs([self.tokenize(strings)])
