@@ -115,10 +115,13 @@ class RelativePositions(tf_keras.layers.Layer):
         length = tf.shape(hidden)[1]
         window = tf.minimum(length, self.span) if self.windowed else self.span
         first = self.span - window
-        rows = self.layer_norm(self.embeddings[first:self.span + window])
+        # tf.slice and tf.expand_dims, not [a:b] and [:, None]: TensorFlow Lite converts them
+        # without Flex ops (the int8 copy's second part recomputes this).
+        width = self.embeddings.shape[-1]  # static: the LayerNorm is built from it
+        rows = self.layer_norm(tf.slice(self.embeddings, [first, 0], [2 * window, width]))
         positions = tf.range(length)
-        index = tf.gather(tf.constant(self.rows),
-                          positions[:, None] - positions[None, :] + self.max_length - 1)
+        distance = tf.expand_dims(positions, 1) - tf.expand_dims(positions, 0)
+        index = tf.gather(tf.constant(self.rows), distance + self.max_length - 1)
         return rows, index - first
 
     def get_config(self):
@@ -139,8 +142,9 @@ class DisentangledAttention(network.Attention):
         if not self._built_from_signature:
             self._build_from_signature(query=inputs, value=inputs)
         query, key, value = self._query_dense(inputs), self._key_dense(inputs), self._value_dense(inputs)
-        position_key = self._key_dense(rows[None])[0]  # [W, N, D]
-        position_query = self._query_dense(rows[None])[0]
+        rows = tf.expand_dims(rows, 0)  # the projections take [B, T, H]
+        position_key = tf.squeeze(self._key_dense(rows), 0)  # [W, N, D]
+        position_query = tf.squeeze(self._query_dense(rows), 0)
         content = tf.einsum("bind,bjnd->bnij", query, key)
         to_position = tf.gather(tf.einsum("bind,wnd->ibnw", query, position_key), index,
                                 axis=3, batch_dims=1)  # [i, b, n, j]
@@ -215,7 +219,7 @@ class _ZeroPadding(tf_keras.layers.Layer):
     """[B, T, H] rows where the mask [B, T] is 0 set to 0 (see _embeddings)."""
 
     def call(self, x, mask):
-        return tf.where(tf.cast(mask, tf.bool)[:, :, None], x, tf.zeros_like(x))
+        return tf.where(tf.expand_dims(tf.cast(mask, tf.bool), -1), x, tf.zeros_like(x))
 
 
 def layers_from(encoder: tf_keras.Model, hidden, input_mask, first: int) -> dict:
