@@ -122,6 +122,24 @@ def test_settings_it_does_not_implement_are_refused(modernbert_file, tmp_path, s
         BytePairTokenizer.from_tokenizer_json(str(path))
 
 
+BYTE_LEVEL = '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": %s}, "pre_tokenizer": {"type": "ByteLevel"}}'
+
+
+@pytest.mark.parametrize("content, says", [
+    ("[]", 'not a tokenizer.json \\(no "model" object\\)'),
+    (BYTE_LEVEL % '[["a"]]', r"merge 1 is \['a'\], not two tokens"),
+    (BYTE_LEVEL % '["a a"]',
+     "merge 1 \\(a a\\) needs 'aa', which is not in the vocabulary"),
+    ('{"model": {"type": "BPE", "vocab": {"a": 0}}, "added_tokens": [{"content": "<s>"}]}',
+     'added token {"content": "<s>"} needs a content and an id >= 0'),
+])
+def test_malformed_files_are_refused_naming_the_file(tmp_path, content, says):
+    path = tmp_path / "tokenizer.json"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(UserError, match=rf"^{path}: {says}$"):
+        BytePairTokenizer.from_tokenizer_json(str(path))
+
+
 class TokenizingLayer(tf_keras.layers.Layer):
     """How a family preprocessor holds the tokenizer."""
 

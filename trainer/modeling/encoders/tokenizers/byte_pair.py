@@ -124,7 +124,9 @@ def spec_from_tokenizer_json(path: str) -> BytePairSpec:
     """tokenizer.json's BPE model, normalizer, pre-tokenizer and added tokens; a UserError for
     any setting this tokenizer does not implement, rather than ids that silently differ."""
     config = _json(path)
-    model = config.get("model") or {}
+    model = config.get("model") if isinstance(config, dict) else None
+    if not isinstance(model, dict):
+        raise UserError(f"{path}: not a tokenizer.json (no \"model\" object)")
     unsupported = [f"model.{key}={model.get(key)!r}" for key, ok in (
         ("type", model.get("type") == "BPE"), ("dropout", not model.get("dropout")),
         ("continuing_subword_prefix", not model.get("continuing_subword_prefix")),
@@ -135,10 +137,9 @@ def spec_from_tokenizer_json(path: str) -> BytePairSpec:
     byte_level = _byte_level(config.get("pre_tokenizer"), unsupported)
     added = []
     for token in config.get("added_tokens") or []:
+        added.append(_added_token(token, path))
         if token.get("single_word"):
             unsupported.append(f"added token {token.get('content')!r} with single_word=true")
-        added.append(AddedToken(token["content"], token["id"], bool(token.get("lstrip")),
-                                bool(token.get("rstrip")), bool(token.get("normalized"))))
     if unsupported:
         raise UserError(f"{path}: the byte-level BPE tokenizer does not implement "
                         f"{', '.join(unsupported)}")
@@ -146,6 +147,14 @@ def spec_from_tokenizer_json(path: str) -> BytePairSpec:
     return BytePairSpec(_vocab(model.get("vocab"), path), merges, added, normalizers,
                         bool(byte_level.get("add_prefix_space")), byte_level.get("use_regex", True),
                         model.get("unk_token"), files=(path,))
+
+
+def _added_token(entry, path: str) -> AddedToken:
+    if not (isinstance(entry, dict) and isinstance(entry.get("content"), str) and entry["content"]
+            and isinstance(entry.get("id"), int) and entry["id"] >= 0):
+        raise UserError(f"{path}: added token {json.dumps(entry)} needs a content and an id >= 0")
+    return AddedToken(entry["content"], entry["id"], bool(entry.get("lstrip")),
+                      bool(entry.get("rstrip")), bool(entry.get("normalized")))
 
 
 def _normalizers(normalizer, unsupported: list) -> Tuple[str, ...]:
