@@ -27,7 +27,7 @@ import tf_keras
 from trainer.errors import UserError
 from trainer.modeling.encoders import bert as network
 from trainer.modeling.encoders.models import Family, bert
-from trainer.modeling.encoders.sentencepiece_preprocessor import SentencePiecePreprocessor
+from trainer.modeling.encoders.preprocessing import BERT_WORDPIECE, SubwordPreprocessor
 
 MODEL_TYPE = "deberta-v2"
 RELATIVE = "embeddings/relative_positions"  # the shared table's layer (root "embeddings")
@@ -330,7 +330,11 @@ def _preprocessor(model_file: str, lower_case: bool, seq_length: int):
             if settings.get(key):
                 raise UserError(f"--encoder: {settings_path} sets {key} true; the native "
                                 "DeBERTa-v3 tokenizer computes the published v3 setting, false")
-    return SentencePiecePreprocessor(model_file, "deberta-v3", seq_length)
+    from trainer.modeling.encoders.tokenizers.sentencepiece import SentencePieceTokenizer
+
+    # DebertaV2TokenizerFast's template is BERT's: [CLS] a [SEP] b [SEP], b's type ids 1.
+    return SubwordPreprocessor(SentencePieceTokenizer(model_file, "deberta-v3"), BERT_WORDPIECE,
+                               seq_length)
 
 
 FAMILY = Family(name="DeBERTa-v3", model_types=(MODEL_TYPE,), tokenizer_files=("spm.model",),
