@@ -32,7 +32,7 @@ from trainer.errors import UserError
 from trainer.modeling.encoders import bert as network, rotary
 from trainer.modeling.encoders.models import Family
 from trainer.modeling.encoders.models.bert import _HF_GELU_APPROXIMATE
-from trainer.modeling.encoders.preprocessing import SpecialTokens, pack_segments
+from trainer.modeling.encoders.preprocessing import SpecialTokens, SubwordPreprocessor
 from trainer.modeling.encoders.tokenizers.byte_pair import BytePairTokenizer, _json
 
 GLOBAL, LOCAL = "full_attention", "sliding_attention"  # Hugging Face's layer_types values
@@ -293,48 +293,12 @@ def map_weights(config: ModernBertConfig, get) -> Dict[str, np.ndarray]:
     return weights
 
 
-class ModernBertPreprocessor(tf_keras.layers.Layer):
-    """tf.string [B] -> int32 [B, seq_length] input_word_ids / input_mask / input_type_ids
-    (zeros), with the TF-Hub preprocessor interface of preprocessing.BertPreprocessor.
-
-    Byte-level BPE from tokenizer.json, in the graph, so an export still takes raw strings;
-    the special tokens are those of tokenizer.json's post-processor, the padding token that of
-    tokenizer_config.json beside it (as Hugging Face's PreTrainedTokenizerFast takes them)."""
-
-    def __init__(self, tokenizer_file: str, seq_length: int = 128, **kwargs):
-        kwargs["trainable"] = False  # nothing to train; also when rebuilt from get_config
-        super().__init__(**kwargs)
-        self.vocab_file = tokenizer_file
-        self.lower_case = False  # byte-level BPE keeps case; a checkpoint's flag has no say
-        self.seq_length = seq_length
-        self.special = _special_tokens(tokenizer_file)
-        self._tokenizer = BytePairTokenizer.from_tokenizer_json(tokenizer_file)
-        self.vocab_size = self._tokenizer.vocab_size
-        self.special_ids = {token: self._tokenizer.token_to_id(token)
-                            for token in (self.special.pad, self.special.start, self.special.end)}
-        self.vocab_asset = self._tokenizer.assets[0]
-
-    def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
-        """[B] strings -> int32 RaggedTensor [B, (tokens)], without special tokens."""
-        return self._tokenizer.tokenize(strings)
-
-    def bert_pack_inputs(self, segments, seq_length: Optional[int] = None) -> Dict[str, tf.Tensor]:
-        """`[CLS] a [SEP] (b [SEP])`, trimmed longest-first to fit, padded to seq_length."""
-        seq_length = self.seq_length if seq_length is None else seq_length
-        return pack_segments(segments, seq_length, self.special_ids, self.special)
-
-    def call(self, strings):
-        return self.bert_pack_inputs([self.tokenize(strings)])
-
-    def get_config(self):
-        return {**super().get_config(), "tokenizer_file": self.vocab_file,
-                "seq_length": self.seq_length}
-
-
 def _special_tokens(tokenizer_file: str) -> SpecialTokens:
     """[CLS]/[SEP] as tokenizer.json's post-processor places them: TemplateProcessing
     `C $A S` and `C $A S $B S`, or BertProcessing; a UserError for any other layout, whose ids
-    would silently differ from Hugging Face's."""
+    would silently differ from Hugging Face's. The padding token is tokenizer_config.json's,
+    as Hugging Face's PreTrainedTokenizerFast takes it. No token types: ModernBERT's tokenizer
+    returns none."""
     processor = _json(tokenizer_file).get("post_processor") or {}
     kind = processor.get("type")
     if kind == "BertProcessing":
@@ -363,7 +327,10 @@ def _template(pieces: list) -> list:
 
 
 def _preprocessor(tokenizer_file: str, lower_case: bool, seq_length: int):
-    return ModernBertPreprocessor(tokenizer_file, seq_length)
+    """Byte-level BPE in the graph, so an export still takes raw strings; it keeps case, so
+    `lower_case` (a WordPiece setting) has no say."""
+    return SubwordPreprocessor(BytePairTokenizer.from_tokenizer_json(tokenizer_file),
+                               _special_tokens(tokenizer_file), seq_length)
 
 
 FAMILY = Family(name="ModernBERT", model_types=("modernbert",), tokenizer_files=("tokenizer.json",),
