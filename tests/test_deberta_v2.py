@@ -116,3 +116,14 @@ def test_a_lower_casing_tokenizer_config_is_refused(checkpoint, tmp_path):
     (tmp_path / "tokenizer_config.json").write_text('{"do_lower_case": true}')
     with pytest.raises(UserError, match="sets do_lower_case true"):
         deberta_v2.FAMILY.preprocessor(str(tmp_path / "spm.model"), False, 8)
+
+
+def test_a_saved_encoder_gives_back_every_weight_for_the_fine_tuned_reload(encoder, tmp_path):
+    """What `--encoder JOB_DIR` reads from model/: no position table is required of DeBERTa."""
+    from trainer.modeling.encoders import assign_weights, checkpoints, hub
+
+    hub.save_encoder_savedmodel(encoder, str(tmp_path), None, None)
+    network = deberta_v2.build_encoder(encoder.bert_config, dtype="float32")
+    assign_weights(network, checkpoints.savedmodel_weights(str(tmp_path)), str(tmp_path))
+    features = _features(SHORT_IDS, SHORT_MASK)
+    assert np.array_equal(network(features)["sequence_output"], encoder(features)["sequence_output"])

@@ -194,6 +194,23 @@ def read_savedmodel_vocab(directory: str):
     return vocab_file, bool(read(children["do_lower_case"]))
 
 
+def savedmodel_weights(directory: str) -> Dict[str, np.ndarray]:
+    """{canonical name: value} of a SavedModel's encoder variables, whatever the family: a
+    fine-tuned run's classifier (its encoder is rebuilt from the run's own --encoder)."""
+    graph, _, read = _saved_model_objects(directory)
+    return _encoder_variables(graph, read)
+
+
+def _encoder_variables(graph, read) -> Dict[str, np.ndarray]:
+    weights = {}
+    for node_id, node in enumerate(graph.nodes):
+        if node.WhichOneof("kind") == "variable" and node.variable.trainable:
+            name = canonical_name(node.variable.name)
+            if name is not None:
+                weights[name] = read(node_id)
+    return weights
+
+
 def read_hub_savedmodel(directory: str) -> Checkpoint:
     """A TF-Hub BERT encoder SavedModel's variables, placed by their Model Garden names.
 
@@ -202,12 +219,7 @@ def read_hub_savedmodel(directory: str) -> Checkpoint:
     (tanh-approximated GELU, LayerNorm epsilon 1e-12).
     """
     graph, assets, read = _saved_model_objects(directory)
-    weights = {}
-    for node_id, node in enumerate(graph.nodes):
-        if node.WhichOneof("kind") == "variable" and node.variable.trainable:
-            name = canonical_name(node.variable.name)
-            if name is not None:
-                weights[name] = read(node_id)
+    weights = _encoder_variables(graph, read)
     needed = ("word_embeddings/embeddings", "position_embedding/embeddings",
               "transformer/layer_0/self_attention/query/kernel",
               "transformer/layer_0/intermediate/kernel")

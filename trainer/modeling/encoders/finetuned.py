@@ -38,7 +38,7 @@ def load_finetuned_encoder(job_dir: str, *, seq_length=None, cache_dir=None):
     except UserError as e:
         raise UserError(f"--encoder {job_dir}: the run's encoder {run.model.encoder!r} (its "
                         f"architecture and vocabulary) is needed to rebuild the fine-tuned one: {e}") from None
-    weights = checkpoints.read_hub_savedmodel(model_dir).weights
+    weights = checkpoints.savedmodel_weights(model_dir)
     assign_weights(encoder.network, weights, os.path.join(model_dir, "variables"))
     encoder.source = f"{job_dir} (fine-tuned {run.model.encoder})"
     return encoder, run
