@@ -55,8 +55,10 @@ def run(request, hub, tiny_data, tmp_path_factory):
     job_dir = root / "job"
     arguments = ["--encoder", f"hf:tiny/{family}", "--training-file", tiny_data["train"],
                  "--validation-file", tiny_data["validation"], "--testing-file", tiny_data["test"],
-                 "--job-dir", str(job_dir), "--epochs", "4", "--batch-size", "16",
-                 "--learning-rate", "1e-3",  # decisive enough for the copies' 99% agreement
+                 "--job-dir", str(job_dir), "--epochs", "6", "--batch-size", "16",
+                 # Labels decisive enough for the copies' 99% agreement check (at 1e-3 over 4
+                 # epochs the tiny RoBERTa's validation accuracy stayed at 0.37: near ties).
+                 "--learning-rate", "1e-2",
                  "--max-seq-length", "32", "--cache-dir", str(root / "cache"),
                  "--export-bfloat16", "on", "--export-int8", "on", *TINY_TASK_FLAGS]
     env = {"HF_ENDPOINT": hub.url, "HF_HUB_CACHE": str(root / "hf")}
@@ -77,14 +79,14 @@ def test_the_killed_run_resumes_and_finishes(run):
     family, job_dir, output = run
     assert "resumed after epoch 2" in output
     history = read_csv(job_dir / "eval_history.csv")
-    assert [row["epoch"] for row in history] == ["1", "2", "3", "4"]
+    assert [row["epoch"] for row in history] == ["1", "2", "3", "4", "5", "6"]
 
 
 def test_the_model_card_names_the_family_and_the_weights(run):
     family, job_dir, _ = run
     card = (job_dir / "MODEL_CARD.md").read_text()
     assert f"hf:tiny/{family} (Hugging Face commit {stand_in.commit_sha(family)})" in card
-    assert f"`{family}`" in card
+    assert f"(`{family.replace('_', '-')}`)" in card  # the model_type
 
 
 @pytest.mark.parametrize("precision", ["bfloat16", "int8"])

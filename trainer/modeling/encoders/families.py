@@ -14,6 +14,8 @@ _FAMILIES = (bert.FAMILY, mpnet.FAMILY, roberta.ROBERTA, roberta.XLM_ROBERTA, mo
 BY_MODEL_TYPE: Dict[str, Family] = {
     model_type: family for family in _FAMILIES for model_type in family.model_types}
 SUPPORTED = tuple(BY_MODEL_TYPE)
+# Every family's tokenizer files: what an hf: download fetches besides config and weights.
+TOKENIZER_FILES = tuple(dict.fromkeys(name for family in _FAMILIES for name in family.tokenizer_files))
 # Every Hugging Face prefix of an encoder inside a task model ("roberta." in RobertaForMaskedLM).
 WEIGHT_PREFIXES = tuple(prefix for family in _FAMILIES for prefix in family.weight_prefixes)
 

@@ -14,13 +14,14 @@ import os
 import re
 from typing import List, Optional
 
-from trainer.modeling.encoders import hf_weights
+from trainer.modeling.encoders import families, hf_weights
 from trainer.modeling.encoders.network import unreachable
 from trainer.errors import UserError
 
 PREFIX = "hf:"
-# Besides one weight file: what checkpoints.read_hf_checkpoint and registry read.
-_SETTINGS_FILES = ("config.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
+# Besides one weight file: what checkpoints.read_hf_checkpoint and registry read, and every
+# family's tokenizer files (the repository's config.json says which family it is, once here).
+_SETTINGS_FILES = ("config.json", "tokenizer_config.json", "special_tokens_map.json",
                    "1_Pooling/config.json")
 _SPEC = re.compile(r"hf:([\w.-]+/[\w.-]+)(?:@([^\s@]+))?")
 
@@ -101,11 +102,11 @@ def _wanted_files(files: List[str], encoder: str, spec: RepoSpec) -> List[str]:
         raise UserError(f"--encoder {encoder}: {spec.repo_id} holds no "
                         f"{' or '.join(hf_weights.WEIGHT_FILES)}: not a BERT-family checkpoint "
                         "the native encoder reads")
-    for required in ("config.json", "vocab.txt"):
-        if required not in files:
-            raise UserError(f"--encoder {encoder}: {spec.repo_id} has no {required} (the native "
-                            "encoder needs a BERT/ELECTRA config and WordPiece vocabulary)")
-    return [weights, *(name for name in _SETTINGS_FILES if name in files)]
+    if "config.json" not in files:
+        raise UserError(f"--encoder {encoder}: {spec.repo_id} has no config.json (the native "
+                        "encoder reads the architecture from it)")
+    wanted = (*_SETTINGS_FILES, *families.TOKENIZER_FILES)
+    return [weights, *(name for name in wanted if name in files)]
 
 
 def _user_error(error: Exception, encoder: str, spec: RepoSpec) -> UserError:
