@@ -1,6 +1,7 @@
-"""ModernBERT's own parts, beyond the shared family parity (tests/test_encoder_families.py): both
-config.json layouts transformers writes, the settings it refuses, XLA and bfloat16, the int8
-copy's cut, where layer-wise decay puts the final norm, and the tokenizer layouts it refuses."""
+"""ModernBERT's own parts, beyond the shared family parity (tests/test_encoder_families.py):
+both config.json layouts transformers writes, the settings it refuses, XLA, bfloat16 and
+float16, the int8 copy's cut, where layer-wise decay puts the final norm, and the tokenizer
+layouts it refuses."""
 import dataclasses
 import json
 
@@ -86,17 +87,18 @@ def test_xla_computes_what_eager_computes_for_any_batch_length(encoder):
         assert np.max(np.abs(compiled(features) - encoder(features)["sequence_output"])) <= 1e-5
 
 
-def test_mixed_bfloat16_computes_in_bfloat16_with_float32_variables(encoder):
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_mixed_precision_computes_in_the_reduced_dtype_with_float32_variables(encoder, dtype):
     import tf_keras
 
-    tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    tf_keras.mixed_precision.set_global_policy(f"mixed_{dtype}")
     try:
         network = modernbert.build(encoder.bert_config)
     finally:
         tf_keras.mixed_precision.set_global_policy("float32")
     network.set_weights(encoder.get_weights())
     outputs = network(_features(IDS, MASK))
-    assert outputs["sequence_output"].dtype == tf.bfloat16
+    assert outputs["sequence_output"].dtype == tf.as_dtype(dtype)
     assert {variable.dtype for variable in network.variables} == {tf.float32}
     difference = np.abs(tf.cast(outputs["sequence_output"], tf.float32).numpy()
                         - encoder(_features(IDS, MASK))["sequence_output"].numpy())
