@@ -50,10 +50,17 @@ def test_the_default_encoders_source_names_its_package_not_a_local_path(tmp_path
                       f"{registry.default_encoder_version()})")
 
 
-def test_registry_names_the_small_bert_grid_bert_base_and_the_default():
+HUB_NAMES = {"roberta-base", "roberta-large", "xlm-roberta-base", "deberta-v3-xsmall",
+             "deberta-v3-small", "deberta-v3-base", "modernbert-base", "modernbert-large",
+             "all-mpnet-base-v2"}
+
+
+def test_registry_names_the_small_bert_grid_bert_base_the_families_and_the_default():
     small = {f"small-bert-l{layers}-h{hidden}-uncased" for layers in (2, 4, 6, 8, 10, 12)
              for hidden in (128, 256, 512, 768)}
-    assert set(ENCODER_NAMES) == small | {"bert-base-uncased", DEFAULT_ENCODER}
+    assert set(ENCODER_NAMES) == small | {"bert-base-uncased", DEFAULT_ENCODER} | HUB_NAMES
+    for name in HUB_NAMES:  # resolved through the Hugging Face Hub, as --encoder hf:ORG/NAME
+        assert registry.REGISTRY[name].handle.startswith("hf:")
     for name in small | {"bert-base-uncased"}:
         entry = registry.REGISTRY[name]
         assert entry.handle.startswith("https://") and entry.preprocessor.startswith("https://")

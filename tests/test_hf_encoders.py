@@ -50,6 +50,9 @@ def hub():
                                            {"main": stand_in.commit_sha("pt")}),
         "tiny/gated": stand_in.Repo({stand_in.commit_sha("gated"): bert_files(0)},
                                     {"main": stand_in.commit_sha("gated")}, token="hf_reader"),
+        # What the registry name all-mpnet-base-v2 resolves to (any checkpoint will do here).
+        "sentence-transformers/all-mpnet-base-v2": stand_in.Repo(
+            {stand_in.commit_sha("mpnet"): bert_files(2)}, {"main": stand_in.commit_sha("mpnet")}),
     })
     yield server
     server.close()
@@ -195,3 +198,10 @@ def test_a_tiny_training_run_fine_tunes_a_hub_electra_in_bfloat16(hub, tiny_data
     assert result.returncode == 0, result.stdout + result.stderr
     assert "hf:tiny/electra (Hugging Face commit" in json.dumps(metrics_of(job_dir))
     assert (job_dir / "model" / "saved_model.pb").exists()
+
+
+def test_a_registry_name_of_a_hub_repository_resolves_through_the_hub(env):
+    resolved = registry.resolve("all-mpnet-base-v2", env)
+    assert resolved.source == ("all-mpnet-base-v2 -> hf:sentence-transformers/all-mpnet-base-v2 "
+                               f"(Hugging Face commit {stand_in.commit_sha('mpnet')})")
+    assert os.path.exists(os.path.join(resolved.path, "model.safetensors"))

@@ -23,7 +23,7 @@ BERT_UNCASED_PREPROCESS = "https://tfhub.dev/tensorflow/bert_en_uncased_preproce
 @dataclasses.dataclass(frozen=True)
 class RegisteredEncoder:
     name: str
-    handle: Optional[str]  # None: shipped in a Python package, no network needed
+    handle: Optional[str]  # a TF-Hub URL or hf:ORG/NAME; None: shipped in a Python package
     preprocessor: Optional[str]
     default_pooling: str
 
@@ -45,6 +45,17 @@ REGISTRY = {entry.name: entry for entry in [
     RegisteredEncoder("bert-base-uncased",
                       "https://tfhub.dev/tensorflow/bert_en_uncased_L-12_H-768_A-12/4",
                       BERT_UNCASED_PREPROCESS, "cls"),
+    # Hugging Face Hub repositories of the native families (trainer.modeling.encoders.families),
+    # resolved as `--encoder hf:ORG/NAME` is; pooling as the repository says (1_Pooling), else cls.
+    *(RegisteredEncoder(name, f"hf:{repo}", None, "cls") for name, repo in (
+        ("roberta-base", "FacebookAI/roberta-base"), ("roberta-large", "FacebookAI/roberta-large"),
+        ("xlm-roberta-base", "FacebookAI/xlm-roberta-base"),
+        ("deberta-v3-xsmall", "microsoft/deberta-v3-xsmall"),
+        ("deberta-v3-small", "microsoft/deberta-v3-small"),
+        ("deberta-v3-base", "microsoft/deberta-v3-base"),
+        ("modernbert-base", "answerdotai/ModernBERT-base"),
+        ("modernbert-large", "answerdotai/ModernBERT-large"),
+        ("all-mpnet-base-v2", "sentence-transformers/all-mpnet-base-v2"))),
 ]}
 ENCODER_NAMES = list(REGISTRY)
 
@@ -79,6 +90,10 @@ def resolve(encoder: str, cache_dir: str) -> ResolvedEncoder:
         return ResolvedEncoder(path, None, entry.default_pooling,
                                f"{encoder} (PyPI package {DEFAULT_ENCODER_PACKAGE} "
                                f"{default_encoder_version()})")
+    if entry is not None and hf_hub.is_spec(entry.handle):
+        path = hf_hub.download(entry.handle, cache_dir)
+        return ResolvedEncoder(path, None, _sentence_transformers_pooling(path) or entry.default_pooling,
+                               f"{encoder} -> {entry.handle} (Hugging Face commit {os.path.basename(path)})")
     if entry is not None:
         path = hub_format.resolve_handle(entry.handle, cache_dir, "--encoder", encoder)
         return ResolvedEncoder(path, entry.preprocessor, entry.default_pooling,
