@@ -138,6 +138,11 @@ class ModelConfig:
         False, "Also fine-tune the word-embedding table (native backend). Off by default: it is "
                "half of a small BERT's weights and AdamW updates all of it every step, while "
                "fine-tuning it does not improve sentiment accuracy (see bench/).")
+    gradient_checkpointing: bool = _flag(
+        False, "Recompute each transformer block's activations in the backward pass instead of "
+               "keeping them (tf.recompute_grad): less accelerator memory for about a third more "
+               "compute per step, the same loss and gradients. Native BERT-shaped and DeBERTa "
+               "encoders.")
     task: str = _flag(
         "auto", "What the head predicts: 'classification' (one class per text), 'regression' "
                 "(one number per text: a linear output trained with MSE on standardized "

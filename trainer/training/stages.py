@@ -131,12 +131,27 @@ def load_encoder(ctx: RunContext) -> None:
     """The pretrained encoder, built under the dtype policy inside the strategy's scope."""
     with ctx.runtime.strategy.scope():
         ctx.encoder = encoder_of(ctx.config, ctx.environ)
+        if ctx.config.model.gradient_checkpointing:
+            _recompute_blocks(ctx.encoder)
     pooling = ctx.config.model.pooling
     ctx.pooling = ctx.encoder.default_pooling if pooling == "auto" else pooling
     ctx.learning_rate = ctx.config.train.learning_rate or default_learning_rate(ctx.encoder.hidden_size)
     log.info("encoder %s (%s backend, hidden %d, %s pooling); peak learning rate %g",
              ctx.encoder.source, ctx.encoder.backend, ctx.encoder.hidden_size, ctx.pooling,
              ctx.learning_rate)
+
+
+def _recompute_blocks(encoder) -> None:
+    """--gradient-checkpointing on the training network only (encoder_of's other callers
+    build copies for export, which must trace no recomputation)."""
+    from trainer.modeling.encoders.bert import recompute_blocks
+
+    if encoder.backend != "native" or not recompute_blocks(encoder.network):
+        raise UserError(f"--gradient-checkpointing: {encoder.architecture} has no transformer "
+                        "blocks that recompute; it applies to the native BERT, ELECTRA, "
+                        "RoBERTa, XLM-R, MPNet and DeBERTa-v2/v3 encoders")
+    log.info("gradient checkpointing: each transformer block recomputes its activations in "
+             "the backward pass")
 
 
 def default_learning_rate(hidden_size: int) -> float:

@@ -170,6 +170,8 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
 
     # DeBERTa's block is this one with its own attention (same sublayers, its own logits).
     attention_class = Attention
+    # Set by recompute_blocks on the training network only: exports rebuild from the config.
+    recompute = False
 
     def __init__(self, num_heads: int, head_size: int, intermediate_size: int,
                  layer_norm_eps: float, gelu_approximate: bool, dropout_rate: float,
@@ -200,6 +202,40 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
             epsilon=layer_norm_eps, name="output_layer_norm", dtype=policy)
 
     def call(self, inputs, attention_mask, attention_bias=None, training=None):
+        if self.recompute and training is True:
+            return self._recomputed(inputs, attention_mask, attention_bias)
+        return self._forward(inputs, attention_mask, attention_bias, training)
+
+    def _recomputed(self, inputs, attention_mask, attention_bias):
+        """The block under tf.recompute_grad: the backward pass runs it again from its inputs
+        instead of keeping its activations (--gradient-checkpointing).
+
+        The recomputation must drop the same units as the forward pass did, or the gradient is
+        of another network. tf.recompute_grad does not replay random ops, so each dropout
+        generator of the block is reset to the state it had before the forward pass, and ends
+        where the forward pass left it: masks, gradients and the generators' checkpointed
+        states are those of a run without the flag. Only float tensors are arguments (gradients
+        flow to them; custom_gradient takes no keyword arguments in graph mode); the boolean
+        mask and DeBERTa's int position index are captured.
+        """
+        generators = _dropout_generators(self)
+        states = [tf.identity(generator.state) for generator in generators]
+        parts = tf.nest.flatten(attention_bias)
+        differentiable = [i for i, part in enumerate(parts)
+                          if part is not None and part.dtype.is_floating]
+
+        def forward(hidden, *bias_parts):
+            for generator, state in zip(generators, states):
+                generator.reset(state)
+            filled = list(parts)
+            for index, part in zip(differentiable, bias_parts):
+                filled[index] = part
+            bias = tf.nest.pack_sequence_as(attention_bias, filled)
+            return self._forward(hidden, attention_mask, bias, training=True)
+
+        return tf.recompute_grad(forward)(inputs, *[parts[i] for i in differentiable])
+
+    def _forward(self, inputs, attention_mask, attention_bias, training):
         attended = self.self_attention(inputs, attention_mask=attention_mask,
                                        attention_bias=attention_bias, training=training)
         x = self.self_attention_layer_norm(
@@ -210,6 +246,40 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), **self._settings}
+
+
+def recompute_blocks(network: tf_keras.Model) -> int:
+    """Makes every TransformerEncoderBlock of `network` recompute its activations in the
+    backward pass of training (--gradient-checkpointing); returns how many blocks it found.
+
+    A flag on the built layers, not on the config: exports and the bfloat16 copy rebuild the
+    network from its config, so what they trace and save is unchanged.
+    """
+    blocks = [layer for layer in network.submodules if isinstance(layer, TransformerEncoderBlock)]
+    for block in blocks:
+        if any(generator is None for generator in _dropout_generators(block, strict=False)):
+            raise RuntimeError("--gradient-checkpointing needs dropout drawn from "
+                               "tf.random.Generator (tf_keras.backend.experimental."
+                               "enable_tf_random_generator() before the encoder is built)")
+        block.recompute = True
+    return len(blocks)
+
+
+def _dropout_generators(layer: tf_keras.layers.Layer, strict: bool = True) -> list:
+    """The tf.random.Generator of each random sublayer of `layer`, in a stable order (None for
+    one on tf-keras' legacy stateful ops when not `strict`). Built here if not yet, so that the
+    state read before a recomputed forward pass is the one its dropout then draws from."""
+    generators = []
+    for sublayer in layer.submodules:
+        random = getattr(sublayer, "_random_generator", None)
+        if random is None:
+            continue
+        random._maybe_init()  # tf-keras builds its generator lazily, at the first draw
+        generator = getattr(random, "_generator", None)
+        if generator is None and strict:
+            raise RuntimeError(f"{sublayer.name}: dropout without a tf.random.Generator")
+        generators.append(generator)
+    return generators
 
 
 def build_bert_encoder(config: BertConfig, dtype: Optional[str] = None,
