@@ -36,10 +36,15 @@ def _files(directory):
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory):
+def checkpoints(tmp_path_factory):
+    return {family: hf_reference.write_checkpoint(family, tmp_path_factory.mktemp(family))
+            for family in hf_reference.families()}
+
+
+@pytest.fixture(scope="module")
+def hub(checkpoints):
     repos = {}
-    for family in hf_reference.families():
-        directory = hf_reference.write_checkpoint(family, tmp_path_factory.mktemp(family))
+    for family, directory in checkpoints.items():
         commit = stand_in.commit_sha(family)
         repos[f"tiny/{family}"] = stand_in.Repo({commit: _files(directory)}, {"main": commit})
     server = stand_in.StandInHub(repos)
@@ -119,3 +124,24 @@ def test_the_server_answers_with_the_exported_models_predictions(run, tmp_path):
         assert len(answer.json()["predictions"]) == 2
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("family", sorted(hf_reference.families()))
+def test_an_exported_encoder_reads_back_as_the_same_encoder(checkpoints, family, tmp_path):
+    """`trainer.export_encoder` writes encoder/ + preprocessor/ SavedModels; `--encoder` of
+    that directory computes what the checkpoint does, from the same ids."""
+    import numpy as np
+    import tensorflow as tf
+
+    from trainer.modeling.encoders import load_encoder
+
+    result = run_cli("trainer.export_encoder", "--encoder", checkpoints[family], "--output-dir",
+                     tmp_path / "export", "--max-seq-length", "32")
+    assert result.returncode == 0, result.stdout + result.stderr
+    original, exported = (load_encoder(str(path), seq_length=32, cache_dir=str(tmp_path / "cache"))
+                          for path in (checkpoints[family], tmp_path / "export"))
+    texts = tf.constant(["i love this movie !", "so bad"])
+    features = original.preprocessor(texts)
+    assert all(np.array_equal(features[key], exported.preprocessor(texts)[key]) for key in features)
+    np.testing.assert_allclose(exported.network(features)["sequence_output"],
+                               original.network(features)["sequence_output"], atol=1e-6)

@@ -220,21 +220,21 @@ def read_hub_savedmodel(directory: str) -> Checkpoint:
     """
     graph, assets, read = _saved_model_objects(directory)
     weights = _encoder_variables(graph, read)
-    needed = ("word_embeddings/embeddings", "position_embedding/embeddings",
-              "transformer/layer_0/self_attention/query/kernel",
-              "transformer/layer_0/intermediate/kernel")
-    missing = [name for name in needed if name not in weights]
-    if missing:
-        raise UserError(
-            f"--encoder {directory}: not a BERT encoder SavedModel the native backend can read "
-            f"(no variable {missing[0]}); use --encoder-backend hub for it.")
     children = {child.local_name: graph.nodes[child.node_id] for child in graph.nodes[0].children}
-    if "bert_config_file" in children:
+    if "bert_config_file" in children:  # this package's export, of any family
         config_index = children["bert_config_file"].asset.asset_file_def_index
         config_path = os.path.join(directory, "assets", assets[config_index])
         raw = _read_json(config_path)
         config = families.BY_MODEL_TYPE[raw.get("family", "bert")].config_class(**raw)
     else:
+        needed = ("word_embeddings/embeddings", "position_embedding/embeddings",
+                  "transformer/layer_0/self_attention/query/kernel",
+                  "transformer/layer_0/intermediate/kernel")
+        missing = [name for name in needed if name not in weights]
+        if missing:
+            raise UserError(
+                f"--encoder {directory}: not a BERT encoder SavedModel the native backend can "
+                f"read (no variable {missing[0]}); use --encoder-backend hub for it.")
         vocab_size, width = weights["word_embeddings/embeddings"].shape
         # Model Garden's BertEncoder (TF-Hub's ELECTRAs) projects narrower embeddings up.
         projection = weights.get("embedding_projection/kernel")
