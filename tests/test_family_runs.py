@@ -7,7 +7,6 @@ The checkpoints are tests/reference_<family>.py's, written by transformers; thei
 the reference forward is tests/test_encoder_families.py's. One run per family is a minute or
 more: the slow tier, which CI runs on TensorFlow 2.21 (.ci/run).
 """
-import json
 import os
 import signal
 
@@ -125,23 +124,3 @@ def test_the_server_answers_with_the_exported_models_predictions(run, tmp_path):
     finally:
         server.stop()
 
-
-@pytest.mark.parametrize("family", sorted(hf_reference.families()))
-def test_an_exported_encoder_reads_back_as_the_same_encoder(checkpoints, family, tmp_path):
-    """`trainer.export_encoder` writes encoder/ + preprocessor/ SavedModels; `--encoder` of
-    that directory computes what the checkpoint does, from the same ids."""
-    import numpy as np
-    import tensorflow as tf
-
-    from trainer.modeling.encoders import load_encoder
-
-    result = run_cli("trainer.export_encoder", "--encoder", checkpoints[family], "--output-dir",
-                     tmp_path / "export", "--max-seq-length", "32")
-    assert result.returncode == 0, result.stdout + result.stderr
-    original, exported = (load_encoder(str(path), seq_length=32, cache_dir=str(tmp_path / "cache"))
-                          for path in (checkpoints[family], tmp_path / "export"))
-    texts = tf.constant(["i love this movie !", "so bad"])
-    features = original.preprocessor(texts)
-    assert all(np.array_equal(features[key], exported.preprocessor(texts)[key]) for key in features)
-    np.testing.assert_allclose(exported.network(features)["sequence_output"],
-                               original.network(features)["sequence_output"], atol=1e-6)
