@@ -27,7 +27,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run as bench_run  # noqa: E402  (bench/run.py: the same TweetEval preparation)
-from common import add_publish_flag, finish, printed, publish  # noqa: E402
+from common import add_publish_flag, finish, printed, publish, timed  # noqa: E402
 
 # Op events are named "scope/op_name:OpType"; the first matching pattern names the category.
 CATEGORIES = (
@@ -51,6 +51,9 @@ def parse_args(argv):
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", action="store_true",
                         help="trace one more round with the TF profiler and group op time")
+    parser.add_argument("--predict", action="store_true",
+                        help="also time inference (the model's forward, training=False) on "
+                             "--steps of the same batches")
     parser.add_argument("--json", help="also write the results here")
     add_publish_flag(parser)
     parser.add_argument("trainer_flags", nargs="*", help="flags of trainer.task (after --)")
@@ -102,6 +105,16 @@ def timed_round(model, iterator, steps: int, batch_size: int) -> tuple:
     model.fit(iterator, epochs=1, steps_per_epoch=steps + per_call, callbacks=[clock], verbose=0)
     examples = clock.steady_steps * batch_size
     return examples / clock.steady_seconds, 1000 * (clock.cpu_end - clock.cpu_start) / examples
+
+
+def predict_rate(tf, model, iterator, steps: int, rounds: int) -> float:
+    """Examples per second of the model's forward in inference (training=False: no dropout, no
+    gradients, one graph for every bucket's shape) over `steps` training batches, the median of
+    `rounds` passes after one untimed pass (tracing)."""
+    forward = tf.function(lambda features: model(features, training=False), reduce_retracing=True)
+    batches = [next(iterator)[0] for _ in range(steps)]
+    examples = sum(int(features["input_word_ids"].shape[0]) for features in batches)
+    return examples / timed(lambda: [forward(f).numpy() for f in batches], rounds)
 
 
 def op_categories(logdir: str) -> dict:
@@ -156,6 +169,7 @@ def main(argv=None) -> dict:
     with printed() as text:
         result = {"flags": args.trainer_flags, "rows": args.rows, "steps": args.steps,
                   "device": {k: v for k, v in ctx.runtime.plan.__dict__.items() if k != "reasons"},
+                  "mean_tokens": float(ctx.inputs.tokenized["train"].lengths.mean()),
                   **measure(tf, ctx.trainable.model, iterator, ctx.config.train.batch_size, args, work)}
     if args.publish:
         publish("steps", result, text.getvalue())
@@ -171,6 +185,9 @@ def measure(tf, model, iterator, batch: int, args, work: str) -> dict:
     print(f"ex/s per round: {', '.join(f'{r:.1f}' for r in rates)}; median "
           f"{result['median']:.1f}; CPU ms/example: {', '.join(f'{c:.1f}' for c in cpu)}; "
           f"median {result['median_cpu_ms_per_example']:.1f}", flush=True)
+    if args.predict:
+        result["predict_examples_per_second"] = predict_rate(tf, model, iterator, args.steps, args.rounds)
+        print(f"prediction ex/s: {result['predict_examples_per_second']:.1f}", flush=True)
     if args.profile:
         logdir = os.path.join(work, "profile")
         tf.profiler.experimental.start(logdir)
