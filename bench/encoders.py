@@ -15,10 +15,11 @@ then the same model's forward in inference (training=False) on as many of those 
 
 The native families (RoBERTa, XLM-RoBERTa, MPNet, DeBERTa-v3, ModernBERT) are written at their
 published configs by transformers itself (bench/published_encoders.py), with their family's
-tiny test tokenizer (tests/reference_<family>.py): its few hundred pieces split a tweet into
-more tokens than the published vocabulary would, so the table gives each row's mean tokens,
-and those rows' speed is of longer rows than the real model would see. Encoders wider than
-768 (roberta-large) run a third of --steps per round.
+tiny test tokenizer (tests/reference_<family>.py): a few hundred pieces, which split a tweet
+into more tokens than the published vocabulary would (byte-level BPE, SentencePiece) or fewer
+(MPNet's word list, where most words are one [UNK]). The table gives each row's mean tokens:
+those rows' speed is at that length, not at the real tokenizer's. Encoders wider than 768
+(roberta-large) run a third of --steps per round.
 """
 import argparse
 import json
