@@ -105,16 +105,15 @@ def test_ids_match_reference_wordpiece(text, vocab):
     np.testing.assert_array_equal(packed["input_word_ids"][0], reference_ids(text, vocab, 48))
 
 
-def test_lower_casing_also_applies_nfkc_unlike_hugging_face(vocab):
-    """Documented difference (tensorflow_text.case_fold_utf8 applies NFKC_Casefold): TF-Text's case
-    folding is NFKC-based, so ligatures, ellipses and full-width letters normalise first. Ids then
-    equal the reference's on the NFKC form of the text, and differ from Hugging Face's on the raw
-    text."""
+def test_lower_casing_applies_no_nfkc_as_hugging_face_applies_none(vocab):
+    """TF-Text's own lower-casing (FastBertTokenizer's lower_case_nfd_strip_accents, BertTokenizer's
+    case_fold_utf8) is NFKC-based: ligatures, ellipses and full-width letters would normalise
+    first. The preprocessor lower-cases and strips accents as Hugging Face's BertNormalizer does."""
     text = "ﬁne… ＡＢＣ™"
     preprocessor = BertPreprocessor(VOCAB_FILE, lower_case=True, seq_length=16)
     ids = preprocessor(tf.constant([text]))["input_word_ids"][0].numpy().tolist()
-    assert ids == reference_ids(unicodedata.normalize("NFKC", text), vocab, 16)
-    assert ids != reference_ids(text, vocab, 16)
+    assert ids == reference_ids(text, vocab, 16)
+    assert ids != reference_ids(unicodedata.normalize("NFKC", text), vocab, 16)
 
 
 def test_mask_and_type_ids_of_a_single_segment(vocab):
