@@ -120,6 +120,15 @@ def test_offline_an_uncached_repo_is_one_user_error(env, monkeypatch):
         registry.resolve("hf:tiny/bert", env)
 
 
+def test_hf_hub_offline_says_so_of_an_uncached_repo(env, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(UserError, match=r"^--encoder hf:tiny/bert needs the network: "
+                                        r"HF_HUB_OFFLINE is set, and the encoder cache "):
+        registry.resolve("hf:tiny/bert", env)
+
+
 @pytest.mark.parametrize("spec, message", [
     ("hf:tiny/missing", r"^--encoder hf:tiny/missing: no model repository tiny/missing on the Hub"),
     ("hf:tiny/bert@v9", r"^--encoder hf:tiny/bert@v9: tiny/bert has no revision v9 "),

@@ -54,8 +54,11 @@ def download(encoder: str, cache_dir: str) -> str:
     # it on each call honours a value set later in the process too.
     endpoint = os.environ.get("HF_ENDPOINT") or None
     hub_cache = os.environ.get("HF_HUB_CACHE") or os.path.join(cache_dir, "huggingface")
-    offline = ("HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE
-               else unreachable(endpoint or constants.ENDPOINT))
+    if constants.HF_HUB_OFFLINE:
+        offline = "HF_HUB_OFFLINE is set"
+    else:
+        unreached = unreachable(endpoint or constants.ENDPOINT)
+        offline = unreached and f"cannot reach {unreached}"
     if offline:
         return _cached_snapshot(spec, hub_cache, encoder, offline)
     try:
@@ -85,7 +88,7 @@ def _cached_snapshot(spec: RepoSpec, hub_cache: str, encoder: str, offline: str)
     if isinstance(config, str) and hf_weights.weights_file(os.path.dirname(config)):
         return os.path.dirname(config)
     raise UserError(
-        f"--encoder {encoder} needs the network: cannot reach {offline}, and the encoder cache "
+        f"--encoder {encoder} needs the network: {offline}, and the encoder cache "
         f"{hub_cache} holds no copy of {spec.repo_id} at {spec.revision or 'its default branch'}. "
         "Run once where the Hub is reachable with the same --cache-dir (or VBT_CACHE_DIR), or "
         "download the repository's files and pass their directory as --encoder.")
