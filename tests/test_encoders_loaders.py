@@ -118,10 +118,11 @@ def test_a_hugging_face_directory_without_safetensors_is_a_user_error(tmp_path):
         load_encoder(directory)
 
 
-def test_a_non_bert_config_is_a_user_error_for_the_native_backend(tmp_path):
+def test_a_config_of_no_native_family_is_a_user_error_for_the_native_backend(tmp_path):
     directory = tiny_bert.write_hf_checkpoint(
-        tmp_path / "roberta", config={**tiny_bert.CONFIG, "model_type": "roberta"})
-    with pytest.raises(UserError, match="roberta.*--encoder-backend hub"):
+        tmp_path / "gpt2", config={**tiny_bert.CONFIG, "model_type": "gpt2"})
+    with pytest.raises(UserError, match="gpt2 model; the native backend reads model_type bert, .*"
+                                        "--encoder-backend hub"):
         load_encoder(directory)
 
 

@@ -76,7 +76,7 @@ def packed(preprocessor, first, second):
     from trainer.data import pipeline
     features = pipeline.encode(preprocessor, np.array([first]), np.array([second]))
     ids, types = features["input_word_ids"].numpy()[0], features["input_type_ids"].numpy()[0]
-    cls, sep = preprocessor.start_of_sequence_id, preprocessor.end_of_segment_id
+    cls, sep = preprocessor.special_ids["[CLS]"], preprocessor.special_ids["[SEP]"]
     assert ids[0] == cls
     ends = list(np.flatnonzero(ids == sep))
     return ids[1:ends[0]], ids[ends[0] + 1:ends[1]], types, ends

@@ -8,8 +8,6 @@ purpose, and anything else that JSON cannot hold is still refused (allow_nan=Fal
 import json
 import math
 
-import numpy as np
-
 
 def dumps(value, **kwargs) -> str:
     """json.dumps of `value` with every non-finite float (numpy's too) written as null."""
@@ -17,8 +15,9 @@ def dumps(value, **kwargs) -> str:
 
 
 def _finite(value):
-    if isinstance(value, np.generic):  # numpy scalars: float32 is not a Python float
-        value = value.item()
+    if hasattr(value, "dtype") and hasattr(value, "item") and not hasattr(value, "__len__"):
+        value = value.item()  # a numpy scalar (float32 is not a Python float): no numpy import,
+        # so `--help` of the tools that write JSON loads no heavy module
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
