@@ -151,6 +151,7 @@ class TokenizingLayer(tf_keras.layers.Layer):
         return self.tokenizer.tokenize(strings)
 
 
+@pytest.mark.slow  # a fresh process: CI runs it on 2.21 (.ci/run)
 def test_savedmodel_reloads_in_a_fresh_process_with_the_same_ids(modernbert_file, tmp_path):
     """Saved as hub._PreprocessorExport saves a preprocessor: a tf.Module tracking the
     tokenizer, a tf.function without autograph; reloaded with only tensorflow and TF-Text."""

@@ -171,6 +171,7 @@ RELOAD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a fresh process: CI runs it on 2.21 (.ci/run)
 def test_savedmodel_reloads_in_a_fresh_process_with_the_same_ids(models, tmp_path):
     """Saved inside a tf.Module as the preprocessor export saves it; reloaded where only
     tensorflow and tensorflow_text are imported."""
