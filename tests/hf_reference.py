@@ -62,6 +62,12 @@ def fast_tokenizer(directory):
     return transformers.AutoTokenizer.from_pretrained(directory)
 
 
+def features(ids, mask) -> dict:
+    """The native encoder's inputs of token ids and a mask (lists), token types all 0."""
+    ids, mask = np.array(ids, np.int32), np.array(mask, np.int32)
+    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": np.zeros_like(ids)}
+
+
 def max_difference(ours, reference, mask) -> float:
     """The largest absolute difference over real (unpadded) tokens."""
     keep = np.asarray(mask, bool)

@@ -31,11 +31,6 @@ def encoder(checkpoint):
     return load_encoder(checkpoint, seq_length=32, cache_dir=checkpoint).network
 
 
-def _features(ids, mask):
-    ids, mask = np.array(ids, np.int32), np.array(mask, np.int32)
-    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": np.zeros_like(ids)}
-
-
 # Six tokens, fewer than the tiny config's 8 buckets a side: the window path; padding included.
 SHORT_IDS = [[1, 5, 9, 12, 7, 2], [1, 14, 2, 0, 0, 0]]
 SHORT_MASK = [[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]]
@@ -55,18 +50,18 @@ def test_relative_position_rows_are_pytorchs_log_buckets_at_the_published_size(l
 def test_a_batch_shorter_than_the_bucket_span_equals_the_reference(checkpoint, encoder):
     """Fewer tokens than buckets: only the table rows they reach enter the products."""
     reference = hf_reference.hidden_states(checkpoint, SHORT_IDS, SHORT_MASK)
-    ours = encoder(_features(SHORT_IDS, SHORT_MASK))
+    ours = encoder(hf_reference.features(SHORT_IDS, SHORT_MASK))
     assert hf_reference.max_difference(
         ours["sequence_output"], reference["sequence_output"], SHORT_MASK) <= 1e-4
 
 
 def test_xla_computes_what_eager_computes_for_any_batch_length(encoder):
     """One traced function, lengths below and above the bucket span (the table's window)."""
-    spec = {key: tf.TensorSpec([None, None], tf.int32) for key in _features(SHORT_IDS, SHORT_MASK)}
+    spec = {key: tf.TensorSpec([None, None], tf.int32) for key in hf_reference.features(SHORT_IDS, SHORT_MASK)}
     compiled = tf.function(lambda inputs: encoder(inputs)["sequence_output"], jit_compile=True,
                            input_signature=[spec])
     long_ids, long_mask = [[1] + [9] * 30 + [2]] * 2, [[1] * 32, [1] * 20 + [0] * 12]
-    for features in (_features(SHORT_IDS, SHORT_MASK), _features(long_ids, long_mask)):
+    for features in (hf_reference.features(SHORT_IDS, SHORT_MASK), hf_reference.features(long_ids, long_mask)):
         assert np.max(np.abs(compiled(features) - encoder(features)["sequence_output"])) <= 1e-5
 
 
@@ -79,11 +74,11 @@ def test_mixed_bfloat16_computes_in_bfloat16_with_float32_variables(encoder):
     finally:
         tf_keras.mixed_precision.set_global_policy("float32")
     network.set_weights(encoder.get_weights())
-    outputs = network(_features(SHORT_IDS, SHORT_MASK))
+    outputs = network(hf_reference.features(SHORT_IDS, SHORT_MASK))
     assert outputs["sequence_output"].dtype == tf.bfloat16
     assert {variable.dtype for variable in network.variables} == {tf.float32}
     difference = np.abs(tf.cast(outputs["sequence_output"], tf.float32).numpy()
-                        - encoder(_features(SHORT_IDS, SHORT_MASK))["sequence_output"].numpy())
+                        - encoder(hf_reference.features(SHORT_IDS, SHORT_MASK))["sequence_output"].numpy())
     assert np.max(difference[np.array(SHORT_MASK, bool)]) < 0.2
 
 
@@ -93,7 +88,7 @@ def test_padding_rows_stay_finite_where_layer_norm_epsilon_reads_as_zero(encoder
     config = dataclasses.replace(encoder.bert_config, layer_norm_eps=0.0)
     network = deberta_v2.build_encoder(config, dtype="float32")
     network.set_weights(encoder.get_weights())
-    outputs = network(_features(SHORT_IDS, SHORT_MASK))["sequence_output"].numpy()
+    outputs = network(hf_reference.features(SHORT_IDS, SHORT_MASK))["sequence_output"].numpy()
     assert np.isfinite(outputs[np.array(SHORT_MASK, bool)]).all()
 
 
@@ -125,5 +120,5 @@ def test_a_saved_encoder_gives_back_every_weight_for_the_fine_tuned_reload(encod
     hub.save_encoder_savedmodel(encoder, str(tmp_path), None, None)
     network = deberta_v2.build_encoder(encoder.bert_config, dtype="float32")
     assign_weights(network, checkpoints.savedmodel_weights(str(tmp_path)), str(tmp_path))
-    features = _features(SHORT_IDS, SHORT_MASK)
+    features = hf_reference.features(SHORT_IDS, SHORT_MASK)
     assert np.array_equal(network(features)["sequence_output"], encoder(features)["sequence_output"])

@@ -8,7 +8,6 @@ the reference forward is tests/test_encoder_families.py's. One run per family is
 more: the slow tier, which CI runs on TensorFlow 2.21 (.ci/run).
 """
 import os
-import signal
 
 import httpx
 import pytest
@@ -16,7 +15,7 @@ import pytest
 import hf_reference
 import hf_stand_in as stand_in
 from conftest import TINY_TASK_FLAGS, metrics_of, read_csv
-from test_resume import start, wait_for_checkpoint
+from test_resume import kill_after_second_epoch, start
 from test_predict import run_cli
 from test_server import Server, free_port
 
@@ -66,13 +65,7 @@ def run(request, hub, tiny_data, tmp_path_factory):
                  "--max-seq-length", "32", "--cache-dir", str(root / "cache"),
                  "--export-bfloat16", "on", "--export-int8", "on", *TINY_TASK_FLAGS]
     env = {"HF_ENDPOINT": hub.url, "HF_HUB_CACHE": str(root / "hf")}
-    killed = start(arguments, env)
-    try:
-        wait_for_checkpoint(killed, job_dir / "checkpoints" / "resume", 2)
-        killed.send_signal(signal.SIGKILL)
-        killed.communicate(timeout=60)
-    finally:
-        killed.kill()
+    kill_after_second_epoch(arguments, job_dir, env)
     rerun = start(arguments, env)
     output, _ = rerun.communicate(timeout=600)
     assert rerun.returncode == 0, output

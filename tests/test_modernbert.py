@@ -32,11 +32,6 @@ def encoder(checkpoint):
     return load_encoder(checkpoint, seq_length=32, cache_dir=checkpoint).network
 
 
-def _features(ids, mask):
-    ids, mask = np.array(ids, np.int32), np.array(mask, np.int32)
-    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": np.zeros_like(ids)}
-
-
 def _tiny_raw():
     return hf_reference.families()["modernbert"].tiny_config().to_dict()
 
@@ -79,11 +74,11 @@ def test_a_setting_the_network_does_not_compute_is_one_error(setting, message):
 
 def test_xla_computes_what_eager_computes_for_any_batch_length(encoder):
     """One traced function, a batch within the local window and one beyond it."""
-    spec = {key: tf.TensorSpec([None, None], tf.int32) for key in _features(IDS, MASK)}
+    spec = {key: tf.TensorSpec([None, None], tf.int32) for key in hf_reference.features(IDS, MASK)}
     compiled = tf.function(lambda inputs: encoder(inputs)["sequence_output"], jit_compile=True,
                            input_signature=[spec])
-    short = _features([row[:4] for row in IDS], [row[:4] for row in MASK])
-    for features in (short, _features(IDS, MASK)):
+    short = hf_reference.features([row[:4] for row in IDS], [row[:4] for row in MASK])
+    for features in (short, hf_reference.features(IDS, MASK)):
         assert np.max(np.abs(compiled(features) - encoder(features)["sequence_output"])) <= 1e-5
 
 
@@ -97,11 +92,11 @@ def test_mixed_precision_computes_in_the_reduced_dtype_with_float32_variables(en
     finally:
         tf_keras.mixed_precision.set_global_policy("float32")
     network.set_weights(encoder.get_weights())
-    outputs = network(_features(IDS, MASK))
+    outputs = network(hf_reference.features(IDS, MASK))
     assert outputs["sequence_output"].dtype == tf.as_dtype(dtype)
     assert {variable.dtype for variable in network.variables} == {tf.float32}
     difference = np.abs(tf.cast(outputs["sequence_output"], tf.float32).numpy()
-                        - encoder(_features(IDS, MASK))["sequence_output"].numpy())
+                        - encoder(hf_reference.features(IDS, MASK))["sequence_output"].numpy())
     assert np.max(difference[np.array(MASK, bool)]) < 0.2
 
 
@@ -110,7 +105,7 @@ def test_the_int8_copys_cut_computes_what_the_whole_encoder_does(encoder):
     layers_from(..., 1) in the other."""
     import tf_keras
 
-    features = _features(IDS, MASK)
+    features = hf_reference.features(IDS, MASK)
     front = tf_keras.Model(encoder.inputs, encoder.get_layer("transformer/layer_0").output)
     back = modernbert.layers_from(encoder, front(features), features["input_mask"], 1)
     whole = encoder(features)
