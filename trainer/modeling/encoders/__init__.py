@@ -1,10 +1,11 @@
-"""Pretrained BERT encoders and their text preprocessors, behind one call: `load_encoder`.
+"""Pretrained encoders and their text preprocessors, behind one call: `load_encoder`.
 
 The "native" backend rebuilds the encoder from tf-keras layers and reads the weights into it
-(Hugging Face safetensors or tf_model.h5 of BERT and ELECTRA, local or from the Hub, Google BERT
-checkpoints, TF-Hub BERT SavedModels), so dtype policies
-and XLA apply to its matmuls. The "hub" backend keeps `hub.KerasLayer`, which runs float32
-whatever the policy (tensorflow/hub#466), for encoders that are not BERT-shaped.
+(Hugging Face safetensors of every family trainer.modeling.encoders.families knows: BERT,
+ELECTRA, MPNet, RoBERTa, XLM-R, DeBERTa-v3, ModernBERT; tf_model.h5 of BERT and ELECTRA; local
+or from the Hub; Google BERT checkpoints; TF-Hub BERT SavedModels), so dtype policies and XLA
+apply to its matmuls, with the family's tokenizer in the graph. The "hub" backend keeps
+`hub.KerasLayer`, which runs float32 whatever the policy (tensorflow/hub#466), for anything else.
 """
 import dataclasses
 import logging
