@@ -96,3 +96,28 @@ def test_an_unsupported_model_type_is_one_error_naming_the_supported_ones(tmp_pa
     with pytest.raises(UserError, match=r"describes a gpt2 model; the native backend reads "
                                         r"model_type bert, electra, mpnet"):
         checkpoints.check_directory(str(tmp_path))
+
+
+CHECK_IN_A_FRESH_PROCESS = """
+import sys
+import trainer
+from tensorflow.python.eager import context
+from trainer.modeling import encoders
+for directory in sys.argv[1:]:
+    encoders.check_encoder(directory)
+print("started" if context.context()._context_handle is not None else "not started")
+"""
+
+
+def test_checking_any_family_leaves_the_tensorflow_runtime_unstarted(tmp_path):
+    """The run checks the encoder before the strategy exists, and MultiWorkerMirroredStrategy
+    must configure collectives before the runtime starts: a check that starts it breaks every
+    multi-worker run."""
+    import subprocess
+    import sys
+
+    directories = [hf_reference.write_checkpoint(family, tmp_path / family) for family in FAMILIES]
+    result = subprocess.run([sys.executable, "-c", CHECK_IN_A_FRESH_PROCESS, *directories],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split()[-2:] == ["not", "started"]

@@ -96,7 +96,11 @@ def check_directory(directory: str) -> None:
         check_vocab(os.path.join(directory, "vocab.txt"))
         return
     family, config, path = _hf_family(directory)
-    family.preprocessor(path, True, 8)  # parses the tokenizer's files
+    # Built in a throwaway graph: an eager op here would start the TensorFlow runtime, and
+    # MultiWorkerMirroredStrategy, created later, must configure collectives before it starts
+    # (tensorflow/tensorflow#55178).
+    with tf.Graph().as_default():
+        family.preprocessor(path, True, 8)  # parses the tokenizer's files
 
 
 def _hf_family(directory: str):

@@ -207,7 +207,11 @@ def _unsplit_whitespace(sentencepiece: text.FastSentencepieceTokenizer, pieces: 
     it deletes as "xx"; any other is kept and must become a space here."""
     x = next((p for p in pieces if len(p) == 1 and p.isascii() and p.isalnum()), "x")
     probes = [f"{x} {x}", f"{x}{x}"] + [f"{x}{c}{x}" for c in WHITESPACE]
-    ids = sentencepiece.tokenize(tf.constant(probes)).to_list()
+    ids = sentencepiece.tokenize(tf.constant(probes))
+    if not tf.executing_eagerly():  # a check in a throwaway graph (checkpoints.check_directory)
+        with tf.compat.v1.Session() as session:  # leaves the eager runtime unstarted
+            ids = session.run(ids)
+    ids = ids.to_list()
     kept = [c for c, got in zip(WHITESPACE, ids[2:]) if got not in ids[:2]]
     return _re2_class(kept) if kept else ""
 
