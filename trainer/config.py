@@ -10,6 +10,7 @@ import datetime
 import difflib
 import json
 import os
+import re
 import typing
 from typing import Mapping, Optional, Sequence
 
@@ -204,6 +205,13 @@ class TrainConfig:
                                   "exported), drives early stopping and is reported to Vertex "
                                   "hyperparameter tuning.",
         choices=tuple(METRIC_GOALS), aliases=("--hypertune-metric",), type=validation_metric)
+    find_label_issues: bool = _flag(
+        False, "Also rank the training rows whose labels look wrong (label_issues.csv, report.html), "
+               "from out-of-sample probabilities of --label-issue-folds cross-fitted models: that "
+               "many extra trainings on the training split. Validation rows are always ranked.")
+    label_issue_folds: int = _flag(
+        4, "--find-label-issues: folds of the training split, each scored by a model trained on "
+           "the others.")
 
 
 @dataclasses.dataclass
@@ -303,6 +311,22 @@ class OutputConfig:
               "run. 'off': a tuning trial's (trainer.tune), whose search reads metrics.json only; "
               "`python -m trainer.report --job-dir DIR` writes them later.",
         choices=("on", "off"))
+    ig_steps: int = _flag(
+        32, "Integrated-gradients steps of the token attributions report.html colours (the "
+            "worst errors and a sample of correct predictions): more steps, attributions that "
+            "sum closer to the model's output.")
+    target_precision: Optional[float] = _flag(
+        None, "Binary and multi-label tasks: the decision threshold becomes the lowest one whose "
+              "validation precision reaches this, in (0, 1]; the export stores it, so predict and "
+              "serve apply it (report.html draws the precision-recall curve with the point).")
+    target_recall: Optional[float] = _flag(
+        None, "Like --target-precision, for recall: the highest threshold whose validation "
+              "recall reaches this.")
+    experiment: Optional[str] = _flag(
+        None, "Vertex AI Experiments: the chief logs the run's hyperparameters, its final "
+              "metrics and each evaluation's validation metrics (as time series) to this "
+              "experiment, in a run named after the job. An Experiments error costs one "
+              "warning line, never the run.")
 
 
 @dataclasses.dataclass
@@ -535,6 +559,7 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
             f"must be >= 0, got {config.output.report_errors}")
     require(config.output.report_correct >= 0, "--report-correct",
             f"must be >= 0, got {config.output.report_correct}")
+    _validate_outputs(config, require)
     require(not (m.encoder_backend == "hub" and r.jit_compile == "on" and not m.freeze_encoder),
             "--jit-compile", "'on' cannot train a hub.KerasLayer encoder: XLA recompiles it every "
                              "step (about 30x slower). Use --encoder-backend native or --freeze-encoder.")
@@ -542,6 +567,20 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
             "'on' needs --encoder-backend native: a hub.KerasLayer keeps the dtypes it was "
             "exported with (tensorflow/hub#466), so its copy would not compute in bfloat16")
     _validate_task(config, require)
+
+
+def _validate_outputs(config: Config, require) -> None:
+    o, t = config.output, config.train
+    require(o.ig_steps >= 1, "--ig-steps", f"must be at least 1, got {o.ig_steps}")
+    require(t.label_issue_folds >= 2, "--label-issue-folds", f"must be at least 2, got {t.label_issue_folds}")
+    for flag, value in (("--target-precision", o.target_precision), ("--target-recall", o.target_recall)):
+        require(value is None or 0.0 < value <= 1.0, flag, f"must be in (0, 1], got {value}")
+    require(o.target_precision is None or o.target_recall is None, "--target-recall",
+            "cannot be combined with --target-precision: one operating point per model")
+    # Vertex AI Experiments' resource-name rule for an experiment id.
+    require(o.experiment is None or re.fullmatch(r"[a-z0-9][a-z0-9-]{0,127}", o.experiment),
+            "--experiment", f"must be lower-case letters, digits and '-' (at most 128, not "
+                            f"starting with '-'), got {o.experiment!r}")
 
 
 def save(config: Config, path: str) -> None:
