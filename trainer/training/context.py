@@ -75,6 +75,8 @@ class RunContext:
     outputs: Dict[str, tuple] = dataclasses.field(default_factory=dict)
     calibration: Optional[dict] = None  # metrics.json's "calibration" block
     precisions: Dict[str, dict] = dataclasses.field(default_factory=dict)  # metrics.json's block
+    operating_point: Optional[dict] = None  # metrics.json's block (--target-precision/-recall)
+    label_issues: Optional[dict] = None  # metrics.json's block (label_issues.csv's summary)
     durations: Dict[str, float] = dataclasses.field(default_factory=dict)
     train_steps: Optional[int] = None  # optimizer steps when training ended (results.evaluate)
     metrics: Optional[dict] = None
