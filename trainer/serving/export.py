@@ -10,7 +10,7 @@ are float32 under every policy, and a model that serves in float16 or bfloat16 r
 not at all, on CPUs without native support, for no gain in its predictions.
 """
 import contextlib
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -26,7 +26,8 @@ SIGNATURE = "serving_default"
 
 class ServingModule(tf.Module):
     def __init__(self, preprocessor, classifier: tf_keras.Model, label_names: Sequence[str],
-                 max_seq_length: int, temperature: float = 1.0, pair: bool = False):
+                 max_seq_length: int, temperature: float = 1.0, pair: bool = False,
+                 threshold: Optional[float] = None):
         super().__init__(name="text_classifier")
         self.preprocessor = preprocessor
         # Only the classifier's variables are tracked, not the Keras model: saving a Keras model
@@ -39,6 +40,11 @@ class ServingModule(tf.Module):
         # Calibration (trainer.reporting.calibration): probabilities are softmax(logits / T).
         # A variable, so a loaded model still tells its T (the report reads it back).
         self.temperature = tf.Variable(float(temperature), trainable=False, name="temperature")
+        # --target-precision/--target-recall (trainer.training.operating_point): a binary model
+        # predicts its second class when that class's probability reaches this; without it, the
+        # most probable class. A variable too, read back by trainer.predict's callers.
+        self.threshold = None if threshold is None else tf.Variable(
+            float(threshold), trainable=False, name="threshold")
         # A sentence-pair model's signature takes both texts: `text` and `text_pair`.
         texts = [tf.TensorSpec([None], tf.string, name="text")]
         if pair:
@@ -78,6 +84,8 @@ class ServingModule(tf.Module):
     def _outputs(self, logits, batch):
         probabilities = tf.nn.softmax(logits / self.temperature, axis=-1)
         predicted = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
+        if self.threshold is not None:  # decided when the function is traced
+            predicted = tf.cast(probabilities[:, 1] >= self.threshold, tf.int32)
         return {
             "probabilities": probabilities,
             "label": tf.gather(self.label_names, predicted),
