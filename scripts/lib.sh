@@ -15,14 +15,23 @@ optional() {
   if [[ -n "${!1:-}" ]]; then flags+=("$2" "${!1}"); fi
 }
 
-# submit ARG...: exec `python -m trainer.submit "${flags[@]}" -- ARG...` from the repository.
-# The trainer arguments may start with a `--` of their own (`train-cloud-gpu.sh -- --epochs 3`,
-# the form `trainer.submit` uses): that one is a separator, not an argument for the trainer.
+# trainer_optional VAR --flag: append --flag "$VAR" to the array `trainer_flags` when VAR is set:
+# flags for the trainer itself, which `submit` puts before the script's arguments, so that the
+# same flag given there wins.
+trainer_optional() {
+  if [[ -n "${!1:-}" ]]; then trainer_flags+=("$2" "${!1}"); fi
+}
+
+# submit ARG...: exec `python -m trainer.submit "${flags[@]}" -- "${trainer_flags[@]}" ARG...`
+# from the repository. The trainer arguments may start with a `--` of their own
+# (`train-cloud-gpu.sh -- --epochs 3`, the form `trainer.submit` uses): that one is a separator,
+# not an argument for the trainer.
 submit() {
   if [[ "${1:-}" == -- ]]; then shift; fi
   local root
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-  PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" exec "${PYTHON:-python3}" -m trainer.submit "${flags[@]}" -- "$@"
+  PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" exec "${PYTHON:-python3}" -m trainer.submit "${flags[@]}" -- \
+    ${trainer_flags[@]+"${trainer_flags[@]}"} "$@"
 }
 
 # The label each Dockerfile gives its image (gpu, tpu or serve: VARIANT of build-image.sh).

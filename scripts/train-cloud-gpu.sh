@@ -12,6 +12,11 @@
 #   ACCELERATOR_COUNT (1; 0 runs on CPU only), REPLICA_COUNT (0; machines beyond the chief, for
 #   multi-worker training), JOB_DIR (gs://BUCKET/vertex-bert-trainer/DISPLAY_NAME), DISPLAY_NAME,
 #   SERVICE_ACCOUNT, TENSORBOARD, PYTHON (python3).
+#   SCHEDULING: standard (default), spot (Spot VMs: cheaper, may be preempted; the trainer
+#   resumes from its last epoch) or flex-start (queued until the GPUs are free; L4, A100, H100,
+#   H200 or B200 only), MAX_WAIT (flex-start only: how long to queue, e.g. 30m, 2h, 1d or
+#   seconds; default 1 day, 0 no limit), EXPERIMENT (log the run to this Vertex AI Experiments
+#   experiment: the trainer's --experiment).
 #   DRY_RUN=1 prints the job as JSON and submits nothing.
 # Arguments go to the trainer unchanged (python -m trainer.task --help), with or without a
 # leading `--`.
@@ -29,6 +34,9 @@ optional JOB_DIR --job-dir
 optional DISPLAY_NAME --display-name
 optional SERVICE_ACCOUNT --service-account
 optional TENSORBOARD --tensorboard
+optional SCHEDULING --scheduling
+optional MAX_WAIT --max-wait
 if [[ "${DRY_RUN:-0}" != 0 ]]; then flags+=(--dry-run); fi
+trainer_optional EXPERIMENT --experiment
 
 submit "$@"

@@ -11,6 +11,9 @@
 #   when its label or name says so).
 # Optional: TPU_VERSION (v2, v3 or v5e; default v2), TPU_CHIPS (v5e only: 1, 4 or 8; default 4),
 #   JOB_DIR, DISPLAY_NAME, SERVICE_ACCOUNT, TENSORBOARD, PYTHON (python3).
+#   SCHEDULING: standard (default) or spot (Spot VMs: cheaper, may be preempted; the trainer
+#   resumes from its last epoch; flex-start is for GPU jobs only), EXPERIMENT (log the run to
+#   this Vertex AI Experiments experiment: the trainer's --experiment).
 #   DRY_RUN=1 prints the job as JSON and submits nothing.
 # Arguments go to the trainer unchanged (python -m trainer.task --help), with or without a
 # leading `--`.
@@ -26,6 +29,9 @@ optional JOB_DIR --job-dir
 optional DISPLAY_NAME --display-name
 optional SERVICE_ACCOUNT --service-account
 optional TENSORBOARD --tensorboard
+optional SCHEDULING --scheduling
+optional MAX_WAIT --max-wait
 if [[ "${DRY_RUN:-0}" != 0 ]]; then flags+=(--dry-run); fi
+trainer_optional EXPERIMENT --experiment
 
 submit "$@"

@@ -12,6 +12,9 @@
 #   learning-rate,batch-size,dropout,warmup-fraction,weight-decay,layer-decay,epochs; default all),
 #   MACHINE_TYPE (n1-standard-8), ACCELERATOR_TYPE (NVIDIA_TESLA_T4), ACCELERATOR_COUNT (1; 0 runs
 #   on CPU only), JOB_DIR, DISPLAY_NAME, SERVICE_ACCOUNT, TENSORBOARD, PYTHON (python3).
+#   SCHEDULING and MAX_WAIT for every trial, as in train-cloud-gpu.sh, and EXPERIMENT: each
+#   trial logs its own run (named after the job and the trial) to this Vertex AI Experiments
+#   experiment, so the trials' validation curves can be compared side by side.
 #   DRY_RUN=1 prints the job as JSON and submits nothing.
 # Arguments go to every trial's trainer unchanged, with or without a leading `--`; do not repeat
 # a tuned flag (one of PARAMETERS) there.
@@ -31,6 +34,9 @@ optional JOB_DIR --job-dir
 optional DISPLAY_NAME --display-name
 optional SERVICE_ACCOUNT --service-account
 optional TENSORBOARD --tensorboard
+optional SCHEDULING --scheduling
+optional MAX_WAIT --max-wait
 if [[ "${DRY_RUN:-0}" != 0 ]]; then flags+=(--dry-run); fi
+trainer_optional EXPERIMENT --experiment
 
 submit "$@"

@@ -20,7 +20,7 @@ import sys
 from typing import Optional, Sequence
 
 from trainer import cli, config
-from trainer.cloud import api, deploy
+from trainer.cloud import api, deploy, scheduling
 from trainer.errors import UserError
 from trainer.tuning import space
 
@@ -190,8 +190,10 @@ def check_image_uri(image_uri: str) -> None:
 
 
 def run_settings(options: argparse.Namespace) -> dict:
-    """What `job.run()` adds to the job spec on submission (the SDK sets these two fields itself)."""
-    return {"service_account": options.service_account, "tensorboard": options.tensorboard}
+    """What `job.run()` adds to the job spec on submission (the SDK sets these fields itself):
+    the service account, the TensorBoard, and the scheduling (trainer.cloud.scheduling)."""
+    return {"service_account": options.service_account, "tensorboard": options.tensorboard,
+            **scheduling.run_settings(options.scheduling, options.max_wait)}
 
 
 def submitted_resource(job, options: argparse.Namespace) -> dict:
@@ -199,9 +201,12 @@ def submitted_resource(job, options: argparse.Namespace) -> dict:
     fields the SDK's submit() fills (CustomJob.job_spec, HyperparameterTuningJob.trial_job_spec)."""
     resource = job.to_dict()
     spec = resource["jobSpec"] if options.command == "train" else resource["trialJobSpec"]
-    for name, value in run_settings(options).items():
-        if value:
-            spec["serviceAccount" if name == "service_account" else name] = value
+    settings = run_settings(options)
+    for name in ("service_account", "tensorboard"):
+        if settings[name]:
+            spec["serviceAccount" if name == "service_account" else name] = settings[name]
+    if scheduling.resource(settings):
+        spec["scheduling"] = scheduling.resource(settings)
     return resource
 
 
@@ -234,6 +239,14 @@ def build_arg_parser() -> argparse.ArgumentParser:
     run.add_argument("--service-account", help="Service account the job runs as (required with --tensorboard).")
     run.add_argument("--tensorboard", help="Vertex AI TensorBoard instance to stream AIP_TENSORBOARD_LOG_DIR to: "
                                            "projects/P/locations/R/tensorboards/ID.")
+    run.add_argument("--scheduling", choices=list(scheduling.STRATEGIES), default="standard",
+                     help="How Vertex finds the machines: standard (on demand), spot (Spot VMs: cheaper, "
+                          "may be preempted; the trainer resumes from its last epoch), or flex-start "
+                          "(Dynamic Workload Scheduler: queues until L4/A100/H100/H200/B200 GPUs are "
+                          "free, up to --max-wait). Default: standard.")
+    run.add_argument("--max-wait", help="flex-start only: how long the job may queue for its machines, "
+                                        "e.g. 30m, 2h, 1h30m, 1d or seconds (0: no limit; Vertex's "
+                                        "default: 1 day).")
     run.add_argument("--dry-run", action="store_true",
                      help="Print the job as JSON and submit nothing (needs no credentials).")
 
@@ -277,6 +290,8 @@ def build_job(options: argparse.Namespace, trainer_args: Sequence[str], credenti
     check_image_uri(options.image_uri)
     if options.tensorboard and not options.service_account:
         raise UserError("--tensorboard needs --service-account: Vertex uploads TensorBoard logs as that account")
+    run_settings(options)  # --scheduling and --max-wait, checked before the job is built
+    scheduling.check_machines(options.scheduling, options.tpu, options.accelerator_type)
     staging = staging_uri(options.bucket)
     display_name = options.display_name or default_display_name(options.command, now or datetime.datetime.now())
     pools = worker_pool_specs(options.image_uri, trainer_args, machine_type=options.machine_type,
