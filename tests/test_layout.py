@@ -16,7 +16,7 @@ RANKS = {
     "trainer.cloud.api": 0, "trainer.cloud.tpu": 0,
     "trainer.modeling": 1,
     "trainer.data": 2, "trainer.tasks": 2,
-    "trainer.serving": 3, "trainer.cloud.hypertune": 3,
+    "trainer.serving": 3, "trainer.explaining": 3, "trainer.cloud.hypertune": 3,
     "trainer.reporting": 4,
     "trainer.training": 5, "trainer.tuning": 5,
     "trainer.cloud": 6,

@@ -19,6 +19,7 @@ import tf_keras
 from trainer import storage
 from trainer.errors import UserError
 from trainer.data import pipeline
+from trainer.explaining import exported
 from trainer.modeling.encoders.bert import INPUT_KEYS
 
 SIGNATURE = "serving_default"
@@ -59,6 +60,9 @@ class ServingModule(tf.Module):
         # computed elsewhere (the int8 one, trainer.serving.tflite) returns exactly these.
         self.outputs = tf.function(self._outputs_of, input_signature=[
             tf.TensorSpec([None, None], tf.float32, name="logits")])
+        # Token attributions of these outputs (trainer.explaining.exported); None, and not
+        # saved, for an encoder whose word embeddings cannot be fed (TF-Hub).
+        self.explain_tokens = exported.saved_function(self, classifier, preprocessor)
 
     def _tokenize(self, text, text_pair=None):
         """int32 features [batch, max_seq_length], as the preprocessor pads them."""

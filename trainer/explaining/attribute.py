@@ -1,0 +1,117 @@
+"""Texts in, explanations out: what trainer.explain, trainer.serve and the report call.
+
+A loaded export (trainer.serving.export.load_module) predicts each text first, which picks
+what to explain: the predicted class (or the one asked for), each predicted label of a
+multi-label model (its most probable one when none reaches its threshold), or the score. Its
+`explain_tokens` then integrates the path of every (text, target) in batches of rows of one
+padding-ladder length, the path's points split over calls so that no call holds more than
+TOKENS_PER_CALL tokens (a step's activations and gradients are kept for each of them).
+"""
+import dataclasses
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+from trainer.errors import UserError
+from trainer.explaining import integrated_gradients as ig, words as words_lib
+from trainer.serving import predict
+
+TOKENS_PER_CALL = 16_384
+
+
+@dataclasses.dataclass
+class Explanation:
+    """The attributions of one output of one text."""
+    target: Optional[str]  # the explained class or label; None for a score
+    output: float  # the model's output on the text: the target's probability, or the score
+    baseline_output: float  # its output on the baseline (the text's words all padding)
+    words: List[words_lib.Word]
+
+    @property
+    def completeness_error(self) -> float:
+        return float(ig.completeness_error(sum(w.weight for w in self.words), self.output,
+                                           self.baseline_output))
+
+
+def explainable(model) -> bool:
+    """An export saved with `explain_tokens` (this version's, with a native encoder)."""
+    return hasattr(model, "explain_tokens")
+
+
+def require_explainable(model, model_dir: str) -> None:
+    if not explainable(model):
+        raise UserError(f"--model-dir: {model_dir} cannot explain its predictions: it was exported "
+                        f"before token attributions existed, or with a TF-Hub encoder "
+                        f"(--encoder-backend hub), whose word embeddings cannot be reached; "
+                        f"re-export it with this version and a native encoder")
+
+
+def targets_of(model, texts, pairs, features, batch_size: int, target: Optional[str] = None):
+    """[(row, target index or -1 for a score, target name or None)] of every text."""
+    if predict.is_regression(model):
+        return [(row, -1, None) for row in range(len(texts))]
+    if predict.is_multilabel(model):
+        probabilities, names, _, chosen = predict.predict_label_sets(model, texts, batch_size, pairs, features)
+    else:
+        probabilities, names = predict.predict_texts(model, texts, batch_size, pairs, features)
+        chosen = np.eye(len(names), dtype=bool)[probabilities.argmax(axis=1)]
+    if target is not None:
+        if target not in names:
+            raise UserError(f"--target: {target!r} is not one of the model's labels "
+                            f"({', '.join(names)})")
+        return [(row, names.index(target), target) for row in range(len(texts))]
+    jobs = []
+    for row, (picked, p) in enumerate(zip(chosen, probabilities)):
+        indices = np.flatnonzero(picked) if picked.any() else [int(p.argmax())]
+        jobs += [(row, int(i), names[int(i)]) for i in indices]
+    return jobs
+
+
+def _calls(width: int, rows: int, steps: int):
+    """(rows per call, points per call) within TOKENS_PER_CALL tokens."""
+    points = min(steps + 1, max(1, TOKENS_PER_CALL // width))
+    return max(1, min(rows, TOKENS_PER_CALL // (points * width))), points
+
+
+def _integrate(model, batch: dict, target: np.ndarray, alphas, weights) -> dict:
+    """One batch's attributions [B, T] summed over the path, its outputs at the path's two
+    ends, and its pieces, in as many calls as TOKENS_PER_CALL needs."""
+    rows, points = _calls(batch["input_mask"].shape[1], len(target), len(alphas) - 1)
+    parts = []
+    for first in range(0, len(target), rows):
+        chunk = {k: v[first:first + rows] for k, v in batch.items()}
+        total, ends, last = 0.0, [], None
+        for start in range(0, len(alphas), points):
+            last = model.explain_tokens(chunk, target[first:first + rows], alphas[start:start + points],
+                                        weights[start:start + points])
+            total = total + last["attributions"].numpy()
+            ends.append(last["outputs"].numpy())
+        outputs = np.concatenate(ends, axis=1)
+        parts.append({"attributions": total, "output": outputs[:, -1], "baseline": outputs[:, 0],
+                      **{k: last[k].numpy() for k in ("pieces", "starts_word", "content")}})
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def explain_texts(model, texts: Sequence[str], pairs=None, steps: int = 32,
+                  target: Optional[str] = None, batch_size: int = 64) -> List[List[Explanation]]:
+    """Per text, its explanations (one per explained target; none for an empty text)."""
+    texts = list(texts)
+    features = predict.tokenize(model, texts, pairs)
+    empty = predict.empty_rows(texts, pairs)
+    jobs = [job for job in targets_of(model, texts, pairs, features, batch_size, target)
+            if not empty[job[0]]]
+    explained: List[Optional[Explanation]] = [None] * len(jobs)
+    alphas, weights = ig.trapezoid(steps)
+    rows = np.asarray([row for row, _, _ in jobs], np.int64)
+    for indices, batch in predict._token_batches({k: v[rows] for k, v in features.items()}, len(jobs)):
+        out = _integrate(model, batch, np.asarray([max(jobs[i][1], 0) for i in indices], np.int32),
+                         alphas, weights)
+        for n, i in enumerate(indices):
+            merged = words_lib.merge(out["pieces"][n], out["starts_word"][n], out["content"][n],
+                                     out["attributions"][n])
+            explained[i] = Explanation(jobs[i][2], float(out["output"][n]), float(out["baseline"][n]),
+                                       merged)
+    result: List[List[Explanation]] = [[] for _ in texts]
+    for (row, _, _), explanation in zip(jobs, explained):
+        result[row].append(explanation)
+    return result

@@ -1,0 +1,69 @@
+"""The export's `explain_tokens` function: integrated gradients computed by the saved model.
+
+Saved beside `tokenize` and `predict_tokens` (trainer.serving.export), it explains exactly the
+outputs `predict_tokens` returns: the calibrated probability of a class (multi-label: a
+label's sigmoid probability), or a regression score. It also returns each token's piece of
+text and whether it starts a word (trainer.explaining.words), so a loaded model explains
+itself without its tokenizer's files.
+"""
+from typing import Optional
+
+import tensorflow as tf
+
+from trainer.data import pipeline
+from trainer.explaining import integrated_gradients as ig, words
+from trainer.modeling.encoders.bert import INPUT_KEYS
+
+
+def word_embeddings(classifier) -> Optional[object]:
+    """The classifier's word-embedding layer; None for a TF-Hub encoder, whose layers are its
+    publisher's graph and cannot be fed."""
+    from trainer.modeling import heads
+
+    try:
+        return heads.encoder_layer(classifier).get_layer("word_embeddings")
+    except (AttributeError, ValueError):
+        return None
+
+
+def explained_output(outputs: dict, target):
+    """[B]: the score, or the probability of class (label) `target` [B] of each row."""
+    if "score" in outputs:
+        return outputs["score"]
+    return tf.gather(outputs["probabilities"], target, batch_dims=1)
+
+
+def saved_function(module, classifier, preprocessor) -> Optional[tf.types.experimental.GenericFunction]:
+    """`module.explain_tokens(features, target, alphas, weights)`, or None when the encoder's
+    word embeddings or vocabulary cannot be reached (a TF-Hub encoder or preprocessor).
+
+    `module` computes the outputs (`_forward`, `_outputs`: the serving module's own), cutting
+    each batch to its padding-ladder length (`lengths`) as prediction does."""
+    layer, vocabulary = word_embeddings(classifier), words.vocabulary(preprocessor)
+    if layer is None or vocabulary is None:
+        return None
+    texts, starts = words.piece_table(*vocabulary)
+    texts, starts = tf.constant(texts, tf.string), tf.constant(starts, tf.bool)
+    special = preprocessor.special
+    kept = [preprocessor.special_ids[token]
+            for token in (special.pad, special.start, special.end, *special.pair_separator)]
+    padding = preprocessor.special_ids[special.pad]
+
+    def explain(features, target, alphas, weights):
+        features = pipeline.trim_to_padded_length(features, module.lengths)
+        points = tf.shape(alphas)[0]
+
+        def model_output(repeated):
+            batch = tf.shape(repeated["input_word_ids"])[0]
+            outputs = module._outputs(tf.cast(module._forward(repeated), tf.float32), batch)
+            return explained_output(outputs, tf.repeat(target, points))
+
+        result = ig.path_attributions(model_output, layer, features, alphas, weights, kept, padding)
+        ids = features["input_word_ids"]
+        return {**result, "pieces": tf.gather(texts, ids), "starts_word": tf.gather(starts, ids)}
+
+    return tf.function(explain, input_signature=[
+        {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_KEYS},
+        tf.TensorSpec([None], tf.int32, name="target"),
+        tf.TensorSpec([None], tf.float32, name="alphas"),
+        tf.TensorSpec([None], tf.float32, name="weights")], autograph=False)
