@@ -19,6 +19,7 @@ import pandas as pd
 from trainer import config as config_lib, storage, tasks
 from trainer.errors import UserError
 from trainer.reporting import calibration as calibration_lib, errors as errors_lib, figures, html, model_card
+from trainer.reporting import explanations
 from trainer.reporting.predictions import recompute
 
 log = logging.getLogger("trainer")
@@ -155,6 +156,8 @@ def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split:
     # A temperature rescales class probabilities: the other tasks have no calibration.
     calibration = calibration_for_report(metrics, predictions) if task == "classification" else None
     errors = errors_lib.worst_examples(predictions, metrics["labels"], per_split, task, correct)
+    attributions = explanations.report_section(model_dir, predictions, metrics["labels"], task,
+                                               config.output.ig_steps, config.train.seed)
     written, entries = [], []
     for name, title, png, note in render_figures(metrics, config, history, predictions, calibration):
         storage.write_bytes_atomic(storage.join(job_dir, f"report/{name}"), png)
@@ -164,7 +167,7 @@ def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split:
         "errors.csv": errors_lib.to_csv(errors),
         "MODEL_CARD.md": model_card.render(metrics, config, calibration, model_dir),
         "report.html": html.render(job_dir, metrics, config.train.selection_metric, entries,
-                                   calibration, errors, per_split, correct),
+                                   calibration, errors, per_split, correct, attributions),
     }
     for name, text in outputs.items():
         storage.write_text_atomic(storage.join(job_dir, name), text)

@@ -35,7 +35,8 @@ def is_dry_run(metrics: dict) -> bool:
 
 
 def render(job_dir: str, metrics: dict, metric: str, figures: Sequence[dict],
-           calibration: Optional[dict], errors, errors_per_split: int, correct_per_split: int = 0) -> str:
+           calibration: Optional[dict], errors, errors_per_split: int, correct_per_split: int = 0,
+           explanations: Optional[dict] = None) -> str:
     """`figures` from figure_entry(); `errors` is errors.csv's frame. The metrics table shows
     the task's own summary metrics; a multi-label run adds its per-label scores and thresholds."""
     task = tasks.by_name(metrics.get("task"))
@@ -52,4 +53,5 @@ def render(job_dir: str, metrics: dict, metric: str, figures: Sequence[dict],
         error_columns=list(errors.columns), errors_per_split=errors_per_split,
         correct_per_split=correct_per_split if task.name != "regression" else 0,
         errors_description=errors_lib.DESCRIPTIONS[task.name],
-        precisions=metrics.get("precisions") or {}, dry_run=is_dry_run(metrics))
+        precisions=metrics.get("precisions") or {}, dry_run=is_dry_run(metrics),
+        explanations=explanations)  # trainer.reporting.explanations.report_section's
