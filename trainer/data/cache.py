@@ -101,14 +101,23 @@ class CachedRows:
     def lengths(self) -> np.ndarray:
         return self.split.lengths[self.rows]
 
+    @property
+    def real_tokens(self) -> int:
+        return int(self.lengths.sum())
+
     def examples(self, seed=None, shard=(0, 1)) -> tf.data.Dataset:
+        """In row order; with a seed, through a shuffle buffer as CachedSplit's (a cross-fitting
+        fold trains on such rows: trainer.training.cross_fit)."""
         wanted = tf.constant(self.rows)
         last = len(self.rows) - 1
 
         def chosen(index, _):
             position = tf.minimum(tf.searchsorted(wanted, tf.reshape(index, [1]))[0], last)
             return tf.gather(wanted, position) == index
-        return self.split.examples().enumerate().filter(chosen).map(lambda _, row: row)
+        rows = self.split.examples().enumerate().filter(chosen).map(lambda _, row: row)
+        if seed is not None:
+            rows = rows.shuffle(min(max(1, len(self)), _SHUFFLE_ROWS), seed=seed)
+        return rows
 
 
 def tokenizer_fingerprint(preprocessor, pairs: bool) -> str:

@@ -9,7 +9,7 @@ import numpy as np
 
 from trainer import storage, strict_json
 from trainer.serving import export as export_lib
-from trainer.training import jobdir
+from trainer.training import jobdir, operating_point
 from trainer.training.context import RunContext
 from trainer.training.fitting import predict_split
 
@@ -43,21 +43,13 @@ def evaluate(ctx: RunContext) -> None:
     """Every split with the best epoch's weights, a temperature fitted on validation; the tuning
     service hears the final value. Each split is predicted once: its outputs are kept in
     ctx.outputs for the report."""
-    import tensorflow as tf
-
     from trainer.reporting import calibration
 
-    fit, model = ctx.fit, ctx.trainable.model
+    fit = ctx.fit
     metric = ctx.config.train.selection_metric
     # Before the best weights are restored: their checkpoint holds the optimizer's step then.
-    ctx.train_steps = int(model.optimizer.iterations.numpy())
-    # When the last epoch trained here is the best one, the model holds its weights already and
-    # its validation metrics are known: one pass over the validation data fewer.
-    best_is_current = fit.best.best_epoch is not None and fit.best.best_epoch == fit.evaluation.last_epoch
-    if fit.best.weights_prefix and not best_is_current:
-        tf.train.Checkpoint(model=model).read(fit.best.weights_prefix).expect_partial()
-        log.info("restored the best weights: %s %d, %s %.4f", fit.best.unit, fit.best.best_epoch,
-                 metric, fit.best.best)
+    ctx.train_steps = int(ctx.trainable.model.optimizer.iterations.numpy())
+    best_is_current = restore_best_weights(ctx)
     # Validation and test logits also fit and score the calibration, and make the report.
     logits = ctx.outputs
     if best_is_current:
@@ -85,6 +77,22 @@ def evaluate(ctx: RunContext) -> None:
     if fit.hypertune:
         fit.hypertune.report_final(ctx.results["validation"][metric.removeprefix("val_")],
                                    step=len(fit.history.rows))
+
+
+def restore_best_weights(ctx: RunContext) -> bool:
+    """The best epoch's weights into the model (the run's, or a cross-fitting fold's:
+    trainer.training.cross_fit). Returns True when the last epoch trained here was the best:
+    the model held its weights already and its validation outputs are known, one pass over the
+    validation data fewer."""
+    import tensorflow as tf
+
+    fit = ctx.fit
+    best_is_current = fit.best.best_epoch is not None and fit.best.best_epoch == fit.evaluation.last_epoch
+    if fit.best.weights_prefix and not best_is_current:
+        tf.train.Checkpoint(model=ctx.trainable.model).read(fit.best.weights_prefix).expect_partial()
+        log.info("restored the best weights: %s %d, %s %.4f", fit.best.unit, fit.best.best_epoch,
+                 ctx.config.train.selection_metric, fit.best.best)
+    return best_is_current
 
 
 def _evaluate_train_sample(ctx: RunContext) -> dict:
@@ -224,10 +232,11 @@ def _serving_module(ctx: RunContext, preprocessor, model):
             preprocessor, model, labels.names, ctx.config.data.max_seq_length,
             ctx.task.thresholds, labels.separator, pair=pair)
     return export_lib.ServingModule(preprocessor, model, labels.names, ctx.config.data.max_seq_length,
-                                    temperature=_export_temperature(ctx), pair=pair)
+                                    temperature=export_temperature(ctx), pair=pair,
+                                    threshold=operating_point.export_threshold(ctx))
 
 
-def _export_temperature(ctx: RunContext) -> float:
+def export_temperature(ctx: RunContext) -> float:
     """The temperature the export divides logits by: the fitted one unless --calibrate off."""
     applied = ctx.calibration is not None and ctx.calibration["applied"]
     return ctx.calibration["temperature"] if applied else 1.0
@@ -248,7 +257,7 @@ def _report_predictions(ctx: RunContext) -> dict:
     from trainer.reporting.predictions import from_outputs
 
     texts = ctx.datasets.read_texts(*ctx.outputs)
-    return {name: from_outputs(ctx.task.name, outputs, labels, *texts[name], _export_temperature(ctx),
+    return {name: from_outputs(ctx.task.name, outputs, labels, *texts[name], export_temperature(ctx),
                                getattr(ctx.task, "thresholds", None))
             for name, (outputs, labels) in ctx.outputs.items()}
 
@@ -279,6 +288,8 @@ def _metrics(ctx: RunContext) -> dict:
         "dry_run": config.train.dry_run,
         "calibration": ctx.calibration,
         "precisions": ctx.precisions,
+        "operating_point": ctx.operating_point,
+        "label_issues": ctx.label_issues,
         "labels": datasets.labels.names,
         "label_kind": datasets.labels.kind,
         "text_column": datasets.text_column,
@@ -314,7 +325,8 @@ def _durations(ctx: RunContext) -> dict:
             "evaluate": stages.get("evaluate", 0.0) + ctx.fit.evaluation.seconds_evaluating,
             "export": stages.get("export", 0.0), "export_bfloat16": stages.get("export_bfloat16", 0.0),
             "export_int8": stages.get("export_int8", 0.0),
-            "report": stages.get("report", 0.0)}
+            "report": stages.get("report", 0.0),
+            "label_issues": stages.get("find_label_issues", 0.0)}
 
 
 def _throughput(ctx: RunContext) -> dict:

@@ -12,7 +12,7 @@ from trainer import storage
 from trainer.cloud import environment as vertex
 from trainer.config import Config
 from trainer.errors import UserError
-from trainer.training import fitting, jobdir, results, stages
+from trainer.training import fitting, jobdir, label_issues, operating_point, results, stages, task_flags
 from trainer.training.context import RunContext
 
 log = logging.getLogger("trainer")
@@ -22,14 +22,17 @@ STAGES = (
     stages.prepare_job_dir,   # new, resumed or finished; config.json, training.log
     stages.load_data,         # read and validate every split
     stages.resolve_runtime,   # devices -> strategy, precision, XLA, padding
+    task_flags.check_task_flags,  # --target-*, --find-label-issues fit the task and runtime
     stages.load_encoder,
     stages.tokenize,
     stages.build_model,       # classifier, optimizer, resume checkpoint
     fitting.fit,
     results.evaluate,
+    operating_point.choose_operating_point,  # --target-precision/--target-recall thresholds
     results.export,           # calibrated, float32
     results.export_bfloat16,  # MODEL_DIR/bfloat16, if it agrees with float32
     results.export_int8,      # MODEL_DIR/int8, likewise
+    label_issues.find_label_issues,  # label_issues.csv (validation; train with --find-label-issues)
     results.report,           # report.html, figures, errors.csv, MODEL_CARD.md
     results.write_artifacts,  # metrics.json last: the run is finished
 )

@@ -192,10 +192,12 @@ def tokenize(ctx: RunContext) -> None:
     truncated = {name: int((t.lengths >= limit).sum()) for name, t in tokenized.items()}
     log.info("%d texts, mean %.1f tokens; at the --max-seq-length limit: %s",
              sum(len(t) for t in tokenized.values()), tokenized["train"].lengths.mean(), truncated)
-    ctx.inputs = _batching(config, ctx.runtime, tokenized, truncated)
+    ctx.inputs = batching(config, ctx.runtime, tokenized, truncated)
 
 
-def _batching(config, runtime: Runtime, tokenized: dict, truncated: dict) -> Inputs:
+def batching(config, runtime: Runtime, tokenized: dict, truncated: dict) -> Inputs:
+    """Batching, steps and epochs of tokenized splits: the run's, and each cross-fitting fold's
+    (trainer.training.cross_fit)."""
     from trainer.data import pipeline
 
     lengths = pipeline.padded_lengths(config.data.max_seq_length)

@@ -1,0 +1,128 @@
+"""label_issues.csv: the rows whose given label looks wrong, most doubtful first.
+
+A label looks wrong when a model that never trained on its row gives it a low probability:
+cleanlab's confident learning (`find_label_issues`: per-class thresholds on out-of-sample
+probabilities, Northcutt et al. 2021) decides which rows are flagged, and each row's label
+quality score (the probability of its given label, cleanlab's "self_confidence") ranks them.
+The out-of-sample probabilities are the validation split's (the run's model never trained on
+it) and, with --find-label-issues, the training split's from k-fold cross-fitting
+(trainer.training.cross_fit). Both are the model's uncalibrated probabilities (the folds have no
+temperature of their own); a multi-label task is ranked by cleanlab.multilabel_classification.
+Regression has no label to doubt this way: no file.
+
+Each row is named as every error message names it: its file and its line in that file (the
+header is line 1), so `row` is where an editor's cursor goes.
+"""
+import logging
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from trainer import storage
+from trainer.training.context import RunContext
+
+log = logging.getLogger("trainer")
+
+FILE = "label_issues.csv"
+COLUMNS = ["split", "file", "row", "given_label", "suggested_label", "score", "text"]
+METHOD = "cleanlab find_label_issues, ranked by label quality (self_confidence)"
+
+
+def rank(task: str, probabilities: np.ndarray, labels: np.ndarray) -> tuple:
+    """(flagged row indices, most doubtful first; every row's label quality score in [0, 1]).
+
+    `probabilities`: out-of-sample [N, C] class probabilities, or [N, L] label probabilities
+    (multi-label); `labels`: class ids [N], or 0/1 [N, L]."""
+    # cleanlab warns, per class, when a class has too few rows to flag all of its issues: the
+    # flagged rows are still right, and the warning would reach the user's log as a Python
+    # warning (cleanlab/filter.py: "May not flag all label issues in class").
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="May not flag all label issues", category=UserWarning)
+        if task == "multi-label":
+            from cleanlab.multilabel_classification import filter as multilabel_filter, rank as multilabel_rank
+
+            given = [list(np.flatnonzero(row)) for row in np.asarray(labels) > 0.5]
+            flagged = multilabel_filter.find_label_issues(
+                labels=given, pred_probs=probabilities, return_indices_ranked_by="self_confidence")
+            scores = multilabel_rank.get_label_quality_scores(given, probabilities)
+        else:
+            from cleanlab import filter as cleanlab_filter, rank as cleanlab_rank
+
+            given = np.asarray(labels, np.int64)
+            flagged = cleanlab_filter.find_label_issues(
+                given, probabilities, return_indices_ranked_by="self_confidence")
+            scores = cleanlab_rank.get_label_quality_scores(given, probabilities)
+    return np.asarray(flagged, np.int64), np.asarray(scores, np.float64)
+
+
+def find_label_issues(ctx: RunContext) -> None:
+    """The stage: label_issues.csv (chief), one log line, metrics.json's label_issues block."""
+    if ctx.task.name == "regression":
+        return
+    splits = {"validation": (ctx.outputs["validation"][0], ctx.datasets.validation.labels)}
+    if ctx.config.train.find_label_issues:
+        from trainer.training import cross_fit
+
+        splits = {"train": (cross_fit.out_of_sample_outputs(ctx), ctx.datasets.train.labels), **splits}
+    frames, counts = [], {}
+    for name, (outputs, labels) in splits.items():
+        probabilities = _probabilities(ctx.task, outputs)
+        flagged, scores = rank(ctx.task.name, probabilities, labels)
+        counts[name] = {"flagged": int(len(flagged)), "of": int(len(labels))}
+        frames.append(_frame(ctx, name, flagged, scores[flagged], labels[flagged],
+                             probabilities[flagged]))
+    # Empty frames left out: pandas warns when it concatenates them (their dtypes are unknown).
+    table = pd.concat([f for f in frames if len(f)] or frames[:1], ignore_index=True)
+    table = table.sort_values("score", kind="stable")
+    if ctx.is_chief:
+        storage.write_text_atomic(storage.join(ctx.paths.job_dir, FILE),
+                                  table.to_csv(index=False, float_format="%.6g"))
+    ctx.label_issues = {"file": FILE, "rows": int(len(table)), "splits": counts, "method": METHOD,
+                        "folds": ctx.config.train.label_issue_folds if "train" in splits else None}
+    log.info("label issues: %d rows whose label looks wrong (%s), most doubtful first in %s",
+             len(table), ", ".join(f"{name} {c['flagged']} of {c['of']}" for name, c in counts.items()),
+             storage.join(ctx.paths.job_dir, FILE))
+
+
+def _probabilities(task, outputs: np.ndarray) -> np.ndarray:
+    from trainer.reporting.calibration import softmax
+    from trainer.tasks.multilabel import sigmoid
+
+    return sigmoid(outputs) if task.name == "multi-label" else softmax(outputs)
+
+
+def _frame(ctx: RunContext, name: str, flagged: np.ndarray, scores: np.ndarray, labels: np.ndarray,
+           probabilities: np.ndarray) -> pd.DataFrame:
+    names = np.asarray(ctx.datasets.labels.names, dtype=object)
+    if ctx.task.name == "multi-label":
+        separator, thresholds = ctx.datasets.labels.separator, np.asarray(ctx.task.thresholds)
+        given = [separator.join(names[np.flatnonzero(row > 0.5)]) for row in np.asarray(labels)]
+        suggested = [separator.join(names[np.flatnonzero(row)]) for row in probabilities >= thresholds]
+    else:
+        given = list(names[np.asarray(labels, np.int64)])
+        suggested = list(names[probabilities.argmax(axis=1)]) if len(probabilities) else []
+    located = locate(ctx.datasets, name, flagged)
+    frame = pd.DataFrame({"split": name, "file": located["file"], "row": located["row"],
+                          "given_label": given, "suggested_label": suggested, "score": scores,
+                          "text": located["text"]}, columns=COLUMNS)
+    if "text_pair" in located:
+        frame["text_pair"] = located["text_pair"]
+    return frame
+
+
+def locate(datasets, name: str, rows: np.ndarray) -> pd.DataFrame:
+    """file, row (its line in that file), text (and text_pair) of rows `rows` of split `name`,
+    in the order given: one pass over the split's files, reading only those rows."""
+    split = datasets.splits()[name]
+    order = np.argsort(rows, kind="stable")
+    wanted = {name: split.positions[np.asarray(rows, np.int64)[order]]}
+    parts = [frame for _, frame in datasets.selected_chunks(split.spec, wanted)]
+    found = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        columns=["_file", "_row", *datasets.text_columns()])
+    out = pd.DataFrame({"file": found["_file"].astype(str).to_numpy(),
+                        "row": found["_row"].to_numpy(np.int64),
+                        "text": found[datasets.text_column].astype(str).to_numpy()})
+    if datasets.text_pair_column:
+        out["text_pair"] = found[datasets.text_pair_column].astype(str).to_numpy()
+    return out.iloc[np.argsort(order, kind="stable")].reset_index(drop=True)

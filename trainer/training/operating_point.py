@@ -1,0 +1,163 @@
+"""--target-precision / --target-recall: the decision threshold a binary or multi-label model
+exports, chosen on validation once the probabilities are final (after calibration), so that
+trainer.predict and trainer.serve decide at the precision or recall the user asked for.
+
+A binary classifier's positive class is its second label (class id 1; of names, the later one
+in the run's label order, which the log and metrics.json print): it is predicted when its
+probability reaches the threshold. A multi-label model gets one threshold per label. A target
+that validation cannot reach leaves that decision as it is without the flag (a binary model's
+most probable class, a label's F1-chosen threshold), with one warning line saying what was
+reached: the run has trained already, and a model that decides as usual serves users better
+than no model; metrics.json records `reached: false`.
+"""
+import logging
+from typing import Optional
+
+import numpy as np
+
+from trainer.errors import UserError
+from trainer.training.context import RunContext
+
+log = logging.getLogger("trainer")
+
+POSITIVE = 1  # a binary classifier's positive class id
+
+
+def target_of(output_config) -> Optional[tuple]:
+    """("precision" or "recall", value), or None when neither flag is given."""
+    if output_config.target_precision is not None:
+        return "precision", output_config.target_precision
+    if output_config.target_recall is not None:
+        return "recall", output_config.target_recall
+    return None
+
+
+def check_task(task: str, label_names, output_config) -> None:
+    """The flags need one yes/no decision per label: a binary or multi-label task."""
+    target = target_of(output_config)
+    if target is None:
+        return
+    flag = f"--target-{target[0]}"
+    if task == "regression":
+        raise UserError(f"{flag}: needs a binary or multi-label task; --task regression predicts a "
+                        f"score, with no threshold to choose")
+    if task == "classification" and len(label_names) != 2:
+        raise UserError(f"{flag}: needs a binary or multi-label task; this classifier has "
+                        f"{len(label_names)} classes ({', '.join(label_names)}), and a threshold "
+                        f"picks between two")
+
+
+def choose_threshold(scores: np.ndarray, truth: np.ndarray, target: str, value: float) -> dict:
+    """On these rows: with target "precision", the lowest threshold whose precision reaches
+    `value` (it keeps the most recall); with "recall", the highest threshold whose recall
+    reaches it (it keeps the most precision). A row is predicted positive when its score is at
+    or above the threshold; the candidates are the scores themselves.
+
+    Returns {"reached", "threshold", "precision", "recall"}: unreached, the threshold is None
+    and precision and recall are those of the candidate that came closest to the target.
+    """
+    from sklearn.metrics import precision_recall_curve
+
+    truth = np.asarray(truth, bool)
+    if not truth.any():
+        return {"reached": False, "threshold": None, "precision": None, "recall": None,
+                "why": "no positive rows in validation"}
+    precision, recall, thresholds = precision_recall_curve(truth, np.asarray(scores, np.float64))
+    precision, recall = precision[:-1], recall[:-1]  # the last point has no threshold
+    achieved = precision if target == "precision" else recall
+    ok = np.flatnonzero(achieved >= value)
+    if len(ok):
+        i = ok[0] if target == "precision" else ok[-1]
+        return {"reached": True, "threshold": float(thresholds[i]),
+                "precision": float(precision[i]), "recall": float(recall[i])}
+    i = int(np.argmax(achieved))
+    return {"reached": False, "threshold": None, "precision": float(precision[i]),
+            "recall": float(recall[i]), "why": f"the highest validation {target} is {achieved[i]:.4f}"}
+
+
+def rates_at(scores: np.ndarray, truth: np.ndarray, threshold: float) -> dict:
+    """Precision and recall of `scores >= threshold` (another split's, at the chosen point)."""
+    predicted, truth = np.asarray(scores) >= threshold, np.asarray(truth, bool)
+    hits = int(np.sum(predicted & truth))
+    return {"precision": hits / int(predicted.sum()) if predicted.any() else None,
+            "recall": hits / int(truth.sum()) if truth.any() else None}
+
+
+def choose_operating_point(ctx: RunContext) -> None:
+    """The stage: fixes ctx.operating_point (metrics.json's block) and, for multi-label, the
+    thresholds the export stores and the final metrics use."""
+    target = target_of(ctx.config.output)
+    if target is None:
+        return
+    if ctx.task.name == "multi-label":
+        ctx.operating_point = _multilabel(ctx, *target)
+    else:
+        ctx.operating_point = _binary(ctx, *target)
+
+
+def _scores(ctx: RunContext, name: str) -> tuple:
+    """(scores [N, L], truth [N, L]) of a split as the export computes them: the positive
+    class's calibrated probability, or each label's."""
+    from trainer.reporting.calibration import softmax
+    from trainer.tasks.multilabel import sigmoid
+    from trainer.training.results import export_temperature
+
+    outputs, labels = ctx.outputs[name]
+    if ctx.task.name == "multi-label":
+        return sigmoid(outputs), np.asarray(labels) > 0.5
+    probabilities = softmax(outputs, export_temperature(ctx))
+    return probabilities[:, POSITIVE:POSITIVE + 1], (np.asarray(labels) == POSITIVE)[:, None]
+
+
+def _point(ctx: RunContext, column: int, target: str, value: float, what: str) -> dict:
+    scores, truth = _scores(ctx, "validation")
+    chosen = choose_threshold(scores[:, column], truth[:, column], target, value)
+    point = {"reached": chosen["reached"], "threshold": chosen["threshold"],
+             "validation": {"precision": chosen["precision"], "recall": chosen["recall"]}}
+    if chosen["reached"]:
+        log.info("operating point: %s threshold %.4f (validation precision %.4f, recall %.4f; "
+                 "--target-%s %g)", what, chosen["threshold"], chosen["precision"],
+                 chosen["recall"], target, value)
+        if "test" in ctx.outputs:
+            test_scores, test_truth = _scores(ctx, "test")
+            point["test"] = rates_at(test_scores[:, column], test_truth[:, column], chosen["threshold"])
+    else:
+        point["why"] = chosen["why"]
+        log.warning("operating point: --target-%s %g is out of reach for %s on validation (%s); "
+                    "it keeps %s", target, value, what, chosen["why"], _kept(ctx, column))
+    return point
+
+
+def _kept(ctx: RunContext, column: int) -> str:
+    if ctx.task.name == "multi-label":
+        return f"its F1-chosen threshold {ctx.task.thresholds[column]:.2f}"
+    return "deciding by the most probable class (threshold 0.5)"
+
+
+def _binary(ctx: RunContext, target: str, value: float) -> dict:
+    names = ctx.datasets.labels.names
+    point = _point(ctx, 0, target, value, f"positive class {names[POSITIVE]!r}")
+    return {"target": target, "value": value, "positive_label": names[POSITIVE], **point}
+
+
+def _multilabel(ctx: RunContext, target: str, value: float) -> dict:
+    names = ctx.datasets.labels.names
+    points = {name: _point(ctx, j, target, value, f"label {name!r}") for j, name in enumerate(names)}
+    for j, name in enumerate(names):
+        if points[name]["reached"]:
+            ctx.task.thresholds[j] = points[name]["threshold"]
+    for split in ("validation", "test"):  # the final metrics at the thresholds the export uses
+        if split in ctx.outputs:
+            caveat = ctx.results[split].get("caveat")
+            ctx.results[split] = ctx.task.summarize(*ctx.outputs[split], names)
+            if caveat:
+                ctx.results[split]["caveat"] = caveat
+    return {"target": target, "value": value, "labels": points}
+
+
+def export_threshold(ctx: RunContext) -> Optional[float]:
+    """The threshold a binary classifier's export applies, or None (the most probable class)."""
+    point = ctx.operating_point
+    if point is None or ctx.task.name != "classification" or not point["reached"]:
+        return None
+    return point["threshold"]

@@ -1,0 +1,20 @@
+"""Flags whose sense depends on the data's task or on where the run computes, checked as soon
+as both are known (after load_data and resolve_runtime), before any encoder is loaded or model
+trained: --target-precision/--target-recall and --find-label-issues."""
+from trainer.errors import UserError
+from trainer.training import operating_point
+from trainer.training.context import RunContext
+
+
+def check_task_flags(ctx: RunContext) -> None:
+    operating_point.check_task(ctx.task.name, ctx.datasets.labels.names, ctx.config.output)
+    if not ctx.config.train.find_label_issues:
+        return
+    if ctx.task.name == "regression":
+        raise UserError("--find-label-issues: needs classes or labels; --task regression has a "
+                        "score per row, which cleanlab's classification ranking cannot judge")
+    if ctx.runtime.plan.strategy == "multiworker":
+        # The folds train on row subsets of the token cache, which a worker cannot shard by
+        # blocks (trainer.training.fitting._training_data).
+        raise UserError("--find-label-issues: runs on one machine (any number of its GPUs or a "
+                        "TPU), not across several workers; drop the flag or the extra workers")
