@@ -54,7 +54,10 @@ def targets_of(model, texts, pairs, features, batch_size: int, target: Optional[
         probabilities, names, _, chosen = predict.predict_label_sets(model, texts, batch_size, pairs, features)
     else:
         probabilities, names = predict.predict_texts(model, texts, batch_size, pairs, features)
-        chosen = np.eye(len(names), dtype=bool)[probabilities.argmax(axis=1)]
+        predicted = probabilities.argmax(axis=1)
+        if getattr(model, "threshold", None) is not None:  # a binary model's operating point
+            predicted = (probabilities[:, 1] >= model.threshold.numpy()).astype(int)
+        chosen = np.eye(len(names), dtype=bool)[predicted]
     if target is not None:
         if target not in names:
             raise UserError(f"--target: {target!r} is not one of the model's labels "

@@ -1,0 +1,168 @@
+"""`python -m trainer.explain`: which words made an exported model say what it said, per row of a file.
+
+Reads --input as trainer.predict reads it (same columns, same errors) and writes, per text and
+explained output (the predicted class, or --target; each predicted label of a multi-label
+model; a regression model's score), the output, the output on the baseline and the --top-k
+words of largest attribution, as a CSV (top_words as JSON) or JSON Lines by --output's
+extension, plus an HTML page colouring each text's words beside it (OUTPUT with .html).
+Attributions are integrated gradients on the word embeddings (trainer.explaining), computed
+by the float32 model of --model-dir, the one trainer.predict loads with --precision float32.
+"""
+import json
+import os
+import sys
+import time
+
+import trainer
+from trainer import cli, config as config_lib, helptext, progress, storage
+from trainer.data import reading as data
+from trainer.errors import UserError
+from trainer.serving import columns as trained, predict, protocol
+
+HTML_ROWS = 1000  # explanations on the HTML page; the output file holds every one
+OUTPUT_FORMATS = ("csv", "jsonl")
+
+
+def build_arg_parser():
+    parser = cli.ArgumentParser(prog="python -m trainer.explain", description=__doc__.splitlines()[0],
+                                formatter_class=helptext.DefaultsShown)
+    parser.add_argument("--model-dir", required=True, help="An exported model (JOB_DIR/model).")
+    parser.add_argument("--input", required=True,
+                        help="CSV, TSV, JSON Lines or JSON array file, plain or .gz (local or gs://).")
+    parser.add_argument("--output", default=None,
+                        help="Where to write: .csv or .jsonl. Default: beside --input, its name "
+                             "with -explained.jsonl. The HTML page goes beside it (.html).")
+    parser.add_argument("--top-k", type=int, default=5, help="Words listed per explanation.")
+    parser.add_argument("--ig-steps", type=int, default=config_lib.OutputConfig().ig_steps,
+                        help="Integrated-gradients steps (the trapezoid rule's intervals): more "
+                             "steps, attributions that sum closer to the output's change.")
+    parser.add_argument("--target", default=None,
+                        help="Explain this label's probability for every row, instead of the "
+                             "predicted one (classification and multi-label).")
+    parser.add_argument("--text-column", default=None, help="As trainer.predict's.")
+    parser.add_argument("--text-pair-column", default=None, help="As trainer.predict's.")
+    parser.add_argument("--delimiter", default=None, help="As trainer.predict's.")
+    parser.add_argument("--batch-size", type=int, default=64,
+                        help="Texts per prediction call (which output to explain).")
+    parser.add_argument("--log-every-seconds", type=float, default=10.0,
+                        help="Seconds between progress lines.")
+    parser.add_argument("--overwrite", action="store_true", help="Replace an existing --output.")
+    return parser
+
+
+def default_output(path: str) -> str:
+    name = path[:-len(data.COMPRESSED)] if path.lower().endswith(data.COMPRESSED) else path
+    return os.path.splitext(name)[0] + "-explained.jsonl"
+
+
+def check_args(args) -> str:
+    """trainer.predict's checks, and this command's own; returns the output format."""
+    args.output = args.output or default_output(args.input)
+    for flag, value in (("--top-k", args.top_k), ("--ig-steps", args.ig_steps)):
+        if value < 1:
+            raise UserError(f"{flag}: must be at least 1, got {value}")
+    out_fmt = predict.check_args(args)
+    if out_fmt not in OUTPUT_FORMATS:
+        raise UserError(f"--output: {args.output}: write .csv or .jsonl (the top words are lists)")
+    return out_fmt
+
+
+def html_path(output: str) -> str:
+    return os.path.splitext(output)[0] + ".html"
+
+
+def _words(explanation, top_k: int, pair: bool) -> list:
+    from trainer.explaining import words
+
+    return [{"word": w.text, "weight": round(w.weight, 6),
+             **({"text": ("text", "text_pair")[w.segment]} if pair else {})}
+            for w in words.top_words(explanation.words, top_k)]
+
+
+def explained_frame(frame, explanations, args, out_fmt: str, regression: bool, pair: bool):
+    """`frame`'s rows, one per explanation (a row without any, an empty text, once, with a
+    note), and the explanation's columns."""
+    import pandas as pd
+
+    output = "predicted_score" if regression else "probability"
+    records = []
+    for (_, row), row_explanations in zip(frame.iterrows(), explanations):
+        for e in row_explanations or [None]:
+            top = None if e is None else _words(e, args.top_k, pair)
+            records.append({**row.to_dict(),
+                            **({} if regression else {"explained_label": e and e.target}),
+                            output: e and e.output, "baseline_output": e and e.baseline_output,
+                            "completeness_error": e and round(e.completeness_error, 6),
+                            "top_words": top if out_fmt == "jsonl" or top is None
+                            else json.dumps(top, ensure_ascii=False),
+                            predict.NOTE_COLUMN: "" if e else protocol.EMPTY_NOTE})
+    return pd.DataFrame.from_records(records)
+
+
+def _strings(values) -> list:
+    """A column's texts, a missing value as an empty text (as trainer.predict reads them)."""
+    import pandas as pd
+
+    return ["" if pd.isna(t) else str(t) for t in values.tolist()]
+
+
+def explain_file(model, args, out_fmt: str, handle) -> tuple:
+    """Streams --input through the model into `handle`; returns (rows read, explanations,
+    the HTML page's entries)."""
+    from trainer.explaining import attribute
+    from trainer.reporting import explanations as page
+
+    rows, explained, entries, columns = 0, 0, [], None
+    pair, regression = predict.is_pair_model(model), predict.is_regression(model)
+    meter = progress.Progress("explained", args.log_every_seconds)
+    for frame in data.file_frames(args.input, "--input", predict.CHUNK_ROWS, args.delimiter):
+        if columns is None:
+            columns = predict.text_columns(frame, args, pair, trained.model_columns(args.model_dir))
+        frame = frame.drop(columns=["_file", "_row"])
+        texts = _strings(frame[columns[0]])
+        pairs = _strings(frame[columns[1]]) if columns[1] else None
+        results = attribute.explain_texts(model, texts, pairs, args.ig_steps, args.target, args.batch_size)
+        out = explained_frame(frame, results, args, out_fmt, regression, pair)
+        predict.write_frame(out, handle, out_fmt, first=rows == 0)
+        for i, row_explanations in enumerate(results):
+            entries += [page.entry(e, pair, row=rows + i + 1) for e in row_explanations][:HTML_ROWS - len(entries)]
+            explained += len(row_explanations)
+        rows += len(frame)
+        meter.update(rows)
+    return rows, explained, entries
+
+
+def main(argv=None) -> int:
+    args = build_arg_parser().parse_args(argv)
+    cli.setup_logging()
+    trainer.import_tensorflow()
+    out_fmt = check_args(args)
+    from trainer.explaining import attribute, integrated_gradients as ig
+    from trainer.reporting import explanations as page
+    from trainer.serving import export
+
+    with predict.open_scratch(args.output) as tmp:
+        try:
+            started = time.monotonic()
+            model = export.load_module(args.model_dir)
+            attribute.require_explainable(model, args.model_dir)
+            print(f"loaded {args.model_dir} in {progress.clock(time.monotonic() - started)}; "
+                  f"integrated gradients with {args.ig_steps} steps from a {ig.BASELINE} baseline",
+                  flush=True)
+            rows, explained, entries = explain_file(model, args, out_fmt, tmp)
+        except BaseException:
+            tmp.close()
+            os.unlink(tmp.name)
+            raise
+    storage.publish_local_file(tmp.name, args.output)
+    title = os.path.basename(args.input)
+    storage.write_text_atomic(html_path(args.output), page.page(
+        entries, title, args.ig_steps, predict.is_pair_model(model),
+        shown_of=explained if explained > len(entries) else None))
+    print(f"wrote {explained} explanations of {rows} rows to {args.output}; the coloured texts "
+          f"to {html_path(args.output)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(cli.run(main))
