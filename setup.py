@@ -30,6 +30,10 @@ REQUIRED = [
     # (deprecated since TF 2.20) runs the int8 model (trainer/serving/tflite.py)
     "ai-edge-litert>=2.0",
     "optuna>=4.0",  # trainer.tune: the local search's samplers and its journal (trainer/tuning/search.py)
+    # label_issues.csv: confident learning on out-of-sample probabilities (trainer/training/
+    # label_issues.py); pure Python, its dependencies are the trainer's own plus termcolor
+    # (which TensorFlow requires)
+    "cleanlab>=2.9,<3",
 ]
 
 setup(
