@@ -20,12 +20,14 @@ class FitOutcome:
     history: object  # callbacks.HistoryWriter
     best: object  # callbacks.BestWeights
     hypertune: object  # hypertune.HypertuneReporter, chief only, else None
+    experiment: object  # experiments.ExperimentLog, chief with --experiment only, else None
     stopped_before: bool  # a resumed run whose early stopping had already decided
 
 
 def fit(ctx: RunContext) -> None:
     import tf_keras
 
+    from trainer.cloud.experiments import ExperimentCallback
     from trainer.training import callbacks as cb
 
     outcome = ctx.fit = _callbacks(ctx)
@@ -35,7 +37,8 @@ def fit(ctx: RunContext) -> None:
         inputs.total_steps != inputs.periods * inputs.period_steps else []
     guard = cb.NonFiniteLoss(inputs.periods, ctx.learning_rate, unit=period_name(inputs))
     callbacks = [*limit, outcome.clock, outcome.evaluation, guard, outcome.history, outcome.best,
-                 *([outcome.hypertune] if outcome.hypertune else []), _progress(ctx),
+                 *([outcome.hypertune] if outcome.hypertune else []),
+                 *([ExperimentCallback(outcome.experiment)] if outcome.experiment else []), _progress(ctx),
                  tf_keras.callbacks.TensorBoard(ctx.runtime.write_path(ctx.paths.tensorboard_dir),
                                                 profile_batch=0)]
     if ctx.config.runtime.log_every_steps:
@@ -103,6 +106,7 @@ def _share(blocks: int, index: int, count: int) -> str:
 
 
 def _callbacks(ctx: RunContext) -> FitOutcome:
+    from trainer.cloud import experiments
     from trainer.cloud.hypertune import HypertuneReporter
     from trainer.training import callbacks as cb
 
@@ -124,6 +128,7 @@ def _callbacks(ctx: RunContext) -> FitOutcome:
         best=best,
         # Every worker computes the same metrics; one report per trial step is the chief's.
         hypertune=HypertuneReporter(metric) if runtime.plan.is_chief else None,
+        experiment=experiments.for_run(ctx),
         stopped_before=stopped_before)
 
 

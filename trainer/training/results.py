@@ -267,6 +267,8 @@ def write_artifacts(ctx: RunContext) -> None:
     ctx.metrics["durations"].update(_durations(ctx))
     if ctx.is_chief:
         storage.write_text_atomic(ctx.paths.metrics, strict_json.dumps(ctx.metrics, indent=2) + "\n")
+        if ctx.fit.experiment:
+            ctx.fit.experiment.finish(ctx.metrics)
         keep = ctx.config.output.keep_checkpoints
         removed = jobdir.drop_checkpoints(ctx.paths, keep)
         if removed:
@@ -296,6 +298,7 @@ def _metrics(ctx: RunContext) -> dict:
         "text_pair_column": datasets.text_pair_column,
         "label_column": datasets.label_column,
         "dataset_sizes": datasets.sizes(),
+        "data_hash": data_hash(datasets),
         "class_counts": datasets.class_counts(),
         "rows_skipped": datasets.rows_skipped(),
         "truncated_texts": ctx.inputs.truncated,
@@ -316,6 +319,20 @@ def _metrics(ctx: RunContext) -> dict:
         "durations": _durations(ctx),
         **_throughput(ctx),
     }
+
+
+def data_hash(datasets) -> str:
+    """A hash of the texts and labels of every split the run used (rows in order): the model
+    registry's label for it (trainer.deploy), equal for runs on the same data however its files
+    were named or copied."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name, split in datasets.splits().items():
+        digest.update(name.encode())
+        digest.update(np.ascontiguousarray(split.hashes).tobytes())
+        digest.update(np.ascontiguousarray(split.labels).tobytes())
+    return digest.hexdigest()[:16]
 
 
 def _durations(ctx: RunContext) -> dict:

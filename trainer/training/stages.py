@@ -22,9 +22,11 @@ log = logging.getLogger("trainer")
 
 def check_inputs(ctx: RunContext) -> None:
     """Everything the run will touch, checked before anything is read or written."""
+    from trainer.cloud import experiments
     from trainer.modeling import encoders
 
     encoders.check_encoder(ctx.config.model.encoder)
+    experiments.check(ctx.config, ctx.environ)
     if ctx.is_chief:
         jobdir.check_writable(ctx.paths.job_dir)
 
