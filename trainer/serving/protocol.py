@@ -17,7 +17,8 @@ from typing import Sequence
 # Vertex's limit for an online prediction request on a shared public endpoint.
 MAX_BODY_BYTES = 1_500_000
 INSTANCE_FIELDS = ("text", "text_pair")
-PARAMETERS = ()  # the model takes none yet; any parameter sent is a mistake worth naming
+# {"explain": true} adds each text's token attributions to its prediction (trainer.explaining).
+PARAMETERS = ("explain",)
 # An empty text gets this note instead of a prediction: training refuses empty texts, so a label
 # for one would be confident and meaningless.
 EMPTY_NOTE = "empty text: no prediction"
@@ -81,7 +82,25 @@ def check_parameters(parameters) -> None:
     unknown = sorted(set(parameters) - set(PARAMETERS))
     if unknown:
         raise RequestError(400, f'"parameters": unknown parameter(s) {", ".join(unknown)}; this model '
-                                f"takes none")
+                                f'takes only "explain"')
+    if not isinstance(parameters.get("explain", False), bool):
+        raise RequestError(400, f'"parameters".explain: expected true or false, got '
+                                f'{json_type(parameters["explain"])}')
+
+
+def explain_requested(payload: dict) -> bool:
+    """Whether a request (read_instances has checked it) asks for token attributions."""
+    return bool((payload.get("parameters") or {}).get("explain", False))
+
+
+def explanations(explained, pair: bool = False) -> list:
+    """`[{"label", "output", "baseline_output", "words": [{"word", "weight"(, "text")}]}]` per
+    text, from trainer.explaining.attribute.explain_texts: every word in the text's order (a
+    pair model's marked "text" or "text_pair"); a score's label is null."""
+    return [[{"label": e.target, "output": e.output, "baseline_output": e.baseline_output,
+              "words": [{"word": w.text, "weight": w.weight,
+                         **({"text": INSTANCE_FIELDS[w.segment]} if pair else {})} for w in e.words]}
+             for e in row] for row in explained]
 
 
 class InstanceForms:
@@ -160,9 +179,11 @@ def label_set_predictions(probabilities, label_names: Sequence[str], chosen) -> 
             for row, row_chosen in zip(probabilities, chosen)]
 
 
-def predictions(probabilities, label_names: Sequence[str]) -> list:
-    """`[{"label": ..., "probabilities": {name: p}}]`, one per row; the label is the most
-    probable class, as trainer.predict's predicted_label."""
-    return [{"label": label_names[int(row.argmax())],
+def predictions(probabilities, label_names: Sequence[str], chosen=None) -> list:
+    """`[{"label": ..., "probabilities": {name: p}}]`, one per row; the label is the class the
+    model chose (`chosen`: its most probable one, or a binary model's positive class at or above
+    its threshold: trainer.serving.export), as trainer.predict's predicted_label."""
+    chosen = [row.argmax() for row in probabilities] if chosen is None else chosen
+    return [{"label": label_names[int(index)],
              "probabilities": {name: float(p) for name, p in zip(label_names, row)}}
-            for row in probabilities]
+            for row, index in zip(probabilities, chosen)]

@@ -59,6 +59,7 @@ class ModelService:
         self.columns = columns.UNKNOWN  # the model's own text columns, accepted as instance fields
         self._batcher: Optional[MicroBatcher] = None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="inference")
+        self._explainer = None  # the float32 module, loaded by the first {"explain": true}
 
     @property
     def ready(self) -> bool:
@@ -66,6 +67,25 @@ class ModelService:
 
     async def predict(self, texts):
         return await self._batcher.predict(texts)
+
+    async def explain(self, texts):
+        """Each text's token attributions ({"explain": true}), computed on the inference thread
+        by the float32 model, as trainer.explain computes them; loaded at the first request
+        that asks, so a server never asked pays nothing."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._explain, texts)
+
+    def _explain(self, texts):
+        from trainer.config import OutputConfig
+        from trainer.explaining import attribute
+        from trainer.serving import export
+
+        if self._explainer is None:
+            model = export.load_module(self.model_dir)
+            attribute.require_explainable(model, self.model_dir)
+            self._explainer = model
+        texts, pairs = (([a for a, _ in texts], [b for _, b in texts]) if self.pair else (texts, None))
+        explained = attribute.explain_texts(self._explainer, texts, pairs, OutputConfig().ig_steps)
+        return protocol.explanations(explained, self.pair)
 
     def load(self):
         """Loads and warms the model (on the loader thread); returns the batch function."""
@@ -190,12 +210,17 @@ def build_app(service: ModelService, env: vertex.ServingEnvironment, max_instanc
     async def predict(request: Request):
         if not service.ready:
             return error_response(503, loading)
-        texts = protocol.read_instances(protocol.parse_json(await read_body(request)), max_instances,
-                                        pair=service.pair, columns=service.columns)
+        payload = protocol.parse_json(await read_body(request))
+        texts = protocol.read_instances(payload, max_instances, pair=service.pair, columns=service.columns)
         request.state.instances = len(texts)  # for the access line
         try:
             predictions, _ = await service.predict(texts)
+            if protocol.explain_requested(payload):
+                predictions = [{**p, "explanations": e}
+                               for p, e in zip(predictions, await service.explain(texts))]
             return JSONResponse({"predictions": predictions})
+        except UserError as e:  # {"explain": true} to a model exported without explain_tokens
+            return error_response(400, str(e))
         except Exception as e:  # noqa: BLE001  the model (or its answer) failed; the server goes on
             # Answered here, in JSON: Starlette's own 500 is text/plain, and it re-raises the error
             # for uvicorn to log as a traceback (ServerErrorMiddleware).
