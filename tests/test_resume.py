@@ -1,5 +1,7 @@
-"""Kill-and-resume: a run killed with SIGKILL after its 2nd epoch checkpoint, rerun with the same
-command, ends exactly like an uninterrupted run with the same seed.
+"""Spot preemption: a run killed with SIGKILL after its 2nd epoch checkpoint, as a preempted Spot
+VM ends it, rerun with the same command, ends exactly like an uninterrupted run with the same
+seed. On Vertex the rerun is the replica Vertex restarts (a Spot or flex-start job asks for it:
+trainer.cloud.scheduling), with the same arguments and job id.
 
 The validation split swaps positive and negative, so validation loss is lowest after epoch 1 and
 rises from then on: the best epoch comes before the kill, and early stopping (patience 3) fires
@@ -91,7 +93,7 @@ def kill_after_second_epoch(arguments, job_dir, env=None):
         process.kill()
 
 
-# --- Vertex restarts a preempted replica with the same arguments, --overwrite included ---------
+# --- Spot preemption on Vertex: the replica restarts with the same arguments, --overwrite included
 
 @pytest.fixture(scope="module")
 def vertex_restart(tiny_encoder_dir, data, tmp_path_factory):
@@ -105,14 +107,14 @@ def vertex_restart(tiny_encoder_dir, data, tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_a_restarted_vertex_replica_resumes_despite_overwrite(vertex_restart):
+def test_a_vertex_replica_restarted_after_spot_preemption_resumes_despite_overwrite(vertex_restart):
     job_dir, restarted = vertex_restart
     assert "resumed after epoch 2 from" in restarted.stdout
     assert [row["epoch"] for row in history(job_dir)] == [1, 2, 3, 4]
 
 
 @pytest.mark.slow
-def test_the_restarted_replica_ends_like_an_uninterrupted_run(vertex_restart, runs):
+def test_a_vertex_replica_restarted_after_spot_preemption_ends_like_an_uninterrupted_run(vertex_restart, runs):
     job_dir, _ = vertex_restart
     assert metrics(job_dir)["test"]["loss"] == pytest.approx(metrics(runs["uninterrupted"])["test"]["loss"], rel=1e-5)
 
@@ -126,15 +128,15 @@ def metrics(job_dir):
     return json.loads((job_dir / "metrics.json").read_text())
 
 
-def test_the_rerun_resumes_after_the_second_epoch(runs):
+def test_a_spot_preempted_run_rerun_resumes_after_the_second_epoch(runs):
     assert "resumed after epoch 2 from" in runs["rerun"].stdout
 
 
-def test_history_has_each_epoch_once_in_order(runs):
+def test_a_spot_preempted_runs_history_has_each_epoch_once_in_order(runs):
     assert [row["epoch"] for row in history(runs["resumed"])] == [1, 2, 3, 4]
 
 
-def test_epochs_after_the_resume_train_like_the_uninterrupted_run(runs):
+def test_epochs_after_a_spot_preemption_train_like_the_uninterrupted_run(runs):
     # Train loss after the resume depends on the restored weights, optimizer moments, learning-
     # rate step, batch order and dropout generator state: any one missing shows here.
     resumed, uninterrupted = history(runs["resumed"]), history(runs["uninterrupted"])
@@ -142,26 +144,26 @@ def test_epochs_after_the_resume_train_like_the_uninterrupted_run(runs):
         assert got == pytest.approx(expected, rel=1e-5, abs=1e-7), got["epoch"]
 
 
-def test_early_stopping_keeps_its_best_epoch_across_the_kill(runs):
+def test_early_stopping_keeps_its_best_epoch_across_a_spot_preemption(runs):
     resumed, uninterrupted = metrics(runs["resumed"]), metrics(runs["uninterrupted"])
     assert (resumed["best_epoch"], resumed["stopped_early"], resumed["epochs_completed"]) \
         == (uninterrupted["best_epoch"], uninterrupted["stopped_early"],
             uninterrupted["epochs_completed"]) == (1, True, 4)
 
 
-def test_final_metrics_equal_the_uninterrupted_run(runs):
+def test_a_spot_preempted_runs_final_metrics_equal_the_uninterrupted_runs(runs):
     resumed, uninterrupted = metrics(runs["resumed"]), metrics(runs["uninterrupted"])
     for split in ("train", "validation", "test"):
         assert resumed[split]["loss"] == pytest.approx(uninterrupted[split]["loss"], rel=1e-5)
         assert resumed[split]["confusion_matrix"] == uninterrupted[split]["confusion_matrix"]
 
 
-def test_the_evaluated_weights_are_the_best_epochs(runs):
+def test_a_spot_preempted_run_evaluates_the_best_epochs_weights(runs):
     best = history(runs["resumed"])[0]
     assert metrics(runs["resumed"])["validation"]["loss"] == pytest.approx(best["val_loss"], rel=1e-5)
 
 
-def test_the_exported_model_equals_the_uninterrupted_runs_export(runs, data):
+def test_a_spot_preempted_runs_export_equals_the_uninterrupted_runs(runs, data):
     from trainer.serving import export
     with open(data["test"]) as f:
         texts = np.array([row["text"] for row in csv.DictReader(f)], dtype=object)
@@ -170,7 +172,7 @@ def test_the_exported_model_equals_the_uninterrupted_runs_export(runs, data):
     np.testing.assert_allclose(resumed, uninterrupted.numpy(), rtol=1e-5, atol=1e-6)
 
 
-def test_only_the_best_epochs_weights_are_kept(runs):
+def test_a_spot_preempted_run_keeps_only_the_best_epochs_weights(runs):
     assert sorted(os.listdir(runs["resumed"] / "checkpoints" / "best")) == ["epoch-1"]
 
 

@@ -106,6 +106,58 @@ def test_tune_script_prints_the_study():
     assert pool["containerSpec"]["args"] == ["--max-seq-length", "64"]
 
 
+# --- SCHEDULING, MAX_WAIT and EXPERIMENT (issue 40, 1 and 2) -------------------------------------
+
+def scheduling(job):
+    """The job's scheduling, parsed into Vertex's own types (the job's first)."""
+    from google.cloud import aiplatform_v1
+    from google.protobuf import json_format
+
+    kind = aiplatform_v1.CustomJob if "jobSpec" in job else aiplatform_v1.HyperparameterTuningJob
+    json_format.ParseDict(job, kind.pb()())
+    spec = job.get("jobSpec") or job["trialJobSpec"]
+    return aiplatform_v1.Scheduling.wrap(json_format.ParseDict(spec["scheduling"], aiplatform_v1.Scheduling.pb()()))
+
+
+def test_gpu_script_queues_a_flex_start_job_for_at_most_max_wait():
+    job = spec(run("train-cloud-gpu.sh", DRY_RUN="1", SCHEDULING="flex-start", MAX_WAIT="90m",
+                   MACHINE_TYPE="g2-standard-8", ACCELERATOR_TYPE="NVIDIA_L4", **CLOUD))
+    got = scheduling(job)
+    assert (got.strategy.name, got.max_wait_duration.total_seconds(), got.restart_job_on_worker_restart) == \
+        ("FLEX_START", 5400, True)
+
+
+def test_tpu_script_runs_on_spot_vms_that_restart_on_preemption():
+    got = scheduling(spec(run("train-cloud-tpu.sh", DRY_RUN="1", SCHEDULING="spot", **TPU_CLOUD)))
+    assert (got.strategy.name, got.restart_job_on_worker_restart) == ("SPOT", True)
+
+
+@pytest.fixture(scope="module")
+def spot_study():
+    """One tuning job on Spot VMs whose trials log to an experiment (a script run takes seconds)."""
+    return spec(run("tune-cloud.sh", "--max-seq-length", "64", DRY_RUN="1", SCHEDULING="spot",
+                    EXPERIMENT="sentiment", **CLOUD))
+
+
+def test_tune_script_runs_its_trials_on_spot_vms_that_restart_on_preemption(spot_study):
+    got = scheduling(spot_study)
+    assert (got.strategy.name, got.restart_job_on_worker_restart) == ("SPOT", True)
+
+
+def test_experiment_goes_to_every_trials_trainer_ahead_of_the_scripts_arguments(spot_study):
+    """Each trial logs its own run (trainer.cloud.experiments names it after the job and the
+    trial): the trials' validation curves side by side, which the study alone does not show."""
+    (pool,) = spot_study["trialJobSpec"]["workerPoolSpecs"]
+    assert pool["containerSpec"]["args"] == ["--experiment", "sentiment", "--max-seq-length", "64"]
+
+
+def test_a_bad_scheduling_setting_is_one_error_line_naming_it():
+    result = run("train-cloud-gpu.sh", DRY_RUN="1", SCHEDULING="cheap", **CLOUD)
+    assert (result.returncode, result.stdout) == (2, "")
+    (line,) = said(result)
+    assert line.startswith("error: --scheduling: invalid choice: 'cheap'") and "flex-start" in line
+
+
 def build_command(**settings):
     result = run("build-image.sh", DRY_RUN="1", PROJECT_ID="my-project", REGION="europe-west4", **settings)
     assert result.returncode == 0, result.stderr

@@ -249,3 +249,109 @@ def test_an_image_vertex_cannot_pull_gets_a_warning(capsys, image):
 def test_registry_images_pass_without_a_warning(capsys, image):
     assert run_submit(["train", *WHERE, "--image-uri", image, "--dry-run"]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+# --- scheduling: standard, Spot and flex-start (issue 40, 1) ------------------------------------
+
+L4 = ("--machine-type", "g2-standard-8", "--accelerator-type", "NVIDIA_L4")
+
+
+def scheduling(capsys, command, *flags, trainer_args=()):
+    """The job's scheduling as Vertex's own Scheduling type (None: the spec sends none)."""
+    job = dry_run(capsys, command, *flags, trainer_args=trainer_args)
+    parse(job, aiplatform_v1.CustomJob if command == "train" else aiplatform_v1.HyperparameterTuningJob)
+    spec = job["jobSpec"] if command == "train" else job["trialJobSpec"]
+    return parse(spec["scheduling"], aiplatform_v1.Scheduling) if "scheduling" in spec else None
+
+
+@pytest.mark.parametrize("command, machines", [
+    ("train", ("--accelerator-type", "NVIDIA_TESLA_T4")), ("train", ("--tpu", "v3")),
+    ("train", ("--tpu", "v5e", "--tpu-chips", "8")), ("tune", ("--accelerator-type", "NVIDIA_TESLA_T4"))])
+def test_a_spot_job_runs_on_spot_vms_and_restarts_on_preemption(capsys, command, machines):
+    spec = scheduling(capsys, command, *machines, "--scheduling", "spot")
+    assert spec.strategy == aiplatform_v1.Scheduling.Strategy.SPOT
+    assert spec.restart_job_on_worker_restart  # the trainer resumes from its last epoch
+    assert "max_wait_duration" not in spec
+
+
+@pytest.mark.parametrize("command", ["train", "tune"])
+def test_a_flex_start_job_queues_for_its_gpus_at_most_max_wait(capsys, command):
+    spec = scheduling(capsys, command, *L4, "--scheduling", "flex-start", "--max-wait", "2h")
+    assert spec.strategy == aiplatform_v1.Scheduling.Strategy.FLEX_START
+    assert spec.max_wait_duration.total_seconds() == 7200
+    assert spec.restart_job_on_worker_restart
+
+
+def test_a_flex_start_job_without_max_wait_leaves_vertexs_one_day_default(capsys):
+    spec = scheduling(capsys, "train", *L4, "--scheduling", "flex-start")
+    assert spec.strategy == aiplatform_v1.Scheduling.Strategy.FLEX_START and "max_wait_duration" not in spec
+
+
+@pytest.mark.parametrize("text, seconds", [("30m", 1800), ("2h", 7200), ("1h30m", 5400), ("1d", 86400),
+                                           ("90s", 90), ("3600", 3600), ("0", 0)])
+def test_max_wait_takes_units_or_seconds(text, seconds):
+    assert submit.scheduling.parse_duration(text) == seconds
+
+
+def test_zero_max_wait_is_sent_as_zero_which_vertex_reads_as_no_limit(capsys):
+    job = dry_run(capsys, "train", *L4, "--scheduling", "flex-start", "--max-wait", "0")
+    assert job["jobSpec"]["scheduling"]["maxWaitDuration"] == "0s"
+
+
+@pytest.mark.parametrize("flags", [(), ("--scheduling", "standard")])
+def test_a_standard_job_sends_no_scheduling_which_vertex_reads_as_on_demand(capsys, flags):
+    assert scheduling(capsys, "train", *flags) is None
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--scheduling", "cheap"], "--scheduling: invalid choice: 'cheap'"),
+    (["--scheduling", "spot", "--max-wait", "1h"], "--max-wait (MAX_WAIT for the scripts) is how long a flex-start"),
+    (["--max-wait", "1h"], "needs --scheduling flex-start (SCHEDULING=flex-start), not standard"),
+    ([*L4, "--scheduling", "flex-start", "--max-wait", "2 hours"], "--max-wait (MAX_WAIT for the scripts): expected a duration"),
+    ([*L4, "--scheduling", "flex-start", "--max-wait", "1.5h"], "got '1.5h'"),
+    (["--tpu", "v5e", "--scheduling", "flex-start"], "not TPU v5e; use --scheduling spot or standard"),
+    (["--scheduling", "flex-start"], "not a CPU-only job"),
+])
+def test_bad_scheduling_fails_before_submission_in_one_line(capsys, flags, message):
+    code = run_submit(["train", *WHERE, *flags, "--dry-run", "--", "--epochs", "1"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and message in err
+
+
+def test_flex_start_on_a_gpu_vertex_does_not_list_for_it_gets_a_warning(capsys):
+    code = run_submit(["train", *WHERE, "--accelerator-type", "NVIDIA_TESLA_T4", "--scheduling", "flex-start",
+                       "--dry-run"])
+    assert code == 0
+    assert "warning: --scheduling flex-start with NVIDIA_TESLA_T4: Vertex AI documents flex-start for " \
+           "NVIDIA_L4" in capsys.readouterr().err
+
+
+class Sent(Exception):
+    """Stops the SDK at the request it would send to Vertex."""
+
+
+@pytest.mark.parametrize("command", ["train", "tune"])
+def test_the_sdk_submits_the_scheduling_the_dry_run_shows(capsys, monkeypatch, command):
+    """The dry run renders the Scheduling message itself; the SDK's own submit() builds the one
+    it sends from run()'s arguments. Both, for the same flags, are one message."""
+    from google.cloud.aiplatform_v1.services.job_service import JobServiceClient
+
+    sent = {}
+
+    def create(self, *, parent, timeout=None, **job):
+        (message,) = job.values()
+        spec = message.job_spec if command == "train" else message.trial_job_spec
+        sent["scheduling"] = json_format.MessageToDict(aiplatform_v1.Scheduling.pb(spec.scheduling))
+        raise Sent
+
+    monkeypatch.setattr(JobServiceClient, "create_custom_job", create)
+    monkeypatch.setattr(JobServiceClient, "create_hyperparameter_tuning_job", create)
+    real_credentials = submit.api.credentials
+    monkeypatch.setattr(submit.api, "credentials", lambda dry_run: real_credentials(True))  # offline
+    flags = [*L4, "--scheduling", "flex-start", "--max-wait", "45m"]
+    shown = dry_run(capsys, command, *flags, trainer_args=())
+    with pytest.raises(Sent):
+        run_submit([command, *WHERE, *flags])
+    assert sent["scheduling"] == (shown.get("jobSpec") or shown["trialJobSpec"])["scheduling"] == {
+        "strategy": "FLEX_START", "maxWaitDuration": "2700s", "restartJobOnWorkerRestart": True}
