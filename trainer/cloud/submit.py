@@ -205,8 +205,8 @@ def submitted_resource(job, options: argparse.Namespace) -> dict:
     for name in ("service_account", "tensorboard"):
         if settings[name]:
             spec["serviceAccount" if name == "service_account" else name] = settings[name]
-    if scheduling.resource(settings):
-        spec["scheduling"] = scheduling.resource(settings)
+    if scheduled := scheduling.resource(settings):
+        spec["scheduling"] = scheduled
     return resource
 
 
