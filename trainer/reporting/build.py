@@ -19,6 +19,7 @@ import pandas as pd
 from trainer import config as config_lib, storage, tasks
 from trainer.errors import UserError
 from trainer.reporting import calibration as calibration_lib, errors as errors_lib, figures, html, model_card
+from trainer.reporting import operating_point
 from trainer.reporting import explanations
 from trainer.reporting.predictions import recompute
 
@@ -124,7 +125,8 @@ def render_figures(metrics: dict, config, history: pd.DataFrame, predictions,
             figures.learning_curves(history, metrics.get("best_epoch"), metric, task.loss_name,
                                     by_step=bool(config.train.eval_every_steps)),
             f"The dashed line marks the best epoch by {metric}: its weights are the exported ones.")]
-    return out + _TASK_FIGURES[task.name](metrics, predictions, calibration)
+    return (out + _TASK_FIGURES[task.name](metrics, predictions, calibration)
+            + operating_point.figures(metrics, predictions))
 
 
 def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split: Optional[int] = None,

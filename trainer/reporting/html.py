@@ -6,7 +6,7 @@ from typing import Optional, Sequence
 import jinja2
 
 from trainer import tasks
-from trainer.reporting import errors as errors_lib
+from trainer.reporting import errors as errors_lib, label_issues
 
 _TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("trainer.reporting", "templates"),
                                 autoescape=True, trim_blocks=True, lstrip_blocks=True,
@@ -54,4 +54,5 @@ def render(job_dir: str, metrics: dict, metric: str, figures: Sequence[dict],
         correct_per_split=correct_per_split if task.name != "regression" else 0,
         errors_description=errors_lib.DESCRIPTIONS[task.name],
         precisions=metrics.get("precisions") or {}, dry_run=is_dry_run(metrics),
-        explanations=explanations)  # trainer.reporting.explanations.report_section's
+        explanations=explanations,  # trainer.reporting.explanations.report_section's
+        label_issues=label_issues.section(job_dir, metrics))

@@ -51,7 +51,10 @@ def choose_threshold(scores: np.ndarray, truth: np.ndarray, target: str, value: 
     """On these rows: with target "precision", the lowest threshold whose precision reaches
     `value` (it keeps the most recall); with "recall", the highest threshold whose recall
     reaches it (it keeps the most precision). A row is predicted positive when its score is at
-    or above the threshold; the candidates are the scores themselves.
+    or above the threshold. The threshold sits halfway between the validation score that decides
+    and the next lower one (half that score when none is lower): the same decisions on
+    validation, and none of its rows on the boundary, where a text repeated in validation would
+    flip on a rounding (the bfloat16 copy's).
 
     Returns {"reached", "threshold", "precision", "recall"}: unreached, the threshold is None
     and precision and recall are those of the candidate that came closest to the target.
@@ -68,7 +71,8 @@ def choose_threshold(scores: np.ndarray, truth: np.ndarray, target: str, value: 
     ok = np.flatnonzero(achieved >= value)
     if len(ok):
         i = ok[0] if target == "precision" else ok[-1]
-        return {"reached": True, "threshold": float(thresholds[i]),
+        below = thresholds[i - 1] if i else 0.0
+        return {"reached": True, "threshold": float((below + thresholds[i]) / 2),
                 "precision": float(precision[i]), "recall": float(recall[i])}
     i = int(np.argmax(achieved))
     return {"reached": False, "threshold": None, "precision": float(precision[i]),
