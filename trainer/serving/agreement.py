@@ -17,9 +17,12 @@ METRICS = {"classification": "accuracy", "multi-label": "micro_f1", "regression"
 
 def decisions(task: str, outputs: np.ndarray) -> Optional[np.ndarray]:
     """What a user acts on, per row: the class index; the 0/1 row of chosen labels; none for
-    regression. `outputs`: probabilities [N, C]; chosen labels [N, L]; scores [N]."""
+    regression. `outputs`: the class each row's model chose [N] (a binary model decides at its
+    own threshold) or probabilities [N, C] (the most probable class); chosen labels [N, L];
+    scores [N]."""
     if task == "classification":
-        return np.asarray(outputs).argmax(axis=1)
+        outputs = np.asarray(outputs)
+        return outputs if outputs.ndim == 1 else outputs.argmax(axis=1)
     if task == "multi-label":
         return np.asarray(outputs, np.int64)
     return None

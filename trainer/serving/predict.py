@@ -152,15 +152,23 @@ def _outputs(model, texts, batch_size: int, pairs=None, features=None):
 def predict_texts(model, texts, batch_size: int, pairs=None, features=None):
     """(probabilities [N, C], label names [C]) in input order; batches of similar length.
     `model`: export.load_module's (fastest) or export.load's."""
+    return predict_classes(model, texts, batch_size, pairs, features)[:2]
+
+
+def predict_classes(model, texts, batch_size: int, pairs=None, features=None):
+    """predict_texts' (probabilities, label names), and the class index the model chose for
+    each text [N]: its most probable class, or for a binary model exported with a threshold
+    (--target-precision/--target-recall) its positive class at or above that threshold."""
     import numpy as np
 
-    probabilities, names = None, None
+    probabilities, names, chosen = None, None, np.zeros(len(texts), np.int64)
     for rows, out in _outputs(model, texts, batch_size, pairs, features):
         if probabilities is None:
             names = [n.decode("utf-8") for n in out["label_names"].numpy()[0]]
             probabilities = np.zeros((len(texts), len(names)), np.float32)
         probabilities[rows] = out["probabilities"].numpy()
-    return probabilities, names
+        chosen[rows] = out["label_index"].numpy()
+    return probabilities, names, chosen
 
 
 def predict_scores(model, texts, batch_size: int, pairs=None, features=None):
@@ -220,7 +228,7 @@ def predict_instances(model, instances, batch_size: int):
         probabilities, names, _, chosen = predict_label_sets(model, texts, batch_size, pairs)
         predictions = protocol.label_set_predictions(probabilities, names, chosen)
     else:
-        predictions = protocol.predictions(*predict_texts(model, texts, batch_size, pairs))
+        predictions = protocol.predictions(*predict_classes(model, texts, batch_size, pairs))
     empty = empty_rows(texts, pairs)
     return [protocol.no_prediction(p) if e else p for p, e in zip(predictions, empty)], None
 
@@ -259,8 +267,8 @@ def _add_outputs(chunk, model, texts, batch_size: int, pairs=None, features=None
             model, texts, batch_size, pairs, features)
         head = "predicted_labels"
     else:
-        probabilities, names = predict_texts(model, texts, batch_size, pairs, features)
-        chunk["predicted_label"] = [names[i] for i in probabilities.argmax(axis=1)]
+        probabilities, names, chosen = predict_classes(model, texts, batch_size, pairs, features)
+        chunk["predicted_label"] = [names[i] for i in chosen]
         head = "predicted_label"
     for i, name in enumerate(names):
         chunk[f"probability_{name}"] = probabilities[:, i]

@@ -87,26 +87,29 @@ def int8_copy(build: Callable[[], tuple], variables, reference) -> tuple:
 
 def module_like(reference, preprocessor, model: tf_keras.Model, task: str, label_names: Sequence[str],
                 max_seq_length: int, pair: bool, separator: str = "|") -> export.ServingModule:
-    """A serving module around `model` with the float32 export's own temperature or thresholds."""
+    """A serving module around `model` with the float32 export's own temperature, thresholds or
+    (a binary model's) decision threshold."""
     if task == "regression":
         return export.ScoreServingModule(preprocessor, model, max_seq_length, pair=pair)
     if task == "multi-label":
         return export.MultiLabelServingModule(preprocessor, model, label_names, max_seq_length,
                                               reference.thresholds.numpy().tolist(), separator,
                                               pair=pair)
+    threshold = getattr(reference, "threshold", None)
     return export.ServingModule(preprocessor, model, label_names, max_seq_length,
-                                temperature=float(reference.temperature.numpy()), pair=pair)
+                                temperature=float(reference.temperature.numpy()), pair=pair,
+                                threshold=None if threshold is None else float(threshold.numpy()))
 
 
 def _outputs(task: str, module, texts, pairs, features, batch_size: int):
-    """What agreement.compare reads: probabilities, chosen labels, or scores, in row order."""
+    """What agreement.compare reads: the chosen class, the chosen labels, or scores, in row order."""
     from trainer.serving import predict
 
     if task == "regression":
         return predict.predict_scores(module, texts, batch_size, pairs, features)
     if task == "multi-label":
         return predict.predict_label_sets(module, texts, batch_size, pairs, features)[3]
-    return predict.predict_texts(module, texts, batch_size, pairs, features)[0]
+    return predict.predict_classes(module, texts, batch_size, pairs, features)[2]
 
 
 def _timed_outputs(task: str, module, texts, pairs, features, batch_size: int):
