@@ -1,19 +1,31 @@
-"""`python -m trainer.submit deploy | batch-predict --dry-run` prints requests Vertex AI's own v1
-protobuf types accept: the job's model/ with the serving image and its routes, an endpoint, a
-deployment with machines and replicas, a batch prediction job over gs:// files."""
+"""`python -m trainer.deploy` (= `trainer.submit deploy`) and `trainer.submit batch-predict`.
+
+--dry-run prints requests Vertex AI's own v1 protobuf types accept: the job's model/ with the
+serving image and its routes, as a new version of a registered model with aliases and the run's
+labels, an endpoint, a deployment with machines, replicas and a traffic split, a batch prediction
+job over gs:// files. Against a loopback Vertex API (tests/vertex_loopback.py) the real SDK
+clients send them: a canary's 90/10 split, a promotion's 0/100 and `default` alias.
+"""
 import json
 
 import pytest
 from google.cloud import aiplatform_v1 as v1
 from google.protobuf import json_format
 
-from trainer import cli
+from trainer import cli, deploy as deploy_command, storage
 from trainer.cloud import environment as vertex, submit
+from vertex_loopback import VertexLoopback
 
 PARENT = "projects/my-project/locations/us-central1"
 WHERE = ["--project", "my-project", "--region", "us-central1"]
 IMAGE = "us-central1-docker.pkg.dev/my-project/vertex-bert-trainer/vertex-bert-trainer-serve:abc1234"
 MODEL = ["--job-dir", "gs://my-bucket/runs/sentiment", "--image-uri", IMAGE]
+# What the job's metrics.json holds, of what the registered version's labels carry.
+RUN_METRICS = {"task": "classification", "data_hash": "3f2a9c0d1e4b5a6f",
+               "validation": {"examples": 30, "loss": 0.31, "accuracy": 0.9, "macro_f1": 0.87312},
+               "test": {"examples": 30, "loss": 0.35, "accuracy": 0.8667, "macro_f1": 0.85}}
+PARENT_MODEL = PARENT + "/models/100"
+ENDPOINT = PARENT + "/endpoints/987"
 
 
 @pytest.fixture(autouse=True)
@@ -22,6 +34,15 @@ def no_credentials(monkeypatch, tmp_path):
     monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
     monkeypatch.setenv("NO_GCE_CHECK", "True")
+
+
+@pytest.fixture(autouse=True)
+def finished_job(monkeypatch):
+    """gs://my-bucket/runs/sentiment holds a finished run's metrics.json (reading gs:// itself is
+    tests/test_gcs.py's subject)."""
+    files = {"gs://my-bucket/runs/sentiment/metrics.json": json.dumps(RUN_METRICS).encode()}
+    real = storage.read_bytes
+    monkeypatch.setattr(storage, "read_bytes", lambda path: files[path] if path in files else real(path))
 
 
 def dry_run(capsys, *argv) -> dict:
@@ -99,7 +120,6 @@ def test_batch_predict_over_csv_uploads_the_jobs_model_first(capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["deploy", *WHERE, "--image-uri", IMAGE], "--job-dir and --image-uri"),
-    (["deploy", *WHERE, "--job-dir", "/local/run", "--image-uri", IMAGE], "--job-dir: expected a Cloud Storage path"),
     (["deploy", *WHERE, *MODEL, "--min-replicas", "3", "--max-replicas", "2"], "--min-replicas/--max-replicas"),
     (["deploy", *WHERE, *MODEL, "--", "--epochs", "2"], "takes no trainer arguments"),
     (["batch-predict", *WHERE, "--model", "5", "--input", "gs://b/a.jsonl", "gs://b/b.csv", "--output", "gs://b/o"],
@@ -147,3 +167,137 @@ def test_deploy_passes_the_precision_to_the_serving_container(capsys, precision)
     requests = dry_run(capsys, "deploy", *WHERE, *MODEL, "--precision", precision)
     container = parse(requests["uploadModel"], v1.UploadModelRequest).model.container_spec
     assert list(container.args) == ["--precision", precision]
+
+
+def test_a_real_upload_needs_the_job_dir_on_cloud_storage(capsys):
+    code, err = failure(capsys, "deploy", *WHERE, "--job-dir", "/local/run", "--image-uri", IMAGE)
+    assert code == 2 and err.startswith("error: --job-dir: expected a Cloud Storage path")
+
+
+def test_a_version_of_the_parent_model_carries_its_aliases_and_the_runs_metrics_and_data_hash(capsys):
+    requests = dry_run(capsys, "deploy", *WHERE, *MODEL, "--parent-model", "100",
+                       "--version-aliases", "candidate,exp-7", "--endpoint", "987", "--traffic-percent", "10")
+    upload = parse(requests["uploadModel"], v1.UploadModelRequest)
+    assert upload.parent_model == PARENT_MODEL
+    assert list(upload.model.version_aliases) == ["candidate", "exp-7"]
+    labels = dict(upload.model.labels)
+    assert labels["data_hash"] == "3f2a9c0d1e4b5a6f" and labels["task"] == "classification"
+    assert (labels["validation_macro_f1"], labels["test_accuracy"]) == ("0_8731", "0_8667")
+    assert all(len(v) <= 63 and set(v) <= set("abcdefghijklmnopqrstuvwxyz0123456789_-") for v in labels.values())
+
+
+def test_a_dry_run_canary_takes_its_share_and_leaves_the_rest_to_the_serving_models(capsys):
+    requests = dry_run(capsys, "deploy", *WHERE, *MODEL, "--parent-model", "100", "--endpoint", "987",
+                       "--traffic-percent", "10")
+    deploy = parse(requests["deployModel"], v1.DeployModelRequest)
+    assert deploy.deployed_model.model.endswith("@VERSION_ID")
+    assert dict(deploy.traffic_split) == {"0": 10, "DEPLOYED_MODELS_SERVING_NOW": 90}
+
+
+def test_promote_adds_the_default_alias_to_the_new_version(capsys):
+    requests = dry_run(capsys, "deploy", *WHERE, *MODEL, "--parent-model", "100",
+                       "--version-aliases", "candidate", "--promote")
+    assert parse(requests["uploadModel"], v1.UploadModelRequest).model.version_aliases == ["candidate", "default"]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--traffic-percent", "10"], "--traffic-percent: a canary shares the traffic of an endpoint"),
+    (["--endpoint", "987", "--traffic-percent", "100"], "--traffic-percent: expected a canary's share from 1 to 99"),
+    (["--endpoint", "987", "--traffic-percent", "10", "--promote"], "give one of them"),
+    (["--version-aliases", "Candidate"], "--version-aliases: 'Candidate' is not a version alias"),
+    (["--version-aliases", "7"], "--version-aliases: '7' is not a version alias"),
+])
+def test_deploy_flags_that_do_not_fit_together_are_one_error_line(capsys, flags, message):
+    code, err = failure(capsys, "deploy", *WHERE, *MODEL, *flags, "--dry-run")
+    assert code == 2 and err.startswith("error: ") and message in err and len(err.splitlines()) == 1
+
+
+def test_a_dry_run_of_a_local_job_dir_reads_its_metrics(capsys, tmp_path):
+    (tmp_path / "metrics.json").write_text(json.dumps(RUN_METRICS))
+    requests = dry_run(capsys, "deploy", *WHERE, "--job-dir", str(tmp_path), "--image-uri", IMAGE)
+    upload = parse(requests["uploadModel"], v1.UploadModelRequest)
+    assert upload.model.artifact_uri == f"{tmp_path}/model" and upload.model.labels["test_macro_f1"] == "0_8500"
+
+
+def serving_endpoint(server):
+    """Version 1 of PARENT_MODEL, deployed on ENDPOINT with all of its traffic."""
+    server.put(PARENT_MODEL, {"displayName": "sentiment", "versionAliases": {"1": ["default"]}})
+    server.put(ENDPOINT, {"displayName": "sentiment", "trafficSplit": {"111": 100},
+                          "deployedModels": [{"id": "111", "model": PARENT_MODEL + "@1", "modelVersionId": "1"}]})
+
+
+def deploy_against(server, *argv) -> int:
+    with server.pointed_at("my-project", "us-central1"):
+        return cli.run(deploy_command.main, [*WHERE, *argv])
+
+
+def test_a_canary_uploads_a_version_and_deploys_it_with_ten_percent_beside_the_serving_one():
+    with VertexLoopback() as server:
+        serving_endpoint(server)
+        code = deploy_against(server, *MODEL, "--parent-model", "100", "--version-aliases", "candidate",
+                              "--endpoint", "987", "--traffic-percent", "10")
+    assert code == 0
+    [upload], [deploy] = server.find("POST", "/models:upload"), server.find("POST", ":deployModel")
+    assert upload.body["parentModel"] == PARENT_MODEL and upload.body["model"]["versionAliases"] == ["candidate"]
+    assert deploy.path == ENDPOINT + ":deployModel"
+    assert deploy.body["deployedModel"]["model"] == PARENT_MODEL + "@2"  # the new version, not the default
+    assert server.resources[ENDPOINT]["trafficSplit"] == {"111": 90, server.resources[ENDPOINT]["deployedModels"][-1]["id"]: 10}
+    assert deploy.body["trafficSplit"] == {"0": 10, "111": 90}
+
+
+def test_promote_moves_all_traffic_to_the_deployed_version_and_the_default_alias_with_it():
+    with VertexLoopback() as server:
+        serving_endpoint(server)
+        assert deploy_against(server, *MODEL, "--parent-model", "100", "--endpoint", "987",
+                              "--traffic-percent", "10") == 0
+        canary = server.resources[ENDPOINT]["deployedModels"][-1]["id"]
+        code = deploy_against(server, "--model", "100@2", "--endpoint", "987", "--promote")
+    assert code == 0
+    [update] = server.find("PATCH", ENDPOINT)
+    assert update.query["updateMask"] == "trafficSplit"
+    assert update.body["trafficSplit"] == {"111": 0, canary: 100}
+    [aliases] = server.find("POST", ":mergeVersionAliases")
+    assert aliases.path == PARENT_MODEL + "@2:mergeVersionAliases" and aliases.body["versionAliases"] == ["default"]
+    assert server.resources[PARENT_MODEL]["versionAliases"] == {"1": [], "2": ["default"]}
+
+
+def test_a_full_deploy_with_promote_sends_all_traffic_to_the_new_version_and_none_to_the_old():
+    with VertexLoopback() as server:
+        serving_endpoint(server)
+        code = deploy_against(server, *MODEL, "--parent-model", "100", "--endpoint", "987", "--promote")
+    [upload], [deploy] = server.find("POST", "/models:upload"), server.find("POST", ":deployModel")
+    assert code == 0 and upload.body["model"]["versionAliases"] == ["default"]
+    assert deploy.body["trafficSplit"] == {"0": 100, "111": 0}
+
+
+def test_the_deploy_script_and_trainer_submit_deploy_send_the_same_requests(capsys):
+    argv = [*WHERE, *MODEL, "--parent-model", "100", "--endpoint", "987", "--traffic-percent", "10",
+            "--display-name", "sentiment"]
+    assert cli.run(deploy_command.main, [*argv, "--dry-run"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert dry_run(capsys, "deploy", *argv) == alone
+
+
+def deploy_script(tmp_path, **settings) -> dict:
+    """scripts/deploy.sh's dry run on a local job dir holding RUN_METRICS: the requests it prints."""
+    from test_scripts import SERVE_IMAGE, run
+
+    (tmp_path / "metrics.json").write_text(json.dumps(RUN_METRICS))
+    result = run("deploy.sh", DRY_RUN="1", PROJECT_ID="my-project", REGION="us-central1", JOB_DIR=str(tmp_path),
+                 IMAGE_URI=SERVE_IMAGE, IMAGE_LABELS="vertex-bert-trainer.variant=serve\n", **settings)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_the_deploy_script_passes_parent_model_aliases_and_traffic_percent_on(tmp_path):
+    requests = deploy_script(tmp_path, PARENT_MODEL="100", VERSION_ALIASES="candidate", ENDPOINT="987",
+                             TRAFFIC_PERCENT="10")
+    upload = parse(requests["uploadModel"], v1.UploadModelRequest)
+    assert (upload.parent_model, list(upload.model.version_aliases)) == (PARENT_MODEL, ["candidate"])
+    assert parse(requests["deployModel"], v1.DeployModelRequest).traffic_split["0"] == 10
+
+
+def test_the_deploy_script_promotes_with_promote_set(tmp_path):
+    requests = deploy_script(tmp_path, PARENT_MODEL="100", ENDPOINT="987", PROMOTE="1")
+    assert parse(requests["uploadModel"], v1.UploadModelRequest).model.version_aliases == ["default"]
+    assert parse(requests["deployModel"], v1.DeployModelRequest).traffic_split["0"] == 100

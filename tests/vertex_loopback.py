@@ -184,6 +184,10 @@ class VertexLoopback:
             return 404, _error(404, "NOT_FOUND", f"{endpoint_name} not found")
         self._ids += 1
         deployed = {**body.get("deployedModel", {}), "id": str(self._ids)}
+        # Vertex keeps a versioned deployment's model name bare, its version beside it.
+        model, _, version = deployed.get("model", "").partition("@")
+        if version.isdigit():
+            deployed.update(model=model, modelVersionId=version)
         endpoint.setdefault("deployedModels", []).append(deployed)
         split = body.get("trafficSplit", {})
         endpoint["trafficSplit"] = {(deployed["id"] if key == "0" else key): value

@@ -1,0 +1,20 @@
+"""`python -m trainer.deploy`: a finished job's model into the Model Registry and onto an endpoint.
+
+The same command as `python -m trainer.submit deploy` (one implementation:
+trainer.cloud.deploy), on its own so that scripts/deploy.sh and trainer.pipeline's deploy step
+need no subcommand.
+"""
+import sys
+from typing import Sequence
+
+from trainer import cli
+
+
+def main(argv: Sequence[str]) -> int:
+    from trainer.cloud import deploy
+
+    return deploy.main(deploy.build_parser().parse_args(list(argv)), [])
+
+
+if __name__ == "__main__":
+    sys.exit(cli.run(main))
