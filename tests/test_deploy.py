@@ -38,8 +38,8 @@ def no_credentials(monkeypatch, tmp_path):
 
 @pytest.fixture(autouse=True)
 def finished_job(monkeypatch):
-    """gs://my-bucket/runs/sentiment holds a finished run's metrics.json (reading gs:// itself is
-    tests/test_gcs.py's subject)."""
+    """gs://my-bucket/runs/sentiment holds a finished run's metrics.json, as a real run reads it
+    (reading gs:// itself is tests/test_gcs.py's subject)."""
     files = {"gs://my-bucket/runs/sentiment/metrics.json": json.dumps(RUN_METRICS).encode()}
     real = storage.read_bytes
     monkeypatch.setattr(storage, "read_bytes", lambda path: files[path] if path in files else real(path))
@@ -174,8 +174,15 @@ def test_a_real_upload_needs_the_job_dir_on_cloud_storage(capsys):
     assert code == 2 and err.startswith("error: --job-dir: expected a Cloud Storage path")
 
 
-def test_a_version_of_the_parent_model_carries_its_aliases_and_the_runs_metrics_and_data_hash(capsys):
-    requests = dry_run(capsys, "deploy", *WHERE, *MODEL, "--parent-model", "100",
+@pytest.fixture
+def local_job(tmp_path) -> list:
+    """--job-dir and --image-uri of a finished run in a local directory, which a dry run reads."""
+    (tmp_path / "metrics.json").write_text(json.dumps(RUN_METRICS))
+    return ["--job-dir", str(tmp_path), "--image-uri", IMAGE]
+
+
+def test_a_version_of_the_parent_model_carries_its_aliases_and_the_runs_metrics_and_data_hash(capsys, local_job):
+    requests = dry_run(capsys, "deploy", *WHERE, *local_job, "--parent-model", "100",
                        "--version-aliases", "candidate,exp-7", "--endpoint", "987", "--traffic-percent", "10")
     upload = parse(requests["uploadModel"], v1.UploadModelRequest)
     assert upload.parent_model == PARENT_MODEL
@@ -212,11 +219,18 @@ def test_deploy_flags_that_do_not_fit_together_are_one_error_line(capsys, flags,
     assert code == 2 and err.startswith("error: ") and message in err and len(err.splitlines()) == 1
 
 
-def test_a_dry_run_of_a_local_job_dir_reads_its_metrics(capsys, tmp_path):
-    (tmp_path / "metrics.json").write_text(json.dumps(RUN_METRICS))
-    requests = dry_run(capsys, "deploy", *WHERE, "--job-dir", str(tmp_path), "--image-uri", IMAGE)
-    upload = parse(requests["uploadModel"], v1.UploadModelRequest)
-    assert upload.model.artifact_uri == f"{tmp_path}/model" and upload.model.labels["test_macro_f1"] == "0_8500"
+def test_a_dry_run_of_a_local_job_dir_uploads_its_model_dir(capsys, local_job):
+    upload = parse(dry_run(capsys, "deploy", *WHERE, *local_job)["uploadModel"], v1.UploadModelRequest)
+    assert upload.model.artifact_uri == f"{local_job[1]}/model" and upload.model.labels["test_macro_f1"] == "0_8500"
+
+
+def test_a_dry_run_reads_nothing_from_cloud_storage_and_says_which_labels_it_leaves_out(capsys):
+    assert cli.run(submit.main, ["deploy", *WHERE, *MODEL, "--dry-run"]) == 0
+    out, err = capsys.readouterr()
+    labels = json.loads(out)["uploadModel"]["model"]["labels"]
+    assert "data_hash" not in labels and "test_accuracy" not in labels
+    assert "note: a dry run reads nothing from Cloud Storage: the labels leave out the metrics and data hash in " \
+           "gs://my-bucket/runs/sentiment/metrics.json" in err
 
 
 def serving_endpoint(server):
@@ -239,6 +253,7 @@ def test_a_canary_uploads_a_version_and_deploys_it_with_ten_percent_beside_the_s
     assert code == 0
     [upload], [deploy] = server.find("POST", "/models:upload"), server.find("POST", ":deployModel")
     assert upload.body["parentModel"] == PARENT_MODEL and upload.body["model"]["versionAliases"] == ["candidate"]
+    assert upload.body["model"]["labels"]["data_hash"] == RUN_METRICS["data_hash"]
     assert deploy.path == ENDPOINT + ":deployModel"
     assert deploy.body["deployedModel"]["model"] == PARENT_MODEL + "@2"  # the new version, not the default
     assert server.resources[ENDPOINT]["trafficSplit"] == {"111": 90, server.resources[ENDPOINT]["deployedModels"][-1]["id"]: 10}

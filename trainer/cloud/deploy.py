@@ -147,11 +147,16 @@ def job_dir(options) -> str:
 
 
 def read_run_metrics(options) -> Optional[dict]:
-    """The job's metrics.json, which a finished run writes last. A real upload refuses a job
-    without it; a dry run that cannot read it (no credentials) says so and prints the rest."""
+    """The job's metrics.json, which a finished run writes last: a real upload refuses a job
+    without it. A dry run reads a local job dir's only: it reaches no cloud (and needs no
+    credentials), so for a gs:// job dir it says which labels it leaves out."""
     from trainer import storage
 
     path = storage.join(job_dir(options), "metrics.json")
+    if options.dry_run and "://" in path:
+        print(f"note: a dry run reads nothing from Cloud Storage: the labels leave out the metrics and "
+              f"data hash in {path}", file=sys.stderr)
+        return None
     try:
         if "://" in path:
             return json.loads(storage.read_bytes(path))
@@ -159,11 +164,8 @@ def read_run_metrics(options) -> Optional[dict]:
             return json.loads(f.read())
     except (UserError, OSError, ValueError) as error:
         reason = str(error) if isinstance(error, UserError) else f"{path}: {error}"
-        if not options.dry_run:
-            raise UserError(f"--job-dir: cannot read the run's metrics.json ({reason}): only a finished "
-                            f"run is registered") from None
-        print(f"note: the labels leave out the run's metrics: {reason}", file=sys.stderr)
-        return None
+        raise UserError(f"--job-dir: cannot read the run's metrics.json ({reason}): only a finished "
+                        f"run is registered") from None
 
 
 def upload_request(parent: str, options, display_name: str, labels: dict):
@@ -171,8 +173,8 @@ def upload_request(parent: str, options, display_name: str, labels: dict):
 
     if not options.job_dir or not options.image_uri:
         raise UserError("--job-dir and --image-uri: both needed to upload the job's model")
-    metrics = read_run_metrics(options) if options.command == "deploy" else None
     aliases = registry.version_aliases(getattr(options, "version_aliases", None), getattr(options, "promote", False))
+    metrics = read_run_metrics(options) if options.command == "deploy" else None
     # args follow the image's ENTRYPOINT (python -m trainer.serve): its flags.
     container = v1.ModelContainerSpec(image_uri=options.image_uri, args=["--precision", options.precision],
                                       ports=[v1.Port(container_port=SERVING.port)],
