@@ -7,7 +7,7 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "trainer"
 ENTRY_MODULES = {"trainer.task", "trainer.predict", "trainer.prepare", "trainer.submit",
                  "trainer.export_encoder", "trainer.serve", "trainer.report",
-                 "trainer.export_quantized", "trainer.tune", "trainer.explain"}
+                 "trainer.export_quantized", "trainer.tune", "trainer.explain", "trainer.pipeline"}
 # Lower numbers sit lower; the longest matching prefix decides. A module may import its own
 # subpackage and anything ranked below it, never above.
 RANKS = {
