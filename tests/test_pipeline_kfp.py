@@ -164,7 +164,7 @@ def test_pipeline_cloud_sh_names_a_missing_gate_and_submits_nothing():
 def printed_requests(stdout):
     """The JSON trainer.deploy --dry-run printed, in the step's log (which kfp.local indents)."""
     lines = stdout.splitlines()
-    start = lines.index("    {")
+    start = lines.index("    {", next(i for i, line in enumerate(lines) if "Dry run: these requests" in line))
     return json.loads("\n".join(lines[start:lines.index("    }", start) + 1]))
 
 
