@@ -1,0 +1,132 @@
+"""label_issues.csv: cleanlab's ranking of out-of-sample probabilities, the folds that make the
+training split's, rows named by their file and line, the report section, and the refusals;
+cross-fitting end to end in the slow tier."""
+import numpy as np
+import pytest
+
+from conftest import TINY_TASK_FLAGS, NEGATIVE, POSITIVE, metrics_of, read_csv, write_csv
+from test_task import run_cli, run_in_process
+from trainer.training import cross_fit, label_issues
+
+
+def separable(rows: int, seed: int = 0):
+    """(probabilities [rows, 2], true labels): a model sure of each row's true class."""
+    rng = np.random.default_rng(seed)
+    truth = np.arange(rows) % 2
+    confidence = rng.uniform(0.8, 0.99, rows)
+    positive = np.where(truth == 1, confidence, 1 - confidence)
+    return np.stack([1 - positive, positive], axis=1), truth
+
+
+def test_planted_flipped_labels_are_flagged_and_ranked_first():
+    probabilities, truth = separable(60)
+    given, planted = truth.copy(), [4, 17, 33, 50]
+    given[planted] = 1 - given[planted]
+    flagged, scores = label_issues.rank("classification", probabilities, given)
+    assert sorted(flagged[:len(planted)]) == planted
+    assert set(flagged) == set(planted)  # none of the right labels
+    assert np.all(scores[planted] < np.delete(scores, planted).min())
+
+
+def test_a_missing_multi_label_is_flagged_first():
+    rng = np.random.default_rng(1)
+    truth = (np.arange(40)[:, None] % np.array([2, 3]) == 0).astype(int)  # two labels
+    probabilities = np.where(truth == 1, rng.uniform(0.85, 0.99, truth.shape), rng.uniform(0.01, 0.15, truth.shape))
+    given = truth.copy()
+    given[7, 1] = 1 - given[7, 1]
+    flagged, scores = label_issues.rank("multi-label", probabilities, given)
+    assert flagged[0] == 7 and scores.argmin() == 7
+
+
+def test_every_training_row_is_held_out_by_exactly_one_fold_with_classes_spread_evenly():
+    labels = np.array([0] * 40 + [1] * 20 + [2] * 12)
+    folds = cross_fit.fold_of_rows(labels, 4, seed=42, stratified=True)
+    assert sorted(np.unique(folds)) == [0, 1, 2, 3]
+    for fold in range(4):
+        assert list(np.bincount(labels[folds == fold], minlength=3)) == [10, 5, 3]
+    assert np.array_equal(folds, cross_fit.fold_of_rows(labels, 4, seed=42, stratified=True))
+
+
+def test_multi_label_rows_are_dealt_into_folds_of_equal_size():
+    folds = cross_fit.fold_of_rows(np.zeros((30, 3)), 3, seed=0, stratified=False)
+    assert list(np.bincount(folds)) == [10, 10, 10]
+
+
+def test_rows_are_named_by_their_file_and_the_line_an_editor_shows(tmp_path):
+    from trainer.config import Config
+    from trainer.data.splits import load_datasets
+    rows = [("i love it", "pos"), ('"a text\nover two lines"', "neg"), ("so bad", "neg")] * 5
+    for name, extra in (("train", [("great movie", "pos")]), ("validation", [])):
+        (tmp_path / f"{name}.csv").write_text("text,label\n" + "".join(f"{t},{l}\n" for t, l in rows + extra))
+    path = tmp_path / "validation.csv"
+    config = Config()
+    config.data.training_file, config.data.validation_file = str(tmp_path / "train.csv"), str(path)
+    datasets = load_datasets(config)
+    located = label_issues.locate(datasets, "validation", np.array([5, 0, 1]))
+    # Row 5 is the third record of the second group: lines 1 (header), 2, 3-4, 5, 6, 7-8, 9.
+    assert list(located["row"]) == [9, 2, 3]
+    assert list(located["text"]) == ["so bad", "i love it", "a text\nover two lines"]
+    assert set(located["file"]) == {str(path)}
+
+
+def test_the_report_section_shows_the_top_rows_of_this_runs_file(tmp_path):
+    from trainer.reporting import label_issues as report_section
+    (tmp_path / "label_issues.csv").write_text(
+        "split,file,row,given_label,suggested_label,score,text\n"
+        "train,t.csv,7,pos,neg,0.01,so bad\nvalidation,v.csv,3,neg,pos,0.2,i love it\n")
+    block = {"file": "label_issues.csv", "rows": 2, "folds": 4, "method": "m",
+             "splits": {"train": {"flagged": 1, "of": 90}, "validation": {"flagged": 1, "of": 30}}}
+    section = report_section.section(str(tmp_path), {"label_issues": block})
+    assert section["total"] == 2 and [r["row"] for r in section["rows"]] == [7, 3]
+    # A file an earlier run left in the job dir is not this run's: metrics.json decides.
+    assert report_section.section(str(tmp_path), {"label_issues": None}) is None
+
+
+def test_find_label_issues_with_regression_stops_before_training(tiny_encoder_dir, tmp_path):
+    rows = write_csv(tmp_path / "scores.csv", [(text, str(i % 5 / 4)) for i, text in
+                                               enumerate(POSITIVE + NEGATIVE)], ("text", "score"))
+    result = run_in_process("--encoder", tiny_encoder_dir, "--training-file", rows, "--task",
+                            "regression", "--job-dir", tmp_path / "job", "--max-seq-length", "16",
+                            "--find-label-issues")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "error: --find-label-issues: needs classes or labels; --task regression has a score per "
+        "row, which cleanlab's classification ranking cannot judge"]
+
+
+# --- end to end ----------------------------------------------------------------------------------
+
+def noisy_rows(count, seed, flipped):
+    """Separable pos/neg texts; the rows at indices `flipped` carry the other label."""
+    import random
+    rng, rows = random.Random(seed), []
+    for i in range(count):
+        label = "pos" if i % 2 else "neg"
+        text = rng.choice(POSITIVE if label == "pos" else NEGATIVE)
+        rows.append((text, ("neg" if label == "pos" else "pos") if i in flipped else label))
+    return rows
+
+
+@pytest.mark.slow  # three tiny trainings: CI runs it on 2.21 (.ci/run)
+def test_cross_fitting_ranks_the_planted_training_flips_first(tiny_encoder_dir, tmp_path):
+    flipped = {3, 10, 51, 88}
+    files = {"train": write_csv(tmp_path / "train.csv", noisy_rows(120, 1, flipped)),
+             "validation": write_csv(tmp_path / "validation.csv", noisy_rows(40, 2, {5}))}
+    job_dir = tmp_path / "job"
+    result = run_cli("--encoder", tiny_encoder_dir, "--training-file", files["train"],
+                     "--validation-file", files["validation"], "--job-dir", job_dir, "--epochs", "4",
+                     "--batch-size", "8", "--learning-rate", "1e-2", "--max-seq-length", "16",
+                     "--mixed-precision", "off", *TINY_TASK_FLAGS, "--find-label-issues",
+                     "--label-issue-folds", "2", timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    issues = read_csv(job_dir / "label_issues.csv")
+    train = [int(r["row"]) for r in issues if r["split"] == "train"]
+    planted_lines = {i + 2 for i in flipped}  # the header is line 1
+    assert set(train[:len(planted_lines)]) == planted_lines, issues
+    assert [int(r["row"]) for r in issues if r["split"] == "validation"][:1] == [7]
+    assert [float(r["score"]) for r in issues] == sorted(float(r["score"]) for r in issues)
+    block = metrics_of(job_dir)["label_issues"]
+    assert block["folds"] == 2 and block["splits"]["train"]["of"] == 120
+    assert metrics_of(job_dir)["durations"]["label_issues"] > 0
+    assert "label issues: fold 2/2" in result.stderr and not (job_dir / "cross_fit").exists()
+    assert "Labels that look wrong" in (job_dir / "report.html").read_text()
