@@ -2,9 +2,10 @@
 
 Reads --input as trainer.predict reads it (same columns, same errors) and writes, per text and
 explained output (the predicted class, or --target; each predicted label of a multi-label
-model; a regression model's score), the output, the output on the baseline and the --top-k
-words of largest attribution, as a CSV (top_words as JSON) or JSON Lines by --output's
-extension, plus an HTML page colouring each text's words beside it (OUTPUT with .html).
+model; a regression model's score), its probability, the log-odds the attributions explain
+(a score: the score itself) and the baseline's, and the --top-k words of largest attribution,
+as a CSV (top_words as JSON) or JSON Lines by --output's extension, plus an HTML page
+colouring each text's words beside it (OUTPUT with .html).
 Attributions are integrated gradients on the word embeddings (trainer.explaining), computed
 by the float32 model of --model-dir, the one trainer.predict loads with --precision float32.
 """
@@ -34,8 +35,9 @@ def build_arg_parser():
                              "with -explained.jsonl. The HTML page goes beside it (.html).")
     parser.add_argument("--top-k", type=int, default=5, help="Words listed per explanation.")
     parser.add_argument("--ig-steps", type=int, default=config_lib.OutputConfig().ig_steps,
-                        help="Integrated-gradients steps (the trapezoid rule's intervals): more "
-                             "steps, attributions that sum closer to the output's change.")
+                        help="Integrated-gradients steps (the trapezoid rule's intervals). A text "
+                             "whose attributions miss the output's change by more than 5%% is "
+                             "integrated again with twice the steps, up to 8 times these.")
     parser.add_argument("--target", default=None,
                         help="Explain this label's probability for every row, instead of the "
                              "predicted one (classification and multi-label).")
@@ -84,14 +86,16 @@ def explained_frame(frame, explanations, args, out_fmt: str, regression: bool, p
     note), and the explanation's columns."""
     import pandas as pd
 
-    output = "predicted_score" if regression else "probability"
     records = []
     for (_, row), row_explanations in zip(frame.iterrows(), explanations):
         for e in row_explanations or [None]:
             top = None if e is None else _words(e, args.top_k, pair)
-            records.append({**row.to_dict(),
-                            **({} if regression else {"explained_label": e and e.target}),
-                            output: e and e.output, "baseline_output": e and e.baseline_output,
+            if regression:
+                outputs = {"predicted_score": e and e.output, "baseline_score": e and e.baseline_output}
+            else:
+                outputs = {"explained_label": e and e.target, "probability": e and e.probability,
+                           "log_odds": e and e.output, "baseline_log_odds": e and e.baseline_output}
+            records.append({**row.to_dict(), **outputs, "ig_steps": e and e.steps,
                             "completeness_error": e and round(e.completeness_error, 6),
                             "top_words": top if out_fmt == "jsonl" or top is None
                             else json.dumps(top, ensure_ascii=False),

@@ -1,7 +1,8 @@
 """Integrated gradients (Sundararajan, Taly and Yan 2017, arXiv:1703.01365) on word embeddings.
 
-For a text's word embeddings x, a baseline b and the model's output F (the probability of the
-explained class, or a regression score), token i's attribution is
+For a text's word embeddings x, a baseline b and the model's output F (the log-odds of the
+explained class, trainer.explaining.exported.explained_output, or a regression score), token
+i's attribution is
 
     IG_i = (x_i - b_i) . integral over a in [0, 1] of dF(b + a (x - b)) / dx_i
 

@@ -44,7 +44,8 @@ def highlighted(words, segment: int = 0) -> markupsafe.Markup:
 
 def entry(explanation, pair: bool, **columns) -> dict:
     """A template row: the explained target and outputs, the coloured text (and pair)."""
-    return {**columns, "target": explanation.target, "output": explanation.output,
+    return {**columns, "target": explanation.target, "probability": explanation.probability,
+            "output": explanation.output,
             "baseline": explanation.baseline_output,
             "completeness_error": explanation.completeness_error,
             "text": highlighted(explanation.words, 0),

@@ -1,0 +1,152 @@
+"""Token attributions (trainer.explaining): integrated gradients on the word embeddings of an
+exported model add up to its output's change, find the one word that decides a label, come
+back as words whatever the tokenizer, and reach users through trainer.explain, report.html
+and trainer.serve, with the same numbers everywhere.
+
+The model is trained here, in this process, in a few seconds: a tiny BERT on texts of filler
+words where one planted word ("great" or "awful") decides the label."""
+import json
+import random
+
+import numpy as np
+import pytest
+
+from test_task import run_in_process
+from trainer.explaining import words
+
+FILLER = ["i", "this", "movie", "it", "is", "was", "the", "so", "very", "a", "ok", "fine", "meh"]
+PLANTED = {"great": "positive", "awful": "negative"}
+LABELS = ["negative", "neutral", "positive"]
+
+
+def planted_rows(count: int, seed: int):
+    """(text, label): 3-8 filler words, and in two rows of three one planted word at a random
+    place, which decides the label; the third row, without one, is neutral (so that a text
+    of no words, the attributions' baseline, means nothing in particular)."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(count):
+        text = [rng.choice(FILLER) for _ in range(rng.randint(3, 8))]
+        word = ("great", "awful", None)[i % 3]
+        if word:
+            text.insert(rng.randint(0, len(text)), word)
+        rows.append((" ".join(text), PLANTED.get(word, "neutral")))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def planted_model(tiny_encoder_dir, tmp_path_factory):
+    """(model dir, the loaded export, validation rows) of the planted-word classifier."""
+    import tensorflow as tf
+    import tf_keras
+
+    from trainer.modeling import heads
+    from trainer.modeling.encoders import load_encoder
+    from trainer.serving import export
+
+    tf_keras.utils.set_random_seed(0)
+    encoder = load_encoder(tiny_encoder_dir, seq_length=16,
+                           cache_dir=str(tmp_path_factory.mktemp("cache")))
+    classifier = heads.build_classifier(encoder.network, 3, "mean", 0.0)
+    classifier.compile(tf_keras.optimizers.Adam(1e-2),
+                       tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    train = planted_rows(256, seed=1)
+    features = encoder.preprocessor(tf.constant([text for text, _ in train]))
+    classifier.fit(features, np.asarray([LABELS.index(label) for _, label in train]),
+                   batch_size=32, epochs=6, verbose=0)
+    model_dir = str(tmp_path_factory.mktemp("planted") / "model")
+    export.export(export.ServingModule(encoder.preprocessor, classifier, LABELS, 16), model_dir)
+    return model_dir, export.load_module(model_dir), planted_rows(60, seed=2)
+
+
+@pytest.fixture(scope="module")
+def explained(planted_model):
+    from trainer.explaining import attribute
+
+    _, model, rows = planted_model
+    return attribute.explain_texts(model, [text for text, _ in rows])
+
+
+def test_attributions_add_up_to_the_output_minus_the_baselines_for_95_percent_of_rows(explained):
+    gaps = np.asarray([e.completeness_error for row in explained for e in row])
+    assert len(gaps) == 60
+    assert np.mean(gaps <= 0.05) >= 0.95, np.sort(gaps)[-5:]
+
+
+def test_the_planted_word_ranks_first_in_95_percent_of_correctly_predicted_rows(planted_model, explained):
+    _, _, rows = planted_model
+    correct = [(text, row[0]) for (text, label), row in zip(rows, explained)
+               if label != "neutral" and row[0].target == label]
+    assert len(correct) >= 36  # of 40 planted rows: the model learned the task
+    first = [words.top_words(e.words, 1)[0].text for _, e in correct]
+    assert np.mean([word in PLANTED for word in first]) >= 0.95
+
+
+def test_an_empty_text_gets_no_explanation(planted_model):
+    from trainer.explaining import attribute
+
+    _, model, _ = planted_model
+    assert attribute.explain_texts(model, ["", "great movie"])[0] == []
+
+
+def test_target_explains_the_asked_label_instead_of_the_predicted_one(planted_model):
+    from trainer.explaining import attribute
+
+    _, model, _ = planted_model
+    (explanation,), = attribute.explain_texts(model, ["it was great"], target="negative")
+    assert explanation.target == "negative" and explanation.output < 0.5
+    assert words.top_words(explanation.words, 1)[0].weight < 0  # "great" pulls "negative" down
+
+
+@pytest.mark.parametrize("kind, tokens, expected", [
+    (words.WORDPIECE, ["[CLS]", "play", "##ing", "now", "[SEP]"], ["playing", "now"]),
+    (words.BYTE_PAIR, ["<s>", "play", "ing", "Ġnow", "Ġcaf", "Ã", "©", "</s>"], ["playing", "now", "café"]),
+    (words.SENTENCEPIECE, ["<s>", "▁play", "ing", "▁", "now", "▁caf", "<0xC3>", "<0xA9>", "</s>"],
+     ["playing", "now", "café"]),
+])
+def test_word_pieces_merge_back_into_the_texts_words(kind, tokens, expected):
+    texts, starts = words.piece_table(tokens, kind)
+    content = [t not in ("[CLS]", "[SEP]", "<s>", "</s>") for t in tokens]
+    merged = words.merge(texts, starts, content, np.arange(len(tokens), dtype=float))
+    assert [w.text for w in merged] == expected
+    assert sum(w.weight for w in merged) == sum(i for i, c in enumerate(content) if c)
+
+
+def test_a_pairs_words_are_marked_with_the_text_they_come_from():
+    tokens = ["<s>", "Ġgood", "</s>", "</s>", "Ġbad", "Ġday", "</s>"]
+    texts, starts = words.piece_table(tokens, words.BYTE_PAIR)
+    merged = words.merge(texts, starts, [t not in ("<s>", "</s>") for t in tokens], [0.0] * 7)
+    assert [(w.text, w.segment) for w in merged] == [("good", 0), ("bad", 1), ("day", 1)]
+
+
+def test_explain_writes_the_top_words_of_each_row_and_an_html_page(planted_model, tmp_path):
+    model_dir, _, rows = planted_model
+    rows = [row for row in rows if row[1] != "neutral"]
+    source = tmp_path / "in.csv"
+    source.write_text("text\n" + "".join(f"{text}\n" for text, _ in rows[:4]) + '""\n')
+    result = run_in_process("--model-dir", model_dir, "--input", str(source), "--output",
+                            str(tmp_path / "out.jsonl"), "--top-k", "2", module="trainer.explain")
+    assert result.returncode == 0, result.stderr
+    written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [r["text"] for r in written] == [text for text, _ in rows[:4]] + [""]
+    assert all(len(r["top_words"]) == 2 and r["top_words"][0]["word"] in PLANTED for r in written[:4])
+    assert written[4]["top_words"] is None and written[4]["note"]
+    page = (tmp_path / "out.html").read_text()
+    assert page.count('<span class="w"') >= sum(len(text.split()) for text, _ in rows[:4])
+    assert f"the coloured texts to {tmp_path / 'out.html'}" in result.stdout
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--model-dir", "missing", "error: --model-dir: no exported model in missing"),
+    ("--input", "missing.csv", "error: --input: file not found: missing.csv"),
+    ("--output", "out.tsv", "error: --output: out.tsv: write .csv or .jsonl"),
+    ("--target", "maybe", "error: --target: 'maybe' is not one of the model's labels"),
+])
+def test_bad_flags_are_one_error_line_and_exit_2(planted_model, tmp_path, monkeypatch, flag, value, message):
+    model_dir, _, _ = planted_model
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "in.csv").write_text("text\ngreat movie\n")
+    args = {"--model-dir": model_dir, "--input": "in.csv", "--output": "out.csv", flag: value}
+    result = run_in_process(*[item for pair in args.items() for item in pair], module="trainer.explain")
+    assert result.returncode == 2
+    assert result.stderr.startswith(message) and result.stderr.count("\n") == 1, result.stderr
