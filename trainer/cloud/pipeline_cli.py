@@ -11,12 +11,11 @@ import os
 from typing import Optional, Sequence
 
 from trainer import cli, config as config_lib
-from trainer.cloud import api, pipeline_deploy, pipeline_gate
+from trainer.cloud import api, pipeline_deploy, pipeline_gate, pipeline_local, pipeline_vertex
+from trainer.cloud.pipeline_deploy import flag_value
+from trainer.cloud.pipeline_vertex import SUBMIT_FLAGS
 from trainer.errors import UserError
 
-# trainer.submit train's machine and scheduling flags, passed on to the training job unchanged.
-SUBMIT_FLAGS = ("--machine-type", "--accelerator-type", "--accelerator-count", "--replica-count",
-                "--tpu", "--tpu-chips", "--scheduling", "--max-wait", "--tensorboard")
 VERTEX_FLAGS = ("--project", "--region", "--bucket", "--image-uri", "--serving-image-uri")
 
 
@@ -70,16 +69,6 @@ def parse_args(argv: Sequence[str]) -> tuple:
     return build_arg_parser().parse_args(argv[:split]), argv[split + 1:]
 
 
-def given_flags(options: argparse.Namespace, flags: Sequence[str]) -> list:
-    """[flag, value, ...] for each of `flags` set on the command line."""
-    given = []
-    for flag in flags:
-        value = getattr(options, flag[2:].replace("-", "_"))
-        if value is not None:
-            given += [flag, str(value)]
-    return given
-
-
 def is_local(options: argparse.Namespace) -> bool:
     return options.command == "run" and options.local
 
@@ -89,12 +78,12 @@ def check_where(options: argparse.Namespace) -> None:
     requests name (--project, --region, --serving-image-uri)."""
     if is_local(options):
         given = [flag for flag in ("--bucket", "--image-uri", *SUBMIT_FLAGS, "--service-account", "--dry-run")
-                 if getattr(options, flag[2:].replace("-", "_")) not in (None, False)]
+                 if flag_value(options, flag) not in (None, False)]
         if given:
             raise UserError(f"{given[0]}: not used by a local run (run --local trains on this machine "
                             f"and dry-runs register and deploy); drop it or drop --local")
         return
-    missing = [flag for flag in VERTEX_FLAGS if not getattr(options, flag[2:].replace("-", "_"))]
+    missing = [flag for flag in VERTEX_FLAGS if not flag_value(options, flag)]
     if missing:
         raise UserError(f"{', '.join(missing)}: required for {options.command}"
                         f"{'' if options.command == 'compile' else ' on Vertex AI (or run --local)'}")
@@ -116,13 +105,9 @@ def main(argv: Sequence[str]) -> int:
     check_where(options)
     display_name = options.display_name or default_display_name()
     if is_local(options):
-        from trainer.cloud import pipeline_local
-
         job_dir = options.job_dir or os.path.join("runs", display_name.removeprefix("vbt-"))
         pipeline_gate.check_against(gate, local_trainer_config(job_dir, trainer_args))
         return pipeline_local.run(pipeline_local.plan(options, gate, job_dir, trainer_args))
-    from trainer.cloud import pipeline_vertex
-
     with api.google_errors():
         plan = pipeline_vertex.plan(options, gate, display_name, trainer_args)
         if options.command == "compile":

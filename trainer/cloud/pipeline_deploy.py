@@ -21,6 +21,11 @@ DEPLOY_FLAGS = {"--parent-model": "The registered model the new one becomes a ve
 LOCAL_WHERE = {"--project": "PROJECT_ID", "--region": "us-central1", "--serving-image-uri": "SERVING_IMAGE_URI"}
 
 
+def flag_value(options: argparse.Namespace, flag: str):
+    """The value of trainer.pipeline's `flag` (e.g. --parent-model) in `options`."""
+    return getattr(options, flag[2:].replace("-", "_"))
+
+
 def add_arguments(group) -> None:
     for flag, help_text in DEPLOY_FLAGS.items():
         group.add_argument(flag, help=help_text)
@@ -34,7 +39,7 @@ def arguments(options: argparse.Namespace, where: dict, job_dir: str, dry_run: b
     args = ["--project", where["--project"], "--region", where["--region"],
             "--image-uri", where["--serving-image-uri"]]
     for flag in DEPLOY_FLAGS:
-        value = getattr(options, flag[2:].replace("-", "_"))
+        value = flag_value(options, flag)
         if value is not None:
             args += ["--machine-type" if flag == "--serving-machine-type" else flag, value]
     args += (["--promote"] if options.promote else []) + (["--dry-run"] if dry_run else [])
@@ -43,5 +48,5 @@ def arguments(options: argparse.Namespace, where: dict, job_dir: str, dry_run: b
 
 
 def local_where(options: argparse.Namespace) -> dict:
-    return {flag: getattr(options, flag[2:].replace("-", "_")) or stand_in for flag, stand_in in LOCAL_WHERE.items()}
+    return {flag: flag_value(options, flag) or stand_in for flag, stand_in in LOCAL_WHERE.items()}
 

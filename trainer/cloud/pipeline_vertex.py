@@ -17,14 +17,19 @@ from trainer import storage
 from trainer.cloud import api, pipeline_components, pipeline_deploy, pipeline_gate, submit
 from trainer.errors import UserError
 
+# trainer.submit train's machine and scheduling flags, passed on to the training job unchanged.
+SUBMIT_FLAGS = ("--machine-type", "--accelerator-type", "--accelerator-count", "--replica-count",
+                "--tpu", "--tpu-chips", "--scheduling", "--max-wait", "--tensorboard")
+
 
 def submit_arguments(options: argparse.Namespace) -> list:
     """trainer.submit train's flags for the training job, --job-dir aside (the step adds it)."""
-    from trainer.cloud import pipeline_cli
-
     args = ["--project", options.project, "--region", options.region, "--bucket", options.bucket,
-            "--image-uri", options.image_uri, *pipeline_cli.given_flags(options, pipeline_cli.SUBMIT_FLAGS)]
-    return args + (["--service-account", options.service_account] if options.service_account else [])
+            "--image-uri", options.image_uri]
+    for flag in (*SUBMIT_FLAGS, "--service-account"):
+        if pipeline_deploy.flag_value(options, flag) is not None:
+            args += [flag, str(pipeline_deploy.flag_value(options, flag))]
+    return args
 
 
 def check_training_job(submit_args: Sequence[str], job_dir: str, trainer_args: Sequence[str]):
