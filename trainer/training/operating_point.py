@@ -157,11 +157,3 @@ def _multilabel(ctx: RunContext, target: str, value: float) -> dict:
             if caveat:
                 ctx.results[split]["caveat"] = caveat
     return {"target": target, "value": value, "labels": points}
-
-
-def export_threshold(ctx: RunContext) -> Optional[float]:
-    """The threshold a binary classifier's export applies, or None (the most probable class)."""
-    point = ctx.operating_point
-    if point is None or ctx.task.name != "classification" or not point["reached"]:
-        return None
-    return point["threshold"]

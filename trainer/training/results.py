@@ -9,7 +9,7 @@ import numpy as np
 
 from trainer import storage, strict_json
 from trainer.serving import export as export_lib
-from trainer.training import jobdir, operating_point
+from trainer.training import jobdir
 from trainer.training.context import RunContext
 from trainer.training.fitting import predict_split
 
@@ -233,7 +233,8 @@ def _serving_module(ctx: RunContext, preprocessor, model):
             ctx.task.thresholds, labels.separator, pair=pair)
     return export_lib.ServingModule(preprocessor, model, labels.names, ctx.config.data.max_seq_length,
                                     temperature=export_temperature(ctx), pair=pair,
-                                    threshold=operating_point.export_threshold(ctx))
+                                    # a reached --target-precision/--target-recall's (operating_point)
+                                    threshold=(ctx.operating_point or {}).get("threshold"))
 
 
 def export_temperature(ctx: RunContext) -> float:
