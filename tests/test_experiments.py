@@ -91,6 +91,7 @@ def test_a_run_logs_metrics_jsons_final_metrics_and_completes(logged_run):
     assert context["_state"] == "COMPLETE"
 
 
+@pytest.mark.slow  # a second training run (about 15 s); test_after_a_failure_no_further_call_is_sent is the fast check
 def test_a_failing_experiments_api_costs_one_warning_line_and_the_run_finishes(
         tiny_encoder_dir, tiny_data, tmp_path, short_sdk_retry):
     with VertexLoopback(fail=True) as server:
