@@ -7,6 +7,7 @@ The model is trained here, in this process, in a few seconds: a tiny BERT on tex
 words where one planted word ("great" or "awful") decides the label."""
 import json
 import random
+import re
 
 import numpy as np
 import pytest
@@ -150,3 +151,65 @@ def test_bad_flags_are_one_error_line_and_exit_2(planted_model, tmp_path, monkey
     result = run_in_process(*[item for pair in args.items() for item in pair], module="trainer.explain")
     assert result.returncode == 2
     assert result.stderr.startswith(message) and result.stderr.count("\n") == 1, result.stderr
+
+
+@pytest.mark.parametrize("parameters, error", [
+    ({"explain": 1}, '"parameters".explain: expected true or false, got a number'),
+    ({"explain": True, "steps": 8}, '"parameters": unknown parameter(s) steps; this model takes only "explain"'),
+])
+def test_serve_refuses_an_explain_parameter_it_cannot_read(parameters, error):
+    from trainer.serving import protocol
+
+    with pytest.raises(protocol.RequestError, match=re.escape(error)):
+        protocol.read_instances({"instances": ["great"], "parameters": parameters}, 8)
+
+
+def test_the_report_colours_the_words_of_errors_and_of_a_sample_of_correct_rows(planted_model):
+    from trainer.reporting import explanations
+    from trainer.reporting.predictions import SplitPredictions
+
+    model_dir, model, rows = planted_model
+    texts = np.asarray([text for text, _ in rows], dtype=object)
+    labels = np.asarray([LABELS.index(label) for _, label in rows])
+    labels[:2] = (labels[:2] + 1) % 3  # two rows the model gets wrong
+    probabilities = np.eye(3)[[LABELS.index(label) for _, label in rows]] * 0.9 + 0.1 / 3
+    predictions = {"validation": SplitPredictions(texts, labels, probabilities, np.log(probabilities))}
+    section = explanations.report_section(model_dir, predictions, LABELS, "classification", 32, seed=0)
+    outcomes = [entry["outcome"] for entry in section["entries"]]
+    assert outcomes == ["error"] * 2 + ["correct"] * explanations.REPORT_ROWS
+    assert [entry["row"] for entry in section["entries"][:2]] == [0, 1]
+    first = section["entries"][0]["text"]
+    assert first.count('<span class="w"') == len(rows[0][0].split()) and "rgba(" in first
+
+
+@pytest.mark.slow  # a server process: about 10 s on an idle machine
+def test_serve_answers_explain_true_with_the_attributions_trainer_explain_writes(planted_model, tmp_path):
+    import httpx
+
+    from test_server import Server, environ, free_port
+
+    model_dir, _, rows = planted_model
+    texts = [text for text, _ in rows[:3]]
+    (tmp_path / "in.csv").write_text("text\n" + "".join(f"{text}\n" for text in texts))
+    result = run_in_process("--model-dir", model_dir, "--input", str(tmp_path / "in.csv"), "--output",
+                            str(tmp_path / "out.jsonl"), "--top-k", "100", module="trainer.explain")
+    assert result.returncode == 0, result.stderr
+    written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    port = free_port()
+    server = Server(["--model-dir", model_dir, "--port", str(port)], environ(), "/health", tmp_path / "log")
+    try:
+        server.wait_ready(port)
+        url = server.url(port, "/predict")
+        plain = httpx.post(url, json={"instances": texts}, timeout=60).json()["predictions"]
+        answer = httpx.post(url, json={"instances": texts, "parameters": {"explain": True}},
+                            timeout=120).json()["predictions"]
+    finally:
+        server.stop()
+    assert all("explanations" not in p for p in plain)
+    for prediction, row in zip(answer, written):
+        (explanation,) = prediction["explanations"]
+        assert explanation["label"] == row["explained_label"] == prediction["label"]
+        served = sorted((w["word"], w["weight"]) for w in explanation["words"])
+        expected = sorted((w["word"], w["weight"]) for w in row["top_words"])
+        assert [word for word, _ in served] == [word for word, _ in expected]
+        assert [weight for _, weight in served] == pytest.approx([weight for _, weight in expected], abs=1e-5)
