@@ -316,3 +316,21 @@ def test_the_deploy_script_promotes_with_promote_set(tmp_path):
     requests = deploy_script(tmp_path, PARENT_MODEL="100", ENDPOINT="987", PROMOTE="1")
     assert parse(requests["uploadModel"], v1.UploadModelRequest).model.version_aliases == ["default"]
     assert parse(requests["deployModel"], v1.DeployModelRequest).traffic_split["0"] == 100
+
+
+@pytest.mark.parametrize("serving, split", [
+    ({"a": 60, "b": 40}, {"0": 10, "a": 54, "b": 36}),
+    ({"a": 50, "b": 30, "c": 20}, {"0": 7, "a": 46, "b": 28, "c": 19}),  # 46.5, 27.9, 18.6: largest remainders
+])
+def test_a_canary_leaves_the_serving_models_their_proportions_of_the_rest(serving, split):
+    from trainer.cloud import registry
+    assert registry.canary_split(serving, split["0"]) == split and sum(split.values()) == 100
+
+
+def test_promoting_a_version_that_is_not_deployed_on_the_endpoint_is_one_error_line(capsys):
+    with VertexLoopback() as server:
+        serving_endpoint(server)
+        code = deploy_against(server, "--model", "100@3", "--endpoint", "987", "--promote")
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: --model: 100@3 is not deployed on ") and len(err.splitlines()) == 1
+    assert not server.find("PATCH", ENDPOINT)
