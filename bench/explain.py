@@ -15,9 +15,11 @@ all 67k), validated on all of dev.tsv. Then, on dev:
 Completeness is measured at fixed steps (no row integrated again) and as trainer.explain
 computes it (a row that misses 5% is integrated again with twice the steps, up to 8x).
 
-    python bench/explain.py [--train-rows 6000] [--steps 4,8,16,32,64] [--rows 300] [--publish]
+    python bench/explain.py [--train-rows 6000] [--steps 8,16,32,64] [--rows 200] [--publish]
 
-The run's job dir stays in bench/work/explain/ and is reused when it holds a finished run.
+The run's job dir stays in bench/work/explain/ and is reused when it holds a finished run;
+its weights are exported again by this version (and its bfloat16 copy checked again), so the
+figures are those of the current explain_tokens whichever version trained the model.
 """
 import argparse
 import collections
@@ -68,6 +70,25 @@ def trained_model(work: str, train_rows: int, seed: int) -> tuple:
     return job_dir, [text for text, _ in dev], np.asarray([int(label) for _, label in dev])
 
 
+def exported_again(job_dir: str, target: str) -> str:
+    """`target`: the run's weights exported by this version, with its checked bfloat16 copy
+    (trainer.export_quantized's way of rebuilding a finished run's classifier)."""
+    from trainer.serving import export, quantize
+    from trainer.training import results
+    from trainer.training.export_quantized import run_context
+
+    model_dir = os.path.join(job_dir, "model")
+    ctx = run_context(model_dir, job_dir)
+    reference = export.load_module(model_dir)
+    variables = reference.classifier_variables
+    preprocessor, model = quantize.classifier_with(lambda: results._classifier(ctx), variables, "float32")
+    labels = ctx.datasets.labels
+    export.export(quantize.module_like(reference, preprocessor, model, ctx.task.name, labels.names,
+                                       ctx.config.data.max_seq_length, False, labels.separator), target)
+    results.write_copy(ctx, target, variables, "bfloat16")
+    return target
+
+
 def completeness(model, texts, steps: int, factor: int) -> dict:
     """Completeness at `steps`, rows integrated again up to `factor` x steps (1: never)."""
     from trainer.explaining import attribute
@@ -105,8 +126,8 @@ def top_words(model, texts, steps: int, per_class: int, min_count: int) -> dict:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train-rows", type=int, default=6000)
-    parser.add_argument("--steps", default="4,8,16,32,64", help="--ig-steps values to measure")
-    parser.add_argument("--rows", type=int, default=300, help="dev rows (seeded sample) per measurement")
+    parser.add_argument("--steps", default="8,16,32,64", help="--ig-steps values to measure")
+    parser.add_argument("--rows", type=int, default=200, help="dev rows (seeded sample) per measurement")
     parser.add_argument("--words-steps", type=int, default=32, help="steps of the words table")
     parser.add_argument("--words-rows", type=int, default=1000, help="dev rows of the words table")
     parser.add_argument("--per-class", type=int, default=15)
@@ -123,13 +144,15 @@ def main():
     trainer.import_tensorflow()
     from trainer.serving import export
 
+    model_dir = exported_again(job_dir, os.path.join(work, "model"))
+
     rng = np.random.default_rng(args.seed)
     sample = [texts[i] for i in np.sort(rng.choice(len(texts), min(args.rows, len(texts)), replace=False))]
     words_sample = [texts[i] for i in np.sort(rng.choice(len(texts), min(args.words_rows, len(texts)),
                                                          replace=False))]
-    models = {"float32": os.path.join(job_dir, "model")}
-    if os.path.exists(os.path.join(job_dir, "model", "bfloat16", "saved_model.pb")):
-        models["bfloat16"] = os.path.join(job_dir, "model", "bfloat16")
+    models = {"float32": model_dir}
+    if os.path.exists(os.path.join(model_dir, "bfloat16", "saved_model.pb")):
+        models["bfloat16"] = os.path.join(model_dir, "bfloat16")
     measured = []
     for precision, path in models.items():
         model = export.load_module(path)
