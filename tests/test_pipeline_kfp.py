@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from test_scripts import run as run_script
+from vertex_loopback import VertexLoopback
 from trainer import cli, pipeline
 from trainer.cloud import pipeline_gate
 
@@ -152,6 +153,30 @@ def test_pipeline_cloud_sh_dry_run_prints_a_pipeline_job_aiplatform_v1_parses():
     submit_args = tasks["train"]["inputs"]["parameters"]["submit_args"]["runtimeValue"]["constant"]
     assert submit_args[submit_args.index("--scheduling") + 1] == "spot"
     assert "--image-uri" in submit_args and IMAGE in submit_args
+
+
+def test_run_on_vertex_submits_the_pipeline_job_its_dry_run_prints(capsys, monkeypatch):
+    from google.cloud.aiplatform.utils import gcs_utils
+
+    # PipelineJob.submit first checks (or creates) the pipeline root's bucket through Cloud
+    # Storage and Resource Manager, which the loopback does not serve: recorded instead.
+    buckets = []
+    monkeypatch.setattr(gcs_utils, "create_gcs_bucket_for_pipeline_artifacts_if_it_does_not_exist",
+                        lambda **kwargs: buckets.append(kwargs["output_artifacts_gcs_dir"]))
+    argv = ["run", "--gate", "validation.accuracy>=0.5", *VERTEX, "--display-name", "loop-1",
+            "--service-account", "loop@my-project.iam.gserviceaccount.com", *CLOUD_DATA]
+    code, printed, err = pipeline_command(capsys, *argv[:1], "--dry-run", *argv[1:])
+    assert code == 0, err
+    with VertexLoopback() as server:
+        with server.pointed_at(project="my-project", location="us-central1"):
+            code, out, err = pipeline_command(capsys, *argv)
+    assert code == 0, err
+    [create] = server.find("POST", "/pipelineJobs")
+    assert create.query["pipelineJobId"] == "loop-1"
+    assert create.body == json.loads(printed)
+    assert buckets == ["gs://my-bucket/vertex-bert-trainer/pipelines"]
+    assert out.splitlines()[-1] == ("submitted pipeline job projects/my-project/locations/us-central1/pipelineJobs/"
+                                    "loop-1; the run goes to gs://my-bucket/vertex-bert-trainer/loop-1")
 
 
 def test_pipeline_cloud_sh_names_a_missing_gate_and_submits_nothing():
