@@ -107,6 +107,13 @@ def test_a_local_run_refuses_the_flags_only_vertex_uses(capsys):
                                "machine and dry-runs register and deploy); drop it or drop --local"])
 
 
+def test_compile_names_every_vertex_flag_it_needs(capsys, tmp_path):
+    code, _, err = pipeline_command(capsys, "compile", "--output", str(tmp_path / "p.yaml"), "--gate",
+                                    "validation.accuracy>=0.5", "--project", "my-project")
+    assert (code, err) == (2, ["error: --region, --bucket, --image-uri, --serving-image-uri: required for compile"])
+    assert not (tmp_path / "p.yaml").exists()
+
+
 def test_without_kfp_the_command_says_which_extra_to_install():
     code = ("import sys; sys.modules['kfp'] = None; from trainer import cli, pipeline; "
             "sys.exit(cli.run(pipeline.main, ['run', '--local', '--gate', 'validation.accuracy>=0.5']))")
