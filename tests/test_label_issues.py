@@ -109,15 +109,15 @@ def noisy_rows(count, seed, flipped):
 
 @pytest.mark.slow  # three tiny trainings: CI runs it on 2.21 (.ci/run)
 def test_cross_fitting_ranks_the_planted_training_flips_first(tiny_encoder_dir, tmp_path):
-    flipped = {3, 10, 51, 88}
-    files = {"train": write_csv(tmp_path / "train.csv", noisy_rows(120, 1, flipped)),
+    flipped = {3, 10, 51, 88, 140, 201}
+    files = {"train": write_csv(tmp_path / "train.csv", noisy_rows(240, 1, flipped)),
              "validation": write_csv(tmp_path / "validation.csv", noisy_rows(40, 2, {5}))}
     job_dir = tmp_path / "job"
     result = run_cli("--encoder", tiny_encoder_dir, "--training-file", files["train"],
-                     "--validation-file", files["validation"], "--job-dir", job_dir, "--epochs", "4",
+                     "--validation-file", files["validation"], "--job-dir", job_dir, "--epochs", "5",
                      "--batch-size", "8", "--learning-rate", "1e-2", "--max-seq-length", "16",
                      "--mixed-precision", "off", *TINY_TASK_FLAGS, "--find-label-issues",
-                     "--label-issue-folds", "2", timeout=900)
+                     "--label-issue-folds", "3", timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     issues = read_csv(job_dir / "label_issues.csv")
     train = [int(r["row"]) for r in issues if r["split"] == "train"]
@@ -126,7 +126,7 @@ def test_cross_fitting_ranks_the_planted_training_flips_first(tiny_encoder_dir, 
     assert [int(r["row"]) for r in issues if r["split"] == "validation"][:1] == [7]
     assert [float(r["score"]) for r in issues] == sorted(float(r["score"]) for r in issues)
     block = metrics_of(job_dir)["label_issues"]
-    assert block["folds"] == 2 and block["splits"]["train"]["of"] == 120
+    assert block["folds"] == 3 and block["splits"]["train"]["of"] == 240
     assert metrics_of(job_dir)["durations"]["label_issues"] > 0
-    assert "label issues: fold 2/2" in result.stderr and not (job_dir / "cross_fit").exists()
+    assert "label issues: fold 3/3" in result.stdout and not (job_dir / "cross_fit").exists()
     assert "Labels that look wrong" in (job_dir / "report.html").read_text()

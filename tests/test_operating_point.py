@@ -174,6 +174,35 @@ def test_a_binary_run_exports_the_threshold_metrics_json_records(tiny_encoder_di
     from trainer.serving import export
     assert float(export.load_module(str(job_dir / "model")).threshold.numpy()) == \
         pytest.approx(point["threshold"])
-    assert "operating point: positive class 'positive' threshold" in result.stderr
+    assert "operating point: positive class 'positive' threshold" in result.stdout
     assert (job_dir / "report" / "precision_recall.png").exists()
     json.loads((job_dir / "metrics.json").read_text())  # strict JSON: no NaN
+
+
+def test_each_label_of_a_multi_label_model_gets_its_own_threshold_or_keeps_its_f1_one():
+    """Label `a` reaches precision 1 above its negatives; `b`'s top-scored row is a negative,
+    so precision 1 is out of reach and `b` keeps its F1-chosen threshold. The final metrics
+    are recomputed at the thresholds the export stores."""
+    from types import SimpleNamespace
+
+    from trainer.config import Config
+    from trainer.tasks.multilabel import MultiLabelTask
+    from trainer.training.operating_point import choose_operating_point
+
+    probabilities = np.array([[0.9, 0.95], [0.7, 0.2], [0.4, 0.8], [0.2, 0.1]])
+    labels = np.array([[1, 0], [1, 1], [0, 1], [0, 0]])
+    task = MultiLabelTask()
+    task.thresholds = np.array([0.5, 0.3])
+    config = Config()
+    config.output.target_precision = 1.0
+    logits = np.log(probabilities / (1 - probabilities))
+    ctx = SimpleNamespace(config=config, task=task, outputs={"validation": (logits, labels)},
+                          datasets=SimpleNamespace(labels=SimpleNamespace(names=["a", "b"])),
+                          results={"validation": {"caveat": "optimistic"}}, operating_point=None)
+    choose_operating_point(ctx)
+    point = ctx.operating_point["labels"]
+    assert point["a"]["reached"] and point["a"]["threshold"] == pytest.approx(0.55)
+    assert not point["b"]["reached"] and point["b"]["threshold"] is None
+    assert list(task.thresholds) == [pytest.approx(0.55), 0.3]
+    assert ctx.results["validation"]["thresholds"] == {"a": pytest.approx(0.55), "b": 0.3}
+    assert ctx.results["validation"]["caveat"] == "optimistic"
