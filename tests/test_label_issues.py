@@ -132,3 +132,18 @@ def test_cross_fitting_lists_the_planted_training_flips(tiny_encoder_dir, tmp_pa
     assert metrics_of(job_dir)["durations"]["label_issues"] > 0
     assert "label issues: fold 3/3" in result.stdout and not (job_dir / "cross_fit").exists()
     assert "Labels that look wrong" in (job_dir / "report.html").read_text()
+
+
+def test_a_class_with_fewer_rows_than_folds_is_dealt_at_random_without_a_warning():
+    import warnings
+    labels = np.array([0] * 10 + [1] * 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        folds = cross_fit.fold_of_rows(labels, 3, seed=0, stratified=True)
+    assert list(np.bincount(folds)) == [4, 4, 4]
+
+
+def test_fewer_training_rows_than_folds_is_an_error_naming_the_flag():
+    from trainer.errors import UserError
+    with pytest.raises(UserError, match=r"^--label-issue-folds: 4 folds need at least 4 training rows, got 3"):
+        cross_fit.fold_of_rows(np.array([0, 1, 0]), 4, seed=0, stratified=True)

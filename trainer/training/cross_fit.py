@@ -17,6 +17,7 @@ import logging
 import numpy as np
 
 from trainer import progress, storage, tasks
+from trainer.errors import UserError
 from trainer.training import fitting, jobdir, results, stages
 from trainer.training.context import Inputs, RunContext
 
@@ -25,9 +26,14 @@ log = logging.getLogger("trainer")
 
 def fold_of_rows(labels: np.ndarray, folds: int, seed: int, stratified: bool) -> np.ndarray:
     """Each row's fold, 0..folds-1: every class spread evenly over the folds when
-    `stratified` (a single-label task), else rows dealt at random; the same for one seed."""
+    `stratified` (a single-label task) and every class has a row per fold (scikit-learn warns
+    otherwise), else rows dealt at random; the same for one seed."""
     from sklearn.model_selection import KFold, StratifiedKFold
 
+    if len(labels) < folds:
+        raise UserError(f"--label-issue-folds: {folds} folds need at least {folds} training rows, "
+                        f"got {len(labels)}")
+    stratified = stratified and np.unique(labels, return_counts=True)[1].min() >= folds
     rows = np.zeros(len(labels))
     splitter = (StratifiedKFold(folds, shuffle=True, random_state=seed) if stratified
                 else KFold(folds, shuffle=True, random_state=seed))
