@@ -23,6 +23,8 @@ from trainer.training.context import Inputs, RunContext
 
 log = logging.getLogger("trainer")
 
+CROSS_FIT_DIR = "cross_fit"  # in the job dir: one fold's checkpoints at a time
+
 
 def fold_of_rows(labels: np.ndarray, folds: int, seed: int, stratified: bool) -> np.ndarray:
     """Each row's fold, 0..folds-1: every class spread evenly over the folds when
@@ -66,7 +68,7 @@ def out_of_sample_outputs(ctx: RunContext) -> np.ndarray:
 def _fold_outputs(ctx: RunContext, fold: int, kept: np.ndarray, held: np.ndarray) -> np.ndarray:
     import tf_keras
 
-    fold_ctx = _fold_context(ctx, fold, kept, held)
+    fold_ctx = _fold_context(ctx, fold, kept)
     _remove(fold_ctx)  # what an interrupted run left there
     log.info("label issues: fold %d/%d: training on %d rows, then predicting %d", fold + 1,
              ctx.config.train.label_issue_folds, len(kept), len(held))
@@ -90,14 +92,14 @@ def _remove(fold_ctx: RunContext) -> None:
         storage.remove(directory)
 
 
-def _fold_context(ctx: RunContext, fold: int, kept: np.ndarray, held: np.ndarray) -> RunContext:
+def _fold_context(ctx: RunContext, fold: int, kept: np.ndarray) -> RunContext:
     """A run of its own in JOB_DIR/cross_fit/fold-N: the run's config and data, a fresh task
     object (a multi-label task's thresholds are fitted on validation after the run), and a
     runtime that is nobody's chief: a fold reports no tuning metric and writes no
     eval_history.csv for anyone to read."""
     config = copy.deepcopy(ctx.config)
     out = config.output
-    out.job_dir = storage.join(storage.join(ctx.paths.job_dir, "cross_fit"), f"fold-{fold + 1}")
+    out.job_dir = storage.join(storage.join(ctx.paths.job_dir, CROSS_FIT_DIR), f"fold-{fold + 1}")
     out.model_dir, out.checkpoint_dir, out.tensorboard_dir = (
         storage.join(out.job_dir, name) for name in ("model", "checkpoints", "tensorboard"))
     train = config.train
@@ -111,10 +113,9 @@ def _fold_context(ctx: RunContext, fold: int, kept: np.ndarray, held: np.ndarray
     task = tasks.from_config(config)
     task.prepare(ctx.datasets.train.labels[kept])
     plan = dataclasses.replace(ctx.runtime.plan, is_chief=False)
-    fold_ctx = RunContext(config, ctx.environ, jobdir.JobPaths.from_config(config), ctx.is_chief,
-                          task=task, datasets=ctx.datasets,
-                          runtime=dataclasses.replace(ctx.runtime, plan=plan))
-    return fold_ctx
+    return RunContext(config, ctx.environ, jobdir.JobPaths.from_config(config), ctx.is_chief,
+                      task=task, datasets=ctx.datasets,
+                      runtime=dataclasses.replace(ctx.runtime, plan=plan))
 
 
 def _fold_inputs(ctx: RunContext, fold_ctx: RunContext, kept: np.ndarray, held: np.ndarray) -> Inputs:
