@@ -138,6 +138,7 @@ def run_one(dataset: str, files: dict, flags: list, seed: int, job_dir: str, cac
     if not os.path.exists(metrics_path):
         command = [sys.executable, "-m", "trainer.task", "--job-dir", job_dir, "--cache-dir", cache_dir,
                    "--seed", str(seed), "--export-bfloat16", "off", "--export-int8", "off", "--keep-checkpoints", "none",
+                   "--report", "off",  # the table reads metrics.json only, as tuning trials do
                    *[f"--{name}-file={path}" for name, path in files.items()],
                    *DATASETS[dataset]["flags"], *flags]
         os.makedirs(os.path.dirname(job_dir), exist_ok=True)
