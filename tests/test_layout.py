@@ -7,7 +7,8 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "trainer"
 ENTRY_MODULES = {"trainer.task", "trainer.predict", "trainer.prepare", "trainer.submit",
                  "trainer.export_encoder", "trainer.serve", "trainer.report",
-                 "trainer.export_quantized", "trainer.tune", "trainer.explain", "trainer.pipeline"}
+                 "trainer.export_quantized", "trainer.tune", "trainer.explain", "trainer.pipeline",
+                 "trainer.deploy"}
 # Lower numbers sit lower; the longest matching prefix decides. A module may import its own
 # subpackage and anything ranked below it, never above.
 RANKS = {
@@ -17,6 +18,7 @@ RANKS = {
     "trainer.modeling": 1,
     "trainer.data": 2, "trainer.tasks": 2,
     "trainer.serving": 3, "trainer.explaining": 3, "trainer.cloud.hypertune": 3,
+    "trainer.cloud.experiments": 3,
     "trainer.reporting": 4,
     "trainer.training": 5, "trainer.tuning": 5,
     "trainer.cloud": 6,
