@@ -213,3 +213,43 @@ def test_serve_answers_explain_true_with_the_attributions_trainer_explain_writes
         expected = sorted((w["word"], w["weight"]) for w in row["top_words"])
         assert [word for word, _ in served] == [word for word, _ in expected]
         assert [weight for _, weight in served] == pytest.approx([weight for _, weight in expected], abs=1e-5)
+
+
+@pytest.fixture(scope="module")
+def untrained_exports(tiny_encoder_dir, tmp_path_factory):
+    """{kind: a loaded export of an untrained tiny classifier}: regression, multi-label, and a
+    sentence-pair classifier (completeness holds for any weights)."""
+    from trainer.modeling import heads
+    from trainer.modeling.encoders import load_encoder
+    from trainer.serving import export
+
+    encoder = load_encoder(tiny_encoder_dir, seq_length=16, cache_dir=str(tmp_path_factory.mktemp("cache")))
+    modules = {
+        "regression": export.ScoreServingModule(
+            encoder.preprocessor, heads.build_classifier(encoder.network, 1, "mean", 0.0), 16),
+        "multi-label": export.MultiLabelServingModule(
+            encoder.preprocessor, heads.build_classifier(encoder.network, 3, "mean", 0.0), LABELS, 16,
+            [0.0, 0.0, 1.0], "|"),
+        "pair": export.ServingModule(encoder.preprocessor, heads.build_classifier(encoder.network, 3, "mean", 0.0),
+                                     LABELS, 16, pair=True),
+    }
+    root = tmp_path_factory.mktemp("untrained")
+    for kind, module in modules.items():
+        export.export(module, str(root / kind))
+    return {kind: export.load_module(str(root / kind)) for kind in modules}
+
+
+@pytest.mark.slow  # three exports: about 15 s
+@pytest.mark.parametrize("kind, targets", [("regression", [None]), ("multi-label", ["negative", "neutral"]),
+                                           ("pair", None)])
+def test_every_task_kind_is_explained_and_adds_up(untrained_exports, kind, targets):
+    from trainer.explaining import attribute
+
+    model = untrained_exports[kind]
+    texts = [text for text, _ in planted_rows(6, seed=3)]
+    pairs = texts[::-1] if kind == "pair" else None
+    explained = attribute.explain_texts(model, texts, pairs)
+    for row in explained:
+        assert targets is None or [e.target for e in row] == targets  # multi-label: each chosen label
+        assert all(e.completeness_error <= 0.05 for e in row)
+        assert {w.segment for e in row for w in e.words} == ({0, 1} if kind == "pair" else {0})
