@@ -57,7 +57,7 @@ def planted_model(tiny_encoder_dir, tmp_path_factory):
                    batch_size=32, epochs=6, verbose=0)
     model_dir = str(tmp_path_factory.mktemp("planted") / "model")
     export.export(export.ServingModule(encoder.preprocessor, classifier, LABELS, 16), model_dir)
-    return model_dir, export.load_module(model_dir), planted_rows(60, seed=2)
+    return model_dir, export.load_module(model_dir), planted_rows(45, seed=2)
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def explained(planted_model):
 
 def test_attributions_add_up_to_the_output_minus_the_baselines_for_95_percent_of_rows(explained):
     gaps = np.asarray([e.completeness_error for row in explained for e in row])
-    assert len(gaps) == 60
+    assert len(gaps) == 45
     assert np.mean(gaps <= 0.05) >= 0.95, np.sort(gaps)[-5:]
 
 
@@ -78,7 +78,7 @@ def test_the_planted_word_ranks_first_in_95_percent_of_correctly_predicted_rows(
     _, _, rows = planted_model
     correct = [(text, row[0]) for (text, label), row in zip(rows, explained)
                if label != "neutral" and row[0].target == label]
-    assert len(correct) >= 36  # of 40 planted rows: the model learned the task
+    assert len(correct) >= 27  # of 30 planted rows: the model learned the task
     first = [words.top_words(e.words, 1)[0].text for _, e in correct]
     assert np.mean([word in PLANTED for word in first]) >= 0.95
 
