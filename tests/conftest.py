@@ -52,19 +52,20 @@ NEUTRAL = ["the movie is ok", "it was fine", "meh", "ok movie", "this is a movie
 # 0, 3, 5, 7, 11 and 42, and pairs, multi-label and regression clear their thresholds likewise.
 TINY_TASK_FLAGS = ("--train-word-embeddings", "--pooling", "mean")
 
-# The copies a run writes by default beside the float32 model (README, "Faster prediction"):
-# bfloat16 where bfloat16 is native, and int8; about 3 s and 8 s per tiny run (build, convert,
-# save, check). tests/test_precisions.py covers them; the other tests' runs leave them out
-# (their helpers add these to trainer.task's flags).
-NO_COPIES = ("--export-bfloat16", "off", "--export-int8", "off")
+# What a run writes by default beyond its model and metrics: the copies beside the float32
+# model (README, "Faster prediction": bfloat16 where bfloat16 is native, and int8; about 3 s and
+# 8 s per tiny run to build, convert, save and check), and the report's token attributions
+# (about 2 s). tests/test_precisions.py and tests/test_explain.py cover them; the other tests'
+# runs leave them out (their helpers add these to trainer.task's flags).
+NO_EXTRAS = ("--export-bfloat16", "off", "--export-int8", "off", "--report-explanations", "0")
 
 
-def without_copies(module, args):
-    """`args` of a trainer.task command, with each of NO_COPIES' flags unless it says otherwise."""
+def without_extras(module, args):
+    """`args` of a trainer.task command, with each of NO_EXTRAS' flags unless it says otherwise."""
     args = tuple(map(str, args))
     if module != "trainer.task":
         return args
-    pairs = zip(NO_COPIES[::2], NO_COPIES[1::2])
+    pairs = zip(NO_EXTRAS[::2], NO_EXTRAS[1::2])
     return (*args, *(item for flag, value in pairs if flag not in args for item in (flag, value)))
 
 

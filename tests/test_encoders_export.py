@@ -14,7 +14,7 @@ import tensorflow as tf
 import tf_keras
 
 import tiny_bert
-from conftest import without_copies
+from conftest import without_extras
 from trainer.modeling.encoders import load_encoder
 from trainer.modeling.encoders.hub import HubPreprocessor
 
@@ -143,7 +143,7 @@ def test_a_model_taking_raw_strings_reloads_with_only_tensorflow_and_tensorflow_
 
 def train_cli(*args):
     env = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache")}
-    result = subprocess.run([sys.executable, "-m", "trainer.task", *without_copies("trainer.task", args)], cwd=REPO,
+    result = subprocess.run([sys.executable, "-m", "trainer.task", *without_extras("trainer.task", args)], cwd=REPO,
                             capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 

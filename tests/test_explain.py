@@ -174,12 +174,27 @@ def test_the_report_colours_the_words_of_errors_and_of_a_sample_of_correct_rows(
     labels[:2] = (labels[:2] + 1) % 3  # two rows the model gets wrong
     probabilities = np.eye(3)[[LABELS.index(label) for _, label in rows]] * 0.9 + 0.1 / 3
     predictions = {"validation": SplitPredictions(texts, labels, probabilities, np.log(probabilities))}
-    section = explanations.report_section(model_dir, predictions, LABELS, "classification", 32, seed=0)
+    section = explanations.report_section(model_dir, predictions, LABELS, "classification", 32, seed=0,
+                                          count=20)
     outcomes = [entry["outcome"] for entry in section["entries"]]
-    assert outcomes == ["error"] * 2 + ["correct"] * explanations.REPORT_ROWS
+    assert outcomes == ["error"] * 2 + ["correct"] * 10
     assert [entry["row"] for entry in section["entries"][:2]] == [0, 1]
     first = section["entries"][0]["text"]
     assert first.count('<span class="w"') == len(rows[0][0].split()) and "rgba(" in first
+
+
+
+def test_report_explanations_0_leaves_the_section_out(planted_model):
+    from trainer.reporting import explanations
+    from trainer.reporting.predictions import SplitPredictions
+
+    model_dir, _, rows = planted_model
+    texts = np.asarray([text for text, _ in rows], dtype=object)
+    labels = np.asarray([LABELS.index(label) for _, label in rows])
+    probabilities = np.eye(3)[labels] * 0.9 + 0.1 / 3
+    predictions = {"validation": SplitPredictions(texts, labels, probabilities, np.log(probabilities))}
+    assert explanations.report_section(model_dir, predictions, LABELS, "classification", 32,
+                                       seed=0, count=0) is None
 
 
 @pytest.mark.slow  # a server process: about 10 s on an idle machine

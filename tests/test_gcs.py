@@ -20,7 +20,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import NO_COPIES
+from conftest import NO_EXTRAS
 from gcs_emulator import GcsEmulator
 
 BUCKET = "vbt-test"
@@ -137,7 +137,7 @@ def train_args(tiny_encoder_dir, job_dir, *extra):
             "--validation-file", gs("data/validation.csv"), "--testing-file", gs("data/test.csv"),
             "--job-dir", job_dir, "--epochs", EPOCHS, "--batch-size", "8", "--learning-rate", "1e-2",
             "--max-seq-length", "16", "--mixed-precision", "off", "--log-every-seconds", "1",
-            *NO_COPIES, *extra]
+            *NO_EXTRAS, *extra]
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import tf_keras
 
 import bert_reference
 import hf_stand_in as stand_in
-from conftest import metrics_of, without_copies
+from conftest import metrics_of, without_extras
 from trainer.errors import UserError
 from trainer.modeling.encoders import check_encoder, load_encoder, registry
 
@@ -202,7 +202,7 @@ def test_a_tiny_training_run_fine_tunes_a_hub_electra_in_bfloat16(hub, tiny_data
     environ = {**os.environ, "HF_ENDPOINT": hub.url}
     environ.pop("HF_HUB_CACHE", None)
     result = subprocess.run([sys.executable, "-m", "trainer.task",
-                             *without_copies("trainer.task", args)],
+                             *without_extras("trainer.task", args)],
                             capture_output=True, text=True, timeout=240, env=environ)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "hf:tiny/electra (Hugging Face commit" in json.dumps(metrics_of(job_dir))

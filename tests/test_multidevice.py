@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 import tiny_bert
-from conftest import NO_COPIES, labelled_rows, write_csv
+from conftest import NO_EXTRAS, labelled_rows, write_csv
 
 # Five training processes at once: the slow tier, which CI runs on both TensorFlow minors.
 pytestmark = pytest.mark.slow
@@ -83,7 +83,7 @@ def args(encoder, data, job_dir):
             "--validation-file", data["validation"], "--testing-file", data["test"],
             "--job-dir", job_dir, "--epochs", "3", "--batch-size", "8", "--learning-rate", "1e-2",
             "--max-seq-length", "16", "--mixed-precision", "off", "--dropout", "0",
-            "--early-stopping-patience", "1", *NO_COPIES]
+            "--early-stopping-patience", "1", *NO_EXTRAS]
 
 
 def start(root, arguments, **env):

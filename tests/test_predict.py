@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import labelled_rows, without_copies
+from conftest import labelled_rows, without_extras
 from test_task import run_in_process
 
 QUOTES = ['"{}"', '{} "so" good', 'he said "{}', "{}\"", '""{}""', "{}"]
@@ -28,7 +28,7 @@ def write_tsv(path, rows):
 
 def run_cli(module, *args):
     env = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache")}
-    return subprocess.run([sys.executable, "-m", module, *without_copies(module, args)],
+    return subprocess.run([sys.executable, "-m", module, *without_extras(module, args)],
                           capture_output=True, text=True, timeout=300, env=env)
 
 

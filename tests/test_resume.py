@@ -19,7 +19,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import labelled_rows, without_copies, write_csv
+from conftest import labelled_rows, without_extras, write_csv
 from test_task import run_cli
 
 SWAPPED = {"positive": "negative", "negative": "positive", "neutral": "neutral"}
@@ -46,7 +46,7 @@ def args(tiny_encoder_dir, data, job_dir):
 def start(arguments, env=None):
     env = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"),
            **(env or {})}
-    return subprocess.Popen([sys.executable, "-m", "trainer.task", *without_copies("trainer.task", arguments)],
+    return subprocess.Popen([sys.executable, "-m", "trainer.task", *without_extras("trainer.task", arguments)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
 

@@ -20,7 +20,7 @@ import time
 import httpx
 import pytest
 
-from conftest import NO_COPIES
+from conftest import NO_EXTRAS
 from trainer.cloud import environment as vertex
 from trainer.errors import UserError
 
@@ -42,7 +42,7 @@ def model_dir(tiny_encoder_dir, tiny_data, tmp_path_factory):
         [sys.executable, "-m", "trainer.task", "--encoder", tiny_encoder_dir, "--training-file",
          tiny_data["train"], "--validation-file", tiny_data["validation"], "--job-dir", str(job_dir),
          "--epochs", "2", "--batch-size", "8", "--learning-rate", "1e-2", "--max-seq-length", "16",
-         "--mixed-precision", "off", "--train-word-embeddings", *NO_COPIES],
+         "--mixed-precision", "off", "--train-word-embeddings", *NO_EXTRAS],
         capture_output=True, text=True, timeout=300, env=environ())
     assert result.returncode == 0, result.stdout + result.stderr
     return str(job_dir / "model")

@@ -16,7 +16,7 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from conftest import NO_COPIES, TINY_TASK_FLAGS, without_copies
+from conftest import NO_EXTRAS, TINY_TASK_FLAGS, without_extras
 
 HERE = os.path.dirname(__file__)
 
@@ -24,7 +24,7 @@ HERE = os.path.dirname(__file__)
 def run_cli(*args, module="trainer.task", timeout=300, env=None):
     environ = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"),
                **(env or {})}
-    return subprocess.run([sys.executable, "-m", module, *without_copies(module, args)],
+    return subprocess.run([sys.executable, "-m", module, *without_extras(module, args)],
                           capture_output=True, text=True, timeout=timeout, env=environ)
 
 
@@ -35,7 +35,7 @@ def run_in_process(*args, module="trainer.task", env=None):
     real process prints is checked with run_cli (test_bad_input_exits_2_with_one_clear_line)."""
     stdout, stderr = io.StringIO(), io.StringIO()
     environ = {"VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"), **(env or {})}
-    with mock.patch.dict(os.environ, environ), mock.patch.object(sys, "argv", [module, *without_copies(module, args)]), \
+    with mock.patch.dict(os.environ, environ), mock.patch.object(sys, "argv", [module, *without_extras(module, args)]), \
             contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), \
             warnings.catch_warnings(), trainer_logger_restored():
         try:
@@ -64,7 +64,7 @@ def train_args(tiny_encoder_dir, tiny_data, job_dir, *extra):
             "--job-dir", job_dir, "--epochs", "6", "--batch-size", "8", "--learning-rate", "1e-2",
             "--max-seq-length", "16", "--mixed-precision", "off", "--log-every-seconds", "1",
             "--seed", "2",  # not the default, so metrics.json is seen to record the flag
-            *TINY_TASK_FLAGS, *NO_COPIES, *extra]
+            *TINY_TASK_FLAGS, *NO_EXTRAS, *extra]
 
 
 @pytest.fixture(scope="module")

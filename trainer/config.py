@@ -311,10 +311,16 @@ class OutputConfig:
               "run. 'off': a tuning trial's (trainer.tune), whose search reads metrics.json only; "
               "`python -m trainer.report --job-dir DIR` writes them later.",
         choices=("on", "off"))
+    report_explanations: int = _flag(
+        20, "How many test rows (validation without a test split) report.html colours by their "
+            "token attributions: half of them the worst errors, half a seeded sample of the "
+            "rest. Each costs about --ig-steps forward and backward passes of the model (more "
+            "for a row that does not add up), which on a large encoder and a CPU takes minutes "
+            "(0: none).")
     ig_steps: int = _flag(
-        32, "Integrated-gradients steps of the token attributions report.html colours (the "
-            "worst errors and a sample of correct predictions): more steps, attributions that "
-            "sum closer to the model's output.")
+        32, "Integrated-gradients steps of the token attributions report.html colours: more "
+            "steps, attributions that sum closer to the model's output (a row that misses by "
+            "over 5 percent is redone with up to 8x the steps).")
     target_precision: Optional[float] = _flag(
         None, "Binary and multi-label tasks: the decision threshold becomes the lowest one whose "
               "validation precision reaches this, in (0, 1]; the export stores it, so predict and "
@@ -572,6 +578,8 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
 def _validate_outputs(config: Config, require) -> None:
     o, t = config.output, config.train
     require(o.ig_steps >= 1, "--ig-steps", f"must be at least 1, got {o.ig_steps}")
+    require(o.report_explanations >= 0, "--report-explanations",
+            f"must be >= 0, got {o.report_explanations}")
     require(t.label_issue_folds >= 2, "--label-issue-folds", f"must be at least 2, got {t.label_issue_folds}")
     for flag, value in (("--target-precision", o.target_precision), ("--target-recall", o.target_recall)):
         require(value is None or 0.0 < value <= 1.0, flag, f"must be in (0, 1], got {value}")

@@ -5,10 +5,10 @@ it down, its opacity its share of the text's largest attribution (by absolute va
 text is scaled on its own, so a reader compares the words of one text, not texts. The
 numbers are in each word's tooltip.
 
-The report explains, with the exported model (trainer.explaining.attribute), up to
-REPORT_ROWS of its worst errors and a seeded sample of REPORT_ROWS other rows of the test
-split (validation when there is no test split): a sample of correct predictions, and for
-regression, where no row is simply right, of the rest.
+The report explains, with the exported model (trainer.explaining.attribute), up to half of
+--report-explanations rows from its worst errors and the rest from a seeded sample of the other
+rows of the test split (validation when there is no test split): a sample of correct
+predictions, and for regression, where no row is simply right, of the rest.
 """
 import logging
 from typing import List, Mapping, Optional, Sequence
@@ -21,7 +21,6 @@ from trainer.explaining import integrated_gradients as ig
 from trainer.reporting import errors as errors_lib
 
 log = logging.getLogger("trainer")
-REPORT_ROWS = 10
 _TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("trainer.reporting", "templates"),
                                 autoescape=True, trim_blocks=True, lstrip_blocks=True,
                                 undefined=jinja2.StrictUndefined)
@@ -60,14 +59,15 @@ def page(entries: Sequence[dict], title: str, steps: int, pair: bool, shown_of: 
 
 
 def report_section(model_dir: str, predictions: Mapping, label_names, task: str, steps: int,
-                   seed: int) -> Optional[dict]:
-    """The section's rows and how they were computed; None when there is no export, it cannot
-    explain (trainer.explaining.attribute.explainable), or there is nothing to show."""
+                   seed: int, count: int = 20) -> Optional[dict]:
+    """The section's `count` rows and how they were computed; None when `count` is 0, there is
+    no export, it cannot explain (trainer.explaining.attribute.explainable), or there is nothing
+    to show."""
     from trainer.explaining import attribute
     from trainer.serving import export
 
     split = "test" if "test" in predictions else "validation"
-    if split not in predictions or not len(predictions[split].texts):
+    if not count or split not in predictions or not len(predictions[split].texts):
         return None
     from trainer import storage
 
@@ -79,32 +79,33 @@ def report_section(model_dir: str, predictions: Mapping, label_names, task: str,
                  "(a TF-Hub encoder)")
         return None
     p = predictions[split]
-    rows = _rows(p, task, label_names, seed)
+    rows = _rows(p, task, label_names, seed, count)
     texts = p.texts[[row for _, row in rows]]
     pairs = None if p.pairs is None else p.pairs[[row for _, row in rows]]
     explained = attribute.explain_texts(model, texts, pairs, steps)
     entries = [entry(e, pairs is not None, outcome=outcome, row=int(row))
                for (outcome, row), row_explanations in zip(rows, explained) for e in row_explanations]
     errors = [e.completeness_error for es in explained for e in es]
-    log.info("report: token attributions of %d %s texts (%d integrated-gradients steps)",
-             len(rows), split, steps)
+    log.info("report: token attributions of %d %s texts (%d integrated-gradients steps; "
+             "--report-explanations 0 leaves them out)", len(rows), split, steps)
     return {"split": split, "entries": entries, "steps": steps, "baseline": ig.BASELINE,
-            "pair": pairs is not None, "rows": REPORT_ROWS,
+            "pair": pairs is not None, "rows": (count + 1) // 2, "others": count // 2,
             "complete": float(np.mean(np.asarray(errors) <= 0.05)) if errors else None}
 
 
-def _rows(p, task: str, label_names, seed: int) -> List[tuple]:
-    """[(outcome, row)]: up to REPORT_ROWS worst errors, then a sample (seeded) of up to
-    REPORT_ROWS of the other rows."""
+def _rows(p, task: str, label_names, seed: int, count: int) -> List[tuple]:
+    """[(outcome, row)]: up to half of `count` worst errors (rounded up), then a sample (seeded)
+    of up to the rest of the other rows."""
+    errors, others_count = (count + 1) // 2, count // 2
     # errors.csv's own measure of how wrong each row is, and whether it is an error.
     wrongness, is_error, _ = errors_lib._MEASURES[task](p, np.asarray(label_names, dtype=object))
     everything = np.arange(len(wrongness))
     if is_error is None:  # regression: the largest errors, then a sample of the rest
         is_error = np.zeros(len(wrongness), bool)
-        is_error[np.argsort(-wrongness, kind="stable")[:REPORT_ROWS]] = True
-    worst = everything[is_error][np.argsort(-wrongness[is_error], kind="stable")][:REPORT_ROWS]
+        is_error[np.argsort(-wrongness, kind="stable")[:errors]] = True
+    worst = everything[is_error][np.argsort(-wrongness[is_error], kind="stable")][:errors]
     others = everything[~is_error]
-    sample = np.sort(np.random.default_rng(seed).choice(others, min(REPORT_ROWS, len(others)),
+    sample = np.sort(np.random.default_rng(seed).choice(others, min(others_count, len(others)),
                                                          replace=False))
     outcome = "other" if task == "regression" else "correct"
     return [("error", int(row)) for row in worst] + [(outcome, int(row)) for row in sample]
