@@ -6,6 +6,7 @@ machine it ran on, goes to bench/results/ under a name that says when and where
 every table in README is a verbatim part of one of those files.
 """
 import contextlib
+import csv
 import datetime
 import io
 import json
@@ -21,6 +22,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 WORK = os.path.join(HERE, "work")  # scratch: data, job dirs, logs (gitignored)
 FIGURE = re.compile(r"^[-+]?[\d,.]*\d[\d,.]*[x%]?$|^-$")
+
+
+def read_sst2_tsv(path):
+    """GLUE SST-2's TSV (sentence, label; no quoting: a sentence may hold a quote) without its header."""
+    with open(path, encoding="utf-8", newline="") as f:
+        return list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
+
+
+def write_sst2_tsv(path, rows):
+    """(sentence, label) rows as SST-2's TSV, which the trainer reads by extension."""
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\")
+        writer.writerow(["sentence", "label"])
+        writer.writerows(rows)
 
 
 def timed(function, rounds: int) -> float:

@@ -23,7 +23,6 @@ figures are those of the current explain_tokens whichever version trained the mo
 """
 import argparse
 import collections
-import csv
 import os
 import subprocess
 import sys
@@ -31,7 +30,7 @@ import time
 
 import numpy as np
 
-from common import WORK, add_publish_flag, fmt, machine, printed, publish, table
+from common import WORK, add_publish_flag, read_sst2_tsv, write_sst2_tsv, fmt, machine, printed, publish, table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SST2 = os.path.join(HERE, "..", "..", "shared", "data", "sst2")
@@ -39,28 +38,16 @@ FLAGS = ["--text-column", "sentence", "--label-column", "label", "--label-type",
          "--label-names", "negative,positive"]
 
 
-def read_tsv(path):
-    with open(path, encoding="utf-8", newline="") as f:
-        return list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
-
-
-def write_tsv(path, rows):
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\")
-        writer.writerow(["sentence", "label"])
-        writer.writerows(rows)
-
-
 def trained_model(work: str, train_rows: int, seed: int) -> tuple:
     """(job dir, dev texts, dev labels): trains once, reuses a finished run."""
     job_dir = os.path.join(work, "job")
-    dev = read_tsv(os.path.join(SST2, "dev.tsv"))
+    dev = read_sst2_tsv(os.path.join(SST2, "dev.tsv"))
     if not os.path.exists(os.path.join(job_dir, "metrics.json")):
-        train = read_tsv(os.path.join(SST2, "train.tsv"))
+        train = read_sst2_tsv(os.path.join(SST2, "train.tsv"))
         rng = np.random.default_rng(seed)
-        write_tsv(os.path.join(work, "train.tsv"),
+        write_sst2_tsv(os.path.join(work, "train.tsv"),
                   [train[i] for i in np.sort(rng.choice(len(train), train_rows, replace=False))])
-        write_tsv(os.path.join(work, "dev.tsv"), dev)
+        write_sst2_tsv(os.path.join(work, "dev.tsv"), dev)
         command = [sys.executable, "-m", "trainer.task", "--training-file",
                    os.path.join(work, "train.tsv"), "--validation-file", os.path.join(work, "dev.tsv"),
                    "--job-dir", job_dir, "--overwrite", *FLAGS]

@@ -24,37 +24,25 @@ import time
 
 import numpy as np
 
-from common import WORK, add_publish_flag, machine, printed, publish, table
+from common import WORK, add_publish_flag, read_sst2_tsv, write_sst2_tsv, machine, printed, publish, table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SST2 = os.path.join(HERE, "..", "..", "shared", "data", "sst2")
 
 
-def read_tsv(path):
-    with open(path, encoding="utf-8", newline="") as f:
-        return list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
-
-
-def write_tsv(path, rows):
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\")
-        writer.writerow(["sentence", "label"])
-        writer.writerows(rows)
-
-
 def noisy_data(work: str, train_rows: int, validation_rows: int, flip: float, seed: int):
     """(train path, validation path, the flipped rows' line numbers in the train file)."""
     rng = np.random.default_rng(seed)
-    train = read_tsv(os.path.join(SST2, "train.tsv"))
-    dev = read_tsv(os.path.join(SST2, "dev.tsv"))
+    train = read_sst2_tsv(os.path.join(SST2, "train.tsv"))
+    dev = read_sst2_tsv(os.path.join(SST2, "dev.tsv"))
     train = [train[i] for i in np.sort(rng.choice(len(train), train_rows, replace=False))]
     dev = [dev[i] for i in np.sort(rng.choice(len(dev), validation_rows, replace=False))]
     flipped = np.sort(rng.choice(len(train), int(round(flip * len(train))), replace=False))
     for i in flipped:
         train[i] = [train[i][0], str(1 - int(train[i][1]))]
     paths = os.path.join(work, "train.tsv"), os.path.join(work, "dev.tsv")
-    write_tsv(paths[0], train)
-    write_tsv(paths[1], dev)
+    write_sst2_tsv(paths[0], train)
+    write_sst2_tsv(paths[1], dev)
     return paths[0], paths[1], set(int(i) + 2 for i in flipped)  # the header is line 1
 
 
