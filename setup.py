@@ -59,6 +59,8 @@ setup(
                  # The reference implementations the native encoder families are proven equal
                  # to (tests/test_encoder_families.py): transformers' PyTorch models and fast
                  # tokenizers. torch 2.13.0 is the CPU build (a newer one is a CUDA build of GBs).
-                 "torch==2.13.0", "transformers>=5.0,<6", "tokenizers>=0.22", "sentencepiece>=0.2"],
+                 "torch==2.13.0", "transformers>=5.0,<6", "tokenizers>=0.22",
+                 # 0.2.3's generated protobuf code needs protobuf >= 7.36; kfp 2.17.3 caps it below 7
+                 "sentencepiece>=0.2,<0.2.3"],
     },
 )

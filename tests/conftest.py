@@ -60,6 +60,16 @@ TINY_TASK_FLAGS = ("--train-word-embeddings", "--pooling", "mean")
 NO_EXTRAS = ("--export-bfloat16", "off", "--export-int8", "off", "--report-explanations", "0")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def float32_policy_after_each_file():
+    """A run in this process sets Keras' global precision policy for the process (mixed_bfloat16
+    where the CPU computes bfloat16 natively, trainer.training.distribution): the next file a
+    worker runs must not inherit it."""
+    yield
+    if "tf_keras" in sys.modules:
+        sys.modules["tf_keras"].mixed_precision.set_global_policy("float32")
+
+
 def without_extras(module, args):
     """`args` of a trainer.task command, with each of NO_EXTRAS' flags unless it says otherwise."""
     args = tuple(map(str, args))

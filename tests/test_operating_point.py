@@ -110,12 +110,14 @@ def expected_labels(probabilities, threshold):
     return [LABELS[int(p >= np.float32(threshold))] for p in probabilities[:, 1]]
 
 
+@pytest.mark.slow  # a tiny model trained and exported with a threshold (about 25 s); CI runs it on 2.21 (.ci/run)
 def test_the_export_stores_its_threshold(thresholded):
     from trainer.serving import export
     model_dir, threshold = thresholded
     assert float(export.load_module(str(model_dir)).threshold.numpy()) == pytest.approx(threshold)
 
 
+@pytest.mark.slow  # a tiny model trained and exported with a threshold (about 25 s); CI runs it on 2.21 (.ci/run)
 def test_trainer_predict_writes_the_class_the_threshold_decides(thresholded, tmp_path):
     model_dir, threshold = thresholded
     rows = write_csv(tmp_path / "in.csv", [(text,) for text in TEXTS], ("text",))
@@ -129,6 +131,7 @@ def test_trainer_predict_writes_the_class_the_threshold_decides(thresholded, tmp
     assert "pos" in predicted  # below 0.5, yet at or above the threshold
 
 
+@pytest.mark.slow  # a tiny model trained and exported with a threshold (about 25 s); CI runs it on 2.21 (.ci/run)
 def test_the_servers_predictions_apply_the_threshold(thresholded):
     from trainer.serving import export, predict
     model_dir, threshold = thresholded
@@ -138,6 +141,7 @@ def test_the_servers_predictions_apply_the_threshold(thresholded):
     assert "pos" in [a["label"] for a in answers]
 
 
+@pytest.mark.slow  # a tiny model trained and exported with a threshold (about 25 s); CI runs it on 2.21 (.ci/run)
 def test_the_bfloat16_copy_is_built_with_the_exports_threshold(thresholded, tiny_encoder_dir):
     from trainer.modeling import heads
     from trainer.modeling.encoders import load_encoder

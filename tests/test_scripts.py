@@ -119,6 +119,7 @@ def scheduling(job):
     return aiplatform_v1.Scheduling.wrap(json_format.ParseDict(spec["scheduling"], aiplatform_v1.Scheduling.pb()()))
 
 
+@pytest.mark.slow  # a job script's process (5-10 s); tests/test_submit.py checks the same specs in-process
 def test_gpu_script_queues_a_flex_start_job_for_at_most_max_wait():
     job = spec(run("train-cloud-gpu.sh", DRY_RUN="1", SCHEDULING="flex-start", MAX_WAIT="90m",
                    MACHINE_TYPE="g2-standard-8", ACCELERATOR_TYPE="NVIDIA_L4", **CLOUD))
@@ -127,6 +128,7 @@ def test_gpu_script_queues_a_flex_start_job_for_at_most_max_wait():
         ("FLEX_START", 5400, True)
 
 
+@pytest.mark.slow  # a job script's process (5-10 s); tests/test_submit.py checks the same specs in-process
 def test_tpu_script_runs_on_spot_vms_that_restart_on_preemption():
     got = scheduling(spec(run("train-cloud-tpu.sh", DRY_RUN="1", SCHEDULING="spot", **TPU_CLOUD)))
     assert (got.strategy.name, got.restart_job_on_worker_restart) == ("SPOT", True)
@@ -139,11 +141,13 @@ def spot_study():
                     EXPERIMENT="sentiment", **CLOUD))
 
 
+@pytest.mark.slow  # a job script's process (5-10 s); tests/test_submit.py checks the same specs in-process
 def test_tune_script_runs_its_trials_on_spot_vms_that_restart_on_preemption(spot_study):
     got = scheduling(spot_study)
     assert (got.strategy.name, got.restart_job_on_worker_restart) == ("SPOT", True)
 
 
+@pytest.mark.slow  # the tuning script's process, as above
 def test_experiment_goes_to_every_trials_trainer_ahead_of_the_scripts_arguments(spot_study):
     """Each trial logs its own run (trainer.cloud.experiments names it after the job and the
     trial): the trials' validation curves side by side, which the study alone does not show."""
