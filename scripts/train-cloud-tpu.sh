@@ -12,7 +12,8 @@
 # Optional: TPU_VERSION (v2, v3 or v5e; default v2), TPU_CHIPS (v5e only: 1, 4 or 8; default 4),
 #   JOB_DIR, DISPLAY_NAME, SERVICE_ACCOUNT, TENSORBOARD, PYTHON (python3).
 #   SCHEDULING: standard (default) or spot (Spot VMs: cheaper, may be preempted; the trainer
-#   resumes from its last epoch; flex-start is for GPU jobs only), EXPERIMENT (log the run to
+#   resumes from its last epoch; flex-start with MAX_WAIT: Vertex documents it for GPUs only,
+#   so a TPU gets a warning), EXPERIMENT (log the run to
 #   this Vertex AI Experiments experiment: the trainer's --experiment).
 #   DRY_RUN=1 prints the job as JSON and submits nothing.
 # Arguments go to the trainer unchanged (python -m trainer.task --help), with or without a

@@ -282,6 +282,14 @@ def test_a_flex_start_job_queues_for_its_gpus_at_most_max_wait(capsys, command):
     assert spec.restart_job_on_worker_restart
 
 
+def test_a_flex_start_tpu_job_is_specified_with_a_warning_that_vertex_documents_gpus_only(capsys):
+    spec = scheduling(capsys, "train", "--tpu", "v5e", "--scheduling", "flex-start", "--max-wait", "1h")
+    assert spec.strategy == aiplatform_v1.Scheduling.Strategy.FLEX_START
+    assert spec.max_wait_duration.total_seconds() == 3600
+    code = run_submit(["train", *WHERE, "--tpu", "v5e", "--scheduling", "flex-start", "--dry-run"])
+    assert code == 0 and "warning: --scheduling flex-start with TPU v5e" in capsys.readouterr().err
+
+
 def test_a_flex_start_job_without_max_wait_leaves_vertexs_one_day_default(capsys):
     spec = scheduling(capsys, "train", *L4, "--scheduling", "flex-start")
     assert spec.strategy == aiplatform_v1.Scheduling.Strategy.FLEX_START and "max_wait_duration" not in spec
@@ -309,7 +317,6 @@ def test_a_standard_job_sends_no_scheduling_which_vertex_reads_as_on_demand(caps
     (["--max-wait", "1h"], "needs --scheduling flex-start (SCHEDULING=flex-start), not standard"),
     ([*L4, "--scheduling", "flex-start", "--max-wait", "2 hours"], "--max-wait (MAX_WAIT for the scripts): expected a duration"),
     ([*L4, "--scheduling", "flex-start", "--max-wait", "1.5h"], "got '1.5h'"),
-    (["--tpu", "v5e", "--scheduling", "flex-start"], "not TPU v5e; use --scheduling spot or standard"),
     (["--scheduling", "flex-start"], "not a CPU-only job"),
 ])
 def test_bad_scheduling_fails_before_submission_in_one_line(capsys, flags, message):

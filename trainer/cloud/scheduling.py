@@ -64,20 +64,22 @@ def run_settings(strategy: str, max_wait: Optional[str]) -> dict:
 
 
 def check_machines(strategy: str, tpu: Optional[str], accelerator_type: Optional[str]) -> None:
-    """Flex-start on machines Vertex does not queue that way fails here rather than in the queue.
+    """Flex-start on a CPU-only job, which the scheduler has nothing to queue for, fails here
+    rather than in the queue.
 
-    A GPU the page does not list yet gets a warning, not an error: the list has grown before
-    (A100 and H100 first), and Vertex itself has the last word."""
+    A TPU or a GPU the page does not list yet gets a warning, not an error: the list has grown
+    before (A100 and H100 first; Google Cloud offers flex-start TPUs outside Vertex AI), and
+    Vertex itself has the last word."""
     if strategy != "flex-start":
         return
-    if tpu or not accelerator_type:
-        what = f"TPU {tpu}" if tpu else "a CPU-only job"
+    if not tpu and not accelerator_type:
         raise UserError(f"--scheduling flex-start (SCHEDULING for the scripts): Vertex AI's Dynamic "
                         f"Workload Scheduler queues jobs on {', '.join(FLEX_START_GPUS)} GPUs, not "
-                        f"{what}; use --scheduling spot or standard")
-    if accelerator_type not in FLEX_START_GPUS:
-        print(f"warning: --scheduling flex-start with {accelerator_type}: Vertex AI documents flex-start "
-              f"for {', '.join(FLEX_START_GPUS)} only and may refuse the job", file=sys.stderr)
+                        f"a CPU-only job; use --scheduling spot or standard")
+    machines = f"TPU {tpu}" if tpu else accelerator_type
+    if tpu or accelerator_type not in FLEX_START_GPUS:
+        print(f"warning: --scheduling flex-start with {machines}: Vertex AI documents flex-start "
+              f"for {', '.join(FLEX_START_GPUS)} GPUs only and may refuse the job", file=sys.stderr)
 
 
 def resource(settings: dict) -> Optional[dict]:
