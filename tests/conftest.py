@@ -63,11 +63,13 @@ NO_EXTRAS = ("--export-bfloat16", "off", "--export-int8", "off", "--report-expla
 @pytest.fixture(autouse=True, scope="module")
 def float32_policy_after_each_file():
     """A run in this process sets Keras' global precision policy for the process (mixed_bfloat16
-    where the CPU computes bfloat16 natively, trainer.training.distribution): the next file a
-    worker runs must not inherit it."""
+    where the CPU computes bfloat16 natively, trainer.training.distribution) and turns on
+    tf.random.Generator dropout: the next file a worker runs must not inherit either."""
     yield
-    if "tf_keras" in sys.modules:
-        sys.modules["tf_keras"].mixed_precision.set_global_policy("float32")
+    if "tf_keras" in sys.modules:  # and the run's stateful dropout generators (a saved encoder
+        tf_keras = sys.modules["tf_keras"]  # would capture their state variables)
+        tf_keras.mixed_precision.set_global_policy("float32")
+        tf_keras.backend.experimental.disable_tf_random_generator()
 
 
 def without_extras(module, args):
