@@ -5,6 +5,7 @@
     python bench/recipe.py --publish                         # also writes bench/results/
     python bench/recipe.py --datasets mrpc --candidates defaults,encoder-electra-small  # Hub reachable
     python bench/recipe.py --datasets mrpc,stsb,sst2 --candidates defaults,encoder-all-mpnet-base-v2 --seeds 2
+    python bench/recipe.py --datasets mrpc --candidates encoder-all-mpnet-base-v2 --seeds 1 --first-seed 3
 
 Each candidate is a set of trainer flags on top of the defaults; each (dataset, candidate, seed)
 is one real `python -m trainer.task` run. Small sets move by about a point from seed to seed,
@@ -180,6 +181,9 @@ def main():
     parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--candidates", default="defaults")
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=1,
+                        help="seeds run are first-seed .. first-seed + seeds - 1 (e.g. one more seed "
+                             "beside a committed result)")
     parser.add_argument("--data-dir", default=DATA, help="../shared/data, with glue/, sst2/, tweeteval/")
     parser.add_argument("--work-dir", default=os.path.join(WORK, "recipe"))
     add_publish_flag(parser)
@@ -197,11 +201,11 @@ def main():
             runs = [run_one(dataset, files[dataset], flags[candidate], seed,
                             os.path.join(args.work_dir, dataset, candidate, f"seed-{seed}"),
                             os.path.join(args.work_dir, "cache"))
-                    for seed in range(1, args.seeds + 1)]
+                    for seed in range(args.first_seed, args.first_seed + args.seeds)]
             results[dataset][candidate] = summary(runs)
     with printed() as text:
         print_tables(results)
-    result = {"machine": machine(), "seeds": args.seeds,
+    result = {"machine": machine(), "seeds": args.seeds, "first_seed": args.first_seed,
               "candidates": flags, "results": results}
     finish(result, os.path.join(args.work_dir, "recipe.json"))
     if args.publish:

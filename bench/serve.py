@@ -3,6 +3,8 @@
 
     python bench/serve.py                          # trains a small model on the default encoder first
     python bench/serve.py --model-dir runs/x/model --texts 2000
+    git worktree add /tmp/before 749a5f5~1   # the commit before the server could explain
+    python bench/serve.py --baseline-checkout /tmp/before --rounds 2
 
 Prints requests/s, examples/s and p50/p99 latency per client count, and each examples/s as a
 share of the baseline: trainer.predict's batching (predict_texts, batch 128, texts sorted by
@@ -11,6 +13,12 @@ model's first call, is printed too. Traffic
 goes to 127.0.0.1 only; every level sends a bounded number of requests with a timeout.
 Data: TweetEval's validation tweets from ../shared/data when present, else the sample posts
 shipped in the package (via bench/run.py's prepare_data). Nothing else should run meanwhile.
+
+With --baseline-checkout, trainer.serve from that older checkout of this repository serves the
+same model and texts too, float32, in ABBA order over --rounds (baseline, this tree, this tree,
+baseline, ...) so that drift in the machine's speed falls on both alike; the table then gives
+each client count's examples/s of this tree against the baseline's (e.g. whether a new feature
+costs the requests that do not use it).
 """
 import argparse
 import asyncio
@@ -148,6 +156,10 @@ def main():
     parser.add_argument("--max-seq-length", type=int, default=128)
     parser.add_argument("--timeout", type=float, default=600, help="Seconds allowed per client count.")
     parser.add_argument("--work-dir", help="Default: a temporary directory.")
+    parser.add_argument("--baseline-checkout", help="An older checkout of this repository whose "
+                        "trainer.serve to measure against this tree's (float32).")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="With --baseline-checkout: ABBA rounds of both servers.")
     args = parser.parse_args()
     work = args.work_dir or tempfile.mkdtemp(prefix="bench-serve-")
     os.makedirs(work, exist_ok=True)
@@ -170,12 +182,34 @@ def main():
                             args.instances_per_request, args.max_batch_size, args.max_wait_ms, args.timeout)
         rows += [{"setup": f"trainer.serve {precision}, {clients} client(s)", "precision": precision, **result,
                   "share": result["examples_per_second"] / baseline} for clients, result in rates.items()]
+    clients = list(map(int, args.clients.split(",")))
+    if args.baseline_checkout:
+        rows += against_checkout(model_dir, work, texts, clients, args)
     print_and_publish(rows, args, len(texts))
+
+
+def against_checkout(model_dir: str, work: str, texts: list, clients: list, args) -> list:
+    """Rows of this tree's float32 server against --baseline-checkout's: mean examples/s of each
+    over --rounds ABBA rounds, and their ratio per client count."""
+    root = os.path.abspath(args.baseline_checkout)
+    if not os.path.isfile(os.path.join(root, "trainer", "serve.py")):
+        raise SystemExit(f"error: --baseline-checkout: {root} holds no trainer/serve.py")
+    rates = {"baseline": [], "this tree": []}
+    for _ in range(args.rounds):
+        for name in ("baseline", "this tree", "this tree", "baseline"):
+            log(f"A/B round: trainer.serve of {name}")
+            rates[name].append(serve_rates(model_dir, work, texts, "float32", clients, args.instances_per_request,
+                                           args.max_batch_size, args.max_wait_ms, args.timeout,
+                                           root if name == "baseline" else ROOT))
+    mean = lambda name, count: float(np.mean([r[count]["examples_per_second"] for r in rates[name]]))  # noqa: E731
+    return [{"setup": f"A/B float32, {count} client(s): this tree vs {os.path.basename(root)}",
+             "examples_per_second": mean("this tree", count),
+             "share": mean("this tree", count) / mean("baseline", count)} for count in clients]
 
 
 def print_and_publish(rows, args, texts):
     columns = [("requests/s", "requests_per_second", ".1f"), ("ex/s", "examples_per_second", ".1f"),
-               ("p50 ms", "p50_ms", ".1f"), ("p99 ms", "p99_ms", ".1f"), ("vs predict", "share", ".0%")]
+               ("p50 ms", "p50_ms", ".1f"), ("p99 ms", "p99_ms", ".1f"), ("share", "share", ".0%")]
     info = machine()
     with printed() as text:
         print(f"\nbench/serve.py: {texts} texts, {args.instances_per_request} per request, micro-batches of up to "
@@ -183,6 +217,7 @@ def print_and_publish(rows, args, texts):
               f"native {info['native']})")
         print(table([[r["setup"]] + [fmt(r.get(key), spec) for _, key, spec in columns] for r in rows],
                     ["setup"] + [name for name, _, _ in columns]))
+        print("share: of the warmed predict_texts' ex/s; A/B rows: of the baseline checkout's server's")
         last = [r for r in rows if r.get("precision") == args.precisions.split(",")[0]][-1]
         print(f"target: {TARGET_SHARE:.0%} of trainer.predict's ex/s at the highest client count; "
               f"measured {last['share']:.0%} ({'met' if last['share'] >= TARGET_SHARE else 'NOT met'})")
