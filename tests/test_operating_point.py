@@ -10,7 +10,8 @@ from conftest import TINY_TASK_FLAGS, metrics_of, read_csv, write_csv
 from test_task import run_cli, run_in_process
 from trainer.config import OutputConfig
 from trainer.errors import UserError
-from trainer.training.operating_point import check_task, choose_threshold, rates_at
+from trainer.tasks.classification import ClassificationTask
+from trainer.training.operating_point import check_task, choose_threshold, positive_margin, rates_at
 
 # Eight validation rows, scores ascending; positives at 0.3, 0.6, 0.8 and 0.9.
 SCORES = np.array([0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 0.9])
@@ -33,6 +34,25 @@ def test_target_recall_takes_the_highest_threshold_reaching_it():
 def test_the_threshold_makes_the_validation_decisions_it_reports():
     chosen = choose_threshold(SCORES, TRUTH, "precision", 0.75)
     assert rates_at(SCORES, TRUTH, chosen["threshold"]) == {"precision": 0.75, "recall": 0.75}
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.5, 2.0])
+def test_the_logit_margin_decides_as_the_exported_probability_at_the_threshold(temperature):
+    logits = np.random.default_rng(0).normal(0, 3, size=(500, 2))
+    probability = 1 / (1 + np.exp(-(logits[:, 1] - logits[:, 0]) / temperature))  # softmax(z / T)[1]
+    task = ClassificationTask()
+    task.positive_margin = positive_margin(0.8, temperature)
+    assert np.array_equal(task.decide(logits), (probability >= 0.8).astype(np.int64))
+
+
+def test_a_thresholded_binary_models_metrics_count_its_decisions_not_the_most_probable_class():
+    logits = np.array([[0.0, -0.5], [0.0, 1.0], [0.0, -2.0]])  # class 1 probability .38, .73, .12
+    labels = np.array([1, 1, 0])
+    task = ClassificationTask()
+    assert task.summarize(logits, labels, ["negative", "positive"])["accuracy"] == pytest.approx(2 / 3)
+    task.positive_margin = positive_margin(0.3, 1.0)
+    result = task.summarize(logits, labels, ["negative", "positive"])
+    assert result["accuracy"] == 1.0 and result["confusion_matrix"] == [[1, 0], [0, 2]]
 
 
 def test_an_unreachable_precision_says_what_validation_reached():
@@ -172,9 +192,13 @@ def test_a_binary_run_exports_the_threshold_metrics_json_records(tiny_encoder_di
                      "1e-2", "--max-seq-length", "16", "--mixed-precision", "off", *TINY_TASK_FLAGS,
                      "--target-recall", "1.0")
     assert result.returncode == 0, result.stdout + result.stderr
-    point = metrics_of(job_dir)["operating_point"]
+    metrics = metrics_of(job_dir)
+    point = metrics["operating_point"]
     assert point["target"] == "recall" and point["positive_label"] == "positive"
     assert point["reached"] and point["validation"]["recall"] == 1.0 and "test" in point
+    # the final metrics are the thresholded model's, as users get it
+    assert metrics["test"]["per_class"]["positive"]["recall"] == pytest.approx(point["test"]["recall"])
+    assert metrics["validation"]["per_class"]["positive"]["recall"] == 1.0
     from trainer.serving import export
     assert float(export.load_module(str(job_dir / "model")).threshold.numpy()) == \
         pytest.approx(point["threshold"])

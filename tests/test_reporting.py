@@ -123,6 +123,14 @@ def test_the_least_confident_correct_predictions_follow_the_errors_when_asked():
     assert list(frame["rank"]) == [1, 2, 1, 2]
 
 
+def test_errors_csv_counts_the_class_the_export_decided_not_the_most_probable_one():
+    p = SplitPredictions(np.array(["above the threshold", "below it"], dtype=object), np.array([1, 0]),
+                         np.array([[0.6, 0.4], [0.8, 0.2]], np.float32), None, predicted=np.array([1, 0]))
+    frame = errors.worst_examples({"test": p}, ["no", "yes"], per_split=5, correct_per_split=5)
+    assert list(zip(frame["text"], frame["outcome"], frame["predicted_label"])) == [
+        ("above the threshold", "correct", "yes"), ("below it", "correct", "no")]
+
+
 def test_a_multilabel_row_is_correct_only_when_its_whole_label_set_is():
     labels = np.array([[1, 0], [0, 1]])
     p = SplitPredictions(np.array(["right", "wrong"], dtype=object), labels,

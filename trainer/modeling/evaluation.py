@@ -1,5 +1,5 @@
 """Classification metrics over a whole split, from the model's predictions."""
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
@@ -12,10 +12,12 @@ def softmax_cross_entropy(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return log_norm - shifted[np.arange(len(labels)), labels]
 
 
-def summarize(logits: np.ndarray, labels: np.ndarray, label_names: Sequence[str]) -> dict:
-    """loss, accuracy, macro F1/recall, per-class precision/recall/F1/support, confusion matrix."""
+def summarize(logits: np.ndarray, labels: np.ndarray, label_names: Sequence[str],
+              predicted: Optional[np.ndarray] = None) -> dict:
+    """loss, accuracy, macro F1/recall, per-class precision/recall/F1/support, confusion matrix,
+    of the `predicted` classes (default: the most probable)."""
     classes = list(range(len(label_names)))
-    predicted = logits.argmax(axis=1)
+    predicted = logits.argmax(axis=1) if predicted is None else np.asarray(predicted)
     precision, recall, f1, support = precision_recall_fscore_support(
         labels, predicted, labels=classes, zero_division=0)
     # Macro averages over the classes present in this split: a class with no examples here

@@ -43,7 +43,7 @@ def _classification(p: SplitPredictions, names: np.ndarray):
     rows = np.arange(len(p.labels))
     true_probability = p.probabilities[rows, p.labels].astype(np.float64)
     loss = -np.log(np.maximum(true_probability, np.finfo(np.float64).tiny))
-    predicted = p.probabilities.argmax(axis=1)
+    predicted = p.probabilities.argmax(axis=1) if p.predicted is None else p.predicted
     return loss, predicted != p.labels, {"loss": loss, "true_label": names[p.labels], "predicted_label": names[predicted],
                   "probability": p.probabilities[rows, predicted].astype(np.float64)}
 

@@ -34,7 +34,8 @@ class SplitPredictions:
     # it is); multi-label: each label's probability; regression: None
     logits: Optional[np.ndarray]  # classification: [N, C] uncalibrated logits, up to a per-row constant
     scores: Optional[np.ndarray] = None  # regression: [N] the predicted scores
-    predicted: Optional[np.ndarray] = None  # multi-label: 0/1 [N, L] the labels above their thresholds
+    predicted: Optional[np.ndarray] = None  # what the export decides: classification: [N] class
+    # ids (a binary model's threshold applied); multi-label: 0/1 [N, L] the labels above theirs
     pairs: Optional[np.ndarray] = None  # object array of str: each row's second text, or None
 
 
@@ -60,10 +61,11 @@ def _check_names(names, label_names, model_dir: str) -> None:
 
 
 def from_outputs(task: str, outputs: np.ndarray, labels: np.ndarray, texts, pairs,
-                 temperature: float = 1.0, thresholds=None) -> SplitPredictions:
+                 temperature: float = 1.0, thresholds=None, decide=None) -> SplitPredictions:
     """One split's predictions from the model's outputs (logits; a regression model's scores),
     as its export returns them: softmax(z / T) with the temperature the export applies, a
-    multi-label model's labels at or above their `thresholds`."""
+    multi-label model's labels at or above their `thresholds`, a classifier's classes as
+    `decide` (logits -> class ids; default the most probable) chooses them."""
     from trainer.reporting.calibration import softmax
     from trainer.tasks.multilabel import sigmoid
 
@@ -75,8 +77,10 @@ def from_outputs(task: str, outputs: np.ndarray, labels: np.ndarray, texts, pair
         return SplitPredictions(texts, labels.astype(np.int64), probabilities, None,
                                 predicted=(probabilities >= np.asarray(thresholds)).astype(np.int32),
                                 pairs=pairs)
+    predicted = outputs.argmax(axis=1) if decide is None else decide(outputs)
     return SplitPredictions(texts, labels.astype(np.int64), softmax(outputs, temperature),
-                            outputs.astype(np.float64), pairs=pairs)
+                            outputs.astype(np.float64), predicted=np.asarray(predicted, np.int64),
+                            pairs=pairs)
 
 
 def _predict(task: str, serve, split, texts, pairs, batch_size: int, temperature: float, label_names,
@@ -93,10 +97,11 @@ def _predict(task: str, serve, split, texts, pairs, batch_size: int, temperature
         _check_names(names, label_names, model_dir)
         return SplitPredictions(texts, split.labels.astype(np.int64), probabilities, None,
                                 predicted=chosen, pairs=pairs)
-    probabilities, names = predict.predict_texts(serve, texts, batch_size, pairs)
+    probabilities, names, chosen = predict.predict_classes(serve, texts, batch_size, pairs)
     _check_names(names, label_names, model_dir)
     return SplitPredictions(texts, split.labels.astype(np.int64), probabilities,
-                            logits_from_probabilities(probabilities, temperature), pairs=pairs)
+                            logits_from_probabilities(probabilities, temperature),
+                            predicted=chosen, pairs=pairs)
 
 
 def recompute(config, model_dir: str, label_names,

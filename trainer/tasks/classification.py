@@ -9,6 +9,10 @@ class ClassificationTask(Task):
     train_metric = "accuracy"
     summary_metrics = ("accuracy", "macro_f1", "macro_recall")
     loss_name = "cross-entropy"
+    # A binary model's logit margin z1 - z0 from which it predicts class 1, set when
+    # --target-precision/--target-recall chose a threshold (training.operating_point); None:
+    # the most probable class, as the export decides without one.
+    positive_margin = None
 
     def output_units(self, labels) -> int:
         return len(labels.names)
@@ -23,7 +27,15 @@ class ClassificationTask(Task):
 
     def summarize(self, outputs, labels, label_names) -> dict:
         from trainer.modeling import evaluation
-        return evaluation.summarize(outputs, labels.astype(np.int64), label_names)
+        return evaluation.summarize(outputs, labels.astype(np.int64), label_names, self.decide(outputs))
+
+    def decide(self, outputs) -> np.ndarray:
+        """The class the export predicts for each row of logits [N, C]: so the final metrics,
+        the confusion matrices and errors.csv are those of the model users get."""
+        outputs = np.asarray(outputs, np.float64)
+        if self.positive_margin is None:
+            return outputs.argmax(axis=1)
+        return (outputs[:, 1] - outputs[:, 0] >= self.positive_margin).astype(np.int64)
 
     def describe(self, result: dict) -> str:
         return (f"loss {result['loss']:.4f}  accuracy {result['accuracy']:.4f}  macro-F1 "

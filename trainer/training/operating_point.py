@@ -88,8 +88,9 @@ def rates_at(scores: np.ndarray, truth: np.ndarray, threshold: float) -> dict:
 
 
 def choose_operating_point(ctx: RunContext) -> None:
-    """The stage: fixes ctx.operating_point (metrics.json's block) and, for multi-label, the
-    thresholds the export stores and the final metrics use."""
+    """The stage: fixes ctx.operating_point (metrics.json's block) and the decisions the export
+    stores (a binary model's threshold, a multi-label model's per label); the final validation
+    and test metrics are then those of these decisions."""
     target = target_of(ctx.config.output)
     if target is None:
         return
@@ -139,9 +140,32 @@ def _kept(ctx: RunContext, column: int) -> str:
 
 
 def _binary(ctx: RunContext, target: str, value: float) -> dict:
+    from trainer.training.results import export_temperature
+
     names = ctx.datasets.labels.names
     point = _point(ctx, 0, target, value, f"positive class {names[POSITIVE]!r}")
+    if point["reached"]:
+        ctx.task.positive_margin = positive_margin(point["threshold"], export_temperature(ctx))
+        _summarize_again(ctx)
     return {"target": target, "value": value, "positive_label": names[POSITIVE], **point}
+
+
+def positive_margin(threshold: float, temperature: float) -> float:
+    """The logit margin z1 - z0 at which the exported probability softmax(z / T)[1] reaches
+    `threshold`: T * log(t / (1 - t)); t is kept inside float32's open interval (0, 1)."""
+    eps = float(np.finfo(np.float32).eps)
+    t = min(max(threshold, eps), 1 - eps)
+    return temperature * float(np.log(t / (1 - t)))
+
+
+def _summarize_again(ctx: RunContext) -> None:
+    """The final validation and test metrics at the decisions the export now makes."""
+    for split in ("validation", "test"):
+        if split in ctx.outputs:
+            caveat = ctx.results[split].get("caveat")
+            ctx.results[split] = ctx.task.summarize(*ctx.outputs[split], ctx.datasets.labels.names)
+            if caveat:
+                ctx.results[split]["caveat"] = caveat
 
 
 def _multilabel(ctx: RunContext, target: str, value: float) -> dict:
@@ -150,10 +174,5 @@ def _multilabel(ctx: RunContext, target: str, value: float) -> dict:
     for j, name in enumerate(names):
         if points[name]["reached"]:
             ctx.task.thresholds[j] = points[name]["threshold"]
-    for split in ("validation", "test"):  # the final metrics at the thresholds the export uses
-        if split in ctx.outputs:
-            caveat = ctx.results[split].get("caveat")
-            ctx.results[split] = ctx.task.summarize(*ctx.outputs[split], names)
-            if caveat:
-                ctx.results[split]["caveat"] = caveat
+    _summarize_again(ctx)
     return {"target": target, "value": value, "labels": points}

@@ -259,7 +259,7 @@ def _report_predictions(ctx: RunContext) -> dict:
 
     texts = ctx.datasets.read_texts(*ctx.outputs)
     return {name: from_outputs(ctx.task.name, outputs, labels, *texts[name], export_temperature(ctx),
-                               getattr(ctx.task, "thresholds", None))
+                               getattr(ctx.task, "thresholds", None), getattr(ctx.task, "decide", None))
             for name, (outputs, labels) in ctx.outputs.items()}
 
 
