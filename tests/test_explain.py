@@ -83,6 +83,16 @@ def test_the_planted_word_ranks_first_in_95_percent_of_correctly_predicted_rows(
     assert np.mean([word in PLANTED for word in first]) >= 0.95
 
 
+def test_long_explaining_logs_progress_lines_with_rows_and_an_eta(planted_model, caplog):
+    from trainer.explaining import attribute
+
+    _, model, rows = planted_model
+    with caplog.at_level("INFO", logger="trainer"):
+        attribute.explain_texts(model, [text for text, _ in rows[:4]], batch_size=2, log_every_seconds=0)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("explained (32 steps)")]
+    assert lines and "4/4 rows (100%)" in lines[-1] and "rows/s" in lines[-1] and "ETA" in lines[-1]
+
+
 def test_an_empty_text_gets_no_explanation(planted_model):
     from trainer.explaining import attribute
 

@@ -13,6 +13,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
+from trainer import progress
 from trainer.errors import UserError
 from trainer.explaining import integrated_gradients as ig, words as words_lib
 from trainer.serving import predict
@@ -106,24 +107,28 @@ def _integrate(model, batch: dict, target: np.ndarray, alphas, weights) -> dict:
 
 def explain_texts(model, texts: Sequence[str], pairs=None, steps: int = 32,
                   target: Optional[str] = None, batch_size: int = 64,
-                  max_steps_factor: int = MAX_STEPS_FACTOR) -> List[List[Explanation]]:
+                  max_steps_factor: int = MAX_STEPS_FACTOR,
+                  log_every_seconds: float = 30.0) -> List[List[Explanation]]:
     """Per text, its explanations (one per explained target; none for an empty text).
 
     An explanation whose attributions miss the output's change by more than TOLERANCE is
     integrated again with twice the steps, up to `max_steps_factor` times `steps` (1: never):
     a path on which the output turns sharply needs more points than a smooth one, and most
-    need few."""
+    need few. Each pass logs a progress line every `log_every_seconds` (a report's 20 rows take
+    minutes on a base-sized encoder on a CPU)."""
     texts = list(texts)
     features = predict.tokenize(model, texts, pairs)
     empty = predict.empty_rows(texts, pairs)
     jobs = [job for job in targets_of(model, texts, pairs, features, batch_size, target)
             if not empty[job[0]]]
-    explained = _explain_jobs(model, features, jobs, steps)
+    meter = lambda what, total: progress.Progress(what, log_every_seconds, total=total)  # noqa: E731
+    explained = _explain_jobs(model, features, jobs, steps, meter(f"explained ({steps} steps)", len(jobs)))
     for more in (steps * 2 ** n for n in range(1, max_steps_factor.bit_length())):
         redo = [i for i, e in enumerate(explained) if e.completeness_error > TOLERANCE]
         if not redo:
             break
-        for i, e in zip(redo, _explain_jobs(model, features, [jobs[i] for i in redo], more)):
+        again = meter(f"explained again ({more} steps)", len(redo))
+        for i, e in zip(redo, _explain_jobs(model, features, [jobs[i] for i in redo], more, again)):
             explained[i] = e
     result: List[List[Explanation]] = [[] for _ in texts]
     for (row, _, _), explanation in zip(jobs, explained):
@@ -131,7 +136,8 @@ def explain_texts(model, texts: Sequence[str], pairs=None, steps: int = 32,
     return result
 
 
-def _explain_jobs(model, features: dict, jobs: list, steps: int) -> List[Explanation]:
+def _explain_jobs(model, features: dict, jobs: list, steps: int,
+                  meter: progress.Progress) -> List[Explanation]:
     """The Explanation of each (row, target index, target name) of `jobs`, in order."""
     explained: List[Optional[Explanation]] = [None] * len(jobs)
     if not jobs:
@@ -146,4 +152,5 @@ def _explain_jobs(model, features: dict, jobs: list, steps: int) -> List[Explana
                                      out["attributions"][n])
             explained[i] = Explanation(jobs[i][2], float(out["output"][n]), float(out["baseline"][n]),
                                        merged, steps)
+        meter.update(sum(e is not None for e in explained))
     return explained
