@@ -27,9 +27,7 @@ OUTPUT_FORMATS = ("csv", "jsonl")
 def build_arg_parser():
     parser = cli.ArgumentParser(prog="python -m trainer.explain", description=__doc__.splitlines()[0],
                                 formatter_class=helptext.DefaultsShown)
-    parser.add_argument("--model-dir", required=True, help="An exported model (JOB_DIR/model).")
-    parser.add_argument("--input", required=True,
-                        help="CSV, TSV, JSON Lines or JSON array file, plain or .gz (local or gs://).")
+    predict.add_input_arguments(parser)
     parser.add_argument("--output", default=None,
                         help="Where to write: .csv or .jsonl. Default: beside --input, its name "
                              "with -explained.jsonl. The HTML page goes beside it (.html).")
@@ -41,14 +39,9 @@ def build_arg_parser():
     parser.add_argument("--target", default=None,
                         help="Explain this label's probability for every row, instead of the "
                              "predicted one (classification and multi-label).")
-    parser.add_argument("--text-column", default=None, help="As trainer.predict's.")
-    parser.add_argument("--text-pair-column", default=None, help="As trainer.predict's.")
-    parser.add_argument("--delimiter", default=None, help="As trainer.predict's.")
     parser.add_argument("--batch-size", type=int, default=64,
                         help="Texts per prediction call (which output to explain).")
-    parser.add_argument("--log-every-seconds", type=float, default=10.0,
-                        help="Seconds between progress lines.")
-    parser.add_argument("--overwrite", action="store_true", help="Replace an existing --output.")
+    predict.add_run_arguments(parser)
     return parser
 
 
@@ -125,7 +118,8 @@ def explain_file(model, args, out_fmt: str, handle) -> tuple:
         frame = frame.drop(columns=["_file", "_row"])
         texts = _strings(frame[columns[0]])
         pairs = _strings(frame[columns[1]]) if columns[1] else None
-        results = attribute.explain_texts(model, texts, pairs, args.ig_steps, args.target, args.batch_size)
+        results = attribute.explain_texts(model, texts, pairs, args.ig_steps, args.target, args.batch_size,
+                                          log_every_seconds=args.log_every_seconds)
         out = explained_frame(frame, results, args, out_fmt, regression, pair)
         predict.write_frame(out, handle, out_fmt, first=rows == 0)
         for i, row_explanations in enumerate(results):

@@ -32,13 +32,24 @@ NOTE_COLUMN = "note"
 def build_arg_parser() -> argparse.ArgumentParser:
     parser = cli.ArgumentParser(prog="python -m trainer.predict", description=__doc__.splitlines()[0],
                                      formatter_class=helptext.DefaultsShown)
+    add_input_arguments(parser)
+    parser.add_argument("--output", required=True, help="Where to write (format from the extension).")
+    parser.add_argument("--precision", default="auto", choices=variants.PRECISIONS,
+                        help=f"Which of the model dir's models computes: {variants.AUTO_HELP}")
+    parser.add_argument("--batch-size", type=int, default=128, help="Texts per model call.")
+    add_run_arguments(parser)
+    return parser
+
+
+def add_input_arguments(parser) -> None:
+    """The model and the file it reads, and how: trainer.predict's flags, which trainer.explain
+    shares (it reads its --input exactly as this does)."""
     parser.add_argument("--model-dir", required=True, help="An exported model (JOB_DIR/model).")
     parser.add_argument("--input", required=True,
                         help="CSV, TSV, JSON Lines or JSON array file, plain or .gz (local or gs://).")
     parser.add_argument("--delimiter", default=None,
                         help="As the trainer's --delimiter: the field separator of a .csv --input "
                              "(';' for a CSV saved by Excel in a European locale). Default: ','.")
-    parser.add_argument("--output", required=True, help="Where to write (format from the extension).")
     parser.add_argument("--text-column", default=None,
                         help="Column holding the text; by default the model's own (the one it was "
                              "trained on) if the file has it, else detected as the trainer does.")
@@ -46,13 +57,13 @@ def build_arg_parser() -> argparse.ArgumentParser:
                         help="Column holding the second text, for a sentence-pair model; by "
                              "default the model's own if the file has it, else detected as the "
                              "trainer does (sentence1/sentence2, ...).")
-    parser.add_argument("--precision", default="auto", choices=variants.PRECISIONS,
-                        help=f"Which of the model dir's models computes: {variants.AUTO_HELP}")
-    parser.add_argument("--batch-size", type=int, default=128, help="Texts per model call.")
+
+
+def add_run_arguments(parser) -> None:
+    """Progress lines and overwriting an existing --output (trainer.predict's, trainer.explain's)."""
     parser.add_argument("--log-every-seconds", type=float, default=10.0,
                         help="Seconds between progress lines (rows/s and ETA).")
     parser.add_argument("--overwrite", action="store_true", help="Replace an existing --output.")
-    return parser
 
 
 def text_columns(chunk, args, pair_model: bool, model_columns: tuple = (None, None)):
