@@ -136,6 +136,18 @@ def test_fixed_padding_steps_follow_drop_remainder(drop_remainder, expected):
     assert batching.steps(split_of([5] * 30)) == expected
 
 
+def test_a_cut_rows_full_length_counts_every_token_and_the_special_ones(tiny_encoder_dir):
+    import tensorflow as tf
+
+    from trainer.modeling.encoders.preprocessing import BertPreprocessor
+    preprocessor = BertPreprocessor(f"{tiny_encoder_dir}/vocab.txt", lower_case=True, seq_length=8)
+    texts = tf.constant(["i love it", "i love it " * 4])  # 3 and 12 words of the vocabulary
+    _, _, lengths, full = pipeline.pack_tokens(preprocessor, texts)
+    assert lengths.numpy().tolist() == [5, 8] and full.numpy().tolist() == [5, 14]
+    _, _, lengths, full = pipeline.pack_tokens(preprocessor, texts, tf.constant(["so bad", "so bad"]))
+    assert lengths.numpy().tolist() == [8, 8] and full.numpy().tolist() == [8, 17]  # [CLS] a [SEP] b [SEP]
+
+
 def test_splits_tokenized_together_equal_splits_tokenized_apart(tiny_encoder_dir):
     from trainer.modeling.encoders.preprocessing import BertPreprocessor
     preprocessor = BertPreprocessor(f"{tiny_encoder_dir}/vocab.txt", lower_case=True, seq_length=16)

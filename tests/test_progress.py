@@ -62,8 +62,14 @@ def test_tokenizing_a_large_input_logs_progress(lines, monkeypatch):
     from trainer.modeling.encoders.bert import INPUT_KEYS
 
     monkeypatch.setattr(pipeline, "_TOKENIZE_BATCH", 100)
-    preprocessor = lambda batch: {name: tf.ones([tf.shape(batch)[0], 4], tf.int32)  # noqa: E731
-                                  for name in INPUT_KEYS}
+    class Preprocessor:  # every text: 2 tokens, packed into 4
+        def tokenize(self, batch):
+            return tf.RaggedTensor.from_tensor(tf.ones([tf.shape(batch)[0], 2], tf.int32))
+
+        def bert_pack_inputs(self, segments):
+            return {name: tf.ones([segments[0].nrows(), 4], tf.int32) for name in INPUT_KEYS}
+
+    preprocessor = Preprocessor()
     split = pipeline.tokenize(np.array(["a text"] * 500, dtype=object), preprocessor, log_every_seconds=1e-9)
     assert len(split) == 500
     assert [line.split("  ")[0] for line in lines()] == [f"tokenized {n}/500 rows ({n // 5}%)"

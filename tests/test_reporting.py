@@ -279,7 +279,7 @@ def test_model_card_names_what_users_need_to_judge_and_use_the_model():
     for expected in ('"negative", "neutral", "positive"', "minilm-l6-h384-uncased", "minilm -> /site/model",
                      "sample posts shipped in the package", "| test | ", "| neutral | 0.9000 | 0.8000 | 0.8500 | 11 |",
                      "T = 1.8", "the exported model applies it", "| test | 0.1200 | 0.0300 |",
-                     "longer than 64 WordPiece tokens", "4 of 33 train texts", "English",
+                     "longer than 64 tokens", "4 of 33 train texts", "English",
                      'tf.saved_model.load("gs://bucket/job/model")',
                      "python -m trainer.predict --model-dir gs://bucket/job/model",
                      "Rows skipped for empty text: train 2."):

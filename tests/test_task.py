@@ -116,6 +116,16 @@ def test_metrics_json_holds_what_users_read(trained):
     assert metrics["device"]["strategy"] == "default"
 
 
+def test_metrics_json_breaks_the_evaluated_splits_down_by_text_length(trained):
+    metrics = json.loads((trained[0] / "metrics.json").read_text())
+    for split in ("validation", "test"):
+        by_length = metrics[split]["by_length"]
+        assert [b["tokens"] for b in by_length.values()] == ["up to 16", "17-64", "over 64"]
+        assert sum(b["examples"] for b in by_length.values()) == metrics["dataset_sizes"][split]
+        cut = by_length["1x_to_4x"]["examples"] + by_length["over_4x"]["examples"]
+        assert cut == metrics["truncated_texts"][split]
+
+
 def test_the_export_applies_the_temperature_fitted_on_validation(trained):
     calibration = json.loads((trained[0] / "metrics.json").read_text())["calibration"]
     # Applied unless it stopped at its search bound (trainer.reporting.calibration says why).

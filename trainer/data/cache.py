@@ -43,6 +43,7 @@ class CachedSplit:
     lengths: np.ndarray  # int32 [N]
     labels: np.ndarray  # int32 [N], float32 [N] or [N, L]
     class_weights: Optional[np.ndarray] = None  # per-class example weights, or None: all 1
+    full_lengths: Optional[np.ndarray] = None  # int32 [N]: each row's length before the cut
 
     def __len__(self):
         return len(self.lengths)
@@ -102,6 +103,10 @@ class CachedRows:
         return self.split.lengths[self.rows]
 
     @property
+    def full_lengths(self) -> np.ndarray:
+        return self.split.full_lengths[self.rows]
+
+    @property
     def real_tokens(self) -> int:
         return int(self.lengths.sum())
 
@@ -135,6 +140,7 @@ def tokenizer_fingerprint(preprocessor, pairs: bool) -> str:
 def cache_key(datasets, tokenizer: str, max_seq_length: int) -> str:
     """A hash of what the tokens depend on (see the module docstring)."""
     digest = hashlib.sha256(json.dumps({
+        "format": 2,  # 2: full_lengths.npy beside lengths.npy
         "columns": datasets.text_columns(), "tokenizer": tokenizer, "length": max_seq_length,
         "files": {name: _file_identity(split.spec) for name, split in datasets.splits().items()},
     }, sort_keys=True).encode())
@@ -180,9 +186,10 @@ def load_or_build(datasets, preprocessor, root: str, max_seq_length: int,
     out = {}
     for name, split in datasets.splits().items():
         blocks = [storage.join(directory, f"{name}/{i:06d}.block") for i in range(meta[name]["blocks"])]
-        lengths = np.load(_local(storage.join(directory, f"{name}/lengths.npy")))
+        lengths, full = (np.load(_local(storage.join(directory, f"{name}/{array}.npy")))
+                         for array in ("lengths", "full_lengths"))
         out[name] = CachedSplit(blocks, lengths, split.labels,
-                                class_weights if name == "train" else None)
+                                class_weights if name == "train" else None, full)
     return out
 
 
@@ -208,8 +215,8 @@ def _build(datasets, preprocessor, directory: str, log_every_seconds: float) -> 
     meter, done = progress.Progress("tokenized", log_every_seconds, total=total), 0
     writers = {name: _BlockWriter(storage.join(directory, name), split.labels)
                for name, split in datasets.splits().items()}
-    for name, source, word_ids, type_ids, lengths in _tokenized_batches(datasets, preprocessor):
-        writers[name].add(source, word_ids, type_ids, lengths)
+    for name, source, word_ids, type_ids, lengths, full in _tokenized_batches(datasets, preprocessor):
+        writers[name].add(source, word_ids, type_ids, lengths, full)
         done += len(lengths)
         meter.update(done)
     meta = {name: writer.close() for name, writer in writers.items()}
@@ -218,8 +225,8 @@ def _build(datasets, preprocessor, directory: str, log_every_seconds: float) -> 
 
 
 def _tokenized_batches(datasets, preprocessor):
-    """(split name, source file number, flat word ids, flat type ids, lengths) of every
-    split's rows in order, from
+    """(split name, source file number, flat word ids, flat type ids, lengths, full lengths) of
+    every split's rows in order, from
     one tf.data pipeline fed by a reader thread (the files are read once per distinct spec)."""
     from trainer.data.pipeline import pack_tokens
 
@@ -248,8 +255,8 @@ def _tokenized_batches(datasets, preprocessor):
             split, source, *pack_tokens(preprocessor, texts, second if pairs else None)),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(4)
     # Within a split, rows come back in row order: the order of the labels kept in memory.
-    for split, source, word_ids, type_ids, lengths in tokens.as_numpy_iterator():
-        yield names[split], int(source), word_ids, type_ids, lengths
+    for split, source, word_ids, type_ids, lengths, full in tokens.as_numpy_iterator():
+        yield names[split], int(source), word_ids, type_ids, lengths, full
 
 
 class _BlockWriter:
@@ -259,16 +266,17 @@ class _BlockWriter:
     def __init__(self, directory: str, labels: np.ndarray):
         self.directory, self.labels = directory, labels
         self.pending = [np.zeros([0], np.int32)] * 3  # word ids, type ids, lengths not yet written
-        self.lengths, self.rows_written, self.blocks, self.source = [], 0, 0, None
+        self.lengths, self.full_lengths, self.rows_written, self.blocks, self.source = [], [], 0, 0, None
         storage.makedirs(directory)
 
-    def add(self, source: int, word_ids, type_ids, lengths):
+    def add(self, source: int, word_ids, type_ids, lengths, full_lengths):
         if source != self.source and len(self.pending[2]):
             self._write(len(self.pending[2]))
         self.source = source
         self.pending = [np.concatenate([old, new]) for old, new in
                         zip(self.pending, (word_ids, type_ids, lengths))]
         self.lengths.append(lengths)
+        self.full_lengths.append(full_lengths)
         while len(self.pending[2]) >= BLOCK_ROWS:
             self._write(BLOCK_ROWS)
 
@@ -287,8 +295,11 @@ class _BlockWriter:
     def close(self) -> dict:
         if len(self.pending[2]):
             self._write(len(self.pending[2]))
-        lengths = np.concatenate(self.lengths) if self.lengths else np.zeros([0], np.int32)
-        buffer = io.BytesIO()
-        np.save(buffer, lengths.astype(np.int32))
-        storage.write_bytes_atomic(storage.join(self.directory, "lengths.npy"), buffer.getvalue())
-        return {"blocks": self.blocks, "rows": int(len(lengths)), "tokens": int(lengths.sum())}
+        arrays = {name: np.concatenate(parts).astype(np.int32) if parts else np.zeros([0], np.int32)
+                  for name, parts in (("lengths", self.lengths), ("full_lengths", self.full_lengths))}
+        for name, array in arrays.items():
+            buffer = io.BytesIO()
+            np.save(buffer, array)
+            storage.write_bytes_atomic(storage.join(self.directory, f"{name}.npy"), buffer.getvalue())
+        return {"blocks": self.blocks, "rows": int(len(arrays["lengths"])),
+                "tokens": int(arrays["lengths"].sum())}

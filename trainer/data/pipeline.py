@@ -77,13 +77,29 @@ def encode(preprocessor, texts, pairs=None) -> dict:
 
 
 def pack_tokens(preprocessor, texts, pairs=None):
-    """(flat word ids, flat type ids, lengths) of a batch: only the real tokens of each row."""
-    features = encode(preprocessor, texts, pairs)
+    """(flat word ids, flat type ids, lengths, full lengths) of a batch: only the real tokens of
+    each row, and how long each row would be uncut (its tokens and the special ones): a row whose
+    full length passes the preprocessor's seq_length (--max-seq-length) was cut to it.
+
+    The texts are tokenized once: packing is what the preprocessor's __call__ does after
+    `tokenize`, and the tokens before packing give the full length."""
+    segments = [preprocessor.tokenize(texts)] + ([] if pairs is None else [preprocessor.tokenize(pairs)])
+    features = preprocessor.bert_pack_inputs(segments)
     lengths = tf.reduce_sum(tf.cast(features["input_mask"], tf.int32), axis=1)
     mask = tf.cast(features["input_mask"], tf.bool)
     flat = lambda name: tf.ragged.boolean_mask(  # noqa: E731
         tf.cast(features[name], tf.int32), mask).flat_values
-    return flat("input_word_ids"), flat("input_type_ids"), lengths
+    return flat("input_word_ids"), flat("input_type_ids"), lengths, _full_lengths(preprocessor, segments)
+
+
+def _full_lengths(preprocessor, segments) -> tf.Tensor:
+    """int32 [B]: each row's tokens over its segments, plus the special tokens packing adds (as
+    many as it adds to empty texts: [CLS] [SEP], or a family's own)."""
+    content = tf.add_n([tf.cast(s.merge_dims(1, -1).row_lengths() if s.ragged_rank > 1 else s.row_lengths(),
+                                tf.int32) for s in segments])
+    empty = [preprocessor.tokenize(tf.constant([""])) for _ in segments]
+    specials = tf.reduce_sum(tf.cast(preprocessor.bert_pack_inputs(empty)["input_mask"], tf.int32))
+    return content + specials
 
 
 def tokenize_splits(splits: dict, preprocessor, pairs: Optional[dict] = None) -> dict:
@@ -122,7 +138,7 @@ def tokenize(texts: Sequence[str], preprocessor, labels=None, weights=None,
                .batch(_TOKENIZE_BATCH).map(pack, num_parallel_calls=tf.data.AUTOTUNE)
                .prefetch(tf.data.AUTOTUNE))
     meter, done = progress.Progress("tokenized", log_every_seconds, total=n), 0
-    for w, t, l in dataset.as_numpy_iterator():
+    for w, t, l, _ in dataset.as_numpy_iterator():
         word_ids.append(w), type_ids.append(t), lengths.append(l)
         done += len(l)
         meter.update(done)

@@ -47,6 +47,9 @@ def render(job_dir: str, metrics: dict, metric: str, figures: Sequence[dict],
         best_epoch=metrics.get("best_epoch"), epochs_completed=metrics.get("epochs_completed"),
         metric=metric, columns=[(key, _HEADERS.get(key, key)) for key in ("loss", *task.summary_metrics)],
         summary=[(name, metrics[name]) for name in splits],
+        by_length=next(((name, metrics[name]["by_length"]) for name in ("test", "validation")
+                        if "by_length" in metrics.get(name, {})), None),
+        max_seq_length=metrics["hyperparameters"]["max_seq_length"],
         per_label=[(name, metrics[name]["per_label"], metrics[name]["thresholds"])
                    for name in splits if name != "train" and task.name == "multi-label"],
         figures=figures, calibration=calibration, errors=errors.to_dict(orient="records"),

@@ -285,6 +285,7 @@ def _metrics(ctx: RunContext) -> dict:
     config, datasets, fit, runtime = ctx.config, ctx.datasets, ctx.fit, ctx.runtime
     return {
         **ctx.results,
+        **_by_length(ctx),
         "train_sample": train_sample(len(ctx.inputs.tokenized["train"]), config.train.seed),
         "task": ctx.task.name,
         # A --dry-run's numbers say nothing: marked at the top, where a reader looks first.
@@ -320,6 +321,16 @@ def _metrics(ctx: RunContext) -> dict:
         "durations": _durations(ctx),
         **_throughput(ctx),
     }
+
+
+def _by_length(ctx: RunContext) -> dict:
+    """The validation and test blocks with their `by_length` breakdown (long_texts.by_length)."""
+    from trainer.training import long_texts
+
+    limit, names = ctx.config.data.max_seq_length, ctx.datasets.labels.names
+    return {name: {**ctx.results[name], "by_length": long_texts.by_length(
+                ctx.inputs.tokenized[name].full_lengths, limit, *ctx.outputs[name], ctx.task, names)}
+            for name in ("validation", "test") if name in ctx.outputs and name in ctx.results}
 
 
 def data_hash(datasets) -> str:

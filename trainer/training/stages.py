@@ -178,6 +178,7 @@ def tokenize(ctx: RunContext) -> None:
     """Every split tokenized once into the token cache (or found there); batching and steps
     per epoch from the token lengths."""
     from trainer.data import cache, splits
+    from trainer.training import long_texts
 
     config, datasets = ctx.config, ctx.datasets
     weights = None
@@ -191,9 +192,11 @@ def tokenize(ctx: RunContext) -> None:
                                     log_every_seconds=config.runtime.log_every_seconds,
                                     build=ctx.is_chief)
     limit = config.data.max_seq_length
-    truncated = {name: int((t.lengths >= limit).sum()) for name, t in tokenized.items()}
-    log.info("%d texts, mean %.1f tokens; at the --max-seq-length limit: %s",
-             sum(len(t) for t in tokenized.values()), tokenized["train"].lengths.mean(), truncated)
+    truncated = long_texts.cut_counts(tokenized, limit)
+    log.info("%d texts, mean %.1f tokens (%.1f before the --max-seq-length cut)",
+             sum(len(t) for t in tokenized.values()), tokenized["train"].lengths.mean(),
+             tokenized["train"].full_lengths.mean())
+    long_texts.log_cut(truncated, {name: len(t) for name, t in tokenized.items()}, limit)
     ctx.inputs = batching(config, ctx.runtime, tokenized, truncated)
 
 
