@@ -143,7 +143,7 @@ def _explain_jobs(model, features: dict, jobs: list, steps: int,
     if not jobs:
         return []
     alphas, weights = ig.trapezoid(steps)
-    rows = np.asarray([row for row, _, _ in jobs], np.int64)
+    rows, done = np.asarray([row for row, _, _ in jobs], np.int64), 0
     for indices, batch in predict._token_batches({k: v[rows] for k, v in features.items()}, len(jobs)):
         out = _integrate(model, batch, np.asarray([max(jobs[i][1], 0) for i in indices], np.int32),
                          alphas, weights)
@@ -152,5 +152,6 @@ def _explain_jobs(model, features: dict, jobs: list, steps: int,
                                      out["attributions"][n])
             explained[i] = Explanation(jobs[i][2], float(out["output"][n]), float(out["baseline"][n]),
                                        merged, steps)
-        meter.update(sum(e is not None for e in explained))
+        done += len(indices)
+        meter.update(done)
     return explained
