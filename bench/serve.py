@@ -51,14 +51,16 @@ def free_port() -> int:
 
 
 def start_server(model_dir: str, work: str, precision: str = "float32", max_batch_size: int = 64,
-                 max_wait_ms: float = 5.0, root: str = ROOT):
+                 max_wait_ms: float = 5.0, root: str = ROOT, flags=None):
     """trainer.serve from the source tree `root`: this one, or an older checkout (a baseline,
-    run without the flags it predates: its float32 model, no access lines). The working directory
-    is `root` too: `python -m` puts it first on sys.path, before PYTHONPATH."""
+    run without the flags it predates: its float32 model, no access lines; `flags` overrides
+    that). The working directory is `root` too: `python -m` puts it first on sys.path, before
+    PYTHONPATH."""
     port = free_port()
     log_file = open(os.path.join(work, f"serve-{precision}{'' if root == ROOT else '-baseline'}.log"), "w")
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    flags = ["--precision", precision, "--no-access-log"] if root == ROOT else []
+    if flags is None:
+        flags = ["--precision", precision, "--no-access-log"] if root == ROOT else []
     process = subprocess.Popen([sys.executable, "-m", "trainer.serve", "--model-dir", model_dir, "--host", "127.0.0.1",
                                 "--port", str(port), "--max-batch-size", str(max_batch_size),
                                 "--max-wait-ms", str(max_wait_ms), *flags],
@@ -77,10 +79,10 @@ def start_server(model_dir: str, work: str, precision: str = "float32", max_batc
 
 def serve_rates(model_dir: str, work: str, texts: list, precision: str = "float32", clients=(1, 4, 16),
                 per_request: int = 1, max_batch_size: int = 64, max_wait_ms: float = 5.0,
-                timeout: float = 600, root: str = ROOT) -> dict:
+                timeout: float = 600, root: str = ROOT, flags=None) -> dict:
     """{clients: load()'s figures} of one trainer.serve process on `precision`, warmed first."""
     requests = [texts[i:i + per_request] for i in range(0, len(texts), per_request)]
-    server, port = start_server(model_dir, work, precision, max_batch_size, max_wait_ms, root)
+    server, port = start_server(model_dir, work, precision, max_batch_size, max_wait_ms, root, flags)
     out = {}
     try:
         asyncio.run(load(port, requests[:32], 4, timeout))  # warm connections and the server
@@ -198,9 +200,10 @@ def against_checkout(model_dir: str, work: str, texts: list, clients: list, args
     for _ in range(args.rounds):
         for name in ("baseline", "this tree", "this tree", "baseline"):
             log(f"A/B round: trainer.serve of {name}")
+            # the same flags for both: float32 (the default) and no access line per request
             rates[name].append(serve_rates(model_dir, work, texts, "float32", clients, args.instances_per_request,
                                            args.max_batch_size, args.max_wait_ms, args.timeout,
-                                           root if name == "baseline" else ROOT))
+                                           root if name == "baseline" else ROOT, ["--no-access-log"]))
     mean = lambda name, count: float(np.mean([r[count]["examples_per_second"] for r in rates[name]]))  # noqa: E731
     return [{"setup": f"A/B float32, {count} client(s): this tree vs {os.path.basename(root)}",
              "examples_per_second": mean("this tree", count),
