@@ -63,10 +63,8 @@ def targets_of(model, texts, pairs, features, batch_size: int, target: Optional[
     if predict.is_multilabel(model):
         probabilities, names, _, chosen = predict.predict_label_sets(model, texts, batch_size, pairs, features)
     else:
-        probabilities, names = predict.predict_texts(model, texts, batch_size, pairs, features)
-        predicted = probabilities.argmax(axis=1)
-        if getattr(model, "threshold", None) is not None:  # a binary model's operating point
-            predicted = (probabilities[:, 1] >= model.threshold.numpy()).astype(int)
+        # the class the export chose: a binary model's operating point applied, as predict does
+        probabilities, names, predicted = predict.predict_classes(model, texts, batch_size, pairs, features)
         chosen = np.eye(len(names), dtype=bool)[predicted]
     if target is not None:
         if target not in names:
