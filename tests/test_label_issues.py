@@ -28,6 +28,23 @@ def test_planted_flipped_labels_are_flagged_and_ranked_first():
     assert np.all(scores[planted] < np.delete(scores, planted).min())
 
 
+@pytest.mark.parametrize("task", ["classification", "multi-label"])
+def test_ranking_never_forks_a_process_pool(task, monkeypatch):
+    """A fork of a process running TensorFlow's and gRPC's threads can hang the child: a
+    multi-worker run's non-chief worker never exited after its export when cleanlab forked one
+    process per core."""
+    import multiprocessing
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("cleanlab forked a multiprocessing.Pool")
+
+    monkeypatch.setattr(multiprocessing, "Pool", refuse)
+    probabilities, truth = separable(60)
+    labels = truth if task == "classification" else np.eye(2, dtype=int)[truth]
+    flagged, _ = label_issues.rank(task, probabilities, labels)
+    assert len(flagged) == 0
+
+
 def test_a_missing_multi_label_is_flagged_first():
     rng = np.random.default_rng(1)
     truth = (np.arange(40)[:, None] % np.array([2, 3]) == 0).astype(int)  # two labels

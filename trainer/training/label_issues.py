@@ -34,6 +34,10 @@ def rank(task: str, probabilities: np.ndarray, labels: np.ndarray) -> tuple:
 
     `probabilities`: out-of-sample [N, C] class probabilities, or [N, L] label probabilities
     (multi-label); `labels`: class ids [N], or 0/1 [N, L]."""
+    # n_jobs=1: by default cleanlab forks a multiprocessing.Pool (one process per core) on Linux,
+    # and a fork of a process whose TensorFlow and gRPC threads hold locks can hang the child;
+    # a multi-worker run's non-chief worker hung here after its export (CPython's own default
+    # moved away from fork for this reason: python/cpython#84559). The result is the same.
     # cleanlab warns, per class, when a class has too few rows to flag all of its issues: the
     # flagged rows are still right, and the warning would reach the user's log as a Python
     # warning (cleanlab/filter.py: "May not flag all label issues in class").
@@ -44,14 +48,14 @@ def rank(task: str, probabilities: np.ndarray, labels: np.ndarray) -> tuple:
 
             given = [list(np.flatnonzero(row)) for row in np.asarray(labels) > 0.5]
             flagged = multilabel_filter.find_label_issues(
-                labels=given, pred_probs=probabilities, return_indices_ranked_by="self_confidence")
+                labels=given, pred_probs=probabilities, return_indices_ranked_by="self_confidence", n_jobs=1)
             scores = multilabel_rank.get_label_quality_scores(given, probabilities)
         else:
             from cleanlab import filter as cleanlab_filter, rank as cleanlab_rank
 
             given = np.asarray(labels, np.int64)
             flagged = cleanlab_filter.find_label_issues(
-                given, probabilities, return_indices_ranked_by="self_confidence")
+                given, probabilities, return_indices_ranked_by="self_confidence", n_jobs=1)
             scores = cleanlab_rank.get_label_quality_scores(given, probabilities)
     return np.asarray(flagged, np.int64), np.asarray(scores, np.float64)
 
