@@ -1,5 +1,9 @@
-"""Texts over --max-seq-length: the cut is counted, said, and the metrics are broken down by length."""
+"""Texts over --max-seq-length: the cut is counted, said, and the metrics are broken down by
+length; --long-texts head-tail keeps a long text's last words at training, in the export, in
+its checked copies and in trainer.predict."""
+import csv
 import logging
+import random
 
 import numpy as np
 import pytest
@@ -24,8 +28,22 @@ def test_a_cut_is_one_warning_naming_each_splits_share(caplog):
     with caplog.at_level(logging.WARNING, logger="trainer"):
         long_texts.log_cut({"train": 88, "test": 0}, {"train": 100, "test": 20}, 128)
     (record,) = caplog.records
-    assert "cut to their first 128" in record.getMessage()
+    assert "cut to 128, their first tokens (--long-texts truncate)" in record.getMessage()
     assert "train 88 of 100 (88%), test 0 of 20 (0%)" in record.getMessage()
+
+
+def test_a_head_tail_cut_says_what_it_kept(caplog):
+    with caplog.at_level(logging.WARNING, logger="trainer"):
+        long_texts.log_cut({"train": 1}, {"train": 2}, 128, "head-tail")
+    assert "their first and last tokens (--long-texts head-tail)" in caplog.records[0].getMessage()
+
+
+def test_head_tail_with_a_pair_task_is_refused_naming_the_flag():
+    from trainer.config import build_config
+    from trainer.errors import UserError
+
+    with pytest.raises(UserError, match="^--long-texts: head-tail keeps one text's first and last tokens"):
+        build_config(["--long-texts", "head-tail", "--text-pair-column", "b"], {})
 
 
 def test_nothing_cut_says_nothing(caplog):
@@ -49,3 +67,96 @@ def test_an_empty_bucket_has_its_count_and_no_scores():
     out = long_texts.by_length(np.array([5, 6]), LIMIT, np.zeros((2, 2)), np.array([0, 1]),
                                ClassificationTask(), ["a", "b"])
     assert out["over_4x"] == {"tokens": "over 40", "examples": 0}
+
+
+FILLER = ["i", "this", "movie", "it", "is", "was", "the", "so", "very", "a", "ok", "fine", "meh"]
+LABELS = ["negative", "positive"]
+LIMIT_TOKENS = 16
+
+
+def late_word_rows(count: int, seed: int, words=(20, 30)):
+    """(text, label): more filler words than 16 tokens hold, then the word that decides the
+    label ("great" or "awful") last, where a cut at the limit never reaches."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(count):
+        text = [rng.choice(FILLER) for _ in range(rng.randint(*words))]
+        rows.append((" ".join(text + [("awful", "great")[i % 2]]), LABELS[i % 2]))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def late_word_exports(tiny_encoder_dir, tmp_path_factory):
+    """{mode: model dir} of one classifier trained on head-tail features of late_word_rows,
+    exported with --long-texts head-tail and (the same weights) with truncate; and under
+    "built", its preprocessor and classifier."""
+    import tensorflow as tf
+    import tf_keras
+
+    from trainer.data import pipeline
+    from trainer.modeling import heads
+    from trainer.modeling.encoders import load_encoder
+    from trainer.serving import export
+
+    tf_keras.utils.set_random_seed(0)
+    encoder = load_encoder(tiny_encoder_dir, seq_length=LIMIT_TOKENS,
+                           cache_dir=str(tmp_path_factory.mktemp("cache")))
+    classifier = heads.build_classifier(encoder.network, 2, "mean", 0.0)
+    classifier.compile(tf_keras.optimizers.Adam(1e-2),
+                       tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    train = late_word_rows(128, seed=1)
+    features = pipeline.encode(encoder.preprocessor, tf.constant([t for t, _ in train]), long_texts="head-tail")
+    classifier.fit(features, np.asarray([LABELS.index(label) for _, label in train]),
+                   batch_size=32, epochs=4, verbose=0)
+    root = tmp_path_factory.mktemp("late_word")
+    out = {"built": (encoder.preprocessor, classifier)}
+    for mode in ("head-tail", "truncate"):
+        out[mode] = str(root / mode)
+        export.export(export.ServingModule(encoder.preprocessor, classifier, LABELS, LIMIT_TOKENS,
+                                           long_texts=mode), out[mode])
+    return out
+
+
+def accuracy(model_dir, rows):
+    import tensorflow as tf
+
+    from trainer.serving import export
+
+    outputs = export.load(model_dir)(text=tf.constant([t for t, _ in rows]))
+    predicted = [label.decode() for label in outputs["label"].numpy()]
+    return np.mean([p == label for p, (_, label) in zip(predicted, rows)])
+
+
+def test_the_export_keeps_a_long_texts_last_words_inside_its_graph(late_word_exports):
+    rows = late_word_rows(40, seed=2)
+    assert accuracy(late_word_exports["head-tail"], rows) >= 0.95
+    # The same weights behind a cut at the limit never see the deciding word.
+    assert accuracy(late_word_exports["truncate"], rows) <= 0.7
+
+
+def test_a_checked_copy_is_built_with_the_exports_long_texts(late_word_exports):
+    import tensorflow as tf
+
+    from trainer.serving import export, quantize
+
+    reference = export.load_module(late_word_exports["head-tail"])
+    copy = quantize.module_like(reference, *late_word_exports["built"], "classification", LABELS,
+                                LIMIT_TOKENS, pair=False)
+    assert copy.long_texts.numpy() == b"head-tail"
+    text = tf.constant([late_word_rows(1, seed=3)[0][0]])
+    assert copy.tokenize.python_function(text)["input_word_ids"].numpy().tolist() == \
+        reference.tokenize(text)["input_word_ids"].numpy().tolist()
+
+
+def test_predict_labels_a_5000_word_text_by_its_last_words(late_word_exports, tmp_path):
+    from test_predict import run_cli
+
+    rows = late_word_rows(4, seed=4, words=(5000, 5000))
+    path = tmp_path / "long.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([("text",), *[(text,) for text, _ in rows]])
+    result = run_cli("trainer.predict", "--model-dir", late_word_exports["head-tail"], "--input", path,
+                     "--output", tmp_path / "out.csv")
+    assert result.returncode == 0, result.stderr
+    predicted = [row["predicted_label"] for row in csv.DictReader(open(tmp_path / "out.csv", encoding="utf-8"))]
+    assert predicted == [label for _, label in rows]

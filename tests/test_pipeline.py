@@ -158,3 +158,39 @@ def test_splits_tokenized_together_equal_splits_tokenized_apart(tiny_encoder_dir
         apart = pipeline.tokenize(t, preprocessor)
         assert together[name].lengths.tolist() == apart.lengths.tolist()
         assert together[name].word_ids.tolist() == apart.word_ids.tolist()
+
+
+def test_head_tail_keeps_a_quarter_of_the_budget_from_the_start_and_the_rest_from_the_end():
+    import tensorflow as tf
+
+    from trainer.modeling.encoders.preprocessing import keep_head_and_tail
+    rows = tf.ragged.constant([list(range(1, 21)), [1, 2, 3, 4, 5], list(range(1, 9))])
+    kept = keep_head_and_tail(rows, 8)  # 2 from the start, 6 from the end
+    assert kept.to_list() == [[1, 2, 15, 16, 17, 18, 19, 20], [1, 2, 3, 4, 5], list(range(1, 9))]
+
+
+def test_head_tail_keeps_a_word_split_inputs_ragged_rank_for_hub_packers():
+    import tensorflow as tf
+
+    from trainer.modeling.encoders.preprocessing import keep_head_and_tail
+    words = tf.ragged.constant([[[1, 2], [3], [4, 5, 6], [7]]], dtype=tf.int32)  # [B, (words), (pieces)]
+    kept = keep_head_and_tail(words, 4)
+    assert kept.ragged_rank == 2 and kept.dtype == tf.int32
+    assert kept.merge_dims(1, -1).to_list() == [[1, 5, 6, 7]]
+
+
+def test_head_tail_packs_a_long_texts_last_words_and_keeps_its_full_length(tiny_encoder_dir):
+    import tensorflow as tf
+
+    from trainer.modeling.encoders.preprocessing import BertPreprocessor
+    preprocessor = BertPreprocessor(f"{tiny_encoder_dir}/vocab.txt", lower_case=True, seq_length=8)
+    texts = tf.constant(["i love it", "so good " + "the movie is ok " * 3 + "very bad"])
+    ids = lambda words: preprocessor.tokenize(tf.constant([words])).merge_dims(1, -1)[0].numpy().tolist()  # noqa: E731
+    word_ids, _, lengths, full = pipeline.pack_tokens(preprocessor, texts, long_texts="head-tail")
+    assert lengths.numpy().tolist() == [5, 8] and full.numpy().tolist() == [5, 18]
+    long_row = word_ids.numpy().tolist()[5:]
+    # 6 tokens between [CLS] and [SEP]: the first one and the last five
+    assert long_row[1:-1] == ids("so") + ids("movie is ok very bad")
+    features = pipeline.encode(preprocessor, texts, long_texts="head-tail")
+    assert features["input_word_ids"].numpy()[1].tolist() == long_row
+    assert pipeline.encode(preprocessor, texts)["input_word_ids"].numpy()[1][1:3].tolist() == ids("so good")

@@ -90,6 +90,13 @@ class DataConfig:
         0.1, "Fraction of the training data held out for validation when no --validation-file "
              "is given (stratified).")
     max_seq_length: int = _flag(128, "Maximum tokens per text, [CLS] and [SEP] included.")
+    long_texts: str = _flag(
+        "truncate", "What becomes of a text longer than --max-seq-length, at training, prediction "
+                    "and serving alike: 'truncate' keeps its first tokens; 'head-tail' its first "
+                    "quarter and last three quarters of them (Sun et al. 2019: the end of a "
+                    "review often holds its verdict). Single texts only: a pair is cut longest "
+                    "first.",
+        choices=("truncate", "head-tail"))
     skip_empty_text: bool = _flag(
         False, "Skip rows whose text is empty or missing (counted in metrics.json) instead of "
                "stopping with an error.")
@@ -532,6 +539,9 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
     require(d.validation_file is None or "validation_fraction" not in given.get("data", {}),
             "--validation-fraction", "cannot be combined with --validation-file")
     require(8 <= d.max_seq_length <= 512, "--max-seq-length", f"must be in [8, 512], got {d.max_seq_length}")
+    require(d.long_texts == "truncate" or d.text_pair_column is None, "--long-texts",
+            f"{d.long_texts} keeps one text's first and last tokens; a pair (--text-pair-column) "
+            f"is cut longest first, so use --long-texts truncate")
     if d.label_names is not None:
         names = [n.strip() for n in d.label_names.split(",")]
         require(len(names) >= 2 and all(names), "--label-names",

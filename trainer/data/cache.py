@@ -137,11 +137,12 @@ def tokenizer_fingerprint(preprocessor, pairs: bool) -> str:
     return digest.hexdigest()[:16]
 
 
-def cache_key(datasets, tokenizer: str, max_seq_length: int) -> str:
+def cache_key(datasets, tokenizer: str, max_seq_length: int, long_texts: str = "truncate") -> str:
     """A hash of what the tokens depend on (see the module docstring)."""
     digest = hashlib.sha256(json.dumps({
         "format": 2,  # 2: full_lengths.npy beside lengths.npy
         "columns": datasets.text_columns(), "tokenizer": tokenizer, "length": max_seq_length,
+        "long_texts": long_texts,
         "files": {name: _file_identity(split.spec) for name, split in datasets.splits().items()},
     }, sort_keys=True).encode())
     for name, split in datasets.splits().items():
@@ -161,11 +162,13 @@ def _file_identity(spec: str) -> list:
 
 def load_or_build(datasets, preprocessor, root: str, max_seq_length: int,
                   class_weights: Optional[np.ndarray] = None, log_every_seconds: float = 30.0,
-                  build: bool = True, wait_seconds: float = 6 * 3600) -> Dict[str, CachedSplit]:
+                  build: bool = True, wait_seconds: float = 6 * 3600,
+                  long_texts: str = "truncate") -> Dict[str, CachedSplit]:
     """{split: CachedSplit} from `root`/<key>: found complete, else tokenized now; with
-    `build` False (a worker other than the chief), waited for while the chief tokenizes."""
+    `build` False (a worker other than the chief), waited for while the chief tokenizes.
+    `long_texts`: --long-texts (trainer.data.pipeline.cut)."""
     tokenizer = tokenizer_fingerprint(preprocessor, datasets.text_pair_column is not None)
-    directory = storage.join(root, cache_key(datasets, tokenizer, max_seq_length))
+    directory = storage.join(root, cache_key(datasets, tokenizer, max_seq_length, long_texts))
     meta_path = storage.join(directory, "meta.json")
     if not build and not storage.exists(meta_path):
         _wait_for(meta_path, wait_seconds)
@@ -176,7 +179,7 @@ def load_or_build(datasets, preprocessor, root: str, max_seq_length: int,
         # Built aside and moved into place whole: tuning trials started together may each
         # build it; the first to finish publishes, the others drop their copy.
         building = storage.temporary_sibling(directory)
-        meta = _build(datasets, preprocessor, building, log_every_seconds)
+        meta = _build(datasets, preprocessor, building, log_every_seconds, long_texts)
         storage.write_text_atomic(storage.join(building, "meta.json"), json.dumps(meta))
         if storage.exists(meta_path):
             storage.remove(building)
@@ -209,13 +212,13 @@ def _local(path: str):
     return io.BytesIO(storage.read_bytes(path))
 
 
-def _build(datasets, preprocessor, directory: str, log_every_seconds: float) -> dict:
+def _build(datasets, preprocessor, directory: str, log_every_seconds: float, long_texts: str) -> dict:
     """Tokenizes every split into `directory`; returns meta.json's content."""
     start, total = time.perf_counter(), sum(datasets.sizes().values())
     meter, done = progress.Progress("tokenized", log_every_seconds, total=total), 0
     writers = {name: _BlockWriter(storage.join(directory, name), split.labels)
                for name, split in datasets.splits().items()}
-    for name, source, word_ids, type_ids, lengths, full in _tokenized_batches(datasets, preprocessor):
+    for name, source, word_ids, type_ids, lengths, full in _tokenized_batches(datasets, preprocessor, long_texts):
         writers[name].add(source, word_ids, type_ids, lengths, full)
         done += len(lengths)
         meter.update(done)
@@ -224,7 +227,7 @@ def _build(datasets, preprocessor, directory: str, log_every_seconds: float) -> 
     return meta
 
 
-def _tokenized_batches(datasets, preprocessor):
+def _tokenized_batches(datasets, preprocessor, long_texts: str):
     """(split name, source file number, flat word ids, flat type ids, lengths, full lengths) of
     every split's rows in order, from
     one tf.data pipeline fed by a reader thread (the files are read once per distinct spec)."""
@@ -252,7 +255,7 @@ def _tokenized_batches(datasets, preprocessor):
                                    strings, strings))
     tokens = dataset.map(
         lambda split, source, texts, second: (
-            split, source, *pack_tokens(preprocessor, texts, second if pairs else None)),
+            split, source, *pack_tokens(preprocessor, texts, second if pairs else None, long_texts)),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(4)
     # Within a split, rows come back in row order: the order of the labels kept in memory.
     for split, source, word_ids, type_ids, lengths, full in tokens.as_numpy_iterator():

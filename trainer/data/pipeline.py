@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from trainer import progress
+from trainer.modeling.encoders import preprocessing
 from trainer.modeling.encoders.bert import INPUT_KEYS
 
 _PADDED_LENGTHS = (16, 20, 24, 28, 32, 36, 40, 48, 56, 64, 80, 96, 128, 192, 256, 384, 512)
@@ -64,19 +65,36 @@ class TokenizedSplit:
         return rows.shuffle(max(1, len(self)), seed=seed, reshuffle_each_iteration=False)
 
 
-def encode(preprocessor, texts, pairs=None) -> dict:
+# --long-texts: what becomes of a text longer than --max-seq-length.
+LONG_TEXTS = ("truncate", "head-tail")
+
+
+def encode(preprocessor, texts, pairs=None, long_texts: str = "truncate") -> dict:
     """The preprocessor's features of texts, or of `[CLS] text [SEP] pair [SEP]` for pairs.
 
     bert_pack_inputs trims a pair as Hugging Face's "longest_first" does (preprocessing.
     trim_longest_first): a short side keeps every token and the longer side is cut first;
     cutting the second text first (TF-Text's WaterfallTrimmer) would lose its every word.
+    A single text longer than the limit loses its end (truncate) or its middle (head-tail).
     """
-    if pairs is None:
+    if pairs is None and long_texts == "truncate":
         return preprocessor(texts)
-    return preprocessor.bert_pack_inputs([preprocessor.tokenize(texts), preprocessor.tokenize(pairs)])
+    segments = [preprocessor.tokenize(texts)] + ([] if pairs is None else [preprocessor.tokenize(pairs)])
+    return preprocessor.bert_pack_inputs(cut(preprocessor, segments, long_texts))
 
 
-def pack_tokens(preprocessor, texts, pairs=None):
+def cut(preprocessor, segments: list, long_texts: str) -> list:
+    """The token segments bert_pack_inputs packs: as they are (it cuts them to seq_length
+    itself), or a single text's first and last tokens (preprocessing.keep_head_and_tail)."""
+    if long_texts == "truncate":
+        return segments
+    if long_texts != "head-tail" or len(segments) != 1:
+        raise ValueError(f"--long-texts {long_texts} with {len(segments)} texts per row")
+    budget = preprocessor.seq_length - _special_count(preprocessor, 1)
+    return [preprocessing.keep_head_and_tail(segments[0], budget)]
+
+
+def pack_tokens(preprocessor, texts, pairs=None, long_texts: str = "truncate"):
     """(flat word ids, flat type ids, lengths, full lengths) of a batch: only the real tokens of
     each row, and how long each row would be uncut (its tokens and the special ones): a row whose
     full length passes the preprocessor's seq_length (--max-seq-length) was cut to it.
@@ -84,7 +102,7 @@ def pack_tokens(preprocessor, texts, pairs=None):
     The texts are tokenized once: packing is what the preprocessor's __call__ does after
     `tokenize`, and the tokens before packing give the full length."""
     segments = [preprocessor.tokenize(texts)] + ([] if pairs is None else [preprocessor.tokenize(pairs)])
-    features = preprocessor.bert_pack_inputs(segments)
+    features = preprocessor.bert_pack_inputs(cut(preprocessor, segments, long_texts))
     lengths = tf.reduce_sum(tf.cast(features["input_mask"], tf.int32), axis=1)
     mask = tf.cast(features["input_mask"], tf.bool)
     flat = lambda name: tf.ragged.boolean_mask(  # noqa: E731
@@ -93,13 +111,17 @@ def pack_tokens(preprocessor, texts, pairs=None):
 
 
 def _full_lengths(preprocessor, segments) -> tf.Tensor:
-    """int32 [B]: each row's tokens over its segments, plus the special tokens packing adds (as
-    many as it adds to empty texts: [CLS] [SEP], or a family's own)."""
+    """int32 [B]: each row's tokens over its segments, plus the special tokens packing adds."""
     content = tf.add_n([tf.cast(s.merge_dims(1, -1).row_lengths() if s.ragged_rank > 1 else s.row_lengths(),
                                 tf.int32) for s in segments])
-    empty = [preprocessor.tokenize(tf.constant([""])) for _ in segments]
-    specials = tf.reduce_sum(tf.cast(preprocessor.bert_pack_inputs(empty)["input_mask"], tf.int32))
-    return content + specials
+    return content + _special_count(preprocessor, len(segments))
+
+
+def _special_count(preprocessor, segments: int) -> tf.Tensor:
+    """The special tokens packing adds to a row of `segments` texts: as many as it adds to
+    empty texts ([CLS] [SEP], or a family's own)."""
+    empty = [preprocessor.tokenize(tf.constant([""])) for _ in range(segments)]
+    return tf.reduce_sum(tf.cast(preprocessor.bert_pack_inputs(empty)["input_mask"], tf.int32))
 
 
 def tokenize_splits(splits: dict, preprocessor, pairs: Optional[dict] = None) -> dict:

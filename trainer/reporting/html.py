@@ -50,6 +50,7 @@ def render(job_dir: str, metrics: dict, metric: str, figures: Sequence[dict],
         by_length=next(((name, metrics[name]["by_length"]) for name in ("test", "validation")
                         if "by_length" in metrics.get(name, {})), None),
         max_seq_length=metrics["hyperparameters"]["max_seq_length"],
+        long_texts=metrics["hyperparameters"].get("long_texts", "truncate"),
         per_label=[(name, metrics[name]["per_label"], metrics[name]["thresholds"])
                    for name in splits if name != "train" and task.name == "multi-label"],
         figures=figures, calibration=calibration, errors=errors.to_dict(orient="records"),

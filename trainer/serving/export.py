@@ -28,9 +28,13 @@ SIGNATURE = "serving_default"
 class ServingModule(tf.Module):
     def __init__(self, preprocessor, classifier: tf_keras.Model, label_names: Sequence[str],
                  max_seq_length: int, temperature: float = 1.0, pair: bool = False,
-                 threshold: Optional[float] = None):
+                 threshold: Optional[float] = None, long_texts: str = "truncate"):
         super().__init__(name="text_classifier")
         self.preprocessor = preprocessor
+        # --long-texts, applied by `tokenize` inside the graph; a variable, so a loaded model
+        # tells it (its checked copies are built alike, trainer.serving.quantize.module_like).
+        self.long_texts = tf.Variable(long_texts, trainable=False, name="long_texts")
+        self._long_texts = long_texts
         # Only the classifier's variables are tracked, not the Keras model: saving a Keras model
         # serializes (and traces) every layer and, once compiled, its optimizer slots too: a
         # 3x larger and several times slower export for nothing the serving function needs.
@@ -66,7 +70,7 @@ class ServingModule(tf.Module):
 
     def _tokenize(self, text, text_pair=None):
         """int32 features [batch, max_seq_length], as the preprocessor pads them."""
-        features = pipeline.encode(self.preprocessor, text, text_pair)
+        features = pipeline.encode(self.preprocessor, text, text_pair, self._long_texts)
         return {name: tf.cast(features[name], tf.int32) for name in INPUT_KEYS}
 
     def _predict_tokens(self, features):
@@ -124,8 +128,9 @@ class ScoreServingModule(ServingModule):
     """Regression: raw strings in, one `score` per text out, in the training labels' units
     (the model maps its standardized output back itself)."""
 
-    def __init__(self, preprocessor, model: tf_keras.Model, max_seq_length: int, pair: bool = False):
-        super().__init__(preprocessor, model, (), max_seq_length, pair=pair)
+    def __init__(self, preprocessor, model: tf_keras.Model, max_seq_length: int, pair: bool = False,
+                 long_texts: str = "truncate"):
+        super().__init__(preprocessor, model, (), max_seq_length, pair=pair, long_texts=long_texts)
 
     def _outputs(self, scores, batch):
         return {"score": tf.reshape(scores, [batch])}
@@ -136,8 +141,10 @@ class MultiLabelServingModule(ServingModule):
     on validation, kept as a variable) joined by the training data's separator."""
 
     def __init__(self, preprocessor, model: tf_keras.Model, label_names: Sequence[str],
-                 max_seq_length: int, thresholds: Sequence[float], separator: str, pair: bool = False):
-        super().__init__(preprocessor, model, label_names, max_seq_length, pair=pair)
+                 max_seq_length: int, thresholds: Sequence[float], separator: str, pair: bool = False,
+                 long_texts: str = "truncate"):
+        super().__init__(preprocessor, model, label_names, max_seq_length, pair=pair,
+                         long_texts=long_texts)
         self.thresholds = tf.Variable(tf.constant(list(thresholds), tf.float32), trainable=False,
                                       name="thresholds")
         self.separator = separator

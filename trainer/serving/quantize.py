@@ -88,17 +88,22 @@ def int8_copy(build: Callable[[], tuple], variables, reference) -> tuple:
 def module_like(reference, preprocessor, model: tf_keras.Model, task: str, label_names: Sequence[str],
                 max_seq_length: int, pair: bool, separator: str = "|") -> export.ServingModule:
     """A serving module around `model` with the float32 export's own temperature, thresholds or
-    (a binary model's) decision threshold."""
+    (a binary model's) decision threshold, and its --long-texts (an export from before it had one
+    truncates)."""
+    saved = getattr(reference, "long_texts", None)
+    long_texts = "truncate" if saved is None else saved.numpy().decode()
     if task == "regression":
-        return export.ScoreServingModule(preprocessor, model, max_seq_length, pair=pair)
+        return export.ScoreServingModule(preprocessor, model, max_seq_length, pair=pair,
+                                         long_texts=long_texts)
     if task == "multi-label":
         return export.MultiLabelServingModule(preprocessor, model, label_names, max_seq_length,
                                               reference.thresholds.numpy().tolist(), separator,
-                                              pair=pair)
+                                              pair=pair, long_texts=long_texts)
     threshold = getattr(reference, "threshold", None)
     return export.ServingModule(preprocessor, model, label_names, max_seq_length,
                                 temperature=float(reference.temperature.numpy()), pair=pair,
-                                threshold=None if threshold is None else float(threshold.numpy()))
+                                threshold=None if threshold is None else float(threshold.numpy()),
+                                long_texts=long_texts)
 
 
 def _outputs(task: str, module, texts, pairs, features, batch_size: int):

@@ -3,8 +3,9 @@ how the model scores by text length.
 
 A text's full length is its token count with the special tokens, before the cut (the token
 cache keeps it beside the cut length). Over the limit, the text is cut to its first
---max-seq-length tokens and the model never sees the rest, which is worth a warning: on IMDB
-reviews most texts are cut, and a verdict is often in the last lines. metrics.json then breaks
+--max-seq-length tokens (--long-texts truncate), or to its first and last ones (head-tail), and
+the model never sees the rest, which is worth a warning: on IMDB reviews most texts are cut,
+and a verdict is often in the last lines. metrics.json then breaks
 the validation and test metrics down by full length, up to 1x, 1-4x and over 4x the limit, so a
 user sees where long texts stand.
 """
@@ -25,15 +26,17 @@ def cut_counts(tokenized: dict, limit: int) -> Dict[str, int]:
     return {name: int((split.full_lengths > limit).sum()) for name, split in tokenized.items()}
 
 
-def log_cut(cut: Dict[str, int], sizes: Dict[str, int], limit: int) -> None:
-    """One warning line when any text was cut, naming each split's share."""
+def log_cut(cut: Dict[str, int], sizes: Dict[str, int], limit: int, mode: str = "truncate") -> None:
+    """One warning line when any text was cut, naming each split's share and what was kept."""
     if not any(cut.values()):
         return
     shares = ", ".join(f"{name} {count:,} of {sizes[name]:,} ({count / max(sizes[name], 1):.0%})"
                        for name, count in cut.items())
-    log.warning("texts longer than --max-seq-length %d tokens are cut to their first %d; the model "
+    kept = ("their first and last tokens (--long-texts head-tail)" if mode == "head-tail"
+            else "their first tokens (--long-texts truncate)")
+    log.warning("texts longer than --max-seq-length %d tokens are cut to %d, %s; the model "
                 "never sees the rest: %s (a larger --max-seq-length, up to 512, keeps more of "
-                "each)", limit, limit, shares)
+                "each)", limit, limit, kept, shares)
 
 
 def by_length(full_lengths: np.ndarray, limit: int, outputs: np.ndarray, labels: np.ndarray,

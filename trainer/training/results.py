@@ -222,17 +222,18 @@ def _classifier(ctx: RunContext) -> tuple:
 
 
 def _serving_module(ctx: RunContext, preprocessor, model):
-    pair = ctx.datasets.text_pair_column is not None
+    pair, long_texts = ctx.datasets.text_pair_column is not None, ctx.config.data.long_texts
     if ctx.task.name == "regression":
         return export_lib.ScoreServingModule(preprocessor, model, ctx.config.data.max_seq_length,
-                                             pair=pair)
+                                             pair=pair, long_texts=long_texts)
     labels = ctx.datasets.labels
     if ctx.task.name == "multi-label":
         return export_lib.MultiLabelServingModule(
             preprocessor, model, labels.names, ctx.config.data.max_seq_length,
-            ctx.task.thresholds, labels.separator, pair=pair)
+            ctx.task.thresholds, labels.separator, pair=pair, long_texts=long_texts)
     return export_lib.ServingModule(preprocessor, model, labels.names, ctx.config.data.max_seq_length,
                                     temperature=export_temperature(ctx), pair=pair,
+                                    long_texts=long_texts,
                                     # a reached --target-precision/--target-recall's (operating_point)
                                     threshold=(ctx.operating_point or {}).get("threshold"))
 
@@ -307,7 +308,8 @@ def _metrics(ctx: RunContext) -> dict:
         "hyperparameters": {**dataclasses.asdict(config.train), "epochs": ctx.inputs.epochs,
                             "learning_rate": ctx.learning_rate,
                             "dropout": config.model.dropout,
-                            "max_seq_length": config.data.max_seq_length, "pooling": ctx.pooling,
+                            "max_seq_length": config.data.max_seq_length,
+                            "long_texts": config.data.long_texts, "pooling": ctx.pooling,
                             "encoder": config.model.encoder},
         "best_epoch": fit.best.best_epoch,
         "train_steps": ctx.train_steps,

@@ -190,13 +190,14 @@ def tokenize(ctx: RunContext) -> None:
     tokenized = cache.load_or_build(datasets, ctx.encoder.preprocessor, root,
                                     config.data.max_seq_length, class_weights=weights,
                                     log_every_seconds=config.runtime.log_every_seconds,
-                                    build=ctx.is_chief)
+                                    build=ctx.is_chief, long_texts=config.data.long_texts)
     limit = config.data.max_seq_length
     truncated = long_texts.cut_counts(tokenized, limit)
     log.info("%d texts, mean %.1f tokens (%.1f before the --max-seq-length cut)",
              sum(len(t) for t in tokenized.values()), tokenized["train"].lengths.mean(),
              tokenized["train"].full_lengths.mean())
-    long_texts.log_cut(truncated, {name: len(t) for name, t in tokenized.items()}, limit)
+    long_texts.log_cut(truncated, {name: len(t) for name, t in tokenized.items()}, limit,
+                       config.data.long_texts)
     ctx.inputs = batching(config, ctx.runtime, tokenized, truncated)
 
 
