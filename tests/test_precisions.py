@@ -1,6 +1,10 @@
 """A run writes int8 and bfloat16 copies of its model beside the float32 one, each only when it
 agrees with float32 on validation; predict and serve load the precision asked for, `auto` the
-fastest the dir holds for the machine; trainer.export_quantized writes a copy for a finished run."""
+fastest the dir holds for the machine; trainer.export_quantized writes a copy for a finished run.
+
+Slow tier (converting and checking both copies takes most of a minute), which CI runs on both
+TensorFlow minors; the default suite keeps the copies' checks themselves (test_agreement.py,
+test_copy_log.py)."""
 import json
 import logging
 import re
@@ -12,6 +16,8 @@ import pytest
 from conftest import TINY_TASK_FLAGS, metrics_of, read_csv
 from test_predict import run_cli
 from test_task import run_in_process
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
