@@ -160,3 +160,21 @@ def test_predict_labels_a_5000_word_text_by_its_last_words(late_word_exports, tm
     assert result.returncode == 0, result.stderr
     predicted = [row["predicted_label"] for row in csv.DictReader(open(tmp_path / "out.csv", encoding="utf-8"))]
     assert predicted == [label for _, label in rows]
+
+
+def test_the_server_labels_a_5000_word_text_as_predict_does(late_word_exports, tmp_path):
+    from test_server import HEALTH, PREDICT, Server, environ, free_port
+
+    rows = late_word_rows(4, seed=4, words=(5000, 5000))
+    port = free_port()
+    env = {**environ(), "AIP_HTTP_PORT": str(port), "AIP_HEALTH_ROUTE": HEALTH, "AIP_PREDICT_ROUTE": PREDICT,
+           "AIP_STORAGE_URI": late_word_exports["head-tail"]}
+    server = Server([], env, HEALTH, tmp_path / "server.log").wait_ready(port)
+    try:
+        import httpx
+
+        answer = httpx.post(server.url(port, PREDICT), json={"instances": [t for t, _ in rows]}, timeout=60)
+    finally:
+        server.stop()
+    assert answer.status_code == 200, answer.text
+    assert [p["label"] for p in answer.json()["predictions"]] == [label for _, label in rows]
