@@ -218,7 +218,8 @@ def _build(datasets, preprocessor, directory: str, log_every_seconds: float, lon
     meter, done = progress.Progress("tokenized", log_every_seconds, total=total), 0
     writers = {name: _BlockWriter(storage.join(directory, name), split.labels)
                for name, split in datasets.splits().items()}
-    for name, source, word_ids, type_ids, lengths, full in _tokenized_batches(datasets, preprocessor, long_texts):
+    batches = _tokenized_batches(datasets, preprocessor, long_texts)
+    for name, source, word_ids, type_ids, lengths, full in batches:
         writers[name].add(source, word_ids, type_ids, lengths, full)
         done += len(lengths)
         meter.update(done)

@@ -65,10 +65,6 @@ class TokenizedSplit:
         return rows.shuffle(max(1, len(self)), seed=seed, reshuffle_each_iteration=False)
 
 
-# --long-texts: what becomes of a text longer than --max-seq-length.
-LONG_TEXTS = ("truncate", "head-tail")
-
-
 def encode(preprocessor, texts, pairs=None, long_texts: str = "truncate") -> dict:
     """The preprocessor's features of texts, or of `[CLS] text [SEP] pair [SEP]` for pairs.
 
