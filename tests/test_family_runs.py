@@ -5,7 +5,7 @@ checked int8 and bfloat16 copies, predicted from and served.
 
 The checkpoints are tests/reference_<family>.py's, written by transformers; their parity with
 the reference forward is tests/test_encoder_families.py's. One run per family is a minute or
-more: the slow tier, which CI runs on TensorFlow 2.21 (.ci/run).
+more: the slow tier, run by hand (docs/testing.md; CI's 45 minutes no longer hold it).
 """
 import os
 
