@@ -124,7 +124,7 @@ def noisy_rows(count, seed, flipped):
     return rows
 
 
-@pytest.mark.slow  # three tiny trainings: CI runs it on 2.21 (.ci/run)
+@pytest.mark.slow  # three tiny trainings: the slow tier, run by hand (VBT_SLOW_TESTS=1)
 def test_cross_fitting_lists_the_planted_training_flips(tiny_encoder_dir, tmp_path):
     flipped = {3, 10, 51, 88, 140, 201}
     files = {"train": write_csv(tmp_path / "train.csv", noisy_rows(240, 1, flipped)),
