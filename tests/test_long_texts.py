@@ -42,7 +42,7 @@ def test_head_tail_with_a_pair_task_is_refused_naming_the_flag():
     from trainer.config import build_config
     from trainer.errors import UserError
 
-    with pytest.raises(UserError, match="^--long-texts: head-tail keeps one text's first and last tokens"):
+    with pytest.raises(UserError, match="^--long-texts: head-tail is for single texts"):
         build_config(["--long-texts", "head-tail", "--text-pair-column", "b"], {})
 
 

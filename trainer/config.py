@@ -94,9 +94,18 @@ class DataConfig:
         "truncate", "What becomes of a text longer than --max-seq-length, at training, prediction "
                     "and serving alike: 'truncate' keeps its first tokens; 'head-tail' its first "
                     "quarter and last three quarters of them (Sun et al. 2019: the end of a "
-                    "review often holds its verdict). Single texts only: a pair is cut longest "
-                    "first.",
-        choices=("truncate", "head-tail"))
+                    "review often holds its verdict); 'windows' all of them, in windows of "
+                    "--max-seq-length overlapping by --window-overlap tokens, at most "
+                    "--max-windows, pooled by --window-pooling into one vector per text. Single "
+                    "texts only: a pair is cut longest first.",
+        choices=("truncate", "head-tail", "windows"))
+    window_overlap: Optional[int] = _flag(
+        None, "--long-texts windows: tokens each window shares with the one before it (Hugging "
+              "Face calls this `stride`), so a sentence cut by one window's end is whole in the "
+              "next. Default: a quarter of --max-seq-length (32 at 128).")
+    max_windows: int = _flag(
+        8, "--long-texts windows: windows per text at most; a longer text loses its end past "
+           "them (the log counts those texts). Caps the memory a very long text takes.")
     skip_empty_text: bool = _flag(
         False, "Skip rows whose text is empty or missing (counted in metrics.json) instead of "
                "stopping with an error.")
@@ -140,6 +149,11 @@ class ModelConfig:
         "auto", "Sentence vector fed to the head: 'cls' (pooled [CLS] output) or 'mean' (masked "
                 "mean of token vectors). 'auto' uses what the encoder was trained with.",
         choices=("auto", "cls", "mean"))
+    window_pooling: str = _flag(
+        "mean", "--long-texts windows: how a text's window vectors become one: their 'mean', "
+                "their element-wise 'max', or an 'attention'-weighted sum (a learned score per "
+                "window).",
+        choices=("mean", "max", "attention"))
     dropout: float = _flag(0.1, "Dropout rate before the classification head, in [0, 1).")
     freeze_encoder: bool = _flag(False, "Train only the classification head.")
     train_word_embeddings: bool = _flag(
@@ -540,8 +554,21 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
             "--validation-fraction", "cannot be combined with --validation-file")
     require(8 <= d.max_seq_length <= 512, "--max-seq-length", f"must be in [8, 512], got {d.max_seq_length}")
     require(d.long_texts == "truncate" or d.text_pair_column is None, "--long-texts",
-            f"{d.long_texts} keeps one text's first and last tokens; a pair (--text-pair-column) "
-            f"is cut longest first, so use --long-texts truncate")
+            f"{d.long_texts} is for single texts; a pair (--text-pair-column) is cut longest "
+            f"first, so use --long-texts truncate")
+    for flag in ("window_overlap", "max_windows"):
+        require(d.long_texts == "windows" or flag not in given.get("data", {}),
+                "--" + flag.replace("_", "-"), "applies to --long-texts windows only")
+    require(m.window_pooling == "mean" or d.long_texts == "windows"
+            or "window_pooling" not in given.get("model", {}), "--window-pooling",
+            "applies to --long-texts windows only")
+    # The windows' token budget is --max-seq-length less at most 3 special tokens; a stride
+    # (budget - overlap) of at least a quarter of it bounds the windows a text needs.
+    most = (d.max_seq_length - 3) * 3 // 4
+    require(d.window_overlap is None or 0 <= d.window_overlap <= most, "--window-overlap",
+            f"must be in [0, {most}] (three quarters of a --max-seq-length {d.max_seq_length} "
+            f"window's text), got {d.window_overlap}")
+    require(1 <= d.max_windows <= 64, "--max-windows", f"must be in [1, 64], got {d.max_windows}")
     if d.label_names is not None:
         names = [n.strip() for n in d.label_names.split(",")]
         require(len(names) >= 2 and all(names), "--label-names",

@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from trainer import progress, storage
+from trainer.data.pipeline import LongTexts
 
 log = logging.getLogger("trainer")
 
@@ -137,12 +138,12 @@ def tokenizer_fingerprint(preprocessor, pairs: bool) -> str:
     return digest.hexdigest()[:16]
 
 
-def cache_key(datasets, tokenizer: str, max_seq_length: int, long_texts: str = "truncate") -> str:
+def cache_key(datasets, tokenizer: str, max_seq_length: int, long_texts="truncate") -> str:
     """A hash of what the tokens depend on (see the module docstring)."""
     digest = hashlib.sha256(json.dumps({
         "format": 2,  # 2: full_lengths.npy beside lengths.npy
         "columns": datasets.text_columns(), "tokenizer": tokenizer, "length": max_seq_length,
-        "long_texts": long_texts,
+        "long_texts": LongTexts.of(long_texts).key(),
         "files": {name: _file_identity(split.spec) for name, split in datasets.splits().items()},
     }, sort_keys=True).encode())
     for name, split in datasets.splits().items():
@@ -163,10 +164,10 @@ def _file_identity(spec: str) -> list:
 def load_or_build(datasets, preprocessor, root: str, max_seq_length: int,
                   class_weights: Optional[np.ndarray] = None, log_every_seconds: float = 30.0,
                   build: bool = True, wait_seconds: float = 6 * 3600,
-                  long_texts: str = "truncate") -> Dict[str, CachedSplit]:
+                  long_texts="truncate") -> Dict[str, CachedSplit]:
     """{split: CachedSplit} from `root`/<key>: found complete, else tokenized now; with
     `build` False (a worker other than the chief), waited for while the chief tokenizes.
-    `long_texts`: --long-texts (trainer.data.pipeline.cut)."""
+    `long_texts`: --long-texts, a mode or a pipeline.LongTexts (pipeline.pack_tokens)."""
     tokenizer = tokenizer_fingerprint(preprocessor, datasets.text_pair_column is not None)
     directory = storage.join(root, cache_key(datasets, tokenizer, max_seq_length, long_texts))
     meta_path = storage.join(directory, "meta.json")
@@ -212,7 +213,7 @@ def _local(path: str):
     return io.BytesIO(storage.read_bytes(path))
 
 
-def _build(datasets, preprocessor, directory: str, log_every_seconds: float, long_texts: str) -> dict:
+def _build(datasets, preprocessor, directory: str, log_every_seconds: float, long_texts) -> dict:
     """Tokenizes every split into `directory`; returns meta.json's content."""
     start, total = time.perf_counter(), sum(datasets.sizes().values())
     meter, done = progress.Progress("tokenized", log_every_seconds, total=total), 0
@@ -228,7 +229,7 @@ def _build(datasets, preprocessor, directory: str, log_every_seconds: float, lon
     return meta
 
 
-def _tokenized_batches(datasets, preprocessor, long_texts: str):
+def _tokenized_batches(datasets, preprocessor, long_texts):
     """(split name, source file number, flat word ids, flat type ids, lengths, full lengths) of
     every split's rows in order, from
     one tf.data pipeline fed by a reader thread (the files are read once per distinct spec)."""

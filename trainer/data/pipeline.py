@@ -20,9 +20,44 @@ _PADDED_LENGTHS = (16, 20, 24, 28, 32, 36, 40, 48, 56, 64, 80, 96, 128, 192, 256
 _TOKENIZE_BATCH = 1024
 
 
-def padded_lengths(max_seq_length: int) -> tuple:
-    """The sequence lengths batches are padded to: a short fixed ladder ending at the maximum."""
-    return tuple(n for n in _PADDED_LENGTHS if n < max_seq_length) + (max_seq_length,)
+def padded_lengths(max_seq_length: int, windows: int = 1) -> tuple:
+    """The sequence lengths batches are padded to: a short fixed ladder ending at the maximum;
+    with --long-texts windows, then whole windows: a row of k windows is k * max_seq_length
+    tokens wide (the last window padded), which trainer.modeling.windows splits again."""
+    return (tuple(n for n in _PADDED_LENGTHS if n < max_seq_length) + (max_seq_length,)
+            + tuple(k * max_seq_length for k in range(2, windows + 1)))
+
+
+@dataclasses.dataclass(frozen=True)
+class LongTexts:
+    """--long-texts and its window flags: what becomes of a single text longer than
+    --max-seq-length, the same at training, prediction and serving."""
+    mode: str = "truncate"  # truncate, head-tail or windows
+    window_overlap: int = 0
+    max_windows: int = 1
+
+    @classmethod
+    def of(cls, value) -> "LongTexts":
+        """A LongTexts as is, or a mode's name with its window flags unset."""
+        return value if isinstance(value, cls) else cls(value)
+
+    @classmethod
+    def from_config(cls, data) -> "LongTexts":
+        """The run's, from its DataConfig."""
+        if data.long_texts != "windows":
+            return cls(data.long_texts)
+        overlap = data.max_seq_length // 4 if data.window_overlap is None else data.window_overlap
+        return cls("windows", overlap, data.max_windows)
+
+    @property
+    def windows(self) -> int:
+        """Windows a row may have: --max-windows with windows, else one."""
+        return self.max_windows if self.mode == "windows" else 1
+
+    def key(self) -> str:
+        """What the token cache depends on: the mode, and with windows its flags."""
+        return (f"windows-{self.window_overlap}-{self.max_windows}" if self.mode == "windows"
+                else self.mode)
 
 
 @dataclasses.dataclass
@@ -65,42 +100,73 @@ class TokenizedSplit:
         return rows.shuffle(max(1, len(self)), seed=seed, reshuffle_each_iteration=False)
 
 
-def encode(preprocessor, texts, pairs=None, long_texts: str = "truncate") -> dict:
+def encode(preprocessor, texts, pairs=None, long_texts="truncate") -> dict:
     """The preprocessor's features of texts, or of `[CLS] text [SEP] pair [SEP]` for pairs.
 
     bert_pack_inputs trims a pair as Hugging Face's "longest_first" does (preprocessing.
     trim_longest_first): a short side keeps every token and the longer side is cut first;
     cutting the second text first (TF-Text's WaterfallTrimmer) would lose its every word.
-    A single text longer than the limit loses its end (truncate) or its middle (head-tail).
+    A single text longer than the limit loses its end (truncate) or its middle (head-tail), or
+    (windows) is [B, max_windows * seq_length] wide: its windows side by side, each padded to
+    seq_length, with empty windows after its last one.
     """
-    if pairs is None and long_texts == "truncate":
+    long_texts = LongTexts.of(long_texts)
+    if pairs is None and long_texts.mode == "truncate":
         return preprocessor(texts)
     segments = [preprocessor.tokenize(texts)] + ([] if pairs is None else [preprocessor.tokenize(pairs)])
-    return preprocessor.bert_pack_inputs(cut(preprocessor, segments, long_texts))
+    if long_texts.mode != "windows":
+        return preprocessor.bert_pack_inputs(cut(preprocessor, segments, long_texts))
+    features, counts = _packed_windows(preprocessor, segments, long_texts)
+    width = long_texts.max_windows * preprocessor.seq_length
+    side_by_side = lambda t: tf.reshape(  # noqa: E731
+        tf.RaggedTensor.from_row_lengths(t, counts).to_tensor(
+            0, shape=[None, long_texts.max_windows, preprocessor.seq_length]), [-1, width])
+    return {name: side_by_side(features[name]) for name in features}
 
 
-def cut(preprocessor, segments: list, long_texts: str) -> list:
+def cut(preprocessor, segments: list, long_texts) -> list:
     """The token segments bert_pack_inputs packs: as they are (it cuts them to seq_length
     itself), or a single text's first and last tokens (preprocessing.keep_head_and_tail)."""
-    if long_texts == "truncate":
+    mode = LongTexts.of(long_texts).mode
+    if mode == "truncate":
         return segments
-    if long_texts != "head-tail" or len(segments) != 1:
-        raise ValueError(f"--long-texts {long_texts} with {len(segments)} texts per row")
-    budget = preprocessor.seq_length - _special_count(preprocessor, 1)
+    if mode != "head-tail" or len(segments) != 1:
+        raise ValueError(f"--long-texts {mode} with {len(segments)} texts per row")
+    budget = preprocessor.seq_length - special_count(preprocessor, 1)
     return [preprocessing.keep_head_and_tail(segments[0], budget)]
 
 
-def pack_tokens(preprocessor, texts, pairs=None, long_texts: str = "truncate"):
+def _packed_windows(preprocessor, segments: list, long_texts: LongTexts):
+    """(features [W, seq_length] of every window of every text, windows per text [B]): a
+    text's windows are consecutive rows (preprocessing.split_into_windows)."""
+    if len(segments) != 1:
+        raise ValueError(f"--long-texts windows with {len(segments)} texts per row")
+    budget = preprocessor.seq_length - special_count(preprocessor, 1)
+    windows, counts = preprocessing.split_into_windows(
+        segments[0], budget, long_texts.window_overlap, long_texts.max_windows)
+    return preprocessor.bert_pack_inputs([windows]), counts
+
+
+def pack_tokens(preprocessor, texts, pairs=None, long_texts="truncate"):
     """(flat word ids, flat type ids, lengths, full lengths) of a batch: only the real tokens of
     each row, and how long each row would be uncut (its tokens and the special ones): a row whose
     full length passes the preprocessor's seq_length (--max-seq-length) was cut to it.
 
+    With windows, a row's tokens are its packed windows one after another: all but the last
+    are seq_length long, so padding the row to whole windows lines them up again.
+
     The texts are tokenized once: packing is what the preprocessor's __call__ does after
     `tokenize`, and the tokens before packing give the full length."""
+    long_texts = LongTexts.of(long_texts)
     segments = [preprocessor.tokenize(texts)] + ([] if pairs is None else [preprocessor.tokenize(pairs)])
-    features = preprocessor.bert_pack_inputs(cut(preprocessor, segments, long_texts))
-    lengths = tf.reduce_sum(tf.cast(features["input_mask"], tf.int32), axis=1)
+    if long_texts.mode == "windows":
+        features, counts = _packed_windows(preprocessor, segments, long_texts)
+    else:
+        features, counts = preprocessor.bert_pack_inputs(cut(preprocessor, segments, long_texts)), None
     mask = tf.cast(features["input_mask"], tf.bool)
+    lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
+    if counts is not None:  # window lengths -> text lengths
+        lengths = tf.reduce_sum(tf.RaggedTensor.from_row_lengths(lengths, counts), axis=1)
     flat = lambda name: tf.ragged.boolean_mask(  # noqa: E731
         tf.cast(features[name], tf.int32), mask).flat_values
     return flat("input_word_ids"), flat("input_type_ids"), lengths, _full_lengths(preprocessor, segments)
@@ -110,10 +176,10 @@ def _full_lengths(preprocessor, segments) -> tf.Tensor:
     """int32 [B]: each row's tokens over its segments, plus the special tokens packing adds."""
     content = tf.add_n([tf.cast(s.merge_dims(1, -1).row_lengths() if s.ragged_rank > 1 else s.row_lengths(),
                                 tf.int32) for s in segments])
-    return content + _special_count(preprocessor, len(segments))
+    return content + special_count(preprocessor, len(segments))
 
 
-def _special_count(preprocessor, segments: int) -> tf.Tensor:
+def special_count(preprocessor, segments: int) -> tf.Tensor:
     """The special tokens packing adds to a row of `segments` texts: as many as it adds to
     empty texts ([CLS] [SEP], or a family's own)."""
     empty = [preprocessor.tokenize(tf.constant([""])) for _ in range(segments)]
@@ -137,7 +203,8 @@ def tokenize_splits(splits: dict, preprocessor, pairs: Optional[dict] = None) ->
 
 
 def tokenize(texts: Sequence[str], preprocessor, labels=None, weights=None,
-             log_every_seconds: float = 30.0, pairs: Optional[Sequence[str]] = None) -> TokenizedSplit:
+             log_every_seconds: float = 30.0, pairs: Optional[Sequence[str]] = None,
+             long_texts="truncate") -> TokenizedSplit:
     """Runs the preprocessor over all texts (and pairs), batched in tf.data, and keeps only real
     tokens: a pair's length, which buckets it, is that of both texts packed together.
 
@@ -148,7 +215,7 @@ def tokenize(texts: Sequence[str], preprocessor, labels=None, weights=None,
     labels = np.zeros(n, np.int32) if labels is None else _label_array(labels)
     weights = np.ones(n, np.float32) if weights is None else np.asarray(weights, np.float32)
 
-    pack = lambda batch, second=None: pack_tokens(preprocessor, batch, second)  # noqa: E731
+    pack = lambda batch, second=None: pack_tokens(preprocessor, batch, second, long_texts)  # noqa: E731
     word_ids, type_ids, lengths = [], [], []
     strings = lambda values: np.asarray(values, dtype=object).astype(str) if n else np.zeros([0], str)  # noqa: E731
     slices = strings(texts) if pairs is None else (strings(texts), strings(pairs))

@@ -142,7 +142,8 @@ def _explain_jobs(model, features: dict, jobs: list, steps: int,
         return []
     alphas, weights = ig.trapezoid(steps)
     rows, done = np.asarray([row for row, _, _ in jobs], np.int64), 0
-    for indices, batch in predict._token_batches({k: v[rows] for k, v in features.items()}, len(jobs)):
+    for indices, batch in predict._token_batches({k: v[rows] for k, v in features.items()}, len(jobs),
+                                                     predict.ladder_of(model)):
         out = _integrate(model, batch, np.asarray([max(jobs[i][1], 0) for i in indices], np.int32),
                          alphas, weights)
         for n, i in enumerate(indices):

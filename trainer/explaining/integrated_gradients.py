@@ -51,9 +51,11 @@ def fed_embeddings(layer):
     the yielded dict under "value" instead of looking its ids up. This is how Captum's
     LayerIntegratedGradients reaches a layer's output (a forward hook replacing it); tf-keras
     calls `layer.call` through the instance, so an attribute set on it takes the place of the
-    class's method until removed."""
+    class's method until removed. The value is shaped as the looked-up ids are: the model
+    may reshape its rows on the way (--long-texts windows splits each row into its windows)."""
     feed = {}
-    layer.call = lambda inputs, *args, **kwargs: tf.cast(feed["value"], layer.compute_dtype)
+    layer.call = lambda inputs, *args, **kwargs: tf.cast(tf.reshape(
+        feed["value"], tf.concat([tf.shape(inputs), [-1]], 0)), layer.compute_dtype)
     try:
         yield feed
     finally:

@@ -7,6 +7,7 @@ serving. Logits are float32 under every dtype policy, so softmax and the loss st
 import tensorflow as tf
 import tf_keras
 
+from trainer.modeling import windows as window_layers
 from trainer.modeling.encoders.bert import INPUT_KEYS
 
 
@@ -130,32 +131,44 @@ def freeze_word_embeddings(network) -> bool:
 
 
 def build_classifier(network, num_classes: int, pooling: str, dropout: float,
-                     output_layer=None) -> Classifier:
+                     output_layer=None, windows=None) -> Classifier:
     """`num_classes` float32 outputs (logits, or one regression value); `output_layer`, when
-    given, maps them to what the model returns (a task's rescaling)."""
+    given, maps them to what the model returns (a task's rescaling). `windows`: (seq_length,
+    window pooling) of --long-texts windows: each window is encoded and pooled on its own, then
+    a text's window vectors into one (trainer.modeling.windows)."""
     if pooling not in ("mean", "cls"):
         raise ValueError(f"unknown pooling {pooling!r}")
     inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name) for name in INPUT_KEYS}
     head = [MaskedMeanPooling(name="mean_pooling")] if pooling == "mean" else []
+    if windows is not None:
+        head += [window_layers.WindowPooling(windows[1], windows[0], name="window_pooling")]
     head += [tf_keras.layers.Dropout(dropout, name="head_dropout"),
              tf_keras.layers.Dense(num_classes, dtype="float32", name="logits",
                                    kernel_initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02))]
     head += [output_layer] if output_layer is not None else []
-    return Classifier(inputs=inputs, outputs=apply_head(head, network(inputs), inputs["input_mask"]),
-                      name="classifier")
+    encoded = inputs if windows is None else window_layers.SplitWindows(
+        windows[0], name="split_windows")(inputs)
+    return Classifier(inputs=inputs, outputs=apply_head(
+        head, network(encoded), encoded["input_mask"], inputs["input_mask"]), name="classifier")
 
 
-def apply_head(head, encoder_outputs: dict, input_mask):
-    """The head layers (pooling if mean, dropout, logits, the task's output layer) on the
-    encoder's outputs: the sentence vector is the masked mean of the sequence output, or the
-    pooled [CLS] output when there is no pooling layer."""
+def apply_head(head, encoder_outputs: dict, input_mask, text_mask=None):
+    """The head layers (pooling if mean, window pooling, dropout, logits, the task's output
+    layer) on the encoder's outputs: the sentence vector is the masked mean of the sequence
+    output, or the pooled [CLS] output when there is no pooling layer. `text_mask`: the mask of
+    the rows before they were split into windows, which WindowPooling takes."""
     if isinstance(head[0], MaskedMeanPooling):
         x, head = head[0](encoder_outputs["sequence_output"], input_mask), head[1:]
     else:
         x = encoder_outputs["pooled_output"]
     for layer in head:
-        x = layer(x)
+        x = layer(x, text_mask) if isinstance(layer, window_layers.WindowPooling) else layer(x)
     return x
+
+
+def windowed(classifier: tf_keras.Model) -> bool:
+    """Whether a built classifier splits its rows into windows (--long-texts windows)."""
+    return any(isinstance(layer, window_layers.SplitWindows) for layer in classifier.layers)
 
 
 def encoder_layer(classifier: tf_keras.Model) -> tf_keras.layers.Layer:
@@ -170,4 +183,5 @@ def head_layers(classifier: tf_keras.Model) -> list:
 
 
 def _body(classifier: tf_keras.Model) -> list:
-    return [layer for layer in classifier.layers if not isinstance(layer, tf_keras.layers.InputLayer)]
+    return [layer for layer in classifier.layers
+            if not isinstance(layer, (tf_keras.layers.InputLayer, window_layers.SplitWindows))]

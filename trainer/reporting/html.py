@@ -28,6 +28,23 @@ def title(metrics: dict) -> str:
     return f"{kind}{' of text pairs' if metrics.get('text_pair_column') else ''}"
 
 
+def long_texts_note(hyperparameters: dict) -> str:
+    """What the model does with a text longer than --max-seq-length, in one sentence (the
+    report's and the model card's)."""
+    h = hyperparameters
+    limit, mode = h["max_seq_length"], h.get("long_texts", "truncate")
+    head = f"Texts longer than {limit} tokens (--max-seq-length, the special ones included)"
+    if mode == "windows":
+        return (f"{head} are read whole, in windows of {limit} tokens overlapping by "
+                f"{h['window_overlap']}, at most {h['max_windows']} per text (a longer text "
+                f"loses its end past them), pooled by their {h['window_pooling']} "
+                f"(--long-texts windows).")
+    kept = (f"their first and last tokens, {limit} in all (--long-texts head-tail: a quarter "
+            f"from the start, the rest from the end)" if mode == "head-tail"
+            else f"their first {limit} (--long-texts truncate)")
+    return f"{head} are cut to {kept}: the model never sees the rest."
+
+
 def is_dry_run(metrics: dict) -> bool:
     """A --dry-run's metrics (one step on a few rows): the report and card say their numbers
     are meaningless. hyperparameters.dry_run is in every run's metrics.json, older ones too."""
@@ -50,7 +67,7 @@ def render(job_dir: str, metrics: dict, metric: str, figures: Sequence[dict],
         by_length=next(((name, metrics[name]["by_length"]) for name in ("test", "validation")
                         if "by_length" in metrics.get(name, {})), None),
         max_seq_length=metrics["hyperparameters"]["max_seq_length"],
-        long_texts=metrics["hyperparameters"].get("long_texts", "truncate"),
+        long_texts_note=long_texts_note(metrics["hyperparameters"]),
         per_label=[(name, metrics[name]["per_label"], metrics[name]["thresholds"])
                    for name in splits if name != "train" and task.name == "multi-label"],
         figures=figures, calibration=calibration, errors=errors.to_dict(orient="records"),

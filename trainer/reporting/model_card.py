@@ -43,7 +43,9 @@ def _settings(metrics: dict, config: Config) -> list:
             ("batch size", h["batch_size"]), ("peak learning rate (AdamW)", h["learning_rate"]),
             ("warm-up fraction", h["warmup_fraction"]), ("weight decay", h["weight_decay"]),
             ("dropout", h["dropout"]), ("max sequence length", h["max_seq_length"]),
-            ("long texts (--long-texts)", h.get("long_texts", "truncate")),
+            ("long texts (--long-texts)", h.get("long_texts", "truncate") if "max_windows" not in h
+             else f"windows (overlap {h['window_overlap']}, at most {h['max_windows']}, "
+                  f"{h['window_pooling']} pooling)"),
             ("class weights", h["class_weights"]), ("encoder frozen", config.model.freeze_encoder),
             ("word embeddings trained", config.model.train_word_embeddings), ("seed", h["seed"]),
             ("device", f"{device.get('platform', '?')}, {device.get('strategy', '?')} strategy, "
@@ -75,7 +77,7 @@ def render(metrics: dict, config: Config, calibration: Optional[dict], model_dir
                                if count),
         settings=_settings(metrics, config), eval_split=eval_split, eval_metrics=metrics[eval_split],
         calibration=calibration, max_seq_length=metrics["hyperparameters"]["max_seq_length"],
-        long_texts=metrics["hyperparameters"].get("long_texts", "truncate"),
+        long_texts_note=html.long_texts_note(metrics["hyperparameters"]),
         truncated=", ".join(f"{count} of {metrics['dataset_sizes'][name]} {name} texts"
                             for name, count in metrics.get("truncated_texts", {}).items()),
         train_size=metrics["dataset_sizes"]["train"], model_dir=model_dir,

@@ -28,20 +28,27 @@ SIGNATURE = "serving_default"
 class ServingModule(tf.Module):
     def __init__(self, preprocessor, classifier: tf_keras.Model, label_names: Sequence[str],
                  max_seq_length: int, temperature: float = 1.0, pair: bool = False,
-                 threshold: Optional[float] = None, long_texts: str = "truncate"):
+                 threshold: Optional[float] = None, long_texts="truncate"):
         super().__init__(name="text_classifier")
         self.preprocessor = preprocessor
-        # --long-texts, applied by `tokenize` inside the graph; a variable, so a loaded model
-        # tells it (its checked copies are built alike, trainer.serving.quantize.module_like).
-        self.long_texts = tf.Variable(long_texts, trainable=False, name="long_texts")
-        self._long_texts = long_texts
+        # --long-texts (a mode or a pipeline.LongTexts), applied by `tokenize` inside the
+        # graph; variables, so a loaded model tells it (its checked copies are built alike,
+        # trainer.serving.quantize.module_like).
+        self._long_texts = pipeline.LongTexts.of(long_texts)
+        self.long_texts = tf.Variable(self._long_texts.mode, trainable=False, name="long_texts")
+        self.window_overlap, self.max_windows = (
+            tf.Variable(value, trainable=False, name=name) for name, value in (
+                ("window_overlap", self._long_texts.window_overlap),
+                ("max_windows", self._long_texts.max_windows)))
         # Only the classifier's variables are tracked, not the Keras model: saving a Keras model
         # serializes (and traces) every layer and, once compiled, its optimizer slots too: a
         # 3x larger and several times slower export for nothing the serving function needs.
         self.classifier_variables = list(classifier.variables)
         self._forward = lambda features: classifier(features, training=False)
         self.label_names = tf.constant(list(label_names), tf.string)
-        self.lengths = pipeline.padded_lengths(max_seq_length)
+        self.lengths = pipeline.padded_lengths(max_seq_length, self._long_texts.windows)
+        # The ladder, saved: trainer.predict batches a loaded model's rows by it.
+        self.padded_lengths = tf.Variable(self.lengths, trainable=False, name="padded_lengths")
         # Calibration (trainer.reporting.calibration): probabilities are softmax(logits / T).
         # A variable, so a loaded model still tells its T (the report reads it back).
         self.temperature = tf.Variable(float(temperature), trainable=False, name="temperature")
@@ -69,7 +76,8 @@ class ServingModule(tf.Module):
         self.explain_tokens = exported.saved_function(self, classifier, preprocessor)
 
     def _tokenize(self, text, text_pair=None):
-        """int32 features [batch, max_seq_length], as the preprocessor pads them."""
+        """int32 features [batch, max_seq_length], as the preprocessor pads them (windows:
+        [batch, max_windows * max_seq_length], pipeline.encode)."""
         features = pipeline.encode(self.preprocessor, text, text_pair, self._long_texts)
         return {name: tf.cast(features[name], tf.int32) for name in INPUT_KEYS}
 
@@ -129,7 +137,7 @@ class ScoreServingModule(ServingModule):
     (the model maps its standardized output back itself)."""
 
     def __init__(self, preprocessor, model: tf_keras.Model, max_seq_length: int, pair: bool = False,
-                 long_texts: str = "truncate"):
+                 long_texts="truncate"):
         super().__init__(preprocessor, model, (), max_seq_length, pair=pair, long_texts=long_texts)
 
     def _outputs(self, scores, batch):
@@ -142,7 +150,7 @@ class MultiLabelServingModule(ServingModule):
 
     def __init__(self, preprocessor, model: tf_keras.Model, label_names: Sequence[str],
                  max_seq_length: int, thresholds: Sequence[float], separator: str, pair: bool = False,
-                 long_texts: str = "truncate"):
+                 long_texts="truncate"):
         super().__init__(preprocessor, model, label_names, max_seq_length, pair=pair,
                          long_texts=long_texts)
         self.thresholds = tf.Variable(tf.constant(list(thresholds), tf.float32), trainable=False,

@@ -111,15 +111,23 @@ def tokenize(model, texts, pairs=None) -> dict:
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-def _token_batches(features: dict, batch_size: int):
+def ladder_of(model):
+    """A loaded export's padded lengths, or None for an export from before they were saved."""
+    saved = getattr(model, "padded_lengths", None)
+    return None if saved is None else saved.numpy().tolist()
+
+
+def _token_batches(features: dict, batch_size: int, ladder=None):
     """(row indices, features) batches of rows sorted by token count, each padded only to the
-    ladder length of its longest row, and never mixing two ladder lengths."""
+    ladder length of its longest row, and never mixing two ladder lengths. `ladder`: the
+    export's padded lengths (saved since --long-texts windows, whose rows are whole windows);
+    else the one ending at the features' width."""
     import numpy as np
 
     from trainer.data.pipeline import padded_lengths
 
     lengths = features["input_mask"].sum(axis=1)
-    ladder = np.asarray(padded_lengths(features["input_mask"].shape[1]))
+    ladder = np.asarray(padded_lengths(features["input_mask"].shape[1]) if ladder is None else ladder)
     order = np.argsort(lengths, kind="stable")
     rung = ladder[np.searchsorted(ladder, lengths[order])]
     starts = np.flatnonzero(np.diff(rung, prepend=-1))
@@ -152,7 +160,7 @@ def _outputs(model, texts, batch_size: int, pairs=None, features=None):
     if _tokenizes(model):
         if features is None:
             features = tokenize(model, texts, pairs)
-        for rows, batch in _token_batches(features, batch_size):
+        for rows, batch in _token_batches(features, batch_size, ladder_of(model)):
             yield rows, finite_outputs(model.predict_tokens(batch))
         return
     serve = _signature(model)

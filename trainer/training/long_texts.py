@@ -10,7 +10,7 @@ the validation and test metrics down by full length, up to 1x, 1-4x and over 4x 
 user sees where long texts stand.
 """
 import logging
-from typing import Dict
+from typing import Dict, Optional
 
 import numpy as np
 
@@ -26,17 +26,43 @@ def cut_counts(tokenized: dict, limit: int) -> Dict[str, int]:
     return {name: int((split.full_lengths > limit).sum()) for name, split in tokenized.items()}
 
 
-def log_cut(cut: Dict[str, int], sizes: Dict[str, int], limit: int, mode: str = "truncate") -> None:
-    """One warning line when any text was cut, naming each split's share and what was kept."""
+def log_cut(cut: Dict[str, int], sizes: Dict[str, int], limit: int, long_texts="truncate",
+            tokenized: Optional[dict] = None, specials: int = 2) -> None:
+    """One warning line when any text was cut, naming each split's share and what was kept;
+    with windows (`long_texts` a pipeline.LongTexts), one info line, and a warning naming the
+    texts longer than --max-windows windows hold (`specials`: the tokens packing adds)."""
     if not any(cut.values()):
         return
     shares = ", ".join(f"{name} {count:,} of {sizes[name]:,} ({count / max(sizes[name], 1):.0%})"
                        for name, count in cut.items())
+    mode = getattr(long_texts, "mode", long_texts)
+    if mode == "windows":
+        _log_windows(shares, limit, long_texts, tokenized, specials)
+        return
     kept = ("their first and last tokens (--long-texts head-tail)" if mode == "head-tail"
             else "their first tokens (--long-texts truncate)")
     log.warning("texts longer than --max-seq-length %d tokens are cut to %d, %s; the model "
                 "never sees the rest: %s (a larger --max-seq-length, up to 512, keeps more of "
                 "each)", limit, limit, kept, shares)
+
+
+def window_capacity(limit: int, long_texts, specials: int) -> int:
+    """The longest text (its full length: tokens and special ones) --max-windows windows hold."""
+    budget = limit - specials
+    return specials + budget + (long_texts.max_windows - 1) * (budget - long_texts.window_overlap)
+
+
+def _log_windows(shares: str, limit: int, long_texts, tokenized, specials: int) -> None:
+    log.info("texts longer than --max-seq-length %d tokens are read in windows of %d "
+             "overlapping by %d (--long-texts windows), pooled by the model: %s",
+             limit, limit, long_texts.window_overlap, shares)
+    capacity = window_capacity(limit, long_texts, specials)
+    capped = {name: int((split.full_lengths > capacity).sum()) for name, split in (tokenized or {}).items()}
+    if any(capped.values()):
+        log.warning("texts longer than %d tokens lose their end past --max-windows %d windows: "
+                    "%s (a larger --max-windows reads more of each)", capacity,
+                    long_texts.max_windows,
+                    ", ".join(f"{name} {count:,}" for name, count in capped.items()))
 
 
 def by_length(full_lengths: np.ndarray, limit: int, outputs: np.ndarray, labels: np.ndarray,

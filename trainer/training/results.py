@@ -206,23 +206,40 @@ def _int8_wanted(ctx: RunContext) -> tuple:
     if flag == "auto" and ctx.config.model.encoder_backend == "hub":
         return False, ("--export-int8 auto: a hub.KerasLayer encoder's graph is its publisher's, "
                        "not converted to TensorFlow Lite; --export-int8 on tries it")
+    if ctx.config.data.long_texts == "windows":
+        return False, ("--long-texts windows: the int8 model (trainer.serving.tflite) takes one "
+                       "window per row; the float32 and bfloat16 models serve texts of any length")
     return True, None
+
+
+def _window_flags(config) -> dict:
+    """metrics.json's window flags, with --long-texts windows only."""
+    if config.data.long_texts != "windows":
+        return {}
+    from trainer.data import pipeline
+
+    flags = pipeline.LongTexts.from_config(config.data)
+    return {"window_overlap": flags.window_overlap, "max_windows": flags.max_windows,
+            "window_pooling": config.model.window_pooling}
 
 
 def _classifier(ctx: RunContext) -> tuple:
     """(preprocessor, the run's classifier) built afresh, encoder included, under the current
     dtype policy."""
     from trainer.modeling import heads
-    from trainer.training.stages import encoder_of
+    from trainer.training.stages import encoder_of, windows_of
 
     encoder = encoder_of(ctx.config, ctx.environ)
     return encoder.preprocessor, heads.build_classifier(
         encoder.network, ctx.task.output_units(ctx.datasets.labels), ctx.pooling,
-        ctx.config.model.dropout, ctx.task.output_layer)
+        ctx.config.model.dropout, ctx.task.output_layer, windows=windows_of(ctx.config))
 
 
 def _serving_module(ctx: RunContext, preprocessor, model):
-    pair, long_texts = ctx.datasets.text_pair_column is not None, ctx.config.data.long_texts
+    from trainer.data import pipeline
+
+    pair = ctx.datasets.text_pair_column is not None
+    long_texts = pipeline.LongTexts.from_config(ctx.config.data)
     if ctx.task.name == "regression":
         return export_lib.ScoreServingModule(preprocessor, model, ctx.config.data.max_seq_length,
                                              pair=pair, long_texts=long_texts)
@@ -310,6 +327,7 @@ def _metrics(ctx: RunContext) -> dict:
                             "dropout": config.model.dropout,
                             "max_seq_length": config.data.max_seq_length,
                             "long_texts": config.data.long_texts, "pooling": ctx.pooling,
+                            **_window_flags(config),
                             "encoder": config.model.encoder},
         "best_epoch": fit.best.best_epoch,
         "train_steps": ctx.train_steps,

@@ -177,7 +177,7 @@ def encoder_of(config, environ):
 def tokenize(ctx: RunContext) -> None:
     """Every split tokenized once into the token cache (or found there); batching and steps
     per epoch from the token lengths."""
-    from trainer.data import cache, splits
+    from trainer.data import cache, pipeline, splits
     from trainer.training import long_texts
 
     config, datasets = ctx.config, ctx.datasets
@@ -190,14 +190,17 @@ def tokenize(ctx: RunContext) -> None:
     tokenized = cache.load_or_build(datasets, ctx.encoder.preprocessor, root,
                                     config.data.max_seq_length, class_weights=weights,
                                     log_every_seconds=config.runtime.log_every_seconds,
-                                    build=ctx.is_chief, long_texts=config.data.long_texts)
+                                    build=ctx.is_chief,
+                                    long_texts=pipeline.LongTexts.from_config(config.data))
     limit = config.data.max_seq_length
     truncated = long_texts.cut_counts(tokenized, limit)
-    log.info("%d texts, mean %.1f tokens (%.1f before the --max-seq-length cut)",
-             sum(len(t) for t in tokenized.values()), tokenized["train"].lengths.mean(),
-             tokenized["train"].full_lengths.mean())
+    log.info("%d texts, mean %.1f tokens (%.1f %s)", sum(len(t) for t in tokenized.values()),
+             tokenized["train"].lengths.mean(), tokenized["train"].full_lengths.mean(),
+             "in the texts, their windows overlapping" if config.data.long_texts == "windows"
+             else "before the --max-seq-length cut")
     long_texts.log_cut(truncated, {name: len(t) for name, t in tokenized.items()}, limit,
-                       config.data.long_texts)
+                       pipeline.LongTexts.from_config(config.data), tokenized,
+                       int(pipeline.special_count(ctx.encoder.preprocessor, 1)))
     ctx.inputs = batching(config, ctx.runtime, tokenized, truncated)
 
 
@@ -206,7 +209,8 @@ def batching(config, runtime: Runtime, tokenized: dict, truncated: dict) -> Inpu
     (trainer.training.cross_fit)."""
     from trainer.data import pipeline
 
-    lengths = pipeline.padded_lengths(config.data.max_seq_length)
+    lengths = pipeline.padded_lengths(config.data.max_seq_length,
+                                      pipeline.LongTexts.from_config(config.data).windows)
     bucket = runtime.plan.sequence_padding == "bucket"
     train_batching = pipeline.Batching(config.train.batch_size, lengths, bucket,
                                        runtime.plan.static_shapes)
@@ -290,6 +294,14 @@ def build_model(ctx: RunContext) -> None:
     ctx.trainable = Trainable(model, manager, epoch_counter, first_epoch, history)
 
 
+def windows_of(config):
+    """build_classifier's `windows`: (--max-seq-length, --window-pooling) with --long-texts
+    windows, else None."""
+    if config.data.long_texts != "windows":
+        return None
+    return config.data.max_seq_length, config.model.window_pooling
+
+
 def _compiled_model(ctx: RunContext):
     import tf_keras
 
@@ -298,7 +310,8 @@ def _compiled_model(ctx: RunContext):
     config, encoder = ctx.config, ctx.encoder
     task = ctx.task
     model = heads.build_classifier(encoder.network, task.output_units(ctx.datasets.labels),
-                                   ctx.pooling, config.model.dropout, task.output_layer)
+                                   ctx.pooling, config.model.dropout, task.output_layer,
+                                   windows=windows_of(config))
     if config.model.freeze_encoder:
         encoder.network.trainable = False
     elif not config.model.train_word_embeddings and heads.freeze_word_embeddings(encoder.network):

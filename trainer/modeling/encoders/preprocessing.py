@@ -108,6 +108,37 @@ def keep_head_and_tail(tokens: tf.RaggedTensor, budget) -> tf.RaggedTensor:
         kept.flat_values, tf.ones_like(kept.flat_values, tf.int64)))
 
 
+def window_counts(lengths, budget, overlap, max_windows):
+    """How many windows of `budget` tokens, each overlapping the previous one by `overlap`,
+    cover texts of `lengths` tokens, at most `max_windows` (at least one, for an empty text)."""
+    stride = budget - overlap
+    needed = 1 + (tf.maximum(lengths - budget, 0) + stride - 1) // stride
+    return tf.minimum(needed, max_windows)
+
+
+def split_into_windows(tokens: tf.RaggedTensor, budget: int, overlap: int, max_windows: int):
+    """(windows [W, (words), (pieces)], windows per text [B] int64) of one segment's tokens
+    [B, (words), (pieces)] or [B, (pieces)]: each text's pieces in windows of at most `budget`,
+    consecutive windows sharing `overlap` pieces, at most `max_windows` per text (its end is lost
+    past them). --long-texts windows: every window is packed and encoded on its own, and the
+    model pools them (trainer.modeling.windows). The windows keep the input's ragged rank, as
+    keep_head_and_tail's result does."""
+    pieces = tokens.merge_dims(1, -1) if tokens.ragged_rank > 1 else tokens
+    lengths = pieces.row_lengths()
+    budget = tf.cast(budget, lengths.dtype)
+    counts = window_counts(lengths, budget, overlap, max_windows)
+    # Window j of a text starts at j * stride; its pieces are [start, min(start + budget, length)).
+    starts = tf.ragged.range(counts) * (budget - overlap)
+    ends = tf.minimum(starts + budget, tf.expand_dims(lengths, 1))
+    offsets = tf.expand_dims(pieces.row_starts(), 1)
+    indices = tf.ragged.range((starts + offsets).flat_values, (ends + offsets).flat_values)
+    windows = tf.gather(pieces.flat_values, indices)
+    if tokens.ragged_rank > 1:
+        windows = windows.with_flat_values(tf.RaggedTensor.from_row_lengths(
+            windows.flat_values, tf.ones_like(windows.flat_values, tf.int64)))
+    return windows, counts
+
+
 def check_vocab(vocab_file: str, special: SpecialTokens = BERT_WORDPIECE) -> List[str]:
     """The vocabulary's tokens, one per line; a UserError when it is not usable for BERT."""
     with tf.io.gfile.GFile(vocab_file, "rb") as f:
