@@ -160,6 +160,8 @@ def test_predict_labels_a_5000_word_text_by_its_last_words(late_word_exports, tm
     assert result.returncode == 0, result.stderr
     predicted = [row["predicted_label"] for row in csv.DictReader(open(tmp_path / "out.csv", encoding="utf-8"))]
     assert predicted == [label for _, label in rows]
+    assert "4 of 4 texts reached the model's --max-seq-length: a longer text was cut to its first " \
+           "and last tokens (--long-texts head-tail)" in result.stdout
 
 
 def test_the_server_labels_a_5000_word_text_as_predict_does(late_word_exports, tmp_path):

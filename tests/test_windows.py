@@ -158,9 +158,9 @@ def test_the_export_reads_a_long_text_to_its_last_window(windowed):
 
 @pytest.mark.slow
 def test_the_export_tells_its_window_flags(windowed):
-    from trainer.serving import export, quantize
+    from trainer.serving import export
 
-    assert quantize.saved_long_texts(export.load_module(windowed["windows"])) == windows_flags()
+    assert export.saved_long_texts(export.load_module(windowed["windows"])) == windows_flags()
 
 
 def in_process_labels(windowed, texts):
@@ -191,6 +191,7 @@ def test_predict_labels_5000_word_texts_as_the_model_in_process(windowed, tmp_pa
     assert result.returncode == 0, result.stderr
     predicted = [r["predicted_label"] for r in csv.DictReader(open(tmp_path / "out.csv", encoding="utf-8"))]
     assert predicted == in_process_labels(windowed, texts)
+    assert "4 of 8 texts filled --max-windows 4 windows: an end past them was not read" in result.stdout
 
 
 @pytest.mark.slow

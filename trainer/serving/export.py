@@ -110,6 +110,18 @@ class ServingModule(tf.Module):
         }
 
 
+def saved_long_texts(module) -> pipeline.LongTexts:
+    """A loaded export's --long-texts and window flags (truncate for an export from before)."""
+    mode = getattr(module, "long_texts", None)
+    if mode is None:
+        return pipeline.LongTexts()
+    windows = getattr(module, "max_windows", None)
+    if windows is None:
+        return pipeline.LongTexts(mode.numpy().decode())
+    return pipeline.LongTexts(mode.numpy().decode(), int(module.window_overlap.numpy()),
+                              int(windows.numpy()))
+
+
 @contextlib.contextmanager
 def computing_in_float32(classifier: tf_keras.Model, enabled: bool = True):
     """While tracing the serving function: every layer of `classifier` computes in float32.

@@ -376,7 +376,7 @@ def _read_ahead(items):
 
 def _chunks(model, args):
     """(frame of the input's columns, texts, pairs or None, features or None, its size in
-    bytes, about) for each chunk of --input, read as a stream."""
+    bytes, about, its rows at the model's limit) for each chunk of --input, read as a stream."""
     import pandas as pd
 
     strings = lambda values: ["" if pd.isna(t) else str(t) for t in values.tolist()]  # noqa: E731
@@ -389,7 +389,31 @@ def _chunks(model, args):
         pairs = strings(frame[columns[1]]) if columns[1] else None
         features = tokenize(model, texts, pairs) if _tokenizes(model) else None
         size = sum(int(frame[c].astype(str).str.len().sum()) + len(frame) for c in frame.columns)
-        yield frame, texts, pairs, features, size
+        yield frame, texts, pairs, features, size, at_limit(features)
+
+
+def at_limit(features) -> int:
+    """How many rows fill every position the export's features have: texts cut at
+    --max-seq-length (or exactly that long), or with windows, texts that filled --max-windows
+    windows (whose end past them is not read, or which end exactly there). 0 without features
+    (an export from before `tokenize`)."""
+    if features is None:
+        return 0
+    mask = features["input_mask"]
+    return int((mask.sum(axis=1) == mask.shape[1]).sum())
+
+
+def limit_note(model, count: int, rows: int) -> str:
+    """The line saying what became of the rows at the model's limit (at_limit)."""
+    from trainer.serving.export import saved_long_texts
+
+    flags = saved_long_texts(getattr(model, "float32", model))  # an int8 model's float32 export
+    if flags.mode == "windows":
+        return (f"{count} of {rows} texts filled --max-windows {flags.max_windows} windows: an end "
+                f"past them was not read (--long-texts windows)")
+    kept = "first and last" if flags.mode == "head-tail" else "first"
+    return (f"{count} of {rows} texts reached the model's --max-seq-length: a longer text was cut to "
+            f"its {kept} tokens (--long-texts {flags.mode})")
 
 
 def predict_file(model, args, out_fmt: str, handle) -> int:
@@ -397,14 +421,15 @@ def predict_file(model, args, out_fmt: str, handle) -> int:
     written. The next chunk is read and tokenized while the model runs on this one."""
     import tensorflow as tf
 
-    rows, empty, read, total = 0, 0, 0, max(1, tf.io.gfile.stat(args.input).length)
+    rows, empty, full, read = 0, 0, 0, 0
+    total = max(1, tf.io.gfile.stat(args.input).length)
     meter = progress.Progress("predicted", args.log_every_seconds)
-    for frame, texts, pairs, features, size in _read_ahead(_chunks(model, args)):
+    for frame, texts, pairs, features, size, limit in _read_ahead(_chunks(model, args)):
         if rows:  # the previous chunk's line; the last one's, at 100%, follows the loop
             meter.update(rows, fraction=min(read / total, 0.99))
         empty += add_predictions(frame, model, texts, args.batch_size, pairs, features)
         write_frame(frame, handle, out_fmt, first=rows == 0)
-        rows, read = rows + len(frame), read + size
+        rows, read, full = rows + len(frame), read + size, full + limit
     meter.update(rows, fraction=1.0)
     seconds = meter.seconds()
     print(f"predicted {rows} rows in {progress.clock(seconds)} ({rows / max(seconds, 1e-9):,.1f} rows/s)",
@@ -412,6 +437,8 @@ def predict_file(model, args, out_fmt: str, handle) -> int:
     if empty:
         print(f"{empty} of {rows} rows have an empty text: no prediction, and the {NOTE_COLUMN} "
               f"column says so", flush=True)
+    if full:
+        print(limit_note(model, full, rows), flush=True)
     return rows
 
 

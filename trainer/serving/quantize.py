@@ -90,7 +90,7 @@ def module_like(reference, preprocessor, model: tf_keras.Model, task: str, label
     """A serving module around `model` with the float32 export's own temperature, thresholds or
     (a binary model's) decision threshold, and its --long-texts (an export from before it had one
     truncates)."""
-    long_texts = saved_long_texts(reference)
+    long_texts = export.saved_long_texts(reference)
     if task == "regression":
         return export.ScoreServingModule(preprocessor, model, max_seq_length, pair=pair,
                                          long_texts=long_texts)
@@ -103,20 +103,6 @@ def module_like(reference, preprocessor, model: tf_keras.Model, task: str, label
                                 temperature=float(reference.temperature.numpy()), pair=pair,
                                 threshold=None if threshold is None else float(threshold.numpy()),
                                 long_texts=long_texts)
-
-
-def saved_long_texts(module) -> "pipeline.LongTexts":
-    """A loaded export's --long-texts and window flags (truncate for an export from before)."""
-    from trainer.data import pipeline
-
-    mode = getattr(module, "long_texts", None)
-    if mode is None:
-        return pipeline.LongTexts()
-    windows = getattr(module, "max_windows", None)
-    if windows is None:
-        return pipeline.LongTexts(mode.numpy().decode())
-    return pipeline.LongTexts(mode.numpy().decode(), int(module.window_overlap.numpy()),
-                              int(windows.numpy()))
 
 
 def _outputs(task: str, module, texts, pairs, features, batch_size: int):
