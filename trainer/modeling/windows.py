@@ -12,6 +12,11 @@ import tf_keras
 POOLINGS = ("mean", "max", "attention")
 
 
+def window_count(width, seq_length: int):
+    """Windows in a batch `width` tokens wide: whole windows, or one narrower than seq_length."""
+    return tf.maximum(width // seq_length, 1)
+
+
 class SplitWindows(tf_keras.layers.Layer):
     """{name: [B, T]} -> {name: [B * k, T / k]}: k = T // seq_length windows (one if T is
     shorter). Every window of every text goes through the encoder as a row of its own."""
@@ -22,7 +27,7 @@ class SplitWindows(tf_keras.layers.Layer):
 
     def call(self, features):
         width = tf.shape(features["input_mask"])[1]
-        windows = tf.maximum(width // self.seq_length, 1)
+        windows = window_count(width, self.seq_length)
         return {name: tf.reshape(t, [-1, width // windows]) for name, t in features.items()}
 
     def get_config(self):
@@ -46,8 +51,8 @@ class WindowPooling(tf_keras.layers.Layer):
                       if pooling == "attention" else None)
 
     def call(self, vectors, input_mask):
-        batch, width = tf.shape(input_mask)[0], tf.shape(input_mask)[1]
-        windows = tf.maximum(width // self.seq_length, 1)
+        batch = tf.shape(input_mask)[0]
+        windows = window_count(tf.shape(input_mask)[1], self.seq_length)
         vectors = tf.reshape(tf.cast(vectors, tf.float32), [batch, windows, vectors.shape[-1]])
         real = tf.reduce_any(tf.reshape(input_mask, [batch, windows, -1]) > 0, axis=2)
         if self.pooling == "max":

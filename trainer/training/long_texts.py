@@ -35,7 +35,10 @@ def log_cut(cut: Dict[str, int], sizes: Dict[str, int], limit: int, long_texts="
         return
     shares = ", ".join(f"{name} {count:,} of {sizes[name]:,} ({count / max(sizes[name], 1):.0%})"
                        for name, count in cut.items())
-    mode = getattr(long_texts, "mode", long_texts)
+    from trainer.data.pipeline import LongTexts
+
+    long_texts = LongTexts.of(long_texts)
+    mode = long_texts.mode
     if mode == "windows":
         _log_windows(shares, limit, long_texts, tokenized, specials)
         return
