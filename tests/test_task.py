@@ -264,7 +264,8 @@ def test_dry_run_checks_the_whole_job_in_one_step(dry_run):
 def test_without_a_learning_rate_the_run_takes_the_one_for_its_encoders_width(dry_run):
     _, result, metrics = dry_run
     assert metrics["hyperparameters"]["learning_rate"] == 3e-4  # the tiny encoder is 16 wide
-    assert "peak learning rate 0.0003" in result.stdout
+    assert metrics["hyperparameters"]["layer_decay"] == 0.8
+    assert "peak learning rate 0.0003, layer decay 0.8" in result.stdout
 
 
 def test_a_dry_runs_job_dir_says_so_in_metrics_json_the_model_card_and_the_report(dry_run):

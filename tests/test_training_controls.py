@@ -60,6 +60,19 @@ def test_without_a_learning_rate_narrower_encoders_train_at_a_higher_one(hidden_
     assert stages.default_learning_rate(hidden_size) == rate
 
 
+@pytest.mark.parametrize("hidden_size, decay", [(16, 0.8), (384, 0.8), (511, 0.8), (512, 0.9),
+                                                (768, 0.9), (1024, 0.9)])
+def test_without_a_layer_decay_wider_encoders_keep_more_of_the_rate_in_their_lower_layers(
+        hidden_size, decay):
+    from trainer.training import stages
+    assert stages.default_layer_decay(hidden_size) == decay
+
+
+def test_an_explicit_layer_decay_of_one_is_kept_not_replaced_by_the_default():
+    assert config_lib.build_config(["--layer-decay", "1.0"], {}).train.layer_decay == 1.0
+    assert config_lib.build_config([], {}).train.layer_decay is None
+
+
 def test_max_steps_must_be_a_multiple_of_steps_per_execution():
     with pytest.raises(UserError, match="--max-steps: must be a multiple of --steps-per-execution 4"):
         config_lib.build_config(["--max-steps", "10", "--steps-per-execution", "4"], {})

@@ -52,6 +52,12 @@ EPOCHS_OTHERWISE = 3
 # for Base and Large (google-research/electra configure_finetuning.py).
 LEARNING_RATE_BY_WIDTH = ((512, 3e-4), (1024, 1e-4))
 LEARNING_RATE_OTHERWISE = 5e-5
+# Layer-wise learning-rate decay when --layer-decay is not given, by the encoder's width alike:
+# 0.8 below 512 (the default encoder's best, bench/recipe.py; ELECTRA-Small's own), else 0.9
+# (all-mpnet-base-v2's better one over 3 MRPC seeds, bench/recipe.py; ELECTRA-Large's own). With
+# 12 layers and more, 0.8 leaves the lowest layers at under a tenth of the peak rate.
+LAYER_DECAY_BY_WIDTH = ((512, 0.8),)
+LAYER_DECAY_OTHERWISE = 0.9
 
 
 def _flag(default, help, **kwargs):
@@ -206,10 +212,13 @@ class TrainConfig:
         0.1, "Fraction of training steps with linear warm-up, then linear decay to zero.")
     weight_decay: float = _flag(
         0.01, "Decoupled weight decay (AdamW); never applied to LayerNorm or biases.")
-    layer_decay: float = _flag(
-        0.8, "Layer-wise learning-rate decay, in (0, 1]: the top transformer layer trains at this "
-             "times --learning-rate, each layer below at this times the one above, the embeddings "
-             "lowest; the pooler and head at the full rate (1.0: one rate for all).")
+    layer_decay: Optional[float] = _flag(
+        None, "Layer-wise learning-rate decay, in (0, 1]: the top transformer layer trains at this "
+              "times --learning-rate, each layer below at this times the one above, the embeddings "
+              "lowest; the pooler and head at the full rate (1.0: one rate for all). Default: by "
+              "the encoder's hidden size: "
+              + ", ".join(f"{decay:g} below {width}" for width, decay in LAYER_DECAY_BY_WIDTH)
+              + f", else {LAYER_DECAY_OTHERWISE:g}.")
     clip_norm: float = _flag(1.0, "Clip gradients to this global norm (0 disables).")
     early_stopping_patience: int = _flag(
         0, "Stop after this many epochs without a better --selection-metric on validation "
@@ -591,7 +600,7 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
     require(t.learning_rate is None or t.learning_rate > 0, "--learning-rate", f"must be positive, got {t.learning_rate}")
     require(0.0 <= t.warmup_fraction < 1.0, "--warmup-fraction", f"must be in [0, 1), got {t.warmup_fraction}")
     require(t.weight_decay >= 0, "--weight-decay", f"must be >= 0, got {t.weight_decay}")
-    require(0 < t.layer_decay <= 1, "--layer-decay", f"must be in (0, 1], got {t.layer_decay}")
+    require(t.layer_decay is None or 0 < t.layer_decay <= 1, "--layer-decay", f"must be in (0, 1], got {t.layer_decay}")
     require(t.clip_norm >= 0, "--clip-norm", f"must be >= 0, got {t.clip_norm}")
     require(t.early_stopping_patience >= 0, "--early-stopping-patience",
             f"must be >= 0, got {t.early_stopping_patience}")

@@ -153,7 +153,8 @@ def for_run(ctx) -> Optional[ExperimentLog]:
         return None
     project, region = location(ctx.environ)
     params = flatten(config.to_dict())
-    params["train.learning_rate"] = ctx.learning_rate  # the resolved one when the flag was left unset
+    # the resolved ones when the flags were left unset
+    params["train.learning_rate"], params["train.layer_decay"] = ctx.learning_rate, ctx.layer_decay
     return ExperimentLog(config.output.experiment, run_name(ctx.paths.job_dir, config.output.experiment),
                          project, region, params)
 

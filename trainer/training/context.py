@@ -66,6 +66,7 @@ class RunContext:
     encoder: Any = None  # encoders.Encoder
     pooling: Optional[str] = None
     learning_rate: Optional[float] = None  # --learning-rate, or the default for the encoder's width
+    layer_decay: Optional[float] = None  # --layer-decay, or the default for the encoder's width
     inputs: Optional[Inputs] = None
     trainable: Optional[Trainable] = None
     fit: Any = None  # stages.FitOutcome

@@ -323,7 +323,7 @@ def _metrics(ctx: RunContext) -> dict:
         "rows_skipped": datasets.rows_skipped(),
         "truncated_texts": ctx.inputs.truncated,
         "hyperparameters": {**dataclasses.asdict(config.train), "epochs": ctx.inputs.epochs,
-                            "learning_rate": ctx.learning_rate,
+                            "learning_rate": ctx.learning_rate, "layer_decay": ctx.layer_decay,
                             "dropout": config.model.dropout,
                             "max_seq_length": config.data.max_seq_length,
                             "long_texts": config.data.long_texts, "pooling": ctx.pooling,

@@ -137,10 +137,12 @@ def load_encoder(ctx: RunContext) -> None:
             _recompute_blocks(ctx.encoder)
     pooling = ctx.config.model.pooling
     ctx.pooling = ctx.encoder.default_pooling if pooling == "auto" else pooling
-    ctx.learning_rate = ctx.config.train.learning_rate or default_learning_rate(ctx.encoder.hidden_size)
-    log.info("encoder %s (%s backend, hidden %d, %s pooling); peak learning rate %g",
-             ctx.encoder.source, ctx.encoder.backend, ctx.encoder.hidden_size, ctx.pooling,
-             ctx.learning_rate)
+    train, width = ctx.config.train, ctx.encoder.hidden_size
+    ctx.learning_rate = train.learning_rate or default_learning_rate(width)
+    ctx.layer_decay = train.layer_decay if train.layer_decay is not None else default_layer_decay(width)
+    log.info("encoder %s (%s backend, hidden %d, %s pooling); peak learning rate %g, layer decay %g",
+             ctx.encoder.source, ctx.encoder.backend, width, ctx.pooling, ctx.learning_rate,
+             ctx.layer_decay)
 
 
 def _recompute_blocks(encoder) -> None:
@@ -158,8 +160,16 @@ def _recompute_blocks(encoder) -> None:
 
 def default_learning_rate(hidden_size: int) -> float:
     """Peak learning rate when --learning-rate is not given, by the encoder's width (config's rule)."""
-    return next((rate for width, rate in config_lib.LEARNING_RATE_BY_WIDTH if hidden_size < width),
-                config_lib.LEARNING_RATE_OTHERWISE)
+    return _by_width(config_lib.LEARNING_RATE_BY_WIDTH, config_lib.LEARNING_RATE_OTHERWISE, hidden_size)
+
+
+def default_layer_decay(hidden_size: int) -> float:
+    """Layer decay when --layer-decay is not given, by the encoder's width (config's rule)."""
+    return _by_width(config_lib.LAYER_DECAY_BY_WIDTH, config_lib.LAYER_DECAY_OTHERWISE, hidden_size)
+
+
+def _by_width(table, otherwise: float, hidden_size: int) -> float:
+    return next((value for width, value in table if hidden_size < width), otherwise)
 
 
 def encoder_of(config, environ):
@@ -320,7 +330,7 @@ def _compiled_model(ctx: RunContext):
     optimizer = optimization.build_optimizer(
         ctx.learning_rate, total_steps, config.train.warmup_fraction,
         config.train.weight_decay, config.train.clip_norm, model.trainable_variables,
-        config.train.layer_decay)
+        ctx.layer_decay)
     if ctx.runtime.plan.precision == "mixed_float16" and config.model.encoder_backend == "hub":
         # Keras adds loss scaling only under its own float16 policy; the grappler rewrite used
         # for hub encoders computes in float16 without it.
