@@ -8,7 +8,8 @@ full 60,614 training rows would take hours with k folds, so the run trains on a 
 the trainer's defaults (4 folds, the default encoder and epochs). The flipped rows are known by
 their line in the written training file, which is label_issues.csv's `row`.
 
-    python bench/label_issues.py [--train-rows 2000] [--validation-rows 500] [--publish]
+    python bench/label_issues.py [--train-rows 2000] [--validation-rows 500]
+                                 [--encoder all-mpnet-base-v2] [--publish]
 
 Figures: of the training rows label_issues.csv flags, how many were flipped (precision) and how
 many flipped rows it flags (recall); the same for its top-k rows, k = the number flipped; and
@@ -24,6 +25,7 @@ import time
 
 import numpy as np
 
+import mpnet_weights
 from common import WORK, add_publish_flag, read_sst2_tsv, write_sst2_tsv, machine, printed, publish, table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -62,6 +64,9 @@ def main():
     parser.add_argument("--validation-rows", type=int, default=500)
     parser.add_argument("--flip", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--encoder", choices=("default", "all-mpnet-base-v2"), default="default",
+                        help="the folds' and the run's encoder: the trainer's default, or the "
+                             "larger all-mpnet-base-v2 (fetched and checked by mpnet_weights.py)")
     add_publish_flag(parser)
     args = parser.parse_args()
     work = os.path.join(WORK, "label_issues")
@@ -70,7 +75,8 @@ def main():
     job = os.path.join(work, f"job-{int(time.time())}")
     command = [sys.executable, "-m", "trainer.task", "--training-file", train, "--validation-file",
                dev, "--job-dir", job, "--find-label-issues", "--export-bfloat16", "off",
-               "--export-int8", "off"]
+               "--export-int8", "off",
+               *(["--encoder", mpnet_weights.fetch()] if args.encoder != "default" else [])]
     start = time.perf_counter()
     subprocess.run(command, check=True, cwd=os.path.dirname(HERE))
     seconds = time.perf_counter() - start
@@ -85,7 +91,8 @@ def main():
         print(f"bench/label_issues.py: SST-2, {args.train_rows} training rows (seeded sample of "
               f"60,614), {args.flip:.0%} of their labels flipped (seed {args.seed}); validated on "
               f"{args.validation_rows} rows of dev.tsv; --find-label-issues with "
-              f"{metrics['label_issues']['folds']} folds, defaults otherwise; {machine()['cpus']} CPUs\n")
+              f"{metrics['label_issues']['folds']} folds, encoder {args.encoder}, defaults "
+              f"otherwise; {machine()['cpus']} CPUs\n")
         fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
         print(table([[str(result["flipped"]), str(result["flagged"]), str(result["flagged_flipped"]),
                       fmt(result["precision"]), fmt(result["recall"]), str(result["top_k"]),
