@@ -69,8 +69,11 @@ def test_without_a_layer_decay_wider_encoders_keep_more_of_the_rate_in_their_low
 
 
 def test_an_explicit_layer_decay_of_one_is_kept_not_replaced_by_the_default():
-    assert config_lib.build_config(["--layer-decay", "1.0"], {}).train.layer_decay == 1.0
-    assert config_lib.build_config([], {}).train.layer_decay is None
+    from trainer.training import stages
+    given = config_lib.build_config(["--layer-decay", "1.0"], {}).train.layer_decay
+    unset = config_lib.build_config([], {}).train.layer_decay
+    assert stages.layer_decay_for(given, 768) == 1.0
+    assert stages.layer_decay_for(unset, 768) == 0.9
 
 
 def test_max_steps_must_be_a_multiple_of_steps_per_execution():

@@ -60,6 +60,11 @@ LAYER_DECAY_BY_WIDTH = ((512, 0.8),)
 LAYER_DECAY_OTHERWISE = 0.9
 
 
+def _by_width_help(table, otherwise: float) -> str:
+    """A by-width default's rule as --help states it: "3e-04 below 512, ..., else 5e-05."."""
+    return ", ".join(f"{value:g} below {width}" for width, value in table) + f", else {otherwise:g}."
+
+
 def _flag(default, help, **kwargs):
     return dataclasses.field(default=default, metadata={"help": help, **kwargs})
 
@@ -206,8 +211,7 @@ class TrainConfig:
     eval_batch_size: int = _flag(64, "Global batch size for evaluation and prediction.")
     learning_rate: Optional[float] = _flag(
         None, "Peak learning rate of AdamW. Default: by the encoder's hidden size: "
-              + ", ".join(f"{rate:g} below {width}" for width, rate in LEARNING_RATE_BY_WIDTH)
-              + f", else {LEARNING_RATE_OTHERWISE:g}.")
+              + _by_width_help(LEARNING_RATE_BY_WIDTH, LEARNING_RATE_OTHERWISE))
     warmup_fraction: float = _flag(
         0.1, "Fraction of training steps with linear warm-up, then linear decay to zero.")
     weight_decay: float = _flag(
@@ -216,9 +220,7 @@ class TrainConfig:
         None, "Layer-wise learning-rate decay, in (0, 1]: the top transformer layer trains at this "
               "times --learning-rate, each layer below at this times the one above, the embeddings "
               "lowest; the pooler and head at the full rate (1.0: one rate for all). Default: by "
-              "the encoder's hidden size: "
-              + ", ".join(f"{decay:g} below {width}" for width, decay in LAYER_DECAY_BY_WIDTH)
-              + f", else {LAYER_DECAY_OTHERWISE:g}.")
+              "the encoder's hidden size: " + _by_width_help(LAYER_DECAY_BY_WIDTH, LAYER_DECAY_OTHERWISE))
     clip_norm: float = _flag(1.0, "Clip gradients to this global norm (0 disables).")
     early_stopping_patience: int = _flag(
         0, "Stop after this many epochs without a better --selection-metric on validation "
