@@ -138,6 +138,11 @@ def main():
         result.update(scores(result, dev_rows))
         del result["predicted"]
         results.append(result)
+        # One line per finished setting: a run cut short (hours on 2 cores) still shows its figures.
+        print(f"bench/long_texts.py: {setting} done: dev acc {result['accuracy']:.4f}, over "
+              f"{LONG_WORDS} words {result['accuracy_over_400_words']:.4f}, train "
+              f"{result['train_seconds']:.0f}s, predict {result['predict_texts_per_second']:.1f} texts/s",
+              flush=True)
     base = results[0]
     with printed() as text:
         print(f"bench/long_texts.py: IMDB, {args.train_rows} training reviews (seeded sample of "
