@@ -70,7 +70,9 @@ def train_args(tiny_encoder_dir, tiny_data, job_dir, *extra):
 @pytest.fixture(scope="module")
 def trained(tiny_encoder_dir, tiny_data, tmp_path_factory):
     job_dir = tmp_path_factory.mktemp("run") / "job"
-    result = run_cli(*train_args(tiny_encoder_dir, tiny_data, job_dir))
+    # A progress line after every step (the later flag wins): a fast CPU runs an epoch of this
+    # tiny run in under train_args' 1 s interval, which left no progress line to test.
+    result = run_cli(*train_args(tiny_encoder_dir, tiny_data, job_dir, "--log-every-seconds", "0.000001"))
     assert result.returncode == 0, result.stdout + result.stderr
     return job_dir, result
 
