@@ -14,6 +14,10 @@ their line in the written training file, which is label_issues.csv's `row`.
 Figures: of the training rows label_issues.csv flags, how many were flipped (precision) and how
 many flipped rows it flags (recall); the same for its top-k rows, k = the number flipped; and
 the run's durations (metrics.json): the cross-fitting's seconds against the rest of the run.
+Beside them, the same top-k figures for another ranking, free of cross-fitting: every training
+row ordered by the probability the run's own model (its best validation epoch, exported) gives
+its label, from trainer.predict on the training file: in-sample, which cleanlab does not ask
+for, but a network fits the clean majority before it memorizes noise (Arpit et al. 2017).
 """
 import argparse
 import csv
@@ -58,6 +62,18 @@ def scores(flagged_rows, flipped: set) -> dict:
             "top_k_recall": sum(top) / len(flipped)}
 
 
+def in_sample_ranking(job: str, train: str) -> list:
+    """The training file's line numbers, lowest probability of the given label first, from the
+    run's exported model (trainer.predict keeps the rows in order; the header is line 1)."""
+    output = os.path.join(job, "train-predictions.csv")
+    subprocess.run([sys.executable, "-m", "trainer.predict", "--model-dir", os.path.join(job, "model"),
+                    "--input", train, "--output", output, "--precision", "float32"],
+                   check=True, cwd=os.path.dirname(HERE), capture_output=True)
+    with open(output, newline="", encoding="utf-8") as f:
+        given = [float(row[f"probability_{row['label']}"]) for row in csv.DictReader(f)]
+    return [int(i) + 2 for i in np.argsort(given, kind="stable")]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train-rows", type=int, default=2000)
@@ -85,6 +101,7 @@ def main():
     with open(os.path.join(job, "label_issues.csv"), newline="", encoding="utf-8") as f:
         issues = [r for r in csv.DictReader(f) if r["split"] == "train"]
     result = scores([int(r["row"]) for r in issues], flipped)
+    in_sample = scores(in_sample_ranking(job, train), flipped)
     durations = metrics["durations"]
     base = durations["total"] - durations["label_issues"]
     with printed() as text:
@@ -99,11 +116,15 @@ def main():
                       fmt(result["top_k_precision"]), fmt(result["top_k_recall"])]],
                     ["flipped", "flagged", "flagged & flipped", "precision", "recall", "top k",
                      "precision@k", "recall@k"]))
+        print(f"\nthe run's own model on its training rows (in-sample), all rows ranked: "
+              f"precision@k {fmt(in_sample['top_k_precision'])}, recall@k {fmt(in_sample['top_k_recall'])}")
         print(f"\nvalidation accuracy {metrics['validation']['accuracy']:.4f} (on the noisy "
               f"training labels); run {durations['total']:.0f}s, of which cross-fitting "
               f"{durations['label_issues']:.0f}s: {durations['label_issues'] / base:.2f}x the rest "
               f"of the run ({base:.0f}s)")
-    out = {"machine": machine(), "args": vars(args), "scores": result, "seconds": seconds,
+    out = {"machine": machine(), "args": vars(args), "scores": result,
+           "in_sample_scores": {k: in_sample[k] for k in ("top_k", "top_k_precision", "top_k_recall")},
+           "seconds": seconds,
            "durations": durations, "validation": metrics["validation"],
            "label_issues": metrics["label_issues"]}
     if args.publish:
