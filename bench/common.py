@@ -15,6 +15,7 @@ import platform
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 
@@ -36,6 +37,18 @@ def write_sst2_tsv(path, rows):
         writer = csv.writer(f, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\")
         writer.writerow(["sentence", "label"])
         writer.writerows(rows)
+
+
+def predict_file(model_dir: str, input_path: str, output: str) -> tuple:
+    """(trainer.predict's printed lines, its output rows as dicts in the input's order) for
+    `input_path` through the float32 export in `model_dir`; stops with its stderr if it fails."""
+    done = subprocess.run([sys.executable, "-m", "trainer.predict", "--model-dir", model_dir, "--input",
+                           input_path, "--output", output, "--precision", "float32"],
+                          cwd=os.path.dirname(HERE), capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"error: trainer.predict on {input_path} failed:\n{done.stderr}")
+    with open(output, newline="", encoding="utf-8") as f:
+        return done.stdout, list(csv.DictReader(f))
 
 
 def timed(function, rounds: int) -> float:

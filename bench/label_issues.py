@@ -30,7 +30,8 @@ import time
 import numpy as np
 
 import mpnet_weights
-from common import WORK, add_publish_flag, read_sst2_tsv, write_sst2_tsv, machine, printed, publish, table
+from common import (WORK, add_publish_flag, machine, predict_file, printed, publish, read_sst2_tsv,
+                    table, write_sst2_tsv)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SST2 = os.path.join(HERE, "..", "..", "shared", "data", "sst2")
@@ -65,12 +66,8 @@ def scores(flagged_rows, flipped: set) -> dict:
 def in_sample_ranking(job: str, train: str) -> list:
     """The training file's line numbers, lowest probability of the given label first, from the
     run's exported model (trainer.predict keeps the rows in order; the header is line 1)."""
-    output = os.path.join(job, "train-predictions.csv")
-    subprocess.run([sys.executable, "-m", "trainer.predict", "--model-dir", os.path.join(job, "model"),
-                    "--input", train, "--output", output, "--precision", "float32"],
-                   check=True, cwd=os.path.dirname(HERE), capture_output=True)
-    with open(output, newline="", encoding="utf-8") as f:
-        given = [float(row[f"probability_{row['label']}"]) for row in csv.DictReader(f)]
+    _, rows = predict_file(os.path.join(job, "model"), train, os.path.join(job, "train-predictions.csv"))
+    given = [float(row[f"probability_{row['label']}"]) for row in rows]
     return [int(i) + 2 for i in np.argsort(given, kind="stable")]
 
 

@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from common import WORK, add_publish_flag, machine, printed, publish, table
+from common import WORK, add_publish_flag, machine, predict_file, printed, publish, table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 IMDB = os.path.join(HERE, "..", "..", "shared", "data", "imdb")
@@ -70,16 +70,11 @@ def run_setting(work: str, setting: str, train: str, dev: str) -> dict:
                    check=True, cwd=os.path.dirname(HERE))
     with open(os.path.join(job, "metrics.json")) as f:
         metrics = json.load(f)
-    output = os.path.join(job, "dev-predictions.csv")
-    printed_lines = subprocess.run(
-        [sys.executable, "-m", "trainer.predict", "--model-dir", os.path.join(job, "model"), "--input",
-         dev, "--output", output, "--precision", "float32"],
-        check=True, cwd=os.path.dirname(HERE), capture_output=True, text=True).stdout
+    printed_lines, rows = predict_file(os.path.join(job, "model"), dev, os.path.join(job, "dev-predictions.csv"))
     # "predicted N rows in T (R rows/s)": the prediction itself, without the start and model load
     rate = re.search(r"predicted \d+ rows in .* \(([\d,.]+) rows/s\)", printed_lines).group(1)
     rate = float(rate.replace(",", ""))
-    with open(output, newline="", encoding="utf-8") as f:
-        predicted = [row["predicted_label"] for row in csv.DictReader(f)]
+    predicted = [row["predicted_label"] for row in rows]
     return {"setting": setting, "metrics_validation": metrics["validation"],
             "train_seconds": metrics["durations"]["train"], "predicted": predicted,
             "predict_texts_per_second": rate, "epochs": metrics["hyperparameters"]["epochs"],
