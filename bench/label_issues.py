@@ -12,12 +12,14 @@ their line in the written training file, which is label_issues.csv's `row`.
                                  [--encoder all-mpnet-base-v2] [--publish]
 
 Figures: of the training rows label_issues.csv flags, how many were flipped (precision) and how
-many flipped rows it flags (recall); the same for its top-k rows, k = the number flipped; and
-the run's durations (metrics.json): the cross-fitting's seconds against the rest of the run.
-Beside them, the same top-k figures for another ranking, free of cross-fitting: every training
-row ordered by the probability the run's own model (its best validation epoch, exported) gives
-its label, from trainer.predict on the training file: in-sample, which cleanlab does not ask
-for, but a network fits the clean majority before it memorizes noise (Arpit et al. 2017).
+many flipped rows it flags (recall); the same for its top-k rows in the file's order, k = the
+number flipped (the folds flag, the mean of the folds' and the run's model's probabilities
+ranks: trainer.training.label_issues); and the run's durations (metrics.json): the
+cross-fitting's seconds against the rest of the run. Beside them, the same top-k figures for
+the run's own model alone, free of cross-fitting: every training row ordered by the probability
+the exported model (its best validation epoch) gives its label, from trainer.predict on the
+training file (in-sample: a network fits the clean majority before it memorizes noise, Arpit et
+al. 2017).
 """
 import argparse
 import csv
@@ -113,7 +115,7 @@ def main():
                       fmt(result["top_k_precision"]), fmt(result["top_k_recall"])]],
                     ["flipped", "flagged", "flagged & flipped", "precision", "recall", "top k",
                      "precision@k", "recall@k"]))
-        print(f"\nthe run's own model on its training rows (in-sample), all rows ranked: "
+        print(f"\nthe run's own model alone on its training rows (in-sample), all rows ranked: "
               f"precision@k {fmt(in_sample['top_k_precision'])}, recall@k {fmt(in_sample['top_k_recall'])}")
         print(f"\nvalidation accuracy {metrics['validation']['accuracy']:.4f} (on the noisy "
               f"training labels); run {durations['total']:.0f}s, of which cross-fitting "

@@ -1,5 +1,5 @@
 """label_issues.csv: cleanlab's ranking of out-of-sample probabilities, the folds that make the
-training split's, rows named by their file and line, the report section, and the refusals;
+training split's, the run's own model's share in ranking them, rows named by their file and line, the report section, and the refusals;
 cross-fitting end to end in the slow tier."""
 import numpy as np
 import pytest
@@ -26,6 +26,31 @@ def test_planted_flipped_labels_are_flagged_and_ranked_first():
     assert sorted(flagged[:len(planted)]) == planted
     assert set(flagged) == set(planted)  # none of the right labels
     assert np.all(scores[planted] < np.delete(scores, planted).min())
+
+
+def test_other_probabilities_order_the_flagged_rows_but_do_not_choose_them():
+    probabilities, truth = separable(60)
+    given, planted = truth.copy(), [4, 17, 33, 50]
+    given[planted] = 1 - given[planted]
+    ranking = probabilities.copy()
+    ranking[50] = [0.5, 0.5]  # of the planted flips, doubted least
+    ranking[7] = ranking[7, ::-1]  # a right label doubted: not flagged for that
+    flagged, scores = label_issues.rank("classification", probabilities, given, ranking)
+    assert set(flagged) == set(planted) and flagged[-1] == 50
+    assert list(scores[flagged]) == sorted(scores[flagged])
+
+
+def test_the_run_model_ranks_a_flip_it_did_not_learn_above_one_the_folds_doubt_more():
+    """The mean of the folds' and the run's (early-stopped) model's probabilities: a flip the
+    run's model still contradicts moves up, and a model that memorized every row (probability
+    near 1 for each given label) leaves the folds' order."""
+    folds = np.array([[0.3, 0.7], [0.4, 0.6], [0.45, 0.55]])  # given label 0: doubts row 0 most
+    given = np.zeros(3, np.int64)
+    early = np.array([[0.6, 0.4], [0.05, 0.95], [0.5, 0.5]])
+    memorized = np.array([[0.99, 0.01], [0.98, 0.02], [0.99, 0.01]])
+    self_confidence = lambda p: p[np.arange(3), given]  # noqa: E731
+    assert list(np.argsort(self_confidence(label_issues.mean_of_views(folds, early)))) == [1, 0, 2]
+    assert list(np.argsort(self_confidence(label_issues.mean_of_views(folds, memorized)))) == [0, 1, 2]
 
 
 @pytest.mark.parametrize("task", ["classification", "multi-label"])
@@ -148,6 +173,7 @@ def test_cross_fitting_lists_the_planted_training_flips(tiny_encoder_dir, tmp_pa
     assert block["folds"] == 3 and block["splits"]["train"]["of"] == 240
     assert metrics_of(job_dir)["durations"]["label_issues"] > 0
     assert "label issues: fold 3/3" in result.stdout and not (job_dir / "cross_fit").exists()
+    assert "the run's model (its best epoch) predicts its 240 training rows" in result.stdout
     assert "Labels that look wrong" in (job_dir / "report.html").read_text()
 
 
