@@ -1,6 +1,6 @@
 """label_issues.csv: cleanlab's ranking of out-of-sample probabilities, the folds that make the
-training split's, the run's own model's share in ranking them, rows named by their file and line, the report section, and the refusals;
-cross-fitting end to end in the slow tier."""
+training split's, the run's own model's share in ranking them, rows named by their file and
+line, the report section, and the refusals; cross-fitting end to end in the slow tier."""
 import numpy as np
 import pytest
 

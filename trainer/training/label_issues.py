@@ -18,8 +18,8 @@ al. 2018), and the best epoch comes before the flips are learned, so the run's m
 them more sharply than the folds, each trained on less. On SST-2 with 5% of the labels flipped
 (bench/label_issues.py, docs/label-issues.md) the mean ranks the flagged rows about as well as
 the run's model alone and well above the folds alone; and a run that has memorized its rows (a
-late best epoch) gives every row a probability near 1, which leaves the folds' order. The folds alone decide which
-rows are flagged, as cleanlab asks.
+late best epoch) gives every row a probability near 1, which leaves the folds' order. The folds
+alone decide which rows are flagged, as cleanlab asks.
 
 Each row is named as every error message names it: its file and its line in that file (the
 header is line 1), so `row` is where an editor's cursor goes.
