@@ -1,6 +1,7 @@
 """label_issues.csv: cleanlab's ranking of out-of-sample probabilities, the folds that make the
 training split's, the run's own model's share in ranking them, rows named by their file and
-line, the report section, and the refusals; cross-fitting end to end in the slow tier."""
+line, the report section, the refusals (folds too small among them) and the warning when the
+fold models are at chance; cross-fitting end to end in the slow tier."""
 import numpy as np
 import pytest
 
@@ -136,6 +137,114 @@ def test_find_label_issues_with_regression_stops_before_training(tiny_encoder_di
         "row, which cleanlab's classification ranking cannot judge"]
 
 
+
+# --- too few rows: refused before training, or a warning after -----------------------------------
+
+def test_folds_too_small_to_learn_from_are_refused_naming_the_flags_and_rows_per_fold():
+    from trainer.errors import UserError
+    labels = np.array([0, 1] * 9)  # 18 training rows: a fold's model would see 6-7 of a class
+    folds = cross_fit.fold_of_rows(labels, 4, seed=0, stratified=True)
+    with pytest.raises(UserError, match=r"^--find-label-issues: 18 training rows in 4 folds "
+                       r"\(--label-issue-folds\) train each fold's model on 13-14 rows, and fold "
+                       r"1's would see 6 of the 9 rows of class 'neg'; a fold's model needs at "
+                       r"least 10 rows of every class"):
+        cross_fit.check_fold_sizes(labels, folds, ["neg", "pos"])
+
+
+def test_folds_holding_the_minimum_of_every_class_are_accepted():
+    labels = np.array([0, 1] * 14)  # 4 folds hold out 3-4 of each class: 10-11 left to train on
+    cross_fit.check_fold_sizes(labels, cross_fit.fold_of_rows(labels, 4, seed=0, stratified=True),
+                               ["neg", "pos"])
+    labels = np.array([0] * 14 + [1] * 13)  # 9-10 of 'pos' left: one fold short
+    with pytest.raises(Exception, match="9 of the 13 rows of class 'pos'"):
+        cross_fit.check_fold_sizes(labels, cross_fit.fold_of_rows(labels, 4, seed=0, stratified=True),
+                                   ["neg", "pos"])
+
+
+def test_a_multi_label_label_with_too_few_rows_in_a_fold_is_refused():
+    labels = np.zeros((40, 2))
+    labels[:, 0], labels[:8, 1] = 1, 1  # 'sports' on 8 rows only
+    folds = cross_fit.fold_of_rows(labels, 4, seed=0, stratified=False)
+    with pytest.raises(Exception, match=r"of the 8 rows of label 'sports'; .* at least 10 rows of every label"):
+        cross_fit.check_fold_sizes(labels, folds, ["news", "sports"])
+
+
+def task_flags_context(labels, dry_run: bool):
+    """What check_task_flags reads of a run that has loaded its data and resolved its runtime."""
+    from types import SimpleNamespace
+    from trainer.config import Config
+    config = Config()
+    config.train.find_label_issues, config.train.dry_run = True, dry_run
+    return SimpleNamespace(config=config, task=SimpleNamespace(name="classification"),
+                           datasets=SimpleNamespace(train=SimpleNamespace(labels=labels),
+                                                    labels=SimpleNamespace(names=["neg", "pos"])),
+                           runtime=SimpleNamespace(plan=SimpleNamespace(strategy="default")))
+
+
+def test_the_fold_sizes_are_checked_with_the_task_flags_but_not_in_a_dry_run():
+    from trainer.errors import UserError
+    from trainer.training import task_flags
+    labels = np.array([0, 1] * 9)
+    with pytest.raises(UserError, match="^--find-label-issues: 18 training rows in 4 folds"):
+        task_flags.check_task_flags(task_flags_context(labels, dry_run=False))
+    # A dry run keeps a batch of the rows: its folds are small by design.
+    task_flags.check_task_flags(task_flags_context(labels, dry_run=True))
+
+
+def test_find_label_issues_on_twenty_rows_stops_before_training(tiny_encoder_dir, tmp_path):
+    rows = write_csv(tmp_path / "train.csv", [(text, "pos") for text in POSITIVE] +
+                     [(text, "neg") for text in NEGATIVE])
+    result = run_in_process("--encoder", tiny_encoder_dir, "--training-file", rows, "--job-dir",
+                            tmp_path / "job", "--max-seq-length", "16", "--find-label-issues")
+    assert result.returncode == 2, result.stdout + result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("error: --find-label-issues: 18 training rows in 4 folds"), line
+    assert not (tmp_path / "job" / "checkpoints").exists()
+
+
+def fold_probabilities(right: list, folds: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Each row's [p(0), p(1)]: 0.9 for its given label where `right[fold]`, else 0.1."""
+    sure = np.where(np.asarray(right)[folds], 0.9, 0.1)
+    positive = np.where(labels == 1, sure, 1 - sure)
+    return np.stack([1 - positive, positive], axis=1)
+
+
+def test_fold_models_better_than_the_most_common_class_give_no_warning():
+    labels, folds = np.array([0, 1, 1, 0, 1, 1]), np.array([0, 0, 0, 1, 1, 1])
+    probabilities = fold_probabilities([True, True], folds, labels)
+    assert label_issues.chance_warning(probabilities, labels, folds) is None
+
+
+def test_a_fold_model_at_chance_warns_that_the_ranking_cannot_be_trusted():
+    labels, folds = np.array([0, 1, 1, 0, 1, 1]), np.array([0, 0, 0, 1, 1, 1])
+    probabilities = fold_probabilities([True, True], folds, labels)
+    probabilities[3] = [0.4, 0.6]  # fold 2 answers 'pos' for every row: right on 2 of 3, as is 'pos'
+    warning = label_issues.chance_warning(probabilities, labels, folds)
+    assert warning.startswith("the training rows' ranking cannot be trusted: 1 of 2 fold models "
+                              "did no better than chance (fold 2 (trained on 3 rows) was right on "
+                              "67% of its 3 held-out rows, always answering their most common "
+                              "class on 67%)"), warning
+
+
+def test_a_multi_label_fold_model_that_predicts_no_label_warns():
+    labels = np.array([[1, 0], [0, 0], [0, 0], [0, 1], [1, 0], [0, 0]])
+    folds = np.array([0, 0, 0, 1, 1, 1])
+    probabilities = np.where(labels == 1, 0.9, 0.1)
+    assert label_issues.chance_warning(probabilities, labels, folds) is None
+    probabilities[3:] = 0.1  # fold 2 never predicts a label: as right as answering "none"
+    assert "1 of 2 fold models did no better than chance (fold 2 " in \
+        label_issues.chance_warning(probabilities, labels, folds)
+
+
+def test_the_report_section_carries_the_warning_of_metrics_json(tmp_path):
+    from trainer.reporting import label_issues as report_section
+    (tmp_path / "label_issues.csv").write_text("split,file,row,given_label,suggested_label,score,text\n")
+    block = {"file": "label_issues.csv", "rows": 0, "folds": 4, "method": "m",
+             "splits": {"train": {"flagged": 0, "of": 90}}, "warning": "the ranking cannot be trusted"}
+    assert report_section.section(str(tmp_path), {"label_issues": block})["warning"] == \
+        "the ranking cannot be trusted"
+
+
 # --- end to end ----------------------------------------------------------------------------------
 
 def noisy_rows(count, seed, flipped):
@@ -171,6 +280,7 @@ def test_cross_fitting_lists_the_planted_training_flips(tiny_encoder_dir, tmp_pa
     assert [float(r["score"]) for r in issues] == sorted(float(r["score"]) for r in issues)
     block = metrics_of(job_dir)["label_issues"]
     assert block["folds"] == 3 and block["splits"]["train"]["of"] == 240
+    assert block["warning"] is None  # the fold models learned the texts
     assert metrics_of(job_dir)["durations"]["label_issues"] > 0
     assert "label issues: fold 3/3" in result.stdout and not (job_dir / "cross_fit").exists()
     assert "the run's model (its best epoch) predicts its 240 training rows" in result.stdout

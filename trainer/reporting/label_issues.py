@@ -12,7 +12,8 @@ SHOWN = 20  # rows in the report; the CSV holds every flagged row
 
 
 def section(job_dir: str, metrics: dict) -> Optional[dict]:
-    """{"rows", "total", "columns", "splits", "folds"} for the template, or None when this run
+    """{"rows", "total", "columns", "splits", "folds", "file", "warning"} for the template (the
+    warning: why the training rows' ranking cannot be trusted, or None), or None when this run
     wrote no label_issues.csv (regression; a run from before it existed). A file left by an
     earlier run in the same job dir is not this run's: metrics.json decides."""
     block = metrics.get("label_issues")
@@ -22,4 +23,4 @@ def section(job_dir: str, metrics: dict) -> Optional[dict]:
     table = pd.read_csv(io.StringIO(storage.read_text(path)), keep_default_na=False)
     return {"rows": table.head(SHOWN).to_dict(orient="records"), "total": len(table),
             "columns": list(table.columns), "splits": block["splits"], "folds": block["folds"],
-            "file": block["file"]}
+            "file": block["file"], "warning": block.get("warning")}

@@ -8,7 +8,8 @@ own stages with the run's recipe: the pretrained encoder loaded afresh, the same
 same number of epochs over its (smaller) data, the best epoch by the run's --selection-metric
 on the run's validation split, then a prediction of the held-out rows. A fold's checkpoints go
 to JOB_DIR/cross_fit/fold-N, removed when the fold is done. Cost: k trainings of (k-1)/k of the
-data, about k-1 times the run's training (metrics.json: durations.label_issues).
+data, about k-1 times the run's training (metrics.json: durations.label_issues). Folds too small
+to learn from are refused before any training (check_fold_sizes).
 """
 import copy
 import dataclasses
@@ -24,6 +25,11 @@ from trainer.training.context import Inputs, RunContext
 log = logging.getLogger("trainer")
 
 CROSS_FIT_DIR = "cross_fit"  # in the job dir: one fold's checkpoints at a time
+# Rows of each class (multi-label: with each label) that every fold's training part must hold.
+# A floor, not a guarantee (label_issues warns when a fold's model is at chance anyway): on 18
+# training rows the fold models answered at chance and flagged 6 rows with scores of 0.49-0.51
+# (issue #49).
+MIN_ROWS_PER_CLASS = 10
 
 
 def fold_of_rows(labels: np.ndarray, folds: int, seed: int, stratified: bool) -> np.ndarray:
@@ -45,12 +51,42 @@ def fold_of_rows(labels: np.ndarray, folds: int, seed: int, stratified: bool) ->
     return assigned
 
 
-def out_of_sample_outputs(ctx: RunContext) -> np.ndarray:
-    """The training split's outputs (logits), each row's from the fold model that did not
-    train on it, in row order."""
+def folds_of(ctx: RunContext) -> np.ndarray:
+    """Each training row's fold in this run (the same before and after tokenizing)."""
+    train = ctx.config.train
+    return fold_of_rows(ctx.datasets.train.labels, train.label_issue_folds, train.seed,
+                        ctx.task.name == "classification")
+
+
+def check_fold_sizes(labels: np.ndarray, folds: np.ndarray, names) -> None:
+    """Refuses folds whose training part holds fewer than MIN_ROWS_PER_CLASS rows of a class (or
+    with a label): its model would answer that class at chance, and cleanlab would flag its rows
+    for it. Checked before the run trains anything, so the user loses no time."""
+    multi_label = labels.ndim == 2
+    members = labels > 0.5 if multi_label else np.eye(len(names), dtype=bool)[labels]
+    k = int(folds.max()) + 1
+    counts = np.stack([members[folds != fold].sum(axis=0) for fold in range(k)])  # [k, classes]
+    fold, worst = np.unravel_index(np.argmin(counts), counts.shape)
+    if counts[fold, worst] >= MIN_ROWS_PER_CLASS:
+        return
+    sizes = [int(np.sum(folds != f)) for f in range(k)]
+    kind = "label" if multi_label else "class"
+    raise UserError(
+        f"--find-label-issues: {len(labels)} training rows in {k} folds (--label-issue-folds) "
+        f"train each fold's model on {min(sizes)}-{max(sizes)} rows, and fold {fold + 1}'s would "
+        f"see {counts[fold, worst]} of the {int(members[:, worst].sum())} rows of {kind} "
+        f"{names[worst]!r}; a fold's model needs at least {MIN_ROWS_PER_CLASS} rows of every "
+        f"{kind}, or it answers at chance and the ranking means nothing. Add training rows, raise "
+        f"--label-issue-folds (each fold trains on (k-1)/k of the rows, at the cost of one more "
+        f"training), or drop --find-label-issues")
+
+
+def out_of_sample_outputs(ctx: RunContext) -> tuple:
+    """(the training split's outputs (logits), each row's from the fold model that did not
+    train on it, in row order; each row's fold)."""
     config = ctx.config
     k, train = config.train.label_issue_folds, ctx.inputs.tokenized["train"]
-    folds = fold_of_rows(train.labels, k, config.train.seed, ctx.task.name == "classification")
+    folds = folds_of(ctx)
     log.info("label issues: cross-fitting %d models, each on %d%% of the %d training rows, to "
              "predict the rest", k, round(100 * (k - 1) / k), len(train))
     meter = progress.Progress("label issues: training rows predicted out of sample", 0.0, len(train))
@@ -62,7 +98,7 @@ def out_of_sample_outputs(ctx: RunContext) -> np.ndarray:
             outputs = np.zeros((len(train), *predicted.shape[1:]), predicted.dtype)
         outputs[held] = predicted
         meter.update(int(np.sum(folds <= fold)))
-    return outputs
+    return outputs, folds
 
 
 def _fold_outputs(ctx: RunContext, fold: int, kept: np.ndarray, held: np.ndarray) -> np.ndarray:

@@ -82,8 +82,11 @@ def find_label_issues(ctx: RunContext) -> None:
         return
     validation = _probabilities(ctx.task, ctx.outputs["validation"][0])
     splits = {"validation": (validation, validation, ctx.datasets.validation.labels)}
+    warning = None
     if ctx.config.train.find_label_issues:
-        splits = {"train": (*_training_probabilities(ctx), ctx.datasets.train.labels), **splits}
+        out_of_sample, ranking, folds = _training_probabilities(ctx)
+        warning = chance_warning(out_of_sample, ctx.datasets.train.labels, folds)
+        splits = {"train": (out_of_sample, ranking, ctx.datasets.train.labels), **splits}
     frames, counts = [], {}
     for name, (probabilities, ranking, labels) in splits.items():
         flagged, scores = rank(ctx.task.name, probabilities, labels, ranking)
@@ -97,22 +100,59 @@ def find_label_issues(ctx: RunContext) -> None:
         storage.write_text_atomic(storage.join(ctx.paths.job_dir, FILE),
                                   table.to_csv(index=False, float_format="%.6g"))
     ctx.label_issues = {"file": FILE, "rows": int(len(table)), "splits": counts, "method": METHOD,
-                        "folds": ctx.config.train.label_issue_folds if "train" in splits else None}
+                        "folds": ctx.config.train.label_issue_folds if "train" in splits else None,
+                        "warning": warning}
     log.info("label issues: %d rows whose label looks wrong (%s), most doubtful first in %s",
              len(table), ", ".join(f"{name} {c['flagged']} of {c['of']}" for name, c in counts.items()),
              storage.join(ctx.paths.job_dir, FILE))
+    if warning:
+        log.warning("label issues: %s", warning)
 
 
 def _training_probabilities(ctx: RunContext) -> tuple:
-    """(the folds' out-of-sample probabilities, their mean with the run's model's) of the
-    training rows. The run's model predicts first: it holds its best epoch's weights now."""
+    """(the folds' out-of-sample probabilities of the training rows, their mean with the run's
+    model's, each row's fold). The run's model predicts first: it holds its best epoch's
+    weights now."""
     from trainer.training import cross_fit, fitting
 
     log.info("label issues: the run's model (its best epoch) predicts its %d training rows, "
              "to rank the flagged ones", len(ctx.inputs.tokenized["train"]))
     in_sample = _probabilities(ctx.task, fitting.predict_split(ctx, "train")[0])
-    out_of_sample = _probabilities(ctx.task, cross_fit.out_of_sample_outputs(ctx))
-    return out_of_sample, mean_of_views(out_of_sample, in_sample)
+    outputs, folds = cross_fit.out_of_sample_outputs(ctx)
+    out_of_sample = _probabilities(ctx.task, outputs)
+    return out_of_sample, mean_of_views(out_of_sample, in_sample), folds
+
+
+def chance_warning(probabilities: np.ndarray, labels: np.ndarray, folds: np.ndarray) -> Optional[str]:
+    """Why the training rows' ranking cannot be trusted, or None: a fold whose model is right on
+    its held-out rows no more often than always answering their most common class (multi-label:
+    each label decided at 0.5, against each label's more common answer) has learned nothing to
+    doubt a label by, and cleanlab then flags rows on near-chance probabilities."""
+    weak = []
+    for fold in range(int(folds.max()) + 1):
+        held = folds == fold
+        accuracy, constant = _accuracies(probabilities[held], labels[held])
+        if accuracy <= constant:
+            weak.append(f"fold {fold + 1} (trained on {int(np.sum(~held))} rows) was right on "
+                        f"{accuracy:.0%} of its {int(np.sum(held))} held-out rows, always "
+                        f"answering their most common class on {constant:.0%}")
+    if not weak:
+        return None
+    return (f"the training rows' ranking cannot be trusted: {len(weak)} of {int(folds.max()) + 1} "
+            f"fold models did no better than chance ({'; '.join(weak)}), so the scores of their "
+            f"rows are near chance too. More training rows, or more --label-issue-folds (each "
+            f"trains on more of them), give models worth asking")
+
+
+def _accuracies(probabilities: np.ndarray, labels: np.ndarray) -> tuple:
+    """(the model's accuracy, the best constant answer's) on these rows."""
+    if labels.ndim == 2:  # multi-label: every (row, label) decision
+        given = labels > 0.5
+        rate = given.mean(axis=0)
+        return float(np.mean((probabilities >= 0.5) == given)), float(np.mean(np.maximum(rate, 1 - rate)))
+    labels = np.asarray(labels, np.int64)
+    return (float(np.mean(probabilities.argmax(axis=1) == labels)),
+            float(np.bincount(labels).max() / len(labels)))
 
 
 def mean_of_views(out_of_sample: np.ndarray, in_sample: np.ndarray) -> np.ndarray:
