@@ -141,6 +141,21 @@ def test_a_bad_flag_is_one_error_line_before_anything_is_sent(capsys, argv, mess
     assert err.startswith("error: ") and message in err and len(err.splitlines()) == 1
 
 
+@pytest.mark.parametrize("image, which", [
+    ("us-central1-docker.pkg.dev/p/vertex-bert-trainer/vertex-bert-trainer:abc1234", "the GPU image"),
+    ("us-central1-docker.pkg.dev/p/vertex-bert-trainer/vertex-bert-trainer-tpu@sha256:" + "0" * 64,
+     "the TPU image"),
+])
+@pytest.mark.parametrize("command", [["deploy", *WHERE], ["batch-predict", *WHERE, "--input", "gs://b/a.csv",
+                                                           "--output", "gs://b/o"]])
+def test_a_training_image_as_the_serving_image_is_refused_as_deploy_sh_refuses_it(capsys, image, which, command):
+    code, err = failure(capsys, *command, "--job-dir", "gs://my-bucket/runs/sentiment", "--image-uri", image,
+                        "--dry-run")
+    assert code == 2 and len(err.splitlines()) == 1
+    assert err.startswith(f"error: --image-uri {image} is {which}"), err
+    assert f"{command[0]} needs the serving image (VARIANT=serve scripts/build-image.sh)" in err
+
+
 @pytest.mark.parametrize("command", [["deploy", *WHERE, *MODEL],
                                      ["batch-predict", *WHERE, "--model", "5", "--input", "gs://b/a.csv",
                                       "--output", "gs://b/o"]])

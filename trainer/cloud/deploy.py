@@ -37,6 +37,10 @@ DEFAULT_MACHINE_TYPE = "n1-standard-4"
 # passes them to the container as AIP_HTTP_PORT, AIP_HEALTH_ROUTE and AIP_PREDICT_ROUTE).
 SERVING = vertex.ServingEnvironment()
 INSTANCE_FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv"}
+# The names scripts/build-image.sh gives the training images, by which scripts/deploy.sh refuses
+# them when skopeo cannot read the image's label (scripts/lib.sh: require_image, image_variant).
+TRAINING_IMAGES = {"vertex-bert-trainer": "the GPU image (scripts/build-image.sh)",
+                   "vertex-bert-trainer-tpu": "the TPU image (VARIANT=tpu scripts/build-image.sh)"}
 
 
 def _parents() -> list:
@@ -108,6 +112,18 @@ def add_parsers(commands) -> None:
     batch.add_argument("--text-field", default="text", help="The JSON field or CSV column holding the text.")
     batch.add_argument("--replicas", type=int, default=1, help="Machines the job starts with.")
     batch.add_argument("--max-replicas", type=int, default=1, help="Most machines the job may scale to.")
+
+
+def check_serving_image(options) -> None:
+    """Refuses a training image as the model's container, as scripts/deploy.sh does: its
+    ENTRYPOINT is trainer.task, not trainer.serve, so Vertex would start it on a billed machine,
+    where it serves nothing, and fail the deployment minutes later."""
+    image = options.image_uri or ""
+    name = image.rsplit("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+    if name in TRAINING_IMAGES:
+        raise UserError(f"--image-uri {image} is {TRAINING_IMAGES[name]}, by its name {name}; "
+                        f"{options.command} needs the serving image (VARIANT=serve "
+                        f"scripts/build-image.sh)")
 
 
 def check_replicas(options) -> None:
@@ -382,6 +398,7 @@ def main(options, extra_args) -> int:
         raise UserError(f"{options.command} takes no trainer arguments after `--`, got {' '.join(extra_args)}")
     if options.command == "batch-predict" and options.model and (options.job_dir or options.image_uri):
         raise UserError("--model: give either an uploaded --model or --job-dir with --image-uri, not both")
+    check_serving_image(options)
     check_replicas(options)
     check_resource_id("--model", getattr(options, "model", None))
     check_resource_id("--endpoint", getattr(options, "endpoint", None))
