@@ -132,6 +132,68 @@ def test_replace_directory_on_gs_lands_the_top_level_files_last(gcs, storage_bas
     assert moved[-2:] == ["fingerprint.pb", "saved_model.pb"]
 
 
+MODEL_DIR_SCRIPT = textwrap.dedent("""
+    import json
+    from trainer import storage
+    from trainer.errors import UserError
+    from trainer.serving import model_dir
+    import tensorflow as tf
+    refusals = {}
+    for path in ("gs://BUCKET/owned/mine", "gs://BUCKET/owned/mine/notes.txt",
+                 "gs://BUCKET/owned/export", "gs://BUCKET/owned/new"):
+        try:
+            model_dir.check_replaceable(path)
+            refusals[path] = None
+        except UserError as e:
+            refusals[path] = str(e)
+    try:
+        model_dir.check_apart("gs://BUCKET/owned", [("--training-file", "gs://BUCKET/owned/mine/*.csv")])
+    except UserError as e:
+        refusals["apart"] = str(e)
+    tmp = storage.temporary_sibling("gs://BUCKET/owned/export")
+    for name in ("saved_model.pb", "variables/variables.index"):
+        with tf.io.gfile.GFile(tmp + "/" + name, "w") as f:
+            f.write("new " + name)
+    model_dir.write_marker(tmp)
+    storage.replace_directory(tmp, "gs://BUCKET/owned/export", marker=model_dir.MARKER)
+    print("RESULT " + json.dumps(refusals))
+""").replace("BUCKET", BUCKET)
+
+
+@pytest.fixture(scope="module")
+def model_dir_checks(gcs):
+    gcs.put("owned/mine/notes.txt", "keep me")
+    for name in ("saved_model.pb", "variables/variables.index", "trainer_export.json"):
+        gcs.put(f"owned/export/{name}", "old")
+    result = run(gcs, code=MODEL_DIR_SCRIPT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return json.loads(result.stdout.split("RESULT ", 1)[1])
+
+
+def test_a_gs_model_dir_is_replaced_only_when_it_holds_an_export_of_ours(gcs, model_dir_checks):
+    """Issue #49, 1: on gs:// a replaced directory loses every object under its prefix."""
+    refused = model_dir_checks
+    assert refused[gs("owned/mine")].startswith(f"--model-dir: {gs('owned/mine')} holds files this "
+                                                f"trainer did not write (notes.txt)")
+    assert "is a file" in refused[gs("owned/mine/notes.txt")]
+    assert refused[gs("owned/export")] is None and refused[gs("owned/new")] is None
+    assert refused["apart"].startswith(f"--model-dir: {gs('owned')} holds --training-file")
+    assert gcs.get("owned/mine/notes.txt") == b"keep me"
+
+
+def test_replacing_a_gs_export_removes_its_marker_last_and_moves_it_in_first(gcs, model_dir_checks):
+    """So that a replacement cut short leaves a directory still known to be an export."""
+    requests = [(method, urllib.parse.unquote(path)) for method, _, path, _ in gcs.requests]
+    prefix = f"/storage/v1/b/{BUCKET}/o/owned/export/"
+    deleted = [p[len(prefix):] for m, p in requests
+               if m == "DELETE" and p.startswith(prefix) and not p.endswith("/")]
+    target = f"/rewriteTo/b/{BUCKET}/o/owned/export/"
+    moved = [p.split(target)[1] for m, p in requests
+             if m == "POST" and "/o/owned/.export.tmp-" in p and target in p and not p.endswith("/")]
+    assert deleted[-1] == "trainer_export.json" and moved[0] == "trainer_export.json"
+    assert gcs.get("owned/export/saved_model.pb") == b"new saved_model.pb"
+
+
 def train_args(tiny_encoder_dir, job_dir, *extra):
     return ["--encoder", tiny_encoder_dir, "--training-file", gs("data/train.csv"),
             "--validation-file", gs("data/validation.csv"), "--testing-file", gs("data/test.csv"),

@@ -98,6 +98,24 @@ def test_starting_over_clears_checkpoints_history_and_metrics_and_records_the_jo
     assert json.loads((tmp_path / "checkpoints" / "job.json").read_text()) == {"vertex_job_id": "2"}
 
 
+def test_starting_over_keeps_the_files_a_checkpoint_dir_of_the_users_holds(tmp_path):
+    """Issue #49, 1: --checkpoint-dir may name a folder that holds other things."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    paths = unfinished(tmp_path / "job", "--checkpoint-dir", str(mine), "--overwrite")
+    jobdir.start_new(paths, None)
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+
+
+def test_a_metrics_json_no_run_wrote_is_refused_and_kept(tmp_path):
+    (tmp_path / "metrics.json").write_text("{}")
+    config = config_for(tmp_path, "--overwrite")
+    with pytest.raises(UserError, match="holds a metrics.json that no trainer.task run wrote"):
+        jobdir.decide(config, jobdir.JobPaths.from_config(config), None)
+    assert (tmp_path / "metrics.json").exists()
+
+
 def test_a_writable_job_dir_passes_the_check_and_keeps_nothing_of_it(tmp_path):
     jobdir.check_writable(str(tmp_path / "job"))
     assert list((tmp_path / "job").iterdir()) == []

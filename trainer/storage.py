@@ -225,14 +225,16 @@ def _files_top_level_last(root: str) -> list:
 
 
 @_cloud_errors
-def replace_directory(tmp_dir: str, final_dir: str) -> None:
+def replace_directory(tmp_dir: str, final_dir: str, marker: str = None) -> None:
     """Move a fully written directory into place, replacing what was there.
 
     Locally that is one rename. An object store (gs://) has no directories: renaming one is a
     copy and a delete per object, in name order, so a reader could find model/saved_model.pb
     before model/variables/ has arrived (or, after a crash, never arrives). There the top-level
     files (a SavedModel's saved_model.pb, the file readers open first) are removed first and
-    moved in last: whenever one exists, everything under it is complete.
+    moved in last: whenever one exists, everything under it is complete. `marker`, a top-level
+    file naming the directory as this package's (trainer.serving.model_dir), is removed last and
+    moved in first: a replacement cut short leaves a directory still known to be ours.
     """
     if not _is_object_store(final_dir):
         if _tf().io.gfile.exists(final_dir):
@@ -240,15 +242,37 @@ def replace_directory(tmp_dir: str, final_dir: str) -> None:
         _tf().io.gfile.rename(tmp_dir, final_dir, overwrite=True)
         return
     if _tf().io.gfile.exists(final_dir):
-        for relative in reversed(_files_top_level_last(final_dir)):
+        for relative in _marker_at(list(reversed(_files_top_level_last(final_dir))), marker, last=True):
             _tf().io.gfile.remove(join(final_dir, relative))
         if _tf().io.gfile.exists(final_dir):
             _tf().io.gfile.rmtree(final_dir)  # directory markers
-    for relative in _files_top_level_last(tmp_dir):
+    for relative in _marker_at(_files_top_level_last(tmp_dir), marker, last=False):
         _tf().io.gfile.rename(join(tmp_dir, relative), join(final_dir, relative),
                            overwrite=True)
     if _tf().io.gfile.exists(tmp_dir):
         _tf().io.gfile.rmtree(tmp_dir)  # directory markers
+
+
+def _marker_at(files: list, marker, last: bool) -> list:
+    """`files` with `marker` (when among them) moved to the end, or to the front."""
+    if marker not in files:
+        return files
+    rest = [name for name in files if name != marker]
+    return rest + [marker] if last else [marker] + rest
+
+
+def normalized(path: str) -> str:
+    """A path as compared with another: gs:// without a trailing slash, a local one absolute
+    with its symbolic links resolved."""
+    if "://" in path:
+        return path.rstrip("/")
+    return os.path.realpath(path)
+
+
+def is_within(path: str, parent: str) -> bool:
+    """Whether `path` is `parent` or lies under it (paths only: nothing is read)."""
+    path, parent = normalized(path), normalized(parent)
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
 def temporary_sibling(path: str) -> str:

@@ -20,6 +20,7 @@ from trainer import storage
 from trainer.errors import UserError
 from trainer.data import pipeline
 from trainer.explaining import exported
+from trainer.serving import model_dir as model_dir_lib
 from trainer.modeling.encoders.bert import INPUT_KEYS
 
 SIGNATURE = "serving_default"
@@ -215,14 +216,17 @@ def finite_outputs(outputs: dict) -> dict:
 
 def export(module: ServingModule, model_dir: str, write_dir: str = None) -> None:
     """Saves to a temporary sibling and renames into place: a reader never sees half a model.
+    Only an export of this package's is ever replaced (trainer.serving.model_dir).
 
     `write_dir` is where this process writes: under MultiWorkerMirroredStrategy every worker
     must call save, and only the chief's copy lands in `model_dir`.
     """
     target = write_dir or model_dir
+    model_dir_lib.check_replaceable(target)
     tmp = storage.temporary_sibling(target)
     save(module, tmp)
-    storage.replace_directory(tmp, target)
+    model_dir_lib.write_marker(tmp)
+    storage.replace_directory(tmp, target, marker=model_dir_lib.MARKER)
 
 
 def save(module: ServingModule, path: str) -> None:

@@ -104,6 +104,9 @@ def decide(config: Config, paths: JobPaths, job_id: Optional[str]) -> str:
 
     Only a run with a resume checkpoint is resumed (and must be rerun with its own settings)."""
     same_job = job_id is not None and _recorded_job(paths) == job_id
+    if storage.exists(paths.metrics) and not storage.exists(paths.config):
+        raise UserError(f"--job-dir: {paths.job_dir} holds a metrics.json that no trainer.task "
+                        f"run wrote (it has no config.json); choose another --job-dir")
     if storage.exists(paths.metrics):
         if same_job:
             return FINISHED
@@ -162,8 +165,9 @@ def has_resume_checkpoint(paths: JobPaths) -> bool:
 
 
 def start_new(paths: JobPaths, job_id: Optional[str]) -> None:
-    """Clears what a previous run left (checkpoints, history, metrics) and records the job id."""
-    for stale in (paths.checkpoint_dir, paths.history, paths.metrics):
+    """Clears what a previous run left (its checkpoints, history, metrics) and records the job
+    id. Only what runs write: a --checkpoint-dir of the user's may hold other files."""
+    for stale in (paths.resume, paths.best, paths.job, paths.history, paths.metrics):
         if storage.exists(stale):
             storage.remove(stale)
     if job_id is not None:

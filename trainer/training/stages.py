@@ -25,11 +25,30 @@ def check_inputs(ctx: RunContext) -> None:
     """Everything the run will touch, checked before anything is read or written."""
     from trainer.cloud import experiments
     from trainer.modeling import encoders
+    from trainer.serving import model_dir
 
     encoders.check_encoder(ctx.config.model.encoder)
     experiments.check(ctx.config, ctx.environ)
     if ctx.is_chief:
         jobdir.check_writable(ctx.paths.job_dir)
+        model_dir.check_apart(ctx.paths.model_dir, _paths_beside_model(ctx.config))
+        model_dir.check_replaceable(ctx.paths.model_dir)
+
+
+def _paths_beside_model(config) -> list:
+    """(flag, path) of every path of the run that replacing --model-dir must not touch."""
+    import os
+
+    out, data = config.output, config.data
+    paths = [("--job-dir", out.job_dir), ("--checkpoint-dir", out.checkpoint_dir),
+             ("--tensorboard-dir", out.tensorboard_dir), ("--cache-dir", out.cache_dir)]
+    for flag, spec in (("--training-file", data.training_file), ("--validation-file",
+                       data.validation_file), ("--testing-file", data.testing_file)):
+        paths += [(flag, part.strip()) for part in (spec or "").split(",") if part.strip()]
+    encoder = config.model.encoder
+    if encoder.startswith("gs://") or os.path.exists(encoder):
+        paths.append(("--encoder", encoder))
+    return paths
 
 
 def prepare_job_dir(ctx: RunContext) -> None:
