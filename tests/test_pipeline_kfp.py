@@ -13,8 +13,8 @@ import pytest
 
 from test_scripts import run as run_script
 from vertex_loopback import VertexLoopback
-from trainer import cli, pipeline
-from trainer.cloud import pipeline_gate
+from trainer import cli, config as config_lib, pipeline
+from trainer.cloud import pipeline_gate, pipeline_local
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMAGE = "us-central1-docker.pkg.dev/my-project/vertex-bert-trainer/vertex-bert-trainer:abc1234"
@@ -105,6 +105,42 @@ def test_a_local_run_refuses_the_flags_only_vertex_uses(capsys):
                                     "--bucket", "my-bucket")
     assert (code, err) == (2, ["error: --bucket: not used by a local run (run --local trains on this "
                                "machine and dry-runs register and deploy); drop it or drop --local"])
+
+
+def test_a_local_run_into_a_finished_run_is_refused_with_exit_2_before_kfp_starts(capsys, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    config_lib.save(config_lib.build_config(["--job-dir", str(run)], environ={}), str(run / "config.json"))
+    (run / "metrics.json").write_text(json.dumps(METRICS))
+    code, out, err = pipeline_command(capsys, "run", "--local", "--gate", "validation.accuracy>=0.5",
+                                      "--job-dir", str(run))
+    assert (code, err) == (2, [f"error: --job-dir: {run} holds a finished run ({run / 'metrics.json'}). "
+                               f"Pass --overwrite to replace it, or choose another --job-dir."])
+    assert "Running pipeline" not in out
+
+
+def kfp_log_line():
+    """A line kfp.local logs as it does (kfp/local/task_dispatcher.py), its names coloured."""
+    import logging
+    from kfp.local import logging_utils, status
+
+    with logging_utils.local_logger_context():
+        logging.info(f"Task {logging_utils.format_task_name('train')} finished with status "
+                     f"{logging_utils.format_status(status.Status.SUCCESS)}")
+
+
+def test_kfp_local_logs_no_colour_codes_when_stdout_is_not_a_terminal(capsys):
+    with pipeline_local.colours_for_terminals_only():
+        kfp_log_line()
+    out = capsys.readouterr().out
+    assert out.endswith(" - INFO - Task 'train' finished with status SUCCESS\n") and "\x1b" not in out, out
+
+
+def test_kfp_local_keeps_its_colours_on_a_terminal(capsys, monkeypatch):
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    with pipeline_local.colours_for_terminals_only():
+        kfp_log_line()
+    assert "\x1b[92mSUCCESS\x1b[0m" in capsys.readouterr().out
 
 
 def test_compile_names_every_vertex_flag_it_needs(capsys, tmp_path):

@@ -15,6 +15,7 @@ from trainer.cloud import api, pipeline_deploy, pipeline_gate, pipeline_local, p
 from trainer.cloud.pipeline_deploy import flag_value
 from trainer.cloud.pipeline_vertex import SUBMIT_FLAGS
 from trainer.errors import UserError
+from trainer.training import jobdir
 
 VERTEX_FLAGS = ("--project", "--region", "--bucket", "--image-uri", "--serving-image-uri")
 
@@ -99,6 +100,14 @@ def local_trainer_config(job_dir: str, trainer_args: Sequence[str]) -> config_li
     return config_lib.build_config([*trainer_args, "--job-dir", job_dir], environ={})
 
 
+def check_local_job_dir(trainer_config: config_lib.Config) -> None:
+    """What the training step's trainer.task would refuse in the job dir (a finished run
+    without --overwrite, an unfinished one with other settings), refused here in its words, exit
+    code 2, before kfp.local starts: kfp.local reports a failed step only as a failed pipeline,
+    whose exit code is 1."""
+    jobdir.decide(trainer_config, jobdir.JobPaths.from_config(trainer_config), job_id=None)
+
+
 def main(argv: Sequence[str]) -> int:
     options, trainer_args = parse_args(argv)
     gate = pipeline_gate.parse(options.gate)
@@ -106,7 +115,9 @@ def main(argv: Sequence[str]) -> int:
     display_name = options.display_name or default_display_name()
     if is_local(options):
         job_dir = options.job_dir or os.path.join("runs", display_name.removeprefix("vbt-"))
-        pipeline_gate.check_against(gate, local_trainer_config(job_dir, trainer_args))
+        trainer_config = local_trainer_config(job_dir, trainer_args)
+        pipeline_gate.check_against(gate, trainer_config)
+        check_local_job_dir(trainer_config)
         return pipeline_local.run(pipeline_local.plan(options, gate, job_dir, trainer_args))
     with api.google_errors():
         plan = pipeline_vertex.plan(options, gate, display_name, trainer_args)
