@@ -293,3 +293,84 @@ def test_the_model_columns_are_found_by_the_trainers_one_rule_for_names():
     chunk = pd.DataFrame({" question ": ["q"], "answer": ["a"], "_file": ["in.csv"]})
     no_flags = argparse.Namespace(text_column=None, text_pair_column=None)
     assert text_columns(chunk, no_flags, True, ("Question", "Answer")) == (" question ", "answer")
+
+
+# --- issue 49, 6: --output as a JSON array, and gzip-compressed -----------------------------------
+
+def predict_to(job_dir, source, output):
+    result = run_in_process("--model-dir", job_dir / "model", "--input", source, "--output", output,
+                            module="trainer.predict")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def test_a_json_output_is_one_array_of_the_rows_json_lines_holds(tsv_run, tmp_path):
+    """A .json --output was JSON Lines, which json.load refuses."""
+    files, job_dir, _ = tsv_run
+    for name in ("out.json", "out.jsonl"):
+        predict_to(job_dir, files["validation"], tmp_path / name)
+    with open(tmp_path / "out.json", encoding="utf-8") as f:
+        array = json.load(f)
+    with open(tmp_path / "out.jsonl", encoding="utf-8") as f:
+        assert array == [json.loads(line) for line in f]
+    assert [row["tweet"] for row in array] == [text for text, _ in quoted_tweets(30, 2)]
+
+
+def read_gzip(path, fmt):
+    """`path`'s rows as dicts, read by gzip and the standard library (not by the trainer)."""
+    import gzip
+
+    with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
+        if fmt == "json":
+            return json.load(f)
+        if fmt == "jsonl":
+            return [json.loads(line) for line in f]
+        return list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if fmt == "tsv"
+                    else csv.DictReader(f))
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", pytest.param("tsv", marks=pytest.mark.slow),
+                                 pytest.param("jsonl", marks=pytest.mark.slow)])
+def test_a_gz_output_is_that_format_gzip_compressed(tsv_run, tmp_path, fmt):
+    """.gz was read on --input but refused on --output."""
+    files, job_dir, _ = tsv_run
+    output = tmp_path / f"out.{fmt}.gz"
+    assert "wrote 30 rows with predictions" in predict_to(job_dir, files["validation"], output).stdout
+    rows = read_gzip(output, fmt)
+    assert [row["tweet"] for row in rows] == [text for text, _ in quoted_tweets(30, 2)]
+    assert all(row["predicted_label"] in ("negative", "neutral", "positive") for row in rows)
+    assert os.listdir(tmp_path) == [output.name]  # renamed into place, no temporary file left
+
+
+def test_a_gz_output_that_fails_leaves_no_file(tsv_run, tmp_path):
+    _, job_dir, _ = tsv_run
+    source = tmp_path / "in.csv"
+    source.write_text('tweet,label\nfine,positive\n"two\nlines",positive\n', encoding="utf-8")
+    result = run_in_process("--model-dir", job_dir / "model", "--input", source,
+                            "--output", tmp_path / "out.tsv.gz", module="trainer.predict")
+    assert result.returncode == 2 and "holds a tab or a line break, which TSV cannot hold" in result.stderr
+    assert os.listdir(tmp_path) == ["in.csv"]
+
+
+def test_an_output_extension_it_cannot_write_is_one_line_naming_the_ones_it_can(tmp_path):
+    output = tmp_path / "out.parquet"
+    result = run_in_process("--model-dir", tmp_path, "--input", tmp_path / "in.csv", "--output", output,
+                            module="trainer.predict")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        f"error: --output: cannot tell the format of {output} from its extension '.parquet'; use one of "
+        f".csv, .json, .jsonl, .ndjson, .tsv, each optionally followed by .gz (scored.csv.gz)"]
+
+
+def test_explain_writes_a_gzip_json_array_and_its_page_beside_it(tsv_run, tmp_path):
+    """trainer.explain writes its --output as trainer.predict does."""
+    _, job_dir, _ = tsv_run
+    source = write_tsv(tmp_path / "in.tsv", [("so good", "positive"), ("awful", "negative")])
+    result = run_in_process("--model-dir", job_dir / "model", "--input", source, "--output",
+                            tmp_path / "out.json.gz", "--top-k", "1", "--ig-steps", "4",
+                            module="trainer.explain")
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = read_gzip(tmp_path / "out.json.gz", "json")
+    assert [row["tweet"] for row in rows] == ["so good", "awful"]
+    assert all(isinstance(row["top_words"], list) and len(row["top_words"]) == 1 for row in rows)
+    assert (tmp_path / "out.html").exists()

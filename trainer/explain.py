@@ -4,8 +4,9 @@ Reads --input as trainer.predict reads it (same columns, same errors) and writes
 explained output (the predicted class, or --target; each predicted label of a multi-label
 model; a regression model's score), its probability, the log-odds the attributions explain
 (a score: the score itself) and the baseline's, and the --top-k words of largest attribution,
-as a CSV (top_words as JSON) or JSON Lines by --output's extension, plus an HTML page
-colouring each text's words beside it (OUTPUT with .html).
+as a CSV (top_words as JSON), JSON Lines or one JSON array by --output's extension (each plain
+or .gz, written as trainer.predict writes), plus an HTML page colouring each text's words beside
+it (OUTPUT with .html).
 Attributions are integrated gradients on the word embeddings (trainer.explaining), computed
 by the float32 model of --model-dir, the one trainer.predict loads with --precision float32.
 """
@@ -21,7 +22,7 @@ from trainer.errors import UserError
 from trainer.serving import columns as trained, predict, protocol
 
 HTML_ROWS = 1000  # explanations on the HTML page; the output file holds every one
-OUTPUT_FORMATS = ("csv", "jsonl")
+OUTPUT_FORMATS = ("csv", "jsonl", "json")
 
 
 def build_arg_parser():
@@ -29,8 +30,9 @@ def build_arg_parser():
                                 formatter_class=helptext.DefaultsShown)
     predict.add_input_arguments(parser)
     parser.add_argument("--output", default=None,
-                        help="Where to write: .csv or .jsonl. Default: beside --input, its name "
-                             "with -explained.jsonl. The HTML page goes beside it (.html).")
+                        help="Where to write: .csv, .jsonl or .json (one JSON array), each plain "
+                             "or .gz. Default: beside --input, its name with -explained.jsonl. "
+                             "The HTML page goes beside it (.html).")
     parser.add_argument("--top-k", type=int, default=5, help="Words listed per explanation.")
     parser.add_argument("--ig-steps", type=int, default=config_lib.OutputConfig().ig_steps,
                         help="Integrated-gradients steps (the trapezoid rule's intervals). A text "
@@ -45,9 +47,14 @@ def build_arg_parser():
     return parser
 
 
-def default_output(path: str) -> str:
+def _stem(path: str) -> str:
+    """`path` without its extension, nor a .gz after it."""
     name = path[:-len(data.COMPRESSED)] if path.lower().endswith(data.COMPRESSED) else path
-    return os.path.splitext(name)[0] + "-explained.jsonl"
+    return os.path.splitext(name)[0]
+
+
+def default_output(path: str) -> str:
+    return _stem(path) + "-explained.jsonl"
 
 
 def check_args(args) -> str:
@@ -58,12 +65,13 @@ def check_args(args) -> str:
             raise UserError(f"{flag}: must be at least 1, got {value}")
     out_fmt = predict.check_args(args)
     if out_fmt not in OUTPUT_FORMATS:
-        raise UserError(f"--output: {args.output}: write .csv or .jsonl (the top words are lists)")
+        raise UserError(f"--output: {args.output}: write .csv or .jsonl (or .json; any of them may end "
+                        f"in .gz): the top words are lists")
     return out_fmt
 
 
 def html_path(output: str) -> str:
-    return os.path.splitext(output)[0] + ".html"
+    return _stem(output) + ".html"
 
 
 def _words(explanation, top_k: int, pair: bool) -> list:
@@ -90,7 +98,7 @@ def explained_frame(frame, explanations, args, out_fmt: str, regression: bool, p
                            "log_odds": e and e.output, "baseline_log_odds": e and e.baseline_output}
             records.append({**row.to_dict(), **outputs, "ig_steps": e and e.steps,
                             "completeness_error": e and round(e.completeness_error, 6),
-                            "top_words": top if out_fmt == "jsonl" or top is None
+                            "top_words": top if out_fmt != "csv" or top is None
                             else json.dumps(top, ensure_ascii=False),
                             predict.NOTE_COLUMN: "" if e else protocol.EMPTY_NOTE})
     return pd.DataFrame.from_records(records)
@@ -139,20 +147,14 @@ def main(argv=None) -> int:
     from trainer.reporting import explanations as page
     from trainer.serving import export
 
-    with predict.open_scratch(args.output) as tmp:
-        try:
-            started = time.monotonic()
-            model = export.load_module(args.model_dir)
-            attribute.require_explainable(model, args.model_dir)
-            print(f"loaded {args.model_dir} in {progress.clock(time.monotonic() - started)}; "
-                  f"integrated gradients with {args.ig_steps} steps from a {ig.BASELINE} baseline",
-                  flush=True)
-            rows, explained, entries = explain_file(model, args, out_fmt, tmp)
-        except BaseException:
-            tmp.close()
-            os.unlink(tmp.name)
-            raise
-    storage.publish_local_file(tmp.name, args.output)
+    with predict.written_output(args.output, out_fmt) as handle:
+        started = time.monotonic()
+        model = export.load_module(args.model_dir)
+        attribute.require_explainable(model, args.model_dir)
+        print(f"loaded {args.model_dir} in {progress.clock(time.monotonic() - started)}; "
+              f"integrated gradients with {args.ig_steps} steps from a {ig.BASELINE} baseline",
+              flush=True)
+        rows, explained, entries = explain_file(model, args, out_fmt, handle)
     title = os.path.basename(args.input)
     storage.write_text_atomic(html_path(args.output), page.page(
         entries, title, args.ig_steps, predict.is_pair_model(model),

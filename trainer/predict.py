@@ -1,4 +1,4 @@
-"""`python -m trainer.predict`: add predictions to every row of a CSV, TSV or JSON Lines file."""
+"""`python -m trainer.predict`: add predictions to every row of a CSV, TSV, JSON Lines or JSON file."""
 import sys
 
 from trainer import cli

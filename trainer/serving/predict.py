@@ -12,7 +12,10 @@ else detected as the trainer detects them. A row whose text is empty gets no pre
 note: training refuses such rows, so the model never learned what they mean.
 """
 import argparse
+import contextlib
 import csv
+import gzip
+import io
 import json
 import os
 import tempfile
@@ -33,7 +36,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser = cli.ArgumentParser(prog="python -m trainer.predict", description=__doc__.splitlines()[0],
                                      formatter_class=helptext.DefaultsShown)
     add_input_arguments(parser)
-    parser.add_argument("--output", required=True, help="Where to write (format from the extension).")
+    parser.add_argument("--output", required=True,
+                        help="Where to write: .csv, .tsv, .jsonl (JSON Lines) or .json (one JSON "
+                             "array), each plain or .gz (local or gs://).")
     parser.add_argument("--precision", default="auto", choices=variants.PRECISIONS,
                         help=f"Which of the model dir's models computes: {variants.AUTO_HELP}")
     parser.add_argument("--batch-size", type=int, default=128, help="Texts per model call.")
@@ -296,12 +301,14 @@ def _add_outputs(chunk, model, texts, batch_size: int, pairs=None, features=None
 
 def write_frame(frame, handle, fmt: str, first: bool) -> None:
     """CSV quotes as needed; TSV is written as it is read, without quoting, so a text holding a
-    tab or a line break (possible from CSV or JSON Lines input) cannot be written as TSV."""
-    if fmt == "jsonl":
-        # A missing value (an empty cell of the input, an empty text's prediction) is null:
-        # NaN is no JSON value.
-        for record in frame.astype(object).where(frame.notna(), None).to_dict(orient="records"):
-            handle.write(json.dumps(record, ensure_ascii=False, default=str, allow_nan=False) + "\n")
+    tab or a line break (possible from CSV or JSON Lines input) cannot be written as TSV. A JSON
+    array holds JSON Lines' rows, comma-separated (written_output writes its brackets)."""
+    if fmt in ("json", "jsonl"):
+        rows = _json_rows(frame)
+        if fmt == "jsonl":
+            handle.write("".join(row + "\n" for row in rows))
+        elif rows:
+            handle.write(("\n" if first else ",\n") + ",\n".join(rows))
         return
     if fmt == "csv":
         frame.to_csv(handle, index=False, header=first)
@@ -316,13 +323,32 @@ def write_frame(frame, handle, fmt: str, first: bool) -> None:
     frame.to_csv(handle, sep="\t", index=False, header=first, quoting=csv.QUOTE_NONE)
 
 
+def _json_rows(frame) -> list:
+    """Each row as one line of JSON. A missing value (an empty cell of the input, an empty
+    text's prediction) is null: NaN is no JSON value."""
+    records = frame.astype(object).where(frame.notna(), None).to_dict(orient="records")
+    return [json.dumps(record, ensure_ascii=False, default=str, allow_nan=False) for record in records]
+
+
+def output_format(path: str) -> str:
+    """--output's format from its extension, which may be followed by .gz as --input's may:
+    the reader's formats (trainer.data.reading), except that .json is written as one JSON array,
+    the file json.load reads (the reader takes an array or JSON Lines from .json)."""
+    ext = os.path.splitext(path.lower().removesuffix(data.COMPRESSED))[1]
+    if ext not in data.FORMATS:
+        raise UserError(f"--output: cannot tell the format of {path} from its extension {ext!r}; use "
+                        f"one of {', '.join(sorted(data.FORMATS))}, each optionally followed by "
+                        f"{data.COMPRESSED} (scored.csv{data.COMPRESSED})")
+    return "json" if ext == ".json" else data.FORMATS[ext]
+
+
 def check_args(args) -> str:
     """Every flag and path checked before the model loads; returns the output format."""
     if args.batch_size < 1:
         raise UserError(f"--batch-size: must be at least 1, got {args.batch_size}")
     if not args.log_every_seconds > 0:
         raise UserError(f"--log-every-seconds: must be positive, got {args.log_every_seconds}")
-    out_fmt = data.file_format(args.output, "--output")
+    out_fmt = output_format(args.output)
     if storage.isdir(args.output):
         raise UserError(f"--output: {args.output} is a directory; name a file in it")
     if storage.exists(args.output) and not args.overwrite:
@@ -339,11 +365,30 @@ def check_args(args) -> str:
     return out_fmt
 
 
-def open_scratch(output: str):
-    """The file the predictions are written to, then moved into place: next to a local
-    --output (a rename), or a local temporary file for gs:// (copied up at the end). Opened
-    before the model loads, so an --output that cannot be written (a read-only directory, a
-    path under a file) is one line at once, not a traceback after the model has loaded."""
+@contextlib.contextmanager
+def written_output(output: str, fmt: str):
+    """A text handle whose contents become `output` only if the block ends without an error
+    (nothing half-written is left): a temporary file next to a local --output, renamed into
+    place, or a local one for gs://, copied up; gzip-compressed when --output ends with .gz.
+    A JSON array's brackets are written here, around the rows write_frame writes."""
+    raw = _scratch_file(output)
+    try:
+        with raw, _text_stream(raw.file, output) as handle:
+            if fmt == "json":
+                handle.write("[")
+            yield handle
+            if fmt == "json":
+                handle.write("\n]\n")
+    except BaseException:
+        os.unlink(raw.name)
+        raise
+    storage.publish_local_file(raw.name, output)
+
+
+def _scratch_file(output: str):
+    """The temporary file of written_output, opened before the model loads, so an --output
+    that cannot be written (a read-only directory, a path under a file) is one line at once,
+    not a traceback after the model has loaded."""
     scratch_dir = None if "://" in output else os.path.dirname(os.path.abspath(output))
     if scratch_dir:
         above = scratch_dir
@@ -354,11 +399,18 @@ def open_scratch(output: str):
     try:
         if scratch_dir:
             os.makedirs(scratch_dir, exist_ok=True)
-        return tempfile.NamedTemporaryFile("w", dir=scratch_dir, prefix=".predict-", delete=False,
-                                           suffix=os.path.splitext(output)[1], encoding="utf-8",
-                                           newline="")
+        return tempfile.NamedTemporaryFile("wb", dir=scratch_dir, prefix=".predict-", delete=False,
+                                           suffix=os.path.splitext(output)[1])
     except OSError as e:
         raise UserError(f"--output: cannot write {output}: {e.strerror} ({e.filename})") from None
+
+
+def _text_stream(binary, output: str):
+    """`binary` written as UTF-8 text, through gzip for a .gz --output (whose header names the
+    file --output holds, as gzip's own tool names it: `gunzip -N` restores that name)."""
+    if output.lower().endswith(data.COMPRESSED):
+        binary = gzip.GzipFile(filename=os.path.basename(output), mode="wb", fileobj=binary)
+    return io.TextIOWrapper(binary, encoding="utf-8", newline="")
 
 
 def _read_ahead(items):
@@ -453,19 +505,13 @@ def main(argv=None) -> int:
     cli.setup_logging()
     trainer.import_tensorflow()
     out_fmt = check_args(args)
-    with open_scratch(args.output) as tmp:
-        try:
-            started = time.monotonic()
-            precision, path = variants.resolve(args.model_dir, args.precision)
-            model = variants.load(args.model_dir, precision)
-            warm_up(model)
-            print(f"loaded the {precision} model ({path}) in "
-                  f"{progress.clock(time.monotonic() - started)}", flush=True)
-            rows = predict_file(model, args, out_fmt, tmp)
-        except BaseException:
-            tmp.close()
-            os.unlink(tmp.name)
-            raise
-    storage.publish_local_file(tmp.name, args.output)
+    with written_output(args.output, out_fmt) as handle:
+        started = time.monotonic()
+        precision, path = variants.resolve(args.model_dir, args.precision)
+        model = variants.load(args.model_dir, precision)
+        warm_up(model)
+        print(f"loaded the {precision} model ({path}) in "
+              f"{progress.clock(time.monotonic() - started)}", flush=True)
+        rows = predict_file(model, args, out_fmt, handle)
     print(f"wrote {rows} rows with predictions to {args.output}")
     return 0
