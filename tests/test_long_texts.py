@@ -38,12 +38,37 @@ def test_a_head_tail_cut_says_what_it_kept(caplog):
     assert "their first and last tokens (--long-texts head-tail)" in caplog.records[0].getMessage()
 
 
-def test_head_tail_with_a_pair_task_is_refused_naming_the_flag():
+def test_a_pairs_cut_says_the_longer_text_goes_first(caplog):
+    with caplog.at_level(logging.WARNING, logger="trainer"):
+        long_texts.log_cut({"train": 1}, {"train": 2}, 128, "head-tail", pairs=True)
+    assert caplog.records[0].getMessage().startswith(
+        "pairs longer than --max-seq-length 128 tokens are cut to 128, the longer text of a pair "
+        "first, each text keeping their first and last tokens (--long-texts head-tail)")
+
+
+def test_windows_with_a_named_pair_column_are_refused_naming_the_flag():
     from trainer.config import build_config
     from trainer.errors import UserError
 
-    with pytest.raises(UserError, match="^--long-texts: head-tail is for single texts"):
-        build_config(["--long-texts", "head-tail", "--text-pair-column", "b"], {})
+    with pytest.raises(UserError, match="^--long-texts: windows read single texts; use "
+                                        "--long-texts head-tail or truncate for pairs"):
+        build_config(["--long-texts", "windows", "--text-pair-column", "b"], {})
+
+
+def test_windows_with_a_detected_pair_are_refused_before_the_rows_are_read(tmp_path):
+    """Issue #49, 2: a pair found by its column names (sentence1/sentence2) got as far as
+    tokenizing, then failed with a raw traceback."""
+    from conftest import write_csv
+    from trainer.config import build_config
+    from trainer.data import splits
+    from trainer.errors import UserError
+
+    path = write_csv(tmp_path / "pairs.csv", [("a b", "c d", "yes")] * 12,
+                     header=("sentence1", "sentence2", "label"))
+    config = build_config(["--training-file", path, "--long-texts", "windows"], {})
+    with pytest.raises(UserError, match=r"^--long-texts windows: .*pairs.csv holds pairs of texts "
+                                        r"\('sentence1', 'sentence2'\)"):
+        splits.load_datasets(config)
 
 
 def test_nothing_cut_says_nothing(caplog):

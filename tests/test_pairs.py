@@ -43,8 +43,9 @@ def args(tiny_encoder_dir, data, job_dir, *extra):
 
 @pytest.fixture(scope="module")
 def trained(tiny_encoder_dir, data, tmp_path_factory):
+    """A pair classifier, with --long-texts head-tail (issue #49, 2: it crashed on pairs)."""
     job_dir = tmp_path_factory.mktemp("pairs") / "job"
-    result = run_cli(*args(tiny_encoder_dir, data, job_dir))
+    result = run_cli(*args(tiny_encoder_dir, data, job_dir, "--long-texts", "head-tail"))
     assert result.returncode == 0, result.stdout + result.stderr
     return job_dir
 
@@ -103,6 +104,7 @@ def test_the_longer_side_is_truncated_first(preprocessor):
 def test_the_run_reads_both_texts_and_learns_from_the_second(trained):
     metrics = json.loads((trained / "metrics.json").read_text())
     assert (metrics["text_column"], metrics["text_pair_column"]) == ("sentence1", "sentence2")
+    assert metrics["hyperparameters"]["long_texts"] == "head-tail"
     # Three balanced classes: a model blind to the second text scores about 1/3.
     assert metrics["test"]["accuracy"] >= 0.6
 

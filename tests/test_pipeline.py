@@ -179,6 +179,30 @@ def test_head_tail_keeps_a_word_split_inputs_ragged_rank_for_hub_packers():
     assert kept.merge_dims(1, -1).to_list() == [[1, 5, 6, 7]]
 
 
+def test_head_tail_takes_a_budget_per_row():
+    import tensorflow as tf
+
+    from trainer.modeling.encoders.preprocessing import keep_head_and_tail
+    rows = tf.ragged.constant([list(range(1, 21)), list(range(1, 21))])
+    kept = keep_head_and_tail(rows, tf.constant([8, 4]))
+    assert kept.to_list() == [[1, 2, 15, 16, 17, 18, 19, 20], [1, 18, 19, 20]]
+
+
+def test_a_head_tail_pair_shares_the_budget_longest_first_and_each_text_keeps_its_ends(tiny_encoder_dir):
+    """Issue #49, 2: --long-texts head-tail on a pair task; the shares are truncation's."""
+    import tensorflow as tf
+
+    from trainer.modeling.encoders.preprocessing import BertPreprocessor
+    preprocessor = BertPreprocessor(f"{tiny_encoder_dir}/vocab.txt", lower_case=True, seq_length=13)
+    ids = lambda words: preprocessor.tokenize(tf.constant([words])).merge_dims(1, -1)[0].numpy().tolist()  # noqa: E731
+    first = "so good " + "the movie is ok " * 3 + "very bad"  # 16 tokens
+    second = "i love it"  # 3: it fits whole; the first text gets the other 13 - 3 - 3 = 7
+    features = pipeline.encode(preprocessor, tf.constant([first]), tf.constant([second]), "head-tail")
+    row = features["input_word_ids"].numpy()[0].tolist()
+    cls, sep = preprocessor.special_ids["[CLS]"], preprocessor.special_ids["[SEP]"]
+    assert row == [cls, *ids("so"), *ids(first)[-6:], sep, *ids(second), sep]
+
+
 def test_head_tail_packs_a_long_texts_last_words_and_keeps_its_full_length(tiny_encoder_dir):
     import tensorflow as tf
 

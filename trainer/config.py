@@ -107,8 +107,10 @@ class DataConfig:
                     "quarter and last three quarters of them (Sun et al. 2019: the end of a "
                     "review often holds its verdict); 'windows' all of them, in windows of "
                     "--max-seq-length overlapping by --window-overlap tokens, at most "
-                    "--max-windows, pooled by --window-pooling into one vector per text. Single "
-                    "texts only: a pair is cut longest first.",
+                    "--max-windows, pooled by --window-pooling into one vector per text. A "
+                    "pair's texts share the limit longest first (as truncation shares it), each "
+                    "keeping its first or, with head-tail, its first and last tokens; windows "
+                    "read single texts only.",
         choices=("truncate", "head-tail", "windows"))
     window_overlap: Optional[int] = _flag(
         None, "--long-texts windows: tokens each window shares with the one before it (Hugging "
@@ -564,9 +566,9 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
     require(d.validation_file is None or "validation_fraction" not in given.get("data", {}),
             "--validation-fraction", "cannot be combined with --validation-file")
     require(8 <= d.max_seq_length <= 512, "--max-seq-length", f"must be in [8, 512], got {d.max_seq_length}")
-    require(d.long_texts == "truncate" or d.text_pair_column is None, "--long-texts",
-            f"{d.long_texts} is for single texts; a pair (--text-pair-column) is cut longest "
-            f"first, so use --long-texts truncate")
+    require(d.long_texts != "windows" or d.text_pair_column is None, "--long-texts",
+            "windows read single texts; use --long-texts head-tail or truncate for pairs "
+            "(--text-pair-column)")
     for flag in ("window_overlap", "max_windows"):
         require(d.long_texts == "windows" or flag not in given.get("data", {}),
                 "--" + flag.replace("_", "-"), "applies to --long-texts windows only")

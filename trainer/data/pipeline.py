@@ -106,9 +106,10 @@ def encode(preprocessor, texts, pairs=None, long_texts="truncate") -> dict:
     bert_pack_inputs trims a pair as Hugging Face's "longest_first" does (preprocessing.
     trim_longest_first): a short side keeps every token and the longer side is cut first;
     cutting the second text first (TF-Text's WaterfallTrimmer) would lose its every word.
-    A single text longer than the limit loses its end (truncate) or its middle (head-tail), or
-    (windows) is [B, max_windows * seq_length] wide: its windows side by side, each padded to
-    seq_length, with empty windows after its last one.
+    A text longer than the limit loses its end (truncate) or its middle (head-tail; a pair's
+    texts each the middle of their share), or (windows, single texts only) is [B, max_windows *
+    seq_length] wide: its windows side by side, each padded to seq_length, with empty windows
+    after its last one.
     """
     long_texts = LongTexts.of(long_texts)
     if pairs is None and long_texts.mode == "truncate":
@@ -126,14 +127,23 @@ def encode(preprocessor, texts, pairs=None, long_texts="truncate") -> dict:
 
 def cut(preprocessor, segments: list, long_texts) -> list:
     """The token segments bert_pack_inputs packs: as they are (it cuts them to seq_length
-    itself), or a single text's first and last tokens (preprocessing.keep_head_and_tail)."""
+    itself), or (head-tail) each text's first and last tokens. A pair shares the budget as
+    truncation shares it, longest first (preprocessing.longest_first_shares), and each of its
+    texts keeps the head and tail of its share."""
     mode = LongTexts.of(long_texts).mode
     if mode == "truncate":
         return segments
-    if mode != "head-tail" or len(segments) != 1:
-        raise ValueError(f"--long-texts {mode} with {len(segments)} texts per row")
-    budget = preprocessor.seq_length - special_count(preprocessor, 1)
-    return [preprocessing.keep_head_and_tail(segments[0], budget)]
+    if mode != "head-tail":
+        raise ValueError(f"--long-texts {mode} is not a cut")
+    budget = preprocessor.seq_length - special_count(preprocessor, len(segments))
+    lengths = [tf.cast(_piece_counts(segment), tf.int32) for segment in segments]
+    shares = preprocessing.longest_first_shares(lengths, budget)
+    return [preprocessing.keep_head_and_tail(segment, share) for segment, share in zip(segments, shares)]
+
+
+def _piece_counts(segment: tf.RaggedTensor) -> tf.Tensor:
+    """Tokens per row of [B, (words), (pieces)] or [B, (pieces)]."""
+    return segment.merge_dims(1, -1).row_lengths() if segment.ragged_rank > 1 else segment.row_lengths()
 
 
 def _packed_windows(preprocessor, segments: list, long_texts: LongTexts):
@@ -174,8 +184,7 @@ def pack_tokens(preprocessor, texts, pairs=None, long_texts="truncate"):
 
 def _full_lengths(preprocessor, segments) -> tf.Tensor:
     """int32 [B]: each row's tokens over its segments, plus the special tokens packing adds."""
-    content = tf.add_n([tf.cast(s.merge_dims(1, -1).row_lengths() if s.ragged_rank > 1 else s.row_lengths(),
-                                tf.int32) for s in segments])
+    content = tf.add_n([tf.cast(_piece_counts(s), tf.int32) for s in segments])
     return content + special_count(preprocessor, len(segments))
 
 

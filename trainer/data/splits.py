@@ -223,6 +223,10 @@ def load_datasets(config: Config) -> Datasets:
                                                    "--testing-file": d.testing_file})
     first = next(split_frames(d.training_file, "--training-file", 1, d.delimiter))
     columns = pick_text_columns(first, d.text_column, d.text_pair_column)
+    if columns[1] is not None and d.long_texts == "windows":
+        raise UserError(f"--long-texts windows: {d.training_file} holds pairs of texts "
+                        f"({columns[0]!r}, {columns[1]!r}), and windows read single texts; use "
+                        f"--long-texts head-tail or truncate for pairs")
     task = task_name(config)
     label_column, label_columns = label_columns_of(first, d, task)
     scan = _scan(d.training_file, "--training-file", columns, label_columns, d)

@@ -27,7 +27,7 @@ def cut_counts(tokenized: dict, limit: int) -> Dict[str, int]:
 
 
 def log_cut(cut: Dict[str, int], sizes: Dict[str, int], limit: int, long_texts="truncate",
-            tokenized: Optional[dict] = None, specials: int = 2) -> None:
+            tokenized: Optional[dict] = None, specials: int = 2, pairs: bool = False) -> None:
     """One warning line when any text was cut, naming each split's share and what was kept;
     with windows (`long_texts` a pipeline.LongTexts), one info line, and a warning naming the
     texts longer than --max-windows windows hold (`specials`: the tokens packing adds)."""
@@ -44,9 +44,11 @@ def log_cut(cut: Dict[str, int], sizes: Dict[str, int], limit: int, long_texts="
         return
     kept = ("their first and last tokens (--long-texts head-tail)" if mode == "head-tail"
             else "their first tokens (--long-texts truncate)")
-    log.warning("texts longer than --max-seq-length %d tokens are cut to %d, %s; the model "
+    if pairs:
+        kept = f"the longer text of a pair first, each text keeping {kept}"
+    log.warning("%s longer than --max-seq-length %d tokens are cut to %d, %s; the model "
                 "never sees the rest: %s (a larger --max-seq-length, up to 512, keeps more of "
-                "each)", limit, limit, kept, shares)
+                "each)", "pairs" if pairs else "texts", limit, limit, kept, shares)
 
 
 def window_capacity(limit: int, long_texts, specials: int) -> int:

@@ -235,7 +235,8 @@ def tokenize(ctx: RunContext) -> None:
              else "before the --max-seq-length cut")
     long_texts.log_cut(truncated, {name: len(t) for name, t in tokenized.items()}, limit,
                        pipeline.LongTexts.from_config(config.data), tokenized,
-                       int(pipeline.special_count(ctx.encoder.preprocessor, 1)))
+                       int(pipeline.special_count(ctx.encoder.preprocessor, 1)),
+                       pairs=datasets.text_pair_column is not None)
     ctx.inputs = batching(config, ctx.runtime, tokenized, truncated)
 
 

@@ -61,34 +61,41 @@ def pack_segments(segments: Sequence[tf.RaggedTensor], seq_length: int, ids: Dic
 
 def trim_longest_first(tokens: List[tf.RaggedTensor], budget: int) -> List[tf.RaggedTensor]:
     """One or two token segments [B, (T)] cut to at most `budget` tokens per row together, as
-    Hugging Face's fast tokenizers cut them ("longest_first", tokenizers' utils/truncation.rs):
-    a pair that does not fit loses tokens from its longer text only, until both are equally
-    long; then each keeps half the budget, the longer (the second, on a tie) the odd token.
-
-    TF-Text's RoundRobinTrimmer gives the odd token to the first text instead: one token off
-    Hugging Face's ids for a pair cut to an odd budget.
-    """
+    Hugging Face's fast tokenizers cut them ("longest_first"): each keeps its first
+    `longest_first_shares` tokens."""
     lengths = [tf.cast(segment.row_lengths(), tf.int32) for segment in tokens]
-    if len(tokens) == 1:
-        keep = [tf.minimum(lengths[0], budget)]
-    elif len(tokens) == 2:
-        first, second = lengths
-        short, long = tf.minimum(first, second), tf.maximum(first, second)
-        fits, halves = first + second <= budget, 2 * short > budget
-        keep_short = tf.where(fits | ~halves, short, budget // 2)
-        keep_long = tf.where(fits, long, tf.where(halves, budget - budget // 2, budget - short))
-        first_longer = first > second
-        keep = [tf.where(first_longer, keep_long, keep_short),
-                tf.where(first_longer, keep_short, keep_long)]
-    else:
-        raise ValueError(f"one or two segments, not {len(tokens)}")
+    keep = longest_first_shares(lengths, budget)
     return [tf.ragged.boolean_mask(segment, tf.ragged.range(length) < tf.expand_dims(kept, 1))
             for segment, length, kept in zip(tokens, lengths, keep)]
 
 
+def longest_first_shares(lengths: List[tf.Tensor], budget) -> List[tf.Tensor]:
+    """How many tokens each of one or two segments (int32 lengths [B] each) keeps within
+    `budget` per row, as Hugging Face's "longest_first" truncation decides (tokenizers'
+    utils/truncation.rs): a pair that does not fit loses tokens from its longer text only,
+    until both are equally long; then each keeps half the budget, the longer (the second, on a
+    tie) the odd token.
+
+    TF-Text's RoundRobinTrimmer gives the odd token to the first text instead: one token off
+    Hugging Face's ids for a pair cut to an odd budget.
+    """
+    if len(lengths) == 1:
+        return [tf.minimum(lengths[0], budget)]
+    if len(lengths) != 2:
+        raise ValueError(f"one or two segments, not {len(lengths)}")
+    first, second = lengths
+    short, long = tf.minimum(first, second), tf.maximum(first, second)
+    fits, halves = first + second <= budget, 2 * short > budget
+    keep_short = tf.where(fits | ~halves, short, budget // 2)
+    keep_long = tf.where(fits, long, tf.where(halves, budget - budget // 2, budget - short))
+    first_longer = first > second
+    return [tf.where(first_longer, keep_long, keep_short), tf.where(first_longer, keep_short, keep_long)]
+
+
 def keep_head_and_tail(tokens: tf.RaggedTensor, budget) -> tf.RaggedTensor:
     """One segment's tokens [B, (words), (pieces)] or [B, (pieces)], a row longer than `budget`
-    cut to its first quarter and last three quarters of the budget; a shorter row is whole.
+    (a number, or one per row) cut to its first quarter and last three quarters of the budget;
+    a shorter row is whole.
 
     --long-texts head-tail: the verdict of a review is often in its last lines, which a cut at
     the limit loses. Sun et al. 2019 ("How to Fine-Tune BERT for Text Classification", Table 3)
@@ -97,10 +104,11 @@ def keep_head_and_tail(tokens: tf.RaggedTensor, budget) -> tf.RaggedTensor:
     bert_pack_inputs, traced for [B, (words), (pieces)], takes it too."""
     pieces = tokens.merge_dims(1, -1) if tokens.ragged_rank > 1 else tokens
     lengths = pieces.row_lengths()
-    budget = tf.cast(budget, lengths.dtype)
+    budget = tf.broadcast_to(tf.cast(budget, lengths.dtype), tf.shape(lengths))
     head = budget // 4
     positions = tf.ragged.range(lengths)
-    keep = (positions < head) | (positions >= tf.expand_dims(lengths - (budget - head), 1))
+    keep = ((positions < tf.expand_dims(head, 1))
+            | (positions >= tf.expand_dims(lengths - (budget - head), 1)))
     kept = tf.ragged.boolean_mask(pieces, keep)
     if tokens.ragged_rank == 1:
         return kept
