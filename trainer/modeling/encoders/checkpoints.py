@@ -8,6 +8,7 @@ through tf.io.gfile, so local directories and gs:// URLs both work.
 """
 import dataclasses
 import json
+import numbers
 import os
 import re
 from typing import Dict, Optional
@@ -35,10 +36,15 @@ class Checkpoint:
     lower_case: Optional[bool]
     source: str
     family: Family = bert_family.FAMILY
+    config_file: Optional[str] = None  # what `config` was read from, for errors
 
     def preprocessor(self, seq_length: int):
-        """The family's preprocessor over this checkpoint's tokenizer file."""
-        return self.family.preprocessor(self.vocab_file, self.lower_case, seq_length)
+        """The family's preprocessor over this checkpoint's tokenizer file; a UserError when the
+        tokenizer has ids the word embeddings have no row for."""
+        layer = self.family.preprocessor(self.vocab_file, self.lower_case, seq_length)
+        if self.config is not None:
+            check_vocab_fits(self.config, layer.vocab_size, self.config_file, self.vocab_file)
+        return layer
 
 
 def layout(directory: str) -> str:
@@ -85,52 +91,140 @@ def _read_json(path):
 
 
 def check_directory(directory: str) -> None:
-    """Reads a checkpoint directory's config and vocabulary, not its weights: a malformed file
-    fails in a second, before the run reads any data."""
+    """Reads a checkpoint directory's config and vocabulary and its weights' shapes, not the
+    weights: a malformed or inconsistent checkpoint fails in a second, before the run reads
+    any data."""
     kind = layout(directory)
     if kind == "hub":
         return
     if kind == "google":
-        config_path = os.path.join(directory, "bert_config.json")
-        bert_family.read_config(_read_json(config_path), config_path)
-        check_vocab(os.path.join(directory, "vocab.txt"))
+        config_path, vocab_path = (os.path.join(directory, name)
+                                   for name in ("bert_config.json", "vocab.txt"))
+        config = read_config(bert_family.FAMILY, _read_json(config_path), config_path)
+        check_vocab_fits(config, len(check_vocab(vocab_path)), config_path, vocab_path)
         return
-    family, config, path = _hf_family(directory)
+    family, config, path, config_path = _hf_family(directory)
+    weights_path = hf_weights.weights_file(directory)
+    shapes = hf_weights.read_shapes(weights_path, families.WEIGHT_PREFIXES)
+    if shapes is not None:
+        # Zero-stride stand-ins of each tensor's shape: the family's own mapping finds the word
+        # embeddings (and any tensor missing) without a byte of the weights read.
+        stand_ins = {name: np.broadcast_to(np.float32(0), shape) for name, shape in shapes.items()}
+        _check_embedding_rows(config, family.map_weights(config, _getter(stand_ins, weights_path)),
+                              config_path, weights_path)
     # Built in a throwaway graph: an eager op here would start the TensorFlow runtime, and
     # MultiWorkerMirroredStrategy, created later, must configure collectives before it starts
     # (tensorflow/tensorflow#55178).
     with tf.Graph().as_default():
-        family.preprocessor(path, True, 8)  # parses the tokenizer's files
+        tokens = family.preprocessor(path, True, 8).vocab_size  # parses the tokenizer's files
+    check_vocab_fits(config, tokens, config_path, path)
 
 
 def _hf_family(directory: str):
-    """(family, BertConfig, tokenizer file path) of a Hugging Face checkpoint directory."""
+    """(family, config, tokenizer file path, config.json path) of a Hugging Face checkpoint
+    directory."""
     config_path = os.path.join(directory, "config.json")
     raw = _read_json(config_path)
     family = families.family_of(raw, config_path)
     for name in family.tokenizer_files:
         _require(directory, name, f"(the {family.name} tokenizer's file)")
-    return (family, family.read_config(raw, config_path),
-            os.path.join(directory, family.tokenizer_files[0]))
+    return (family, read_config(family, raw, config_path),
+            os.path.join(directory, family.tokenizer_files[0]), config_path)
+
+
+def _getter(tensors, path: str):
+    """The `get(name, required=True)` a family's map_weights pulls `tensors` through."""
+    def get(name, required=True):
+        if name not in tensors and required:
+            raise UserError(f"--encoder: {path} has no tensor {name}")
+        return tensors.get(name)
+    return get
 
 
 def read_hf_checkpoint(directory: str) -> Checkpoint:
     """config.json + model.safetensors (or tf_model.h5) + the tokenizer's files, without torch."""
-    family, config, tokenizer_file = _hf_family(directory)
+    family, config, tokenizer_file, config_path = _hf_family(directory)
     weights_path = hf_weights.weights_file(directory)
     tensors = hf_weights.read_weights(weights_path, families.WEIGHT_PREFIXES)
-
-    def get(name, required=True):
-        if name not in tensors and required:
-            raise UserError(f"--encoder: {weights_path} has no tensor {name}")
-        return tensors.get(name)
-
+    weights = family.map_weights(config, _getter(tensors, weights_path))
+    _check_embedding_rows(config, weights, config_path, weights_path)
     tokenizer_path = os.path.join(directory, "tokenizer_config.json")
     # Hugging Face's BertTokenizer lower-cases unless told otherwise.
     lower_case = (_read_json(tokenizer_path).get("do_lower_case", True)
                   if tf.io.gfile.exists(tokenizer_path) else True)
-    return Checkpoint(config, family.map_weights(config, get), tokenizer_file, lower_case,
-                      directory, family)
+    return Checkpoint(config, weights, tokenizer_file, lower_case, directory, family, config_path)
+
+
+# config.json fields the native families read, whose bad values crash later (a division by
+# zero, an embedding lookup or position out of range, a dropout rate of 1 at the first training
+# step) or build a network that computes something else (a LayerNorm without epsilon divides
+# padding's zero variance by zero; no layers). Each is checked when present: a family's own
+# keys (ModernBERT's norm_eps, ELECTRA's embedding_size) appear in its configs only.
+_AT_LEAST_ONE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                 "intermediate_size", "max_position_embeddings", "embedding_size",
+                 "global_attn_every_n_layers", "local_attention")
+_AT_LEAST_ZERO = ("type_vocab_size", "pad_token_id")
+_ABOVE_ZERO = ("layer_norm_eps", "norm_eps")
+_DROPOUT_RATES = ("hidden_dropout_prob", "attention_probs_dropout_prob", "embedding_dropout",
+                  "attention_dropout", "mlp_dropout")
+# null: no padding token; embeddings as wide as the hidden size.
+_MAY_BE_NULL = ("pad_token_id", "embedding_size")
+
+
+def read_config(family: Family, raw: dict, path: str, **settings):
+    """`family.read_config` of a config.json whose sizes, epsilon and rates are in range; a
+    UserError naming the file and the first field that is not."""
+    for key in (*_AT_LEAST_ONE, *_AT_LEAST_ZERO, *_ABOVE_ZERO, *_DROPOUT_RATES):
+        if key not in raw or (raw[key] is None and key in _MAY_BE_NULL):
+            continue
+        problem = _out_of_range(key, raw[key])
+        if problem:
+            raise UserError(f"--encoder: {path}: {key} {json.dumps(raw[key])} {problem}")
+    vocab_size, pad = raw.get("vocab_size"), raw.get("pad_token_id")
+    # transformers refuses it too (its padding embedding row): the files disagree.
+    if isinstance(vocab_size, int) and isinstance(pad, int) and pad >= vocab_size:
+        raise UserError(f"--encoder: {path}: pad_token_id {pad} is not an id of the "
+                        f"vocab_size {vocab_size} tokens")
+    config = family.read_config(raw, path, **settings)
+    if config.max_length < 1:  # RoBERTa's positions start after the padding id's
+        raise UserError(f"--encoder: {path}: max_position_embeddings "
+                        f"{config.max_position_embeddings} leaves no position for text: "
+                        f"{family.name} counts positions from pad_token_id "
+                        f"{config.position_padding_id} + 1")
+    return config
+
+
+def _out_of_range(key: str, value) -> Optional[str]:
+    """What is wrong with one field's value, or None."""
+    number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if key in _AT_LEAST_ONE or key in _AT_LEAST_ZERO:
+        low = 1 if key in _AT_LEAST_ONE else 0
+        if not (isinstance(value, int) and not isinstance(value, bool) and value >= low):
+            return f"is not a whole number >= {low}"
+    elif key in _ABOVE_ZERO:
+        if not (number and value > 0):
+            return "is not a number above 0"
+    elif not (number and 0 <= value < 1):
+        return "is not a dropout rate in [0, 1)"
+    return None
+
+
+def check_vocab_fits(config, tokens: int, config_path: str, vocab_path: str) -> None:
+    """A UserError when the tokenizer has ids from `config.vocab_size` up, which the word
+    embeddings have no row for: the first batch holding one would fail in the embedding lookup.
+    Fewer tokens than rows is common (ModernBERT pads its table to a multiple of 64)."""
+    if tokens > config.vocab_size:
+        raise UserError(
+            f"--encoder: {config_path}: vocab_size {config.vocab_size} is smaller than the "
+            f"{tokens} tokens of {vocab_path} (ids {config.vocab_size} to {tokens - 1} would "
+            "have no embedding row): the tokenizer's files do not belong to these weights")
+
+
+def _check_embedding_rows(config, weights, config_path: str, weights_path: str) -> None:
+    rows = weights["word_embeddings/embeddings"].shape[0]
+    if rows != config.vocab_size:
+        raise UserError(f"--encoder: {config_path}: vocab_size {config.vocab_size} does not "
+                        f"match the {rows} rows of the word embeddings in {weights_path}")
 
 
 def read_google_checkpoint(directory: str) -> Checkpoint:
@@ -141,7 +235,8 @@ def read_google_checkpoint(directory: str) -> Checkpoint:
     ("cased_L-12_H-768_A-12" keeps case; anything else is lower-cased).
     """
     config_path = os.path.join(directory, "bert_config.json")
-    config = bert_family.read_config(_read_json(config_path), config_path, gelu_approximate=True)
+    config = read_config(bert_family.FAMILY, _read_json(config_path), config_path,
+                         gelu_approximate=True)
     prefix = os.path.join(directory, "bert_model.ckpt")
     reader = tf.train.load_checkpoint(prefix)
     available = reader.get_variable_to_shape_map()
@@ -156,7 +251,8 @@ def read_google_checkpoint(directory: str) -> Checkpoint:
     name = os.path.basename(os.path.normpath(directory)).lower()
     lower_case = not re.search(r"(^|[^n])cased", name)
     return Checkpoint(config, bert_family.map_weights(config, get, hf_style=False),
-                      os.path.join(directory, "vocab.txt"), lower_case, directory)
+                      os.path.join(directory, "vocab.txt"), lower_case, directory,
+                      config_file=config_path)
 
 
 def _saved_model_objects(directory: str):
@@ -225,6 +321,7 @@ def read_hub_savedmodel(directory: str) -> Checkpoint:
     graph, assets, read = _saved_model_objects(directory)
     weights = _encoder_variables(graph, read)
     children = {child.local_name: graph.nodes[child.node_id] for child in graph.nodes[0].children}
+    config_path = directory  # the variables' shapes are the config
     if "bert_config_file" in children:  # this package's export, of any family
         config_index = children["bert_config_file"].asset.asset_file_def_index
         config_path = os.path.join(directory, "assets", assets[config_index])
@@ -255,4 +352,4 @@ def read_hub_savedmodel(directory: str) -> Checkpoint:
             gelu_approximate=True)
     vocab_file, lower_case = read_savedmodel_vocab(directory)
     return Checkpoint(config, weights, vocab_file, lower_case, directory,
-                      families.BY_MODEL_TYPE[config.family])
+                      families.BY_MODEL_TYPE[config.family], config_path)

@@ -11,7 +11,7 @@ pytorch_model.bin but no model.safetensors on their main branch.
 import io
 import os
 import re
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -51,6 +51,22 @@ def read_weights(path: str, prefixes=MODEL_PREFIXES) -> Dict[str, np.ndarray]:
     """{PyTorch name without the model prefix: array} of a model.safetensors or tf_model.h5."""
     tensors = _read_h5(path) if path.endswith(".h5") else _read_safetensors(path)
     return {_strip_prefix(name, prefixes): value for name, value in tensors.items()}
+
+
+def read_shapes(path: str, prefixes=MODEL_PREFIXES) -> Optional[Dict[str, Tuple[int, ...]]]:
+    """{PyTorch name without the model prefix: shape} from a local model.safetensors' header,
+    without reading a tensor (a second, whatever the checkpoint's size); None for tf_model.h5
+    and for remote files, whose shapes are checked when the weights are read."""
+    from safetensors import SafetensorError, safe_open
+
+    if path.endswith(".h5") or "://" in path:
+        return None
+    try:
+        with safe_open(path, framework="numpy") as f:
+            return {_strip_prefix(name, prefixes): tuple(f.get_slice(name).get_shape())
+                    for name in f.keys()}
+    except SafetensorError as error:
+        raise UserError(f"--encoder: {path} is not a readable safetensors file ({error})") from None
 
 
 def _strip_prefix(name: str, prefixes) -> str:

@@ -80,6 +80,27 @@ def default_encoder_version() -> str:
     return version(DEFAULT_ENCODER_PACKAGE)
 
 
+def parse_hf(encoder: str) -> hf_hub.RepoSpec:
+    """hf_hub.parse, naming the registered encoder a malformed `hf:NAME` means when NAME is
+    one: `hf:xlm-roberta-base` is `xlm-roberta-base`, or `hf:FacebookAI/xlm-roberta-base`."""
+    name, at, revision = encoder[len(hf_hub.PREFIX):].partition("@")
+    key = name.lower() if name and "/" not in name else None
+    entry = next((entry for entry in REGISTRY.values()
+                  if key in (entry.name, _hf_repo(entry).rpartition("/")[2].lower())), None)
+    if entry is None:
+        return hf_hub.parse(encoder)
+    repo = _hf_repo(entry)
+    spelled = f" or --encoder {hf_hub.PREFIX}{repo}{at}{revision}" if repo else ""
+    raise UserError(f"--encoder {encoder}: a Hugging Face repository is hf:ORG/NAME; "
+                    f"{entry.name} is a registered encoder: use --encoder {entry.name}{spelled}")
+
+
+def _hf_repo(entry: RegisteredEncoder) -> str:
+    """ORG/NAME of a registered encoder the Hugging Face Hub serves, else ""."""
+    handle = entry.handle or ""
+    return handle[len(hf_hub.PREFIX):] if hf_hub.is_spec(handle) else ""
+
+
 def resolve(encoder: str, cache_dir: str) -> ResolvedEncoder:
     """Turns `--encoder` into a directory, downloading registry handles and URLs once."""
     entry = REGISTRY.get(encoder)
@@ -102,6 +123,7 @@ def resolve(encoder: str, cache_dir: str) -> ResolvedEncoder:
         path = hub_format.resolve_handle(encoder, cache_dir, "--encoder")
         return ResolvedEncoder(path, None, "cls", encoder)
     if hf_hub.is_spec(encoder):
+        parse_hf(encoder)
         path = hf_hub.download(encoder, cache_dir)
         # The snapshot directory is named by the commit: the exact weights, for the model card.
         return ResolvedEncoder(path, None, _sentence_transformers_pooling(path) or "cls",
