@@ -245,6 +245,18 @@ def test_the_report_section_carries_the_warning_of_metrics_json(tmp_path):
         "the ranking cannot be trusted"
 
 
+def test_report_html_shows_the_warning_above_the_rows(tmp_path):
+    import jinja2
+    from trainer.reporting import label_issues as report_section
+    (tmp_path / "label_issues.csv").write_text("split,file,row,given_label,suggested_label,score,text\n")
+    block = {"file": "label_issues.csv", "rows": 0, "folds": 4, "method": "m",
+             "splits": {"train": {"flagged": 0, "of": 90}}, "warning": "the ranking cannot be trusted"}
+    template = jinja2.Environment(loader=jinja2.PackageLoader("trainer.reporting", "templates"),
+                                  autoescape=True).get_template("label_issues.html.j2")
+    html = template.render(label_issues=report_section.section(str(tmp_path), {"label_issues": block}))
+    assert '<p class="warning">The ranking cannot be trusted.</p>' in html
+
+
 # --- end to end ----------------------------------------------------------------------------------
 
 def noisy_rows(count, seed, flipped):

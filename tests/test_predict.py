@@ -359,7 +359,7 @@ def test_an_output_extension_it_cannot_write_is_one_line_naming_the_ones_it_can(
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr.splitlines() == [
         f"error: --output: cannot tell the format of {output} from its extension '.parquet'; use one of "
-        f".csv, .json, .jsonl, .ndjson, .tsv, each optionally followed by .gz (scored.csv.gz)"]
+        f".csv, .json, .jsonl, .ndjson, .tsv, each optionally followed by .gz"]
 
 
 def test_explain_writes_a_gzip_json_array_and_its_page_beside_it(tsv_run, tmp_path):

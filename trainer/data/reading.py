@@ -51,10 +51,9 @@ def file_format(path: str, flag: str, compressed: bool = False) -> str:
         name = name[:-len(COMPRESSED)]
     ext = os.path.splitext(name)[1]
     if ext not in FORMATS:
-        known = sorted(FORMATS) + ([f"{e}{COMPRESSED}" for e in ("csv", "tsv", "jsonl")]
-                                   if compressed else [])
+        gz = f", each optionally followed by {COMPRESSED}" if compressed else ""
         raise UserError(f"{flag}: cannot tell the format of {path} from its extension {ext!r}; "
-                        f"use one of {', '.join(known)}")
+                        f"use one of {', '.join(sorted(FORMATS))}{gz}")
     return FORMATS[ext]
 
 

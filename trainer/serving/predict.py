@@ -334,12 +334,8 @@ def output_format(path: str) -> str:
     """--output's format from its extension, which may be followed by .gz as --input's may:
     the reader's formats (trainer.data.reading), except that .json is written as one JSON array,
     the file json.load reads (the reader takes an array or JSON Lines from .json)."""
-    ext = os.path.splitext(path.lower().removesuffix(data.COMPRESSED))[1]
-    if ext not in data.FORMATS:
-        raise UserError(f"--output: cannot tell the format of {path} from its extension {ext!r}; use "
-                        f"one of {', '.join(sorted(data.FORMATS))}, each optionally followed by "
-                        f"{data.COMPRESSED} (scored.csv{data.COMPRESSED})")
-    return "json" if ext == ".json" else data.FORMATS[ext]
+    fmt = data.file_format(path, "--output", compressed=True)
+    return "json" if path.lower().removesuffix(data.COMPRESSED).endswith(".json") else fmt
 
 
 def check_args(args) -> str:
