@@ -80,3 +80,19 @@ def test_asking_for_a_precision_the_dir_lacks_names_what_it_holds_and_what_write
                                         rf"trainer.export_quantized --model-dir m --precision "
                                         rf"{precision} writes it"):
         variants.choose(precision, held, True, "m")
+
+
+def test_a_copy_that_cannot_be_made_is_said_instead_of_a_command_that_would_fail():
+    """Issue #49, 3: for a windows model predict suggested export_quantized, which crashed."""
+    why = variants.unsupported("int8", "native", "windows")
+    with pytest.raises(UserError, match=r"--precision int8: m holds no int8 model \(it holds "
+                                        r"float32\); none can be made: --long-texts windows: "):
+        variants.choose("int8", ("float32",), True, "m", why)
+
+
+@pytest.mark.parametrize("precision, backend, long_texts, refused", [
+    ("int8", "native", "windows", True), ("int8", "hub", "truncate", False),
+    ("bfloat16", "hub", "truncate", True), ("bfloat16", "native", "windows", False)])
+def test_only_int8_of_windows_and_bfloat16_of_hub_encoders_cannot_be_made(precision, backend,
+                                                                          long_texts, refused):
+    assert (variants.unsupported(precision, backend, long_texts) is not None) == refused

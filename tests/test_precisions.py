@@ -16,6 +16,7 @@ import pytest
 from conftest import TINY_TASK_FLAGS, metrics_of, read_csv
 from test_predict import run_cli
 from test_task import run_in_process
+from trainer.errors import UserError
 
 pytestmark = pytest.mark.slow
 
@@ -163,3 +164,14 @@ def test_a_copy_that_disagrees_with_float32_is_refused_and_not_written(copies_ru
     assert not (job_dir / "model" / precision).exists()
     assert precision not in json.loads((job_dir / "model" / "precisions.json").read_text())
     assert f"{precision} model refused, not written: labels agree with float32 on" in caplog.text
+
+
+def test_export_quantized_of_a_model_dir_outside_a_job_dir_asks_for_job_dir(tmp_path, monkeypatch):
+    """Issue #49: a copied model dir gave "--job-dir:  is not a job dir" (an empty path)."""
+    from trainer.training import export_quantized
+
+    (tmp_path / "model").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match=rf"^--job-dir: not given, and {tmp_path}, the directory "
+                                        rf"--model-dir model is in, is not a job dir"):
+        export_quantized.parent_job_dir("model")

@@ -312,3 +312,16 @@ def test_a_windows_run_trains_exports_and_says_so(tiny_encoder_dir, tmp_path):
         {"long_texts": "windows", "window_overlap": 4, "max_windows": 8, "window_pooling": "max"}
     assert metrics["precisions"]["int8"]["why"].startswith("--long-texts windows: the int8 model")
     assert "windows (overlap 4, at most 8, max pooling)" in (job / "MODEL_CARD.md").read_text()
+    # Issue #49, 3: the skip is in the log, and neither predict's hint nor export_quantized
+    # leads to a traceback.
+    assert "int8 model not written: --long-texts windows: the int8 model" in result.stdout
+    predicted = run_cli("--model-dir", job / "model", "--input", data, "--output", tmp_path / "o.csv",
+                        "--precision", "int8", module="trainer.predict")
+    assert predicted.returncode == 2 and predicted.stderr.splitlines() == [
+        f"error: --precision int8: {job / 'model'} holds no int8 model (it holds float32); none "
+        f"can be made: {metrics['precisions']['int8']['why']}"]
+    quantized = run_cli("--model-dir", job / "model", "--precision", "int8",
+                        module="trainer.export_quantized")
+    assert quantized.returncode == 2 and quantized.stderr.splitlines() == [
+        f"error: --precision int8: no such copy of {job / 'model'} can be made: "
+        f"{metrics['precisions']['int8']['why']}"]

@@ -26,6 +26,19 @@ AUTO_HELP = ("'auto' takes the int8 copy when the model dir holds one, else the 
 SAVED_MODEL_PARTS = ("saved_model.pb", "fingerprint.pb", "variables", "assets")
 
 
+def unsupported(precision: str, encoder_backend: str, long_texts_mode: str) -> Optional[str]:
+    """Why no `precision` copy of such a model can be made (None: it can): the run records it
+    in precisions.json, so that --precision and trainer.export_quantized say it rather than
+    suggest a command that cannot succeed."""
+    if precision == "bfloat16" and encoder_backend == "hub":
+        return ("--encoder-backend hub: a hub.KerasLayer keeps its exported dtypes "
+                "(tensorflow/hub#466), so no copy computes in bfloat16")
+    if precision == "int8" and long_texts_mode == "windows":
+        return ("--long-texts windows: the int8 model (trainer.serving.tflite) takes one window "
+                "per row; the float32 and bfloat16 models serve texts of any length")
+    return None
+
+
 def variant_dir(model_dir: str, precision: str) -> str:
     return model_dir if precision == "float32" else storage.join(model_dir, precision)
 
@@ -36,7 +49,8 @@ def float32_size(model_dir: str) -> int:
 
 
 def read_manifest(model_dir: str) -> dict:
-    """{precision: its check's figures} of the copies beside the float32 model ({} for none)."""
+    """{precision: its check's figures} of the copies beside the float32 model ({} for none);
+    a copy that cannot be made for this model: {"written": false, "why": ...}."""
     path = storage.join(model_dir, MANIFEST)
     if not storage.exists(path):
         return {}
@@ -65,11 +79,13 @@ def available(model_dir: str) -> tuple:
     return ("float32", *copies)
 
 
-def choose(requested: str, held: tuple, native_bf16: bool, model_dir: str = "MODEL_DIR") -> str:
+def choose(requested: str, held: tuple, native_bf16: bool, model_dir: str = "MODEL_DIR",
+           why_not: Optional[str] = None) -> str:
     """The precision to load. `auto`: int8 where the dir holds it (the fastest copy on the CPU
     README's Benchmarks measured); else bfloat16 where the CPU computes it natively and the dir
     holds it; float32 otherwise (a GPU host asks for bfloat16 explicitly). An explicit
-    precision the dir does not hold is an error naming the command that writes it."""
+    precision the dir does not hold is an error naming the command that writes it, or
+    (`why_not`, from precisions.json) why no such copy can be made."""
     if requested == "auto":
         if "int8" in held:
             return "int8"
@@ -77,7 +93,8 @@ def choose(requested: str, held: tuple, native_bf16: bool, model_dir: str = "MOD
     if requested not in PRECISIONS:
         raise UserError(f"--precision: choose one of {', '.join(PRECISIONS)}, got {requested!r}")
     if requested not in held:
-        writes = f"python -m trainer.export_quantized --model-dir {model_dir} --precision {requested} writes it"
+        writes = (f"none can be made: {why_not}" if why_not else
+                  f"python -m trainer.export_quantized --model-dir {model_dir} --precision {requested} writes it")
         raise UserError(f"--precision {requested}: {model_dir} holds no {requested} model (it holds "
                         f"{', '.join(held)}); {writes}")
     return requested
@@ -88,7 +105,8 @@ def resolve(model_dir: str, requested: str, cpuinfo_text: Optional[str] = None) 
     held = available(model_dir)
     native = requested == "auto" and hardware.cpu_has_native_bf16(
         hardware.read_cpuinfo() if cpuinfo_text is None else cpuinfo_text)
-    precision = choose(requested, held, native, model_dir)
+    why_not = read_manifest(model_dir).get(requested, {}).get("why") if requested not in held else None
+    precision = choose(requested, held, native, model_dir, why_not)
     return precision, variant_dir(model_dir, precision)
 
 

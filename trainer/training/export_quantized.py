@@ -46,6 +46,17 @@ def run_context(model_dir: str, job_dir: str):
     return ctx
 
 
+def parent_job_dir(model_dir: str) -> str:
+    """The job dir a model dir sits in by default (JOB_DIR/model), refused with one line when
+    that directory holds no run: the copy needs the run's config.json and data."""
+    parent = os.path.dirname(model_dir if "://" in model_dir else os.path.abspath(model_dir))
+    if not storage.exists(storage.join(parent, "config.json")):
+        raise UserError(f"--job-dir: not given, and {parent}, the directory --model-dir {model_dir} "
+                        f"is in, is not a job dir of trainer.task (no config.json); pass --job-dir "
+                        f"with the run's job dir: the copy is checked on its validation data")
+    return parent
+
+
 def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
     cli.setup_logging()
@@ -54,15 +65,16 @@ def main(argv=None) -> int:
     if not storage.exists(storage.join(model_dir, "saved_model.pb")):
         raise UserError(f"--model-dir: no exported model in {model_dir} (expected saved_model.pb; "
                         f"point it at JOB_DIR/model)")
-    job_dir = args.job_dir or os.path.dirname(model_dir)
+    job_dir = args.job_dir or parent_job_dir(model_dir)
     trainer.import_tensorflow()
-    from trainer.serving import export
+    from trainer.serving import export, variants
     from trainer.training import results
 
     ctx = run_context(model_dir, job_dir)
-    if args.precision == "bfloat16" and ctx.config.model.encoder_backend == "hub":
-        raise UserError("--model-dir: the run used --encoder-backend hub, whose hub.KerasLayer keeps "
-                        "its exported dtypes (tensorflow/hub#466): no bfloat16 copy computes faster")
+    why_not = variants.unsupported(args.precision, ctx.config.model.encoder_backend,
+                                   ctx.config.data.long_texts)
+    if why_not:
+        raise UserError(f"--precision {args.precision}: no such copy of {model_dir} can be made: {why_not}")
     reference = export.load_module(model_dir)
     figures = results.write_copy(ctx, model_dir, reference.classifier_variables, args.precision)
     return 0 if figures["passed"] else 1

@@ -144,18 +144,32 @@ def export_int8(ctx: RunContext) -> None:
 
 
 def _export_copy(ctx: RunContext, precision: str, wanted: bool, why_not) -> None:
+    """Writes the copy when wanted; else says why not in the log and metrics.json, and, when no
+    such copy can be made of this model, in precisions.json (variants.unsupported)."""
+    from trainer.serving import variants
+
     if wanted:
         try:
             figures = write_copy(ctx, ctx.paths.model_dir, ctx.trainable.model.variables, precision)
             ctx.precisions[precision] = {"written": figures["passed"], **figures}
             return
         except Exception as error:  # noqa: BLE001  an optional copy never fails a trained run
-            why_not = f"building or checking it failed: {(str(error).strip().splitlines() or [''])[0]}"
+            why = f"building or checking it failed: {(str(error).strip().splitlines() or [''])[0]}"
             log.warning("%s model not written: %s (python -m trainer.export_quantized "
-                        "--model-dir %s --precision %s retries it)", precision, why_not,
+                        "--model-dir %s --precision %s retries it)", precision, why,
                         ctx.paths.model_dir, precision)
-    if why_not:
+            ctx.precisions[precision] = {"written": False, "why": why}
+    elif why_not:
         ctx.precisions[precision] = {"written": False, "why": why_not}
+        log.info("%s model not written: %s", precision, why_not)
+        if why_not == _unsupported(ctx, precision):
+            variants.record(ctx.paths.model_dir, precision, ctx.precisions[precision])
+
+
+def _unsupported(ctx: RunContext, precision: str):
+    from trainer.serving import variants
+
+    return variants.unsupported(precision, ctx.config.model.encoder_backend, ctx.config.data.long_texts)
 
 
 def write_copy(ctx: RunContext, model_dir: str, variables, precision: str) -> dict:
@@ -190,9 +204,8 @@ def _bfloat16_wanted(ctx: RunContext) -> tuple:
     flag = ctx.config.runtime.export_bfloat16
     if flag == "off" or not ctx.is_chief:
         return False, None
-    if ctx.config.model.encoder_backend == "hub":
-        return False, ("--encoder-backend hub: a hub.KerasLayer keeps its exported dtypes "
-                       "(tensorflow/hub#466)")
+    if _unsupported(ctx, "bfloat16"):
+        return False, _unsupported(ctx, "bfloat16")
     if flag == "auto" and not distribution.computes_bf16(ctx.runtime.devices):
         return False, ("--export-bfloat16 auto: this machine has no native bfloat16 "
                        "(AVX512_BF16/AMX CPU, TPU or GPU 8.0+); --export-bfloat16 on writes it anyway")
@@ -206,9 +219,8 @@ def _int8_wanted(ctx: RunContext) -> tuple:
     if flag == "auto" and ctx.config.model.encoder_backend == "hub":
         return False, ("--export-int8 auto: a hub.KerasLayer encoder's graph is its publisher's, "
                        "not converted to TensorFlow Lite; --export-int8 on tries it")
-    if ctx.config.data.long_texts == "windows":
-        return False, ("--long-texts windows: the int8 model (trainer.serving.tflite) takes one "
-                       "window per row; the float32 and bfloat16 models serve texts of any length")
+    if _unsupported(ctx, "int8"):
+        return False, _unsupported(ctx, "int8")
     return True, None
 
 
