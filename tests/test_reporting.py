@@ -375,3 +375,16 @@ def test_a_multilabel_model_card_lists_each_labels_threshold_and_scores():
                      "text_pair=tf.constant(", "text pair column `sentence2`", "`predicted_labels`"):
         assert expected in card, expected
     assert "Calibration" not in card
+
+
+@pytest.mark.parametrize("policy, export_precision, compute, exported", [
+    ("mixed_bfloat16", "float32", "bfloat16", "float32"), ("float32", "float32", "float32", "float32"),
+    ("mixed_float16", "training", "float16", "float16")])
+def test_metrics_json_says_which_models_scores_it_holds(policy, export_precision, compute, exported):
+    """Issue #49, 6: metrics.json came from the bfloat16 training model, off the float32 export
+    by a row now and then, without saying so."""
+    from trainer.training.results import evaluated_with
+
+    said = evaluated_with(policy, export_precision)
+    assert (said["compute_dtype"], said["export_compute_dtype"]) == (compute, exported)
+    assert ("may differ" in said["note"]) == (compute != exported)

@@ -349,10 +349,24 @@ def _metrics(ctx: RunContext) -> dict:
                    "platform": runtime.devices.platform, "precision_note": runtime.precision_note,
                    "encoder_backend": ctx.encoder.backend, "encoder_source": ctx.encoder.source,
                    "encoder_architecture": ctx.encoder.architecture},
+        "evaluated_with": evaluated_with(runtime.plan.precision, config.runtime.export_precision),
         "versions": library_versions(),
         "durations": _durations(ctx),
         **_throughput(ctx),
     }
+
+
+def evaluated_with(policy: str, export_precision: str) -> dict:
+    """metrics.json's word on which model its scores come from: the trained model, in its
+    training compute dtype (evaluating the float32 export again would cost another pass over
+    every split), next to the export's."""
+    compute = {"mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}.get(policy, "float32")
+    exported = compute if export_precision == "training" else "float32"
+    note = ("the exported model computes alike" if compute == exported else
+            f"the exported model computes in {exported}, so its label may differ from these on "
+            f"a row now and then")
+    return {"model": "the trained model, with its best epoch's weights", "compute_dtype": compute,
+            "export_compute_dtype": exported, "note": note}
 
 
 def _by_length(ctx: RunContext) -> dict:
