@@ -216,3 +216,36 @@ def test_epochs_waited_before_the_restart_count_towards_patience(tmp_path):
     best = best_weights(tmp_path, [{"epoch": 1, "val_loss": 0.5}, {"epoch": 2, "val_loss": 0.7}])
     best.on_epoch_end(2, {"val_loss": 0.6})
     assert best.model.stop_training and (best.best_epoch, best.best) == (1, 0.5)
+
+
+@pytest.fixture(scope="module")
+def terminated(tiny_encoder_dir, data, tmp_path_factory):
+    """A run sent SIGTERM, as Vertex preempts a job, after its 2nd epoch checkpoint."""
+    job_dir = tmp_path_factory.mktemp("terminated") / "job"
+    process = start(args(tiny_encoder_dir, data, job_dir))
+    try:
+        wait_for_checkpoint(process, job_dir / "checkpoints" / "resume", 2)
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        out, _ = process.communicate(timeout=60)
+        return job_dir, process.returncode, out, time.monotonic() - sent
+    finally:
+        process.kill()
+
+
+def test_sigterm_ends_a_run_with_one_line_and_exit_143(terminated):
+    """Issue #49, 9: it exited 143 with no log line and left job.lock behind."""
+    job_dir, code, out, seconds = terminated
+    assert code == 143 and seconds < 30
+    errors = [line for line in out.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith(
+        "error: terminated (SIGTERM); rerun the same command to resume after the last completed epoch")
+    assert "Traceback" not in out
+    assert errors[0] in (job_dir / "training.log").read_text()
+
+
+def test_sigterm_releases_the_lock_and_keeps_the_last_checkpoint(terminated):
+    job_dir = terminated[0]
+    assert not (job_dir / "job.lock").exists()
+    assert (job_dir / "checkpoints" / "resume" / "checkpoint").exists()
+    assert not (job_dir / "metrics.json").exists()

@@ -1,11 +1,12 @@
 """What every entry point shares: logging for people, and one way to fail.
 
 Each `python -m trainer.X` module ends in `sys.exit(cli.run(main))`: a `UserError` becomes one
-`error: ...` line on stderr and its exit code (2), Ctrl-C exits 130, and nothing we could have
-checked reaches a user as a traceback.
+`error: ...` line on stderr and its exit code (2), Ctrl-C exits 130, SIGTERM 143, and nothing we
+could have checked reaches a user as a traceback.
 """
 import argparse
 import logging
+import signal
 import sys
 import warnings
 from typing import Callable, Optional, Sequence
@@ -62,18 +63,37 @@ def remove_log_file(handler: Optional[logging.Handler]) -> None:
         handler.close()
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the main thread runs: how Vertex preempts a job and `kill` stops a
+    process. Unhandled, SIGTERM ends Python at once with exit 143: no log line, no `finally`,
+    so the job dir's lock stayed behind. As an exception it unwinds like Ctrl-C: every stage's
+    cleanup runs, the last checkpoint is kept, and the exit code stays 143 (128 + SIGTERM)."""
+
+    exit_code = 128 + signal.SIGTERM
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
 def run(main: Callable[[Sequence[str]], Optional[int]], argv: Optional[Sequence[str]] = None,
         interrupted: str = "interrupted") -> int:
     """Calls `main(argv)` and turns the failures a user can cause into one line and an exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         return main(argv) or 0
     except UserError as error:
         fail(str(error))
         return error.exit_code
+    except Terminated:
+        fail(f"{interrupted} (SIGTERM)")
+        return Terminated.exit_code
     except KeyboardInterrupt:
         fail(interrupted)
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def fail(message: str) -> None:

@@ -8,7 +8,7 @@ import logging
 import time
 from typing import Mapping, Sequence
 
-from trainer import storage
+from trainer import cli, storage
 from trainer.cloud import environment as vertex
 from trainer.config import Config
 from trainer.errors import UserError
@@ -39,9 +39,12 @@ STAGES = (
 
 
 class Interrupted(UserError):
-    """Ctrl-C or SIGINT: the message says whether a rerun resumes or starts over."""
+    """Ctrl-C (exit 130) or SIGTERM (143, how Vertex preempts): the message says whether a rerun
+    resumes or starts over."""
 
-    exit_code = 130
+    def __init__(self, message: str, exit_code: int = 130):
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 def run(config: Config, environ: Mapping[str, str], ignored_arguments: Sequence[str] = ()) -> dict:
@@ -60,8 +63,12 @@ def run(config: Config, environ: Mapping[str, str], ignored_arguments: Sequence[
             if ctx.state == jobdir.FINISHED:
                 return _finished_metrics(ctx)
         return ctx.metrics
-    except KeyboardInterrupt:
-        interrupted = Interrupted(_interrupted_message(ctx))
+    except KeyboardInterrupt as stop:
+        terminated = isinstance(stop, cli.Terminated)
+        message = _interrupted_message(ctx)
+        interrupted = Interrupted(message.replace("interrupted", "terminated (SIGTERM)", 1)
+                                  if terminated else message,
+                                  cli.Terminated.exit_code if terminated else 130)
         _record(ctx, interrupted)
         raise interrupted from None
     except UserError as error:

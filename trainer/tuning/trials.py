@@ -26,7 +26,7 @@ METRICS = "metrics.json"
 STDERR = "stderr.txt"
 # The exit statuses of a trainer stopped by Ctrl-C or SIGTERM (trainer.cli: 130). They stop the
 # search too, leaving the trial to be resumed, rather than recording it as failed.
-INTERRUPTED = (130, -signal.SIGINT, -signal.SIGTERM)
+INTERRUPTED = (130, 128 + signal.SIGTERM, -signal.SIGINT, -signal.SIGTERM)  # 143: cli.Terminated
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 # What a trial skips of a run's artifacts: the search reads its metrics.json, never these, which
 # took 26 of a 1-trial search's 38 s (issue 37). Last in its command, so they win over the
