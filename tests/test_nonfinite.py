@@ -63,8 +63,24 @@ def test_a_nan_validation_loss_stops_the_run_before_the_epoch_is_recorded():
     guard.on_epoch_begin(1)
     guard.on_epoch_end(1, {"loss": 0.5, "val_loss": 0.7})  # finite: nothing happens
     with pytest.raises(UserError, match=r"the validation loss became inf at step 0 \(epoch 2 of 3\)"
-                                        r".*the checkpoint of epoch 1, the last with a finite loss"):
+                                        r".*the checkpoint of epoch 1, the last with a finite loss"
+                                        r".*Once fixed, rerun: the same command resumes from that "
+                                        r"checkpoint; with changed flags, add --overwrite to start "
+                                        r"over$"):
         guard.on_epoch_end(1, {"loss": 0.5, "val_loss": float("inf")})
+
+
+def test_a_loss_nan_before_any_checkpoint_says_the_next_command_starts_over():
+    """Issue #49: it said to rerun with --overwrite, though any rerun is a new run then."""
+    import tf_keras
+    from trainer.training import callbacks
+    guard = callbacks.NonFiniteLoss(epochs=3, learning_rate=1e-3)
+    guard.set_model(tf_keras.Sequential([tf_keras.Input((1,)), tf_keras.layers.Dense(1)]))
+    guard.model.compile(optimizer="sgd", loss="mse")
+    guard.on_epoch_begin(0)
+    with pytest.raises(UserError, match=r"no epoch finished before it.*Once fixed, rerun: the next "
+                                        r"command starts over$"):
+        guard.on_train_batch_end(0, {"loss": float("nan")})
 
 
 # --- a model whose outputs are not finite --------------------------------------------------------

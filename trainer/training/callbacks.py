@@ -98,14 +98,17 @@ class NonFiniteLoss(tf_keras.callbacks.Callback):
         if value is None or math.isfinite(float(value)):
             return
         step = int(self.model.optimizer.iterations.numpy())
-        kept = (f"the checkpoint of {self.unit} {self.epoch}, the last with a finite loss, is kept"
-                if self.epoch else f"no {self.unit} finished before it, so no checkpoint is kept")
+        kept, rerun = ((f"the checkpoint of {self.unit} {self.epoch}, the last with a finite loss, "
+                        f"is kept", "the same command resumes from that checkpoint; with changed "
+                        "flags, add --overwrite to start over") if self.epoch else
+                       (f"no {self.unit} finished before it, so no checkpoint is kept",
+                        "the next command starts over"))
         raise UserError(
             f"training diverged: the {what} became {float(value)} at step {step} ({self.unit} "
             f"{self.epoch + 1} of {self.epochs}); stopped, nothing exported, {kept}. Usual causes: "
             f"a learning rate too high (this run's peak: {self.learning_rate:g}; lower "
             f"--learning-rate), float16 without loss scaling, or targets the loss cannot take "
-            f"(a label out of range, a NaN or huge score); rerun with --overwrite once fixed")
+            f"(a label out of range, a NaN or huge score). Once fixed, rerun: {rerun}")
 
 
 def read_history(path: str) -> List[dict]:
