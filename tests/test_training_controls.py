@@ -324,3 +324,14 @@ def test_accumulation_under_mirrored_strategy_is_one_step_on_every_replicas_rows
                             timeout=240, env={**os.environ, "PYTHONPATH": os.path.dirname(here)})
     assert result.returncode == 0, result.stderr
     assert float(result.stdout.strip().splitlines()[-1]) < 1e-6
+
+
+def test_the_batch_line_says_when_length_buckets_make_batches_smaller():
+    """Issue #49: 18 rows logged "batch 32 ... 6 steps per epoch" while batches held 3 rows."""
+    from trainer.training.stages import smaller_batches_note
+
+    assert smaller_batches_note(18, 6, 32) == (
+        " (of 3.0 rows on average: texts of different lengths are batched apart, and a length "
+        "with fewer rows than --batch-size makes a smaller batch)")
+    assert smaller_batches_note(18, 1, 32) == ""
+    assert smaller_batches_note(10_000, 320, 32) == ""

@@ -72,7 +72,8 @@ def _flag(default, help, **kwargs):
 @dataclasses.dataclass
 class DataConfig:
     training_file: Optional[str] = _flag(
-        None, "Training data: CSV, TSV or JSON Lines (by extension); local or gs://; several files "
+        None, "Training data: CSV, TSV, JSON Lines or a JSON array (by extension: .csv, .tsv, "
+              ".jsonl or .ndjson, .json), optionally .gz; local or gs://; several files "
               "comma-separated or as a glob. Default: the sample posts shipped in the package.")
     validation_file: Optional[str] = _flag(
         None, "Validation data. Default: a stratified --validation-fraction of the training data.")
@@ -147,11 +148,12 @@ class DataConfig:
 @dataclasses.dataclass
 class ModelConfig:
     encoder: str = _flag(
-        DEFAULT_ENCODER, "Encoder: a registered name, hf:ORG/NAME[@REVISION] (a Hugging Face Hub "
-                         "BERT or ELECTRA repository: branch, tag or commit; HF_TOKEN for private "
-                         "or gated ones), a TF-Hub/Kaggle handle, or a local/gs:// directory "
-                         "(Hugging Face safetensors or tf_model.h5, original Google BERT, or "
-                         "TF-Hub SavedModel).")
+        DEFAULT_ENCODER, "Encoder: a registered name (docs/encoders.md), hf:ORG/NAME[@REVISION] "
+                         "(a Hugging Face Hub repository of a BERT, ELECTRA, MPNet, RoBERTa, "
+                         "XLM-RoBERTa, DeBERTa-v3 or ModernBERT model: branch, tag or commit; "
+                         "HF_TOKEN for private or gated ones), a TF-Hub/Kaggle handle, or a "
+                         "local/gs:// directory (Hugging Face safetensors or tf_model.h5, "
+                         "original Google BERT, or TF-Hub SavedModel).")
     preprocessor: Optional[str] = _flag(
         None, "TF-Hub preprocessor handle or directory. Default: the one matching --encoder.")
     encoder_backend: str = _flag(
@@ -233,7 +235,7 @@ class TrainConfig:
     seed: int = _flag(42, "Seed for splits, shuffling, initialisation and dropout.")
     dry_run: bool = _flag(
         False, "One step of training, evaluation and export on a few rows, to check a job end "
-               "to end in seconds.")
+               "to end in about a minute (most of it TensorFlow's start-up and tracing).")
     selection_metric: str = _flag(
         DEFAULT_SELECTION_METRIC, "Validation metric that picks the best epoch (whose weights are "
                                   "exported), drives early stopping and is reported to Vertex "

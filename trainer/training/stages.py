@@ -275,15 +275,26 @@ def batching(config, runtime: Runtime, tokenized: dict, truncated: dict) -> Inpu
     limit = (" (--dry-run: one step)" if dry_run else
              f" (--max-steps: {total_steps} steps)" if config.train.max_steps else "")
     accumulate = config.train.gradient_accumulation_steps
-    log.info("batch %d global, %d per replica%s; %d steps per epoch, %d epochs%s; padding %s",
+    log.info("batch %d global, %d per replica%s; %d steps per epoch%s, %d epochs%s; padding %s",
              config.train.batch_size, config.train.batch_size // replicas,
              f", gradients of {accumulate} batches summed per step (effective batch "
              f"{accumulate * config.train.batch_size})" if accumulate > 1 else "",
-             inputs.steps_per_epoch,
+             inputs.steps_per_epoch, smaller_batches_note(len(tokenized["train"]), steps,
+                                                          config.train.batch_size),
              inputs.epochs, limit + (f"; evaluated every {period} steps ({inputs.periods} times)"
                                      if period != steps_per_epoch else ""),
              f"to one of {lengths}" if bucket else f"to {lengths[-1]}")
     return inputs
+
+
+def smaller_batches_note(rows: int, batches: int, batch_size: int) -> str:
+    """What the batch size really is when length buckets split a small training set into
+    partial batches (18 rows over 6 lengths: 6 batches of about 3, not one of 18)."""
+    mean = rows / max(batches, 1)
+    if mean >= 0.75 * min(batch_size, rows):
+        return ""
+    return (f" (of {mean:.1f} rows on average: texts of different lengths are batched apart, and "
+            f"a length with fewer rows than --batch-size makes a smaller batch)")
 
 
 def default_epochs(examples: int) -> int:
