@@ -5,6 +5,7 @@ and trainer.serve, with the same numbers everywhere.
 
 The model is trained here, in this process, in a few seconds: a tiny BERT on texts of filler
 words where one planted word ("great" or "awful") decides the label."""
+import html
 import json
 import random
 import re
@@ -205,6 +206,166 @@ def test_report_explanations_0_leaves_the_section_out(planted_model):
     predictions = {"validation": SplitPredictions(texts, labels, probabilities, np.log(probabilities))}
     assert explanations.report_section(model_dir, predictions, LABELS, "classification", 32,
                                        seed=0, count=0) is None
+
+
+def test_the_reports_words_are_the_texts_own_with_their_case_and_punctuation():
+    tokens = ["[CLS]", "the", "bank", "'", "s", "atm", "[SEP]"]  # uncased WordPiece's
+    texts, starts = words.piece_table(tokens, words.WORDPIECE)
+    merged = words.merge(texts, starts, [t not in ("[CLS]", "[SEP]") for t in tokens], [0, 1, 2, 3, 4, 5, 0])
+    assert [w.text for w in merged] == ["the", "bank", "'", "s", "atm"]
+    shown = words.in_texts(merged, ["The Bank's ATM"])
+    assert [(w.text, w.weight) for w in shown] == [("The", 1), ("Bank's", 2 + 3 + 4), ("ATM", 5)]
+
+
+@pytest.mark.parametrize("pieces, texts, expected", [
+    (["i", "[UNK]", "[UNK]", "x"], ["I 😀 🤗 x"], [("I", 1), ("😀", 2), ("🤗", 3), ("x", 4)]),
+    (["cafe", "is", "good"], ["Café is  good, very good"], [("Café", 1), ("is", 2), ("good,", 3)]),
+])
+def test_words_the_tokenizer_spells_otherwise_or_never_read_keep_their_place(pieces, texts, expected):
+    merged = [words.Word(text, float(i + 1), 0) for i, text in enumerate(pieces)]
+    assert [(w.text, w.weight) for w in words.in_texts(merged, texts)] == expected
+
+
+def test_a_pairs_words_are_laid_on_the_text_they_come_from():
+    merged = [words.Word("good", 1.0, 0), words.Word("bad", 2.0, 1), words.Word("day", 3.0, 1)]
+    shown = words.in_texts(merged, ["Good!", "BAD day."])
+    assert [(w.text, w.weight, w.segment) for w in shown] == [("Good!", 1, 0), ("BAD", 2, 1), ("day.", 3, 1)]
+
+
+class SlowModel:
+    """The planted export, each of whose explain_tokens calls takes `seconds_per_token` of a
+    fake clock per token it integrates (rows x width x points)."""
+
+    def __init__(self, model, seconds_per_token: float):
+        self.model, self.seconds_per_token, self.now, self.calls = model, seconds_per_token, 0.0, []
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def explain_tokens(self, features, target, alphas, weights):
+        tokens = int(np.prod(features["input_word_ids"].shape)) * len(alphas)
+        self.calls.append(tokens)
+        self.now += tokens * self.seconds_per_token
+        return self.model.explain_tokens(features, target, alphas, weights)
+
+    def timer(self) -> float:
+        return self.now
+
+
+def test_a_slow_models_explaining_is_split_into_calls_of_about_two_seconds(planted_model):
+    """Ctrl-C waits for the explain_tokens call that is running: none may take minutes."""
+    from trainer.explaining import attribute, pacing
+
+    _, model, rows = planted_model
+    slow = SlowModel(model, seconds_per_token=0.01)  # a row's 33 points: 5.3 s
+    texts = [text for text, _ in rows[:8]]
+    attribute.explain_texts(slow, texts, pace=pacing.Pace(timer=slow.timer), max_steps_factor=1)
+    assert sum(slow.calls) == sum(33 * width for width in _widths(model, texts))  # all of it
+    first, *timed = slow.calls
+    assert first <= pacing.FIRST_CALL_TOKENS
+    assert max(timed) * slow.seconds_per_token <= 2.0  # seconds
+
+
+def _widths(model, texts):
+    """Each text's padded width, as explaining batches it."""
+    from trainer.data.pipeline import padded_lengths
+    from trainer.serving import predict
+
+    lengths = predict.tokenize(model, texts)["input_mask"].sum(axis=1)
+    ladder = np.asarray(predict.ladder_of(model) or padded_lengths(16))
+    return ladder[np.searchsorted(ladder, lengths)]
+
+
+def test_a_budget_explains_texts_in_order_and_lists_those_it_had_no_time_for(planted_model):
+    from trainer.explaining import attribute, pacing
+
+    _, model, rows = planted_model
+    slow = SlowModel(model, seconds_per_token=0.01)  # a row of 33 points x 16 tokens: 5.3 s
+    pace = pacing.Pace(budget=12.0, timer=slow.timer)
+    explained = attribute.explain_texts(slow, [text for text, _ in rows[:6]], pace=pace)
+    assert [len(row) for row in explained] == [1, 1, 0, 0, 0, 0]
+    assert [row for row, _ in pace.left_out] == [2, 3, 4, 5]
+    assert all(e.steps == 32 for row in explained for e in row)  # no time to raise any steps
+    assert sum(slow.calls) * slow.seconds_per_token <= 12.0
+
+
+def test_steps_are_raised_for_rows_that_miss_only_within_the_budget(planted_model):
+    from trainer.explaining import attribute, pacing
+
+    _, model, rows = planted_model
+    texts = [text for text, _ in rows[:6]]
+    unlimited = attribute.explain_texts(model, texts, steps=1)
+    assert any(e.steps > 1 for row in unlimited for e in row)  # one step misses on some rows
+    slow = SlowModel(model, seconds_per_token=0.01)  # a row at 1 step: 2 x 16 tokens, 0.32 s
+    pace = pacing.Pace(budget=2.0, timer=slow.timer)
+    explained = attribute.explain_texts(slow, texts, steps=1, pace=pace)
+    assert all(len(row) == 1 for row in explained) and not pace.left_out
+    assert sum(slow.calls) * slow.seconds_per_token <= 2.0
+    missed = [e for row in explained for e in row if e.completeness_error > attribute.TOLERANCE]
+    assert missed and all(e.steps < attribute.MAX_STEPS_FACTOR for e in missed)
+
+
+def test_the_budget_is_a_tenth_of_the_runs_training_time_and_at_least_10_seconds():
+    from trainer.reporting import explanations
+
+    assert explanations.budget_seconds(1800.0) == 180.0  # after a 30-minute run: 3 minutes
+    assert explanations.budget_seconds(4.0) == explanations.budget_seconds(None) == 10.0
+
+
+def test_the_report_says_which_rows_the_budget_left_out_and_which_do_not_add_up(planted_model, monkeypatch):
+    from trainer.reporting import explanations
+    from trainer.serving import export
+
+    model_dir, model, rows = planted_model
+    slow = SlowModel(model, seconds_per_token=0.05)  # at 1 step a row is 1.6 s: 10 s hold 6
+    monkeypatch.setattr(export, "load_module", lambda _: slow)
+    predictions = _validation(rows)
+    section = explanations.report_section(model_dir, predictions, LABELS, "classification", 1, seed=0,
+                                          count=40, train_seconds=60.0, timer=slow.timer)
+    assert section["budget"]["seconds"] == 10.0 and section["budget"]["spent"] <= 10.0
+    left = [r["row"] for r in section["left_out"]]
+    explained = [e["row"] for e in section["entries"] if e["explained"]]
+    assert explained and left and max(explained) < min(left)  # all correct: explained in row order
+    assert section["incomplete"] and {r["why"] for r in section["incomplete"]} == {"budget"}
+    page = html.unescape(_section_html(section))
+    assert "Explaining had a time budget of 10s, 10% of the run's training time (1m00s) but at least 10s," in page
+    assert f"Not explained, the budget being spent before them: row {left[0]}" in page
+    assert page.count("not explained: the time budget was spent") == len(left)
+    assert "Not within 5%, so their colours are approximate: row" in page
+
+
+def _section_html(section: dict) -> str:
+    """report.html's explanations section (the template report.html includes) of `section`."""
+    import jinja2
+
+    templates = jinja2.Environment(loader=jinja2.PackageLoader("trainer.reporting", "templates"),
+                                   autoescape=True, undefined=jinja2.StrictUndefined)
+    return templates.get_template("explanations.html.j2").render(explanations=section)
+
+
+def test_the_report_colours_the_texts_own_words(planted_model, monkeypatch):
+    from trainer.reporting import explanations
+    from trainer.serving import export
+
+    model_dir, model, rows = planted_model
+    monkeypatch.setattr(export, "load_module", lambda _: model)  # loaded already
+    rows = [("This Movie's GREAT", "positive")] + rows
+    section = explanations.report_section(model_dir, _validation(rows, errors=1), LABELS,
+                                          "classification", 32, seed=0, count=2)
+    (first,) = [e for e in section["entries"] if e["row"] == 0]
+    shown = re.findall(r'<span class="w"[^>]*>([^<]*)</span>', first["text"])
+    assert [html.unescape(word) for word in shown] == ["This", "Movie's", "GREAT"]
+
+
+def _validation(rows, errors: int = 0) -> dict:
+    """A validation split predicting each row's label, the first `errors` rows' wrongly."""
+    from trainer.reporting.predictions import SplitPredictions
+
+    texts = np.asarray([text for text, _ in rows], dtype=object)
+    labels = np.asarray([LABELS.index(label) for _, label in rows])
+    probabilities = np.eye(3)[labels] * 0.9 + 0.1 / 3
+    labels[:errors] = (labels[:errors] + 1) % 3
+    return {"validation": SplitPredictions(texts, labels, probabilities, np.log(probabilities))}
 
 
 @pytest.mark.slow  # a server process: about 10 s on an idle machine

@@ -8,10 +8,16 @@
 At export each vocabulary entry becomes (its bytes without the marker, starts a word), saved
 in the model (`piece_table`), so merging (`merge`) is the same code for every family. A piece
 after a special token always starts a word (a byte-level text's first word has no "Ġ").
+
+Merged words are spelt as the tokenizer reads them: an uncased WordPiece vocabulary's
+lower-cased, accents stripped, punctuation split off ("bank", "'", "s"). `in_texts` lays them
+back onto the texts themselves, for a reader ("Bank's").
 """
 import dataclasses
+import difflib
 import json
 import re
+import unicodedata
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -103,6 +109,55 @@ def merge(pieces: Sequence[bytes], starts: Sequence[bool], content: Sequence[boo
     for word, text in zip(words, raw):
         word.text = text.decode("utf-8", errors="replace")
     return words
+
+
+def in_texts(words: Sequence[Word], texts: Sequence[str]) -> List[Word]:
+    """`words` (merge's) as the words of `texts` themselves (the text and a pair's second text:
+    segments 0 and 1): each run of non-space characters of a text, in its own case and
+    punctuation, weighs the sum of the merged words laid on it, so the weights still add up.
+    A text's words past what the model read (a truncated text's end) are left out, as its
+    merged words leave them out."""
+    return [word for segment, text in enumerate(texts)
+            for word in _in_text([w for w in words if w.segment == segment], text, segment)]
+
+
+def _in_text(words: Sequence[Word], text: str, segment: int) -> List[Word]:
+    """The merged words are aligned with the text character by character, both case-folded
+    and stripped of accents and spaces (difflib); a word the text does not spell ("[UNK]")
+    takes the text's characters in its place."""
+    spans = [match.span() for match in re.finditer(r"\S+", text)]
+    folded, where = _folded(text)
+    pieces = [_folded(word.text)[0] for word in words]
+    joined = "".join(pieces)
+    if not folded or not joined:
+        return list(words)
+    at = np.zeros(len(joined), np.int64)  # each merged character's character of `folded`
+    matcher = difflib.SequenceMatcher(None, joined, folded, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():  # "insert": the text's alone
+        if tag in ("equal", "replace"):  # the text's characters in their place, spread evenly
+            at[i1:i2] = j1 + np.arange(i2 - i1) * (j2 - j1) // (i2 - i1)
+        elif tag == "delete":  # characters the text does not have: with its next one
+            at[i1:i2] = min(j1, len(folded) - 1)
+    word_of = np.searchsorted([end for _, end in spans], np.asarray(where)[at], side="right")
+    firsts = np.cumsum([0] + [len(p) for p in pieces[:-1]])
+    # A merged word of no characters (a lone space piece) goes with the word before it.
+    owner = np.maximum.accumulate([word_of[first] if piece else 0 for first, piece in zip(firsts, pieces)])
+    weights = np.zeros(len(spans))
+    np.add.at(weights, owner, [word.weight for word in words])
+    return [Word(text[start:end], float(weights[k]), segment)
+            for k, (start, end) in enumerate(spans) if owner[0] <= k <= owner[-1]]
+
+
+def _folded(text: str) -> Tuple[str, List[int]]:
+    """`text` case-folded, without accents (NFKD's combining marks) or spaces, and the index
+    in `text` of each of its characters."""
+    chars, where = [], []
+    for i, char in enumerate(text):
+        for c in unicodedata.normalize("NFKD", char.casefold()):
+            if not c.isspace() and not unicodedata.combining(c):
+                chars.append(c)
+                where.append(i)
+    return "".join(chars), where
 
 
 def top_words(words: Sequence[Word], k: int) -> List[Word]:

@@ -160,7 +160,9 @@ def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split:
     errors = errors_lib.worst_examples(predictions, metrics["labels"], per_split, task, correct)
     attributions = explanations.report_section(model_dir, predictions, metrics["labels"], task,
                                                config.output.ig_steps, config.train.seed,
-                                               config.output.report_explanations)
+                                               config.output.report_explanations,
+                                               metrics.get("durations", {}).get("train"),
+                                               config.runtime.log_every_seconds)
     written, entries = [], []
     for name, title, png, note in render_figures(metrics, config, history, predictions, calibration):
         storage.write_bytes_atomic(storage.join(job_dir, f"report/{name}"), png)
