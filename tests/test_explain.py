@@ -135,16 +135,18 @@ def test_explain_writes_the_top_words_of_each_row_and_an_html_page(planted_model
     model_dir, _, rows = planted_model
     rows = [row for row in rows if row[1] != "neutral"]
     source = tmp_path / "in.csv"
-    source.write_text("text\n" + "".join(f"{text}\n" for text, _ in rows[:4]) + '""\n')
+    texts = [text for text, _ in rows[:3]] + [rows[3][0].upper()]  # the page keeps its case
+    source.write_text("text\n" + "".join(f"{text}\n" for text in texts) + '""\n')
     result = run_in_process("--model-dir", model_dir, "--input", str(source), "--output",
                             str(tmp_path / "out.jsonl"), "--top-k", "2", module="trainer.explain")
     assert result.returncode == 0, result.stderr
     written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
-    assert [r["text"] for r in written] == [text for text, _ in rows[:4]] + [""]
+    assert [r["text"] for r in written] == texts + [""]
     assert all(len(r["top_words"]) == 2 and r["top_words"][0]["word"] in PLANTED for r in written[:4])
     assert written[4]["top_words"] is None and written[4]["note"]
     page = (tmp_path / "out.html").read_text()
-    assert page.count('<span class="w"') >= sum(len(text.split()) for text, _ in rows[:4])
+    assert page.count('<span class="w"') >= sum(len(text.split()) for text in texts)
+    assert all(f">{word}</span>" in page for word in texts[3].split())
     assert f"the coloured texts to {tmp_path / 'out.html'}" in result.stdout
 
 

@@ -88,3 +88,12 @@ def test_evaluation_prints_progress_lines_from_the_batches_predicted(lines):
                        "evaluating validation 1,000/2,000 rows (50%)  50.0 rows/s  ETA 20s",
                        "evaluating validation 1,500/2,000 rows (75%)  50.0 rows/s  ETA 10s",
                        "evaluating validation 2,000/2,000 rows (100%)  50.0 rows/s  ETA 0s"]
+
+
+def test_under_one_row_a_second_the_line_says_seconds_per_row():
+    """Issue #49: explaining on a large encoder logged "0.0 rows/s"."""
+    from trainer.progress import rate
+
+    assert rate(2, 25.0) == "12.5 s/row"
+    assert rate(100, 2.0) == "50.0 rows/s"
+    assert rate(0, 5.0) == "0.0 rows/s"

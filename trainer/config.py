@@ -351,8 +351,8 @@ class OutputConfig:
         20, "How many test rows (validation without a test split) report.html colours by their "
             "token attributions: half of them the worst errors, half a seeded sample of the "
             "rest. Each costs about --ig-steps forward and backward passes of the model (more "
-            "for a row that does not add up), which on a large encoder and a CPU takes minutes "
-            "(0: none).")
+            "for a row that does not add up, while time allows); they get a tenth of the run's "
+            "training time, at least 10 s, and the report names any row left out (0: none).")
     ig_steps: int = _flag(
         32, "Integrated-gradients steps of the token attributions report.html colours: more "
             "steps, attributions that sum closer to the model's output (a row that misses by "

@@ -131,7 +131,9 @@ def explain_file(model, args, out_fmt: str, handle) -> tuple:
         out = explained_frame(frame, results, args, out_fmt, regression, pair)
         predict.write_frame(out, handle, out_fmt, first=rows == 0)
         for i, row_explanations in enumerate(results):
-            entries += [page.entry(e, pair, row=rows + i + 1) for e in row_explanations][:HTML_ROWS - len(entries)]
+            own = (texts[i],) if pairs is None else (texts[i], pairs[i])  # the page: the user's words
+            entries += [page.entry(e, pair, own, row=rows + i + 1)
+                        for e in row_explanations][:HTML_ROWS - len(entries)]
             explained += len(row_explanations)
         rows += len(frame)
         meter.update(rows)

@@ -23,6 +23,13 @@ def clock(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
+def rate(rows: int, seconds: float) -> str:
+    """`812.3 rows/s`, or below one row a second `12.5 s/row` (not "0.0 rows/s")."""
+    if rows and rows < seconds:
+        return f"{seconds / rows:,.1f} s/row"
+    return f"{rows / max(seconds, 1e-9):,.1f} rows/s"
+
+
 class Progress:
     """`what 4,096/12,284 rows (33%)  812.3 rows/s  ETA 10s`, at most once per `interval`."""
 
@@ -43,8 +50,7 @@ class Progress:
             fraction = rows / self.total
         elapsed = max(now - self.start, 1e-9)
         fields = [f"{self.what} {rows:,}{f'/{self.total:,}' if self.total else ''} rows"
-                  + (f" ({fraction:.0%})" if fraction is not None else ""),
-                  f"{rows / elapsed:,.1f} rows/s"]
+                  + (f" ({fraction:.0%})" if fraction is not None else ""), rate(rows, elapsed)]
         if fraction:
             fields.append(f"ETA {clock(elapsed / fraction - elapsed)}")
         log.info("  ".join(fields))
