@@ -50,14 +50,15 @@ def child(args) -> dict:
     import tensorflow as tf
     import tf_keras
 
-    from trainer.modeling.encoders import bert
+    from trainer.modeling.encoders import layers
+    from trainer.modeling.encoders.models import bert
 
     tf_keras.mixed_precision.set_global_policy(args.precision)
     tf_keras.backend.experimental.enable_tf_random_generator()  # as the trainer does
     tf_keras.utils.set_random_seed(0)
-    network = bert.build_bert_encoder(bert.BertConfig(num_layers=args.layers, **ROBERTA_LARGE))
+    network = bert.build(layers.EncoderConfig(num_layers=args.layers, **ROBERTA_LARGE))
     if args.child == "on":
-        bert.recompute_blocks(network)
+        layers.recompute_blocks(network)
     optimizer = tf_keras.optimizers.AdamW(1e-5)
     optimizer.build(network.trainable_variables)
     ids = np.random.RandomState(0).randint(3, 50265, (args.batch_size, args.length)).astype(np.int32)

@@ -27,7 +27,7 @@ tf = trainer.import_tensorflow()
 import tf_keras  # noqa: E402
 
 from trainer.modeling import optimization  # noqa: E402
-from trainer.modeling.encoders import bert  # noqa: E402
+from trainer.modeling.encoders import layers  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import add_publish_flag, printed, publish  # noqa: E402
@@ -159,7 +159,7 @@ def main(argv=None):
 def gelus() -> dict:
     return compare("feed-forward projection + GELU, forward and gradient, 32 x 32 tokens, bfloat16", {
         "GELU in bfloat16": gelu_block(lambda x: tf_keras.activations.gelu(x, approximate=False)),
-        "trainer GELU (float32)": gelu_block(lambda x: bert.gelu(x, approximate=False)),
+        "trainer GELU (float32)": gelu_block(lambda x: layers.gelu(x, approximate=False)),
         "GELU tanh approximation, bfloat16": gelu_block(
             lambda x: tf_keras.activations.gelu(x, approximate=True)),
         "GELU in bfloat16, XLA-compiled": gelu_block(tf.function(
@@ -175,7 +175,7 @@ def projections() -> dict:
 def layer_norms() -> dict:
     layer = tf_keras.layers.LayerNormalization(epsilon=1e-12)
     layer.build([None, None, HIDDEN])
-    ours = bert.LayerNorm(epsilon=1e-12)
+    ours = layers.LayerNorm(epsilon=1e-12)
     ours.build([None, None, HIDDEN])
     return compare("layer norm, forward and gradient, 32 x 32 tokens, bfloat16", {
         "tf-keras LayerNormalization": layer_norm_step(layer),

@@ -70,7 +70,7 @@ def test_mixed_bfloat16_computes_in_bfloat16_with_float32_variables(encoder):
 
     tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:
-        network = deberta_v2.build_encoder(encoder.bert_config)
+        network = deberta_v2.build(encoder.encoder_config)
     finally:
         tf_keras.mixed_precision.set_global_policy("float32")
     network.set_weights(encoder.get_weights())
@@ -85,8 +85,8 @@ def test_mixed_bfloat16_computes_in_bfloat16_with_float32_variables(encoder):
 def test_padding_rows_stay_finite_where_layer_norm_epsilon_reads_as_zero(encoder):
     """The int8 copy's float16 front reads eps 1e-7 as 0 and [PAD]'s embedding is all zeros:
     the padding rows' 0/0 must not reach the real rows through the masked keys."""
-    config = dataclasses.replace(encoder.bert_config, layer_norm_eps=0.0)
-    network = deberta_v2.build_encoder(config, dtype="float32")
+    config = dataclasses.replace(encoder.encoder_config, layer_norm_eps=0.0)
+    network = deberta_v2.build(config, dtype="float32")
     network.set_weights(encoder.get_weights())
     outputs = network(hf_reference.features(SHORT_IDS, SHORT_MASK))["sequence_output"].numpy()
     assert np.isfinite(outputs[np.array(SHORT_MASK, bool)]).all()
@@ -118,7 +118,7 @@ def test_a_saved_encoder_gives_back_every_weight_for_the_fine_tuned_reload(encod
     from trainer.modeling.encoders import assign_weights, checkpoints, hub
 
     hub.save_encoder_savedmodel(encoder, str(tmp_path), None, None)
-    network = deberta_v2.build_encoder(encoder.bert_config, dtype="float32")
+    network = deberta_v2.build(encoder.encoder_config, dtype="float32")
     assign_weights(network, checkpoints.savedmodel_weights(str(tmp_path)), str(tmp_path))
     features = hf_reference.features(SHORT_IDS, SHORT_MASK)
     assert np.array_equal(network(features)["sequence_output"], encoder(features)["sequence_output"])

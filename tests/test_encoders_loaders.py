@@ -81,10 +81,28 @@ def test_tf_hub_savedmodel_without_config_asset_is_read_as_model_garden_bert(goo
     plain = tf_keras.Model(native.network.inputs, native.network.outputs)
     saved_model = str(tmp_path / "encoder")
     save_encoder_savedmodel(plain, saved_model, native.preprocessor.vocab_file, True)
-    assert not os.path.exists(os.path.join(saved_model, "assets", "bert_config.json"))
+    assert not os.path.exists(os.path.join(saved_model, "assets", "encoder_config.json"))
     encoder = load_encoder(saved_model, seq_length=16)
-    assert encoder.network.bert_config == native.network.bert_config
+    assert encoder.network.encoder_config == native.network.encoder_config
     assert_matches_reference(encoder, gelu_approximate=True)
+
+
+def test_an_export_with_the_earlier_bert_config_file_asset_keeps_its_config(tiny_encoder_dir,
+                                                                             tmp_path):
+    """Encoder exports written before issue #50 name their config asset bert_config_file: it is
+    read as encoder_config_file is, not guessed from the variables' shapes."""
+    import dataclasses
+
+    from trainer.modeling.encoders import checkpoints
+
+    native = load_encoder(tiny_encoder_dir, seq_length=16)
+    config = dataclasses.replace(native.network.encoder_config, layer_norm_eps=1e-5)
+    config_file = tmp_path / "bert_config.json"
+    config_file.write_text(json.dumps(dataclasses.asdict(config)))
+    root = tf.train.Checkpoint(variables=list(native.network.variables))
+    root.bert_config_file = tf.saved_model.Asset(str(config_file))
+    tf.saved_model.save(root, str(tmp_path / "encoder"))
+    assert checkpoints.read_hub_savedmodel(str(tmp_path / "encoder")).config == config
 
 
 def test_any_sequence_length_up_to_seq_length_gives_the_same_outputs(tiny_encoder_dir):

@@ -9,7 +9,7 @@ import tensorflow as tf
 import tf_keras
 
 from trainer.modeling.encoders import load_encoder
-from trainer.modeling.encoders.bert import INPUT_KEYS, TransformerEncoderBlock
+from trainer.modeling.encoders.layers import INPUT_KEYS, TransformerEncoderBlock
 
 MATMUL_OPS = ("MatMul", "BatchMatMulV2", "Einsum")
 INPUT_SPEC = {key: tf.TensorSpec([None, None], tf.int32) for key in INPUT_KEYS}
@@ -76,7 +76,7 @@ def layer_norm_outputs_and_gradients(layer, inputs):
 
 
 def test_layer_norm_and_its_written_out_gradient_equal_tf_keras():
-    from trainer.modeling.encoders.bert import LayerNorm
+    from trainer.modeling.encoders.layers import LayerNorm
 
     inputs = tf.random.stateless_normal([3, 5, 8], seed=[1, 2]) * 4.0 + 1.5
     ours, reference = LayerNorm(epsilon=1e-12), tf_keras.layers.LayerNormalization(epsilon=1e-12)
@@ -90,7 +90,7 @@ def test_layer_norm_and_its_written_out_gradient_equal_tf_keras():
 
 
 def test_layer_norm_and_gelu_return_the_compute_dtype_under_mixed_bfloat16(mixed_bfloat16):
-    from trainer.modeling.encoders.bert import LayerNorm, gelu
+    from trainer.modeling.encoders.layers import LayerNorm, gelu
 
     layer = LayerNorm(epsilon=1e-12)
     inputs = tf.cast(tf.random.stateless_normal([2, 3, 8], seed=[3, 4]), tf.bfloat16)

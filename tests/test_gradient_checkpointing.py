@@ -6,8 +6,8 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from trainer.modeling.encoders import bert
-from trainer.modeling.encoders.models import deberta_v2
+from trainer.modeling.encoders import layers
+from trainer.modeling.encoders.models import bert, deberta_v2
 
 SHAPE = dict(vocab_size=40, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32)
 STEPS = 2  # the second step starts from the dropout generators' states the first left
@@ -28,7 +28,7 @@ def _train_steps(build, config, recompute: bool) -> list:
     tf_keras.utils.set_random_seed(7)
     network = build(config)
     if recompute:
-        assert bert.recompute_blocks(network) == config.num_layers
+        assert layers.recompute_blocks(network) == config.num_layers
     ids = np.random.RandomState(0).randint(3, config.vocab_size, (3, 9)).astype(np.int32)
     mask = np.ones_like(ids)
     mask[1, 6:] = 0
@@ -55,19 +55,18 @@ def _assert_same(plain: list, recomputed: list):
 
 
 def test_recomputed_blocks_give_the_same_loss_and_gradients_without_dropout():
-    config = bert.BertConfig(**SHAPE, dropout_rate=0.0, attention_dropout_rate=0.0)
-    _assert_same(_train_steps(bert.build_bert_encoder, config, False),
-                 _train_steps(bert.build_bert_encoder, config, True))
+    config = layers.EncoderConfig(**SHAPE, dropout_rate=0.0, attention_dropout_rate=0.0)
+    _assert_same(_train_steps(bert.build, config, False), _train_steps(bert.build, config, True))
 
 
 def test_the_recomputation_drops_the_units_the_forward_pass_dropped():
     """tf.recompute_grad replays no random op: without resetting each block's dropout
     generators the recomputed masks differ and the gradients are of another network. MPNet's
     relative bias is a differentiable input of every block."""
-    config = bert.BertConfig(**SHAPE, dropout_rate=0.3, attention_dropout_rate=0.3,
-                             relative_attention_buckets=4)
-    plain = _train_steps(bert.build_bert_encoder, config, False)
-    recomputed = _train_steps(bert.build_bert_encoder, config, True)
+    config = layers.EncoderConfig(**SHAPE, dropout_rate=0.3, attention_dropout_rate=0.3,
+                                  relative_attention_buckets=4)
+    plain = _train_steps(bert.build, config, False)
+    recomputed = _train_steps(bert.build, config, True)
     assert all(np.isfinite(g.numpy()).all() for _, gradients in recomputed for g in gradients)
     _assert_same(plain, recomputed)
 
@@ -76,8 +75,8 @@ def test_deberta_blocks_recompute_with_their_relative_position_rows():
     config = deberta_v2.DebertaConfig(**SHAPE, max_position_embeddings=16, position_buckets=4,
                                       max_relative_positions=16, dropout_rate=0.3,
                                       attention_dropout_rate=0.3)
-    _assert_same(_train_steps(deberta_v2.build_encoder, config, False),
-                 _train_steps(deberta_v2.build_encoder, config, True))
+    _assert_same(_train_steps(deberta_v2.build, config, False),
+                 _train_steps(deberta_v2.build, config, True))
 
 
 def test_an_encoder_without_such_blocks_is_one_error():

@@ -88,7 +88,7 @@ def test_mixed_precision_computes_in_the_reduced_dtype_with_float32_variables(en
 
     tf_keras.mixed_precision.set_global_policy(f"mixed_{dtype}")
     try:
-        network = modernbert.build(encoder.bert_config)
+        network = modernbert.build(encoder.encoder_config)
     finally:
         tf_keras.mixed_precision.set_global_policy("float32")
     network.set_weights(encoder.get_weights())

@@ -50,10 +50,11 @@ def test_scaled_variables_train_as_at_that_learning_rate_weight_decay_included()
 
 
 def test_layer_decay_scales_each_layer_below_the_top_by_one_more_factor():
-    from trainer.modeling.encoders import bert
+    from trainer.modeling.encoders.layers import EncoderConfig
+    from trainer.modeling.encoders.models import bert
 
-    network = bert.build_bert_encoder(bert.BertConfig(vocab_size=30, hidden_size=8, num_layers=2,
-                                                 num_heads=2, intermediate_size=16))
+    network = bert.build(EncoderConfig(vocab_size=30, hidden_size=8, num_layers=2, num_heads=2,
+                                       intermediate_size=16))
     scales = {v.name: scale for v, scale in optimization.layer_rate_scales(network.weights, 0.5)}
     assert all(s == 0.5 for name, s in scales.items() if "transformer/layer_1/" in name)
     assert all(s == 0.25 for name, s in scales.items() if "transformer/layer_0/" in name)

@@ -59,7 +59,7 @@ def test_tokenizing_a_large_input_logs_progress(lines, monkeypatch):
     import tensorflow as tf
 
     from trainer.data import pipeline
-    from trainer.modeling.encoders.bert import INPUT_KEYS
+    from trainer.modeling.encoders.layers import INPUT_KEYS
 
     monkeypatch.setattr(pipeline, "_TOKENIZE_BATCH", 100)
     class Preprocessor:  # every text: 2 tokens, packed into 4

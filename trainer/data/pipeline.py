@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from trainer import progress
 from trainer.modeling.encoders import preprocessing
-from trainer.modeling.encoders.bert import INPUT_KEYS
+from trainer.modeling.encoders.layers import INPUT_KEYS
 
 _PADDED_LENGTHS = (16, 20, 24, 28, 32, 36, 40, 48, 56, 64, 80, 96, 128, 192, 256, 384, 512)
 _TOKENIZE_BATCH = 1024

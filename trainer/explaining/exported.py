@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from trainer.data import pipeline
 from trainer.explaining import integrated_gradients as ig, words
-from trainer.modeling.encoders.bert import INPUT_KEYS
+from trainer.modeling.encoders.layers import INPUT_KEYS
 
 
 def word_embeddings(classifier) -> Optional[object]:

@@ -8,7 +8,7 @@ import tensorflow as tf
 import tf_keras
 
 from trainer.modeling import windows as window_layers
-from trainer.modeling.encoders.bert import INPUT_KEYS
+from trainer.modeling.encoders.layers import INPUT_KEYS
 
 
 class MaskedMeanPooling(tf_keras.layers.Layer):

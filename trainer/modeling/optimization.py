@@ -6,7 +6,7 @@ from typing import List, Sequence, Tuple
 import tensorflow as tf
 import tf_keras
 
-from trainer.modeling.encoders.bert import canonical_name
+from trainer.modeling.encoders.layers import canonical_name
 
 # Variable names that get no weight decay: LayerNorm scales/offsets and biases, both in our
 # native encoder and in TF-Hub encoders (e.g. "embeddings_ln/gamma:0").
@@ -78,7 +78,7 @@ def layer_rate_scales(variables: Sequence[tf.Variable], decay: float) -> List[Tu
 
     The top transformer layer gets `decay`, each one below another factor, the embeddings (and an
     embedding projection) the smallest; the pooler and the head keep the full rate. Variables
-    are placed by their Model Garden names (bert.canonical_name), which native encoders and
+    are placed by their Model Garden names (layers.canonical_name), which native encoders and
     Model Garden's TF-Hub encoders share; a hub model named otherwise keeps one rate throughout.
     """
     if decay == 1.0:

@@ -21,7 +21,7 @@ from trainer.errors import UserError
 from trainer.data import pipeline
 from trainer.explaining import exported
 from trainer.serving import model_dir as model_dir_lib
-from trainer.modeling.encoders.bert import INPUT_KEYS
+from trainer.modeling.encoders.layers import INPUT_KEYS
 
 SIGNATURE = "serving_default"
 

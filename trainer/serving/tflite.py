@@ -25,7 +25,7 @@ import numpy as np
 import trainer
 from trainer import storage
 from trainer.errors import UserError
-from trainer.modeling.encoders.bert import INPUT_KEYS
+from trainer.modeling.encoders.layers import INPUT_KEYS
 
 FRONT, FILENAME = "front.tflite", "model.tflite"  # model.tflite marks the copy complete
 FILES = (FRONT, FILENAME)
@@ -52,7 +52,7 @@ def convert(classifier) -> dict:
     hidden = tf_keras.Input(shape=(None, cut.shape[-1]), name="hidden")
     mask = tf_keras.Input(shape=(None,), dtype=tf.int32, name="input_mask")
     back = tf_keras.Model([hidden, mask], heads.apply_head(
-        heads.head_layers(classifier), families.of_config(encoder.bert_config).layers_from(encoder, hidden, mask, FLOAT_LAYERS), mask))
+        heads.head_layers(classifier), families.of_config(encoder.encoder_config).layers_from(encoder, hidden, mask, FLOAT_LAYERS), mask))
     ids = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_KEYS}
     return {FRONT: _flatbuffer(front, [ids], tf.float16),
             FILENAME: _flatbuffer(back, [tf.TensorSpec([None, None, cut.shape[-1]], tf.float32, name="hidden"),

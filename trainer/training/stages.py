@@ -168,7 +168,7 @@ def load_encoder(ctx: RunContext) -> None:
 def _recompute_blocks(encoder) -> None:
     """--gradient-checkpointing on the training network only (encoder_of's other callers
     build copies for export, which must trace no recomputation)."""
-    from trainer.modeling.encoders.bert import recompute_blocks
+    from trainer.modeling.encoders.layers import recompute_blocks
 
     if encoder.backend != "native" or not recompute_blocks(encoder.network):
         raise UserError(f"--gradient-checkpointing: {encoder.architecture} has no transformer "

@@ -17,7 +17,7 @@ import tf_keras
 
 from trainer.modeling.encoders import checkpoints, hf_hub, hub, registry
 from trainer.modeling.encoders import families
-from trainer.modeling.encoders.bert import INPUT_KEYS, assign_weights, canonical_name
+from trainer.modeling.encoders.layers import INPUT_KEYS, assign_weights, canonical_name
 from trainer.modeling.encoders.cache import cached_directory, default_cache_dir
 from trainer.config import DEFAULT_ENCODER, ENCODER_BACKENDS
 from trainer.modeling.encoders.registry import ENCODER_NAMES

@@ -1,7 +1,7 @@
 """Readers of pretrained encoder weights in three formats, into the native encoder's names.
 
 Every reader returns a `Checkpoint`: the architecture, the weights keyed by the native
-encoder's canonical variable names (kernels may be flat [in, out]; `bert.assign_weights`
+encoder's canonical variable names (kernels may be flat [in, out]; `layers.assign_weights`
 reshapes them), and the tokenizer file with its casing. Hugging Face directories hold any
 family trainer.modeling.encoders.families knows; Google's and TF-Hub's hold BERTs. Paths go
 through tf.io.gfile, so local directories and gs:// URLs both work.
@@ -17,9 +17,10 @@ import numpy as np
 import tensorflow as tf
 
 from trainer.modeling.encoders import families, hf_weights
+from trainer.modeling.encoders.hub import CONFIG_ASSETS
 from trainer.modeling.encoders.models import Family, bert as bert_family
 from trainer.modeling.encoders.preprocessing import check_vocab
-from trainer.modeling.encoders.bert import BertConfig, canonical_name
+from trainer.modeling.encoders.layers import EncoderConfig, canonical_name
 from trainer.errors import UserError
 
 LAYOUTS_HELP = ("config.json + model.safetensors or tf_model.h5 + the tokenizer's files "
@@ -30,7 +31,7 @@ LAYOUTS_HELP = ("config.json + model.safetensors or tf_model.h5 + the tokenizer'
 
 @dataclasses.dataclass
 class Checkpoint:
-    config: BertConfig
+    config: EncoderConfig  # or the family's own config_class
     weights: Dict[str, np.ndarray]
     vocab_file: Optional[str]  # the tokenizer's file; None when a TF-Hub SavedModel has none
     lower_case: Optional[bool]
@@ -314,7 +315,8 @@ def _encoder_variables(graph, read) -> Dict[str, np.ndarray]:
 def read_hub_savedmodel(directory: str) -> Checkpoint:
     """A TF-Hub BERT encoder SavedModel's variables, placed by their Model Garden names.
 
-    This package's exports carry their BertConfig as a `bert_config_file` asset. For other
+    This package's exports carry their config as an `encoder_config_file` asset (named
+    `bert_config_file` by versions before 2026-12, whose exports read the same). For other
     SavedModels the architecture is read off the variable shapes, with Model Garden's settings
     (tanh-approximated GELU, LayerNorm epsilon 1e-12).
     """
@@ -322,8 +324,9 @@ def read_hub_savedmodel(directory: str) -> Checkpoint:
     weights = _encoder_variables(graph, read)
     children = {child.local_name: graph.nodes[child.node_id] for child in graph.nodes[0].children}
     config_path = directory  # the variables' shapes are the config
-    if "bert_config_file" in children:  # this package's export, of any family
-        config_index = children["bert_config_file"].asset.asset_file_def_index
+    config_asset = next((children[name] for name in CONFIG_ASSETS if name in children), None)
+    if config_asset is not None:  # this package's export, of any family
+        config_index = config_asset.asset.asset_file_def_index
         config_path = os.path.join(directory, "assets", assets[config_index])
         raw = _read_json(config_path)
         config = families.BY_MODEL_TYPE[raw.get("family", "bert")].config_class(**raw)
@@ -339,7 +342,7 @@ def read_hub_savedmodel(directory: str) -> Checkpoint:
         vocab_size, width = weights["word_embeddings/embeddings"].shape
         # Model Garden's BertEncoder (TF-Hub's ELECTRAs) projects narrower embeddings up.
         projection = weights.get("embedding_projection/kernel")
-        config = BertConfig(
+        config = EncoderConfig(
             vocab_size=vocab_size, hidden_size=width if projection is None else projection.shape[-1],
             embedding_size=None if projection is None else width,
             num_layers=len({re.match(r"transformer/layer_(\d+)/", name).group(1)

@@ -21,7 +21,7 @@ WEIGHT_PREFIXES = tuple(prefix for family in _FAMILIES for prefix in family.weig
 
 
 def of_config(config) -> Family:
-    """The family of a built network's config (`network.bert_config`)."""
+    """The family of a built network's config (`network.encoder_config`)."""
     return BY_MODEL_TYPE[config.family]
 
 

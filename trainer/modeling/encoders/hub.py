@@ -17,11 +17,15 @@ import tensorflow_hub as hub
 import tf_keras
 
 from trainer.modeling.encoders import families
-from trainer.modeling.encoders.bert import INPUT_KEYS
+from trainer.modeling.encoders.layers import INPUT_KEYS
 # NETWORK_TIMEOUT_SECONDS: also read from here by callers and tests.
 from trainer.modeling.encoders.network import NETWORK_TIMEOUT_SECONDS, unreachable  # noqa: F401
 from trainer.modeling.encoders.preprocessing import BertPreprocessor
 from trainer.errors import UserError
+
+# The asset of an encoder export holding the network's config as JSON: the name written, then
+# the name exports before issue #50 gave it (both are read).
+CONFIG_ASSETS = ("encoder_config_file", "bert_config_file")
 
 
 def is_handle(encoder: str) -> bool:
@@ -113,26 +117,29 @@ def save_encoder_savedmodel(network: tf_keras.layers.Layer, directory: str,
     compute and return bf16 wherever it is loaded, so native networks are rebuilt in float32
     (which copies their current, possibly fine-tuned, weights). Like Model Garden's TF-Hub
     exports it carries `vocab_file` and `do_lower_case`, so the native backend can read it
-    back with its tokenizer; `bert_config_file` records what the variable shapes do not tell.
+    back with its tokenizer; `encoder_config_file` records what the variable shapes do not tell.
 
     The root is a plain trackable holding one traced function per `training` value and the
     variables (the Reusable SavedModel API hub.KerasLayer reads), not the Keras model itself,
     whose save also traces every layer for Keras metadata nobody reads here (MiniLM: 3 s, not 4-5 s).
     """
-    config = getattr(network, "bert_config", None)
+    config = getattr(network, "encoder_config", None)
+    # A hub.KerasLayer over one of this package's exports: its config asset is passed on.
+    resolved = getattr(network, "resolved_object", None)
+    carried = next((getattr(resolved, name) for name in CONFIG_ASSETS if hasattr(resolved, name)),
+                   None)
     root = tf.train.Checkpoint()
     with tempfile.TemporaryDirectory() as scratch:
         if config is not None:
             float32_network = families.build(config, dtype="float32")
             float32_network.set_weights(network.get_weights())
             network = float32_network
-            config_file = os.path.join(scratch, "bert_config.json")
+            config_file = os.path.join(scratch, "encoder_config.json")
             with open(config_file, "w") as f:
                 json.dump(dataclasses.asdict(config), f, indent=2)
-            root.bert_config_file = tf.saved_model.Asset(config_file)
-        elif hasattr(getattr(network, "resolved_object", None), "bert_config_file"):
-            # A hub.KerasLayer over one of this package's exports: pass its config on.
-            root.bert_config_file = network.resolved_object.bert_config_file
+            root.encoder_config_file = tf.saved_model.Asset(config_file)
+        elif carried is not None:
+            root.encoder_config_file = carried
         if vocab_file is not None:
             root.vocab_file = tf.saved_model.Asset(vocab_file)
             root.do_lower_case = tf.Variable(bool(lower_case), trainable=False)

@@ -11,7 +11,7 @@ Read against transformers' modeling_deberta_v2.py:
   q.k, content->position q.Wk(r) and position->content k.Wq(r) at the log-bucketed distance of
   query and key, all three scaled by 1/sqrt(3 * head_size);
 - no pooler in DebertaV2Model (the ContextPooler belongs to the task models): the native
-  encoder's pooler starts fresh, as ELECTRA's (bert._pooler).
+  encoder's pooler starts fresh, as ELECTRA's (layers.pooler).
 Its tokenizer is SentencePiece (spm.model), packed `[CLS] a [SEP] b [SEP]`.
 """
 import dataclasses
@@ -25,7 +25,7 @@ import tensorflow as tf
 import tf_keras
 
 from trainer.errors import UserError
-from trainer.modeling.encoders import bert as network
+from trainer.modeling.encoders import layers
 from trainer.modeling.encoders.models import Family, bert
 from trainer.modeling.encoders.preprocessing import BERT_WORDPIECE, SubwordPreprocessor
 
@@ -103,12 +103,12 @@ class RelativePositions(tf_keras.layers.Layer):
         self.rows = relative_position_rows(settings)
         distance = np.abs(np.arange(1 - self.max_length, self.max_length))
         self.windowed = bool(np.all(np.abs(self.rows.astype(np.int64) - self.span) <= distance))
-        self.layer_norm = network.LayerNorm(epsilon=settings.layer_norm_eps, name="layer_norm",
+        self.layer_norm = layers.LayerNorm(epsilon=settings.layer_norm_eps, name="layer_norm",
                                             dtype=self.dtype_policy)
 
     def build(self, input_shape):
         self.embeddings = self.add_weight(
-            "embeddings", shape=[2 * self.span, input_shape[-1]], initializer=network._initializer())
+            "embeddings", shape=[2 * self.span, input_shape[-1]], initializer=layers.initializer())
         super().build(input_shape)
 
     def call(self, hidden):
@@ -128,7 +128,7 @@ class RelativePositions(tf_keras.layers.Layer):
         return {**super().get_config(), "config": self.config}
 
 
-class DisentangledAttention(network.Attention):
+class DisentangledAttention(layers.Attention):
     """DeBERTa's attention: the parent's query/key/value/output sublayers (and names), with
     `attention_bias` = RelativePositions' (rows, index) in place of an additive bias.
 
@@ -157,41 +157,27 @@ class DisentangledAttention(network.Attention):
         return self._output_dense(tf.einsum(self._combine_equation, scores, value))
 
 
-class DisentangledBlock(network.TransformerEncoderBlock):
+class DisentangledBlock(layers.TransformerEncoderBlock):
     """BERT's post-LN block (DebertaV2Layer is BertLayer's layout) around DeBERTa's attention."""
 
     attention_class = DisentangledAttention
 
 
-def build_encoder(config: DebertaConfig, dtype: Optional[str] = None,
-                  name: str = "deberta_encoder") -> tf_keras.Model:
-    """The network under bert.build_bert_encoder's contract (inputs, outputs, `bert_config`)."""
-    inputs = {key: tf_keras.Input(shape=(None,), dtype=tf.int32, name=key)
-              for key in network.INPUT_KEYS}
+def build(config: DebertaConfig, dtype: Optional[str] = None,
+          name: str = "deberta_encoder") -> tf_keras.Model:
+    """The network under layers.encoder_model's contract (inputs, outputs, `encoder_config`)."""
+    inputs = layers.encoder_inputs()
     x = _embeddings(config, inputs, dtype)
-    attention_mask = network._attention_mask(inputs["input_mask"])
+    attention_mask = layers.attention_mask(inputs["input_mask"])
     rows, index = RelativePositions(dataclasses.asdict(config), name=RELATIVE, dtype=dtype)(x)
     encoder_outputs = []
     for i in range(config.num_layers):
         # DisentangledSelfAttention's pos_dropout: every layer drops its own table entries.
         layer_rows = tf_keras.layers.Dropout(config.dropout_rate, dtype=dtype)(rows)
-        x = _block(config, i, dtype)(x, attention_mask=attention_mask,
-                                     attention_bias=(layer_rows, index))
+        x = DisentangledBlock.for_layer(config, i, dtype)(x, attention_mask=attention_mask,
+                                                          attention_bias=(layer_rows, index))
         encoder_outputs.append(x)
-    pooled = network._pooler(config.hidden_size, dtype)(x[:, 0, :])
-    model = tf_keras.Model(inputs, dict(pooled_output=pooled, sequence_output=x,
-                                        encoder_outputs=encoder_outputs), name=name)
-    model.bert_config = config
-    return model
-
-
-def _block(config: DebertaConfig, index: int, dtype: Optional[str]) -> DisentangledBlock:
-    return DisentangledBlock(
-        num_heads=config.num_heads, head_size=config.head_size,
-        intermediate_size=config.intermediate_size, layer_norm_eps=config.layer_norm_eps,
-        gelu_approximate=config.gelu_approximate, dropout_rate=config.dropout_rate,
-        attention_dropout_rate=config.attention_dropout_rate,
-        name=f"transformer/layer_{index}", dtype=dtype)
+    return layers.encoder_model(config, inputs, encoder_outputs, dtype, name)
 
 
 def _embeddings(config: DebertaConfig, inputs: dict, dtype: Optional[str]):
@@ -204,13 +190,13 @@ def _embeddings(config: DebertaConfig, inputs: dict, dtype: Optional[str]):
     as a masked key still makes every softmax row NaN."""
     x = tf_keras.layers.Embedding(
         config.vocab_size, config.embedding_size or config.hidden_size,
-        embeddings_initializer=network._initializer(), name="word_embeddings",
+        embeddings_initializer=layers.initializer(), name="word_embeddings",
         dtype=dtype)(inputs["input_word_ids"])
     if config.embedding_size is not None:
         x = tf_keras.layers.EinsumDense(
             "abc,cd->abd", output_shape=(None, config.hidden_size),
-            kernel_initializer=network._initializer(), name="embedding_projection", dtype=dtype)(x)
-    x = network.LayerNorm(epsilon=config.layer_norm_eps, name="embeddings/layer_norm", dtype=dtype)(x)
+            kernel_initializer=layers.initializer(), name="embedding_projection", dtype=dtype)(x)
+    x = layers.LayerNorm(epsilon=config.layer_norm_eps, name="embeddings/layer_norm", dtype=dtype)(x)
     x = _ZeroPadding(dtype=dtype)(x, inputs["input_mask"])
     return tf_keras.layers.Dropout(config.dropout_rate, dtype=dtype)(x)
 
@@ -223,16 +209,15 @@ class _ZeroPadding(tf_keras.layers.Layer):
 
 
 def layers_from(encoder: tf_keras.Model, hidden, input_mask, first: int) -> dict:
-    """bert.layers_from's contract: layers `first`.. and the pooler on the hidden states
+    """models.bert.layers_from's contract: layers `first`.. and the pooler on the hidden states
     entering layer `first` (the relative-position rows recomputed from them)."""
-    config = encoder.bert_config
-    attention_mask = network._attention_mask(input_mask)
+    config = encoder.encoder_config
+    attention_mask = layers.attention_mask(input_mask)
     relative = encoder.get_layer(RELATIVE)(hidden)
     for i in range(first, config.num_layers):
         hidden = encoder.get_layer(f"transformer/layer_{i}")(
             hidden, attention_mask=attention_mask, attention_bias=relative)
-    pooled = encoder.get_layer("pooler_transform")(hidden[:, 0, :])
-    return dict(pooled_output=pooled, sequence_output=hidden)
+    return layers.pooled_outputs(encoder, hidden)
 
 
 # config.json settings of DeBERTa-v2/v3 the native network does not compute, and the value
@@ -258,9 +243,9 @@ def read_config(raw: dict, path: str) -> DebertaConfig:
         raise UserError(f"--encoder: {path} sets pos_att_type {json.dumps(raw.get('pos_att_type'))}; "
                         "the native deberta-v2 encoder computes [\"p2c\", \"c2p\"]")
     activation = raw.get("hidden_act", "gelu")
-    if activation not in bert._HF_GELU_APPROXIMATE:
+    if activation not in bert.HF_GELU_APPROXIMATE:
         raise UserError(f"--encoder: {path} sets hidden_act {activation}; the native deberta-v2 "
-                        f"encoder computes {', '.join(bert._HF_GELU_APPROXIMATE)}")
+                        f"encoder computes {', '.join(bert.HF_GELU_APPROXIMATE)}")
     try:
         hidden = raw["hidden_size"]
         positions = raw.get("max_position_embeddings", 512)
@@ -272,7 +257,7 @@ def read_config(raw: dict, path: str) -> DebertaConfig:
             max_relative_positions=(raw.get("max_relative_positions", -1)
                                     if raw.get("max_relative_positions", -1) >= 1 else positions),
             layer_norm_eps=raw.get("layer_norm_eps", 1e-7),
-            gelu_approximate=bert._HF_GELU_APPROXIMATE[activation],
+            gelu_approximate=bert.HF_GELU_APPROXIMATE[activation],
             dropout_rate=raw.get("hidden_dropout_prob", 0.1),
             attention_dropout_rate=raw.get("attention_probs_dropout_prob", 0.1),
             embedding_size=embedding_size if embedding_size != hidden else None)
@@ -339,5 +324,5 @@ def _preprocessor(model_file: str, lower_case: bool, seq_length: int):
 
 FAMILY = Family(name="DeBERTa-v3", model_types=(MODEL_TYPE,), tokenizer_files=("spm.model",),
                 read_config=read_config, map_weights=map_weights, preprocessor=_preprocessor,
-                weight_prefixes=("deberta",), config_class=DebertaConfig, build=build_encoder,
-                layers_from=layers_from)
+                weight_prefixes=("deberta",), config_class=DebertaConfig, build=build,
+                layers_from=layers_from, gradient_checkpointing=True)

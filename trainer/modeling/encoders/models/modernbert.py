@@ -9,9 +9,9 @@ and key by their positions (rotary.py). Every `global_attn_every_n_layers`-th la
 layer 0) attends globally with rotary theta 160,000; the others attend within +-local_attention/2
 tokens, theta 10,000. Norms and linears have no biases (norm_bias, attention_bias, mlp_bias
 false in every published checkpoint; others are refused). ModernBertModel has no pooler: the
-encoder keeps a fresh one (bert.FRESH_WHEN_ABSENT), as ELECTRA does.
+encoder keeps a fresh one (layers.FRESH_WHEN_ABSENT), as ELECTRA does.
 
-Variables are named under the shared roots (bert.canonical_name): word_embeddings,
+Variables are named under the shared roots (layers.canonical_name): word_embeddings,
 embeddings/layer_norm, transformer/layer_{i}/..., pooler_transform. The final norm belongs to
 the last block ("transformer/layer_{N-1}/final_layer_norm"): layer-wise learning-rate decay then
 gives it the top layer's rate, and the last encoder output is the sequence output.
@@ -29,11 +29,11 @@ import tensorflow as tf
 import tf_keras
 
 from trainer.errors import UserError
-from trainer.modeling.encoders import bert as network, rotary
+from trainer.modeling.encoders import layers, rotary
 from trainer.modeling.encoders.models import Family
-from trainer.modeling.encoders.models.bert import _HF_GELU_APPROXIMATE
+from trainer.modeling.encoders.models.bert import HF_GELU_APPROXIMATE
 from trainer.modeling.encoders.preprocessing import SpecialTokens, SubwordPreprocessor
-from trainer.modeling.encoders.tokenizers.byte_pair import BytePairTokenizer, _json
+from trainer.modeling.encoders.tokenizers.byte_pair import BytePairTokenizer, read_json
 
 GLOBAL, LOCAL = "full_attention", "sliding_attention"  # Hugging Face's layer_types values
 
@@ -59,7 +59,7 @@ class ModernBertConfig:
     family: str = "modernbert"
 
     def __post_init__(self):
-        # JSON (the exported bert_config_file asset) gives a list back.
+        # JSON (the exported encoder_config_file asset) gives a list back.
         object.__setattr__(self, "layer_types", tuple(self.layer_types))
 
     @property
@@ -77,7 +77,7 @@ def read_config(raw: dict, path: str) -> ModernBertConfig:
     (global_attn_every_n_layers, global/local_rope_theta) or 5's (layer_types, rope_parameters)."""
     unsupported = [f"{key} true" for key in ("norm_bias", "attention_bias", "mlp_bias") if raw.get(key)]
     activation = raw.get("hidden_activation", "gelu")
-    if activation not in _HF_GELU_APPROXIMATE:
+    if activation not in HF_GELU_APPROXIMATE:
         unsupported.append(f"hidden_activation {activation}")
     try:
         layers = raw["num_hidden_layers"]
@@ -91,7 +91,7 @@ def read_config(raw: dict, path: str) -> ModernBertConfig:
             layer_types=layer_types,
             max_position_embeddings=raw.get("max_position_embeddings", 8192),
             layer_norm_eps=raw.get("norm_eps", 1e-5),
-            gelu_approximate=_HF_GELU_APPROXIMATE.get(activation, False),
+            gelu_approximate=HF_GELU_APPROXIMATE.get(activation, False),
             local_attention=raw.get("local_attention", 128), **thetas,
             dropout_rate=raw.get("embedding_dropout", 0.0),
             attention_dropout_rate=raw.get("attention_dropout", 0.0),
@@ -103,7 +103,7 @@ def read_config(raw: dict, path: str) -> ModernBertConfig:
     if unsupported:
         raise UserError(f"--encoder: {path} describes a modernbert model with "
                         f"{', '.join(unsupported)}; the native modernbert encoder computes bias-free "
-                        f"norms and linears, {', '.join(_HF_GELU_APPROXIMATE)} activations, default "
+                        f"norms and linears, {', '.join(HF_GELU_APPROXIMATE)} activations, default "
                         f"rotary positions and {GLOBAL}/{LOCAL} layers only.")
     if config.hidden_size % config.num_heads or config.head_size % 2:
         raise UserError(f"--encoder: {path}: hidden_size {config.hidden_size} is not a multiple "
@@ -178,7 +178,7 @@ def _mask_bias(attention_mask, length, window: Optional[int]):
 
 def _dense(width: int, name: str, policy) -> tf_keras.layers.EinsumDense:
     return tf_keras.layers.EinsumDense("abc,cd->abd", output_shape=(None, width),
-                                       kernel_initializer=network._initializer(), name=name,
+                                       kernel_initializer=layers.initializer(), name=name,
                                        dtype=policy)
 
 
@@ -198,11 +198,11 @@ class ModernBertBlock(tf_keras.layers.Layer):
             layer_norm_eps=layer_norm_eps, gelu_approximate=gelu_approximate,
             rope_theta=rope_theta, window=window, attention_dropout_rate=attention_dropout_rate,
             mlp_dropout_rate=mlp_dropout_rate, first=first, last=last)
-        # Sublayers get this block's policy explicitly (see bert.TransformerEncoderBlock).
+        # Sublayers get this block's policy explicitly (see layers.TransformerEncoderBlock).
         policy = self.dtype_policy
 
         def norm(name):
-            return network.LayerNorm(epsilon=layer_norm_eps, center=False, name=name, dtype=policy)
+            return layers.LayerNorm(epsilon=layer_norm_eps, center=False, name=name, dtype=policy)
 
         self.attention_layer_norm = None if first else norm("attention_layer_norm")
         self.self_attention = RotaryAttention(num_heads, head_size, rope_theta, window,
@@ -218,7 +218,7 @@ class ModernBertBlock(tf_keras.layers.Layer):
         normed = inputs if self.attention_layer_norm is None else self.attention_layer_norm(inputs)
         x = inputs + self.self_attention(normed, attention_mask=attention_mask, training=training)
         gate_input, gate = tf.split(self.intermediate(self.mlp_layer_norm(x)), 2, axis=-1)
-        inner = network.gelu(gate_input, approximate=self._settings["gelu_approximate"]) * gate
+        inner = layers.gelu(gate_input, approximate=self._settings["gelu_approximate"]) * gate
         x = x + self.output_dense(self.mlp_dropout(inner, training=training))
         return x if self.final_layer_norm is None else self.final_layer_norm(x)
 
@@ -241,36 +241,30 @@ def _block(config: ModernBertConfig, index: int, dtype) -> ModernBertBlock:
 
 def build(config: ModernBertConfig, dtype: Optional[str] = None,
           name: str = "modernbert_encoder") -> tf_keras.Model:
-    """The encoder network with the TF-Hub encoder interface (bert.build_bert_encoder's
+    """The encoder network with the TF-Hub encoder interface (layers.encoder_model's
     contract); input_type_ids is taken and unused: ModernBERT has no token types."""
-    inputs = {key: tf_keras.Input(shape=(None,), dtype=tf.int32, name=key) for key in network.INPUT_KEYS}
+    inputs = layers.encoder_inputs()
     x = tf_keras.layers.Embedding(
-        config.vocab_size, config.hidden_size, embeddings_initializer=network._initializer(),
+        config.vocab_size, config.hidden_size, embeddings_initializer=layers.initializer(),
         name="word_embeddings", dtype=dtype)(inputs["input_word_ids"])
-    x = network.LayerNorm(epsilon=config.layer_norm_eps, center=False,
-                          name="embeddings/layer_norm", dtype=dtype)(x)
+    x = layers.LayerNorm(epsilon=config.layer_norm_eps, center=False,
+                         name="embeddings/layer_norm", dtype=dtype)(x)
     x = tf_keras.layers.Dropout(config.dropout_rate, dtype=dtype)(x)
-    attention_mask = network._attention_mask(inputs["input_mask"])
+    attention_mask = layers.attention_mask(inputs["input_mask"])
     encoder_outputs = []
     for index in range(config.num_layers):
         x = _block(config, index, dtype)(x, attention_mask=attention_mask)
         encoder_outputs.append(x)
-    pooled = network._pooler(config.hidden_size, dtype)(x[:, 0, :])
-    model = tf_keras.Model(
-        inputs, dict(pooled_output=pooled, sequence_output=x, encoder_outputs=encoder_outputs),
-        name=name)
-    model.bert_config = config
-    return model
+    return layers.encoder_model(config, inputs, encoder_outputs, dtype, name)
 
 
 def layers_from(encoder: tf_keras.Model, hidden, input_mask, first: int) -> dict:
     """Layers `first`.. (the final norm with the last) and the pooler on the hidden states
-    entering layer `first` (bert.layers_from's contract)."""
-    attention_mask = network._attention_mask(input_mask)
-    for index in range(first, encoder.bert_config.num_layers):
+    entering layer `first` (models.bert.layers_from's contract)."""
+    attention_mask = layers.attention_mask(input_mask)
+    for index in range(first, encoder.encoder_config.num_layers):
         hidden = encoder.get_layer(f"transformer/layer_{index}")(hidden, attention_mask=attention_mask)
-    pooled = encoder.get_layer("pooler_transform")(hidden[:, 0, :])
-    return dict(pooled_output=pooled, sequence_output=hidden)
+    return layers.pooled_outputs(encoder, hidden)
 
 
 # (native sublayer, Hugging Face module) of one ModernBertEncoderLayer's linears.
@@ -299,7 +293,7 @@ def _special_tokens(tokenizer_file: str) -> SpecialTokens:
     would silently differ from Hugging Face's. The padding token is tokenizer_config.json's,
     as Hugging Face's PreTrainedTokenizerFast takes it. No token types: ModernBERT's tokenizer
     returns none."""
-    processor = _json(tokenizer_file).get("post_processor") or {}
+    processor = read_json(tokenizer_file).get("post_processor") or {}
     kind = processor.get("type")
     if kind == "BertProcessing":
         start, end = processor["cls"][0], processor["sep"][0]
@@ -314,7 +308,7 @@ def _special_tokens(tokenizer_file: str) -> SpecialTokens:
         raise UserError(f"{tokenizer_file}: post_processor {kind} adds no [CLS]/[SEP]; the "
                         "modernbert preprocessor needs TemplateProcessing or BertProcessing")
     config_path = os.path.join(os.path.dirname(tokenizer_file), "tokenizer_config.json")
-    pad = (_json(config_path).get("pad_token") if tf.io.gfile.exists(config_path) else None) or "[PAD]"
+    pad = (read_json(config_path).get("pad_token") if tf.io.gfile.exists(config_path) else None) or "[PAD]"
     pad = pad.get("content") if isinstance(pad, dict) else pad
     return SpecialTokens(pad=pad, unknown="[UNK]", start=start, end=end, typed_pairs=False)
 

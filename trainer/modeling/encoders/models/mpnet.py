@@ -50,4 +50,4 @@ def _preprocessor(vocab_file: str, lower_case: bool, seq_length: int):
 
 FAMILY = Family(name="MPNet", model_types=("mpnet",), tokenizer_files=("vocab.txt",),
                 read_config=read_config, map_weights=map_weights, preprocessor=_preprocessor,
-                weight_prefixes=("mpnet",))
+                weight_prefixes=("mpnet",), **bert.NETWORK)

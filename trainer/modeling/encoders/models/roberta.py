@@ -35,8 +35,8 @@ def _sentencepiece_preprocessor(model_file: str, lower_case: bool, seq_length: i
 ROBERTA = Family(name="RoBERTa", model_types=("roberta",),
                  tokenizer_files=("vocab.json", "merges.txt"), read_config=read_config,
                  map_weights=bert.map_weights, preprocessor=_byte_pair_preprocessor,
-                 weight_prefixes=("roberta",))
+                 weight_prefixes=("roberta",), **bert.NETWORK)
 XLM_ROBERTA = Family(name="XLM-RoBERTa", model_types=("xlm-roberta",),
                      tokenizer_files=("sentencepiece.bpe.model",), read_config=read_config,
                      map_weights=bert.map_weights, preprocessor=_sentencepiece_preprocessor,
-                     weight_prefixes=("roberta",))
+                     weight_prefixes=("roberta",), **bert.NETWORK)

@@ -88,7 +88,8 @@ def _read(path: str) -> str:
         raise UserError(f"{path}: not valid UTF-8 (offset {e.start})") from None
 
 
-def _json(path: str):
+def read_json(path: str):
+    """A tokenizer's JSON file (gs:// too); a UserError naming it when unreadable or invalid."""
     try:
         return json.loads(_read(path))
     except json.JSONDecodeError as e:
@@ -112,7 +113,7 @@ def _merge(entry, number: int, path: str) -> Tuple[str, str]:
 
 def spec_from_vocab_and_merges(vocab_file: str, merges_file: str) -> BytePairSpec:
     """RoBERTa's layout, read as RobertaTokenizerFast(vocab_file, merges_file) reads it."""
-    vocab = _vocab(_json(vocab_file), vocab_file)
+    vocab = _vocab(read_json(vocab_file), vocab_file)
     lines = [line for line in _read(merges_file).split("\n")
              if line.strip() and not line.startswith("#version")]
     merges = [_merge(line.rstrip("\r"), n, merges_file) for n, line in enumerate(lines, 1)]
@@ -123,7 +124,7 @@ def spec_from_vocab_and_merges(vocab_file: str, merges_file: str) -> BytePairSpe
 def spec_from_tokenizer_json(path: str) -> BytePairSpec:
     """tokenizer.json's BPE model, normalizer, pre-tokenizer and added tokens; a UserError for
     any setting this tokenizer does not implement, rather than ids that silently differ."""
-    config = _json(path)
+    config = read_json(path)
     model = config.get("model") if isinstance(config, dict) else None
     if not isinstance(model, dict):
         raise UserError(f"{path}: not a tokenizer.json (no \"model\" object)")

@@ -1,15 +1,15 @@
-"""A BERT encoder built from tf-keras layers, so dtype policies and XLA reach its matmuls.
+"""The blocks every native encoder family is built from, and the contract they share.
 
 A TF-Hub encoder is a SavedModel traced in float32: under a mixed policy `hub.KerasLayer` still
-runs every encoder matmul in float32 (tensorflow/hub#466, #790). Building the same network from
+runs every encoder matmul in float32 (tensorflow/hub#466, #790). Building the network from
 tf-keras layers under the active policy gives real bf16/fp16 compute with float32 variables.
 
-The layout and the layer names follow Model Garden's BertEncoder
-(official/nlp/modeling/networks/bert_encoder.py): embeddings -> LayerNorm -> [a projection to the
-hidden size, when the embeddings are narrower, as in ELECTRA-Small] -> N post-LN transformer
-blocks -> tanh pooler on [CLS]. Its variables are therefore named exactly like those
-of the TF-Hub BERT encoders ("transformer/layer_0/self_attention/query/kernel:0", ...), so one
-name mapping reads both TF-Hub SavedModels and this package's own exports.
+The contract (every family's `build` keeps it, trainer.modeling.encoders.models): the TF-Hub
+encoder interface (`INPUT_KEYS` in; pooled_output, sequence_output, encoder_outputs out), the
+network's config as its `encoder_config` attribute, and variables named as Model Garden's
+BertEncoder (official/nlp/modeling/networks/bert_encoder.py) names them, under the roots of
+`canonical_name` ("transformer/layer_0/self_attention/query/kernel:0", ...): one name mapping
+reads TF-Hub SavedModels and this package's own exports of every family.
 """
 import dataclasses
 import math
@@ -25,7 +25,10 @@ INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
 
 
 @dataclasses.dataclass(frozen=True)
-class BertConfig:
+class EncoderConfig:
+    """The shape and switches of the BERT network (trainer.modeling.encoders.models.bert), which
+    BERT, ELECTRA, RoBERTa, XLM-R and MPNet share; families with other math have their own
+    config class, a frozen dataclass with `family` and `max_length` too."""
     vocab_size: int
     hidden_size: int
     num_layers: int
@@ -64,7 +67,7 @@ class BertConfig:
         return self.max_position_embeddings - self.position_padding_id - 1
 
 
-def _initializer():
+def initializer():
     # One initializer object per weight: a reused unseeded tf_keras initializer repeats its
     # values in every layer (tf-keras says so in its "unseeded initializer" warning).
     return tf_keras.initializers.TruncatedNormal(stddev=0.02)
@@ -129,7 +132,7 @@ class PositionEmbedding(tf_keras.layers.Layer):
 
     def build(self, input_shape):
         self.embeddings = self.add_weight(
-            "embeddings", shape=[self.max_length, input_shape[-1]], initializer=_initializer())
+            "embeddings", shape=[self.max_length, input_shape[-1]], initializer=initializer())
         super().build(input_shape)
 
     def call(self, inputs, input_mask=None):
@@ -187,19 +190,29 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
         policy = self.dtype_policy
         self.self_attention = self.attention_class(
             num_heads, key_dim=head_size, dropout=attention_dropout_rate,
-            kernel_initializer=_initializer(), name="self_attention", dtype=policy)
+            kernel_initializer=initializer(), name="self_attention", dtype=policy)
         self.attention_dropout = tf_keras.layers.Dropout(dropout_rate, dtype=policy)
         self.self_attention_layer_norm = LayerNorm(
             epsilon=layer_norm_eps, name="self_attention_layer_norm", dtype=policy)
         self.intermediate = tf_keras.layers.EinsumDense(
             "abc,cd->abd", output_shape=(None, intermediate_size), bias_axes="d",
-            kernel_initializer=_initializer(), name="intermediate", dtype=policy)
+            kernel_initializer=initializer(), name="intermediate", dtype=policy)
         self.output_dense = tf_keras.layers.EinsumDense(
             "abc,cd->abd", output_shape=(None, hidden_size), bias_axes="d",
-            kernel_initializer=_initializer(), name="output", dtype=policy)
+            kernel_initializer=initializer(), name="output", dtype=policy)
         self.output_dropout = tf_keras.layers.Dropout(dropout_rate, dtype=policy)
         self.output_layer_norm = LayerNorm(
             epsilon=layer_norm_eps, name="output_layer_norm", dtype=policy)
+
+    @classmethod
+    def for_layer(cls, config, index: int, dtype: Optional[str]) -> "TransformerEncoderBlock":
+        """Block `index` of the network `config` describes, named as the contract names it."""
+        return cls(
+            num_heads=config.num_heads, head_size=config.head_size,
+            intermediate_size=config.intermediate_size, layer_norm_eps=config.layer_norm_eps,
+            gelu_approximate=config.gelu_approximate, dropout_rate=config.dropout_rate,
+            attention_dropout_rate=config.attention_dropout_rate,
+            name=f"transformer/layer_{index}", dtype=dtype)
 
     def call(self, inputs, attention_mask, attention_bias=None, training=None):
         if self.recompute and training is True:
@@ -282,94 +295,42 @@ def _dropout_generators(layer: tf_keras.layers.Layer, strict: bool = True) -> li
     return generators
 
 
-def build_bert_encoder(config: BertConfig, dtype: Optional[str] = None,
-                       name: str = "bert_encoder") -> tf_keras.Model:
-    """The encoder network: TF-Hub encoder inputs -> pooled/sequence/encoder outputs.
-
-    `dtype=None` builds under the global policy (the trainer sets it first); exports pass
-    "float32". Inputs are int32 [B, T] for any T up to `config.max_length`. BERT, ELECTRA,
-    RoBERTa, XLM-R and MPNet are this network with the config's switches: the math they share
-    is written once.
-    """
-    inputs = {key: tf_keras.Input(shape=(None,), dtype=tf.int32, name=key) for key in INPUT_KEYS}
-    x = _embeddings(config, inputs, dtype)
-    attention_mask = _attention_mask(inputs["input_mask"])
-    bias = _relative_bias(config, dtype)(x) if config.relative_attention_buckets else None
-    encoder_outputs = []
-    for index in range(config.num_layers):
-        x = TransformerEncoderBlock(
-            num_heads=config.num_heads, head_size=config.head_size,
-            intermediate_size=config.intermediate_size, layer_norm_eps=config.layer_norm_eps,
-            gelu_approximate=config.gelu_approximate, dropout_rate=config.dropout_rate,
-            attention_dropout_rate=config.attention_dropout_rate,
-            name=f"transformer/layer_{index}", dtype=dtype)(
-                x, attention_mask=attention_mask, attention_bias=bias)
-        encoder_outputs.append(x)
-
-    pooled = _pooler(config.hidden_size, dtype)(x[:, 0, :])
-    outputs = dict(pooled_output=pooled, sequence_output=x, encoder_outputs=encoder_outputs)
-    model = tf_keras.Model(inputs, outputs, name=name)
-    model.bert_config = config  # read back by exports, which rebuild it in float32
-    return model
-
-
-def _embeddings(config: BertConfig, inputs: dict, dtype: Optional[str]):
-    """Word + position (+ token type) embeddings, LayerNorm, dropout (+ ELECTRA's projection)."""
-    width = config.embedding_size or config.hidden_size
-    word = tf_keras.layers.Embedding(
-        config.vocab_size, width, embeddings_initializer=_initializer(),
-        name="word_embeddings", dtype=dtype)(inputs["input_word_ids"])
-    parts = [word, PositionEmbedding(
-        config.max_position_embeddings, config.position_padding_id, name="position_embedding",
-        dtype=dtype)(word, input_mask=inputs["input_mask"])]
-    if config.type_vocab_size:  # MPNet has no token types
-        parts.append(tf_keras.layers.Embedding(
-            config.type_vocab_size, width, embeddings_initializer=_initializer(),
-            name="type_embeddings", dtype=dtype)(inputs["input_type_ids"]))
-    x = tf_keras.layers.Add(dtype=dtype)(parts)
-    x = LayerNorm(epsilon=config.layer_norm_eps, name="embeddings/layer_norm", dtype=dtype)(x)
-    x = tf_keras.layers.Dropout(config.dropout_rate, dtype=dtype)(x)
-    if config.embedding_size is not None:
-        # After the LayerNorm and dropout, as in Hugging Face's ElectraModel (embeddings_project)
-        # and Model Garden's BertEncoder (embedding_width < hidden_size).
-        x = tf_keras.layers.EinsumDense(
-            "abc,cd->abd", output_shape=(None, config.hidden_size), bias_axes="d",
-            kernel_initializer=_initializer(), name="embedding_projection", dtype=dtype)(x)
-    return x
-
-
-def _relative_bias(config: BertConfig, dtype: Optional[str]):
-    from trainer.modeling.encoders.relative_position import RelativePositionBias
-
-    return RelativePositionBias(config.relative_attention_buckets, config.num_heads,
-                                name="relative_attention_bias", dtype=dtype)
-
-
-def _attention_mask(input_mask):
+def attention_mask(input_mask):
     """Every query may attend to every real (unpadded) key: [B, 1, T], broadcast over queries.
     (tf.expand_dims, not [:, tf.newaxis]: TensorFlow Lite converts it without Flex ops.)"""
     return tf.cast(tf.expand_dims(input_mask, 1), tf.bool)
 
 
-def layers_from(encoder: tf_keras.Model, hidden, input_mask, first: int) -> dict:
-    """A built encoder's transformer layers from `first` on, and its pooler, applied to the
-    hidden states entering layer `first`: the encoder cut in two (trainer.serving.tflite
-    quantizes the part after the cut)."""
-    attention_mask = _attention_mask(input_mask)
-    bias = (encoder.get_layer("relative_attention_bias")(hidden)
-            if encoder.bert_config.relative_attention_buckets else None)
-    for index in range(first, encoder.bert_config.num_layers):
-        hidden = encoder.get_layer(f"transformer/layer_{index}")(
-            hidden, attention_mask=attention_mask, attention_bias=bias)
+def encoder_inputs() -> Dict[str, tf.Tensor]:
+    """The network's inputs: int32 [B, T] for each of INPUT_KEYS, any T."""
+    return {key: tf_keras.Input(shape=(None,), dtype=tf.int32, name=key) for key in INPUT_KEYS}
+
+
+def encoder_model(config, inputs: dict, encoder_outputs: list, dtype: Optional[str],
+                  name: str) -> tf_keras.Model:
+    """The network with the TF-Hub encoder interface, from its inputs and each block's output:
+    the last is the sequence output, the pooler reads its [CLS] row. The config rides along as
+    `encoder_config`: exports rebuild the network from it in float32 and save it beside."""
+    sequence = encoder_outputs[-1]
+    pooled = pooler(config.hidden_size, dtype)(sequence[:, 0, :])
+    model = tf_keras.Model(inputs, dict(pooled_output=pooled, sequence_output=sequence,
+                                        encoder_outputs=encoder_outputs), name=name)
+    model.encoder_config = config
+    return model
+
+
+def pooled_outputs(encoder: tf_keras.Model, hidden) -> dict:
+    """The pooled and sequence outputs of a built `encoder` for its last hidden states: the
+    tail of every family's `layers_from`."""
     pooled = encoder.get_layer("pooler_transform")(hidden[:, 0, :])
     return dict(pooled_output=pooled, sequence_output=hidden)
 
 
-# Checkpoints without a pooler keep these freshly initialised (see _pooler).
+# Checkpoints without a pooler keep these freshly initialised (see pooler).
 FRESH_WHEN_ABSENT = ("pooler_transform/kernel", "pooler_transform/bias")
 
 
-def _pooler(hidden: int, dtype: Optional[str]) -> tf_keras.layers.Dense:
+def pooler(hidden: int, dtype: Optional[str]) -> tf_keras.layers.Dense:
     """BERT's pooler: tanh(Dense([CLS])), pretrained with next-sentence prediction.
 
     ELECTRA discriminators (and BertModel(add_pooling_layer=False) checkpoints) have none, so
@@ -380,21 +341,21 @@ def _pooler(hidden: int, dtype: Optional[str]) -> tf_keras.layers.Dense:
     the source; either way the head reads a learned, bounded projection of [CLS].
     """
     return tf_keras.layers.Dense(
-        hidden, activation="tanh", kernel_initializer=_initializer(),
+        hidden, activation="tanh", kernel_initializer=initializer(),
         name="pooler_transform", dtype=dtype)
 
 
 # Model Garden / TF-Hub variable names start at one of these components; anything before them
 # is a scope added by whoever built or saved the model.
-_NAME_ROOTS = ("word_embeddings", "position_embedding", "type_embeddings", "embeddings",
-               "embedding_projection", "relative_attention_bias", "transformer", "pooler_transform")
+NAME_ROOTS = ("word_embeddings", "position_embedding", "type_embeddings", "embeddings",
+              "embedding_projection", "relative_attention_bias", "transformer", "pooler_transform")
 
 
 def canonical_name(variable_name: str) -> Optional[str]:
     """'outer/transformer/layer_0/.../kernel:0' -> 'transformer/layer_0/.../kernel', else None."""
     parts = variable_name.split(":")[0].split("/")
     for index, part in enumerate(parts):
-        if part in _NAME_ROOTS:
+        if part in NAME_ROOTS:
             return "/".join(parts[index:])
     return None
 
@@ -419,5 +380,5 @@ def assign_weights(network: tf_keras.Model, weights: Dict[str, np.ndarray], sour
                             f"needs {variable.shape.as_list()}")
         variable.assign(value.reshape(variable.shape).astype(np.float32))
     if remaining:
-        raise UserError(f"{source}: weights the BERT encoder has no place for: "
+        raise UserError(f"{source}: weights the encoder has no place for: "
                         f"{', '.join(sorted(remaining)[:5])}")
