@@ -83,6 +83,7 @@ def sentencepiece(train: list, held_out: dict, vocab_size: int, work: str) -> di
     import sentencepiece as spm
     import transformers
 
+    from trainer.modeling.encoders.models import deberta_v2, roberta
     from trainer.modeling.encoders.tokenizers.sentencepiece import SentencePieceTokenizer
 
     layouts = {
@@ -100,7 +101,8 @@ def sentencepiece(train: list, held_out: dict, vocab_size: int, work: str) -> di
             model_type="unigram", vocab_size=vocab_size, character_coverage=0.9995,
             num_threads=1, minloglevel=2, **options)
         os.replace(os.path.join(directory, "m.model"), os.path.join(directory, filename))
-        ours = SentencePieceTokenizer(os.path.join(directory, filename), family)
+        ours = SentencePieceTokenizer(os.path.join(directory, filename), {
+            "xlm-roberta": roberta.SENTENCEPIECE, "deberta-v3": deberta_v2.SENTENCEPIECE}[family])
         result[family] = compare(ours, fast_class.from_pretrained(directory), held_out)
     return result
 
@@ -137,10 +139,12 @@ def byte_pair(train: list, held_out: dict, vocab_size: int, work: str) -> dict:
     and PreTrainedTokenizerFast(tokenizer_file=...)."""
     import transformers
 
+    from trainer.modeling.encoders.models import roberta
     from trainer.modeling.encoders.tokenizers.byte_pair import BytePairTokenizer
 
     files = train_byte_level_bpe(train, vocab_size, work)
-    return {"roberta": compare(BytePairTokenizer.from_vocab_and_merges(*files["roberta"]),
+    return {"roberta": compare(BytePairTokenizer.from_vocab_and_merges(*files["roberta"],
+                                                                         roberta.ADDED_TOKENS),
                                transformers.RobertaTokenizerFast(*files["roberta"]), held_out),
             "modernbert": compare(BytePairTokenizer.from_tokenizer_json(*files["modernbert"]),
                                   transformers.PreTrainedTokenizerFast(

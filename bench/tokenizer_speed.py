@@ -56,7 +56,7 @@ def tokenizers(vocab_file: str):
     import tensorflow_text as text
 
     from trainer.data.pipeline import pack_tokens
-    from trainer.modeling.encoders.preprocessing import BertPreprocessor, check_vocab
+    from trainer.modeling.encoders.tokenizers.word_piece import WordPiecePreprocessor, check_vocab
 
     vocab = check_vocab(vocab_file)
     table = tf.lookup.StaticHashTable(
@@ -66,7 +66,7 @@ def tokenizers(vocab_file: str):
     baseline = text.BertTokenizer(table, token_out_type=tf.int32, lower_case=True)
     fast = text.FastBertTokenizer(vocab=vocab, token_out_type=tf.int32,
                                   lower_case_nfd_strip_accents=True)
-    preprocessor = BertPreprocessor(vocab_file, lower_case=True)
+    preprocessor = WordPiecePreprocessor(vocab_file, lower_case=True)
     return {
         "BertTokenizer (baseline)": lambda batch: baseline.tokenize(batch).flat_values,
         "FastBertTokenizer": lambda batch: fast.tokenize(batch).flat_values,

@@ -6,7 +6,7 @@ import pytest
 from trainer import config as config_lib
 from trainer.data import cache, splits
 from trainer.modeling.encoders import registry
-from trainer.modeling.encoders.preprocessing import BertPreprocessor
+from trainer.modeling.encoders.tokenizers.word_piece import WordPiecePreprocessor
 
 from conftest import labelled_rows, write_csv
 
@@ -87,6 +87,6 @@ def test_some_rows_are_read_alone_in_order(tmp_path, preprocessor, monkeypatch):
 def test_the_cache_key_follows_what_the_tokenizer_does():
     """Equal tokenizers share a cache; casing (seen on the probes) makes another one."""
     vocab = os.path.join(registry.packaged_default_dir(), "vocab.txt")
-    uncased = cache.tokenizer_fingerprint(BertPreprocessor(vocab, lower_case=True), pairs=False)
-    assert cache.tokenizer_fingerprint(BertPreprocessor(vocab, lower_case=True), pairs=False) == uncased
-    assert cache.tokenizer_fingerprint(BertPreprocessor(vocab, lower_case=False), pairs=False) != uncased
+    uncased = cache.tokenizer_fingerprint(WordPiecePreprocessor(vocab, lower_case=True), pairs=False)
+    assert cache.tokenizer_fingerprint(WordPiecePreprocessor(vocab, lower_case=True), pairs=False) == uncased
+    assert cache.tokenizer_fingerprint(WordPiecePreprocessor(vocab, lower_case=False), pairs=False) != uncased

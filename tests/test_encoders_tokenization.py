@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from trainer.modeling.encoders import registry
-from trainer.modeling.encoders.preprocessing import BertPreprocessor
+from trainer.modeling.encoders.tokenizers.word_piece import WordPiecePreprocessor
 
 VOCAB_FILE = os.path.join(registry.packaged_default_dir(), "vocab.txt")
 
@@ -100,7 +100,7 @@ TRICKY_STRINGS = {
 
 @pytest.mark.parametrize("text", TRICKY_STRINGS.values(), ids=TRICKY_STRINGS.keys())
 def test_ids_match_reference_wordpiece(text, vocab):
-    preprocessor = BertPreprocessor(VOCAB_FILE, lower_case=True, seq_length=48)
+    preprocessor = WordPiecePreprocessor(VOCAB_FILE, lower_case=True, seq_length=48)
     packed = preprocessor(tf.constant([text]))
     np.testing.assert_array_equal(packed["input_word_ids"][0], reference_ids(text, vocab, 48))
 
@@ -110,14 +110,14 @@ def test_lower_casing_applies_no_nfkc_as_hugging_face_applies_none(vocab):
     case_fold_utf8) is NFKC-based: ligatures, ellipses and full-width letters would normalise
     first. The preprocessor lower-cases and strips accents as Hugging Face's BertNormalizer does."""
     text = "ﬁne… ＡＢＣ™"
-    preprocessor = BertPreprocessor(VOCAB_FILE, lower_case=True, seq_length=16)
+    preprocessor = WordPiecePreprocessor(VOCAB_FILE, lower_case=True, seq_length=16)
     ids = preprocessor(tf.constant([text]))["input_word_ids"][0].numpy().tolist()
     assert ids == reference_ids(text, vocab, 16)
     assert ids != reference_ids(unicodedata.normalize("NFKC", text), vocab, 16)
 
 
 def test_mask_and_type_ids_of_a_single_segment(vocab):
-    preprocessor = BertPreprocessor(VOCAB_FILE, lower_case=True, seq_length=8)
+    preprocessor = WordPiecePreprocessor(VOCAB_FILE, lower_case=True, seq_length=8)
     packed = preprocessor(tf.constant(["good movie"]))
     np.testing.assert_array_equal(packed["input_mask"][0], [1, 1, 1, 1, 0, 0, 0, 0])
     np.testing.assert_array_equal(packed["input_type_ids"][0], [0] * 8)
@@ -128,7 +128,7 @@ def test_mask_and_type_ids_of_a_single_segment(vocab):
 def test_pairs_pack_as_cls_a_sep_b_sep_trimmed_longest_first(vocab):
     """As Hugging Face's fast tokenizer: each text keeps half when both are too long, the
     second the odd token (TF-Hub's round-robin gave it to the first)."""
-    preprocessor = BertPreprocessor(VOCAB_FILE, lower_case=True, seq_length=10)
+    preprocessor = WordPiecePreprocessor(VOCAB_FILE, lower_case=True, seq_length=10)
     first = preprocessor.tokenize(tf.constant(["one two three four five six"]))
     second = preprocessor.tokenize(tf.constant(["red green blue black white pink"]))
     packed = preprocessor.bert_pack_inputs([first, second])
@@ -139,14 +139,14 @@ def test_pairs_pack_as_cls_a_sep_b_sep_trimmed_longest_first(vocab):
 
 
 def test_bert_pack_inputs_takes_a_seq_length_per_call(vocab):
-    preprocessor = BertPreprocessor(VOCAB_FILE, lower_case=True, seq_length=128)
+    preprocessor = WordPiecePreprocessor(VOCAB_FILE, lower_case=True, seq_length=128)
     tokens = preprocessor.tokenize(tf.constant(["a b c d e f", "a"]))
     assert preprocessor.bert_pack_inputs([tokens], seq_length=5)["input_word_ids"].shape == [2, 5]
     assert preprocessor(tf.constant(["a"]))["input_word_ids"].shape == [1, 128]
 
 
 def test_tokenize_returns_wordpieces_per_word(vocab):
-    preprocessor = BertPreprocessor(VOCAB_FILE, lower_case=True)
+    preprocessor = WordPiecePreprocessor(VOCAB_FILE, lower_case=True)
     tokens = preprocessor.tokenize(tf.constant(["unbelievably good"]))
     expected = [[vocab[p] for p in reference_wordpiece(w, vocab)] for w in ("unbelievably", "good")]
     assert tokens.to_list() == [expected]
@@ -157,7 +157,7 @@ def test_words_and_their_pieces_match_the_reference(vocab, lower_case):
     """The word dimension is rebuilt from "##" continuations: the reference's words, in a
     batch that also holds an empty text; cased, a no-break space separates words as in HF."""
     texts = [*TRICKY_STRINGS.values(), "", "no\u00a0break space"]
-    preprocessor = BertPreprocessor(VOCAB_FILE, lower_case=lower_case)
+    preprocessor = WordPiecePreprocessor(VOCAB_FILE, lower_case=lower_case)
     expected = [[[vocab[p] for p in reference_wordpiece(word, vocab)]
                  for word in reference_basic_tokenize(text, lower_case)] for text in texts]
     assert preprocessor.tokenize(tf.constant(texts)).to_list() == expected

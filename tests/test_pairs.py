@@ -69,8 +69,8 @@ def test_a_named_text_column_means_single_texts_unless_a_pair_column_is_named():
 
 @pytest.fixture(scope="module")
 def preprocessor(tiny_encoder_dir):
-    from trainer.modeling.encoders.preprocessing import BertPreprocessor
-    return BertPreprocessor(f"{tiny_encoder_dir}/vocab.txt", lower_case=True, seq_length=16)
+    from trainer.modeling.encoders.tokenizers.word_piece import WordPiecePreprocessor
+    return WordPiecePreprocessor(f"{tiny_encoder_dir}/vocab.txt", lower_case=True, seq_length=16)
 
 
 def packed(preprocessor, first, second):

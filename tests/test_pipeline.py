@@ -139,8 +139,8 @@ def test_fixed_padding_steps_follow_drop_remainder(drop_remainder, expected):
 def test_a_cut_rows_full_length_counts_every_token_and_the_special_ones(tiny_encoder_dir):
     import tensorflow as tf
 
-    from trainer.modeling.encoders.preprocessing import BertPreprocessor
-    preprocessor = BertPreprocessor(f"{tiny_encoder_dir}/vocab.txt", lower_case=True, seq_length=8)
+    from trainer.modeling.encoders.tokenizers.word_piece import WordPiecePreprocessor
+    preprocessor = WordPiecePreprocessor(f"{tiny_encoder_dir}/vocab.txt", lower_case=True, seq_length=8)
     texts = tf.constant(["i love it", "i love it " * 4])  # 3 and 12 words of the vocabulary
     _, _, lengths, full = pipeline.pack_tokens(preprocessor, texts)
     assert lengths.numpy().tolist() == [5, 8] and full.numpy().tolist() == [5, 14]
@@ -149,8 +149,8 @@ def test_a_cut_rows_full_length_counts_every_token_and_the_special_ones(tiny_enc
 
 
 def test_splits_tokenized_together_equal_splits_tokenized_apart(tiny_encoder_dir):
-    from trainer.modeling.encoders.preprocessing import BertPreprocessor
-    preprocessor = BertPreprocessor(f"{tiny_encoder_dir}/vocab.txt", lower_case=True, seq_length=16)
+    from trainer.modeling.encoders.tokenizers.word_piece import WordPiecePreprocessor
+    preprocessor = WordPiecePreprocessor(f"{tiny_encoder_dir}/vocab.txt", lower_case=True, seq_length=16)
     texts = {"a": ["i love it", "so bad !"], "b": ["meh"], "c": ["the movie is ok , very ok"]}
     together = pipeline.tokenize_splits({n: (t, [0] * len(t), None) for n, t in texts.items()},
                                         preprocessor)
@@ -192,8 +192,8 @@ def test_a_head_tail_pair_shares_the_budget_longest_first_and_each_text_keeps_it
     """Issue #49, 2: --long-texts head-tail on a pair task; the shares are truncation's."""
     import tensorflow as tf
 
-    from trainer.modeling.encoders.preprocessing import BertPreprocessor
-    preprocessor = BertPreprocessor(f"{tiny_encoder_dir}/vocab.txt", lower_case=True, seq_length=13)
+    from trainer.modeling.encoders.tokenizers.word_piece import WordPiecePreprocessor
+    preprocessor = WordPiecePreprocessor(f"{tiny_encoder_dir}/vocab.txt", lower_case=True, seq_length=13)
     ids = lambda words: preprocessor.tokenize(tf.constant([words])).merge_dims(1, -1)[0].numpy().tolist()  # noqa: E731
     first = "so good " + "the movie is ok " * 3 + "very bad"  # 16 tokens
     second = "i love it"  # 3: it fits whole; the first text gets the other 13 - 3 - 3 = 7
@@ -206,8 +206,8 @@ def test_a_head_tail_pair_shares_the_budget_longest_first_and_each_text_keeps_it
 def test_head_tail_packs_a_long_texts_last_words_and_keeps_its_full_length(tiny_encoder_dir):
     import tensorflow as tf
 
-    from trainer.modeling.encoders.preprocessing import BertPreprocessor
-    preprocessor = BertPreprocessor(f"{tiny_encoder_dir}/vocab.txt", lower_case=True, seq_length=8)
+    from trainer.modeling.encoders.tokenizers.word_piece import WordPiecePreprocessor
+    preprocessor = WordPiecePreprocessor(f"{tiny_encoder_dir}/vocab.txt", lower_case=True, seq_length=8)
     texts = tf.constant(["i love it", "so good " + "the movie is ok " * 3 + "very bad"])
     ids = lambda words: preprocessor.tokenize(tf.constant([words])).merge_dims(1, -1)[0].numpy().tolist()  # noqa: E731
     word_ids, _, lengths, full = pipeline.pack_tokens(preprocessor, texts, long_texts="head-tail")

@@ -17,6 +17,7 @@ import tensorflow as tf
 import tf_keras
 
 from trainer.errors import UserError
+from trainer.modeling.encoders.models import roberta as roberta_family
 from trainer.modeling.encoders.tokenizers.byte_pair import BytePairTokenizer, spec_from_tokenizer_json
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
@@ -56,7 +57,8 @@ def roberta(trained):
     from transformers import RobertaTokenizerFast
 
     files = trained["roberta"]
-    return BytePairTokenizer.from_vocab_and_merges(*files), RobertaTokenizerFast(*files)
+    return (BytePairTokenizer.from_vocab_and_merges(*files, roberta_family.ADDED_TOKENS),
+            RobertaTokenizerFast(*files))
 
 
 @pytest.fixture(scope="module")

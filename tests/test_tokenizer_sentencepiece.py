@@ -14,8 +14,11 @@ import pytest
 import tensorflow as tf
 
 from trainer.errors import UserError
+from trainer.modeling.encoders.models import deberta_v2, roberta
 from trainer.modeling.encoders.tokenizers.sentencepiece import SentencePieceTokenizer
 
+# The families' layouts, by the name their errors give.
+LAYOUTS = {"xlm-roberta": roberta.SENTENCEPIECE, "deberta-v3": deberta_v2.SENTENCEPIECE}
 WORDS = ("the movie was great and i loved it , but the ending felt rushed . "
          "café naïve résumé façade jalapeño über straße smörgåsbord crème brûlée "
          "東京 タワー 北京 大学 서울 😀 🎉 👍🏽 ❤️ 2024 3.14 1,000,000 #1 @user "
@@ -85,13 +88,13 @@ def hf_ids(hf, texts):
 def test_ids_equal_hugging_face_fast_tokenizer_on_training_text(models, family):
     model_file, hf = models[family]
     texts = corpus()
-    assert ids(SentencePieceTokenizer(model_file, family), texts) == hf_ids(hf, texts)
+    assert ids(SentencePieceTokenizer(model_file, LAYOUTS[family]), texts) == hf_ids(hf, texts)
 
 
 @pytest.mark.parametrize("family", ["xlm-roberta", "deberta-v3"])
 def test_ids_equal_hugging_face_fast_tokenizer_on_held_out_tricky_text(models, family):
     model_file, hf = models[family]
-    got = ids(SentencePieceTokenizer(model_file, family), TRICKY)
+    got = ids(SentencePieceTokenizer(model_file, LAYOUTS[family]), TRICKY)
     assert {text: g for text, g in zip(TRICKY, got)} == dict(zip(TRICKY, hf_ids(hf, TRICKY)))
 
 
@@ -102,12 +105,12 @@ def test_equally_scored_orders_of_a_run_are_hugging_faces(models, family):
     model_file, hf = models[family]
     runs = [f"{word}{mark * n}{end}" for word in ("", "day", "so ") for mark in "!?."
             for n in range(2, 13) for end in ("", " ok", "x")]
-    assert ids(SentencePieceTokenizer(model_file, family), runs) == hf_ids(hf, runs)
+    assert ids(SentencePieceTokenizer(model_file, LAYOUTS[family]), runs) == hf_ids(hf, runs)
 
 
 @pytest.mark.parametrize("family", ["xlm-roberta", "deberta-v3"])
 def test_batches_of_empty_texts_have_no_ids(models, family):
-    tokenizer = SentencePieceTokenizer(models[family][0], family)
+    tokenizer = SentencePieceTokenizer(models[family][0], LAYOUTS[family])
     assert [ids(tokenizer, batch) for batch in (["hi", ""], [""], [" ", "\t"])] == [
         [hf_ids(models[family][1], ["hi"])[0], []], [[]], [[], []]]
 
@@ -116,7 +119,7 @@ def test_batches_of_empty_texts_have_no_ids(models, family):
                                              ("deberta-v3", DEBERTA_SPECIALS)])
 def test_special_token_ids_and_vocab_size_are_hugging_faces(models, family, specials):
     model_file, hf = models[family]
-    tokenizer = SentencePieceTokenizer(model_file, family)
+    tokenizer = SentencePieceTokenizer(model_file, LAYOUTS[family])
     assert tokenizer.vocab_size == len(hf)
     assert [tokenizer.token_to_id(t) for t in specials] == hf.convert_tokens_to_ids(list(specials))
 
@@ -126,7 +129,7 @@ def test_xlm_roberta_ids_follow_fairseq_offset(models):
     import sentencepiece
 
     model_file, _ = models["xlm-roberta"]
-    tokenizer = SentencePieceTokenizer(model_file, "xlm-roberta")
+    tokenizer = SentencePieceTokenizer(model_file, LAYOUTS["xlm-roberta"])
     processor = sentencepiece.SentencePieceProcessor(model_file=model_file)
     assert tokenizer.token_to_id(processor.id_to_piece(7)) == 8
     assert tokenizer.token_to_id("<mask>") == processor.get_piece_size() + 1
@@ -135,26 +138,26 @@ def test_xlm_roberta_ids_follow_fairseq_offset(models):
 def test_unknown_token_is_a_user_error_naming_the_file(models):
     model_file, _ = models["deberta-v3"]
     with pytest.raises(UserError, match=f"{model_file}: no token <mask>"):
-        SentencePieceTokenizer(model_file, "deberta-v3").token_to_id("<mask>")
+        SentencePieceTokenizer(model_file, LAYOUTS["deberta-v3"]).token_to_id("<mask>")
 
 
 def test_a_file_that_is_not_a_sentencepiece_model_is_a_user_error(tmp_path):
     path = tmp_path / "spm.model"
     path.write_bytes(b"[PAD]\n[CLS]\n")
     with pytest.raises(UserError, match=f"{path}: not a SentencePiece model file"):
-        SentencePieceTokenizer(str(path), "deberta-v3")
+        SentencePieceTokenizer(str(path), LAYOUTS["deberta-v3"])
 
 
 def test_a_model_of_the_other_family_is_a_user_error(models):
     model_file, _ = models["xlm-roberta"]
     with pytest.raises(UserError, match=f"{model_file}: not a deberta-v3 SentencePiece model"):
-        SentencePieceTokenizer(model_file, "deberta-v3")
+        SentencePieceTokenizer(model_file, LAYOUTS["deberta-v3"])
 
 
 def test_a_bpe_model_is_a_user_error(tmp_path):
     model_file = _train(tmp_path / "bpe", "sentencepiece.bpe.model", model_type="bpe")
     with pytest.raises(UserError, match=f"{model_file}: a xlm-roberta model is a unigram"):
-        SentencePieceTokenizer(model_file, "xlm-roberta")
+        SentencePieceTokenizer(model_file, LAYOUTS["xlm-roberta"])
 
 
 RELOAD = textwrap.dedent("""
@@ -178,7 +181,7 @@ def test_savedmodel_reloads_in_a_fresh_process_with_the_same_ids(models, tmp_pat
     texts = corpus()[:20] + TRICKY
     for family, (model_file, _) in models.items():
         module = tf.Module()
-        module.tokenizer = SentencePieceTokenizer(model_file, family)
+        module.tokenizer = SentencePieceTokenizer(model_file, LAYOUTS[family])
         module.tokenize = tf.function(module.tokenizer.tokenize, autograph=False,
                                       input_signature=[tf.TensorSpec([None], tf.string)])
         tf.saved_model.save(module, str(tmp_path / family))

@@ -61,10 +61,11 @@ def vocabulary(preprocessor) -> Optional[Tuple[List[str], str]]:
     """(the tokens by id, the tokenizer kind) of a native preprocessor; None for a TF-Hub one,
     whose vocabulary the export does not read."""
     from trainer.modeling.encoders import preprocessing
+    from trainer.modeling.encoders.tokenizers import word_piece
     from trainer.modeling.encoders.tokenizers.byte_pair import BytePairTokenizer
 
-    if isinstance(preprocessor, preprocessing.BertPreprocessor):
-        return preprocessing.check_vocab(preprocessor.vocab_file, preprocessor.special), WORDPIECE
+    if isinstance(preprocessor, word_piece.WordPiecePreprocessor):
+        return word_piece.check_vocab(preprocessor.vocab_file, preprocessor.special), WORDPIECE
     if not isinstance(preprocessor, preprocessing.SubwordPreprocessor):
         return None
     tokenizer = preprocessor.tokenizer

@@ -19,7 +19,7 @@ import tensorflow as tf
 from trainer.modeling.encoders import families, hf_weights
 from trainer.modeling.encoders.hub import CONFIG_ASSETS
 from trainer.modeling.encoders.models import Family, bert as bert_family
-from trainer.modeling.encoders.preprocessing import check_vocab
+from trainer.modeling.encoders.tokenizers.word_piece import check_vocab
 from trainer.modeling.encoders.layers import EncoderConfig, canonical_name
 from trainer.errors import UserError
 

@@ -20,7 +20,7 @@ from trainer.modeling.encoders import families
 from trainer.modeling.encoders.layers import INPUT_KEYS
 # NETWORK_TIMEOUT_SECONDS: also read from here by callers and tests.
 from trainer.modeling.encoders.network import NETWORK_TIMEOUT_SECONDS, unreachable  # noqa: F401
-from trainer.modeling.encoders.preprocessing import BertPreprocessor
+from trainer.modeling.encoders.tokenizers.word_piece import WordPiecePreprocessor
 from trainer.errors import UserError
 
 # The asset of an encoder export holding the network's config as JSON: the name written, then
@@ -78,7 +78,7 @@ def hub_network(path: str) -> tf_keras.layers.Layer:
 
 
 class HubPreprocessor(tf_keras.layers.Layer):
-    """A TF-Hub preprocess SavedModel behind the same interface as BertPreprocessor.
+    """A TF-Hub preprocess SavedModel behind the same interface as WordPiecePreprocessor.
 
     Calls the SavedModel's `tokenize` and `bert_pack_inputs(seq_length=...)`, the documented
     way to pack at a length other than the SavedModel's default of 128.
@@ -163,7 +163,7 @@ class _PackInputsExport(tf.Module):
     rank 1-2 (a SavedModel cannot trace new signatures after export), as in Model Garden's
     export_tfhub_lib."""
 
-    def __init__(self, preprocessor: BertPreprocessor):
+    def __init__(self, preprocessor: WordPiecePreprocessor):
         super().__init__()
 
         # Autograph has nothing to convert here and adds seconds per trace of TF-Text code.
@@ -182,7 +182,7 @@ class _PackInputsExport(tf.Module):
 class _PreprocessorExport(tf.Module):
     """The TF-Hub preprocessor API: `__call__(strings)`, `tokenize`, `bert_pack_inputs`."""
 
-    def __init__(self, preprocessor: BertPreprocessor):
+    def __init__(self, preprocessor: WordPiecePreprocessor):
         super().__init__()
         # The tokenizer's files and (a subword tokenizer's) module are tracked, not the Keras
         # layer itself, which SavedModel would serialise as a layer. The module's tables are
@@ -207,7 +207,7 @@ def save_preprocessor_savedmodel(preprocessor: tf_keras.layers.Layer, directory:
 def save_encoder_and_preprocessor(network, preprocessor, output_dir: str):
     """OUTPUT_DIR/encoder + OUTPUT_DIR/preprocessor: what `trainer.export_encoder` writes, and
     what `--encoder OUTPUT_DIR` reads back."""
-    native = isinstance(preprocessor, BertPreprocessor)
+    native = isinstance(preprocessor, WordPiecePreprocessor)
     save_encoder_savedmodel(network, os.path.join(output_dir, "encoder"),
                             preprocessor.vocab_file if native else None,
                             preprocessor.lower_case if native else None)

@@ -1,8 +1,11 @@
-"""The native text preprocessor: tensorflow_text WordPiece and BERT packing, inside the graph.
+"""What every native preprocessor shares: packing one or two token segments into model inputs
+(a family's special tokens, Hugging Face's truncation), the long-text cutters, and the layer over
+a subword tokenizer module. The tokenizers themselves are in tokenizers/, one module per algorithm.
 
-It offers the TF-Hub preprocessor interface (https://www.tensorflow.org/hub/common_saved_model_apis/text):
-`tokenize(strings)`, `bert_pack_inputs(segments, seq_length=...)` and `__call__(strings)`, so
-the trainer treats it and a TF-Hub preprocess SavedModel alike, and a model can take raw strings.
+A preprocessor offers the TF-Hub preprocessor interface
+(https://www.tensorflow.org/hub/common_saved_model_apis/text): `tokenize(strings)`,
+`bert_pack_inputs(segments, seq_length=...)` and `__call__(strings)`, so the trainer treats it and
+a TF-Hub preprocess SavedModel alike, and a model can take raw strings.
 """
 import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -11,7 +14,6 @@ import tensorflow as tf
 import tensorflow_text as text
 import tf_keras
 
-from trainer.errors import UserError
 
 @dataclasses.dataclass(frozen=True)
 class SpecialTokens:
@@ -30,9 +32,6 @@ class SpecialTokens:
         return (self.pad, self.unknown, self.start, self.end)
 
 
-BERT_WORDPIECE = SpecialTokens("[PAD]", "[UNK]", "[CLS]", "[SEP]")
-# MPNet's vocab.txt is BERT's with <s>, <pad>, </s>, <unk> in front; its tokenizer keeps [UNK].
-ROBERTA_WORDPIECE = SpecialTokens("<pad>", "[UNK]", "<s>", "</s>", ("</s>",), typed_pairs=False)
 
 
 def pack_segments(segments: Sequence[tf.RaggedTensor], seq_length: int, ids: Dict[str, int],
@@ -147,77 +146,13 @@ def split_into_windows(tokens: tf.RaggedTensor, budget: int, overlap: int, max_w
     return windows, counts
 
 
-def check_vocab(vocab_file: str, special: SpecialTokens = BERT_WORDPIECE) -> List[str]:
-    """The vocabulary's tokens, one per line; a UserError when it is not usable for BERT."""
-    with tf.io.gfile.GFile(vocab_file, "rb") as f:
-        raw = f.read()
-    try:
-        vocab = raw.decode("utf-8").splitlines()
-    except UnicodeDecodeError as e:
-        raise UserError(f"{vocab_file}: not valid UTF-8 (byte {raw[e.start]:#04x} at offset "
-                        f"{e.start})") from None
-    missing = [token for token in special.names() if token not in vocab]
-    if missing:
-        raise UserError(f"{vocab_file}: the vocabulary lacks {', '.join(missing)}")
-    return vocab
-
-
-class BertPreprocessor(tf_keras.layers.Layer):
-    """tf.string [B] -> int32 [B, seq_length] input_word_ids / input_mask / input_type_ids.
-
-    Tokenizes with TF-Text's FastBertTokenizer (linear-time WordPiece, arXiv:2012.15524): on
-    tweets it gives BertTokenizer's ids several times faster (bench/tokenizer_speed.py), and with
-    lower_case=False it splits on no-break spaces as Hugging Face's tokenizer does, where
-    BertTokenizer makes [UNK] of the words around one. Its models are constants in the graph,
-    so a model saved with this layer inside reloads in a fresh process with only `import
-    tensorflow, tensorflow_text`; the vocabulary file still ships in assets/ for people and
-    tools that map ids back to wordpieces.
-
-    With lower_case=True the text is lower-cased, decomposed (NFD) and stripped of its accents
-    (combining marks) before FastBertTokenizer sees it, as Hugging Face's BertNormalizer does:
-    FastBertTokenizer's own lower_case_nfd_strip_accents also applies NFKC ("…" -> "...",
-    "´" -> " ́"), which Hugging Face does not (2 of 1,500 MRPC dev pairs came out different;
-    bench/pair_parity.py). The ids then equal Hugging Face's fast tokenizer's.
-    """
-
-    def __init__(self, vocab_file: str, lower_case: bool, seq_length: int = 128,
-                 special: SpecialTokens = BERT_WORDPIECE, **kwargs):
-        kwargs["trainable"] = False  # nothing to train; also when rebuilt from get_config
-        super().__init__(**kwargs)
-        special = SpecialTokens(**special) if isinstance(special, dict) else special
-        vocab = check_vocab(vocab_file, special)
-        self.vocab_file = vocab_file
-        self.lower_case = lower_case
-        self.seq_length = seq_length
-        self.special = special
-        self.vocab_size = len(vocab)
-        self.special_ids = {token: vocab.index(token) for token in
-                            (*special.names(), *special.pair_separator)}
-        self._tokenizer = text.FastBertTokenizer(
-            vocab=vocab, token_out_type=tf.int32, unknown_token=special.unknown,
-            lower_case_nfd_strip_accents=False)
-        self.vocab_asset = tf.saved_model.Asset(vocab_file)
-        self.assets = [self.vocab_asset]
-        self._continues_word = tf.constant([token.startswith("##") for token in vocab])
-
-    def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
-        """[B] strings -> int32 RaggedTensor [B, (words), (wordpieces)], as TF-Hub's `tokenize`.
-
-        FastBertTokenizer returns each text's wordpieces in one row; a word begins at every
-        piece that is not a "##" continuation (a word WordPiece cannot split is one [UNK])."""
-        if self.lower_case:
-            strings = tf.strings.regex_replace(
-                text.normalize_utf8(tf.strings.lower(strings, encoding="utf-8"), "NFD"), r"\p{Mn}", "")
-        pieces = self._tokenizer.tokenize(strings)
-        starts = tf.cast(~tf.gather(self._continues_word, pieces.flat_values), tf.int64)
-        words = tf.RaggedTensor.from_value_rowids(
-            pieces.flat_values, tf.cumsum(starts) - 1, nrows=tf.reduce_sum(starts))
-        words_per_text = tf.reduce_sum(pieces.with_flat_values(starts), axis=1)
-        return tf.RaggedTensor.from_row_lengths(words, words_per_text)
+class PackingPreprocessor(tf_keras.layers.Layer):
+    """The packing half of the preprocessor interface, for a subclass with `tokenize`,
+    `seq_length`, `special` (SpecialTokens) and `special_ids` (each of them -> its id)."""
 
     def bert_pack_inputs(self, segments: List[tf.RaggedTensor],
                          seq_length: Optional[int] = None) -> Dict[str, tf.Tensor]:
-        """`[CLS] a [SEP] (b [SEP])` (or the family's layout), trimmed round-robin to fit,
+        """`[CLS] a [SEP] (b [SEP])` (or the family's layout), trimmed longest first to fit,
         padded to seq_length."""
         seq_length = self.seq_length if seq_length is None else seq_length
         return pack_segments(segments, seq_length, self.special_ids, self.special)
@@ -225,13 +160,8 @@ class BertPreprocessor(tf_keras.layers.Layer):
     def call(self, strings):
         return self.bert_pack_inputs([self.tokenize(strings)])
 
-    def get_config(self):
-        return {**super().get_config(), "vocab_file": self.vocab_file,
-                "lower_case": self.lower_case, "seq_length": self.seq_length,
-                "special": dataclasses.asdict(self.special)}
 
-
-class SubwordPreprocessor(tf_keras.layers.Layer):
+class SubwordPreprocessor(PackingPreprocessor):
     """The preprocessor interface (`__call__`, `tokenize`, `bert_pack_inputs`) over a subword
     tokenizer module of tokenizers/ (byte-level BPE, SentencePiece): its `tokenize` gives
     Hugging Face's ids without special tokens; this layer adds the family's, as `special` says.
@@ -255,11 +185,3 @@ class SubwordPreprocessor(tf_keras.layers.Layer):
     def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
         """[B] strings -> int32 RaggedTensor [B, (tokens)]."""
         return self.tokenizer.tokenize(strings)
-
-    def bert_pack_inputs(self, segments: List[tf.RaggedTensor],
-                         seq_length: Optional[int] = None) -> Dict[str, tf.Tensor]:
-        seq_length = self.seq_length if seq_length is None else seq_length
-        return pack_segments(segments, seq_length, self.special_ids, self.special)
-
-    def call(self, strings):
-        return self.bert_pack_inputs([self.tokenize(strings)])

@@ -19,7 +19,7 @@ from trainer.errors import UserError
 from trainer.modeling.encoders import layers
 from trainer.modeling.encoders.layers import EncoderConfig
 from trainer.modeling.encoders.models import Family
-from trainer.modeling.encoders.preprocessing import BertPreprocessor
+from trainer.modeling.encoders.tokenizers.word_piece import WordPiecePreprocessor
 
 
 def build(config: EncoderConfig, dtype: Optional[str] = None,
@@ -198,7 +198,7 @@ def read_config(raw: dict, path: str, gelu_approximate: Optional[bool] = None,
 
 
 def _preprocessor(vocab_file: str, lower_case: bool, seq_length: int):
-    return BertPreprocessor(vocab_file, lower_case, seq_length)
+    return WordPiecePreprocessor(vocab_file, lower_case, seq_length)
 
 
 # The network's fields of a Family record, for every family that shares it (`**NETWORK`).

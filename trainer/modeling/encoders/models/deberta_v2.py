@@ -27,10 +27,28 @@ import tf_keras
 from trainer.errors import UserError
 from trainer.modeling.encoders import layers
 from trainer.modeling.encoders.models import Family, bert
-from trainer.modeling.encoders.preprocessing import BERT_WORDPIECE, SubwordPreprocessor
+from trainer.modeling.encoders.preprocessing import SpecialTokens, SubwordPreprocessor
+from trainer.modeling.encoders.tokenizers.sentencepiece import (
+    NFC_METASPACE, SentencePieceLayout, SentencePieceTokenizer)
 
 MODEL_TYPE = "deberta-v2"
 RELATIVE = "embeddings/relative_positions"  # the shared table's layer (root "embeddings")
+# DebertaV2TokenizerFast's template is BERT's: [CLS] a [SEP] b [SEP], b's type ids 1.
+SPECIAL = SpecialTokens("[PAD]", "[UNK]", "[CLS]", "[SEP]")
+
+
+def _vocabulary(pieces: list):
+    """DebertaV2Tokenizer's ids are spm.model's, [MASK] appended when the model lacks it."""
+    return ([*pieces, "[MASK]"] if "[MASK]" not in pieces else pieces), None
+
+
+# spm.model: [PAD], [CLS], [SEP], [UNK] first; the fast tokenizer's own normalization replaces
+# the model's. DeBERTa's do_lower_case and split_by_punct (off in the published v3
+# checkpoints) are refused (_preprocessor).
+SENTENCEPIECE = SentencePieceLayout(
+    family="deberta-v3", specials=("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"),
+    leading_pieces=("[PAD]", "[CLS]", "[SEP]", "[UNK]"), vocabulary=_vocabulary,
+    normalizer=NFC_METASPACE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -315,10 +333,7 @@ def _preprocessor(model_file: str, lower_case: bool, seq_length: int):
             if settings.get(key):
                 raise UserError(f"--encoder: {settings_path} sets {key} true; the native "
                                 "DeBERTa-v3 tokenizer computes the published v3 setting, false")
-    from trainer.modeling.encoders.tokenizers.sentencepiece import SentencePieceTokenizer
-
-    # DebertaV2TokenizerFast's template is BERT's: [CLS] a [SEP] b [SEP], b's type ids 1.
-    return SubwordPreprocessor(SentencePieceTokenizer(model_file, "deberta-v3"), BERT_WORDPIECE,
+    return SubwordPreprocessor(SentencePieceTokenizer(model_file, SENTENCEPIECE), SPECIAL,
                                seq_length)
 
 

@@ -7,7 +7,12 @@ layer's attention logits), MPNetLayer (post-LN, as BERT's). Its tokenizer is BER
 with `<s>`/`</s>` around the text and `</s></s>` between a pair's texts (MPNetTokenizer).
 """
 from trainer.modeling.encoders.models import Family, bert
-from trainer.modeling.encoders.preprocessing import ROBERTA_WORDPIECE, BertPreprocessor
+from trainer.modeling.encoders.preprocessing import SpecialTokens
+from trainer.modeling.encoders.tokenizers.word_piece import WordPiecePreprocessor
+
+# MPNet's vocab.txt is BERT's with <s>, <pad>, </s>, <unk> in front; its tokenizer keeps [UNK]
+# and packs as RoBERTa does.
+SPECIAL = SpecialTokens("<pad>", "[UNK]", "<s>", "</s>", ("</s>",), typed_pairs=False)
 
 # (native sublayer, Hugging Face module) of one MPNetLayer.
 _BLOCK_PARTS = [
@@ -45,7 +50,7 @@ def map_weights(config, get) -> dict:
 
 
 def _preprocessor(vocab_file: str, lower_case: bool, seq_length: int):
-    return BertPreprocessor(vocab_file, lower_case, seq_length, ROBERTA_WORDPIECE)
+    return WordPiecePreprocessor(vocab_file, lower_case, seq_length, SPECIAL)
 
 
 FAMILY = Family(name="MPNet", model_types=("mpnet",), tokenizer_files=("vocab.txt",),

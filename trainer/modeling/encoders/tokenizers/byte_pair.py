@@ -42,8 +42,6 @@ _WORD = (rf"'s|'t|'re|'ve|'m|'ll|'d| ?\p{{L}}+| ?\p{{N}}+| ?[^{WHITESPACE}\p{{L}
 _ONE_WORD = rf" ?(?:\p{{L}}+|\p{{N}}+|[^{WHITESPACE}\p{{L}}\p{{N}}]+)"
 _NUL = "\uffff"  # see BytePairTokenizer.tokenize
 _NORMALIZERS = ("NFC", "NFD", "NFKC", "NFKD")
-# What RobertaTokenizerFast(vocab_file, merges_file) adds to a vocab.json (transformers 5).
-ROBERTA_SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
 
 
 def bytes_to_unicode() -> Dict[int, str]:
@@ -111,13 +109,15 @@ def _merge(entry, number: int, path: str) -> Tuple[str, str]:
     return pair[0], pair[1]
 
 
-def spec_from_vocab_and_merges(vocab_file: str, merges_file: str) -> BytePairSpec:
-    """RoBERTa's layout, read as RobertaTokenizerFast(vocab_file, merges_file) reads it."""
+def spec_from_vocab_and_merges(vocab_file: str, merges_file: str,
+                               special_tokens: Sequence[str]) -> BytePairSpec:
+    """RoBERTa's layout, read as RobertaTokenizerFast(vocab_file, merges_file) reads it: the
+    family's `special_tokens` the vocabulary has are added tokens."""
     vocab = _vocab(read_json(vocab_file), vocab_file)
     lines = [line for line in _read(merges_file).split("\n")
              if line.strip() and not line.startswith("#version")]
     merges = [_merge(line.rstrip("\r"), n, merges_file) for n, line in enumerate(lines, 1)]
-    added = [AddedToken(token, vocab[token]) for token in ROBERTA_SPECIAL_TOKENS if token in vocab]
+    added = [AddedToken(token, vocab[token]) for token in special_tokens if token in vocab]
     return BytePairSpec(vocab, merges, added, files=(vocab_file, merges_file))
 
 
@@ -220,8 +220,9 @@ class BytePairTokenizer(tf.Module):
                                      [t.id for t in spec.added_tokens], tf.string, -1)
 
     @classmethod
-    def from_vocab_and_merges(cls, vocab_file: str, merges_file: str, **kwargs):
-        return cls(spec_from_vocab_and_merges(vocab_file, merges_file), **kwargs)
+    def from_vocab_and_merges(cls, vocab_file: str, merges_file: str,
+                              special_tokens: Sequence[str], **kwargs):
+        return cls(spec_from_vocab_and_merges(vocab_file, merges_file, special_tokens), **kwargs)
 
     @classmethod
     def from_tokenizer_json(cls, path: str, **kwargs):

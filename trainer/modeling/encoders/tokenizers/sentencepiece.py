@@ -1,4 +1,5 @@
-"""SentencePiece tokenization of XLM-RoBERTa and DeBERTa-v3, in the graph, with Hugging Face's ids.
+"""SentencePiece (unigram) tokenization, in the graph, with Hugging Face's ids: XLM-RoBERTa's
+and DeBERTa-v3's, each family's layout (`SentencePieceLayout`) given by its record in models/.
 
 Built on TF-Text's FastSentencepieceTokenizer, which runs the unigram model's Viterbi search
 as SentencePiece and Hugging Face's tokenizers do; what Hugging Face's fast tokenizer does
@@ -6,16 +7,17 @@ around that search is reproduced here with TF-Text and tf.strings ops:
 
 - special tokens written in the text (`<mask>`, `[SEP]`, ...) are the special token's id, and
   the text on either side of one is tokenized on its own (Hugging Face's added-token split);
-- XLM-RoBERTa keeps the model's own normalizer (the precompiled NFKC map Hugging Face also
-  applies) but splits words at every Unicode whitespace character, as Hugging Face's
-  WhitespaceSplit does, also at the ones that map leaves alone (U+0085);
-- DeBERTa-v3's fast tokenizer in transformers 5 does not apply the model's map at all: it
-  collapses whitespace runs, applies NFC and strips the end of the text, so here the model
-  proto's normalizer is switched off and those steps run as regex and NFC ops before it;
+- MODEL_NORMALIZER (XLM-RoBERTa) keeps the model's own normalizer (the precompiled NFKC map
+  Hugging Face also applies) but splits words at every Unicode whitespace character, as Hugging
+  Face's WhitespaceSplit does, also at the ones that map leaves alone (U+0085);
+- NFC_METASPACE (DeBERTa-v3's fast tokenizer in transformers 5) does not apply the model's map
+  at all: it collapses whitespace runs, applies NFC and strips the end of the text, so here the
+  model proto's normalizer is switched off and those steps run as regex and NFC ops before it;
 - where several orders of the same pieces score the same ("." "..." or "..." "." for
   "...."), Hugging Face's order: the longest piece last.
 """
-from typing import Dict, Optional, Tuple
+import dataclasses
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -32,14 +34,22 @@ METASPACE = "\u2581"
 UNIGRAM = 1  # sentencepiece_model.proto TrainerSpec.ModelType
 CUT = b"\xff"  # a byte no UTF-8 text holds
 
-# Per family: the special tokens Hugging Face matches in raw text, in its id order, and the
-# SentencePiece pieces the model file must have where the family's checkpoints have them.
-FAMILIES = {
-    "xlm-roberta": {"specials": ("<s>", "<pad>", "</s>", "<unk>", "<mask>"),
-                    "leading_pieces": ("<unk>", "<s>", "</s>")},
-    "deberta-v3": {"specials": ("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"),
-                   "leading_pieces": ("[PAD]", "[CLS]", "[SEP]", "[UNK]")},
-}
+# How Hugging Face normalizes a text segment around the model (see the module docstring).
+MODEL_NORMALIZER, NFC_METASPACE = "model", "nfc-metaspace"
+
+
+@dataclasses.dataclass(frozen=True)
+class SentencePieceLayout:
+    """What a family adds to the shared algorithm, as KerasHub's family tokenizers add theirs."""
+    family: str  # what errors call a model of this layout
+    # The special tokens Hugging Face matches in raw text, in its id order.
+    specials: Tuple[str, ...]
+    # The pieces the model file must start with, as the family's checkpoints do.
+    leading_pieces: Tuple[str, ...]
+    # The model's pieces -> (Hugging Face's tokens by id, SentencePiece id -> Hugging Face id,
+    # or None where they are equal): the family's id layout.
+    vocabulary: Callable[[List[str]], Tuple[List[str], Optional[np.ndarray]]]
+    normalizer: str  # MODEL_NORMALIZER or NFC_METASPACE
 
 
 class SentencePieceTokenizer(tf.Module):
@@ -60,17 +70,13 @@ class SentencePieceTokenizer(tf.Module):
     equal Hugging Face's on those tweets and on every code point between two letters, alone
     and doubled.
 
-    XLM-R's ids are fairseq's: <s>=0, <pad>=1, </s>=2, <unk>=3, every other piece its
-    SentencePiece id + 1, <mask> the last. DeBERTa-v3's are SentencePiece's, [MASK] appended.
-    DeBERTa's do_lower_case and split_by_punct (off in the published v3 checkpoints) are not
-    supported.
+    The ids are laid out as `layout.vocabulary` says (the family's record).
     """
 
-    def __init__(self, model_file: str, family: str, name=None):
+    def __init__(self, model_file: str, layout: SentencePieceLayout, name=None):
         super().__init__(name=name)
-        if family not in FAMILIES:
-            raise ValueError(f"family {family!r}: one of {', '.join(FAMILIES)}")
-        self.family = family
+        family = layout.family
+        self._normalizer = layout.normalizer
         with tf.io.gfile.GFile(model_file, "rb") as f:
             proto = f.read()
         model = _parse(proto, model_file)
@@ -78,22 +84,22 @@ class SentencePieceTokenizer(tf.Module):
             raise UserError(f"{model_file}: a {family} model is a unigram SentencePiece model; "
                             f"this one is not (model_type {model.trainer_spec.model_type})")
         pieces = [piece.piece for piece in model.pieces]
-        leading = FAMILIES[family]["leading_pieces"]
+        leading = layout.leading_pieces
         if tuple(pieces[:len(leading)]) != leading:
             raise UserError(f"{model_file}: not a {family} SentencePiece model (its first pieces "
                             f"are {', '.join(pieces[:len(leading)])}, not {', '.join(leading)})")
-        if family == "deberta-v3":
+        if layout.normalizer == NFC_METASPACE:
             proto = _without_normalizer(model)
         self._sentencepiece = text.FastSentencepieceTokenizer(proto)
-        self._vocab, self._id_map = _vocabulary(pieces, family)
+        self._vocab, self._id_map = _vocabulary(*layout.vocabulary(pieces))
         self.vocab_size = len(self._vocab)
         self._roots, self._powers = _powers_of_roots(self._vocab, self.vocab_size)
-        specials = sorted(FAMILIES[family]["specials"], key=len, reverse=True)  # longest first
+        specials = sorted(layout.specials, key=len, reverse=True)  # longest first
         self._special_tokens = np.array(specials, dtype=object)
         self._special_ids = np.array([self._vocab[token] for token in specials], np.int32)
         self._special_pattern = "|".join(_re2_literal(token) for token in specials)
         self._split_at = (_unsplit_whitespace(self._sentencepiece, pieces)
-                          if family == "xlm-roberta" else "")
+                          if layout.normalizer == MODEL_NORMALIZER else "")
         self._model_file = model_file
         self.model_asset = tf.saved_model.Asset(model_file)
 
@@ -150,7 +156,7 @@ class SentencePieceTokenizer(tf.Module):
     def _normalize(self, segments: tf.Tensor) -> tf.Tensor:
         """What Hugging Face does to a text segment before the model and SentencePiece's
         normalizer does not."""
-        if self.family == "xlm-roberta":
+        if self._normalizer == MODEL_NORMALIZER:
             return (tf.strings.regex_replace(segments, self._split_at, " ")
                     if self._split_at else segments)
         # DebertaV2Tokenizer: Replace(r"\s{2,}|[\n\r\t]", " "), NFC, Strip(right), Metaspace.
@@ -169,15 +175,10 @@ def _previous(values: tf.Tensor) -> tf.Tensor:
     return tf.pad(values, [[1, 0]], constant_values=-1)[:-1]
 
 
-def _vocabulary(pieces: list, family: str) -> Tuple[Dict[str, int], Optional[np.ndarray]]:
-    """(Hugging Face's token -> id, SentencePiece id -> Hugging Face id or None when equal), as
-    transformers' XLMRobertaConverter.convert_from_spm and DebertaV2Tokenizer lay them out."""
-    if family == "xlm-roberta":
-        tokens = ["<s>", "<pad>", "</s>", "<unk>", *pieces[3:], "<mask>"]
-        id_map = np.array([3, 0, 2, *range(4, len(pieces) + 1)], np.int32)
-    else:
-        tokens = [*pieces, "[MASK]"] if "[MASK]" not in pieces else pieces
-        id_map = None
+def _vocabulary(tokens: List[str], id_map: Optional[np.ndarray]
+                ) -> Tuple[Dict[str, int], Optional[np.ndarray]]:
+    """(Hugging Face's token -> id, the id map) of a layout's tokens by id; a token listed twice
+    keeps its first id."""
     vocab = {}
     for i, token in enumerate(tokens):
         vocab.setdefault(token, i)
