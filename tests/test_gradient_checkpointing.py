@@ -90,3 +90,37 @@ def test_an_encoder_without_such_blocks_is_one_error():
                           default_pooling="cls", vocab_size=0, hidden_size=16)
     with pytest.raises(UserError, match="--gradient-checkpointing: a TF-Hub SavedModel"):
         stages._recompute_blocks(hub_encoder)
+
+
+def test_a_native_family_without_the_capability_is_one_error_naming_those_with_it():
+    """Which families recompute is their records' gradient_checkpointing field: ModernBERT's
+    pre-LN blocks do not; the error names every family that does, from the registry."""
+    import types
+
+    from trainer.errors import UserError
+    from trainer.modeling.encoders import Encoder, families
+    from trainer.modeling.encoders.models import modernbert
+    from trainer.training import stages
+
+    config = modernbert.ModernBertConfig(**SHAPE, layer_types=("full_attention",) * 2)
+    encoder = Encoder(preprocessor=None, network=types.SimpleNamespace(encoder_config=config),
+                      backend="native", source="dir", default_pooling="cls", vocab_size=40,
+                      hidden_size=16, architecture="ModernBERT (`modernbert`)")
+    with pytest.raises(UserError, match="--gradient-checkpointing: ModernBERT") as error:
+        stages._recompute_blocks(encoder)
+    named = " " + str(error.value).split("it applies to the native ")[1]
+    for family in families.BY_MODEL_TYPE.values():
+        assert (f" {family.name} (" in named) == family.gradient_checkpointing, family.name
+
+
+def test_a_native_family_with_the_capability_recomputes_every_block():
+    from trainer.modeling.encoders import Encoder
+    from trainer.training import stages
+
+    network = bert.build(layers.EncoderConfig(**SHAPE, family="electra"))
+    encoder = Encoder(preprocessor=None, network=network, backend="native", source="dir",
+                      default_pooling="cls", vocab_size=40, hidden_size=16)
+    stages._recompute_blocks(encoder)
+    blocks = [layer for layer in network.submodules
+              if isinstance(layer, layers.TransformerEncoderBlock)]
+    assert len(blocks) == SHAPE["num_layers"] and all(block.recompute for block in blocks)

@@ -168,12 +168,16 @@ def load_encoder(ctx: RunContext) -> None:
 def _recompute_blocks(encoder) -> None:
     """--gradient-checkpointing on the training network only (encoder_of's other callers
     build copies for export, which must trace no recomputation)."""
+    from trainer.modeling.encoders import families
     from trainer.modeling.encoders.layers import recompute_blocks
 
-    if encoder.backend != "native" or not recompute_blocks(encoder.network):
+    native = encoder.backend == "native"
+    family = families.of_config(encoder.network.encoder_config) if native else None
+    if family is None or not family.gradient_checkpointing:
+        capable = families.described(lambda family: family.gradient_checkpointing)
         raise UserError(f"--gradient-checkpointing: {encoder.architecture} has no transformer "
-                        "blocks that recompute; it applies to the native BERT, ELECTRA, "
-                        "RoBERTa, XLM-R, MPNet and DeBERTa-v2/v3 encoders")
+                        f"blocks that recompute; it applies to the native {capable} encoders")
+    recompute_blocks(encoder.network)
     log.info("gradient checkpointing: each transformer block recomputes its activations in "
              "the backward pass")
 

@@ -20,6 +20,14 @@ TOKENIZER_FILES = tuple(dict.fromkeys(name for family in _FAMILIES for name in f
 WEIGHT_PREFIXES = tuple(prefix for family in _FAMILIES for prefix in family.weight_prefixes)
 
 
+def described(which=lambda family: True) -> str:
+    """The registered families `which` accepts as help texts and errors name them, with the
+    config.json model_type values each reads: "BERT (bert, electra), MPNet (mpnet), ..."."""
+    names = [f"{family.name} ({', '.join(family.model_types)})"
+             for family in _FAMILIES if which(family)]
+    return " and ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def of_config(config) -> Family:
     """The family of a built network's config (`network.encoder_config`)."""
     return BY_MODEL_TYPE[config.family]
