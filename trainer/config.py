@@ -149,9 +149,9 @@ class DataConfig:
 class ModelConfig:
     encoder: str = _flag(
         DEFAULT_ENCODER, "Encoder: a registered name (docs/encoders.md), hf:ORG/NAME[@REVISION] "
-                         "(a Hugging Face Hub repository of a BERT, ELECTRA, MPNet, RoBERTa, "
-                         "XLM-RoBERTa, DeBERTa-v3 or ModernBERT model: branch, tag or commit; "
-                         "HF_TOKEN for private or gated ones), a TF-Hub/Kaggle handle, or a "
+                         "(a Hugging Face Hub repository of a native family, docs/encoders.md, "
+                         "at a branch, tag or commit; HF_TOKEN for private or gated ones), a "
+                         "TF-Hub/Kaggle handle, or a "
                          "local/gs:// directory (Hugging Face safetensors or tf_model.h5, "
                          "original Google BERT, or TF-Hub SavedModel).")
     preprocessor: Optional[str] = _flag(
@@ -178,8 +178,8 @@ class ModelConfig:
     gradient_checkpointing: bool = _flag(
         False, "Recompute each transformer block's activations in the backward pass instead of "
                "keeping them (tf.recompute_grad): less accelerator memory for about a third more "
-               "compute per step, the same loss and gradients. Native BERT-shaped and DeBERTa "
-               "encoders.")
+               "compute per step, the same loss and gradients. Native encoders whose family's "
+               "blocks recompute (any other stops with an error naming those families).")
     task: str = _flag(
         "auto", "What the head predicts: 'classification' (one class per text), 'regression' "
                 "(one number per text: a linear output trained with MSE on standardized "
