@@ -98,3 +98,51 @@ def test_readme_layout_names_every_subpackage():
     layout = readme[readme.index("## Layout"):]
     for directory in sorted(p for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"):
         assert f"{directory.name}/" in layout, directory.name
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _dotted(node) -> str:
+    """'a.b.c' of a Name/Attribute chain, else ''."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else ""
+    return ""
+
+
+def underscore_uses(module: str, path: pathlib.Path) -> set:
+    """(module, name) of every other trainer module's underscore name `path` imports, or reads
+    as an attribute of a trainer module it imported."""
+    tree = ast.parse(path.read_text())
+    aliases, found = {}, set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in MODULES:
+                    aliases[alias.asname or alias.name] = alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("trainer"):
+            for alias in node.names:
+                candidate = f"{node.module}.{alias.name}"
+                if candidate in MODULES:
+                    aliases[alias.asname or alias.name] = candidate
+                elif _private(alias.name) and node.module != module:
+                    found.add((node.module, alias.name))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            head, _, rest = _dotted(node.value).partition(".")
+            owner = ".".join(filter(None, (aliases.get(head), rest))) if head in aliases else ""
+            if owner in MODULES and owner != module:
+                found.add((owner, node.attr))
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_uses_another_modules_underscore_name(module):
+    """An underscore name is its module's own: another module that needs it needs a public name
+    in the module where it belongs."""
+    used = underscore_uses(module, MODULES[module])
+    assert used == set(), f"{module} uses {', '.join(f'{m}.{n}' for m, n in sorted(used))}"
