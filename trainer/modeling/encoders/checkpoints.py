@@ -315,8 +315,8 @@ def _encoder_variables(graph, read) -> Dict[str, np.ndarray]:
 def read_hub_savedmodel(directory: str) -> Checkpoint:
     """A TF-Hub BERT encoder SavedModel's variables, placed by their Model Garden names.
 
-    This package's exports carry their config as an `encoder_config_file` asset (named
-    `bert_config_file` by versions before 2026-12, whose exports read the same). For other
+    This package's exports carry their config as an `encoder_config_file` asset (exports
+    written before issue #50 as `bert_config_file`, read the same: hub.CONFIG_ASSETS). For other
     SavedModels the architecture is read off the variable shapes, with Model Garden's settings
     (tanh-approximated GELU, LayerNorm epsilon 1e-12).
     """

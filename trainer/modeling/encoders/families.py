@@ -1,21 +1,28 @@
 """Which encoder family a checkpoint is, decided in one place: its config.json's model_type.
 
-Every other module asks this one (`family_of`), so adding a family is one module under models/
-and one line here.
+Every other module asks this one (`family_of`, `of_config`), so adding a family is one module
+under models/ (its `Family` record) and its line in `_FAMILIES` here.
 """
 from typing import Dict
 
 from trainer.errors import UserError
-from trainer.modeling.encoders.models import Family, bert, mpnet, roberta
-from trainer.modeling.encoders.models import modernbert
-from trainer.modeling.encoders.models import deberta_v2
+from trainer.modeling.encoders.models import Family, bert, deberta_v2, modernbert, mpnet, roberta
 
-_FAMILIES = (bert.FAMILY, mpnet.FAMILY, roberta.ROBERTA, roberta.XLM_ROBERTA, modernbert.FAMILY, deberta_v2.FAMILY)
+# The registry: every family's record, in the order errors list them.
+_FAMILIES = (
+    bert.FAMILY,
+    mpnet.FAMILY,
+    roberta.ROBERTA,
+    roberta.XLM_ROBERTA,
+    modernbert.FAMILY,
+    deberta_v2.FAMILY,
+)
 BY_MODEL_TYPE: Dict[str, Family] = {
     model_type: family for family in _FAMILIES for model_type in family.model_types}
 SUPPORTED = tuple(BY_MODEL_TYPE)
 # Every family's tokenizer files: what an hf: download fetches besides config and weights.
-TOKENIZER_FILES = tuple(dict.fromkeys(name for family in _FAMILIES for name in family.tokenizer_files))
+TOKENIZER_FILES = tuple(dict.fromkeys(
+    name for family in _FAMILIES for name in family.tokenizer_files))
 # Every Hugging Face prefix of an encoder inside a task model ("roberta." in RobertaForMaskedLM).
 WEIGHT_PREFIXES = tuple(prefix for family in _FAMILIES for prefix in family.weight_prefixes)
 

@@ -26,7 +26,8 @@ class Family:
     # TF-Hub encoder interface, `encoder_config`, variables under layers.NAME_ROOTS.
     build: Callable
     # (built network, hidden states entering layer `first`, input mask, first) -> its pooled
-    # and sequence outputs: the cut the int8 copy makes (models.bert.layers_from's contract).
+    # and sequence outputs: the encoder cut in two, the part after the cut quantized in the
+    # int8 copy (trainer.serving.tflite).
     layers_from: Callable
     # Hugging Face's prefix of the encoder inside its task models ("roberta." in
     # RobertaForMaskedLM): stripped when the weights are read.

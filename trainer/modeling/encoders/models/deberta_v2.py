@@ -227,7 +227,7 @@ class _ZeroPadding(tf_keras.layers.Layer):
 
 
 def layers_from(encoder: tf_keras.Model, hidden, input_mask, first: int) -> dict:
-    """models.bert.layers_from's contract: layers `first`.. and the pooler on the hidden states
+    """Family.layers_from's contract: layers `first`.. and the pooler on the hidden states
     entering layer `first` (the relative-position rows recomputed from them)."""
     config = encoder.encoder_config
     attention_mask = layers.attention_mask(input_mask)

@@ -260,7 +260,7 @@ def build(config: ModernBertConfig, dtype: Optional[str] = None,
 
 def layers_from(encoder: tf_keras.Model, hidden, input_mask, first: int) -> dict:
     """Layers `first`.. (the final norm with the last) and the pooler on the hidden states
-    entering layer `first` (models.bert.layers_from's contract)."""
+    entering layer `first` (Family.layers_from's contract)."""
     attention_mask = layers.attention_mask(input_mask)
     for index in range(first, encoder.encoder_config.num_layers):
         hidden = encoder.get_layer(f"transformer/layer_{index}")(hidden, attention_mask=attention_mask)
