@@ -197,13 +197,9 @@ def read_config(raw: dict, path: str, gelu_approximate: Optional[bool] = None,
     return config
 
 
-def _preprocessor(vocab_file: str, lower_case: bool, seq_length: int):
-    return WordPiecePreprocessor(vocab_file, lower_case, seq_length)
-
-
 # The network's fields of a Family record, for every family that shares it (`**NETWORK`).
 NETWORK = dict(config_class=EncoderConfig, build=build, layers_from=layers_from,
                gradient_checkpointing=True)
 FAMILY = Family(name="BERT", model_types=("bert", "electra"), tokenizer_files=("vocab.txt",),
-                read_config=read_config, map_weights=map_weights, preprocessor=_preprocessor,
-                weight_prefixes=("bert", "electra"), **NETWORK)
+                read_config=read_config, map_weights=map_weights,
+                preprocessor=WordPiecePreprocessor, weight_prefixes=("bert", "electra"), **NETWORK)
