@@ -116,12 +116,12 @@ def test_a_broken_input_line_is_named(tsv_run, tmp_path):
 def test_batches_hold_rows_of_one_ladder_length_each_and_every_row_once():
     import numpy as np
 
-    from trainer.serving.predict import _token_batches
+    from trainer.serving.predict import token_batches
 
     lengths = np.array([3, 40, 17, 16, 64, 5, 21, 33, 16, 2])
     mask = (np.arange(64)[None, :] < lengths[:, None]).astype(np.int32)
     features = {"input_word_ids": mask * 7, "input_mask": mask, "input_type_ids": 0 * mask}
-    batches = list(_token_batches(features, batch_size=2))
+    batches = list(token_batches(features, batch_size=2))
     rows = np.concatenate([r for r, _ in batches])
     assert sorted(rows.tolist()) == list(range(len(lengths)))
     for batch_rows, batch in batches:

@@ -151,10 +151,10 @@ def _batches(model, features: dict, count: int, one_at_a_time: bool):
     each, or one row each in order."""
     ladder = predict.ladder_of(model)
     if not one_at_a_time:
-        yield from predict._token_batches(features, count, ladder)
+        yield from predict.token_batches(features, count, ladder)
         return
     for i in range(count):
-        for _, batch in predict._token_batches({k: v[i:i + 1] for k, v in features.items()}, 1, ladder):
+        for _, batch in predict.token_batches({k: v[i:i + 1] for k, v in features.items()}, 1, ladder):
             yield np.asarray([i]), batch
 
 

@@ -90,7 +90,7 @@ def text_columns(chunk, args, pair_model: bool, model_columns: tuple = (None, No
     return text, pair
 
 
-def _signature(model):
+def signature(model):
     """The serving signature of a loaded export (export.load_module), or the signature itself."""
     from trainer.serving import export
 
@@ -122,7 +122,7 @@ def ladder_of(model):
     return None if saved is None else saved.numpy().tolist()
 
 
-def _token_batches(features: dict, batch_size: int, ladder=None):
+def token_batches(features: dict, batch_size: int, ladder=None):
     """(row indices, features) batches of rows sorted by token count, each padded only to the
     ladder length of its longest row, and never mixing two ladder lengths. `ladder`: the
     export's padded lengths (saved since --long-texts windows, whose rows are whole windows);
@@ -165,10 +165,10 @@ def _outputs(model, texts, batch_size: int, pairs=None, features=None):
     if _tokenizes(model):
         if features is None:
             features = tokenize(model, texts, pairs)
-        for rows, batch in _token_batches(features, batch_size, ladder_of(model)):
+        for rows, batch in token_batches(features, batch_size, ladder_of(model)):
             yield rows, finite_outputs(model.predict_tokens(batch))
         return
-    serve = _signature(model)
+    serve = signature(model)
     for rows, inputs in _char_batches(texts, batch_size, pairs):
         yield rows, finite_outputs(serve(**inputs))
 
@@ -225,17 +225,17 @@ def predict_label_sets(model, texts, batch_size: int, pairs=None, features=None)
 
 def is_multilabel(model) -> bool:
     """A multi-label export returns the chosen `labels` of each text."""
-    return "labels" in _signature(model).structured_outputs
+    return "labels" in signature(model).structured_outputs
 
 
 def is_pair_model(model) -> bool:
     """A sentence-pair export takes `text_pair` besides `text`."""
-    return "text_pair" in _signature(model).structured_input_signature[1]
+    return "text_pair" in signature(model).structured_input_signature[1]
 
 
 def is_regression(model) -> bool:
     """A regression export returns `score` instead of probabilities."""
-    return "score" in _signature(model).structured_outputs
+    return "score" in signature(model).structured_outputs
 
 
 def predict_instances(model, instances, batch_size: int):

@@ -101,7 +101,7 @@ class ModelService:
         model = variants.load(self.model_dir, precision)
         # A SavedModel serves through its signature: tokenizing and the model in one graph call.
         # The int8 model is two calls (TF tokenizes, LiteRT computes), through the module.
-        serve = model if precision == "int8" else predict._signature(model)
+        serve = model if precision == "int8" else predict.signature(model)
         self.pair = predict.is_pair_model(serve)
         self.columns = columns.model_columns(self.model_dir)
         run_batch = functools.partial(predict.predict_instances, serve, batch_size=self.max_batch_size)
