@@ -109,6 +109,12 @@ def test_special_token_ids_and_vocab_size_are_hugging_faces(roberta):
         ours.token_to_id("[CLS]")
 
 
+def test_the_whole_vocabulary_is_hugging_faces(roberta):
+    """What the report maps attributed ids back to pieces with (explaining.words)."""
+    ours, theirs = roberta
+    assert ours.token_ids() == theirs.get_vocab()
+
+
 @pytest.mark.parametrize("section, setting, named", [
     ("normalizer", {"type": "Lowercase"}, "normalizer Lowercase"),
     ("pre_tokenizer", {"type": "Whitespace"}, "pre_tokenizer"),

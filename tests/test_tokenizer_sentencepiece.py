@@ -124,6 +124,14 @@ def test_special_token_ids_and_vocab_size_are_hugging_faces(models, family, spec
     assert [tokenizer.token_to_id(t) for t in specials] == hf.convert_tokens_to_ids(list(specials))
 
 
+@pytest.mark.parametrize("family", ["xlm-roberta", "deberta-v3"])
+def test_the_whole_vocabulary_is_hugging_faces(models, family):
+    """What the report maps attributed ids back to pieces with (explaining.words)."""
+    model_file, hf = models[family]
+    ours = SentencePieceTokenizer(model_file, LAYOUTS[family])
+    assert {piece: ours.token_ids()[piece] for piece in hf.get_vocab()} == hf.get_vocab()
+
+
 def test_xlm_roberta_ids_follow_fairseq_offset(models):
     """<s> <pad> </s> <unk> are 0-3, each other piece its SentencePiece id + 1, <mask> last."""
     import sentencepiece

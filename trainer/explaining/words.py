@@ -15,7 +15,6 @@ back onto the texts themselves, for a reader ("Bank's").
 """
 import dataclasses
 import difflib
-import json
 import re
 import unicodedata
 from typing import List, Optional, Sequence, Tuple
@@ -70,10 +69,8 @@ def vocabulary(preprocessor) -> Optional[Tuple[List[str], str]]:
         return None
     tokenizer = preprocessor.tokenizer
     # The tokenizers keep token -> id only (what tokenizing needs); the inverse is built here.
-    if isinstance(tokenizer, BytePairTokenizer):
-        ids, kind = json.loads(tokenizer._ids), BYTE_PAIR
-    else:
-        ids, kind = tokenizer._vocab, SENTENCEPIECE
+    ids = tokenizer.token_ids()
+    kind = BYTE_PAIR if isinstance(tokenizer, BytePairTokenizer) else SENTENCEPIECE
     tokens = [""] * tokenizer.vocab_size
     for token, index in ids.items():
         if not tokens[index]:

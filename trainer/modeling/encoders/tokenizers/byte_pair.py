@@ -228,9 +228,13 @@ class BytePairTokenizer(tf.Module):
     def from_tokenizer_json(cls, path: str, **kwargs):
         return cls(spec_from_tokenizer_json(path), **kwargs)
 
+    def token_ids(self) -> Dict[str, int]:
+        """token -> id of the whole vocabulary (the report maps attributed ids back to pieces)."""
+        return json.loads(self._ids)
+
     def token_to_id(self, token: str) -> int:
         """The id of `token` (a special token, at build time); a UserError when it is absent."""
-        ids = json.loads(self._ids)
+        ids = self.token_ids()
         if token not in ids:
             raise UserError(f"{self._source}: the vocabulary has no token {token!r}")
         return ids[token]

@@ -103,6 +103,10 @@ class SentencePieceTokenizer(tf.Module):
         self._model_file = model_file
         self.model_asset = tf.saved_model.Asset(model_file)
 
+    def token_ids(self) -> Dict[str, int]:
+        """piece -> id of the whole vocabulary (the report maps attributed ids back to pieces)."""
+        return dict(self._vocab)
+
     def token_to_id(self, token: str) -> int:
         """The id of `token` (a special token or a piece), for packing at build time."""
         if token not in self._vocab:
