@@ -203,34 +203,77 @@ def test_a_binary_run_exports_the_threshold_metrics_json_records(tiny_encoder_di
     assert float(export.load_module(str(job_dir / "model")).threshold.numpy()) == \
         pytest.approx(point["threshold"])
     assert "operating point: positive class 'positive' threshold" in result.stdout
+    last_validation_line = [line for line in result.stdout.splitlines() if " validation loss " in line][-1]
+    assert f"accuracy {metrics['validation']['accuracy']:.4f}" in last_validation_line
     assert (job_dir / "report" / "precision_recall.png").exists()
     json.loads((job_dir / "metrics.json").read_text())  # strict JSON: no NaN
+
+
+def finished_training(task, names, outputs, **flags):
+    """A run's context as `results.evaluate` leaves it (no temperature applied): the task, its
+    label names and each split's (outputs, labels), with the --target-* `flags`."""
+    from types import SimpleNamespace
+
+    from trainer.config import Config
+
+    config = Config()
+    for flag, value in flags.items():
+        setattr(config.output, flag, value)
+    return SimpleNamespace(
+        config=config, task=task, outputs=outputs, calibration=None, results={}, operating_point=None,
+        datasets=SimpleNamespace(labels=SimpleNamespace(names=names)),
+        inputs=SimpleNamespace(eval_sets=dict.fromkeys(outputs),
+                               tokenized={name: labels for name, (_, labels) in outputs.items()}),
+        fit=SimpleNamespace(hypertune=None))
+
+
+def logits_of(probabilities):
+    probabilities = np.asarray(probabilities, np.float64)
+    return np.log(probabilities / (1 - probabilities))
 
 
 def test_each_label_of_a_multi_label_model_gets_its_own_threshold_or_keeps_its_f1_one():
     """Label `a` reaches precision 1 above its negatives; `b`'s top-scored row is a negative,
     so precision 1 is out of reach and `b` keeps its F1-chosen threshold. The final metrics
-    are recomputed at the thresholds the export stores."""
-    from types import SimpleNamespace
-
-    from trainer.config import Config
+    are computed at the thresholds the export stores."""
     from trainer.tasks.multilabel import MultiLabelTask
     from trainer.training.operating_point import choose_operating_point
+    from trainer.training.results import summarize
 
     probabilities = np.array([[0.9, 0.95], [0.7, 0.2], [0.4, 0.8], [0.2, 0.1]])
     labels = np.array([[1, 0], [1, 1], [0, 1], [0, 0]])
     task = MultiLabelTask()
     task.thresholds = np.array([0.5, 0.3])
-    config = Config()
-    config.output.target_precision = 1.0
-    logits = np.log(probabilities / (1 - probabilities))
-    ctx = SimpleNamespace(config=config, task=task, outputs={"validation": (logits, labels)},
-                          datasets=SimpleNamespace(labels=SimpleNamespace(names=["a", "b"])),
-                          results={"validation": {"caveat": "optimistic"}}, operating_point=None)
+    ctx = finished_training(task, ["a", "b"], {"validation": (logits_of(probabilities), labels)},
+                            target_precision=1.0)
     choose_operating_point(ctx)
     point = ctx.operating_point["labels"]
     assert point["a"]["reached"] and point["a"]["threshold"] == pytest.approx(0.55)
     assert not point["b"]["reached"] and point["b"]["threshold"] is None
     assert list(task.thresholds) == [pytest.approx(0.55), 0.3]
+    summarize(ctx)
     assert ctx.results["validation"]["thresholds"] == {"a": pytest.approx(0.55), "b": 0.3}
-    assert ctx.results["validation"]["caveat"] == "optimistic"
+    assert ctx.results["validation"]["caveat"].startswith("optimistic")
+
+
+def test_the_final_log_lines_say_what_metrics_json_records_at_the_threshold(caplog):
+    """Issue #49: the last log lines printed the metrics of the most probable class (validation
+    accuracy 0.675) while metrics.json held those at the --target-precision threshold (0.65).
+    The metrics are now computed once, after the operating point, and logged as recorded."""
+    from trainer.training import results, run
+    from trainer.training.operating_point import choose_operating_point
+
+    # Every positive probability is below 0.5: the most probable class is right on 1 row of 4;
+    # --target-recall 1.0 puts the threshold at 0.25, which gets all 4 right.
+    validation = (np.stack([np.zeros(4), logits_of([0.2, 0.3, 0.4, 0.45])], axis=1), np.array([0, 1, 1, 1]))
+    ctx = finished_training(ClassificationTask(), ["neg", "pos"], {"validation": validation},
+                            target_recall=1.0)
+    stages = [stage.__name__ for stage in run.STAGES]
+    assert stages.index("choose_operating_point") < stages.index("summarize") < stages.index("report")
+    with caplog.at_level("INFO", logger="trainer"):
+        choose_operating_point(ctx)
+        results.summarize(ctx)
+    logged = [record.getMessage() for record in caplog.records]
+    assert ctx.results["validation"]["accuracy"] == 1.0  # at the threshold, not 0.25
+    assert logged[-1] == f"validation {ctx.task.describe(ctx.results['validation'])}  (4 examples)"
+    assert "threshold 0.2500" in logged[0] and "the export and the metrics below decide there" in logged[0]

@@ -39,8 +39,8 @@ def test_calibrating_an_over_confident_model_lowers_its_ece_on_held_out_data():
     test = block["test"]
     assert test["ece_before"] > 0.1 and test["ece_after"] < 0.03
     assert test["brier_after"] < test["brier_before"] and test["nll_after"] < test["nll_before"]
-    assert set(block) == {"temperature", "at_bound", "applied", "bins", "validation", "test"}
-    assert not block["at_bound"]
+    assert set(block) == {"temperature", "at_bound", "applied", "why", "bins", "validation", "test"}
+    assert not block["at_bound"] and block["applied"]
 
 
 def test_a_perfectly_separated_validation_set_drives_the_temperature_to_its_bound():
@@ -54,6 +54,47 @@ def test_a_temperature_at_its_search_bound_is_not_applied_to_the_export():
     logits = np.array([[3.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 4.0]])
     block = calibration.calibration_block({"validation": (logits, np.array([0, 1, 2]))}, applied=True)
     assert block["at_bound"] and block["applied"] is False
+    assert block["why"] == "T is at its search bound, which validation cannot support"
+
+
+def binary_logits(margins):
+    """Logits [N, 2] whose positive-class margin z1 - z0 is each of `margins`."""
+    margins = np.asarray(margins, np.float64)
+    return np.stack([np.zeros_like(margins), margins], axis=1)
+
+
+def test_a_temperature_that_lowers_the_validation_log_loss_and_ece_is_applied():
+    # Four rows at one confidence (0.88), three of them right: T softens it towards 0.75.
+    block = calibration.calibration_block({"validation": (binary_logits([2, 2, 2, -2]),
+                                                          np.array([1, 1, 0, 0]))}, applied=True)
+    validation = block["validation"]
+    assert validation["ece_after"] < validation["ece_before"] and validation["nll_after"] < validation["nll_before"]
+    assert block["applied"] and block["why"] == "it lowers the validation log loss and ECE"
+
+
+def test_a_temperature_that_raises_the_validation_ece_is_not_applied():
+    """Issue #49: the fitted T was applied while validation ECE rose (0.048 -> 0.077 on MRPC).
+    Here four rows are right at margin 2 and one confident mistake sits at margin 4: the log
+    loss wants T ~ 3.8, which drags the right rows' confidence far below their accuracy."""
+    block = calibration.calibration_block({"validation": (binary_logits([2, 2, 2, 2, 4]),
+                                                          np.array([1, 1, 1, 1, 0]))}, applied=True)
+    validation = block["validation"]
+    assert validation["nll_after"] < validation["nll_before"]  # what T was fitted for
+    assert validation["ece_after"] > validation["ece_before"] + 0.1
+    assert not block["at_bound"] and block["applied"] is False
+    assert block["why"] == "it raises the validation ECE"
+
+
+def test_a_temperature_that_does_not_lower_the_validation_log_loss_is_not_applied():
+    validation = {"ece_before": 0.2, "ece_after": 0.1, "nll_before": 0.5, "nll_after": 0.5}
+    assert calibration.decide(validation, at_bound=False, wanted=True) == (
+        False, "it does not lower the validation log loss")
+
+
+def test_calibrate_off_records_the_fit_and_says_why_it_is_not_applied():
+    block = calibration.calibration_block({"validation": (binary_logits([2, 2, 2, -2]),
+                                                          np.array([1, 1, 0, 0]))}, applied=False)
+    assert block["temperature"] > 1 and (block["applied"], block["why"]) == (False, "--calibrate off")
 
 
 def test_a_temperature_a_hair_inside_its_bound_still_counts_as_at_the_bound():
@@ -292,6 +333,74 @@ def test_model_card_says_when_the_export_is_not_calibrated():
     card = model_card.render(metrics, Config(), block, "model")
     assert "does **not** apply it" in card and "fitted by `trainer.report`" in card
     assert "search range" not in card
+
+
+def test_model_card_says_why_the_export_does_not_apply_the_temperature():
+    metrics = run_metrics()
+    block = {**metrics["calibration"], "applied": False, "why": "it raises the validation ECE"}
+    card = model_card.render(metrics, Config(), block, "model")
+    assert "does **not** apply it\n(T = 1): it raises the validation ECE." in card
+
+
+def binary_run_metrics(point):
+    """run_metrics of a binary classifier ("negative", "positive") with an operating point."""
+    metrics = run_metrics()
+    per_class = {name: metrics["test"]["per_class"][name] for name in ("negative", "positive")}
+    split = {**metrics["test"], "per_class": per_class, "confusion_matrix": [[9, 1], [2, 8]]}
+    return {**metrics, "labels": ["negative", "positive"], "train": split, "validation": split,
+            "test": split, "operating_point": point}
+
+
+REACHED = {"target": "precision", "value": 0.9, "positive_label": "positive", "reached": True,
+           "threshold": 0.5294, "validation": {"precision": 0.9123, "recall": 0.4012},
+           "test": {"precision": 0.8811, "recall": 0.3957}}
+
+
+def test_model_card_names_the_threshold_the_export_decides_at():
+    """Issue #49: with --target-precision 0.9 the card said the model returns "the most likely
+    label" and never named its threshold."""
+    card = model_card.render(binary_run_metrics(REACHED), Config(), None, "model")
+    what_it_does = card.split("## What it does")[1].split("## Encoder")[0]
+    assert ('The model predicts "positive" when its probability of "positive" is at least 0.529, '
+            'otherwise "negative": a threshold chosen on validation for precision >= 0.9 '
+            '(--target-precision 0.9), where it reaches precision 0.912 and recall 0.401 '
+            '(test: precision 0.881, recall 0.396).') in what_it_does
+    assert "most likely label" not in card
+    metrics_section = card.split("## Metrics on test")[1]
+    assert "count the exported model's decisions, at the threshold" in metrics_section
+
+
+def test_model_card_says_an_unreached_target_leaves_the_model_at_0_5():
+    point = {"target": "precision", "value": 0.99, "positive_label": "positive", "reached": False,
+             "threshold": None, "validation": {"precision": 0.95, "recall": 0.1},
+             "why": "the highest validation precision is 0.9500"}
+    card = model_card.render(binary_run_metrics(point), Config(), None, "model")
+    assert ("--target-precision 0.99 was out of reach on validation (the highest validation "
+            "precision is 0.9500), so the model predicts the more probable label: \"positive\" "
+            "when its probability is at least 0.5, otherwise \"negative\".") in card
+
+
+def test_report_html_names_the_threshold_beside_its_precision_recall_curve():
+    from types import SimpleNamespace
+
+    from trainer.reporting import operating_point
+    validation = SimpleNamespace(probabilities=np.array([[0.8, 0.2], [0.4, 0.6], [0.3, 0.7]]),
+                                 labels=np.array([0, 1, 1]))
+    [(name, _, png, note)] = operating_point.figures(binary_run_metrics(REACHED), {"validation": validation})
+    assert name == "precision_recall.png" and png.startswith(b"\x89PNG")
+    assert note.startswith('The model predicts "positive" when its probability of "positive" is at '
+                           'least 0.529, otherwise "negative"')
+
+
+def test_a_multilabel_model_card_names_the_target_and_the_labels_that_missed_it():
+    point = {"target": "recall", "value": 0.9, "labels": {
+        "movie": {"reached": True, "threshold": 0.31, "validation": {"precision": 0.7, "recall": 0.92}},
+        "sports": {"reached": False, "threshold": None, "validation": {"precision": 0.2, "recall": 0.5},
+                   "why": "the highest validation recall is 0.5000"}}}
+    card = model_card.render({**multilabel_run_metrics(), "operating_point": point}, Config(), None, "model")
+    assert ("Each label is predicted when its probability reaches its threshold, chosen on validation "
+            "for recall >= 0.9 (--target-recall 0.9); out of reach there, these keep their F1-chosen "
+            'threshold: "sports" (the highest validation recall is 0.5000).') in card
 
 
 def test_model_card_warns_when_the_temperature_hit_its_search_bound():

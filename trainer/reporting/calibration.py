@@ -10,8 +10,10 @@ The metrics.json block `calibration_block` returns:
     at_bound      T hit MIN_T or MAX_T: typically a validation set classified (almost)
                   perfectly, whose log loss keeps falling as probabilities sharpen; such a T
                   says little about new data, and is never applied
-    applied       whether the exported model divides its logits by it: --calibrate on and T
-                  inside its search range
+    applied       whether the exported model divides its logits by it (`decide`): --calibrate
+                  on, T inside its search range, and T lowers both the validation log loss and
+                  the validation ECE
+    why           the reason, one phrase: what the log, the report and the model card say
 
 Why a T at its bound is not applied (rather than fitted some other way): the log loss then has
 no minimum in the range, only a slope that runs into the bound, so the bound is an artefact of
@@ -20,6 +22,14 @@ to T -> 0, and T = 0.05 would turn every prediction into 0 or 1 ("The sky is blu
 1.0); a bounded or regularised fit would still pick a T the data cannot support, set by the
 prior instead of the bound. Exporting T = 1 keeps the model's own probabilities, which is the
 honest answer when validation cannot say how confident the model should be.
+
+Why a T that raises the validation ECE is not applied either: T minimizes the validation log
+loss, and ECE, the figure every output shows for calibration, can get worse on that very set
+(issue #49: 0.048 -> 0.077 on an MRPC run; the sample posts' --dry-run fits T = 0.357, which
+takes it from 0.062 to 0.193). An export kept at a T that its own run measures as worse
+calibrated contradicts the report, so T is kept only when it lowers both. What that costs on
+real models (ECE on a few hundred rows is noisy, and a refused T often helped on unseen rows) is
+measured in docs/outputs.md, "Calibration" (bench/calibration.py).
     bins          equal-width confidence bins of the expected calibration error (15)
     validation, test (when a test set exists), each:
         ece_before, ece_after       expected calibration error with T = 1 and with T
@@ -108,18 +118,31 @@ def split_scores(logits: np.ndarray, labels: np.ndarray, temperature: float) -> 
             "nll_after": negative_log_likelihood(logits, labels, temperature)}
 
 
-def calibration_block(splits: Mapping[str, Tuple[np.ndarray, np.ndarray]], applied: bool,
-                      temperature: float = None) -> dict:
+def calibration_block(splits: Mapping[str, Tuple[np.ndarray, np.ndarray]], applied: bool) -> dict:
     """metrics.json's "calibration" from {"validation": (logits, labels), "test": ...}.
 
-    T is fitted on the validation split unless given (the report passes the run's own T).
+    T is fitted on the validation split. `applied`: whether the run asks for it (--calibrate
+    on); the block's own `applied` says whether the export divides by it (`decide`).
     """
-    if temperature is None:
-        temperature = fit_temperature(*splits["validation"])
+    temperature = fit_temperature(*splits["validation"])
+    scores = {name: split_scores(*splits[name], temperature)
+              for name in ("validation", "test") if name in splits}
     at_bound = is_at_bound(temperature)
-    block = {"temperature": temperature, "at_bound": at_bound,
-             "applied": bool(applied) and not at_bound, "bins": BINS}
-    for name in ("validation", "test"):
-        if name in splits:
-            block[name] = split_scores(*splits[name], temperature)
-    return block
+    kept, why = decide(scores["validation"], at_bound, bool(applied))
+    return {"temperature": temperature, "at_bound": at_bound, "applied": kept, "why": why,
+            "bins": BINS, **scores}
+
+
+def decide(validation: dict, at_bound: bool, wanted: bool) -> Tuple[bool, str]:
+    """(apply T?, why): only when asked for, inside its search range, and lowering both the
+    validation log loss it was fitted on and the validation ECE the outputs judge it by."""
+    if not wanted:
+        return False, "--calibrate off"
+    if at_bound:
+        return False, "T is at its search bound, which validation cannot support"
+    if not validation["ece_after"] < validation["ece_before"]:
+        return False, ("it raises the validation ECE" if validation["ece_after"] > validation["ece_before"]
+                       else "it leaves the validation ECE as it is")
+    if not validation["nll_after"] < validation["nll_before"]:
+        return False, "it does not lower the validation log loss"
+    return True, "it lowers the validation log loss and ECE"

@@ -9,7 +9,7 @@ import jinja2
 
 from trainer import tasks
 from trainer.config import Config
-from trainer.reporting import html
+from trainer.reporting import html, operating_point
 
 _TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("trainer.reporting", "templates"),
                                 autoescape=False, trim_blocks=True, lstrip_blocks=True,
@@ -76,7 +76,10 @@ def render(metrics: dict, config: Config, calibration: Optional[dict], model_dir
         rows_skipped=", ".join(f"{name} {count}" for name, count in metrics.get("rows_skipped", {}).items()
                                if count),
         settings=_settings(metrics, config), eval_split=eval_split, eval_metrics=metrics[eval_split],
-        calibration=calibration, max_seq_length=metrics["hyperparameters"]["max_seq_length"],
+        calibration=calibration,
+        operating_point=(operating_point.describe(metrics["operating_point"], labels)
+                         if metrics.get("operating_point") else None),
+        max_seq_length=metrics["hyperparameters"]["max_seq_length"],
         long_texts_note=html.long_texts_note(metrics["hyperparameters"]),
         truncated=", ".join(f"{count} of {metrics['dataset_sizes'][name]} {name} texts"
                             for name, count in metrics.get("truncated_texts", {}).items()),

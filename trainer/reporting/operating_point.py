@@ -1,9 +1,41 @@
-"""report.html's precision-recall curve on validation with the chosen operating point marked
-(--target-precision/--target-recall: trainer.training.operating_point). One curve for a binary
-classifier's positive class, one per label for a multi-label model."""
+"""The chosen operating point (--target-precision/--target-recall:
+trainer.training.operating_point) in words, for the model card and report.html, and
+report.html's precision-recall curve on validation with that point marked. One curve for a
+binary classifier's positive class, one per label for a multi-label model."""
+import json
+
 import numpy as np
 
 from trainer.reporting.figures import _figure, _png
+
+
+def describe(point: dict, labels) -> str:
+    """What the exported model decides, in one or two sentences naming the threshold, from
+    metrics.json's `operating_point` block (not None) and `labels`."""
+    wanted = (f"{point['target']} >= {point['value']:g} (--target-{point['target']} "
+              f"{point['value']:g})")
+    if "labels" in point:  # multi-label
+        missed = [f"{json.dumps(name)} ({p['why']})" for name, p in point["labels"].items()
+                  if not p["reached"]]
+        return (f"Each label is predicted when its probability reaches its threshold, chosen on "
+                f"validation for {wanted}" + (f"; out of reach there, these keep their F1-chosen "
+                f"threshold: {', '.join(missed)}" if missed else "") + ".")
+    positive, negative = json.dumps(point["positive_label"]), json.dumps(labels[0])
+    if not point["reached"]:
+        return (f"--target-{point['target']} {point['value']:g} was out of reach on validation "
+                f"({point['why']}), so the model predicts the more probable label: {positive} "
+                f"when its probability is at least 0.5, otherwise {negative}.")
+    test = point.get("test")
+    return (f"The model predicts {positive} when its probability of {positive} is at least "
+            f"{point['threshold']:.3f}, otherwise {negative}: a threshold chosen on validation for "
+            f"{wanted}, where it reaches precision {_rate(point['validation']['precision'])} and "
+            f"recall {_rate(point['validation']['recall'])}"
+            + (f" (test: precision {_rate(test['precision'])}, recall {_rate(test['recall'])})"
+               if test else "") + ".")
+
+
+def _rate(value) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def figures(metrics: dict, predictions) -> list:
@@ -17,10 +49,10 @@ def figures(metrics: dict, predictions) -> list:
                   for j, name in enumerate(metrics["labels"])]
     else:
         curves = [(point["positive_label"], p.probabilities[:, 1], np.asarray(p.labels) == 1, point)]
-    wanted = f"--target-{point['target']} {point['value']:g}"
-    note = (f"Validation precision against recall as the threshold moves; the dot is the threshold "
-            f"chosen for {wanted}, which the export applies (predict and serve decide there). "
-            f"A curve without a dot could not reach the target and keeps its usual decision.")
+    note = (f"{describe(point, metrics['labels'])} trainer.predict and trainer.serve decide there. "
+            f"The curve: validation precision against recall as the threshold moves; the dot is the "
+            f"chosen threshold. A curve without a dot could not reach the target and keeps its usual "
+            f"decision.")
     return [("precision_recall.png", "Precision-recall curve: validation",
              precision_recall(curves, point["target"], point["value"]), note)]
 

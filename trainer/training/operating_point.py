@@ -89,8 +89,8 @@ def rates_at(scores: np.ndarray, truth: np.ndarray, threshold: float) -> dict:
 
 def choose_operating_point(ctx: RunContext) -> None:
     """The stage: fixes ctx.operating_point (metrics.json's block) and the decisions the export
-    stores (a binary model's threshold, a multi-label model's per label); the final validation
-    and test metrics are then those of these decisions."""
+    stores (a binary model's threshold, a multi-label model's per label), before the final
+    metrics are computed and logged (results.summarize): they are those of these decisions."""
     target = target_of(ctx.config.output)
     if target is None:
         return
@@ -121,8 +121,8 @@ def _point(ctx: RunContext, column: int, target: str, value: float, what: str) -
              "validation": {"precision": chosen["precision"], "recall": chosen["recall"]}}
     if chosen["reached"]:
         log.info("operating point: %s threshold %.4f (validation precision %.4f, recall %.4f; "
-                 "--target-%s %g)", what, chosen["threshold"], chosen["precision"],
-                 chosen["recall"], target, value)
+                 "--target-%s %g): the export and the metrics below decide there", what,
+                 chosen["threshold"], chosen["precision"], chosen["recall"], target, value)
         if "test" in ctx.outputs:
             test_scores, test_truth = _scores(ctx, "test")
             point["test"] = rates_at(test_scores[:, column], test_truth[:, column], chosen["threshold"])
@@ -146,7 +146,6 @@ def _binary(ctx: RunContext, target: str, value: float) -> dict:
     point = _point(ctx, 0, target, value, f"positive class {names[POSITIVE]!r}")
     if point["reached"]:
         ctx.task.positive_margin = positive_margin(point["threshold"], export_temperature(ctx))
-        _summarize_again(ctx)
     return {"target": target, "value": value, "positive_label": names[POSITIVE], **point}
 
 
@@ -158,21 +157,10 @@ def positive_margin(threshold: float, temperature: float) -> float:
     return temperature * float(np.log(t / (1 - t)))
 
 
-def _summarize_again(ctx: RunContext) -> None:
-    """The final validation and test metrics at the decisions the export now makes."""
-    for split in ("validation", "test"):
-        if split in ctx.outputs:
-            caveat = ctx.results[split].get("caveat")
-            ctx.results[split] = ctx.task.summarize(*ctx.outputs[split], ctx.datasets.labels.names)
-            if caveat:
-                ctx.results[split]["caveat"] = caveat
-
-
 def _multilabel(ctx: RunContext, target: str, value: float) -> dict:
     names = ctx.datasets.labels.names
     points = {name: _point(ctx, j, target, value, f"label {name!r}") for j, name in enumerate(names)}
     for j, name in enumerate(names):
         if points[name]["reached"]:
             ctx.task.thresholds[j] = points[name]["threshold"]
-    _summarize_again(ctx)
     return {"target": target, "value": value, "labels": points}

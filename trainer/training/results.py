@@ -40,29 +40,37 @@ def train_sample(total: int, seed: int) -> dict:
 
 
 def evaluate(ctx: RunContext) -> None:
-    """Every split with the best epoch's weights, a temperature fitted on validation; the tuning
-    service hears the final value. Each split is predicted once: its outputs are kept in
-    ctx.outputs for the report."""
+    """Validation and test with the best epoch's weights, and a temperature fitted on
+    validation. Each split is predicted once: its outputs are kept in ctx.outputs for the
+    operating point, the metrics (`summarize`) and the report."""
     from trainer.reporting import calibration
 
-    fit = ctx.fit
-    metric = ctx.config.train.selection_metric
     # Before the best weights are restored: their checkpoint holds the optimizer's step then.
     ctx.train_steps = int(ctx.trainable.model.optimizer.iterations.numpy())
     best_is_current = restore_best_weights(ctx)
     # Validation and test logits also fit and score the calibration, and make the report.
     logits = ctx.outputs
     if best_is_current:
-        logits["validation"] = fit.evaluation.last_outputs
+        logits["validation"] = ctx.fit.evaluation.last_outputs
     for name in ctx.inputs.eval_sets:
         if name in ("validation", "test") and name not in logits:
             logits[name] = predict_split(ctx, name)
     export_lib.check_finite_outputs(logits["validation"][0], "validation rows")
     ctx.task.fit_on_validation(*logits["validation"])  # multi-label thresholds
-    caveat = ctx.task.validation_caveat(has_test="test" in logits)
+    if ctx.task.name == "classification":  # a temperature rescales class probabilities only
+        ctx.calibration = calibration.calibration_block(
+            logits, applied=ctx.config.output.calibrate == "on")
+        _log_calibration(ctx.calibration)
+
+
+def summarize(ctx: RunContext) -> None:
+    """Every split's final metrics, logged as metrics.json records them: at the decisions the
+    export makes, so after the operating point (trainer.training.operating_point) when there is
+    one. The tuning service hears the final value."""
+    caveat = ctx.task.validation_caveat(has_test="test" in ctx.outputs)
     for name in ctx.inputs.eval_sets:
-        ctx.results[name] = (ctx.task.summarize(*logits[name], ctx.datasets.labels.names)
-                             if name in logits else _evaluate_train_sample(ctx))
+        ctx.results[name] = (ctx.task.summarize(*ctx.outputs[name], ctx.datasets.labels.names)
+                             if name in ctx.outputs else _evaluate_train_sample(ctx))
         result = ctx.results[name]
         total = len(ctx.inputs.tokenized[name])
         log.info("%-10s %s  (%d examples%s)", name, ctx.task.describe(result), result["examples"],
@@ -70,13 +78,9 @@ def evaluate(ctx: RunContext) -> None:
         if name == "validation" and caveat:
             result["caveat"] = caveat
             log.info("%-10s %s", "", caveat)
-    if ctx.task.name == "classification":  # a temperature rescales class probabilities only
-        ctx.calibration = calibration.calibration_block(
-            logits, applied=ctx.config.output.calibrate == "on")
-        _log_calibration(ctx.calibration)
-    if fit.hypertune:
-        fit.hypertune.report_final(ctx.results["validation"][metric.removeprefix("val_")],
-                                   step=len(fit.history.rows))
+    if ctx.fit.hypertune:
+        metric = ctx.config.train.selection_metric.removeprefix("val_")
+        ctx.fit.hypertune.report_final(ctx.results["validation"][metric], step=len(ctx.fit.history.rows))
 
 
 def restore_best_weights(ctx: RunContext) -> bool:
@@ -112,12 +116,12 @@ def _evaluate_train_sample(ctx: RunContext) -> dict:
 
 
 def _log_calibration(block: dict) -> None:
-    applied = ("applied to the export" if block["applied"] else
-               "not applied: at its search bound, which validation cannot support; the export "
-               "keeps T = 1" if block["at_bound"] else "not applied: --calibrate off")
-    log.info("calibration: temperature %.3f (%s); validation ECE %.4f -> %.4f",
-             block["temperature"], applied, block["validation"]["ece_before"],
-             block["validation"]["ece_after"])
+    validation = block["validation"]
+    log.info("calibration: temperature %.3f %s: %s (validation ECE %.4f -> %.4f, log loss %.4f -> %.4f)",
+             block["temperature"],
+             "applied to the export" if block["applied"] else "not applied, the export keeps T = 1",
+             block["why"], validation["ece_before"], validation["ece_after"],
+             validation["nll_before"], validation["nll_after"])
 
 
 def export(ctx: RunContext) -> None:
@@ -268,7 +272,8 @@ def _serving_module(ctx: RunContext, preprocessor, model):
 
 
 def export_temperature(ctx: RunContext) -> float:
-    """The temperature the export divides logits by: the fitted one unless --calibrate off."""
+    """The temperature the export divides logits by: the fitted one when the calibration block
+    applies it (calibration.decide), else 1."""
     applied = ctx.calibration is not None and ctx.calibration["applied"]
     return ctx.calibration["temperature"] if applied else 1.0
 
@@ -284,7 +289,7 @@ def report(ctx: RunContext) -> None:
 
 
 def _report_predictions(ctx: RunContext) -> dict:
-    """The outputs `evaluate` scored, as the export returns them: the report predicts nothing."""
+    """The outputs `evaluate` predicted, as the export returns them: the report predicts nothing."""
     from trainer.reporting.predictions import from_outputs
 
     texts = ctx.datasets.read_texts(*ctx.outputs)
@@ -397,7 +402,8 @@ def _durations(ctx: RunContext) -> dict:
     stages = ctx.durations
     return {"total": time.perf_counter() - ctx.started, "train": ctx.fit.clock.seconds,
             "first_step": ctx.fit.clock.first_step_seconds,
-            "evaluate": stages.get("evaluate", 0.0) + ctx.fit.evaluation.seconds_evaluating,
+            "evaluate": (stages.get("evaluate", 0.0) + stages.get("summarize", 0.0)
+                         + ctx.fit.evaluation.seconds_evaluating),
             "export": stages.get("export", 0.0), "export_bfloat16": stages.get("export_bfloat16", 0.0),
             "export_int8": stages.get("export_int8", 0.0),
             "report": stages.get("report", 0.0),

@@ -27,8 +27,9 @@ STAGES = (
     stages.tokenize,
     stages.build_model,       # classifier, optimizer, resume checkpoint
     fitting.fit,
-    results.evaluate,
+    results.evaluate,         # validation and test predicted once; the temperature fitted
     operating_point.choose_operating_point,  # --target-precision/--target-recall thresholds
+    results.summarize,        # each split's metrics at the export's decisions, logged
     results.export,           # calibrated, float32
     results.export_bfloat16,  # MODEL_DIR/bfloat16, if it agrees with float32
     results.export_int8,      # MODEL_DIR/int8, likewise
