@@ -275,5 +275,18 @@ def test_the_final_log_lines_say_what_metrics_json_records_at_the_threshold(capl
         results.summarize(ctx)
     logged = [record.getMessage() for record in caplog.records]
     assert ctx.results["validation"]["accuracy"] == 1.0  # at the threshold, not 0.25
-    assert logged[-1] == f"validation {ctx.task.describe(ctx.results['validation'])}  (4 examples)"
+    assert logged[-2] == f"validation {ctx.task.describe(ctx.results['validation'])}  (4 examples)"
+    assert logged[-1].strip().startswith("optimistic: the decision threshold was chosen on this split")
     assert "threshold 0.2500" in logged[0] and "the export and the metrics below decide there" in logged[0]
+
+
+def test_validation_figures_at_a_chosen_threshold_say_they_are_optimistic():
+    """The threshold reaches its target on validation by construction (as multi-label's
+    per-label thresholds do, which metrics.json already flags)."""
+    from trainer.tasks.classification import ClassificationTask
+
+    task = ClassificationTask()
+    assert task.validation_caveat(has_test=True) is None
+    task.positive_margin = 0.3
+    assert task.validation_caveat(has_test=True).startswith("optimistic: the decision threshold")
+    assert "give --testing-file" in task.validation_caveat(has_test=False)

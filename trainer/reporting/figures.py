@@ -17,13 +17,13 @@ from trainer.reporting import calibration
 DPI = 100
 
 
-def _figure(width: float, height: float, columns: int):
+def new_figure(width: float, height: float, columns: int):
     figure = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
     FigureCanvasAgg(figure)
     return figure, figure.subplots(1, columns, squeeze=False)[0]
 
 
-def _png(figure: Figure) -> bytes:
+def to_png(figure: Figure) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return buffer.getvalue()
@@ -38,7 +38,7 @@ def learning_curves(history, best_epoch, metric: str, loss_name: str = "cross-en
     `history` is eval_history.csv as a DataFrame; `metric` a column of it (val_macro_f1, ...);
     `loss_name` the task's loss in words.
     """
-    figure, (loss_ax, metric_ax) = _figure(10, 4, 2)
+    figure, (loss_ax, metric_ax) = new_figure(10, 4, 2)
     x, unit = (history["step"], "step") if by_step else (history["epoch"], "epoch")
     loss_ax.plot(x, history["loss"], "o-", label="train")
     loss_ax.plot(x, history["val_loss"], "o-", label="validation")
@@ -54,7 +54,7 @@ def learning_curves(history, best_epoch, metric: str, loss_name: str = "cross-en
         ax.set_xticks(list(x))
         ax.grid(alpha=0.3)
         ax.legend()
-    return _png(figure)
+    return to_png(figure)
 
 
 def confusion_matrices(matrix: Sequence[Sequence[int]], label_names: Sequence[str], split: str) -> bytes:
@@ -63,7 +63,7 @@ def confusion_matrices(matrix: Sequence[Sequence[int]], label_names: Sequence[st
     rows = counts.sum(axis=1, keepdims=True)
     normalized = np.divide(counts, rows, out=np.zeros(counts.shape), where=rows > 0)
     size = 3.2 + 0.45 * len(label_names)
-    figure, (count_ax, norm_ax) = _figure(2 * size + 1, size, 2)
+    figure, (count_ax, norm_ax) = new_figure(2 * size + 1, size, 2)
     rotation = 45 if len(label_names) > 4 else 0
     ConfusionMatrixDisplay(counts, display_labels=label_names).plot(
         ax=count_ax, cmap="Blues", values_format="d", colorbar=False, xticks_rotation=rotation)
@@ -72,14 +72,14 @@ def confusion_matrices(matrix: Sequence[Sequence[int]], label_names: Sequence[st
         im_kw={"vmin": 0.0, "vmax": 1.0})
     count_ax.set_title(f"{split}: counts")
     norm_ax.set_title(f"{split}: share of each true class")
-    return _png(figure)
+    return to_png(figure)
 
 
 def per_class_scores(per_class_by_split: Mapping[str, Mapping[str, dict]],
                      label_names: Sequence[str], what: str = "class") -> bytes:
     """Grouped precision / recall / F1 bars per class (or per label: `what`), one panel per split."""
     width = max(5.0, 1.0 + 0.9 * len(label_names))
-    figure, axes = _figure(width * len(per_class_by_split), 4, len(per_class_by_split))
+    figure, axes = new_figure(width * len(per_class_by_split), 4, len(per_class_by_split))
     x = np.arange(len(label_names))
     for ax, (split, per_class) in zip(axes, per_class_by_split.items()):
         for offset, score in zip((-0.27, 0.0, 0.27), ("precision", "recall", "f1")):
@@ -88,13 +88,13 @@ def per_class_scores(per_class_by_split: Mapping[str, Mapping[str, dict]],
         ax.set(title=f"{split}: per-{what} scores", ylim=(0, 1.2), yticks=np.linspace(0, 1, 6))
         ax.grid(axis="y", alpha=0.3)
         ax.legend(loc="upper center", ncol=3, fontsize="small")
-    return _png(figure)
+    return to_png(figure)
 
 
 def reliability_diagram(before: np.ndarray, after: np.ndarray, labels: np.ndarray, split: str,
                         temperature: float) -> bytes:
     """Accuracy against confidence per bin, before and after temperature scaling."""
-    figure, axes = _figure(10, 4.5, 2)
+    figure, axes = new_figure(10, 4.5, 2)
     edges = np.linspace(0, 1, calibration.BINS + 1)
     for ax, probabilities, title in ((axes[0], before, "before calibration (T = 1)"),
                                      (axes[1], after, f"after calibration (T = {temperature:.3g})")):
@@ -108,13 +108,13 @@ def reliability_diagram(before: np.ndarray, after: np.ndarray, labels: np.ndarra
         ax.set(title=f"{split}, {title}\nECE {ece:.3f}", xlabel="confidence (top probability)",
                ylabel="accuracy", xlim=(0, 1), ylim=(0, 1.02))
         ax.legend(loc="upper left", fontsize="small")
-    return _png(figure)
+    return to_png(figure)
 
 
 def predicted_vs_true(by_split: Mapping[str, tuple]) -> bytes:
     """A regression model's predicted score against the true one, one panel per split, with the
     line y = x where every prediction would be exact. `by_split`: {split: (true, predicted)}."""
-    figure, axes = _figure(5.0 * len(by_split), 5.0, len(by_split))
+    figure, axes = new_figure(5.0 * len(by_split), 5.0, len(by_split))
     for ax, (split, (true, predicted)) in zip(axes, by_split.items()):
         low = float(min(np.min(true), np.min(predicted)))
         high = float(max(np.max(true), np.max(predicted)))
@@ -127,12 +127,12 @@ def predicted_vs_true(by_split: Mapping[str, tuple]) -> bytes:
         ax.set_box_aspect(1)  # equal limits in a square box: one unit is as long on both axes
         ax.grid(alpha=0.3)
         ax.legend(loc="upper left", fontsize="small")
-    return _png(figure)
+    return to_png(figure)
 
 
 def residual_histograms(by_split: Mapping[str, tuple]) -> bytes:
     """Histograms of predicted - true score, one panel per split; `by_split` as predicted_vs_true."""
-    figure, axes = _figure(5.0 * len(by_split), 4.0, len(by_split))
+    figure, axes = new_figure(5.0 * len(by_split), 4.0, len(by_split))
     for ax, (split, (true, predicted)) in zip(axes, by_split.items()):
         residuals = np.asarray(predicted, np.float64) - np.asarray(true, np.float64)
         ax.hist(residuals, bins=int(np.clip(np.sqrt(len(residuals)) * 2, 5, 40)), edgecolor="black",
@@ -142,4 +142,4 @@ def residual_histograms(by_split: Mapping[str, tuple]) -> bytes:
         ax.set(title=f"{split}: residuals", xlabel="predicted - true score", ylabel="examples")
         ax.grid(axis="y", alpha=0.3)
         ax.legend(loc="upper right", fontsize="small")
-    return _png(figure)
+    return to_png(figure)

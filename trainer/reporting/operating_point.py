@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from trainer.reporting.figures import _figure, _png
+from trainer.reporting.figures import new_figure, to_png
 
 
 def describe(point: dict, labels) -> str:
@@ -62,7 +62,7 @@ def precision_recall(curves, target: str, value: float) -> bytes:
     its validation precision/recall; the target drawn as a dashed line."""
     from sklearn.metrics import precision_recall_curve
 
-    figure, (ax,) = _figure(6.5, 5, 1)
+    figure, (ax,) = new_figure(6.5, 5, 1)
     for name, scores, truth, point in curves:
         if not np.any(truth):
             continue
@@ -79,4 +79,4 @@ def precision_recall(curves, target: str, value: float) -> bytes:
     ax.set(xlabel="recall", ylabel="precision", xlim=(0, 1.02), ylim=(0, 1.02))
     ax.grid(alpha=0.3)
     ax.legend(loc="lower left", fontsize="small")
-    return _png(figure)
+    return to_png(figure)

@@ -17,6 +17,15 @@ class ClassificationTask(Task):
     def output_units(self, labels) -> int:
         return len(labels.names)
 
+    def validation_caveat(self, has_test: bool):
+        """A threshold chosen for --target-precision/--target-recall reaches its target on
+        validation by construction: those figures flatter the model, as multi-label's do."""
+        if self.positive_margin is None:
+            return None
+        return ("optimistic: the decision threshold was chosen on this split; "
+                + ("the test split's figures are the honest ones" if has_test else
+                   "give --testing-file for figures on data the choice did not see"))
+
     def loss(self):
         import tf_keras
         return tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True)
