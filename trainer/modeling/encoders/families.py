@@ -6,7 +6,8 @@ under models/ (its `Family` record) and its line in `_FAMILIES` here.
 from typing import Dict
 
 from trainer.errors import UserError
-from trainer.modeling.encoders.models import Family, bert, deberta_v2, modernbert, mpnet, roberta
+from trainer.modeling.encoders.models import (
+    Family, bert, deberta_v2, distilbert, modernbert, mpnet, roberta)
 
 # The registry: every family's record, in the order errors list them.
 _FAMILIES = (
@@ -16,6 +17,7 @@ _FAMILIES = (
     roberta.XLM_ROBERTA,
     modernbert.FAMILY,
     deberta_v2.FAMILY,
+    distilbert.FAMILY,
 )
 BY_MODEL_TYPE: Dict[str, Family] = {
     model_type: family for family in _FAMILIES for model_type in family.model_types}
