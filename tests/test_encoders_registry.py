@@ -52,7 +52,8 @@ def test_the_default_encoders_source_names_its_package_not_a_local_path(tmp_path
 
 HUB_NAMES = {"roberta-base", "roberta-large", "xlm-roberta-base", "deberta-v3-xsmall",
              "deberta-v3-small", "deberta-v3-base", "modernbert-base", "modernbert-large",
-             "all-mpnet-base-v2"}
+             "all-mpnet-base-v2", "distilbert-base-uncased",
+             "distilbert-base-multilingual-cased"}
 
 
 def test_registry_names_the_small_bert_grid_bert_base_the_families_and_the_default():

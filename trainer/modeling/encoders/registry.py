@@ -55,7 +55,9 @@ REGISTRY = {entry.name: entry for entry in [
         ("deberta-v3-base", "microsoft/deberta-v3-base"),
         ("modernbert-base", "answerdotai/ModernBERT-base"),
         ("modernbert-large", "answerdotai/ModernBERT-large"),
-        ("all-mpnet-base-v2", "sentence-transformers/all-mpnet-base-v2"))),
+        ("all-mpnet-base-v2", "sentence-transformers/all-mpnet-base-v2"),
+        ("distilbert-base-uncased", "distilbert/distilbert-base-uncased"),
+        ("distilbert-base-multilingual-cased", "distilbert/distilbert-base-multilingual-cased"))),
 ]}
 ENCODER_NAMES = list(REGISTRY)
 
