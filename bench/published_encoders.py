@@ -73,6 +73,15 @@ PUBLISHED = {
         model_type="modernbert", vocab_size=50368, pad_token_id=50283, cls_token_id=50281,
         sep_token_id=50282, bos_token_id=50281, eos_token_id=50282),
         cls=50281, sep=50282, pad=50283, specials=(50280, 50281, 50282, 50283, 50284)),
+    # distilbert/distilbert-base-uncased and -multilingual-cased: transformers' DistilBertConfig
+    # defaults are their shape; BERT's vocabularies, [PAD] 0 and [UNK] [CLS] [SEP] [MASK] 100-103.
+    **{name: Published("distilbert", dict(
+        model_type="distilbert", vocab_size=vocab_size, dim=768, n_layers=6, n_heads=12,
+        hidden_dim=3072, max_position_embeddings=512, sinusoidal_pos_embds=False,
+        activation="gelu", pad_token_id=0),
+        cls=101, sep=102, pad=0, specials=(0, 100, 101, 102, 103))
+       for name, vocab_size in (("distilbert-base-uncased", 30522),
+                                ("distilbert-base-multilingual-cased", 119547))},
 }
 
 
