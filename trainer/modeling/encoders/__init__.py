@@ -15,7 +15,7 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras
 
-from trainer.modeling.encoders import checkpoints, hf_hub, hub, registry
+from trainer.modeling.encoders import checkpoints, depth, hf_hub, hub, registry
 from trainer.modeling.encoders import families
 from trainer.modeling.encoders.layers import INPUT_KEYS, assign_weights, canonical_name
 from trainer.modeling.encoders.cache import cached_directory, default_cache_dir
@@ -68,18 +68,25 @@ def check_encoder(encoder: str) -> None:
 
 
 def load_encoder(encoder: str, *, preprocessor: Optional[str] = None, backend: str = "native",
-                 seq_length: int = 128, cache_dir: Optional[str] = None) -> Encoder:
-    """Resolves `--encoder` and builds its network and preprocessor.
+                 seq_length: int = 128, cache_dir: Optional[str] = None,
+                 layers: Optional[int] = None) -> Encoder:
+    """Resolves `--encoder` and builds its network and preprocessor; with `layers`
+    (--encoder-layers), that many of its layers, evenly spaced (depth.py).
 
     Call it after setting the global dtype policy and inside the distribution strategy's scope:
     the native network is built under that policy, with its variables in that scope.
     """
     if backend not in ENCODER_BACKENDS:
         raise UserError(f"--encoder-backend {backend}: choose one of {', '.join(ENCODER_BACKENDS)}")
+    if layers is not None and backend != "native":
+        raise UserError("--encoder-layers: needs --encoder-backend native (a hub.KerasLayer's "
+                        "layers are its SavedModel's)")
     cache_dir = cache_dir or default_cache_dir(os.environ)
     resolved = registry.resolve(encoder, cache_dir)
     if backend == "native":
         checkpoint = checkpoints.read_checkpoint(resolved.path)
+        if layers is not None:
+            checkpoint = depth.keep_layers(checkpoint, layers)
         if seq_length > checkpoint.config.max_length:
             raise UserError(f"--max-seq-length {seq_length} exceeds the "
                             f"{checkpoint.config.max_length} positions of {resolved.source}")
@@ -107,8 +114,10 @@ def _native_network(checkpoint: checkpoints.Checkpoint):
     config = checkpoint.config
     network = families.build(config)
     assign_weights(network, checkpoint.weights, checkpoint.source)
+    kept = ("" if checkpoint.kept_layers is None else
+            f" (--encoder-layers: layers {', '.join(map(str, checkpoint.kept_layers))} of the checkpoint's)")
     architecture = (f"{families.of_config(config).name} (`{config.family}`), "
-                    f"{config.num_layers} layers, hidden {config.hidden_size}")
+                    f"{config.num_layers} layers{kept}, hidden {config.hidden_size}")
     return network, (config.vocab_size, config.hidden_size), architecture
 
 

@@ -11,7 +11,7 @@ import json
 import numbers
 import os
 import re
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -38,6 +38,7 @@ class Checkpoint:
     source: str
     family: Family = bert_family.FAMILY
     config_file: Optional[str] = None  # what `config` was read from, for errors
+    kept_layers: Optional[Tuple[int, ...]] = None  # --encoder-layers: the ones kept (depth.py)
 
     def preprocessor(self, seq_length: int):
         """The family's preprocessor over this checkpoint's tokenizer file; a UserError when the

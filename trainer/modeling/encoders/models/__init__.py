@@ -3,7 +3,7 @@ become the native network's config, canonical weights and preprocessor, and the 
 (trainer.modeling.encoders.layers holds the blocks they share). Which family a checkpoint
 belongs to is decided in one place, trainer.modeling.encoders.families."""
 import dataclasses
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -35,3 +35,7 @@ class Family:
     # Whether its blocks are layers.TransformerEncoderBlock, which recompute their activations
     # in the backward pass (--gradient-checkpointing).
     gradient_checkpointing: bool = False
+    # --encoder-layers: (config, canonical weights, kept layer indices) -> (config, weights) of
+    # the shallower encoder, for a family whose config says something per layer; None: the
+    # layers are alike (depth.shallower).
+    shallower: Optional[Callable] = None

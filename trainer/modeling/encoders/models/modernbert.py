@@ -29,7 +29,7 @@ import tensorflow as tf
 import tf_keras
 
 from trainer.errors import UserError
-from trainer.modeling.encoders import layers, rotary
+from trainer.modeling.encoders import depth, layers, rotary
 from trainer.modeling.encoders.models import Family
 from trainer.modeling.encoders.models.bert import HF_GELU_APPROXIMATE
 from trainer.modeling.encoders.preprocessing import SpecialTokens, SubwordPreprocessor
@@ -327,7 +327,17 @@ def _preprocessor(tokenizer_file: str, lower_case: bool, seq_length: int):
                                _special_tokens(tokenizer_file), seq_length)
 
 
+def shallower(config: ModernBertConfig, weights: Dict[str, np.ndarray], indices):
+    """--encoder-layers: each kept layer keeps its attention kind (global or local), and the
+    final norm, which the last block holds, stays with the new last block."""
+    final = f"transformer/layer_{config.num_layers - 1}/final_layer_norm/gamma"
+    kept, renumbered = depth.shallower(config, weights, indices)
+    renumbered[f"transformer/layer_{len(indices) - 1}/final_layer_norm/gamma"] = weights[final]
+    return (dataclasses.replace(kept, layer_types=tuple(config.layer_types[i] for i in indices)),
+            renumbered)
+
+
 FAMILY = Family(name="ModernBERT", model_types=("modernbert",), tokenizer_files=("tokenizer.json",),
                 read_config=read_config, map_weights=map_weights, preprocessor=_preprocessor,
                 weight_prefixes=("model",), config_class=ModernBertConfig, build=build,
-                layers_from=layers_from)
+                layers_from=layers_from, shallower=shallower)
