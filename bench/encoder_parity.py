@@ -97,22 +97,21 @@ def check(name: str, directory: str, seq_length: int, cache_dir: str) -> dict:
     """One published model: load seconds, each batch's differences, and whether all are within
     TOLERANCE. Everything it built is released before it returns (xlm-roberta-base and
     roberta-large hold gigabytes in both frameworks)."""
-    import json
-
     import tensorflow as tf
 
     from trainer.modeling.encoders import load_encoder
 
     published = published_encoders.PUBLISHED[name]
-    with open(os.path.join(directory, "config.json")) as f:
-        config = json.load(f)
     start = time.perf_counter()
     encoder = load_encoder(directory, seq_length=seq_length, cache_dir=cache_dir)
     load_seconds = time.perf_counter() - start
-    result = {"family": published.family, "layers": config["num_hidden_layers"],
-              "hidden": config["hidden_size"], "load_seconds": load_seconds,
+    # The network's config, not config.json's keys: families name them differently (DistilBERT's
+    # n_layers and dim).
+    config = encoder.network.encoder_config
+    result = {"family": published.family, "layers": config.num_layers,
+              "hidden": config.hidden_size, "load_seconds": load_seconds,
               "batches": {batch: differences(encoder, directory, features, published.types)
-                          for batch, features in batches(published, config["vocab_size"],
+                          for batch, features in batches(published, config.vocab_size,
                                                          seq_length).items()}}
     result["max_difference"] = max(d for b in result["batches"].values() for d in b.values())
     result["passed"] = result["max_difference"] <= TOLERANCE

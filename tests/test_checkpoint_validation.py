@@ -161,6 +161,11 @@ BAD_FIELDS = [
     ("modernbert", "embedding_dropout", 1, r"is not a dropout rate in \[0, 1\)"),
     ("modernbert", "attention_dropout", 1.5, r"is not a dropout rate in \[0, 1\)"),
     ("modernbert", "mlp_dropout", True, r"is not a dropout rate in \[0, 1\)"),
+    ("distilbert", "n_heads", 0, "is not a whole number >= 1"),  # was a ZeroDivisionError
+    ("distilbert", "dim", 0, "is not a whole number >= 1"),
+    ("distilbert", "n_layers", 0, "is not a whole number >= 1"),
+    ("distilbert", "hidden_dim", -1, "is not a whole number >= 1"),
+    ("distilbert", "dropout", 1.0, r"is not a dropout rate in \[0, 1\)"),
 ]
 
 

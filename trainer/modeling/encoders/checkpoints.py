@@ -164,11 +164,12 @@ def read_hf_checkpoint(directory: str) -> Checkpoint:
 # keys (ModernBERT's norm_eps, ELECTRA's embedding_size) appear in its configs only.
 _AT_LEAST_ONE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                  "intermediate_size", "max_position_embeddings", "embedding_size",
-                 "global_attn_every_n_layers", "local_attention")
+                 "global_attn_every_n_layers", "local_attention",
+                 "dim", "n_layers", "n_heads", "hidden_dim")  # the last four: DistilBERT's
 _AT_LEAST_ZERO = ("type_vocab_size", "pad_token_id")
 _ABOVE_ZERO = ("layer_norm_eps", "norm_eps")
 _DROPOUT_RATES = ("hidden_dropout_prob", "attention_probs_dropout_prob", "embedding_dropout",
-                  "attention_dropout", "mlp_dropout")
+                  "attention_dropout", "mlp_dropout", "dropout")
 # null: no padding token; embeddings as wide as the hidden size.
 _MAY_BE_NULL = ("pad_token_id", "embedding_size")
 
