@@ -94,3 +94,36 @@ def test_the_hub_backend_keeps_its_savedmodels_layers():
 
     with pytest.raises(UserError, match=r"^--encoder-layers: needs --encoder-backend native"):
         load_encoder("small-bert-l2-h128-uncased", backend="hub", layers=1)
+
+
+def test_a_config_with_zero_layers_is_refused_by_flag():
+    from trainer.config import build_config
+
+    with pytest.raises(UserError, match=r"^--encoder-layers: must be at least 1, got 0"):
+        build_config(["--encoder-layers", "0"], {})
+
+
+@pytest.mark.slow  # a real run with both copies: CI's slow line (.ci/run)
+def test_a_shallower_run_exports_its_copies_and_predicts(tiny_encoder_dir, tiny_data, tmp_path):
+    """The export, the int8 and bfloat16 copies (rebuilt from the config) and prediction work
+    unchanged on a 1-layer encoder kept from the tiny 2-layer one."""
+    import json
+
+    from conftest import read_csv
+    from test_predict import run_cli
+    from test_task import train_args
+
+    job = tmp_path / "job"
+    result = run_cli("trainer.task", *train_args(tiny_encoder_dir, tiny_data, job, "--encoder-layers", "1",
+                                                 "--export-int8", "on", "--export-bfloat16", "on"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    metrics = json.loads((job / "metrics.json").read_text())
+    assert metrics["hyperparameters"]["encoder_layers"] == 1
+    assert "1 layers (--encoder-layers: layers 0 of the checkpoint's)" in metrics["device"]["encoder_architecture"]
+    assert metrics["precisions"]["int8"]["written"] and metrics["precisions"]["bfloat16"]["written"]
+    for precision in ("float32", "int8", "bfloat16"):
+        out = tmp_path / f"{precision}.csv"
+        predicted = run_cli("trainer.predict", "--model-dir", job / "model", "--input", tiny_data["test"],
+                            "--output", out, "--precision", precision)
+        assert predicted.returncode == 0, predicted.stderr
+        assert len(read_csv(out)) == 30

@@ -156,6 +156,11 @@ class ModelConfig:
                          "original Google BERT, or TF-Hub SavedModel).")
     preprocessor: Optional[str] = _flag(
         None, "TF-Hub preprocessor handle or directory. Default: the one matching --encoder.")
+    encoder_layers: Optional[int] = _flag(
+        None, "Keep this many of the encoder's layers, evenly spaced with its first and last, each "
+              "starting from its pretrained weights: a shallower model that trains and predicts "
+              "faster (DistilBERT's student kept every other layer of BERT's 12). Native "
+              "backend. Default: all.")
     encoder_backend: str = _flag(
         "native", "'native' rebuilds BERT-shaped encoders from Keras layers (real mixed precision "
                   "and XLA); 'hub' runs the SavedModel through hub.KerasLayer (any architecture).",
@@ -621,6 +626,10 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
     require(not (m.encoder_backend == "hub" and r.jit_compile == "on" and not m.freeze_encoder),
             "--jit-compile", "'on' cannot train a hub.KerasLayer encoder: XLA recompiles it every "
                              "step (about 30x slower). Use --encoder-backend native or --freeze-encoder.")
+    require(m.encoder_layers is None or m.encoder_layers >= 1, "--encoder-layers",
+            f"must be at least 1, got {m.encoder_layers}")
+    require(m.encoder_layers is None or m.encoder_backend == "native", "--encoder-layers",
+            "needs --encoder-backend native (a hub.KerasLayer's layers are its SavedModel's)")
     require(not (m.encoder_backend == "hub" and r.export_bfloat16 == "on"), "--export-bfloat16",
             "'on' needs --encoder-backend native: a hub.KerasLayer keeps the dtypes it was "
             "exported with (tensorflow/hub#466), so its copy would not compute in bfloat16")

@@ -210,7 +210,8 @@ def encoder_of(config, environ):
     return encoders.load_encoder(
         model_config.encoder, preprocessor=model_config.preprocessor,
         backend=model_config.encoder_backend, seq_length=config.data.max_seq_length,
-        cache_dir=config.output.cache_dir or encoders.default_cache_dir(environ))
+        cache_dir=config.output.cache_dir or encoders.default_cache_dir(environ),
+        layers=model_config.encoder_layers)
 
 
 def tokenize(ctx: RunContext) -> None:
