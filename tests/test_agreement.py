@@ -3,6 +3,7 @@ float32 on 99% of validation rows, and the task's metric moves by at most 0.5 po
 import numpy as np
 import pytest
 
+from trainer import tasks
 from trainer.errors import UserError
 from trainer.serving import agreement, variants
 
@@ -15,12 +16,13 @@ def probabilities(classes):
 
 
 LABELS = np.arange(1000) % 3
+CLASSIFICATION = tasks.by_name("classification")
 
 
 def test_a_copy_deciding_as_float32_on_995_of_1000_rows_passes():
     candidate = LABELS.copy()
     candidate[:5] = (candidate[:5] + 1) % 3
-    check = agreement.compare("classification", probabilities(LABELS), probabilities(candidate),
+    check = agreement.compare(CLASSIFICATION, probabilities(LABELS), probabilities(candidate),
                               LABELS, ["a", "b", "c"])
     assert check["passed"] and check["why"] is None
     assert check["label_agreement"] == pytest.approx(0.995)
@@ -30,7 +32,7 @@ def test_a_copy_deciding_as_float32_on_995_of_1000_rows_passes():
 def test_a_copy_agreeing_on_98_percent_is_refused_with_the_reason():
     candidate = LABELS.copy()
     candidate[:20] = (candidate[:20] + 1) % 3
-    check = agreement.compare("classification", probabilities(LABELS), probabilities(candidate),
+    check = agreement.compare(CLASSIFICATION, probabilities(LABELS), probabilities(candidate),
                               LABELS, ["a", "b", "c"])
     assert not check["passed"]
     assert "labels agree with float32 on 98.00% of validation rows (needs 99%)" in check["why"]
@@ -39,7 +41,7 @@ def test_a_copy_agreeing_on_98_percent_is_refused_with_the_reason():
 def test_a_metric_moving_more_than_half_a_point_is_refused_even_at_99_percent_agreement():
     candidate = LABELS.copy()
     candidate[:6] = (candidate[:6] + 1) % 3
-    check = agreement.compare("classification", probabilities(LABELS), probabilities(candidate),
+    check = agreement.compare(CLASSIFICATION, probabilities(LABELS), probabilities(candidate),
                               LABELS, ["a", "b", "c"])
     assert check["label_agreement"] == pytest.approx(0.994)
     assert not check["passed"]
@@ -50,14 +52,14 @@ def test_multi_label_rows_agree_only_when_their_whole_label_set_does():
     labels = np.array([[1, 0], [0, 1], [1, 1], [0, 0]] * 50)
     candidate = labels.copy()
     candidate[0] = [1, 1]  # one label of one row
-    check = agreement.compare("multi-label", labels, candidate, labels, ["x", "y"])
+    check = agreement.compare(tasks.by_name("multi-label"), labels, candidate, labels, ["x", "y"])
     assert check["label_agreement"] == pytest.approx(199 / 200)
     assert check["metric"] == "micro_f1"
 
 
 def test_regression_is_checked_on_its_metric_alone():
     labels = np.linspace(0, 5, 200)
-    check = agreement.compare("regression", labels, labels[::-1].copy(), labels, [])
+    check = agreement.compare(tasks.by_name("regression"), labels, labels[::-1].copy(), labels, [])
     assert check["label_agreement"] is None and check["metric"] == "spearman"
     assert not check["passed"] and "spearman moves -200.00 points" in check["why"]
 

@@ -5,9 +5,10 @@ import pathlib
 import numpy as np
 import pytest
 
-from trainer import config as config_lib
-from trainer.data import labels as labels_lib, splits as data
+from trainer import config as config_lib, tasks
+from trainer.data import splits as data
 from trainer.errors import UserError
+from trainer.tasks.labels import LabelSpec
 
 
 def write(path, text, encoding="utf-8"):
@@ -176,7 +177,7 @@ def test_invalid_json_line_is_named(tmp_path):
 
 
 def test_labels_file_round_trips_as_json():
-    spec = labels_lib.LabelSpec("name", ["a", "b"])
+    spec = LabelSpec("name", ["a", "b"])
     assert json.loads(json.dumps(spec.to_dict())) == {"kind": "name", "names": ["a", "b"]}
 
 
@@ -305,7 +306,7 @@ def test_class_counts_are_logged_with_names(tmp_path, caplog):
     path = write(tmp_path / "t.csv", rows_with_labels(["pos"] * 12 + ["neg"] * 6 + ["mid"] * 6))
     with caplog.at_level("INFO", logger="trainer"):
         d = load_with_defaults("--training-file", path, "--validation-file", twin(path))
-    assert d.class_counts()["train"] == {"mid": 6, "neg": 6, "pos": 12}
+    assert d.class_counts(tasks.by_name("classification"))["train"] == {"mid": 6, "neg": 6, "pos": 12}
     assert "train classes: mid 6, neg 6, pos 12" in caplog.text
     assert "validation classes: mid 6, neg 6, pos 12" in caplog.text
 

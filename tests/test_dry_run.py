@@ -3,8 +3,9 @@ model card and report.html; trainer.task's real command replaces it (tests/test_
 import pandas as pd
 
 from test_reporting import run_metrics
+from trainer import tasks
 from trainer.config import Config
-from trainer.reporting import errors, html, model_card
+from trainer.reporting import html, model_card
 
 
 def dry_run_metrics():
@@ -22,7 +23,8 @@ def test_a_dry_runs_model_card_says_its_numbers_are_meaningless_and_only_a_dry_r
 
 
 def render_page(metrics):
-    return html.render("job", metrics, "val_macro_f1", [], None, pd.DataFrame(columns=errors.COLUMNS), 1)
+    errors = pd.DataFrame(columns=tasks.by_name("classification").error_columns)
+    return html.render("job", metrics, "val_macro_f1", [], None, errors, 1)
 
 
 def test_a_dry_runs_report_says_its_numbers_are_meaningless_and_only_a_dry_runs_does():

@@ -14,11 +14,13 @@ import numpy as np
 import pytest
 
 from test_task import run_in_process
+from trainer import tasks
 from trainer.explaining import words
 
 FILLER = ["i", "this", "movie", "it", "is", "was", "the", "so", "very", "a", "ok", "fine", "meh"]
 PLANTED = {"great": "positive", "awful": "negative"}
 LABELS = ["negative", "neutral", "positive"]
+CLASSIFICATION = tasks.by_name("classification")
 
 
 def planted_rows(count: int, seed: int):
@@ -179,7 +181,7 @@ def test_serve_refuses_an_explain_parameter_it_cannot_read(parameters, error):
 
 def test_the_report_colours_the_words_of_errors_and_of_a_sample_of_correct_rows(planted_model):
     from trainer.reporting import explanations
-    from trainer.reporting.predictions import SplitPredictions
+    from trainer.tasks.predictions import SplitPredictions
 
     model_dir, model, rows = planted_model
     texts = np.asarray([text for text, _ in rows], dtype=object)
@@ -187,7 +189,7 @@ def test_the_report_colours_the_words_of_errors_and_of_a_sample_of_correct_rows(
     labels[:2] = (labels[:2] + 1) % 3  # two rows the model gets wrong
     probabilities = np.eye(3)[[LABELS.index(label) for _, label in rows]] * 0.9 + 0.1 / 3
     predictions = {"validation": SplitPredictions(texts, labels, probabilities, np.log(probabilities))}
-    section = explanations.report_section(model_dir, predictions, LABELS, "classification", 32, seed=0,
+    section = explanations.report_section(model_dir, predictions, LABELS, CLASSIFICATION, 32, seed=0,
                                           count=20)
     outcomes = [entry["outcome"] for entry in section["entries"]]
     assert outcomes == ["error"] * 2 + ["correct"] * 10
@@ -199,14 +201,14 @@ def test_the_report_colours_the_words_of_errors_and_of_a_sample_of_correct_rows(
 
 def test_report_explanations_0_leaves_the_section_out(planted_model):
     from trainer.reporting import explanations
-    from trainer.reporting.predictions import SplitPredictions
+    from trainer.tasks.predictions import SplitPredictions
 
     model_dir, _, rows = planted_model
     texts = np.asarray([text for text, _ in rows], dtype=object)
     labels = np.asarray([LABELS.index(label) for _, label in rows])
     probabilities = np.eye(3)[labels] * 0.9 + 0.1 / 3
     predictions = {"validation": SplitPredictions(texts, labels, probabilities, np.log(probabilities))}
-    assert explanations.report_section(model_dir, predictions, LABELS, "classification", 32,
+    assert explanations.report_section(model_dir, predictions, LABELS, CLASSIFICATION, 32,
                                        seed=0, count=0) is None
 
 
@@ -322,7 +324,7 @@ def test_the_report_says_which_rows_the_budget_left_out_and_which_do_not_add_up(
     slow = SlowModel(model, seconds_per_token=0.05)  # at 1 step a row is 1.6 s: 10 s hold 6
     monkeypatch.setattr(export, "load_module", lambda _: slow)
     predictions = _validation(rows)
-    section = explanations.report_section(model_dir, predictions, LABELS, "classification", 1, seed=0,
+    section = explanations.report_section(model_dir, predictions, LABELS, CLASSIFICATION, 1, seed=0,
                                           count=40, train_seconds=60.0, timer=slow.timer)
     assert section["budget"]["seconds"] == 10.0 and section["budget"]["spent"] <= 10.0
     left = [r["row"] for r in section["left_out"]]
@@ -353,7 +355,7 @@ def test_the_report_colours_the_texts_own_words(planted_model, monkeypatch):
     monkeypatch.setattr(export, "load_module", lambda _: model)  # loaded already
     rows = [("This Movie's GREAT", "positive")] + rows
     section = explanations.report_section(model_dir, _validation(rows, errors=1), LABELS,
-                                          "classification", 32, seed=0, count=2)
+                                          CLASSIFICATION, 32, seed=0, count=2)
     (first,) = [e for e in section["entries"] if e["row"] == 0]
     shown = re.findall(r'<span class="w"[^>]*>([^<]*)</span>', first["text"])
     assert [html.unescape(word) for word in shown] == ["This", "Movie's", "GREAT"]
@@ -361,7 +363,7 @@ def test_the_report_colours_the_texts_own_words(planted_model, monkeypatch):
 
 def _validation(rows, errors: int = 0) -> dict:
     """A validation split predicting each row's label, the first `errors` rows' wrongly."""
-    from trainer.reporting.predictions import SplitPredictions
+    from trainer.tasks.predictions import SplitPredictions
 
     texts = np.asarray([text for text, _ in rows], dtype=object)
     labels = np.asarray([LABELS.index(label) for _, label in rows])
@@ -413,11 +415,12 @@ def untrained_exports(tiny_encoder_dir, tmp_path_factory):
 
     encoder = load_encoder(tiny_encoder_dir, seq_length=16, cache_dir=str(tmp_path_factory.mktemp("cache")))
     modules = {
-        "regression": export.ScoreServingModule(
-            encoder.preprocessor, heads.build_classifier(encoder.network, 1, "mean", 0.0), 16),
-        "multi-label": export.MultiLabelServingModule(
+        "regression": export.ServingModule(
+            encoder.preprocessor, heads.build_classifier(encoder.network, 1, "mean", 0.0), [], 16,
+            task=tasks.by_name("regression")),
+        "multi-label": export.ServingModule(
             encoder.preprocessor, heads.build_classifier(encoder.network, 3, "mean", 0.0), LABELS, 16,
-            [0.0, 0.0, 1.0], "|"),
+            task=tasks.by_name("multi-label"), decisions={"thresholds": [0.0, 0.0, 1.0]}),
         "pair": export.ServingModule(encoder.preprocessor, heads.build_classifier(encoder.network, 3, "mean", 0.0),
                                      LABELS, 16, pair=True),
     }

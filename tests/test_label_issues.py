@@ -7,7 +7,10 @@ import pytest
 
 from conftest import TINY_TASK_FLAGS, NEGATIVE, POSITIVE, metrics_of, read_csv, write_csv
 from test_task import run_cli, run_in_process
+from trainer import tasks
 from trainer.training import cross_fit, label_issues
+
+CLASSIFICATION, MULTI_LABEL = tasks.by_name("classification"), tasks.by_name("multi-label")
 
 
 def separable(rows: int, seed: int = 0):
@@ -23,7 +26,7 @@ def test_planted_flipped_labels_are_flagged_and_ranked_first():
     probabilities, truth = separable(60)
     given, planted = truth.copy(), [4, 17, 33, 50]
     given[planted] = 1 - given[planted]
-    flagged, scores = label_issues.rank("classification", probabilities, given)
+    flagged, scores = label_issues.rank(CLASSIFICATION, probabilities, given)
     assert sorted(flagged[:len(planted)]) == planted
     assert set(flagged) == set(planted)  # none of the right labels
     assert np.all(scores[planted] < np.delete(scores, planted).min())
@@ -36,7 +39,7 @@ def test_other_probabilities_order_the_flagged_rows_but_do_not_choose_them():
     ranking = probabilities.copy()
     ranking[50] = [0.5, 0.5]  # of the planted flips, doubted least
     ranking[7] = ranking[7, ::-1]  # a right label doubted: not flagged for that
-    flagged, scores = label_issues.rank("classification", probabilities, given, ranking)
+    flagged, scores = label_issues.rank(CLASSIFICATION, probabilities, given, ranking)
     assert set(flagged) == set(planted) and flagged[-1] == 50
     assert list(scores[flagged]) == sorted(scores[flagged])
 
@@ -67,7 +70,7 @@ def test_ranking_never_forks_a_process_pool(task, monkeypatch):
     monkeypatch.setattr(multiprocessing, "Pool", refuse)
     probabilities, truth = separable(60)
     labels = truth if task == "classification" else np.eye(2, dtype=int)[truth]
-    flagged, _ = label_issues.rank(task, probabilities, labels)
+    flagged, _ = label_issues.rank(tasks.by_name(task), probabilities, labels)
     assert len(flagged) == 0
 
 
@@ -77,21 +80,21 @@ def test_a_missing_multi_label_is_flagged_first():
     probabilities = np.where(truth == 1, rng.uniform(0.85, 0.99, truth.shape), rng.uniform(0.01, 0.15, truth.shape))
     given = truth.copy()
     given[7, 1] = 1 - given[7, 1]
-    flagged, scores = label_issues.rank("multi-label", probabilities, given)
+    flagged, scores = label_issues.rank(MULTI_LABEL, probabilities, given)
     assert flagged[0] == 7 and scores.argmin() == 7
 
 
 def test_every_training_row_is_held_out_by_exactly_one_fold_with_classes_spread_evenly():
     labels = np.array([0] * 40 + [1] * 20 + [2] * 12)
-    folds = cross_fit.fold_of_rows(labels, 4, seed=42, stratified=True)
+    folds = cross_fit.fold_of_rows(labels, 4, seed=42, strata=labels)
     assert sorted(np.unique(folds)) == [0, 1, 2, 3]
     for fold in range(4):
         assert list(np.bincount(labels[folds == fold], minlength=3)) == [10, 5, 3]
-    assert np.array_equal(folds, cross_fit.fold_of_rows(labels, 4, seed=42, stratified=True))
+    assert np.array_equal(folds, cross_fit.fold_of_rows(labels, 4, seed=42, strata=labels))
 
 
 def test_multi_label_rows_are_dealt_into_folds_of_equal_size():
-    folds = cross_fit.fold_of_rows(np.zeros((30, 3)), 3, seed=0, stratified=False)
+    folds = cross_fit.fold_of_rows(np.zeros((30, 3)), 3, seed=0)
     assert list(np.bincount(folds)) == [10, 10, 10]
 
 
@@ -143,30 +146,30 @@ def test_find_label_issues_with_regression_stops_before_training(tiny_encoder_di
 def test_folds_too_small_to_learn_from_are_refused_naming_the_flags_and_rows_per_fold():
     from trainer.errors import UserError
     labels = np.array([0, 1] * 9)  # 18 training rows: a fold's model would see 6-7 of a class
-    folds = cross_fit.fold_of_rows(labels, 4, seed=0, stratified=True)
+    folds = cross_fit.fold_of_rows(labels, 4, seed=0, strata=labels)
     with pytest.raises(UserError, match=r"^--find-label-issues: 18 training rows in 4 folds "
                        r"\(--label-issue-folds\) train each fold's model on 13-14 rows, and fold "
                        r"1's would see 6 of the 9 rows of class 'neg'; a fold's model needs at "
                        r"least 10 rows of every class"):
-        cross_fit.check_fold_sizes(labels, folds, ["neg", "pos"])
+        cross_fit.check_fold_sizes(CLASSIFICATION, labels, folds, ["neg", "pos"])
 
 
 def test_folds_holding_the_minimum_of_every_class_are_accepted():
     labels = np.array([0, 1] * 14)  # 4 folds hold out 3-4 of each class: 10-11 left to train on
-    cross_fit.check_fold_sizes(labels, cross_fit.fold_of_rows(labels, 4, seed=0, stratified=True),
-                               ["neg", "pos"])
+    cross_fit.check_fold_sizes(CLASSIFICATION, labels,
+                               cross_fit.fold_of_rows(labels, 4, seed=0, strata=labels), ["neg", "pos"])
     labels = np.array([0] * 14 + [1] * 13)  # 9-10 of 'pos' left: one fold short
     with pytest.raises(Exception, match="9 of the 13 rows of class 'pos'"):
-        cross_fit.check_fold_sizes(labels, cross_fit.fold_of_rows(labels, 4, seed=0, stratified=True),
-                                   ["neg", "pos"])
+        cross_fit.check_fold_sizes(CLASSIFICATION, labels,
+                                   cross_fit.fold_of_rows(labels, 4, seed=0, strata=labels), ["neg", "pos"])
 
 
 def test_a_multi_label_label_with_too_few_rows_in_a_fold_is_refused():
     labels = np.zeros((40, 2))
     labels[:, 0], labels[:8, 1] = 1, 1  # 'sports' on 8 rows only
-    folds = cross_fit.fold_of_rows(labels, 4, seed=0, stratified=False)
+    folds = cross_fit.fold_of_rows(labels, 4, seed=0)
     with pytest.raises(Exception, match=r"of the 8 rows of label 'sports'; .* at least 10 rows of every label"):
-        cross_fit.check_fold_sizes(labels, folds, ["news", "sports"])
+        cross_fit.check_fold_sizes(MULTI_LABEL, labels, folds, ["news", "sports"])
 
 
 def task_flags_context(labels, dry_run: bool):
@@ -175,7 +178,7 @@ def task_flags_context(labels, dry_run: bool):
     from trainer.config import Config
     config = Config()
     config.train.find_label_issues, config.train.dry_run = True, dry_run
-    return SimpleNamespace(config=config, task=SimpleNamespace(name="classification"),
+    return SimpleNamespace(config=config, task=CLASSIFICATION,
                            datasets=SimpleNamespace(train=SimpleNamespace(labels=labels),
                                                     labels=SimpleNamespace(names=["neg", "pos"])),
                            runtime=SimpleNamespace(plan=SimpleNamespace(strategy="default")))
@@ -212,14 +215,14 @@ def fold_probabilities(right: list, folds: np.ndarray, labels: np.ndarray) -> np
 def test_fold_models_better_than_the_most_common_class_give_no_warning():
     labels, folds = np.array([0, 1, 1, 0, 1, 1]), np.array([0, 0, 0, 1, 1, 1])
     probabilities = fold_probabilities([True, True], folds, labels)
-    assert label_issues.chance_warning(probabilities, labels, folds) is None
+    assert label_issues.chance_warning(CLASSIFICATION, probabilities, labels, folds) is None
 
 
 def test_a_fold_model_at_chance_warns_that_the_ranking_cannot_be_trusted():
     labels, folds = np.array([0, 1, 1, 0, 1, 1]), np.array([0, 0, 0, 1, 1, 1])
     probabilities = fold_probabilities([True, True], folds, labels)
     probabilities[3] = [0.4, 0.6]  # fold 2 answers 'pos' for every row: right on 2 of 3, as is 'pos'
-    warning = label_issues.chance_warning(probabilities, labels, folds)
+    warning = label_issues.chance_warning(CLASSIFICATION, probabilities, labels, folds)
     assert warning.startswith("the training rows' ranking cannot be trusted: 1 of 2 fold models "
                               "did no better than chance (fold 2 (trained on 3 rows) was right on "
                               "67% of its 3 held-out rows, always answering their most common "
@@ -230,10 +233,10 @@ def test_a_multi_label_fold_model_that_predicts_no_label_warns():
     labels = np.array([[1, 0], [0, 0], [0, 0], [0, 1], [1, 0], [0, 0]])
     folds = np.array([0, 0, 0, 1, 1, 1])
     probabilities = np.where(labels == 1, 0.9, 0.1)
-    assert label_issues.chance_warning(probabilities, labels, folds) is None
+    assert label_issues.chance_warning(MULTI_LABEL, probabilities, labels, folds) is None
     probabilities[3:] = 0.1  # fold 2 never predicts a label: as right as answering "none"
     assert "1 of 2 fold models did no better than chance (fold 2 " in \
-        label_issues.chance_warning(probabilities, labels, folds)
+        label_issues.chance_warning(MULTI_LABEL, probabilities, labels, folds)
 
 
 def test_the_report_section_carries_the_warning_of_metrics_json(tmp_path):
@@ -304,11 +307,11 @@ def test_a_class_with_fewer_rows_than_folds_is_dealt_at_random_without_a_warning
     labels = np.array([0] * 10 + [1] * 2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        folds = cross_fit.fold_of_rows(labels, 3, seed=0, stratified=True)
+        folds = cross_fit.fold_of_rows(labels, 3, seed=0, strata=labels)
     assert list(np.bincount(folds)) == [4, 4, 4]
 
 
 def test_fewer_training_rows_than_folds_is_an_error_naming_the_flag():
     from trainer.errors import UserError
     with pytest.raises(UserError, match=r"^--label-issue-folds: 4 folds need at least 4 training rows, got 3"):
-        cross_fit.fold_of_rows(np.array([0, 1, 0]), 4, seed=0, stratified=True)
+        cross_fit.fold_of_rows(np.array([0, 1, 0]), 4, seed=0)

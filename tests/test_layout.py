@@ -15,8 +15,13 @@ RANKS = {
     "trainer": 0, "trainer.errors": 0, "trainer.cli": 0, "trainer.storage": 0,
     "trainer.versions": 0, "trainer.hardware": 0, "trainer.config": 0, "trainer.cloud.environment": 0,
     "trainer.cloud.api": 0, "trainer.cloud.tpu": 0,
+    # The task kinds sit on the ground floor: config reads their registry (--task, the metrics
+    # --selection-metric may name, each task's flags), and every floor above asks them what
+    # differs by task. They read labels with the file reader's row names (data/reading.py,
+    # which needs nothing above storage).
+    "trainer.tasks": 0, "trainer.data.reading": 0,
     "trainer.modeling": 1,
-    "trainer.data": 2, "trainer.tasks": 2,
+    "trainer.data": 2,
     "trainer.serving": 3, "trainer.explaining": 3, "trainer.cloud.hypertune": 3,
     "trainer.cloud.experiments": 3,
     "trainer.reporting": 4,
@@ -146,3 +151,4 @@ def test_no_module_uses_another_modules_underscore_name(module):
     in the module where it belongs."""
     used = underscore_uses(module, MODULES[module])
     assert used == set(), f"{module} uses {', '.join(f'{m}.{n}' for m, n in sorted(used))}"
+

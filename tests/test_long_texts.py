@@ -165,7 +165,7 @@ def test_a_checked_copy_is_built_with_the_exports_long_texts(late_word_exports):
     from trainer.serving import export, quantize
 
     reference = export.load_module(late_word_exports["head-tail"])
-    copy = quantize.module_like(reference, *late_word_exports["built"], "classification", LABELS,
+    copy = quantize.module_like(reference, *late_word_exports["built"], ClassificationTask(), LABELS,
                                 LIMIT_TOKENS, pair=False)
     assert copy.long_texts.numpy() == b"head-tail"
     text = tf.constant([late_word_rows(1, seed=3)[0][0]])

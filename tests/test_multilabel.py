@@ -48,7 +48,7 @@ def trained(tiny_encoder_dir, data, tmp_path_factory):
 # --- metrics by hand -----------------------------------------------------------------------------
 
 def test_multilabel_metrics_match_hand_computed_values():
-    from trainer.tasks.multilabel import multilabel_metrics
+    from trainer.tasks.multilabel.metrics import multilabel_metrics
     labels = np.array([[1, 0], [1, 1], [0, 1], [0, 0]])
     predicted = np.array([[1, 0], [1, 0], [1, 1], [0, 0]])
     metrics = multilabel_metrics(predicted, labels, ["a", "b"])
@@ -63,7 +63,7 @@ def test_multilabel_metrics_match_hand_computed_values():
 
 
 def test_each_label_gets_the_threshold_with_the_best_validation_f1():
-    from trainer.tasks.multilabel import choose_thresholds
+    from trainer.tasks.multilabel.metrics import choose_thresholds
     probabilities = np.array([[0.30, 0.9], [0.25, 0.8], [0.10, 0.6], [0.05, 0.55]])
     labels = np.array([[1, 1], [1, 1], [0, 0], [0, 0]])
     # label 0: positives at 0.30 and 0.25, negatives below 0.11 -> any of 0.15..0.25 is perfect,
@@ -82,7 +82,7 @@ def targets_of(cells, names):
 
 def test_a_label_on_fewer_rows_than_min_examples_per_class_is_named_with_its_rows_and_count():
     from trainer.errors import UserError
-    from trainer.tasks.multilabel import check_label_sizes
+    from trainer.tasks.multilabel.labels import check_label_sizes
     names = ["movie", "positive", "postive"]
     cells = ["movie|positive"] * 6 + ["postive", "movie|postive", ""]
     with pytest.raises(UserError) as error:
@@ -95,7 +95,7 @@ def test_a_label_on_fewer_rows_than_min_examples_per_class_is_named_with_its_row
 
 def test_a_label_column_without_enough_ones_is_named_and_counted():
     from trainer.errors import UserError
-    from trainer.tasks.multilabel import check_label_sizes
+    from trainer.tasks.multilabel.labels import check_label_sizes
     targets = np.array([[1, 0]] * 7, np.float32)
     with pytest.raises(UserError) as error:
         check_label_sizes(training_frame([""] * 7), None, targets, ["sports", "politics"], 3)
@@ -105,7 +105,7 @@ def test_a_label_column_without_enough_ones_is_named_and_counted():
 
 
 def test_labels_with_enough_rows_pass_the_check():
-    from trainer.tasks.multilabel import check_label_sizes
+    from trainer.tasks.multilabel.labels import check_label_sizes
     cells = ["a|b", "a", "b", "a|b"]
     check_label_sizes(training_frame(cells), "labels", targets_of(cells, ["a", "b"]), ["a", "b"], 3)
 
@@ -147,7 +147,7 @@ def test_validation_figures_are_called_optimistic_in_metrics_json_and_the_log(tr
 
 
 def test_the_export_reloaded_in_a_fresh_process_reproduces_the_test_metrics(trained, data):
-    from trainer.tasks.multilabel import multilabel_metrics
+    from trainer.tasks.multilabel.metrics import multilabel_metrics
     rows = read_csv(data["test"])
     fresh = subprocess.run([sys.executable, "-c", READER, str(trained / "model"),
                             json.dumps([r["text"] for r in rows])],

@@ -8,10 +8,12 @@ import pytest
 
 from conftest import TINY_TASK_FLAGS, metrics_of, read_csv, write_csv
 from test_task import run_cli, run_in_process
+from trainer import tasks
 from trainer.config import OutputConfig
 from trainer.errors import UserError
 from trainer.tasks.classification import ClassificationTask
-from trainer.training.operating_point import check_task, choose_threshold, positive_margin, rates_at
+from trainer.tasks.classification.metrics import positive_margin
+from trainer.training.operating_point import check_task, choose_threshold, rates_at
 
 # Eight validation rows, scores ascending; positives at 0.3, 0.6, 0.8 and 0.9.
 SCORES = np.array([0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 0.9])
@@ -69,18 +71,18 @@ def test_validation_without_positive_rows_reaches_no_target():
 def test_a_classifier_of_three_classes_is_refused():
     with pytest.raises(UserError, match=r"^--target-precision: needs a binary or multi-label task; "
                                         r"this classifier has 3 classes \(a, b, c\)"):
-        check_task("classification", ["a", "b", "c"], OutputConfig(target_precision=0.9))
+        check_task(tasks.by_name("classification"), ["a", "b", "c"], OutputConfig(target_precision=0.9))
 
 
 def test_regression_is_refused():
     with pytest.raises(UserError, match=r"^--target-recall: needs a binary or multi-label task; "
                                         r"--task regression"):
-        check_task("regression", [], OutputConfig(target_recall=0.8))
+        check_task(tasks.by_name("regression"), [], OutputConfig(target_recall=0.8))
 
 
 def test_binary_and_multi_label_tasks_are_accepted():
-    check_task("classification", ["no", "yes"], OutputConfig(target_recall=0.8))
-    check_task("multi-label", ["a", "b", "c"], OutputConfig(target_precision=0.8))
+    check_task(tasks.by_name("classification"), ["no", "yes"], OutputConfig(target_recall=0.8))
+    check_task(tasks.by_name("multi-label"), ["a", "b", "c"], OutputConfig(target_precision=0.8))
 
 
 def test_the_three_class_run_stops_before_training_with_one_error_line(tiny_encoder_dir, tiny_data, tmp_path):
@@ -121,8 +123,8 @@ def thresholded(tiny_encoder_dir, tmp_path_factory):
     assert positive.max() < 0.5, positive  # argmax alone would say `neg` for every text
     threshold = float(np.median(positive))
     model_dir = tmp_path_factory.mktemp("thresholded") / "model"
-    export.export(export.ServingModule(encoder.preprocessor, model, LABELS, 16, threshold=threshold),
-                  str(model_dir))
+    export.export(export.ServingModule(encoder.preprocessor, model, LABELS, 16,
+                                       decisions={"threshold": threshold}), str(model_dir))
     return model_dir, threshold
 
 
@@ -170,7 +172,7 @@ def test_the_bfloat16_copy_is_built_with_the_exports_threshold(thresholded, tiny
     reference = export.load_module(str(model_dir))
     encoder = load_encoder(tiny_encoder_dir, seq_length=16)
     model = heads.build_classifier(encoder.network, 2, "mean", dropout=0.0)
-    copy = quantize.module_like(reference, encoder.preprocessor, model, "classification", LABELS, 16, False)
+    copy = quantize.module_like(reference, encoder.preprocessor, model, ClassificationTask(), LABELS, 16, False)
     assert float(copy.threshold.numpy()) == pytest.approx(threshold)
 
 

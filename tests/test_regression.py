@@ -69,7 +69,7 @@ def test_the_log_reads_a_regression_label_as_a_number_without_an_empty_class_lis
 # --- metrics computed by hand ------------------------------------------------------------------
 
 def test_correlation_metrics_match_hand_computed_values():
-    from trainer.tasks.regression import correlation_metrics
+    from trainer.tasks.regression.scores import correlation_metrics
     # predicted 1 2 3 4 vs labels 1 3 2 5: errors 0 -1 1 -1; ranks 1 2 3 4 vs 1 3 2 4.
     metrics = correlation_metrics(np.array([1.0, 2.0, 3.0, 4.0]), np.array([1.0, 3.0, 2.0, 5.0]))
     assert metrics["mse"] == pytest.approx(3 / 4)
@@ -80,16 +80,17 @@ def test_correlation_metrics_match_hand_computed_values():
 
 
 def test_a_constant_prediction_has_zero_correlation_not_nan():
-    from trainer.tasks.regression import correlation_metrics
+    from trainer.tasks.regression.scores import correlation_metrics
     metrics = correlation_metrics(np.full(3, 2.0), np.array([1.0, 2.0, 4.0]))
     assert metrics["pearson"] == 0.0 and metrics["spearman"] == 0.0
     assert metrics["mse"] == pytest.approx((1 + 0 + 4) / 3)
 
 
 def test_the_loss_is_the_mse_in_training_label_standard_deviations():
+    from trainer.tasks.labels import LabelSpec
     from trainer.tasks.regression import RegressionTask
     task = RegressionTask()
-    task.prepare(np.array([0.0, 2.0, 4.0]))  # std sqrt(8/3)
+    task.prepare(LabelSpec("number", []), np.array([0.0, 2.0, 4.0]))  # std sqrt(8/3)
     result = task.summarize(np.array([[1.0], [2.0]]), np.array([0.0, 2.0]), [])
     assert result["mse"] == pytest.approx(0.5)
     assert result["loss"] == pytest.approx(0.5 / (8 / 3))
@@ -138,7 +139,7 @@ print(json.dumps(serve(text=tf.constant(json.loads(sys.argv[2])))["score"].numpy
 
 
 def test_the_export_reloaded_in_a_fresh_process_reproduces_the_test_metrics(trained, data):
-    from trainer.tasks.regression import correlation_metrics
+    from trainer.tasks.regression.scores import correlation_metrics
     rows = read_csv(data["test"])
     fresh = subprocess.run([sys.executable, "-c", READER, str(trained["job_dir"] / "model"),
                             json.dumps([r["sentence"] for r in rows])],
@@ -279,8 +280,8 @@ def test_the_server_answers_a_score_per_instance_as_predict_does(trained, tmp_pa
 
 
 def test_the_tuning_metric_may_be_named_without_its_val_prefix():
-    from trainer import config
+    from trainer import config, tasks
     built = config.build_config(["--task", "regression", "--hypertune-metric", "spearman"], {})
     assert built.train.selection_metric == "val_spearman"
-    assert config.METRIC_GOALS["val_spearman"] == "maximize"
-    assert config.METRIC_GOALS["val_mse"] == config.METRIC_GOALS["val_mae"] == "minimize"
+    assert tasks.METRIC_GOALS["val_spearman"] == "maximize"
+    assert tasks.METRIC_GOALS["val_mse"] == tasks.METRIC_GOALS["val_mae"] == "minimize"

@@ -7,9 +7,14 @@ import pandas as pd
 import pytest
 from matplotlib import image as mpimg
 
+from trainer import tasks
 from trainer.config import Config
 from trainer.reporting import calibration, errors, figures, html, model_card
-from trainer.reporting.predictions import SplitPredictions, logits_from_probabilities
+from trainer.tasks.classification.metrics import logits_from_probabilities
+from trainer.tasks.predictions import SplitPredictions
+
+CLASSIFICATION, REGRESSION, MULTI_LABEL = (tasks.by_name(name) for name in
+                                           ("classification", "regression", "multi-label"))
 
 LABELS = ["negative", "neutral", "positive"]
 
@@ -143,7 +148,7 @@ def predictions_with_known_losses():
 def test_errors_are_the_misclassified_examples_of_each_split_highest_loss_first():
     """Only errors, never a correct prediction (issue #23, 7): rows 1 and 4 of 5 are wrong."""
     p = predictions_with_known_losses()
-    frame = errors.worst_examples({"validation": p, "test": p}, LABELS, per_split=3)
+    frame = errors.worst_examples({"validation": p, "test": p}, LABELS, per_split=3, task=CLASSIFICATION)
     losses = -np.log(p.probabilities[np.arange(5), p.labels])
     expected = [1, 4]  # true-label probabilities 0.1, 0.1 (a tie: data order)
     for split in ("validation", "test"):
@@ -157,7 +162,7 @@ def test_errors_are_the_misclassified_examples_of_each_split_highest_loss_first(
 
 def test_the_least_confident_correct_predictions_follow_the_errors_when_asked():
     p = predictions_with_known_losses()
-    frame = errors.worst_examples({"test": p}, LABELS, per_split=5, correct_per_split=2)
+    frame = errors.worst_examples({"test": p}, LABELS, per_split=5, task=CLASSIFICATION, correct_per_split=2)
     # correct rows 3, 0, 2 have true-label probabilities 0.4, 0.7, 0.9
     assert list(frame["text"]) == list(p.texts[[1, 4, 3, 0]])
     assert list(frame["outcome"]) == ["error", "error", "correct", "correct"]
@@ -167,7 +172,8 @@ def test_the_least_confident_correct_predictions_follow_the_errors_when_asked():
 def test_errors_csv_counts_the_class_the_export_decided_not_the_most_probable_one():
     p = SplitPredictions(np.array(["above the threshold", "below it"], dtype=object), np.array([1, 0]),
                          np.array([[0.6, 0.4], [0.8, 0.2]], np.float32), None, predicted=np.array([1, 0]))
-    frame = errors.worst_examples({"test": p}, ["no", "yes"], per_split=5, correct_per_split=5)
+    frame = errors.worst_examples({"test": p}, ["no", "yes"], per_split=5, task=CLASSIFICATION,
+                                  correct_per_split=5)
     assert list(zip(frame["text"], frame["outcome"], frame["predicted_label"])) == [
         ("above the threshold", "correct", "yes"), ("below it", "correct", "no")]
 
@@ -177,7 +183,7 @@ def test_a_multilabel_row_is_correct_only_when_its_whole_label_set_is():
     p = SplitPredictions(np.array(["right", "wrong"], dtype=object), labels,
                          np.array([[0.6, 0.4], [0.6, 0.7]], np.float32), None,
                          predicted=np.array([[1, 0], [1, 1]]))
-    frame = errors.worst_examples({"test": p}, ["a", "b"], per_split=5, task="multi-label",
+    frame = errors.worst_examples({"test": p}, ["a", "b"], per_split=5, task=MULTI_LABEL,
                                   correct_per_split=5)
     assert list(zip(frame["text"], frame["outcome"])) == [("wrong", "error"), ("right", "correct")]
 
@@ -186,23 +192,24 @@ def test_errors_csv_round_trips_texts_with_commas_and_quotes():
     import pandas as pd
     p = predictions_with_known_losses()
     p.texts[1] = 'she said "no", twice\nthen left'
-    frame = errors.worst_examples({"test": p}, LABELS, per_split=5)
+    frame = errors.worst_examples({"test": p}, LABELS, per_split=5, task=CLASSIFICATION)
     read = pd.read_csv(io.StringIO(errors.to_csv(frame)), keep_default_na=False)
-    assert list(read.columns) == errors.COLUMNS
+    assert list(read.columns) == CLASSIFICATION.error_columns
     assert list(read["text"]) == list(frame["text"])
 
 
 def test_zero_errors_requested_gives_a_header_only_file():
-    frame = errors.worst_examples({"test": predictions_with_known_losses()}, LABELS, per_split=0)
-    assert errors.to_csv(frame).strip() == ",".join(errors.COLUMNS)
+    frame = errors.worst_examples({"test": predictions_with_known_losses()}, LABELS, per_split=0,
+                                  task=CLASSIFICATION)
+    assert errors.to_csv(frame).strip() == ",".join(CLASSIFICATION.error_columns)
 
 
 def test_regression_errors_are_the_largest_absolute_errors_of_each_split():
     true = np.array([1.0, 2.0, 3.0, 4.0])
     p = SplitPredictions(np.array(["a", "b", "c", "d"], dtype=object), true, None, None,
                          scores=np.array([1.5, 0.5, 3.0, 5.5], np.float32))
-    frame = errors.worst_examples({"test": p}, [], per_split=3, task="regression")
-    assert list(frame.columns) == errors.COLUMNS_BY_TASK["regression"]
+    frame = errors.worst_examples({"test": p}, [], per_split=3, task=REGRESSION)
+    assert list(frame.columns) == REGRESSION.error_columns
     # |errors| 0.5 1.5 0 1.5: the tie keeps the data's order
     assert list(frame["text"]) == ["b", "d", "a"]
     np.testing.assert_allclose(frame["absolute_error"], [1.5, 1.5, 0.5])
@@ -216,8 +223,8 @@ def test_multilabel_errors_rank_rows_by_their_mean_binary_cross_entropy():
     p = SplitPredictions(np.array(["x", "y", "z"], dtype=object), labels, probabilities, None,
                          predicted=np.array([[1, 0], [1, 0], [1, 1]]))
     frame = errors.worst_examples({"validation": p}, ["sports", "politics"], per_split=3,
-                                  task="multi-label", correct_per_split=3)
-    assert list(frame.columns) == errors.COLUMNS_BY_TASK["multi-label"]
+                                  task=MULTI_LABEL, correct_per_split=3)
+    assert list(frame.columns) == MULTI_LABEL.error_columns
     expected = {"x": -(np.log(0.9) + np.log(0.8)) / 2, "y": -(np.log(0.4) + np.log(0.3)) / 2,
                 "z": -np.log(0.5)}
     assert list(frame["text"]) == ["y", "z", "x"]
@@ -230,8 +237,8 @@ def test_multilabel_errors_rank_rows_by_their_mean_binary_cross_entropy():
 def test_a_pair_runs_errors_carry_the_second_text():
     p = predictions_with_known_losses()
     p.pairs = np.array([f"pair {i}" for i in range(5)], dtype=object)
-    frame = errors.worst_examples({"test": p}, LABELS, per_split=2)
-    assert list(frame.columns) == errors.COLUMNS + ["text_pair"]
+    frame = errors.worst_examples({"test": p}, LABELS, per_split=2, task=CLASSIFICATION)
+    assert list(frame.columns) == CLASSIFICATION.error_columns + ["text_pair"]
     assert list(frame["text_pair"]) == ["pair 1", "pair 4"]
 
 
@@ -413,7 +420,7 @@ def test_report_html_inlines_every_figure_and_escapes_texts():
     import pandas as pd
     frame = pd.DataFrame([{"split": "test", "rank": 1, "loss": 2.0, "true_label": "negative",
                            "predicted_label": "positive", "probability": 0.9,
-                           "text": "<script>alert(1)</script> & more"}], columns=errors.COLUMNS)
+                           "text": "<script>alert(1)</script> & more"}], columns=CLASSIFICATION.error_columns)
     png = figures.confusion_matrices([[1, 0], [0, 1]], ["a", "b"], "test")
     metrics = run_metrics()
     page = html.render("gs://b/job", metrics, "val_macro_f1", [html.figure_entry("Confusion", png)],
@@ -449,7 +456,7 @@ def render_page(metrics, frame):
 def test_a_regression_report_tables_correlations_and_errors_per_split_without_calibration():
     frame = errors.worst_examples({"test": SplitPredictions(
         np.array(["so good"], dtype=object), np.array([4.0]), None, None, scores=np.array([2.5]))},
-        [], 1, task="regression")
+        [], 1, task=REGRESSION)
     page = render_page(regression_run_metrics(), frame)
     assert "<title>Report: score regressor: minilm-l6-h384-uncased</title>" in page
     for header in ("spearman", "pearson", "MSE", "MAE"):
@@ -460,7 +467,7 @@ def test_a_regression_report_tables_correlations_and_errors_per_split_without_ca
 
 
 def test_a_multilabel_report_tables_each_labels_scores_and_threshold():
-    page = render_page(multilabel_run_metrics(), pd.DataFrame(columns=errors.COLUMNS_BY_TASK["multi-label"]))
+    page = render_page(multilabel_run_metrics(), pd.DataFrame(columns=MULTI_LABEL.error_columns))
     assert "<th>micro-F1</th>" in page and '<td class="num">0.5432</td>' in page
     assert "Per-label scores: validation" in page and "Per-label scores: test" in page
     assert ('<tr><td>sports</td><td class="num">0.30</td><td class="num">0.5000</td>\n'

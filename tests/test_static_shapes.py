@@ -28,7 +28,6 @@ from trainer.modeling import evaluation
 
 encoder_dir, dump_dir, static = sys.argv[1], sys.argv[2], sys.argv[3] == "static"
 rng = random.Random(0)
-LABELS = ["negative", "neutral", "positive"]
 
 def rows(count):
     """Texts of 1 to 3 repeated sentences: token counts spread over several length buckets."""
@@ -56,7 +55,7 @@ counts = []
 class Count(tf_keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         for name in (validation, test):  # as the trainer evaluates: every epoch
-            evaluation.evaluate(model, pipeline.evaluation_dataset(name, eval_batching, static), LABELS)
+            evaluation.predict_logits(model, pipeline.evaluation_dataset(name, eval_batching, static))
         counts.append(compiled())
 
 model.fit(pipeline.training_dataset(train, train_batching, seed=1, first_epoch=0, epochs=2),

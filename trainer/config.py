@@ -14,26 +14,14 @@ import re
 import typing
 from typing import Mapping, Optional, Sequence
 
-from trainer import cli, storage
+from trainer import cli, storage, tasks
 from trainer.cloud import environment as vertex
 from trainer.errors import UserError
 
 DEFAULT_ENCODER = "minilm-l6-h384-uncased"
 ENCODER_BACKENDS = ("native", "hub")
-# Validation metrics that can pick the best epoch, with their direction. Early stopping, the
-# exported weights and Vertex hyperparameter tuning (trainer.submit's metric spec and the
-# trainer's reports) all read this one table.
-METRIC_GOALS = {"val_macro_f1": "maximize", "val_accuracy": "maximize",
-                "val_macro_recall": "maximize", "val_loss": "minimize",
-                "val_spearman": "maximize", "val_pearson": "maximize",
-                "val_mse": "minimize", "val_mae": "minimize",
-                "val_micro_f1": "maximize", "val_subset_accuracy": "maximize"}
-DEFAULT_SELECTION_METRIC = "val_macro_f1"
-TASKS = ("auto", "classification", "regression", "multi-label")
-# The validation metrics each task computes (val_loss for all), the first its default selection.
-TASK_METRICS = {"classification": ("val_macro_f1", "val_accuracy", "val_macro_recall", "val_loss"),
-                "regression": ("val_spearman", "val_pearson", "val_mse", "val_mae", "val_loss"),
-                "multi-label": ("val_micro_f1", "val_macro_f1", "val_subset_accuracy", "val_loss")}
+# --selection-metric of --task auto (each task's own default replaces it: _apply_task_defaults).
+DEFAULT_SELECTION_METRIC = tasks.by_name(tasks.AUTO).default_metric
 
 
 def validation_metric(name: str) -> str:
@@ -186,12 +174,13 @@ class ModelConfig:
                "compute per step, the same loss and gradients. Native encoders whose family's "
                "blocks recompute (any other stops with an error naming those families).")
     task: str = _flag(
-        "auto", "What the head predicts: 'classification' (one class per text), 'regression' "
-                "(one number per text: a linear output trained with MSE on standardized "
-                "targets), 'multi-label' (any number of labels per text: sigmoid outputs, "
-                "binary cross-entropy, per-label thresholds chosen on validation). 'auto' is "
-                "classification.",
-        choices=TASKS)
+        tasks.AUTO,
+        "What the head predicts: 'classification' (one class per text), 'regression' "
+        "(one number per text: a linear output trained with MSE on standardized "
+        "targets), 'multi-label' (any number of labels per text: sigmoid outputs, "
+        "binary cross-entropy, per-label thresholds chosen on validation). 'auto' is "
+        "classification.",
+        choices=tasks.CHOICES)
 
 
 @dataclasses.dataclass
@@ -245,7 +234,7 @@ class TrainConfig:
         DEFAULT_SELECTION_METRIC, "Validation metric that picks the best epoch (whose weights are "
                                   "exported), drives early stopping and is reported to Vertex "
                                   "hyperparameter tuning.",
-        choices=tuple(METRIC_GOALS), aliases=("--hypertune-metric",), type=validation_metric)
+        choices=tuple(tasks.METRIC_GOALS), aliases=("--hypertune-metric",), type=validation_metric)
     find_label_issues: bool = _flag(
         False, "Also rank the training rows whose labels look wrong (label_issues.csv, report.html), "
                "from out-of-sample probabilities of --label-issue-folds cross-fitted models: that "
@@ -524,38 +513,19 @@ def _apply_environment(config: Config, env: "vertex.VertexEnvironment", given: d
                            or storage.join(out.job_dir, "tensorboard"))
 
 
-def task_name(config: Config) -> str:
-    """The task a run trains: 'auto' resolved."""
-    return "classification" if config.model.task == "auto" else config.model.task
-
-
 def _apply_task_defaults(config: Config, given: dict) -> None:
     """An unset --selection-metric becomes the task's own default (regression: val_spearman)."""
     if "selection_metric" not in given.get("train", {}):
-        config.train.selection_metric = TASK_METRICS[task_name(config)][0]
+        config.train.selection_metric = tasks.from_config(config).default_metric
 
 
 def _validate_task(config: Config, require) -> None:
-    task, d = task_name(config), config.data
-    metrics = TASK_METRICS[task]
+    """--selection-metric among the task's metrics, and the flags the task checks itself."""
+    task = tasks.from_config(config)
+    metrics = list(task.metric_goals)
     require(config.train.selection_metric in metrics, "--selection-metric",
-            f"{config.train.selection_metric} is not a {task} metric; choose one of {list(metrics)}")
-    if task == "regression":
-        require(d.label_names is None, "--label-names", "has no meaning with --task regression "
-                                                        "(the label is a number, not a class)")
-        require(d.label_type == "auto", "--label-type", "has no meaning with --task regression "
-                                                        "(the label is read as a number)")
-        require(config.train.class_weights == "none", "--class-weights",
-                "'balanced' needs classes; --task regression has none")
-    if task == "multi-label":
-        require(d.label_type == "auto", "--label-type", "has no meaning with --task multi-label")
-        require(config.train.class_weights == "none", "--class-weights",
-                "'balanced' weighs one class per row; --task multi-label has several")
-        require(not (d.label_columns and d.label_names), "--label-names",
-                "cannot be combined with --label-columns (the columns name the labels)")
-        require(bool(d.label_separator), "--label-separator", "must not be empty")
-    else:
-        require(d.label_columns is None, "--label-columns", "needs --task multi-label")
+            f"{config.train.selection_metric} is not a {task.name} metric; choose one of {metrics}")
+    task.check_flags(config, require)
 
 
 def validate(config: Config, given: Optional[dict] = None) -> None:

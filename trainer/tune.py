@@ -18,7 +18,7 @@ import signal
 import sys
 from typing import Optional, Sequence
 
-from trainer import cli, config
+from trainer import cli, config, tasks
 from trainer.errors import UserError
 from trainer.tuning import space
 
@@ -86,7 +86,7 @@ def search_dir_of(job_dir: Optional[str], now: datetime.datetime) -> str:
 def settings_of(trainer_args: Sequence[str], tuned: Sequence[str], metric: str) -> dict:
     """What a continued search must share with the one it continues (JSON values, as stored)."""
     return {"trainer_args": list(trainer_args), "parameters": list(tuned), "metric": metric,
-            "direction": config.METRIC_GOALS[metric]}
+            "direction": tasks.METRIC_GOALS[metric]}
 
 
 def main(argv: Sequence[str], now: Optional[datetime.datetime] = None) -> int:

@@ -21,7 +21,7 @@ from typing import Mapping
 import hypertune
 import tf_keras
 
-from trainer import config
+from trainer import config, tasks
 
 
 def reporting_enabled(environ: Mapping[str, str]) -> bool:
@@ -39,8 +39,8 @@ class HypertuneReporter(tf_keras.callbacks.Callback):
 
     def __init__(self, metric: str = config.DEFAULT_SELECTION_METRIC, reporter=None):
         super().__init__()
-        if metric not in config.METRIC_GOALS:
-            raise ValueError(f"unknown tuning metric {metric!r}; expected one of {sorted(config.METRIC_GOALS)}")
+        if metric not in tasks.METRIC_GOALS:
+            raise ValueError(f"unknown tuning metric {metric!r}; expected one of {sorted(tasks.METRIC_GOALS)}")
         self.metric = metric
         if reporter is None and reporting_enabled(os.environ):
             reporter = hypertune.HyperTune()

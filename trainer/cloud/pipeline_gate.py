@@ -9,7 +9,7 @@ import math
 import operator
 import re
 
-from trainer import config as config_lib
+from trainer import config as config_lib, tasks
 from trainer.errors import UserError
 
 SPLITS = ("train", "validation", "test")
@@ -78,18 +78,19 @@ def parse(text: str) -> Gate:
     return Gate(split, metric, op, float(threshold))
 
 
-def task_metrics(task: str) -> tuple:
+def task_metrics(task) -> tuple:
     """The metrics metrics.json holds for every split of a `task` run: the selection metrics'
-    names without their `val_` prefix (trainer/config.py's TASK_METRICS)."""
-    return tuple(sorted(name.removeprefix("val_") for name in config_lib.TASK_METRICS[task]))
+    names without their `val_` prefix (the task's metric_goals)."""
+    return tuple(sorted(name.removeprefix("val_") for name in task.metric_goals))
 
 
 def check_against(gate: Gate, trainer_config: config_lib.Config) -> None:
     """Up front, before training: the run must compute the gated split and metric."""
-    known = task_metrics(config_lib.task_name(trainer_config))
+    task = tasks.from_config(trainer_config)
+    known = task_metrics(task)
     if gate.metric not in known:
         raise UserError(f"--gate {gate}: unknown metric {gate.metric!r} for a "
-                        f"{config_lib.task_name(trainer_config)} run; one of {', '.join(known)}")
+                        f"{task.name} run; one of {', '.join(known)}")
     data = trainer_config.data
     # The packaged sample has a test file; data of one's own has a test split only with one.
     if gate.split == "test" and data.training_file is not None and data.testing_file is None:

@@ -19,7 +19,7 @@ import re
 import sys
 from typing import Optional, Sequence
 
-from trainer import cli, config
+from trainer import cli, config, tasks
 from trainer.cloud import api, deploy, scheduling
 from trainer.errors import UserError
 from trainer.tuning import space
@@ -55,9 +55,9 @@ def tuning_parameters() -> dict:
 
 def metric_spec(metric: str) -> dict:
     """{metric: goal}, from the table the trainer's HypertuneReporter reports against."""
-    if metric not in config.METRIC_GOALS:
-        raise UserError(f"--selection-metric: unknown metric {metric!r}; expected one of {sorted(config.METRIC_GOALS)}")
-    return {metric: config.METRIC_GOALS[metric]}
+    if metric not in tasks.METRIC_GOALS:
+        raise UserError(f"--selection-metric: unknown metric {metric!r}; expected one of {sorted(tasks.METRIC_GOALS)}")
+    return {metric: tasks.METRIC_GOALS[metric]}
 
 
 def machine_spec(machine_type: Optional[str], accelerator_type: Optional[str], accelerator_count: int,

@@ -10,13 +10,9 @@ occurrence, so no text is in two splits. The files keep every original column.
 import argparse
 import io
 
-from trainer import cli, helptext, storage
-from trainer.config import TASKS, DataConfig
+from trainer import cli, helptext, storage, tasks
+from trainer.config import DataConfig
 from trainer.errors import UserError
-
-# Score bins for regression: at most this many, each of at least the rows a stratified split
-# needs (see _minimum_stratum).
-SCORE_BINS = 10
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -25,7 +21,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--input", required=True,
                         help="Raw files (CSV/TSV/JSONL), comma-separated or a glob; local or gs://.")
     parser.add_argument("--output-dir", required=True, help="Where train.csv, eval.csv, test.csv go.")
-    parser.add_argument("--task", default="auto", choices=TASKS,
+    parser.add_argument("--task", default=tasks.AUTO, choices=tasks.CHOICES,
                         help="What the label is, as the trainer's --task: 'auto' and "
                              "'classification' (classes), 'regression' (a number), 'multi-label'.")
     parser.add_argument("--text-column", default=None, help="Default: detected as the trainer does (first of its known names present).")
@@ -79,44 +75,9 @@ def _minimum_stratum(eval_fraction: float, test_fraction: float) -> int:
     return max(2, math.ceil(2 / min(eval_fraction, test_fraction)))
 
 
-def _merge_small(strata, minimum: int):
-    """Strata with fewer than `minimum` rows pooled into one; a pool still that small joins the
-    largest stratum (stratification only needs them to be split in proportion)."""
-    import numpy as np
-
-    values, counts = np.unique(strata, return_counts=True)
-    small = np.isin(strata, values[counts < minimum])
-    if not small.any():
-        return strata
-    merged = strata.copy()
-    if small.sum() >= minimum or small.all():
-        merged[small] = values[counts < minimum][0]
-    else:
-        merged[small] = values[np.argmax(counts)]
-    return merged
-
-
-def strata_of(labels, minimum: int):
-    """What each row is stratified on: its class; a bin of its score (regression, float labels);
-    its rarest label (multi-label, [rows, labels] 0/1; -1 for a row without labels)."""
-    import numpy as np
-
-    if labels.ndim == 2:
-        carried = labels > 0.5
-        frequency = np.where(carried, carried.sum(axis=0), np.iinfo(np.int64).max)
-        strata = np.where(carried.any(axis=1), frequency.argmin(axis=1), -1)
-    elif labels.dtype.kind == "f":
-        bins = max(1, min(SCORE_BINS, len(labels) // minimum))
-        edges = np.unique(np.quantile(labels, np.linspace(0, 1, bins + 1))[1:-1])
-        strata = np.searchsorted(edges, labels, side="right")
-    else:
-        return labels
-    return _merge_small(strata, minimum)
-
-
 def read_labelled(args):
     """(frame, label spec, labels) of --input, read as the trainer reads a training file."""
-    from trainer.config import Config, ModelConfig, TASK_METRICS, TrainConfig, task_name, validate
+    from trainer.config import Config, ModelConfig, TrainConfig, validate
     from trainer.data import reading, splits
 
     data = DataConfig(text_column=args.text_column, text_pair_column=args.text_pair_column,
@@ -125,21 +86,20 @@ def read_labelled(args):
                       label_separator=args.label_separator, delimiter=args.delimiter,
                       allow_label_variants=args.allow_label_variants)
     config = Config(data=data, model=ModelConfig(task=args.task))
-    task = task_name(config)
-    config.train = TrainConfig(selection_metric=TASK_METRICS[task][0])
+    task = tasks.from_config(config)
+    config.train = TrainConfig(selection_metric=task.default_metric)
     validate(config)  # the trainer's own checks of these flags (e.g. --label-columns needs multi-label)
     reading.check_delimiter(args.delimiter)
     frame = reading.read_files(args.input, "--input", args.delimiter)
     columns = reading.pick_text_columns(frame, args.text_column, args.text_pair_column)
-    label_column, label_columns = splits.label_columns_of(frame, data, task)
+    label_column, label_columns = task.label_columns(frame, data)
     frame = reading.conform(frame, list(label_columns))
     splits.check_columns(frame, columns, label_columns)
     labels_frame = frame[list(label_columns) + ["_file", "_row"]]
     spec = splits.label_spec(labels_frame, label_column, data, task)
-    labels = splits.encode(labels_frame, label_columns, spec, "train")
-    if task == "classification":
-        splits.check_classes(labels_frame, label_column, labels, spec, data)
-    return frame, columns, spec, labels
+    labels = splits.encode(labels_frame, label_columns, spec, "train", task)
+    task.check_labels(labels_frame, label_column, labels, spec, data)
+    return task, frame, columns, spec, labels
 
 
 def text_groups(frame, columns):
@@ -157,18 +117,6 @@ def text_groups(frame, columns):
     return rank[inverse.ravel()], first[order]
 
 
-def describe(labels, spec) -> str:
-    """A split's label distribution, for its line of output."""
-    from trainer.data import labels as labels_lib
-
-    if spec.kind == "number":
-        return (f"score mean {labels.mean():.4g}, min {labels.min():.4g}, max {labels.max():.4g}"
-                if len(labels) else "no rows")
-    counts = labels_lib.class_counts(labels, spec)
-    return ", ".join(f"{label} {count} ({count / max(len(labels), 1):.0%})"
-                     for label, count in counts.items())
-
-
 def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
     import numpy as np  # after --help, which answers without it
@@ -178,11 +126,11 @@ def main(argv=None) -> int:
             raise UserError(f"{flag}: must be in (0, 0.5), got {value}")
     names = ("train.csv", "eval.csv", "test.csv")
     out = args.output_dir.rstrip("/")
-    frame, text_columns, spec, labels = read_labelled(args)
+    task, frame, text_columns, spec, labels = read_labelled(args)
     existing = [n for n in names if storage.exists(f"{out}/{n}")]
     if existing and not args.overwrite:
         raise UserError(f"--output-dir: {out} already has {', '.join(existing)}; pass --overwrite to replace them")
-    strata = strata_of(labels, _minimum_stratum(args.eval_fraction, args.test_fraction))
+    strata = task.prepare_strata(labels, _minimum_stratum(args.eval_fraction, args.test_fraction))
     group, firsts = text_groups(frame, text_columns)
     parts = [np.flatnonzero(np.isin(group, chosen)) for chosen in
              split_indices(strata[firsts], args.eval_fraction, args.test_fraction, args.seed)]
@@ -194,5 +142,5 @@ def main(argv=None) -> int:
         buffer = io.StringIO()
         frame.iloc[index][columns].to_csv(buffer, index=False)
         storage.write_text_atomic(f"{out}/{name}", buffer.getvalue())
-        print(f"{name:9s} {len(index):6d} rows: {describe(labels[index], spec)}")
+        print(f"{name:9s} {len(index):6d} rows: {task.label_summary(labels[index], spec)}")
     return 0

@@ -6,12 +6,12 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
-from trainer.config import Config, task_name
-from trainer.data import labels as labels_lib, leakage
-from trainer.data.labels import LabelSpec
-from trainer.data.reading import (LABEL_COLUMNS, check_delimiter, conform, pick_column,
-                                  pick_text_columns, split_frames, where)
+from trainer import tasks
+from trainer.config import Config
+from trainer.data import leakage
+from trainer.data.reading import check_delimiter, conform, pick_text_columns, split_frames, where
 from trainer.errors import UserError
+from trainer.tasks.labels import LabelSpec, is_missing
 
 log = logging.getLogger("trainer")
 
@@ -64,9 +64,9 @@ class Datasets:
             out["test"] = self.test
         return out
 
-    def class_counts(self) -> Dict[str, Dict[str, int]]:
-        """{split: {class name: rows}}, for the log and metrics.json."""
-        return {name: labels_lib.class_counts(split.labels, self.labels)
+    def class_counts(self, task) -> Dict[str, Dict[str, int]]:
+        """{split: {class name: rows}} (Task.label_counts), for the log and metrics.json."""
+        return {name: task.label_counts(split.labels, self.labels)
                 for name, split in self.splits().items()}
 
     def text_columns(self) -> list:
@@ -154,7 +154,7 @@ def check_columns(frame, columns: Sequence[Optional[str]], label_columns: Sequen
                             f"{[c for c in frame.columns if not str(c).startswith('_')]}")
 
 
-def encode(frame, label_columns: Sequence[str], spec: LabelSpec, split_name: str) -> np.ndarray:
+def encode(frame, label_columns: Sequence[str], spec: LabelSpec, split_name: str, task) -> np.ndarray:
     """Labels of every row, each distinct value encoded once (errors name its first row)."""
     import pandas as pd
 
@@ -164,13 +164,12 @@ def encode(frame, label_columns: Sequence[str], spec: LabelSpec, split_name: str
         group = pd.factorize(group * (len(values) + 1) + codes)[0]  # in order of appearance
     first_rows = np.unique(group, return_index=True)[1]
     distinct = frame.iloc[first_rows].reset_index(drop=True)
-    column = label_columns[0] if spec.kind != "columns" else None
-    return labels_lib.encode_labels(distinct, column, spec, split_name)[group]
+    return task.encode_labels(distinct, label_columns[0], spec, split_name)[group]
 
 
 def _empty_rows(frame, text_column: str, pair_column: Optional[str] = None):
     """(rows where the text or the pair is empty, the column of the first such row)."""
-    blank = lambda column: [labels_lib.is_missing(t) or not str(t).strip()  # noqa: E731
+    blank = lambda column: [is_missing(t) or not str(t).strip()  # noqa: E731
                             for t in frame[column].tolist()]
     texts = blank(text_column)
     pairs = blank(pair_column) if pair_column else [False] * len(texts)
@@ -179,14 +178,16 @@ def _empty_rows(frame, text_column: str, pair_column: Optional[str] = None):
     return empty, column
 
 
-def stratified_split(split: Split, fraction: float, seed: int, what: str, names: list):
-    """(rest, held_out): `fraction` of each class held out (of the rows, for regression)."""
+def stratified_split(split: Split, fraction: float, seed: int, what: str, names: list, task):
+    """(rest, held_out): `fraction` of each stratum held out (Task.held_out_strata: each class),
+    or of the rows when the task has none."""
     from sklearn.model_selection import train_test_split
 
-    if split.labels.dtype.kind == "f":
+    strata = task.held_out_strata(split.labels)
+    if strata is None:
         rest, held = train_test_split(np.arange(len(split)), test_size=fraction, random_state=seed)
         return _subset(split, np.sort(rest)), _subset(split, np.sort(held))
-    counts = np.bincount(split.labels)
+    counts = np.bincount(strata)
     rare = [i for i, c in enumerate(counts) if 0 < c < 2]
     if rare:
         raise UserError(f"{split.source}: class {names[rare[0]]!r} has a single example, too few "
@@ -196,7 +197,7 @@ def stratified_split(split: Split, fraction: float, seed: int, what: str, names:
     held_rows = max(int(np.ceil(fraction * len(split))), int(np.count_nonzero(counts)))
     try:
         rest, held = train_test_split(np.arange(len(split)), test_size=held_rows,
-                                      random_state=seed, stratify=split.labels)
+                                      random_state=seed, stratify=strata)
     except ValueError as e:
         raise UserError(f"{split.source}: cannot carve a stratified {what} of {fraction:.0%}: {e}") from None
     return _subset(split, np.sort(rest)), _subset(split, np.sort(held))
@@ -207,9 +208,11 @@ def _subset(split: Split, index: np.ndarray) -> Split:
                                hashes=split.hashes[index])
 
 
-def load_datasets(config: Config) -> Datasets:
+def load_datasets(config: Config, task=None) -> Datasets:
     """Read, validate and split the data named by the config (the sample posts by default),
-    one chunk at a time: only labels and row positions stay in memory."""
+    one chunk at a time: only labels and row positions stay in memory. `task` reads and checks
+    the labels (default: the config's)."""
+    task = task or tasks.from_config(config)
     d = config.data
     if d.training_file is None:
         if d.validation_file or d.testing_file:
@@ -227,24 +230,23 @@ def load_datasets(config: Config) -> Datasets:
         raise UserError(f"--long-texts windows: {d.training_file} holds pairs of texts "
                         f"({columns[0]!r}, {columns[1]!r}), and windows read single texts; use "
                         f"--long-texts head-tail or truncate for pairs")
-    task = task_name(config)
-    label_column, label_columns = label_columns_of(first, d, task)
+    label_column, label_columns = task.label_columns(first, d)
     scan = _scan(d.training_file, "--training-file", columns, label_columns, d)
     spec = label_spec(scan.labels, label_column, d, task)
-    train = _split(scan, d.training_file, label_columns, spec, "train")
-    check_training_labels(scan.labels, label_column, train, spec, d, task)
+    train = _split(scan, d.training_file, label_columns, spec, "train", task)
+    task.check_training_labels(scan.labels, label_column, train.labels, spec, d, train.source)
     read = lambda spec_, flag, name: _split(  # noqa: E731
-        _scan(spec_, flag, columns, label_columns, d), spec_, label_columns, spec, name)
+        _scan(spec_, flag, columns, label_columns, d), spec_, label_columns, spec, name, task)
     if d.validation_file:
         validation = read(d.validation_file, "--validation-file", "validation")
     else:
         train, validation = stratified_split(train, d.validation_fraction, config.train.seed,
-                                             "validation split", spec.names)
+                                             "validation split", spec.names, task)
         validation.rows_skipped = 0
     test = read(d.testing_file, "--testing-file", "test") if d.testing_file else None
     if d.train_fraction < 1.0:
         train, _ = stratified_split(train, 1.0 - d.train_fraction, config.train.seed,
-                                    "--train-fraction subset", spec.names)
+                                    "--train-fraction subset", spec.names, task)
     if config.train.dry_run:
         rows = max(2, config.train.batch_size)
         train, validation = _head(train, rows), _head(validation, rows)
@@ -252,61 +254,21 @@ def load_datasets(config: Config) -> Datasets:
     datasets = Datasets(train, validation, test, spec, columns[0], label_column, columns[1],
                         d.delimiter)
     leakage.report_overlaps({name: split.hashes for name, split in datasets.splits().items()})
-    for name, counts in datasets.class_counts().items():
+    for name, counts in datasets.class_counts(task).items():
         if counts:  # regression has no classes
             log.info("%s classes: %s", name,
                      ", ".join(f"{label} {count}" for label, count in counts.items()))
     return datasets
 
 
-def check_training_labels(frame, column: str, train: Split, spec: LabelSpec, d, task: str) -> None:
-    """The training labels' classes: each with rows, none a typo (too few rows, or a case
-    variant of another), at least two."""
-    if task == "multi-label":
-        from trainer.tasks.multilabel import check_label_sizes
-        check_label_sizes(frame, None if spec.kind == "columns" else column,
-                          train.labels, spec.names, d.min_examples_per_class)
-    if task != "classification":
-        return
-    labels_lib.check_class_sizes(frame, column, train.labels, spec, d.min_examples_per_class)
-    check_classes(frame, column, train.labels, spec, d)
-    present = np.unique(train.labels)
-    if len(present) < 2:
-        raise UserError(f"{train.source}: training data holds a single class "
-                        f"({spec.names[present[0]]!r}); a classifier needs at least two")
-
-
-def check_classes(frame, column: str, ids: np.ndarray, spec: LabelSpec, d) -> None:
-    """No class without rows, no two labels that differ only in case (unless the flag allows)."""
-    labels_lib.check_no_empty_class(frame, column, ids, spec, bool(d.label_names))
-    if not d.allow_label_variants:
-        labels_lib.check_label_variants(frame, column, ids, spec)
-
-
-def label_columns_of(first, d, task: str):
-    """(the label column's name for messages and metrics.json, the columns holding labels)."""
-    if task == "multi-label" and d.label_columns:
-        names = [c.strip() for c in d.label_columns.split(",") if c.strip()]
-        return d.label_columns, names
-    column = pick_column(first, d.label_column,
-                         LABEL_COLUMNS + (("score",) if task == "regression" else ()),
-                         "--label-column", "label")
-    return column, [column]
-
-
-def label_spec(frame, column: str, d, task: str) -> LabelSpec:
-    """What the training labels are, decided from each distinct value once."""
-    if task == "regression":
-        return labels_lib.regression_labels()
+def label_spec(frame, column: str, d, task) -> LabelSpec:
+    """What the training labels are (Task.label_spec), decided from each distinct value once."""
     distinct = frame.drop_duplicates(subset=[c for c in frame.columns if not c.startswith("_")])
-    distinct = distinct.reset_index(drop=True)
-    if task == "multi-label":
-        return labels_lib.infer_multi_labels(distinct, column, d)
-    return labels_lib.infer_labels(distinct, column, d)
+    return task.label_spec(distinct.reset_index(drop=True), column, d)
 
 
-def _split(scan: _Scan, spec_: str, label_columns, spec: LabelSpec, name: str) -> Split:
-    return Split(encode(scan.labels, label_columns, spec, name), scan.source, spec_,
+def _split(scan: _Scan, spec_: str, label_columns, spec: LabelSpec, name: str, task) -> Split:
+    return Split(encode(scan.labels, label_columns, spec, name, task), scan.source, spec_,
                  scan.positions, scan.hashes, scan.rows_skipped)
 
 

@@ -1,7 +1,8 @@
 """Everything the report writes into a finished job dir, local or gs://.
 
-    report.html     one self-contained page: metrics, figures, calibration (classification),
-                    per-label scores and thresholds (multi-label), worst errors
+    report.html     one self-contained page: metrics, figures (each task's own kinds, FIGURES),
+                    calibration (classification), per-label scores and thresholds (multi-label),
+                    worst errors
     report/*.png    each figure on its own
     errors.csv      the worst validation and test examples (--report-errors per split): highest
                     loss, or for regression largest absolute error
@@ -72,35 +73,43 @@ def calibration_for_report(metrics: dict, predictions) -> dict:
     return {**calibration_lib.calibration_block(splits, applied=False), "fitted_by_report": True}
 
 
-def _classification_figures(metrics: dict, predictions, calibration: dict) -> list:
-    labels, evaluated = metrics["labels"], _evaluated(metrics)
+def _confusion_matrices(metrics: dict, predictions, calibration) -> list:
+    return [(f"confusion_{name}.png", f"Confusion matrix: {name}",
+             figures.confusion_matrices(metrics[name]["confusion_matrix"], metrics["labels"], name),
+             "Rows are true labels, columns predicted labels.") for name in _evaluated(metrics)]
+
+
+def _per_class_scores(metrics: dict, predictions, calibration) -> list:
+    per_class = {name: metrics[name]["per_class"] for name in _evaluated(metrics)}
+    return [("per_class.png", "Per-class precision, recall and F1",
+             figures.per_class_scores(per_class, metrics["labels"]), "")]
+
+
+def _reliability(metrics: dict, predictions, calibration: dict) -> list:
     shown = "test" if "test" in predictions else "validation"
-    p = predictions[shown]
-    out = [(f"confusion_{name}.png", f"Confusion matrix: {name}",
-            figures.confusion_matrices(metrics[name]["confusion_matrix"], labels, name),
-            "Rows are true labels, columns predicted labels.") for name in evaluated]
-    out.append(("per_class.png", "Per-class precision, recall and F1",
-                figures.per_class_scores({name: metrics[name]["per_class"] for name in evaluated}, labels), ""))
-    temperature = calibration["temperature"]
-    out.append(("reliability.png", f"Reliability: {shown}",
-                figures.reliability_diagram(calibration_lib.softmax(p.logits),
-                                            calibration_lib.softmax(p.logits, temperature),
-                                            p.labels, shown, temperature),
-                "Bars below the diagonal: the model is more confident than it is accurate."))
-    return out
+    p, temperature = predictions[shown], calibration["temperature"]
+    return [("reliability.png", f"Reliability: {shown}",
+             figures.reliability_diagram(calibration_lib.softmax(p.logits),
+                                         calibration_lib.softmax(p.logits, temperature),
+                                         p.labels, shown, temperature),
+             "Bars below the diagonal: the model is more confident than it is accurate.")]
 
 
-def _regression_figures(metrics: dict, predictions, calibration) -> list:
+def _predicted_vs_true(metrics: dict, predictions, calibration) -> list:
     by_split = {name: (p.labels, p.scores) for name, p in predictions.items()}
     return [("predicted_vs_true.png", "Predicted against true scores",
              figures.predicted_vs_true(by_split),
              "One dot per example (the exported model's score); on the dashed line y = x a "
-             "prediction is exact."),
-            ("residuals.png", "Residuals", figures.residual_histograms(by_split),
+             "prediction is exact.")]
+
+
+def _residuals(metrics: dict, predictions, calibration) -> list:
+    by_split = {name: (p.labels, p.scores) for name, p in predictions.items()}
+    return [("residuals.png", "Residuals", figures.residual_histograms(by_split),
              "Predicted minus true score: left of 0 the model scores too low, right of it too high.")]
 
 
-def _multilabel_figures(metrics: dict, predictions, calibration) -> list:
+def _per_label_scores(metrics: dict, predictions, calibration) -> list:
     per_label = {name: metrics[name]["per_label"] for name in _evaluated(metrics)}
     return [("per_label.png", "Per-label precision, recall and F1",
              figures.per_class_scores(per_label, metrics["labels"], what="label"),
@@ -108,8 +117,11 @@ def _multilabel_figures(metrics: dict, predictions, calibration) -> list:
              "validation (the tables above).")]
 
 
-_TASK_FIGURES = {"classification": _classification_figures, "regression": _regression_figures,
-                 "multi-label": _multilabel_figures}
+# The figure kinds a task's `figures` may name: each (metrics, predictions, calibration) ->
+# [(file name, title, png bytes, note)].
+FIGURES = {"confusion_matrices": _confusion_matrices, "per_class_scores": _per_class_scores,
+           "reliability": _reliability, "predicted_vs_true": _predicted_vs_true,
+           "residuals": _residuals, "per_label_scores": _per_label_scores}
 
 
 def _evaluated(metrics: dict) -> list:
@@ -125,8 +137,9 @@ def render_figures(metrics: dict, config, history: pd.DataFrame, predictions,
             figures.learning_curves(history, metrics.get("best_epoch"), metric, task.loss_name,
                                     by_step=bool(config.train.eval_every_steps)),
             f"The dashed line marks the best epoch by {metric}: its weights are the exported ones.")]
-    return (out + _TASK_FIGURES[task.name](metrics, predictions, calibration)
-            + operating_point.figures(metrics, predictions))
+    own = [figure for kind in task.figures
+           for figure in FIGURES[kind](metrics, predictions, calibration)]
+    return out + own + operating_point.figures(metrics, predictions)
 
 
 def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split: Optional[int] = None,
@@ -134,7 +147,7 @@ def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split:
     """Writes the report into `job_dir`; returns the paths written.
 
     `metrics` is metrics.json's content and `predictions` the validation and test predictions
-    (predictions.from_outputs): the training run passes both, before writing metrics.json (which
+    (Task.split_predictions): the training run passes both, before writing metrics.json (which
     marks the run finished); `trainer.report` reads the metrics from a finished run and recomputes
     the predictions with its exported model.
     """
@@ -142,7 +155,7 @@ def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split:
         config, metrics = load_finished_run(job_dir)
     else:
         config = config_lib.load(storage.join(job_dir, "config.json"))
-    task = tasks.by_name(metrics.get("task")).name
+    task = tasks.by_name(metrics.get("task"))
     per_split = config.output.report_errors if errors_per_split is None else errors_per_split
     if per_split < 0:
         raise UserError(f"--report-errors: must be >= 0, got {per_split}")
@@ -155,8 +168,8 @@ def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split:
             raise UserError(f"{model_dir}: no exported model (saved_model.pb) to recompute predictions with")
         predictions = recompute(config, model_dir, metrics["labels"], task)
     history = read_history(job_dir)
-    # A temperature rescales class probabilities: the other tasks have no calibration.
-    calibration = calibration_for_report(metrics, predictions) if task == "classification" else None
+    # A temperature rescales class probabilities: a task without them has no calibration.
+    calibration = calibration_for_report(metrics, predictions) if task.calibrates else None
     errors = errors_lib.worst_examples(predictions, metrics["labels"], per_split, task, correct)
     attributions = explanations.report_section(model_dir, predictions, metrics["labels"], task,
                                                config.output.ig_steps, config.train.seed,

@@ -42,17 +42,10 @@ from typing import Mapping, Tuple
 import numpy as np
 from scipy import optimize
 
-from trainer.modeling.evaluation import softmax_cross_entropy
+from trainer.tasks.classification.metrics import softmax, softmax_cross_entropy
 
 BINS = 15
 MIN_T, MAX_T = 0.05, 20.0
-
-
-def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
-    scaled = np.asarray(logits, np.float64) / temperature
-    scaled -= scaled.max(axis=1, keepdims=True)
-    exp = np.exp(scaled)
-    return exp / exp.sum(axis=1, keepdims=True)
 
 
 def negative_log_likelihood(logits: np.ndarray, labels: np.ndarray, temperature: float = 1.0) -> float:

@@ -28,7 +28,6 @@ import numpy as np
 
 from trainer import progress
 from trainer.explaining import integrated_gradients as ig, words as words_lib
-from trainer.reporting import errors as errors_lib
 
 log = logging.getLogger("trainer")
 BUDGET_SHARE = 0.1  # of the run's training time: evaluation and the whole report in well under a quarter
@@ -78,7 +77,7 @@ def budget_seconds(train_seconds: Optional[float]) -> float:
     return max(BUDGET_FLOOR, BUDGET_SHARE * (train_seconds or 0.0))
 
 
-def report_section(model_dir: str, predictions: Mapping, label_names, task: str, steps: int,
+def report_section(model_dir: str, predictions: Mapping, label_names, task, steps: int,
                    seed: int, count: int = 20, train_seconds: Optional[float] = None,
                    log_every_seconds: float = 30.0, timer=time.monotonic) -> Optional[dict]:
     """The section's `count` rows and how they were computed, within budget_seconds of
@@ -184,19 +183,20 @@ def _log(section: dict, explained: int) -> None:
                  "the most tried" if r["why"] == "steps" else "the time budget left none for more")
 
 
-def _rows(p, task: str, label_names, seed: int, count: int) -> List[tuple]:
+def _rows(p, task, label_names, seed: int, count: int) -> List[tuple]:
     """[(outcome, row)]: up to half of `count` worst errors (rounded up), then a sample (seeded)
     of up to the rest of the other rows."""
     errors, others_count = (count + 1) // 2, count // 2
     # errors.csv's own measure of how wrong each row is, and whether it is an error.
-    wrongness, is_error, _ = errors_lib._MEASURES[task](p, np.asarray(label_names, dtype=object))
+    wrongness, is_error, _ = task.error_measure(p, np.asarray(label_names, dtype=object))
     everything = np.arange(len(wrongness))
-    if is_error is None:  # regression: the largest errors, then a sample of the rest
+    ranked_only = is_error is None  # every row ranked by its error (a score has no wrong label)
+    if ranked_only:  # the largest errors, then a sample of the rest
         is_error = np.zeros(len(wrongness), bool)
         is_error[np.argsort(-wrongness, kind="stable")[:errors]] = True
     worst = everything[is_error][np.argsort(-wrongness[is_error], kind="stable")][:errors]
     others = everything[~is_error]
     sample = np.sort(np.random.default_rng(seed).choice(others, min(others_count, len(others)),
                                                          replace=False))
-    outcome = "other" if task == "regression" else "correct"
+    outcome = "other" if ranked_only else "correct"
     return [("error", int(row)) for row in worst] + [(outcome, int(row)) for row in sample]

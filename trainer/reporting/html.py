@@ -6,7 +6,7 @@ from typing import Optional, Sequence
 import jinja2
 
 from trainer import tasks
-from trainer.reporting import errors as errors_lib, label_issues
+from trainer.reporting import label_issues
 
 _TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("trainer.reporting", "templates"),
                                 autoescape=True, trim_blocks=True, lstrip_blocks=True,
@@ -21,10 +21,7 @@ def figure_entry(title: str, png: bytes, note: str = "") -> dict:
 
 def title(metrics: dict) -> str:
     """What the model is, in a few words."""
-    task, labels = tasks.by_name(metrics.get("task")).name, metrics["labels"]
-    kind = {"classification": f"{len(labels)}-class classifier",
-            "multi-label": f"{len(labels)}-label multi-label classifier",
-            "regression": "score regressor"}[task]
+    kind = tasks.by_name(metrics.get("task")).title(metrics["labels"])
     return f"{kind}{' of text pairs' if metrics.get('text_pair_column') else ''}"
 
 
@@ -55,7 +52,8 @@ def render(job_dir: str, metrics: dict, metric: str, figures: Sequence[dict],
            calibration: Optional[dict], errors, errors_per_split: int, correct_per_split: int = 0,
            explanations: Optional[dict] = None) -> str:
     """`figures` from figure_entry(); `errors` is errors.csv's frame. The metrics table shows
-    the task's own summary metrics; a multi-label run adds its per-label scores and thresholds."""
+    the task's own summary metrics; a run with per-label thresholds (multi-label) adds its
+    per-label scores and thresholds."""
     task = tasks.by_name(metrics.get("task"))
     splits = [name for name in ("train", "validation", "test") if name in metrics]
     return _TEMPLATES.get_template("report.html.j2").render(
@@ -68,12 +66,13 @@ def render(job_dir: str, metrics: dict, metric: str, figures: Sequence[dict],
                         if "by_length" in metrics.get(name, {})), None),
         max_seq_length=metrics["hyperparameters"]["max_seq_length"],
         long_texts_note=long_texts_note(metrics["hyperparameters"]),
-        per_label=[(name, metrics[name]["per_label"], metrics[name]["thresholds"])
-                   for name in splits if name != "train" and task.name == "multi-label"],
+        per_label=[(name, metrics[name][task.per_label_metrics], metrics[name]["thresholds"])
+                   for name in splits if name != "train" and "thresholds" in metrics[name]],
         figures=figures, calibration=calibration, errors=errors.to_dict(orient="records"),
         error_columns=list(errors.columns), errors_per_split=errors_per_split,
-        correct_per_split=correct_per_split if task.name != "regression" else 0,
-        errors_description=errors_lib.DESCRIPTIONS[task.name],
+        # Correct rows are listed only by a task whose rows are right or wrong (an `outcome`).
+        correct_per_split=correct_per_split if "outcome" in errors.columns else 0,
+        errors_description=task.errors_description,
         precisions=metrics.get("precisions") or {}, dry_run=is_dry_run(metrics),
         explanations=explanations,  # trainer.reporting.explanations.report_section's
         label_issues=label_issues.section(job_dir, metrics))

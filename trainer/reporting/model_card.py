@@ -11,7 +11,17 @@ from trainer import tasks
 from trainer.config import Config
 from trainer.reporting import html, operating_point
 
-_TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("trainer.reporting", "templates"),
+
+def _task_section(name: str):
+    """The template "task/<task name>/<section>": a section of that task's model_card, which
+    the card's template includes."""
+    _, task, section = name.split("/")
+    return tasks.by_name(task).model_card[section]
+
+
+_TEMPLATES = jinja2.Environment(loader=jinja2.ChoiceLoader([
+                                    jinja2.PackageLoader("trainer.reporting", "templates"),
+                                    jinja2.FunctionLoader(_task_section)]),
                                 autoescape=False, trim_blocks=True, lstrip_blocks=True,
                                 keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
 
@@ -55,16 +65,18 @@ def _settings(metrics: dict, config: Config) -> list:
 def render(metrics: dict, config: Config, calibration: Optional[dict], model_dir: str) -> str:
     """The card's Markdown. `calibration` is metrics.json's block (or the report's own fit; None
     for a task without one)."""
-    labels, task = metrics["labels"], tasks.by_name(metrics.get("task")).name
+    labels, task = metrics["labels"], tasks.by_name(metrics.get("task"))
     sources = _data_sources(config)
     eval_split = "test" if "test" in metrics else "validation"
-    scores = {"classification": "per_class", "multi-label": "per_label"}.get(task)
+    scores = task.per_label_metrics
     splits = [{"name": name, "source": sources[name], "size": size,
                "counts": [metrics[name][scores][label]["support"] for label in labels] if scores else []}
               for name, size in metrics["dataset_sizes"].items()]
     device = metrics.get("device", {})
     return _TEMPLATES.get_template("model_card.md.j2").render(
-        title=f"{html.title(metrics)} ({config.model.encoder})", task=task,
+        title=f"{html.title(metrics)} ({config.model.encoder})", sections=f"task/{task.name}/",
+        calibrates=task.calibrates, **{key: task.model_card[key]
+                                       for key in ("usage", "predict_columns", "counts_note")},
         pair=metrics.get("text_pair_column"), labels=labels, versions=metrics.get("versions", {}),
         encoder=config.model.encoder,
         encoder_source=device.get("encoder_source", config.model.encoder),

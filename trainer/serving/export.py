@@ -1,4 +1,5 @@
-"""The exported model: raw strings in, class probabilities and label names (or a score) out.
+"""The exported model: raw strings in, the task's outputs (class probabilities and label names,
+a score, ...: Task.serving_outputs) out.
 
 The preprocessor is attached again in front of the classifier, so the SavedModel needs nothing
 but `import tensorflow, tensorflow_text` to serve (TF-Text registers the tokenizer ops; without
@@ -16,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from trainer import storage
+from trainer import storage, tasks
 from trainer.errors import UserError
 from trainer.data import pipeline
 from trainer.explaining import exported
@@ -27,10 +28,14 @@ SIGNATURE = "serving_default"
 
 
 class ServingModule(tf.Module):
+    """The export of any task: `task` (default: --task auto's) computes its outputs from the
+    classifier's, with `decisions` (default: the task's export_decisions) saved as variables."""
+
     def __init__(self, preprocessor, classifier: tf_keras.Model, label_names: Sequence[str],
                  max_seq_length: int, temperature: float = 1.0, pair: bool = False,
-                 threshold: Optional[float] = None, long_texts="truncate"):
+                 long_texts="truncate", task=None, decisions: Optional[dict] = None):
         super().__init__(name="text_classifier")
+        self.task = task or tasks.by_name(tasks.AUTO)
         self.preprocessor = preprocessor
         # --long-texts (a mode or a pipeline.LongTexts), applied by `tokenize` inside the
         # graph; variables, so a loaded model tells it (its checked copies are built alike,
@@ -53,11 +58,11 @@ class ServingModule(tf.Module):
         # Calibration (trainer.reporting.calibration): probabilities are softmax(logits / T).
         # A variable, so a loaded model still tells its T (the report reads it back).
         self.temperature = tf.Variable(float(temperature), trainable=False, name="temperature")
-        # --target-precision/--target-recall (trainer.training.operating_point): a binary model
-        # predicts its second class when that class's probability reaches this; without it, the
-        # most probable class. A variable too, read back by trainer.predict's callers.
-        self.threshold = None if threshold is None else tf.Variable(
-            float(threshold), trainable=False, name="threshold")
+        # What the task decides with, each a variable read back by a loaded model's users: a
+        # binary model's `threshold` (--target-precision/--target-recall: it predicts its second
+        # class when that class's probability reaches it), a multi-label model's `thresholds`.
+        for name, value in (self.task.export_decisions() if decisions is None else decisions).items():
+            setattr(self, name, tf.Variable(tf.constant(value, tf.float32), trainable=False, name=name))
         # A sentence-pair model's signature takes both texts: `text` and `text_pair`.
         texts = [tf.TensorSpec([None], tf.string, name="text")]
         if pair:
@@ -99,16 +104,7 @@ class ServingModule(tf.Module):
         return self._serve(text, text_pair)
 
     def _outputs(self, logits, batch):
-        probabilities = tf.nn.softmax(logits / self.temperature, axis=-1)
-        predicted = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
-        if self.threshold is not None:  # decided when the function is traced
-            predicted = tf.cast(probabilities[:, 1] >= self.threshold, tf.int32)
-        return {
-            "probabilities": probabilities,
-            "label": tf.gather(self.label_names, predicted),
-            "label_index": predicted,
-            "label_names": tf.tile(self.label_names[tf.newaxis, :], [batch, 1]),
-        }
+        return self.task.serving_outputs(self, logits, batch)
 
 
 def saved_long_texts(module) -> pipeline.LongTexts:
@@ -143,44 +139,6 @@ def computing_in_float32(classifier: tf_keras.Model, enabled: bool = True):
     finally:
         for layer, policy in zip(layers, policies):
             layer._set_dtype_policy(policy)
-
-
-class ScoreServingModule(ServingModule):
-    """Regression: raw strings in, one `score` per text out, in the training labels' units
-    (the model maps its standardized output back itself)."""
-
-    def __init__(self, preprocessor, model: tf_keras.Model, max_seq_length: int, pair: bool = False,
-                 long_texts="truncate"):
-        super().__init__(preprocessor, model, (), max_seq_length, pair=pair, long_texts=long_texts)
-
-    def _outputs(self, scores, batch):
-        return {"score": tf.reshape(scores, [batch])}
-
-
-class MultiLabelServingModule(ServingModule):
-    """Multi-label: per-label probabilities, and the labels at or above their threshold (chosen
-    on validation, kept as a variable) joined by the training data's separator."""
-
-    def __init__(self, preprocessor, model: tf_keras.Model, label_names: Sequence[str],
-                 max_seq_length: int, thresholds: Sequence[float], separator: str, pair: bool = False,
-                 long_texts="truncate"):
-        super().__init__(preprocessor, model, label_names, max_seq_length, pair=pair,
-                         long_texts=long_texts)
-        self.thresholds = tf.Variable(tf.constant(list(thresholds), tf.float32), trainable=False,
-                                      name="thresholds")
-        self.separator = separator
-
-    def _outputs(self, logits, batch):
-        probabilities = tf.sigmoid(logits)
-        chosen = probabilities >= self.thresholds
-        names = tf.tile(self.label_names[tf.newaxis, :], [batch, 1])
-        return {
-            "probabilities": probabilities,
-            "labels": tf.strings.reduce_join(tf.ragged.boolean_mask(names, chosen), axis=1,
-                                             separator=self.separator),
-            "predicted": tf.cast(chosen, tf.int32),
-            "label_names": names,
-        }
 
 
 def non_finite_rows(values) -> np.ndarray:

@@ -173,6 +173,30 @@ def _outputs(model, texts, batch_size: int, pairs=None, features=None):
         yield rows, finite_outputs(serve(**inputs))
 
 
+def predict_outputs(model, texts, batch_size: int, pairs=None, features=None, wanted=None) -> dict:
+    """{output: numpy array of every row's, in input order} of the outputs `wanted` (default:
+    every one the export returns; strings as bytes), except `label_names`, which every row
+    repeats: once. `model`: export.load_module's (fastest) or export.load's."""
+    import numpy as np
+
+    collected = {}
+    for rows, out in _outputs(model, texts, batch_size, pairs, features):
+        for name in wanted or out:
+            value = out[name].numpy()
+            if name == "label_names":
+                collected[name] = value[0]
+                continue
+            if name not in collected:
+                collected[name] = np.zeros((len(texts), *value.shape[1:]), value.dtype)
+            collected[name][rows] = value
+    return collected
+
+
+def label_names_of(outputs: dict) -> list:
+    """The label names of predict_outputs' outputs, decoded."""
+    return [n.decode("utf-8") for n in outputs["label_names"]]
+
+
 def predict_texts(model, texts, batch_size: int, pairs=None, features=None):
     """(probabilities [N, C], label names [C]) in input order; batches of similar length.
     `model`: export.load_module's (fastest) or export.load's."""
@@ -185,42 +209,23 @@ def predict_classes(model, texts, batch_size: int, pairs=None, features=None):
     (--target-precision/--target-recall) its positive class at or above that threshold."""
     import numpy as np
 
-    probabilities, names, chosen = None, None, np.zeros(len(texts), np.int64)
-    for rows, out in _outputs(model, texts, batch_size, pairs, features):
-        if probabilities is None:
-            names = [n.decode("utf-8") for n in out["label_names"].numpy()[0]]
-            probabilities = np.zeros((len(texts), len(names)), np.float32)
-        probabilities[rows] = out["probabilities"].numpy()
-        chosen[rows] = out["label_index"].numpy()
-    return probabilities, names, chosen
+    out = predict_outputs(model, texts, batch_size, pairs, features,
+                          ("probabilities", "label_index", "label_names"))
+    return out["probabilities"], label_names_of(out), out["label_index"].astype(np.int64)
 
 
 def predict_scores(model, texts, batch_size: int, pairs=None, features=None):
     """A regression model's scores [N], in input order."""
-    import numpy as np
-
-    scores = np.zeros(len(texts), np.float32)
-    for rows, out in _outputs(model, texts, batch_size, pairs, features):
-        scores[rows] = out["score"].numpy()
-    return scores
+    return predict_outputs(model, texts, batch_size, pairs, features, ("score",))["score"]
 
 
 def predict_label_sets(model, texts, batch_size: int, pairs=None, features=None):
     """A multi-label model's (probabilities [N, L], label names, chosen labels joined [N],
     chosen labels 0/1 [N, L])."""
-    import numpy as np
-
-    probabilities, names, joined, chosen = None, None, [""] * len(texts), None
-    for rows, out in _outputs(model, texts, batch_size, pairs, features):
-        if probabilities is None:
-            names = [n.decode("utf-8") for n in out["label_names"].numpy()[0]]
-            probabilities = np.zeros((len(texts), len(names)), np.float32)
-            chosen = np.zeros((len(texts), len(names)), np.int32)
-        probabilities[rows] = out["probabilities"].numpy()
-        chosen[rows] = out["predicted"].numpy()
-        for row, labels in zip(rows, out["labels"].numpy()):
-            joined[row] = labels.decode("utf-8")
-    return probabilities, names, joined, chosen
+    out = predict_outputs(model, texts, batch_size, pairs, features,
+                          ("probabilities", "labels", "predicted", "label_names"))
+    joined = [labels.decode("utf-8") for labels in out["labels"]]
+    return out["probabilities"], label_names_of(out), joined, out["predicted"]
 
 
 def is_multilabel(model) -> bool:

@@ -62,12 +62,11 @@ def classifier_with(build: Callable[[], tuple], variables, policy: str) -> tuple
     return preprocessor, model
 
 
-def bfloat16_copy(build: Callable[[], tuple], variables, reference, task: str,
-                  label_names: Sequence[str], max_seq_length: int, pair: bool, separator: str) -> tuple:
+def bfloat16_copy(build: Callable[[], tuple], variables, reference, task,
+                  label_names: Sequence[str], max_seq_length: int, pair: bool) -> tuple:
     """(write(dir), load(dir)) of the bfloat16 SavedModel."""
     preprocessor, model = classifier_with(build, variables, "mixed_bfloat16")
-    module = module_like(reference, preprocessor, model, task, label_names, max_seq_length, pair,
-                         separator)
+    module = module_like(reference, preprocessor, model, task, label_names, max_seq_length, pair)
     return (lambda path: export.save(module, path)), export.load_module
 
 
@@ -85,38 +84,28 @@ def int8_copy(build: Callable[[], tuple], variables, reference) -> tuple:
     return write, lambda path: tflite.Int8Module(reference, tflite.read(path))
 
 
-def module_like(reference, preprocessor, model: tf_keras.Model, task: str, label_names: Sequence[str],
-                max_seq_length: int, pair: bool, separator: str = "|") -> export.ServingModule:
-    """A serving module around `model` with the float32 export's own temperature, thresholds or
-    (a binary model's) decision threshold, and its --long-texts (an export from before it had one
-    truncates)."""
-    long_texts = export.saved_long_texts(reference)
-    if task == "regression":
-        return export.ScoreServingModule(preprocessor, model, max_seq_length, pair=pair,
-                                         long_texts=long_texts)
-    if task == "multi-label":
-        return export.MultiLabelServingModule(preprocessor, model, label_names, max_seq_length,
-                                              reference.thresholds.numpy().tolist(), separator,
-                                              pair=pair, long_texts=long_texts)
-    threshold = getattr(reference, "threshold", None)
+def module_like(reference, preprocessor, model: tf_keras.Model, task, label_names: Sequence[str],
+                max_seq_length: int, pair: bool) -> export.ServingModule:
+    """A serving module of `task` around `model` with the float32 export's own temperature and
+    decisions (Task.decisions_of_export: a binary model's threshold, multi-label's thresholds),
+    and its --long-texts (an export from before it had one truncates)."""
+    temperature = getattr(reference, "temperature", None)
     return export.ServingModule(preprocessor, model, label_names, max_seq_length,
-                                temperature=float(reference.temperature.numpy()), pair=pair,
-                                threshold=None if threshold is None else float(threshold.numpy()),
-                                long_texts=long_texts)
+                                temperature=1.0 if temperature is None else float(temperature.numpy()),
+                                pair=pair, long_texts=export.saved_long_texts(reference), task=task,
+                                decisions=task.decisions_of_export(reference))
 
 
-def _outputs(task: str, module, texts, pairs, features, batch_size: int):
-    """What agreement.compare reads: the chosen class, the chosen labels, or scores, in row order."""
+def _outputs(task, module, texts, pairs, features, batch_size: int):
+    """What agreement.compare reads: the task's decision_output (the chosen class, the chosen
+    labels, or scores), in row order."""
     from trainer.serving import predict
 
-    if task == "regression":
-        return predict.predict_scores(module, texts, batch_size, pairs, features)
-    if task == "multi-label":
-        return predict.predict_label_sets(module, texts, batch_size, pairs, features)[3]
-    return predict.predict_classes(module, texts, batch_size, pairs, features)[2]
+    wanted = task.decision_output
+    return predict.predict_outputs(module, texts, batch_size, pairs, features, (wanted,))[wanted]
 
 
-def _timed_outputs(task: str, module, texts, pairs, features, batch_size: int):
+def _timed_outputs(task, module, texts, pairs, features, batch_size: int):
     """(outputs, rows per second); the first call of each function, which optimizes its graph,
     is made beforehand (predict.warm_up) and not timed."""
     from trainer.serving import predict
@@ -128,7 +117,7 @@ def _timed_outputs(task: str, module, texts, pairs, features, batch_size: int):
 
 
 def export_checked(copy: tuple, reference, model_dir: str, precision: str,
-                   task: str, texts, pairs, labels, label_names: Sequence[str], batch_size: int) -> dict:
+                   task, texts, pairs, labels, label_names: Sequence[str], batch_size: int) -> dict:
     """Writes `copy` (bfloat16_copy's or int8_copy's) as MODEL_DIR/<precision> if it agrees with
     `reference`, MODEL_DIR's float32 model as loaded, on these rows; returns the check's figures
     (`passed`, `why`) with both speeds."""

@@ -1,27 +1,38 @@
-"""What a run learns to predict: one task object owns the label dtype, the head's output, the loss,
-the metrics of a split, the validation metrics tracked per epoch and the exported outputs.
+"""What a run learns to predict (--task): the registry of task kinds.
 
-Modelled on TF Model Garden's sentence-prediction task (official/nlp/tasks/sentence_prediction.py),
-where classification and regression sit behind one interface. Chosen once from the config.
+Each kind is a class in its own folder (trainer/tasks/<kind>/, its interface in base.py) and one
+entry of KINDS below. Everything that differs by task kind is a method or attribute of its
+object: the rest of the package asks `from_config(config)` for a run's task, or `by_name(name)`
+for a finished run's (metrics.json's `task`), and never compares a name.
 """
 from typing import Optional
 
-from trainer.config import Config, task_name
+from trainer.tasks.base import Task
+from trainer.tasks.classification import ClassificationTask
+from trainer.tasks.multilabel import MultiLabelTask
+from trainer.tasks.regression import RegressionTask
+
+# The task kinds, in --task's order; the first is what --task auto trains (and what a run from
+# before there were other tasks trained).
+KINDS = (ClassificationTask, RegressionTask, MultiLabelTask)
+
+NAMES = tuple(kind.name for kind in KINDS)
+AUTO = "auto"
+CHOICES = (AUTO, *NAMES)  # --task's choices
+# Every validation metric some task can select the best epoch by, with its direction: early
+# stopping, the exported weights and Vertex hyperparameter tuning (trainer.submit's metric
+# spec, the trainer's reports, trainer.tune's study) all read this one table.
+METRIC_GOALS = {metric: goal for kind in KINDS for metric, goal in kind.metric_goals.items()}
 
 
-def from_config(config: Config):
+def by_name(name: Optional[str]) -> Task:
+    """A fresh task object of a task name (--task's value, or metrics.json's `task`; None: a run
+    from before there were other tasks than classification)."""
+    if name in (None, AUTO):
+        return KINDS[0]()
+    return {kind.name: kind for kind in KINDS}[name]()
+
+
+def from_config(config) -> Task:
     """The task object of a run (--task, 'auto' resolved)."""
-    return by_name(task_name(config))
-
-
-def by_name(name: Optional[str]):
-    """The task object of a task name, as metrics.json records it (None: a run from before
-    there were other tasks than classification)."""
-    if name == "regression":
-        from trainer.tasks.regression import RegressionTask
-        return RegressionTask()
-    if name == "multi-label":
-        from trainer.tasks.multilabel import MultiLabelTask
-        return MultiLabelTask()
-    from trainer.tasks.classification import ClassificationTask
-    return ClassificationTask()
+    return by_name(config.model.task)

@@ -1,39 +1,107 @@
-"""The interface every task implements; the stages of a run only talk to this."""
-import abc
-from typing import Sequence
+"""The interface every task kind implements. The stages of a run, the data, the export and its
+checked copies, the operating point, the label issues and the report talk only to this: none
+of them names a task (tests/test_layout.py checks that no module outside trainer/tasks/ does).
 
-import numpy as np
+A task kind is one folder under trainer/tasks/ and one line of the registry
+(trainer/tasks/__init__.py). Its class's module stays light: trainer.config imports the
+registry (--task's choices, the metrics --selection-metric may name, each task's flag checks),
+and `--help` answers without numpy, so a task's methods import its numpy, scikit-learn and
+TensorFlow code (the modules beside it) when they are called.
+
+Modelled on TF Model Garden's sentence-prediction task (official/nlp/tasks/
+sentence_prediction.py), where classification and regression sit behind one interface.
+"""
+import abc
+from typing import Mapping, Optional, Sequence
+
+from trainer.data import reading
 
 
 class Task(abc.ABC):
-    name: str
+    # --- What it is --------------------------------------------------------------------------
+    name: str  # --task's value; metrics.json's `task`
+    # The validation metrics that may pick the best epoch (--selection-metric, early stopping,
+    # Vertex tuning), each "maximize" or "minimize"; the first is the task's default.
+    metric_goals: Mapping[str, str]
     train_metric: str  # the Keras metric logged while training ("accuracy", "mae")
     summary_metrics: Sequence[str]  # keys of summarize() tracked per epoch as val_<key>, besides loss
     loss_name: str  # what the loss measures, in words (the report's axis label)
+    label_noun = "class"  # what one of its outputs is called in messages: "class" or "label"
+    # The label columns looked for when --label-column is not given, in order.
+    label_column_names: Sequence[str] = reading.LABEL_COLUMNS
 
-    def history_columns(self) -> tuple:
-        """eval_history.csv's columns, in order."""
-        return ("epoch", "step", "loss", self.train_metric, "val_loss",
-                *(f"val_{key}" for key in self.summary_metrics), "learning_rate", "seconds")
+    @property
+    def default_metric(self) -> str:
+        """--selection-metric when it is not given."""
+        return next(iter(self.metric_goals))
 
-    def epoch_metrics(self) -> tuple:
-        """The keys of summarize() that become val_* columns each epoch."""
-        return ("loss", *self.summary_metrics)
+    def check_flags(self, config, require) -> None:
+        """The flags whose sense depends on the task, checked with the config (trainer.config's
+        validate; `require(ok, flag, message)` raises the flag's one-line error). By default:
+        --label-columns belongs to multi-label data."""
+        require(config.data.label_columns is None, "--label-columns", "needs --task multi-label")
 
-    def prepare(self, train_labels: np.ndarray) -> None:
-        """Learns what the head needs from the training labels (e.g. their scale)."""
+    # --- Labels: read, checked, counted, split ------------------------------------------------
+    def label_columns(self, first, data) -> tuple:
+        """(the label column's name for messages and metrics.json, the columns holding the
+        labels) in a file whose first rows are `first`; `data` is the config's DataConfig."""
+        column = reading.pick_column(first, data.label_column, self.label_column_names,
+                                     "--label-column", "label")
+        return column, [column]
 
-    def fit_on_validation(self, outputs: np.ndarray, labels: np.ndarray) -> None:
-        """After training: fits what the task decides on validation (multi-label thresholds)."""
+    @abc.abstractmethod
+    def label_spec(self, frame, column: str, data):
+        """What the training labels are (a trainer.tasks.labels.LabelSpec), decided from `frame`,
+        each distinct label of the training file once (`_file`/`_row` columns name its row)."""
 
-    def validation_caveat(self, has_test: bool):
-        """Why the validation figures flatter the model, when fit_on_validation decided
-        something on that very split (metrics.json's validation `caveat`); None otherwise."""
+    @abc.abstractmethod
+    def encode_labels(self, frame, column: str, spec, split_name: str):
+        """The labels of `frame`'s rows under `spec` as the model trains on them (an array of
+        as many rows); an unknown or malformed value is an error naming its row."""
+
+    def check_labels(self, frame, column: str, labels, spec, data) -> None:
+        """Checks of any labelled file's encoded labels (trainer.prepare's and the training
+        data's): none by default."""
+
+    def check_training_labels(self, frame, column: str, labels, spec, data, source: str) -> None:
+        """Checks of the training split's labels (e.g. classes too small to learn, likely
+        typos); `source` names its files. By default check_labels'."""
+        self.check_labels(frame, column, labels, spec, data)
+
+    @abc.abstractmethod
+    def label_counts(self, labels, spec) -> dict:
+        """{class or label: rows} of a split, for the log and metrics.json's class_counts
+        ({} for a task without classes)."""
+
+    def describe_labels(self, spec) -> str:
+        """How the label column is read, for the run's log."""
+        return f"{spec.kind}: {spec.names}"
+
+    def label_summary(self, labels, spec) -> str:
+        """A split's labels in a few words (trainer.prepare's line per file)."""
+        counts = self.label_counts(labels, spec)
+        return ", ".join(f"{label} {count} ({count / max(len(labels), 1):.0%})"
+                         for label, count in counts.items())
+
+    def held_out_strata(self, labels):
+        """What a run's carved validation split, its --train-fraction subset and its
+        --find-label-issues folds are stratified on (an array per row), or None for a random
+        split."""
         return None
 
     @abc.abstractmethod
+    def prepare_strata(self, labels, minimum: int):
+        """What trainer.prepare stratifies each row on, every stratum holding `minimum` rows
+        where the task can pool small ones."""
+
+    # --- The model ----------------------------------------------------------------------------
+    def prepare(self, spec, train_labels) -> None:
+        """Learns what the task needs from the training data: its LabelSpec and labels (e.g.
+        their scale)."""
+
+    @abc.abstractmethod
     def output_units(self, labels) -> int:
-        """Width of the head's output layer."""
+        """Width of the head's output layer (`labels`: the LabelSpec)."""
 
     def output_layer(self, outputs):
         """Maps the head's float32 outputs to what the model returns (identity by default)."""
@@ -47,8 +115,17 @@ class Task(abc.ABC):
     def keras_metrics(self) -> list:
         """The Keras metrics logged while training."""
 
+    def history_columns(self) -> tuple:
+        """eval_history.csv's columns, in order."""
+        return ("epoch", "step", "loss", self.train_metric, "val_loss",
+                *(f"val_{key}" for key in self.summary_metrics), "learning_rate", "seconds")
+
+    def epoch_metrics(self) -> tuple:
+        """The keys of summarize() that become val_* columns each epoch."""
+        return ("loss", *self.summary_metrics)
+
     @abc.abstractmethod
-    def summarize(self, outputs: np.ndarray, labels: np.ndarray, label_names) -> dict:
+    def summarize(self, outputs, labels, label_names) -> dict:
         """metrics.json's block of one split, from the model's outputs over the whole split."""
 
     @abc.abstractmethod
@@ -58,3 +135,134 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def describe_epoch(self, logs: dict) -> str:
         """An epoch's training and validation metrics, for its progress line."""
+
+    # --- After training: what is decided on validation ----------------------------------------
+    calibrates = False  # a temperature is fitted on validation (trainer.reporting.calibration)
+
+    def fit_on_validation(self, outputs, labels) -> None:
+        """After training: fits what the task decides on validation (multi-label thresholds)."""
+
+    def validation_caveat(self, has_test: bool) -> Optional[str]:
+        """Why the validation figures flatter the model, when fit_on_validation or the
+        operating point decided something on that very split (metrics.json's validation
+        `caveat`); None otherwise."""
+        return None
+
+    def check_operating_point(self, label_names, flag: str) -> None:
+        """Refuses --target-precision/--target-recall (`flag`) with one error when this model
+        has no yes/no decision to put a threshold on."""
+
+    def decision_scores(self, outputs, labels, temperature: float) -> tuple:
+        """(scores [N, K], truth [N, K]) of a split for the operating point: per yes/no
+        decision the export makes, the probability it thresholds (at `temperature`) and
+        whether the row's label says yes."""
+        raise NotImplementedError(f"{self.name} has no decisions to threshold")
+
+    def choose_operating_point(self, point, target: str, value: float, label_names,
+                               temperature: float) -> dict:
+        """metrics.json's operating_point block; `point(column, what)` chooses the threshold
+        of decision `column` of decision_scores (`what` names it in the log) and returns its
+        {"reached", "threshold", "validation", ...}. The reached thresholds become the task's
+        decisions (the export's and the final metrics')."""
+        raise NotImplementedError(f"{self.name} has no decisions to threshold")
+
+    def kept_decision(self, column: int) -> str:
+        """What decision `column` keeps when its target is out of reach, for the warning."""
+        raise NotImplementedError(f"{self.name} has no decisions to threshold")
+
+    # --- The export -----------------------------------------------------------------------------
+    exported_outputs = "probabilities"  # what the export returns, in the log's words
+    # The exported output a user acts on, per row: what the quantized copies are checked on.
+    decision_output: str
+    decision_variables: Sequence[str] = ()  # names of the export's variables of export_decisions
+
+    def export_decisions(self) -> dict:
+        """{variable name: value} of the decisions the export stores as variables (a binary
+        classifier's threshold, multi-label's per-label thresholds), so a loaded model still
+        tells them."""
+        return {}
+
+    def decisions_of_export(self, module) -> dict:
+        """export_decisions' values as a loaded export (`module`) holds them, for a copy of it
+        that must decide alike."""
+        found = {name: getattr(module, name, None) for name in self.decision_variables}
+        return {name: value.numpy().tolist() for name, value in found.items() if value is not None}
+
+    @abc.abstractmethod
+    def serving_outputs(self, module, logits, batch) -> dict:
+        """The serving signature's outputs (TensorFlow) of the head's float32 outputs `logits`
+        of a `batch` of rows; `module` (trainer.serving.export.ServingModule) holds the label
+        names, the temperature and the export_decisions variables."""
+
+    # --- The quantized copies' check (trainer.serving.agreement) -----------------------------
+    agreement_metric: str  # the metric of metrics.json a user reads first
+
+    def agreement_decisions(self, outputs):
+        """What a user acts on per row, of decision_output's values: compared between a copy
+        and its float32 model; None when the task decides no labels (its metric alone is
+        checked)."""
+        return None
+
+    @abc.abstractmethod
+    def agreement_value(self, outputs, labels, label_names) -> float:
+        """agreement_metric of decision_output's values against the labels."""
+
+    # --- Label issues (trainer.training.label_issues, cross_fit) -------------------------------
+    # Why --find-label-issues cannot rank this task's labels (the tail of its error), or None.
+    label_issues_refused: Optional[str] = None
+
+    def probabilities(self, outputs):
+        """The uncalibrated probabilities cleanlab judges labels by, of the model's outputs."""
+        raise NotImplementedError(f"{self.name} has no label probabilities")
+
+    def rank_label_issues(self, probabilities, labels, ranking_probabilities) -> tuple:
+        """(cleanlab's flagged rows, every row's label quality score) of out-of-sample
+        `probabilities`, the scores from `ranking_probabilities`."""
+        raise NotImplementedError(f"{self.name} has no label issues")
+
+    def label_members(self, labels, count: int):
+        """[rows, count] bool: which classes (labels) each row carries."""
+        raise NotImplementedError(f"{self.name} has no classes")
+
+    def chance_accuracies(self, probabilities, labels) -> tuple:
+        """(the model's accuracy, the best constant answer's) on these rows."""
+        raise NotImplementedError(f"{self.name} has no classes")
+
+    def label_texts(self, labels, spec) -> list:
+        """Each row's given label as label_issues.csv writes it."""
+        raise NotImplementedError(f"{self.name} has no label issues")
+
+    def suggested_labels(self, probabilities, spec) -> list:
+        """Each row's label as the model would give it, for label_issues.csv."""
+        raise NotImplementedError(f"{self.name} has no label issues")
+
+    # --- The report -----------------------------------------------------------------------------
+    figures: Sequence[str] = ()  # the report's figures after the learning curves (kinds, in order)
+    # The metrics.json key of each class's (label's) precision, recall, F1 and support, or None.
+    per_label_metrics: Optional[str] = None
+    error_columns: Sequence[str]  # errors.csv's columns (text_pair follows for pairs)
+    errors_description: str  # what errors.csv lists, after "Per split, up to N"
+    # MODEL_CARD.md's task sections (trainer.reporting.model_card): Jinja templates
+    # "what_it_does" and "metrics", and "usage" (the signature's outputs, a line of Python),
+    # "predict_columns" (what trainer.predict adds), "counts_note" (after the data table).
+    model_card: Mapping[str, str]
+
+    @abc.abstractmethod
+    def title(self, labels) -> str:
+        """What the model is, in a few words ("3-class classifier")."""
+
+    @abc.abstractmethod
+    def split_predictions(self, outputs, labels, texts, pairs, temperature: float):
+        """A trainer.tasks.predictions.SplitPredictions of the run's outputs of a split, as
+        its export returns them (at `temperature` and the task's decisions)."""
+
+    @abc.abstractmethod
+    def export_predictions(self, exported: dict, labels, texts, pairs, temperature: float):
+        """A SplitPredictions of a loaded export's outputs (`exported`: each output of the
+        signature, numpy, for every row: trainer.serving.predict.predict_outputs); `temperature`
+        is the export's."""
+
+    @abc.abstractmethod
+    def error_measure(self, predictions, names) -> tuple:
+        """(how wrong each row is, whether it is an error or None when every row is ranked by
+        its error alone, {errors.csv column: value per row}) of a SplitPredictions."""

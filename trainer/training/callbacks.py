@@ -20,7 +20,7 @@ import tf_keras
 from trainer import storage
 from trainer import progress
 from trainer.progress import clock
-from trainer.config import METRIC_GOALS
+from trainer.tasks import METRIC_GOALS
 from trainer.errors import UserError
 
 log = logging.getLogger("trainer")

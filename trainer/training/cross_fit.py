@@ -32,45 +32,43 @@ CROSS_FIT_DIR = "cross_fit"  # in the job dir: one fold's checkpoints at a time
 MIN_ROWS_PER_CLASS = 10
 
 
-def fold_of_rows(labels: np.ndarray, folds: int, seed: int, stratified: bool) -> np.ndarray:
-    """Each row's fold, 0..folds-1: every class spread evenly over the folds when
-    `stratified` (a single-label task) and every class has a row per fold (scikit-learn warns
-    otherwise), else rows dealt at random; the same for one seed."""
+def fold_of_rows(labels: np.ndarray, folds: int, seed: int, strata=None) -> np.ndarray:
+    """Each row's fold, 0..folds-1: every stratum (Task.held_out_strata: a class) spread evenly
+    over the folds when the task has `strata` and every stratum has a row per fold
+    (scikit-learn warns otherwise), else rows dealt at random; the same for one seed."""
     from sklearn.model_selection import KFold, StratifiedKFold
 
     if len(labels) < folds:
         raise UserError(f"--label-issue-folds: {folds} folds need at least {folds} training rows, "
                         f"got {len(labels)}")
-    stratified = stratified and np.unique(labels, return_counts=True)[1].min() >= folds
+    stratified = strata is not None and np.unique(strata, return_counts=True)[1].min() >= folds
     rows = np.zeros(len(labels))
     splitter = (StratifiedKFold(folds, shuffle=True, random_state=seed) if stratified
                 else KFold(folds, shuffle=True, random_state=seed))
     assigned = np.empty(len(labels), np.int64)
-    for fold, (_, held) in enumerate(splitter.split(rows, labels if stratified else None)):
+    for fold, (_, held) in enumerate(splitter.split(rows, strata if stratified else None)):
         assigned[held] = fold
     return assigned
 
 
 def folds_of(ctx: RunContext) -> np.ndarray:
     """Each training row's fold in this run (the same before and after tokenizing)."""
-    train = ctx.config.train
-    return fold_of_rows(ctx.datasets.train.labels, train.label_issue_folds, train.seed,
-                        ctx.task.name == "classification")
+    train, labels = ctx.config.train, ctx.datasets.train.labels
+    return fold_of_rows(labels, train.label_issue_folds, train.seed, ctx.task.held_out_strata(labels))
 
 
-def check_fold_sizes(labels: np.ndarray, folds: np.ndarray, names) -> None:
+def check_fold_sizes(task, labels: np.ndarray, folds: np.ndarray, names) -> None:
     """Refuses folds whose training part holds fewer than MIN_ROWS_PER_CLASS rows of a class (or
     with a label): its model would answer that class at chance, and cleanlab would flag its rows
     for it. Checked before the run trains anything, so the user loses no time."""
-    multi_label = labels.ndim == 2
-    members = labels > 0.5 if multi_label else np.eye(len(names), dtype=bool)[labels]
+    members = task.label_members(labels, len(names))
     k = int(folds.max()) + 1
     counts = np.stack([members[folds != fold].sum(axis=0) for fold in range(k)])  # [k, classes]
     fold, worst = np.unravel_index(np.argmin(counts), counts.shape)
     if counts[fold, worst] >= MIN_ROWS_PER_CLASS:
         return
     sizes = [int(np.sum(folds != f)) for f in range(k)]
-    kind = "label" if multi_label else "class"
+    kind = task.label_noun
     raise UserError(
         f"--find-label-issues: {len(labels)} training rows in {k} folds (--label-issue-folds) "
         f"train each fold's model on {min(sizes)}-{max(sizes)} rows, and fold {fold + 1}'s would "
@@ -147,7 +145,7 @@ def _fold_context(ctx: RunContext, fold: int, kept: np.ndarray) -> RunContext:
         scaled = train.max_steps * len(kept) / len(ctx.inputs.tokenized["train"])
         train.max_steps = max(per_call, int(np.ceil(scaled / per_call)) * per_call)
     task = tasks.from_config(config)
-    task.prepare(ctx.datasets.train.labels[kept])
+    task.prepare(ctx.datasets.labels, ctx.datasets.train.labels[kept])
     plan = dataclasses.replace(ctx.runtime.plan, is_chief=False)
     return RunContext(config, ctx.environ, jobdir.JobPaths.from_config(config), ctx.is_chief,
                       task=task, datasets=ctx.datasets,

@@ -42,35 +42,26 @@ METHOD = ("cleanlab find_label_issues on out-of-sample probabilities, ranked by 
           "(self_confidence); training rows by the mean of the folds' and the run's model's")
 
 
-def rank(task: str, probabilities: np.ndarray, labels: np.ndarray,
+def rank(task, probabilities: np.ndarray, labels: np.ndarray,
          ranking_probabilities: Optional[np.ndarray] = None) -> tuple:
-    """(flagged row indices, most doubtful first; every row's label quality score in [0, 1]).
+    """(flagged row indices, most doubtful first; every row's label quality score in [0, 1]),
+    by the task's cleanlab ranking (Task.rank_label_issues).
 
     `probabilities`: out-of-sample [N, C] class probabilities, or [N, L] label probabilities
     (multi-label), which decide the flagged rows; `ranking_probabilities` (default: the same)
     give the scores that order them; `labels`: class ids [N], or 0/1 [N, L]."""
     ranking_probabilities = probabilities if ranking_probabilities is None else ranking_probabilities
-    # n_jobs=1: by default cleanlab forks a multiprocessing.Pool (one process per core) on Linux,
-    # and a fork of a process whose TensorFlow and gRPC threads hold locks can hang the child;
-    # a multi-worker run's non-chief worker hung here after its export (CPython's own default
-    # moved away from fork for this reason: python/cpython#84559). The result is the same.
+    # The tasks call cleanlab with n_jobs=1: by default it forks a multiprocessing.Pool (one
+    # process per core) on Linux, and a fork of a process whose TensorFlow and gRPC threads hold
+    # locks can hang the child; a multi-worker run's non-chief worker hung here after its export
+    # (CPython's own default moved away from fork for this reason: python/cpython#84559). The
+    # result is the same.
     # cleanlab warns, per class, when a class has too few rows to flag all of its issues: the
     # flagged rows are still right, and the warning would reach the user's log as a Python
     # warning (cleanlab/filter.py: "May not flag all label issues in class").
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="May not flag all label issues", category=UserWarning)
-        if task == "multi-label":
-            from cleanlab.multilabel_classification import filter as multilabel_filter, rank as multilabel_rank
-
-            given = [list(np.flatnonzero(row)) for row in np.asarray(labels) > 0.5]
-            flagged = multilabel_filter.find_label_issues(labels=given, pred_probs=probabilities, n_jobs=1)
-            scores = multilabel_rank.get_label_quality_scores(given, ranking_probabilities)
-        else:
-            from cleanlab import filter as cleanlab_filter, rank as cleanlab_rank
-
-            given = np.asarray(labels, np.int64)
-            flagged = cleanlab_filter.find_label_issues(given, probabilities, n_jobs=1)
-            scores = cleanlab_rank.get_label_quality_scores(given, ranking_probabilities)
+        flagged, scores = task.rank_label_issues(probabilities, labels, ranking_probabilities)
     # A boolean mask of the rows: cleanlab returns one when no ranking is asked of it.
     flagged, scores = np.flatnonzero(flagged), np.asarray(scores, np.float64)
     return flagged[np.argsort(scores[flagged], kind="stable")], scores
@@ -78,18 +69,18 @@ def rank(task: str, probabilities: np.ndarray, labels: np.ndarray,
 
 def find_label_issues(ctx: RunContext) -> None:
     """The stage: label_issues.csv (chief), one log line, metrics.json's label_issues block."""
-    if ctx.task.name == "regression":
+    if ctx.task.label_issues_refused:
         return
-    validation = _probabilities(ctx.task, ctx.outputs["validation"][0])
+    validation = ctx.task.probabilities(ctx.outputs["validation"][0])
     splits = {"validation": (validation, validation, ctx.datasets.validation.labels)}
     warning = None
     if ctx.config.train.find_label_issues:
         out_of_sample, ranking, folds = _training_probabilities(ctx)
-        warning = chance_warning(out_of_sample, ctx.datasets.train.labels, folds)
+        warning = chance_warning(ctx.task, out_of_sample, ctx.datasets.train.labels, folds)
         splits = {"train": (out_of_sample, ranking, ctx.datasets.train.labels), **splits}
     frames, counts = [], {}
     for name, (probabilities, ranking, labels) in splits.items():
-        flagged, scores = rank(ctx.task.name, probabilities, labels, ranking)
+        flagged, scores = rank(ctx.task, probabilities, labels, ranking)
         counts[name] = {"flagged": int(len(flagged)), "of": int(len(labels))}
         frames.append(_frame(ctx, name, flagged, scores[flagged], labels[flagged],
                              probabilities[flagged]))
@@ -117,13 +108,14 @@ def _training_probabilities(ctx: RunContext) -> tuple:
 
     log.info("label issues: the run's model (its best epoch) predicts its %d training rows, "
              "to rank the flagged ones", len(ctx.inputs.tokenized["train"]))
-    in_sample = _probabilities(ctx.task, fitting.predict_split(ctx, "train")[0])
+    in_sample = ctx.task.probabilities(fitting.predict_split(ctx, "train")[0])
     outputs, folds = cross_fit.out_of_sample_outputs(ctx)
-    out_of_sample = _probabilities(ctx.task, outputs)
+    out_of_sample = ctx.task.probabilities(outputs)
     return out_of_sample, mean_of_views(out_of_sample, in_sample), folds
 
 
-def chance_warning(probabilities: np.ndarray, labels: np.ndarray, folds: np.ndarray) -> Optional[str]:
+def chance_warning(task, probabilities: np.ndarray, labels: np.ndarray,
+                   folds: np.ndarray) -> Optional[str]:
     """Why the training rows' ranking cannot be trusted, or None: a fold whose model is right on
     its held-out rows no more often than always answering their most common class (multi-label:
     each label decided at 0.5, against each label's more common answer) has learned nothing to
@@ -131,7 +123,7 @@ def chance_warning(probabilities: np.ndarray, labels: np.ndarray, folds: np.ndar
     weak = []
     for fold in range(int(folds.max()) + 1):
         held = folds == fold
-        accuracy, constant = _accuracies(probabilities[held], labels[held])
+        accuracy, constant = task.chance_accuracies(probabilities[held], labels[held])
         if accuracy <= constant:
             weak.append(f"fold {fold + 1} (trained on {int(np.sum(~held))} rows) was right on "
                         f"{accuracy:.0%} of its {int(np.sum(held))} held-out rows, always "
@@ -144,17 +136,6 @@ def chance_warning(probabilities: np.ndarray, labels: np.ndarray, folds: np.ndar
             f"trains on more of them), give models worth asking")
 
 
-def _accuracies(probabilities: np.ndarray, labels: np.ndarray) -> tuple:
-    """(the model's accuracy, the best constant answer's) on these rows."""
-    if labels.ndim == 2:  # multi-label: every (row, label) decision
-        given = labels > 0.5
-        rate = given.mean(axis=0)
-        return float(np.mean((probabilities >= 0.5) == given)), float(np.mean(np.maximum(rate, 1 - rate)))
-    labels = np.asarray(labels, np.int64)
-    return (float(np.mean(probabilities.argmax(axis=1) == labels)),
-            float(np.bincount(labels).max() / len(labels)))
-
-
 def mean_of_views(out_of_sample: np.ndarray, in_sample: np.ndarray) -> np.ndarray:
     """The probabilities that rank the flagged training rows: the folds' and the run's model's,
     weighted equally. An equal weight needs no tuning on labels we do not trust, and a run's
@@ -162,23 +143,10 @@ def mean_of_views(out_of_sample: np.ndarray, in_sample: np.ndarray) -> np.ndarra
     return (out_of_sample + in_sample) / 2
 
 
-def _probabilities(task, outputs: np.ndarray) -> np.ndarray:
-    from trainer.reporting.calibration import softmax
-    from trainer.tasks.multilabel import sigmoid
-
-    return sigmoid(outputs) if task.name == "multi-label" else softmax(outputs)
-
-
 def _frame(ctx: RunContext, name: str, flagged: np.ndarray, scores: np.ndarray, labels: np.ndarray,
            probabilities: np.ndarray) -> pd.DataFrame:
-    names = np.asarray(ctx.datasets.labels.names, dtype=object)
-    if ctx.task.name == "multi-label":
-        separator, thresholds = ctx.datasets.labels.separator, np.asarray(ctx.task.thresholds)
-        given = [separator.join(names[np.flatnonzero(row > 0.5)]) for row in np.asarray(labels)]
-        suggested = [separator.join(names[np.flatnonzero(row)]) for row in probabilities >= thresholds]
-    else:
-        given = list(names[np.asarray(labels, np.int64)])
-        suggested = list(names[probabilities.argmax(axis=1)]) if len(probabilities) else []
+    spec = ctx.datasets.labels
+    given, suggested = ctx.task.label_texts(labels, spec), ctx.task.suggested_labels(probabilities, spec)
     located = locate(ctx.datasets, name, flagged)
     frame = pd.DataFrame({"split": name, "file": located["file"], "row": located["row"],
                           "given_label": given, "suggested_label": suggested, "score": scores,

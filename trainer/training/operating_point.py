@@ -15,12 +15,9 @@ from typing import Optional
 
 import numpy as np
 
-from trainer.errors import UserError
 from trainer.training.context import RunContext
 
 log = logging.getLogger("trainer")
-
-POSITIVE = 1  # a binary classifier's positive class id
 
 
 def target_of(output_config) -> Optional[tuple]:
@@ -32,19 +29,12 @@ def target_of(output_config) -> Optional[tuple]:
     return None
 
 
-def check_task(task: str, label_names, output_config) -> None:
-    """The flags need one yes/no decision per label: a binary or multi-label task."""
+def check_task(task, label_names, output_config) -> None:
+    """The flags need one yes/no decision per label: a binary or multi-label task
+    (Task.check_operating_point refuses the others)."""
     target = target_of(output_config)
-    if target is None:
-        return
-    flag = f"--target-{target[0]}"
-    if task == "regression":
-        raise UserError(f"{flag}: needs a binary or multi-label task; --task regression predicts a "
-                        f"score, with no threshold to choose")
-    if task == "classification" and len(label_names) != 2:
-        raise UserError(f"{flag}: needs a binary or multi-label task; this classifier has "
-                        f"{len(label_names)} classes ({', '.join(label_names)}), and a threshold "
-                        f"picks between two")
+    if target is not None:
+        task.check_operating_point(label_names, f"--target-{target[0]}")
 
 
 def choose_threshold(scores: np.ndarray, truth: np.ndarray, target: str, value: float) -> dict:
@@ -89,78 +79,38 @@ def rates_at(scores: np.ndarray, truth: np.ndarray, threshold: float) -> dict:
 
 def choose_operating_point(ctx: RunContext) -> None:
     """The stage: fixes ctx.operating_point (metrics.json's block) and the decisions the export
-    stores (a binary model's threshold, a multi-label model's per label), before the final
-    metrics are computed and logged (results.summarize): they are those of these decisions."""
+    stores (a binary model's threshold, a multi-label model's per label: the task's
+    choose_operating_point), before the final metrics are computed and logged
+    (results.summarize): they are those of these decisions."""
+    from trainer.training.results import export_temperature
+
     target = target_of(ctx.config.output)
     if target is None:
         return
-    if ctx.task.name == "multi-label":
-        ctx.operating_point = _multilabel(ctx, *target)
-    else:
-        ctx.operating_point = _binary(ctx, *target)
+    temperature = export_temperature(ctx)
+    scores = {name: ctx.task.decision_scores(*ctx.outputs[name], temperature)
+              for name in ("validation", "test") if name in ctx.outputs}
+    ctx.operating_point = ctx.task.choose_operating_point(
+        lambda column, what: _point(ctx, scores, column, *target, what), *target,
+        ctx.datasets.labels.names, temperature)
 
 
-def _scores(ctx: RunContext, name: str) -> tuple:
-    """(scores [N, L], truth [N, L]) of a split as the export computes them: the positive
-    class's calibrated probability, or each label's."""
-    from trainer.reporting.calibration import softmax
-    from trainer.tasks.multilabel import sigmoid
-    from trainer.training.results import export_temperature
-
-    outputs, labels = ctx.outputs[name]
-    if ctx.task.name == "multi-label":
-        return sigmoid(outputs), np.asarray(labels) > 0.5
-    probabilities = softmax(outputs, export_temperature(ctx))
-    return probabilities[:, POSITIVE:POSITIVE + 1], (np.asarray(labels) == POSITIVE)[:, None]
-
-
-def _point(ctx: RunContext, column: int, target: str, value: float, what: str) -> dict:
-    scores, truth = _scores(ctx, "validation")
-    chosen = choose_threshold(scores[:, column], truth[:, column], target, value)
+def _point(ctx: RunContext, scores: dict, column: int, target: str, value: float, what: str) -> dict:
+    """The threshold of decision `column` (Task.decision_scores) on validation, and its test
+    rates."""
+    validation_scores, truth = scores["validation"]
+    chosen = choose_threshold(validation_scores[:, column], truth[:, column], target, value)
     point = {"reached": chosen["reached"], "threshold": chosen["threshold"],
              "validation": {"precision": chosen["precision"], "recall": chosen["recall"]}}
     if chosen["reached"]:
         log.info("operating point: %s threshold %.4f (validation precision %.4f, recall %.4f; "
                  "--target-%s %g): the export and the metrics below decide there", what,
                  chosen["threshold"], chosen["precision"], chosen["recall"], target, value)
-        if "test" in ctx.outputs:
-            test_scores, test_truth = _scores(ctx, "test")
+        if "test" in scores:
+            test_scores, test_truth = scores["test"]
             point["test"] = rates_at(test_scores[:, column], test_truth[:, column], chosen["threshold"])
     else:
         point["why"] = chosen["why"]
         log.warning("operating point: --target-%s %g is out of reach for %s on validation (%s); "
-                    "it keeps %s", target, value, what, chosen["why"], _kept(ctx, column))
+                    "it keeps %s", target, value, what, chosen["why"], ctx.task.kept_decision(column))
     return point
-
-
-def _kept(ctx: RunContext, column: int) -> str:
-    if ctx.task.name == "multi-label":
-        return f"its F1-chosen threshold {ctx.task.thresholds[column]:.2f}"
-    return "deciding by the most probable class (threshold 0.5)"
-
-
-def _binary(ctx: RunContext, target: str, value: float) -> dict:
-    from trainer.training.results import export_temperature
-
-    names = ctx.datasets.labels.names
-    point = _point(ctx, 0, target, value, f"positive class {names[POSITIVE]!r}")
-    if point["reached"]:
-        ctx.task.positive_margin = positive_margin(point["threshold"], export_temperature(ctx))
-    return {"target": target, "value": value, "positive_label": names[POSITIVE], **point}
-
-
-def positive_margin(threshold: float, temperature: float) -> float:
-    """The logit margin z1 - z0 at which the exported probability softmax(z / T)[1] reaches
-    `threshold`: T * log(t / (1 - t)); t is kept inside float32's open interval (0, 1)."""
-    eps = float(np.finfo(np.float32).eps)
-    t = min(max(threshold, eps), 1 - eps)
-    return temperature * float(np.log(t / (1 - t)))
-
-
-def _multilabel(ctx: RunContext, target: str, value: float) -> dict:
-    names = ctx.datasets.labels.names
-    points = {name: _point(ctx, j, target, value, f"label {name!r}") for j, name in enumerate(names)}
-    for j, name in enumerate(names):
-        if points[name]["reached"]:
-            ctx.task.thresholds[j] = points[name]["threshold"]
-    return {"target": target, "value": value, "labels": points}

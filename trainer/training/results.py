@@ -57,7 +57,7 @@ def evaluate(ctx: RunContext) -> None:
             logits[name] = predict_split(ctx, name)
     export_lib.check_finite_outputs(logits["validation"][0], "validation rows")
     ctx.task.fit_on_validation(*logits["validation"])  # multi-label thresholds
-    if ctx.task.name == "classification":  # a temperature rescales class probabilities only
+    if ctx.task.calibrates:  # a temperature rescales class probabilities only
         ctx.calibration = calibration.calibration_block(
             logits, applied=ctx.config.output.calibrate == "on")
         _log_calibration(ctx.calibration)
@@ -132,8 +132,7 @@ def export(ctx: RunContext) -> None:
     with export_lib.computing_in_float32(model, ctx.config.runtime.export_precision == "float32"):
         export_lib.export(_serving_module(ctx, preprocessor, model), ctx.paths.model_dir,
                           write_dir=target)
-    log.info("exported the model (raw strings in, %s out) to %s",
-             "scores" if ctx.task.name == "regression" else "probabilities", target)
+    log.info("exported the model (raw strings in, %s out) to %s", ctx.task.exported_outputs, target)
 
 
 def export_bfloat16(ctx: RunContext) -> None:
@@ -190,11 +189,10 @@ def write_copy(ctx: RunContext, model_dir: str, variables, precision: str) -> di
     if precision == "int8":
         copy = quantize.int8_copy(build, variables, reference)
     else:
-        copy = quantize.bfloat16_copy(build, variables, reference, ctx.task.name,
-                                      datasets.labels.names, config.data.max_seq_length,
-                                      pairs is not None, datasets.labels.separator)
+        copy = quantize.bfloat16_copy(build, variables, reference, ctx.task, datasets.labels.names,
+                                      config.data.max_seq_length, pairs is not None)
     figures = quantize.export_checked(
-        copy, reference, model_dir, precision, ctx.task.name, texts[rows],
+        copy, reference, model_dir, precision, ctx.task, texts[rows],
         None if pairs is None else pairs[rows], datasets.validation.labels[rows],
         datasets.labels.names, config.train.eval_batch_size)
     (log.info if figures["passed"] else log.warning)(quantize.describe(figures))
@@ -252,23 +250,16 @@ def _classifier(ctx: RunContext) -> tuple:
 
 
 def _serving_module(ctx: RunContext, preprocessor, model):
+    """The export of the run's task, with its decisions (a reached --target-precision/
+    --target-recall's threshold, multi-label's thresholds: Task.export_decisions)."""
     from trainer.data import pipeline
 
-    pair = ctx.datasets.text_pair_column is not None
-    long_texts = pipeline.LongTexts.from_config(ctx.config.data)
-    if ctx.task.name == "regression":
-        return export_lib.ScoreServingModule(preprocessor, model, ctx.config.data.max_seq_length,
-                                             pair=pair, long_texts=long_texts)
-    labels = ctx.datasets.labels
-    if ctx.task.name == "multi-label":
-        return export_lib.MultiLabelServingModule(
-            preprocessor, model, labels.names, ctx.config.data.max_seq_length,
-            ctx.task.thresholds, labels.separator, pair=pair, long_texts=long_texts)
-    return export_lib.ServingModule(preprocessor, model, labels.names, ctx.config.data.max_seq_length,
-                                    temperature=export_temperature(ctx), pair=pair,
-                                    long_texts=long_texts,
-                                    # a reached --target-precision/--target-recall's (operating_point)
-                                    threshold=(ctx.operating_point or {}).get("threshold"))
+    return export_lib.ServingModule(preprocessor, model, ctx.datasets.labels.names,
+                                    ctx.config.data.max_seq_length,
+                                    temperature=export_temperature(ctx),
+                                    pair=ctx.datasets.text_pair_column is not None,
+                                    long_texts=pipeline.LongTexts.from_config(ctx.config.data),
+                                    task=ctx.task)
 
 
 def export_temperature(ctx: RunContext) -> float:
@@ -290,11 +281,8 @@ def report(ctx: RunContext) -> None:
 
 def _report_predictions(ctx: RunContext) -> dict:
     """The outputs `evaluate` predicted, as the export returns them: the report predicts nothing."""
-    from trainer.reporting.predictions import from_outputs
-
     texts = ctx.datasets.read_texts(*ctx.outputs)
-    return {name: from_outputs(ctx.task.name, outputs, labels, *texts[name], export_temperature(ctx),
-                               getattr(ctx.task, "thresholds", None), getattr(ctx.task, "decide", None))
+    return {name: ctx.task.split_predictions(outputs, labels, *texts[name], export_temperature(ctx))
             for name, (outputs, labels) in ctx.outputs.items()}
 
 
@@ -336,7 +324,7 @@ def _metrics(ctx: RunContext) -> dict:
         "label_column": datasets.label_column,
         "dataset_sizes": datasets.sizes(),
         "data_hash": data_hash(datasets),
-        "class_counts": datasets.class_counts(),
+        "class_counts": datasets.class_counts(ctx.task),
         "rows_skipped": datasets.rows_skipped(),
         "truncated_texts": ctx.inputs.truncated,
         "hyperparameters": {**dataclasses.asdict(config.train), "epochs": ctx.inputs.epochs,

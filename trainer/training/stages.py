@@ -88,13 +88,13 @@ def load_data(ctx: RunContext) -> None:
     from trainer import tasks
     from trainer.data import splits
 
-    datasets = ctx.datasets = splits.load_datasets(ctx.config)
     ctx.task = tasks.from_config(ctx.config)
-    ctx.task.prepare(datasets.train.labels)
+    datasets = ctx.datasets = splits.load_datasets(ctx.config, ctx.task)
+    ctx.task.prepare(datasets.labels, datasets.train.labels)
     log.info("data: %s (text %r%s, label %r as %s)", ", ".join(
         f"{name} {size}" for name, size in datasets.sizes().items()), datasets.text_column,
         f", pair {datasets.text_pair_column!r}" if datasets.text_pair_column else "",
-        datasets.label_column, datasets.labels.describe())
+        datasets.label_column, ctx.task.describe_labels(datasets.labels))
     skipped = datasets.rows_skipped()
     if any(skipped.values()):
         log.info("skipped rows with empty text: %s", skipped)

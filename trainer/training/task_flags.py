@@ -8,12 +8,11 @@ from trainer.training.context import RunContext
 
 
 def check_task_flags(ctx: RunContext) -> None:
-    operating_point.check_task(ctx.task.name, ctx.datasets.labels.names, ctx.config.output)
+    operating_point.check_task(ctx.task, ctx.datasets.labels.names, ctx.config.output)
     if not ctx.config.train.find_label_issues:
         return
-    if ctx.task.name == "regression":
-        raise UserError("--find-label-issues: needs classes or labels; --task regression has a "
-                        "score per row, which cleanlab's classification ranking cannot judge")
+    if ctx.task.label_issues_refused:
+        raise UserError(f"--find-label-issues: needs classes or labels; {ctx.task.label_issues_refused}")
     if ctx.runtime.plan.strategy == "multiworker":
         # The folds train on row subsets of the token cache, which a worker cannot shard by
         # blocks (trainer.training.fitting._training_data).
@@ -21,5 +20,5 @@ def check_task_flags(ctx: RunContext) -> None:
                         "TPU), not across several workers; drop the flag or the extra workers")
     # A dry run keeps a batch of rows: its folds are small by design, and it checks the plumbing.
     if not ctx.config.train.dry_run:
-        cross_fit.check_fold_sizes(ctx.datasets.train.labels, cross_fit.folds_of(ctx),
+        cross_fit.check_fold_sizes(ctx.task, ctx.datasets.train.labels, cross_fit.folds_of(ctx),
                                    ctx.datasets.labels.names)

@@ -1,67 +1,27 @@
-"""Label columns -> class ids: scores, class ids or class names, decided from the training file.
+"""Classification labels: scores, class ids or class names, decided from the training file.
 
 Every error names the row that is wrong: the file, its line and the column. The rule for
 `--label-type auto`: labels that are mostly words are class names; integers that run 0..K-1 are
 class ids; other integers (star ratings 1-5) are class names, so that no class exists without
 rows; other numbers are sentiment scores. The run logs which it chose.
 """
-import dataclasses
 import difflib
 import logging
-from typing import Dict, List
+from typing import List
 
 import numpy as np
 
-from trainer.config import DataConfig
 from trainer.data.reading import name_key, where
 from trainer.errors import UserError
+from trainer.tasks.labels import LabelSpec, as_number, is_missing
 
 log = logging.getLogger("trainer")
 
 SCORE_NAMES = ("negative", "neutral", "positive")
 
 
-@dataclasses.dataclass
-class LabelSpec:
-    """How raw label values become class ids; learned from the training file, saved with the run."""
-    kind: str  # "score" | "index" | "name" (classes); "number" (regression: no classes);
-    # "names" (multi-label: names joined by `separator` in one cell) | "columns" (one 0/1 column each)
-    names: List[str]
-    separator: str = "|"
-
-    def to_dict(self):
-        return {"kind": self.kind, "names": list(self.names)}
-
-    def describe(self) -> str:
-        """How the label column is read, for the run's log: a regression target has no names."""
-        if self.kind == "number":
-            return "a number (regression target)"
-        return f"{self.kind}: {self.names}"
-
-
-def is_missing(value) -> bool:
-    return value is None or (isinstance(value, float) and np.isnan(value)) or (
-        isinstance(value, str) and value.strip().lower() in ("", "nan", "null", "none", "na"))
-
-
-def _as_number(value):
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        return float(value)
-    try:
-        return float(str(value).strip())
-    except ValueError:
-        return None
-
-
-def regression_labels() -> LabelSpec:
-    """A regression target: any number, no class names."""
-    return LabelSpec("number", [])
-
-
-def infer_labels(frame, column: str, config: DataConfig) -> LabelSpec:
-    """Decide what the label column holds, from the training file."""
+def infer_labels(frame, column: str, config) -> LabelSpec:
+    """Decide what the label column holds, from the training file (`config`: the DataConfig)."""
     given_names = [n.strip() for n in config.label_names.split(",")] if config.label_names else None
     values = frame[column].tolist()
     for i, value in enumerate(values):
@@ -75,7 +35,7 @@ def infer_labels(frame, column: str, config: DataConfig) -> LabelSpec:
         if len(names) != 3:
             raise UserError(f"--label-names: sentiment scores map to three classes, got {names}")
     elif kind == "index":
-        ids = [_as_number(v) for v in values]
+        ids = [as_number(v) for v in values]
         bad = next((i for i, x in enumerate(ids) if x is None or x != int(x) or x < 0), None)
         if bad is not None:
             raise UserError(f"{where(frame, bad, column)}: {values[bad]!r} is not a class id "
@@ -102,7 +62,7 @@ def infer_labels(frame, column: str, config: DataConfig) -> LabelSpec:
 
 def _sorted_names(names: List[str]) -> List[str]:
     """Class names in order: by value when all are numbers (1, 2, 10), else as strings."""
-    numbers = [_as_number(n) for n in names]
+    numbers = [as_number(n) for n in names]
     if None in numbers:
         return sorted(names)
     return [n for _, n in sorted(zip(numbers, names))]
@@ -116,7 +76,7 @@ def _rule(spec: LabelSpec, label_type: str) -> str:
     if spec.kind == "index":
         return (f"class ids 0..{len(spec.names) - 1}{chosen or ' (integers from 0)'}: "
                 f"{', '.join(spec.names)}")
-    numbers = None not in [_as_number(n) for n in spec.names]
+    numbers = None not in [as_number(n) for n in spec.names]
     why = (" (integers that do not run 0..K-1 are names, so that no class is empty; "
            "--label-type index reads ids 0..K-1)" if numbers and not chosen else chosen)
     return f"{len(spec.names)} class names{why}: {', '.join(spec.names)}"
@@ -127,7 +87,7 @@ def _infer_kind(frame, column: str, values: list, named: bool) -> str:
     or --label-names names them (`named`), else names (1-5 star ratings would otherwise get an
     empty class 0); other numbers are scores. A few words among numbers (`two` among 0/1/2) are
     errors at their own row, not a guess."""
-    numbers = [_as_number(v) for v in values]
+    numbers = [as_number(v) for v in values]
     words = [i for i, x in enumerate(numbers) if x is None]
     if len(words) * 2 > len(values):
         return "name"
@@ -140,17 +100,6 @@ def _infer_kind(frame, column: str, values: list, named: bool) -> str:
         ids = sorted({int(x) for x in numbers})
         return "index" if named or ids == list(range(len(ids))) else "name"
     return "score"
-
-
-def class_counts(ids: np.ndarray, spec: LabelSpec) -> Dict[str, int]:
-    """{class name: rows}, in class-id order; empty for a regression target; multi-label:
-    {label: rows carrying it}."""
-    if spec.kind == "number":
-        return {}
-    if ids.ndim == 2:
-        return {name: int(count) for name, count in zip(spec.names, ids.sum(axis=0))}
-    counts = np.bincount(ids, minlength=len(spec.names))
-    return {name: int(count) for name, count in zip(spec.names, counts)}
 
 
 def check_no_empty_class(frame, column: str, ids: np.ndarray, spec: LabelSpec, named: bool) -> None:
@@ -229,12 +178,7 @@ def _refuse_small_class(frame, column: str, ids: np.ndarray, spec: LabelSpec, la
 
 
 def encode_labels(frame, column: str, spec: LabelSpec, split_name: str) -> np.ndarray:
-    """Raw label values -> class ids under `spec` (regression: float32 targets); unknown or
-    malformed values are errors."""
-    if spec.kind == "number":
-        return _encode_numbers(frame, column)
-    if spec.kind in ("names", "columns"):
-        return encode_multi_labels(frame, column, spec)
+    """Raw label values -> class ids under `spec`; unknown or malformed values are errors."""
     ids = np.empty(len(frame), dtype=np.int32)
     index = {name: i for i, name in enumerate(spec.names)}
     for i, value in enumerate(frame[column].tolist()):
@@ -249,7 +193,7 @@ def encode_labels(frame, column: str, spec: LabelSpec, split_name: str) -> np.nd
                                 + (f"; did you mean {close[0]!r}?" if close else ""))
             ids[i] = index[key]
             continue
-        number = _as_number(value)
+        number = as_number(value)
         if number is None:
             raise UserError(f"{where(frame, i, column)}: {value!r} is not a number")
         if spec.kind == "score":
@@ -266,57 +210,8 @@ def encode_labels(frame, column: str, spec: LabelSpec, split_name: str) -> np.nd
     return ids
 
 
-def _encode_numbers(frame, column: str) -> np.ndarray:
-    values = np.empty(len(frame), dtype=np.float32)
-    for i, value in enumerate(frame[column].tolist()):
-        if is_missing(value):
-            raise UserError(f"{where(frame, i, column)}: label is missing")
-        number = _as_number(value)
-        if number is None or not np.isfinite(number):
-            raise UserError(f"{where(frame, i, column)}: {value!r} is not a number (--task "
-                            f"regression reads the label as a score)")
-        values[i] = number
-    return values
-
-
-def _cell_names(value, separator: str) -> List[str]:
-    if is_missing(value):
-        return []
-    return [name.strip() for name in str(value).split(separator) if name.strip()]
-
-
-def infer_multi_labels(frame, column: str, config: DataConfig) -> LabelSpec:
-    """Multi-label: the 0/1 --label-columns, or the names found in the label column's cells
-    (--label-names fixes them and their order)."""
-    if config.label_columns:
-        names = [c.strip() for c in config.label_columns.split(",") if c.strip()]
-        return LabelSpec("columns", names)
-    separator = config.label_separator
-    given = [n.strip() for n in config.label_names.split(",")] if config.label_names else None
-    seen = sorted({name for value in frame[column].tolist() for name in _cell_names(value, separator)})
-    if not given and len(seen) < 2:
-        raise UserError(f"{frame['_file'].iloc[0]}: column {column!r} holds fewer than two label "
-                        f"names ({seen}) split by --label-separator {separator!r}")
-    return LabelSpec("names", given or seen, separator)
-
-
-def encode_multi_labels(frame, column: str, spec: LabelSpec) -> np.ndarray:
-    """float32 [rows, labels] of 0/1; an unknown name or a value other than 0/1 is an error."""
-    targets = np.zeros((len(frame), len(spec.names)), np.float32)
-    if spec.kind == "columns":
-        for j, name in enumerate(spec.names):
-            for i, value in enumerate(frame[name].tolist()):
-                number = None if is_missing(value) else _as_number(value)
-                if number not in (0.0, 1.0):
-                    raise UserError(f"{where(frame, i, name)}: {value!r} is not 0 or 1 (a "
-                                    f"--label-columns column marks its label with 1)")
-                targets[i, j] = number
-        return targets
-    index = {name: j for j, name in enumerate(spec.names)}
-    for i, value in enumerate(frame[column].tolist()):
-        for name in _cell_names(value, spec.separator):
-            if name not in index:
-                raise UserError(f"{where(frame, i, column)}: label {name!r} is not one of the "
-                                f"training data's labels {spec.names}")
-            targets[i, index[name]] = 1.0
-    return targets
+def check_classes(frame, column: str, ids: np.ndarray, spec: LabelSpec, data) -> None:
+    """No class without rows, no two labels that differ only in case (unless the flag allows)."""
+    check_no_empty_class(frame, column, ids, spec, bool(data.label_names))
+    if not data.allow_label_variants:
+        check_label_variants(frame, column, ids, spec)

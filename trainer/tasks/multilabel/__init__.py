@@ -1,0 +1,238 @@
+"""Any number of labels per text: one sigmoid output per label, binary cross-entropy, and a
+decision threshold per label chosen on the validation set after training (saved in the model).
+
+Each epoch is scored at threshold 0.5 (the thresholds are not fitted yet); the final metrics of
+every split use the thresholds chosen on validation.
+"""
+from trainer.tasks.base import Task
+from trainer.tasks.multilabel import card
+
+# Probabilities are float32: one that rounded to 0 or 1 still gets a finite loss in errors.csv.
+_EPSILON = 2.0 ** -24  # float32's machine epsilon / 2
+
+
+class MultiLabelTask(Task):
+    name = "multi-label"
+    metric_goals = {"val_micro_f1": "maximize", "val_macro_f1": "maximize",
+                    "val_subset_accuracy": "maximize", "val_loss": "minimize"}
+    train_metric = "label_accuracy"
+    summary_metrics = ("micro_f1", "macro_f1", "subset_accuracy")
+    loss_name = "binary cross-entropy"
+    label_noun = "label"
+    decision_output = "predicted"
+    decision_variables = ("thresholds",)
+    agreement_metric = "micro_f1"
+    figures = ("per_label_scores",)
+    per_label_metrics = "per_label"
+    error_columns = ["split", "outcome", "rank", "loss", "true_labels", "predicted_labels", "text"]
+    errors_description = ("examples with a wrong label set and the highest loss (binary cross-entropy of "
+                          "the exported model's label probabilities, averaged over the labels)")
+    model_card = card.SECTIONS
+
+    def __init__(self):
+        self.thresholds = None  # per label; 0.5 until fitted on validation
+        self.separator = "|"  # the training data's: the export joins a row's labels with it
+
+    def check_flags(self, config, require) -> None:
+        d = config.data
+        require(d.label_type == "auto", "--label-type", "has no meaning with --task multi-label")
+        require(config.train.class_weights == "none", "--class-weights",
+                "'balanced' weighs one class per row; --task multi-label has several")
+        require(not (d.label_columns and d.label_names), "--label-names",
+                "cannot be combined with --label-columns (the columns name the labels)")
+        require(bool(d.label_separator), "--label-separator", "must not be empty")
+
+    # --- labels
+    def label_columns(self, first, data) -> tuple:
+        """--label-columns: each label its own 0/1 column; else one column of label names."""
+        if data.label_columns:
+            return data.label_columns, [c.strip() for c in data.label_columns.split(",") if c.strip()]
+        return super().label_columns(first, data)
+
+    def label_spec(self, frame, column, data):
+        from trainer.tasks.multilabel import labels
+        return labels.infer_multi_labels(frame, column, data)
+
+    def encode_labels(self, frame, column, spec, split_name):
+        from trainer.tasks.multilabel import labels
+        return labels.encode_multi_labels(frame, column, spec)
+
+    def check_training_labels(self, frame, column, labels, spec, data, source) -> None:
+        from trainer.tasks.multilabel import labels as labels_lib
+        labels_lib.check_label_sizes(frame, None if spec.kind == "columns" else column,
+                                     labels, spec.names, data.min_examples_per_class)
+
+    def label_counts(self, labels, spec) -> dict:
+        """{label: rows carrying it}."""
+        return {name: int(count) for name, count in zip(spec.names, labels.sum(axis=0))}
+
+    def prepare_strata(self, labels, minimum):
+        from trainer.tasks.multilabel import labels as labels_lib
+        return labels_lib.rarest_labels(labels, minimum)
+
+    # --- the model
+    def prepare(self, spec, train_labels) -> None:
+        self.separator = spec.separator
+
+    def output_units(self, labels) -> int:
+        return len(labels.names)
+
+    def loss(self):
+        import tf_keras
+        return tf_keras.losses.BinaryCrossentropy(from_logits=True)
+
+    def keras_metrics(self) -> list:
+        import tf_keras
+        # On logits, threshold 0 is probability 0.5.
+        return [tf_keras.metrics.BinaryAccuracy(name="label_accuracy", threshold=0.0)]
+
+    def summarize(self, outputs, labels, label_names) -> dict:
+        import numpy as np
+
+        from trainer.tasks.multilabel import metrics
+        probabilities = metrics.sigmoid(outputs)
+        thresholds = self.thresholds if self.thresholds is not None else np.full(len(label_names), 0.5)
+        result = {"examples": int(len(labels)), "loss": metrics.binary_cross_entropy(outputs, labels),
+                  **metrics.multilabel_metrics(probabilities >= thresholds, labels, label_names)}
+        result["thresholds"] = {name: float(t) for name, t in zip(label_names, thresholds)}
+        return result
+
+    def describe(self, result: dict) -> str:
+        return (f"loss {result['loss']:.4f}  micro-F1 {result['micro_f1']:.4f}  macro-F1 "
+                f"{result['macro_f1']:.4f}  subset accuracy {result['subset_accuracy']:.4f}")
+
+    def describe_epoch(self, logs: dict) -> str:
+        return (f"loss {logs['loss']:.4f} label acc {logs['label_accuracy']:.3f} | val loss "
+                f"{logs['val_loss']:.4f} micro-F1 {logs['val_micro_f1']:.3f} macro-F1 "
+                f"{logs['val_macro_f1']:.3f} subset acc {logs['val_subset_accuracy']:.3f}")
+
+    # --- decided on validation
+    def fit_on_validation(self, logits, labels) -> None:
+        from trainer.tasks.multilabel import metrics
+        self.thresholds = metrics.choose_thresholds(metrics.sigmoid(logits), labels)
+
+    def validation_caveat(self, has_test: bool):
+        """The thresholds maximize each label's F1 on validation, so validation's F1 is the best
+        these outputs can score there: optimistic. Test never saw the tuning (issue #23)."""
+        return ("optimistic: each label's threshold was tuned on this split; "
+                + ("the test split's figures are the honest ones" if has_test else
+                   "give --testing-file for figures on data the tuning did not see"))
+
+    def decision_scores(self, outputs, labels, temperature: float) -> tuple:
+        """Each label's probability, as the export computes it."""
+        import numpy as np
+
+        from trainer.tasks.multilabel import metrics
+        return metrics.sigmoid(outputs), np.asarray(labels) > 0.5
+
+    def choose_operating_point(self, point, target, value, label_names, temperature) -> dict:
+        """A threshold per label; a label whose target is out of reach keeps its F1-chosen one."""
+        points = {name: point(j, f"label {name!r}") for j, name in enumerate(label_names)}
+        for j, name in enumerate(label_names):
+            if points[name]["reached"]:
+                self.thresholds[j] = points[name]["threshold"]
+        return {"target": target, "value": value, "labels": points}
+
+    def kept_decision(self, column: int) -> str:
+        return f"its F1-chosen threshold {self.thresholds[column]:.2f}"
+
+    # --- the export
+    def export_decisions(self) -> dict:
+        return {} if self.thresholds is None else {"thresholds": [float(t) for t in self.thresholds]}
+
+    def serving_outputs(self, module, logits, batch) -> dict:
+        """Per-label probabilities, and the labels at or above their threshold joined by the
+        training data's separator."""
+        import tensorflow as tf
+
+        probabilities = tf.sigmoid(logits)
+        chosen = probabilities >= module.thresholds
+        names = tf.tile(module.label_names[tf.newaxis, :], [batch, 1])
+        return {
+            "probabilities": probabilities,
+            "labels": tf.strings.reduce_join(tf.ragged.boolean_mask(names, chosen), axis=1,
+                                             separator=self.separator),
+            "predicted": tf.cast(chosen, tf.int32),
+            "label_names": names,
+        }
+
+    def agreement_decisions(self, outputs):
+        """The whole 0/1 row of chosen labels."""
+        import numpy as np
+        return np.asarray(outputs, np.int64)
+
+    def agreement_value(self, outputs, labels, label_names) -> float:
+        import numpy as np
+
+        from trainer.tasks.multilabel import metrics
+        return metrics.multilabel_metrics(np.asarray(outputs, bool), np.asarray(labels), label_names)["micro_f1"]
+
+    # --- label issues: cleanlab.multilabel_classification
+    def probabilities(self, outputs):
+        from trainer.tasks.multilabel import metrics
+        return metrics.sigmoid(outputs)
+
+    def rank_label_issues(self, probabilities, labels, ranking_probabilities) -> tuple:
+        import numpy as np
+        from cleanlab.multilabel_classification import filter as multilabel_filter, rank as multilabel_rank
+
+        given = [list(np.flatnonzero(row)) for row in np.asarray(labels) > 0.5]
+        flagged = multilabel_filter.find_label_issues(labels=given, pred_probs=probabilities, n_jobs=1)
+        return flagged, multilabel_rank.get_label_quality_scores(given, ranking_probabilities)
+
+    def label_members(self, labels, count: int):
+        return labels > 0.5
+
+    def chance_accuracies(self, probabilities, labels) -> tuple:
+        """Every (row, label) decision at 0.5, against each label's more common answer."""
+        import numpy as np
+
+        given = labels > 0.5
+        rate = given.mean(axis=0)
+        return float(np.mean((probabilities >= 0.5) == given)), float(np.mean(np.maximum(rate, 1 - rate)))
+
+    def label_texts(self, labels, spec) -> list:
+        import numpy as np
+        names = np.asarray(spec.names, dtype=object)
+        return [spec.separator.join(names[np.flatnonzero(row > 0.5)]) for row in np.asarray(labels)]
+
+    def suggested_labels(self, probabilities, spec) -> list:
+        import numpy as np
+        names = np.asarray(spec.names, dtype=object)
+        return [spec.separator.join(names[np.flatnonzero(row)])
+                for row in probabilities >= np.asarray(self.thresholds)]
+
+    # --- the report
+    def title(self, labels) -> str:
+        return f"{len(labels)}-label multi-label classifier"
+
+    def split_predictions(self, outputs, labels, texts, pairs, temperature: float):
+        import numpy as np
+
+        from trainer.tasks.multilabel import metrics
+        from trainer.tasks.predictions import SplitPredictions
+        probabilities = metrics.sigmoid(outputs)
+        return SplitPredictions(texts, labels.astype(np.int64), probabilities, None,
+                                predicted=(probabilities >= np.asarray(self.thresholds)).astype(np.int32),
+                                pairs=pairs)
+
+    def export_predictions(self, exported: dict, labels, texts, pairs, temperature: float):
+        import numpy as np
+
+        from trainer.tasks.predictions import SplitPredictions
+        return SplitPredictions(texts, labels.astype(np.int64), exported["probabilities"], None,
+                                predicted=exported["predicted"], pairs=pairs)
+
+    def error_measure(self, predictions, names) -> tuple:
+        """loss: binary cross-entropy of each label's exported probability, averaged over the
+        labels; an error: a predicted label set that is not the true one."""
+        import numpy as np
+
+        p = predictions
+        probabilities = np.clip(p.probabilities.astype(np.float64), _EPSILON, 1 - _EPSILON)
+        labels = p.labels.astype(np.float64)
+        loss = -np.mean(labels * np.log(probabilities) + (1 - labels) * np.log1p(-probabilities), axis=1)
+        wrong = np.any(p.predicted.astype(bool) != p.labels.astype(bool), axis=1)
+        joined = lambda matrix: np.array(["|".join(names[np.flatnonzero(row)]) for row in matrix],  # noqa: E731
+                                         dtype=object)
+        return loss, wrong, {"loss": loss, "true_labels": joined(p.labels), "predicted_labels": joined(p.predicted)}
