@@ -152,3 +152,30 @@ def test_no_module_uses_another_modules_underscore_name(module):
     used = underscore_uses(module, MODULES[module])
     assert used == set(), f"{module} uses {', '.join(f'{m}.{n}' for m, n in sorted(used))}"
 
+
+def task_names(path: pathlib.Path) -> list:
+    """(line, name) of each string constant of `path` that is a registered task's name: what a
+    comparison with a task's name, a dict keyed by one or a lookup of one is made of. A
+    sentence that mentions a task (a flag's help, a message) is another constant."""
+    from trainer import tasks
+
+    return [(node.lineno, node.value) for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Constant) and node.value in tasks.NAMES]
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.startswith("trainer.tasks")))
+def test_no_module_outside_tasks_names_a_task(module):
+    """Everything that differs by task kind is a method or attribute of the task object
+    (trainer/tasks/): a new task kind is its own folder and one line of the registry, with
+    nothing to edit anywhere else."""
+    assert task_names(MODULES[module]) == [], f"{module} names a task: ask the task object instead"
+
+
+@pytest.mark.parametrize("template", sorted(p.name for p in (PACKAGE / "reporting" / "templates").iterdir()))
+def test_no_template_names_a_task(template):
+    """The report's templates neither: a task's own sections of the model card are its own
+    (Task.model_card)."""
+    from trainer import tasks
+
+    text = (PACKAGE / "reporting" / "templates" / template).read_text()
+    assert [name for name in tasks.NAMES if f'"{name}"' in text or f"'{name}'" in text] == []
