@@ -259,7 +259,7 @@ def test_learning_curves_of_a_run_evaluated_every_n_steps_are_drawn_against_the_
     import pandas as pd
     history = pd.DataFrame({"epoch": [1, 2, 3], "step": [30, 60, 90], "loss": [1.0, 0.6, 0.4],
                             "val_loss": [0.9, 0.7, 0.8], "val_macro_f1": [0.5, 0.7, 0.65]})
-    monkeypatch.setattr(figures, "_png", lambda figure: figure)  # the figure itself, not its PNG
+    monkeypatch.setattr(figures, "to_png", lambda figure: figure)  # the figure itself, not its PNG
     for ax in figures.learning_curves(history, 2, "val_macro_f1", by_step=True).axes:
         assert ax.get_xlabel() == "step" and list(ax.get_xticks()) == [30, 60, 90]
         assert ax.get_legend_handles_labels()[1][-1] == "best step (60)"

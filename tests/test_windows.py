@@ -217,7 +217,7 @@ def test_windows_with_a_pair_task_is_refused_naming_the_flag():
     from trainer.config import build_config
     from trainer.errors import UserError
 
-    with pytest.raises(UserError, match="^--long-texts: windows is for single texts"):
+    with pytest.raises(UserError, match="^--long-texts: windows read single texts"):
         build_config(["--long-texts", "windows", "--text-pair-column", "b"], {})
 
 
