@@ -75,8 +75,10 @@ def test_a_float32_model_serves_the_probabilities_its_evaluation_computed(tiny_e
     np.testing.assert_allclose(served["probabilities"], in_training_probabilities(model, validation), atol=1e-5)
 
 
-@pytest.mark.parametrize("policy", ["mixed_bfloat16", pytest.param("mixed_float16", marks=pytest.mark.slow)],
-                         indirect=True)
+# Slow tier (about a minute where the CPU emulates bfloat16); CI runs it on both stacks
+# (.ci/run's SLOW_TPU_STACK_TESTS).
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"], indirect=True)
 def test_a_reduced_precision_model_serves_in_float32_with_the_labels_its_evaluation_gave(
         tiny_encoder_dir, policy, tmp_path):
     encoder, model, _, texts, validation = trained_classifier(tiny_encoder_dir)

@@ -183,6 +183,42 @@ class ModelConfig:
         choices=tasks.CHOICES)
 
 
+# Distillation's defaults (bench/distill.py measured the choice; README, Distillation).
+DISTILL_TEMPERATURE = 2.0
+DISTILL_ALPHA = 0.5
+
+
+@dataclasses.dataclass
+class DistillationConfig:
+    teacher: Optional[str] = _flag(
+        None, "A model this package exported (a --model-dir, local or gs://) that labels the "
+              "training texts and --unlabeled-file's with its probabilities once, before "
+              "training; the run learns from them (knowledge distillation). The file it writes "
+              "(JOB_DIR/teacher/) is reused by a resumed or repeated run.")
+    teacher_probabilities: Optional[str] = _flag(
+        None, "Instead of --teacher: a file of a teacher's outputs per text (CSV, TSV, JSON Lines; "
+              "local or gs://), with the text (and pair) columns and the columns trainer.predict "
+              "writes: probability_<label> per class or label, or predicted_score for regression. "
+              "How an LLM's or any other system's labels come in. Every training and unlabeled "
+              "text must have a row.")
+    unlabeled_file: Optional[str] = _flag(
+        None, "Texts without labels the teacher labels for the student (files as for "
+              "--training-file: globs, gz, gs://). Texts also in the validation or test data are "
+              "dropped (the log counts them). Needs --teacher or --teacher-probabilities.")
+    distill_temperature: float = _flag(
+        DISTILL_TEMPERATURE, "Classification with a teacher: the temperature both the teacher's "
+                             "and the student's distributions are softened by in the distillation "
+                             "loss (Hinton et al. 2015), > 0.")
+    distill_alpha: float = _flag(
+        DISTILL_ALPHA, "With a teacher: the weight of the loss on a row's true label, where it has "
+                       "one; 1 - alpha weighs the loss to the teacher's output. In [0, 1].")
+
+    @property
+    def teacher_source(self) -> Optional[str]:
+        """--teacher or --teacher-probabilities, whichever is given."""
+        return self.teacher or self.teacher_probabilities
+
+
 @dataclasses.dataclass
 class TrainConfig:
     epochs: Optional[int] = _flag(
@@ -369,6 +405,7 @@ class OutputConfig:
 class Config:
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    distillation: DistillationConfig = dataclasses.field(default_factory=DistillationConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
     output: OutputConfig = dataclasses.field(default_factory=OutputConfig)
@@ -393,7 +430,8 @@ class Config:
         return cls(**sections)
 
 
-_SECTION_TYPES = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig,
+_SECTION_TYPES = {"data": DataConfig, "model": ModelConfig, "distillation": DistillationConfig,
+                  "train": TrainConfig,
                   "runtime": RuntimeConfig, "output": OutputConfig}
 
 
@@ -603,7 +641,30 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
     require(not (m.encoder_backend == "hub" and r.export_bfloat16 == "on"), "--export-bfloat16",
             "'on' needs --encoder-backend native: a hub.KerasLayer keeps the dtypes it was "
             "exported with (tensorflow/hub#466), so its copy would not compute in bfloat16")
+    _validate_distillation(config, given, require)
     _validate_task(config, require)
+
+
+def _validate_distillation(config: Config, given: dict, require) -> None:
+    x, t = config.distillation, config.train
+    require(not (x.teacher and x.teacher_probabilities), "--teacher-probabilities",
+            "cannot be combined with --teacher: one teacher per run")
+    require(x.unlabeled_file is None or x.teacher_source, "--unlabeled-file",
+            "needs --teacher or --teacher-probabilities (a teacher labels those texts)")
+    require(x.distill_temperature > 0, "--distill-temperature",
+            f"must be positive, got {x.distill_temperature}")
+    require(0.0 <= x.distill_alpha <= 1.0, "--distill-alpha", f"must be in [0, 1], got {x.distill_alpha}")
+    if not x.teacher_source:
+        for flag in ("distill_temperature", "distill_alpha"):
+            require(flag not in given.get("distillation", {}), flag_name(flag),
+                    "applies with --teacher or --teacher-probabilities only")
+        return
+    require(t.class_weights != "balanced", "--class-weights",
+            "'balanced' cannot be combined with a teacher: the teacher's probabilities already "
+            "say how likely each class is")
+    require(not t.find_label_issues, "--find-label-issues",
+            "cannot be combined with a teacher: its folds would learn from the teacher's "
+            "probabilities of the very rows they judge")
 
 
 def _validate_outputs(config: Config, require) -> None:

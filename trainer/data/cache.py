@@ -156,8 +156,7 @@ def cache_key(datasets, tokenizer: str, max_seq_length: int, long_texts="truncat
 def _file_identity(spec: str) -> list:
     stats = []
     for path in storage.expand_paths(spec, "--training-file"):
-        stat = tf.io.gfile.stat(path)
-        stats.append([path, stat.length, stat.mtime_nsec])
+        stats.append([path, *storage.identity(path)])
     return stats
 
 
@@ -172,7 +171,7 @@ def load_or_build(datasets, preprocessor, root: str, max_seq_length: int,
     directory = storage.join(root, cache_key(datasets, tokenizer, max_seq_length, long_texts))
     meta_path = storage.join(directory, "meta.json")
     if not build and not storage.exists(meta_path):
-        _wait_for(meta_path, wait_seconds)
+        wait_for(meta_path, wait_seconds, "token cache")
     if storage.exists(meta_path):
         meta = json.loads(storage.read_text(meta_path))
         log.info("token cache: reusing %s", directory)
@@ -197,15 +196,16 @@ def load_or_build(datasets, preprocessor, root: str, max_seq_length: int,
     return out
 
 
-def _wait_for(meta_path: str, seconds: float) -> None:
+def wait_for(path: str, seconds: float, what: str) -> None:
+    """Waits for a file the chief writes (the token cache's meta.json, the teacher's outputs)."""
     from trainer.errors import UserError
 
-    log.info("token cache: waiting for the chief to write %s", meta_path)
+    log.info("%s: waiting for the chief to write %s", what, path)
     deadline = time.monotonic() + seconds
-    while not storage.exists(meta_path):
+    while not storage.exists(path):
         if time.monotonic() > deadline:
-            raise UserError(f"token cache: {meta_path} did not appear within {seconds:.0f}s; the "
-                            f"chief writes it, so every worker needs the same job dir or --cache-dir")
+            raise UserError(f"{what}: {path} did not appear within {seconds:.0f}s; the chief "
+                            f"writes it, so every worker needs the same job dir or --cache-dir")
         time.sleep(1.0)
 
 

@@ -26,6 +26,10 @@ SAMPLE_FILES = {split: os.path.join(SAMPLE_DIR, f"{split}.csv") for split in ("t
 CHUNK_ROWS = 50_000
 
 
+# The splits' names (Datasets.splits' keys, the token cache's folders, metrics.json's keys).
+TRAIN, VALIDATION, TEST, UNLABELED = "train", "validation", "test", "unlabeled"
+
+
 @dataclasses.dataclass
 class Split:
     """The rows of one split: their labels, and where they are in the files (texts stay there:
@@ -51,6 +55,8 @@ class Datasets:
     label_column: str
     text_pair_column: Optional[str] = None
     delimiter: Optional[str] = None  # --delimiter, to read the files again
+    # --unlabeled-file's rows, which a teacher labels (trainer.training.teacher), or None
+    unlabeled: Optional[Split] = None
 
     def sizes(self) -> Dict[str, int]:
         return {name: len(split) for name, split in self.splits().items()}
@@ -59,15 +65,19 @@ class Datasets:
         return {name: split.rows_skipped for name, split in self.splits().items()}
 
     def splits(self) -> Dict[str, Split]:
-        out = {"train": self.train, "validation": self.validation}
+        """Every set of rows the run reads: the labelled splits and the unlabeled rows."""
+        out = {TRAIN: self.train, VALIDATION: self.validation}
         if self.test is not None:
-            out["test"] = self.test
+            out[TEST] = self.test
+        if self.unlabeled is not None:
+            out[UNLABELED] = self.unlabeled
         return out
 
     def class_counts(self, task) -> Dict[str, Dict[str, int]]:
-        """{split: {class name: rows}} (Task.label_counts), for the log and metrics.json."""
+        """{split: {class name: rows}} (Task.label_counts) of the labelled splits, for the log
+        and metrics.json."""
         return {name: task.label_counts(split.labels, self.labels)
-                for name, split in self.splits().items()}
+                for name, split in self.splits().items() if name != UNLABELED}
 
     def text_columns(self) -> list:
         return [self.text_column] + ([self.text_pair_column] if self.text_pair_column else [])

@@ -27,6 +27,9 @@ class Runtime:
 class Inputs:
     """Token ids of every split and how they are batched (tokenize)."""
     tokenized: Dict[str, Any]  # name -> pipeline.TokenizedSplit
+    # What the model trains on: tokenized["train"], or with --unlabeled-file a
+    # transfer.TransferSplit of it and the unlabeled rows
+    training: Any
     train_batching: Any
     eval_sets: Dict[str, Any]  # name -> tf.data.Dataset of (features, labels, weights)
     steps_per_epoch: int
@@ -61,6 +64,7 @@ class RunContext:
     run_log: Any = None
     lock: Any = None  # lock.Held: the job dir's, while this run (the chief) owns it
     task: Any = None  # trainer.tasks: what the head predicts, its loss and metrics
+    teacher: Any = None  # teacher.Teacher, with --teacher or --teacher-probabilities
     datasets: Any = None  # splits.Datasets
     runtime: Optional[Runtime] = None
     encoder: Any = None  # encoders.Encoder

@@ -70,7 +70,7 @@ def _training_data(ctx: RunContext):
 
     config, inputs = ctx.config, ctx.inputs
     first, done = divmod(ctx.trainable.first_epoch * inputs.period_steps, inputs.steps_per_epoch)
-    train, batching = inputs.tokenized["train"], inputs.train_batching
+    train, batching = inputs.training, inputs.train_batching
     accumulate = 1 if config.train.dry_run else config.train.gradient_accumulation_steps
     replicas = ctx.runtime.strategy.num_replicas_in_sync
     # Keras would split each batch of a group over the replicas (tf.data rebatching), which
@@ -143,7 +143,7 @@ def period_name(inputs) -> str:
 def _progress(ctx: RunContext):
     from trainer.training import callbacks as cb
 
-    train = ctx.inputs.tokenized["train"]
+    train = ctx.inputs.training
     task = ctx.task
     inputs = ctx.inputs
     examples = len(train) * inputs.period_steps // inputs.steps_per_epoch

@@ -59,6 +59,11 @@ class JobPaths:
         return storage.join(self.job_dir, "cache")
 
     @property
+    def teacher_dir(self) -> str:
+        """A --teacher model's outputs per text (trainer.training.teacher), kept across reruns."""
+        return storage.join(self.job_dir, "teacher")
+
+    @property
     def resume(self) -> str:
         """The last completed epoch's model, optimizer, dropout generators and epoch counter."""
         return storage.join(self.checkpoint_dir, "resume")

@@ -303,7 +303,7 @@ def write_artifacts(ctx: RunContext) -> None:
 
 
 def _metrics(ctx: RunContext) -> dict:
-    from trainer.training import distribution
+    from trainer.training import distribution, teacher
 
     config, datasets, fit, runtime = ctx.config, ctx.datasets, ctx.fit, ctx.runtime
     return {
@@ -317,6 +317,7 @@ def _metrics(ctx: RunContext) -> dict:
         "precisions": ctx.precisions,
         "operating_point": ctx.operating_point,
         "label_issues": ctx.label_issues,
+        "distillation": teacher.metrics_block(ctx),
         "labels": datasets.labels.names,
         "label_kind": datasets.labels.kind,
         "text_column": datasets.text_column,
@@ -396,12 +397,14 @@ def _durations(ctx: RunContext) -> dict:
             "export": stages.get("export", 0.0), "export_bfloat16": stages.get("export_bfloat16", 0.0),
             "export_int8": stages.get("export_int8", 0.0),
             "report": stages.get("report", 0.0),
-            "label_issues": stages.get("find_label_issues", 0.0)}
+            "label_issues": stages.get("find_label_issues", 0.0),
+            # the teacher stage: running a --teacher model (its file reused: reading it)
+            "teacher": stages.get("teach", 0.0)}
 
 
 def _throughput(ctx: RunContext) -> dict:
     """Steady state: after the first step, which traces the graph (durations.first_step)."""
-    clock, train = ctx.fit.clock, ctx.inputs.tokenized["train"]
+    clock, train = ctx.fit.clock, ctx.inputs.training
     if clock.steady_seconds <= 0:
         return {"train_examples_per_second": None, "train_tokens_per_second": None}
     examples = (clock.steady_steps * ctx.config.train.batch_size

@@ -12,7 +12,8 @@ from trainer import cli, storage
 from trainer.cloud import environment as vertex
 from trainer.config import Config
 from trainer.errors import UserError
-from trainer.training import fitting, jobdir, label_issues, operating_point, results, stages, task_flags
+from trainer.training import (fitting, jobdir, label_issues, operating_point, results, stages,
+                              task_flags, teacher)
 from trainer.training.context import RunContext
 
 log = logging.getLogger("trainer")
@@ -23,6 +24,7 @@ STAGES = (
     stages.load_data,         # read and validate every split
     stages.resolve_runtime,   # devices -> strategy, precision, XLA, padding
     task_flags.check_task_flags,  # --target-*, --find-label-issues fit the task and runtime
+    teacher.teach,            # with a teacher: its outputs packed with the training labels
     stages.load_encoder,
     stages.tokenize,
     stages.build_model,       # classifier, optimizer, resume checkpoint

@@ -27,8 +27,11 @@ def check_inputs(ctx: RunContext) -> None:
     from trainer.modeling import encoders
     from trainer.serving import model_dir
 
+    from trainer.training import teacher
+
     encoders.check_encoder(ctx.config.model.encoder)
     experiments.check(ctx.config, ctx.environ)
+    teacher.check(ctx.config)
     if ctx.is_chief:
         jobdir.check_writable(ctx.paths.job_dir)
         model_dir.check_apart(ctx.paths.model_dir, _paths_beside_model(ctx.config))
@@ -39,11 +42,14 @@ def _paths_beside_model(config) -> list:
     """(flag, path) of every path of the run that replacing --model-dir must not touch."""
     import os
 
-    out, data = config.output, config.data
+    out, data, x = config.output, config.data, config.distillation
     paths = [("--job-dir", out.job_dir), ("--checkpoint-dir", out.checkpoint_dir),
-             ("--tensorboard-dir", out.tensorboard_dir), ("--cache-dir", out.cache_dir)]
+             ("--tensorboard-dir", out.tensorboard_dir), ("--cache-dir", out.cache_dir),
+             ("--teacher", x.teacher)]
     for flag, spec in (("--training-file", data.training_file), ("--validation-file",
-                       data.validation_file), ("--testing-file", data.testing_file)):
+                       data.validation_file), ("--testing-file", data.testing_file),
+                       ("--teacher-probabilities", x.teacher_probabilities),
+                       ("--unlabeled-file", x.unlabeled_file)):
         paths += [(flag, part.strip()) for part in (spec or "").split(",") if part.strip()]
     encoder = config.model.encoder
     if encoder.startswith("gs://") or os.path.exists(encoder):
@@ -217,7 +223,7 @@ def encoder_of(config, environ):
 def tokenize(ctx: RunContext) -> None:
     """Every split tokenized once into the token cache (or found there); batching and steps
     per epoch from the token lengths."""
-    from trainer.data import cache, pipeline, splits
+    from trainer.data import cache, pipeline, splits, transfer
     from trainer.training import long_texts
 
     config, datasets = ctx.config, ctx.datasets
@@ -242,12 +248,15 @@ def tokenize(ctx: RunContext) -> None:
                        pipeline.LongTexts.from_config(config.data), tokenized,
                        int(pipeline.special_count(ctx.encoder.preprocessor, 1)),
                        pairs=datasets.text_pair_column is not None)
-    ctx.inputs = batching(config, ctx.runtime, tokenized, truncated)
+    unlabeled = tokenized.pop(splits.UNLABELED, None)
+    training = transfer.TransferSplit((tokenized["train"], unlabeled)) if unlabeled else None
+    ctx.inputs = batching(config, ctx.runtime, tokenized, truncated, training)
 
 
-def batching(config, runtime: Runtime, tokenized: dict, truncated: dict) -> Inputs:
+def batching(config, runtime: Runtime, tokenized: dict, truncated: dict, training=None) -> Inputs:
     """Batching, steps and epochs of tokenized splits: the run's, and each cross-fitting fold's
-    (trainer.training.cross_fit)."""
+    (trainer.training.cross_fit). `training`: what the model trains on, when not
+    tokenized["train"] alone (distillation's transfer set)."""
     from trainer.data import pipeline
 
     lengths = pipeline.padded_lengths(config.data.max_seq_length,
@@ -256,10 +265,11 @@ def batching(config, runtime: Runtime, tokenized: dict, truncated: dict) -> Inpu
     train_batching = pipeline.Batching(config.train.batch_size, lengths, bucket,
                                        runtime.plan.static_shapes)
     eval_batching = pipeline.Batching(config.train.eval_batch_size, lengths, bucket)
-    steps = train_batching.steps(tokenized["train"])
+    training = tokenized["train"] if training is None else training
+    steps = train_batching.steps(training)
     if steps == 0:
         raise UserError(f"--batch-size: {config.train.batch_size} is larger than the "
-                        f"{len(tokenized['train'])} training examples with static batches")
+                        f"{len(training)} training examples with static batches")
     # Static shapes: the last evaluation batch is filled with weight-0 rows.
     eval_sets = {name: pipeline.evaluation_dataset(split, eval_batching,
                                                    pad_to_full_batches=runtime.plan.static_shapes)
@@ -269,11 +279,11 @@ def batching(config, runtime: Runtime, tokenized: dict, truncated: dict) -> Inpu
     # group may be short, pipeline.grouped).
     steps_per_epoch = 1 if dry_run else -(-steps // config.train.gradient_accumulation_steps)
     epochs, total_steps = (1, 1) if dry_run else training_length(
-        steps_per_epoch, config.train.epochs or default_epochs(len(tokenized["train"])),
+        steps_per_epoch, config.train.epochs or default_epochs(len(training)),
         config.train.max_steps)
     period = config.train.eval_every_steps if config.train.eval_every_steps and not dry_run \
         else steps_per_epoch
-    inputs = Inputs(tokenized, train_batching, eval_sets, steps_per_epoch=steps_per_epoch,
+    inputs = Inputs(tokenized, training, train_batching, eval_sets, steps_per_epoch=steps_per_epoch,
                     epochs=epochs, truncated=truncated, total_steps=total_steps,
                     period_steps=period, periods=-(-total_steps // period))
     replicas = runtime.strategy.num_replicas_in_sync
@@ -284,7 +294,7 @@ def batching(config, runtime: Runtime, tokenized: dict, truncated: dict) -> Inpu
              config.train.batch_size, config.train.batch_size // replicas,
              f", gradients of {accumulate} batches summed per step (effective batch "
              f"{accumulate * config.train.batch_size})" if accumulate > 1 else "",
-             inputs.steps_per_epoch, smaller_batches_note(len(tokenized["train"]), steps,
+             inputs.steps_per_epoch, smaller_batches_note(len(training), steps,
                                                           config.train.batch_size),
              inputs.epochs, limit + (f"; evaluated every {period} steps ({inputs.periods} times)"
                                      if period != steps_per_epoch else ""),
