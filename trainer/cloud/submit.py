@@ -153,7 +153,14 @@ def base_output_dir(job_dir: Optional[str], staging: str, display_name: str) -> 
     return job_dir.rstrip("/")
 
 
-DATA_FLAGS = ("training_file", "validation_file", "testing_file")
+# Every trainer flag naming files a job reads, as (config section, field), with the copy command
+# its error suggests for a local path: Vertex's machines read Cloud Storage, not this machine.
+COPY_FILE = "gcloud storage cp {} gs://BUCKET/data/"
+CLOUD_INPUTS = {("data", "training_file"): COPY_FILE, ("data", "validation_file"): COPY_FILE,
+                ("data", "testing_file"): COPY_FILE,
+                ("distillation", "teacher"): "gcloud storage cp -r {} gs://BUCKET/teachers/",
+                ("distillation", "teacher_probabilities"): COPY_FILE,
+                ("distillation", "unlabeled_file"): COPY_FILE}
 # Registries Vertex AI pulls custom-container images from without further setup
 # (https://cloud.google.com/vertex-ai/docs/training/create-custom-container).
 PULLABLE_IMAGE = re.compile(r"^([a-z0-9-]+-docker\.pkg\.dev|([a-z]+\.)?gcr\.io)/[^\s:@]+(:[\w.-]+|@sha256:[0-9a-f]{64})?$")
@@ -171,13 +178,13 @@ def check_trainer_args(trainer_args: Sequence[str], tuned: Sequence[str] = ()) -
                         "(trainer.submit --job-dir) instead")
     space.check_untuned(trainer_args, tuned, "Vertex", "PARAMETERS (trainer.submit --parameters)")
     trainer_config = config.build_config(list(trainer_args), environ={})
-    for field in DATA_FLAGS:
-        spec = getattr(trainer_config.data, field) or ""
+    for (section, field), copy in CLOUD_INPUTS.items():
+        spec = getattr(getattr(trainer_config, section), field) or ""
         local = [p.strip() for p in spec.split(",") if p.strip() and not p.strip().startswith("gs://")]
         if local:
             raise UserError(f"{config.flag_name(field)} {local[0]}: a cloud job cannot read files on "
-                            f"this machine; copy it to Cloud Storage (gcloud storage cp {local[0]} "
-                            f"gs://BUCKET/data/) and pass the gs:// path")
+                            f"this machine; copy it to Cloud Storage ({copy.format(local[0])}) and "
+                            f"pass the gs:// path")
     return trainer_config
 
 
@@ -253,8 +260,8 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser = cli.ArgumentParser(
         prog="python -m trainer.submit",
         description="Submit a Vertex AI training or hyperparameter-tuning job for the trainer image. "
-                    "Arguments after `--` go to `python -m trainer.task` unchanged; data files "
-                    "must be on Cloud Storage (gs://).",
+                    "Arguments after `--` go to `python -m trainer.task` unchanged; the files they "
+                    "name (data, --teacher, --unlabeled-file, ...) must be on Cloud Storage (gs://).",
         allow_abbrev=False)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("train", parents=[common], allow_abbrev=False, help="One custom training job.")
