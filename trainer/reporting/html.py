@@ -48,6 +48,28 @@ def is_dry_run(metrics: dict) -> bool:
     return bool(metrics["hyperparameters"].get("dry_run"))
 
 
+def distillation(metrics: dict) -> Optional[dict]:
+    """metrics.json's `distillation` block as the report and the model card say it, or None for
+    a run without a teacher (and a run from before distillation, whose metrics.json has no such
+    key). `scores`: (metric, the teacher's value, the student's) for each validation metric
+    both were scored by, in the block's order; None when the teacher's file had no validation
+    rows, so the teacher was not scored."""
+    block = metrics.get("distillation")
+    if not block:
+        return None
+    train, unlabeled = block["transfer_set"]["train"], block["transfer_set"]["unlabeled"]
+    scored = block["validation"]
+    return {"teacher": block["teacher"], "kind": block["teacher_kind"], "file": block["teacher_file"],
+            "transfer_set": (f"{train:,} training and {unlabeled:,} unlabeled texts" if unlabeled
+                             else f"{train:,} training texts (no unlabeled ones)"),
+            "temperature": f"{block['temperature']:g}", "alpha": f"{block['alpha']:g}",
+            "scores": None if scored is None else [
+                (_HEADERS.get(key, key), value, scored["student"][key])
+                for key, value in scored["teacher"].items() if key in scored["student"]],
+            "agreement": None if scored is None else scored.get("agreement"),
+            "encoder_layers": metrics["hyperparameters"].get("encoder_layers")}
+
+
 def render(job_dir: str, metrics: dict, metric: str, figures: Sequence[dict],
            calibration: Optional[dict], errors, errors_per_split: int, correct_per_split: int = 0,
            explanations: Optional[dict] = None) -> str:
@@ -75,4 +97,4 @@ def render(job_dir: str, metrics: dict, metric: str, figures: Sequence[dict],
         errors_description=task.errors_description,
         precisions=metrics.get("precisions") or {}, dry_run=is_dry_run(metrics),
         explanations=explanations,  # trainer.reporting.explanations.report_section's
-        label_issues=label_issues.section(job_dir, metrics))
+        label_issues=label_issues.section(job_dir, metrics), distillation=distillation(metrics))

@@ -62,6 +62,24 @@ def _settings(metrics: dict, config: Config) -> list:
                        f"{device.get('precision_note', '?')}")]
 
 
+def _distillation(metrics: dict) -> Optional[dict]:
+    """html.distillation's summary, with the validation metrics in words for the card's sentence
+    ("accuracy 0.935 and macro-F1 0.934"): those besides the loss, or the loss when it is the
+    only one scored."""
+    summary = html.distillation(metrics)
+    if not summary or summary["scores"] is None:
+        return summary
+    shown = [row for row in summary["scores"] if row[0] != "loss"] or summary["scores"]
+    return {**summary, "teacher_scored": _in_words(shown, 1), "student_scored": _in_words(shown, 2)}
+
+
+def _in_words(scores: list, which: int) -> str:
+    """"a 0.935", "a 0.935 and b 0.934", "a 0.935, b 0.934 and c 0.912": the values at
+    `which` (1 the teacher's, 2 the student's) of html.distillation's scores."""
+    items = [f"{row[0]} {'n/a' if row[which] is None else format(row[which], '.3f')}" for row in scores]
+    return " and ".join(filter(None, (", ".join(items[:-1]), items[-1])))
+
+
 def render(metrics: dict, config: Config, calibration: Optional[dict], model_dir: str) -> str:
     """The card's Markdown. `calibration` is metrics.json's block (or the report's own fit; None
     for a task without one)."""
@@ -96,4 +114,4 @@ def render(metrics: dict, config: Config, calibration: Optional[dict], model_dir
         truncated=", ".join(f"{count} of {metrics['dataset_sizes'][name]} {name} texts"
                             for name, count in metrics.get("truncated_texts", {}).items()),
         train_size=metrics["dataset_sizes"]["train"], model_dir=model_dir,
-        dry_run=html.is_dry_run(metrics))
+        dry_run=html.is_dry_run(metrics), distillation=_distillation(metrics))
