@@ -37,7 +37,7 @@ def compare(family: str, first: list, second: list, work: str) -> list:
     import tensorflow as tf
 
     import hf_reference
-    from trainer.data import pipeline
+    from trainer.data import input_pipeline
     from trainer.modeling.encoders import checkpoints
 
     directory = hf_reference.write_checkpoint(family, os.path.join(work, family))
@@ -46,7 +46,7 @@ def compare(family: str, first: list, second: list, work: str) -> list:
     results = []
     for length in LENGTHS:
         theirs = reference(first, second, padding="max_length", truncation=True, max_length=length)
-        ours = pipeline.encode(checkpoint.preprocessor(length), tf.constant(first), tf.constant(second))
+        ours = input_pipeline.encode(checkpoint.preprocessor(length), tf.constant(first), tf.constant(second))
         equal = np.all(ours["input_word_ids"].numpy() == np.array(theirs["input_ids"]), axis=1)
         equal &= np.all(ours["input_mask"].numpy() == np.array(theirs["attention_mask"]), axis=1)
         if "token_type_ids" in theirs:

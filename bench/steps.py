@@ -63,7 +63,7 @@ def parse_args(argv):
 def build(work: str, rows: int, flags) -> tuple:
     """RunContext after build_model, and the training data of many epochs."""
     from trainer import config as config_lib
-    from trainer.data import pipeline
+    from trainer.data import input_pipeline
     from trainer.training import jobdir, stages
     from trainer.training.context import RunContext
 
@@ -79,8 +79,8 @@ def build(work: str, rows: int, flags) -> tuple:
     for stage in (stages.check_inputs, stages.prepare_job_dir, stages.load_data,
                   stages.resolve_runtime, stages.load_encoder, stages.tokenize, stages.build_model):
         stage(ctx)
-    train_data = pipeline.training_dataset(ctx.inputs.tokenized["train"], ctx.inputs.train_batching,
-                                           seed=config.train.seed, first_epoch=0, epochs=100)
+    train_data = input_pipeline.training_dataset(ctx.inputs.tokenized["train"], ctx.inputs.train_batching,
+                                                 seed=config.train.seed, first_epoch=0, epochs=100)
     return ctx, train_data
 
 

@@ -7,7 +7,7 @@ In one process, over the same texts batched as the token cache batches them (tf.
 map over batches), it times three ways of tokenizing with the default encoder's vocabulary:
 TF-Text's BertTokenizer with a vocabulary lookup table (the preprocessor's tokenizer before,
 the baseline), TF-Text's FastBertTokenizer alone, and the package's BertPreprocessor packed
-as the token cache packs it (`pipeline.pack_tokens`). It prints rows/s and the ratio to the
+as the token cache packs it (`input_pipeline.pack_tokens`). It prints rows/s and the ratio to the
 baseline, the median of --rounds rounds after one untimed round, and how many texts get ids
 other than the baseline's (BertPreprocessor.tokenize against BertTokenizer, per word).
 The texts are TweetEval's (../shared/data/tweeteval) or --texts (one per line), the sample
@@ -55,7 +55,7 @@ def tokenizers(vocab_file: str):
     import tensorflow as tf
     import tensorflow_text as text
 
-    from trainer.data.pipeline import pack_tokens
+    from trainer.data.input_pipeline import pack_tokens
     from trainer.modeling.encoders.tokenizers.word_piece import WordPiecePreprocessor, check_vocab
 
     vocab = check_vocab(vocab_file)

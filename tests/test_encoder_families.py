@@ -69,7 +69,7 @@ def test_the_preprocessor_gives_the_fast_tokenizers_ids_for_texts_and_pairs(fami
     """Special tokens, pair layout, round-robin truncation and padding included."""
     import tensorflow as tf
 
-    from trainer.data import pipeline
+    from trainer.data import input_pipeline
 
     family, directory = family_dir
     preprocessor = _ours(directory, seq_length=max_length).preprocessor
@@ -79,7 +79,7 @@ def test_the_preprocessor_gives_the_fast_tokenizers_ids_for_texts_and_pairs(fami
     assert ours["input_mask"].numpy().tolist() == encoded["attention_mask"]
     first, second = map(list, zip(*PAIRS))
     encoded, _ = _reference_features(directory, first, second, max_length=max_length)
-    ours = pipeline.encode(preprocessor, tf.constant(first), tf.constant(second))
+    ours = input_pipeline.encode(preprocessor, tf.constant(first), tf.constant(second))
     assert ours["input_word_ids"].numpy().tolist() == encoded["input_ids"]
     if "token_type_ids" in encoded:
         assert ours["input_type_ids"].numpy().tolist() == encoded["token_type_ids"]

@@ -272,7 +272,7 @@ def test_a_slow_models_explaining_is_split_into_calls_of_about_two_seconds(plant
 
 def _widths(model, texts):
     """Each text's padded width, as explaining batches it."""
-    from trainer.data.pipeline import padded_lengths
+    from trainer.data.input_pipeline import padded_lengths
     from trainer.serving import predict
 
     lengths = predict.tokenize(model, texts)["input_mask"].sum(axis=1)

@@ -10,7 +10,7 @@ import tensorflow as tf
 import tf_keras
 
 from conftest import labelled_rows
-from trainer.data import pipeline
+from trainer.data import input_pipeline
 from trainer.modeling import heads
 from trainer.modeling.encoders import load_encoder
 from trainer.serving import export
@@ -29,7 +29,7 @@ def policy(request):
 
 def split(encoder, rows):
     texts = [text for text, _ in rows]
-    return texts, pipeline.tokenize(texts, encoder.preprocessor, [LABELS.index(label) for _, label in rows])
+    return texts, input_pipeline.tokenize(texts, encoder.preprocessor, [LABELS.index(label) for _, label in rows])
 
 
 def trained_classifier(encoder_dir, epochs=8):
@@ -40,12 +40,12 @@ def trained_classifier(encoder_dir, epochs=8):
     head.set_weights([np.random.default_rng(0).normal(0, 0.02, w.shape) for w in head.get_weights()])
     model.compile(optimizer=tf_keras.optimizers.Adam(1e-2),
                   loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    batching = pipeline.Batching(16, pipeline.padded_lengths(SEQ_LENGTH), bucket=False)
+    batching = input_pipeline.Batching(16, input_pipeline.padded_lengths(SEQ_LENGTH), bucket=False)
     _, train = split(encoder, labelled_rows(90, 1))
-    history = model.fit(pipeline.training_dataset(train, batching, seed=1, first_epoch=0, epochs=epochs),
+    history = model.fit(input_pipeline.training_dataset(train, batching, seed=1, first_epoch=0, epochs=epochs),
                         epochs=epochs, steps_per_epoch=batching.steps(train), verbose=0)
     texts, validation = split(encoder, labelled_rows(150, 2))
-    return encoder, model, history, texts, pipeline.evaluation_dataset(validation, batching)
+    return encoder, model, history, texts, input_pipeline.evaluation_dataset(validation, batching)
 
 
 def in_training_probabilities(model, dataset):
@@ -130,7 +130,7 @@ def test_float16_training_scales_the_loss_and_resumes_from_a_checkpoint(tiny_enc
     for before, after in zip(model.weights, resumed.weights):
         np.testing.assert_array_equal(before.numpy(), after.numpy())
     _, train = split(resumed_encoder, labelled_rows(90, 1))
-    batching = pipeline.Batching(16, pipeline.padded_lengths(SEQ_LENGTH), bucket=False)
-    more = resumed.fit(pipeline.training_dataset(train, batching, seed=1, first_epoch=2, epochs=3),
+    batching = input_pipeline.Batching(16, input_pipeline.padded_lengths(SEQ_LENGTH), bucket=False)
+    more = resumed.fit(input_pipeline.training_dataset(train, batching, seed=1, first_epoch=2, epochs=3),
                        epochs=1, steps_per_epoch=batching.steps(train), verbose=0)
     assert np.isfinite(more.history["loss"]).all()

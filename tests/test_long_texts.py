@@ -118,7 +118,7 @@ def late_word_exports(tiny_encoder_dir, tmp_path_factory):
     import tensorflow as tf
     import tf_keras
 
-    from trainer.data import pipeline
+    from trainer.data import input_pipeline
     from trainer.modeling import heads
     from trainer.modeling.encoders import load_encoder
     from trainer.serving import export
@@ -130,7 +130,7 @@ def late_word_exports(tiny_encoder_dir, tmp_path_factory):
     classifier.compile(tf_keras.optimizers.Adam(1e-2),
                        tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     train = late_word_rows(128, seed=1)
-    features = pipeline.encode(encoder.preprocessor, tf.constant([t for t, _ in train]), long_texts="head-tail")
+    features = input_pipeline.encode(encoder.preprocessor, tf.constant([t for t, _ in train]), long_texts="head-tail")
     classifier.fit(features, np.asarray([LABELS.index(label) for _, label in train]),
                    batch_size=32, epochs=4, verbose=0)
     root = tmp_path_factory.mktemp("late_word")

@@ -74,8 +74,8 @@ def preprocessor(tiny_encoder_dir):
 
 
 def packed(preprocessor, first, second):
-    from trainer.data import pipeline
-    features = pipeline.encode(preprocessor, np.array([first]), np.array([second]))
+    from trainer.data import input_pipeline
+    features = input_pipeline.encode(preprocessor, np.array([first]), np.array([second]))
     ids, types = features["input_word_ids"].numpy()[0], features["input_type_ids"].numpy()[0]
     cls, sep = preprocessor.special_ids["[CLS]"], preprocessor.special_ids["[SEP]"]
     assert ids[0] == cls

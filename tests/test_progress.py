@@ -58,10 +58,10 @@ def test_tokenizing_a_large_input_logs_progress(lines, monkeypatch):
     """One line per interval while the tokenizer runs (the interval here: every batch)."""
     import tensorflow as tf
 
-    from trainer.data import pipeline
+    from trainer.data import input_pipeline
     from trainer.modeling.encoders.layers import INPUT_KEYS
 
-    monkeypatch.setattr(pipeline, "_TOKENIZE_BATCH", 100)
+    monkeypatch.setattr(input_pipeline, "_TOKENIZE_BATCH", 100)
     class Preprocessor:  # every text: 2 tokens, packed into 4
         def tokenize(self, batch):
             return tf.RaggedTensor.from_tensor(tf.ones([tf.shape(batch)[0], 2], tf.int32))
@@ -70,7 +70,7 @@ def test_tokenizing_a_large_input_logs_progress(lines, monkeypatch):
             return {name: tf.ones([segments[0].nrows(), 4], tf.int32) for name in INPUT_KEYS}
 
     preprocessor = Preprocessor()
-    split = pipeline.tokenize(np.array(["a text"] * 500, dtype=object), preprocessor, log_every_seconds=1e-9)
+    split = input_pipeline.tokenize(np.array(["a text"] * 500, dtype=object), preprocessor, log_every_seconds=1e-9)
     assert len(split) == 500
     assert [line.split("  ")[0] for line in lines()] == [f"tokenized {n}/500 rows ({n // 5}%)"
                                                          for n in (100, 200, 300, 400, 500)]

@@ -21,7 +21,7 @@ import trainer
 import tensorflow as tf
 import tf_keras
 from conftest import NEGATIVE, NEUTRAL, POSITIVE
-from trainer.data import pipeline
+from trainer.data import input_pipeline
 from trainer.modeling import heads
 from trainer.modeling.encoders import load_encoder
 from trainer.modeling import evaluation
@@ -36,14 +36,14 @@ def rows(count):
     return [" ".join([t] * rng.randint(1, 3)) for t, _ in picked], [label for _, label in picked]
 
 encoder = load_encoder(encoder_dir, seq_length=32)
-lengths = pipeline.padded_lengths(32)
+lengths = input_pipeline.padded_lengths(32)
 def split(count):
     texts, labels = rows(count)
-    return pipeline.tokenize(texts, encoder.preprocessor, labels)
+    return input_pipeline.tokenize(texts, encoder.preprocessor, labels)
 
 train, validation, test = split(101), split(40), split(37)  # 40 = 5 whole evaluation batches of 8
-train_batching = pipeline.Batching(8, lengths, bucket=not static, drop_remainder=static)
-eval_batching = pipeline.Batching(8, lengths, bucket=not static)
+train_batching = input_pipeline.Batching(8, lengths, bucket=not static, drop_remainder=static)
+eval_batching = input_pipeline.Batching(8, lengths, bucket=not static)
 model = heads.build_classifier(encoder.network, 3, "cls", dropout=0.0)
 model.compile(optimizer=tf_keras.optimizers.Adam(1e-3), jit_compile=True,
               loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -55,10 +55,10 @@ counts = []
 class Count(tf_keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         for name in (validation, test):  # as the trainer evaluates: every epoch
-            evaluation.predict_logits(model, pipeline.evaluation_dataset(name, eval_batching, static))
+            evaluation.predict_logits(model, input_pipeline.evaluation_dataset(name, eval_batching, static))
         counts.append(compiled())
 
-model.fit(pipeline.training_dataset(train, train_batching, seed=1, first_epoch=0, epochs=2),
+model.fit(input_pipeline.training_dataset(train, train_batching, seed=1, first_epoch=0, epochs=2),
           epochs=2, steps_per_epoch=train_batching.steps(train), callbacks=[Count()], verbose=0)
 print("COUNTS " + json.dumps(counts))
 '''

@@ -271,16 +271,16 @@ def test_accumulating_k_micro_batches_is_one_step_on_their_concatenation(policy,
 
 def test_grouped_batches_hold_every_batch_once_in_order_and_fill_a_short_group_with_nothing():
     import tensorflow as tf
-    from trainer.data import pipeline
+    from trainer.data import input_pipeline
     batches = tf.data.Dataset.range(5).map(lambda i: ({"x": tf.fill([2, 3], i)}, tf.fill([2], i),
                                                       tf.ones([2])))
-    groups = list(pipeline.grouped(batches, 2).as_numpy_iterator())
+    groups = list(input_pipeline.grouped(batches, 2).as_numpy_iterator())
     assert len(groups) == 3 and all(len(group) == 2 for group in groups)
     seen = [int(features["x"][0, 0]) for group in groups for features, _, _ in group if len(features["x"])]
     assert seen == [0, 1, 2, 3, 4]
     (features, labels, weights), = groups[-1][1:]
     assert features["x"].shape == (0, 3) and labels.shape == (0,) and weights.shape == (0,)
-    static = list(pipeline.grouped(batches, 2, static=True).as_numpy_iterator())[-1][1]
+    static = list(input_pipeline.grouped(batches, 2, static=True).as_numpy_iterator())[-1][1]
     assert static[0]["x"].shape == (2, 3) and static[2].tolist() == [0.0, 0.0]
 
 

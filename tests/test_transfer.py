@@ -2,16 +2,16 @@
 epoch, the two mixed at random by their sizes, the same for one seed."""
 import numpy as np
 
-from trainer.data import pipeline
+from trainer.data import input_pipeline
 from trainer.data.transfer import TransferSplit
 
 
 def split(first_label, rows):
     """`rows` rows of one token each, labelled first_label, first_label + 1, ..."""
     lengths = np.ones(rows, np.int32)
-    return pipeline.TokenizedSplit(np.arange(rows, dtype=np.int32), np.zeros(rows, np.int32), lengths,
-                                   np.arange(first_label, first_label + rows, dtype=np.float32),
-                                   np.ones(rows, np.float32))
+    return input_pipeline.TokenizedSplit(np.arange(rows, dtype=np.int32), np.zeros(rows, np.int32), lengths,
+                                         np.arange(first_label, first_label + rows, dtype=np.float32),
+                                         np.ones(rows, np.float32))
 
 
 def labels(dataset):
@@ -39,4 +39,4 @@ def test_one_seed_draws_the_same_order_and_another_seed_another():
 
 def test_length_buckets_count_the_batches_of_both_parts():
     both = TransferSplit((split(0, 5), split(100, 3)))
-    assert pipeline.Batching(4, pipeline.padded_lengths(16), bucket=True).steps(both) == 2
+    assert input_pipeline.Batching(4, input_pipeline.padded_lengths(16), bucket=True).steps(both) == 2

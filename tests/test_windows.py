@@ -54,7 +54,7 @@ def encoder(tiny_encoder_dir, tmp_path_factory):
 
 
 def windows_flags():
-    from trainer.data.pipeline import LongTexts
+    from trainer.data.input_pipeline import LongTexts
 
     return LongTexts("windows", OVERLAP, MAX_WINDOWS)
 
@@ -64,11 +64,11 @@ def test_training_rows_padded_to_whole_windows_are_the_exports_features(encoder)
     batch is) they are exactly what the export's graph feeds the model."""
     import tensorflow as tf
 
-    from trainer.data import pipeline
+    from trainer.data import input_pipeline
 
     texts = tf.constant([t for t, _ in late_word_rows(6, seed=7, words=(2, 40))])
-    served = pipeline.encode(encoder.preprocessor, texts, long_texts=windows_flags())
-    word_ids, _, lengths, _ = pipeline.pack_tokens(encoder.preprocessor, texts, long_texts=windows_flags())
+    served = input_pipeline.encode(encoder.preprocessor, texts, long_texts=windows_flags())
+    word_ids, _, lengths, _ = input_pipeline.pack_tokens(encoder.preprocessor, texts, long_texts=windows_flags())
     rows = tf.RaggedTensor.from_row_lengths(word_ids, lengths).to_tensor(
         0, shape=[None, MAX_WINDOWS * LIMIT_TOKENS]).numpy()
     assert rows.tolist() == served["input_word_ids"].numpy().tolist()
@@ -103,13 +103,13 @@ def test_a_text_scores_alike_however_wide_its_batch(encoder, pooling):
     """A text batched with longer ones is padded with empty windows: its logits stay."""
     import tensorflow as tf
 
-    from trainer.data import pipeline
+    from trainer.data import input_pipeline
     from trainer.modeling import heads
 
     classifier = heads.build_classifier(encoder.network, 2, "mean", 0.0,
                                         windows=(LIMIT_TOKENS, pooling))
-    features = pipeline.encode(encoder.preprocessor, tf.constant(["so good", "a b c d e f g h i j k l m n o"]),
-                               long_texts=windows_flags())
+    features = input_pipeline.encode(encoder.preprocessor, tf.constant(["so good", "a b c d e f g h i j k l m n o"]),
+                                     long_texts=windows_flags())
     narrow = {k: v[:1, :LIMIT_TOKENS] for k, v in features.items()}
     wide = {k: v[:1] for k, v in features.items()}
     np.testing.assert_allclose(classifier(narrow).numpy(), classifier(wide).numpy(), rtol=1e-5, atol=1e-6)
@@ -123,7 +123,7 @@ def windowed(encoder, tmp_path_factory):
     import tensorflow as tf
     import tf_keras
 
-    from trainer.data import pipeline
+    from trainer.data import input_pipeline
     from trainer.modeling import heads
     from trainer.serving import export
 
@@ -134,8 +134,8 @@ def windowed(encoder, tmp_path_factory):
     classifier.compile(tf_keras.optimizers.Adam(1e-2),
                        tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     train = late_word_rows(128, seed=1)
-    features = pipeline.encode(encoder.preprocessor, tf.constant([t for t, _ in train]),
-                               long_texts=windows_flags())
+    features = input_pipeline.encode(encoder.preprocessor, tf.constant([t for t, _ in train]),
+                                     long_texts=windows_flags())
     classifier.fit(features, np.asarray([LABELS.index(label) for _, label in train]),
                    batch_size=32, epochs=10, verbose=0)  # 100% of test rows over seeds 0-2; 88% at 6 epochs
     root = tmp_path_factory.mktemp("windowed")
@@ -166,10 +166,10 @@ def test_the_export_tells_its_window_flags(windowed):
 def in_process_labels(windowed, texts):
     import tensorflow as tf
 
-    from trainer.data import pipeline
+    from trainer.data import input_pipeline
 
     preprocessor, classifier = windowed["built"]
-    features = pipeline.encode(preprocessor, tf.constant(texts), long_texts=windows_flags())
+    features = input_pipeline.encode(preprocessor, tf.constant(texts), long_texts=windows_flags())
     return [LABELS[i] for i in np.argmax(classifier(features).numpy(), axis=1)]
 
 
@@ -246,7 +246,7 @@ def test_a_window_flag_without_windows_is_refused(flag, value):
 
 def test_the_overlap_defaults_to_a_quarter_of_the_limit():
     from trainer.config import build_config
-    from trainer.data.pipeline import LongTexts
+    from trainer.data.input_pipeline import LongTexts
 
     config = build_config(["--long-texts", "windows", "--max-seq-length", "256"], {})
     assert LongTexts.from_config(config.data) == LongTexts("windows", 64, 8)
@@ -258,7 +258,7 @@ class Split:
 
 
 def test_windows_say_how_texts_are_read_and_which_lose_their_end(caplog):
-    from trainer.data.pipeline import LongTexts
+    from trainer.data.input_pipeline import LongTexts
     from trainer.training import long_texts
 
     flags = LongTexts("windows", 32, 8)  # 126 tokens of text a window, stride 94: 2 + 126 + 7 * 94

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 @dataclasses.dataclass
 class TransferSplit:
-    """The rows of `parts` (pipeline.TokenizedSplit or cache.CachedSplit), in order."""
+    """The rows of `parts` (input_pipeline.TokenizedSplit or token_cache.CachedSplit), in order."""
     parts: tuple
 
     def __len__(self):

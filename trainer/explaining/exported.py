@@ -11,7 +11,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from trainer.data import pipeline
+from trainer.data import input_pipeline
 from trainer.explaining import integrated_gradients as ig, words
 from trainer.modeling.encoders.layers import INPUT_KEYS
 
@@ -63,7 +63,7 @@ def saved_function(module, classifier, preprocessor) -> Optional[tf.types.experi
     padding = preprocessor.special_ids[special.pad]
 
     def explain(features, target, alphas, weights):
-        features = pipeline.trim_to_padded_length(features, module.lengths)
+        features = input_pipeline.trim_to_padded_length(features, module.lengths)
         points = tf.shape(alphas)[0]
 
         def model_output(repeated):

@@ -2,7 +2,7 @@
 the k window vectors are pooled into the text's one vector, so one head and one loss see the
 whole text at training exactly as at prediction.
 
-A row arrives k * seq_length tokens wide (trainer.data.pipeline.pack_tokens and encode lay a
+A row arrives k * seq_length tokens wide (trainer.data.input_pipeline.pack_tokens and encode lay a
 text's packed windows side by side, each padded to seq_length), or narrower than one window
 when every text of the batch fits in one: the batch is then one window of its own width.
 """

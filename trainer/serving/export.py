@@ -19,7 +19,7 @@ import tf_keras
 
 from trainer import storage, tasks
 from trainer.errors import UserError
-from trainer.data import pipeline
+from trainer.data import input_pipeline
 from trainer.explaining import exported
 from trainer.serving import model_dir as model_dir_lib
 from trainer.modeling.encoders.layers import INPUT_KEYS
@@ -37,10 +37,10 @@ class ServingModule(tf.Module):
         super().__init__(name="text_classifier")
         self.task = task or tasks.by_name(tasks.AUTO)
         self.preprocessor = preprocessor
-        # --long-texts (a mode or a pipeline.LongTexts), applied by `tokenize` inside the
+        # --long-texts (a mode or a input_pipeline.LongTexts), applied by `tokenize` inside the
         # graph; variables, so a loaded model tells it (its checked copies are built alike,
         # trainer.serving.quantize.module_like).
-        self._long_texts = pipeline.LongTexts.of(long_texts)
+        self._long_texts = input_pipeline.LongTexts.of(long_texts)
         self.long_texts = tf.Variable(self._long_texts.mode, trainable=False, name="long_texts")
         self.window_overlap, self.max_windows = (
             tf.Variable(value, trainable=False, name=name) for name, value in (
@@ -52,7 +52,7 @@ class ServingModule(tf.Module):
         self.classifier_variables = list(classifier.variables)
         self._forward = lambda features: classifier(features, training=False)
         self.label_names = tf.constant(list(label_names), tf.string)
-        self.lengths = pipeline.padded_lengths(max_seq_length, self._long_texts.windows)
+        self.lengths = input_pipeline.padded_lengths(max_seq_length, self._long_texts.windows)
         # The ladder, saved: trainer.predict batches a loaded model's rows by it.
         self.padded_lengths = tf.Variable(self.lengths, trainable=False, name="padded_lengths")
         # Calibration (trainer.reporting.calibration): probabilities are softmax(logits / T).
@@ -83,13 +83,13 @@ class ServingModule(tf.Module):
 
     def _tokenize(self, text, text_pair=None):
         """int32 features [batch, max_seq_length], as the preprocessor pads them (windows:
-        [batch, max_windows * max_seq_length], pipeline.encode)."""
-        features = pipeline.encode(self.preprocessor, text, text_pair, self._long_texts)
+        [batch, max_windows * max_seq_length], input_pipeline.encode)."""
+        features = input_pipeline.encode(self.preprocessor, text, text_pair, self._long_texts)
         return {name: tf.cast(features[name], tf.int32) for name in INPUT_KEYS}
 
     def _predict_tokens(self, features):
         """The outputs of features of any width: each batch is cut to its ladder length."""
-        features = pipeline.trim_to_padded_length(features, self.lengths)
+        features = input_pipeline.trim_to_padded_length(features, self.lengths)
         batch = tf.shape(features["input_word_ids"])[0]
         return self._outputs(tf.cast(self._forward(features), tf.float32), batch)
 
@@ -107,16 +107,16 @@ class ServingModule(tf.Module):
         return self.task.serving_outputs(self, logits, batch)
 
 
-def saved_long_texts(module) -> pipeline.LongTexts:
+def saved_long_texts(module) -> input_pipeline.LongTexts:
     """A loaded export's --long-texts and window flags (truncate for an export from before)."""
     mode = getattr(module, "long_texts", None)
     if mode is None:
-        return pipeline.LongTexts()
+        return input_pipeline.LongTexts()
     windows = getattr(module, "max_windows", None)
     if windows is None:
-        return pipeline.LongTexts(mode.numpy().decode())
-    return pipeline.LongTexts(mode.numpy().decode(), int(module.window_overlap.numpy()),
-                              int(windows.numpy()))
+        return input_pipeline.LongTexts(mode.numpy().decode())
+    return input_pipeline.LongTexts(mode.numpy().decode(), int(module.window_overlap.numpy()),
+                                    int(windows.numpy()))
 
 
 @contextlib.contextmanager

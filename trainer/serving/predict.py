@@ -2,7 +2,7 @@
 
 Streams the input in chunks (files larger than memory are fine). A chunk is tokenized by the
 export's own `tokenize` function, sorted by token count and cut into batches that each hold one
-length of the padding ladder (trainer.data.pipeline.padded_lengths), so a batch computes hardly
+length of the padding ladder (trainer.data.input_pipeline.padded_lengths), so a batch computes hardly
 any padding; the next chunk is read and tokenized on a background thread meanwhile. Exports
 older than `tokenize` are run through their signature, in batches of similar character counts.
 The input is read by the trainer's own reader (trainer.data.reading), so a file yields the rows
@@ -129,7 +129,7 @@ def token_batches(features: dict, batch_size: int, ladder=None):
     else the one ending at the features' width."""
     import numpy as np
 
-    from trainer.data.pipeline import padded_lengths
+    from trainer.data.input_pipeline import padded_lengths
 
     lengths = features["input_mask"].sum(axis=1)
     ladder = np.asarray(padded_lengths(features["input_mask"].shape[1]) if ladder is None else ladder)

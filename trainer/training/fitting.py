@@ -66,7 +66,7 @@ def _training_data(ctx: RunContext):
     common number of steps."""
     import dataclasses as dc
 
-    from trainer.data import pipeline
+    from trainer.data import input_pipeline
 
     config, inputs = ctx.config, ctx.inputs
     first, done = divmod(ctx.trainable.first_epoch * inputs.period_steps, inputs.steps_per_epoch)
@@ -76,16 +76,16 @@ def _training_data(ctx: RunContext):
     # Keras would split each batch of a group over the replicas (tf.data rebatching), which
     # needs every batch of an element to have the same rows: groups are made per replica.
     if ctx.runtime.plan.strategy != "multiworker" and (accumulate == 1 or replicas == 1):
-        data = pipeline.training_dataset(train, batching, seed=config.train.seed,
-                                         first_epoch=first, epochs=inputs.epochs,
-                                         accumulate=accumulate).skip(done)
+        data = input_pipeline.training_dataset(train, batching, seed=config.train.seed,
+                                               first_epoch=first, epochs=inputs.epochs,
+                                               accumulate=accumulate).skip(done)
         return data.take(1) if config.train.dry_run else data
 
     def per_worker(context):
         size = context.get_per_replica_batch_size(batching.batch_size)
         # Each step takes one element per replica this input pipeline feeds.
         per_step = replicas // context.num_input_pipelines
-        data = pipeline.training_dataset(
+        data = input_pipeline.training_dataset(
             train, dc.replace(batching, batch_size=size), seed=config.train.seed,
             first_epoch=first, epochs=inputs.epochs,
             steps_per_epoch=inputs.steps_per_epoch * per_step * accumulate,

@@ -55,7 +55,7 @@ class JobPaths:
 
     @property
     def token_cache(self) -> str:
-        """Tokenized splits (trainer.data.cache), unless --cache-dir puts them elsewhere."""
+        """Tokenized splits (trainer.data.token_cache), unless --cache-dir puts them elsewhere."""
         return storage.join(self.job_dir, "cache")
 
     @property

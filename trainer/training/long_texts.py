@@ -29,13 +29,13 @@ def cut_counts(tokenized: dict, limit: int) -> Dict[str, int]:
 def log_cut(cut: Dict[str, int], sizes: Dict[str, int], limit: int, long_texts="truncate",
             tokenized: Optional[dict] = None, specials: int = 2, pairs: bool = False) -> None:
     """One warning line when any text was cut, naming each split's share and what was kept;
-    with windows (`long_texts` a pipeline.LongTexts), one info line, and a warning naming the
+    with windows (`long_texts` a input_pipeline.LongTexts), one info line, and a warning naming the
     texts longer than --max-windows windows hold (`specials`: the tokens packing adds)."""
     if not any(cut.values()):
         return
     shares = ", ".join(f"{name} {count:,} of {sizes[name]:,} ({count / max(sizes[name], 1):.0%})"
                        for name, count in cut.items())
-    from trainer.data.pipeline import LongTexts
+    from trainer.data.input_pipeline import LongTexts
 
     long_texts = LongTexts.of(long_texts)
     mode = long_texts.mode

@@ -101,7 +101,7 @@ def restore_best_weights(ctx: RunContext) -> bool:
 
 def _evaluate_train_sample(ctx: RunContext) -> dict:
     """Train-split metrics on `sample_rows` of the training set (all of a small one)."""
-    from trainer.data import pipeline
+    from trainer.data import input_pipeline
 
     train = ctx.inputs.tokenized["train"]
     rows = sample_rows(len(train), TRAIN_EVALUATION_ROWS, ctx.config.train.seed)
@@ -109,8 +109,8 @@ def _evaluate_train_sample(ctx: RunContext) -> dict:
         return ctx.task.summarize(*predict_split(ctx, "train"), ctx.datasets.labels.names)
     batching = dataclasses.replace(ctx.inputs.train_batching, drop_remainder=False,
                                    batch_size=ctx.config.train.eval_batch_size)
-    dataset = pipeline.evaluation_dataset(train.take(rows), batching,
-                                          pad_to_full_batches=ctx.runtime.plan.static_shapes)
+    dataset = input_pipeline.evaluation_dataset(train.take(rows), batching,
+                                                pad_to_full_batches=ctx.runtime.plan.static_shapes)
     return ctx.task.summarize(*predict_split(ctx, "train", dataset, len(rows)),
                               ctx.datasets.labels.names)
 
@@ -230,9 +230,9 @@ def _window_flags(config) -> dict:
     """metrics.json's window flags, with --long-texts windows only."""
     if config.data.long_texts != "windows":
         return {}
-    from trainer.data import pipeline
+    from trainer.data import input_pipeline
 
-    flags = pipeline.LongTexts.from_config(config.data)
+    flags = input_pipeline.LongTexts.from_config(config.data)
     return {"window_overlap": flags.window_overlap, "max_windows": flags.max_windows,
             "window_pooling": config.model.window_pooling}
 
@@ -252,13 +252,13 @@ def _classifier(ctx: RunContext) -> tuple:
 def _serving_module(ctx: RunContext, preprocessor, model):
     """The export of the run's task, with its decisions (a reached --target-precision/
     --target-recall's threshold, multi-label's thresholds: Task.export_decisions)."""
-    from trainer.data import pipeline
+    from trainer.data import input_pipeline
 
     return export_lib.ServingModule(preprocessor, model, ctx.datasets.labels.names,
                                     ctx.config.data.max_seq_length,
                                     temperature=export_temperature(ctx),
                                     pair=ctx.datasets.text_pair_column is not None,
-                                    long_texts=pipeline.LongTexts.from_config(ctx.config.data),
+                                    long_texts=input_pipeline.LongTexts.from_config(ctx.config.data),
                                     task=ctx.task)
 
 

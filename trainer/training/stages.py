@@ -223,7 +223,7 @@ def encoder_of(config, environ):
 def tokenize(ctx: RunContext) -> None:
     """Every split tokenized once into the token cache (or found there); batching and steps
     per epoch from the token lengths."""
-    from trainer.data import cache, pipeline, splits, transfer
+    from trainer.data import input_pipeline, splits, token_cache, transfer
     from trainer.training import long_texts
 
     config, datasets = ctx.config, ctx.datasets
@@ -233,11 +233,11 @@ def tokenize(ctx: RunContext) -> None:
         log.info("class weights: %s", dict(zip(datasets.labels.names, np.round(weights, 3).tolist())))
     root = (storage.join(config.output.cache_dir, "tokens") if config.output.cache_dir
             else ctx.paths.token_cache)
-    tokenized = cache.load_or_build(datasets, ctx.encoder.preprocessor, root,
-                                    config.data.max_seq_length, class_weights=weights,
-                                    log_every_seconds=config.runtime.log_every_seconds,
-                                    build=ctx.is_chief,
-                                    long_texts=pipeline.LongTexts.from_config(config.data))
+    tokenized = token_cache.load_or_build(datasets, ctx.encoder.preprocessor, root,
+                                          config.data.max_seq_length, class_weights=weights,
+                                          log_every_seconds=config.runtime.log_every_seconds,
+                                          build=ctx.is_chief,
+                                          long_texts=input_pipeline.LongTexts.from_config(config.data))
     limit = config.data.max_seq_length
     truncated = long_texts.cut_counts(tokenized, limit)
     log.info("%d texts, mean %.1f tokens (%.1f %s)", sum(len(t) for t in tokenized.values()),
@@ -245,8 +245,8 @@ def tokenize(ctx: RunContext) -> None:
              "in the texts, their windows overlapping" if config.data.long_texts == "windows"
              else "before the --max-seq-length cut")
     long_texts.log_cut(truncated, {name: len(t) for name, t in tokenized.items()}, limit,
-                       pipeline.LongTexts.from_config(config.data), tokenized,
-                       int(pipeline.special_count(ctx.encoder.preprocessor, 1)),
+                       input_pipeline.LongTexts.from_config(config.data), tokenized,
+                       int(input_pipeline.special_count(ctx.encoder.preprocessor, 1)),
                        pairs=datasets.text_pair_column is not None)
     unlabeled = tokenized.pop(splits.UNLABELED, None)
     training = transfer.TransferSplit((tokenized["train"], unlabeled)) if unlabeled else None
@@ -257,26 +257,26 @@ def batching(config, runtime: Runtime, tokenized: dict, truncated: dict, trainin
     """Batching, steps and epochs of tokenized splits: the run's, and each cross-fitting fold's
     (trainer.training.cross_fit). `training`: what the model trains on, when not
     tokenized["train"] alone (distillation's transfer set)."""
-    from trainer.data import pipeline
+    from trainer.data import input_pipeline
 
-    lengths = pipeline.padded_lengths(config.data.max_seq_length,
-                                      pipeline.LongTexts.from_config(config.data).windows)
+    lengths = input_pipeline.padded_lengths(config.data.max_seq_length,
+                                            input_pipeline.LongTexts.from_config(config.data).windows)
     bucket = runtime.plan.sequence_padding == "bucket"
-    train_batching = pipeline.Batching(config.train.batch_size, lengths, bucket,
-                                       runtime.plan.static_shapes)
-    eval_batching = pipeline.Batching(config.train.eval_batch_size, lengths, bucket)
+    train_batching = input_pipeline.Batching(config.train.batch_size, lengths, bucket,
+                                             runtime.plan.static_shapes)
+    eval_batching = input_pipeline.Batching(config.train.eval_batch_size, lengths, bucket)
     training = tokenized["train"] if training is None else training
     steps = train_batching.steps(training)
     if steps == 0:
         raise UserError(f"--batch-size: {config.train.batch_size} is larger than the "
                         f"{len(training)} training examples with static batches")
     # Static shapes: the last evaluation batch is filled with weight-0 rows.
-    eval_sets = {name: pipeline.evaluation_dataset(split, eval_batching,
-                                                   pad_to_full_batches=runtime.plan.static_shapes)
+    eval_sets = {name: input_pipeline.evaluation_dataset(split, eval_batching,
+                                                         pad_to_full_batches=runtime.plan.static_shapes)
                  for name, split in tokenized.items()}
     dry_run = config.train.dry_run
     # Optimizer steps: with --gradient-accumulation-steps k, one per k batches (the epoch's last
-    # group may be short, pipeline.grouped).
+    # group may be short, input_pipeline.grouped).
     steps_per_epoch = 1 if dry_run else -(-steps // config.train.gradient_accumulation_steps)
     epochs, total_steps = (1, 1) if dry_run else training_length(
         steps_per_epoch, config.train.epochs or default_epochs(len(training)),

@@ -110,7 +110,7 @@ def _validation_values(teacher, datasets, task, flag: str) -> Optional[np.ndarra
 
 def _model_teacher_file(ctx: RunContext) -> str:
     """JOB_DIR/teacher/<key>.csv: found, written now by the chief, or waited for."""
-    from trainer.data.cache import wait_for
+    from trainer.data.token_cache import wait_for
 
     x, datasets = ctx.config.distillation, ctx.datasets
     path = storage.join(ctx.paths.teacher_dir, f"{_key(x.teacher, datasets)}.csv")
@@ -196,7 +196,7 @@ def metrics_block(ctx: RunContext) -> Optional[dict]:
         outputs, labels = ctx.outputs[splits_lib.VALIDATION]
         scored = task.summarize(task.teacher_outputs(teacher.validation), labels,
                                 datasets.labels.names)
-        headline = lambda result: {key: result[key] for key in ("loss", *task.metric_goals)  # noqa: E731
+        headline = lambda result: {key: result[key] for key in ("loss", *task.summary_metrics)  # noqa: E731
                                    if key in result}
         block["validation"] = {"teacher": headline(scored),
                                "student": headline(ctx.results[splits_lib.VALIDATION]),

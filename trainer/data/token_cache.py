@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from trainer import progress, storage
-from trainer.data.pipeline import LongTexts
+from trainer.data.input_pipeline import LongTexts
 
 log = logging.getLogger("trainer")
 
@@ -128,7 +128,7 @@ class CachedRows:
 
 def tokenizer_fingerprint(preprocessor, pairs: bool) -> str:
     """A hash of the tokenizer's output on fixed probes: equal tokenizers, equal caches."""
-    from trainer.data.pipeline import encode
+    from trainer.data.input_pipeline import encode
 
     probes = tf.constant(_PROBES)
     features = encode(preprocessor, probes, probes if pairs else None)
@@ -166,7 +166,7 @@ def load_or_build(datasets, preprocessor, root: str, max_seq_length: int,
                   long_texts="truncate") -> Dict[str, CachedSplit]:
     """{split: CachedSplit} from `root`/<key>: found complete, else tokenized now; with
     `build` False (a worker other than the chief), waited for while the chief tokenizes.
-    `long_texts`: --long-texts, a mode or a pipeline.LongTexts (pipeline.pack_tokens)."""
+    `long_texts`: --long-texts, a mode or a input_pipeline.LongTexts (input_pipeline.pack_tokens)."""
     tokenizer = tokenizer_fingerprint(preprocessor, datasets.text_pair_column is not None)
     directory = storage.join(root, cache_key(datasets, tokenizer, max_seq_length, long_texts))
     meta_path = storage.join(directory, "meta.json")
@@ -233,7 +233,7 @@ def _tokenized_batches(datasets, preprocessor, long_texts):
     """(split name, source file number, flat word ids, flat type ids, lengths, full lengths) of
     every split's rows in order, from
     one tf.data pipeline fed by a reader thread (the files are read once per distinct spec)."""
-    from trainer.data.pipeline import pack_tokens
+    from trainer.data.input_pipeline import pack_tokens
 
     names = list(datasets.splits())
     pairs = datasets.text_pair_column is not None

@@ -330,7 +330,7 @@ def _with_options(dataset: tf.data.Dataset) -> tf.data.Dataset:
 def training_dataset(split, batching: Batching, *, seed: int, first_epoch: int, epochs: int,
                      shard=(0, 1), steps_per_epoch: Optional[int] = None,
                      accumulate: int = 1) -> tf.data.Dataset:
-    """Epochs first_epoch..epochs-1 of `split` (a TokenizedSplit or cache.CachedSplit), each
+    """Epochs first_epoch..epochs-1 of `split` (a TokenizedSplit or token_cache.CachedSplit), each
     shuffled with its own seed; with `accumulate` k > 1, as groups of k batches (`grouped`).
 
     Seeding per epoch (rather than relying on reshuffle_each_iteration) makes a resumed run see
