@@ -136,6 +136,61 @@ class Task(abc.ABC):
     def describe_epoch(self, logs: dict) -> str:
         """An epoch's training and validation metrics, for its progress line."""
 
+    # --- Distillation (issue #51): a teacher's outputs as targets --------------------------------
+    # A distilled run's training labels are "packed": one float32 row per text holding its true
+    # label (or the kind's "no label" marker, for an unlabelled text) and the teacher's outputs,
+    # so the token cache, batching and tf.distribute carry them as they carry plain labels. Only
+    # the Keras loss and metrics see packed batches; validation and test labels stay plain.
+    def teacher_columns(self, label_names) -> list:
+        """The columns of a teacher file holding its outputs, in label order: trainer.predict's
+        (serving/predict.py), so a teacher run's predictions are a teacher file as they are. By
+        default one probability column per class or label."""
+        return [f"probability_{name}" for name in label_names]
+
+    def teacher_problem(self, values) -> Optional[tuple]:
+        """(index of the first bad row, what is wrong with it in words) of the teacher's values
+        (float64 [N, K] from teacher_columns), or None. A non-finite value is bad for every
+        kind; kinds whose teacher gives probabilities add their own checks (first_problem). The
+        caller names the file and its row."""
+        return first_problem(values)
+
+    @abc.abstractmethod
+    def pack_targets(self, labels, teacher):
+        """float32 [N, ...] packed targets of a split's plain `labels` (None: N unlabelled rows)
+        and the teacher's values [N, K] as read: the layout is the kind's, read back only by its
+        own distillation_loss, distillation_metrics and unpack_labels."""
+
+    @abc.abstractmethod
+    def is_packed(self, labels) -> bool:
+        """Whether `labels` are packed targets rather than the kind's plain labels."""
+
+    @abc.abstractmethod
+    def unpack_labels(self, packed):
+        """The plain labels of packed targets, exactly as encode_labels gives them (dtype and
+        shape); only for rows that all have one."""
+
+    @abc.abstractmethod
+    def distillation_loss(self, temperature: float, alpha: float):
+        """The Keras loss over packed targets: alpha of the kind's loss against the true label
+        (on the rows that have one) plus 1 - alpha of its loss against the teacher's outputs.
+        Per-row values, reduced by Keras (so tf.distribute scales it as the plain loss)."""
+
+    @abc.abstractmethod
+    def distillation_metrics(self) -> list:
+        """keras_metrics' metric, under its own name (history columns, progress lines), of the
+        labelled rows of packed batches alone: an unlabelled row has no truth to score."""
+
+    @abc.abstractmethod
+    def teacher_outputs(self, teacher):
+        """The teacher's values [N, K] as the model's head would output them, so summarize
+        scores the teacher exactly as it scores the student."""
+
+    @abc.abstractmethod
+    def teacher_agreement(self, teacher, outputs) -> Optional[float]:
+        """The share of rows where the teacher (its values [N, K]) and the model (its outputs)
+        decide alike, both decided as the model's decisions are (metrics.json's distillation
+        `agreement`); None for a task that decides nothing."""
+
     # --- After training: what is decided on validation ----------------------------------------
     calibrates = False  # a temperature is fitted on validation (trainer.reporting.calibration)
 
@@ -266,3 +321,30 @@ class Task(abc.ABC):
     def error_measure(self, predictions, names) -> tuple:
         """(how wrong each row is, whether it is an error or None when every row is ranked by
         its error alone, {errors.csv column: value per row}) of a SplitPredictions."""
+
+
+def first_problem(values, checks=()) -> Optional[tuple]:
+    """Task.teacher_problem's answer: (the first row of `values` [N, K] that is not finite or that
+    one of `checks` flags, its reason), or None. `checks` are (bad rows [N] bool, reason(row) ->
+    str), tried in order after finiteness (a comparison with NaN flags nothing)."""
+    import numpy as np
+
+    values = np.asarray(values, np.float64)
+    finite = np.isfinite(values)
+    checks = [(~finite.all(axis=1),
+               lambda row: f"{values[row][~finite[row]][0]:g} is not a finite number"), *checks]
+    bad = np.logical_or.reduce([rows for rows, _ in checks])
+    if not bad.any():
+        return None
+    row = int(np.argmax(bad))
+    return row, next(reason(row) for rows, reason in checks if rows[row])
+
+
+def outside_probabilities(values) -> tuple:
+    """first_problem's check of values that must each be a probability, in [0, 1]."""
+    import numpy as np
+
+    values = np.asarray(values, np.float64)
+    outside = (values < 0) | (values > 1)
+    return outside.any(axis=1), \
+        lambda row: f"{values[row][outside[row]][0]:g} is not a probability (outside [0, 1])"

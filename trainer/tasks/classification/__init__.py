@@ -107,6 +107,46 @@ class ClassificationTask(Task):
                 f"{logs['val_loss']:.4f} acc {logs['val_accuracy']:.3f} macro-F1 "
                 f"{logs['val_macro_f1']:.3f} macro-recall {logs['val_macro_recall']:.3f}")
 
+    # --- distillation
+    def teacher_problem(self, values):
+        """Each row a distribution: probabilities in [0, 1] that sum to 1 (within 0.01, a
+        file's rounding)."""
+        import numpy as np
+
+        from trainer.tasks.base import first_problem, outside_probabilities
+        total = np.asarray(values, np.float64).sum(axis=1)
+        return first_problem(values, [outside_probabilities(values), (
+            np.abs(total - 1) > 0.01, lambda row: f"its probabilities sum to {total[row]:g}, not 1")])
+
+    def pack_targets(self, labels, teacher):
+        from trainer.tasks.classification import distill
+        return distill.pack(labels, teacher)
+
+    def is_packed(self, labels) -> bool:
+        return labels.ndim == 2
+
+    def unpack_labels(self, packed):
+        from trainer.tasks.classification import distill
+        return distill.unpack(packed)
+
+    def distillation_loss(self, temperature: float, alpha: float):
+        from trainer.tasks.classification import distill
+        return distill.DistillationCrossEntropy(temperature, alpha)
+
+    def distillation_metrics(self) -> list:
+        from trainer.tasks.classification import distill
+        return [distill.LabelledAccuracy(name="accuracy")]
+
+    def teacher_outputs(self, teacher):
+        """Log probabilities (log 0 clipped to a finite floor): their softmax is the teacher's
+        distribution, so argmax and cross-entropy are the teacher's own."""
+        from trainer.tasks.classification import metrics
+        return metrics.logits_from_probabilities(teacher, 1.0)
+
+    def teacher_agreement(self, teacher, outputs):
+        import numpy as np
+        return float(np.mean(self.decide(self.teacher_outputs(teacher)) == self.decide(outputs)))
+
     # --- decided on validation
     def validation_caveat(self, has_test: bool):
         """A threshold chosen for --target-precision/--target-recall reaches its target on

@@ -5,8 +5,9 @@ from typing import Optional, Sequence
 import numpy as np
 from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
 
-# log of the smallest normal float32: a probability that underflowed to 0 gets a finite logit.
-_LOG_TINY = float(np.log(np.finfo(np.float32).tiny))
+# The smallest normal float32: a probability that underflowed to 0 is read as this, for a
+# finite log.
+TINY = float(np.finfo(np.float32).tiny)
 
 
 def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
@@ -61,4 +62,4 @@ def logits_from_probabilities(probabilities: np.ndarray, temperature: float) -> 
     as softmax(T * log p): T * log p = z - T * logsumexp(z / T) differs from the logits z by a
     per-row constant, which softmax ignores. That keeps the serving signature (and every client
     of it) unchanged, and works for models exported before calibration existed."""
-    return temperature * np.maximum(np.log(np.asarray(probabilities, np.float64)), _LOG_TINY)
+    return temperature * np.log(np.maximum(np.asarray(probabilities, np.float64), TINY))

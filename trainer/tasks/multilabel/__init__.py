@@ -7,9 +7,6 @@ every split use the thresholds chosen on validation.
 from trainer.tasks.base import Task
 from trainer.tasks.multilabel import card
 
-# Probabilities are float32: one that rounded to 0 or 1 still gets a finite loss in errors.csv.
-_EPSILON = 2.0 ** -24  # float32's machine epsilon / 2
-
 
 class MultiLabelTask(Task):
     name = "multi-label"
@@ -32,6 +29,7 @@ class MultiLabelTask(Task):
     def __init__(self):
         self.thresholds = None  # per label; 0.5 until fitted on validation
         self.separator = "|"  # the training data's: the export joins a row's labels with it
+        self.label_count = None  # the training data's labels (prepare): what tells packed labels
 
     def check_flags(self, config, require) -> None:
         d = config.data
@@ -73,6 +71,7 @@ class MultiLabelTask(Task):
     # --- the model
     def prepare(self, spec, train_labels) -> None:
         self.separator = spec.separator
+        self.label_count = len(spec.names)
 
     def output_units(self, labels) -> int:
         return len(labels.names)
@@ -90,12 +89,19 @@ class MultiLabelTask(Task):
         import numpy as np
 
         from trainer.tasks.multilabel import metrics
-        probabilities = metrics.sigmoid(outputs)
         thresholds = self.thresholds if self.thresholds is not None else np.full(len(label_names), 0.5)
         result = {"examples": int(len(labels)), "loss": metrics.binary_cross_entropy(outputs, labels),
-                  **metrics.multilabel_metrics(probabilities >= thresholds, labels, label_names)}
+                  **metrics.multilabel_metrics(self.decide(outputs), labels, label_names)}
         result["thresholds"] = {name: float(t) for name, t in zip(label_names, thresholds)}
         return result
+
+    def decide(self, outputs):
+        """[N, L] bool: the labels given to each row of logits, at the thresholds fitted on
+        validation (0.5 before), as the export decides."""
+        import numpy as np
+
+        from trainer.tasks.multilabel import metrics
+        return metrics.sigmoid(outputs) >= (0.5 if self.thresholds is None else np.asarray(self.thresholds))
 
     def describe(self, result: dict) -> str:
         return (f"loss {result['loss']:.4f}  micro-F1 {result['micro_f1']:.4f}  macro-F1 "
@@ -105,6 +111,46 @@ class MultiLabelTask(Task):
         return (f"loss {logs['loss']:.4f} label acc {logs['label_accuracy']:.3f} | val loss "
                 f"{logs['val_loss']:.4f} micro-F1 {logs['val_micro_f1']:.3f} macro-F1 "
                 f"{logs['val_macro_f1']:.3f} subset acc {logs['val_subset_accuracy']:.3f}")
+
+    # --- distillation
+    def teacher_problem(self, values):
+        """Each value a label's probability, in [0, 1] (a row's need not sum to anything)."""
+        from trainer.tasks.base import first_problem, outside_probabilities
+        return first_problem(values, [outside_probabilities(values)])
+
+    def pack_targets(self, labels, teacher):
+        from trainer.tasks.multilabel import distill
+        return distill.pack(labels, teacher)
+
+    def is_packed(self, labels) -> bool:
+        """Plain labels are [N, L], packed ones [N, 2L]: told apart by prepare's L."""
+        return labels.ndim == 2 and labels.shape[1] == 2 * self.label_count
+
+    def unpack_labels(self, packed):
+        from trainer.tasks.multilabel import distill
+        return distill.unpack(packed)
+
+    def distillation_loss(self, temperature: float, alpha: float):
+        """`temperature` is not used (see DistillationBinaryCrossEntropy)."""
+        from trainer.tasks.multilabel import distill
+        return distill.DistillationBinaryCrossEntropy(alpha)
+
+    def distillation_metrics(self) -> list:
+        from trainer.tasks.multilabel import distill
+        return [distill.LabelledLabelAccuracy(name="label_accuracy", threshold=0.0)]
+
+    def teacher_outputs(self, teacher):
+        """Logits log(p / (1 - p)), 0 and 1 kept finite: their sigmoid is the teacher's
+        probabilities, decided at the task's thresholds as the student's are."""
+        from trainer.tasks.multilabel import metrics
+        return metrics.logits_of(teacher)
+
+    def teacher_agreement(self, teacher, outputs):
+        """The share of rows given the same whole set of labels."""
+        import numpy as np
+
+        same = self.decide(self.teacher_outputs(teacher)) == self.decide(outputs)
+        return float(np.mean(same.all(axis=1)))
 
     # --- decided on validation
     def fit_on_validation(self, logits, labels) -> None:
@@ -228,8 +274,9 @@ class MultiLabelTask(Task):
         labels; an error: a predicted label set that is not the true one."""
         import numpy as np
 
+        from trainer.tasks.multilabel.metrics import EPSILON
         p = predictions
-        probabilities = np.clip(p.probabilities.astype(np.float64), _EPSILON, 1 - _EPSILON)
+        probabilities = np.clip(p.probabilities.astype(np.float64), EPSILON, 1 - EPSILON)
         labels = p.labels.astype(np.float64)
         loss = -np.mean(labels * np.log(probabilities) + (1 - labels) * np.log1p(-probabilities), axis=1)
         wrong = np.any(p.predicted.astype(bool) != p.labels.astype(bool), axis=1)

@@ -7,12 +7,21 @@ every split use the thresholds chosen on validation.
 import numpy as np
 from sklearn.metrics import precision_recall_fscore_support
 
+# A probability is float32: one that rounded to 0 or 1 is kept this far inside (0, 1), for a
+# finite loss (errors.csv) and logit (a teacher's).
+EPSILON = 2.0 ** -24  # float32's machine epsilon / 2
 # Candidate thresholds per label; ties go to the one closest to 0.5.
 CANDIDATES = np.round(np.arange(0.05, 0.951, 0.05), 2)
 
 
 def sigmoid(logits: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.asarray(logits, np.float64)))
+
+
+def logits_of(probabilities: np.ndarray) -> np.ndarray:
+    """log(p / (1 - p)): the logits whose sigmoid is `probabilities` (kept EPSILON inside (0, 1))."""
+    p = np.clip(np.asarray(probabilities, np.float64), EPSILON, 1 - EPSILON)
+    return np.log(p / (1 - p))
 
 
 def binary_cross_entropy(logits: np.ndarray, labels: np.ndarray) -> float:

@@ -109,6 +109,40 @@ class RegressionTask(Task):
                 f"spearman {logs['val_spearman']:.3f} pearson {logs['val_pearson']:.3f} "
                 f"mae {logs['val_mae']:.3f}")
 
+    # --- distillation
+    def teacher_columns(self, label_names) -> list:
+        """The teacher's one score (trainer.predict's column)."""
+        return ["predicted_score"]
+
+    def pack_targets(self, labels, teacher):
+        from trainer.tasks.regression import distill
+        return distill.pack(labels, teacher)
+
+    def is_packed(self, labels) -> bool:
+        return labels.ndim == 2
+
+    def unpack_labels(self, packed):
+        from trainer.tasks.regression import distill
+        return distill.unpack(packed)
+
+    def distillation_loss(self, temperature: float, alpha: float):
+        """Squared errors in training-label standard deviations (prepare's std), as the plain
+        loss; `temperature` has nothing to soften in a score."""
+        from trainer.tasks.regression import distill
+        return distill.DistillationMSE(self.std, alpha)
+
+    def distillation_metrics(self) -> list:
+        from trainer.tasks.regression import distill
+        return [distill.LabelledMAE(name="mae")]
+
+    def teacher_outputs(self, teacher):
+        import numpy as np
+        return np.asarray(teacher, np.float64).reshape(-1)
+
+    def teacher_agreement(self, teacher, outputs):
+        """None: two scores are never alike or not (their correlations are in summarize's)."""
+        return None
+
     # --- decided on validation: nothing to threshold
     def check_operating_point(self, label_names, flag: str) -> None:
         raise UserError(f"{flag}: needs a binary or multi-label task; --task regression predicts a "
