@@ -59,25 +59,31 @@ class Datasets:
     unlabeled: Optional[Split] = None
 
     def sizes(self) -> Dict[str, int]:
-        return {name: len(split) for name, split in self.splits().items()}
+        """Rows per labelled split (metrics.json's dataset_sizes; the unlabeled rows are
+        distillation's, counted in its block)."""
+        return {name: len(split) for name, split in self.labelled().items()}
 
     def rows_skipped(self) -> Dict[str, int]:
-        return {name: split.rows_skipped for name, split in self.splits().items()}
+        return {name: split.rows_skipped for name, split in self.labelled().items()}
 
-    def splits(self) -> Dict[str, Split]:
-        """Every set of rows the run reads: the labelled splits and the unlabeled rows."""
+    def labelled(self) -> Dict[str, Split]:
+        """The train, validation and (if any) test splits."""
         out = {TRAIN: self.train, VALIDATION: self.validation}
         if self.test is not None:
             out[TEST] = self.test
-        if self.unlabeled is not None:
-            out[UNLABELED] = self.unlabeled
         return out
 
+    def splits(self) -> Dict[str, Split]:
+        """Every set of rows the run reads: the labelled splits and the unlabeled rows (what the
+        token cache tokenizes)."""
+        if self.unlabeled is None:
+            return self.labelled()
+        return {**self.labelled(), UNLABELED: self.unlabeled}
+
     def class_counts(self, task) -> Dict[str, Dict[str, int]]:
-        """{split: {class name: rows}} (Task.label_counts) of the labelled splits, for the log
-        and metrics.json."""
+        """{split: {class name: rows}} (Task.label_counts), for the log and metrics.json."""
         return {name: task.label_counts(split.labels, self.labels)
-                for name, split in self.splits().items() if name != UNLABELED}
+                for name, split in self.labelled().items()}
 
     def text_columns(self) -> list:
         return [self.text_column] + ([self.text_pair_column] if self.text_pair_column else [])

@@ -215,7 +215,7 @@ def _local(path: str):
 
 def _build(datasets, preprocessor, directory: str, log_every_seconds: float, long_texts) -> dict:
     """Tokenizes every split into `directory`; returns meta.json's content."""
-    start, total = time.perf_counter(), sum(datasets.sizes().values())
+    start, total = time.perf_counter(), sum(len(split) for split in datasets.splits().values())
     meter, done = progress.Progress("tokenized", log_every_seconds, total=total), 0
     writers = {name: _BlockWriter(storage.join(directory, name), split.labels)
                for name, split in datasets.splits().items()}

@@ -143,7 +143,10 @@ def _path_flags(config) -> dict:
             "--checkpoint-dir": config.output.checkpoint_dir,
             "--training-file": config.data.training_file,
             "--validation-file": config.data.validation_file,
-            "--testing-file": config.data.testing_file}
+            "--testing-file": config.data.testing_file,
+            "--teacher": config.distillation.teacher,
+            "--teacher-probabilities": config.distillation.teacher_probabilities,
+            "--unlabeled-file": config.distillation.unlabeled_file}
 
 
 def _check_batches_split(config, plan, replicas: int) -> None:
@@ -233,23 +236,24 @@ def tokenize(ctx: RunContext) -> None:
         log.info("class weights: %s", dict(zip(datasets.labels.names, np.round(weights, 3).tolist())))
     root = (storage.join(config.output.cache_dir, "tokens") if config.output.cache_dir
             else ctx.paths.token_cache)
+    cut = input_pipeline.LongTexts.from_config(config.data)
     tokenized = token_cache.load_or_build(datasets, ctx.encoder.preprocessor, root,
                                           config.data.max_seq_length, class_weights=weights,
                                           log_every_seconds=config.runtime.log_every_seconds,
-                                          build=ctx.is_chief,
-                                          long_texts=input_pipeline.LongTexts.from_config(config.data))
+                                          build=ctx.is_chief, long_texts=cut)
+    # The unlabeled rows are trained on, never evaluated or reported: apart from here on.
+    unlabeled = tokenized.pop(splits.UNLABELED, None)
+    training = transfer.TransferSplit((tokenized["train"], unlabeled)) if unlabeled else None
     limit = config.data.max_seq_length
     truncated = long_texts.cut_counts(tokenized, limit)
-    log.info("%d texts, mean %.1f tokens (%.1f %s)", sum(len(t) for t in tokenized.values()),
+    log.info("%d texts%s, mean %.1f tokens (%.1f %s)", sum(len(t) for t in tokenized.values()),
+             f" and {len(unlabeled)} unlabeled" if unlabeled else "",
              tokenized["train"].lengths.mean(), tokenized["train"].full_lengths.mean(),
              "in the texts, their windows overlapping" if config.data.long_texts == "windows"
              else "before the --max-seq-length cut")
-    long_texts.log_cut(truncated, {name: len(t) for name, t in tokenized.items()}, limit,
-                       input_pipeline.LongTexts.from_config(config.data), tokenized,
-                       int(input_pipeline.special_count(ctx.encoder.preprocessor, 1)),
+    long_texts.log_cut(truncated, {name: len(t) for name, t in tokenized.items()}, limit, cut,
+                       tokenized, int(input_pipeline.special_count(ctx.encoder.preprocessor, 1)),
                        pairs=datasets.text_pair_column is not None)
-    unlabeled = tokenized.pop(splits.UNLABELED, None)
-    training = transfer.TransferSplit((tokenized["train"], unlabeled)) if unlabeled else None
     ctx.inputs = batching(config, ctx.runtime, tokenized, truncated, training)
 
 

@@ -3,10 +3,11 @@ from, packed with the labels the token cache stores (trainer.tasks.distilled).
 
 Both teachers are one path. `--teacher-probabilities FILE` is read as given. A `--teacher
 MODEL_DIR` is first run once over the training, unlabeled and validation texts, batched, with
-a progress line, into JOB_DIR/teacher/<key>.csv, written atomically as trainer.predict writes
-its output; the key hashes the teacher's files and the texts, so a resumed or repeated run with
-the same teacher and data reads that file instead of running the teacher again. Other workers
-wait for the chief's file, as they wait for its token cache.
+a progress line, into JOB_DIR/teacher/<key>.csv (CACHE_DIR/teacher/ with --cache-dir, which
+tuning trials share), written atomically as trainer.predict writes its output; the key hashes
+the teacher's files and the texts, so a resumed or repeated run with the same teacher and data
+reads that file instead of running the teacher again. Other workers wait for the chief's file,
+as they wait for its token cache.
 """
 import dataclasses
 import hashlib
@@ -109,11 +110,13 @@ def _validation_values(teacher, datasets, task, flag: str) -> Optional[np.ndarra
 
 
 def _model_teacher_file(ctx: RunContext) -> str:
-    """JOB_DIR/teacher/<key>.csv: found, written now by the chief, or waited for."""
+    """JOB_DIR/teacher/<key>.csv (or under --cache-dir): found, written now by the chief, or
+    waited for."""
     from trainer.data.token_cache import wait_for
 
-    x, datasets = ctx.config.distillation, ctx.datasets
-    path = storage.join(ctx.paths.teacher_dir, f"{_key(x.teacher, datasets)}.csv")
+    x, datasets, cache_dir = ctx.config.distillation, ctx.datasets, ctx.config.output.cache_dir
+    directory = storage.join(cache_dir, "teacher") if cache_dir else ctx.paths.teacher_dir
+    path = storage.join(directory, f"{_key(x.teacher, datasets)}.csv")
     if storage.exists(path):
         log.info("teacher: reusing its outputs in %s", path)
     elif not ctx.is_chief:
