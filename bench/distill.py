@@ -1,0 +1,167 @@
+"""Issue 51's distillation bench: a large teacher's quality at a small student's cost, in one run.
+
+SST-2 from ../shared/data/sst2 (train.tsv: 60,614 phrases and sentences of GLUE's training set;
+dev.tsv: 6,735 others). A seeded --train-rows of train.tsv are the labelled data; the rest of
+train.tsv, labels dropped, is the unlabelled transfer set (--transfer-rows of it, all by
+default). Four models, each at the trainer's defaults otherwise (no checked copies):
+
+- teacher: all-mpnet-base-v2 (bench/mpnet_weights.py, sha256-checked) fine-tuned on the rows;
+- student: the default encoder on the rows alone;
+- distilled: the default encoder taught by the teacher (--teacher) on the rows and the transfer set;
+- distilled-3: the same with --encoder-layers 3, from the distilled run's teacher file
+  (--teacher-probabilities: the teacher labels the transfer set once).
+
+    python bench/distill.py [--train-rows 10000] [--transfer-rows N] [--models ...] [--publish]
+
+Figures per model: accuracy on dev.tsv over all rows and over rows of 10 or more words (the
+official dev set is whole sentences: README of ../shared/data), the run's training seconds
+(metrics.json durations.train; the teacher's labelling of the transfer set is durations.teacher,
+shown apart), and trainer.predict's rate on dev.tsv (float32 export), each also as a ratio to the
+student's. With --data imdb: imdb/train.csv's --train-rows reviews, imdb/unlabeled.csv as the
+transfer set, imdb/dev.csv to score (10+ words is every review there).
+"""
+import argparse
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from common import (WORK, add_publish_flag, machine, predict_file, printed, publish, read_sst2_tsv,
+                    table, write_sst2_tsv)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "..", "..", "shared", "data")
+MODELS = ("student", "teacher", "distilled", "distilled-3")
+LONG_WORDS = 10
+
+
+def sst2(work: str, train_rows: int, transfer_rows, seed: int) -> dict:
+    """Paths of the labelled rows, the unlabelled transfer set and dev, written once per run."""
+    rows = read_sst2_tsv(os.path.join(DATA, "sst2", "train.tsv"))
+    order = np.random.default_rng(seed).permutation(len(rows))
+    labelled, rest = [rows[i] for i in np.sort(order[:train_rows])], [rows[i] for i in np.sort(order[train_rows:])]
+    rest = rest[:transfer_rows] if transfer_rows else rest
+    write_sst2_tsv(os.path.join(work, "train.tsv"), labelled)
+    with open(os.path.join(work, "unlabeled.tsv"), "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\")
+        writer.writerow(["sentence"])
+        writer.writerows([sentence] for sentence, _ in rest)
+    dev = os.path.join(DATA, "sst2", "dev.tsv")
+    return {"train": os.path.join(work, "train.tsv"), "unlabeled": os.path.join(work, "unlabeled.tsv"),
+            "dev": dev, "dev_rows": read_sst2_tsv(dev), "transfer": len(rest)}
+
+
+def imdb(work: str, train_rows: int, transfer_rows, seed: int) -> dict:
+    def read(name):
+        with open(os.path.join(DATA, "imdb", name), newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f))
+
+    train, unlabeled = read("train.csv"), read("unlabeled.csv")
+    chosen = np.sort(np.random.default_rng(seed).choice(len(train), min(train_rows, len(train)), replace=False))
+    unlabeled = unlabeled[:transfer_rows] if transfer_rows else unlabeled
+    paths = {"train": os.path.join(work, "train.csv"), "unlabeled": os.path.join(work, "unlabeled.csv")}
+    for name, rows, columns in (("train", [train[i] for i in chosen], ["text", "label"]),
+                                ("unlabeled", unlabeled, ["text"])):
+        with open(paths[name], "w", encoding="utf-8", newline="") as f:
+            writer = csv.DictWriter(f, columns, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(rows)
+    dev = os.path.join(DATA, "imdb", "dev.csv")
+    return {**paths, "dev": dev, "dev_rows": [(r["text"], r["label"]) for r in read("dev.csv")],
+            "transfer": len(unlabeled)}
+
+
+def model_flags(model: str, data: dict, jobs: dict) -> list:
+    """trainer.task's flags of one model (the distilled ones after the teacher)."""
+    if model == "teacher":
+        import mpnet_weights
+        return ["--encoder", mpnet_weights.fetch()]
+    if model == "distilled":
+        return ["--teacher", os.path.join(jobs["teacher"], "model"), "--unlabeled-file", data["unlabeled"]]
+    if model == "distilled-3":
+        return ["--teacher-probabilities", teacher_file(jobs["distilled"]), "--unlabeled-file",
+                data["unlabeled"], "--encoder-layers", "3"]
+    return []
+
+
+def teacher_file(job: str) -> str:
+    """The teacher's outputs the distilled run wrote (metrics.json's distillation.teacher_file)."""
+    with open(os.path.join(job, "metrics.json")) as f:
+        return json.load(f)["distillation"]["teacher_file"]
+
+
+def run_model(work: str, model: str, data: dict, jobs: dict) -> dict:
+    job = jobs[model] = os.path.join(work, f"job-{model}-{int(time.time())}")
+    subprocess.run([sys.executable, "-m", "trainer.task", "--training-file", data["train"],
+                    "--job-dir", job, *model_flags(model, data, jobs), "--export-bfloat16", "off",
+                    "--export-int8", "off", "--report-explanations", "0"],
+                   check=True, cwd=os.path.dirname(HERE))
+    with open(os.path.join(job, "metrics.json")) as f:
+        metrics = json.load(f)
+    printed_lines, rows = predict_file(os.path.join(job, "model"), data["dev"], os.path.join(job, "dev.csv"))
+    rate = float(re.search(r"predicted \d+ rows in .* \(([\d,.]+) rows/s\)", printed_lines).group(1).replace(",", ""))
+    right = np.asarray([row["predicted_label"] == label for row, (_, label) in zip(rows, data["dev_rows"])])
+    long_rows = np.asarray([len(text.split()) >= LONG_WORDS for text, _ in data["dev_rows"]])
+    return {"model": model, "accuracy": float(right.mean()), "accuracy_10_words": float(right[long_rows].mean()),
+            "dev_rows_10_words": int(long_rows.sum()), "train_seconds": metrics["durations"]["train"],
+            "teacher_seconds": metrics["durations"].get("teacher", 0.0),
+            "predict_texts_per_second": rate, "epochs": metrics["hyperparameters"]["epochs"],
+            "best_epoch": metrics["best_epoch"], "validation": metrics["validation"],
+            "distillation": metrics.get("distillation")}
+
+
+def report(results: dict, args, data: dict) -> str:
+    base = results["student"]
+    with printed() as text:
+        print(f"bench/distill.py: {args.data}, {args.train_rows} labelled rows (seeded), "
+              f"{data['transfer']} unlabelled; scored on {len(data['dev_rows'])} dev rows "
+              f"({base['dev_rows_10_words']} of {LONG_WORDS}+ words); {machine()['cpus']} CPUs\n")
+        print(table([[r["model"], f"{r['accuracy']:.4f}", f"{r['accuracy'] - base['accuracy']:+.4f}",
+                      f"{r['accuracy_10_words']:.4f}", f"{r['train_seconds']:.0f}",
+                      f"{r['train_seconds'] / base['train_seconds']:.2f}", f"{r['teacher_seconds']:.0f}",
+                      f"{r['predict_texts_per_second']:.1f}",
+                      f"{r['predict_texts_per_second'] / base['predict_texts_per_second']:.2f}"]
+                     for r in results.values()],
+                    ["model", "dev acc", "vs student", f"{LONG_WORDS}+ words", "train s", "x student",
+                     "teacher s", "predict texts/s", "x student"]))
+        if "teacher" in results and "distilled" in results:
+            gap = results["teacher"]["accuracy"] - base["accuracy"]
+            closed = (results["distilled"]["accuracy"] - base["accuracy"]) / gap if gap else float("nan")
+            print(f"\nthe distilled student closes {closed:.0%} of the student's gap to the teacher")
+    return text.getvalue()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", choices=("sst2", "imdb"), default="sst2")
+    parser.add_argument("--train-rows", type=int, default=10_000)
+    parser.add_argument("--transfer-rows", type=int, help="unlabelled rows to use (default: all)")
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help="comma-separated, run in this order: " + ", ".join(MODELS))
+    parser.add_argument("--seed", type=int, default=0)
+    add_publish_flag(parser)
+    args = parser.parse_args()
+    work = os.path.join(WORK, f"distill-{args.data}")
+    os.makedirs(work, exist_ok=True)
+    data = (sst2 if args.data == "sst2" else imdb)(work, args.train_rows, args.transfer_rows, args.seed)
+    results, jobs = {}, {}
+    for model in [m for m in MODELS if m in args.models.split(",")]:
+        results[model] = run_model(work, model, data, jobs)
+        r = results[model]
+        # One line per finished model: a run cut short (hours on 2 cores) still shows its figures.
+        print(f"bench/distill.py: {model} done: dev acc {r['accuracy']:.4f} ({LONG_WORDS}+ words "
+              f"{r['accuracy_10_words']:.4f}), train {r['train_seconds']:.0f}s, predict "
+              f"{r['predict_texts_per_second']:.1f} texts/s", flush=True)
+    text = report(results, args, data)
+    if args.publish:
+        publish(f"distill-{args.data}" if args.data != "sst2" else "distill",
+                {"machine": machine(), "args": vars(args), "results": results}, text)
+
+
+if __name__ == "__main__":
+    main()
