@@ -1,6 +1,7 @@
-"""The package's architecture, as README's Layout section draws it: imports run downward."""
+"""The package's architecture, as docs/architecture.md draws it: imports run downward."""
 import ast
 import pathlib
+import re
 
 import pytest
 
@@ -98,11 +99,29 @@ def test_the_import_graph_has_no_cycles():
         visit(module)
 
 
-def test_readme_layout_names_every_subpackage():
-    readme = (PACKAGE.parent / "README.md").read_text()
-    layout = readme[readme.index("## Layout"):]
-    for directory in sorted(p for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"):
-        assert f"{directory.name}/" in layout, directory.name
+def package_map() -> dict:
+    """{folder: its section} of docs/architecture.md's package map: the text under each
+    "### `trainer/<folder>/`" heading."""
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    the_map = page[page.index("## The package map"):].split("\n## ", 1)[0]
+    sections = re.split(r"^### ", the_map, flags=re.M)[1:]
+    return {heading.strip().strip("`"): text for heading, _, text in
+            (section.partition("\n") for section in sections)}
+
+
+PACKAGES = sorted({path.parent for path in PACKAGE.rglob("*.py")})
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=lambda p: str(p.relative_to(PACKAGE.parent)))
+def test_the_architecture_page_maps_every_module_under_its_folder(package):
+    """docs/architecture.md's package map has a heading per folder of modules, naming each of
+    its modules and subfolders: a module added, moved or renamed is a line of the map."""
+    folder = f"{package.relative_to(PACKAGE.parent).as_posix()}/"
+    section = package_map().get(folder)
+    assert section is not None, f"docs/architecture.md's package map has no heading for {folder}"
+    names = [p.name for p in package.iterdir() if p.suffix == ".py" and p.name != "__init__.py"]
+    names += [f"{p.name}/" for p in package.iterdir() if p.is_dir() and p.name != "__pycache__"]
+    assert [name for name in sorted(names) if f"`{name}`" not in section] == [], folder
 
 
 def _private(name: str) -> bool:
