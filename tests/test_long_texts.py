@@ -173,6 +173,7 @@ def test_a_checked_copy_is_built_with_the_exports_long_texts(late_word_exports):
         reference.tokenize(text)["input_word_ids"].numpy().tolist()
 
 
+@pytest.mark.slow  # CI's slow line (.ci/run)
 def test_predict_labels_a_5000_word_text_by_its_last_words(late_word_exports, tmp_path):
     from test_predict import run_cli
 
@@ -189,6 +190,7 @@ def test_predict_labels_a_5000_word_text_by_its_last_words(late_word_exports, tm
            "and last tokens (--long-texts head-tail)" in result.stdout
 
 
+@pytest.mark.slow  # CI's slow line (.ci/run)
 def test_the_server_labels_a_5000_word_text_as_predict_does(late_word_exports, tmp_path):
     from test_server import HEALTH, PREDICT, Server, environ, free_port
 

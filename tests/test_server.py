@@ -256,6 +256,7 @@ def read_answer(connection):
     return int(head.split()[1]), len(json.loads(body)["predictions"])
 
 
+@pytest.mark.slow  # CI's slow line (.ci/run)
 def test_sigterm_drains_in_flight_requests_and_exits_0(model_dir, tmp_path):
     """Requests wait up to 10 s to be batched; SIGTERM arrives as soon as the server has read all
     four (its ends of their connections hold no unread byte), so all four are in flight."""
