@@ -154,20 +154,27 @@ class Task(abc.ABC):
         caller names the file and its row."""
         return first_problem(values)
 
-    @abc.abstractmethod
+    def distill(self):
+        """The kind's distill module (trainer/tasks/<kind>/distill.py: its packing, loss and
+        metric), imported when first used, as the kinds import their TensorFlow code."""
+        import importlib
+        return importlib.import_module(f"{type(self).__module__}.distill")
+
     def pack_targets(self, labels, teacher):
         """float32 [N, ...] packed targets of a split's plain `labels` (None: N unlabelled rows)
-        and the teacher's values [N, K] as read: the layout is the kind's, read back only by its
-        own distillation_loss, distillation_metrics and unpack_labels."""
+        and the teacher's values [N, K] as read: the layout is the kind's (its distill.pack),
+        read back only by its own distillation_loss, distillation_metrics and unpack_labels."""
+        return self.distill().pack(labels, teacher)
 
-    @abc.abstractmethod
     def is_packed(self, labels) -> bool:
-        """Whether `labels` are packed targets rather than the kind's plain labels."""
+        """Whether `labels` are packed targets rather than the kind's plain labels (by default:
+        plain labels are one value per row)."""
+        return labels.ndim == 2
 
-    @abc.abstractmethod
     def unpack_labels(self, packed):
         """The plain labels of packed targets, exactly as encode_labels gives them (dtype and
         shape); only for rows that all have one."""
+        return self.distill().unpack(packed)
 
     @abc.abstractmethod
     def distillation_loss(self, temperature: float, alpha: float):

@@ -25,15 +25,31 @@ INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
 
 
 @dataclasses.dataclass(frozen=True)
-class EncoderConfig:
-    """The shape and switches of the BERT network (trainer.modeling.encoders.models.bert), which
-    BERT, ELECTRA, RoBERTa, XLM-R and MPNet share; families with other math have their own
-    config class, a frozen dataclass with `family` and `max_length` too."""
+class TransformerShape:
+    """The sizes every family's config starts with; a family's config class (a frozen dataclass
+    subclassing this) adds `max_position_embeddings`, `family` and its own fields."""
     vocab_size: int
     hidden_size: int
     num_layers: int
     num_heads: int
     intermediate_size: int
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    @property
+    def max_length(self) -> int:
+        """The longest input the family reads: its position table's (or, with rotary
+        positions, the context it was trained for)."""
+        return self.max_position_embeddings
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderConfig(TransformerShape):
+    """The shape and switches of the BERT network (trainer.modeling.encoders.models.bert), which
+    BERT, ELECTRA, RoBERTa, XLM-R and MPNet share; families with other math have their own
+    config class."""
     max_position_embeddings: int = 512
     type_vocab_size: int = 2
     layer_norm_eps: float = 1e-12
@@ -54,10 +70,6 @@ class EncoderConfig:
     # The family (trainer.modeling.encoders.families) whose checkpoint this came from: the
     # model card and exports name it; the network is the same for all that share this class.
     family: str = "bert"
-
-    @property
-    def head_size(self) -> int:
-        return self.hidden_size // self.num_heads
 
     @property
     def max_length(self) -> int:

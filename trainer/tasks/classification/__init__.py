@@ -118,17 +118,6 @@ class ClassificationTask(Task):
         return first_problem(values, [outside_probabilities(values), (
             np.abs(total - 1) > 0.01, lambda row: f"its probabilities sum to {total[row]:g}, not 1")])
 
-    def pack_targets(self, labels, teacher):
-        from trainer.tasks.classification import distill
-        return distill.pack(labels, teacher)
-
-    def is_packed(self, labels) -> bool:
-        return labels.ndim == 2
-
-    def unpack_labels(self, packed):
-        from trainer.tasks.classification import distill
-        return distill.unpack(packed)
-
     def distillation_loss(self, temperature: float, alpha: float):
         from trainer.tasks.classification import distill
         return distill.DistillationCrossEntropy(temperature, alpha)

@@ -118,17 +118,9 @@ class MultiLabelTask(Task):
         from trainer.tasks.base import first_problem, outside_probabilities
         return first_problem(values, [outside_probabilities(values)])
 
-    def pack_targets(self, labels, teacher):
-        from trainer.tasks.multilabel import distill
-        return distill.pack(labels, teacher)
-
     def is_packed(self, labels) -> bool:
         """Plain labels are [N, L], packed ones [N, 2L]: told apart by prepare's L."""
         return labels.ndim == 2 and labels.shape[1] == 2 * self.label_count
-
-    def unpack_labels(self, packed):
-        from trainer.tasks.multilabel import distill
-        return distill.unpack(packed)
 
     def distillation_loss(self, temperature: float, alpha: float):
         """`temperature` is not used (see DistillationBinaryCrossEntropy)."""

@@ -114,17 +114,6 @@ class RegressionTask(Task):
         """The teacher's one score (trainer.predict's column)."""
         return ["predicted_score"]
 
-    def pack_targets(self, labels, teacher):
-        from trainer.tasks.regression import distill
-        return distill.pack(labels, teacher)
-
-    def is_packed(self, labels) -> bool:
-        return labels.ndim == 2
-
-    def unpack_labels(self, packed):
-        from trainer.tasks.regression import distill
-        return distill.unpack(packed)
-
     def distillation_loss(self, temperature: float, alpha: float):
         """Squared errors in training-label standard deviations (prepare's std), as the plain
         loss; `temperature` has nothing to soften in a score."""

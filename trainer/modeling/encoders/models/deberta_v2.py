@@ -52,12 +52,7 @@ SENTENCEPIECE = SentencePieceLayout(
 
 
 @dataclasses.dataclass(frozen=True)
-class DebertaConfig:
-    vocab_size: int
-    hidden_size: int
-    num_layers: int
-    num_heads: int
-    intermediate_size: int
+class DebertaConfig(layers.TransformerShape):
     max_position_embeddings: int = 512
     # Relative distances beyond position_buckets / 2 share log-spaced buckets up to
     # max_relative_positions; position_buckets <= 0: one row per distance, no buckets.
@@ -69,14 +64,6 @@ class DebertaConfig:
     attention_dropout_rate: float = 0.1
     embedding_size: Optional[int] = None  # narrower word embeddings, projected up (embed_proj)
     family: str = MODEL_TYPE
-
-    @property
-    def head_size(self) -> int:
-        return self.hidden_size // self.num_heads
-
-    @property
-    def max_length(self) -> int:
-        return self.max_position_embeddings
 
     @property
     def attention_span(self) -> int:

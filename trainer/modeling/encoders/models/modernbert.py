@@ -39,12 +39,7 @@ GLOBAL, LOCAL = "full_attention", "sliding_attention"  # Hugging Face's layer_ty
 
 
 @dataclasses.dataclass(frozen=True)
-class ModernBertConfig:
-    vocab_size: int
-    hidden_size: int
-    num_layers: int
-    num_heads: int
-    intermediate_size: int
+class ModernBertConfig(layers.TransformerShape):
     # Each layer's attention: GLOBAL or LOCAL (Hugging Face's config.layer_types).
     layer_types: Tuple[str, ...]
     max_position_embeddings: int = 8192
@@ -61,15 +56,6 @@ class ModernBertConfig:
     def __post_init__(self):
         # JSON (the exported encoder_config_file asset) gives a list back.
         object.__setattr__(self, "layer_types", tuple(self.layer_types))
-
-    @property
-    def head_size(self) -> int:
-        return self.hidden_size // self.num_heads
-
-    @property
-    def max_length(self) -> int:
-        """The context it was trained for: rotary positions have no table that ends sooner."""
-        return self.max_position_embeddings
 
 
 def read_config(raw: dict, path: str) -> ModernBertConfig:
