@@ -202,3 +202,17 @@ def test_the_student_predicts_and_serves_as_any_model(student, tmp_path):
     assert response.status_code == 200, response.text
     assert [p["label"] for p in response.json()["predictions"]] == predicted
     assert json.loads((job_dir / "model" / "trainer_export.json").read_text())
+
+
+@pytest.mark.slow
+def test_a_teacher_of_other_labels_is_refused_before_it_reads_the_texts(teacher, tiny_encoder_dir,
+                                                                        tmp_path):
+    data = {name: write_csv(tmp_path / f"{name}.csv", [(f"good {name}", "good"), (f"bad {name}", "bad")] * 10)
+            for name in ("train", "validation", "test")}
+    result = run_in_process(*train_args(tiny_encoder_dir, data, tmp_path / "job", "--teacher", teacher))
+    assert result.returncode == 2
+    assert result.stderr == (f"error: --teacher: {teacher} outputs ['probability_negative', "
+                             f"'probability_neutral', 'probability_positive'], but this run needs "
+                             f"['probability_bad', 'probability_good']: the teacher's task or labels "
+                             f"differ from the data's\n")
+    assert not (tmp_path / "job" / "teacher").exists()

@@ -122,7 +122,8 @@ def _model_teacher_file(ctx: RunContext) -> str:
     elif not ctx.is_chief:
         wait_for(path, WAIT_SECONDS, "the teacher's outputs")
     else:
-        _run_teacher(x.teacher, datasets, path, ctx.config.runtime.log_every_seconds)
+        _run_teacher(x.teacher, datasets, path, ctx.config.runtime.log_every_seconds,
+                     ctx.task.teacher_columns(datasets.labels.names))
     return path
 
 
@@ -140,9 +141,10 @@ def _key(model_dir: str, datasets) -> str:
     return digest.hexdigest()[:16]
 
 
-def _run_teacher(model_dir: str, datasets, path: str, log_every_seconds: float) -> None:
+def _run_teacher(model_dir: str, datasets, path: str, log_every_seconds: float, wanted: list) -> None:
     """The teacher's outputs of every training, unlabeled and validation text, as
-    trainer.predict writes them: the text columns, then the model's columns."""
+    trainer.predict writes them: the text columns, then the model's columns (`wanted` among
+    them, checked on one text before the teacher reads them all)."""
     import pandas as pd
 
     from trainer import progress
@@ -150,6 +152,7 @@ def _run_teacher(model_dir: str, datasets, path: str, log_every_seconds: float) 
 
     started = time.monotonic()
     model = variants.load(model_dir, "float32")
+    _check_outputs(model, model_dir, datasets, wanted)
     names = [n for n in (splits_lib.TRAIN, splits_lib.UNLABELED, splits_lib.VALIDATION)
              if n in datasets.splits()]
     total = sum(len(datasets.splits()[n]) for n in names)
@@ -169,6 +172,20 @@ def _run_teacher(model_dir: str, datasets, path: str, log_every_seconds: float) 
     seconds = meter.seconds()
     log.info("teacher: %d texts in %s (%.1f texts/s), written to %s", done,
              progress.clock(seconds), done / max(seconds, 1e-9), path)
+
+
+def _check_outputs(model, model_dir: str, datasets, wanted: list) -> None:
+    """A teacher of another task or other labels, refused before it runs over every text."""
+    import pandas as pd
+
+    from trainer.serving import predict
+
+    frame = pd.DataFrame({"text": ["a"]})
+    predict.add_predictions(frame, model, ["a"], 1, ["a"] if datasets.text_pair_column else None)
+    found = teacher_file.output_columns(frame.columns)
+    if sorted(found) != sorted(wanted):
+        raise UserError(f"--teacher: {model_dir} outputs {found}, but this run needs {list(wanted)}: "
+                        f"the teacher's task or labels differ from the data's")
 
 
 def _chunks(datasets, names: list):
