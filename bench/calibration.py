@@ -32,8 +32,8 @@ import sys
 
 import numpy as np
 
-from common import WORK, machine, predict_file, printed, publish, table
-from run import LABELS, SHARED, head_csv, log, prepare_data, run_measured
+from common import WORK, log, machine, predict_file, printed, publish, table
+from run import LABELS, SHARED, head_csv, prepare_data, run_measured
 
 ROWS = [("test ECE", "test", "ece", ".4f"), ("test Brier", "test", "brier", ".4f"),
         ("test log loss", "test", "nll", ".3f"), ("validation ECE", "validation", "ece", ".4f"),

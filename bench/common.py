@@ -20,9 +20,14 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)  # the repository
 RESULTS = os.path.join(HERE, "results")
 WORK = os.path.join(HERE, "work")  # scratch: data, job dirs, logs (gitignored)
 FIGURE = re.compile(r"^[-+]?[\d,.]*\d[\d,.]*[x%]?$|^-$")
+
+
+def log(message):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 def read_sst2_tsv(path):
@@ -44,7 +49,7 @@ def predict_file(model_dir: str, input_path: str, output: str) -> tuple:
     `input_path` through the float32 export in `model_dir`; stops with its stderr if it fails."""
     done = subprocess.run([sys.executable, "-m", "trainer.predict", "--model-dir", model_dir, "--input",
                            input_path, "--output", output, "--precision", "float32"],
-                          cwd=os.path.dirname(HERE), capture_output=True, text=True)
+                          cwd=ROOT, capture_output=True, text=True)
     if done.returncode:
         sys.exit(f"error: trainer.predict on {input_path} failed:\n{done.stderr}")
     with open(output, newline="", encoding="utf-8") as f:
@@ -170,5 +175,5 @@ def publish(script: str, result: dict, text: str, results_dir: str = RESULTS, pa
         json.dump(document, f, indent=2)
         f.write("\n")
     os.replace(f"{path}.tmp", path)
-    print(f"\nResults: {os.path.relpath(path, os.path.dirname(HERE))}")
+    print(f"\nResults: {os.path.relpath(path, ROOT)}")
     return path

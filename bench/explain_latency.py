@@ -16,9 +16,9 @@ import time
 
 import httpx
 
-from common import WORK, add_publish_flag, machine, printed, publish, table
-from explain import SST2, read_tsv
-from serve import start_server
+from common import WORK, add_publish_flag, machine, printed, publish, read_sst2_tsv, table
+from explain import SST2
+from server_load import start_server
 
 
 def timed(url: str, payload: dict) -> float:
@@ -36,7 +36,7 @@ def main():
     args = parser.parse_args()
     work = os.path.join(WORK, "explain_latency")
     os.makedirs(work, exist_ok=True)
-    texts = sorted((text for text, _ in read_tsv(os.path.join(SST2, "dev.tsv"))), key=len)
+    texts = sorted((text for text, _ in read_sst2_tsv(os.path.join(SST2, "dev.tsv"))), key=len)
     median = texts[len(texts) // 2]
     batch = texts[len(texts) // 2 - 4:len(texts) // 2 + 4]
     process, port = start_server(args.model_dir, work)

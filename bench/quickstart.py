@@ -13,8 +13,8 @@ import os
 import shutil
 import sys
 
-from common import WORK, machine, printed, publish
-from run import log, run_measured
+from common import WORK, log, machine, printed, publish
+from run import run_measured
 
 
 def megabytes(path: str) -> float:

@@ -29,18 +29,13 @@ import subprocess
 import sys
 import time
 
-from common import WORK, fmt, machine, printed, publish, table
+from common import ROOT, WORK, fmt, log, machine, printed, publish, table
+from server_load import read_texts, serve_rates
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared"))
 SEED_SCRIPT = os.path.join(SHARED, "bench", "seed_torch.py")
 DEFAULT_SEED_PYTHON = "/tmp/seed-venv/bin/python"
 LABELS = "negative,neutral,positive"
-
-
-def log(message):
-    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 def prepare_data(work: str) -> dict:
@@ -179,7 +174,6 @@ def run_precisions(model_dir, data, work, float32_predict, baseline_root=None, s
     is the run's `float32_predict`), trainer.serve at each client count (one text per request,
     serve_texts validation tweets), the model's size, and the check its copy passed when the run
     wrote it (precisions.json)."""
-    from serve import read_texts, serve_rates
     from trainer.serving.variants import float32_size
 
     manifest = os.path.join(model_dir, "precisions.json")

@@ -1,12 +1,12 @@
 """Where a run writes and which role it plays: locally, in a Vertex custom job, in a tuning trial
-and in a multi-worker job, from the environment Vertex sets (trainer.cloud.environment, trainer.config)."""
+and in a multi-worker job, from the environment Vertex sets (trainer.vertex.environment, trainer.config)."""
 import datetime
 import json
 
 import pytest
 
 from trainer import config
-from trainer.cloud import environment as vertex
+from trainer.vertex import environment as vertex
 from trainer.errors import UserError
 
 NOW = datetime.datetime(2026, 1, 2, 3, 4, 5)

@@ -13,7 +13,8 @@ from google.cloud import aiplatform_v1 as v1
 from google.protobuf import json_format
 
 from trainer import cli, deploy as deploy_command, storage
-from trainer.cloud import environment as vertex, submit
+from trainer.cloud import submit
+from trainer.vertex import environment as vertex
 from vertex_loopback import VertexLoopback
 
 PARENT = "projects/my-project/locations/us-central1"
@@ -169,7 +170,7 @@ def test_without_credentials_a_real_run_is_one_line_and_exit_2(capsys, command):
                                          ("InternalServerError", 1)])
 def test_a_refusal_the_user_can_fix_exits_2_and_a_cloud_failure_exits_1(error, code):
     from google.api_core import exceptions
-    from trainer.cloud import api
+    from trainer.vertex import api
     from trainer.errors import UserError
     with pytest.raises(UserError) as raised:
         with api.google_errors():
@@ -338,8 +339,8 @@ def test_the_deploy_script_promotes_with_promote_set(tmp_path):
     ({"a": 50, "b": 30, "c": 20}, {"0": 7, "a": 46, "b": 28, "c": 19}),  # 46.5, 27.9, 18.6: largest remainders
 ])
 def test_a_canary_leaves_the_serving_models_their_proportions_of_the_rest(serving, split):
-    from trainer.cloud import registry
-    assert registry.canary_split(serving, split["0"]) == split and sum(split.values()) == 100
+    from trainer.cloud import model_registry
+    assert model_registry.canary_split(serving, split["0"]) == split and sum(split.values()) == 100
 
 
 def test_promoting_a_version_that_is_not_deployed_on_the_endpoint_is_one_error_line(capsys):

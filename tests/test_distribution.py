@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from trainer.cloud import environment as vertex
+from trainer.vertex import environment as vertex
 from trainer.config import RuntimeConfig
 from trainer.training.distribution import (Devices, apply_precision, check_tpu_paths,
                                   create_strategy, describe, detect_devices,
@@ -457,7 +457,7 @@ def run_python(code, env=None, timeout=120):
 WORKER_PRELUDE = """
 import json, os
 import trainer
-from trainer.cloud import environment as vertex
+from trainer.vertex import environment as vertex
 from trainer.training import distribution
 from trainer.config import RuntimeConfig
 devices = distribution.detect_devices(os.environ)  # must leave the runtime uninitialised

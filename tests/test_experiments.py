@@ -7,7 +7,7 @@ import pytest
 from conftest import metrics_of
 from test_task import train_args, trainer_logger_restored
 from trainer import cli, task
-from trainer.cloud import experiments
+from trainer.vertex import experiments
 from vertex_loopback import VertexLoopback
 
 PROJECT = {"GOOGLE_CLOUD_PROJECT": "my-project", "GOOGLE_CLOUD_REGION": "us-central1"}

@@ -6,7 +6,8 @@ import pytest
 import tf_keras
 
 from trainer import config
-from trainer.cloud import hypertune as reporting, submit
+from trainer.cloud import submit
+from trainer.vertex import hypertune as reporting
 
 
 class RecordingReporter:

@@ -9,7 +9,7 @@ from matplotlib import image as mpimg
 
 from trainer import tasks
 from trainer.config import Config
-from trainer.reporting import calibration, errors, figures, html, model_card
+from trainer.reporting import calibration, error_rows, figures, html, model_card
 from trainer.tasks.classification.metrics import logits_from_probabilities
 from trainer.tasks.predictions import SplitPredictions
 
@@ -148,7 +148,7 @@ def predictions_with_known_losses():
 def test_errors_are_the_misclassified_examples_of_each_split_highest_loss_first():
     """Only errors, never a correct prediction (issue #23, 7): rows 1 and 4 of 5 are wrong."""
     p = predictions_with_known_losses()
-    frame = errors.worst_examples({"validation": p, "test": p}, LABELS, per_split=3, task=CLASSIFICATION)
+    frame = error_rows.worst_examples({"validation": p, "test": p}, LABELS, per_split=3, task=CLASSIFICATION)
     losses = -np.log(p.probabilities[np.arange(5), p.labels])
     expected = [1, 4]  # true-label probabilities 0.1, 0.1 (a tie: data order)
     for split in ("validation", "test"):
@@ -162,7 +162,7 @@ def test_errors_are_the_misclassified_examples_of_each_split_highest_loss_first(
 
 def test_the_least_confident_correct_predictions_follow_the_errors_when_asked():
     p = predictions_with_known_losses()
-    frame = errors.worst_examples({"test": p}, LABELS, per_split=5, task=CLASSIFICATION, correct_per_split=2)
+    frame = error_rows.worst_examples({"test": p}, LABELS, per_split=5, task=CLASSIFICATION, correct_per_split=2)
     # correct rows 3, 0, 2 have true-label probabilities 0.4, 0.7, 0.9
     assert list(frame["text"]) == list(p.texts[[1, 4, 3, 0]])
     assert list(frame["outcome"]) == ["error", "error", "correct", "correct"]
@@ -172,7 +172,7 @@ def test_the_least_confident_correct_predictions_follow_the_errors_when_asked():
 def test_errors_csv_counts_the_class_the_export_decided_not_the_most_probable_one():
     p = SplitPredictions(np.array(["above the threshold", "below it"], dtype=object), np.array([1, 0]),
                          np.array([[0.6, 0.4], [0.8, 0.2]], np.float32), None, predicted=np.array([1, 0]))
-    frame = errors.worst_examples({"test": p}, ["no", "yes"], per_split=5, task=CLASSIFICATION,
+    frame = error_rows.worst_examples({"test": p}, ["no", "yes"], per_split=5, task=CLASSIFICATION,
                                   correct_per_split=5)
     assert list(zip(frame["text"], frame["outcome"], frame["predicted_label"])) == [
         ("above the threshold", "correct", "yes"), ("below it", "correct", "no")]
@@ -183,7 +183,7 @@ def test_a_multilabel_row_is_correct_only_when_its_whole_label_set_is():
     p = SplitPredictions(np.array(["right", "wrong"], dtype=object), labels,
                          np.array([[0.6, 0.4], [0.6, 0.7]], np.float32), None,
                          predicted=np.array([[1, 0], [1, 1]]))
-    frame = errors.worst_examples({"test": p}, ["a", "b"], per_split=5, task=MULTI_LABEL,
+    frame = error_rows.worst_examples({"test": p}, ["a", "b"], per_split=5, task=MULTI_LABEL,
                                   correct_per_split=5)
     assert list(zip(frame["text"], frame["outcome"])) == [("wrong", "error"), ("right", "correct")]
 
@@ -192,23 +192,23 @@ def test_errors_csv_round_trips_texts_with_commas_and_quotes():
     import pandas as pd
     p = predictions_with_known_losses()
     p.texts[1] = 'she said "no", twice\nthen left'
-    frame = errors.worst_examples({"test": p}, LABELS, per_split=5, task=CLASSIFICATION)
-    read = pd.read_csv(io.StringIO(errors.to_csv(frame)), keep_default_na=False)
+    frame = error_rows.worst_examples({"test": p}, LABELS, per_split=5, task=CLASSIFICATION)
+    read = pd.read_csv(io.StringIO(error_rows.to_csv(frame)), keep_default_na=False)
     assert list(read.columns) == CLASSIFICATION.error_columns
     assert list(read["text"]) == list(frame["text"])
 
 
 def test_zero_errors_requested_gives_a_header_only_file():
-    frame = errors.worst_examples({"test": predictions_with_known_losses()}, LABELS, per_split=0,
+    frame = error_rows.worst_examples({"test": predictions_with_known_losses()}, LABELS, per_split=0,
                                   task=CLASSIFICATION)
-    assert errors.to_csv(frame).strip() == ",".join(CLASSIFICATION.error_columns)
+    assert error_rows.to_csv(frame).strip() == ",".join(CLASSIFICATION.error_columns)
 
 
 def test_regression_errors_are_the_largest_absolute_errors_of_each_split():
     true = np.array([1.0, 2.0, 3.0, 4.0])
     p = SplitPredictions(np.array(["a", "b", "c", "d"], dtype=object), true, None, None,
                          scores=np.array([1.5, 0.5, 3.0, 5.5], np.float32))
-    frame = errors.worst_examples({"test": p}, [], per_split=3, task=REGRESSION)
+    frame = error_rows.worst_examples({"test": p}, [], per_split=3, task=REGRESSION)
     assert list(frame.columns) == REGRESSION.error_columns
     # |errors| 0.5 1.5 0 1.5: the tie keeps the data's order
     assert list(frame["text"]) == ["b", "d", "a"]
@@ -222,7 +222,7 @@ def test_multilabel_errors_rank_rows_by_their_mean_binary_cross_entropy():
     probabilities = np.array([[0.9, 0.2], [0.6, 0.3], [0.5, 0.5]], np.float32)
     p = SplitPredictions(np.array(["x", "y", "z"], dtype=object), labels, probabilities, None,
                          predicted=np.array([[1, 0], [1, 0], [1, 1]]))
-    frame = errors.worst_examples({"validation": p}, ["sports", "politics"], per_split=3,
+    frame = error_rows.worst_examples({"validation": p}, ["sports", "politics"], per_split=3,
                                   task=MULTI_LABEL, correct_per_split=3)
     assert list(frame.columns) == MULTI_LABEL.error_columns
     expected = {"x": -(np.log(0.9) + np.log(0.8)) / 2, "y": -(np.log(0.4) + np.log(0.3)) / 2,
@@ -237,7 +237,7 @@ def test_multilabel_errors_rank_rows_by_their_mean_binary_cross_entropy():
 def test_a_pair_runs_errors_carry_the_second_text():
     p = predictions_with_known_losses()
     p.pairs = np.array([f"pair {i}" for i in range(5)], dtype=object)
-    frame = errors.worst_examples({"test": p}, LABELS, per_split=2, task=CLASSIFICATION)
+    frame = error_rows.worst_examples({"test": p}, LABELS, per_split=2, task=CLASSIFICATION)
     assert list(frame.columns) == CLASSIFICATION.error_columns + ["text_pair"]
     assert list(frame["text_pair"]) == ["pair 1", "pair 4"]
 
@@ -454,7 +454,7 @@ def render_page(metrics, frame):
 
 
 def test_a_regression_report_tables_correlations_and_errors_per_split_without_calibration():
-    frame = errors.worst_examples({"test": SplitPredictions(
+    frame = error_rows.worst_examples({"test": SplitPredictions(
         np.array(["so good"], dtype=object), np.array([4.0]), None, None, scores=np.array([2.5]))},
         [], 1, task=REGRESSION)
     page = render_page(regression_run_metrics(), frame)

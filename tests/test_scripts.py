@@ -149,7 +149,7 @@ def test_tune_script_runs_its_trials_on_spot_vms_that_restart_on_preemption(spot
 
 @pytest.mark.slow  # the tuning script's process, as above
 def test_experiment_goes_to_every_trials_trainer_ahead_of_the_scripts_arguments(spot_study):
-    """Each trial logs its own run (trainer.cloud.experiments names it after the job and the
+    """Each trial logs its own run (trainer.vertex.experiments names it after the job and the
     trial): the trials' validation curves side by side, which the study alone does not show."""
     (pool,) = spot_study["trialJobSpec"]["workerPoolSpecs"]
     assert pool["containerSpec"]["args"] == ["--experiment", "sentiment", "--max-seq-length", "64"]

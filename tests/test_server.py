@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from conftest import NO_EXTRAS
-from trainer.cloud import environment as vertex
+from trainer.vertex import environment as vertex
 from trainer.errors import UserError
 
 HEALTH = "/v1/endpoints/123/deployedModels/456"

@@ -15,7 +15,7 @@ import typing
 from typing import Mapping, Optional, Sequence
 
 from trainer import cli, storage, tasks
-from trainer.cloud import environment as vertex
+from trainer.vertex import environment as vertex
 from trainer.errors import UserError
 
 DEFAULT_ENCODER = "minilm-l6-h384-uncased"

@@ -24,8 +24,9 @@ import sys
 from typing import Optional
 
 from trainer import cli
-from trainer.cloud import api, registry
-from trainer.cloud import environment as vertex
+from trainer.cloud import model_registry
+from trainer.vertex import api
+from trainer.vertex import environment as vertex
 from trainer.errors import UserError
 from trainer.serving import variants
 
@@ -189,14 +190,14 @@ def upload_request(parent: str, options, display_name: str, labels: dict):
 
     if not options.job_dir or not options.image_uri:
         raise UserError("--job-dir and --image-uri: both needed to upload the job's model")
-    aliases = registry.version_aliases(getattr(options, "version_aliases", None), getattr(options, "promote", False))
+    aliases = model_registry.version_aliases(getattr(options, "version_aliases", None), getattr(options, "promote", False))
     metrics = read_run_metrics(options) if options.command == "deploy" else None
     # args follow the image's ENTRYPOINT (python -m trainer.serve): its flags.
     container = v1.ModelContainerSpec(image_uri=options.image_uri, args=["--precision", options.precision],
                                       ports=[v1.Port(container_port=SERVING.port)],
                                       predict_route=SERVING.predict_route, health_route=SERVING.health_route)
     model = v1.Model(display_name=display_name, artifact_uri=job_dir(options) + "/model",
-                     container_spec=container, labels={**labels, **registry.run_labels(metrics or {})},
+                     container_spec=container, labels={**labels, **model_registry.run_labels(metrics or {})},
                      version_aliases=aliases)
     parent_model = getattr(options, "parent_model", None)
     return v1.UploadModelRequest(parent=parent, model=model, service_account=options.service_account or "",
@@ -295,10 +296,10 @@ def traffic(options, serving: Optional[dict]) -> dict:
     """The DeployModelRequest's traffic_split: `serving` is the endpoint's split now (None on a
     new endpoint, or in a dry run that cannot read it)."""
     if options.traffic_percent is not None:
-        return registry.canary_split(serving or {registry.SERVING_NOW: 100}, options.traffic_percent)
+        return model_registry.canary_split(serving or {model_registry.SERVING_NOW: 100}, options.traffic_percent)
     if options.endpoint:  # a promotion or a plain deploy to an existing endpoint: all traffic
-        return registry.promoted_split(serving if serving is not None else {registry.SERVING_NOW: 0})
-    return registry.promoted_split({})
+        return model_registry.promoted_split(serving if serving is not None else {model_registry.SERVING_NOW: 0})
+    return model_registry.promoted_split({})
 
 
 def run_deploy(options, parent: str, display_name: str, labels: dict) -> int:
@@ -349,9 +350,9 @@ def promote_requests(parent: str, options, endpoint) -> tuple:
         raise UserError(f"--model: {options.model} is not deployed on {endpoint.name}; deploy it first "
                         f"(--traffic-percent for a canary)")
     endpoint.traffic_split.clear()
-    endpoint.traffic_split.update(registry.promoted_split({d.id: 0 for d in endpoint.deployed_models}, deployed[0]))
+    endpoint.traffic_split.update(model_registry.promoted_split({d.id: 0 for d in endpoint.deployed_models}, deployed[0]))
     update = v1.UpdateEndpointRequest(endpoint=endpoint, update_mask=field_mask_pb2.FieldMask(paths=["traffic_split"]))
-    return update, v1.MergeVersionAliasesRequest(name=f"{name}@{version}", version_aliases=[registry.DEFAULT_ALIAS])
+    return update, v1.MergeVersionAliasesRequest(name=f"{name}@{version}", version_aliases=[model_registry.DEFAULT_ALIAS])
 
 
 def run_promote(options, parent: str) -> int:
@@ -361,7 +362,7 @@ def run_promote(options, parent: str) -> int:
     if options.dry_run:
         stand_in = v1.Endpoint(name=name, deployed_models=[
             v1.DeployedModel(id="DEPLOYED_MODEL_ID_OF_THE_VERSION", model=resource_name(parent, "models", options.model)),
-            v1.DeployedModel(id=registry.SERVING_NOW, model="THE_OTHER_DEPLOYED_MODELS")])
+            v1.DeployedModel(id=model_registry.SERVING_NOW, model="THE_OTHER_DEPLOYED_MODELS")])
         update, aliases = promote_requests(parent, options, stand_in)
         return print_requests({"updateEndpoint": update, "mergeVersionAliases": aliases})
     clients = Clients(options.region)

@@ -11,7 +11,8 @@ import os
 from typing import Optional, Sequence
 
 from trainer import cli, config as config_lib
-from trainer.cloud import api, pipeline_deploy, pipeline_gate, pipeline_local, pipeline_vertex
+from trainer.cloud import pipeline_deploy, pipeline_gate, pipeline_local, pipeline_vertex
+from trainer.vertex import api
 from trainer.cloud.pipeline_deploy import flag_value
 from trainer.cloud.pipeline_vertex import SUBMIT_FLAGS
 from trainer.errors import UserError

@@ -15,7 +15,8 @@ import sys
 import tempfile
 from typing import Iterator, Sequence
 
-from trainer.cloud import api, pipeline_components, pipeline_deploy, pipeline_gate
+from trainer.cloud import pipeline_components, pipeline_deploy, pipeline_gate
+from trainer.vertex import api
 
 ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 

@@ -14,7 +14,8 @@ import tempfile
 from typing import Sequence
 
 from trainer import storage
-from trainer.cloud import api, pipeline_components, pipeline_deploy, pipeline_gate, submit
+from trainer.cloud import pipeline_components, pipeline_deploy, pipeline_gate, submit
+from trainer.vertex import api
 from trainer.errors import UserError
 
 # trainer.submit train's machine and scheduling flags, passed on to the training job unchanged.

@@ -20,7 +20,8 @@ import sys
 from typing import Optional, Sequence
 
 from trainer import cli, config, tasks
-from trainer.cloud import api, deploy, scheduling
+from trainer.cloud import deploy, scheduling
+from trainer.vertex import api
 from trainer.errors import UserError
 from trainer.tuning import space
 

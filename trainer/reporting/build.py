@@ -19,7 +19,7 @@ import pandas as pd
 
 from trainer import config as config_lib, storage, tasks
 from trainer.errors import UserError
-from trainer.reporting import calibration as calibration_lib, errors as errors_lib, figures, html, model_card
+from trainer.reporting import calibration as calibration_lib, error_rows, figures, html, model_card
 from trainer.reporting import operating_point
 from trainer.reporting import explanations
 from trainer.reporting.predictions import recompute
@@ -170,7 +170,7 @@ def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split:
     history = read_history(job_dir)
     # A temperature rescales class probabilities: a task without them has no calibration.
     calibration = calibration_for_report(metrics, predictions) if task.calibrates else None
-    errors = errors_lib.worst_examples(predictions, metrics["labels"], per_split, task, correct)
+    errors = error_rows.worst_examples(predictions, metrics["labels"], per_split, task, correct)
     attributions = explanations.report_section(model_dir, predictions, metrics["labels"], task,
                                                config.output.ig_steps, config.train.seed,
                                                config.output.report_explanations,
@@ -182,7 +182,7 @@ def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split:
         written.append(storage.join(job_dir, f"report/{name}"))
         entries.append(html.figure_entry(title, png, note))
     outputs = {  # in writing order: report.html last
-        "errors.csv": errors_lib.to_csv(errors),
+        "errors.csv": error_rows.to_csv(errors),
         "MODEL_CARD.md": model_card.render(metrics, config, calibration, model_dir),
         "report.html": html.render(job_dir, metrics, config.train.selection_metric, entries,
                                    calibration, errors, per_split, correct, attributions),

@@ -34,7 +34,7 @@ from starlette.routing import Route
 
 import trainer
 from trainer import cli, helptext
-from trainer.cloud import environment as vertex
+from trainer.vertex import environment as vertex
 from trainer.errors import UserError
 from trainer.serving import columns, protocol, variants
 from trainer.serving.batching import MicroBatcher

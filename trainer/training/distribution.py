@@ -18,8 +18,8 @@ import os
 from typing import Mapping, Optional
 
 from trainer import hardware
-from trainer.cloud import environment as vertex
-from trainer.cloud import tpu
+from trainer.vertex import environment as vertex
+from trainer.vertex import tpu
 from trainer.config import RuntimeConfig
 from trainer.errors import UserError
 

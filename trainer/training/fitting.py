@@ -27,7 +27,7 @@ class FitOutcome:
 def fit(ctx: RunContext) -> None:
     import tf_keras
 
-    from trainer.cloud.experiments import ExperimentCallback
+    from trainer.vertex.experiments import ExperimentCallback
     from trainer.training import callbacks as cb
 
     outcome = ctx.fit = _callbacks(ctx)
@@ -106,8 +106,8 @@ def _share(blocks: int, index: int, count: int) -> str:
 
 
 def _callbacks(ctx: RunContext) -> FitOutcome:
-    from trainer.cloud import experiments
-    from trainer.cloud.hypertune import HypertuneReporter
+    from trainer.vertex import experiments
+    from trainer.vertex.hypertune import HypertuneReporter
     from trainer.training import callbacks as cb
 
     config, paths, runtime = ctx.config, ctx.paths, ctx.runtime

@@ -33,7 +33,7 @@ import uuid
 from typing import Callable, Mapping, Optional
 
 from trainer import storage
-from trainer.cloud import environment as vertex
+from trainer.vertex import environment as vertex
 from trainer.errors import UserError
 
 log = logging.getLogger("trainer")

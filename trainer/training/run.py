@@ -9,7 +9,7 @@ import time
 from typing import Mapping, Sequence
 
 from trainer import cli, storage
-from trainer.cloud import environment as vertex
+from trainer.vertex import environment as vertex
 from trainer.config import Config
 from trainer.errors import UserError
 from trainer.training import (fitting, jobdir, label_issues, operating_point, results, stages,

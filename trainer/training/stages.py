@@ -12,7 +12,7 @@ from typing import Optional
 import numpy as np
 
 from trainer import config as config_lib, storage
-from trainer.cloud import environment as vertex
+from trainer.vertex import environment as vertex
 from trainer.errors import UserError
 from trainer.training import jobdir
 from trainer.training.context import Inputs, RunContext, Runtime, Trainable
@@ -23,7 +23,7 @@ log = logging.getLogger("trainer")
 
 def check_inputs(ctx: RunContext) -> None:
     """Everything the run will touch, checked before anything is read or written."""
-    from trainer.cloud import experiments
+    from trainer.vertex import experiments
     from trainer.modeling import encoders
     from trainer.serving import model_dir
 
