@@ -38,7 +38,7 @@ def parse_args(argv):
 
 
 def read_texts(path: str, column: str) -> list:
-    from trainer.data import reading
+    from trainer import reading
 
     texts = []
     for frame in reading.file_frames(path, "--input", 8192):

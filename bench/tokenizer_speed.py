@@ -45,7 +45,8 @@ def load_texts(rows: int, path=None) -> list:
         with open(path, encoding="utf-8", newline="") as f:
             texts += [line for line in f.read().split("\n") if line]
     if not texts:
-        from trainer.data import reading, splits
+        from trainer import reading
+        from trainer.data import splits
         texts = [str(t) for t in reading.read_table(splits.SAMPLE_FILES["train"], "--texts")["bodyText"]]
     return (texts * (rows // len(texts) + 1))[:rows]
 

@@ -5,7 +5,8 @@ import gzip
 import pytest
 
 from trainer import config as config_lib
-from trainer.data import reading, splits
+from trainer import reading
+from trainer.data import splits
 from trainer.errors import UserError
 
 ROWS = "text,label\none,a\ntwo,b\nthree,a\n"
@@ -116,7 +117,8 @@ def test_errors_name_the_line_an_editor_shows(tmp_path, name, content, expected)
 
 GS_SCRIPT = """
 import json
-from trainer.data import leakage, reading
+from trainer import reading
+from trainer.data import leakage
 from trainer.errors import UserError
 frames = list(reading.file_frames("gs://BUCKET/data/t.csv.gz", "--training-file", chunk_rows=2))
 out = {"texts": [t for f in frames for t in f["text"]], "lines": [r for f in frames for r in f["_row"]]}

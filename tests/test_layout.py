@@ -15,12 +15,10 @@ ENTRY_MODULES = {"trainer.task", "trainer.predict", "trainer.prepare", "trainer.
 # subpackage is one floor; the top-level modules not named fall to the package's own rank, 0.
 # The ground floor: the shared modules, the task kinds (config reads their registry, every floor
 # above asks them what differs by task) and vertex/ (the platform a job runs on: its environment,
-# credentials, TPU, and the services a run reports to).
+# credentials, TPU, and the services a run reports to). The task kinds read labels with
+# trainer/reading.py, the file reader, a top-level module on the ground floor.
 RANKS = {
     "trainer": 0, "trainer.tasks": 0, "trainer.vertex": 0,
-    # The one exception left: the task kinds read labels with the file reader's row names, and it
-    # needs nothing above storage. It goes when reading.py leaves data/ (trainer/tasks/ imports it).
-    "trainer.data.reading": 0,
     "trainer.modeling": 1,
     "trainer.data": 2,
     "trainer.serving": 3, "trainer.explaining": 3,

@@ -55,13 +55,13 @@ def trained(tiny_encoder_dir, data, tmp_path_factory):
 @pytest.mark.parametrize("first, second", [("sentence1", "sentence2"), ("question1", "question2"),
                                            ("premise", "hypothesis"), ("text_a", "text_b")])
 def test_known_column_pairs_are_detected(first, second):
-    from trainer.data.reading import pick_text_columns
+    from trainer.reading import pick_text_columns
     frame = pd.DataFrame({first: ["a"], second: ["b"], "label": ["x"], "_file": ["f.csv"]})
     assert pick_text_columns(frame, None, None) == (first, second)
 
 
 def test_a_named_text_column_means_single_texts_unless_a_pair_column_is_named():
-    from trainer.data.reading import pick_text_columns
+    from trainer.reading import pick_text_columns
     frame = pd.DataFrame({"sentence1": ["a"], "sentence2": ["b"], "_file": ["f.csv"]})
     assert pick_text_columns(frame, "sentence2", None) == ("sentence2", None)
     assert pick_text_columns(frame, "sentence2", "sentence1") == ("sentence2", "sentence1")

@@ -17,7 +17,7 @@ import time
 
 import trainer
 from trainer import cli, config as config_lib, helptext, progress, storage
-from trainer.data import reading as data
+from trainer import reading as data
 from trainer.errors import UserError
 from trainer.serving import columns as trained, predict, protocol
 

@@ -78,7 +78,8 @@ def _minimum_stratum(eval_fraction: float, test_fraction: float) -> int:
 def read_labelled(args):
     """(frame, label spec, labels) of --input, read as the trainer reads a training file."""
     from trainer.config import Config, ModelConfig, TrainConfig, validate
-    from trainer.data import reading, splits
+    from trainer import reading
+    from trainer.data import splits
 
     data = DataConfig(text_column=args.text_column, text_pair_column=args.text_pair_column,
                       label_column=args.label_column, label_type=args.label_type,

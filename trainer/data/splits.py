@@ -9,7 +9,7 @@ import numpy as np
 from trainer import tasks
 from trainer.config import Config
 from trainer.data import leakage
-from trainer.data.reading import check_delimiter, conform, pick_text_columns, split_frames, where
+from trainer.reading import check_delimiter, conform, pick_text_columns, split_frames, where
 from trainer.errors import UserError
 from trainer.tasks.labels import LabelSpec, is_missing
 

@@ -15,7 +15,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from trainer.data import leakage
-from trainer.data.reading import conform, split_frames
+from trainer.reading import conform, split_frames
 from trainer.errors import UserError
 
 FLAG = "--teacher-probabilities"

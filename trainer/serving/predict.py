@@ -5,7 +5,7 @@ export's own `tokenize` function, sorted by token count and cut into batches tha
 length of the padding ladder (trainer.data.input_pipeline.padded_lengths), so a batch computes hardly
 any padding; the next chunk is read and tokenized on a background thread meanwhile. Exports
 older than `tokenize` are run through their signature, in batches of similar character counts.
-The input is read by the trainer's own reader (trainer.data.reading), so a file yields the rows
+The input is read by the trainer's own reader (trainer.reading), so a file yields the rows
 training would see; output rows keep the input's order and columns, one per input row. The text
 columns are the ones the model was trained on when the file holds them (trainer.serving.columns),
 else detected as the trainer detects them. A row whose text is empty gets no prediction, only a
@@ -23,7 +23,7 @@ import time
 
 import trainer
 from trainer import cli, helptext, progress, storage
-from trainer.data import reading as data
+from trainer import reading as data
 from trainer.errors import UserError
 from trainer.serving import columns as trained, protocol, variants
 
@@ -337,7 +337,7 @@ def _json_rows(frame) -> list:
 
 def output_format(path: str) -> str:
     """--output's format from its extension, which may be followed by .gz as --input's may:
-    the reader's formats (trainer.data.reading), except that .json is written as one JSON array,
+    the reader's formats (trainer.reading), except that .json is written as one JSON array,
     the file json.load reads (the reader takes an array or JSON Lines from .json)."""
     fmt = data.file_format(path, "--output", compressed=True)
     return "json" if path.lower().removesuffix(data.COMPRESSED).endswith(".json") else fmt

@@ -14,7 +14,7 @@ sentence_prediction.py), where classification and regression sit behind one inte
 import abc
 from typing import Mapping, Optional, Sequence
 
-from trainer.data import reading
+from trainer import reading
 
 
 class Task(abc.ABC):

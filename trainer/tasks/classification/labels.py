@@ -11,7 +11,7 @@ from typing import List
 
 import numpy as np
 
-from trainer.data.reading import name_key, where
+from trainer.reading import name_key, where
 from trainer.errors import UserError
 from trainer.tasks.labels import LabelSpec, as_number, is_missing
 

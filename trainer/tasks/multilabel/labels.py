@@ -5,7 +5,7 @@ from typing import List
 
 import numpy as np
 
-from trainer.data.reading import where
+from trainer.reading import where
 from trainer.errors import UserError
 from trainer.tasks.labels import LabelSpec, as_number, is_missing, merge_small_strata
 

@@ -5,7 +5,7 @@ similarity, a 1-10 rating); the model's last layer maps z back, so predictions, 
 metrics are all in the label's own units while the loss sees unit-variance targets (in the
 spirit of TF Model Garden's sentence-prediction regression, which trains on the raw score).
 """
-from trainer.data.reading import LABEL_COLUMNS
+from trainer.reading import LABEL_COLUMNS
 from trainer.errors import UserError
 from trainer.tasks.base import Task
 from trainer.tasks.regression import card

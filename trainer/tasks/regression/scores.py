@@ -3,7 +3,7 @@ stratifies scores on, and the correlations and errors of a split."""
 import numpy as np
 from scipy import stats
 
-from trainer.data.reading import where
+from trainer.reading import where
 from trainer.errors import UserError
 from trainer.tasks.labels import as_number, is_missing, merge_small_strata
 
