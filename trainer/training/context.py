@@ -85,3 +85,22 @@ class RunContext:
     durations: Dict[str, float] = dataclasses.field(default_factory=dict)
     train_steps: Optional[int] = None  # optimizer steps when training ended (results.evaluate)
     metrics: Optional[dict] = None
+    # --long-texts and its window flags (input_pipeline.LongTexts), resolved once from the config
+    # (the window overlap's default is a quarter of --max-seq-length): every stage reads this.
+    long_texts: Any = None
+
+    def __post_init__(self):
+        if self.long_texts is None:
+            from trainer.data.input_pipeline import LongTexts
+            self.long_texts = LongTexts.from_config(self.config.data)
+
+    @property
+    def windows(self) -> bool:
+        """--long-texts windows: each text read in windows, pooled into one vector."""
+        return self.long_texts.mode == "windows"
+
+    @property
+    def hub_encoder(self) -> bool:
+        """--encoder-backend hub: the encoder is a hub.KerasLayer (its SavedModel's graph and
+        dtypes), not a network rebuilt from Keras layers."""
+        return self.config.model.encoder_backend == "hub"

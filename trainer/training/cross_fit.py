@@ -157,4 +157,4 @@ def _fold_inputs(ctx: RunContext, fold_ctx: RunContext, kept: np.ndarray, held: 
     fold_splits = {"train": tokenized["train"].take(kept), "validation": tokenized["validation"],
                    "heldout": tokenized["train"].take(held)}
     truncated = {name: 0 for name in fold_splits}  # logged by the run already
-    return stages.batching(fold_ctx.config, fold_ctx.runtime, fold_splits, truncated)
+    return stages.batching(fold_ctx.config, fold_ctx.runtime, fold_ctx.long_texts, fold_splits, truncated)

@@ -67,12 +67,11 @@ def main(argv=None) -> int:
                         f"point it at JOB_DIR/model)")
     job_dir = args.job_dir or parent_job_dir(model_dir)
     trainer.import_tensorflow()
-    from trainer.serving import export, variants
+    from trainer.serving import export
     from trainer.training import results
 
     ctx = run_context(model_dir, job_dir)
-    why_not = variants.unsupported(args.precision, ctx.config.model.encoder_backend,
-                                   ctx.config.data.long_texts)
+    why_not = results.unsupported(ctx, args.precision)
     if why_not:
         raise UserError(f"--precision {args.precision}: no such copy of {model_dir} can be made: {why_not}")
     reference = export.load_module(model_dir)

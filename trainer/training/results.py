@@ -165,14 +165,16 @@ def _export_copy(ctx: RunContext, precision: str, wanted: bool, why_not) -> None
     elif why_not:
         ctx.precisions[precision] = {"written": False, "why": why_not}
         log.info("%s model not written: %s", precision, why_not)
-        if why_not == _unsupported(ctx, precision):
+        if why_not == unsupported(ctx, precision):
             variants.record(ctx.paths.model_dir, precision, ctx.precisions[precision])
 
 
-def _unsupported(ctx: RunContext, precision: str):
+def unsupported(ctx: RunContext, precision: str):
+    """Why a run's model can have no `precision` copy (its encoder backend or long-texts mode),
+    or None."""
     from trainer.serving import variants
 
-    return variants.unsupported(precision, ctx.config.model.encoder_backend, ctx.config.data.long_texts)
+    return variants.unsupported(precision, ctx.config.model.encoder_backend, ctx.long_texts.mode)
 
 
 def write_copy(ctx: RunContext, model_dir: str, variables, precision: str) -> dict:
@@ -206,8 +208,8 @@ def _bfloat16_wanted(ctx: RunContext) -> tuple:
     flag = ctx.config.runtime.export_bfloat16
     if flag == "off" or not ctx.is_chief:
         return False, None
-    if _unsupported(ctx, "bfloat16"):
-        return False, _unsupported(ctx, "bfloat16")
+    if unsupported(ctx, "bfloat16"):
+        return False, unsupported(ctx, "bfloat16")
     if flag == "auto" and not distribution.computes_bf16(ctx.runtime.devices):
         return False, ("--export-bfloat16 auto: this machine has no native bfloat16 "
                        "(AVX512_BF16/AMX CPU, TPU or GPU 8.0+); --export-bfloat16 on writes it anyway")
@@ -218,23 +220,21 @@ def _int8_wanted(ctx: RunContext) -> tuple:
     flag = ctx.config.runtime.export_int8
     if flag == "off" or not ctx.is_chief:
         return False, None
-    if flag == "auto" and ctx.config.model.encoder_backend == "hub":
+    if flag == "auto" and ctx.hub_encoder:
         return False, ("--export-int8 auto: a hub.KerasLayer encoder's graph is its publisher's, "
                        "not converted to TensorFlow Lite; --export-int8 on tries it")
-    if _unsupported(ctx, "int8"):
-        return False, _unsupported(ctx, "int8")
+    if unsupported(ctx, "int8"):
+        return False, unsupported(ctx, "int8")
     return True, None
 
 
-def _window_flags(config) -> dict:
+def _window_flags(ctx: RunContext) -> dict:
     """metrics.json's window flags, with --long-texts windows only."""
-    if config.data.long_texts != "windows":
+    if not ctx.windows:
         return {}
-    from trainer.data import input_pipeline
-
-    flags = input_pipeline.LongTexts.from_config(config.data)
+    flags = ctx.long_texts
     return {"window_overlap": flags.window_overlap, "max_windows": flags.max_windows,
-            "window_pooling": config.model.window_pooling}
+            "window_pooling": ctx.config.model.window_pooling}
 
 
 def _classifier(ctx: RunContext) -> tuple:
@@ -246,19 +246,17 @@ def _classifier(ctx: RunContext) -> tuple:
     encoder = encoder_of(ctx.config, ctx.environ)
     return encoder.preprocessor, heads.build_classifier(
         encoder.network, ctx.task.output_units(ctx.datasets.labels), ctx.pooling,
-        ctx.config.model.dropout, ctx.task.output_layer, windows=windows_of(ctx.config))
+        ctx.config.model.dropout, ctx.task.output_layer, windows=windows_of(ctx))
 
 
 def _serving_module(ctx: RunContext, preprocessor, model):
     """The export of the run's task, with its decisions (a reached --target-precision/
     --target-recall's threshold, multi-label's thresholds: Task.export_decisions)."""
-    from trainer.data import input_pipeline
-
     return export_lib.ServingModule(preprocessor, model, ctx.datasets.labels.names,
                                     ctx.config.data.max_seq_length,
                                     temperature=export_temperature(ctx),
                                     pair=ctx.datasets.text_pair_column is not None,
-                                    long_texts=input_pipeline.LongTexts.from_config(ctx.config.data),
+                                    long_texts=ctx.long_texts,
                                     task=ctx.task)
 
 
@@ -333,7 +331,7 @@ def _metrics(ctx: RunContext) -> dict:
                             "dropout": config.model.dropout,
                             "max_seq_length": config.data.max_seq_length,
                             "long_texts": config.data.long_texts, "pooling": ctx.pooling,
-                            **_window_flags(config),
+                            **_window_flags(ctx),
                             "encoder": config.model.encoder,
                             "encoder_layers": config.model.encoder_layers},
         "best_epoch": fit.best.best_epoch,

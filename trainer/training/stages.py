@@ -236,7 +236,7 @@ def tokenize(ctx: RunContext) -> None:
         log.info("class weights: %s", dict(zip(datasets.labels.names, np.round(weights, 3).tolist())))
     root = (storage.join(config.output.cache_dir, "tokens") if config.output.cache_dir
             else ctx.paths.token_cache)
-    cut = input_pipeline.LongTexts.from_config(config.data)
+    cut = ctx.long_texts
     tokenized = token_cache.load_or_build(datasets, ctx.encoder.preprocessor, root,
                                           config.data.max_seq_length, class_weights=weights,
                                           log_every_seconds=config.runtime.log_every_seconds,
@@ -249,22 +249,21 @@ def tokenize(ctx: RunContext) -> None:
     log.info("%d texts%s, mean %.1f tokens (%.1f %s)", sum(len(t) for t in tokenized.values()),
              f" and {len(unlabeled)} unlabeled" if unlabeled else "",
              tokenized["train"].lengths.mean(), tokenized["train"].full_lengths.mean(),
-             "in the texts, their windows overlapping" if config.data.long_texts == "windows"
+             "in the texts, their windows overlapping" if ctx.windows
              else "before the --max-seq-length cut")
     long_texts.log_cut(truncated, {name: len(t) for name, t in tokenized.items()}, limit, cut,
                        tokenized, int(input_pipeline.special_count(ctx.encoder.preprocessor, 1)),
                        pairs=datasets.text_pair_column is not None)
-    ctx.inputs = batching(config, ctx.runtime, tokenized, truncated, training)
+    ctx.inputs = batching(config, ctx.runtime, cut, tokenized, truncated, training)
 
 
-def batching(config, runtime: Runtime, tokenized: dict, truncated: dict, training=None) -> Inputs:
+def batching(config, runtime: Runtime, cut, tokenized: dict, truncated: dict, training=None) -> Inputs:
     """Batching, steps and epochs of tokenized splits: the run's, and each cross-fitting fold's
     (trainer.training.cross_fit). `training`: what the model trains on, when not
     tokenized["train"] alone (distillation's transfer set)."""
     from trainer.data import input_pipeline
 
-    lengths = input_pipeline.padded_lengths(config.data.max_seq_length,
-                                            input_pipeline.LongTexts.from_config(config.data).windows)
+    lengths = input_pipeline.padded_lengths(config.data.max_seq_length, cut.windows)
     bucket = runtime.plan.sequence_padding == "bucket"
     train_batching = input_pipeline.Batching(config.train.batch_size, lengths, bucket,
                                              runtime.plan.static_shapes)
@@ -360,12 +359,12 @@ def build_model(ctx: RunContext) -> None:
     ctx.trainable = Trainable(model, manager, epoch_counter, first_epoch, history)
 
 
-def windows_of(config):
+def windows_of(ctx: RunContext):
     """build_classifier's `windows`: (--max-seq-length, --window-pooling) with --long-texts
     windows, else None."""
-    if config.data.long_texts != "windows":
+    if not ctx.windows:
         return None
-    return config.data.max_seq_length, config.model.window_pooling
+    return ctx.config.data.max_seq_length, ctx.config.model.window_pooling
 
 
 def _compiled_model(ctx: RunContext):
@@ -377,7 +376,7 @@ def _compiled_model(ctx: RunContext):
     task = ctx.task
     model = heads.build_classifier(encoder.network, task.output_units(ctx.datasets.labels),
                                    ctx.pooling, config.model.dropout, task.output_layer,
-                                   windows=windows_of(config))
+                                   windows=windows_of(ctx))
     if config.model.freeze_encoder:
         encoder.network.trainable = False
     elif not config.model.train_word_embeddings and heads.freeze_word_embeddings(encoder.network):
@@ -387,7 +386,7 @@ def _compiled_model(ctx: RunContext):
         ctx.learning_rate, total_steps, config.train.warmup_fraction,
         config.train.weight_decay, config.train.clip_norm, model.trainable_variables,
         ctx.layer_decay)
-    if ctx.runtime.plan.precision == "mixed_float16" and config.model.encoder_backend == "hub":
+    if ctx.runtime.plan.precision == "mixed_float16" and ctx.hub_encoder:
         # Keras adds loss scaling only under its own float16 policy; the grappler rewrite used
         # for hub encoders computes in float16 without it.
         optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
