@@ -11,7 +11,13 @@ default). Four models, each at the trainer's defaults otherwise (no checked copi
 - distilled-3: the same with --encoder-layers 3, from the distilled run's teacher file
   (--teacher-probabilities: the teacher labels the transfer set once).
 
-    python bench/distill.py [--train-rows 10000] [--transfer-rows N] [--models ...] [--publish]
+    python bench/distill.py [--train-rows 10000] [--transfer-rows N] [--models ...]
+                            [--teacher-job DIR] [--publish]
+
+Each model's job dir is named by the model and the data's settings (bench/work/distill-DATA/
+job-MODEL-ROWS-TRANSFER-sSEED): a rerun resumes an unfinished run (the teacher alone is over an
+hour here) and reuses a finished one. --teacher-job takes a finished teacher run trained on the
+same seeded rows elsewhere.
 
 Figures per model: accuracy on dev.tsv over all rows and over rows of 10 or more words (the
 official dev set is whole sentences: README of ../shared/data), the run's training seconds
@@ -27,7 +33,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 import numpy as np
 
@@ -95,12 +100,23 @@ def teacher_file(job: str) -> str:
         return json.load(f)["distillation"]["teacher_file"]
 
 
-def run_model(work: str, model: str, data: dict, jobs: dict) -> dict:
-    job = jobs[model] = os.path.join(work, f"job-{model}-{int(time.time())}")
-    subprocess.run([sys.executable, "-m", "trainer.task", "--training-file", data["train"],
-                    "--job-dir", job, *model_flags(model, data, jobs), "--export-bfloat16", "off",
-                    "--export-int8", "off", "--report-explanations", "0"],
-                   check=True, cwd=os.path.dirname(HERE))
+def job_dir(work: str, model: str, args) -> str:
+    """A model's job dir: the same for the same data settings, so a rerun resumes it."""
+    if model == "teacher" and args.teacher_job:
+        if not os.path.exists(os.path.join(args.teacher_job, "metrics.json")):
+            sys.exit(f"error: --teacher-job: {args.teacher_job} holds no finished run (metrics.json)")
+        return os.path.abspath(args.teacher_job)
+    return os.path.join(work, f"job-{model}-{args.train_rows}-{args.transfer_rows or 'all'}-s{args.seed}")
+
+
+def run_model(work: str, model: str, data: dict, jobs: dict, args) -> dict:
+    job = jobs[model] = job_dir(work, model, args)
+    if not os.path.exists(os.path.join(job, "metrics.json")):
+        # Resumes an unfinished run of the same flags in `job` (trainer.task's job dir rules).
+        subprocess.run([sys.executable, "-m", "trainer.task", "--training-file", data["train"],
+                        "--job-dir", job, *model_flags(model, data, jobs), "--export-bfloat16", "off",
+                        "--export-int8", "off", "--report-explanations", "0"],
+                       check=True, cwd=os.path.dirname(HERE))
     with open(os.path.join(job, "metrics.json")) as f:
         metrics = json.load(f)
     printed_lines, rows = predict_file(os.path.join(job, "model"), data["dev"], os.path.join(job, "dev.csv"))
@@ -144,6 +160,8 @@ def main():
     parser.add_argument("--models", default=",".join(MODELS),
                         help="comma-separated, run in this order: " + ", ".join(MODELS))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--teacher-job", help="a finished teacher run (all-mpnet-base-v2 on the same "
+                                              "seeded rows) to use instead of training one")
     add_publish_flag(parser)
     args = parser.parse_args()
     work = os.path.join(WORK, f"distill-{args.data}")
@@ -151,7 +169,7 @@ def main():
     data = (sst2 if args.data == "sst2" else imdb)(work, args.train_rows, args.transfer_rows, args.seed)
     results, jobs = {}, {}
     for model in [m for m in MODELS if m in args.models.split(",")]:
-        results[model] = run_model(work, model, data, jobs)
+        results[model] = run_model(work, model, data, jobs, args)
         r = results[model]
         # One line per finished model: a run cut short (hours on 2 cores) still shows its figures.
         print(f"bench/distill.py: {model} done: dev acc {r['accuracy']:.4f} ({LONG_WORDS}+ words "
