@@ -6,6 +6,7 @@ The default suite runs a dry run from a teacher file and the refusals; the slow 
 line) trains a tiny teacher and its students."""
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -16,8 +17,8 @@ from test_task import run_cli, run_in_process, train_args
 
 LABELS = ("negative", "neutral", "positive")
 # The tiny data's texts (most of them also validation or test texts, which are dropped) and
-# three of their own.
-UNLABELED = [(text,) for text in POSITIVE + NEGATIVE + NEUTRAL + ["what a movie", "so so", "ok !"]]
+# twenty of their own.
+UNLABELED = [(text,) for text in POSITIVE + NEGATIVE + NEUTRAL + [f"a movie , {i}" for i in range(20)]]
 
 
 def teacher_file(path, rows, probabilities=None):
@@ -53,11 +54,12 @@ def test_a_dry_run_from_a_teacher_file_records_the_distillation(tiny_encoder_dir
     metrics = metrics_of(tmp_path / "job")
     block = metrics["distillation"]
     assert block["teacher"] == probabilities and block["teacher_kind"] == "file"
-    # Every unlabeled text is also a validation or test text of the tiny data but some: those
-    # are dropped, and the log says how many.
-    assert block["transfer_set"]["train"] == metrics["dataset_sizes"]["train"]
-    assert 0 < block["transfer_set"]["unlabeled"] < len(UNLABELED)
-    assert "a validation or test text exactly, dropped" in result.stdout + result.stderr
+    # The tiny data's validation and test texts among them are dropped, and the log says how
+    # many; a dry run then reads one batch of the rest, as of every split.
+    assert re.search(r"unlabeled texts: \d+ of 50 rows of .* kept \(0 empty, [1-9]\d* a validation "
+                     r"or test text exactly, dropped\)", result.stdout + result.stderr)
+    assert block["transfer_set"] == {"train": 8, "unlabeled": 8} == {
+        "train": metrics["dataset_sizes"]["train"], "unlabeled": 8}
     assert (block["temperature"], block["alpha"]) == (2.0, 0.5)
     assert set(block["validation"]["teacher"]) >= {"loss", "accuracy", "macro_f1"}
 

@@ -264,9 +264,9 @@ def load_datasets(config: Config, task=None) -> Datasets:
         train, _ = stratified_split(train, 1.0 - d.train_fraction, config.train.seed,
                                     "--train-fraction subset", spec.names, task)
     if config.train.dry_run:
-        rows = max(2, config.train.batch_size)
-        train, validation = _head(train, rows), _head(validation, rows)
-        test = _head(test, rows) if test is not None else None
+        rows = dry_run_rows(config)
+        train, validation = head(train, rows), head(validation, rows)
+        test = head(test, rows) if test is not None else None
     datasets = Datasets(train, validation, test, spec, columns[0], label_column, columns[1],
                         d.delimiter)
     leakage.report_overlaps({name: split.hashes for name, split in datasets.splits().items()})
@@ -288,7 +288,13 @@ def _split(scan: _Scan, spec_: str, label_columns, spec: LabelSpec, name: str, t
                  scan.positions, scan.hashes, scan.rows_skipped)
 
 
-def _head(split: Split, rows: int) -> Split:
+def dry_run_rows(config: Config) -> int:
+    """The rows of each split a --dry-run reads: one batch."""
+    return max(2, config.train.batch_size)
+
+
+def head(split: Split, rows: int) -> Split:
+    """The split's first `rows` rows."""
     return _subset(split, np.arange(min(rows, len(split))))
 
 

@@ -65,6 +65,8 @@ def teach(ctx: RunContext) -> None:
         held_out = {name: split.hashes for name, split in datasets.splits().items() if name != "train"}
         datasets.unlabeled = unlabeled.load(x.unlabeled_file, datasets.text_columns(),
                                             datasets.delimiter, held_out)
+        if ctx.config.train.dry_run:  # one batch of them, as of every split
+            datasets.unlabeled = splits_lib.head(datasets.unlabeled, splits_lib.dry_run_rows(ctx.config))
     start = time.perf_counter()
     path = x.teacher_probabilities or _model_teacher_file(ctx)
     seconds = time.perf_counter() - start if x.teacher else 0.0
