@@ -226,6 +226,45 @@ def test_no_module_outside_tasks_names_a_task(module):
     assert task_names(MODULES[module]) == [], f"{module} names a task: ask the task object instead"
 
 
+# The one place a loaded export's kind is told: it asks the kinds (trainer.tasks.of_export).
+TELLS_AN_EXPORTS_KIND = ("trainer.serving.predict", "task_of reads structured_outputs")
+
+
+def kind_tellers(path: pathlib.Path) -> list:
+    """(line, what) of each function of `path` named after a task kind (is_regression,
+    is_multilabel: a task name, its hyphens and underscores dropped, in the function's name),
+    and of each read of a serving signature's `structured_outputs` (the output names such a
+    function compares: a "score", a "labels"), named by the function reading it."""
+    from trainer import tasks
+
+    words = [name.replace("-", "") for name in tasks.NAMES]
+    found = []
+
+    def visit(node, function):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if any(word in node.name.replace("_", "").lower() for word in words):
+                found.append((node.lineno, node.name))
+            function = node.name
+        elif isinstance(node, ast.Attribute) and node.attr == "structured_outputs":
+            found.append((node.lineno, f"{function} reads structured_outputs"))
+        for child in ast.iter_child_nodes(node):
+            visit(child, function)
+
+    visit(ast.parse(path.read_text()), "<module>")
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.startswith("trainer.tasks")))
+def test_no_module_outside_tasks_tells_an_exports_kind_by_its_outputs(module):
+    """What trainer.predict, trainer.serve and trainer.explain answer differs by the loaded
+    export's kind: serving.predict.task_of asks the kinds which one it is (Task.recognizes)
+    and the object answers, so no other module sniffs a signature's outputs or keeps an
+    is_<kind> helper."""
+    found = [(line, what) for line, what in kind_tellers(MODULES[module])
+             if (module, what) != TELLS_AN_EXPORTS_KIND]
+    assert found == [], f"{module} tells an export's kind itself: ask predict.task_of's task object"
+
+
 @pytest.mark.parametrize("template", sorted(p.name for p in (PACKAGE / "reporting" / "templates").iterdir()))
 def test_no_template_names_a_task(template):
     """The report's templates neither: a task's own sections of the model card are its own

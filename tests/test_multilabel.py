@@ -200,8 +200,8 @@ def test_the_report_command_lists_the_highest_loss_examples_first(trained, data)
     assert result.returncode == 0, result.stdout + result.stderr
     listed = [r for r in read_csv(trained / "errors.csv") if r["split"] == "test"]
     rows = read_csv(data["test"])
-    probabilities, names, _, chosen = predict.predict_label_sets(export.load(str(trained / "model")),
-                                                                 [r["text"] for r in rows], 8)
+    out = predict.predict_outputs(export.load(str(trained / "model")), [r["text"] for r in rows], 8)
+    probabilities, names, chosen = out["probabilities"], predict.label_names_of(out), out["predicted"]
     truth = np.array([[name in r["labels"].split("|") for name in names] for r in rows], np.float64)
     p = probabilities.astype(np.float64)
     losses = -np.mean(truth * np.log(p) + (1 - truth) * np.log(1 - p), axis=1)
@@ -258,8 +258,9 @@ def test_the_server_answers_the_labels_above_their_thresholds(trained, tmp_path)
     from test_server import HEALTH, PREDICT, Server, environ, free_port
     from trainer.serving import export, predict
     texts = ["i love this movie", "so bad", "meh"]
-    probabilities, names, joined, _ = predict.predict_label_sets(
-        export.load(str(trained / "model")), texts, 8)
+    out = predict.predict_outputs(export.load(str(trained / "model")), texts, 8)
+    probabilities, names = out["probabilities"], predict.label_names_of(out)
+    joined = [labels.decode("utf-8") for labels in out["labels"]]
     port = free_port()
     env = {**environ(), "AIP_HTTP_PORT": str(port), "AIP_HEALTH_ROUTE": HEALTH,
            "AIP_PREDICT_ROUTE": PREDICT, "AIP_STORAGE_URI": str(trained / "model")}

@@ -249,8 +249,8 @@ def test_the_report_command_lists_the_largest_absolute_errors_first(trained, dat
     assert result.returncode == 0, result.stdout + result.stderr
     listed = [r for r in read_csv(trained["job_dir"] / "errors.csv") if r["split"] == "test"]
     rows = read_csv(data["test"])
-    scores = predict.predict_scores(export.load(str(trained["job_dir"] / "model")),
-                                    [r["sentence"] for r in rows], 8)
+    scores = predict.predict_outputs(export.load(str(trained["job_dir"] / "model")),
+                                     [r["sentence"] for r in rows], 8, wanted=("score",))["score"]
     errors = np.abs(scores - np.array([float(r["score"]) for r in rows]))
     assert [r["rank"] for r in listed] == ["1", "2", "3", "4", "5"]
     np.testing.assert_allclose([float(r["absolute_error"]) for r in listed], np.sort(errors)[::-1][:5],
@@ -264,7 +264,8 @@ def test_the_server_answers_a_score_per_instance_as_predict_does(trained, tmp_pa
     from test_server import HEALTH, PREDICT, Server, environ, free_port
     from trainer.serving import export, predict
     texts = ["so good", "it was awful", "meh"]
-    expected = predict.predict_scores(export.load(str(trained["job_dir"] / "model")), texts, 8)
+    expected = predict.predict_outputs(export.load(str(trained["job_dir"] / "model")), texts, 8,
+                                       wanted=("score",))["score"]
     port = free_port()
     env = {**environ(), "AIP_HTTP_PORT": str(port), "AIP_HEALTH_ROUTE": HEALTH,
            "AIP_PREDICT_ROUTE": PREDICT, "AIP_STORAGE_URI": str(trained["job_dir"] / "model")}

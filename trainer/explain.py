@@ -82,21 +82,16 @@ def _words(explanation, top_k: int, pair: bool) -> list:
             for w in words.top_words(explanation.words, top_k)]
 
 
-def explained_frame(frame, explanations, args, out_fmt: str, regression: bool, pair: bool):
+def explained_frame(frame, explanations, args, out_fmt: str, task, pair: bool):
     """`frame`'s rows, one per explanation (a row without any, an empty text, once, with a
-    note), and the explanation's columns."""
+    note), and the explanation's columns (the model's task's: Task.explanation_columns)."""
     import pandas as pd
 
     records = []
     for (_, row), row_explanations in zip(frame.iterrows(), explanations):
         for e in row_explanations or [None]:
             top = None if e is None else _words(e, args.top_k, pair)
-            if regression:
-                outputs = {"predicted_score": e and e.output, "baseline_score": e and e.baseline_output}
-            else:
-                outputs = {"explained_label": e and e.target, "probability": e and e.probability,
-                           "log_odds": e and e.output, "baseline_log_odds": e and e.baseline_output}
-            records.append({**row.to_dict(), **outputs, "ig_steps": e and e.steps,
+            records.append({**row.to_dict(), **task.explanation_columns(e), "ig_steps": e and e.steps,
                             "completeness_error": e and round(e.completeness_error, 6),
                             "top_words": top if out_fmt != "csv" or top is None
                             else json.dumps(top, ensure_ascii=False),
@@ -118,7 +113,7 @@ def explain_file(model, args, out_fmt: str, handle) -> tuple:
     from trainer.reporting import explanations as page
 
     rows, explained, entries, columns = 0, 0, [], None
-    pair, regression = predict.is_pair_model(model), predict.is_regression(model)
+    pair, task = predict.is_pair_model(model), predict.task_of(model)
     meter = progress.Progress("explained", args.log_every_seconds)
     for frame in data.file_frames(args.input, "--input", predict.CHUNK_ROWS, args.delimiter):
         if columns is None:
@@ -128,7 +123,7 @@ def explain_file(model, args, out_fmt: str, handle) -> tuple:
         pairs = _strings(frame[columns[1]]) if columns[1] else None
         results = attribute.explain_texts(model, texts, pairs, args.ig_steps, args.target, args.batch_size,
                                           log_every_seconds=args.log_every_seconds)
-        out = explained_frame(frame, results, args, out_fmt, regression, pair)
+        out = explained_frame(frame, results, args, out_fmt, task, pair)
         predict.write_frame(out, handle, out_fmt, first=rows == 0)
         for i, row_explanations in enumerate(results):
             own = (texts[i],) if pairs is None else (texts[i], pairs[i])  # the page: the user's words

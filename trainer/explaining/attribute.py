@@ -57,15 +57,14 @@ def require_explainable(model, model_dir: str) -> None:
 
 
 def targets_of(model, texts, pairs, features, batch_size: int, target: Optional[str] = None):
-    """[(row, target index or -1 for a score, target name or None)] of every text."""
-    if predict.is_regression(model):
+    """[(row, target index or -1 for a score, target name or None)] of every text: what its
+    task explains (Task.explained_outputs, explained_choices), chosen as the export chose (a
+    binary model's operating point applied, as predict does)."""
+    task = predict.task_of(model)
+    if not task.explained_outputs:
         return [(row, -1, None) for row in range(len(texts))]
-    if predict.is_multilabel(model):
-        probabilities, names, _, chosen = predict.predict_label_sets(model, texts, batch_size, pairs, features)
-    else:
-        # the class the export chose: a binary model's operating point applied, as predict does
-        probabilities, names, predicted = predict.predict_classes(model, texts, batch_size, pairs, features)
-        chosen = np.eye(len(names), dtype=bool)[predicted]
+    names, probabilities, chosen = task.explained_choices(predict.predict_outputs(
+        model, texts, batch_size, pairs, features, task.explained_outputs))
     if target is not None:
         if target not in names:
             raise UserError(f"--target: {target!r} is not one of the model's labels "

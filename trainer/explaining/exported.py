@@ -8,7 +8,6 @@ itself without its tokenizer's files.
 """
 from typing import Optional
 
-import numpy as np
 import tensorflow as tf
 
 from trainer.data import input_pipeline
@@ -28,22 +27,14 @@ def word_embeddings(classifier) -> Optional[object]:
 
 
 def explained_output(module, logits, target):
-    """[B]: what is explained of each row. A regression model's score; else the log-odds of
-    class (label) `target` [B], log p - log(1 - p), whose sigmoid is the probability the export
-    returns (after its temperature). Log-odds, not the probability: a fine-tuned classifier's
-    probability jumps from near 0 to near 1 over a short stretch of the path, which 32 steps
-    of the trapezoid rule cannot follow (on a tiny planted-word model, 35% of rows within 5%
-    at 32 steps, 83% at 512); its log-odds change smoothly (tests/test_explain.py)."""
-    batch = tf.shape(logits)[0]
-    outputs = module._outputs(logits, batch)
-    if "score" in outputs:
-        return outputs["score"]
-    chosen = tf.gather(logits, target, batch_dims=1)
-    if "labels" in outputs:  # multi-label: each label's own sigmoid, whose log-odds is its logit
-        return chosen
-    scaled = logits / module.temperature
-    others = tf.where(tf.one_hot(target, tf.shape(logits)[1]) > 0, -np.inf, scaled)
-    return chosen / module.temperature - tf.reduce_logsumexp(others, axis=1)
+    """[B]: what is explained of each row, as its task says (Task.explained_output): a score
+    itself; else the log-odds of class (label) `target` [B], log p - log(1 - p), whose sigmoid
+    is the probability the export returns (after its temperature). Log-odds, not the
+    probability: a fine-tuned classifier's probability jumps from near 0 to near 1 over a short
+    stretch of the path, which 32 steps of the trapezoid rule cannot follow (on a tiny
+    planted-word model, 35% of rows within 5% at 32 steps, 83% at 512); its log-odds change
+    smoothly (tests/test_explain.py)."""
+    return module.task.explained_output(module, logits, target)
 
 
 def saved_function(module, classifier, preprocessor) -> Optional[tf.types.experimental.GenericFunction]:

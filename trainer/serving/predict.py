@@ -193,8 +193,23 @@ def predict_outputs(model, texts, batch_size: int, pairs=None, features=None, wa
 
 
 def label_names_of(outputs: dict) -> list:
-    """The label names of predict_outputs' outputs, decoded."""
-    return [n.decode("utf-8") for n in outputs["label_names"]]
+    """The label names of predict_outputs' outputs, decoded (as the task kinds read them)."""
+    from trainer.tasks import predictions
+
+    return predictions.label_names_of(outputs)
+
+
+def task_of(model):
+    """The task object of a loaded export (export.load_module's or export.load's, its signature
+    or an int8 copy), told by its signature's outputs: it decides what is answered."""
+    from trainer import tasks
+
+    return tasks.of_export(signature(model).structured_outputs)
+
+
+def task_outputs(model, task, texts, batch_size: int, pairs=None, features=None) -> dict:
+    """predict_outputs' of the outputs `task`'s answers are made of (Task.answer_outputs)."""
+    return predict_outputs(model, texts, batch_size, pairs, features, task.answer_outputs)
 
 
 def predict_texts(model, texts, batch_size: int, pairs=None, features=None):
@@ -214,33 +229,9 @@ def predict_classes(model, texts, batch_size: int, pairs=None, features=None):
     return out["probabilities"], label_names_of(out), out["label_index"].astype(np.int64)
 
 
-def predict_scores(model, texts, batch_size: int, pairs=None, features=None):
-    """A regression model's scores [N], in input order."""
-    return predict_outputs(model, texts, batch_size, pairs, features, ("score",))["score"]
-
-
-def predict_label_sets(model, texts, batch_size: int, pairs=None, features=None):
-    """A multi-label model's (probabilities [N, L], label names, chosen labels joined [N],
-    chosen labels 0/1 [N, L])."""
-    out = predict_outputs(model, texts, batch_size, pairs, features,
-                          ("probabilities", "labels", "predicted", "label_names"))
-    joined = [labels.decode("utf-8") for labels in out["labels"]]
-    return out["probabilities"], label_names_of(out), joined, out["predicted"]
-
-
-def is_multilabel(model) -> bool:
-    """A multi-label export returns the chosen `labels` of each text."""
-    return "labels" in signature(model).structured_outputs
-
-
 def is_pair_model(model) -> bool:
     """A sentence-pair export takes `text_pair` besides `text`."""
     return "text_pair" in signature(model).structured_input_signature[1]
-
-
-def is_regression(model) -> bool:
-    """A regression export returns `score` instead of probabilities."""
-    return "score" in signature(model).structured_outputs
 
 
 def predict_instances(model, instances, batch_size: int):
@@ -251,13 +242,8 @@ def predict_instances(model, instances, batch_size: int):
     texts, pairs = instances, None
     if is_pair_model(model):
         texts, pairs = [a for a, _ in instances], [b for _, b in instances]
-    if is_regression(model):
-        predictions = protocol.score_predictions(predict_scores(model, texts, batch_size, pairs))
-    elif is_multilabel(model):
-        probabilities, names, _, chosen = predict_label_sets(model, texts, batch_size, pairs)
-        predictions = protocol.label_set_predictions(probabilities, names, chosen)
-    else:
-        predictions = protocol.predictions(*predict_classes(model, texts, batch_size, pairs))
+    task = task_of(model)
+    predictions = task.served_predictions(task_outputs(model, task, texts, batch_size, pairs))
     empty = empty_rows(texts, pairs)
     return [protocol.no_prediction(p) if e else p for p, e in zip(predictions, empty)], None
 
@@ -287,21 +273,13 @@ def add_predictions(chunk, model, texts, batch_size: int, pairs=None, features=N
 
 
 def _add_outputs(chunk, model, texts, batch_size: int, pairs=None, features=None) -> list:
-    """The model's columns of every row; returns their names."""
-    if is_regression(model):
-        chunk["predicted_score"] = predict_scores(model, texts, batch_size, pairs, features)
-        return ["predicted_score"]
-    if is_multilabel(model):
-        probabilities, names, chunk["predicted_labels"], _ = predict_label_sets(
-            model, texts, batch_size, pairs, features)
-        head = "predicted_labels"
-    else:
-        probabilities, names, chosen = predict_classes(model, texts, batch_size, pairs, features)
-        chunk["predicted_label"] = [names[i] for i in chosen]
-        head = "predicted_label"
-    for i, name in enumerate(names):
-        chunk[f"probability_{name}"] = probabilities[:, i]
-    return [head, *(f"probability_{name}" for name in names)]
+    """The model's columns of every row (its task's, Task.predicted_columns); returns their
+    names."""
+    task = task_of(model)
+    columns = task.predicted_columns(task_outputs(model, task, texts, batch_size, pairs, features))
+    for name, values in columns.items():
+        chunk[name] = values
+    return list(columns)
 
 
 def write_frame(frame, handle, fmt: str, first: bool) -> None:

@@ -1,4 +1,4 @@
-"""The online prediction contract: request JSON in, texts out; probabilities in, response JSON out.
+"""The online prediction contract: request JSON in, texts out; an empty text's answer and explanations out.
 
 Requests are Vertex's `{"instances": [...], "parameters": {...}}`. An instance is a string,
 an object `{"text": "..."}` (JSON Lines batch prediction sends each line's object), or a
@@ -6,13 +6,13 @@ one-element array `["..."]` (CSV batch prediction sends each row as an array of 
 A sentence-pair model takes `{"text": "...", "text_pair": "..."}` or a two-element array. An
 object may also name its texts by the model's own columns (`{"question": ..., "answer": ...}`
 for a model trained on those), as a JSON Lines row of the training data would.
-`InstanceForms` is the one place that knows these forms.
+`InstanceForms` is the one place that knows these forms. Each text's answer is its model's task
+kind's (Task.served_predictions, through trainer.serving.predict.predict_instances).
 
 Every problem is a RequestError naming what is wrong and where, answered as a 4xx with
 `{"error": "..."}`; nothing a client sends can stop the server.
 """
 import json
-from typing import Sequence
 
 # Vertex's limit for an online prediction request on a shared public endpoint.
 MAX_BODY_BYTES = 1_500_000
@@ -164,26 +164,3 @@ def no_prediction(prediction: dict) -> dict:
     """The answer to an empty text: `prediction`'s fields null, and a note saying why (as
     trainer.predict's empty cells and `note` column)."""
     return {**dict.fromkeys(prediction), "note": EMPTY_NOTE}
-
-
-def score_predictions(scores) -> list:
-    """`[{"score": ...}]`, one per row, as trainer.predict's predicted_score."""
-    return [{"score": float(score)} for score in scores]
-
-
-def label_set_predictions(probabilities, label_names: Sequence[str], chosen) -> list:
-    """`[{"labels": [...], "probabilities": {name: p}}]`: a multi-label model's labels above
-    their thresholds, as trainer.predict's predicted_labels."""
-    return [{"labels": [name for name, picked in zip(label_names, row_chosen) if picked],
-             "probabilities": {name: float(p) for name, p in zip(label_names, row)}}
-            for row, row_chosen in zip(probabilities, chosen)]
-
-
-def predictions(probabilities, label_names: Sequence[str], chosen=None) -> list:
-    """`[{"label": ..., "probabilities": {name: p}}]`, one per row; the label is the class the
-    model chose (`chosen`: its most probable one, or a binary model's positive class at or above
-    its threshold: trainer.serving.export), as trainer.predict's predicted_label."""
-    chosen = [row.argmax() for row in probabilities] if chosen is None else chosen
-    return [{"label": label_names[int(index)],
-             "probabilities": {name: float(p) for name, p in zip(label_names, row)}}
-            for row, index in zip(probabilities, chosen)]

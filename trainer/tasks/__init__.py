@@ -3,7 +3,8 @@
 Each kind is a class in its own folder (trainer/tasks/<kind>/, its interface in base.py) and one
 entry of KINDS below. Everything that differs by task kind is a method or attribute of its
 object: the rest of the package asks `from_config(config)` for a run's task, or `by_name(name)`
-for a finished run's (metrics.json's `task`), and never compares a name.
+for a finished run's (metrics.json's `task`), or `of_export(outputs)` for a loaded export's (told
+by its signature's outputs), and never compares a name.
 """
 from typing import Optional
 
@@ -36,3 +37,10 @@ def by_name(name: Optional[str]) -> Task:
 def from_config(config) -> Task:
     """The task object of a run (--task, 'auto' resolved)."""
     return by_name(config.model.task)
+
+
+def of_export(output_names) -> Task:
+    """A fresh task object of a loaded export whose signature returns `output_names`: the kind
+    that recognizes them (Task.recognizes, its export_mark). An export none recognizes is
+    classification's, as by_name(None): the only kind of the earliest exports."""
+    return next((kind for kind in KINDS if kind.recognizes(output_names)), KINDS[0])()

@@ -256,6 +256,53 @@ class Task(abc.ABC):
         of a `batch` of rows; `module` (trainer.serving.export.ServingModule) holds the label
         names, the temperature and the export_decisions variables."""
 
+    @abc.abstractmethod
+    def explained_output(self, module, logits, target):
+        """[B] (TensorFlow): what the export's `explain_tokens` attributes of each row of the
+        head's float32 `logits` (trainer.explaining.exported, which says why log-odds): the
+        log-odds of class (label) `target` [B], or the row's score."""
+
+    # --- A loaded export's answers (trainer.predict, trainer.serve, trainer.explain) ------------
+    # A model dir tells its kind by its signature's outputs, not by a name (its metrics.json may
+    # be elsewhere, or older than tasks): export_mark is the output only this kind's exports
+    # return, in every version (trainer.tasks.of_export).
+    export_mark: str
+    # The signature outputs the answers below are made of, as predict_outputs returns them
+    # (trainer.serving.predict: numpy per row; `label_names` once, as bytes).
+    answer_outputs: Sequence[str]
+    # The outputs that pick what trainer.explain attributes (explained_choices'); empty when
+    # the export's one output is attributed whatever the text says (a score).
+    explained_outputs: Sequence[str] = ()
+
+    @classmethod
+    def recognizes(cls, output_names) -> bool:
+        """Whether a loaded export whose signature returns `output_names` is of this kind."""
+        return cls.export_mark in output_names
+
+    @abc.abstractmethod
+    def predicted_columns(self, outputs) -> dict:
+        """{column: a value per row} trainer.predict adds to a chunk of rows, in order, of
+        answer_outputs' values for those rows."""
+
+    @abc.abstractmethod
+    def served_predictions(self, outputs) -> list:
+        """The server's answer per row (one JSON object each), of answer_outputs' values: the
+        same decisions as predicted_columns' (docs/prediction.md, "Serve over HTTP")."""
+
+    def explained_choices(self, outputs) -> tuple:
+        """(label names, probabilities [N, C], chosen [N, C] bool: the classes or labels the
+        export chose per row) of explained_outputs' values: trainer.explain attributes each
+        chosen one, or a row's most probable when it chose none."""
+        raise NotImplementedError(f"{self.name} chooses no labels to explain")
+
+    def explanation_columns(self, explanation) -> dict:
+        """trainer.explain's columns of one Explanation (trainer.explaining.attribute), or of
+        None for a row with an empty text (each value None): by default its label, the label's
+        probability and the log-odds explained, on the text and on the baseline."""
+        e = explanation
+        return {"explained_label": e and e.target, "probability": e and e.probability,
+                "log_odds": e and e.output, "baseline_log_odds": e and e.baseline_output}
+
     # --- The quantized copies' check (trainer.serving.agreement) -----------------------------
     agreement_metric: str  # the metric of metrics.json a user reads first
 

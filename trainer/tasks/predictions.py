@@ -18,3 +18,19 @@ class SplitPredictions:
     predicted: Optional[np.ndarray] = None  # what the export decides: classification: [N] class
     # ids (a binary model's threshold applied); multi-label: 0/1 [N, L] the labels above theirs
     pairs: Optional[np.ndarray] = None  # object array of str: each row's second text, or None
+
+
+def label_names_of(outputs: dict) -> list:
+    """The label names of a loaded export's outputs (trainer.serving.predict.predict_outputs':
+    `label_names` once, as bytes), decoded."""
+    return [name.decode("utf-8") for name in outputs["label_names"]]
+
+
+def probability_columns(label_names, probabilities) -> dict:
+    """trainer.predict's probability_<label> column of each label [N], in label order."""
+    return {f"probability_{name}": probabilities[:, i] for i, name in enumerate(label_names)}
+
+
+def probabilities_by_name(label_names, row) -> dict:
+    """The server's `probabilities` object of one row: {label: its probability}."""
+    return {name: float(p) for name, p in zip(label_names, row)}

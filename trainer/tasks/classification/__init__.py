@@ -16,6 +16,9 @@ class ClassificationTask(Task):
     loss_name = "cross-entropy"
     calibrates = True  # a temperature rescales class probabilities
     decision_output = "label_index"
+    export_mark = "label_index"
+    answer_outputs = ("probabilities", "label_index", "label_names")
+    explained_outputs = answer_outputs
     decision_variables = ("threshold",)
     agreement_metric = "accuracy"
     figures = ("confusion_matrices", "per_class_scores", "reliability")
@@ -192,6 +195,43 @@ class ClassificationTask(Task):
             "label_index": predicted,
             "label_names": tf.tile(module.label_names[tf.newaxis, :], [batch, 1]),
         }
+
+    def explained_output(self, module, logits, target):
+        """The log-odds of class `target` at the export's temperature, log p - log(1 - p) of
+        its softmax probability: its scaled logit less the log-sum-exp of the others'."""
+        import numpy as np
+        import tensorflow as tf
+
+        chosen = tf.gather(logits, target, batch_dims=1)
+        scaled = logits / module.temperature
+        others = tf.where(tf.one_hot(target, tf.shape(logits)[1]) > 0, -np.inf, scaled)
+        return chosen / module.temperature - tf.reduce_logsumexp(others, axis=1)
+
+    # --- a loaded export's answers: the class the export chose (label_index: a binary model's
+    # threshold applied) and every class's probability
+    def predicted_columns(self, outputs) -> dict:
+        from trainer.tasks import predictions
+
+        names = predictions.label_names_of(outputs)
+        return {"predicted_label": [names[int(i)] for i in outputs["label_index"]],
+                **predictions.probability_columns(names, outputs["probabilities"])}
+
+    def served_predictions(self, outputs) -> list:
+        """`[{"label": ..., "probabilities": {name: p}}]`, as trainer.predict's predicted_label."""
+        from trainer.tasks import predictions
+
+        names = predictions.label_names_of(outputs)
+        return [{"label": names[int(index)], "probabilities": predictions.probabilities_by_name(names, row)}
+                for row, index in zip(outputs["probabilities"], outputs["label_index"])]
+
+    def explained_choices(self, outputs) -> tuple:
+        import numpy as np
+
+        from trainer.tasks import predictions
+
+        names = predictions.label_names_of(outputs)
+        chosen = np.eye(len(names), dtype=bool)[outputs["label_index"].astype(np.int64)]
+        return names, outputs["probabilities"], chosen
 
     def agreement_decisions(self, outputs):
         """The class each row's model chose [N] (a binary model decides at its own threshold),

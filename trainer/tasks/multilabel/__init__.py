@@ -17,6 +17,9 @@ class MultiLabelTask(Task):
     loss_name = "binary cross-entropy"
     label_noun = "label"
     decision_output = "predicted"
+    export_mark = "labels"
+    answer_outputs = ("probabilities", "labels", "predicted", "label_names")
+    explained_outputs = answer_outputs
     decision_variables = ("thresholds",)
     agreement_metric = "micro_f1"
     figures = ("per_label_scores",)
@@ -193,6 +196,34 @@ class MultiLabelTask(Task):
             "predicted": tf.cast(chosen, tf.int32),
             "label_names": names,
         }
+
+    def explained_output(self, module, logits, target):
+        """Label `target`'s logit: the log-odds of its own sigmoid probability."""
+        import tensorflow as tf
+        return tf.gather(logits, target, batch_dims=1)
+
+    # --- a loaded export's answers: the labels at or above their thresholds (`labels` joined,
+    # `predicted` 0/1 per label) and every label's probability
+    def predicted_columns(self, outputs) -> dict:
+        from trainer.tasks import predictions
+
+        return {"predicted_labels": [labels.decode("utf-8") for labels in outputs["labels"]],
+                **predictions.probability_columns(predictions.label_names_of(outputs),
+                                                  outputs["probabilities"])}
+
+    def served_predictions(self, outputs) -> list:
+        """`[{"labels": [...], "probabilities": {name: p}}]`, as trainer.predict's
+        predicted_labels."""
+        from trainer.tasks import predictions
+
+        names = predictions.label_names_of(outputs)
+        return [{"labels": [name for name, picked in zip(names, row_chosen) if picked],
+                 "probabilities": predictions.probabilities_by_name(names, row)}
+                for row, row_chosen in zip(outputs["probabilities"], outputs["predicted"])]
+
+    def explained_choices(self, outputs) -> tuple:
+        from trainer.tasks import predictions
+        return predictions.label_names_of(outputs), outputs["probabilities"], outputs["predicted"]
 
     def agreement_decisions(self, outputs):
         """The whole 0/1 row of chosen labels."""

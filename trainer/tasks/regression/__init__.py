@@ -21,6 +21,8 @@ class RegressionTask(Task):
     label_column_names = LABEL_COLUMNS + ("score",)
     exported_outputs = "scores"
     decision_output = "score"
+    export_mark = "score"
+    answer_outputs = ("score",)
     agreement_metric = "spearman"
     label_issues_refused = ("--task regression has a score per row, which cleanlab's "
                             "classification ranking cannot judge")
@@ -143,6 +145,24 @@ class RegressionTask(Task):
         standardized output back itself)."""
         import tensorflow as tf
         return {"score": tf.reshape(logits, [batch])}
+
+    def explained_output(self, module, logits, target):
+        """The score itself, whatever `target`."""
+        import tensorflow as tf
+        return self.serving_outputs(module, logits, tf.shape(logits)[0])["score"]
+
+    # --- a loaded export's answers: its score
+    def predicted_columns(self, outputs) -> dict:
+        return {"predicted_score": outputs["score"]}
+
+    def served_predictions(self, outputs) -> list:
+        """`[{"score": ...}]`, as trainer.predict's predicted_score."""
+        return [{"score": float(score)} for score in outputs["score"]]
+
+    def explanation_columns(self, explanation) -> dict:
+        """The score explained, on the text and on the baseline."""
+        e = explanation
+        return {"predicted_score": e and e.output, "baseline_score": e and e.baseline_output}
 
     def agreement_value(self, outputs, labels, label_names) -> float:
         import numpy as np
