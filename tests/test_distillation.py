@@ -119,8 +119,10 @@ def teacher(tiny_encoder_dir, tiny_data, tmp_path_factory):
 @pytest.fixture(scope="module")
 def student(teacher, tiny_encoder_dir, tiny_data, unlabeled, tmp_path_factory):
     job_dir = tmp_path_factory.mktemp("student") / "job"
+    # A progress line at every look at the clock (the later flag wins).
     result = run_cli(*train_args(tiny_encoder_dir, tiny_data, job_dir, "--teacher", teacher,
-                                 "--unlabeled-file", unlabeled, "--encoder-layers", "1"))
+                                 "--unlabeled-file", unlabeled, "--encoder-layers", "1",
+                                 "--log-every-seconds", "0.000001"))
     assert result.returncode == 0, result.stdout + result.stderr
     return job_dir, result
 
@@ -135,6 +137,8 @@ def test_a_model_teacher_labels_every_text_once_into_the_job_dir(student, tiny_d
     assert {row["text"] for row in written} >= {row["text"] for row in read_csv(tiny_data["train"])}
     assert {f"probability_{name}" for name in LABELS} <= set(written[0])
     assert f"written to {block['teacher_file']}" in result.stdout + result.stderr
+    assert re.search(r"teacher predicted [\d,]+/[\d,]+ rows \(\d+%\)  .* rows/s  ETA ",
+                     result.stdout + result.stderr)
 
 
 @pytest.mark.slow
