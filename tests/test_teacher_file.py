@@ -24,6 +24,11 @@ def no_problem(values):
     return None
 
 
+def not_finite(values):
+    """Task.teacher_problem's answer for a row that is not all numbers."""
+    return next(((i, "not a number") for i, row in enumerate(values) if not np.isfinite(row).all()), None)
+
+
 def test_rows_are_matched_by_text_in_any_order_ignoring_extra_rows(tmp_path):
     path = write(tmp_path, {"text": ["b", "extra", "a"], "predicted_label": ["pos", "neg", "neg"],
                             "probability_neg": [0.2, 0.5, 0.9], "probability_pos": [0.8, 0.5, 0.1]})
@@ -87,8 +92,6 @@ def test_a_bad_value_names_the_file_and_line_of_its_row(tmp_path):
     path = write(tmp_path, {"text": ["a", "b"], "probability_neg": [0.5, "x"],
                             "probability_pos": [0.5, 0.5]})
     found = teacher_file.read(path, ["text"], COLUMNS)
-    not_finite = lambda values: next(((i, "not a number") for i, row in enumerate(values)  # noqa: E731
-                                      if not np.isfinite(row).all()), None)
     with pytest.raises(UserError, match=r"teacher.csv line 3: not a number$"):
         teacher_file.match(found, hashes(["a", "b"]), "train", str, not_finite)
 
@@ -97,7 +100,5 @@ def test_only_the_matched_rows_are_checked(tmp_path):
     path = write(tmp_path, {"text": ["a", "unused"], "probability_neg": [0.5, "x"],
                             "probability_pos": [0.5, 0.5]})
     found = teacher_file.read(path, ["text"], COLUMNS)
-    not_finite = lambda values: next(((i, "bad") for i, row in enumerate(values)  # noqa: E731
-                                      if not np.isfinite(row).all()), None)
     np.testing.assert_array_equal(
         teacher_file.match(found, hashes(["a"]), "train", str, not_finite), [[0.5, 0.5]])

@@ -65,7 +65,8 @@ def teach(ctx: RunContext) -> None:
     if not x.teacher_source:
         return
     if x.unlabeled_file:
-        held_out = {name: split.hashes for name, split in datasets.splits().items() if name != "train"}
+        held_out = {name: split.hashes for name, split in datasets.labelled().items()
+                    if name != splits_lib.TRAIN}
         datasets.unlabeled = unlabeled.load(x.unlabeled_file, datasets.text_columns(),
                                             datasets.delimiter, held_out)
         if ctx.config.train.dry_run:  # one batch of them, as of every split
