@@ -38,7 +38,7 @@ def wait_for(condition, process, what, timeout=240):
 
 # --- two trainer.task processes on one local job dir ---------------------------------------------
 
-@pytest.mark.slow  # CI's slow line (.ci/run)
+@pytest.mark.slow  # run by hand (docs/testing.md), not in CI
 def test_a_second_run_in_a_job_dir_is_refused_naming_the_first_and_leaves_it_training(
         tiny_encoder_dir, tiny_data, tmp_path):
     """The first run trains 600 rows for 50 epochs: it is still going when the second, the

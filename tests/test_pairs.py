@@ -121,7 +121,7 @@ print(json.dumps(out["probabilities"].numpy().tolist()))
 PAIRS = [["meh", "i love this movie"], ["i love it", "this movie is awful"], ["", "it was fine"]]
 
 
-@pytest.mark.slow  # CI's slow line (.ci/run)
+@pytest.mark.slow  # run by hand (docs/testing.md), not in CI
 def test_the_export_takes_text_and_text_pair_and_reloads_in_a_fresh_process(trained):
     import tensorflow as tf
     from trainer.serving import export
@@ -136,7 +136,7 @@ def test_the_export_takes_text_and_text_pair_and_reloads_in_a_fresh_process(trai
     np.testing.assert_array_equal(there, here["probabilities"].numpy())
 
 
-@pytest.mark.slow  # CI's slow line (.ci/run)
+@pytest.mark.slow  # run by hand (docs/testing.md), not in CI
 def test_predict_reads_both_columns_and_matches_the_test_accuracy(trained, data, tmp_path):
     output = tmp_path / "predictions.csv"
     result = run_cli("--model-dir", trained / "model", "--input", data["test"], "--output", output,

@@ -96,7 +96,7 @@ def test_a_run_without_a_calibration_block_gets_a_temperature_fitted_by_the_repo
     assert "fitted by `trainer.report`" in card and "does **not** apply it" in card
 
 
-@pytest.mark.slow  # CI's slow line (.ci/run)
+@pytest.mark.slow  # run by hand (docs/testing.md), not in CI
 def test_the_report_uses_the_temperature_the_run_recorded(reported, tmp_path):
     job_dir = shutil.copytree(reported[0], tmp_path / "copy", ignore=shutil.ignore_patterns("checkpoints"))
     metrics = json.loads((job_dir / "metrics.json").read_text())
@@ -125,7 +125,7 @@ def test_the_run_builds_its_report_before_writing_metrics_json(reported, tmp_pat
     assert not (job_dir / "metrics.json").exists()
 
 
-@pytest.mark.slow  # CI's slow line (.ci/run)
+@pytest.mark.slow  # run by hand (docs/testing.md), not in CI
 def test_an_unfinished_run_is_refused_with_one_clear_line(reported, tmp_path):
     job_dir = tmp_path / "unfinished"
     job_dir.mkdir()
