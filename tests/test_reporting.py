@@ -393,7 +393,8 @@ def test_report_html_names_the_threshold_beside_its_precision_recall_curve():
     from trainer.reporting import operating_point
     validation = SimpleNamespace(probabilities=np.array([[0.8, 0.2], [0.4, 0.6], [0.3, 0.7]]),
                                  labels=np.array([0, 1, 1]))
-    [(name, _, png, note)] = operating_point.figures(binary_run_metrics(REACHED), {"validation": validation})
+    [(name, _, png, note)] = operating_point.figures(binary_run_metrics(REACHED), {"validation": validation},
+                                                    tasks.by_name("classification"))
     assert name == "precision_recall.png" and png.startswith(b"\x89PNG")
     assert note.startswith('The model predicts "positive" when its probability of "positive" is at '
                            'least 0.529, otherwise "negative"')

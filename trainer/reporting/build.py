@@ -139,7 +139,7 @@ def render_figures(metrics: dict, config, history: pd.DataFrame, predictions,
             f"The dashed line marks the best epoch by {metric}: its weights are the exported ones.")]
     own = [figure for kind in task.figures
            for figure in FIGURES[kind](metrics, predictions, calibration)]
-    return out + own + operating_point.figures(metrics, predictions)
+    return out + own + operating_point.figures(metrics, predictions, task)
 
 
 def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split: Optional[int] = None,

@@ -9,7 +9,7 @@ import jinja2
 
 from trainer import tasks
 from trainer.config import Config
-from trainer.reporting import html, operating_point
+from trainer.reporting import html
 
 
 def _task_section(name: str):
@@ -107,7 +107,7 @@ def render(metrics: dict, config: Config, calibration: Optional[dict], model_dir
                                if count),
         settings=_settings(metrics, config), eval_split=eval_split, eval_metrics=metrics[eval_split],
         calibration=calibration,
-        operating_point=(operating_point.describe(metrics["operating_point"], labels)
+        operating_point=(task.describe_operating_point(metrics["operating_point"], labels)
                          if metrics.get("operating_point") else None),
         max_seq_length=metrics["hyperparameters"]["max_seq_length"],
         long_texts_note=html.long_texts_note(metrics["hyperparameters"]),

@@ -164,11 +164,13 @@ def check_finite_outputs(outputs, what: str) -> None:
 
 
 def finite_outputs(outputs: dict) -> dict:
-    """A batch of an exported model's outputs, refused when its probabilities or scores are not
-    all finite: trainer.predict would write them as empty cells, trainer.serve could not put
-    them in JSON."""
-    values = outputs["score" if "score" in outputs else "probabilities"]
-    check_finite_outputs(np.asarray(values), "texts of a batch given to --model-dir's model")
+    """A batch of an exported model's outputs, refused when any of its numbers (probabilities,
+    scores, whatever the task returns) is not finite: trainer.predict would write them as empty
+    cells, trainer.serve could not put them in JSON."""
+    for values in outputs.values():
+        values = np.asarray(values)
+        if values.dtype.kind == "f":
+            check_finite_outputs(values, "texts of a batch given to --model-dir's model")
     return outputs
 
 

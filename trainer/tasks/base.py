@@ -232,6 +232,16 @@ class Task(abc.ABC):
         """What decision `column` keeps when its target is out of reach, for the warning."""
         raise NotImplementedError(f"{self.name} has no decisions to threshold")
 
+    def describe_operating_point(self, point: dict, label_names) -> str:
+        """What the export decides at metrics.json's operating_point block, in words naming the
+        threshold(s), for the model card and report.html."""
+        raise NotImplementedError(f"{self.name} has no decisions to threshold")
+
+    def operating_curves(self, point: dict, predictions, label_names) -> list:
+        """[(name, scores, truth, chosen point)] per decision of the validation `predictions`
+        (reporting.predictions.SplitPredictions), for report.html's precision-recall curve."""
+        raise NotImplementedError(f"{self.name} has no decisions to threshold")
+
     # --- The export -----------------------------------------------------------------------------
     exported_outputs = "probabilities"  # what the export returns, in the log's words
     # The exported output a user acts on, per row: what the quantized copies are checked on.

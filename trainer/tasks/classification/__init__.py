@@ -175,6 +175,14 @@ class ClassificationTask(Task):
     def kept_decision(self, column: int) -> str:
         return "deciding by the most probable class (threshold 0.5)"
 
+    def describe_operating_point(self, point, label_names) -> str:
+        return card.operating_point(point, label_names)
+
+    def operating_curves(self, point, predictions, label_names) -> list:
+        import numpy as np
+        return [(point["positive_label"], predictions.probabilities[:, POSITIVE],
+                 np.asarray(predictions.labels) == POSITIVE, point)]
+
     # --- the export
     def export_decisions(self) -> dict:
         return {} if self.threshold is None else {"threshold": self.threshold}

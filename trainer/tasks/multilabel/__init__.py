@@ -177,6 +177,16 @@ class MultiLabelTask(Task):
     def kept_decision(self, column: int) -> str:
         return f"its F1-chosen threshold {self.thresholds[column]:.2f}"
 
+    def describe_operating_point(self, point, label_names) -> str:
+        return card.operating_point(point, label_names)
+
+    def operating_curves(self, point, predictions, label_names) -> list:
+        """One curve per label."""
+        import numpy as np
+        truth = np.asarray(predictions.labels) > 0.5
+        return [(name, predictions.probabilities[:, j], truth[:, j], point["labels"][name])
+                for j, name in enumerate(label_names)]
+
     # --- the export
     def export_decisions(self) -> dict:
         return {} if self.thresholds is None else {"thresholds": [float(t) for t in self.thresholds]}

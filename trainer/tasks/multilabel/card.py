@@ -1,5 +1,8 @@
 """Multi-label's sections of MODEL_CARD.md (Task.model_card; trainer.reporting.model_card renders
-them into its template)."""
+them into its template), and its operating point in words."""
+import json
+
+from trainer.tasks.operating_points import wanted
 
 WHAT_IT_DOES = """\
 Tags {{ "a pair of texts" if pair else "a text" }} with any number (none included) of {{ labels | length }} labels: {{ labels | map("tojson") | join(", ") }}.
@@ -34,3 +37,12 @@ SECTIONS = {
     "predict_columns": "`predicted_labels` and `probability_<label>`",
     "counts_note": " A label's count is the rows carrying it.",
 }
+
+
+def operating_point(point: dict, labels) -> str:
+    """What a multi-label model decides at metrics.json's `operating_point` block: a threshold
+    per label, and which labels could not reach the target."""
+    missed = [f"{json.dumps(name)} ({p['why']})" for name, p in point["labels"].items() if not p["reached"]]
+    return (f"Each label is predicted when its probability reaches its threshold, chosen on "
+            f"validation for {wanted(point)}" + (f"; out of reach there, these keep their F1-chosen "
+            f"threshold: {', '.join(missed)}" if missed else "") + ".")
