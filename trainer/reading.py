@@ -84,7 +84,7 @@ def _decoded(stream, path: str) -> Iterator[str]:
         yield text
 
 
-def _lines(path: str) -> Iterator[str]:
+def lines(path: str) -> Iterator[str]:
     """The file's lines, decoded one at a time (a file is never held whole); a `.gz` file is
     decompressed as a stream."""
     with storage.open_binary(path) as raw:
@@ -99,7 +99,7 @@ def _lines(path: str) -> Iterator[str]:
                             f".gz file?") from None
 
 
-def _json_records(lines: Iterator[str], path: str):
+def json_records(lines: Iterator[str], path: str):
     """(line, object) per non-blank line of JSON Lines; or, when the first non-blank line opens
     a JSON array, per element of the array."""
     lines = iter(lines)
@@ -240,7 +240,7 @@ def iter_frames(lines: Iterator[str], fmt: str, path: str, chunk_rows: Optional[
     import pandas as pd
 
     if fmt == "jsonl":
-        header, records = None, _json_records(lines, path)
+        header, records = None, json_records(lines, path)
     else:
         header, records = _delimited_records(lines, fmt, path, delimiter)
     batch, numbers, done = [], [], 0
@@ -269,7 +269,7 @@ def file_frames(path: str, flag: str, chunk_rows: Optional[int] = None,
     a stream, with `_file` and `_row` columns for error messages."""
     fmt = file_format(path, flag, compressed=True)
     try:
-        frames = iter_frames(_lines(path), fmt, path, chunk_rows, delimiter)
+        frames = iter_frames(lines(path), fmt, path, chunk_rows, delimiter)
         for index, frame in enumerate(frames):
             if index == 0 and frame.empty:
                 raise UserError(f"{path}: file is empty" if fmt == "jsonl"
