@@ -1,0 +1,29 @@
+"""A raw string's words and their character offsets, in the graph
+(trainer/modeling/encoders/words.py): what token classification tags and what its entities'
+`start` and `end` index."""
+import tensorflow as tf
+
+from trainer.modeling.encoders import words
+
+
+def split(*strings):
+    found, starts, ends = words.split_words(tf.constant(list(strings)))
+    return [[(word.decode(), start, end) for word, start, end in zip(*row)]
+            for row in zip(found.to_list(), starts.to_list(), ends.to_list())]
+
+
+def test_offsets_index_the_raw_string_through_accents_emoji_and_runs_of_spaces():
+    text = "Café  Zoë's 🎉 in São Paulo!"
+    [row] = split(text)
+    assert [word for word, _, _ in row] == ["Café", "Zoë", "'", "s", "🎉", "in", "São", "Paulo", "!"]
+    assert all(text[start:end] == word for word, start, end in row)
+    assert row[6] == ("São", 17, 20)
+
+
+def test_each_punctuation_character_is_a_word_as_conll_tokenizes():
+    [row] = split("R.H. Saunders (St. Lawrence)")
+    assert [word for word, _, _ in row] == ["R", ".", "H", ".", "Saunders", "(", "St", ".", "Lawrence", ")"]
+
+
+def test_unicode_spaces_separate_words_and_an_empty_string_has_none():
+    assert split("x\u00a0y\u2003z", "", "   ") == [[("x", 0, 1), ("y", 2, 3), ("z", 4, 5)], [], []]
