@@ -2,6 +2,8 @@
 strict IOB2 rules of tags.entities, which the entity scores use."""
 import random
 
+import numpy as np
+
 import tensorflow as tf
 
 from trainer.tasks.tagging import spans, tags
@@ -32,3 +34,21 @@ def test_it_runs_in_a_traced_function_as_an_export_calls_it():
         tf.RaggedTensorSpec([None, None], tf.int64, ragged_rank=1)])
     b_org, i_org = NAMES.index("B-ORG"), NAMES.index("I-ORG")
     assert runs([[0, b_org, i_org]], traced) == [[("ORG", 1, 3)]]
+
+
+def test_entities_come_back_with_code_point_offsets_into_the_raw_string():
+    from trainer.modeling.encoders.words import split_words
+
+    texts = ["Zoë  flew to São Paulo 🎉!", "nothing here", ""]
+    _, starts, ends = split_words(tf.constant(texts))
+    given = [["B-PER", "O", "O", "B-LOC", "I-LOC", "O", "O"], ["O", "O"], []]
+    one_hot = [[[0.9 if name == tag else 0.1 / (len(NAMES) - 1) for name in NAMES] for tag in row] for row in given]
+    probabilities = tf.ragged.constant(one_hot, ragged_rank=1, inner_shape=(len(NAMES),), dtype=tf.float32)
+    out = spans.entity_outputs(tf.constant(texts), starts, ends, probabilities, tf.constant(TYPES))
+    assert out["entity_count"].numpy().tolist() == [2, 0, 0]
+    assert [t.decode() for t in out["entity_text"].numpy()[0]] == ["Zoë", "São Paulo"]
+    assert [texts[0][a:b] for a, b in zip(out["entity_start"].numpy()[0], out["entity_end"].numpy()[0])] == \
+        ["Zoë", "São Paulo"]
+    assert [label.decode() for label in out["entity_label"].numpy()[0]] == ["PER", "LOC"]
+    assert out["entity_score"].numpy()[0].tolist() == [np.float32(0.9)] * 2
+    assert out["entity_start"].numpy()[1].tolist() == [-1, -1]

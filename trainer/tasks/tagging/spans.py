@@ -30,3 +30,31 @@ def entity_runs(tag_ids: tf.RaggedTensor):
     begins = run_first.with_flat_values((run_tag > 0) & (run_tag % 2 == 1))
     return (tf.ragged.boolean_mask(run_first.with_flat_values((run_tag - 1) // 2), begins),
             tf.ragged.boolean_mask(run_first, begins), tf.ragged.boolean_mask(run_end, begins))
+
+
+def entity_outputs(strings: tf.Tensor, starts: tf.RaggedTensor, ends: tf.RaggedTensor,
+                   probabilities: tf.RaggedTensor, type_names: tf.Tensor) -> dict:
+    """The entities of [B] raw `strings` as a signature returns them, padded to the most entities
+    of a row (`entity_count` says how many are real): `entity_label`, `entity_text`, the
+    code-point offsets `entity_start` and `entity_end` (exclusive; -1 as padding) and
+    `entity_score`, the mean over its words of the probability of the tag each was given.
+
+    `starts`, `ends` [B, (W)]: the words' offsets (modeling.encoders.words); `probabilities`
+    [B, (W), tags]: each word's tag probabilities; `type_names` [types] string."""
+    tag_ids = probabilities.with_flat_values(tf.argmax(probabilities.flat_values, axis=-1))
+    kinds, first, end = entity_runs(tag_ids)
+    row_starts = tf.expand_dims(tag_ids.row_starts(), 1)
+    char_start = tf.gather(starts.flat_values, (first + row_starts).flat_values)
+    char_end = tf.gather(ends.flat_values, (end - 1 + row_starts).flat_values)
+    chosen = tf.reduce_max(probabilities.flat_values, axis=-1)
+    words = tf.ragged.range((first + row_starts).flat_values, (end + row_starts).flat_values)
+    score = tf.reduce_mean(tf.gather(chosen, words), axis=1)
+    rows = kinds.value_rowids()
+    text = tf.strings.substr(tf.gather(strings, rows), tf.cast(char_start, tf.int32),
+                             tf.cast(char_end - char_start, tf.int32), unit="UTF8_CHAR")
+    ragged = {"entity_label": tf.gather(type_names, kinds.flat_values), "entity_text": text,
+              "entity_start": char_start, "entity_end": char_end, "entity_score": score}
+    padding = {"entity_label": "", "entity_text": "", "entity_start": -1, "entity_end": -1, "entity_score": 0.0}
+    outputs = {name: kinds.with_flat_values(values).to_tensor(default_value=padding[name])
+               for name, values in ragged.items()}
+    return {**outputs, "entity_count": kinds.row_lengths()}
