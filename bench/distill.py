@@ -145,6 +145,13 @@ def report(results: dict, args, data: dict) -> str:
                      for r in results.values()],
                     ["model", "dev acc", "vs student", f"{LONG_WORDS}+ words", "train s", "x student",
                      "teacher s", "predict texts/s", "x student"]))
+        if args.teacher_job and "teacher" in results:
+            print(f"\nthe teacher's row is of --teacher-job's run ({args.teacher_job}), trained outside "
+                  f"this run: its training time was not measured alone")
+        reused = [r["model"] for r in results.values() if r["distillation"] and r["teacher_seconds"] < 60]
+        if reused:
+            print(f"{', '.join(reused)}: the teacher's outputs came from its file, written once by an "
+                  f"earlier run of the same teacher and data (teacher s: reading it)")
         if "teacher" in results and "distilled" in results:
             gap = results["teacher"]["accuracy"] - base["accuracy"]
             closed = (results["distilled"]["accuracy"] - base["accuracy"]) / gap if gap else float("nan")
