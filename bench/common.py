@@ -46,9 +46,10 @@ def write_sst2_tsv(path, rows):
 
 def predict_file(model_dir: str, input_path: str, output: str) -> tuple:
     """(trainer.predict's printed lines, its output rows as dicts in the input's order) for
-    `input_path` through the float32 export in `model_dir`; stops with its stderr if it fails."""
+    `input_path` through the float32 export in `model_dir`, replacing the bench's own `output`
+    of an earlier run; stops with its stderr if it fails."""
     done = subprocess.run([sys.executable, "-m", "trainer.predict", "--model-dir", model_dir, "--input",
-                           input_path, "--output", output, "--precision", "float32"],
+                           input_path, "--output", output, "--precision", "float32", "--overwrite"],
                           cwd=ROOT, capture_output=True, text=True)
     if done.returncode:
         sys.exit(f"error: trainer.predict on {input_path} failed:\n{done.stderr}")
