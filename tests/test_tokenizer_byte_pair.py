@@ -180,3 +180,21 @@ def test_savedmodel_reloads_in_a_fresh_process_with_the_same_ids(modernbert_file
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout) == layer(tf.constant(texts)).to_list()
     assert os.path.exists(tmp_path / "saved" / "assets" / "tokenizer.json")
+
+
+def test_words_one_at_a_time_give_hugging_faces_pieces_of_split_words(roberta, trained):
+    """Token classification's alignment (modeling/encoders/word_pieces.py): byte-level BPE reads
+    each word after a space, as Hugging Face's add_prefix_space=True, and the pieces of each word
+    are those its word_ids() group."""
+    from transformers import RobertaTokenizerFast
+
+    from trainer.modeling.encoders.preprocessing import SubwordPreprocessor
+
+    words = ["The", "café", "won", "3-2", "against", "Zoë", "!", "😀🎉", "東京タワー", "naïve"]
+    theirs = RobertaTokenizerFast(*trained["roberta"], add_prefix_space=True)
+    encoded = theirs(words, is_split_into_words=True, add_special_tokens=False)
+    expected = [[] for _ in words]
+    for piece, word in zip(encoded["input_ids"], encoded.word_ids()):
+        expected[word].append(piece)
+    ours = SubwordPreprocessor(roberta[0], roberta_family.SPECIAL)
+    assert ours.tokenize_words(tf.constant(words)).to_list() == expected

@@ -200,3 +200,25 @@ def test_savedmodel_reloads_in_a_fresh_process_with_the_same_ids(models, tmp_pat
     for family, (model_file, hf) in models.items():
         assert result[family] == hf_ids(hf, texts)
         assert result[family + " asset"] == str(tmp_path / family / "assets" / os.path.basename(model_file))
+
+
+def hf_word_pieces(hf, words):
+    """Hugging Face's pieces of each word, for words given with is_split_into_words=True."""
+    encoded = hf(words, is_split_into_words=True, add_special_tokens=False)
+    pieces = [[] for _ in words]
+    for piece, word in zip(encoded["input_ids"], encoded.word_ids()):
+        pieces[word].append(piece)
+    return pieces
+
+
+@pytest.mark.parametrize("family", ["xlm-roberta", "deberta-v3"])
+def test_words_one_at_a_time_give_hugging_faces_pieces_of_split_words(models, family):
+    """Token classification's alignment (modeling/encoders/word_pieces.py): each word's pieces, and
+    so the first piece its tag is read at, as Hugging Face's word_ids() group them."""
+    from trainer.modeling.encoders.preprocessing import SubwordPreprocessor
+
+    model_file, hf = models[family]
+    words = ["The", "café", "won", "3-2", "against", "Zoë", "!", "😀🎉", "東京タワー", "naïve"]
+    special = {"xlm-roberta": roberta.SPECIAL, "deberta-v3": deberta_v2.SPECIAL}[family]
+    ours = SubwordPreprocessor(SentencePieceTokenizer(model_file, LAYOUTS[family]), special)
+    assert ours.tokenize_words(tf.constant(words)).to_list() == hf_word_pieces(hf, words)

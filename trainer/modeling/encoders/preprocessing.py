@@ -160,6 +160,12 @@ class PackingPreprocessor(tf_keras.layers.Layer):
     def call(self, strings):
         return self.bert_pack_inputs([self.tokenize(strings)])
 
+    def tokenize_words(self, words: tf.Tensor) -> tf.RaggedTensor:
+        """[N] words -> int32 [N, (pieces)]: each word's pieces as Hugging Face gives them for
+        words passed with `is_split_into_words=True` (token classification)."""
+        pieces = self.tokenize(words)
+        return pieces.merge_dims(1, -1) if pieces.ragged_rank > 1 else pieces
+
 
 class SubwordPreprocessor(PackingPreprocessor):
     """The preprocessor interface (`__call__`, `tokenize`, `bert_pack_inputs`) over a subword
@@ -185,3 +191,10 @@ class SubwordPreprocessor(PackingPreprocessor):
     def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
         """[B] strings -> int32 RaggedTensor [B, (tokens)]."""
         return self.tokenizer.tokenize(strings)
+
+    def tokenize_words(self, words: tf.Tensor) -> tf.RaggedTensor:
+        """Each word after the tokenizer's `word_prefix`: byte-level BPE reads a word after a
+        space as in running text (Hugging Face's `add_prefix_space=True`, which words given with
+        `is_split_into_words=True` require)."""
+        prefix = self.tokenizer.word_prefix
+        return self.tokenize(tf.strings.join([prefix, words]) if prefix else words)

@@ -4,10 +4,10 @@ tokenizer, in the graph, and the position of its first piece, where its tag is r
 Face's run_ner labels the same piece and ignores the rest).
 
 Each word is tokenized on its own, as Hugging Face tokenizes words given with
-`is_split_into_words=True`. WordPiece is checked here (tests/test_word_pieces.py: a sentence's
-words pack as the sentence does); byte-level BPE reads a word alone differently from the same
-word after a space (Hugging Face's `add_prefix_space=True`), so its families and SentencePiece's
-join once their alignment is checked against Hugging Face's `word_ids`. A word that is cut (past
+`is_split_into_words=True` (the preprocessor's `tokenize_words`: byte-level BPE reads each after
+a space): each word's pieces equal those Hugging Face's `word_ids()` group, for WordPiece
+(tests/test_word_pieces.py), byte-level BPE and SentencePiece (the words tests of
+tests/test_tokenizer_byte_pair.py and test_tokenizer_sentencepiece.py). A word that is cut (past
 `seq_length` with the special tokens) or that has no piece (a control character) has position -1.
 """
 import tensorflow as tf
@@ -16,10 +16,7 @@ import tensorflow as tf
 def pack_words(preprocessor, words: tf.RaggedTensor, seq_length: int) -> dict:
     """Model inputs [B, seq_length] of `words` [B, (W)] (strings), one segment per row, plus
     `word_positions` [B, (W)] int32: each word's first piece in `input_word_ids`, or -1."""
-    pieces = preprocessor.tokenize(words.flat_values)
-    if pieces.ragged_rank > 1:  # WordPiece's [N, (sub-words), (pieces)]: a word is all of them
-        pieces = pieces.merge_dims(1, -1)
-    pieces = words.with_flat_values(pieces)  # [B, (W), (P)]
+    pieces = words.with_flat_values(preprocessor.tokenize_words(words.flat_values))  # [B, (W), (P)]
     inputs = preprocessor.bert_pack_inputs([pieces], seq_length=seq_length)
     counts = tf.cast(pieces.row_lengths(axis=2), tf.int32)  # pieces per word
     dense = counts.to_tensor()

@@ -198,6 +198,10 @@ class BytePairTokenizer(tf.Module):
     with only `import tensorflow, tensorflow_text`. `assets` holds the source files to ship.
     """
 
+    # A word tokenized alone is read after a space, as in running text (token classification;
+    # Hugging Face's add_prefix_space=True for words given with is_split_into_words=True).
+    word_prefix = " "
+
     def __init__(self, spec: BytePairSpec, name: Optional[str] = None):
         super().__init__(name=name)
         ids = {**spec.vocab, **{token.content: token.id for token in spec.added_tokens}}

@@ -73,6 +73,10 @@ class SentencePieceTokenizer(tf.Module):
     The ids are laid out as `layout.vocabulary` says (the family's record).
     """
 
+    # A word tokenized alone gets the model's "▁" word start by itself, as Hugging Face's words
+    # given with is_split_into_words=True do (token classification).
+    word_prefix = ""
+
     def __init__(self, model_file: str, layout: SentencePieceLayout, name=None):
         super().__init__(name=name)
         family = layout.family
