@@ -22,8 +22,7 @@ same seeded rows elsewhere.
 Figures per model: accuracy on dev.tsv over all rows and over rows of 10 or more words (the
 official dev set is whole sentences: README of ../shared/data), the run's training seconds
 (metrics.json durations.train; the teacher's labelling of the transfer set is durations.teacher,
-shown apart), and trainer.predict's rate (float32 export) on dev's texts five times over (on
-dev alone, a few seconds, it moved by a fifth between runs), each also as a ratio to the
+shown apart), and trainer.predict's rate on dev.tsv (float32 export), each also as a ratio to the
 student's. With --data imdb: imdb/train.csv's --train-rows reviews, imdb/unlabeled.csv as the
 transfer set, imdb/dev.csv to score (10+ words is every review there).
 """
@@ -44,7 +43,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "..", "shared", "data")
 MODELS = ("student", "teacher", "distilled", "distilled-3")
 LONG_WORDS = 10
-TIMING_COPIES = 5
 
 
 def sst2(work: str, train_rows: int, transfer_rows, seed: int) -> dict:
@@ -96,18 +94,6 @@ def model_flags(model: str, data: dict, jobs: dict) -> list:
     return []
 
 
-def timing_file(work: str, data: dict) -> str:
-    """The dev texts TIMING_COPIES times over: trainer.predict's rate on dev alone (872 SST-2
-    sentences, 3 s at the student's rate) moved by a fifth between two runs of the same model,
-    its loading and first batch weighing on so few rows."""
-    path = os.path.join(work, "timing.csv")
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["sentence"])
-        writer.writerows([text] for _ in range(TIMING_COPIES) for text, _ in data["dev_rows"])
-    return path
-
-
 def teacher_file(job: str) -> str:
     """The teacher's outputs the distilled run wrote (metrics.json's distillation.teacher_file)."""
     with open(os.path.join(job, "metrics.json")) as f:
@@ -133,9 +119,7 @@ def run_model(work: str, model: str, data: dict, jobs: dict, args) -> dict:
                        check=True, cwd=os.path.dirname(HERE))
     with open(os.path.join(job, "metrics.json")) as f:
         metrics = json.load(f)
-    _, rows = predict_file(os.path.join(job, "model"), data["dev"], os.path.join(job, "dev.csv"))
-    printed_lines, _ = predict_file(os.path.join(job, "model"), timing_file(work, data),
-                                    os.path.join(job, "timing.csv"))
+    printed_lines, rows = predict_file(os.path.join(job, "model"), data["dev"], os.path.join(job, "dev.csv"))
     rate = float(re.search(r"predicted \d+ rows in .* \(([\d,.]+) rows/s\)", printed_lines).group(1).replace(",", ""))
     right = np.asarray([row["predicted_label"] == label for row, (_, label) in zip(rows, data["dev_rows"])])
     long_rows = np.asarray([len(text.split()) >= LONG_WORDS for text, _ in data["dev_rows"]])
