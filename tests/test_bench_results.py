@@ -44,7 +44,7 @@ def read(path: str) -> str:
         return f.read()
 
 
-README_TABLES = quoted_tables(read("README.md"))
+README_TABLES = quoted_tables(read("README.md"), None)
 BENCHMARK_TABLES = quoted_tables(read("docs/benchmarks.md"), None)
 PERFORMANCE_TABLES = quoted_tables(read("docs/performance.md"), None)
 TABLES = README_TABLES + BENCHMARK_TABLES + PERFORMANCE_TABLES
