@@ -31,13 +31,12 @@ import csv
 import json
 import os
 import re
-import subprocess
 import sys
 
 import numpy as np
 
 from common import (WORK, add_publish_flag, machine, predict_file, printed, publish, read_sst2_tsv,
-                    table, write_sst2_tsv)
+                    table, train_once, write_sst2_tsv)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "..", "shared", "data")
@@ -111,14 +110,7 @@ def job_dir(work: str, model: str, args) -> str:
 
 def run_model(work: str, model: str, data: dict, jobs: dict, args) -> dict:
     job = jobs[model] = job_dir(work, model, args)
-    if not os.path.exists(os.path.join(job, "metrics.json")):
-        # Resumes an unfinished run of the same flags in `job` (trainer.task's job dir rules).
-        subprocess.run([sys.executable, "-m", "trainer.task", "--training-file", data["train"],
-                        "--job-dir", job, *model_flags(model, data, jobs), "--export-bfloat16", "off",
-                        "--export-int8", "off", "--report-explanations", "0"],
-                       check=True, cwd=os.path.dirname(HERE))
-    with open(os.path.join(job, "metrics.json")) as f:
-        metrics = json.load(f)
+    metrics = train_once(job, ["--training-file", data["train"], *model_flags(model, data, jobs)])
     printed_lines, rows = predict_file(os.path.join(job, "model"), data["dev"], os.path.join(job, "dev.csv"))
     rate = float(re.search(r"predicted \d+ rows in .* \(([\d,.]+) rows/s\)", printed_lines).group(1).replace(",", ""))
     right = np.asarray([row["predicted_label"] == label for row, (_, label) in zip(rows, data["dev_rows"])])

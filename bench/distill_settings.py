@@ -16,15 +16,12 @@ epochs.
 """
 import argparse
 import csv
-import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 
 from common import (WORK, add_publish_flag, log, machine, predict_file, printed, publish, read_sst2_tsv,
-                    table, write_sst2_tsv)
+                    table, train_once, write_sst2_tsv)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN_TSV = os.path.join(HERE, "..", "..", "shared", "data", "sst2", "train.tsv")
@@ -66,14 +63,10 @@ def run(work: str, setting: str, data: dict, args) -> dict:
         temperature, alpha = setting.split(":")
         flags = ["--teacher-probabilities", args.teacher_probabilities, "--unlabeled-file", data["transfer"],
                  "--distill-temperature", temperature, "--distill-alpha", alpha]
-    if not os.path.exists(os.path.join(job, "metrics.json")):
-        subprocess.run([sys.executable, "-m", "trainer.task", "--training-file", data["train"], "--job-dir", job,
-                        "--epochs", str(args.epochs), *flags, "--export-bfloat16", "off", "--export-int8", "off",
-                        "--report-explanations", "0"], check=True, cwd=os.path.dirname(HERE))
+    metrics = train_once(job, ["--training-file", data["train"], "--epochs", str(args.epochs), *flags])
     _, rows = predict_file(os.path.join(job, "model"), data["scored"], os.path.join(job, "scored.csv"))
     accuracy = float(np.mean([row["predicted_label"] == label for row, label in zip(rows, data["labels"])]))
-    with open(os.path.join(job, "metrics.json")) as f:
-        validation = json.load(f)["validation"]["accuracy"]
+    validation = metrics["validation"]["accuracy"]
     return {"setting": setting, "accuracy": accuracy, "validation_accuracy": validation}
 
 
