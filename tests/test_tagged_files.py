@@ -1,11 +1,11 @@
-"""Files of tagged sentences (trainer/data/tagged_files.py): CoNLL, JSON Lines of tokens and
+"""Files of tagged sentences (trainer/tasks/tagging/files.py): CoNLL, JSON Lines of tokens and
 tags, JSON Lines of text and character spans; each bad line named by file, line and token."""
 import gzip
 import json
 
 import pytest
 
-from trainer.data import tagged_files
+from trainer.tasks.tagging import files as tagged_files
 from trainer.errors import UserError
 
 

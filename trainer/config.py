@@ -553,6 +553,8 @@ def _apply_environment(config: Config, env: "vertex.VertexEnvironment", given: d
 
 def _apply_task_defaults(config: Config, given: dict) -> None:
     """An unset --selection-metric becomes the task's own default (regression: val_spearman)."""
+    if config.model.task == tasks.AUTO:
+        config.model.task = tasks.auto_task(config.data.training_file) or tasks.AUTO
     if "selection_metric" not in given.get("train", {}):
         config.train.selection_metric = tasks.from_config(config).default_metric
 

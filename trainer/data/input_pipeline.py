@@ -68,6 +68,7 @@ class TokenizedSplit:
     lengths: np.ndarray  # int32 [N]
     labels: np.ndarray  # int32 [N] class ids, or float32 [N] regression targets
     weights: np.ndarray  # float32 [N]
+    full_lengths: Optional[np.ndarray] = None  # int32 [N]: each row's length before the cut
 
     def __len__(self):
         return len(self.lengths)

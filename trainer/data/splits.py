@@ -44,6 +44,11 @@ class Split:
     def __len__(self):
         return len(self.labels)
 
+    def subset(self, index: np.ndarray) -> "Split":
+        """The rows `index` of the split."""
+        return dataclasses.replace(self, labels=self.labels[index], positions=self.positions[index],
+                                   hashes=self.hashes[index])
+
 
 @dataclasses.dataclass
 class Datasets:
@@ -202,7 +207,7 @@ def stratified_split(split: Split, fraction: float, seed: int, what: str, names:
     strata = task.held_out_strata(split.labels)
     if strata is None:
         rest, held = train_test_split(np.arange(len(split)), test_size=fraction, random_state=seed)
-        return _subset(split, np.sort(rest)), _subset(split, np.sort(held))
+        return split.subset(np.sort(rest)), split.subset(np.sort(held))
     counts = np.bincount(strata)
     rare = [i for i, c in enumerate(counts) if 0 < c < 2]
     if rare:
@@ -216,12 +221,7 @@ def stratified_split(split: Split, fraction: float, seed: int, what: str, names:
                                       random_state=seed, stratify=strata)
     except ValueError as e:
         raise UserError(f"{split.source}: cannot carve a stratified {what} of {fraction:.0%}: {e}") from None
-    return _subset(split, np.sort(rest)), _subset(split, np.sort(held))
-
-
-def _subset(split: Split, index: np.ndarray) -> Split:
-    return dataclasses.replace(split, labels=split.labels[index], positions=split.positions[index],
-                               hashes=split.hashes[index])
+    return split.subset(np.sort(rest)), split.subset(np.sort(held))
 
 
 def load_datasets(config: Config, task=None) -> Datasets:
@@ -295,7 +295,7 @@ def dry_run_rows(config: Config) -> int:
 
 def head(split: Split, rows: int) -> Split:
     """The split's first `rows` rows."""
-    return _subset(split, np.arange(min(rows, len(split))))
+    return split.subset(np.arange(min(rows, len(split))))
 
 
 def class_weights(labels: np.ndarray, num_classes: int) -> np.ndarray:

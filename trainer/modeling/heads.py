@@ -152,6 +152,33 @@ def build_classifier(network, num_classes: int, pooling: str, dropout: float,
         head, network(encoded), encoded["input_mask"], inputs["input_mask"]), name="classifier")
 
 
+class TokenPadding(tf_keras.layers.Layer):
+    """Per-token outputs [B, T, K] padded with zeros to [B, seq_length, K]: a split's outputs
+    then stack whatever length each batch was padded to (modeling.evaluation)."""
+
+    def __init__(self, seq_length: int, **kwargs):
+        super().__init__(dtype="float32", **kwargs)
+        self.seq_length = seq_length
+
+    def call(self, outputs):
+        return tf.pad(outputs, [[0, 0], [0, self.seq_length - tf.shape(outputs)[1]], [0, 0]])
+
+    def get_config(self):
+        return {**super().get_config(), "seq_length": self.seq_length}
+
+
+def build_tagger(network, num_tags: int, dropout: float, seq_length: int) -> Classifier:
+    """Token classification: float32 logits of `num_tags` tags per token [B, seq_length, tags]
+    (Devlin et al. 2019, section 5.3: a tag per token from its final hidden vector); the task
+    reads each word's at its first piece."""
+    inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name) for name in INPUT_KEYS}
+    x = tf_keras.layers.Dropout(dropout, name="head_dropout")(network(inputs)["sequence_output"])
+    logits = tf_keras.layers.Dense(num_tags, dtype="float32", name="logits",
+                                   kernel_initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02))(x)
+    return Classifier(inputs=inputs, outputs=TokenPadding(seq_length, name="token_padding")(logits),
+                      name="tagger")
+
+
 def apply_head(head, encoder_outputs: dict, input_mask, text_mask=None):
     """The head layers (pooling if mean, window pooling, dropout, logits, the task's output
     layer) on the encoder's outputs: the sentence vector is the masked mean of the sequence

@@ -46,7 +46,7 @@ def _predict(task, model, split, texts, pairs, batch_size: int, temperature: flo
 def recompute(config, model_dir: str, label_names, task) -> dict:
     """{"validation": ..., "test": ...} (test when the run had one) from the exported model of a
     `task` run."""
-    from trainer.data.splits import load_datasets
+    from trainer.data.loading import load_datasets
 
     datasets = load_datasets(config, task)
     if list(datasets.labels.names) != list(label_names):

@@ -12,10 +12,11 @@ from trainer.tasks.base import Task
 from trainer.tasks.classification import ClassificationTask
 from trainer.tasks.multilabel import MultiLabelTask
 from trainer.tasks.regression import RegressionTask
+from trainer.tasks.tagging import TaggingTask
 
-# The task kinds, in --task's order; the first is what --task auto trains (and what a run from
-# before there were other tasks trained).
-KINDS = (ClassificationTask, RegressionTask, MultiLabelTask)
+# The task kinds, in --task's order; the first is what --task auto trains on a file no other
+# kind claims (Task.claims), and what a run from before there were other tasks trained.
+KINDS = (ClassificationTask, RegressionTask, MultiLabelTask, TaggingTask)
 
 NAMES = tuple(kind.name for kind in KINDS)
 AUTO = "auto"
@@ -32,6 +33,14 @@ def by_name(name: Optional[str]) -> Task:
     if name in (None, AUTO):
         return KINDS[0]()
     return {kind.name: kind for kind in KINDS}[name]()
+
+
+def auto_task(training_file: Optional[str]) -> Optional[str]:
+    """The name of the kind --task auto trains on `training_file` when a kind claims it (tagged
+    sentences), else None: the first kind's, as ever."""
+    if not training_file:
+        return None
+    return next((kind.name for kind in KINDS[1:] if kind.claims(training_file)), None)
 
 
 def from_config(config) -> Task:

@@ -27,8 +27,18 @@ class Task(abc.ABC):
     summary_metrics: Sequence[str]  # keys of summarize() tracked per epoch as val_<key>, besides loss
     loss_name: str  # what the loss measures, in words (the report's axis label)
     label_noun = "class"  # what one of its outputs is called in messages: "class" or "label"
+    # What one row of its data is: "text", a text (or pair) labelled as a whole, read from CSV,
+    # TSV or JSON Lines columns; or "word", a sentence labelled word by word, read from files of
+    # tagged sentences (data/loading.py), tokenized word by word and exported to return spans.
+    unit = "text"
     # The label columns looked for when --label-column is not given, in order.
     label_column_names: Sequence[str] = reading.LABEL_COLUMNS
+
+    @classmethod
+    def claims(cls, training_file: str) -> bool:
+        """Whether --task auto trains this kind on `training_file` (tagged sentences are token
+        classification's); the first kind of the registry takes any other file."""
+        return False
 
     @property
     def default_metric(self) -> str:

@@ -174,6 +174,8 @@ def unsupported(ctx: RunContext, precision: str):
     or None."""
     from trainer.serving import variants
 
+    if ctx.task.unit == "word":
+        return f"--task {ctx.task.name}'s copies are not checked on entity F1 yet"
     return variants.unsupported(precision, ctx.config.model.encoder_backend, ctx.long_texts.mode)
 
 
@@ -240,18 +242,19 @@ def _window_flags(ctx: RunContext) -> dict:
 def _classifier(ctx: RunContext) -> tuple:
     """(preprocessor, the run's classifier) built afresh, encoder included, under the current
     dtype policy."""
-    from trainer.modeling import heads
-    from trainer.training.stages import encoder_of, windows_of
+    from trainer.training.stages import encoder_of, model_of
 
     encoder = encoder_of(ctx.config, ctx.environ)
-    return encoder.preprocessor, heads.build_classifier(
-        encoder.network, ctx.task.output_units(ctx.datasets.labels), ctx.pooling,
-        ctx.config.model.dropout, ctx.task.output_layer, windows=windows_of(ctx))
+    return encoder.preprocessor, model_of(ctx, encoder.network)
 
 
 def _serving_module(ctx: RunContext, preprocessor, model):
     """The export of the run's task, with its decisions (a reached --target-precision/
     --target-recall's threshold, multi-label's thresholds: Task.export_decisions)."""
+    if ctx.task.unit == "word":
+        from trainer.serving import tagging
+        return tagging.TaggingModule(preprocessor, model, ctx.datasets.labels.names,
+                                     ctx.config.data.max_seq_length)
     return export_lib.ServingModule(preprocessor, model, ctx.datasets.labels.names,
                                     ctx.config.data.max_seq_length,
                                     temperature=export_temperature(ctx),

@@ -92,10 +92,10 @@ def load_data(ctx: RunContext) -> None:
     next can still configure collectives.)
     """
     from trainer import tasks
-    from trainer.data import splits
+    from trainer.data import loading
 
     ctx.task = tasks.from_config(ctx.config)
-    datasets = ctx.datasets = splits.load_datasets(ctx.config, ctx.task)
+    datasets = ctx.datasets = loading.load_datasets(ctx.config, ctx.task)
     ctx.task.prepare(datasets.labels, datasets.train.labels)
     log.info("data: %s (text %r%s, label %r as %s)", ", ".join(
         f"{name} {size}" for name, size in datasets.sizes().items()), datasets.text_column,
@@ -230,6 +230,9 @@ def tokenize(ctx: RunContext) -> None:
     from trainer.training import long_texts
 
     config, datasets = ctx.config, ctx.datasets
+    if ctx.task.unit == "word":
+        _tokenize_words(ctx)
+        return
     weights = None
     if config.train.class_weights == "balanced":
         weights = splits.class_weights(datasets.train.labels, len(datasets.labels.names))
@@ -255,6 +258,23 @@ def tokenize(ctx: RunContext) -> None:
                        tokenized, int(input_pipeline.special_count(ctx.encoder.preprocessor, 1)),
                        pairs=datasets.text_pair_column is not None)
     ctx.inputs = batching(config, ctx.runtime, cut, tokenized, truncated, training)
+
+
+def _tokenize_words(ctx: RunContext) -> None:
+    """Tagged sentences tokenized word by word (data.tagged_tokens), in memory; the words past
+    --max-seq-length counted."""
+    from trainer.data import tagged_tokens
+
+    config = ctx.config
+    limit = config.data.max_seq_length
+    tokenized, cut = tagged_tokens.tokenize_splits(ctx.datasets, ctx.encoder.preprocessor, limit,
+                                                   config.runtime.log_every_seconds)
+    log.info("%d sentences, mean %.1f tokens", sum(len(t) for t in tokenized.values()),
+             tokenized["train"].lengths.mean())
+    tagged_tokens.log_cut(cut, ctx.datasets, limit)
+    # metrics.json's truncated_texts: the sentences that lost a word.
+    ctx.inputs = batching(config, ctx.runtime, ctx.long_texts, tokenized,
+                          {name: int((lost > 0).sum()) for name, lost in cut.items()})
 
 
 def batching(config, runtime: Runtime, cut, tokenized: dict, truncated: dict, training=None) -> Inputs:
@@ -367,6 +387,19 @@ def windows_of(ctx: RunContext):
     return ctx.config.data.max_seq_length, ctx.config.model.window_pooling
 
 
+def model_of(ctx: RunContext, network):
+    """The run's model on `network`: a tagger for a task of words (Task.unit), else the
+    classifier of a pooled text."""
+    from trainer.modeling import heads
+
+    config, task = ctx.config, ctx.task
+    units = task.output_units(ctx.datasets.labels)
+    if task.unit == "word":
+        return heads.build_tagger(network, units, config.model.dropout, config.data.max_seq_length)
+    return heads.build_classifier(network, units, ctx.pooling, config.model.dropout,
+                                  task.output_layer, windows=windows_of(ctx))
+
+
 def _compiled_model(ctx: RunContext):
     import tf_keras
 
@@ -374,9 +407,7 @@ def _compiled_model(ctx: RunContext):
 
     config, encoder = ctx.config, ctx.encoder
     task = ctx.task
-    model = heads.build_classifier(encoder.network, task.output_units(ctx.datasets.labels),
-                                   ctx.pooling, config.model.dropout, task.output_layer,
-                                   windows=windows_of(ctx))
+    model = model_of(ctx, encoder.network)
     if config.model.freeze_encoder:
         encoder.network.trainable = False
     elif not config.model.train_word_embeddings and heads.freeze_word_embeddings(encoder.network):

@@ -15,7 +15,8 @@ import tensorflow as tf
 
 def pack_words(preprocessor, words: tf.RaggedTensor, seq_length: int) -> dict:
     """Model inputs [B, seq_length] of `words` [B, (W)] (strings), one segment per row, plus
-    `word_positions` [B, (W)] int32: each word's first piece in `input_word_ids`, or -1."""
+    `word_positions` [B, (W)] int32: each word's first piece in `input_word_ids`, or -1, and
+    `pieces` [B]: each row's pieces before the cut, special tokens left out."""
     pieces = words.with_flat_values(preprocessor.tokenize_words(words.flat_values))  # [B, (W), (P)]
     inputs = preprocessor.bert_pack_inputs([pieces], seq_length=seq_length)
     counts = tf.cast(pieces.row_lengths(axis=2), tf.int32)  # pieces per word
@@ -25,4 +26,5 @@ def pack_words(preprocessor, words: tf.RaggedTensor, seq_length: int) -> dict:
     fits = (dense > 0) & (starts <= seq_length - 2)  # room for the end token after it
     positions = tf.where(fits, starts, -1)
     inputs["word_positions"] = tf.RaggedTensor.from_tensor(positions, lengths=counts.row_lengths())
+    inputs["pieces"] = tf.reduce_sum(dense, axis=1)
     return inputs

@@ -1,4 +1,161 @@
-"""Token classification (issue #52), landing a module at a time: the IOB2 rules (`tags.py`),
-the entity scores (`metrics.py`) and the entities of predicted tags in the graph (`spans.py`)
-come first; the task object joins the registry with its head, its input pipeline and its export.
+"""Token classification (--task token-classification): a tag per word, entities in IOB2
+(issue #52), read from files of tagged sentences (files.py) and scored by entity (metrics.py).
+
+Each word's tag is learned and read at its first piece (keras.py; data/tagged_tokens.py lines
+the tags up with the tokens); the export splits a raw string into words in the graph and returns
+its entities with character offsets into it (spans.py, serving/tagging.py).
 """
+from trainer.errors import UserError
+from trainer.tasks.base import Task
+from trainer.tasks.tagging import card
+
+NAME = "token-classification"
+
+
+class TaggingTask(Task):
+    name = NAME
+    unit = "word"
+    metric_goals = {"val_entity_f1": "maximize", "val_entity_precision": "maximize",
+                    "val_entity_recall": "maximize", "val_loss": "minimize"}
+    train_metric = "tag_accuracy"
+    summary_metrics = ("entity_f1", "entity_precision", "entity_recall", "tag_accuracy")
+    loss_name = "cross-entropy per tagged word"
+    label_noun = "tag"
+    exported_outputs = "entities and word tags"
+    decision_output = "word_tags"
+    export_mark = "entity_label"
+    answer_outputs = ("entity_text", "entity_label", "entity_start", "entity_end", "entity_score",
+                      "entity_count", "word_tags", "word_count")
+    agreement_metric = "entity_f1"
+    label_issues_refused = (f"--task {NAME} tags words, and cleanlab's ranking judges one label "
+                            f"per row")
+    error_columns = ["split", "rank", "wrong_entities", "gold_entities", "predicted_entities", "text"]
+    errors_description = "sentences with the most entities missed or wrongly found"
+    model_card = card.SECTIONS
+
+    @classmethod
+    def claims(cls, training_file: str) -> bool:
+        """--task auto: tagged sentences are this kind's (files.holds_tagged_sentences)."""
+        from trainer.tasks.tagging import files
+        return files.holds_tagged_sentences(training_file)
+
+    def check_flags(self, config, require) -> None:
+        d, m, t = config.data, config.model, config.train
+        why = f"has no meaning with --task {NAME}"
+        for value, flag, reason in (
+                (d.text_pair_column, "--text-pair-column", "(a sentence is tagged on its own)"),
+                (d.label_column, "--label-column", "(the tags are in the tagged file)"),
+                (d.label_names, "--label-names", "(the tags name their types)"),
+                (d.label_type != "auto", "--label-type", "(tags are IOB2)"),
+                (d.long_texts != "truncate", "--long-texts", "(words past --max-seq-length are "
+                                                             "cut and counted)"),
+                (t.class_weights != "none", "--class-weights", "(a row has a tag per word)"),
+                (config.distillation.teacher or config.distillation.teacher_probabilities,
+                 "--teacher", "yet (a teacher's per-token probabilities: issue #52)"),
+                (m.encoder_backend == "hub", "--encoder-backend", "'hub' (a TF-Hub preprocessor "
+                                                                 "cannot tokenize word by word)")):
+            require(not value, flag, f"{why} {reason}")
+        super().check_flags(config, require)
+
+    # --- labels: read with the sentences (data/tagged_splits.py)
+    def label_spec(self, frame, column, data):
+        raise NotImplementedError("tags are read with their sentences (data/tagged_splits.py)")
+
+    def encode_labels(self, frame, column, spec, split_name):
+        raise NotImplementedError("tags are read with their sentences (data/tagged_splits.py)")
+
+    def label_counts(self, labels, spec) -> dict:
+        """{entity type: entities} of a split's tag ids [N, W]."""
+        from trainer.tasks.tagging import numbers
+        return numbers.entity_counts(labels, spec.names)
+
+    def describe_labels(self, spec) -> str:
+        return f"IOB2 tags of {', '.join(spec.names[1::2]).replace('B-', '')}"
+
+    def prepare_strata(self, labels, minimum):
+        return None
+
+    # --- the model
+    def output_units(self, labels) -> int:
+        return len(labels.names)
+
+    def loss(self):
+        from trainer.tasks.tagging.keras import TagLoss
+        return TagLoss()
+
+    def keras_metrics(self) -> list:
+        from trainer.tasks.tagging.keras import TagAccuracy
+        return [TagAccuracy(name="tag_accuracy")]
+
+    def summarize(self, outputs, labels, label_names) -> dict:
+        from trainer.tasks.tagging import numbers
+        return numbers.summarize(outputs, labels, label_names)
+
+    def describe(self, result: dict) -> str:
+        return (f"loss {result['loss']:.4f}  entity F1 {result['entity_f1']:.4f}  precision "
+                f"{result['entity_precision']:.4f}  recall {result['entity_recall']:.4f}  tag "
+                f"accuracy {result['tag_accuracy']:.4f}")
+
+    def describe_epoch(self, logs: dict) -> str:
+        return (f"loss {logs['loss']:.4f} tag acc {logs['tag_accuracy']:.3f} | val loss "
+                f"{logs['val_loss']:.4f} entity F1 {logs['val_entity_f1']:.3f} precision "
+                f"{logs['val_entity_precision']:.3f} recall {logs['val_entity_recall']:.3f}")
+
+    # --- distillation: refused by check_flags (a teacher's per-token probabilities come next)
+    def distillation_loss(self, temperature: float, alpha: float):
+        raise NotImplementedError(f"--task {NAME} has no teacher yet")
+
+    def distillation_metrics(self) -> list:
+        raise NotImplementedError(f"--task {NAME} has no teacher yet")
+
+    def teacher_outputs(self, teacher):
+        raise NotImplementedError(f"--task {NAME} has no teacher yet")
+
+    def teacher_agreement(self, teacher, outputs):
+        raise NotImplementedError(f"--task {NAME} has no teacher yet")
+
+    # --- decided on validation: nothing to threshold
+    def check_operating_point(self, label_names, flag: str) -> None:
+        raise UserError(f"{flag}: needs a binary or multi-label task; --task {NAME} tags words, "
+                        f"with no threshold to choose")
+
+    # --- the export (serving/tagging.py builds it; these are its outputs' readers)
+    def serving_outputs(self, module, logits, batch) -> dict:
+        raise NotImplementedError("a tagger's export is serving/tagging.py's TaggingModule")
+
+    def explained_output(self, module, logits, target):
+        raise NotImplementedError(f"--task {NAME} has no explanations")
+
+    # --- a loaded export's answers
+    def predicted_columns(self, outputs) -> dict:
+        """`entities` (JSON) and `tags` (the words' tags, space-separated) per text."""
+        import json
+
+        from trainer.tasks.tagging import numbers
+        found = numbers.exported_entities(outputs)
+        return {"entities": [json.dumps(row, ensure_ascii=False) for row in found],
+                "tags": [" ".join(row) for row in numbers.exported_tags(outputs)]}
+
+    def served_predictions(self, outputs) -> list:
+        """`[{"entities": [{text, label, start, end, score}], "tags": [...]}]` per text."""
+        from trainer.tasks.tagging import numbers
+        return [{"entities": entities, "tags": tags} for entities, tags in
+                zip(numbers.exported_entities(outputs), numbers.exported_tags(outputs))]
+
+    def agreement_value(self, outputs, labels, label_names) -> float:
+        raise NotImplementedError(f"--task {NAME}'s copies are not written yet")
+
+    # --- the report
+    def title(self, labels) -> str:
+        return f"tagger of {len(labels) // 2} entity types"
+
+    def split_predictions(self, outputs, labels, texts, pairs, temperature: float):
+        from trainer.tasks.tagging import numbers
+        return numbers.split_predictions(outputs, labels, texts)
+
+    def export_predictions(self, exported: dict, labels, texts, pairs, temperature: float):
+        raise NotImplementedError(f"--task {NAME}'s report reads the run's own outputs")
+
+    def error_measure(self, predictions, names) -> tuple:
+        from trainer.tasks.tagging import numbers
+        return numbers.error_measure(predictions, names)

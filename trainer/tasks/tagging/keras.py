@@ -39,3 +39,13 @@ class TagLoss(tf_keras.losses.Loss):
         tagged = tf.cast(tag_ids != IGNORED, tf.float32)
         losses = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.maximum(tag_ids, 0), logits)
         return tf.reduce_sum(losses * tagged, axis=-1) / tf.maximum(tf.reduce_sum(tagged, axis=-1), 1.0)
+
+
+class TagAccuracy(tf_keras.metrics.Mean):
+    """The share of tagged words (tag id >= 0) whose most probable tag is theirs."""
+
+    def update_state(self, tag_ids, logits, sample_weight=None):
+        tag_ids = tf.cast(tag_ids, tf.int32)
+        tagged = tag_ids != IGNORED
+        right = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), tag_ids), tf.float32)
+        return super().update_state(tf.boolean_mask(right, tagged))

@@ -55,6 +55,23 @@ def is_tagged(path: str) -> bool:
     return name.endswith(CONLL_SUFFIXES)
 
 
+def holds_tagged_sentences(spec: str) -> bool:
+    """Whether --training-file `spec` is tagged sentences: CoNLL by its name, or JSON Lines whose
+    first record has `tokens` and `tags` (or `text` and `spans`). False when it cannot be read:
+    reading it later says why."""
+    try:
+        path = next(iter(storage.expand_paths(spec, "--training-file")))
+        if is_tagged(path):
+            return True
+        if reading.file_format(path, "--training-file", compressed=True) != "jsonl":
+            return False
+        _, record = next(reading.json_records(reading.lines(path), path))
+    except (UserError, OSError, StopIteration, ValueError):
+        return False
+    return isinstance(record, dict) and ({"tokens", "tags"} <= set(record)
+                                         or {"text", "spans"} <= set(record))
+
+
 def read(spec: str, flag: str) -> Tagged:
     """Every sentence of the files of `spec` (comma-separated, globs, gs://)."""
     tagged = Tagged([])
@@ -77,18 +94,19 @@ def _checked(sentence: Sentence, tagged: Tagged) -> Sentence:
     """The sentence with IOB2's one repair applied, counted in `tagged`; a tag outside IOB2 stops."""
     for position, tag in enumerate(sentence.tags):
         if iob2.parse(tag) is None:
-            raise UserError(f"{sentence.where}: tag {tag!r} of token {_token(sentence, position)!r} is "
+            raise UserError(f"{sentence.where}: tag {tag!r} of token {word(sentence, position)!r} is "
                             f"not IOB2: use O, B-TYPE (an entity's first word) or I-TYPE (its next)")
     broken = iob2.broken(sentence.tags)
     if not broken:
         return sentence
     if not tagged.repaired:
-        tagged.first_repair = f"{sentence.where}, token {_token(sentence, broken[0])!r}"
+        tagged.first_repair = f"{sentence.where}, token {word(sentence, broken[0])!r}"
     tagged.repaired += len(broken)
     return dataclasses.replace(sentence, tags=tuple(iob2.repaired(sentence.tags)))
 
 
-def _token(sentence: Sentence, position: int) -> str:
+def word(sentence: Sentence, position: int) -> str:
+    """The text of word `position` of `sentence`, for messages."""
     start, end = sentence.words[position]
     return sentence.text[start:end]
 

@@ -1,0 +1,113 @@
+"""The splits of a token-classification run: files of tagged sentences (tasks/tagging/files.py),
+read whole, carved and checked as a sentence task's CSV splits are (splits.load_datasets).
+
+Tagged files are small beside a sentence task's CSVs (WikiANN's 20,000 sentences are 1.5 MB),
+and every sentence's words and tags are needed again to score entities, so they stay in memory:
+a split holds its sentences, and its labels are the tag ids of each sentence's words (-1 past
+its last word), the entity scores' truth.
+"""
+import dataclasses
+import logging
+from typing import Dict
+
+import numpy as np
+import pandas as pd
+
+from trainer.config import Config
+from trainer.data import leakage
+from trainer.data.splits import Datasets, Split, dry_run_rows, head, stratified_split
+from trainer.errors import UserError
+from trainer.tasks.labels import LabelSpec
+
+log = logging.getLogger("trainer")
+
+TEXT, TAGS = "text", "tags"  # what metrics.json and the log call the sentence and its tags
+
+
+@dataclasses.dataclass
+class TaggedSplit(Split):
+    """A split's sentences (tasks.tagging.files.Sentence, an object array) beside Split's
+    labels (int32 [N, W] tag ids), positions and hashes."""
+    sentences: np.ndarray = None
+
+    def subset(self, index: np.ndarray) -> "TaggedSplit":
+        return dataclasses.replace(super().subset(index), sentences=self.sentences[index])
+
+    def word_tags(self) -> list:
+        """Each sentence's gold tags, word for word."""
+        return [list(s.tags) for s in self.sentences]
+
+
+@dataclasses.dataclass
+class TaggedDatasets(Datasets):
+    """Datasets of tagged sentences: the texts are the sentences', not a file's column."""
+
+    def read_texts(self, *names: str) -> Dict[str, tuple]:
+        splits = self.splits()
+        return {name: (np.array([s.text for s in splits[name].sentences], dtype=object), None)
+                for name in names}
+
+
+def load(config: Config, task) -> TaggedDatasets:
+    """Every split of tagged sentences the config names, their tags checked and encoded."""
+    from trainer.tasks.tagging import files, tags as iob2
+
+    d = config.data
+    leakage.check_held_out_files(d.training_file, {"--validation-file": d.validation_file,
+                                                   "--testing-file": d.testing_file})
+    read = {"train": (d.training_file, "--training-file"),
+            "validation": (d.validation_file, "--validation-file"),
+            "test": (d.testing_file, "--testing-file")}
+    tagged = {name: _read(spec, flag, files) for name, (spec, flag) in read.items() if spec}
+    types = tagged["train"].types()
+    if not types:
+        raise UserError(f"--training-file: {d.training_file} tags no entity (every tag is O): "
+                        f"there is nothing to learn")
+    spec = LabelSpec("tags", iob2.tag_names(types))
+    splits = {name: _split(t, read[name][0], name, spec, files) for name, t in tagged.items()}
+    train = splits["train"]
+    validation = splits.get("validation")
+    if validation is None:
+        train, validation = stratified_split(train, d.validation_fraction, config.train.seed,
+                                             "validation split", spec.names, task)
+    if d.train_fraction < 1.0:
+        train, _ = stratified_split(train, 1.0 - d.train_fraction, config.train.seed,
+                                    "--train-fraction subset", spec.names, task)
+    test = splits.get("test")
+    if config.train.dry_run:
+        rows = dry_run_rows(config)
+        train, validation = head(train, rows), head(validation, rows)
+        test = head(test, rows) if test is not None else None
+    datasets = TaggedDatasets(train, validation, test, spec, TEXT, TAGS)
+    leakage.report_overlaps({name: split.hashes for name, split in datasets.splits().items()})
+    return datasets
+
+
+def _read(spec: str, flag: str, files):
+    tagged = files.read(spec, flag)
+    if tagged.repaired:
+        log.warning("%s: %d I- tags continued no entity of their type and were read as B- "
+                    "(IOB1's way of starting one); the first: %s", flag, tagged.repaired,
+                    tagged.first_repair)
+    return tagged
+
+
+def _split(tagged, spec: str, name: str, labels: LabelSpec, files) -> TaggedSplit:
+    """A split's sentences and tag ids; a tag of a type the training file never uses stops."""
+    index = {tag: number for number, tag in enumerate(labels.names)}
+    sentences = tagged.sentences
+    ids = np.full([len(sentences), max(len(s.tags) for s in sentences)], -1, np.int32)
+    for row, sentence in enumerate(sentences):
+        for word, tag in enumerate(sentence.tags):
+            if tag not in index:
+                raise UserError(f"{sentence.where}: tag {tag!r} of token "
+                                f"{files.word(sentence, word)!r} names a type the training file "
+                                f"never tags ({', '.join(labels.names[1::2])[:200]}); the "
+                                f"model cannot learn it")
+            ids[row, word] = index[tag]
+    kept = np.empty(len(sentences), dtype=object)
+    kept[:] = sentences
+    hashes = leakage.text_hashes(pd.DataFrame({TEXT: [s.text for s in sentences]}), [TEXT])
+    source = ",".join(sorted({s.where.rsplit(" line ", 1)[0] for s in sentences}))
+    return TaggedSplit(ids, source, spec, np.arange(len(sentences), dtype=np.int64), hashes,
+                       sentences=kept)

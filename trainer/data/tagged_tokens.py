@@ -1,0 +1,78 @@
+"""Tagged sentences as model inputs: each word split by the family's tokenizer
+(modeling.encoders.word_pieces), its tag id on its first piece and -1 on every other token, so
+a split's labels line up with its tokens ([N, max_seq_length] int32) and batch, bucket and
+shard as a sentence task's do (input_pipeline.TokenizedSplit).
+
+A sentence whose pieces outnumber --max-seq-length loses the words past it: they are not
+trained on, and the log counts them per split (`words_cut`), as the sentence tasks count the
+texts they cut.
+"""
+import logging
+from typing import Dict, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from trainer import progress
+from trainer.data.input_pipeline import TokenizedSplit, special_count
+from trainer.modeling.encoders.word_pieces import pack_words
+
+log = logging.getLogger("trainer")
+
+_BATCH = 256
+IGNORED = -1  # the label of a token that is not a word's first piece (tasks.tagging.keras)
+
+
+def tokenize_split(split, preprocessor, seq_length: int,
+                   log_every_seconds: float = 30.0) -> Tuple[TokenizedSplit, np.ndarray]:
+    """(the split's tokens with token-aligned tag ids, how many words each sentence lost)."""
+    pack = tf.function(lambda words: pack_words(preprocessor, words, seq_length))
+    word_ids, type_ids, lengths, labels, cut, full = [], [], [], [], [], []
+    specials = int(special_count(preprocessor, 1))
+    meter = progress.Progress("tokenized", log_every_seconds, total=len(split))
+    for start in range(0, len(split), _BATCH):
+        sentences = split.sentences[start:start + _BATCH]
+        counts = [len(s.words) for s in sentences]
+        flat = [s.text[a:b] for s in sentences for a, b in s.words]
+        inputs = pack(tf.RaggedTensor.from_row_lengths(tf.constant(flat, tf.string), counts))
+        mask = inputs["input_mask"].numpy().astype(bool)
+        word_ids.append(inputs["input_word_ids"].numpy()[mask])
+        type_ids.append(inputs["input_type_ids"].numpy()[mask])
+        lengths.append(mask.sum(axis=1))
+        full.append(inputs["pieces"].numpy() + specials)
+        positions = inputs["word_positions"].to_tensor(default_value=IGNORED).numpy()
+        labels.append(aligned_labels(positions, split.labels[start:start + _BATCH], seq_length))
+        words = split.labels[start:start + _BATCH, :positions.shape[1]] != IGNORED
+        cut.append(((positions == IGNORED) & words).sum(axis=1))
+        meter.update(start + len(sentences))
+    cat = lambda parts: np.concatenate(parts).astype(np.int32)  # noqa: E731
+    return TokenizedSplit(cat(word_ids), cat(type_ids), cat(lengths), cat(labels),
+                          np.ones(len(split), np.float32), cat(full)), cat(cut)
+
+
+def aligned_labels(positions: np.ndarray, tag_ids: np.ndarray, seq_length: int) -> np.ndarray:
+    """int32 [B, seq_length]: each word's tag id at its first piece (`positions` [B, W], -1 for a
+    word cut or padding), -1 elsewhere."""
+    out = np.full([len(positions), seq_length], IGNORED, np.int32)
+    rows, words = np.nonzero(positions >= 0)
+    out[rows, positions[rows, words]] = tag_ids[rows, words]
+    return out
+
+
+def tokenize_splits(datasets, preprocessor, seq_length: int,
+                    log_every_seconds: float = 30.0) -> Tuple[Dict[str, TokenizedSplit], Dict[str, int]]:
+    """({split: tokens}, {split: words each sentence lost}) of every labelled split."""
+    out, cut = {}, {}
+    for name, split in datasets.labelled().items():
+        out[name], cut[name] = tokenize_split(split, preprocessor, seq_length, log_every_seconds)
+    return out, cut
+
+
+def log_cut(cut: Dict[str, np.ndarray], datasets, seq_length: int) -> None:
+    """One warning naming each split's words past --max-seq-length, when any is."""
+    if not any(lost.any() for lost in cut.values()):
+        return
+    words = {name: int((split.labels != IGNORED).sum()) for name, split in datasets.labelled().items()}
+    log.warning("words past --max-seq-length %d tokens are cut: the model neither learns nor "
+                "tags them: %s (a larger --max-seq-length, up to 512, keeps them)", seq_length,
+                ", ".join(f"{name} {int(lost.sum()):,} of {words[name]:,} words" for name, lost in cut.items()))

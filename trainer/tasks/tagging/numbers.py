@@ -1,0 +1,84 @@
+"""Token classification's numbers of a split: the model's per-token outputs read at each word's
+first piece (its labels' positions: data/tagged_tokens.py), as tags, scored by entity; and a
+loaded export's answers as trainer.predict and trainer.serve give them."""
+from typing import List, Sequence
+
+import numpy as np
+
+from trainer.tasks.tagging import metrics, tags as iob2
+
+IGNORED = -1  # the label of a token that is not a word's first piece
+
+
+def word_tags(tag_ids: np.ndarray, labels: np.ndarray, names: Sequence[str]) -> List[List[str]]:
+    """Each row's tags by name at its words' first pieces (where `labels` [N, S] is not -1)."""
+    return [[names[i] for i in ids[row_labels != IGNORED]] for ids, row_labels in zip(tag_ids, labels)]
+
+
+def summarize(outputs: np.ndarray, labels: np.ndarray, names: Sequence[str]) -> dict:
+    """metrics.json's block of a split: logits [N, S, tags] against token-aligned tag ids [N, S]."""
+    outputs = np.asarray(outputs, np.float64)
+    tagged = labels != IGNORED
+    shifted = outputs - outputs.max(axis=-1, keepdims=True)
+    log_probabilities = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    picked = np.take_along_axis(log_probabilities, np.maximum(labels, 0)[..., None], -1)[..., 0]
+    per_sentence = -(picked * tagged).sum(axis=1) / np.maximum(tagged.sum(axis=1), 1)
+    predicted = outputs.argmax(axis=-1)
+    scores = metrics.entity_scores(word_tags(labels, labels, names), word_tags(predicted, labels, names))
+    return {"examples": int(len(labels)), "loss": float(per_sentence.mean()) if len(labels) else 0.0,
+            "entity_f1": scores["f1"], "entity_precision": scores["precision"],
+            "entity_recall": scores["recall"], "entities": scores["support"],
+            "tag_accuracy": float((predicted == labels)[tagged].mean()) if tagged.any() else 0.0,
+            "per_type": scores["per_type"]}
+
+
+def entity_counts(labels: np.ndarray, names: Sequence[str]) -> dict:
+    """{entity type: entities} of tag ids [N, W] (-1 past a sentence's words)."""
+    counts = {}
+    for row in labels:
+        for kind, _, _ in iob2.entities([names[i] for i in row if i != IGNORED]):
+            counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def split_predictions(outputs: np.ndarray, labels: np.ndarray, texts):
+    """The report's predictions of a split: `labels` and `predicted`, token-aligned tag ids."""
+    from trainer.tasks.predictions import SplitPredictions
+    predicted = np.where(labels != IGNORED, np.asarray(outputs).argmax(axis=-1), IGNORED)
+    return SplitPredictions(texts, labels, None, None, predicted=predicted)
+
+
+def error_measure(predictions, names) -> tuple:
+    """(entities missed or wrongly found per sentence, whether any was, errors.csv's columns:
+    each side's entities as `TYPE words i-j`)."""
+    p = predictions
+    gold = [set(iob2.entities(t)) for t in word_tags(p.labels, p.labels, names)]
+    found = [set(iob2.entities(t)) for t in word_tags(p.predicted, p.labels, names)]
+    wrong = np.array([len(g ^ f) for g, f in zip(gold, found)], np.float64)
+    described = lambda sets: np.array(["; ".join(  # noqa: E731
+        f"{kind} words {a}-{b - 1}" for kind, a, b in sorted(one, key=lambda e: e[1])) for one in sets],
+        dtype=object)
+    return wrong, wrong > 0, {"wrong_entities": wrong.astype(np.int64),
+                              "gold_entities": described(gold), "predicted_entities": described(found)}
+
+
+def _text(value) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def exported_entities(outputs: dict) -> list:
+    """Each text's entities, [{text, label, start, end, score}], of a loaded export's outputs."""
+    rows = []
+    for row, count in enumerate(np.asarray(outputs["entity_count"])):
+        rows.append([{"text": _text(outputs["entity_text"][row][i]),
+                      "label": _text(outputs["entity_label"][row][i]),
+                      "start": int(outputs["entity_start"][row][i]),
+                      "end": int(outputs["entity_end"][row][i]),
+                      "score": float(outputs["entity_score"][row][i])} for i in range(int(count))])
+    return rows
+
+
+def exported_tags(outputs: dict) -> list:
+    """Each text's words' tags, of a loaded export's outputs."""
+    return [[_text(tag) for tag in outputs["word_tags"][row][:int(count)]]
+            for row, count in enumerate(np.asarray(outputs["word_count"]))]
