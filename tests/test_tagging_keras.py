@@ -1,20 +1,9 @@
-"""Token classification's head and loss (trainer/tasks/tagging/keras.py): logits read at each
-word's first piece, and a loss that ignores words without a tag."""
+"""Token classification's loss and metric (trainer/tasks/tagging/keras.py): both ignore the
+tokens that carry no word's tag."""
 import numpy as np
 import tensorflow as tf
 
-from trainer.tasks.tagging.keras import TagLoss, WordLogits
-
-
-def test_each_words_logits_come_from_its_first_piece():
-    layer = WordLogits(3)
-    sequence = tf.random.stateless_normal([2, 6, 4], seed=[1, 2])
-    positions = tf.constant([[1, 3, -1], [2, 4, 5]])
-    logits = layer(sequence, positions).numpy()
-    direct = layer.dense(tf.gather(sequence[1], [2, 4, 5])).numpy()
-    assert logits.shape == (2, 3, 3) and logits.dtype == np.float32
-    np.testing.assert_allclose(logits[1], direct, rtol=1e-6)
-    np.testing.assert_allclose(logits[0, 1], layer.dense(sequence[0, 3:4]).numpy()[0], rtol=1e-6)
+from trainer.tasks.tagging.keras import TagAccuracy, TagLoss
 
 
 def test_the_loss_is_the_mean_over_tagged_words_only():
@@ -31,3 +20,10 @@ def test_an_untagged_word_gets_no_gradient_and_an_untagged_sentence_costs_nothin
     gradient = tape.gradient(loss, logits).numpy()
     assert loss.numpy()[1] == 0.0
     assert not gradient[0, 1].any() and not gradient[1].any() and gradient[0, 0].any()
+
+
+def test_tag_accuracy_counts_tagged_tokens_only():
+    logits = tf.constant([[[2.0, 0.0], [0.0, 1.0], [9.0, -9.0]], [[0.0, 3.0], [1.0, 0.0], [0.0, 0.0]]])
+    metric = TagAccuracy()
+    metric.update_state(tf.constant([[0, 0, -1], [1, -1, -1]]), logits)
+    assert metric.result().numpy() == np.float32(2 / 3)

@@ -18,6 +18,7 @@ from trainer.data import leakage
 from trainer.data.splits import Datasets, Split, dry_run_rows, head, stratified_split
 from trainer.errors import UserError
 from trainer.tasks.labels import LabelSpec
+from trainer.tasks.tagging import files, tags as iob2
 
 log = logging.getLogger("trainer")
 
@@ -50,21 +51,19 @@ class TaggedDatasets(Datasets):
 
 def load(config: Config, task) -> TaggedDatasets:
     """Every split of tagged sentences the config names, their tags checked and encoded."""
-    from trainer.tasks.tagging import files, tags as iob2
-
     d = config.data
     leakage.check_held_out_files(d.training_file, {"--validation-file": d.validation_file,
                                                    "--testing-file": d.testing_file})
     read = {"train": (d.training_file, "--training-file"),
             "validation": (d.validation_file, "--validation-file"),
             "test": (d.testing_file, "--testing-file")}
-    tagged = {name: _read(spec, flag, files) for name, (spec, flag) in read.items() if spec}
+    tagged = {name: _read(spec, flag) for name, (spec, flag) in read.items() if spec}
     types = tagged["train"].types()
     if not types:
         raise UserError(f"--training-file: {d.training_file} tags no entity (every tag is O): "
                         f"there is nothing to learn")
     spec = LabelSpec("tags", iob2.tag_names(types))
-    splits = {name: _split(t, read[name][0], name, spec, files) for name, t in tagged.items()}
+    splits = {name: tagged_split(t, read[name][0], spec) for name, t in tagged.items()}
     train = splits["train"]
     validation = splits.get("validation")
     if validation is None:
@@ -83,7 +82,7 @@ def load(config: Config, task) -> TaggedDatasets:
     return datasets
 
 
-def _read(spec: str, flag: str, files):
+def _read(spec: str, flag: str):
     tagged = files.read(spec, flag)
     if tagged.repaired:
         log.warning("%s: %d I- tags continued no entity of their type and were read as B- "
@@ -92,11 +91,11 @@ def _read(spec: str, flag: str, files):
     return tagged
 
 
-def _split(tagged, spec: str, name: str, labels: LabelSpec, files) -> TaggedSplit:
+def tagged_split(tagged, spec: str, labels: LabelSpec) -> TaggedSplit:
     """A split's sentences and tag ids; a tag of a type the training file never uses stops."""
     index = {tag: number for number, tag in enumerate(labels.names)}
     sentences = tagged.sentences
-    ids = np.full([len(sentences), max(len(s.tags) for s in sentences)], -1, np.int32)
+    ids = np.full([len(sentences), max(len(s.tags) for s in sentences)], iob2.UNTAGGED, np.int32)
     for row, sentence in enumerate(sentences):
         for word, tag in enumerate(sentence.tags):
             if tag not in index:

@@ -16,11 +16,11 @@ import tensorflow as tf
 from trainer import progress
 from trainer.data.input_pipeline import TokenizedSplit, special_count
 from trainer.modeling.encoders.word_pieces import pack_words
+from trainer.tasks.tagging.tags import UNTAGGED as IGNORED
 
 log = logging.getLogger("trainer")
 
 _BATCH = 256
-IGNORED = -1  # the label of a token that is not a word's first piece (tasks.tagging.keras)
 
 
 def tokenize_split(split, preprocessor, seq_length: int,

@@ -293,6 +293,7 @@ def write_frame(frame, handle, fmt: str, first: bool) -> None:
         elif rows:
             handle.write(("\n" if first else ",\n") + ",\n".join(rows))
         return
+    frame = _json_cells(frame)
     if fmt == "csv":
         frame.to_csv(handle, index=False, header=first)
         return
@@ -304,6 +305,19 @@ def write_frame(frame, handle, fmt: str, first: bool) -> None:
                             f"TSV cannot hold (input row {bad.to_numpy().argmax() + 1} of this chunk); "
                             f"write .csv or .jsonl instead")
     frame.to_csv(handle, sep="\t", index=False, header=first, quoting=csv.QUOTE_NONE)
+
+
+def _json_cells(frame):
+    """The frame with each list cell (a tagger's entities and tags) as its JSON text: a CSV or
+    TSV cell holds text."""
+    nested = [c for c in frame.columns if frame[c].map(lambda v: isinstance(v, list)).any()]
+    if not nested:
+        return frame
+    frame = frame.copy()
+    for column in nested:
+        frame[column] = frame[column].map(
+            lambda v: json.dumps(v, ensure_ascii=False) if isinstance(v, list) else v)
+    return frame
 
 
 def _json_rows(frame) -> list:

@@ -128,13 +128,11 @@ class TaggingTask(Task):
 
     # --- a loaded export's answers
     def predicted_columns(self, outputs) -> dict:
-        """`entities` (JSON) and `tags` (the words' tags, space-separated) per text."""
-        import json
-
+        """`entities` ([{text, label, start, end, score}]) and `tags` (the words' tags) per text:
+        lists, nested in JSON Lines and written as JSON in a CSV or TSV cell."""
         from trainer.tasks.tagging import numbers
-        found = numbers.exported_entities(outputs)
-        return {"entities": [json.dumps(row, ensure_ascii=False) for row in found],
-                "tags": [" ".join(row) for row in numbers.exported_tags(outputs)]}
+        return {"entities": numbers.cells(numbers.exported_entities(outputs)),
+                "tags": numbers.cells(numbers.exported_tags(outputs))}
 
     def served_predictions(self, outputs) -> list:
         """`[{"entities": [{text, label, start, end, score}], "tags": [...]}]` per text."""

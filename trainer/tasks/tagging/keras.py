@@ -1,30 +1,14 @@
-"""Token classification's Keras pieces: a tag's logits read at each word's first piece, and the
-loss over the words that have a tag.
+"""Token classification's Keras pieces: the loss and the accuracy over the tokens that carry a
+word's tag (its first piece: data/tagged_tokens.py).
 
-Padding words and words cut by --max-seq-length have position -1 (modeling.encoders.word_pieces)
-and tag id -1: they are read from position 0 and weigh nothing in the loss, as Hugging Face's
-run_ner gives them the label -100 that its cross-entropy ignores.
+Every other token (a word's later pieces, special tokens, padding, words cut by
+--max-seq-length) has tag id -1 and weighs nothing, as Hugging Face's run_ner gives them the
+label -100 that its cross-entropy ignores.
 """
 import tensorflow as tf
 import tf_keras
 
-IGNORED = -1
-
-
-class WordLogits(tf_keras.layers.Layer):
-    """(sequence_output [B, S, H], word_positions [B, W] int) -> float32 logits [B, W, tags]."""
-
-    def __init__(self, tags: int, **kwargs):
-        super().__init__(**kwargs)
-        self.tags = tags
-        self.dense = tf_keras.layers.Dense(tags, dtype="float32", name="tags")
-
-    def call(self, sequence_output, word_positions):
-        first_pieces = tf.gather(sequence_output, tf.maximum(word_positions, 0), batch_dims=1)
-        return self.dense(tf.cast(first_pieces, tf.float32))
-
-    def get_config(self):
-        return {**super().get_config(), "tags": self.tags}
+from trainer.tasks.tagging.tags import UNTAGGED as IGNORED
 
 
 class TagLoss(tf_keras.losses.Loss):

@@ -6,8 +6,7 @@ from typing import List, Sequence
 import numpy as np
 
 from trainer.tasks.tagging import metrics, tags as iob2
-
-IGNORED = -1  # the label of a token that is not a word's first piece
+from trainer.tasks.tagging.tags import UNTAGGED as IGNORED
 
 
 def word_tags(tag_ids: np.ndarray, labels: np.ndarray, names: Sequence[str]) -> List[List[str]]:
@@ -82,3 +81,11 @@ def exported_tags(outputs: dict) -> list:
     """Each text's words' tags, of a loaded export's outputs."""
     return [[_text(tag) for tag in outputs["word_tags"][row][:int(count)]]
             for row, count in enumerate(np.asarray(outputs["word_count"]))]
+
+
+def cells(rows: list) -> np.ndarray:
+    """An object array holding each row's list whole (a frame column of lists)."""
+    out = np.empty(len(rows), dtype=object)
+    for index, row in enumerate(rows):
+        out[index] = row
+    return out

@@ -14,6 +14,9 @@ from typing import List, Optional, Sequence, Tuple
 
 OUTSIDE = "O"
 BEGIN, INSIDE = "B", "I"
+# The tag id of a token that carries no word's tag (a word's later pieces, special tokens,
+# padding, words cut by --max-seq-length): the loss and the scores skip it.
+UNTAGGED = -1
 
 
 def parse(tag: str) -> Optional[Tuple[str, str]]:

@@ -1,0 +1,213 @@
+"""`--task token-classification` (trainer/tasks/tagging/): tagged sentences in, entities with
+character offsets out, the way a user runs it.
+
+The numbers are checked against hand-computed values on fixed arrays; one tiny run (slow tier:
+a tiny encoder learning that "good" and "great" begin a POS entity, "bad" and "awful" a NEG one)
+is exported, predicted and served in fresh processes.
+"""
+import json
+import random
+
+import numpy as np
+import pytest
+
+from conftest import TINY_TASK_FLAGS
+from test_task import run_cli, run_in_process
+
+NAME = "token-classification"
+WORDS = "i love hate this movie it is was not good bad great awful fine ok the so very meh a".split()
+
+
+def tagged_sentence(rng):
+    """(word, tag) pairs: good/great begin POS (a movie right after continues it), bad/awful NEG."""
+    pairs = []
+    for _ in range(rng.randint(3, 7)):
+        word = rng.choice(WORDS)
+        tag = ("B-POS" if word in ("good", "great") else "B-NEG" if word in ("bad", "awful")
+               else "I-POS" if word == "movie" and pairs and pairs[-1][1].endswith("POS") else "O")
+        pairs.append((word, tag))
+    return pairs
+
+
+def write_conll(path, sentences):
+    path.write_text("".join("".join(f"{w}\t{t}\n" for w, t in s) + "\n" for s in sentences))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tagging_data")
+    rng = random.Random(1)
+    return {name: write_conll(root / f"{name}.conll", [tagged_sentence(rng) for _ in range(count)])
+            for name, count in (("train", 200), ("validation", 40))}
+
+
+def args(tiny_encoder_dir, data, job_dir, *extra):
+    return ["--encoder", tiny_encoder_dir, "--training-file", data["train"],
+            "--validation-file", data["validation"], "--job-dir", job_dir, "--epochs", "12",
+            "--batch-size", "16", "--learning-rate", "1e-2", "--max-seq-length", "32",
+            *TINY_TASK_FLAGS, *extra]
+
+
+# --- the numbers, by hand ------------------------------------------------------------------------
+
+NAMES = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+
+
+def logits_of(tag_ids, width=5):
+    """Logits whose most probable tag is `tag_ids` (each 2 above the rest)."""
+    out = np.zeros([*np.shape(tag_ids), width])
+    np.put_along_axis(out, np.maximum(np.asarray(tag_ids), 0)[..., None], 2.0, axis=-1)
+    return out
+
+
+def test_a_splits_entity_scores_read_each_words_first_piece_only():
+    from trainer.tasks.tagging import numbers
+    # Token-aligned truth: [CLS] w0 w1 ##piece w2 [SEP]; gold PER(w0-w1), LOC(w2).
+    labels = np.array([[-1, 1, 2, -1, 3, -1]])
+    # Predicted: PER(w0-w1) right; w2 O (LOC missed); the later piece's LOC is not a word's.
+    predicted = np.array([[0, 1, 2, 3, 0, 0]])
+    result = numbers.summarize(logits_of(predicted), labels, NAMES)
+    assert (result["entity_precision"], result["entity_recall"]) == (1.0, 0.5)
+    assert result["entity_f1"] == pytest.approx(2 / 3)
+    assert result["tag_accuracy"] == pytest.approx(2 / 3)
+    assert result["per_type"]["LOC"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 1}
+
+
+def test_the_loss_is_the_mean_cross_entropy_of_tagged_words_per_sentence():
+    from trainer.tasks.tagging import numbers
+    labels = np.array([[-1, 0, 1, -1], [-1, 3, -1, -1]])
+    logits = np.zeros([2, 4, 5])  # uniform: every tagged word costs log 5
+    assert numbers.summarize(logits, labels, NAMES)["loss"] == pytest.approx(np.log(5))
+
+
+def test_entity_counts_are_per_type_by_the_strict_rules():
+    from trainer.tasks.tagging import numbers
+    # PER, LOC, and an I-LOC after O that begins nothing.
+    tag_ids = np.array([[1, 2, 0, 3], [0, 4, -1, -1]])
+    assert numbers.entity_counts(tag_ids, NAMES) == {"LOC": 1, "PER": 1}
+
+
+def test_errors_csv_lists_each_sides_entities_by_word():
+    from trainer.tasks.predictions import SplitPredictions
+    from trainer.tasks.tagging import numbers
+    labels = np.array([[-1, 1, 2, 3, -1], [-1, 0, 0, -1, -1]])
+    predicted = np.array([[-1, 1, 2, 0, -1], [-1, 0, 0, -1, -1]])
+    wrong, is_error, columns = numbers.error_measure(
+        SplitPredictions(np.array(["a b c", "d e"], object), labels, None, None, predicted=predicted), NAMES)
+    assert wrong.tolist() == [1.0, 0.0] and is_error.tolist() == [True, False]
+    assert columns["gold_entities"][0] == "PER words 0-1; LOC words 2-2"
+    assert columns["predicted_entities"][0] == "PER words 0-1"
+
+
+# --- the data, the flags ---------------------------------------------------------------------------
+
+def test_auto_picks_token_classification_for_tagged_sentences(data, tmp_path):
+    from trainer import config as config_lib
+    jsonl = tmp_path / "train.jsonl"
+    jsonl.write_text(json.dumps({"tokens": ["good", "movie"], "tags": ["B-POS", "I-POS"]}) + "\n")
+    csv = tmp_path / "train.csv"
+    csv.write_text("text,label\ngood,pos\n")
+    for path, task in ((data["train"], NAME), (jsonl, NAME), (csv, "auto")):
+        config = config_lib.build_config(["--training-file", str(path)], {})
+        assert config.model.task == task
+    assert config_lib.build_config(["--training-file", data["train"]], {}).train.selection_metric \
+        == "val_entity_f1"
+
+
+def test_tags_are_cut_on_tokens_and_learned_on_each_words_first_piece(tiny_encoder_dir, tmp_path):
+    from trainer.data import tagged_splits, tagged_tokens
+    from trainer.modeling.encoders import load_encoder
+    from trainer.tasks.tagging import files
+    path = write_conll(tmp_path / "t.conll", [[("good", "B-POS"), ("movies", "I-POS"), ("!", "O")]])
+    split = tagged_splits.tagged_split(files.read(path, "--training-file"), path,
+                                       tagged_splits.LabelSpec("tags", ["O", "B-POS", "I-POS"]))
+    preprocessor = load_encoder(tiny_encoder_dir, seq_length=8).preprocessor
+    tokens, cut = tagged_tokens.tokenize_split(split, preprocessor, 8)
+    # [CLS] good movie ##s ! [SEP]: "movies" is two pieces, the tag on the first.
+    assert tokens.labels[0].tolist() == [-1, 1, 2, -1, 0, -1, -1, -1]
+    assert cut.tolist() == [0]
+    short, cut = tagged_tokens.tokenize_split(split, preprocessor, 4)  # [CLS] good movie [SEP]
+    assert short.labels[0].tolist() == [-1, 1, 2, -1] and cut.tolist() == [1]
+    assert short.full_lengths.tolist() == [6]
+
+
+@pytest.mark.parametrize("flags, flag", [
+    (["--text-pair-column", "b"], "--text-pair-column"),
+    (["--label-column", "tags"], "--label-column"),
+    (["--long-texts", "windows"], "--long-texts"),
+    (["--class-weights", "balanced"], "--class-weights"),
+    (["--teacher", "runs/teacher"], "--teacher"),
+    (["--target-precision", "0.9"], "--target-precision"),
+    (["--find-label-issues"], "--find-label-issues"),
+])
+def test_flags_that_mean_nothing_for_tagging_are_refused(data, tmp_path, flags, flag):
+    result = run_in_process("--training-file", data["train"], "--job-dir", str(tmp_path / "job"),
+                            "--dry-run", *flags)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: {flag}"), result.stderr
+
+
+def test_a_tag_of_a_type_training_never_saw_names_its_line(data, tmp_path):
+    bad = write_conll(tmp_path / "dev.conll", [[("paris", "B-LOC")]])
+    result = run_in_process("--training-file", data["train"], "--validation-file", bad,
+                            "--job-dir", str(tmp_path / "job"), "--dry-run")
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: {bad} line 1: tag 'B-LOC' of token 'paris'"), result.stderr
+
+
+# --- one run, end to end ----------------------------------------------------------------------------
+
+TEXTS = ["it was a  good movie , bad 🙂 great", "gréat movie awful", "meh"]
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_encoder_dir, data, tmp_path_factory):
+    job = tmp_path_factory.mktemp("tagging") / "job"
+    result = run_cli(*args(tiny_encoder_dir, data, job))
+    assert result.returncode == 0, result.stdout + result.stderr
+    return job
+
+
+@pytest.mark.slow
+def test_the_run_learns_entities_and_records_entity_f1(trained):
+    metrics = json.loads((trained / "metrics.json").read_text())
+    assert metrics["task"] == NAME and metrics["labels"] == ["O", "B-NEG", "I-NEG", "B-POS", "I-POS"]
+    assert metrics["validation"]["entity_f1"] > 0.8
+    assert set(metrics["validation"]["per_type"]) == {"NEG", "POS"}
+    assert "val_entity_f1" in (trained / "eval_history.csv").read_text().splitlines()[0]
+    assert (trained / "report.html").exists() and (trained / "errors.csv").exists()
+
+
+@pytest.mark.slow
+def test_predict_and_serve_return_the_exports_entities_with_offsets_into_the_text(trained, tmp_path):
+    from test_server import Server, environ, free_port
+
+    from trainer.serving import export, predict
+    model = export.load_module(str(trained / "model"))
+    task = predict.task_of(model)
+    in_process = task.served_predictions(predict.task_outputs(model, task, TEXTS, 8))
+    for text, answer in zip(TEXTS, in_process):
+        assert all(text[e["start"]:e["end"]] == e["text"] for e in answer["entities"])
+    assert {"text": "great", "label": "POS", "start": 29, "end": 34} in [
+        {k: e[k] for k in ("text", "label", "start", "end")} for e in in_process[0]["entities"]]
+
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
+    result = run_cli("--model-dir", str(trained / "model"), "--input", str(source),
+                     "--output", str(tmp_path / "out.jsonl"), module="trainer.predict")
+    assert result.returncode == 0, result.stderr
+    written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [{"entities": r["entities"], "tags": r["tags"]} for r in written] == in_process
+
+    port = free_port()
+    running = Server([], {**environ(), "AIP_HTTP_PORT": str(port), "AIP_HEALTH_ROUTE": "/health",
+                          "AIP_PREDICT_ROUTE": "/predict", "AIP_STORAGE_URI": str(trained / "model")},
+                     "/health", tmp_path / "server.log")
+    try:
+        import httpx
+        served = running.wait_ready(port)
+        answer = httpx.post(served.url(port, "/predict"), json={"instances": TEXTS}, timeout=60).json()
+    finally:
+        running.stop()
+    assert answer["predictions"] == in_process
