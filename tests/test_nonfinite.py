@@ -22,7 +22,7 @@ def diverged(tiny_encoder_dir, tiny_data, tmp_path_factory):
     return job_dir, result
 
 
-@pytest.mark.slow  # a real run or export: CI runs it on 2.21 (.ci/run)
+@pytest.mark.slow  # a real run or export: run by hand (docs/testing.md), not in CI
 def test_a_diverging_run_exits_2_with_one_error_line_saying_when_and_why(diverged):
     _, result = diverged
     assert result.returncode == 2, result.stdout + result.stderr
@@ -34,7 +34,7 @@ def test_a_diverging_run_exits_2_with_one_error_line_saying_when_and_why(diverge
     assert "Traceback" not in result.stdout + result.stderr
 
 
-@pytest.mark.slow  # a real run or export: CI runs it on 2.21 (.ci/run)
+@pytest.mark.slow  # a real run or export: run by hand (docs/testing.md), not in CI
 def test_a_diverging_run_keeps_the_last_finite_checkpoint_and_exports_nothing(diverged):
     from conftest import read_csv
     job_dir, _ = diverged
@@ -47,7 +47,7 @@ def test_a_diverging_run_keeps_the_last_finite_checkpoint_and_exports_nothing(di
     assert all(math.isfinite(float(value)) for value in history[0].values())
 
 
-@pytest.mark.slow  # a real run or export: CI runs it on 2.21 (.ci/run)
+@pytest.mark.slow  # a real run or export: run by hand (docs/testing.md), not in CI
 def test_a_diverging_run_records_its_error_in_training_log(diverged):
     job_dir, _ = diverged
     assert (job_dir / "training.log").read_text().splitlines()[-1].startswith(
@@ -111,7 +111,7 @@ def nan_model_dir(tiny_encoder_dir, tmp_path_factory):
     return model_dir
 
 
-@pytest.mark.slow  # a real run or export: CI runs it on 2.21 (.ci/run)
+@pytest.mark.slow  # a real run or export: run by hand (docs/testing.md), not in CI
 def test_trainer_predict_refuses_a_model_whose_probabilities_are_nan(nan_model_dir, tmp_path):
     from conftest import write_csv
     from test_task import run_in_process
@@ -126,7 +126,7 @@ def test_trainer_predict_refuses_a_model_whose_probabilities_are_nan(nan_model_d
     assert not (tmp_path / "out.csv").exists()
 
 
-@pytest.mark.slow  # a real run or export: CI runs it on 2.21 (.ci/run)
+@pytest.mark.slow  # a real run or export: run by hand (docs/testing.md), not in CI
 def test_the_server_refuses_to_serve_a_model_whose_probabilities_are_nan(nan_model_dir):
     from trainer.serving.server import ModelService
     with pytest.raises(UserError, match="NaN or infinite on 1 of the 1 texts"):

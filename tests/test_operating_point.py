@@ -132,14 +132,14 @@ def expected_labels(probabilities, threshold):
     return [LABELS[int(p >= np.float32(threshold))] for p in probabilities[:, 1]]
 
 
-@pytest.mark.slow  # a tiny model trained and exported with a threshold (about 25 s); CI runs it on 2.21 (.ci/run)
+@pytest.mark.slow  # a tiny model trained and exported with a threshold (about 25 s): run by hand (docs/testing.md), not in CI
 def test_the_export_stores_its_threshold(thresholded):
     from trainer.serving import export
     model_dir, threshold = thresholded
     assert float(export.load_module(str(model_dir)).threshold.numpy()) == pytest.approx(threshold)
 
 
-@pytest.mark.slow  # a tiny model trained and exported with a threshold (about 25 s); CI runs it on 2.21 (.ci/run)
+@pytest.mark.slow  # a tiny model trained and exported with a threshold (about 25 s): run by hand (docs/testing.md), not in CI
 def test_trainer_predict_writes_the_class_the_threshold_decides(thresholded, tmp_path):
     model_dir, threshold = thresholded
     rows = write_csv(tmp_path / "in.csv", [(text,) for text in TEXTS], ("text",))
@@ -153,7 +153,7 @@ def test_trainer_predict_writes_the_class_the_threshold_decides(thresholded, tmp
     assert "pos" in predicted  # below 0.5, yet at or above the threshold
 
 
-@pytest.mark.slow  # a tiny model trained and exported with a threshold (about 25 s); CI runs it on 2.21 (.ci/run)
+@pytest.mark.slow  # a tiny model trained and exported with a threshold (about 25 s): run by hand (docs/testing.md), not in CI
 def test_the_servers_predictions_apply_the_threshold(thresholded):
     from trainer.serving import export, predict
     model_dir, threshold = thresholded
@@ -163,7 +163,7 @@ def test_the_servers_predictions_apply_the_threshold(thresholded):
     assert "pos" in [a["label"] for a in answers]
 
 
-@pytest.mark.slow  # a tiny model trained and exported with a threshold (about 25 s); CI runs it on 2.21 (.ci/run)
+@pytest.mark.slow  # a tiny model trained and exported with a threshold (about 25 s): run by hand (docs/testing.md), not in CI
 def test_the_bfloat16_copy_is_built_with_the_exports_threshold(thresholded, tiny_encoder_dir):
     from trainer.modeling import heads
     from trainer.modeling.encoders import load_encoder
@@ -183,7 +183,7 @@ def binary_rows(count, seed):
     return [(text, label) for text, label in labelled_rows(count, seed) if label != "neutral"]
 
 
-@pytest.mark.slow  # a real run: CI runs it on 2.21 (.ci/run)
+@pytest.mark.slow  # a real run: run by hand (docs/testing.md), not in CI
 def test_a_binary_run_exports_the_threshold_metrics_json_records(tiny_encoder_dir, tmp_path):
     files = {name: write_csv(tmp_path / f"{name}.csv", binary_rows(count, seed))
              for name, count, seed in (("train", 90, 1), ("validation", 45, 2), ("test", 30, 3))}

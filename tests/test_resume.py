@@ -128,17 +128,17 @@ def metrics(job_dir):
     return json.loads((job_dir / "metrics.json").read_text())
 
 
-@pytest.mark.slow  # the killed and uninterrupted runs (about 60 s): CI's slow lines run them on both minors
+@pytest.mark.slow  # the killed and uninterrupted runs (about 60 s): CI's 2.21 slow line runs them
 def test_a_spot_preempted_run_rerun_resumes_after_the_second_epoch(runs):
     assert "resumed after epoch 2 from" in runs["rerun"].stdout
 
 
-@pytest.mark.slow  # the killed and uninterrupted runs (about 60 s): CI's slow lines run them on both minors
+@pytest.mark.slow  # the killed and uninterrupted runs (about 60 s): CI's 2.21 slow line runs them
 def test_a_spot_preempted_runs_history_has_each_epoch_once_in_order(runs):
     assert [row["epoch"] for row in history(runs["resumed"])] == [1, 2, 3, 4]
 
 
-@pytest.mark.slow  # the killed and uninterrupted runs (about 60 s): CI's slow lines run them on both minors
+@pytest.mark.slow  # the killed and uninterrupted runs (about 60 s): CI's 2.21 slow line runs them
 def test_epochs_after_a_spot_preemption_train_like_the_uninterrupted_run(runs):
     # Train loss after the resume depends on the restored weights, optimizer moments, learning-
     # rate step, batch order and dropout generator state: any one missing shows here.
@@ -147,7 +147,7 @@ def test_epochs_after_a_spot_preemption_train_like_the_uninterrupted_run(runs):
         assert got == pytest.approx(expected, rel=1e-5, abs=1e-7), got["epoch"]
 
 
-@pytest.mark.slow  # the killed and uninterrupted runs (about 60 s): CI's slow lines run them on both minors
+@pytest.mark.slow  # the killed and uninterrupted runs (about 60 s): CI's 2.21 slow line runs them
 def test_early_stopping_keeps_its_best_epoch_across_a_spot_preemption(runs):
     resumed, uninterrupted = metrics(runs["resumed"]), metrics(runs["uninterrupted"])
     assert (resumed["best_epoch"], resumed["stopped_early"], resumed["epochs_completed"]) \
@@ -155,7 +155,7 @@ def test_early_stopping_keeps_its_best_epoch_across_a_spot_preemption(runs):
             uninterrupted["epochs_completed"]) == (1, True, 4)
 
 
-@pytest.mark.slow  # the killed and uninterrupted runs (about 60 s): CI's slow lines run them on both minors
+@pytest.mark.slow  # the killed and uninterrupted runs (about 60 s): CI's 2.21 slow line runs them
 def test_a_spot_preempted_runs_final_metrics_equal_the_uninterrupted_runs(runs):
     resumed, uninterrupted = metrics(runs["resumed"]), metrics(runs["uninterrupted"])
     for split in ("train", "validation", "test"):
@@ -163,13 +163,13 @@ def test_a_spot_preempted_runs_final_metrics_equal_the_uninterrupted_runs(runs):
         assert resumed[split]["confusion_matrix"] == uninterrupted[split]["confusion_matrix"]
 
 
-@pytest.mark.slow  # the killed and uninterrupted runs (about 60 s): CI's slow lines run them on both minors
+@pytest.mark.slow  # the killed and uninterrupted runs (about 60 s): CI's 2.21 slow line runs them
 def test_a_spot_preempted_run_evaluates_the_best_epochs_weights(runs):
     best = history(runs["resumed"])[0]
     assert metrics(runs["resumed"])["validation"]["loss"] == pytest.approx(best["val_loss"], rel=1e-5)
 
 
-@pytest.mark.slow  # the killed and uninterrupted runs (about 60 s): CI's slow lines run them on both minors
+@pytest.mark.slow  # the killed and uninterrupted runs (about 60 s): CI's 2.21 slow line runs them
 def test_a_spot_preempted_runs_export_equals_the_uninterrupted_runs(runs, data):
     from trainer.serving import export
     with open(data["test"]) as f:
@@ -179,7 +179,7 @@ def test_a_spot_preempted_runs_export_equals_the_uninterrupted_runs(runs, data):
     np.testing.assert_allclose(resumed, uninterrupted.numpy(), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.slow  # the killed and uninterrupted runs (about 60 s): CI's slow lines run them on both minors
+@pytest.mark.slow  # the killed and uninterrupted runs (about 60 s): CI's 2.21 slow line runs them
 def test_a_spot_preempted_run_keeps_only_the_best_epochs_weights(runs):
     assert sorted(os.listdir(runs["resumed"] / "checkpoints" / "best")) == ["epoch-1"]
 

@@ -68,8 +68,8 @@ def test_a_splits_entity_scores_read_each_words_first_piece_only():
     # Predicted: PER(w0-w1) right; w2 O (LOC missed); the later piece's LOC is not a word's.
     predicted = np.array([[0, 1, 2, 3, 0, 0]])
     result = numbers.summarize(logits_of(predicted), labels, NAMES)
-    assert (result["entity_precision"], result["entity_recall"]) == (1.0, 0.5)
-    assert result["entity_f1"] == pytest.approx(2 / 3)
+    assert (result["precision"], result["recall"]) == (1.0, 0.5)
+    assert result["f1"] == pytest.approx(2 / 3)
     assert result["tag_accuracy"] == pytest.approx(2 / 3)
     assert result["per_type"]["LOC"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 1}
 
@@ -112,7 +112,7 @@ def test_auto_picks_token_classification_for_tagged_sentences(data, tmp_path):
         config = config_lib.build_config(["--training-file", str(path)], {})
         assert config.model.task == task
     assert config_lib.build_config(["--training-file", data["train"]], {}).train.selection_metric \
-        == "val_entity_f1"
+        == "val_f1"
 
 
 def test_tags_are_cut_on_tokens_and_learned_on_each_words_first_piece(tiny_encoder_dir, tmp_path):
@@ -170,12 +170,12 @@ def trained(tiny_encoder_dir, data, tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_the_run_learns_entities_and_records_entity_f1(trained):
+def test_the_run_learns_entities_and_records_f1(trained):
     metrics = json.loads((trained / "metrics.json").read_text())
     assert metrics["task"] == NAME and metrics["labels"] == ["O", "B-NEG", "I-NEG", "B-POS", "I-POS"]
-    assert metrics["validation"]["entity_f1"] > 0.8
+    assert metrics["validation"]["f1"] > 0.8
     assert set(metrics["validation"]["per_type"]) == {"NEG", "POS"}
-    assert "val_entity_f1" in (trained / "eval_history.csv").read_text().splitlines()[0]
+    assert "val_f1" in (trained / "eval_history.csv").read_text().splitlines()[0]
     assert (trained / "report.html").exists() and (trained / "errors.csv").exists()
 
 

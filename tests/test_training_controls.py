@@ -185,7 +185,7 @@ def span_runs(tiny_encoder_dir, tiny_data, tmp_path_factory):
     return {"uninterrupted": root / "uninterrupted", "resumed": root / "killed", "rerun": rerun}
 
 
-@pytest.mark.slow  # the span runs, one killed and resumed (about 60 s): CI's 2.21 slow line runs them
+@pytest.mark.slow  # the span runs, one killed and resumed (about 60 s): run by hand (docs/testing.md), not in CI
 def test_with_eval_every_steps_every_log_line_counts_spans_not_epochs(span_runs):
     import re
     log = span_runs["rerun"].stdout
@@ -200,13 +200,13 @@ def history_of(job_dir):
             for row in read_csv(job_dir / "eval_history.csv")]
 
 
-@pytest.mark.slow  # the span runs, one killed and resumed (about 60 s): CI's 2.21 slow line runs them
+@pytest.mark.slow  # the span runs, one killed and resumed (about 60 s): run by hand (docs/testing.md), not in CI
 def test_eval_every_steps_writes_a_history_row_per_evaluation(span_runs):
     rows = history_of(span_runs["uninterrupted"])
     assert [(int(r["epoch"]), int(r["step"])) for r in rows] == [(1, 30), (2, 60), (3, 90), (4, 120), (5, 150)]
 
 
-@pytest.mark.slow  # the span runs, one killed and resumed (about 60 s): CI's 2.21 slow line runs them
+@pytest.mark.slow  # the span runs, one killed and resumed (about 60 s): run by hand (docs/testing.md), not in CI
 def test_a_run_killed_between_evaluations_mid_epoch_resumes_like_an_uninterrupted_one(span_runs):
     from conftest import metrics_of
     assert "resumed after span 2" in span_runs["rerun"].stdout

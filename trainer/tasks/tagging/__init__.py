@@ -15,10 +15,10 @@ NAME = "token-classification"
 class TaggingTask(Task):
     name = NAME
     unit = "word"
-    metric_goals = {"val_entity_f1": "maximize", "val_entity_precision": "maximize",
-                    "val_entity_recall": "maximize", "val_loss": "minimize"}
+    metric_goals = {"val_f1": "maximize", "val_precision": "maximize",
+                    "val_recall": "maximize", "val_loss": "minimize"}
     train_metric = "tag_accuracy"
-    summary_metrics = ("entity_f1", "entity_precision", "entity_recall", "tag_accuracy")
+    summary_metrics = ("f1", "precision", "recall", "tag_accuracy")
     loss_name = "cross-entropy per tagged word"
     label_noun = "tag"
     exported_outputs = "entities and word tags"
@@ -26,7 +26,7 @@ class TaggingTask(Task):
     export_mark = "entity_label"
     answer_outputs = ("entity_text", "entity_label", "entity_start", "entity_end", "entity_score",
                       "entity_count", "word_tags", "word_count")
-    agreement_metric = "entity_f1"
+    agreement_metric = "f1"
     label_issues_refused = (f"--task {NAME} tags words, and cleanlab's ranking judges one label "
                             f"per row")
     error_columns = ["split", "rank", "wrong_entities", "gold_entities", "predicted_entities", "text"]
@@ -92,14 +92,14 @@ class TaggingTask(Task):
         return numbers.summarize(outputs, labels, label_names)
 
     def describe(self, result: dict) -> str:
-        return (f"loss {result['loss']:.4f}  entity F1 {result['entity_f1']:.4f}  precision "
-                f"{result['entity_precision']:.4f}  recall {result['entity_recall']:.4f}  tag "
+        return (f"loss {result['loss']:.4f}  entity F1 {result['f1']:.4f}  precision "
+                f"{result['precision']:.4f}  recall {result['recall']:.4f}  tag "
                 f"accuracy {result['tag_accuracy']:.4f}")
 
     def describe_epoch(self, logs: dict) -> str:
         return (f"loss {logs['loss']:.4f} tag acc {logs['tag_accuracy']:.3f} | val loss "
-                f"{logs['val_loss']:.4f} entity F1 {logs['val_entity_f1']:.3f} precision "
-                f"{logs['val_entity_precision']:.3f} recall {logs['val_entity_recall']:.3f}")
+                f"{logs['val_loss']:.4f} entity F1 {logs['val_f1']:.3f} precision "
+                f"{logs['val_precision']:.3f} recall {logs['val_recall']:.3f}")
 
     # --- distillation: refused by check_flags (a teacher's per-token probabilities come next)
     def distillation_loss(self, temperature: float, alpha: float):

@@ -9,8 +9,8 @@ strings and returns each entity's text, type, character offsets and score, and e
 """
 
 METRICS = """\
-Entity F1 {{ "%.4f" | format(eval_metrics.entity_f1) }}, precision {{ "%.4f" | format(eval_metrics.entity_precision) }},
-recall {{ "%.4f" | format(eval_metrics.entity_recall) }} (an entity counts when its type, first and last word are right).
+Entity F1 {{ "%.4f" | format(eval_metrics.f1) }}, precision {{ "%.4f" | format(eval_metrics.precision) }},
+recall {{ "%.4f" | format(eval_metrics.recall) }} (an entity counts when its type, first and last word are right).
 """
 
 SECTIONS = {

@@ -25,8 +25,8 @@ def summarize(outputs: np.ndarray, labels: np.ndarray, names: Sequence[str]) -> 
     predicted = outputs.argmax(axis=-1)
     scores = metrics.entity_scores(word_tags(labels, labels, names), word_tags(predicted, labels, names))
     return {"examples": int(len(labels)), "loss": float(per_sentence.mean()) if len(labels) else 0.0,
-            "entity_f1": scores["f1"], "entity_precision": scores["precision"],
-            "entity_recall": scores["recall"], "entities": scores["support"],
+            "f1": scores["f1"], "precision": scores["precision"],
+            "recall": scores["recall"], "entities": scores["support"],
             "tag_accuracy": float((predicted == labels)[tagged].mean()) if tagged.any() else 0.0,
             "per_type": scores["per_type"]}
 

@@ -1,0 +1,144 @@
+"""The reference bench/ner.py measures the trainer's tagging against: transformers' token
+classification in PyTorch, as its run_ner example trains it.
+
+    python bench/ner_reference.py --encoder DIR --train FILE --dev FILE --epochs 3 \
+        --learning-rate 5e-5 --batch-size 32 --max-length 128 --output result.json
+
+- `AutoModelForTokenClassification` on the same weights, a fresh linear head;
+- words tokenized with `is_split_into_words=True`, each word's label on its first piece and -100
+  on the rest (run_ner's default, `label_all_tokens=False`), cut at `--max-length` pieces;
+- AdamW (no weight decay on biases and LayerNorm weights), linear warm-up over
+  `--warmup-fraction` of the steps then linear decay to 0, gradients clipped to norm 1.0 (the
+  Trainer's defaults); batches shuffled each epoch and padded to their longest row
+  (DataCollatorForTokenClassification's dynamic padding);
+- dev scored after every epoch by the same entity rules as the trainer (seqeval's strict IOB2:
+  trainer/tasks/tagging/metrics.py), the files read by the same reader.
+
+Training seconds leave out the evaluations, as the trainer's metrics.json `durations.train` does.
+"""
+import argparse
+import json
+import os
+import random
+import sys
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from trainer.tasks.tagging import files, metrics, tags as iob2  # noqa: E402
+
+IGNORED = -100  # what torch's cross-entropy skips
+
+
+def words_of(sentence) -> list:
+    return [sentence.text[a:b] for a, b in sentence.words]
+
+
+def encode(tokenizer, sentences, tag_index, max_length):
+    """Per sentence: (input ids, labels on first pieces, the position of each word's first piece)."""
+    encoded = tokenizer([words_of(s) for s in sentences], is_split_into_words=True,
+                        truncation=True, max_length=max_length)
+    rows = []
+    for index, sentence in enumerate(sentences):
+        word_ids = encoded.word_ids(index)
+        labels, firsts, previous = [], {}, None
+        for position, word in enumerate(word_ids):
+            first = word is not None and word != previous
+            labels.append(tag_index.get(sentence.tags[word], 0) if first else IGNORED)
+            if first:
+                firsts[word] = position
+            previous = word
+        rows.append((encoded["input_ids"][index], labels, firsts))
+    return rows
+
+
+def batches(rows, batch_size, pad_id, order):
+    for start in range(0, len(order), batch_size):
+        chosen = [rows[i] for i in order[start:start + batch_size]]
+        width = max(len(ids) for ids, _, _ in chosen)
+        ids = torch.full((len(chosen), width), pad_id, dtype=torch.long)
+        labels = torch.full((len(chosen), width), IGNORED, dtype=torch.long)
+        mask = torch.zeros((len(chosen), width), dtype=torch.long)
+        for row, (i, l, _) in enumerate(chosen):
+            ids[row, :len(i)], labels[row, :len(l)], mask[row, :len(i)] = torch.tensor(i), torch.tensor(l), 1
+        yield order[start:start + batch_size], ids, mask, labels
+
+
+def evaluate(model, rows, sentences, names, pad_id, batch_size=64) -> dict:
+    """Entity scores on dev: a word cut by --max-length is tagged O."""
+    model.eval()
+    predicted = [["O"] * len(s.tags) for s in sentences]
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
+    with torch.no_grad():
+        for chosen, ids, mask, _ in batches(rows, batch_size, pad_id, order):
+            best = model(input_ids=ids, attention_mask=mask).logits.argmax(-1).numpy()
+            for row, index in enumerate(chosen):
+                for word, position in rows[index][2].items():
+                    predicted[index][word] = names[best[row, position]]
+    model.train()
+    return metrics.entity_scores([list(s.tags) for s in sentences], predicted)
+
+
+def main():
+    from transformers import AutoModelForTokenClassification, AutoTokenizer, get_linear_schedule_with_warmup
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for flag in ("--encoder", "--train", "--dev", "--output"):
+        parser.add_argument(flag, required=True)
+    parser.add_argument("--epochs", type=int, required=True)
+    parser.add_argument("--learning-rate", type=float, required=True)
+    parser.add_argument("--batch-size", type=int, required=True)
+    parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--warmup-fraction", type=float, default=0.1)
+    parser.add_argument("--weight-decay", type=float, default=0.01)
+    parser.add_argument("--seed", type=int, default=42)
+    args = parser.parse_args()
+
+    random.seed(args.seed), np.random.seed(args.seed), torch.manual_seed(args.seed)
+    torch.set_num_threads(os.cpu_count())
+    train = files.read(args.train, "--train").sentences
+    dev = files.read(args.dev, "--dev").sentences
+    names = iob2.tag_names(sorted({t[2:] for s in train for t in s.tags if t != iob2.OUTSIDE}))
+    index = {name: i for i, name in enumerate(names)}
+    tokenizer = AutoTokenizer.from_pretrained(args.encoder)
+    train_rows = encode(tokenizer, train, index, args.max_length)
+    dev_rows = encode(tokenizer, dev, index, args.max_length)  # its labels are never read
+    model = AutoModelForTokenClassification.from_pretrained(args.encoder, num_labels=len(names))
+    no_decay = [p for n, p in model.named_parameters() if n.endswith("bias") or "LayerNorm" in n]
+    decay = [p for n, p in model.named_parameters() if not (n.endswith("bias") or "LayerNorm" in n)]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=args.learning_rate)
+    steps = args.epochs * -(-len(train_rows) // args.batch_size)
+    schedule = get_linear_schedule_with_warmup(optimizer, int(args.warmup_fraction * steps), steps)
+    pad_id = tokenizer.pad_token_id
+    seconds, history = 0.0, []
+    model.train()
+    for epoch in range(1, args.epochs + 1):
+        order = list(range(len(train_rows)))
+        random.shuffle(order)
+        start = time.perf_counter()
+        for done, (_, ids, mask, labels) in enumerate(batches(train_rows, args.batch_size, pad_id, order), 1):
+            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step(), schedule.step(), optimizer.zero_grad()
+            if done % 100 == 0:
+                rate = done * args.batch_size / (time.perf_counter() - start)
+                print(f"epoch {epoch} batch {done} loss {loss.item():.4f} {rate:.1f} sentences/s", flush=True)
+        seconds += time.perf_counter() - start
+        scores = evaluate(model, dev_rows, dev, names, pad_id)
+        history.append({"epoch": epoch, "f1": scores["f1"], "precision": scores["precision"],
+                        "recall": scores["recall"], "train_seconds": seconds})
+        print(f"epoch {epoch}: dev entity F1 {scores['f1']:.4f}, {seconds:.0f} s training", flush=True)
+    best = max(history, key=lambda h: h["f1"])
+    with open(args.output, "w") as f:
+        json.dump({"train_seconds": seconds, "history": history, "best_epoch": best["epoch"],
+                   "f1": best["f1"], "precision": best["precision"], "recall": best["recall"],
+                   "sentences": len(train_rows), "torch": torch.__version__}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
