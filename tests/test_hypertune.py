@@ -113,5 +113,5 @@ def test_a_missing_objective_fails_loudly_rather_than_leaving_a_trial_unmeasured
 
 
 def test_an_unknown_metric_is_rejected():
-    with pytest.raises(ValueError, match="val_f1"):
-        reporting.HypertuneReporter("val_f1")
+    with pytest.raises(ValueError, match="val_unknown"):
+        reporting.HypertuneReporter("val_unknown")

@@ -211,3 +211,36 @@ def test_predict_and_serve_return_the_exports_entities_with_offsets_into_the_tex
     finally:
         running.stop()
     assert answer["predictions"] == in_process
+
+
+# --- every family: offsets into the raw string -----------------------------------------------------
+
+TRICKY = "  Ünïcödé   café,🙂 São Paulo  (ok) "
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(__import__("hf_reference").families()))
+def test_every_familys_export_returns_entities_at_exact_offsets_of_the_raw_string(family, tmp_path):
+    """A tagger on each family's tiny checkpoint, its head biased to B-X for every word: each
+    word is an entity, and every entity's and word's offsets slice the raw string (accents,
+    an emoji, runs of spaces) to its text. (The saved export answers as the module does: the
+    run above reloads one in fresh processes.)"""
+    import tensorflow as tf
+
+    import hf_reference
+    from trainer.modeling import heads
+    from trainer.modeling.encoders import load_encoder
+    from trainer.serving import tagging
+    encoder = load_encoder(hf_reference.write_checkpoint(family, tmp_path / "ckpt"), seq_length=48)
+    tagger = heads.build_tagger(encoder.network, len(NAMES), 0.1, 48)
+    tagger.get_layer("logits").bias.assign([0.0, 50.0, 0.0, 0.0, 0.0])  # B-PER everywhere
+    outputs = tagging.TaggingModule(encoder.preprocessor, tagger, NAMES, 48).serve(tf.constant([TRICKY]))
+    words = [TRICKY[a:b] for a, b in zip(outputs["word_start"][0].numpy()[:outputs["word_count"][0]],
+                                         outputs["word_end"][0].numpy())]
+    assert words == ["Ünïcödé", "café", ",", "🙂", "São", "Paulo", "(", "ok", ")"]
+    count = int(outputs["entity_count"][0])
+    entities = [(TRICKY[s:e], t.decode()) for s, e, t in zip(
+        outputs["entity_start"][0].numpy()[:count], outputs["entity_end"][0].numpy(),
+        outputs["entity_text"][0].numpy())]
+    assert [text for _, text in entities] == words
+    assert all(sliced == text for sliced, text in entities)

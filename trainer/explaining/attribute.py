@@ -49,6 +49,9 @@ def explainable(model) -> bool:
 
 
 def require_explainable(model, model_dir: str) -> None:
+    refused = predict.task_of(model).explanations_refused
+    if refused:
+        raise UserError(f"--model-dir: {model_dir} cannot explain its predictions: {refused}")
     if not explainable(model):
         raise UserError(f"--model-dir: {model_dir} cannot explain its predictions: it was exported "
                         f"before token attributions existed, or with a TF-Hub encoder "

@@ -290,6 +290,8 @@ class Task(abc.ABC):
     # The signature outputs the answers below are made of, as predict_outputs returns them
     # (trainer.serving.predict: numpy per row; `label_names` once, as bytes).
     answer_outputs: Sequence[str]
+    # Why trainer.explain cannot explain this kind's exports (the tail of its error), or None.
+    explanations_refused: Optional[str] = None
     # The outputs that pick what trainer.explain attributes (explained_choices'); empty when
     # the export's one output is attributed whatever the text says (a score).
     explained_outputs: Sequence[str] = ()

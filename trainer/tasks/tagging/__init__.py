@@ -29,6 +29,8 @@ class TaggingTask(Task):
     agreement_metric = "f1"
     label_issues_refused = (f"--task {NAME} tags words, and cleanlab's ranking judges one label "
                             f"per row")
+    explanations_refused = (f"it is a {NAME} model: it tags each word, and an explanation "
+                            f"attributes one label of a whole text to its words")
     error_columns = ["split", "rank", "wrong_entities", "gold_entities", "predicted_entities", "text"]
     errors_description = "sentences with the most entities missed or wrongly found"
     model_card = card.SECTIONS

@@ -59,6 +59,8 @@ def holds_tagged_sentences(spec: str) -> bool:
     """Whether --training-file `spec` is tagged sentences: CoNLL by its name, or JSON Lines whose
     first record has `tokens` and `tags` (or `text` and `spans`). False when it cannot be read:
     reading it later says why."""
+    if is_tagged(spec.split(",")[0].strip()):
+        return True
     try:
         path = next(iter(storage.expand_paths(spec, "--training-file")))
         if is_tagged(path):
