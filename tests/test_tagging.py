@@ -123,12 +123,12 @@ def test_tags_are_cut_on_tokens_and_learned_on_each_words_first_piece(tiny_encod
     split = tagged_splits.tagged_split(files.read(path, "--training-file"), path,
                                        tagged_splits.LabelSpec("tags", ["O", "B-POS", "I-POS"]))
     preprocessor = load_encoder(tiny_encoder_dir, seq_length=8).preprocessor
-    tokens, cut = tagged_tokens.tokenize_split(split, preprocessor, 8)
+    tokens, cut, pieceless = tagged_tokens.tokenize_split(split, preprocessor, 8)
     # [CLS] good movie ##s ! [SEP]: "movies" is two pieces, the tag on the first.
     assert tokens.labels[0].tolist() == [-1, 1, 2, -1, 0, -1, -1, -1]
-    assert cut.tolist() == [0]
-    short, cut = tagged_tokens.tokenize_split(split, preprocessor, 4)  # [CLS] good movie [SEP]
-    assert short.labels[0].tolist() == [-1, 1, 2, -1] and cut.tolist() == [1]
+    assert cut.tolist() == [0] and pieceless.tolist() == [0]
+    short, cut, pieceless = tagged_tokens.tokenize_split(split, preprocessor, 4)  # [CLS] good movie [SEP]
+    assert short.labels[0].tolist() == [-1, 1, 2, -1] and cut.tolist() == [1] and pieceless.tolist() == [0]
     assert short.full_lengths.tolist() == [6]
 
 

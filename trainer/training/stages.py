@@ -267,14 +267,14 @@ def _tokenize_words(ctx: RunContext) -> None:
 
     config = ctx.config
     limit = config.data.max_seq_length
-    tokenized, cut = tagged_tokens.tokenize_splits(ctx.datasets, ctx.encoder.preprocessor, limit,
-                                                   config.runtime.log_every_seconds)
+    tokenized, lost = tagged_tokens.tokenize_splits(ctx.datasets, ctx.encoder.preprocessor, limit,
+                                                    config.runtime.log_every_seconds)
     log.info("%d sentences, mean %.1f tokens", sum(len(t) for t in tokenized.values()),
              tokenized["train"].lengths.mean())
-    tagged_tokens.log_cut(cut, ctx.datasets, limit)
-    # metrics.json's truncated_texts: the sentences that lost a word.
+    tagged_tokens.log_lost(lost, ctx.datasets, limit)
+    # metrics.json's truncated_texts: the sentences that lost a word past the limit.
     ctx.inputs = batching(config, ctx.runtime, ctx.long_texts, tokenized,
-                          {name: int((lost > 0).sum()) for name, lost in cut.items()})
+                          {name: int((cut > 0).sum()) for name, (cut, _) in lost.items()})
 
 
 def batching(config, runtime: Runtime, cut, tokenized: dict, truncated: dict, training=None) -> Inputs:
