@@ -122,14 +122,15 @@ def _explainer(model_dir: str):
     """The export of `model_dir` when it can explain, else None."""
     from trainer import storage
     from trainer.explaining import attribute
-    from trainer.serving import export
+    from trainer.serving import export, predict
 
     if not storage.exists(storage.join(model_dir, "saved_model.pb")):
         return None
     model = export.load_module(model_dir)
-    if not attribute.explainable(model):
-        log.info("report: no token attributions: the export has no explain_tokens "
-                 "(a TF-Hub encoder)")
+    refused = predict.task_of(model).explanations_refused
+    if refused or not attribute.explainable(model):
+        log.info("report: no token attributions: %s", refused or
+                 "the export has no explain_tokens (a TF-Hub encoder)")
         return None
     return model
 
