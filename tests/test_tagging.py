@@ -81,6 +81,16 @@ def test_the_loss_is_the_mean_cross_entropy_of_tagged_words_per_sentence():
     assert numbers.summarize(logits, labels, NAMES)["loss"] == pytest.approx(np.log(5))
 
 
+def test_the_type_confusion_matches_entities_by_their_words():
+    from trainer.tasks.tagging import numbers
+    gold = [["B-PER", "I-PER", "O", "B-LOC"], ["B-LOC", "O"]]
+    predicted = [["B-LOC", "I-LOC", "O", "O"], ["B-LOC", "B-PER"]]
+    confusion = numbers.type_confusion(gold, predicted, NAMES)
+    assert confusion["types"] == ["PER", "LOC", "(none)"]
+    # PER words 0-1 read as LOC; LOC word 3 missed; LOC right; a PER where there is none.
+    assert confusion["matrix"] == [[0, 1, 0], [0, 1, 1], [1, 0, 0]]
+
+
 def test_entity_counts_are_per_type_by_the_strict_rules():
     from trainer.tasks.tagging import numbers
     # PER, LOC, and an I-LOC after O that begins nothing.

@@ -119,9 +119,28 @@ def _per_label_scores(metrics: dict, predictions, calibration) -> list:
 
 # The figure kinds a task's `figures` may name: each (metrics, predictions, calibration) ->
 # [(file name, title, png bytes, note)].
+def _entity_confusion(metrics: dict, predictions, calibration) -> list:
+    return [(f"entity_confusion_{name}.png", f"Entity types confused: {name}",
+             figures.confusion_matrices(metrics[name]["confusion"]["matrix"],
+                                        metrics[name]["confusion"]["types"], name),
+             "Entities matched by their words: rows are true types, columns predicted ones; "
+             "(none) is an entity missed (column) or found where there is none (row).")
+            for name in _evaluated(metrics)]
+
+
+def _entity_types(metrics: dict, predictions, calibration) -> list:
+    per_type = {name: metrics[name]["per_type"] for name in _evaluated(metrics)}
+    types = sorted({kind for scores in per_type.values() for kind in scores})
+    per_type = {name: {kind: scores.get(kind, {"precision": 0.0, "recall": 0.0, "f1": 0.0})
+                       for kind in types} for name, scores in per_type.items()}
+    return [("entity_types.png", "Per-type precision, recall and F1",
+             figures.per_class_scores(per_type, types, "entity type"), "")]
+
+
 FIGURES = {"confusion_matrices": _confusion_matrices, "per_class_scores": _per_class_scores,
            "reliability": _reliability, "predicted_vs_true": _predicted_vs_true,
-           "residuals": _residuals, "per_label_scores": _per_label_scores}
+           "residuals": _residuals, "per_label_scores": _per_label_scores,
+           "entity_confusion": _entity_confusion, "entity_types": _entity_types}
 
 
 def _evaluated(metrics: dict) -> list:

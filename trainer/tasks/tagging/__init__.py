@@ -31,6 +31,7 @@ class TaggingTask(Task):
                             f"per row")
     explanations_refused = (f"it is a {NAME} model: it tags each word, and an explanation "
                             f"attributes one label of a whole text to its words")
+    figures = ("entity_types", "entity_confusion")
     error_columns = ["split", "rank", "wrong_entities", "gold_entities", "predicted_entities", "text"]
     errors_description = "sentences with the most entities missed or wrongly found"
     model_card = card.SECTIONS
@@ -154,7 +155,10 @@ class TaggingTask(Task):
         return numbers.split_predictions(outputs, labels, texts)
 
     def export_predictions(self, exported: dict, labels, texts, pairs, temperature: float):
-        raise NotImplementedError(f"--task {NAME}'s report reads the run's own outputs")
+        """Refused: the export tags the words it splits itself, which need not be the tagged
+        file's tokens ("U.S." is four), so its answers cannot be scored against their tags."""
+        raise UserError(f"a {NAME} run's report is written by the run itself (report.html); "
+                        f"trainer.report cannot rebuild it from the exported model yet")
 
     def error_measure(self, predictions, names) -> tuple:
         from trainer.tasks.tagging import numbers

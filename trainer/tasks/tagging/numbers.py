@@ -23,12 +23,32 @@ def summarize(outputs: np.ndarray, labels: np.ndarray, names: Sequence[str]) -> 
     picked = np.take_along_axis(log_probabilities, np.maximum(labels, 0)[..., None], -1)[..., 0]
     per_sentence = -(picked * tagged).sum(axis=1) / np.maximum(tagged.sum(axis=1), 1)
     predicted = outputs.argmax(axis=-1)
-    scores = metrics.entity_scores(word_tags(labels, labels, names), word_tags(predicted, labels, names))
+    gold, guessed = word_tags(labels, labels, names), word_tags(predicted, labels, names)
+    scores = metrics.entity_scores(gold, guessed)
     return {"examples": int(len(labels)), "loss": float(per_sentence.mean()) if len(labels) else 0.0,
             "f1": scores["f1"], "precision": scores["precision"],
             "recall": scores["recall"], "entities": scores["support"],
             "tag_accuracy": float((predicted == labels)[tagged].mean()) if tagged.any() else 0.0,
-            "per_type": scores["per_type"]}
+            "per_type": scores["per_type"], "confusion": type_confusion(gold, guessed, names)}
+
+
+NONE = "(none)"  # the confusion's row of entities found where none is, column of those missed
+
+
+def type_confusion(gold, predicted, names: Sequence[str]) -> dict:
+    """{"types": the entity types and NONE, "matrix": counts [true type][predicted type]} of the
+    entities of sentences' tags, matched by their words: the same words under another type are
+    confused types; an entity on words no gold one has is in NONE's row, a gold one on words no
+    prediction has in NONE's column."""
+    types = [*(name[2:] for name in names[1::2]), NONE]
+    index = {kind: i for i, kind in enumerate(types)}
+    matrix = np.zeros([len(types), len(types)], np.int64)
+    for truth, guess in zip(gold, predicted):
+        true_spans = {(a, b): kind for kind, a, b in iob2.entities(truth)}
+        guessed = {(a, b): kind for kind, a, b in iob2.entities(guess)}
+        for span in set(true_spans) | set(guessed):
+            matrix[index[true_spans.get(span, NONE)], index[guessed.get(span, NONE)]] += 1
+    return {"types": types, "matrix": matrix.tolist()}
 
 
 def entity_counts(labels: np.ndarray, names: Sequence[str]) -> dict:
