@@ -127,7 +127,7 @@ def student(teacher, tiny_encoder_dir, tiny_data, unlabeled, tmp_path_factory):
     return job_dir, result
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # run by hand (docs/testing.md), not in CI
 def test_a_model_teacher_labels_every_text_once_into_the_job_dir(student, tiny_data):
     job_dir, result = student
     block = metrics_of(job_dir)["distillation"]
@@ -141,7 +141,7 @@ def test_a_model_teacher_labels_every_text_once_into_the_job_dir(student, tiny_d
                      result.stdout + result.stderr)
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # run by hand (docs/testing.md), not in CI
 def test_the_student_is_scored_beside_its_teacher(student):
     validation = metrics_of(student[0])["distillation"]["validation"]
     assert 0.0 <= validation["agreement"] <= 1.0
@@ -149,7 +149,7 @@ def test_the_student_is_scored_beside_its_teacher(student):
     assert metrics_of(student[0])["hyperparameters"]["encoder_layers"] == 1
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # run by hand (docs/testing.md), not in CI
 def test_a_rerun_reuses_the_teachers_file(student, teacher, tiny_encoder_dir, tiny_data, unlabeled,
                                           tmp_path):
     """(In a job dir of its own holding the student's teacher/ folder, as a resumed or repeated
@@ -167,7 +167,7 @@ def test_a_rerun_reuses_the_teachers_file(student, teacher, tiny_encoder_dir, ti
     assert open(path).read() == before
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # run by hand (docs/testing.md), not in CI
 def test_the_teachers_predict_output_as_a_file_gives_the_same_student(student, teacher, tiny_encoder_dir,
                                                                        tiny_data, unlabeled, tmp_path):
     texts = write_csv(tmp_path / "texts.csv", [(text,) for text, _ in every_text(tiny_data)], ("text",))
@@ -185,7 +185,7 @@ def test_the_teachers_predict_output_as_a_file_gives_the_same_student(student, t
     assert by_file["test"]["confusion_matrix"] == by_model["test"]["confusion_matrix"]
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # run by hand (docs/testing.md), not in CI
 def test_the_student_predicts_and_serves_as_any_model(student, tmp_path):
     from test_server import HEALTH, PREDICT, Server, environ, free_port, post
 
@@ -210,7 +210,7 @@ def test_the_student_predicts_and_serves_as_any_model(student, tmp_path):
     assert json.loads((job_dir / "model" / "trainer_export.json").read_text())
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # run by hand (docs/testing.md), not in CI
 def test_a_teacher_of_other_labels_is_refused_before_it_reads_the_texts(teacher, tiny_encoder_dir,
                                                                         tmp_path):
     data = {name: write_csv(tmp_path / f"{name}.csv", [(f"good {name}", "good"), (f"bad {name}", "bad")] * 10)

@@ -103,7 +103,7 @@ def test_a_config_with_zero_layers_is_refused_by_flag():
         build_config(["--encoder-layers", "0"], {})
 
 
-@pytest.mark.slow  # a real run with both copies: CI's slow line (.ci/run)
+@pytest.mark.slow  # a real run with both copies: run by hand (docs/testing.md), not in CI
 def test_a_shallower_run_exports_its_copies_and_predicts(tiny_encoder_dir, tiny_data, tmp_path):
     """The export, the int8 and bfloat16 copies (rebuilt from the config) and prediction work
     unchanged on a 1-layer encoder kept from the tiny 2-layer one."""
