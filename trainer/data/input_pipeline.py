@@ -60,15 +60,9 @@ class LongTexts:
                 else self.mode)
 
 
-@dataclasses.dataclass
-class TokenizedSplit:
-    """Token ids of one split, unpadded (row i has lengths[i] tokens), plus labels and weights."""
-    word_ids: np.ndarray  # int32, all rows concatenated
-    type_ids: np.ndarray  # int32, same layout
-    lengths: np.ndarray  # int32 [N]
-    labels: np.ndarray  # int32 [N] class ids, or float32 [N] regression targets
-    weights: np.ndarray  # float32 [N]
-    full_lengths: Optional[np.ndarray] = None  # int32 [N]: each row's length before the cut
+class Rows:
+    """What a split of tokens (in memory, or in the token cache) answers from its `lengths`."""
+    lengths: np.ndarray  # int32 [N]: each row's tokens
 
     def __len__(self):
         return len(self.lengths)
@@ -76,6 +70,17 @@ class TokenizedSplit:
     @property
     def real_tokens(self) -> int:
         return int(self.lengths.sum())
+
+
+@dataclasses.dataclass
+class TokenizedSplit(Rows):
+    """Token ids of one split, unpadded (row i has lengths[i] tokens), plus labels and weights."""
+    word_ids: np.ndarray  # int32, all rows concatenated
+    type_ids: np.ndarray  # int32, same layout
+    lengths: np.ndarray  # int32 [N]
+    labels: np.ndarray  # int32 [N] class ids, or float32 [N] regression targets
+    weights: np.ndarray  # float32 [N]
+    full_lengths: Optional[np.ndarray] = None  # int32 [N]: each row's length before the cut
 
     def rows(self, start: int, stop: int) -> "TokenizedSplit":
         """Rows [start, stop): e.g. one split of several tokenized in a single pass."""

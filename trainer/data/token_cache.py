@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from trainer import progress, storage
-from trainer.data.input_pipeline import LongTexts
+from trainer.data.input_pipeline import LongTexts, Rows
 
 log = logging.getLogger("trainer")
 
@@ -38,20 +38,13 @@ _PROBES = ("The quick brown fox jumps over the lazy dog.", "Ünïcödé, emoji �
 
 
 @dataclasses.dataclass
-class CachedSplit:
+class CachedSplit(Rows):
     """One split's tokens on disk; lengths and labels (in block order) in memory."""
     blocks: list  # block file paths, in row order
     lengths: np.ndarray  # int32 [N]
     labels: np.ndarray  # int32 [N], float32 [N] or [N, L]
     class_weights: Optional[np.ndarray] = None  # per-class example weights, or None: all 1
     full_lengths: Optional[np.ndarray] = None  # int32 [N]: each row's length before the cut
-
-    def __len__(self):
-        return len(self.lengths)
-
-    @property
-    def real_tokens(self) -> int:
-        return int(self.lengths.sum())
 
     def examples(self, seed=None, shard=(0, 1)) -> tf.data.Dataset:
         """Rows as (features, label, weight), with ragged token ids: in order, or (with a seed)
