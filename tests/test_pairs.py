@@ -101,6 +101,7 @@ def test_the_longer_side_is_truncated_first(preprocessor):
 
 # --- a pair classifier through the CLI -----------------------------------------------------------
 
+@pytest.mark.slow  # the trained pairs run (about 90 s of one worker): CI's 2.21 slow line (.ci/run)
 def test_the_run_reads_both_texts_and_learns_from_the_second(trained):
     metrics = json.loads((trained / "metrics.json").read_text())
     assert (metrics["text_column"], metrics["text_pair_column"]) == ("sentence1", "sentence2")
@@ -150,6 +151,7 @@ def test_predict_reads_both_columns_and_matches_the_test_accuracy(trained, data,
     assert accuracy == pytest.approx(metrics["test"]["accuracy"])
 
 
+@pytest.mark.slow  # the trained pairs run (about 90 s of one worker): CI's 2.21 slow line (.ci/run)
 def test_predict_on_a_file_without_the_second_text_says_so(trained, tmp_path):
     single = write_csv(tmp_path / "single.csv", [("so good",)], ("text",))
     result = run_in_process("--model-dir", trained / "model", "--input", single,
@@ -177,6 +179,7 @@ def test_an_unknown_pair_column_names_the_flag(tiny_encoder_dir, data, tmp_path)
         "error: --text-pair-column: column 'second' is not in")
 
 
+@pytest.mark.slow  # the trained pairs run (about 90 s of one worker): CI's 2.21 slow line (.ci/run)
 def test_errors_csv_lists_both_texts_of_each_pair(trained, data):
     listed = read_csv(trained / "errors.csv")
     with open(trained / "errors.csv", encoding="utf-8") as f:
@@ -186,7 +189,7 @@ def test_errors_csv_lists_both_texts_of_each_pair(trained, data):
     assert all((r["text"], r["text_pair"], r["true_label"]) in given for r in listed)
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # run by hand (docs/testing.md), not in CI
 def test_a_run_killed_after_its_second_epoch_resumes_and_ends_like_an_uninterrupted_one(
         trained, tiny_encoder_dir, data, tmp_path):
     job_dir = tmp_path / "killed"
@@ -215,6 +218,7 @@ def server(trained, tmp_path_factory):
         running.stop()
 
 
+@pytest.mark.slow  # the trained pairs run (about 90 s of one worker): CI's 2.21 slow line (.ci/run)
 def test_the_server_answers_text_and_text_pair_instances_as_the_export_does(trained, server):
     import httpx
     import tensorflow as tf
@@ -233,6 +237,7 @@ def test_the_server_answers_text_and_text_pair_instances_as_the_export_does(trai
     np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
+@pytest.mark.slow  # the trained pairs run (about 90 s of one worker): CI's 2.21 slow line (.ci/run)
 def test_the_server_takes_instances_named_by_the_models_own_columns(server):
     """Issue #37, 12: a JSON Lines row of the training data, as Vertex batch prediction sends it."""
     import httpx
@@ -243,6 +248,7 @@ def test_the_server_takes_instances_named_by_the_models_own_columns(server):
     assert answers[0] == answers[1] and len(answers[0]["predictions"]) == 2
 
 
+@pytest.mark.slow  # the trained pairs run (about 90 s of one worker): CI's 2.21 slow line (.ci/run)
 def test_the_server_refuses_a_single_text_for_a_pair_model(server):
     import httpx
     from test_server import PREDICT
