@@ -34,10 +34,6 @@ class TaggedSplit(Split):
     def subset(self, index: np.ndarray) -> "TaggedSplit":
         return dataclasses.replace(super().subset(index), sentences=self.sentences[index])
 
-    def word_tags(self) -> list:
-        """Each sentence's gold tags, word for word."""
-        return [list(s.tags) for s in self.sentences]
-
 
 @dataclasses.dataclass
 class TaggedDatasets(Datasets):

@@ -18,18 +18,18 @@ import tensorflow as tf
 from trainer import progress
 from trainer.data.input_pipeline import TokenizedSplit, special_count
 from trainer.modeling.encoders.word_pieces import pack_words
-from trainer.tasks.tagging.tags import UNTAGGED as IGNORED
+from trainer.tasks.tagging.tags import UNTAGGED
 
 log = logging.getLogger("trainer")
 
 _BATCH = 256
 
 
-def tokenize_split(split, preprocessor, seq_length: int,
-                   log_every_seconds: float = 30.0) -> Tuple[TokenizedSplit, np.ndarray, np.ndarray]:
+def tokenize_split(split, preprocessor, seq_length: int, log_every_seconds: float = 30.0,
+                   pack=None) -> Tuple[TokenizedSplit, np.ndarray, np.ndarray]:
     """(the split's tokens with token-aligned tag ids, how many words each sentence lost past
-    seq_length, how many of its words have no piece)."""
-    pack = tf.function(lambda words: pack_words(preprocessor, words, seq_length))
+    seq_length, how many of its words have no piece). `pack`: packer(), shared by the splits."""
+    pack = pack or packer(preprocessor, seq_length)
     word_ids, type_ids, lengths, labels, cut, pieceless, full = [], [], [], [], [], [], []
     specials = int(special_count(preprocessor, 1))
     meter = progress.Progress("tokenized", log_every_seconds, total=len(split))
@@ -43,12 +43,12 @@ def tokenize_split(split, preprocessor, seq_length: int,
         type_ids.append(inputs["input_type_ids"].numpy()[mask])
         lengths.append(mask.sum(axis=1))
         full.append(inputs["pieces"].numpy() + specials)
-        positions = inputs["word_positions"].to_tensor(default_value=IGNORED).numpy()
+        positions = inputs["word_positions"].to_tensor(default_value=UNTAGGED).numpy()
         labels.append(aligned_labels(positions, split.labels[start:start + _BATCH], seq_length))
-        words = split.labels[start:start + _BATCH, :positions.shape[1]] != IGNORED
+        words = split.labels[start:start + _BATCH, :positions.shape[1]] != UNTAGGED
         past = _past_the_cut(positions, full[-1] > seq_length)
-        cut.append(((positions == IGNORED) & words & past).sum(axis=1))
-        pieceless.append(((positions == IGNORED) & words & ~past).sum(axis=1))
+        cut.append(((positions == UNTAGGED) & words & past).sum(axis=1))
+        pieceless.append(((positions == UNTAGGED) & words & ~past).sum(axis=1))
         meter.update(start + len(sentences))
     cat = lambda parts: np.concatenate(parts).astype(np.int32)  # noqa: E731
     return TokenizedSplit(cat(word_ids), cat(type_ids), cat(lengths), cat(labels),
@@ -62,10 +62,15 @@ def _past_the_cut(positions: np.ndarray, too_long: np.ndarray) -> np.ndarray:
     return (np.arange(positions.shape[1])[None, :] > last[:, None]) & too_long[:, None]
 
 
+def packer(preprocessor, seq_length: int):
+    """word_pieces.pack_words as one traced function."""
+    return tf.function(lambda words: pack_words(preprocessor, words, seq_length))
+
+
 def aligned_labels(positions: np.ndarray, tag_ids: np.ndarray, seq_length: int) -> np.ndarray:
     """int32 [B, seq_length]: each word's tag id at its first piece (`positions` [B, W], -1 for a
     word cut or padding), -1 elsewhere."""
-    out = np.full([len(positions), seq_length], IGNORED, np.int32)
+    out = np.full([len(positions), seq_length], UNTAGGED, np.int32)
     rows, words = np.nonzero(positions >= 0)
     out[rows, positions[rows, words]] = tag_ids[rows, words]
     return out
@@ -75,16 +80,16 @@ def tokenize_splits(datasets, preprocessor, seq_length: int,
                     log_every_seconds: float = 30.0) -> Tuple[Dict[str, TokenizedSplit], Dict[str, tuple]]:
     """({split: tokens}, {split: (words each sentence lost past seq_length, its words without a
     piece)}) of every labelled split."""
-    out, lost = {}, {}
+    out, lost, pack = {}, {}, packer(preprocessor, seq_length)
     for name, split in datasets.labelled().items():
-        out[name], *lost[name] = tokenize_split(split, preprocessor, seq_length, log_every_seconds)
+        out[name], *lost[name] = tokenize_split(split, preprocessor, seq_length, log_every_seconds, pack)
     return out, lost
 
 
 def log_lost(lost: Dict[str, tuple], datasets, seq_length: int) -> None:
     """A warning naming each split's words past --max-seq-length, and one for words without a
     piece, when there are any."""
-    words = {name: int((split.labels != IGNORED).sum()) for name, split in datasets.labelled().items()}
+    words = {name: int((split.labels != UNTAGGED).sum()) for name, split in datasets.labelled().items()}
     shares = lambda which: ", ".join(  # noqa: E731
         f"{name} {int(counts[which].sum()):,} of {words[name]:,} words" for name, counts in lost.items())
     if any(counts[0].any() for counts in lost.values()):

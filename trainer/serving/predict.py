@@ -310,7 +310,8 @@ def write_frame(frame, handle, fmt: str, first: bool) -> None:
 def _json_cells(frame):
     """The frame with each list cell (a tagger's entities and tags) as its JSON text: a CSV or
     TSV cell holds text."""
-    nested = [c for c in frame.columns if frame[c].map(lambda v: isinstance(v, list)).any()]
+    nested = [c for c in frame.columns if frame[c].dtype == object
+              and isinstance(next(iter(frame[c].dropna()), None), list)]
     if not nested:
         return frame
     frame = frame.copy()

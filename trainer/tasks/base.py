@@ -339,6 +339,9 @@ class Task(abc.ABC):
         """agreement_metric of decision_output's values against the labels."""
 
     # --- Label issues (trainer.training.label_issues, cross_fit) -------------------------------
+    # Why no int8 or bfloat16 copy of this kind's exports is written (metrics.json's `why`), or
+    # None: each copy is then checked on agreement_metric (trainer.serving.agreement).
+    copies_refused: Optional[str] = None
     # Why --find-label-issues cannot rank this task's labels (the tail of its error), or None.
     label_issues_refused: Optional[str] = None
 

@@ -170,13 +170,12 @@ def _export_copy(ctx: RunContext, precision: str, wanted: bool, why_not) -> None
 
 
 def unsupported(ctx: RunContext, precision: str):
-    """Why a run's model can have no `precision` copy (its encoder backend or long-texts mode),
-    or None."""
+    """Why a run's model can have no `precision` copy (its task, encoder backend or long-texts
+    mode), or None."""
     from trainer.serving import variants
 
-    if ctx.task.unit == "word":
-        return f"--task {ctx.task.name}'s copies are not checked on entity F1 yet"
-    return variants.unsupported(precision, ctx.config.model.encoder_backend, ctx.long_texts.mode)
+    return ctx.task.copies_refused or variants.unsupported(
+        precision, ctx.config.model.encoder_backend, ctx.long_texts.mode)
 
 
 def write_copy(ctx: RunContext, model_dir: str, variables, precision: str) -> dict:

@@ -29,6 +29,7 @@ class TaggingTask(Task):
     agreement_metric = "f1"
     label_issues_refused = (f"--task {NAME} tags words, and cleanlab's ranking judges one label "
                             f"per row")
+    copies_refused = f"--task {NAME}'s copies are not checked on entity F1 yet"
     explanations_refused = (f"it is a {NAME} model: it tags each word, and an explanation "
                             f"attributes one label of a whole text to its words")
     figures = ("entity_types", "entity_confusion")

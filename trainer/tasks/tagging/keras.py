@@ -8,7 +8,7 @@ label -100 that its cross-entropy ignores.
 import tensorflow as tf
 import tf_keras
 
-from trainer.tasks.tagging.tags import UNTAGGED as IGNORED
+from trainer.tasks.tagging.tags import UNTAGGED
 
 
 class TagLoss(tf_keras.losses.Loss):
@@ -20,7 +20,7 @@ class TagLoss(tf_keras.losses.Loss):
 
     def call(self, tag_ids, logits):
         tag_ids = tf.cast(tag_ids, tf.int32)
-        tagged = tf.cast(tag_ids != IGNORED, tf.float32)
+        tagged = tf.cast(tag_ids != UNTAGGED, tf.float32)
         losses = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.maximum(tag_ids, 0), logits)
         return tf.reduce_sum(losses * tagged, axis=-1) / tf.maximum(tf.reduce_sum(tagged, axis=-1), 1.0)
 
@@ -30,6 +30,6 @@ class TagAccuracy(tf_keras.metrics.Mean):
 
     def update_state(self, tag_ids, logits, sample_weight=None):
         tag_ids = tf.cast(tag_ids, tf.int32)
-        tagged = tag_ids != IGNORED
+        tagged = tag_ids != UNTAGGED
         right = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), tag_ids), tf.float32)
         return super().update_state(tf.boolean_mask(right, tagged))

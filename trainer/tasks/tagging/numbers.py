@@ -6,22 +6,23 @@ from typing import List, Sequence
 import numpy as np
 
 from trainer.tasks.tagging import metrics, tags as iob2
-from trainer.tasks.tagging.tags import UNTAGGED as IGNORED
+from trainer.tasks.tagging.tags import UNTAGGED
 
 
 def word_tags(tag_ids: np.ndarray, labels: np.ndarray, names: Sequence[str]) -> List[List[str]]:
     """Each row's tags by name at its words' first pieces (where `labels` [N, S] is not -1)."""
-    return [[names[i] for i in ids[row_labels != IGNORED]] for ids, row_labels in zip(tag_ids, labels)]
+    return [[names[i] for i in ids[row_labels != UNTAGGED]] for ids, row_labels in zip(tag_ids, labels)]
 
 
 def summarize(outputs: np.ndarray, labels: np.ndarray, names: Sequence[str]) -> dict:
     """metrics.json's block of a split: logits [N, S, tags] against token-aligned tag ids [N, S]."""
+    from trainer.tasks.classification.metrics import softmax_cross_entropy
+
     outputs = np.asarray(outputs, np.float64)
-    tagged = labels != IGNORED
-    shifted = outputs - outputs.max(axis=-1, keepdims=True)
-    log_probabilities = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-    picked = np.take_along_axis(log_probabilities, np.maximum(labels, 0)[..., None], -1)[..., 0]
-    per_sentence = -(picked * tagged).sum(axis=1) / np.maximum(tagged.sum(axis=1), 1)
+    tagged = labels != UNTAGGED
+    losses = softmax_cross_entropy(outputs[tagged], labels[tagged])
+    per_sentence = (np.bincount(np.nonzero(tagged)[0], losses, minlength=len(labels))
+                    / np.maximum(tagged.sum(axis=1), 1))
     predicted = outputs.argmax(axis=-1)
     gold, guessed = word_tags(labels, labels, names), word_tags(predicted, labels, names)
     scores = metrics.entity_scores(gold, guessed)
@@ -55,7 +56,7 @@ def entity_counts(labels: np.ndarray, names: Sequence[str]) -> dict:
     """{entity type: entities} of tag ids [N, W] (-1 past a sentence's words)."""
     counts = {}
     for row in labels:
-        for kind, _, _ in iob2.entities([names[i] for i in row if i != IGNORED]):
+        for kind, _, _ in iob2.entities([names[i] for i in row if i != UNTAGGED]):
             counts[kind] = counts.get(kind, 0) + 1
     return dict(sorted(counts.items()))
 
@@ -63,7 +64,7 @@ def entity_counts(labels: np.ndarray, names: Sequence[str]) -> dict:
 def split_predictions(outputs: np.ndarray, labels: np.ndarray, texts):
     """The report's predictions of a split: `labels` and `predicted`, token-aligned tag ids."""
     from trainer.tasks.predictions import SplitPredictions
-    predicted = np.where(labels != IGNORED, np.asarray(outputs).argmax(axis=-1), IGNORED)
+    predicted = np.where(labels != UNTAGGED, np.asarray(outputs).argmax(axis=-1), UNTAGGED)
     return SplitPredictions(texts, labels, None, None, predicted=predicted)
 
 
