@@ -110,6 +110,34 @@ def test_errors_csv_lists_each_sides_entities_by_word():
     assert columns["predicted_entities"][0] == "PER words 0-1"
 
 
+def test_a_copy_is_checked_on_the_entities_and_offsets_it_returns():
+    """The int8 and bfloat16 copies' check (trainer.serving.agreement) on a tagger's answers:
+    a text agrees when its entities do, offsets included; F1 is by type and offsets against the
+    tagged file's entities."""
+    from trainer.serving import agreement
+    from trainer.tasks.tagging import TaggingTask, files, numbers
+    gold = numbers.gold_spans([files.joined(["Ann", "met", "Bob", "Lee"], ["B-PER", "O", "B-PER", "I-PER"], "x"),
+                               files.joined(["in", "Rome"], ["O", "B-LOC"], "y")])
+    assert gold.tolist() == [{("PER", 0, 3), ("PER", 8, 15)}, {("LOC", 3, 7)}]
+
+    def exported(*rows):  # entity_label/start/end/count as predict_outputs returns them
+        width = max(map(len, rows))
+        pad = [[("", -1, -1)] * (width - len(row)) for row in rows]
+        full = [list(row) + extra for row, extra in zip(rows, pad)]
+        return {"entity_label": np.array([[e[0].encode() for e in r] for r in full], object),
+                "entity_start": np.array([[e[1] for e in r] for r in full]),
+                "entity_end": np.array([[e[2] for e in r] for r in full]),
+                "entity_count": np.array([len(row) for row in rows])}
+
+    task = TaggingTask()
+    float32 = task.agreement_values(exported([("PER", 0, 3), ("PER", 8, 15)], [("LOC", 3, 7)]))
+    copy = task.agreement_values(exported([("PER", 0, 3), ("PER", 8, 11)], [("LOC", 3, 7)]))
+    figures = agreement.compare(task, float32, copy, gold, NAMES)
+    assert figures["label_agreement"] == 0.5 and figures["metric"] == "f1"
+    assert (figures["float32_value"], figures["value"]) == (1.0, pytest.approx(2 / 3))
+    assert not figures["passed"] and "50.00% of validation rows" in figures["why"]
+
+
 # --- the data, the flags ---------------------------------------------------------------------------
 
 def test_auto_picks_token_classification_for_tagged_sentences(data, tmp_path):
@@ -174,7 +202,7 @@ TEXTS = ["it was a  good movie , bad 🙂 great", "gréat movie awful", "meh"]
 @pytest.fixture(scope="module")
 def trained(tiny_encoder_dir, data, tmp_path_factory):
     job = tmp_path_factory.mktemp("tagging") / "job"
-    result = run_cli(*args(tiny_encoder_dir, data, job))
+    result = run_cli(*args(tiny_encoder_dir, data, job, "--export-int8", "on", "--export-bfloat16", "on"))
     assert result.returncode == 0, result.stdout + result.stderr
     return job
 
@@ -221,6 +249,26 @@ def test_predict_and_serve_return_the_exports_entities_with_offsets_into_the_tex
     finally:
         running.stop()
     assert answer["predictions"] == in_process
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["int8", "bfloat16"])
+def test_each_copy_is_checked_on_entity_f1_and_predicts_the_same_entities(trained, tmp_path, precision):
+    block = json.loads((trained / "metrics.json").read_text())["precisions"][precision]
+    assert block["written"] and block["metric"] == "f1" and block["label_agreement"] >= 0.99, block
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
+    written = {}
+    for asked in ("float32", precision):
+        output = tmp_path / f"{asked}.jsonl"
+        result = run_cli("--model-dir", str(trained / "model"), "--input", str(source), "--output",
+                         str(output), "--precision", asked, module="trainer.predict")
+        assert result.returncode == 0 and f"loaded the {asked} model" in result.stdout, result.stderr
+        written[asked] = [json.loads(line) for line in output.read_text().splitlines()]
+    found = {asked: [[{k: e[k] for k in ("text", "label", "start", "end")} for e in row["entities"]]
+                     for row in rows] for asked, rows in written.items()}
+    assert found[precision] == found["float32"] and any(found["float32"])
+    assert [row["tags"] for row in written[precision]] == [row["tags"] for row in written["float32"]]
 
 
 # --- every family: offsets into the raw string -----------------------------------------------------

@@ -172,20 +172,24 @@ def build_tagger(network, num_tags: int, dropout: float, seq_length: int) -> Cla
     (Devlin et al. 2019, section 5.3: a tag per token from its final hidden vector); the task
     reads each word's at its first piece."""
     inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name) for name in INPUT_KEYS}
-    x = tf_keras.layers.Dropout(dropout, name="head_dropout")(network(inputs)["sequence_output"])
-    logits = tf_keras.layers.Dense(num_tags, dtype="float32", name="logits",
-                                   kernel_initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02))(x)
-    return Classifier(inputs=inputs, outputs=TokenPadding(seq_length, name="token_padding")(logits),
+    head = [tf_keras.layers.Dropout(dropout, name="head_dropout"),
+            tf_keras.layers.Dense(num_tags, dtype="float32", name="logits",
+                                  kernel_initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02)),
+            TokenPadding(seq_length, name="token_padding")]
+    return Classifier(inputs=inputs, outputs=apply_head(head, network(inputs), inputs["input_mask"]),
                       name="tagger")
 
 
 def apply_head(head, encoder_outputs: dict, input_mask, text_mask=None):
     """The head layers (pooling if mean, window pooling, dropout, logits, the task's output
     layer) on the encoder's outputs: the sentence vector is the masked mean of the sequence
-    output, or the pooled [CLS] output when there is no pooling layer. `text_mask`: the mask of
+    output, or the pooled [CLS] output when there is no pooling layer; a tagger's head (ending
+    in TokenPadding) reads the sequence output. `text_mask`: the mask of
     the rows before they were split into windows, which WindowPooling takes."""
     if isinstance(head[0], MaskedMeanPooling):
         x, head = head[0](encoder_outputs["sequence_output"], input_mask), head[1:]
+    elif isinstance(head[-1], TokenPadding):  # a tagger's: every token's vector
+        x = encoder_outputs["sequence_output"]
     else:
         x = encoder_outputs["pooled_output"]
     for layer in head:

@@ -97,7 +97,7 @@ def signature(model):
     return model.signatures[export.SIGNATURE] if hasattr(model, "signatures") else model
 
 
-def _tokenizes(model) -> bool:
+def tokenizes(model) -> bool:
     """Exports since token-sorted prediction save `tokenize` and `predict_tokens` besides the
     signature; older ones are run through the signature, batched by character count."""
     return hasattr(model, "tokenize") and hasattr(model, "predict_tokens")
@@ -162,7 +162,7 @@ def _outputs(model, texts, batch_size: int, pairs=None, features=None):
     Outputs that are not finite stop it with one error (export.finite_outputs)."""
     from trainer.serving.export import finite_outputs
 
-    if _tokenizes(model):
+    if tokenizes(model):
         if features is None:
             features = tokenize(model, texts, pairs)
         for rows, batch in token_batches(features, batch_size, ladder_of(model)):
@@ -433,7 +433,7 @@ def _chunks(model, args):
         frame = frame.drop(columns=["_file", "_row"])
         texts = strings(frame[columns[0]])
         pairs = strings(frame[columns[1]]) if columns[1] else None
-        features = tokenize(model, texts, pairs) if _tokenizes(model) else None
+        features = tokenize(model, texts, pairs) if tokenizes(model) else None
         size = sum(int(frame[c].astype(str).str.len().sum()) + len(frame) for c in frame.columns)
         yield frame, texts, pairs, features, size, at_limit(features)
 

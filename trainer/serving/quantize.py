@@ -81,14 +81,18 @@ def int8_copy(build: Callable[[], tuple], variables, reference) -> tuple:
         for name in tflite.FILES:  # model.tflite, which marks the copy complete, last
             storage.write_bytes_atomic(storage.join(path, name), flatbuffers[name])
 
-    return write, lambda path: tflite.Int8Module(reference, tflite.read(path))
+    return write, lambda path: tflite.int8_module(reference, tflite.read(path))
 
 
 def module_like(reference, preprocessor, model: tf_keras.Model, task, label_names: Sequence[str],
-                max_seq_length: int, pair: bool) -> export.ServingModule:
+                max_seq_length: int, pair: bool):
     """A serving module of `task` around `model` with the float32 export's own temperature and
     decisions (Task.decisions_of_export: a binary model's threshold, multi-label's thresholds),
-    and its --long-texts (an export from before it had one truncates)."""
+    and its --long-texts (an export from before it had one truncates); a tagger's export is
+    serving/tagging.py's."""
+    if task.unit == "word":
+        from trainer.serving import tagging
+        return tagging.TaggingModule(preprocessor, model, label_names, max_seq_length)
     temperature = getattr(reference, "temperature", None)
     return export.ServingModule(preprocessor, model, label_names, max_seq_length,
                                 temperature=1.0 if temperature is None else float(temperature.numpy()),
@@ -97,12 +101,12 @@ def module_like(reference, preprocessor, model: tf_keras.Model, task, label_name
 
 
 def _outputs(task, module, texts, pairs, features, batch_size: int):
-    """What agreement.compare reads: the task's decision_output (the chosen class, the chosen
-    labels, or scores), in row order."""
+    """What agreement.compare reads: the task's agreement_values (the chosen class, the chosen
+    labels, scores, or entities), in row order."""
     from trainer.serving import predict
 
-    wanted = task.decision_output
-    return predict.predict_outputs(module, texts, batch_size, pairs, features, (wanted,))[wanted]
+    wanted = task.agreement_outputs()
+    return task.agreement_values(predict.predict_outputs(module, texts, batch_size, pairs, features, wanted))
 
 
 def _timed_outputs(task, module, texts, pairs, features, batch_size: int):
@@ -124,7 +128,7 @@ def export_checked(copy: tuple, reference, model_dir: str, precision: str,
     from trainer.serving import predict
 
     write, load = copy
-    features = predict.tokenize(reference, texts, pairs)
+    features = predict.tokenize(reference, texts, pairs) if predict.tokenizes(reference) else None
     target = variants.variant_dir(model_dir, precision)
     tmp = storage.temporary_sibling(target)
     try:

@@ -18,7 +18,7 @@ from trainer.modeling.encoders.word_pieces import pack_words
 from trainer.modeling.encoders.words import split_words
 from trainer.tasks.tagging import spans
 
-_PADDING = {tf.string: "", tf.int64: -1, tf.float32: 0.0}
+_PADDING = {tf.string: "", tf.int64: -1, tf.int32: -1, tf.float32: 0.0}
 
 
 class TaggingModule(tf.Module):
@@ -35,18 +35,41 @@ class TaggingModule(tf.Module):
         self.label_names = tf.constant(list(tag_names), tf.string)
         self.type_names = tf.constant([name[2:] for name in tag_names[1::2]], tf.string)
         self.max_seq_length = max_seq_length
-        self.serve = tf.function(self._serve, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+        text = tf.TensorSpec([None], tf.string, name="text")
+        words = tf.TensorSpec([None, None], tf.int64)
+        self.serve = tf.function(self._serve, input_signature=[text])
+        # serve's two halves, for a copy whose tagger runs elsewhere (the int8 one: LiteRT,
+        # trainer.serving.tflite): the words and their pieces, and the answers of the logits.
+        self.tokenize = tf.function(self._tokenize, input_signature=[text])
+        self.outputs = tf.function(self._outputs, input_signature=[
+            text, tf.TensorSpec([None, None, len(tag_names)], tf.float32, name="logits"),
+            words, words, words])
 
     def _serve(self, text):
+        features = self._tokenize(text)
+        logits = self._forward({name: features[name] for name in INPUT_KEYS})
+        return self._outputs(text, logits, features["word_positions"], features["word_start"],
+                             features["word_end"])
+
+    def _tokenize(self, text):
+        """The tagger's inputs [B, max_seq_length] and, per word that fits (its first piece
+        within max_seq_length), its first piece's position and its offsets, padded with -1."""
         words, starts, ends = split_words(text)
         inputs = pack_words(self.preprocessor, words, self.max_seq_length)
         fits = inputs["word_positions"] >= 0
-        positions = tf.ragged.boolean_mask(inputs["word_positions"], fits)
-        logits = self._forward({name: tf.cast(inputs[name], tf.int32) for name in INPUT_KEYS})
+        kept = {"word_positions": tf.cast(inputs["word_positions"], tf.int64), "word_start": starts,
+                "word_end": ends}
+        return {**{name: tf.cast(inputs[name], tf.int32) for name in INPUT_KEYS},
+                **{name: self._padded(tf.ragged.boolean_mask(value, fits)) for name, value in kept.items()}}
+
+    def _outputs(self, text, logits, word_positions, word_start, word_end):
+        """The answers of the tagger's `logits` [B, T, tags] for the words _tokenize found."""
+        fits = word_positions >= 0
+        positions, starts, ends = (tf.ragged.boolean_mask(value, fits)
+                                   for value in (word_positions, word_start, word_end))
         at_words = tf.gather(logits, positions.to_tensor(0), batch_dims=1)
         probabilities = tf.RaggedTensor.from_tensor(tf.nn.softmax(at_words, axis=-1),
                                                     lengths=positions.row_lengths())
-        starts, ends = tf.ragged.boolean_mask(starts, fits), tf.ragged.boolean_mask(ends, fits)
         outputs = spans.entity_outputs(text, starts, ends, probabilities, self.type_names)
         tag_ids = tf.argmax(probabilities.flat_values, axis=-1)
         outputs.update({"word_tags": probabilities.with_flat_values(tf.gather(self.label_names, tag_ids)),

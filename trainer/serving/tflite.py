@@ -82,32 +82,91 @@ def _threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-class Int8Module:
-    """A loaded int8 model that reads like a loaded float32 export (export.load_module):
-    `tokenize`, `predict_tokens` and `signatures` of the float32 model, the classifier in
-    LiteRT. One interpreter each: calls from one thread at a time (the server's single
-    inference thread)."""
+class _Int8Network:
+    """The two interpreters (front.tflite, model.tflite): token ids in, the classifier's logits
+    out. One interpreter each: calls from one thread at a time (the server's single inference
+    thread)."""
 
-    def __init__(self, float32_module, flatbuffers: dict):
+    def __init__(self, flatbuffers: dict):
         from ai_edge_litert.interpreter import Interpreter
 
-        if not hasattr(float32_module, "outputs"):
-            raise UserError("the float32 model beside the int8 one predates int8 models (it has "
-                            "no `outputs` function); export the run again")
-        self.float32 = float32_module  # holds the variables its functions read
-        self.signatures = float32_module.signatures
-        self.tokenize = float32_module.tokenize
-        self._outputs = float32_module.outputs
         # LiteRT applies its XNNPACK delegate at the first call and says so on stderr, from C++.
         with trainer.stderr_filtered(_DELEGATE_NOTICE):
             self._front, self._back = (Interpreter(model_content=flatbuffers[name], num_threads=_threads())
                                        .get_signature_runner() for name in FILES)
-            self.predict_tokens({name: np.zeros((1, 1), np.int32) for name in INPUT_KEYS})
+            self.logits({name: np.zeros((1, 1), np.int32) for name in INPUT_KEYS})
+
+    def logits(self, features) -> np.ndarray:
+        ids = {name: np.ascontiguousarray(np.asarray(features[name], np.int32)) for name in INPUT_KEYS}
+        hidden = next(iter(self._front(**ids).values()))
+        return np.asarray(next(iter(self._back(hidden=hidden, input_mask=ids["input_mask"]).values())),
+                          np.float32)
+
+
+def _float32_functions(float32_module) -> None:
+    """Refuses a float32 export from before int8 models: the int8 one borrows its functions."""
+    if not hasattr(float32_module, "outputs"):
+        raise UserError("the float32 model beside the int8 one predates int8 models (it has "
+                        "no `outputs` function); export the run again")
+
+
+class Int8Module:
+    """A loaded int8 model that reads like a loaded float32 export (export.load_module):
+    `tokenize`, `predict_tokens` and `signatures` of the float32 model, the classifier in
+    LiteRT."""
+
+    def __init__(self, float32_module, flatbuffers: dict):
+        _float32_functions(float32_module)
+        self.float32 = float32_module  # holds the variables its functions read
+        self.signatures = float32_module.signatures
+        self.tokenize = float32_module.tokenize
+        self._outputs = float32_module.outputs
+        self._network = _Int8Network(flatbuffers)
 
     def predict_tokens(self, features):
         """The float32 model's outputs of `features` (cut to their ladder length by the caller,
         trainer.serving.predict) computed by the int8 classifier."""
-        ids = {name: np.ascontiguousarray(np.asarray(features[name], np.int32)) for name in INPUT_KEYS}
-        hidden = next(iter(self._front(**ids).values()))
-        logits = next(iter(self._back(hidden=hidden, input_mask=ids["input_mask"]).values()))
-        return self._outputs(np.asarray(logits, np.float32).reshape(len(ids["input_mask"]), -1))
+        logits = self._network.logits(features)
+        return self._outputs(logits.reshape(len(logits), -1))
+
+
+class _Signature:
+    """A serving function in place of a loaded signature: called with `text=`, described by
+    the float32 signature's structures (what trainer.serving.predict reads)."""
+
+    def __init__(self, function, float32_signature):
+        self._function = function
+        self.structured_input_signature = float32_signature.structured_input_signature
+        self.structured_outputs = float32_signature.structured_outputs
+
+    def __call__(self, **inputs):
+        return self._function(**inputs)
+
+
+class Int8TaggingModule:
+    """A tagger's int8 model (serving/tagging.py's export): the float32 export splits the words
+    and tokenizes them (its `tokenize`) and turns the logits into entities (its `outputs`); the
+    tagger between runs in LiteRT. It answers through `signatures`, as the float32 one does."""
+
+    def __init__(self, float32_module, flatbuffers: dict):
+        from trainer.serving import export
+
+        _float32_functions(float32_module)
+        self.float32 = float32_module
+        self._network = _Int8Network(flatbuffers)
+        self.signatures = {export.SIGNATURE: _Signature(self.serve, float32_module.signatures[export.SIGNATURE])}
+
+    def serve(self, text):
+        features = self.float32.tokenize(text)
+        logits = self._network.logits(features)
+        return self.float32.outputs(text, logits, features["word_positions"], features["word_start"],
+                                    features["word_end"])
+
+
+def int8_module(float32_module, flatbuffers: dict):
+    """The int8 model beside a loaded float32 export: a tagger's, or a sentence task's."""
+    from trainer import tasks
+    from trainer.serving import export
+
+    task = tasks.of_export(float32_module.signatures[export.SIGNATURE].structured_outputs)
+    return (Int8TaggingModule if task.unit == "word" else Int8Module)(float32_module, flatbuffers)

@@ -116,5 +116,5 @@ def load(model_dir: str, precision: str):
     from trainer.serving import export, tflite
 
     if precision == "int8":
-        return tflite.Int8Module(export.load_module(model_dir), tflite.read(variant_dir(model_dir, "int8")))
+        return tflite.int8_module(export.load_module(model_dir), tflite.read(variant_dir(model_dir, "int8")))
     return export.load_module(variant_dir(model_dir, precision))

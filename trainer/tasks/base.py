@@ -328,20 +328,30 @@ class Task(abc.ABC):
     # --- The quantized copies' check (trainer.serving.agreement) -----------------------------
     agreement_metric: str  # the metric of metrics.json a user reads first
 
+    def agreement_outputs(self) -> tuple:
+        """The export's outputs the check reads (predict_outputs' names)."""
+        return (self.decision_output,)
+
+    def agreement_values(self, outputs: dict):
+        """What agreement_decisions and agreement_value read, per row, of agreement_outputs'
+        values: by default decision_output's."""
+        return outputs[self.decision_output]
+
+    def agreement_labels(self, split):
+        """A split's labels as agreement_value reads them, per row: by default its labels."""
+        return split.labels
+
     def agreement_decisions(self, outputs):
-        """What a user acts on per row, of decision_output's values: compared between a copy
+        """What a user acts on per row, of agreement_values': compared between a copy
         and its float32 model; None when the task decides no labels (its metric alone is
         checked)."""
         return None
 
     @abc.abstractmethod
     def agreement_value(self, outputs, labels, label_names) -> float:
-        """agreement_metric of decision_output's values against the labels."""
+        """agreement_metric of agreement_values' against the labels."""
 
     # --- Label issues (trainer.training.label_issues, cross_fit) -------------------------------
-    # Why no int8 or bfloat16 copy of this kind's exports is written (metrics.json's `why`), or
-    # None: each copy is then checked on agreement_metric (trainer.serving.agreement).
-    copies_refused: Optional[str] = None
     # Why --find-label-issues cannot rank this task's labels (the tail of its error), or None.
     label_issues_refused: Optional[str] = None
 

@@ -170,11 +170,11 @@ def _export_copy(ctx: RunContext, precision: str, wanted: bool, why_not) -> None
 
 
 def unsupported(ctx: RunContext, precision: str):
-    """Why a run's model can have no `precision` copy (its task, encoder backend or long-texts
+    """Why a run's model can have no `precision` copy (its encoder backend or long-texts
     mode), or None."""
     from trainer.serving import variants
 
-    return ctx.task.copies_refused or variants.unsupported(
+    return variants.unsupported(
         precision, ctx.config.model.encoder_backend, ctx.long_texts.mode)
 
 
@@ -196,7 +196,7 @@ def write_copy(ctx: RunContext, model_dir: str, variables, precision: str) -> di
                                       config.data.max_seq_length, pairs is not None)
     figures = quantize.export_checked(
         copy, reference, model_dir, precision, ctx.task, texts[rows],
-        None if pairs is None else pairs[rows], datasets.validation.labels[rows],
+        None if pairs is None else pairs[rows], ctx.task.agreement_labels(datasets.validation)[rows],
         datasets.labels.names, config.train.eval_batch_size)
     (log.info if figures["passed"] else log.warning)(quantize.describe(figures))
     return figures

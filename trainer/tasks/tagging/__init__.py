@@ -22,14 +22,12 @@ class TaggingTask(Task):
     loss_name = "cross-entropy per tagged word"
     label_noun = "tag"
     exported_outputs = "entities and word tags"
-    decision_output = "word_tags"
     export_mark = "entity_label"
     answer_outputs = ("entity_text", "entity_label", "entity_start", "entity_end", "entity_score",
                       "entity_count", "word_tags", "word_count")
     agreement_metric = "f1"
     label_issues_refused = (f"--task {NAME} tags words, and cleanlab's ranking judges one label "
                             f"per row")
-    copies_refused = f"--task {NAME}'s copies are not checked on entity F1 yet"
     explanations_refused = (f"it is a {NAME} model: it tags each word, and an explanation "
                             f"attributes one label of a whole text to its words")
     figures = ("entity_types", "entity_confusion")
@@ -144,8 +142,27 @@ class TaggingTask(Task):
         return [{"entities": entities, "tags": tags} for entities, tags in
                 zip(numbers.exported_entities(outputs), numbers.exported_tags(outputs))]
 
+    # --- the copies' check: the entities a user reads, at their character offsets
+    def agreement_outputs(self) -> tuple:
+        return "entity_label", "entity_start", "entity_end", "entity_count"
+
+    def agreement_values(self, outputs: dict):
+        """Each text's entities, a set of (type, start, end)."""
+        from trainer.tasks.tagging import numbers
+        return numbers.exported_spans(outputs)
+
+    def agreement_labels(self, split):
+        from trainer.tasks.tagging import numbers
+        return numbers.gold_spans(split.sentences)
+
+    def agreement_decisions(self, outputs):
+        """A text agrees when its entities are the same, with the same offsets."""
+        return outputs
+
     def agreement_value(self, outputs, labels, label_names) -> float:
-        raise NotImplementedError(f"--task {NAME}'s copies are not written yet")
+        """Entity F1 of the export's entities against the gold ones, by type and offsets."""
+        from trainer.tasks.tagging import metrics
+        return metrics.span_scores(labels, outputs)["f1"]
 
     # --- the report
     def title(self, labels) -> str:

@@ -98,6 +98,20 @@ def exported_entities(outputs: dict) -> list:
     return rows
 
 
+def exported_spans(outputs: dict) -> np.ndarray:
+    """Each text's entities as a set of (type, start, end), of a loaded export's outputs."""
+    return cells([frozenset((_text(outputs["entity_label"][row][i]), int(outputs["entity_start"][row][i]),
+                             int(outputs["entity_end"][row][i])) for i in range(int(count)))
+                  for row, count in enumerate(np.asarray(outputs["entity_count"]))])
+
+
+def gold_spans(sentences) -> np.ndarray:
+    """Each sentence's (files.Sentence) tagged entities as a set of (type, start, end) character
+    offsets into its text, as exported_spans reads an export's."""
+    return cells([frozenset((kind, s.words[first][0], s.words[end - 1][1])
+                            for kind, first, end in iob2.entities(s.tags)) for s in sentences])
+
+
 def exported_tags(outputs: dict) -> list:
     """Each text's words' tags, of a loaded export's outputs."""
     return [[_text(tag) for tag in outputs["word_tags"][row][:int(count)]]
