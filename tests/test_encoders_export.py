@@ -62,7 +62,7 @@ np.savez(result, word_ids=inputs["input_word_ids"], pooled=outputs["pooled_outpu
 """
 
 
-@pytest.mark.slow  # CI's 2.21 slow line (.ci/run)
+@pytest.mark.slow  # run by hand (docs/testing.md), not in CI
 def test_hub_keraslayer_loads_the_export_in_a_fresh_process(exported_dir, checkpoint_dir, tmp_path):
     moved = str(tmp_path / "moved")
     shutil.copytree(exported_dir, moved)  # nothing may point back at the export's first home

@@ -28,7 +28,7 @@ import pytest
 import tiny_bert
 from conftest import NO_EXTRAS, labelled_rows, write_csv
 
-# Five training processes at once: the slow tier, which CI runs on both TensorFlow minors.
+# Five training processes at once: the slow tier, run by hand (docs/testing.md), not in CI.
 pytestmark = pytest.mark.slow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -112,6 +112,7 @@ def test_labels_with_enough_rows_pass_the_check():
 
 # --- a run through the CLI -----------------------------------------------------------------------
 
+@pytest.mark.slow  # the trained multi-label run (about 35 s of one worker): CI's 2.21 slow line (.ci/run)
 def test_metrics_json_holds_f1s_subset_accuracy_and_per_label_scores(trained):
     metrics = metrics_of(trained)
     assert metrics["task"] == "multi-label" and metrics["labels"] == ["movie", "negative", "positive"]
@@ -135,6 +136,7 @@ print(json.dumps({"predicted": out["predicted"].numpy().tolist(),
 """
 
 
+@pytest.mark.slow  # the trained multi-label run (about 35 s of one worker): CI's 2.21 slow line (.ci/run)
 def test_validation_figures_are_called_optimistic_in_metrics_json_and_the_log(trained):
     """Thresholds are tuned on validation and scored on it (issue #23, 10): say so; test is
     the honest split."""
@@ -146,6 +148,7 @@ def test_validation_figures_are_called_optimistic_in_metrics_json_and_the_log(tr
     assert f"These figures are {caveat}." not in (trained / "MODEL_CARD.md").read_text()  # test's
 
 
+@pytest.mark.slow  # the trained multi-label run (about 35 s of one worker): CI's 2.21 slow line (.ci/run)
 def test_the_export_reloaded_in_a_fresh_process_reproduces_the_test_metrics(trained, data):
     from trainer.tasks.multilabel.metrics import multilabel_metrics
     rows = read_csv(data["test"])
@@ -164,6 +167,7 @@ def test_the_export_reloaded_in_a_fresh_process_reproduces_the_test_metrics(trai
     assert out["labels"] == ["|".join(n for n, p in zip(names, row) if p) for row in out["predicted"]]
 
 
+@pytest.mark.slow  # the trained multi-label run (about 35 s of one worker): CI's 2.21 slow line (.ci/run)
 def test_predict_writes_predicted_labels_and_a_probability_per_label(trained, data, tmp_path):
     output = tmp_path / "labels.csv"
     result = run_cli("--model-dir", trained / "model", "--input", data["test"], "--output", output,
@@ -179,6 +183,7 @@ def test_predict_writes_predicted_labels_and_a_probability_per_label(trained, da
         assert row["predicted_labels"] == "|".join(above)
 
 
+@pytest.mark.slow  # the trained multi-label run (about 35 s of one worker): CI's 2.21 slow line (.ci/run)
 def test_the_run_reports_each_labels_scores_and_threshold(trained):
     from matplotlib import image as mpimg
     metrics = metrics_of(trained)
@@ -253,6 +258,7 @@ def test_a_bfloat16_dry_run_on_the_static_shape_path_checks_the_whole_job(tiny_e
     assert metrics_of(tmp_path / "job")["epochs_completed"] == 1
 
 
+@pytest.mark.slow  # the trained multi-label run (about 35 s of one worker): CI's 2.21 slow line (.ci/run)
 def test_the_server_answers_the_labels_above_their_thresholds(trained, tmp_path):
     import httpx
     from test_server import HEALTH, PREDICT, Server, environ, free_port

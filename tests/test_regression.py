@@ -98,6 +98,7 @@ def test_the_loss_is_the_mse_in_training_label_standard_deviations():
 
 # --- a run through the CLI -----------------------------------------------------------------------
 
+@pytest.mark.slow  # the trained regression run (about 35 s of one worker): CI's 2.21 slow line (.ci/run)
 def test_metrics_json_holds_correlations_and_errors_per_split(trained):
     metrics = metrics_of(trained["job_dir"])
     assert metrics["task"] == "regression" and metrics["label_column"] == "score"
@@ -108,11 +109,13 @@ def test_metrics_json_holds_correlations_and_errors_per_split(trained):
     assert metrics["hyperparameters"]["selection_metric"] == "val_spearman"
 
 
+@pytest.mark.slow  # the trained regression run (about 35 s of one worker): CI's 2.21 slow line (.ci/run)
 def test_the_tiny_model_learns_the_scores(trained):
     test = metrics_of(trained["job_dir"])["test"]
     assert test["spearman"] >= 0.7 and test["pearson"] >= 0.8
 
 
+@pytest.mark.slow  # the trained regression run (about 35 s of one worker): CI's 2.21 slow line (.ci/run)
 def test_history_tracks_the_regression_metrics_each_epoch(trained):
     rows = read_csv(trained["job_dir"] / "eval_history.csv")
     assert list(rows[0]) == ["epoch", "step", "loss", "mae", "val_loss", "val_spearman", "val_pearson",
@@ -122,6 +125,7 @@ def test_history_tracks_the_regression_metrics_each_epoch(trained):
     assert metrics_of(trained["job_dir"])["best_epoch"] == int(best["epoch"])
 
 
+@pytest.mark.slow  # the trained regression run (about 35 s of one worker): CI's 2.21 slow line (.ci/run)
 def test_the_tuning_service_hears_val_spearman(trained):
     lines = [json.loads(line) for line in trained["hypertune"].read_text().splitlines()]
     assert len(lines) == 7  # six epochs and the final value
@@ -138,6 +142,7 @@ print(json.dumps(serve(text=tf.constant(json.loads(sys.argv[2])))["score"].numpy
 """
 
 
+@pytest.mark.slow  # the trained regression run (about 35 s of one worker): CI's 2.21 slow line (.ci/run)
 def test_the_export_reloaded_in_a_fresh_process_reproduces_the_test_metrics(trained, data):
     from trainer.tasks.regression.scores import correlation_metrics
     rows = read_csv(data["test"])
@@ -153,6 +158,7 @@ def test_the_export_reloaded_in_a_fresh_process_reproduces_the_test_metrics(trai
         assert exported[key] == pytest.approx(evaluated[key], rel=1e-4, abs=1e-5), key
 
 
+@pytest.mark.slow  # the trained regression run (about 35 s of one worker): CI's 2.21 slow line (.ci/run)
 def test_predict_writes_a_predicted_score_per_row_in_input_order(trained, data, tmp_path):
     output = tmp_path / "scores.csv"
     result = run_cli("--model-dir", trained["job_dir"] / "model", "--input", data["test"],
@@ -230,6 +236,7 @@ def test_a_bfloat16_dry_run_on_the_static_shape_path_checks_the_whole_job(tiny_e
     assert metrics_of(tmp_path / "job")["epochs_completed"] == 1
 
 
+@pytest.mark.slow  # the trained regression run (about 35 s of one worker): CI's 2.21 slow line (.ci/run)
 def test_the_run_reports_predicted_against_true_residuals_and_correlations(trained):
     from matplotlib import image as mpimg
     job_dir, test = trained["job_dir"], metrics_of(trained["job_dir"])["test"]
@@ -259,6 +266,7 @@ def test_the_report_command_lists_the_largest_absolute_errors_first(trained, dat
     assert all((r["text"], round(float(r["true_score"]), 3)) in given for r in listed)
 
 
+@pytest.mark.slow  # the trained regression run (about 35 s of one worker): CI's 2.21 slow line (.ci/run)
 def test_the_server_answers_a_score_per_instance_as_predict_does(trained, tmp_path):
     import httpx
     from test_server import HEALTH, PREDICT, Server, environ, free_port

@@ -232,14 +232,14 @@ def test_predict_and_serve_return_the_exports_entities_with_offsets_into_the_tex
 
     source = tmp_path / "in.jsonl"
     source.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
-    result = run_cli("--model-dir", str(trained / "model"), "--input", str(source),
-                     "--output", str(tmp_path / "out.jsonl"), module="trainer.predict")
+    result = run_cli("--model-dir", str(trained / "model"), "--input", str(source), "--output",
+                     str(tmp_path / "out.jsonl"), "--precision", "float32", module="trainer.predict")
     assert result.returncode == 0, result.stderr
     written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert [{"entities": r["entities"], "tags": r["tags"]} for r in written] == in_process
 
     port = free_port()
-    running = Server([], {**environ(), "AIP_HTTP_PORT": str(port), "AIP_HEALTH_ROUTE": "/health",
+    running = Server(["--precision", "float32"], {**environ(), "AIP_HTTP_PORT": str(port), "AIP_HEALTH_ROUTE": "/health",
                           "AIP_PREDICT_ROUTE": "/predict", "AIP_STORAGE_URI": str(trained / "model")},
                      "/health", tmp_path / "server.log")
     try:
@@ -269,6 +269,31 @@ def test_each_copy_is_checked_on_entity_f1_and_predicts_the_same_entities(traine
                      for row in rows] for asked, rows in written.items()}
     assert found[precision] == found["float32"] and any(found["float32"])
     assert [row["tags"] for row in written[precision]] == [row["tags"] for row in written["float32"]]
+
+
+@pytest.mark.slow
+def test_the_server_answers_with_the_int8_tagger_as_predict_does(trained, tmp_path):
+    from test_server import Server, environ, free_port
+
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
+    result = run_cli("--model-dir", str(trained / "model"), "--input", str(source), "--output",
+                     str(tmp_path / "out.jsonl"), "--precision", "int8", module="trainer.predict")
+    assert result.returncode == 0, result.stderr
+    predicted = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    port = free_port()
+    running = Server(["--precision", "int8"], {
+        **environ(), "AIP_HTTP_PORT": str(port), "AIP_HEALTH_ROUTE": "/health",
+        "AIP_PREDICT_ROUTE": "/predict", "AIP_STORAGE_URI": str(trained / "model")},
+        "/health", tmp_path / "server.log")
+    try:
+        import httpx
+        served = running.wait_ready(port)
+        answer = httpx.post(served.url(port, "/predict"), json={"instances": TEXTS}, timeout=60).json()
+    finally:
+        running.stop()
+    assert "model ready: int8" in (tmp_path / "server.log").read_text()
+    assert answer["predictions"] == [{"entities": r["entities"], "tags": r["tags"]} for r in predicted]
 
 
 # --- every family: offsets into the raw string -----------------------------------------------------

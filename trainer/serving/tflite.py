@@ -16,6 +16,10 @@ Tokenizing stays in the float32 SavedModel beside it (TF-Text's ops are not TFLi
 so do the outputs (temperature, label names, thresholds: its `outputs` function), so the int8
 model returns exactly what the float32 one returns. It runs on LiteRT (ai-edge-litert), the
 interpreter that replaced tf.lite.Interpreter (deprecated since TF 2.20).
+
+A tagger's int8 model (Int8TaggingModule) is cut the same way, its head reading every token;
+the float32 export splits the words and tokenizes them (its `tokenize`) and reads the entities
+of the logits (its `outputs`), so offsets and names come from the float32 graph itself.
 """
 import os
 import re
@@ -131,16 +135,18 @@ class Int8Module:
 
 
 class _Signature:
-    """A serving function in place of a loaded signature: called with `text=`, described by
-    the float32 signature's structures (what trainer.serving.predict reads)."""
+    """A serving function in place of a loaded signature: called with `text=`, and otherwise the
+    float32 signature (its input and output structures, which trainer.serving.predict reads)."""
 
     def __init__(self, function, float32_signature):
         self._function = function
-        self.structured_input_signature = float32_signature.structured_input_signature
-        self.structured_outputs = float32_signature.structured_outputs
+        self._float32 = float32_signature
 
     def __call__(self, **inputs):
         return self._function(**inputs)
+
+    def __getattr__(self, name):
+        return getattr(self._float32, name)
 
 
 class Int8TaggingModule:
@@ -164,9 +170,8 @@ class Int8TaggingModule:
 
 
 def int8_module(float32_module, flatbuffers: dict):
-    """The int8 model beside a loaded float32 export: a tagger's, or a sentence task's."""
-    from trainer import tasks
-    from trainer.serving import export
-
-    task = tasks.of_export(float32_module.signatures[export.SIGNATURE].structured_outputs)
-    return (Int8TaggingModule if task.unit == "word" else Int8Module)(float32_module, flatbuffers)
+    """The int8 model beside a loaded float32 export, answering as that one does: from tokens
+    where it predicts from tokens (a sentence task's `predict_tokens`), else through its
+    signature (a tagger's)."""
+    module = Int8Module if hasattr(float32_module, "predict_tokens") else Int8TaggingModule
+    return module(float32_module, flatbuffers)
