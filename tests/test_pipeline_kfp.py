@@ -256,7 +256,7 @@ def test_a_local_run_trains_the_sample_passes_the_gate_and_dry_runs_the_canary(t
     assert requests["deployModel"]["trafficSplit"] == {"0": 10, "DEPLOYED_MODELS_SERVING_NOW": 90}
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # run by hand (.ci/run's BY_HAND, docs/testing.md), not in CI
 def test_an_impossible_gate_exits_1_naming_the_value_and_register_and_deploy_never_run(tmp_path):
     result = local_run(tmp_path, "validation.accuracy>1")
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())

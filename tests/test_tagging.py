@@ -301,7 +301,7 @@ def test_the_server_answers_with_the_int8_tagger_as_predict_does(trained, tmp_pa
 TRICKY = "  Ünïcödé   café,🙂 São Paulo  (ok) "
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # run by hand (.ci/run's BY_HAND, docs/testing.md), not in CI
 @pytest.mark.parametrize("family", sorted(__import__("hf_reference").families()))
 def test_every_familys_export_returns_entities_at_exact_offsets_of_the_raw_string(family, tmp_path):
     """A tagger on each family's tiny checkpoint, its head biased to B-X for every word: each

@@ -287,7 +287,7 @@ def test_the_report_and_card_say_a_windows_model_reads_texts_whole():
     assert "never sees the rest" in long_texts_note(hyperparameters("truncate"))
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # run by hand (.ci/run's BY_HAND, docs/testing.md), not in CI
 def test_a_windows_run_trains_exports_and_says_so(tiny_encoder_dir, tmp_path):
     """trainer.task end to end: the run log, metrics.json and the card name the windows, and
     the int8 copy is skipped with its reason."""
