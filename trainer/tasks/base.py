@@ -59,15 +59,7 @@ class Task(abc.ABC):
                                      "--label-column", "label")
         return column, [column]
 
-    @abc.abstractmethod
-    def label_spec(self, frame, column: str, data):
-        """What the training labels are (a trainer.tasks.labels.LabelSpec), decided from `frame`,
-        each distinct label of the training file once (`_file`/`_row` columns name its row)."""
 
-    @abc.abstractmethod
-    def encode_labels(self, frame, column: str, spec, split_name: str):
-        """The labels of `frame`'s rows under `spec` as the model trains on them (an array of
-        as many rows); an unknown or malformed value is an error naming its row."""
 
     def check_labels(self, frame, column: str, labels, spec, data) -> None:
         """Checks of any labelled file's encoded labels (trainer.prepare's and the training
@@ -186,27 +178,9 @@ class Task(abc.ABC):
         shape); only for rows that all have one."""
         return self.distill().unpack(packed)
 
-    @abc.abstractmethod
-    def distillation_loss(self, temperature: float, alpha: float):
-        """The Keras loss over packed targets: alpha of the kind's loss against the true label
-        (on the rows that have one) plus 1 - alpha of its loss against the teacher's outputs.
-        Per-row values, reduced by Keras (so tf.distribute scales it as the plain loss)."""
 
-    @abc.abstractmethod
-    def distillation_metrics(self) -> list:
-        """keras_metrics' metric, under its own name (history columns, progress lines), of the
-        labelled rows of packed batches alone: an unlabelled row has no truth to score."""
 
-    @abc.abstractmethod
-    def teacher_outputs(self, teacher):
-        """The teacher's values [N, K] as the model's head would output them, so summarize
-        scores the teacher exactly as it scores the student."""
 
-    @abc.abstractmethod
-    def teacher_agreement(self, teacher, outputs) -> Optional[float]:
-        """The share of rows where the teacher (its values [N, K]) and the model (its outputs)
-        decide alike, both decided as the model's decisions are (metrics.json's distillation
-        `agreement`); None for a task that decides nothing."""
 
     # --- After training: what is decided on validation ----------------------------------------
     calibrates = False  # a temperature is fitted on validation (trainer.reporting.calibration)
@@ -270,17 +244,7 @@ class Task(abc.ABC):
         found = {name: getattr(module, name, None) for name in self.decision_variables}
         return {name: value.numpy().tolist() for name, value in found.items() if value is not None}
 
-    @abc.abstractmethod
-    def serving_outputs(self, module, logits, batch) -> dict:
-        """The serving signature's outputs (TensorFlow) of the head's float32 outputs `logits`
-        of a `batch` of rows; `module` (trainer.serving.export.ServingModule) holds the label
-        names, the temperature and the export_decisions variables."""
 
-    @abc.abstractmethod
-    def explained_output(self, module, logits, target):
-        """[B] (TensorFlow): what the export's `explain_tokens` attributes of each row of the
-        head's float32 `logits` (trainer.explaining.exported, which says why log-odds): the
-        log-odds of class (label) `target` [B], or the row's score."""
 
     # --- A loaded export's answers (trainer.predict, trainer.serve, trainer.explain) ------------
     # A model dir tells its kind by its signature's outputs, not by a name (its metrics.json may
@@ -437,3 +401,55 @@ def outside_probabilities(values) -> tuple:
     outside = (values < 0) | (values > 1)
     return outside.any(axis=1), \
         lambda row: f"{values[row][outside[row]][0]:g} is not a probability (outside [0, 1])"
+
+
+class TextTask(Task):
+    """A kind whose row is a text (or a pair) labelled as a whole (Task.unit "text"): its labels
+    are read from a file's columns (data/splits.py), its export is serving/export.ServingModule,
+    trainer.explain explains it and a teacher can distill it. Classification, regression and
+    multi-label are; token classification, whose rows are tagged sentences read whole, its
+    export serving/tagging.py's, is a Task but not one of these."""
+
+    @abc.abstractmethod
+    def label_spec(self, frame, column: str, data):
+        """What the training labels are (a trainer.tasks.labels.LabelSpec), decided from `frame`,
+        each distinct label of the training file once (`_file`/`_row` columns name its row)."""
+
+    @abc.abstractmethod
+    def encode_labels(self, frame, column: str, spec, split_name: str):
+        """The labels of `frame`'s rows under `spec` as the model trains on them (an array of
+        as many rows); an unknown or malformed value is an error naming its row."""
+
+    @abc.abstractmethod
+    def distillation_loss(self, temperature: float, alpha: float):
+        """The Keras loss over packed targets: alpha of the kind's loss against the true label
+        (on the rows that have one) plus 1 - alpha of its loss against the teacher's outputs.
+        Per-row values, reduced by Keras (so tf.distribute scales it as the plain loss)."""
+
+    @abc.abstractmethod
+    def distillation_metrics(self) -> list:
+        """keras_metrics' metric, under its own name (history columns, progress lines), of the
+        labelled rows of packed batches alone: an unlabelled row has no truth to score."""
+
+    @abc.abstractmethod
+    def teacher_outputs(self, teacher):
+        """The teacher's values [N, K] as the model's head would output them, so summarize
+        scores the teacher exactly as it scores the student."""
+
+    @abc.abstractmethod
+    def teacher_agreement(self, teacher, outputs) -> Optional[float]:
+        """The share of rows where the teacher (its values [N, K]) and the model (its outputs)
+        decide alike, both decided as the model's decisions are (metrics.json's distillation
+        `agreement`); None for a task that decides nothing."""
+
+    @abc.abstractmethod
+    def serving_outputs(self, module, logits, batch) -> dict:
+        """The serving signature's outputs (TensorFlow) of the head's float32 outputs `logits`
+        of a `batch` of rows; `module` (trainer.serving.export.ServingModule) holds the label
+        names, the temperature and the export_decisions variables."""
+
+    @abc.abstractmethod
+    def explained_output(self, module, logits, target):
+        """[B] (TensorFlow): what the export's `explain_tokens` attributes of each row of the
+        head's float32 `logits` (trainer.explaining.exported, which says why log-odds): the
+        log-odds of class (label) `target` [B], or the row's score."""

@@ -7,11 +7,11 @@ spirit of TF Model Garden's sentence-prediction regression, which trains on the 
 """
 from trainer.reading import LABEL_COLUMNS
 from trainer.errors import UserError
-from trainer.tasks.base import Task
+from trainer.tasks.base import TextTask
 from trainer.tasks.regression import card
 
 
-class RegressionTask(Task):
+class RegressionTask(TextTask):
     name = "regression"
     metric_goals = {"val_spearman": "maximize", "val_pearson": "maximize", "val_mse": "minimize",
                     "val_mae": "minimize", "val_loss": "minimize"}

@@ -59,13 +59,7 @@ class TaggingTask(Task):
             require(not value, flag, f"{why} {reason}")
         super().check_flags(config, require)
 
-    # --- labels: read with the sentences (data/tagged_splits.py)
-    def label_spec(self, frame, column, data):
-        raise NotImplementedError("tags are read with their sentences (data/tagged_splits.py)")
-
-    def encode_labels(self, frame, column, spec, split_name):
-        raise NotImplementedError("tags are read with their sentences (data/tagged_splits.py)")
-
+    # --- labels: read and encoded with the sentences (data/tagged_splits.py)
     def label_counts(self, labels, spec) -> dict:
         """{entity type: entities} of a split's tag ids [N, W]."""
         from trainer.tasks.tagging import numbers
@@ -103,32 +97,12 @@ class TaggingTask(Task):
                 f"{logs['val_loss']:.4f} entity F1 {logs['val_f1']:.3f} precision "
                 f"{logs['val_precision']:.3f} recall {logs['val_recall']:.3f}")
 
-    # --- distillation: refused by check_flags (a teacher's per-token probabilities come next)
-    def distillation_loss(self, temperature: float, alpha: float):
-        raise NotImplementedError(f"--task {NAME} has no teacher yet")
-
-    def distillation_metrics(self) -> list:
-        raise NotImplementedError(f"--task {NAME} has no teacher yet")
-
-    def teacher_outputs(self, teacher):
-        raise NotImplementedError(f"--task {NAME} has no teacher yet")
-
-    def teacher_agreement(self, teacher, outputs):
-        raise NotImplementedError(f"--task {NAME} has no teacher yet")
-
     # --- decided on validation: nothing to threshold
     def check_operating_point(self, label_names, flag: str) -> None:
         raise UserError(f"{flag}: needs a binary or multi-label task; --task {NAME} tags words, "
                         f"with no threshold to choose")
 
-    # --- the export (serving/tagging.py builds it; these are its outputs' readers)
-    def serving_outputs(self, module, logits, batch) -> dict:
-        raise NotImplementedError("a tagger's export is serving/tagging.py's TaggingModule")
-
-    def explained_output(self, module, logits, target):
-        raise NotImplementedError(f"--task {NAME} has no explanations")
-
-    # --- a loaded export's answers
+    # --- a loaded export's answers (its export: serving/tagging.py)
     def predicted_columns(self, outputs) -> dict:
         """`entities` ([{text, label, start, end, score}]) and `tags` (the words' tags) per text:
         lists, nested in JSON Lines and written as JSON in a CSV or TSV cell."""
