@@ -112,8 +112,8 @@ def test_errors_csv_lists_each_sides_entities_by_word():
 
 def test_a_copy_is_checked_on_the_entities_and_offsets_it_returns():
     """The int8 and bfloat16 copies' check (trainer.serving.agreement) on a tagger's answers:
-    a text agrees when its entities do, offsets included; F1 is by type and offsets against the
-    tagged file's entities."""
+    the copy's entities are matched to float32's by type and offsets (an F1), and entity F1 is
+    by type and offsets against the tagged file's entities."""
     from trainer.serving import agreement
     from trainer.tasks.tagging import TaggingTask, files, numbers
     gold = numbers.gold_spans([files.joined(["Ann", "met", "Bob", "Lee"], ["B-PER", "O", "B-PER", "I-PER"], "x"),
@@ -133,9 +133,9 @@ def test_a_copy_is_checked_on_the_entities_and_offsets_it_returns():
     float32 = task.agreement_values(exported([("PER", 0, 3), ("PER", 8, 15)], [("LOC", 3, 7)]))
     copy = task.agreement_values(exported([("PER", 0, 3), ("PER", 8, 11)], [("LOC", 3, 7)]))
     figures = agreement.compare(task, float32, copy, gold, NAMES)
-    assert figures["label_agreement"] == 0.5 and figures["metric"] == "f1"
+    assert figures["label_agreement"] == pytest.approx(2 / 3) and figures["metric"] == "f1"
     assert (figures["float32_value"], figures["value"]) == (1.0, pytest.approx(2 / 3))
-    assert not figures["passed"] and "50.00% of validation rows" in figures["why"]
+    assert not figures["passed"] and "entities agree with float32 at 66.67% F1" in figures["why"]
 
 
 # --- the data, the flags ---------------------------------------------------------------------------

@@ -154,7 +154,7 @@ def export_checked(copy: tuple, reference, model_dir: str, precision: str,
 def describe(figures: dict) -> str:
     """One line for the log: what was checked, and written or refused."""
     agreed = ("" if figures["label_agreement"] is None else
-              f"labels agree with float32 on {100 * figures['label_agreement']:.2f}% of ")
+              agreement.agreed(figures["label_agreement"], figures.get("label_agreement_of", "rows")) + " ")
     head = (f"{figures['precision']} model: {agreed}{figures['rows']} validation rows, "
             f"{figures['metric']} {figures['value']:.4f} vs {figures['float32_value']:.4f} "
             f"({figures['change_points']:+.2f} points), {figures['speedup']:.2f}x float32's speed here")

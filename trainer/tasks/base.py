@@ -311,6 +311,17 @@ class Task(abc.ABC):
         checked)."""
         return None
 
+    # What decisions_agree's figure is of: "rows" (the share deciding alike) or "entities".
+    agreement_of = "rows"
+
+    def decisions_agree(self, ours, theirs) -> float:
+        """How much a copy's decisions (agreement_decisions' values) agree with float32's
+        `ours`: by default the share of rows deciding alike (every label of a row's)."""
+        import numpy as np
+
+        same = ours == theirs
+        return float(np.mean(same if same.ndim == 1 else same.all(axis=1)))
+
     @abc.abstractmethod
     def agreement_value(self, outputs, labels, label_names) -> float:
         """agreement_metric of agreement_values' against the labels."""

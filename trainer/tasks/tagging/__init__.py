@@ -129,9 +129,16 @@ class TaggingTask(Task):
         from trainer.tasks.tagging import numbers
         return numbers.gold_spans(split.sentences)
 
+    agreement_of = "entities"
+
     def agreement_decisions(self, outputs):
-        """A text agrees when its entities are the same, with the same offsets."""
         return outputs
+
+    def decisions_agree(self, ours, theirs) -> float:
+        """The F1 of the copy's entities against float32's, matched by type and offsets: a
+        sentence holds many, and one moved word should cost one entity, not the sentence."""
+        from trainer.tasks.tagging import metrics
+        return metrics.span_scores(ours, theirs)["f1"]
 
     def agreement_value(self, outputs, labels, label_names) -> float:
         """Entity F1 of the export's entities against the gold ones, by type and offsets."""
