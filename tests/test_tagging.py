@@ -217,10 +217,41 @@ def test_the_run_learns_entities_and_records_f1(trained):
     assert (trained / "report.html").exists() and (trained / "errors.csv").exists()
 
 
-@pytest.mark.slow
-def test_predict_and_serve_return_the_exports_entities_with_offsets_into_the_text(trained, tmp_path):
+def predicted(job_dir, tmp_path, precision):
+    """trainer.predict's rows of TEXTS (JSON Lines) with the `precision` model of the run."""
+    source, output = tmp_path / "in.jsonl", tmp_path / f"{precision}.jsonl"
+    source.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
+    result = run_cli("--model-dir", str(job_dir / "model"), "--input", str(source), "--output",
+                     str(output), "--precision", precision, module="trainer.predict")
+    assert result.returncode == 0 and f"loaded the {precision} model" in result.stdout, result.stderr
+    return [json.loads(line) for line in output.read_text().splitlines()]
+
+
+def served(job_dir, tmp_path, precision):
+    """trainer.serve's predictions of TEXTS with the `precision` model of the run."""
     from test_server import Server, environ, free_port
 
+    port = free_port()
+    running = Server(["--precision", precision], {
+        **environ(), "AIP_HTTP_PORT": str(port), "AIP_HEALTH_ROUTE": "/health",
+        "AIP_PREDICT_ROUTE": "/predict", "AIP_STORAGE_URI": str(job_dir / "model")},
+        "/health", tmp_path / "server.log")
+    try:
+        import httpx
+        ready = running.wait_ready(port)
+        answer = httpx.post(ready.url(port, "/predict"), json={"instances": TEXTS}, timeout=60).json()
+    finally:
+        running.stop()
+    assert f"model ready: {precision}" in (tmp_path / "server.log").read_text()
+    return answer["predictions"]
+
+
+def answers(rows):
+    return [{"entities": row["entities"], "tags": row["tags"]} for row in rows]
+
+
+@pytest.mark.slow
+def test_predict_and_serve_return_the_exports_entities_with_offsets_into_the_text(trained, tmp_path):
     from trainer.serving import export, predict
     model = export.load_module(str(trained / "model"))
     task = predict.task_of(model)
@@ -229,26 +260,8 @@ def test_predict_and_serve_return_the_exports_entities_with_offsets_into_the_tex
         assert all(text[e["start"]:e["end"]] == e["text"] for e in answer["entities"])
     assert {"text": "great", "label": "POS", "start": 29, "end": 34} in [
         {k: e[k] for k in ("text", "label", "start", "end")} for e in in_process[0]["entities"]]
-
-    source = tmp_path / "in.jsonl"
-    source.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
-    result = run_cli("--model-dir", str(trained / "model"), "--input", str(source), "--output",
-                     str(tmp_path / "out.jsonl"), "--precision", "float32", module="trainer.predict")
-    assert result.returncode == 0, result.stderr
-    written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
-    assert [{"entities": r["entities"], "tags": r["tags"]} for r in written] == in_process
-
-    port = free_port()
-    running = Server(["--precision", "float32"], {**environ(), "AIP_HTTP_PORT": str(port), "AIP_HEALTH_ROUTE": "/health",
-                          "AIP_PREDICT_ROUTE": "/predict", "AIP_STORAGE_URI": str(trained / "model")},
-                     "/health", tmp_path / "server.log")
-    try:
-        import httpx
-        served = running.wait_ready(port)
-        answer = httpx.post(served.url(port, "/predict"), json={"instances": TEXTS}, timeout=60).json()
-    finally:
-        running.stop()
-    assert answer["predictions"] == in_process
+    assert answers(predicted(trained, tmp_path, "float32")) == in_process
+    assert served(trained, tmp_path, "float32") == in_process
 
 
 @pytest.mark.slow
@@ -256,15 +269,8 @@ def test_predict_and_serve_return_the_exports_entities_with_offsets_into_the_tex
 def test_each_copy_is_checked_on_entity_f1_and_predicts_the_same_entities(trained, tmp_path, precision):
     block = json.loads((trained / "metrics.json").read_text())["precisions"][precision]
     assert block["written"] and block["metric"] == "f1" and block["label_agreement"] >= 0.99, block
-    source = tmp_path / "in.jsonl"
-    source.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
-    written = {}
-    for asked in ("float32", precision):
-        output = tmp_path / f"{asked}.jsonl"
-        result = run_cli("--model-dir", str(trained / "model"), "--input", str(source), "--output",
-                         str(output), "--precision", asked, module="trainer.predict")
-        assert result.returncode == 0 and f"loaded the {asked} model" in result.stdout, result.stderr
-        written[asked] = [json.loads(line) for line in output.read_text().splitlines()]
+    assert block["label_agreement_of"] == "entities"
+    written = {asked: predicted(trained, tmp_path, asked) for asked in ("float32", precision)}
     found = {asked: [[{k: e[k] for k in ("text", "label", "start", "end")} for e in row["entities"]]
                      for row in rows] for asked, rows in written.items()}
     assert found[precision] == found["float32"] and any(found["float32"])
@@ -273,27 +279,7 @@ def test_each_copy_is_checked_on_entity_f1_and_predicts_the_same_entities(traine
 
 @pytest.mark.slow
 def test_the_server_answers_with_the_int8_tagger_as_predict_does(trained, tmp_path):
-    from test_server import Server, environ, free_port
-
-    source = tmp_path / "in.jsonl"
-    source.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
-    result = run_cli("--model-dir", str(trained / "model"), "--input", str(source), "--output",
-                     str(tmp_path / "out.jsonl"), "--precision", "int8", module="trainer.predict")
-    assert result.returncode == 0, result.stderr
-    predicted = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
-    port = free_port()
-    running = Server(["--precision", "int8"], {
-        **environ(), "AIP_HTTP_PORT": str(port), "AIP_HEALTH_ROUTE": "/health",
-        "AIP_PREDICT_ROUTE": "/predict", "AIP_STORAGE_URI": str(trained / "model")},
-        "/health", tmp_path / "server.log")
-    try:
-        import httpx
-        served = running.wait_ready(port)
-        answer = httpx.post(served.url(port, "/predict"), json={"instances": TEXTS}, timeout=60).json()
-    finally:
-        running.stop()
-    assert "model ready: int8" in (tmp_path / "server.log").read_text()
-    assert answer["predictions"] == [{"entities": r["entities"], "tags": r["tags"]} for r in predicted]
+    assert served(trained, tmp_path, "int8") == answers(predicted(trained, tmp_path, "int8"))
 
 
 # --- every family: offsets into the raw string -----------------------------------------------------
