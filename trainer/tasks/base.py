@@ -59,8 +59,6 @@ class Task(abc.ABC):
                                      "--label-column", "label")
         return column, [column]
 
-
-
     def check_labels(self, frame, column: str, labels, spec, data) -> None:
         """Checks of any labelled file's encoded labels (trainer.prepare's and the training
         data's): none by default."""
@@ -178,10 +176,6 @@ class Task(abc.ABC):
         shape); only for rows that all have one."""
         return self.distill().unpack(packed)
 
-
-
-
-
     # --- After training: what is decided on validation ----------------------------------------
     calibrates = False  # a temperature is fitted on validation (trainer.reporting.calibration)
 
@@ -243,8 +237,6 @@ class Task(abc.ABC):
         that must decide alike."""
         found = {name: getattr(module, name, None) for name in self.decision_variables}
         return {name: value.numpy().tolist() for name, value in found.items() if value is not None}
-
-
 
     # --- A loaded export's answers (trainer.predict, trainer.serve, trainer.explain) ------------
     # A model dir tells its kind by its signature's outputs, not by a name (its metrics.json may
