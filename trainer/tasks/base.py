@@ -188,37 +188,10 @@ class Task(abc.ABC):
         `caveat`); None otherwise."""
         return None
 
+    @abc.abstractmethod
     def check_operating_point(self, label_names, flag: str) -> None:
         """Refuses --target-precision/--target-recall (`flag`) with one error when this model
-        has no yes/no decision to put a threshold on."""
-
-    def decision_scores(self, outputs, labels, temperature: float) -> tuple:
-        """(scores [N, K], truth [N, K]) of a split for the operating point: per yes/no
-        decision the export makes, the probability it thresholds (at `temperature`) and
-        whether the row's label says yes."""
-        raise NotImplementedError(f"{self.name} has no decisions to threshold")
-
-    def choose_operating_point(self, point, target: str, value: float, label_names,
-                               temperature: float) -> dict:
-        """metrics.json's operating_point block; `point(column, what)` chooses the threshold
-        of decision `column` of decision_scores (`what` names it in the log) and returns its
-        {"reached", "threshold", "validation", ...}. The reached thresholds become the task's
-        decisions (the export's and the final metrics')."""
-        raise NotImplementedError(f"{self.name} has no decisions to threshold")
-
-    def kept_decision(self, column: int) -> str:
-        """What decision `column` keeps when its target is out of reach, for the warning."""
-        raise NotImplementedError(f"{self.name} has no decisions to threshold")
-
-    def describe_operating_point(self, point: dict, label_names) -> str:
-        """What the export decides at metrics.json's operating_point block, in words naming the
-        threshold(s), for the model card and report.html."""
-        raise NotImplementedError(f"{self.name} has no decisions to threshold")
-
-    def operating_curves(self, point: dict, predictions, label_names) -> list:
-        """[(name, scores, truth, chosen point)] per decision of the validation `predictions`
-        (reporting.predictions.SplitPredictions), for report.html's precision-recall curve."""
-        raise NotImplementedError(f"{self.name} has no decisions to threshold")
+        has no yes/no decision to put a threshold on (ThresholdedTask's kinds may have one)."""
 
     # --- The export -----------------------------------------------------------------------------
     exported_outputs = "probabilities"  # what the export returns, in the log's words
@@ -456,3 +429,41 @@ class TextTask(Task):
         """[B] (TensorFlow): what the export's `explain_tokens` attributes of each row of the
         head's float32 `logits` (trainer.explaining.exported, which says why log-odds): the
         log-odds of class (label) `target` [B], or the row's score."""
+
+
+class ThresholdedTask(TextTask):
+    """A kind whose export makes yes/no decisions a threshold can move (a binary class, each
+    label of a multi-label model): --target-precision/--target-recall choose them on
+    validation (trainer.training.operating_point) and the report draws their curves. Regression
+    and token classification decide nothing of the kind, and refuse those flags."""
+
+    def check_operating_point(self, label_names, flag: str) -> None:
+        """Accepted by default: every decision can be thresholded."""
+
+    @abc.abstractmethod
+    def decision_scores(self, outputs, labels, temperature: float) -> tuple:
+        """(scores [N, K], truth [N, K]) of a split for the operating point: per yes/no
+        decision the export makes, the probability it thresholds (at `temperature`) and
+        whether the row's label says yes."""
+
+    @abc.abstractmethod
+    def choose_operating_point(self, point, target: str, value: float, label_names,
+                               temperature: float) -> dict:
+        """metrics.json's operating_point block; `point(column, what)` chooses the threshold
+        of decision `column` of decision_scores (`what` names it in the log) and returns its
+        {"reached", "threshold", "validation", ...}. The reached thresholds become the task's
+        decisions (the export's and the final metrics')."""
+
+    @abc.abstractmethod
+    def kept_decision(self, column: int) -> str:
+        """What decision `column` keeps when its target is out of reach, for the warning."""
+
+    @abc.abstractmethod
+    def describe_operating_point(self, point: dict, label_names) -> str:
+        """What the export decides at metrics.json's operating_point block, in words naming the
+        threshold(s), for the model card and report.html."""
+
+    @abc.abstractmethod
+    def operating_curves(self, point: dict, predictions, label_names) -> list:
+        """[(name, scores, truth, chosen point)] per decision of the validation `predictions`
+        (reporting.predictions.SplitPredictions), for report.html's precision-recall curve."""

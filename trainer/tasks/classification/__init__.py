@@ -1,13 +1,13 @@
 """One class per text: softmax head, sparse cross-entropy, accuracy and macro F1/recall; a
 temperature fitted on validation; a binary model's threshold for --target-precision/recall."""
 from trainer.errors import UserError
-from trainer.tasks.base import TextTask
+from trainer.tasks.base import ThresholdedTask
 from trainer.tasks.classification import card
 
 POSITIVE = 1  # a binary classifier's positive class id: its second label
 
 
-class ClassificationTask(TextTask):
+class ClassificationTask(ThresholdedTask):
     name = "classification"
     metric_goals = {"val_macro_f1": "maximize", "val_accuracy": "maximize",
                     "val_macro_recall": "maximize", "val_loss": "minimize"}

@@ -4,11 +4,11 @@ decision threshold per label chosen on the validation set after training (saved 
 Each epoch is scored at threshold 0.5 (the thresholds are not fitted yet); the final metrics of
 every split use the thresholds chosen on validation.
 """
-from trainer.tasks.base import TextTask
+from trainer.tasks.base import ThresholdedTask
 from trainer.tasks.multilabel import card
 
 
-class MultiLabelTask(TextTask):
+class MultiLabelTask(ThresholdedTask):
     name = "multi-label"
     metric_goals = {"val_micro_f1": "maximize", "val_macro_f1": "maximize",
                     "val_subset_accuracy": "maximize", "val_loss": "minimize"}
