@@ -86,18 +86,15 @@ def int8_copy(build: Callable[[], tuple], variables, reference) -> tuple:
 
 def module_like(reference, preprocessor, model: tf_keras.Model, task, label_names: Sequence[str],
                 max_seq_length: int, pair: bool):
-    """A serving module of `task` around `model` with the float32 export's own temperature and
-    decisions (Task.decisions_of_export: a binary model's threshold, multi-label's thresholds),
-    and its --long-texts (an export from before it had one truncates); a tagger's export is
-    serving/tagging.py's."""
-    if task.unit == "word":
-        from trainer.serving import tagging
-        return tagging.TaggingModule(preprocessor, model, label_names, max_seq_length)
+    """A serving module of `task` around `model` (export.serving_module) with the float32
+    export's own temperature and decisions (Task.decisions_of_export: a binary model's
+    threshold, multi-label's thresholds), and its --long-texts (an export from before it had
+    one truncates)."""
     temperature = getattr(reference, "temperature", None)
-    return export.ServingModule(preprocessor, model, label_names, max_seq_length,
-                                temperature=1.0 if temperature is None else float(temperature.numpy()),
-                                pair=pair, long_texts=export.saved_long_texts(reference), task=task,
-                                decisions=task.decisions_of_export(reference))
+    return export.serving_module(task, preprocessor, model, label_names, max_seq_length,
+                                 temperature=1.0 if temperature is None else float(temperature.numpy()),
+                                 pair=pair, long_texts=export.saved_long_texts(reference),
+                                 decisions=task.decisions_of_export(reference))
 
 
 def _outputs(task, module, texts, pairs, features, batch_size: int):

@@ -250,16 +250,11 @@ def _classifier(ctx: RunContext) -> tuple:
 def _serving_module(ctx: RunContext, preprocessor, model):
     """The export of the run's task, with its decisions (a reached --target-precision/
     --target-recall's threshold, multi-label's thresholds: Task.export_decisions)."""
-    if ctx.task.unit == "word":
-        from trainer.serving import tagging
-        return tagging.TaggingModule(preprocessor, model, ctx.datasets.labels.names,
-                                     ctx.config.data.max_seq_length)
-    return export_lib.ServingModule(preprocessor, model, ctx.datasets.labels.names,
-                                    ctx.config.data.max_seq_length,
-                                    temperature=export_temperature(ctx),
-                                    pair=ctx.datasets.text_pair_column is not None,
-                                    long_texts=ctx.long_texts,
-                                    task=ctx.task)
+    return export_lib.serving_module(ctx.task, preprocessor, model, ctx.datasets.labels.names,
+                                     ctx.config.data.max_seq_length,
+                                     temperature=export_temperature(ctx),
+                                     pair=ctx.datasets.text_pair_column is not None,
+                                     long_texts=ctx.long_texts)
 
 
 def export_temperature(ctx: RunContext) -> float:
