@@ -100,6 +100,21 @@ def tagged_split(tagged, spec: str, labels: LabelSpec) -> TaggedSplit:
                                 f"never tags ({', '.join(labels.names[1::2])[:200]}); the "
                                 f"model cannot learn it")
             ids[row, word] = index[tag]
+    return _split(ids, sentences, spec)
+
+
+def untagged_split(sentences, spec: str) -> TaggedSplit:
+    """--unlabeled-file's sentences: tag id UNLABELLED on each word (distillation's marker of a
+    word without a tag), UNTAGGED past its last."""
+    from trainer.tasks.tagging.distill import UNLABELLED
+
+    ids = np.full([len(sentences), max(len(s.words) for s in sentences)], iob2.UNTAGGED, np.int32)
+    for row, sentence in enumerate(sentences):
+        ids[row, :len(sentence.words)] = UNLABELLED
+    return _split(ids, sentences, spec)
+
+
+def _split(ids: np.ndarray, sentences, spec: str) -> TaggedSplit:
     kept = np.empty(len(sentences), dtype=object)
     kept[:] = sentences
     hashes = leakage.text_hashes(pd.DataFrame({TEXT: [s.text for s in sentences]}), [TEXT])

@@ -9,6 +9,7 @@ trained on, and the log counts them per split, as the sentence tasks count the t
 encoder: a cut counted, rather than overlapping windows). A word the tokenizer gives no piece
 (a lone control character or zero-width space) is untagged too, and counted apart.
 """
+import dataclasses
 import logging
 from typing import Dict, Tuple
 
@@ -18,6 +19,8 @@ import tensorflow as tf
 from trainer import progress
 from trainer.data.input_pipeline import TokenizedSplit, special_count
 from trainer.modeling.encoders.word_pieces import pack_words
+from trainer.tasks.tagging import distill
+from trainer.tasks.tagging.distill import tag_ids
 from trainer.tasks.tagging.tags import UNTAGGED
 
 log = logging.getLogger("trainer")
@@ -45,13 +48,13 @@ def tokenize_split(split, preprocessor, seq_length: int, log_every_seconds: floa
         full.append(inputs["pieces"].numpy() + specials)
         positions = inputs["word_positions"].to_tensor(default_value=UNTAGGED).numpy()
         labels.append(aligned_labels(positions, split.labels[start:start + _BATCH], seq_length))
-        words = split.labels[start:start + _BATCH, :positions.shape[1]] != UNTAGGED
+        words = tag_ids(split.labels[start:start + _BATCH])[:, :positions.shape[1]] != UNTAGGED
         past = _past_the_cut(positions, full[-1] > seq_length)
         cut.append(((positions == UNTAGGED) & words & past).sum(axis=1))
         pieceless.append(((positions == UNTAGGED) & words & ~past).sum(axis=1))
         meter.update(start + len(sentences))
     cat = lambda parts: np.concatenate(parts).astype(np.int32)  # noqa: E731
-    return TokenizedSplit(cat(word_ids), cat(type_ids), cat(lengths), cat(labels),
+    return TokenizedSplit(cat(word_ids), cat(type_ids), cat(lengths), np.concatenate(labels),
                           np.ones(len(split), np.float32), cat(full)), cat(cut), cat(pieceless)
 
 
@@ -67,13 +70,29 @@ def packer(preprocessor, seq_length: int):
     return tf.function(lambda words: pack_words(preprocessor, words, seq_length))
 
 
-def aligned_labels(positions: np.ndarray, tag_ids: np.ndarray, seq_length: int) -> np.ndarray:
-    """int32 [B, seq_length]: each word's tag id at its first piece (`positions` [B, W], -1 for a
-    word cut or padding), -1 elsewhere."""
-    out = np.full([len(positions), seq_length], UNTAGGED, np.int32)
+def aligned_labels(positions: np.ndarray, values: np.ndarray, seq_length: int) -> np.ndarray:
+    """[B, seq_length]: each word's tag id (`values` [B, W]) at its first piece (`positions`
+    [B, W], -1 for a word cut or padding), -1 elsewhere; or [B, seq_length, 1 + C] of a
+    distilled run's packed targets [B, W, 1 + C] (tasks/tagging/distill.py), the teacher's
+    columns 0 off the first pieces."""
+    values = np.asarray(values)
+    out = np.full([len(positions), seq_length, *values.shape[2:]], UNTAGGED, values.dtype)
+    if values.ndim == 3:
+        out[..., 1:] = 0
     rows, words = np.nonzero(positions >= 0)
-    out[rows, positions[rows, words]] = tag_ids[rows, words]
+    out[rows, positions[rows, words]] = values[rows, words]
     return out
+
+
+def aligned_teacher(split, teacher: np.ndarray, preprocessor, seq_length: int,
+                    log_every_seconds: float = 30.0, pack=None) -> np.ndarray:
+    """float32 [N, seq_length, C]: a teacher's values of a split's words ([N, W, C], NaN past
+    its words) on their first pieces, 0 elsewhere, as the split's tag ids are aligned (the
+    validation split's, which distillation's metrics score the teacher on, as the student)."""
+    packed = distill.pack(split.labels, teacher)
+    tokens, _, _ = tokenize_split(dataclasses.replace(split, labels=packed), preprocessor,
+                                  seq_length, log_every_seconds, pack)
+    return tokens.labels[..., 1:]
 
 
 def tokenize_splits(datasets, preprocessor, seq_length: int,
@@ -89,7 +108,7 @@ def tokenize_splits(datasets, preprocessor, seq_length: int,
 def log_lost(lost: Dict[str, tuple], datasets, seq_length: int) -> None:
     """A warning naming each split's words past --max-seq-length, and one for words without a
     piece, when there are any."""
-    words = {name: int((split.labels != UNTAGGED).sum()) for name, split in datasets.labelled().items()}
+    words = {name: int((tag_ids(split.labels) != UNTAGGED).sum()) for name, split in datasets.labelled().items()}
     shares = lambda which: ", ".join(  # noqa: E731
         f"{name} {int(counts[which].sum()):,} of {words[name]:,} words" for name, counts in lost.items())
     if any(counts[0].any() for counts in lost.values()):

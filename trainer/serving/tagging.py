@@ -73,16 +73,20 @@ class TaggingModule(tf.Module):
         outputs = spans.entity_outputs(text, starts, ends, probabilities, self.type_names)
         tag_ids = tf.argmax(probabilities.flat_values, axis=-1)
         outputs.update({"word_tags": probabilities.with_flat_values(tf.gather(self.label_names, tag_ids)),
-                        "word_start": starts, "word_end": ends})
+                        "word_start": starts, "word_end": ends, "word_probabilities": probabilities})
         padded = {name: self._padded(value) for name, value in outputs.items()
                   if name != "entity_count"}
+        # Every tag's name per row, as a sentence export's label_names: what word_probabilities'
+        # columns are (a teacher's outputs are matched to its student's tags by name).
+        names = tf.tile(tf.expand_dims(self.label_names, 0), [tf.shape(text)[0], 1])
         return {**padded, "entity_count": outputs["entity_count"],
-                "word_count": positions.row_lengths()}
+                "word_count": positions.row_lengths(), "tag_names": names}
 
     def _padded(self, values):
-        """[B, (n)] ragged or [B, n] dense as [B, max_seq_length]."""
+        """[B, (n), ...] ragged or [B, n, ...] dense as [B, max_seq_length, ...]."""
         default = _PADDING[values.dtype]
         if isinstance(values, tf.RaggedTensor):
             values = values.to_tensor(default_value=default)
         width = self.max_seq_length - tf.shape(values)[1]
-        return tf.pad(values, [[0, 0], [0, width]], constant_values=default)
+        inner = [[0, 0]] * (values.shape.rank - 2)
+        return tf.pad(values, [[0, 0], [0, width], *inner], constant_values=default)

@@ -138,9 +138,10 @@ class Task(abc.ABC):
 
     # --- Distillation (issue #51): a teacher's outputs as targets --------------------------------
     # A distilled run's training labels are "packed": one float32 row per text holding its true
-    # label (or the kind's "no label" marker, for an unlabelled text) and the teacher's outputs,
-    # so the token cache, batching and tf.distribute carry them as they carry plain labels. Only
-    # the Keras loss and metrics see packed batches; validation and test labels stay plain.
+    # label (or the kind's "no label" marker, for an unlabelled text) and the teacher's outputs
+    # (a tagger's: per word, then per token), so the token cache, batching and tf.distribute
+    # carry them as they carry plain labels. Only the Keras loss and metrics see packed
+    # batches; validation and test labels stay plain.
     def teacher_columns(self, label_names) -> list:
         """The columns of a teacher file holding its outputs, in label order: trainer.predict's
         (serving/predict.py), so a teacher run's predictions are a teacher file as they are. By
@@ -175,6 +176,28 @@ class Task(abc.ABC):
         """The plain labels of packed targets, exactly as encode_labels gives them (dtype and
         shape); only for rows that all have one."""
         return self.distill().unpack(packed)
+
+    @abc.abstractmethod
+    def distillation_loss(self, temperature: float, alpha: float):
+        """The Keras loss over packed targets: alpha of the kind's loss against the true label
+        (on the rows that have one) plus 1 - alpha of its loss against the teacher's outputs.
+        Per-row values, reduced by Keras (so tf.distribute scales it as the plain loss)."""
+
+    @abc.abstractmethod
+    def distillation_metrics(self) -> list:
+        """keras_metrics' metric, under its own name (history columns, progress lines), of the
+        labelled rows of packed batches alone: an unlabelled row has no truth to score."""
+
+    @abc.abstractmethod
+    def teacher_outputs(self, teacher):
+        """The teacher's values [N, K] as the model's head would output them, so summarize
+        scores the teacher exactly as it scores the student."""
+
+    @abc.abstractmethod
+    def teacher_agreement(self, teacher, outputs) -> Optional[float]:
+        """The share of rows where the teacher (its values [N, K]) and the model (its outputs)
+        decide alike, both decided as the model's decisions are (metrics.json's distillation
+        `agreement`); None for a task that decides nothing."""
 
     # --- After training: what is decided on validation ----------------------------------------
     calibrates = False  # a temperature is fitted on validation (trainer.reporting.calibration)
@@ -381,8 +404,8 @@ def outside_probabilities(values) -> tuple:
 
 class TextTask(Task):
     """A kind whose row is a text (or a pair) labelled as a whole (Task.unit "text"): its labels
-    are read from a file's columns (data/splits.py), its export is serving/export.ServingModule,
-    trainer.explain explains it and a teacher can distill it. Classification, regression and
+    are read from a file's columns (data/splits.py), its export is serving/export.ServingModule
+    and trainer.explain explains it. Classification, regression and
     multi-label are; token classification, whose rows are tagged sentences read whole, its
     export serving/tagging.py's, is a Task but not one of these."""
 
@@ -395,28 +418,6 @@ class TextTask(Task):
     def encode_labels(self, frame, column: str, spec, split_name: str):
         """The labels of `frame`'s rows under `spec` as the model trains on them (an array of
         as many rows); an unknown or malformed value is an error naming its row."""
-
-    @abc.abstractmethod
-    def distillation_loss(self, temperature: float, alpha: float):
-        """The Keras loss over packed targets: alpha of the kind's loss against the true label
-        (on the rows that have one) plus 1 - alpha of its loss against the teacher's outputs.
-        Per-row values, reduced by Keras (so tf.distribute scales it as the plain loss)."""
-
-    @abc.abstractmethod
-    def distillation_metrics(self) -> list:
-        """keras_metrics' metric, under its own name (history columns, progress lines), of the
-        labelled rows of packed batches alone: an unlabelled row has no truth to score."""
-
-    @abc.abstractmethod
-    def teacher_outputs(self, teacher):
-        """The teacher's values [N, K] as the model's head would output them, so summarize
-        scores the teacher exactly as it scores the student."""
-
-    @abc.abstractmethod
-    def teacher_agreement(self, teacher, outputs) -> Optional[float]:
-        """The share of rows where the teacher (its values [N, K]) and the model (its outputs)
-        decide alike, both decided as the model's decisions are (metrics.json's distillation
-        `agreement`); None for a task that decides nothing."""
 
     @abc.abstractmethod
     def serving_outputs(self, module, logits, batch) -> dict:

@@ -263,18 +263,27 @@ def tokenize(ctx: RunContext) -> None:
 def _tokenize_words(ctx: RunContext) -> None:
     """Tagged sentences tokenized word by word (data.tagged_tokens), in memory; the words past
     --max-seq-length counted."""
-    from trainer.data import tagged_tokens
+    from trainer.data import tagged_tokens, transfer
 
-    config = ctx.config
-    limit = config.data.max_seq_length
-    tokenized, lost = tagged_tokens.tokenize_splits(ctx.datasets, ctx.encoder.preprocessor, limit,
-                                                    config.runtime.log_every_seconds)
-    log.info("%d sentences, mean %.1f tokens", sum(len(t) for t in tokenized.values()),
+    config, datasets, preprocessor = ctx.config, ctx.datasets, ctx.encoder.preprocessor
+    limit, every = config.data.max_seq_length, config.runtime.log_every_seconds
+    tokenized, lost = tagged_tokens.tokenize_splits(datasets, preprocessor, limit, every)
+    # Distillation: the unlabeled sentences are trained on beside the training ones, and the
+    # teacher's validation values are aligned to tokens as the validation tags are.
+    training = None
+    if datasets.unlabeled is not None:
+        unlabeled, _, _ = tagged_tokens.tokenize_split(datasets.unlabeled, preprocessor, limit, every)
+        training = transfer.TransferSplit((tokenized["train"], unlabeled))
+    if ctx.teacher is not None and ctx.teacher.validation is not None:
+        ctx.teacher.validation = tagged_tokens.aligned_teacher(
+            datasets.validation, ctx.teacher.validation, preprocessor, limit, every)
+    log.info("%d sentences%s, mean %.1f tokens", sum(len(t) for t in tokenized.values()),
+             f" and {len(datasets.unlabeled)} unlabeled" if training else "",
              tokenized["train"].lengths.mean())
-    tagged_tokens.log_lost(lost, ctx.datasets, limit)
+    tagged_tokens.log_lost(lost, datasets, limit)
     # metrics.json's truncated_texts: the sentences that lost a word past the limit.
     ctx.inputs = batching(config, ctx.runtime, ctx.long_texts, tokenized,
-                          {name: int((cut > 0).sum()) for name, (cut, _) in lost.items()})
+                          {name: int((cut > 0).sum()) for name, (cut, _) in lost.items()}, training)
 
 
 def batching(config, runtime: Runtime, cut, tokenized: dict, truncated: dict, training=None) -> Inputs:

@@ -19,7 +19,7 @@ from typing import Optional
 import numpy as np
 
 from trainer import storage
-from trainer.data import splits as splits_lib, teacher_file, unlabeled
+from trainer.data import splits as splits_lib, tagged_teacher, teacher_file, unlabeled
 from trainer.errors import UserError
 from trainer.training.context import RunContext
 
@@ -64,72 +64,69 @@ def teach(ctx: RunContext) -> None:
     x, datasets = ctx.config.distillation, ctx.datasets
     if not x.teacher_source:
         return
+    rows = tagged_teacher if ctx.task.unit == "word" else _Texts
     if x.unlabeled_file:
-        held_out = {name: split.hashes for name, split in datasets.labelled().items()
-                    if name != splits_lib.TRAIN}
-        datasets.unlabeled = unlabeled.load(x.unlabeled_file, datasets.text_columns(),
-                                            datasets.delimiter, held_out)
+        datasets.unlabeled = rows.unlabeled(x.unlabeled_file, datasets)
         if ctx.config.train.dry_run:  # one batch of them, as of every split
             datasets.unlabeled = splits_lib.head(datasets.unlabeled, splits_lib.dry_run_rows(ctx.config))
     start = time.perf_counter()
-    path = x.teacher_probabilities or _model_teacher_file(ctx)
+    path = x.teacher_probabilities or _model_teacher_file(ctx, rows)
     seconds = time.perf_counter() - start if x.teacher else 0.0
     flag = "--teacher-probabilities" if x.teacher_probabilities else "--teacher"
-    task, names = ctx.task, datasets.labels.names
-    teacher = teacher_file.read(path, datasets.text_columns(), task.teacher_columns(names),
-                                datasets.delimiter, flag)
-    values = {name: _match(teacher, datasets, name, task, flag)
-              for name in (splits_lib.TRAIN, splits_lib.UNLABELED) if name in datasets.splits()}
+    task = ctx.task
+    values, validation = rows.values(path, datasets, task, flag)
     datasets.train.labels = task.pack_targets(datasets.train.labels, values[splits_lib.TRAIN])
     if datasets.unlabeled is not None:
         datasets.unlabeled.labels = task.pack_targets(None, values[splits_lib.UNLABELED])
-    ctx.teacher = Teacher(x.teacher_source, "model" if x.teacher else "file", path,
-                          _validation_values(teacher, datasets, task, flag), seconds)
+    ctx.teacher = Teacher(x.teacher_source, "model" if x.teacher else "file", path, validation, seconds)
     ctx.task = Distilled(task, x.distill_temperature, x.distill_alpha)
-    log.info("distillation: the teacher's outputs of %d training and %d unlabeled texts from %s; "
+    log.info("distillation: the teacher's outputs of %d training and %d unlabeled %s from %s; "
              "temperature %g, alpha %g", len(datasets.train),
-             len(datasets.unlabeled) if datasets.unlabeled is not None else 0, path,
+             len(datasets.unlabeled) if datasets.unlabeled is not None else 0, rows.noun, path,
              x.distill_temperature, x.distill_alpha)
 
 
-def _match(teacher, datasets, name: str, task, flag: str) -> np.ndarray:
-    split = datasets.splits()[name]
-    return teacher_file.match(teacher, split.hashes, name, lambda row: _text_of(datasets, name, row),
-                              task.teacher_problem, flag)
+class _Texts:
+    """The teacher of rows that are texts (or pairs): a CSV of trainer.predict's columns. (Of
+    tagged sentences: data/tagged_teacher.py, a module of the same four names.)"""
+    noun, suffix = "texts", "csv"
+
+    @staticmethod
+    def unlabeled(spec: str, datasets):
+        held_out = {name: split.hashes for name, split in datasets.labelled().items()
+                    if name != splits_lib.TRAIN}
+        return unlabeled.load(spec, datasets.text_columns(), datasets.delimiter, held_out)
+
+    @staticmethod
+    def values(path: str, datasets, task, flag: str) -> tuple:
+        """({split: the teacher's values} of the training and unlabeled rows, the validation
+        rows' or None)."""
+        teacher = teacher_file.read(path, datasets.text_columns(), task.teacher_columns(datasets.labels.names),
+                                    datasets.delimiter, flag)
+        values = {name: _match(teacher, datasets, name, task, flag)
+                  for name in (splits_lib.TRAIN, splits_lib.UNLABELED) if name in datasets.splits()}
+        return values, _validation_values(teacher, datasets, task, flag)
+
+    @staticmethod
+    def write(model_dir: str, datasets, path: str, log_every_seconds: float, task) -> None:
+        _run_teacher(model_dir, datasets, path, log_every_seconds,
+                     task.teacher_columns(datasets.labels.names))
 
 
-def _text_of(datasets, name: str, row: int) -> str:
-    """A split's row's text (and pair), for an error message: read back from its file."""
-    texts, pairs = datasets.read_texts(name)[name]
-    return texts[row] if pairs is None else f"{texts[row]} | {pairs[row]}"
-
-
-def _validation_values(teacher, datasets, task, flag: str) -> Optional[np.ndarray]:
-    """The teacher's values of the validation rows, when its file has them all (a model
-    teacher's does): its metrics beside the student's."""
-    rows = teacher.lookup(datasets.validation.hashes)
-    if (rows < 0).any():
-        log.info("distillation: %s lacks %d of the validation texts: the teacher's validation "
-                 "metrics are not reported", teacher.source, int((rows < 0).sum()))
-        return None
-    return _match(teacher, datasets, splits_lib.VALIDATION, task, flag)
-
-
-def _model_teacher_file(ctx: RunContext) -> str:
-    """JOB_DIR/teacher/<key>.csv (or under --cache-dir): found, written now by the chief, or
-    waited for."""
+def _model_teacher_file(ctx: RunContext, rows) -> str:
+    """JOB_DIR/teacher/<key>.csv (.jsonl for sentences; under --cache-dir): found, written now
+    by the chief, or waited for."""
     from trainer.data.token_cache import wait_for
 
     x, datasets, cache_dir = ctx.config.distillation, ctx.datasets, ctx.config.output.cache_dir
     directory = storage.join(cache_dir, "teacher") if cache_dir else ctx.paths.teacher_dir
-    path = storage.join(directory, f"{_key(x.teacher, datasets)}.csv")
+    path = storage.join(directory, f"{_key(x.teacher, datasets)}.{rows.suffix}")
     if storage.exists(path):
         log.info("teacher: reusing its outputs in %s", path)
     elif not ctx.is_chief:
         wait_for(path, WAIT_SECONDS, "the teacher's outputs")
     else:
-        _run_teacher(x.teacher, datasets, path, ctx.config.runtime.log_every_seconds,
-                     ctx.task.teacher_columns(datasets.labels.names))
+        rows.write(x.teacher, datasets, path, ctx.config.runtime.log_every_seconds, ctx.task)
     return path
 
 

@@ -52,8 +52,6 @@ class TaggingTask(Task):
                 (d.long_texts != "truncate", "--long-texts", "(words past --max-seq-length are "
                                                              "cut and counted)"),
                 (t.class_weights != "none", "--class-weights", "(a row has a tag per word)"),
-                (config.distillation.teacher or config.distillation.teacher_probabilities,
-                 "--teacher", "yet (a teacher's per-token probabilities: issue #52)"),
                 (m.encoder_backend == "hub", "--encoder-backend", "'hub' (a TF-Hub preprocessor "
                                                                  "cannot tokenize word by word)")):
             require(not value, flag, f"{why} {reason}")
@@ -96,6 +94,41 @@ class TaggingTask(Task):
         return (f"loss {logs['loss']:.4f} tag acc {logs['tag_accuracy']:.3f} | val loss "
                 f"{logs['val_loss']:.4f} entity F1 {logs['val_f1']:.3f} precision "
                 f"{logs['val_precision']:.3f} recall {logs['val_recall']:.3f}")
+
+    # --- distillation: a teacher's tag probabilities per word (distill.py; its file:
+    # data/tagged_teacher.py)
+    def teacher_columns(self, label_names) -> list:
+        """The tags each word's probabilities name in a teacher file: the run's tags."""
+        return list(label_names)
+
+    def teacher_problem(self, values):
+        """(sentence, why) of the first sentence one of whose words' probabilities (a row of
+        `values` [N, W, C], NaN past its words, all 0 where the teacher gave none) is outside
+        [0, 1] or does not sum to 1 (within 0.01)."""
+        from trainer.tasks.tagging import numbers
+        return numbers.teacher_problem(values)
+
+    def is_packed(self, labels) -> bool:
+        return labels.ndim == 3
+
+    def distillation_loss(self, temperature: float, alpha: float):
+        from trainer.tasks.tagging import distill
+        return distill.TagDistillationLoss(temperature, alpha)
+
+    def distillation_metrics(self) -> list:
+        from trainer.tasks.tagging import distill
+        return [distill.LabelledTagAccuracy(name="tag_accuracy")]
+
+    def teacher_outputs(self, teacher):
+        """Log probabilities per token [N, S, tags] (the teacher's, aligned to tokens as the
+        labels are), so summarize reads each word's tag at its first piece as the student's."""
+        from trainer.tasks.classification import metrics
+        return metrics.logits_from_probabilities(teacher, 1.0)
+
+    def teacher_agreement(self, teacher, outputs):
+        """The share of words the teacher gave probabilities whose tag both choose alike."""
+        from trainer.tasks.tagging import numbers
+        return numbers.teacher_agreement(teacher, outputs)
 
     # --- decided on validation: nothing to threshold
     def check_operating_point(self, label_names, flag: str) -> None:

@@ -26,10 +26,11 @@ class TagLoss(tf_keras.losses.Loss):
 
 
 class TagAccuracy(tf_keras.metrics.Mean):
-    """The share of tagged words (tag id >= 0) whose most probable tag is theirs."""
+    """The share of tagged words (tag id >= 0: not UNTAGGED, nor a distilled run's unlabelled
+    word) whose most probable tag is theirs."""
 
     def update_state(self, tag_ids, logits, sample_weight=None):
         tag_ids = tf.cast(tag_ids, tf.int32)
-        tagged = tag_ids != UNTAGGED
+        tagged = tag_ids >= 0
         right = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), tag_ids), tf.float32)
         return super().update_state(tf.boolean_mask(right, tagged))

@@ -124,3 +124,33 @@ def cells(rows: list) -> np.ndarray:
     for index, row in enumerate(rows):
         out[index] = row
     return out
+
+
+def teacher_problem(values):
+    """(sentence, why) of the first sentence of a teacher's values [N, W, C] (NaN past its words,
+    a word the teacher gave no probabilities all 0) with a word's probabilities outside [0, 1]
+    or not summing to 1 (within 0.01, a file's rounding); None when every word's are fine."""
+    values = np.asarray(values, np.float64)
+    words = ~np.isnan(values[..., 0])
+    given = words & (np.abs(values).sum(axis=-1) > 0)
+    total = np.nan_to_num(values).sum(axis=-1)
+    outside = words & ((np.nan_to_num(values) < 0) | (np.nan_to_num(values) > 1)
+                       | ~np.isfinite(np.where(words[..., None], values, 0.0))).any(axis=-1)
+    bad = outside | (given & (np.abs(total - 1) > 0.01))
+    if not bad.any():
+        return None
+    row, word = (int(i) for i in np.argwhere(bad)[0])
+    if outside[row, word]:
+        return row, f"word {word + 1}'s probabilities are not all in [0, 1]"
+    return row, f"word {word + 1}'s probabilities sum to {total[row, word]:g}, not 1"
+
+
+def teacher_agreement(teacher, outputs):
+    """The share of the words the teacher gave probabilities (token-aligned [N, S, C], 0 on
+    other tokens) whose most probable tag the model's outputs [N, S, C] choose too; None when
+    it gave none."""
+    teacher = np.asarray(teacher)
+    taught = teacher.sum(axis=-1) > 0
+    if not taught.any():
+        return None
+    return float(np.mean(teacher.argmax(axis=-1)[taught] == np.asarray(outputs).argmax(axis=-1)[taught]))

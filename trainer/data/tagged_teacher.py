@@ -1,0 +1,258 @@
+"""A teacher's tag probabilities for each word of tagged sentences (token classification's
+distillation), and --unlabeled-file's untagged sentences.
+
+The teacher file is JSON Lines, a sentence per line: its `tokens` (the words, as the training
+file's), and `probabilities`, one entry per token: an object {tag: probability} over the run's
+IOB2 tags (a tag left out is 0; the word's must sum to 1), or null for a word the teacher did
+not tag. An LLM's labels are written so; a `--teacher` tagger's export writes the same file
+(write_model_file), so both teachers are one path, as the sentence tasks' are
+(data/teacher_file.py). Sentences are matched by their words joined by single spaces: the file
+may hold them in any order, more of them than the run needs, and one twice (its first counts).
+
+--unlabeled-file for a tagger is JSON Lines with `tokens` per sentence (any `tags` are not
+read): sentences exactly a validation or test sentence are dropped, as unlabeled.py drops texts.
+"""
+import dataclasses
+import json
+import logging
+from typing import Callable, Dict, Sequence
+
+import numpy as np
+
+from trainer import reading, storage
+from trainer.errors import UserError
+
+log = logging.getLogger("trainer")
+
+FLAG, UNLABELED_FLAG = "--teacher-probabilities", "--unlabeled-file"
+# What the teacher stage (trainer.training.teacher) calls this module's rows and its file.
+noun, suffix = "sentences", "jsonl"
+PREDICT_BATCH = 64
+DIGITS = 5  # a probability's decimals in a model teacher's file (5e-6 at most off)
+
+
+@dataclasses.dataclass
+class TaggedTeacherFile:
+    source: str
+    rows: Dict[str, tuple]  # sentence key -> (values float32 [W, C], "FILE line N")
+
+
+def key(sentence) -> str:
+    """A sentence's words joined by single spaces: how a teacher's row finds it."""
+    return " ".join(sentence.text[a:b] for a, b in sentence.words)
+
+
+def read(spec: str, names: Sequence[str], flag: str = FLAG) -> TaggedTeacherFile:
+    """Every sentence of the files of `spec`, its words' probabilities in the order of `names`
+    (the run's tags); a tag the run does not have, or a malformed row, stops naming its line."""
+    index = {name: i for i, name in enumerate(names)}
+    rows = {}
+    for path in storage.expand_paths(spec, flag):
+        if reading.file_format(path, flag, compressed=True) != "jsonl":
+            raise UserError(f"{flag}: {path}: a tagger's teacher file is JSON Lines with "
+                            f"\"tokens\" and \"probabilities\" per sentence")
+        for number, record in reading.json_records(reading.lines(path), path):
+            where = f"{path} line {number}"
+            tokens = _tokens(record, where, flag, ("tokens", "probabilities"))
+            sentence_key = " ".join(tokens)
+            if sentence_key not in rows:
+                rows[sentence_key] = (_values(record["probabilities"], len(tokens), index, where, flag), where)
+    if not rows:
+        raise UserError(f"{flag}: {spec} holds no sentence")
+    return TaggedTeacherFile(spec, rows)
+
+
+def _tokens(record, where: str, flag: str, needed: tuple) -> list:
+    if not isinstance(record, dict) or not set(needed) <= set(record):
+        shown = sorted(record) if isinstance(record, dict) else type(record).__name__
+        raise UserError(f"{flag}: {where}: a sentence needs {' and '.join(map(repr, needed))}; "
+                        f"this one has {shown}")
+    tokens = record["tokens"]
+    if not (isinstance(tokens, list) and tokens and all(isinstance(t, str) for t in tokens)):
+        raise UserError(f"{flag}: {where}: \"tokens\" must be a non-empty list of strings")
+    blank = [t for t in tokens if not t.strip() or t != t.strip()]
+    if blank:
+        raise UserError(f"{flag}: {where}: token {blank[0]!r} is empty or has spaces around it")
+    return tokens
+
+
+def _values(probabilities, words: int, index: dict, where: str, flag: str) -> np.ndarray:
+    """float32 [words, tags] of a row's per-token objects (null: a row of 0)."""
+    if not isinstance(probabilities, list) or len(probabilities) != words:
+        count = len(probabilities) if isinstance(probabilities, list) else "no list of"
+        raise UserError(f"{flag}: {where}: {words} tokens but {count} probabilities (one "
+                        f"object {{tag: probability}} or null per token)")
+    values = np.zeros([words, len(index)], np.float32)
+    for word, given in enumerate(probabilities):
+        if given is None:
+            continue
+        if not isinstance(given, dict):
+            raise UserError(f"{flag}: {where}: token {word + 1}'s probabilities must be an "
+                            f"object {{tag: probability}} or null, not {given!r}")
+        for tag, value in given.items():
+            if tag not in index:
+                raise UserError(f"{flag}: {where}: token {word + 1} names tag {tag!r}, which "
+                                f"this run's data does not have ({', '.join(index)})")
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise UserError(f"{flag}: {where}: token {word + 1}'s probability of {tag} is "
+                                f"{value!r}, not a number")
+            values[word, index[tag]] = value
+    return values
+
+
+def match(teacher: TaggedTeacherFile, sentences, width: int, split: str,
+          problem: Callable, flag: str = FLAG) -> np.ndarray:
+    """float32 [N, width, C]: the teacher's values of each sentence's words, NaN past its last
+    word; checked by `problem` (Task.teacher_problem). A sentence the file lacks stops, with
+    their count and the first one's words."""
+    keys = [key(s) for s in sentences]
+    missing = [k for k in keys if k not in teacher.rows]
+    if missing:
+        shown = missing[0] if len(missing[0]) <= 80 else missing[0][:77] + "..."
+        raise UserError(f"{flag}: {teacher.source} has no row for {len(missing)} of the "
+                        f"{len(keys)} {split} sentences, e.g. {shown!r}")
+    columns = next(iter(teacher.rows.values()))[0].shape[1]
+    out = np.full([len(keys), width, columns], np.nan, np.float32)
+    for row, sentence_key in enumerate(keys):
+        values = teacher.rows[sentence_key][0]
+        out[row, :len(values)] = values
+    found = problem(out)
+    if found is not None:
+        row, reason = found
+        raise UserError(f"{flag}: {teacher.rows[keys[row]][1]}: {reason}")
+    return out
+
+
+def covers(teacher: TaggedTeacherFile, sentences) -> bool:
+    """Whether the file has a row for every sentence (the validation ones: the teacher scored)."""
+    return all(key(s) in teacher.rows for s in sentences)
+
+
+def load_unlabeled(spec: str, held_out: Dict[str, set]):
+    """--unlabeled-file's sentences as a TaggedSplit (tag ids UNLABELLED on their words until
+    the teacher's are packed in), without those whose words `held_out` ({split: keys}) has."""
+    from trainer.data.tagged_splits import untagged_split
+    from trainer.tasks.tagging import files
+
+    sentences, dropped, total = [], 0, 0
+    shown = set().union(*held_out.values())
+    for path in storage.expand_paths(spec, UNLABELED_FLAG):
+        if reading.file_format(path, UNLABELED_FLAG, compressed=True) != "jsonl":
+            raise UserError(f"{UNLABELED_FLAG}: {path}: a tagger's unlabeled sentences are JSON "
+                            f"Lines with \"tokens\" per sentence")
+        for number, record in reading.json_records(reading.lines(path), path):
+            where = f"{path} line {number}"
+            tokens = _tokens(record, where, UNLABELED_FLAG, ("tokens",))
+            sentence = files.joined(tokens, ("O",) * len(tokens), where)
+            total += 1
+            if key(sentence) in shown:
+                dropped += 1
+            else:
+                sentences.append(sentence)
+    if not sentences:
+        raise UserError(f"{UNLABELED_FLAG}: {spec} holds no sentence that is not a validation or "
+                        f"test sentence")
+    log.info("unlabeled sentences: %d of %d of %s kept (%d a validation or test sentence "
+             "exactly, dropped)", len(sentences), total, spec, dropped)
+    return untagged_split(sentences, spec)
+
+
+def write_model_file(model, model_dir: str, split_sentences: Dict[str, np.ndarray],
+                     names: Sequence[str], path: str, meter, batch: int) -> int:
+    """A tagger export's probabilities for every word of `split_sentences` ({split: sentences}),
+    written to `path` in the teacher file's format (atomically); returns the sentences written.
+    Each of the run's words takes the probabilities of the teacher's word it starts in (the
+    export splits words itself, punctuation apart); a word past the teacher's
+    --max-seq-length is null."""
+    from trainer.serving import predict
+
+    order, done = tag_order(model, model_dir, names), 0
+    with predict.written_output(path, "jsonl") as handle:
+        for sentences in split_sentences.values():
+            for start in range(0, len(sentences), batch * 16):
+                part = sentences[start:start + batch * 16]
+                out = predict.predict_outputs(model, [s.text for s in part], batch, wanted=(
+                    "word_start", "word_end", "word_probabilities", "word_count"))
+                handle.write("".join(_line(s, out, row, order, names) for row, s in enumerate(part)))
+                done += len(part)
+                meter.update(done)
+    return done
+
+
+def tag_order(model, model_dir: str, names: Sequence[str]) -> list:
+    """The column of each of the run's tags among the teacher's word_probabilities; a model
+    that is no tagger of this version's export, or tags other types, is refused before it
+    reads every sentence."""
+    from trainer.serving import predict
+
+    outputs = predict.signature(model).structured_outputs
+    if "word_probabilities" not in outputs:
+        kind = ("a tagger exported before its word probabilities were" if "word_tags" in outputs
+                else "not a tagger")
+        raise UserError(f"--teacher: {model_dir} is {kind} (it returns no word_probabilities): "
+                        f"a tagger's teacher is a token-classification run's export")
+    found = [t.decode() for t in predict.predict_outputs(model, ["a"], 1, wanted=("tag_names",))["tag_names"][0]]
+    if sorted(found) != sorted(names):
+        raise UserError(f"--teacher: {model_dir} tags {found}, but this run's data tags "
+                        f"{list(names)}: the teacher was trained on other entity types")
+    return [found.index(name) for name in names]
+
+
+def _line(sentence, out: dict, row: int, order: list, names: Sequence[str]) -> str:
+    count = int(out["word_count"][row])
+    starts, ends = out["word_start"][row][:count], out["word_end"][row][:count]
+    probabilities = out["word_probabilities"][row][:count][:, order]
+    given = []
+    for a, _ in sentence.words:
+        word = int(np.searchsorted(starts, a, side="right")) - 1
+        inside = word >= 0 and a < ends[word]
+        given.append({name: round(float(p), DIGITS) for name, p in zip(names, probabilities[word])
+                      if round(float(p), DIGITS) > 0} if inside else None)
+    tokens = [sentence.text[a:b] for a, b in sentence.words]
+    return json.dumps({"tokens": tokens, "probabilities": given}, ensure_ascii=False) + "\n"
+
+
+
+# --- The teacher stage's four (training.teacher._Texts has the same for texts) ---------------
+def unlabeled(spec: str, datasets):
+    """--unlabeled-file's sentences, none a validation or test sentence."""
+    held_out = {name: {key(s) for s in split.sentences}
+                for name, split in datasets.labelled().items() if name != "train"}
+    return load_unlabeled(spec, held_out)
+
+
+def values(path: str, datasets, task, flag: str) -> tuple:
+    """({"train", "unlabeled": the teacher's values [N, W, C]}, the validation sentences' or
+    None when the file lacks some). The validation values stay per word here; the tokenize
+    stage aligns them to tokens, as it aligns the tags (training.stages._tokenize_words)."""
+    teacher = read(path, task.teacher_columns(datasets.labels.names), flag)
+    matched = lambda split, name: match(  # noqa: E731
+        teacher, split.sentences, split.labels.shape[1], name, task.teacher_problem, flag)
+    out = {name: matched(split, name) for name, split in datasets.splits().items()
+           if name in ("train", "unlabeled")}
+    if not covers(teacher, datasets.validation.sentences):
+        log.info("distillation: %s lacks some validation sentences: the teacher's validation "
+                 "metrics are not reported", teacher.source)
+        return out, None
+    return out, matched(datasets.validation, "validation")
+
+
+def write(model_dir: str, datasets, path: str, log_every_seconds: float, task) -> None:
+    """A --teacher tagger's file of every training, unlabeled and validation sentence."""
+    import time
+
+    from trainer import progress
+    from trainer.serving import variants
+
+    started = time.monotonic()
+    model = variants.load(model_dir, "float32")
+    sentences = {name: split.sentences for name, split in datasets.splits().items()
+                 if name in ("train", "unlabeled", "validation")}
+    total = sum(len(s) for s in sentences.values())
+    log.info("teacher: %s loaded in %s; tagging %d sentences", model_dir,
+             progress.clock(time.monotonic() - started), total)
+    meter = progress.Progress("teacher tagged", log_every_seconds, total=total)
+    done = write_model_file(model, model_dir, sentences, task.teacher_columns(datasets.labels.names),
+                            path, meter, PREDICT_BATCH)
+    log.info("teacher: %d sentences in %s (%.1f sentences/s), written to %s", done,
+             progress.clock(meter.seconds()), done / max(meter.seconds(), 1e-9), path)
