@@ -197,20 +197,17 @@ def test_a_teacher_file_missing_a_training_sentence_stops_the_run(tiny_encoder_d
                                     f"for "), result.stderr
 
 
-@pytest.mark.parametrize("outputs, kind", [
-    ({"probabilities": None, "label_names": None}, "is not a tagger"),
-    ({"word_tags": None, "entity_label": None}, "is a tagger exported before its word probabilities were"),
-])
-def test_a_model_that_gives_no_word_probabilities_is_refused_as_a_teacher(outputs, kind):
+def test_a_model_that_is_no_tagger_is_refused_as_a_teacher():
     from types import SimpleNamespace
 
-    from trainer.data import tagged_teacher
     from trainer.errors import UserError
     from trainer.serving import export
+    from trainer.tasks.tagging import TaggingTask
+    from trainer.training import tagger_teacher
+    outputs = {"probabilities": None, "label_index": None, "label_names": None}
     model = SimpleNamespace(signatures={export.SIGNATURE: SimpleNamespace(structured_outputs=outputs)})
-    with pytest.raises(UserError, match=f"^--teacher: runs/t/model {kind} "
-                                        r"\(it returns no word_probabilities\)"):
-        tagged_teacher.tag_order(model, "runs/t/model", NAMES)
+    with pytest.raises(UserError, match="^--teacher: runs/t/model is a classification model, not a tagger"):
+        tagger_teacher.tag_order(model, "runs/t/model", NAMES, TaggingTask())
 
 
 # --- slow: a tagger as the teacher --------------------------------------------------------------
@@ -240,13 +237,15 @@ def test_a_tagger_teaches_its_student_every_word_of_every_sentence(student, data
 
 @pytest.mark.slow  # run by hand (docs/testing.md), not in CI
 def test_a_tagger_of_other_types_is_refused_as_a_teacher(student):
-    from trainer.data import tagged_teacher
     from trainer.errors import UserError
     from trainer.serving import variants
+    from trainer.tasks.tagging import TaggingTask
+    from trainer.training import tagger_teacher
     model_dir = str(student / "teacher" / "model")
     with pytest.raises(UserError, match=r"tags \['O', 'B-NEG', 'I-NEG', 'B-POS', 'I-POS'\], but this "
                                         r"run's data tags \['O', 'B-LOC', 'I-LOC'\]"):
-        tagged_teacher.tag_order(variants.load(model_dir, "float32"), model_dir, ["O", "B-LOC", "I-LOC"])
+        tagger_teacher.tag_order(variants.load(model_dir, "float32"), model_dir, ["O", "B-LOC", "I-LOC"],
+                                 TaggingTask())
 
 
 @pytest.mark.slow  # run by hand (docs/testing.md), not in CI

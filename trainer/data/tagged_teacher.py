@@ -5,7 +5,7 @@ The teacher file is JSON Lines, a sentence per line: its `tokens` (the words, as
 file's), and `probabilities`, one entry per token: an object {tag: probability} over the run's
 IOB2 tags (a tag left out is 0; the word's must sum to 1), or null for a word the teacher did
 not tag. An LLM's labels are written so; a `--teacher` tagger's export writes the same file
-(write_model_file), so both teachers are one path, as the sentence tasks' are
+(training/tagger_teacher.py), so both teachers are one path, as the sentence tasks' are
 (data/teacher_file.py). Sentences are matched by their words joined by single spaces: the file
 may hold them in any order, more of them than the run needs, and one twice (its first counts).
 
@@ -13,7 +13,6 @@ may hold them in any order, more of them than the run needs, and one twice (its 
 read): sentences exactly a validation or test sentence are dropped, as unlabeled.py drops texts.
 """
 import dataclasses
-import json
 import logging
 from typing import Callable, Dict, Sequence
 
@@ -25,10 +24,6 @@ from trainer.errors import UserError
 log = logging.getLogger("trainer")
 
 FLAG, UNLABELED_FLAG = "--teacher-probabilities", "--unlabeled-file"
-# What the teacher stage (trainer.training.teacher) calls this module's rows and its file.
-noun, suffix = "sentences", "jsonl"
-PREDICT_BATCH = 64
-DIGITS = 5  # a probability's decimals in a model teacher's file (5e-6 at most off)
 
 
 @dataclasses.dataclass
@@ -155,104 +150,3 @@ def load_unlabeled(spec: str, held_out: Dict[str, set]):
     log.info("unlabeled sentences: %d of %d of %s kept (%d a validation or test sentence "
              "exactly, dropped)", len(sentences), total, spec, dropped)
     return untagged_split(sentences, spec)
-
-
-def write_model_file(model, model_dir: str, split_sentences: Dict[str, np.ndarray],
-                     names: Sequence[str], path: str, meter, batch: int) -> int:
-    """A tagger export's probabilities for every word of `split_sentences` ({split: sentences}),
-    written to `path` in the teacher file's format (atomically); returns the sentences written.
-    Each of the run's words takes the probabilities of the teacher's word it starts in (the
-    export splits words itself, punctuation apart); a word past the teacher's
-    --max-seq-length is null."""
-    from trainer.serving import predict
-
-    order, done = tag_order(model, model_dir, names), 0
-    with predict.written_output(path, "jsonl") as handle:
-        for sentences in split_sentences.values():
-            for start in range(0, len(sentences), batch * 16):
-                part = sentences[start:start + batch * 16]
-                out = predict.predict_outputs(model, [s.text for s in part], batch, wanted=(
-                    "word_start", "word_end", "word_probabilities", "word_count"))
-                handle.write("".join(_line(s, out, row, order, names) for row, s in enumerate(part)))
-                done += len(part)
-                meter.update(done)
-    return done
-
-
-def tag_order(model, model_dir: str, names: Sequence[str]) -> list:
-    """The column of each of the run's tags among the teacher's word_probabilities; a model
-    that is no tagger of this version's export, or tags other types, is refused before it
-    reads every sentence."""
-    from trainer.serving import predict
-
-    outputs = predict.signature(model).structured_outputs
-    if "word_probabilities" not in outputs:
-        kind = ("a tagger exported before its word probabilities were" if "word_tags" in outputs
-                else "not a tagger")
-        raise UserError(f"--teacher: {model_dir} is {kind} (it returns no word_probabilities): "
-                        f"a tagger's teacher is a token-classification run's export")
-    found = [t.decode() for t in predict.predict_outputs(model, ["a"], 1, wanted=("tag_names",))["tag_names"][0]]
-    if sorted(found) != sorted(names):
-        raise UserError(f"--teacher: {model_dir} tags {found}, but this run's data tags "
-                        f"{list(names)}: the teacher was trained on other entity types")
-    return [found.index(name) for name in names]
-
-
-def _line(sentence, out: dict, row: int, order: list, names: Sequence[str]) -> str:
-    count = int(out["word_count"][row])
-    starts, ends = out["word_start"][row][:count], out["word_end"][row][:count]
-    probabilities = out["word_probabilities"][row][:count][:, order]
-    given = []
-    for a, _ in sentence.words:
-        word = int(np.searchsorted(starts, a, side="right")) - 1
-        inside = word >= 0 and a < ends[word]
-        given.append({name: round(float(p), DIGITS) for name, p in zip(names, probabilities[word])
-                      if round(float(p), DIGITS) > 0} if inside else None)
-    tokens = [sentence.text[a:b] for a, b in sentence.words]
-    return json.dumps({"tokens": tokens, "probabilities": given}, ensure_ascii=False) + "\n"
-
-
-
-# --- The teacher stage's four (training.teacher._Texts has the same for texts) ---------------
-def unlabeled(spec: str, datasets):
-    """--unlabeled-file's sentences, none a validation or test sentence."""
-    held_out = {name: {key(s) for s in split.sentences}
-                for name, split in datasets.labelled().items() if name != "train"}
-    return load_unlabeled(spec, held_out)
-
-
-def values(path: str, datasets, task, flag: str) -> tuple:
-    """({"train", "unlabeled": the teacher's values [N, W, C]}, the validation sentences' or
-    None when the file lacks some). The validation values stay per word here; the tokenize
-    stage aligns them to tokens, as it aligns the tags (training.stages._tokenize_words)."""
-    teacher = read(path, task.teacher_columns(datasets.labels.names), flag)
-    matched = lambda split, name: match(  # noqa: E731
-        teacher, split.sentences, split.labels.shape[1], name, task.teacher_problem, flag)
-    out = {name: matched(split, name) for name, split in datasets.splits().items()
-           if name in ("train", "unlabeled")}
-    if not covers(teacher, datasets.validation.sentences):
-        log.info("distillation: %s lacks some validation sentences: the teacher's validation "
-                 "metrics are not reported", teacher.source)
-        return out, None
-    return out, matched(datasets.validation, "validation")
-
-
-def write(model_dir: str, datasets, path: str, log_every_seconds: float, task) -> None:
-    """A --teacher tagger's file of every training, unlabeled and validation sentence."""
-    import time
-
-    from trainer import progress
-    from trainer.serving import variants
-
-    started = time.monotonic()
-    model = variants.load(model_dir, "float32")
-    sentences = {name: split.sentences for name, split in datasets.splits().items()
-                 if name in ("train", "unlabeled", "validation")}
-    total = sum(len(s) for s in sentences.values())
-    log.info("teacher: %s loaded in %s; tagging %d sentences", model_dir,
-             progress.clock(time.monotonic() - started), total)
-    meter = progress.Progress("teacher tagged", log_every_seconds, total=total)
-    done = write_model_file(model, model_dir, sentences, task.teacher_columns(datasets.labels.names),
-                            path, meter, PREDICT_BATCH)
-    log.info("teacher: %d sentences in %s (%.1f sentences/s), written to %s", done,
-             progress.clock(meter.seconds()), done / max(meter.seconds(), 1e-9), path)

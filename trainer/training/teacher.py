@@ -19,8 +19,9 @@ from typing import Optional
 import numpy as np
 
 from trainer import storage
-from trainer.data import splits as splits_lib, tagged_teacher, teacher_file, unlabeled
+from trainer.data import splits as splits_lib, teacher_file, unlabeled
 from trainer.errors import UserError
+from trainer.training import tagger_teacher
 from trainer.training.context import RunContext
 
 log = logging.getLogger("trainer")
@@ -64,7 +65,7 @@ def teach(ctx: RunContext) -> None:
     x, datasets = ctx.config.distillation, ctx.datasets
     if not x.teacher_source:
         return
-    rows = tagged_teacher if ctx.task.unit == "word" else _Texts
+    rows = tagger_teacher if ctx.task.unit == "word" else _Texts
     if x.unlabeled_file:
         datasets.unlabeled = rows.unlabeled(x.unlabeled_file, datasets)
         if ctx.config.train.dry_run:  # one batch of them, as of every split
@@ -88,7 +89,7 @@ def teach(ctx: RunContext) -> None:
 
 class _Texts:
     """The teacher of rows that are texts (or pairs): a CSV of trainer.predict's columns. (Of
-    tagged sentences: data/tagged_teacher.py, a module of the same four names.)"""
+    tagged sentences: training/tagger_teacher.py, a module of the same names.)"""
     noun, suffix = "texts", "csv"
 
     @staticmethod
@@ -111,6 +112,29 @@ class _Texts:
     def write(model_dir: str, datasets, path: str, log_every_seconds: float, task) -> None:
         _run_teacher(model_dir, datasets, path, log_every_seconds,
                      task.teacher_columns(datasets.labels.names))
+
+
+def _match(teacher, datasets, name: str, task, flag: str) -> np.ndarray:
+    split = datasets.splits()[name]
+    return teacher_file.match(teacher, split.hashes, name, lambda row: _text_of(datasets, name, row),
+                              task.teacher_problem, flag)
+
+
+def _text_of(datasets, name: str, row: int) -> str:
+    """A split's row's text (and pair), for an error message: read back from its file."""
+    texts, pairs = datasets.read_texts(name)[name]
+    return texts[row] if pairs is None else f"{texts[row]} | {pairs[row]}"
+
+
+def _validation_values(teacher, datasets, task, flag: str) -> Optional[np.ndarray]:
+    """The teacher's values of the validation rows, when its file has them all (a model
+    teacher's does): its metrics beside the student's."""
+    rows = teacher.lookup(datasets.validation.hashes)
+    if (rows < 0).any():
+        log.info("distillation: %s lacks %d of the validation texts: the teacher's validation "
+                 "metrics are not reported", teacher.source, int((rows < 0).sum()))
+        return None
+    return _match(teacher, datasets, splits_lib.VALIDATION, task, flag)
 
 
 def _model_teacher_file(ctx: RunContext, rows) -> str:
