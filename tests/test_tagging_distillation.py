@@ -85,14 +85,14 @@ def test_a_malformed_teacher_row_names_its_file_and_line(tmp_path, row, message)
     assert f"{path} line 2: {message}" in str(error.value)
 
 
-def test_probabilities_that_do_not_sum_to_one_name_the_line_and_word(tmp_path):
+def test_probabilities_that_do_not_sum_to_one_name_the_line_and_token(tmp_path):
     from trainer.data import tagged_teacher
     from trainer.errors import UserError
     from trainer.tasks.tagging import numbers
     path = write_jsonl(tmp_path / "t.jsonl", [{"tokens": ["a", "b"], "probabilities": [
         {"O": 1.0}, {"O": 0.5, "B-NEG": 0.3}]}])
     teacher = tagged_teacher.read(path, NAMES)
-    with pytest.raises(UserError, match=f"{path} line 1: word 2's probabilities sum to 0.8, not 1"):
+    with pytest.raises(UserError, match=f"{path} line 1: token 2's probabilities sum to 0.8, not 1"):
         tagged_teacher.match(teacher, sentences_of(["a", "b"]), 2, "train", numbers.teacher_problem)
 
 

@@ -141,8 +141,8 @@ def teacher_problem(values):
         return None
     row, word = (int(i) for i in np.argwhere(bad)[0])
     if outside[row, word]:
-        return row, f"word {word + 1}'s probabilities are not all in [0, 1]"
-    return row, f"word {word + 1}'s probabilities sum to {total[row, word]:g}, not 1"
+        return row, f"token {word + 1}'s probabilities are not all in [0, 1]"
+    return row, f"token {word + 1}'s probabilities sum to {total[row, word]:g}, not 1"
 
 
 def teacher_agreement(teacher, outputs):
