@@ -244,8 +244,8 @@ class Task(abc.ABC):
     answer_outputs: Sequence[str]
     # Why trainer.explain cannot explain this kind's exports (the tail of its error), or None.
     explanations_refused: Optional[str] = None
-    # The outputs that pick what trainer.explain attributes (explained_choices'); empty when
-    # the export's one output is attributed whatever the text says (a score).
+    # The outputs that pick what trainer.explain attributes (ProbabilitiesTask.explained_choices');
+    # empty when the export's one output is attributed whatever the text says (a score).
     explained_outputs: Sequence[str] = ()
 
     @classmethod
@@ -262,12 +262,6 @@ class Task(abc.ABC):
     def served_predictions(self, outputs) -> list:
         """The server's answer per row (one JSON object each), of answer_outputs' values: the
         same decisions as predicted_columns' (docs/prediction.md, "Serve over HTTP")."""
-
-    def explained_choices(self, outputs) -> tuple:
-        """(label names, probabilities [N, C], chosen [N, C] bool: the classes or labels the
-        export chose per row) of explained_outputs' values: trainer.explain attributes each
-        chosen one, or a row's most probable when it chose none."""
-        raise NotImplementedError(f"{self.name} chooses no labels to explain")
 
     def explanation_columns(self, explanation) -> dict:
         """trainer.explain's columns of one Explanation (trainer.explaining.attribute), or of
@@ -315,33 +309,9 @@ class Task(abc.ABC):
         """agreement_metric of agreement_values' against the labels."""
 
     # --- Label issues (trainer.training.label_issues, cross_fit) -------------------------------
-    # Why --find-label-issues cannot rank this task's labels (the tail of its error), or None.
+    # Why --find-label-issues cannot rank this task's labels (the tail of its error), or None:
+    # the kinds that can are ProbabilitiesTask's, which has their methods.
     label_issues_refused: Optional[str] = None
-
-    def probabilities(self, outputs):
-        """The uncalibrated probabilities cleanlab judges labels by, of the model's outputs."""
-        raise NotImplementedError(f"{self.name} has no label probabilities")
-
-    def rank_label_issues(self, probabilities, labels, ranking_probabilities) -> tuple:
-        """(cleanlab's flagged rows, every row's label quality score) of out-of-sample
-        `probabilities`, the scores from `ranking_probabilities`."""
-        raise NotImplementedError(f"{self.name} has no label issues")
-
-    def label_members(self, labels, count: int):
-        """[rows, count] bool: which classes (labels) each row carries."""
-        raise NotImplementedError(f"{self.name} has no classes")
-
-    def chance_accuracies(self, probabilities, labels) -> tuple:
-        """(the model's accuracy, the best constant answer's) on these rows."""
-        raise NotImplementedError(f"{self.name} has no classes")
-
-    def label_texts(self, labels, spec) -> list:
-        """Each row's given label as label_issues.csv writes it."""
-        raise NotImplementedError(f"{self.name} has no label issues")
-
-    def suggested_labels(self, probabilities, spec) -> list:
-        """Each row's label as the model would give it, for label_issues.csv."""
-        raise NotImplementedError(f"{self.name} has no label issues")
 
     # --- The report -----------------------------------------------------------------------------
     figures: Sequence[str] = ()  # the report's figures after the learning curves (kinds, in order)
@@ -432,7 +402,48 @@ class TextTask(Task):
         log-odds of class (label) `target` [B], or the row's score."""
 
 
-class ThresholdedTask(TextTask):
+class ProbabilitiesTask(TextTask):
+    """A kind whose outputs are probabilities of classes or labels (classification, each label
+    of a multi-label model): cleanlab judges its training labels by them (--find-label-issues:
+    trainer.training.label_issues, cross_fit) and trainer.explain attributes the ones its
+    export chose. None of these is asked of another kind: regression and token classification
+    refuse --find-label-issues up front (label_issues_refused); regression's export has no
+    choices to explain (its one score is attributed: explained_outputs is empty), and token
+    classification refuses explanations (explanations_refused)."""
+
+    @abc.abstractmethod
+    def explained_choices(self, outputs) -> tuple:
+        """(label names, probabilities [N, C], chosen [N, C] bool: the classes or labels the
+        export chose per row) of explained_outputs' values: trainer.explain attributes each
+        chosen one, or a row's most probable when it chose none."""
+
+    @abc.abstractmethod
+    def probabilities(self, outputs):
+        """The uncalibrated probabilities cleanlab judges labels by, of the model's outputs."""
+
+    @abc.abstractmethod
+    def rank_label_issues(self, probabilities, labels, ranking_probabilities) -> tuple:
+        """(cleanlab's flagged rows, every row's label quality score) of out-of-sample
+        `probabilities`, the scores from `ranking_probabilities`."""
+
+    @abc.abstractmethod
+    def label_members(self, labels, count: int):
+        """[rows, count] bool: which classes (labels) each row carries."""
+
+    @abc.abstractmethod
+    def chance_accuracies(self, probabilities, labels) -> tuple:
+        """(the model's accuracy, the best constant answer's) on these rows."""
+
+    @abc.abstractmethod
+    def label_texts(self, labels, spec) -> list:
+        """Each row's given label as label_issues.csv writes it."""
+
+    @abc.abstractmethod
+    def suggested_labels(self, probabilities, spec) -> list:
+        """Each row's label as the model would give it, for label_issues.csv."""
+
+
+class ThresholdedTask(ProbabilitiesTask):
     """A kind whose export makes yes/no decisions a threshold can move (a binary class, each
     label of a multi-label model): --target-precision/--target-recall choose them on
     validation (trainer.training.operating_point) and the report draws their curves. Regression
