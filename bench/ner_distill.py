@@ -2,8 +2,8 @@
 in one run, as bench/distill.py measures it for sentence classification.
 
 WikiANN English from ../shared/data/ner: a seeded --train-rows of wikiann_en_train.conll's
-20,000 sentences are the tagged data; the rest, tags dropped, are the unlabelled transfer set
-(JSON Lines of tokens); wikiann_en_dev.conll is the validation file every run is scored on, as
+20,000 sentences are the tagged data; --transfer-rows of the rest, tags dropped, are the
+unlabelled transfer set (JSON Lines of tokens); wikiann_en_dev.conll is the validation file every run is scored on, as
 bench/ner.py scores. Four models, each at the trainer's defaults otherwise (no checked copies):
 
 - teacher: all-mpnet-base-v2 (bench/mpnet_weights.py, sha256-checked) on the tagged sentences;
@@ -13,7 +13,7 @@ bench/ner.py scores. Four models, each at the trainer's defaults otherwise (no c
 - distilled-3: the same with --encoder-layers 3, from the distilled run's teacher file
   (--teacher-probabilities: the teacher tags the sentences once).
 
-    python bench/ner_distill.py [--train-rows 5000] [--models ...] [--publish]
+    python bench/ner_distill.py [--train-rows 5000] [--transfer-rows 5000] [--models ...] [--publish]
 
 Figures per model: dev entity F1 (micro, strict IOB2, at the best epoch by dev F1, as
 bench/ner.py's), the run's training seconds (metrics.json durations.train; the teacher's tagging
@@ -50,13 +50,13 @@ def conll(path: str) -> list:
     return sentences
 
 
-def wikiann(work: str, train_rows: int, seed: int) -> dict:
+def wikiann(work: str, train_rows: int, transfer_rows: int, seed: int) -> dict:
     """Paths of the tagged sentences, the unlabelled ones and the dev texts, written once."""
     sentences = conll(os.path.join(DATA, "wikiann_en_train.conll"))
     order = np.random.default_rng(seed).permutation(len(sentences))
     tagged = [sentences[i] for i in np.sort(order[:train_rows])]
-    rest = [sentences[i] for i in np.sort(order[train_rows:])]
-    paths = {name: os.path.join(work, f"{name}-{train_rows}-s{seed}.{suffix}")
+    rest = [sentences[i] for i in np.sort(order[train_rows:train_rows + transfer_rows])]
+    paths = {name: os.path.join(work, f"{name}-{train_rows}-{transfer_rows}-s{seed}.{suffix}")
              for name, suffix in (("train", "conll"), ("unlabeled", "jsonl"))}
     with open(paths["train"], "w", encoding="utf-8") as f:
         f.write("".join("".join(f"{token}\t{tag}\n" for token, tag in s) + "\n" for s in tagged))
@@ -84,7 +84,7 @@ def model_flags(model: str, data: dict, jobs: dict) -> list:
 
 
 def run_model(work: str, model: str, data: dict, jobs: dict, args) -> dict:
-    job = jobs[model] = os.path.join(work, f"job-{model}-{args.train_rows}-s{args.seed}")
+    job = jobs[model] = os.path.join(work, f"job-{model}-{args.train_rows}-{args.transfer_rows}-s{args.seed}")
     metrics = train_once(job, ["--training-file", data["train"], "--validation-file", data["dev"],
                                *model_flags(model, data, jobs)])
     printed_lines, _ = predict_file(os.path.join(job, "model"), data["dev_texts"],
@@ -118,6 +118,8 @@ def report(results: dict, args, data: dict) -> str:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train-rows", type=int, default=5_000)
+    parser.add_argument("--transfer-rows", type=int, default=5_000,
+                        help="unlabelled sentences, of the 20,000 - --train-rows left")
     parser.add_argument("--models", default=",".join(MODELS),
                         help="comma-separated, run in this order: " + ", ".join(MODELS))
     parser.add_argument("--seed", type=int, default=0)
@@ -125,7 +127,7 @@ def main():
     args = parser.parse_args()
     work = os.path.join(WORK, "ner-distill")
     os.makedirs(work, exist_ok=True)
-    data = wikiann(work, args.train_rows, args.seed)
+    data = wikiann(work, args.train_rows, args.transfer_rows, args.seed)
     results, jobs = {}, {}
     for model in [m for m in MODELS if m in args.models.split(",")]:
         results[model] = r = run_model(work, model, data, jobs, args)

@@ -47,7 +47,13 @@ class TaggingModule(tf.Module):
 
     def _serve(self, text):
         features = self._tokenize(text)
-        logits = self._forward({name: features[name] for name in INPUT_KEYS})
+        # The tagger runs on the batch's longest row, not on max_seq_length: padding is masked,
+        # so the real tokens' logits are the same, at a fraction of the cost (WikiANN's
+        # sentences are 13 tokens on average, of 128: 40 sentences/s on 2 cores, 6x slower
+        # than evaluation's length buckets, when every batch ran on 128). Its head pads the
+        # logits back to max_seq_length (heads.TokenPadding).
+        width = tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=1))
+        logits = self._forward({name: features[name][:, :width] for name in INPUT_KEYS})
         return self._outputs(text, logits, features["word_positions"], features["word_start"],
                              features["word_end"])
 
