@@ -164,7 +164,10 @@ class Int8TaggingModule:
 
     def serve(self, text):
         features = self.float32.tokenize(text)
-        logits = self._network.logits(features)
+        # On the batch's longest row, as the float32 export's serve runs (serving/tagging.py):
+        # `outputs` reads each word's logits at its first piece, all within that width.
+        width = int(np.max(np.sum(features["input_mask"], axis=1)))
+        logits = self._network.logits({name: features[name][:, :width] for name in INPUT_KEYS})
         return self.float32.outputs(text, logits, features["word_positions"], features["word_start"],
                                     features["word_end"])
 
