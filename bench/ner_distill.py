@@ -135,7 +135,7 @@ def main():
               f"predict {r['predict_sentences_per_second']:.1f} sentences/s", flush=True)
     text = report(results, args, data)
     if args.publish:
-        publish("ner-distill", {"machine": machine(), "args": vars(args), "results": results}, text)
+        publish("ner_distill", {"machine": machine(), "args": vars(args), "results": results}, text)
 
 
 if __name__ == "__main__":
