@@ -42,19 +42,25 @@ def read(spec: str, names: Sequence[str], flag: str = FLAG) -> TaggedTeacherFile
     (the run's tags); a tag the run does not have, or a malformed row, stops naming its line."""
     index = {name: i for i, name in enumerate(names)}
     rows = {}
-    for path in storage.expand_paths(spec, flag):
-        if reading.file_format(path, flag, compressed=True) != "jsonl":
-            raise UserError(f"{flag}: {path}: a tagger's teacher file is JSON Lines with "
-                            f"\"tokens\" and \"probabilities\" per sentence")
-        for number, record in reading.json_records(reading.lines(path), path):
-            where = f"{path} line {number}"
-            tokens = _tokens(record, where, flag, ("tokens", "probabilities"))
-            sentence_key = " ".join(tokens)
-            if sentence_key not in rows:
-                rows[sentence_key] = (_values(record["probabilities"], len(tokens), index, where, flag), where)
+    for where, record in _records(spec, flag, "a tagger's teacher file is JSON Lines with "
+                                               "\"tokens\" and \"probabilities\" per sentence"):
+        tokens = _tokens(record, where, flag, ("tokens", "probabilities"))
+        sentence_key = " ".join(tokens)
+        if sentence_key not in rows:
+            rows[sentence_key] = (_values(record["probabilities"], len(tokens), index, where, flag), where)
     if not rows:
         raise UserError(f"{flag}: {spec} holds no sentence")
     return TaggedTeacherFile(spec, rows)
+
+
+def _records(spec: str, flag: str, expected: str):
+    """("FILE line N", record) of every JSON Lines record of the files of `spec`; a file of
+    another format stops, saying what was `expected`."""
+    for path in storage.expand_paths(spec, flag):
+        if reading.file_format(path, flag, compressed=True) != "jsonl":
+            raise UserError(f"{flag}: {path}: {expected}")
+        for number, record in reading.json_records(reading.lines(path), path):
+            yield f"{path} line {number}", record
 
 
 def _tokens(record, where: str, flag: str, needed: tuple) -> list:
@@ -131,19 +137,15 @@ def load_unlabeled(spec: str, held_out: Dict[str, set]):
 
     sentences, dropped, total = [], 0, 0
     shown = set().union(*held_out.values())
-    for path in storage.expand_paths(spec, UNLABELED_FLAG):
-        if reading.file_format(path, UNLABELED_FLAG, compressed=True) != "jsonl":
-            raise UserError(f"{UNLABELED_FLAG}: {path}: a tagger's unlabeled sentences are JSON "
-                            f"Lines with \"tokens\" per sentence")
-        for number, record in reading.json_records(reading.lines(path), path):
-            where = f"{path} line {number}"
-            tokens = _tokens(record, where, UNLABELED_FLAG, ("tokens",))
-            sentence = files.joined(tokens, ("O",) * len(tokens), where)
-            total += 1
-            if key(sentence) in shown:
-                dropped += 1
-            else:
-                sentences.append(sentence)
+    for where, record in _records(spec, UNLABELED_FLAG, "a tagger's unlabeled sentences are "
+                                                        "JSON Lines with \"tokens\" per sentence"):
+        tokens = _tokens(record, where, UNLABELED_FLAG, ("tokens",))
+        sentence = files.joined(tokens, ("O",) * len(tokens), where)
+        total += 1
+        if key(sentence) in shown:
+            dropped += 1
+        else:
+            sentences.append(sentence)
     if not sentences:
         raise UserError(f"{UNLABELED_FLAG}: {spec} holds no sentence that is not a validation or "
                         f"test sentence")

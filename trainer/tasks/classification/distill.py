@@ -31,6 +31,15 @@ def split(y_true):
     return labelled, tf.cast(tf.maximum(y_true[:, 0], 0.0), tf.int32), y_true[:, 1:]
 
 
+def softened_kl(teacher, logits, temperature: float):
+    """KL(teacher at T || student at T) over the last axis: the teacher's probabilities and the
+    student's logits each softened by T (the teacher's as softmax(log p / T)); also the tagger's,
+    word by word (tasks/tagging/distill.py)."""
+    teacher_log = tf.nn.log_softmax(tf.math.log(tf.maximum(teacher, TINY)) / temperature, axis=-1)
+    student_log = tf.nn.log_softmax(logits / temperature, axis=-1)
+    return tf.reduce_sum(tf.exp(teacher_log) * (teacher_log - student_log), axis=-1)
+
+
 class DistillationCrossEntropy(tf_keras.losses.Loss):
     """Per row: alpha * cross-entropy of its true class (rows with one) + (1 - alpha) * T^2 *
     KL(teacher at T || student at T), the teacher at T being softmax(log p / T). T^2 keeps the
@@ -46,9 +55,7 @@ class DistillationCrossEntropy(tf_keras.losses.Loss):
         logits = tf.cast(y_pred, tf.float32)
         hard = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=classes, logits=logits)
         t = self.temperature
-        teacher_log = tf.nn.log_softmax(tf.math.log(tf.maximum(teacher, TINY)) / t, axis=-1)
-        student_log = tf.nn.log_softmax(logits / t, axis=-1)
-        kl = tf.reduce_sum(tf.exp(teacher_log) * (teacher_log - student_log), axis=-1)
+        kl = softened_kl(teacher, logits, t)
         return self.alpha * tf.where(labelled, hard, 0.0) + (1.0 - self.alpha) * t * t * kl
 
     def get_config(self):

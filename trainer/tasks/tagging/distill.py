@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from trainer.tasks.classification.metrics import TINY
+from trainer.tasks.classification.distill import softened_kl
 from trainer.tasks.tagging.keras import TagAccuracy
 from trainer.tasks.tagging.tags import UNTAGGED
 
@@ -66,9 +66,7 @@ class TagDistillationLoss(tf_keras.losses.Loss):
         logits = tf.cast(y_pred, tf.float32)
         hard = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tags, logits=logits)
         t = self.temperature
-        teacher_log = tf.nn.log_softmax(tf.math.log(tf.maximum(teacher, TINY)) / t, axis=-1)
-        student_log = tf.nn.log_softmax(logits / t, axis=-1)
-        kl = tf.reduce_sum(tf.exp(teacher_log) * (teacher_log - student_log), axis=-1)
+        kl = softened_kl(teacher, logits, t)
         taught = tf.reduce_sum(teacher, axis=-1) > 0
         per_token = (self.alpha * tf.where(labelled, hard, 0.0)
                      + (1.0 - self.alpha) * t * t * tf.where(taught, kl, 0.0))
