@@ -45,13 +45,10 @@ class Distilled:
 
 class LabelledRowsOnly:
     """A mixin before a Keras metric class: the metric of a packed batch's labelled rows alone.
-    An unlabelled row weighs 0, so a batch without labelled rows changes nothing; the subclass
-    says which rows are labelled and what the wrapped metric sees (labelled_rows)."""
-
-    def labelled_rows(self, y_true, y_pred) -> tuple:
-        """(labelled [B] bool, the plain labels, the predictions) of a packed batch, as the
-        wrapped metric takes them (a finite label on every row)."""
-        raise NotImplementedError
+    An unlabelled row weighs 0, so a batch without labelled rows changes nothing. Each kind's
+    subclass defines `labelled_rows(y_true, y_pred)`: (labelled [B] bool, the plain labels, the
+    predictions) of a packed batch, as the wrapped metric takes them (a finite label on every
+    row)."""
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         import tensorflow as tf
