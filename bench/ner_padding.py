@@ -1,0 +1,87 @@
+"""How much of bench/ner.py's training speed-up over transformers is padding: the tokens one
+training epoch of each tagging file runs through the encoder, counted, not timed.
+
+    python bench/ner_padding.py [--data wikiann,wnut17] [--publish]
+
+- exact: each sentence's pieces with [CLS] and [SEP], cut at 128 (the default encoder's
+  tokenizer, as bench/ner_reference.py tokenizes the words);
+- ladder: each sentence padded to the trainer's next length (input_pipeline.padded_lengths(128):
+  the trainer batches sentences of one padded length together);
+- with 8, 12: the same ladder with two shorter lengths added (what a change to it would save);
+- random batches: the reference's, shuffled with seed 42, 32 per batch, padded to the batch's
+  longest row (DataCollatorForTokenClassification's dynamic padding).
+
+Where the two sides spend the same time per token, random batches / ladder is the speed-up to
+expect, and random batches / exact the most any padding could give.
+"""
+import argparse
+import os
+import random
+
+from common import add_publish_flag, fmt, machine, printed, publish, table
+from ner import DATA, FILES, encoder_dir
+from ner_reference import words_of
+
+MAX_LENGTH, BATCH, SEED = 128, 32, 42
+
+
+def piece_counts(path: str) -> list:
+    """Each training sentence's pieces, [CLS] and [SEP] included, cut at MAX_LENGTH."""
+    from transformers import AutoTokenizer
+
+    from trainer.tasks.tagging import files
+    sentences = files.read(path, "--training-file").sentences
+    tokenizer = AutoTokenizer.from_pretrained(encoder_dir("default"))
+    encoded = tokenizer([words_of(s) for s in sentences], is_split_into_words=True,
+                        truncation=True, max_length=MAX_LENGTH)
+    return [len(ids) for ids in encoded["input_ids"]]
+
+
+def padded(counts: list, ladder: tuple) -> int:
+    return sum(next(n for n in ladder if n >= count) for count in counts)
+
+
+def random_batches(counts: list) -> int:
+    order = list(range(len(counts)))
+    random.Random(SEED).shuffle(order)
+    batches = (order[start:start + BATCH] for start in range(0, len(order), BATCH))
+    return sum(len(batch) * max(counts[i] for i in batch) for batch in batches)
+
+
+def tokens(path: str) -> dict:
+    from trainer.data import input_pipeline
+    counts = piece_counts(path)
+    ladder = input_pipeline.padded_lengths(MAX_LENGTH)
+    return {"sentences": len(counts), "exact": sum(counts), "ladder": padded(counts, ladder),
+            "with_8_12": padded(counts, tuple(sorted({8, 12, *ladder}))),
+            "random_batches": random_batches(counts), "ladder_lengths": list(ladder)}
+
+
+def report(results: dict) -> str:
+    rows = []
+    for data, t in results.items():
+        exact = t["exact"]
+        rows.append([data, f"{t['sentences']}", fmt(exact / t["sentences"], ".1f"), f"{exact}",
+                     f"{t['ladder'] / exact:.2f}x", f"{t['with_8_12'] / exact:.2f}x",
+                     f"{t['random_batches'] / exact:.2f}x", f"{t['random_batches'] / t['ladder']:.2f}x",
+                     f"{t['random_batches'] / t['with_8_12']:.2f}x"])
+    text = table(rows, ["data", "sentences", "pieces", "exact tokens", "ladder", "with 8, 12",
+                        "random batches", "random / ladder", "random / with 8, 12"])
+    print(text)
+    return text
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=",".join(FILES), help="comma-separated: " + ", ".join(FILES))
+    add_publish_flag(parser)
+    args = parser.parse_args()
+    with printed():
+        results = {data: tokens(os.path.join(DATA, FILES[data][0])) for data in args.data.split(",")}
+        text = report(results)
+    if args.publish:
+        publish("ner_padding", {"machine": machine(), "args": vars(args), "results": results}, text)
+
+
+if __name__ == "__main__":
+    main()
