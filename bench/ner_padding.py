@@ -20,41 +20,44 @@ import random
 
 from common import add_publish_flag, fmt, machine, printed, publish, table
 from ner import DATA, FILES, encoder_dir
-from ner_reference import words_of
+from ner_reference import batches, encode
 
 MAX_LENGTH, BATCH, SEED = 128, 32, 42
 
 
-def piece_counts(path: str) -> list:
-    """Each training sentence's pieces, [CLS] and [SEP] included, cut at MAX_LENGTH."""
+def reference_rows(path: str) -> list:
+    """The training sentences as bench/ner_reference.py encodes them: (piece ids with [CLS] and
+    [SEP], cut at MAX_LENGTH; labels; first pieces)."""
     from transformers import AutoTokenizer
 
     from trainer.tasks.tagging import files
     sentences = files.read(path, "--training-file").sentences
     tokenizer = AutoTokenizer.from_pretrained(encoder_dir("default"))
-    encoded = tokenizer([words_of(s) for s in sentences], is_split_into_words=True,
-                        truncation=True, max_length=MAX_LENGTH)
-    return [len(ids) for ids in encoded["input_ids"]]
+    return encode(tokenizer, sentences, {}, MAX_LENGTH)
 
 
 def padded(counts: list, ladder: tuple) -> int:
+    """Tokens with each row padded to the first ladder length that holds it (the trainer's
+    input_pipeline.Batching puts a row in that length's batches)."""
     return sum(next(n for n in ladder if n >= count) for count in counts)
 
 
-def random_batches(counts: list) -> int:
-    order = list(range(len(counts)))
+def random_batches(rows: list) -> int:
+    """Tokens of one epoch of bench/ner_reference.py's batches (its own batching), shuffled with
+    SEED as its first epoch is."""
+    order = list(range(len(rows)))
     random.Random(SEED).shuffle(order)
-    batches = (order[start:start + BATCH] for start in range(0, len(order), BATCH))
-    return sum(len(batch) * max(counts[i] for i in batch) for batch in batches)
+    return sum(ids.numel() for _, ids, _, _ in batches(rows, BATCH, 0, order))
 
 
 def tokens(path: str) -> dict:
     from trainer.data import input_pipeline
-    counts = piece_counts(path)
+    rows = reference_rows(path)
+    counts = [len(ids) for ids, _, _ in rows]
     ladder = input_pipeline.padded_lengths(MAX_LENGTH)
     return {"sentences": len(counts), "exact": sum(counts), "ladder": padded(counts, ladder),
             "with_8_12": padded(counts, tuple(sorted({8, 12, *ladder}))),
-            "random_batches": random_batches(counts), "ladder_lengths": list(ladder)}
+            "random_batches": random_batches(rows), "ladder_lengths": list(ladder)}
 
 
 def report(results: dict) -> str:
