@@ -47,7 +47,7 @@ def ours(work: str, data: str, encoder: str) -> dict:
         *(["--encoder", encoder_dir(encoder)] if encoder != "default" else [])])
     return {"f1": metrics["validation"]["f1"], "train_seconds": metrics["durations"]["train"],
             "epochs": metrics["epochs_completed"], "best_epoch": metrics["best_epoch"],
-            "hyperparameters": metrics["hyperparameters"]}
+            "hyperparameters": metrics["hyperparameters"], "precision": metrics["device"]["precision"]}
 
 
 def reference(work: str, data: str, encoder: str, settings: dict) -> dict:

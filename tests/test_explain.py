@@ -284,9 +284,11 @@ def test_a_budget_explains_texts_in_order_and_lists_those_it_had_no_time_for(pla
     from trainer.explaining import attribute, pacing
 
     _, model, rows = planted_model
-    slow = SlowModel(model, seconds_per_token=0.01)  # a row of 33 points x 16 tokens: 5.3 s
+    texts = [text for text, _ in rows[:6]]
+    width = _widths(model, texts).max()
+    slow = SlowModel(model, seconds_per_token=0.16 / width)  # a row of 33 points: up to 5.3 s
     pace = pacing.Pace(budget=12.0, timer=slow.timer)
-    explained = attribute.explain_texts(slow, [text for text, _ in rows[:6]], pace=pace)
+    explained = attribute.explain_texts(slow, texts, pace=pace)
     assert [len(row) for row in explained] == [1, 1, 0, 0, 0, 0]
     assert [row for row, _ in pace.left_out] == [2, 3, 4, 5]
     assert all(e.steps == 32 for row in explained for e in row)  # no time to raise any steps

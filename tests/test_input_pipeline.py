@@ -21,8 +21,8 @@ def batches(dataset):
 
 
 def test_padded_lengths_form_a_short_ladder_ending_at_the_maximum():
-    assert input_pipeline.padded_lengths(128) == (16, 20, 24, 28, 32, 36, 40, 48, 56, 64, 80, 96, 128)
-    assert input_pipeline.padded_lengths(30) == (16, 20, 24, 28, 30)
+    assert input_pipeline.padded_lengths(128) == (8, 12, 16, 20, 24, 28, 32, 36, 40, 48, 56, 64, 80, 96, 128)
+    assert input_pipeline.padded_lengths(30) == (8, 12, 16, 20, 24, 28, 30)
 
 
 def test_bucketed_training_batches_use_only_ladder_lengths_and_fit_every_row():

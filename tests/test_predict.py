@@ -126,9 +126,9 @@ def test_batches_hold_rows_of_one_ladder_length_each_and_every_row_once():
     assert sorted(rows.tolist()) == list(range(len(lengths)))
     for batch_rows, batch in batches:
         width = batch["input_mask"].shape[1]
-        assert width in (16, 20, 24, 28, 32, 36, 40, 48, 56, 64) and len(batch_rows) <= 2
+        assert width in (8, 12, 16, 20, 24, 28, 32, 36, 40, 48, 56, 64) and len(batch_rows) <= 2
         assert (lengths[batch_rows] <= width).all()  # nothing cut
-        assert (lengths[batch_rows] > {16: 0, 20: 16, 24: 20, 36: 32, 40: 36, 64: 56}[width]).all()
+        assert (lengths[batch_rows] > {8: 0, 16: 12, 20: 16, 24: 20, 36: 32, 40: 36, 64: 56}[width]).all()
         np.testing.assert_array_equal(batch["input_mask"], mask[batch_rows, :width])
 
 

@@ -2,9 +2,10 @@
 
 Texts are tokenized a whole batch at a time by the TF-Text preprocessor (never one example at a
 time in Python) exactly once per split; the token ids are kept, unpadded, for every epoch.
-Batches are then padded only to the next of a few fixed lengths (16, 32, 64, ...), so tweets of
-~25 tokens do not pay for 128 and XLA/TPU programs see a small, fixed set of shapes. On TPUs
-everything is padded to one static shape instead (--sequence-padding fixed).
+Batches are then padded only to the next of a few fixed lengths (8, 12, 16, ..., 64, ...), so
+tweets of ~25 tokens do not pay for 128, nor tagged sentences of ~13 for 16, and XLA programs see a
+small, fixed set of shapes. On TPUs everything is padded to one static shape instead
+(--sequence-padding fixed).
 """
 import dataclasses
 from typing import Optional, Sequence
@@ -16,7 +17,7 @@ from trainer import progress
 from trainer.modeling.encoders import preprocessing
 from trainer.modeling.encoders.layers import INPUT_KEYS
 
-_PADDED_LENGTHS = (16, 20, 24, 28, 32, 36, 40, 48, 56, 64, 80, 96, 128, 192, 256, 384, 512)
+_PADDED_LENGTHS = (8, 12, 16, 20, 24, 28, 32, 36, 40, 48, 56, 64, 80, 96, 128, 192, 256, 384, 512)
 _TOKENIZE_BATCH = 1024
 
 
