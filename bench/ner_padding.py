@@ -7,7 +7,6 @@ training epoch of each tagging file runs through the encoder, counted, not timed
   tokenizer, as bench/ner_reference.py tokenizes the words);
 - ladder: each sentence padded to the trainer's next length (input_pipeline.padded_lengths(128):
   the trainer batches sentences of one padded length together);
-- with 8, 12: the same ladder with two shorter lengths added (what a change to it would save);
 - random batches: the reference's, shuffled with seed 42, 32 per batch, padded to the batch's
   longest row (DataCollatorForTokenClassification's dynamic padding).
 
@@ -56,7 +55,6 @@ def tokens(path: str) -> dict:
     counts = [len(ids) for ids, _, _ in rows]
     ladder = input_pipeline.padded_lengths(MAX_LENGTH)
     return {"sentences": len(counts), "exact": sum(counts), "ladder": padded(counts, ladder),
-            "with_8_12": padded(counts, tuple(sorted({8, 12, *ladder}))),
             "random_batches": random_batches(rows), "ladder_lengths": list(ladder)}
 
 
@@ -65,11 +63,10 @@ def report(results: dict) -> str:
     for data, t in results.items():
         exact = t["exact"]
         rows.append([data, f"{t['sentences']}", fmt(exact / t["sentences"], ".1f"), f"{exact}",
-                     f"{t['ladder'] / exact:.2f}x", f"{t['with_8_12'] / exact:.2f}x",
-                     f"{t['random_batches'] / exact:.2f}x", f"{t['random_batches'] / t['ladder']:.2f}x",
-                     f"{t['random_batches'] / t['with_8_12']:.2f}x"])
-    text = table(rows, ["data", "sentences", "pieces", "exact tokens", "ladder", "with 8, 12",
-                        "random batches", "random / ladder", "random / with 8, 12"])
+                     f"{t['ladder'] / exact:.2f}x", f"{t['random_batches'] / exact:.2f}x",
+                     f"{t['random_batches'] / t['ladder']:.2f}x"])
+    text = table(rows, ["data", "sentences", "pieces", "exact tokens", "ladder", "random batches",
+                        "random / ladder"])
     print(text)
     return text
 
