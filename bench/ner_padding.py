@@ -35,12 +35,6 @@ def reference_rows(path: str) -> list:
     return encode(tokenizer, sentences, {}, MAX_LENGTH)
 
 
-def padded(counts: list, ladder: tuple) -> int:
-    """Tokens with each row padded to the first ladder length that holds it (the trainer's
-    input_pipeline.Batching puts a row in that length's batches)."""
-    return sum(next(n for n in ladder if n >= count) for count in counts)
-
-
 def random_batches(rows: list) -> int:
     """Tokens of one epoch of bench/ner_reference.py's batches (its own batching), shuffled with
     SEED as its first epoch is."""
@@ -54,7 +48,8 @@ def tokens(path: str) -> dict:
     rows = reference_rows(path)
     counts = [len(ids) for ids, _, _ in rows]
     ladder = input_pipeline.padded_lengths(MAX_LENGTH)
-    return {"sentences": len(counts), "exact": sum(counts), "ladder": padded(counts, ladder),
+    return {"sentences": len(counts), "exact": sum(counts),
+            "ladder": int(input_pipeline.padded_to(counts, ladder).sum()),
             "random_batches": random_batches(rows), "ladder_lengths": list(ladder)}
 
 

@@ -29,6 +29,13 @@ def padded_lengths(max_seq_length: int, windows: int = 1) -> tuple:
             + tuple(k * max_seq_length for k in range(2, windows + 1)))
 
 
+def padded_to(lengths, ladder) -> np.ndarray:
+    """The ladder length each row of `lengths` tokens is padded to: the first that holds it.
+    Training's buckets and prediction's batches group rows by it, so both pad alike."""
+    ladder = np.asarray(ladder)
+    return ladder[np.searchsorted(ladder, lengths, side="left")]
+
+
 @dataclasses.dataclass(frozen=True)
 class LongTexts:
     """--long-texts and its window flags: what becomes of a single text longer than
@@ -265,13 +272,10 @@ class Batching:
         if not self.bucket:
             sizes = [len(split)]
         else:
-            sizes = np.bincount(self._bucket_of(split.lengths), minlength=len(self.lengths))
+            sizes = np.unique(padded_to(split.lengths, self.lengths), return_counts=True)[1]
         count = (lambda s: s // self.batch_size) if self.drop_remainder else (
             lambda s: -(-s // self.batch_size))
         return int(sum(count(int(s)) for s in sizes))
-
-    def _bucket_of(self, lengths):
-        return np.searchsorted(np.asarray(self.lengths), lengths, side="left")
 
 
 def _pad_batch(lengths: tuple, static_batch: Optional[int] = None):

@@ -129,12 +129,12 @@ def token_batches(features: dict, batch_size: int, ladder=None):
     else the one ending at the features' width."""
     import numpy as np
 
-    from trainer.data.input_pipeline import padded_lengths
+    from trainer.data.input_pipeline import padded_lengths, padded_to
 
     lengths = features["input_mask"].sum(axis=1)
-    ladder = np.asarray(padded_lengths(features["input_mask"].shape[1]) if ladder is None else ladder)
+    ladder = padded_lengths(features["input_mask"].shape[1]) if ladder is None else ladder
     order = np.argsort(lengths, kind="stable")
-    rung = ladder[np.searchsorted(ladder, lengths[order])]
+    rung = padded_to(lengths[order], ladder)
     starts = np.flatnonzero(np.diff(rung, prepend=-1))
     for begin, end in zip(starts, [*starts[1:], len(order)]):
         for first in range(begin, end, batch_size):
