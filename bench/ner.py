@@ -15,7 +15,8 @@ size and sequence length, each pair in one run on this machine.
   the reference's loop), not loading, tokenizing or evaluating.
 
 The trainer's runs and the reference's results are kept in bench/work/ner/ and reused: a rerun
-measures only what is missing. Run it with nothing else running.
+measures only what is missing, and a killed reference goes on from its last finished epoch on the
+same CPU model (bench/ner_reference.py --checkpoint). Run it with nothing else running.
 """
 import argparse
 import json
@@ -62,7 +63,7 @@ def reference(work: str, data: str, encoder: str, settings: dict) -> dict:
                         "--batch-size", str(h["batch_size"]), "--max-length", str(h["max_seq_length"]),
                         "--warmup-fraction", str(h["warmup_fraction"]),
                         "--weight-decay", str(h["weight_decay"]), "--seed", str(h["seed"]),
-                        "--output", path], check=True, cwd=ROOT)
+                        "--checkpoint", path[:-len(".json")], "--output", path], check=True, cwd=ROOT)
     with open(path) as f:
         return json.load(f)
 

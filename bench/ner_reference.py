@@ -15,6 +15,12 @@ classification in PyTorch, as its run_ner example trains it.
   trainer/tasks/tagging/metrics.py), the files read by the same reader.
 
 Training seconds leave out the evaluations, as the trainer's metrics.json `durations.train` does.
+
+With `--checkpoint DIR` each finished epoch is kept there (weights, optimizer, schedule, random
+states, the seconds and scores so far), and a rerun with the same arguments on the same CPU model
+goes on from it on the same trajectory an unbroken run takes; what it kept there is removed once
+the result is written. all-mpnet-base-v2 on WikiANN runs over two hours in float32 on 2 cores: a
+killed run loses one epoch, not all of them.
 """
 import argparse
 import json
@@ -28,6 +34,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from common import machine  # noqa: E402
 from trainer.tasks.tagging import files, metrics, tags as iob2  # noqa: E402
 
 IGNORED = -100  # what torch's cross-entropy skips
@@ -82,9 +89,7 @@ def evaluate(model, rows, sentences, names, pad_id, batch_size=64) -> dict:
     return metrics.entity_scores([list(s.tags) for s in sentences], predicted)
 
 
-def main():
-    from transformers import AutoModelForTokenClassification, AutoTokenizer, get_linear_schedule_with_warmup
-
+def arguments(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     for flag in ("--encoder", "--train", "--dev", "--output"):
         parser.add_argument(flag, required=True)
@@ -95,7 +100,13 @@ def main():
     parser.add_argument("--warmup-fraction", type=float, default=0.1)
     parser.add_argument("--weight-decay", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=42)
-    args = parser.parse_args()
+    parser.add_argument("--checkpoint", help="a directory that keeps each finished epoch (see above)")
+    return parser.parse_args(argv)
+
+
+def setup(args):
+    """The model, its optimizer and schedule, and the encoded files, as run_ner builds them."""
+    from transformers import AutoModelForTokenClassification, AutoTokenizer, get_linear_schedule_with_warmup
 
     random.seed(args.seed), np.random.seed(args.seed), torch.manual_seed(args.seed)
     torch.set_num_threads(os.cpu_count())
@@ -112,32 +123,99 @@ def main():
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
                                    {"params": no_decay, "weight_decay": 0.0}], lr=args.learning_rate)
     steps = args.epochs * -(-len(train_rows) // args.batch_size)
-    schedule = get_linear_schedule_with_warmup(optimizer, int(args.warmup_fraction * steps), steps)
-    pad_id = tokenizer.pad_token_id
-    seconds, history = 0.0, []
-    model.train()
-    for epoch in range(1, args.epochs + 1):
-        order = list(range(len(train_rows)))
-        random.shuffle(order)
-        start = time.perf_counter()
-        for done, (_, ids, mask, labels) in enumerate(batches(train_rows, args.batch_size, pad_id, order), 1):
-            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step(), schedule.step(), optimizer.zero_grad()
-            if done % 100 == 0:
-                rate = done * args.batch_size / (time.perf_counter() - start)
-                print(f"epoch {epoch} batch {done} loss {loss.item():.4f} {rate:.1f} sentences/s", flush=True)
-        seconds += time.perf_counter() - start
-        scores = evaluate(model, dev_rows, dev, names, pad_id)
-        history.append({"epoch": epoch, "f1": scores["f1"], "precision": scores["precision"],
-                        "recall": scores["recall"], "train_seconds": seconds})
-        print(f"epoch {epoch}: dev entity F1 {scores['f1']:.4f}, {seconds:.0f} s training", flush=True)
-    best = max(history, key=lambda h: h["f1"])
-    with open(args.output, "w") as f:
-        json.dump({"train_seconds": seconds, "history": history, "best_epoch": best["epoch"],
-                   "f1": best["f1"], "precision": best["precision"], "recall": best["recall"],
-                   "sentences": len(train_rows), "torch": torch.__version__}, f, indent=2)
+    return {"model": model, "optimizer": optimizer, "names": names, "pad_id": tokenizer.pad_token_id,
+            "schedule": get_linear_schedule_with_warmup(optimizer, int(args.warmup_fraction * steps), steps),
+            "train_rows": train_rows, "dev": dev, "dev_rows": dev_rows}
+
+
+def train_epoch(args, run, epoch) -> tuple:
+    """One shuffled pass: its seconds and mean loss."""
+    model, optimizer, schedule = run["model"], run["optimizer"], run["schedule"]
+    order = list(range(len(run["train_rows"])))
+    random.shuffle(order)
+    start, total = time.perf_counter(), 0.0
+    for done, (_, ids, mask, labels) in enumerate(
+            batches(run["train_rows"], args.batch_size, run["pad_id"], order), 1):
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step(), schedule.step(), optimizer.zero_grad()
+        total += loss.item()
+        if done % 100 == 0:
+            rate = done * args.batch_size / (time.perf_counter() - start)
+            print(f"epoch {epoch} batch {done} loss {loss.item():.4f} {rate:.1f} sentences/s", flush=True)
+    return time.perf_counter() - start, total / done
+
+
+def settings(args) -> dict:
+    """What a kept epoch must have been trained with to be gone on from: the arguments and CPU."""
+    kept = {k: v for k, v in vars(args).items() if k not in ("output", "checkpoint")}
+    return {**kept, "cpu": machine()["cpu"]}
+
+
+def save(args, run, progress) -> None:
+    """The finished epochs, written whole (a temporary file renamed) so a kill never leaves half."""
+    os.makedirs(args.checkpoint, exist_ok=True)
+    path = os.path.join(args.checkpoint, "state.pt")
+    torch.save({"settings": settings(args), "progress": progress, "model": run["model"].state_dict(),
+                "optimizer": run["optimizer"].state_dict(), "schedule": run["schedule"].state_dict(),
+                "random": random.getstate(), "torch": torch.get_rng_state()}, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def kept(args):
+    """The state save() left in --checkpoint, refused if its settings are not these; else None."""
+    path = os.path.join(args.checkpoint or "", "state.pt")
+    if not args.checkpoint or not os.path.exists(path):
+        return None
+    state = torch.load(path, weights_only=False)
+    if state["settings"] != settings(args):
+        print(f"error: --checkpoint {args.checkpoint} was trained with {state['settings']}, not "
+              f"{settings(args)}: remove it to start over", file=sys.stderr)
+        raise SystemExit(2)
+    return state
+
+
+def restore(run, state) -> dict:
+    """The kept progress ({"seconds", "history"}) with its states restored; a fresh one without."""
+    if state is None:
+        return {"seconds": 0.0, "history": []}
+    run["model"].load_state_dict(state["model"])
+    run["optimizer"].load_state_dict(state["optimizer"])
+    run["schedule"].load_state_dict(state["schedule"])
+    random.setstate(state["random"]), torch.set_rng_state(state["torch"])
+    print(f"going on from the {len(state['progress']['history'])} epoch(s) kept", flush=True)
+    return state["progress"]
+
+
+def main(argv=None):
+    args = arguments(argv)
+    state = kept(args)  # refused before minutes of loading, not after
+    run = setup(args)
+    progress = restore(run, state)
+    del state
+    run["model"].train()
+    for epoch in range(len(progress["history"]) + 1, args.epochs + 1):
+        seconds, loss = train_epoch(args, run, epoch)
+        progress["seconds"] += seconds
+        scores = evaluate(run["model"], run["dev_rows"], run["dev"], run["names"], run["pad_id"])
+        progress["history"].append({"epoch": epoch, "f1": scores["f1"], "precision": scores["precision"],
+                                    "recall": scores["recall"], "train_seconds": progress["seconds"], "loss": loss})
+        print(f"epoch {epoch}: dev entity F1 {scores['f1']:.4f}, {progress['seconds']:.0f} s training",
+              flush=True)
+        if args.checkpoint:
+            save(args, run, progress)
+    best = max(progress["history"], key=lambda h: h["f1"])
+    with open(args.output + ".tmp", "w") as f:
+        json.dump({"train_seconds": progress["seconds"], "history": progress["history"],
+                   "best_epoch": best["epoch"], "f1": best["f1"], "precision": best["precision"],
+                   "recall": best["recall"], "sentences": len(run["train_rows"]),
+                   "torch": torch.__version__}, f, indent=2)
+    os.replace(args.output + ".tmp", args.output)
+    if args.checkpoint:  # what save() wrote, and the directory if that leaves it empty
+        os.remove(os.path.join(args.checkpoint, "state.pt"))
+        if not os.listdir(args.checkpoint):
+            os.rmdir(args.checkpoint)
 
 
 if __name__ == "__main__":
