@@ -199,8 +199,9 @@ def main(argv=None):
         seconds, loss = train_epoch(args, run, epoch)
         progress["seconds"] += seconds
         scores = evaluate(run["model"], run["dev_rows"], run["dev"], run["names"], run["pad_id"])
-        progress["history"].append({"epoch": epoch, "f1": scores["f1"], "precision": scores["precision"],
-                                    "recall": scores["recall"], "train_seconds": progress["seconds"], "loss": loss})
+        progress["history"].append({"epoch": epoch, "loss": loss, "f1": scores["f1"],
+                                    "precision": scores["precision"], "recall": scores["recall"],
+                                    "train_seconds": progress["seconds"]})
         print(f"epoch {epoch}: dev entity F1 {scores['f1']:.4f}, {progress['seconds']:.0f} s training",
               flush=True)
         if args.checkpoint:
