@@ -168,10 +168,10 @@ def kept(args):
     path = os.path.join(args.checkpoint or "", "state.pt")
     if not args.checkpoint or not os.path.exists(path):
         return None
-    state = torch.load(path, weights_only=False)
-    if state["settings"] != settings(args):
+    state, these = torch.load(path, weights_only=False), settings(args)
+    if state["settings"] != these:
         print(f"error: --checkpoint {args.checkpoint} was trained with {state['settings']}, not "
-              f"{settings(args)}: remove it to start over", file=sys.stderr)
+              f"{these}: remove it to start over", file=sys.stderr)
         raise SystemExit(2)
     return state
 
@@ -193,7 +193,7 @@ def main(argv=None):
     state = kept(args)  # refused before minutes of loading, not after
     run = setup(args)
     progress = restore(run, state)
-    del state
+    del state  # the kept tensors, copied into the model and optimizer: 1.3 GB for all-mpnet-base-v2
     run["model"].train()
     for epoch in range(len(progress["history"]) + 1, args.epochs + 1):
         seconds, loss = train_epoch(args, run, epoch)
