@@ -59,8 +59,9 @@ def predict_file(model_dir: str, input_path: str, output: str) -> tuple:
 
 def train_once(job: str, flags: list) -> dict:
     """metrics.json of `python -m trainer.task --job-dir job FLAGS`, run only when `job` holds no
-    finished run (an unfinished one resumes), without the checked copies and explanations a
-    benchmark of training does not measure."""
+    finished run (an unfinished one resumes, on the machine it started on), without the checked
+    copies and explanations a benchmark of training does not measure."""
+    kept_here(job)
     if not os.path.exists(os.path.join(job, "metrics.json")):
         subprocess.run([sys.executable, "-m", "trainer.task", "--job-dir", job, *flags,
                         "--export-bfloat16", "off", "--export-int8", "off", "--report-explanations", "0"],
@@ -125,6 +126,34 @@ def machine(cpuinfo_path="/proc/cpuinfo") -> dict:
         "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else platform.machine()
     return {"cpu": model, "cpus": os.cpu_count(), "native": bf16,
             "load_average_at_start": os.getloadavg(), "python": sys.version.split()[0]}
+
+
+def hardware(info=None) -> dict:
+    """What two timings must share to be compared: the CPU model, its cores and native arithmetic."""
+    info = info or machine()
+    return {key: info[key] for key in ("cpu", "cpus", "native")}
+
+
+def kept_here(artifact: str) -> None:
+    """Lets a bench reuse `artifact` (a job dir or a result file it keeps between runs) only if it
+    was measured on this hardware, or records this hardware before `artifact` is made: without it,
+    a rerun on another machine would put seconds from two CPUs in one table. Refused with one
+    error line and exit 2, naming what to remove."""
+    record = re.sub(r"\.json$", "", artifact.rstrip("/")) + ".machine.json"
+    if not os.path.exists(artifact):
+        with open(record + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(hardware(), f)
+        os.replace(record + ".tmp", record)
+        return
+    try:
+        with open(record, encoding="utf-8") as f:
+            recorded = json.load(f)
+    except FileNotFoundError:
+        recorded = "a machine it did not record"
+    if recorded != hardware():
+        print(f"error: {artifact} was measured on {recorded}, not on this {hardware()}: "
+              "remove it to measure it here", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def machine_tag(info: dict) -> str:

@@ -24,7 +24,8 @@ import os
 import subprocess
 import sys
 
-from common import HERE, ROOT, WORK, add_publish_flag, fmt, machine, printed, publish, table, train_once
+from common import (HERE, ROOT, WORK, add_publish_flag, fmt, kept_here, machine, printed, publish, table,
+                    train_once)
 
 DATA = os.path.join(HERE, "..", "..", "shared", "data", "ner")
 FILES = {"wikiann": ("wikiann_en_train.conll", "wikiann_en_dev.conll"),
@@ -54,6 +55,7 @@ def ours(work: str, data: str, encoder: str) -> dict:
 def reference(work: str, data: str, encoder: str, settings: dict) -> dict:
     """bench/ner_reference.py's result with the trainer's run's settings (run once, kept)."""
     path = os.path.join(work, f"{data}-{encoder}-reference.json")
+    kept_here(path)
     if not os.path.exists(path):
         train, dev = (os.path.join(DATA, name) for name in FILES[data])
         h = settings["hyperparameters"]
@@ -88,6 +90,7 @@ def main():
                         help="comma-separated: " + ", ".join(ENCODERS))
     add_publish_flag(parser)
     args = parser.parse_args()
+    started_on = machine()  # its load average is the one at the start
     work = os.path.join(WORK, "ner")
     os.makedirs(work, exist_ok=True)
     results = {}
@@ -101,7 +104,7 @@ def main():
                       f"{r['reference']['f1']:.4f}", flush=True)
         text = report(results)
     if args.publish:
-        publish("ner", {"machine": machine(), "args": vars(args),
+        publish("ner", {"machine": started_on, "args": vars(args),
                         "results": {f"{d}/{e}": r for (d, e), r in results.items()}}, text)
 
 

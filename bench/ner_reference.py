@@ -34,7 +34,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from common import machine  # noqa: E402
+from common import hardware  # noqa: E402
 from trainer.tasks.tagging import files, metrics, tags as iob2  # noqa: E402
 
 IGNORED = -100  # what torch's cross-entropy skips
@@ -148,9 +148,10 @@ def train_epoch(args, run, epoch) -> tuple:
 
 
 def settings(args) -> dict:
-    """What a kept epoch must have been trained with to be gone on from: the arguments and CPU."""
+    """What a kept epoch must have been trained with to be gone on from: the arguments and the
+    hardware (CPU model, cores, native arithmetic), so that one run's seconds come from one CPU."""
     kept = {k: v for k, v in vars(args).items() if k not in ("output", "checkpoint")}
-    return {**kept, "cpu": machine()["cpu"]}
+    return {**kept, "machine": hardware()}
 
 
 def save(args, run, progress) -> None:

@@ -111,3 +111,39 @@ def test_the_machine_tag_says_which_native_arithmetic_the_figures_had():
 def test_a_result_records_the_variables_that_change_what_was_measured():
     env = {"PYTHONPATH": "/tmp/before", "TF_ENABLE_ONEDNN_OPTS": "0", "HOME": "/root"}
     assert common.environment(env) == {"PYTHONPATH": "/tmp/before", "TF_ENABLE_ONEDNN_OPTS": "0"}
+
+
+EPYC = {"cpu": "AMD EPYC 7B13", "cpus": 2, "native": "avx512bf16", "python": "3.11.9"}
+XEON = {"cpu": "Intel(R) Xeon(R) CPU @ 2.20GHz", "cpus": 2, "native": "avx512", "python": "3.11.9"}
+
+
+def test_a_kept_run_is_reused_on_the_machine_that_measured_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(common, "machine", lambda: EPYC)
+    job = str(tmp_path / "wikiann-mpnet")
+    common.kept_here(job)  # before the run: records where it is measured
+    os.makedirs(job)
+    common.kept_here(job)
+    with open(tmp_path / "wikiann-mpnet.machine.json", encoding="utf-8") as f:
+        assert json.load(f) == {"cpu": "AMD EPYC 7B13", "cpus": 2, "native": "avx512bf16"}
+
+
+def test_a_kept_run_from_another_cpu_is_refused_with_one_line(tmp_path, monkeypatch, capsys):
+    result = str(tmp_path / "wikiann-mpnet-reference.json")
+    monkeypatch.setattr(common, "machine", lambda: EPYC)
+    common.kept_here(result)
+    open(result, "w").close()
+    monkeypatch.setattr(common, "machine", lambda: XEON)
+    with pytest.raises(SystemExit) as stop:
+        common.kept_here(result)
+    assert stop.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: {result} was measured on {{'cpu': 'AMD EPYC 7B13'") and error.count("\n") == 1
+    assert "remove it" in error and os.path.exists(result)
+
+
+def test_a_kept_run_that_records_no_machine_is_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(common, "machine", lambda: EPYC)
+    os.makedirs(tmp_path / "wnut17-default")
+    with pytest.raises(SystemExit):
+        common.kept_here(str(tmp_path / "wnut17-default"))
+    assert "measured on a machine it did not record" in capsys.readouterr().err
