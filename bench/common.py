@@ -128,9 +128,19 @@ def machine(cpuinfo_path="/proc/cpuinfo") -> dict:
             "load_average_at_start": os.getloadavg(), "python": sys.version.split()[0]}
 
 
-def hardware(info=None) -> dict:
+def write_json(path: str, value) -> None:
+    """`value` as indented JSON, written whole (a temporary file renamed): a kill never leaves half
+    a file that a later run would read as finished. (trainer.storage's atomic writes go through
+    TensorFlow's file system, which a bench's plain local file does not need to import.)"""
+    with open(f"{path}.tmp", "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=2)
+        f.write("\n")
+    os.replace(f"{path}.tmp", path)
+
+
+def hardware() -> dict:
     """What two timings must share to be compared: the CPU model, its cores and native arithmetic."""
-    info = info or machine()
+    info = machine()
     return {key: info[key] for key in ("cpu", "cpus", "native")}
 
 
@@ -139,19 +149,17 @@ def kept_here(artifact: str) -> None:
     was measured on this hardware, or records this hardware before `artifact` is made: without it,
     a rerun on another machine would put seconds from two CPUs in one table. Refused with one
     error line and exit 2, naming what to remove."""
-    record = re.sub(r"\.json$", "", artifact.rstrip("/")) + ".machine.json"
+    record, here = re.sub(r"\.json$", "", artifact.rstrip("/")) + ".machine.json", hardware()
     if not os.path.exists(artifact):
-        with open(record + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(hardware(), f)
-        os.replace(record + ".tmp", record)
+        write_json(record, here)
         return
     try:
         with open(record, encoding="utf-8") as f:
             recorded = json.load(f)
     except FileNotFoundError:
         recorded = "a machine it did not record"
-    if recorded != hardware():
-        print(f"error: {artifact} was measured on {recorded}, not on this {hardware()}: "
+    if recorded != here:
+        print(f"error: {artifact} was measured on {recorded}, not on this {here}: "
               "remove it to measure it here", file=sys.stderr)
         raise SystemExit(2)
 
@@ -213,9 +221,6 @@ def publish(script: str, result: dict, text: str, results_dir: str = RESULTS, pa
     while os.path.exists(path):
         n += 1
         path = f"{stem}-{n}.json"
-    with open(f"{path}.tmp", "w", encoding="utf-8") as f:
-        json.dump(document, f, indent=2)
-        f.write("\n")
-    os.replace(f"{path}.tmp", path)
+    write_json(path, document)
     print(f"\nResults: {os.path.relpath(path, ROOT)}")
     return path

@@ -23,7 +23,6 @@ the result is written. all-mpnet-base-v2 on WikiANN runs over two hours in float
 killed run loses one epoch, not all of them.
 """
 import argparse
-import json
 import os
 import random
 import sys
@@ -34,7 +33,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from common import hardware  # noqa: E402
+from common import hardware, write_json  # noqa: E402
 from trainer.tasks.tagging import files, metrics, tags as iob2  # noqa: E402
 
 IGNORED = -100  # what torch's cross-entropy skips
@@ -208,12 +207,10 @@ def main(argv=None):
         if args.checkpoint:
             save(args, run, progress)
     best = max(progress["history"], key=lambda h: h["f1"])
-    with open(args.output + ".tmp", "w") as f:
-        json.dump({"train_seconds": progress["seconds"], "history": progress["history"],
-                   "best_epoch": best["epoch"], "f1": best["f1"], "precision": best["precision"],
-                   "recall": best["recall"], "sentences": len(run["train_rows"]),
-                   "torch": torch.__version__}, f, indent=2)
-    os.replace(args.output + ".tmp", args.output)
+    write_json(args.output, {"train_seconds": progress["seconds"], "history": progress["history"],
+                             "best_epoch": best["epoch"], "f1": best["f1"], "precision": best["precision"],
+                             "recall": best["recall"], "sentences": len(run["train_rows"]),
+                             "torch": torch.__version__})
     if args.checkpoint:  # what save() wrote, and the directory if that leaves it empty
         os.remove(os.path.join(args.checkpoint, "state.pt"))
         if not os.listdir(args.checkpoint):
