@@ -66,6 +66,11 @@ def train_once(job: str, flags: list) -> dict:
         subprocess.run([sys.executable, "-m", "trainer.task", "--job-dir", job, *flags,
                         "--export-bfloat16", "off", "--export-int8", "off", "--report-explanations", "0"],
                        check=True, cwd=ROOT)
+    return metrics_of(job)
+
+
+def metrics_of(job: str) -> dict:
+    """A finished run's metrics.json."""
     with open(os.path.join(job, "metrics.json")) as f:
         return json.load(f)
 

@@ -20,7 +20,8 @@ score is the run's test split:
 - tweeteval: the first 10,000 lines of test_*, validated on val_*, scored on the last 2,284
   (../shared/data/README.md's split): macro recall, TweetEval's metric.
 
-A sweep is resumable: a run whose job dir holds metrics.json is read, not run again.
+A sweep is resumable: a run whose job dir holds metrics.json is read, not run again, on the
+machine that measured it (bench/common.kept_here; elsewhere it is refused, to be removed).
 """
 import argparse
 import csv
@@ -32,7 +33,7 @@ import sys
 import time
 
 import mpnet_weights
-from common import WORK, add_publish_flag, finish, machine, printed, publish, table
+from common import WORK, add_publish_flag, finish, kept_here, machine, printed, publish, table
 from trainer.tuning.trials import last_line
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
@@ -140,13 +141,14 @@ def _tweeteval(folder: str, out: str) -> dict:
 def run_one(dataset: str, files: dict, flags: list, seed: int, job_dir: str, cache_dir: str) -> dict:
     """One trainer run (or the metrics a finished one left): score, seconds, epochs."""
     metrics_path = os.path.join(job_dir, "metrics.json")
+    os.makedirs(os.path.dirname(job_dir), exist_ok=True)
+    kept_here(job_dir)  # the table quotes its training seconds
     if not os.path.exists(metrics_path):
         command = [sys.executable, "-m", "trainer.task", "--job-dir", job_dir, "--cache-dir", cache_dir,
                    "--seed", str(seed), "--export-bfloat16", "off", "--export-int8", "off", "--keep-checkpoints", "none",
                    "--report", "off",  # the table reads metrics.json only, as tuning trials do
                    *[f"--{name}-file={path}" for name, path in files.items()],
                    *DATASETS[dataset]["flags"], *flags]
-        os.makedirs(os.path.dirname(job_dir), exist_ok=True)
         start = time.perf_counter()
         with open(job_dir + ".log", "w") as log:
             done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT)

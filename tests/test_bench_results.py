@@ -148,3 +148,29 @@ def test_a_kept_run_that_records_no_machine_is_refused(tmp_path, monkeypatch, ca
     with pytest.raises(SystemExit):
         common.kept_here(str(tmp_path / "wnut17-default"))
     assert "measured on a machine it did not record" in capsys.readouterr().err
+
+
+def test_a_recipe_run_measured_on_another_cpu_is_not_reused(tmp_path, monkeypatch):
+    import recipe
+    job = tmp_path / "mrpc" / "defaults-s0"
+    os.makedirs(job.parent)
+    monkeypatch.setattr(common, "machine", lambda: XEON)
+    common.kept_here(str(job))
+    os.makedirs(job)
+    (job / "metrics.json").write_text('{"durations": {"train": 812.0}}')
+    monkeypatch.setattr(common, "machine", lambda: EPYC)
+    with pytest.raises(SystemExit) as stop:
+        recipe.run_one("mrpc", {}, [], 0, str(job), str(tmp_path / "cache"))
+    assert stop.value.code == 2
+
+
+def test_a_teacher_trained_elsewhere_is_read_without_a_machine_record(tmp_path, monkeypatch):
+    import argparse
+
+    import distill
+    monkeypatch.setattr(common, "machine", lambda: EPYC)
+    teacher = tmp_path / "teacher"
+    os.makedirs(teacher)
+    (teacher / "metrics.json").write_text('{"durations": {"train": 4321.0}}')
+    args = argparse.Namespace(teacher_job=str(teacher))
+    assert distill.finished_run("teacher", str(teacher), [], args) == {"durations": {"train": 4321.0}}
