@@ -3,7 +3,7 @@ trainer's `--task token-classification` run with default flags, and of transform
 token classification (bench/ner_reference.py) on the same weights, epochs, learning rate, batch
 size and sequence length, each pair in one run on this machine.
 
-    python bench/ner.py [--data wikiann,wnut17] [--encoders default,mpnet] [--publish]
+    python bench/ner.py [--data wikiann,wnut17] [--encoders default,mpnet] [--layer-decay X] [--publish]
 
 - data: ../shared/data/ner: WikiANN English (20,000 training sentences, 10,000 dev; PER, ORG,
   LOC) and WNUT-17 (3,394 and 1,009; six emerging-entity types, social-media text);
@@ -12,7 +12,9 @@ size and sequence length, each pair in one run on this machine.
   by the same rule (the trainer keeps the best epoch's weights by dev F1; the reference is scored
   after each epoch and its best reported);
 - training seconds: the epochs' training alone (the trainer's metrics.json durations.train;
-  the reference's loop), not loading, tokenizing or evaluating.
+  the reference's loop), not loading, tokenizing or evaluating;
+- decay: the trainer's layer-wise learning-rate decay (its default for the encoder's width, or
+  --layer-decay's; 1 is none, as in transformers' run, which is the same whichever it is).
 
 The trainer's runs and the reference's results are kept in bench/work/ner/ and reused: a rerun
 measures only what is missing, and a killed reference goes on from its last finished epoch on the
@@ -42,10 +44,13 @@ def encoder_dir(encoder: str) -> str:
     return registry.packaged_default_dir()
 
 
-def ours(work: str, data: str, encoder: str) -> dict:
+def ours(work: str, data: str, encoder: str, layer_decay=None) -> dict:
+    """The trainer's run with default flags, or with --layer-decay (kept apart, by its value)."""
     train, dev = (os.path.join(DATA, name) for name in FILES[data])
-    metrics = train_once(os.path.join(work, f"{data}-{encoder}"), [
-        "--training-file", train, "--validation-file", dev,
+    decay = [] if layer_decay is None else ["--layer-decay", f"{layer_decay:g}"]
+    job = f"{data}-{encoder}" + (f"-decay-{layer_decay:g}" if decay else "")
+    metrics = train_once(os.path.join(work, job), [
+        "--training-file", train, "--validation-file", dev, *decay,
         *(["--encoder", encoder_dir(encoder)] if encoder != "default" else [])])
     return {"f1": metrics["validation"]["f1"], "train_seconds": metrics["durations"]["train"],
             "epochs": metrics["epochs_completed"], "best_epoch": metrics["best_epoch"],
@@ -74,10 +79,11 @@ def report(results: dict) -> str:
     rows = []
     for (data, encoder), r in results.items():
         o, t = r["ours"], r["reference"]
-        rows.append([data, encoder, fmt(o["f1"], ".4f"), fmt(t["f1"], ".4f"),
+        rows.append([data, encoder, f"{o['hyperparameters']['layer_decay']:g}",
+                     fmt(o["f1"], ".4f"), fmt(t["f1"], ".4f"),
                      fmt(100 * (o["f1"] - t["f1"]), "+.2f"), f"{o['train_seconds']:.0f}",
                      f"{t['train_seconds']:.0f}", f"{t['train_seconds'] / o['train_seconds']:.2f}x"])
-    text = table(rows, ["data", "encoder", "dev F1", "transformers F1", "points", "train s",
+    text = table(rows, ["data", "encoder", "decay", "dev F1", "transformers F1", "points", "train s",
                         "transformers s", "faster"])
     print(text)
     return text
@@ -88,8 +94,12 @@ def main():
     parser.add_argument("--data", default=",".join(FILES), help="comma-separated: " + ", ".join(FILES))
     parser.add_argument("--encoders", default=",".join(ENCODERS),
                         help="comma-separated: " + ", ".join(ENCODERS))
+    parser.add_argument("--layer-decay", type=float,
+                        help="the trainer's --layer-decay (default: its own default for the encoder)")
     add_publish_flag(parser)
     args = parser.parse_args()
+    if args.layer_decay is not None and not 0 < args.layer_decay <= 1:
+        parser.error(f"--layer-decay: must be in (0, 1], got {args.layer_decay:g}")
     started_on = machine()  # its load average is the one at the start
     work = os.path.join(WORK, "ner")
     os.makedirs(work, exist_ok=True)
@@ -97,7 +107,7 @@ def main():
     with printed():
         for data in args.data.split(","):
             for encoder in args.encoders.split(","):
-                mine = ours(work, data, encoder)
+                mine = ours(work, data, encoder, args.layer_decay)
                 results[(data, encoder)] = {"ours": mine, "reference": reference(work, data, encoder, mine)}
                 r = results[(data, encoder)]
                 print(f"bench/ner.py: {data} {encoder} done: F1 {r['ours']['f1']:.4f} against "
