@@ -107,6 +107,12 @@ class Task(abc.ABC):
         """Maps the head's float32 outputs to what the model returns (identity by default)."""
         return outputs
 
+    def layer_decay(self, by_width: float, hidden_size: int) -> float:
+        """Layer decay when --layer-decay is not given. `by_width` is the recipe's rule for an
+        encoder of `hidden_size` (trainer.config's, chosen on sentence tasks by bench/recipe.py);
+        a kind that measured otherwise answers its own."""
+        return by_width
+
     @abc.abstractmethod
     def loss(self):
         """The Keras loss the model trains with."""

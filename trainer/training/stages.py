@@ -168,7 +168,7 @@ def load_encoder(ctx: RunContext) -> None:
     ctx.pooling = ctx.encoder.default_pooling if pooling == "auto" else pooling
     train, width = ctx.config.train, ctx.encoder.hidden_size
     ctx.learning_rate = train.learning_rate or default_learning_rate(width)
-    ctx.layer_decay = layer_decay_for(train.layer_decay, width)
+    ctx.layer_decay = layer_decay_for(train.layer_decay, width, ctx.task)
     log.info("encoder %s (%s backend, hidden %d, %s pooling); peak learning rate %g, layer decay %g",
              ctx.encoder.source, ctx.encoder.backend, width, ctx.pooling, ctx.learning_rate,
              ctx.layer_decay)
@@ -196,9 +196,9 @@ def default_learning_rate(hidden_size: int) -> float:
     return _by_width(config_lib.LEARNING_RATE_BY_WIDTH, config_lib.LEARNING_RATE_OTHERWISE, hidden_size)
 
 
-def layer_decay_for(flag: Optional[float], hidden_size: int) -> float:
-    """--layer-decay when given (1.0 included: no decay), else the default for the width."""
-    return flag if flag is not None else default_layer_decay(hidden_size)
+def layer_decay_for(flag: Optional[float], hidden_size: int, task) -> float:
+    """--layer-decay when given (1.0 included: no decay), else the task's default for the width."""
+    return flag if flag is not None else task.layer_decay(default_layer_decay(hidden_size), hidden_size)
 
 
 def default_layer_decay(hidden_size: int) -> float:
