@@ -254,7 +254,8 @@ class TrainConfig:
         None, "Layer-wise learning-rate decay, in (0, 1]: the top transformer layer trains at this "
               "times --learning-rate, each layer below at this times the one above, the embeddings "
               "lowest; the pooler and head at the full rate (1.0: one rate for all). Default: by "
-              "the encoder's hidden size: " + _by_width_help(LAYER_DECAY_BY_WIDTH, LAYER_DECAY_OTHERWISE))
+              "the encoder's hidden size: " + _by_width_help(LAYER_DECAY_BY_WIDTH, LAYER_DECAY_OTHERWISE)
+              + " Token classification: 1 from 512.")
     clip_norm: float = _flag(1.0, "Clip gradients to this global norm (0 disables).")
     early_stopping_patience: int = _flag(
         0, "Stop after this many epochs without a better --selection-metric on validation "
