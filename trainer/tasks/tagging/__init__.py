@@ -73,11 +73,11 @@ class TaggingTask(Task):
     # --- the model
     def layer_decay(self, by_width: float, hidden_size: int) -> float:
         """None (1) on encoders 512 wide and wider, where the width rule gives 0.9 (the lowest
-        of 12 layers at 0.28 of the rate). all-mpnet-base-v2 on WNUT-17's 3,394 sentences tagged
-        no entity for two epochs with it and ended 6.3 points below transformers; without it,
-        0.6458 against 0.5941, and WikiANN's 20,000 scored the same (0.8413 against 0.8427): one
-        run each, bench/ner.py, docs/benchmarks.md. The narrower default encoder keeps its 0.8
-        (level with transformers on WikiANN, ahead on WNUT-17)."""
+        of 12 layers at 0.28 of the rate). With it all-mpnet-base-v2 tagged no entity of
+        WNUT-17's for two epochs and ended 6.29 points below transformers; without it, 0.6458
+        against 0.5941, 1.12 below, and WikiANN scored the same (0.8413 against 0.8427): one
+        run each, bench/ner.py (docs/benchmarks.md, "Layer decay for taggers"). The narrower
+        default encoder keeps its 0.8 (level with transformers on WikiANN, ahead on WNUT-17)."""
         return 1.0 if hidden_size >= UNDECAYED_WIDTH else by_width
 
     def output_units(self, labels) -> int:
