@@ -3,7 +3,7 @@ trainer's `--task token-classification` run with default flags, and of transform
 token classification (bench/ner_reference.py) on the same weights, epochs, learning rate, batch
 size and sequence length, each pair in one run on this machine.
 
-    python bench/ner.py [--data wikiann,wnut17] [--encoders default,mpnet] [--layer-decay X] [--publish]
+    python bench/ner.py [--data wikiann,wnut17] [--encoders default,mpnet] [--publish]
 
 - data: ../shared/data/ner: WikiANN English (20,000 training sentences, 10,000 dev; PER, ORG,
   LOC) and WNUT-17 (3,394 and 1,009; six emerging-entity types, social-media text);
@@ -13,8 +13,8 @@ size and sequence length, each pair in one run on this machine.
   after each epoch and its best reported);
 - training seconds: the epochs' training alone (the trainer's metrics.json durations.train;
   the reference's loop), not loading, tokenizing or evaluating;
-- decay: the trainer's layer-wise learning-rate decay (its default for the encoder's width, or
-  --layer-decay's; 1 is none, as in transformers' run, which is the same whichever it is).
+- decay: the layer-wise learning-rate decay the trainer's defaults gave the run (1 is none, as in
+  transformers' run).
 
 The trainer's runs and the reference's results are kept in bench/work/ner/ and reused: a rerun
 measures only what is missing, and a killed reference goes on from its last finished epoch on the
@@ -44,13 +44,10 @@ def encoder_dir(encoder: str) -> str:
     return registry.packaged_default_dir()
 
 
-def ours(work: str, data: str, encoder: str, layer_decay=None) -> dict:
-    """The trainer's run with default flags, or with --layer-decay (kept apart, by its value)."""
+def ours(work: str, data: str, encoder: str) -> dict:
     train, dev = (os.path.join(DATA, name) for name in FILES[data])
-    decay = [] if layer_decay is None else ["--layer-decay", f"{layer_decay:g}"]
-    job = f"{data}-{encoder}" + (f"-decay-{layer_decay:g}" if decay else "")
-    metrics = train_once(os.path.join(work, job), [
-        "--training-file", train, "--validation-file", dev, *decay,
+    metrics = train_once(os.path.join(work, f"{data}-{encoder}"), [
+        "--training-file", train, "--validation-file", dev,
         *(["--encoder", encoder_dir(encoder)] if encoder != "default" else [])])
     return {"f1": metrics["validation"]["f1"], "train_seconds": metrics["durations"]["train"],
             "epochs": metrics["epochs_completed"], "best_epoch": metrics["best_epoch"],
@@ -94,12 +91,8 @@ def main():
     parser.add_argument("--data", default=",".join(FILES), help="comma-separated: " + ", ".join(FILES))
     parser.add_argument("--encoders", default=",".join(ENCODERS),
                         help="comma-separated: " + ", ".join(ENCODERS))
-    parser.add_argument("--layer-decay", type=float,
-                        help="the trainer's --layer-decay (default: its own default for the encoder)")
     add_publish_flag(parser)
     args = parser.parse_args()
-    if args.layer_decay is not None and not 0 < args.layer_decay <= 1:
-        parser.error(f"--layer-decay: must be in (0, 1], got {args.layer_decay:g}")
     started_on = machine()  # its load average is the one at the start
     work = os.path.join(WORK, "ner")
     os.makedirs(work, exist_ok=True)
@@ -107,7 +100,7 @@ def main():
     with printed():
         for data in args.data.split(","):
             for encoder in args.encoders.split(","):
-                mine = ours(work, data, encoder, args.layer_decay)
+                mine = ours(work, data, encoder)
                 results[(data, encoder)] = {"ours": mine, "reference": reference(work, data, encoder, mine)}
                 r = results[(data, encoder)]
                 print(f"bench/ner.py: {data} {encoder} done: F1 {r['ours']['f1']:.4f} against "

@@ -255,7 +255,8 @@ class TrainConfig:
               "times --learning-rate, each layer below at this times the one above, the embeddings "
               "lowest; the pooler and head at the full rate (1.0: one rate for all). Default: by "
               "the encoder's hidden size: " + _by_width_help(LAYER_DECAY_BY_WIDTH, LAYER_DECAY_OTHERWISE)
-              + " Token classification: 1 from 512.")
+              + "".join(f" --task {kind.name}: 1 from {kind.undecayed_width}." for kind in tasks.KINDS
+                        if kind.undecayed_width is not None))
     clip_norm: float = _flag(1.0, "Clip gradients to this global norm (0 disables).")
     early_stopping_patience: int = _flag(
         0, "Stop after this many epochs without a better --selection-metric on validation "

@@ -33,6 +33,9 @@ class Task(abc.ABC):
     unit = "text"
     # The label columns looked for when --label-column is not given, in order.
     label_column_names: Sequence[str] = reading.LABEL_COLUMNS
+    # Encoders this wide and wider train without layer-wise decay when --layer-decay is not given
+    # (layer_decay); None: the width rule's decay for every width.
+    undecayed_width: Optional[int] = None
 
     @classmethod
     def claims(cls, training_file: str) -> bool:
@@ -108,10 +111,11 @@ class Task(abc.ABC):
         return outputs
 
     def layer_decay(self, by_width: float, hidden_size: int) -> float:
-        """Layer decay when --layer-decay is not given. `by_width` is the recipe's rule for an
-        encoder of `hidden_size` (trainer.config's, chosen on sentence tasks by bench/recipe.py);
-        a kind that measured otherwise answers its own."""
-        return by_width
+        """Layer decay when --layer-decay is not given: `by_width`, the recipe's rule for an
+        encoder of `hidden_size` (trainer.config's, chosen on sentence tasks by bench/recipe.py),
+        or none from the kind's `undecayed_width` on."""
+        undecayed = self.undecayed_width is not None and hidden_size >= self.undecayed_width
+        return 1.0 if undecayed else by_width
 
     @abc.abstractmethod
     def loss(self):

@@ -10,7 +10,6 @@ from trainer.tasks.base import Task
 from trainer.tasks.tagging import card
 
 NAME = "token-classification"
-UNDECAYED_WIDTH = 512  # encoders this wide and wider tag without layer-wise decay (layer_decay)
 
 
 class TaggingTask(Task):
@@ -35,6 +34,13 @@ class TaggingTask(Task):
     error_columns = ["split", "rank", "wrong_entities", "gold_entities", "predicted_entities", "text"]
     errors_description = "sentences with the most entities missed or wrongly found"
     model_card = card.SECTIONS
+    # No layer-wise decay from 512 wide, where the width rule gives 0.9 (the lowest of 12 layers
+    # at 0.28 of the rate). With it all-mpnet-base-v2 tagged no entity of WNUT-17's for two
+    # epochs and ended 6.29 points below transformers; without it, 0.6458 against 0.5941, 1.12
+    # below, and WikiANN scored the same (0.8413 against 0.8427): one run each, bench/ner.py
+    # (docs/benchmarks.md, "Layer decay for taggers"). The narrower default encoder keeps its 0.8
+    # (level with transformers on WikiANN, ahead on WNUT-17).
+    undecayed_width = 512
 
     @classmethod
     def claims(cls, training_file: str) -> bool:
@@ -71,15 +77,6 @@ class TaggingTask(Task):
         return None
 
     # --- the model
-    def layer_decay(self, by_width: float, hidden_size: int) -> float:
-        """None (1) on encoders 512 wide and wider, where the width rule gives 0.9 (the lowest
-        of 12 layers at 0.28 of the rate). With it all-mpnet-base-v2 tagged no entity of
-        WNUT-17's for two epochs and ended 6.29 points below transformers; without it, 0.6458
-        against 0.5941, 1.12 below, and WikiANN scored the same (0.8413 against 0.8427): one
-        run each, bench/ner.py (docs/benchmarks.md, "Layer decay for taggers"). The narrower
-        default encoder keeps its 0.8 (level with transformers on WikiANN, ahead on WNUT-17)."""
-        return 1.0 if hidden_size >= UNDECAYED_WIDTH else by_width
-
     def output_units(self, labels) -> int:
         return len(labels.names)
 
