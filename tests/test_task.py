@@ -111,6 +111,8 @@ def test_metrics_json_holds_what_users_read(trained):
     assert metrics["dataset_sizes"] == {"train": 90, "validation": 30, "test": 30}
     assert metrics["train_sample"] == {"rows": 90, "of": 90, "seed": 2, "note": "every training row"}
     assert metrics["rows_skipped"] == {"train": 0, "validation": 0, "test": 0}
+    assert {name: block["checked"] for name, block in metrics["contained_texts"].items()} == {
+        "validation": 30, "test": 30}
     assert metrics["hyperparameters"]["learning_rate"] == 1e-2
     assert {"total", "train", "evaluate", "export"} <= set(metrics["durations"])
     assert metrics["train_examples_per_second"] > 0

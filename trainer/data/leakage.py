@@ -6,10 +6,12 @@ twice (the same path, or a copy of it) makes every held-out score such a score, 
 error; scattered repeats (a scrape that holds some posts twice) are common and only worth a
 warning with their count.
 """
+import dataclasses
 import hashlib
 import logging
 import os
-from typing import Dict, Optional, Sequence
+import re
+from typing import Dict, Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -84,3 +86,69 @@ def report_overlaps(hashes: Dict[str, np.ndarray]) -> Dict[str, int]:
                         "with python -m trainer.prepare, which keeps repeats in one split)",
                         count, len(hashes[name]), name)
     return shared
+
+
+# A held-out text shorter than this many words is not looked for inside training texts: short
+# phrases ("a great movie") recur in any corpus by chance, while five or more words in the same
+# order inside a longer text are a copy (a phrase of a parse tree, a quoted reply, a template).
+CONTAINED_MIN_WORDS = 5
+# Bounds of the containment count on large data: held-out texts looked for per split, and
+# training (and unlabeled) texts looked in, each a seeded sample when a split holds more.
+CONTAINED_HELD_OUT_ROWS = 1_000
+CONTAINED_TRAINING_ROWS = 200_000
+# Examples of contained texts the warning and metrics.json show.
+CONTAINED_EXAMPLES = 2
+_WORD = re.compile(r"\w+")
+
+
+def words(text: str) -> tuple:
+    """A text's words for the containment count: lower-cased runs of letters and digits, so that
+    case, punctuation and spacing do not hide a copy."""
+    return tuple(_WORD.findall(text.lower()))
+
+
+@dataclasses.dataclass
+class Contained:
+    """Held-out texts found inside training texts: how many of how many were looked for, and
+    up to CONTAINED_EXAMPLES (held-out text, training text that holds it) pairs."""
+    count: int
+    checked: int
+    examples: list
+    training_rows: int
+
+    def as_json(self, sampled: bool) -> dict:
+        """metrics.json's record; `sampled`: whether a split was larger than the sample read."""
+        return {"contained": self.count, "checked": self.checked,
+                "training_rows_searched": self.training_rows, "sampled": sampled,
+                "min_words": CONTAINED_MIN_WORDS,
+                "examples": [{"held_out": h, "inside": t} for h, t in self.examples]}
+
+
+def find_contained(held_out: Sequence[str], training: Iterable[str]) -> Contained:
+    """Held-out texts of `CONTAINED_MIN_WORDS` words or more whose words appear, in order and
+    whole, inside a longer training text (or one that differs only in case and punctuation).
+    Byte-equal repeats are not counted here: `report_overlaps` counts those.
+
+    Each held-out text is indexed by its first five words, so the training texts are read once,
+    five-word window by window, and only a window that starts some held-out text is compared
+    further: linear in the training words (100,000 SST-2 phrases in well under a second)."""
+    n = CONTAINED_MIN_WORDS
+    # first five words -> {length in words: {words: held-out indices}}: a window that starts
+    # some held-out texts is compared once per distinct length, however many texts share it.
+    wanted: Dict[tuple, Dict[int, Dict[tuple, list]]] = {}
+    for i, text in enumerate(held_out):
+        w = words(text)
+        if len(w) >= n:
+            wanted.setdefault(w[:n], {}).setdefault(len(w), {}).setdefault(w, []).append(i)
+    found: Dict[int, str] = {}
+    rows = 0
+    for text in training:
+        rows += 1
+        w = words(text) if wanted else ()
+        for start, key in enumerate(zip(w, w[1:], w[2:], w[3:], w[4:])):
+            for length, targets in wanted.get(key, {}).items():
+                for i in targets.get(w[start:start + length], ()):
+                    if i not in found and text != held_out[i]:
+                        found[i] = text
+    examples = [(held_out[i], found[i]) for i in sorted(found)[:CONTAINED_EXAMPLES]]
+    return Contained(len(found), len(held_out), examples, rows)

@@ -42,6 +42,21 @@ def long_texts_note(hyperparameters: dict) -> str:
     return f"{head} are cut to {kept}: the model never sees the rest."
 
 
+def contained_note(metrics: dict) -> Optional[str]:
+    """One sentence on held-out texts found inside training texts (metrics.json's
+    contained_texts; training/held_out.py), or None when none were (or an older run's
+    metrics.json did not count them)."""
+    found = {name: block for name, block in (metrics.get("contained_texts") or {}).items()
+             if block["contained"]}
+    if not found:
+        return None
+    counts = ", ".join(f"{b['contained']:,} of {b['checked']:,} {name} texts"
+                       for name, b in found.items())
+    return (f"{counts} appear inside training texts (as a run of "
+            f"{next(iter(found.values()))['min_words']} or more words): the scores on them are "
+            f"measured on words the model trained on, so they overstate what it does on new texts.")
+
+
 def is_dry_run(metrics: dict) -> bool:
     """A --dry-run's metrics (one step on a few rows): the report and card say their numbers
     are meaningless. hyperparameters.dry_run is in every run's metrics.json, older ones too."""
@@ -96,5 +111,6 @@ def render(job_dir: str, metrics: dict, metric: str, figures: Sequence[dict],
         correct_per_split=correct_per_split if "outcome" in errors.columns else 0,
         errors_description=task.errors_description,
         precisions=metrics.get("precisions") or {}, dry_run=is_dry_run(metrics),
+        contained=contained_note(metrics),
         explanations=explanations,  # trainer.reporting.explanations.report_section's
         label_issues=label_issues.section(job_dir, metrics), distillation=distillation(metrics))

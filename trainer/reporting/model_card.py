@@ -103,6 +103,7 @@ def render(metrics: dict, config: Config, calibration: Optional[dict], model_dir
         pooling=metrics["hyperparameters"]["pooling"], languages=_languages(config.model.encoder),
         splits=splits, text_column=metrics.get("text_column"), label_column=metrics.get("label_column"),
         label_kind=metrics.get("label_kind"),
+        contained=html.contained_note(metrics),
         rows_skipped=", ".join(f"{name} {count}" for name, count in metrics.get("rows_skipped", {}).items()
                                if count),
         settings=_settings(metrics, config), eval_split=eval_split, eval_metrics=metrics[eval_split],

@@ -82,6 +82,8 @@ class RunContext:
     precisions: Dict[str, dict] = dataclasses.field(default_factory=dict)  # metrics.json's block
     operating_point: Optional[dict] = None  # metrics.json's block (--target-precision/-recall)
     label_issues: Optional[dict] = None  # metrics.json's block (label_issues.csv's summary)
+    # {held-out split: its texts found inside training texts} (held_out.check_containment)
+    contained: Dict[str, dict] = dataclasses.field(default_factory=dict)
     durations: Dict[str, float] = dataclasses.field(default_factory=dict)
     train_steps: Optional[int] = None  # optimizer steps when training ended (results.evaluate)
     metrics: Optional[dict] = None

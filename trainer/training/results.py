@@ -322,6 +322,7 @@ def _metrics(ctx: RunContext) -> dict:
         "data_hash": data_hash(datasets),
         "class_counts": datasets.class_counts(ctx.task),
         "rows_skipped": datasets.rows_skipped(),
+        "contained_texts": ctx.contained,
         "truncated_texts": ctx.inputs.truncated,
         "hyperparameters": {**dataclasses.asdict(config.train), "epochs": ctx.inputs.epochs,
                             "learning_rate": ctx.learning_rate, "layer_decay": ctx.layer_decay,

@@ -12,8 +12,8 @@ from trainer import cli, storage
 from trainer.vertex import environment as vertex
 from trainer.config import Config
 from trainer.errors import UserError
-from trainer.training import (fitting, jobdir, label_issues, operating_point, results, stages,
-                              task_flags, teacher)
+from trainer.training import (fitting, held_out, jobdir, label_issues, operating_point, results,
+                              stages, task_flags, teacher)
 from trainer.training.context import RunContext
 
 log = logging.getLogger("trainer")
@@ -25,6 +25,7 @@ STAGES = (
     stages.resolve_runtime,   # devices -> strategy, precision, XLA, padding
     task_flags.check_task_flags,  # --target-*, --find-label-issues fit the task and runtime
     teacher.teach,            # with a teacher: its outputs packed with the training labels
+    held_out.check_containment,  # held-out texts inside training texts: counted, warned
     stages.load_encoder,
     stages.tokenize,
     stages.build_model,       # classifier, optimizer, resume checkpoint
