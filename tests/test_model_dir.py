@@ -10,12 +10,13 @@ from trainer.errors import UserError
 from trainer.serving import model_dir
 
 
-def export_like(directory, marked=True):
-    """A directory as an export leaves it (its contents are never read, only named)."""
+def export_like(directory, marked=True, job_dir=None):
+    """A directory as an export leaves it (its contents are never read, only named), by the run
+    in `job_dir` when given."""
     (directory / "variables").mkdir(parents=True)
     (directory / "saved_model.pb").write_bytes(b"pb")
     if marked:
-        model_dir.write_marker(str(directory))
+        model_dir.write_marker(str(directory), job_dir and str(job_dir))
     return directory
 
 
@@ -59,6 +60,63 @@ def test_an_export_from_before_the_marker_is_replaced_at_its_job_dirs_default_pl
     """A finished run of an earlier version, rerun with --overwrite."""
     (tmp_path / "config.json").write_text("{}")
     model_dir.check_replaceable(str(export_like(tmp_path / "model", marked=False)))
+
+
+# --- Another run's model (issue 64, 1): replaced only with --overwrite
+
+def test_another_runs_model_is_refused_naming_the_run_that_wrote_it(tmp_path):
+    export = export_like(tmp_path / "shared", job_dir=tmp_path / "qs")
+    with pytest.raises(UserError, match=rf"^--model-dir: {export} holds the model exported by the "
+                                        rf"run in {tmp_path / 'qs'}; pass --overwrite to replace "
+                                        rf"it, or choose another --model-dir$"):
+        model_dir.check_run_may_replace(str(export), str(tmp_path / "md9"), overwrite=False)
+
+
+def test_another_runs_model_is_replaced_with_overwrite(tmp_path):
+    export = export_like(tmp_path / "shared", job_dir=tmp_path / "qs")
+    model_dir.check_run_may_replace(str(export), str(tmp_path / "md9"), overwrite=True)
+
+
+def test_a_runs_own_model_elsewhere_is_replaced_by_its_rerun(tmp_path):
+    """A resumed run, or a dry run's real run, in the same job dir with the same --model-dir."""
+    export = export_like(tmp_path / "shared", job_dir=tmp_path / "runs" / "a")
+    model_dir.check_run_may_replace(str(export), str(tmp_path / "runs" / ".." / "runs" / "a"),
+                                    overwrite=False)
+
+
+def test_the_job_dirs_own_model_is_its_own_whoever_wrote_it(tmp_path):
+    """A copied job dir's model/ names the original's job dir; jobdir.decide rules there."""
+    export = export_like(tmp_path / "copy" / "model", job_dir=tmp_path / "original")
+    model_dir.check_run_may_replace(str(export), str(tmp_path / "copy"), overwrite=False)
+
+
+def test_an_older_marked_export_in_another_job_dir_is_refused_naming_that_job_dir(tmp_path):
+    """A marker written before it named the run: the job dir the export sits in is the run's."""
+    (tmp_path / "old" / "model").mkdir(parents=True)
+    (tmp_path / "old" / "config.json").write_text("{}")
+    export = export_like(tmp_path / "old" / "model", job_dir=None)
+    with pytest.raises(UserError, match=rf"holds the model exported by the run in {tmp_path / 'old'};"):
+        model_dir.check_run_may_replace(str(export), str(tmp_path / "new"), overwrite=False)
+
+
+def test_an_unmarked_export_in_another_job_dir_is_refused_naming_that_job_dir(tmp_path):
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "config.json").write_text("{}")
+    export = export_like(tmp_path / "old" / "model", marked=False)
+    with pytest.raises(UserError, match=rf"holds the model exported by the run in {tmp_path / 'old'};"):
+        model_dir.check_run_may_replace(str(export), str(tmp_path / "new"), overwrite=False)
+
+
+def test_a_marked_export_naming_no_run_is_refused_as_another_runs(tmp_path):
+    export = export_like(tmp_path / "shared", job_dir=None)
+    with pytest.raises(UserError, match=r"another run \(its trainer_export.json names no job dir\)"):
+        model_dir.check_run_may_replace(str(export), str(tmp_path / "md9"), overwrite=False)
+
+
+def test_a_new_or_empty_model_dir_belongs_to_no_run(tmp_path):
+    (tmp_path / "empty").mkdir()
+    for path in (tmp_path / "new", tmp_path / "empty"):
+        model_dir.check_run_may_replace(str(path), str(tmp_path / "md9"), overwrite=False)
 
 
 @pytest.mark.parametrize("flag, path, word", [
@@ -109,3 +167,31 @@ def test_the_run_refuses_a_folder_of_the_users_before_reading_anything(refused_r
         f"those files"]
     assert (root / "mine" / "notes.txt").read_text() == "keep me"
     assert not (root / "job" / "config.json").exists()
+
+
+@pytest.fixture(scope="module")
+def dry_run_at_another_runs_model(tmp_path_factory, tiny_encoder_dir, tiny_data):
+    """Issue 64, 1: `--model-dir` at a copy of the quick start's model, from a dry run."""
+    root = tmp_path_factory.mktemp("another")
+    (root / "qs_copy").mkdir()
+    (root / "qs_copy" / "config.json").write_text("{}")
+    export = export_like(root / "qs_copy" / "model", job_dir=root / "qs")
+    before = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    result = subprocess.run(
+        [sys.executable, "-m", "trainer.task", "--encoder", tiny_encoder_dir, "--training-file",
+         tiny_data["train"], "--job-dir", str(root / "md9"), "--model-dir", str(export),
+         "--dry-run"], capture_output=True, text=True, timeout=300)
+    return root, before, result
+
+
+def test_a_dry_run_refuses_another_runs_model_with_one_line(dry_run_at_another_runs_model):
+    root, _, result = dry_run_at_another_runs_model
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: --model-dir: {root / 'qs_copy' / 'model'} holds the model exported by the run in "
+        f"{root / 'qs'}; pass --overwrite to replace it, or choose another --model-dir"]
+
+
+def test_a_refused_dry_run_leaves_the_model_untouched_and_writes_nothing(dry_run_at_another_runs_model):
+    root, before, _ = dry_run_at_another_runs_model
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == before

@@ -186,9 +186,11 @@ def finite_outputs(outputs: dict) -> dict:
     return outputs
 
 
-def export(module: ServingModule, model_dir: str, write_dir: str = None) -> None:
+def export(module: ServingModule, model_dir: str, write_dir: str = None,
+           job_dir: str = None) -> None:
     """Saves to a temporary sibling and renames into place: a reader never sees half a model.
-    Only an export of this package's is ever replaced (trainer.serving.model_dir).
+    Only an export of this package's is ever replaced (trainer.serving.model_dir); its marker
+    names `job_dir`, the training run's (None: an export made outside a run).
 
     `write_dir` is where this process writes: under MultiWorkerMirroredStrategy every worker
     must call save, and only the chief's copy lands in `model_dir`.
@@ -197,7 +199,7 @@ def export(module: ServingModule, model_dir: str, write_dir: str = None) -> None
     model_dir_lib.check_replaceable(target)
     tmp = storage.temporary_sibling(target)
     save(module, tmp)
-    model_dir_lib.write_marker(tmp)
+    model_dir_lib.write_marker(tmp, job_dir)
     storage.replace_directory(tmp, target, marker=model_dir_lib.MARKER)
 
 

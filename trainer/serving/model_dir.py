@@ -5,9 +5,12 @@ directory that was there, every file in it. So the directory must hold nothing a
 want: it is new or empty, or it is an export this package wrote, recognised by MARKER, holding
 only the entries an export writes. Anything else (a folder of the user's, a file, the job dir,
 a folder holding the run's inputs) is refused with one line, before the run reads anything.
+
+An export of another run is a finished model someone may be using: MARKER names the job dir of
+the run that wrote it, and a run replaces it only with --overwrite (issue 64, 1).
 """
 import json
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import trainer
 from trainer import storage
@@ -20,10 +23,50 @@ ENTRIES = frozenset({MARKER, "saved_model.pb", "fingerprint.pb", "variables", "a
                      "precisions.json", "bfloat16", "int8"})
 
 
-def write_marker(export_dir: str) -> None:
-    """Marks a directory as an export of this package (written before it is moved into place)."""
+def write_marker(export_dir: str, job_dir: Optional[str] = None) -> None:
+    """Marks a directory as an export of this package, and of the training run in `job_dir`
+    (None: made outside a run); written before the directory is moved into place."""
     storage.write_text_atomic(storage.join(export_dir, MARKER), json.dumps(
-        {"written_by": "vertex-bert-trainer", "trainer_version": trainer.__version__}) + "\n")
+        {"written_by": "vertex-bert-trainer", "trainer_version": trainer.__version__,
+         "job_dir": storage.normalized(job_dir) if job_dir else None}) + "\n")
+
+
+def check_run_may_replace(model_dir: str, job_dir: str, overwrite: bool) -> None:
+    """What a training run checks before anything is read: `model_dir` is replaceable, and what
+    it holds is not another run's model, unless --overwrite. The job dir's own `model/` is the
+    run's whichever run's marker it carries (a copied or moved job dir): jobdir.decide rules on
+    replacing a finished run there."""
+    check_replaceable(model_dir)
+    if overwrite or not storage.isdir(model_dir) or not storage.listdir(model_dir) or \
+            _same(model_dir, storage.join(job_dir, "model")):
+        return
+    writer = _writer(model_dir)
+    if writer is not None and _same(writer, job_dir):
+        return
+    run = (f"the run in {writer}" if writer else
+           "another run (its trainer_export.json names no job dir)")
+    raise UserError(f"--model-dir: {model_dir} holds the model exported by {run}; pass "
+                    f"--overwrite to replace it, or choose another --model-dir")
+
+
+def _writer(model_dir: str) -> Optional[str]:
+    """The job dir of the run that wrote the export at `model_dir`: its marker's; for an export
+    from before the marker recorded it, the job dir it sits in (a config.json beside it); else
+    None."""
+    marker = storage.join(model_dir, MARKER)
+    if storage.exists(marker):
+        try:
+            recorded = json.loads(storage.read_text(marker)).get("job_dir")
+        except (ValueError, AttributeError):  # not this package's JSON: no run recorded
+            recorded = None
+        if recorded:
+            return recorded
+    parent = model_dir.rstrip("/").rpartition("/")[0]
+    return parent if parent and storage.exists(storage.join(parent, "config.json")) else None
+
+
+def _same(path: str, other: str) -> bool:
+    return storage.normalized(path) == storage.normalized(other)
 
 
 def check_replaceable(model_dir: str, flag: str = "--model-dir") -> None:

@@ -131,7 +131,7 @@ def export(ctx: RunContext) -> None:
     target = ctx.runtime.write_path(ctx.paths.model_dir)
     with export_lib.computing_in_float32(model, ctx.config.runtime.export_precision == "float32"):
         export_lib.export(_serving_module(ctx, preprocessor, model), ctx.paths.model_dir,
-                          write_dir=target)
+                          write_dir=target, job_dir=ctx.paths.job_dir)
     log.info("exported the model (raw strings in, %s out) to %s", ctx.task.exported_outputs, target)
 
 

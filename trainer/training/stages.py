@@ -32,10 +32,11 @@ def check_inputs(ctx: RunContext) -> None:
     encoders.check_encoder(ctx.config.model.encoder)
     experiments.check(ctx.config, ctx.environ)
     teacher.check(ctx.config)
-    if ctx.is_chief:
-        jobdir.check_writable(ctx.paths.job_dir)
+    if ctx.is_chief:  # the checks that write nothing first
         model_dir.check_apart(ctx.paths.model_dir, _paths_beside_model(ctx.config))
-        model_dir.check_replaceable(ctx.paths.model_dir)
+        model_dir.check_run_may_replace(ctx.paths.model_dir, ctx.paths.job_dir,
+                                        ctx.config.output.overwrite)
+        jobdir.check_writable(ctx.paths.job_dir)
 
 
 def _paths_beside_model(config) -> list:
