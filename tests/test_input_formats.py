@@ -115,6 +115,50 @@ def test_errors_name_the_line_an_editor_shows(tmp_path, name, content, expected)
     assert expected in str(e.value)
 
 
+# --------------------------------------------------------------------------- tagged files named otherwise (issue 64, 5)
+
+CONLL = "EU\tB-ORG\nrejects\tO\n\nPeter\tB-PER\n"
+
+
+def test_a_txt_training_file_names_the_task_that_reads_it_as_conll(tmp_path):
+    path = write(tmp_path / "train.txt", CONLL)
+    with pytest.raises(UserError) as e:
+        config_lib.build_config(["--training-file", path], {})
+    assert str(e.value) == (f"--training-file: cannot tell the format of {path} from its extension "
+                            f"'.txt'; a .txt of a token and its tag per line (CoNLL) is read with "
+                            f"--task token-classification, or name it .conll; a table of texts and "
+                            f"labels is one of .csv, .json, .jsonl, .ndjson, .tsv")
+
+
+def test_an_unknown_extension_lists_every_one_read_tagged_files_included(tmp_path):
+    with pytest.raises(UserError, match=r"^--training-file: cannot tell the format of .*t.xls from its "
+                                        r"extension '.xls'; use one of .csv, .json, .jsonl, .ndjson, "
+                                        r".tsv \(a table of texts and labels\) or .conll, .iob "
+                                        r"\(tagged sentences, CoNLL\), each optionally followed by .gz"):
+        config_lib.build_config(["--training-file", write(tmp_path / "t.xls", ROWS)], {})
+
+
+def test_a_tsv_that_looks_like_conll_says_how_to_read_it(tmp_path):
+    """Not "no text column found": its first line is a token and its tag, not a header."""
+    path = write(tmp_path / "train.tsv", "-DOCSTART-\tO\n\n" + CONLL)
+    with pytest.raises(UserError) as e:
+        config_lib.build_config(["--training-file", path], {})
+    assert str(e.value) == (f"--training-file: {path} looks like CoNLL, not a table: line 3 is a "
+                            f"token and its tag ('EU\\tB-ORG') where a table has its header; name it "
+                            f".conll, or pass --task token-classification to read it as CoNLL")
+    table = write(tmp_path / "table.tsv", "text\tlabel\nEU rejects\tO\n")
+    assert config_lib.build_config(["--training-file", table], {}).model.task == "auto"  # a table
+
+
+def test_a_conll_file_given_to_a_task_of_tables_names_the_task_that_reads_it(tmp_path):
+    path = write(tmp_path / "train.conll", CONLL)
+    with pytest.raises(UserError, match=r"^--training-file: .*train.conll is a CoNLL file of tagged "
+                                        r"sentences by its extension, which --task token-classification "
+                                        r"\(or auto\) trains on; a table of texts is read here: use "
+                                        r"one of .csv, .json, .jsonl, .ndjson, .tsv"):
+        load("--training-file", path, "--task", "classification")
+
+
 GS_SCRIPT = """
 import json
 from trainer import reading

@@ -2,6 +2,7 @@
 tags, JSON Lines of text and character spans; each bad line named by file, line and token."""
 import gzip
 import json
+import re
 
 import pytest
 
@@ -44,16 +45,24 @@ def test_a_gzipped_conll_file_is_read(tmp_path):
     assert tagged_files.read(str(path), "--training-file").types() == ["LOC"]
 
 
-def test_a_token_without_a_tag_names_its_line(tmp_path):
+def test_a_token_without_a_tag_names_its_line_as_a_cell_is_named(tmp_path):
+    """One format for every message of a word, the package's (`FILE line N, column 'C'`)."""
     path = write(tmp_path / "a.conll", "Oslo\tB-LOC\nis\n")
-    with pytest.raises(UserError, match=r"a.conll: line 2: token 'is' has no tag"):
+    with pytest.raises(UserError, match=r"a.conll line 2, token 'is': no tag"):
         tagged_files.read(path, "--training-file")
 
 
 @pytest.mark.parametrize("tag", ["PER", "S-PER", "B_PER"])
-def test_a_tag_outside_iob2_names_its_sentence_and_token(tmp_path, tag):
+def test_a_tag_outside_iob2_names_the_line_of_its_token(tmp_path, tag):
+    """The token's own line (5), as an editor numbers it, not its sentence's first (3)."""
     path = write(tmp_path / "a.conll", f"Ada\tO\n\nI\tO\nmet\tO\nAda\t{tag}\n")
-    with pytest.raises(UserError, match=rf"a.conll line 3: tag '{tag}' of token 'Ada' is not IOB2"):
+    with pytest.raises(UserError, match=rf"a.conll line 5, token 'Ada': tag '{tag}' is not IOB2"):
+        tagged_files.read(path, "--training-file")
+
+
+def test_a_tag_outside_iob2_in_json_lines_names_the_records_line(tmp_path):
+    path = jsonl(tmp_path / "a.jsonl", {"tokens": ["a"], "tags": ["O"]}, {"tokens": ["Ada", "met"], "tags": ["O", "PER"]})
+    with pytest.raises(UserError, match=r"a.jsonl line 2, token 'met': tag 'PER' is not IOB2"):
         tagged_files.read(path, "--training-file")
 
 
@@ -62,6 +71,11 @@ def test_an_i_tag_starting_an_entity_is_read_as_b_and_counted(tmp_path):
     tagged = tagged_files.read(path, "--training-file")
     assert tagged.sentences[0].tags == ("B-PER", "I-PER", "O", "B-LOC")
     assert (tagged.repaired, tagged.first_repair) == (2, f"{path} line 1, token 'Ada'")
+
+
+def test_a_repaired_tag_is_named_at_its_tokens_line(tmp_path):
+    path = write(tmp_path / "a.conll", "Ada\tB-PER\nin\tO\nParis\tI-LOC\n")
+    assert tagged_files.read(path, "--training-file").first_repair == f"{path} line 3, token 'Paris'"
 
 
 def test_json_lines_of_tokens_and_tags(tmp_path):
@@ -92,6 +106,17 @@ def test_a_span_out_of_range_names_its_line(tmp_path):
         tagged_files.read(path, "--training-file")
 
 
+@pytest.mark.parametrize("label, kind", [("B-PER", "PER"), ("I-LOC", "LOC")])
+def test_a_span_labelled_with_an_iob_prefix_is_refused_suggesting_its_type(tmp_path, label, kind):
+    """Issue 64, 8: "B-PER" became a type of its own, its words tagged B-B-PER."""
+    spans = [{"start": 0, "end": 3, "label": "PER"}]
+    path = jsonl(tmp_path / "a.jsonl", {"text": "Ada", "spans": spans},
+                 {"text": "Ada in Oslo", "spans": [{"start": 7, "end": 11, "label": label}]})
+    with pytest.raises(UserError, match=rf"^{re.escape(path)} line 2: span label '{label}' is an IOB tag; "
+                                        rf"a span's label is its entity type \('{kind}'\)"):
+        tagged_files.read(path, "--training-file")
+
+
 def test_overlapping_spans_name_both(tmp_path):
     spans = [{"start": 0, "end": 8, "label": "ORG"}, {"start": 5, "end": 12, "label": "LOC"}]
     path = jsonl(tmp_path / "a.jsonl", {"text": "Bank of Oslo", "spans": spans})
@@ -111,7 +136,37 @@ def test_a_csv_is_not_a_tagged_file(tmp_path):
         tagged_files.read(path, "--training-file")
 
 
+@pytest.mark.parametrize("name", ["a.txt", "a.tsv", "a.txt.gz"])
+def test_conll_shipped_as_txt_or_tsv_is_read_as_conll(tmp_path, name):
+    """Issue 64, 5: CoNLL data is often .txt (WNUT-17's own files) or .tsv."""
+    path = tmp_path / name
+    path.write_bytes((gzip.compress if name.endswith(".gz") else bytes)("Ada\tB-PER\nran\tO\n".encode()))
+    [sentence] = tagged_files.read(str(path), "--training-file").sentences
+    assert spans_of(sentence) == [("Ada", "B-PER"), ("ran", "O")]
+
+
+def test_an_unknown_extension_lists_the_tagged_formats(tmp_path):
+    path = write(tmp_path / "a.xls", "Ada\tB-PER\n")
+    with pytest.raises(UserError, match=r"^--training-file: cannot tell the format of .*a.xls from its "
+                                        r"extension '.xls'; tagged sentences are CoNLL \(.conll, .iob; "
+                                        r".txt and .tsv read as CoNLL too\) or JSON Lines \(.jsonl, "
+                                        r".ndjson, .json\) of tokens and tags, or of text and spans, "
+                                        r"each optionally followed by .gz"):
+        tagged_files.read(path, "--training-file")
+
+
 def test_byte_order_marks_inside_a_conll_file_are_dropped(tmp_path):
     path = write(tmp_path / "a.conll", "Dubbz\ufeff\tB-person\n!\tO\n\ufeff\t\ufeff\n\nok\tO\n")
     first, second = tagged_files.read(path, "--training-file").sentences
     assert spans_of(first) == [("Dubbz", "B-person"), ("!", "O")] and second.text == "ok"
+
+
+def test_a_tag_of_a_type_training_never_tags_names_the_line_of_its_token(tmp_path):
+    from trainer.data import tagged_splits
+    from trainer.tasks.labels import LabelSpec
+
+    path = write(tmp_path / "dev.conll", "Ada\tB-PER\nin\tO\nOslo\tB-LOC\n")
+    spec = LabelSpec("tags", ["O", "B-PER", "I-PER"])
+    with pytest.raises(UserError, match=r"dev.conll line 3, token 'Oslo': tag 'B-LOC' names a type "
+                                        r"the training file never tags \(B-PER\)"):
+        tagged_splits.tagged_split(tagged_files.read(path, "--validation-file"), path, spec)

@@ -191,7 +191,7 @@ def test_a_tag_of_a_type_training_never_saw_names_its_line(data, tmp_path):
     result = run_in_process("--training-file", data["train"], "--validation-file", bad,
                             "--job-dir", str(tmp_path / "job"), "--dry-run")
     assert result.returncode == 2
-    assert result.stderr.startswith(f"error: {bad} line 1: tag 'B-LOC' of token 'paris'"), result.stderr
+    assert result.stderr.startswith(f"error: {bad} line 1, token 'paris': tag 'B-LOC' names a type"), result.stderr
 
 
 # --- one run, end to end ----------------------------------------------------------------------------

@@ -38,6 +38,9 @@ PAIR_COLUMNS = (("sentence1", "sentence2"), ("question1", "question2"), ("premis
                 ("text_a", "text_b"))
 LABEL_COLUMNS = ("sentiment", "label", "labels", "target", "class", "category")
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
+# Files of tagged sentences (CoNLL: a token and its tag per line), which token classification
+# reads (tasks/tagging/files.py), not this reader of tables: its messages name them.
+CONLL_SUFFIXES = (".conll", ".iob")
 COMPRESSED = ".gz"
 # Files whose texts are long documents exceed csv's default field limit of 128 KiB.
 csv.field_size_limit(min(sys.maxsize, 2 ** 31 - 1))
@@ -52,8 +55,13 @@ def file_format(path: str, flag: str, compressed: bool = False) -> str:
     ext = os.path.splitext(name)[1]
     if ext not in FORMATS:
         gz = f", each optionally followed by {COMPRESSED}" if compressed else ""
+        known = f"use one of {', '.join(sorted(FORMATS))}{gz}"
+        if ext in CONLL_SUFFIXES:
+            raise UserError(f"{flag}: {path} is a CoNLL file of tagged sentences by its extension, "
+                            f"which --task token-classification (or auto) trains on; a table of "
+                            f"texts is read here: {known}")
         raise UserError(f"{flag}: cannot tell the format of {path} from its extension {ext!r}; "
-                        f"use one of {', '.join(sorted(FORMATS))}{gz}")
+                        f"{known}")
     return FORMATS[ext]
 
 

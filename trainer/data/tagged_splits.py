@@ -95,9 +95,8 @@ def tagged_split(tagged, spec: str, labels: LabelSpec) -> TaggedSplit:
     for row, sentence in enumerate(sentences):
         for word, tag in enumerate(sentence.tags):
             if tag not in index:
-                raise UserError(f"{sentence.where}: tag {tag!r} of token "
-                                f"{files.word(sentence, word)!r} names a type the training file "
-                                f"never tags ({', '.join(labels.names[1::2])[:200]}); the "
+                raise UserError(f"{sentence.at(word)}: tag {tag!r} names a type the training "
+                                f"file never tags ({', '.join(labels.names[1::2])[:200]}); the "
                                 f"model cannot learn it")
             ids[row, word] = index[tag]
     return _split(ids, sentences, spec)
@@ -118,6 +117,6 @@ def _split(ids: np.ndarray, sentences, spec: str) -> TaggedSplit:
     kept = np.empty(len(sentences), dtype=object)
     kept[:] = sentences
     hashes = leakage.text_hashes(pd.DataFrame({TEXT: [s.text for s in sentences]}), [TEXT])
-    source = ",".join(sorted({s.where.rsplit(" line ", 1)[0] for s in sentences}))
+    source = ",".join(sorted({s.file for s in sentences}))
     return TaggedSplit(ids, source, spec, np.arange(len(sentences), dtype=np.int64), hashes,
                        sentences=kept)

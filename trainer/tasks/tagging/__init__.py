@@ -46,7 +46,7 @@ class TaggingTask(Task):
     def claims(cls, training_file: str) -> bool:
         """--task auto: tagged sentences are this kind's (files.holds_tagged_sentences)."""
         from trainer.tasks.tagging import files
-        return files.holds_tagged_sentences(training_file)
+        return files.holds_tagged_sentences(training_file, cls.name)
 
     def check_flags(self, config, require) -> None:
         d, m, t = config.data, config.model, config.train
