@@ -79,6 +79,34 @@ def test_help_documents_every_flag_and_exits_zero():
         assert flag in result.stdout
 
 
+def help_of(flag: str) -> str:
+    parser = config_lib.build_arg_parser()
+    action = next(a for a in parser._actions if flag in a.option_strings)
+    return " ".join(action.help.split())
+
+
+def test_help_describes_every_task_kind():
+    """Issue 64, 4: it said "text classification", and that --task auto "is classification"."""
+    from trainer import tasks
+
+    parser = config_lib.build_arg_parser()
+    assert "text classification" not in parser.description and "tag each word" in parser.description
+    task = help_of("--task")
+    assert [name for name in tasks.NAMES if f"'{name}'" not in task] == []
+    assert ("'auto': token-classification when the training file holds tagged sentences (a .conll "
+            "or .iob file, or JSON Lines of tokens and tags, or of text and spans), else "
+            "classification.") in task
+
+
+def test_training_file_help_lists_the_tagged_files_the_reader_takes():
+    from trainer import reading
+    from trainer.tasks.tagging import files
+
+    text = help_of("--training-file")
+    assert "--task token-classification" in text and "text and spans" in text
+    assert [ext for ext in reading.CONLL_SUFFIXES + files.CONLL_TOO if ext not in text] == []
+
+
 def test_integer_flags_accept_whole_floats_as_tuning_services_print_them():
     assert build("--batch-size", "32.0").train.batch_size == 32
     with pytest.raises(UserError, match="--batch-size: expected a whole number, got '32.5'"):

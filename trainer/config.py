@@ -60,18 +60,24 @@ def _flag(default, help, **kwargs):
 @dataclasses.dataclass
 class DataConfig:
     training_file: Optional[str] = _flag(
-        None, "Training data: CSV, TSV, JSON Lines or a JSON array (by extension: .csv, .tsv, "
-              ".jsonl or .ndjson, .json), optionally .gz; local or gs://; several files "
-              "comma-separated or as a glob. Default: the sample posts shipped in the package.")
+        None, "Training data: a table of texts and labels, CSV, TSV, JSON Lines or a JSON array "
+              "(by extension: .csv, .tsv, .jsonl or .ndjson, .json); or tagged sentences, which "
+              "--task auto trains token classification on: CoNLL (.conll or .iob; a .txt or .tsv "
+              "of CoNLL lines with --task token-classification) or JSON Lines of tokens and "
+              "tags, or of text and spans (docs/data.md). Optionally .gz; local or gs://; "
+              "several files comma-separated or as a glob. Default: the sample posts shipped in "
+              "the package.")
     validation_file: Optional[str] = _flag(
-        None, "Validation data. Default: a stratified --validation-fraction of the training data.")
+        None, "Validation data, in the training file's kind of file. Default: a "
+              "--validation-fraction of the training data (stratified by label; tagged "
+              "sentences drawn at random).")
     testing_file: Optional[str] = _flag(None, "Test data, evaluated once with the best weights.")
     text_column: Optional[str] = _flag(
-        None, "Column holding the text. Default: the first of bodyText, text, sentence, tweet, "
-              "review, content that exists.")
+        None, "Column holding the text of a table (tagged sentences are read by their format). "
+              "Default: the first of bodyText, text, sentence, tweet, review, content that exists.")
     label_column: Optional[str] = _flag(
-        None, "Column holding the label. Default: the first of sentiment, label, labels, target, "
-              "class, category that exists.")
+        None, "Column holding the label of a table (a tagged file holds its tags). Default: the "
+              "first of sentiment, label, labels, target, class, category that exists.")
     label_names: Optional[str] = _flag(
         None, "Comma-separated class names. For integer labels: the name of 0, 1, ...; for "
               "sentiment scores: the negative,neutral,positive names; for string labels: the "
@@ -85,7 +91,8 @@ class DataConfig:
                 "numbers are scores. The log says which it chose.",
         choices=("auto", "score", "index", "name"))
     train_fraction: float = _flag(
-        1.0, "Train on this fraction of the training data (stratified by label), in (0, 1].")
+        1.0, "Train on this fraction of the training data (stratified by label; tagged sentences "
+             "at random), in (0, 1].")
     validation_fraction: float = _flag(
         0.1, "Fraction of the training data held out for validation when no --validation-file "
              "is given (stratified).")
@@ -155,15 +162,17 @@ class ModelConfig:
         choices=ENCODER_BACKENDS)
     pooling: str = _flag(
         "auto", "Sentence vector fed to the head: 'cls' (pooled [CLS] output) or 'mean' (masked "
-                "mean of token vectors). 'auto' uses what the encoder was trained with.",
+                "mean of token vectors). 'auto' uses what the encoder was trained with. A "
+                "tagger (--task token-classification) pools nothing: each word's tag is read "
+                "at its first piece.",
         choices=("auto", "cls", "mean"))
     window_pooling: str = _flag(
         "mean", "--long-texts windows: how a text's window vectors become one: their 'mean', "
                 "their element-wise 'max', or an 'attention'-weighted sum (a learned score per "
                 "window).",
         choices=("mean", "max", "attention"))
-    dropout: float = _flag(0.1, "Dropout rate before the classification head, in [0, 1).")
-    freeze_encoder: bool = _flag(False, "Train only the classification head.")
+    dropout: float = _flag(0.1, "Dropout rate before the output head, in [0, 1).")
+    freeze_encoder: bool = _flag(False, "Train only the output head.")
     train_word_embeddings: bool = _flag(
         False, "Also fine-tune the word-embedding table (native backend). Off by default: it is "
                "half of a small BERT's weights and AdamW updates all of it every step, while "
@@ -178,8 +187,11 @@ class ModelConfig:
         "What the head predicts: 'classification' (one class per text), 'regression' "
         "(one number per text: a linear output trained with MSE on standardized "
         "targets), 'multi-label' (any number of labels per text: sigmoid outputs, "
-        "binary cross-entropy, per-label thresholds chosen on validation). 'auto' is "
-        "classification.",
+        "binary cross-entropy, per-label thresholds chosen on validation), "
+        "'token-classification' (a tag per word, IOB2, scored by entity: named entities; "
+        "from tagged sentences). 'auto': token-classification when the training file holds "
+        "tagged sentences (a .conll or .iob file, or JSON Lines of tokens and tags, or of "
+        "text and spans), else classification.",
         choices=tasks.CHOICES)
 
 
@@ -198,17 +210,19 @@ class DistillationConfig:
     teacher_probabilities: Optional[str] = _flag(
         None, "Instead of --teacher: a file of a teacher's outputs per text (CSV, TSV, JSON Lines; "
               "local or gs://), with the text (and pair) columns and the columns trainer.predict "
-              "writes: probability_<label> per class or label, or predicted_score for regression. "
-              "How an LLM's or any other system's labels come in. Every training and unlabeled "
-              "text must have a row.")
+              "writes: probability_<label> per class or label, or predicted_score for regression; "
+              "for a tagger, JSON Lines of each sentence's tokens and its words' tag "
+              "probabilities (docs/distillation.md). How an LLM's or any other system's labels "
+              "come in. Every training and unlabeled text must have a row.")
     unlabeled_file: Optional[str] = _flag(
         None, "Texts without labels the teacher labels for the student (files as for "
-              "--training-file: globs, gz, gs://). Texts also in the validation or test data are "
-              "dropped (the log counts them). Needs --teacher or --teacher-probabilities.")
+              "--training-file: globs, gz, gs://; for a tagger, JSON Lines of tokens). Texts also "
+              "in the validation or test data are dropped (the log counts them). Needs --teacher "
+              "or --teacher-probabilities.")
     distill_temperature: float = _flag(
-        DISTILL_TEMPERATURE, "Classification with a teacher: the temperature both the teacher's "
-                             "and the student's distributions are softened by in the distillation "
-                             "loss (Hinton et al. 2015), > 0.")
+        DISTILL_TEMPERATURE, "Classification or tagging with a teacher: the temperature both the "
+                             "teacher's and the student's distributions are softened by in the "
+                             "distillation loss (Hinton et al. 2015), > 0.")
     distill_alpha: float = _flag(
         DISTILL_ALPHA, "With a teacher: the weight of the loss on a row's true label, where it has "
                        "one; 1 - alpha weighs the loss to the teacher's output. In [0, 1].")
@@ -262,7 +276,7 @@ class TrainConfig:
         0, "Stop after this many epochs without a better --selection-metric on validation "
            "(0 disables). The best epoch's weights are exported either way.")
     class_weights: str = _flag(
-        "none", "'balanced' weights the loss by inverse class frequency.",
+        "none", "'balanced' weights the loss by inverse class frequency (classes of texts).",
         choices=("none", "balanced"))
     seed: int = _flag(42, "Seed for splits, shuffling, initialisation and dropout.")
     dry_run: bool = _flag(
@@ -274,9 +288,10 @@ class TrainConfig:
                                   "hyperparameter tuning.",
         choices=tuple(tasks.METRIC_GOALS), aliases=("--hypertune-metric",), type=validation_metric)
     find_label_issues: bool = _flag(
-        False, "Also rank the training rows whose labels look wrong (label_issues.csv, report.html), "
-               "from out-of-sample probabilities of --label-issue-folds cross-fitted models: that "
-               "many extra trainings on the training split. Validation rows are always ranked.")
+        False, "Classification and multi-label: also rank the training rows whose labels look "
+               "wrong (label_issues.csv, report.html), from out-of-sample probabilities of "
+               "--label-issue-folds cross-fitted models: that many extra trainings on the "
+               "training split. Validation rows are always ranked.")
     label_issue_folds: int = _flag(
         4, "--find-label-issues: folds of the training split, each scored by a model trained on "
            "the others.")
@@ -361,15 +376,17 @@ class OutputConfig:
                 "epoch). An unfinished run keeps everything it needs to resume either way.",
         choices=("all", "best", "none"))
     calibrate: str = _flag(
-        "on", "Fit a temperature on the validation set after training (one scalar minimizing "
-              "its log loss) and have the exported model divide its logits by it, so that its "
-              "probabilities mean what they say. The predicted label never changes. 'off' still "
-              "records the fitted temperature in metrics.json but exports T = 1.",
+        "on", "Classification: fit a temperature on the validation set after training (one "
+              "scalar minimizing its log loss) and have the exported model divide its logits by "
+              "it, so that its probabilities mean what they say. The predicted label never "
+              "changes. 'off' still records the fitted temperature in metrics.json but exports "
+              "T = 1.",
         choices=("on", "off"))
     report_errors: int = _flag(
         50, "How many of the validation and test errors (misclassified rows; regression: the "
-            "largest absolute errors) errors.csv and report.html list per split, highest loss "
-            "first (0: none).")
+            "largest absolute errors; token classification: the sentences with the most "
+            "entities missed or wrongly found) errors.csv and report.html list per split, "
+            "highest loss first (0: none).")
     report_correct: int = _flag(
         0, "After the errors, how many of the least confident correct validation and test "
            "predictions errors.csv and report.html list per split (classification and "
@@ -384,7 +401,8 @@ class OutputConfig:
             "token attributions: half of them the worst errors, half a seeded sample of the "
             "rest. Each costs about --ig-steps forward and backward passes of the model (more "
             "for a row that does not add up, while time allows); they get a tenth of the run's "
-            "training time, at least 10 s, and the report names any row left out (0: none).")
+            "training time, at least 10 s, and the report names any row left out (0: none). "
+            "A tagger's report has none: an attribution explains one label of a whole text.")
     ig_steps: int = _flag(
         32, "Integrated-gradients steps of the token attributions report.html colours: more "
             "steps, attributions that sum closer to the model's output (a row that misses by "
@@ -460,8 +478,10 @@ def integer(text: str) -> int:
 def build_arg_parser() -> argparse.ArgumentParser:
     parser = cli.ArgumentParser(
         prog="python -m trainer.task",
-        description="Fine-tune a BERT-family encoder for text classification. With no data "
-                    "flags it trains on the sample posts shipped in the package.",
+        description="Fine-tune a BERT-family encoder to classify texts or sentence pairs, to "
+                    "predict a number or a set of labels for each, or to tag each word (named "
+                    "entities): --task. With no data flags it trains a classifier on the sample "
+                    "posts shipped in the package.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         allow_abbrev=False)
     hints = typing.get_type_hints(Config)
