@@ -1,6 +1,7 @@
 """`python -m trainer.prepare` splits every kind of file the trainer reads (issue #23, 9): single
 texts, sentence pairs (GLUE MRPC's columns), regression scores (STS-B) stratified on score bins,
-and multi-label files; in process, on small generated files."""
+multi-label files, and tagged sentences (issue 64, 6); in process, on small generated files."""
+import json
 import random
 
 import numpy as np
@@ -135,3 +136,95 @@ def test_a_semicolon_csv_is_split_with_delimiter(tmp_path, capsys):
                          "--delimiter", ";", *SEED_SPLIT)
     assert code == 0, err
     assert read_csv(tmp_path / "out" / "eval.csv")[0]["text"].endswith(", more")
+
+
+# --------------------------------------------------------------------------- tagged sentences (issue 64, 6)
+
+def conll_sentences(count=60):
+    """CoNLL-2003's four columns: PER in every sentence, LOC in every third, one sentence in
+    five a repeat of the one before."""
+    blocks = []
+    for i in range(count):
+        n = i - 1 if i % 5 == 4 else i
+        lines = [f"Ann{n} NNP B-NP B-PER", f"met{n} VBD B-VP O"]
+        if n % 3 == 0:
+            lines.append(f"Oslo{n} NNP B-NP B-LOC")
+        blocks.append("\n".join(lines) + "\n")
+    return "-DOCSTART- -X- -X- O\n\n" + "\n".join(blocks)
+
+
+def sentences_of(path):
+    return [block.strip("\n") for block in path.read_text(encoding="utf-8").split("\n\n") if block.strip()]
+
+
+def test_help_names_the_tagging_task_and_its_files():
+    text = " ".join(prepare.build_arg_parser().format_help().split())
+    assert "'token-classification' (tagged sentences;" in text
+    assert "'auto': token-classification for tagged sentences, else classification" in text
+    assert "e.g. train.conll" in text
+
+
+def test_a_conll_file_is_split_into_conll_files_keeping_every_column(tmp_path, capsys):
+    source = tmp_path / "ner.conll"
+    source.write_text(conll_sentences(), encoding="utf-8")
+    code, out, err = run(capsys, "--input", source, "--output-dir", tmp_path / "out", *SEED_SPLIT)
+    assert code == 0, err
+    splits = {name: sentences_of(tmp_path / "out" / f"{name}.conll") for name in ("train", "eval", "test")}
+    given = sentences_of(source)[1:]  # after -DOCSTART-
+    assert sorted(s for split in splits.values() for s in split) == sorted(given)
+    assert all(line.count(" ") == 3 for split in splits.values() for s in split for line in s.splitlines())
+    assert "eval.conll     11 sentences: entities LOC 3, PER 11" in out  # LOC stratified: 16 of 48
+
+
+def test_identical_sentences_stay_in_one_split(tmp_path, capsys):
+    source = tmp_path / "ner.conll"
+    source.write_text(conll_sentences(), encoding="utf-8")
+    code, out, err = run(capsys, "--input", source, "--output-dir", tmp_path / "out", *SEED_SPLIT)
+    assert code == 0, err
+    sets = [set(sentences_of(tmp_path / "out" / f"{name}.conll")) for name in ("train", "eval", "test")]
+    assert not sets[0] & sets[1] and not sets[0] & sets[2] and not sets[1] & sets[2]
+    assert "12 sentences repeat the text of an earlier sentence" in out
+
+
+def test_tagged_splits_are_seeded(tmp_path, capsys):
+    source = tmp_path / "ner.conll"
+    source.write_text(conll_sentences(), encoding="utf-8")
+    written = []
+    for seed, out in (("1", "a"), ("1", "b"), ("2", "c")):
+        code, _, err = run(capsys, "--input", source, "--output-dir", tmp_path / out, "--seed", seed,
+                           *SEED_SPLIT)
+        assert code == 0, err
+        written.append((tmp_path / out / "test.conll").read_text())
+    assert written[0] == written[1] != written[2]
+
+
+def test_json_lines_of_spans_are_split_record_for_record(tmp_path, capsys):
+    records = [{"id": i, "text": f"Ada {i} lives in Oslo", "spans": [{"start": 0, "end": 3, "label": "PER"}]
+                + ([{"start": len(f"Ada {i} lives in "), "end": len(f"Ada {i} lives in Oslo"), "label": "LOC"}]
+                   if i % 4 == 0 else [])} for i in range(40)]
+    source = tmp_path / "ner.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    code, _, err = run(capsys, "--input", source, "--output-dir", tmp_path / "out", *SEED_SPLIT)
+    assert code == 0, err
+    written = [json.loads(line) for name in ("train", "eval", "test")
+               for line in (tmp_path / "out" / f"{name}.jsonl").read_text().splitlines()]
+    assert sorted(written, key=lambda r: r["id"]) == records
+
+
+def test_a_txt_of_conll_lines_is_split_with_the_tagging_task(tmp_path, capsys):
+    source = tmp_path / "wnut.txt"
+    source.write_text(conll_sentences().replace(" NNP B-NP", "").replace(" VBD B-VP", ""), encoding="utf-8")
+    code, _, err = run(capsys, "--input", source, "--output-dir", tmp_path / "out")
+    assert code == 2 and "--task token-classification" in err
+    code, _, err = run(capsys, "--input", source, "--output-dir", tmp_path / "out",
+                       "--task", "token-classification", *SEED_SPLIT)
+    assert code == 0, err
+    assert set(sentences_of(tmp_path / "out" / "eval.txt")) <= set(sentences_of(source))
+
+
+def test_tagged_files_of_two_formats_are_refused(tmp_path, capsys):
+    (tmp_path / "a.conll").write_text("Ada\tB-PER\n", encoding="utf-8")
+    (tmp_path / "b.jsonl").write_text('{"tokens": ["Bo"], "tags": ["B-PER"]}\n', encoding="utf-8")
+    code, _, err = run(capsys, "--input", f"{tmp_path / 'a.conll'},{tmp_path / 'b.jsonl'}",
+                       "--output-dir", tmp_path / "out")
+    assert code == 2 and "mixes CoNLL and JSON Lines files" in err

@@ -1,4 +1,4 @@
-"""`python -m trainer.prepare`: raw labelled files -> stratified train/eval/test CSVs."""
+"""`python -m trainer.prepare`: raw labelled files -> stratified train/eval/test files."""
 import sys
 
 from trainer import cli

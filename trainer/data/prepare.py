@@ -1,29 +1,57 @@
-"""`python -m trainer.prepare`: raw labelled files -> stratified train/eval/test CSVs.
+"""`python -m trainer.prepare`: raw labelled files -> stratified train/eval/test files.
 
 The files are read the way the trainer reads them, with its own flags: single texts or sentence
 pairs, and a label column read as classes (scores, class ids or names), a number (`--task
-regression`) or label sets (`--task multi-label`). Each split is stratified over what the model
-will see: the classes; for regression, bins of the score (quantiles); for multi-label, each
-row's rarest label. Rows that repeat a text (and pair) stay in the split of its first
-occurrence, so no text is in two splits. The files keep every original column.
+regression`) or label sets (`--task multi-label`); or tagged sentences (`--task
+token-classification`, which `--task auto` picks for them as the trainer's does: CoNLL or JSON
+Lines, tagged_prepare.py). Each split is stratified over what the model will see: the classes;
+for regression, bins of the score (quantiles); for multi-label, each row's rarest label; for
+tagged sentences, each one's rarest entity type. Rows that repeat a text (and pair), and
+sentences that repeat one, stay in the split of the first, so no text is in two splits. A
+table's splits are CSVs that keep every original column; tagged sentences are written as they
+came, in files of the input's extension.
 """
 import argparse
+import dataclasses
 import io
+from typing import Callable
 
 from trainer import cli, helptext, storage, tasks
 from trainer.config import DataConfig
 from trainer.errors import UserError
+from trainer.tasks.base import Task
+
+SPLITS = ("train", "eval", "test")
+
+
+@dataclasses.dataclass
+class Labelled:
+    """What is split: each row's labels and the hash of its text (rows that share one stay in one
+    split), and how a split's file is written."""
+    spec: object  # tasks.labels.LabelSpec (which imports numpy, which --help does without)
+    labels: object  # numpy, a row per row
+    keys: object  # uint64 per row
+    extension: str  # of the files written
+    noun: str  # what a row is, in the lines printed
+    render: Callable  # row indices -> the text of their file
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
     parser = cli.ArgumentParser(prog="python -m trainer.prepare", description=__doc__.splitlines()[0],
                                 formatter_class=helptext.DefaultsShown)
     parser.add_argument("--input", required=True,
-                        help="Raw files (CSV/TSV/JSONL), comma-separated or a glob; local or gs://.")
-    parser.add_argument("--output-dir", required=True, help="Where train.csv, eval.csv, test.csv go.")
+                        help="Raw files (CSV/TSV/JSONL, or tagged sentences: CoNLL, JSON Lines of "
+                             "tokens and tags or of text and spans), comma-separated or a glob; "
+                             "local or gs://.")
+    parser.add_argument("--output-dir", required=True,
+                        help="Where train.csv, eval.csv, test.csv go (tagged sentences: train, eval "
+                             "and test with the input's extension, e.g. train.conll).")
     parser.add_argument("--task", default=tasks.AUTO, choices=tasks.CHOICES,
-                        help="What the label is, as the trainer's --task: 'auto' and "
-                             "'classification' (classes), 'regression' (a number), 'multi-label'.")
+                        help="What the label is, as the trainer's --task: 'classification' "
+                             "(classes), 'regression' (a number), 'multi-label' (label sets), "
+                             "'token-classification' (tagged sentences; .txt and .tsv of CoNLL "
+                             "lines with this task only). 'auto': token-classification for "
+                             "tagged sentences, else classification.")
     parser.add_argument("--text-column", default=None, help="Default: detected as the trainer does (first of its known names present).")
     parser.add_argument("--text-pair-column", default=None,
                         help="The second text of sentence pairs. Default: detected as the trainer "
@@ -43,9 +71,11 @@ def build_arg_parser() -> argparse.ArgumentParser:
                         help="As the trainer's flag: keep labels that differ only in case or "
                              "Unicode normalization as separate classes.")
     parser.add_argument("--eval-fraction", type=float, default=0.1,
-                        help="Share of the rows in eval.csv, in (0, 0.5); stratified.")
+                        help="Share of the rows (or tagged sentences) in eval.csv (or eval with "
+                             "a tagged input's extension), in (0, 0.5); stratified.")
     parser.add_argument("--test-fraction", type=float, default=0.1,
-                        help="Share of the rows in test.csv, in (0, 0.5); stratified.")
+                        help="Share of the rows (or tagged sentences) in test.csv, in (0, 0.5); "
+                             "stratified.")
     parser.add_argument("--seed", type=int, default=42, help="Seed of the random split.")
     parser.add_argument("--overwrite", action="store_true", help="Replace existing split files.")
     return parser
@@ -75,21 +105,35 @@ def _minimum_stratum(eval_fraction: float, test_fraction: float) -> int:
     return max(2, math.ceil(2 / min(eval_fraction, test_fraction)))
 
 
-def read_labelled(args):
-    """(frame, label spec, labels) of --input, read as the trainer reads a training file."""
+def task_of(args) -> Task:
+    """--task, checked with the other flags as the trainer checks them (e.g. --label-columns
+    needs multi-label); 'auto' decided by --input as the trainer's --task auto decides by its
+    training file."""
     from trainer.config import Config, ModelConfig, TrainConfig, validate
-    from trainer import reading
-    from trainer.data import splits
 
-    data = DataConfig(text_column=args.text_column, text_pair_column=args.text_pair_column,
+    name = (tasks.auto_task(args.input) or tasks.AUTO) if args.task == tasks.AUTO else args.task
+    config = Config(data=data_config(args), model=ModelConfig(task=name))
+    task = tasks.from_config(config)
+    config.train = TrainConfig(selection_metric=task.default_metric)
+    validate(config)
+    return task
+
+
+def data_config(args) -> DataConfig:
+    return DataConfig(text_column=args.text_column, text_pair_column=args.text_pair_column,
                       label_column=args.label_column, label_type=args.label_type,
                       label_names=args.label_names, label_columns=args.label_columns,
                       label_separator=args.label_separator, delimiter=args.delimiter,
                       allow_label_variants=args.allow_label_variants)
-    config = Config(data=data, model=ModelConfig(task=args.task))
-    task = tasks.from_config(config)
-    config.train = TrainConfig(selection_metric=task.default_metric)
-    validate(config)  # the trainer's own checks of these flags (e.g. --label-columns needs multi-label)
+
+
+def read_labelled(args, task) -> Labelled:
+    """--input's rows, read as the trainer reads a training file; written back as CSV with
+    every original column."""
+    from trainer import reading
+    from trainer.data import leakage, splits
+
+    data = data_config(args)
     reading.check_delimiter(args.delimiter)
     frame = reading.read_files(args.input, "--input", args.delimiter)
     columns = reading.pick_text_columns(frame, args.text_column, args.text_pair_column)
@@ -100,18 +144,29 @@ def read_labelled(args):
     spec = splits.label_spec(labels_frame, label_column, data, task)
     labels = splits.encode(labels_frame, label_columns, spec, "train", task)
     task.check_labels(labels_frame, label_column, labels, spec, data)
-    return task, frame, columns, spec, labels
+    kept = [c for c in frame.columns if not str(c).startswith("_")]
+
+    def render(index) -> str:
+        buffer = io.StringIO()
+        frame.iloc[index][kept].to_csv(buffer, index=False)
+        return buffer.getvalue()
+    return Labelled(spec, labels, leakage.text_hashes(frame, columns), ".csv", "row", render)
 
 
-def text_groups(frame, columns):
-    """(group of each row, first row of each group): rows that hold the same text (and pair)
-    form one group, numbered in order of first appearance (no repeats: group i is row i)."""
+def read_tagged(args, task) -> Labelled:
+    """--input's tagged sentences (tagged_prepare.py)."""
+    from trainer.data import tagged_prepare
+
+    spec, labels, keys, extension, render = tagged_prepare.read(args)
+    return Labelled(spec, labels, keys, extension, "sentence", render)
+
+
+def text_groups(keys):
+    """(group of each row, first row of each group): rows whose texts share a hash `keys` form
+    one group, numbered in order of first appearance (no repeats: group i is row i)."""
     import numpy as np
 
-    from trainer.data import leakage
-
-    _, first, inverse = np.unique(leakage.text_hashes(frame, columns), return_index=True,
-                                  return_inverse=True)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     order = np.argsort(first)
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
@@ -125,23 +180,22 @@ def main(argv=None) -> int:
     for flag, value in (("--eval-fraction", args.eval_fraction), ("--test-fraction", args.test_fraction)):
         if not 0.0 < value < 0.5:
             raise UserError(f"{flag}: must be in (0, 0.5), got {value}")
-    names = ("train.csv", "eval.csv", "test.csv")
     out = args.output_dir.rstrip("/")
-    task, frame, text_columns, spec, labels = read_labelled(args)
+    task = task_of(args)
+    rows = (read_tagged if task.unit == "word" else read_labelled)(args, task)
+    names = [f"{split}{rows.extension}" for split in SPLITS]
     existing = [n for n in names if storage.exists(f"{out}/{n}")]
     if existing and not args.overwrite:
         raise UserError(f"--output-dir: {out} already has {', '.join(existing)}; pass --overwrite to replace them")
-    strata = task.prepare_strata(labels, _minimum_stratum(args.eval_fraction, args.test_fraction))
-    group, firsts = text_groups(frame, text_columns)
+    strata = task.prepare_strata(rows.labels, _minimum_stratum(args.eval_fraction, args.test_fraction))
+    group, firsts = text_groups(rows.keys)
     parts = [np.flatnonzero(np.isin(group, chosen)) for chosen in
              split_indices(strata[firsts], args.eval_fraction, args.test_fraction, args.seed)]
-    if len(firsts) < len(frame):
-        print(f"{len(frame) - len(firsts)} rows repeat the text of an earlier row: each is in "
-              f"the split of that row, so no text is in two splits")
-    columns = [c for c in frame.columns if not str(c).startswith("_")]
+    if len(firsts) < len(rows.keys):
+        print(f"{len(rows.keys) - len(firsts)} {rows.noun}s repeat the text of an earlier "
+              f"{rows.noun}: each is in the split of that {rows.noun}, so no text is in two splits")
     for name, index in zip(names, parts):
-        buffer = io.StringIO()
-        frame.iloc[index][columns].to_csv(buffer, index=False)
-        storage.write_text_atomic(f"{out}/{name}", buffer.getvalue())
-        print(f"{name:9s} {len(index):6d} rows: {task.label_summary(labels[index], spec)}")
+        storage.write_text_atomic(f"{out}/{name}", rows.render(index))
+        print(f"{name:9s} {len(index):6d} {rows.noun}s: "
+              f"{task.label_summary(rows.labels[index], rows.spec)}")
     return 0

@@ -54,11 +54,7 @@ def load(config: Config, task) -> TaggedDatasets:
             "validation": (d.validation_file, "--validation-file"),
             "test": (d.testing_file, "--testing-file")}
     tagged = {name: _read(spec, flag) for name, (spec, flag) in read.items() if spec}
-    types = tagged["train"].types()
-    if not types:
-        raise UserError(f"--training-file: {d.training_file} tags no entity (every tag is O): "
-                        f"there is nothing to learn")
-    spec = LabelSpec("tags", iob2.tag_names(types))
+    spec = tag_spec(tagged["train"], d.training_file, "--training-file")
     splits = {name: tagged_split(t, read[name][0], spec) for name, t in tagged.items()}
     train = splits["train"]
     validation = splits.get("validation")
@@ -76,6 +72,15 @@ def load(config: Config, task) -> TaggedDatasets:
     datasets = TaggedDatasets(train, validation, test, spec, TEXT, TAGS)
     leakage.report_overlaps({name: split.hashes for name, split in datasets.splits().items()})
     return datasets
+
+
+def tag_spec(tagged, spec: str, flag: str) -> LabelSpec:
+    """The tags a model of the training sentences `tagged` predicts: O, then B- and I- of each
+    type they tag; sentences that tag no entity stop."""
+    types = tagged.types()
+    if not types:
+        raise UserError(f"{flag}: {spec} tags no entity (every tag is O): there is nothing to learn")
+    return LabelSpec("tags", iob2.tag_names(types))
 
 
 def _read(spec: str, flag: str):

@@ -73,8 +73,21 @@ class TaggingTask(Task):
     def describe_labels(self, spec) -> str:
         return f"IOB2 tags of {', '.join(spec.names[1::2]).replace('B-', '')}"
 
+    def label_summary(self, labels, spec) -> str:
+        """A split's entities per type (trainer.prepare's line per file)."""
+        counts = self.label_counts(labels, spec)
+        return ("entities " + ", ".join(f"{kind} {count}" for kind, count in counts.items())
+                if counts else "no entity")
+
     def prepare_strata(self, labels, minimum):
-        return None
+        """Each sentence's rarest entity type, as multi-label's rows their rarest label (tag
+        ids [N, W]: B- of the k-th type is 2k + 1), so every split gets its share of each."""
+        import numpy as np
+
+        from trainer.tasks.multilabel.labels import rarest_labels
+        begins = range(1, int(labels.max(initial=0)) + 1, 2)
+        carried = np.stack([(labels == b).any(axis=1) for b in begins], axis=1)
+        return rarest_labels(carried.astype(np.float32), minimum)
 
     # --- the model
     def output_units(self, labels) -> int:
