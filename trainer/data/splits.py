@@ -93,6 +93,12 @@ class Datasets:
     def text_columns(self) -> list:
         return [self.text_column] + ([self.text_pair_column] if self.text_pair_column else [])
 
+    def describe(self, task) -> str:
+        """What the run reads, for the log: its columns, and its labels as `task` reads them."""
+        pair = f", pair {self.text_pair_column!r}" if self.text_pair_column else ""
+        return (f"text {self.text_column!r}{pair}, label {self.label_column!r} as "
+                f"{task.describe_labels(self.labels)}")
+
     def read_texts(self, *names: str) -> Dict[str, tuple]:
         """{name: (texts, pairs or None)} of some splits as object arrays, in row order. Splits
         carved from one file (validation and test from --training-file) come from one pass over it."""

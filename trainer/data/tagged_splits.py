@@ -39,6 +39,10 @@ class TaggedSplit(Split):
 class TaggedDatasets(Datasets):
     """Datasets of tagged sentences: the texts are the sentences', not a file's column."""
 
+    def describe(self, task) -> str:
+        """No column: a tagged file's sentences are read by its format."""
+        return f"tagged sentences, {task.describe_labels(self.labels)}"
+
     def read_texts(self, *names: str) -> Dict[str, tuple]:
         splits = self.splits()
         return {name: (np.array([s.text for s in splits[name].sentences], dtype=object), None)

@@ -98,10 +98,8 @@ def load_data(ctx: RunContext) -> None:
     ctx.task = tasks.from_config(ctx.config)
     datasets = ctx.datasets = loading.load_datasets(ctx.config, ctx.task)
     ctx.task.prepare(datasets.labels, datasets.train.labels)
-    log.info("data: %s (text %r%s, label %r as %s)", ", ".join(
-        f"{name} {size}" for name, size in datasets.sizes().items()), datasets.text_column,
-        f", pair {datasets.text_pair_column!r}" if datasets.text_pair_column else "",
-        datasets.label_column, ctx.task.describe_labels(datasets.labels))
+    log.info("data: %s (%s)", ", ".join(f"{name} {size}" for name, size in datasets.sizes().items()),
+             datasets.describe(ctx.task))
     skipped = datasets.rows_skipped()
     if any(skipped.values()):
         log.info("skipped rows with empty text: %s", skipped)
@@ -170,9 +168,10 @@ def load_encoder(ctx: RunContext) -> None:
     train, width = ctx.config.train, ctx.encoder.hidden_size
     ctx.learning_rate = train.learning_rate or default_learning_rate(width)
     ctx.layer_decay = layer_decay_for(train.layer_decay, width, ctx.task)
-    log.info("encoder %s (%s backend, hidden %d, %s pooling); peak learning rate %g, layer decay %g",
-             ctx.encoder.source, ctx.encoder.backend, width, ctx.pooling, ctx.learning_rate,
-             ctx.layer_decay)
+    log.info("encoder %s (%s backend, hidden %d, %s); peak learning rate %g, layer decay %g",
+             ctx.encoder.source, ctx.encoder.backend, width,
+             "tags read at each word's first piece, no pooling" if ctx.task.unit == "word"
+             else f"{ctx.pooling} pooling", ctx.learning_rate, ctx.layer_decay)
 
 
 def _recompute_blocks(encoder) -> None:
@@ -323,16 +322,22 @@ def batching(config, runtime: Runtime, cut, tokenized: dict, truncated: dict, tr
     limit = (" (--dry-run: one step)" if dry_run else
              f" (--max-steps: {total_steps} steps)" if config.train.max_steps else "")
     accumulate = config.train.gradient_accumulation_steps
-    log.info("batch %d global, %d per replica%s; %d steps per epoch%s, %d epochs%s; padding %s",
+    log.info("batch %d global, %d per replica%s; %s per epoch%s, %s%s; padding %s",
              config.train.batch_size, config.train.batch_size // replicas,
              f", gradients of {accumulate} batches summed per step (effective batch "
              f"{accumulate * config.train.batch_size})" if accumulate > 1 else "",
-             inputs.steps_per_epoch, smaller_batches_note(len(training), steps,
-                                                          config.train.batch_size),
-             inputs.epochs, limit + (f"; evaluated every {period} steps ({inputs.periods} times)"
-                                     if period != steps_per_epoch else ""),
+             counted(inputs.steps_per_epoch, "step"), smaller_batches_note(len(training), steps,
+                                                                           config.train.batch_size),
+             counted(inputs.epochs, "epoch"), limit + (f"; evaluated every {period} steps "
+                                                       f"({counted(inputs.periods, 'time')})"
+                                                       if period != steps_per_epoch else ""),
              f"to one of {lengths}" if bucket else f"to {lengths[-1]}")
     return inputs
+
+
+def counted(count: int, noun: str) -> str:
+    """"1 epoch", "3 epochs": the plural where there are several."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def smaller_batches_note(rows: int, batches: int, batch_size: int) -> str:
