@@ -64,15 +64,62 @@ def test_regression_is_checked_on_its_metric_alone():
     assert not check["passed"] and "spearman moves -200.00 points" in check["why"]
 
 
-@pytest.mark.parametrize("native, held, expected", [
-    (True, ("float32", "bfloat16"), "bfloat16"),
-    (False, ("float32", "bfloat16"), "float32"),  # emulated bfloat16 is slower than float32
-    (True, ("float32",), "float32"),
-    (True, ("float32", "int8", "bfloat16"), "int8"),  # the fastest copy README's benchmark measured
-    (False, ("float32", "int8"), "int8"),
+def timed(**speedups):
+    """precisions.json's entries of passed checks that timed each copy at these speedups."""
+    return {precision: {"passed": True, "speedup": speedup} for precision, speedup in speedups.items()}
+
+
+@pytest.mark.parametrize("native, held, checks, expected", [
+    (True, ("float32", "bfloat16"), timed(bfloat16=1.4), "bfloat16"),
+    (False, ("float32", "bfloat16"), timed(bfloat16=1.4), "float32"),  # emulated: slower than float32
+    (True, ("float32",), {}, "float32"),
+    (True, ("float32", "int8", "bfloat16"), timed(int8=1.9, bfloat16=1.4), "int8"),
+    (True, ("float32", "int8", "bfloat16"), timed(int8=1.2, bfloat16=1.4), "bfloat16"),
+    (False, ("float32", "int8"), timed(int8=1.9), "int8"),
 ])
-def test_auto_takes_int8_where_held_else_bfloat16_where_native(native, held, expected):
-    assert variants.choose("auto", held, native) == expected
+def test_auto_takes_the_copy_its_check_timed_fastest_bfloat16_only_where_native(native, held, checks,
+                                                                                expected):
+    assert variants.choose("auto", held, native, "m", checks)[0] == expected
+
+
+@pytest.mark.parametrize("speedup, expected", [(0.99, "float32"), (1.05, "float32"),
+                                               (1.1, "int8"), (1.9, "int8")])
+def test_auto_takes_a_copy_only_from_the_speedup_its_check_timed(speedup, expected):
+    """Issue #64: an int8 copy timed at 0.99x float32's speed was loaded by default."""
+    assert variants.choose("auto", ("float32", "int8"), False, "m", timed(int8=speedup))[0] == expected
+
+
+def test_auto_says_why_it_keeps_float32():
+    precision, why = variants.choose("auto", ("float32", "int8", "bfloat16"), False, "m",
+                                     timed(int8=0.99, bfloat16=1.4))
+    assert precision == "float32"
+    assert why == ("the int8 copy measured 0.99x float32's speed at export (auto needs 1.10x); the "
+                   "bfloat16 copy is slower than float32 on a CPU without native bfloat16 (AMX, "
+                   "AVX512_BF16)")
+
+
+def test_auto_says_which_copy_it_takes_and_why():
+    assert variants.choose("auto", ("float32", "int8"), False, "m", timed(int8=1.96)) == (
+        "int8", "the int8 copy measured 1.96x float32's speed at export")
+
+
+REFUSED = {"int8": {"written": False, "passed": False, "speedup": 2.0,
+                    "why": "entities agree with float32 at 96.41% F1 on validation rows (needs 99%)"}}
+
+
+def test_auto_says_a_copy_was_refused_by_its_check():
+    assert variants.choose("auto", ("float32",), False, "m", REFUSED) == (
+        "float32", "the int8 copy was refused by its check: entities agree with float32 at 96.41% "
+                   "F1 on validation rows (needs 99%)")
+
+
+def test_asking_for_a_copy_its_check_refused_says_so_and_names_no_command():
+    """Issue #64: the hint named trainer.export_quantized, which refuses the copy again."""
+    with pytest.raises(UserError) as raised:
+        variants.choose("int8", ("float32",), False, "m", REFUSED)
+    assert str(raised.value) == (
+        "--precision int8: m holds no int8 model (it holds float32); its check refused it, not "
+        "written: entities agree with float32 at 96.41% F1 on validation rows (needs 99%)")
 
 
 @pytest.mark.parametrize("precision, held", [("bfloat16", ("float32",)), ("int8", ("float32", "bfloat16"))])
@@ -89,7 +136,7 @@ def test_a_copy_that_cannot_be_made_is_said_instead_of_a_command_that_would_fail
     why = variants.unsupported("int8", "native", "windows")
     with pytest.raises(UserError, match=r"--precision int8: m holds no int8 model \(it holds "
                                         r"float32\); none can be made: --long-texts windows: "):
-        variants.choose("int8", ("float32",), True, "m", why)
+        variants.choose("int8", ("float32",), True, "m", {"int8": {"written": False, "why": why}})
 
 
 @pytest.mark.parametrize("precision, backend, long_texts, refused", [

@@ -84,9 +84,16 @@ def test_predict_runs_the_precision_asked_for_with_the_labels_float32_gives(copi
         assert agree >= 0.9  # 30 rows of a tiny model: the run's own check asked 99% on validation
 
 
-def test_predict_auto_takes_the_int8_copy(copies_run, tmp_path, tiny_data):
-    result, _ = predict(copies_run[0], tmp_path, tiny_data, "auto")
+def test_predict_auto_loads_the_copy_its_check_timed_faster_and_says_why(copies_run, tmp_path, tiny_data):
+    """The tiny model's own timings are anyone's guess: the copy's check is given 1.96x by hand."""
+    job_dir = copied_run(copies_run, tmp_path)
+    manifest = job_dir / "model" / "precisions.json"
+    checks = json.loads(manifest.read_text())
+    checks["int8"]["speedup"], checks["bfloat16"]["speedup"] = 1.96, 1.0
+    manifest.write_text(json.dumps(checks))
+    result, _ = predict(job_dir, tmp_path, tiny_data, "auto")
     assert result.returncode == 0 and "loaded the int8 model" in result.stdout
+    assert "--precision auto: int8: the int8 copy measured 1.96x float32's speed at export" in result.stdout
 
 
 def test_predict_asked_for_a_precision_the_dir_lacks_is_one_line_and_exit_2(copies_run, tmp_path, tiny_data):
@@ -113,10 +120,16 @@ def test_serve_loads_the_precision_asked_for(copies_run, caplog, precision):
     assert f"model ready: {precision} ({job_dir / 'model' / precision})" in caplog.text
 
 
-def finished_copy(copies_run, tmp_path, precision):
-    """The finished run's job dir, copied, without its `precision` model."""
+def copied_run(copies_run, tmp_path):
+    """The finished run's job dir, copied."""
     job_dir = tmp_path / "job"
     shutil.copytree(copies_run[0], job_dir)
+    return job_dir
+
+
+def finished_copy(copies_run, tmp_path, precision):
+    """The finished run's job dir, copied, without its `precision` model."""
+    job_dir = copied_run(copies_run, tmp_path)
     shutil.rmtree(job_dir / "model" / precision)
     manifest = job_dir / "model" / "precisions.json"
     held = json.loads(manifest.read_text())
@@ -144,11 +157,9 @@ def test_export_quantized_of_an_unfinished_run_is_one_line_and_exit_2(copies_run
         f"error: --job-dir: {job_dir} holds no finished run (no metrics.json)"]
 
 
-@pytest.mark.parametrize("precision", ["bfloat16", "int8"])
-def test_a_copy_that_disagrees_with_float32_is_refused_and_not_written(copies_run, tmp_path, caplog,
-                                                                       precision):
-    """The weights handed over are not the model's (its logits negated): the copy decides
-    otherwise, and neither its model nor a manifest entry appears."""
+def refused_copy(copies_run, tmp_path, precision):
+    """(job dir, the check's figures) of a finished run whose `precision` copy was checked with
+    weights that are not the model's (its logits negated), and so refused."""
     from trainer.serving import export
     from trainer.training import export_quantized, results
 
@@ -158,12 +169,33 @@ def test_a_copy_that_disagrees_with_float32_is_refused_and_not_written(copies_ru
     weights = [v.numpy() for v in export.load_module(model_dir).classifier_variables]
     logits_kernel = max(i for i, w in enumerate(weights) if w.ndim == 2)  # the last dense kernel
     weights[logits_kernel] = -weights[logits_kernel]
+    return job_dir, results.write_copy(ctx, model_dir, weights, precision)
+
+
+@pytest.mark.parametrize("precision", ["bfloat16", "int8"])
+def test_a_copy_that_disagrees_with_float32_is_refused_and_not_written(copies_run, tmp_path, caplog,
+                                                                       precision):
+    """The copy decides otherwise: its model is not written, and precisions.json records the
+    refusal."""
     with caplog.at_level(logging.WARNING, logger="trainer"):
-        figures = results.write_copy(ctx, model_dir, weights, precision)
+        job_dir, figures = refused_copy(copies_run, tmp_path, precision)
     assert not figures["passed"] and figures["label_agreement"] < 0.99
     assert not (job_dir / "model" / precision).exists()
-    assert precision not in json.loads((job_dir / "model" / "precisions.json").read_text())
+    assert json.loads((job_dir / "model" / "precisions.json").read_text())[precision] == {
+        "written": False, **figures}
     assert f"{precision} model refused, not written: labels agree with float32 on" in caplog.text
+
+
+def test_predict_asked_for_a_copy_its_check_refused_says_so(copies_run, tmp_path, tiny_data):
+    """Issue #64: not the export_quantized command, which would refuse it again."""
+    job_dir, figures = refused_copy(copies_run, tmp_path, "int8")
+    model_dir = job_dir / "model"
+    result = run_in_process("--model-dir", model_dir, "--input", tiny_data["test"], "--output",
+                            tmp_path / "int8.csv", "--precision", "int8", module="trainer.predict")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: --precision int8: {model_dir} holds no int8 model (it holds float32, bfloat16); "
+        f"its check refused it, not written: {figures['why']}"]
 
 
 def test_export_quantized_of_a_model_dir_outside_a_job_dir_asks_for_job_dir(tmp_path, monkeypatch):

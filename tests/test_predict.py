@@ -2,6 +2,7 @@
 whose texts hold quotes, one output row per input row, progress lines while it runs."""
 import csv
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -374,3 +375,60 @@ def test_explain_writes_a_gzip_json_array_and_its_page_beside_it(tsv_run, tmp_pa
     assert [row["tweet"] for row in rows] == ["so good", "awful"]
     assert all(isinstance(row["top_words"], list) and len(row["top_words"]) == 1 for row in rows)
     assert (tmp_path / "out.html").exists()
+
+
+def model_dir_with_copies(tmp_path, checks):
+    """A model dir whose precisions.json holds `checks`, with each passed copy's marker file (the
+    float32 model's saved_model.pb is empty: nothing here loads it)."""
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "saved_model.pb").write_bytes(b"")
+    (model_dir / "precisions.json").write_text(json.dumps(checks))
+    markers = {"int8": "model.tflite", "bfloat16": "saved_model.pb"}
+    for precision in (p for p, check in checks.items() if check.get("passed")):
+        (model_dir / precision).mkdir()
+        (model_dir / precision / markers[precision]).write_bytes(b"")
+    return model_dir
+
+
+def test_predict_asked_for_a_copy_its_check_refused_says_so_instead_of_naming_a_command(tmp_path):
+    """Issue #64: the hint named trainer.export_quantized, which would refuse the copy again."""
+    why = "entities agree with float32 at 96.41% F1 on 30 validation rows (needs 99%)"
+    model_dir = model_dir_with_copies(tmp_path, {"int8": {"written": False, "passed": False, "why": why}})
+    source = write_tsv(tmp_path / "in.tsv", [("so good", "positive")])
+    result = run_in_process("--model-dir", model_dir, "--input", source, "--output", tmp_path / "out.csv",
+                            "--precision", "int8", module="trainer.predict")
+    assert result.returncode == 2 and not (tmp_path / "out.csv").exists()
+    assert result.stderr.splitlines() == [
+        f"error: --precision int8: {model_dir} holds no int8 model (it holds float32); its check "
+        f"refused it, not written: {why}"]
+
+
+@pytest.mark.parametrize("speedup, expected", [(0.99, "float32"), (1.96, "int8")])
+def test_precision_auto_loads_the_int8_copy_only_where_its_check_timed_it_faster(tmp_path, caplog, speedup,
+                                                                                 expected):
+    """Issue #64: `--precision auto` loaded an int8 copy its check timed at 0.99x float32."""
+    from trainer.serving import variants
+
+    model_dir = model_dir_with_copies(tmp_path, {"int8": {"written": True, "passed": True, "speedup": speedup}})
+    with caplog.at_level(logging.INFO, logger="trainer"):
+        precision, _ = variants.resolve(str(model_dir), "auto", cpuinfo_text="")
+    assert precision == expected
+    assert f"--precision auto: {expected}: the int8 copy measured {speedup:.2f}x float32's speed at export" \
+        in caplog.text
+
+
+def test_a_file_without_the_models_text_column_is_one_line_before_the_model_loads(tsv_run, tmp_path):
+    """Issue #64: the model loaded for 11 s before the missing text column was found. The
+    columns are checked against its signature, read without loading it."""
+    from unittest import mock
+
+    _, job_dir, _ = tsv_run
+    source = tmp_path / "in.csv"
+    source.write_text("body,label\nso good,positive\n")
+    with mock.patch("trainer.serving.variants.load", side_effect=AssertionError("the model loaded")):
+        result = run_in_process("--model-dir", job_dir / "model", "--input", source, "--output",
+                                tmp_path / "out.csv", module="trainer.predict")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith(f"error: {source}: ")
+    assert "--text-column" in result.stderr and not (tmp_path / "out.csv").exists()

@@ -1,11 +1,12 @@
 """`python -m trainer.export_quantized`: the checked int8 or bfloat16 copy of a finished run's model.
 
 For a model exported before the run wrote one, by a run that skipped it (`--export-int8 off`,
-`--export-bfloat16 auto` on a machine without native bfloat16), or one whose copy was refused.
-The classifier is built again from the run's
-config.json and given the export's own weights; the run's data is read again (as
-trainer.report does) for the validation rows the check compares on. Exit 1 when the copy fails
-the check: it is not written.
+`--export-bfloat16 auto` on a machine without native bfloat16), or one whose copy failed to
+build. Not for a copy the run's check refused (precisions.json records it; --precision says so):
+the same weights checked on the same validation rows are refused again. The classifier is built
+again from the run's config.json and given the export's own weights; the run's data is read
+again (as trainer.report does) for the validation rows the check compares on. Exit 1 when the
+copy fails the check: it is not written, and precisions.json records the refusal.
 """
 import argparse
 import os

@@ -181,8 +181,9 @@ def unsupported(ctx: RunContext, precision: str):
 def write_copy(ctx: RunContext, model_dir: str, variables, precision: str) -> dict:
     """The checked `precision` copy of the classifier holding `variables` (the trained model's,
     or a finished run's export's: trainer.export_quantized); logs and returns the check's
-    figures."""
-    from trainer.serving import quantize
+    figures. A refusal is recorded in precisions.json (unless an earlier copy is there), so that
+    --precision says the check refused the copy rather than suggest writing it again."""
+    from trainer.serving import quantize, variants
 
     config, datasets = ctx.config, ctx.datasets
     rows = sample_rows(len(datasets.validation), quantize.CHECK_ROWS, config.train.seed)
@@ -199,6 +200,8 @@ def write_copy(ctx: RunContext, model_dir: str, variables, precision: str) -> di
         None if pairs is None else pairs[rows], ctx.task.agreement_labels(datasets.validation)[rows],
         datasets.labels.names, config.train.eval_batch_size)
     (log.info if figures["passed"] else log.warning)(quantize.describe(figures))
+    if not figures["passed"] and precision not in variants.available(model_dir):
+        variants.record(model_dir, precision, {"written": False, **figures})
     return figures
 
 
