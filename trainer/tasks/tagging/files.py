@@ -33,10 +33,10 @@ from trainer.tasks.tagging import tags as iob2
 # Extensions CoNLL data also ships with, read as CoNLL by this task only.
 CONLL_TOO = (".txt", ".tsv")
 # A tagged file's formats, in messages.
+_JSON = ", ".join(ext for ext, fmt in reading.FORMATS.items() if fmt == "jsonl")
 FORMATS_HELP = (f"CoNLL ({', '.join(reading.CONLL_SUFFIXES)}; {' and '.join(CONLL_TOO)} read as "
-                f"CoNLL too) or JSON Lines ({', '.join(e for e, f in reading.FORMATS.items() if f == 'jsonl')}) "
-                f"of tokens and tags, or of text and spans, each optionally followed by "
-                f"{reading.COMPRESSED}")
+                f"CoNLL too) or JSON Lines ({_JSON}) of tokens and tags, or of text and spans, "
+                f"each optionally followed by {reading.COMPRESSED}")
 # How many lines of a .tsv `holds_tagged_sentences` reads to tell CoNLL from a table.
 _SNIFFED_LINES = 5
 _WORDS = re.compile(r"\S+")
