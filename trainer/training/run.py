@@ -5,8 +5,10 @@ function in trainer.training.stages, .fitting or .results and can be called on i
 """
 import json
 import logging
+import signal
+import threading
 import time
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 from trainer import cli, storage
 from trainer.vertex import environment as vertex
@@ -59,35 +61,62 @@ def run(config: Config, environ: Mapping[str, str], ignored_arguments: Sequence[
     _, _, is_chief = vertex.task_role(vertex.read_environment(environ).cluster)
     ctx = RunContext(config, environ, jobdir.JobPaths.from_config(config), is_chief,
                      ignored_arguments=tuple(ignored_arguments))
-    try:
-        for stage in STAGES:
-            start = time.perf_counter()
-            stage(ctx)
-            ctx.durations[stage.__name__] = time.perf_counter() - start
-            if ctx.state == jobdir.FINISHED:
-                return _finished_metrics(ctx)
-        return ctx.metrics
-    except KeyboardInterrupt as stop:
-        terminated = isinstance(stop, cli.Terminated)
-        message = _interrupted_message(ctx)
-        interrupted = Interrupted(message.replace("interrupted", "terminated (SIGTERM)", 1)
-                                  if terminated else message,
-                                  cli.Terminated.exit_code if terminated else 130)
-        _record(ctx, interrupted)
-        raise interrupted from None
-    except UserError as error:
-        _record(ctx, error)
-        raise
-    finally:
-        if ctx.run_log is not None:
-            ctx.run_log.close()
-        if ctx.lock is not None:
-            ctx.lock.release()
+    end = _Ending(ctx)
+    with cli.ends_soon_after_a_signal(end.last_words):
+        try:
+            for stage in STAGES:
+                start = time.perf_counter()
+                stage(ctx)
+                ctx.durations[stage.__name__] = time.perf_counter() - start
+                if ctx.state == jobdir.FINISHED:
+                    return _finished_metrics(ctx)
+            return ctx.metrics
+        except KeyboardInterrupt as stop:
+            interrupted = _interrupted(ctx, isinstance(stop, cli.Terminated))
+            end(interrupted)
+            raise interrupted from None
+        except UserError as error:
+            end(error)
+            raise
+        finally:
+            end()
 
 
-def _record(ctx: RunContext, error: UserError) -> None:
-    if ctx.run_log is not None:
-        ctx.run_log.record_error(str(error))
+class _Ending:
+    """How a run ends, once, whichever thread gets there first: the run's own, or cli's watcher
+    after a signal the run could not answer in time (a long step inside TensorFlow, issue 64,
+    9). The error is recorded in training.log, the log closed (and copied to a gs:// job dir),
+    the job dir's lock released."""
+
+    def __init__(self, ctx: RunContext):
+        self._ctx, self._once, self._ended = ctx, threading.Lock(), False
+
+    def __call__(self, error: Optional[UserError] = None) -> None:
+        with self._once:
+            if self._ended:
+                return
+            self._ended = True
+            run_log, held = self._ctx.run_log, self._ctx.lock
+            if run_log is not None:
+                if error is not None:
+                    run_log.record_error(str(error))
+                run_log.close()
+            if held is not None:
+                held.release()
+
+    def last_words(self, signum: int) -> str:
+        """The watcher's: the line the run would have ended with, once recorded and released."""
+        interrupted = _interrupted(self._ctx, signum == signal.SIGTERM)
+        self(interrupted)
+        return str(interrupted)
+
+
+def _interrupted(ctx: RunContext, terminated: bool) -> Interrupted:
+    message = _interrupted_message(ctx)
+    if terminated:
+        return Interrupted(message.replace("interrupted", "terminated (SIGTERM)", 1),
+                           cli.Terminated.exit_code)
+    return Interrupted(message)
 
 
 def _finished_metrics(ctx: RunContext) -> dict:
