@@ -203,3 +203,51 @@ def test_a_run_still_going_is_named_and_waited_for(tmp_path):
                                                f"wait for it to finish"
     finally:
         held.release()
+
+
+# --- a refused command leaves no job dir behind (issue 64, low) -----------------------------------
+
+def refused_in(job_dir, *extra):
+    """A job dir as a run refused while reading its data leaves it, and what else is named."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    (job_dir / "config.json").write_text("{}")
+    (job_dir / "training.log").write_text("job dir ...\nerror: train.csv line 2: label is missing\n")
+    for name in extra:
+        (job_dir / name).mkdir()
+
+
+def test_a_refused_run_removes_the_job_dir_and_the_parents_it_created(tmp_path):
+    created = jobdir.new_directories(str(tmp_path / "runs" / "2026" / "job"))
+    assert created == [str(tmp_path / "runs" / "2026" / "job"), str(tmp_path / "runs" / "2026"),
+                       str(tmp_path / "runs")]
+    refused_in(tmp_path / "runs" / "2026" / "job")
+    jobdir.remove_refused(created)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_refused_run_keeps_a_job_dir_that_existed_and_its_training_log(tmp_path):
+    (tmp_path / "job").mkdir()
+    created = jobdir.new_directories(str(tmp_path / "job"))
+    refused_in(tmp_path / "job")
+    jobdir.remove_refused(created)
+    assert "error: train.csv line 2" in (tmp_path / "job" / "training.log").read_text()
+
+
+def test_a_refused_run_that_wrote_more_keeps_its_job_dir_whole(tmp_path):
+    """A token cache or a teacher's outputs: the corrected rerun reuses them."""
+    created = jobdir.new_directories(str(tmp_path / "job"))
+    refused_in(tmp_path / "job", "cache")
+    jobdir.remove_refused(created)
+    assert sorted(p.name for p in (tmp_path / "job").iterdir()) == ["cache", "config.json", "training.log"]
+
+
+def test_a_parent_that_gained_other_files_meanwhile_stays(tmp_path):
+    created = jobdir.new_directories(str(tmp_path / "runs" / "job"))
+    refused_in(tmp_path / "runs" / "job")
+    (tmp_path / "runs" / "other.csv").write_text("text,label\n")
+    jobdir.remove_refused(created)
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == ["other.csv"]
+
+
+def test_a_gs_job_dir_has_no_directories_to_remove():
+    assert jobdir.new_directories("gs://bucket/runs/job") == []

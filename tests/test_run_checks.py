@@ -93,3 +93,23 @@ def test_unknown_arguments_inside_a_vertex_job_are_named_in_one_warning(tiny_enc
 def test_a_mistyped_integer_says_integer(tiny_encoder_dir, tiny_data, tmp_path):
     result = run_cli(*train_args(tiny_encoder_dir, tiny_data, tmp_path / "job", "--epochs", "two"))
     assert result.returncode == 2 and "invalid integer value: 'two'" in result.stderr
+
+
+# --- a refused command leaves no job dir behind (issue 64, low) -----------------------------------
+
+def test_a_run_refused_on_bad_data_leaves_no_job_dir_it_created(tiny_encoder_dir, tiny_data, tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("text,label\ni love it,\n")
+    arguments = train_args(tiny_encoder_dir, tiny_data, tmp_path / "runs" / "new" / "job")
+    arguments[arguments.index("--training-file") + 1] = str(bad)
+    result = run_in_process(*arguments)
+    assert_one_line_error(result, "bad.csv line 2", "label is missing")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv"]
+
+
+def test_a_run_refused_on_a_flag_of_another_task_leaves_no_job_dir_it_created(tiny_encoder_dir,
+                                                                             tiny_data, tmp_path):
+    result = run_in_process(*train_args(tiny_encoder_dir, tiny_data, tmp_path / "job",
+                                        "--target-precision", "0.9"))
+    assert_one_line_error(result, "--target-precision: needs a binary or multi-label task")
+    assert not (tmp_path / "job").exists()

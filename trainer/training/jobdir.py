@@ -10,8 +10,10 @@ or one from another job, never the checkpoints of the job that is running.
 job.lock exists while a run owns the job dir (trainer.training.lock): a second run started there
 is refused, naming the first.
 """
+import contextlib
 import dataclasses
 import json
+import os
 import uuid
 from typing import Mapping, Optional
 
@@ -21,6 +23,8 @@ from trainer.errors import UserError
 from trainer.training import lock
 
 LOCK = "job.lock"
+# What a run writes in its job dir before it reads any data: all that a refused run leaves.
+_BEFORE_THE_DATA = ("config.json", "training.log")
 
 NEW, RESUME, FINISHED = "new", "resume", "finished"
 
@@ -92,6 +96,37 @@ def check_writable(job_dir: str) -> None:
     except Exception as error:  # OSError locally, tf.errors.* through gfile
         reason = getattr(error, "strerror", None) or getattr(error, "message", None) or error
         raise UserError(f"--job-dir: cannot write to {job_dir}: {reason}") from None
+
+
+def new_directories(job_dir: str) -> list:
+    """The job dir and those of its parents that do not exist yet, innermost first (local only:
+    gs:// has no directories): what a run refused with an error line removes (remove_refused)."""
+    if "://" in job_dir:
+        return []
+    created, path = [], os.path.abspath(job_dir)
+    while not os.path.exists(path):
+        created.append(path)
+        path = os.path.dirname(path)
+    return created
+
+
+def remove_refused(created: list) -> None:
+    """A command refused with an error line leaves no empty job dir behind (issue 64, low): in a
+    job dir it created (`created`: new_directories before the run), holding nothing but what a
+    run writes before it reads the data, those files go, and the directories it created. A job
+    dir that existed keeps them (its training.log says how the run ended: why_unfinished), and
+    one holding anything more (a token cache, a teacher's outputs, a lock) is kept whole."""
+    if not created or not os.path.isdir(created[0]) or \
+            set(os.listdir(created[0])) - set(_BEFORE_THE_DATA):
+        return
+    for name in _BEFORE_THE_DATA:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(created[0], name))
+    for directory in created:
+        try:
+            os.rmdir(directory)
+        except OSError:  # something else has come to live there meanwhile: it stays
+            return
 
 
 def take_ownership(paths: JobPaths, environ: Mapping[str, str]) -> lock.Held:

@@ -62,6 +62,7 @@ def run(config: Config, environ: Mapping[str, str], ignored_arguments: Sequence[
     ctx = RunContext(config, environ, jobdir.JobPaths.from_config(config), is_chief,
                      ignored_arguments=tuple(ignored_arguments))
     end = _Ending(ctx)
+    created = jobdir.new_directories(config.output.job_dir) if is_chief else []
     with cli.ends_soon_after_a_signal(end.last_words):
         try:
             for stage in STAGES:
@@ -77,6 +78,7 @@ def run(config: Config, environ: Mapping[str, str], ignored_arguments: Sequence[
             raise interrupted from None
         except UserError as error:
             end(error)
+            jobdir.remove_refused(created)
             raise
         finally:
             end()
