@@ -9,7 +9,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "trainer"
 ENTRY_MODULES = {"trainer.task", "trainer.predict", "trainer.prepare", "trainer.submit",
                  "trainer.export_encoder", "trainer.serve", "trainer.report",
                  "trainer.export_quantized", "trainer.tune", "trainer.explain", "trainer.pipeline",
-                 "trainer.deploy"}
+                 "trainer.deploy", "trainer.evaluate"}
 # Lower numbers sit lower (docs/architecture.md, "The floors"); the longest matching prefix
 # decides. A module may import its own subpackage and anything ranked below it, never above. Each
 # subpackage is one floor; the top-level modules not named fall to the package's own rank, 0.

@@ -8,6 +8,7 @@ columns are unknown, and trainer.predict detects them as the trainer does.
 import json
 import os
 import posixpath
+from typing import Optional
 
 from trainer import storage
 from trainer.errors import UserError
@@ -15,16 +16,24 @@ from trainer.errors import UserError
 UNKNOWN = (None, None)
 
 
-def model_columns(model_dir: str) -> tuple:
-    """(text column, pair column or None) the model was trained on, or UNKNOWN."""
+def run_dir(model_dir: str) -> Optional[str]:
+    """The job dir of the finished run whose export `model_dir` is (JOB_DIR/model, beside
+    JOB_DIR/metrics.json), or None for a model dir on its own."""
     model_dir = str(model_dir).rstrip("/")
     if "://" not in model_dir:
         model_dir = os.path.abspath(model_dir)
     if posixpath.basename(model_dir) != "model":
+        return None
+    job_dir = posixpath.dirname(model_dir)
+    return job_dir if storage.exists(storage.join(job_dir, "metrics.json")) else None
+
+
+def model_columns(model_dir: str) -> tuple:
+    """(text column, pair column or None) the model was trained on, or UNKNOWN."""
+    job_dir = run_dir(model_dir)
+    if job_dir is None:
         return UNKNOWN
-    metrics_path = storage.join(posixpath.dirname(model_dir), "metrics.json")
-    if not storage.exists(metrics_path):
-        return UNKNOWN
+    metrics_path = storage.join(job_dir, "metrics.json")
     try:
         metrics = json.loads(storage.read_text(metrics_path))
     except json.JSONDecodeError as e:

@@ -25,7 +25,7 @@ import trainer
 from trainer import cli, helptext, progress, storage
 from trainer import reading as data
 from trainer.errors import UserError
-from trainer.serving import columns as trained, protocol, variants
+from trainer.serving import columns as trained, protocol, signature as saved, variants
 
 CHUNK_ROWS = 8192
 TOKENIZE_ROWS = 1024
@@ -46,12 +46,14 @@ def build_arg_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_input_arguments(parser) -> None:
+def add_input_arguments(parser, input_help: str = "") -> None:
     """The model and the file it reads, and how: trainer.predict's flags, which trainer.explain
-    shares (it reads its --input exactly as this does)."""
+    and trainer.evaluate share (they read their --input exactly as this does; `input_help`
+    says what else --input may be)."""
     parser.add_argument("--model-dir", required=True, help="An exported model (JOB_DIR/model).")
     parser.add_argument("--input", required=True,
-                        help="CSV, TSV, JSON Lines or JSON array file, plain or .gz (local or gs://).")
+                        help="CSV, TSV, JSON Lines or JSON array file, plain or .gz (local or gs://)."
+                             + input_help)
     parser.add_argument("--delimiter", default=None,
                         help="As the trainer's --delimiter: the field separator of a .csv --input "
                              "(';' for a CSV saved by Excel in a European locale). Default: ','.")
@@ -347,10 +349,7 @@ def check_args(args) -> str:
         raise UserError(f"--output: {args.output} is a directory; name a file in it")
     if storage.exists(args.output) and not args.overwrite:
         raise UserError(f"--output: {args.output} exists; pass --overwrite to replace it")
-    storage.require_bucket(args.model_dir)
-    if not storage.exists(storage.join(args.model_dir, "saved_model.pb")):
-        raise UserError(f"--model-dir: no exported model in {args.model_dir} (expected "
-                        f"saved_model.pb; point it at JOB_DIR/model)")
+    saved.require_export(args.model_dir)
     data.file_format(args.input, "--input", compressed=True)
     data.check_delimiter(args.delimiter)
     if not storage.exists(args.input):

@@ -343,11 +343,26 @@ class Task(abc.ABC):
         """A trainer.tasks.predictions.SplitPredictions of the run's outputs of a split, as
         its export returns them (at `temperature` and the task's decisions)."""
 
+    # --- A loaded export scored on labelled rows (trainer.evaluate, trainer.report): its
+    # outputs turned back into the model's, decided as the export decides, then summarize and
+    # split_predictions as for the run's own splits
+    def export_names(self, exported: dict) -> list:
+        """The class, label or tag names of a loaded export's outputs (predict_outputs'), in
+        the order of its outputs: by default its `label_names`."""
+        from trainer.tasks import predictions
+        return predictions.label_names_of(exported)
+
+    def decide_as(self, decisions: dict, temperature: float) -> None:
+        """Takes a loaded export's decisions (decisions_of_export's values), at its
+        `temperature`, as the task's own: summarize and split_predictions of
+        outputs_of_export's outputs then decide as the export does. Nothing by default."""
+
     @abc.abstractmethod
-    def export_predictions(self, exported: dict, labels, texts, pairs, temperature: float):
-        """A SplitPredictions of a loaded export's outputs (`exported`: each output of the
-        signature, numpy, for every row: trainer.serving.predict.predict_outputs); `temperature`
-        is the export's."""
+    def outputs_of_export(self, exported: dict, temperature: float, sentences=None):
+        """The model's outputs as summarize reads them, recovered from a loaded export's
+        (`exported`: each output of the signature, numpy, for every row:
+        trainer.serving.predict.predict_outputs; `temperature` the export's). A task of words
+        reads the export's words at the words of the tagged `sentences` scored."""
 
     @abc.abstractmethod
     def error_measure(self, predictions, names) -> tuple:

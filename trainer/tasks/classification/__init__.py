@@ -299,15 +299,20 @@ class ClassificationTask(ThresholdedTask):
                                 outputs.astype(np.float64),
                                 predicted=np.asarray(self.decide(outputs), np.int64), pairs=pairs)
 
-    def export_predictions(self, exported: dict, labels, texts, pairs, temperature: float):
-        import numpy as np
-
+    def decide_as(self, decisions: dict, temperature: float) -> None:
+        """A binary export's threshold, as the margin of the logits outputs_of_export recovers
+        at its temperature."""
         from trainer.tasks.classification import metrics
-        from trainer.tasks.predictions import SplitPredictions
-        probabilities = exported["probabilities"]
-        return SplitPredictions(texts, labels.astype(np.int64), probabilities,
-                                metrics.logits_from_probabilities(probabilities, temperature),
-                                predicted=np.asarray(exported["label_index"], np.int64), pairs=pairs)
+
+        if "threshold" in decisions:
+            self.threshold = float(decisions["threshold"])
+            self.positive_margin = metrics.positive_margin(self.threshold, temperature)
+
+    def outputs_of_export(self, exported: dict, temperature: float, sentences=None):
+        """The uncalibrated logits of its probabilities (up to a per-row constant), as the run
+        scored its splits: metrics.json's loss is theirs."""
+        from trainer.tasks.classification import metrics
+        return metrics.logits_from_probabilities(exported["probabilities"], temperature)
 
     def error_measure(self, predictions, names) -> tuple:
         """loss: -log of the exported probability of the true label; an error: a predicted

@@ -295,12 +295,15 @@ class MultiLabelTask(ThresholdedTask):
                                 predicted=(probabilities >= np.asarray(self.thresholds)).astype(np.int32),
                                 pairs=pairs)
 
-    def export_predictions(self, exported: dict, labels, texts, pairs, temperature: float):
-        import numpy as np
+    def decide_as(self, decisions: dict, temperature: float) -> None:
+        """The export's threshold per label."""
+        if "thresholds" in decisions:
+            self.thresholds = [float(t) for t in decisions["thresholds"]]
 
-        from trainer.tasks.predictions import SplitPredictions
-        return SplitPredictions(texts, labels.astype(np.int64), exported["probabilities"], None,
-                                predicted=exported["predicted"], pairs=pairs)
+    def outputs_of_export(self, exported: dict, temperature: float, sentences=None):
+        """Each label's logit, of its probability."""
+        from trainer.tasks.multilabel import metrics
+        return metrics.logits_of(exported["probabilities"])
 
     def error_measure(self, predictions, names) -> tuple:
         """loss: binary cross-entropy of each label's exported probability, averaged over the

@@ -140,6 +140,13 @@ class RegressionTask(TextTask):
                         f"score, with no threshold to choose")
 
     # --- the export
+    decision_variables = ("label_scale",)
+
+    def export_decisions(self) -> dict:
+        """Not a decision: the training labels' mean and standard deviation, kept so that a
+        loaded export's loss is measured as the run's was (decide_as)."""
+        return {"label_scale": [self.mean, self.std]}
+
     def serving_outputs(self, module, logits, batch) -> dict:
         """One `score` per text, in the training labels' units (the model maps its
         standardized output back itself)."""
@@ -181,12 +188,17 @@ class RegressionTask(TextTask):
         return SplitPredictions(texts, labels.astype(np.float64), None, None,
                                 scores=outputs.reshape(-1).astype(np.float64), pairs=pairs)
 
-    def export_predictions(self, exported: dict, labels, texts, pairs, temperature: float):
-        import numpy as np
+    def export_names(self, exported: dict) -> list:
+        """No names: a score has no classes."""
+        return []
 
-        from trainer.tasks.predictions import SplitPredictions
-        return SplitPredictions(texts, labels.astype(np.float64), None, None,
-                                scores=exported["score"], pairs=pairs)
+    def decide_as(self, decisions: dict, temperature: float) -> None:
+        """The training labels' scale the loss is measured in; unknown (NaN, a loss of NaN)
+        for an export from before it held its scale."""
+        self.mean, self.std = (float(v) for v in decisions.get("label_scale", (float("nan"),) * 2))
+
+    def outputs_of_export(self, exported: dict, temperature: float, sentences=None):
+        return exported["score"]
 
     def error_measure(self, predictions, names) -> tuple:
         """absolute_error: |predicted score - true score|; a score has no right or wrong, so

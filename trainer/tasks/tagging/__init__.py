@@ -206,11 +206,17 @@ class TaggingTask(Task):
         from trainer.tasks.tagging import numbers
         return numbers.split_predictions(outputs, labels, texts)
 
-    def export_predictions(self, exported: dict, labels, texts, pairs, temperature: float):
-        """Refused: the export tags the words it splits itself, which need not be the tagged
-        file's tokens ("U.S." is four), so its answers cannot be scored against their tags."""
-        raise UserError(f"a {NAME} run's report is written by the run itself (report.html); "
-                        f"trainer.report cannot rebuild it from the exported model yet")
+    def export_names(self, exported: dict) -> list:
+        """Its tags, in the order of its words' probabilities."""
+        return [name.decode("utf-8") for name in exported["tag_names"][0]]
+
+    def outputs_of_export(self, exported: dict, temperature: float, sentences=None):
+        """Log probabilities of each tagged word's tags [N, W, tags], read where the export's
+        own words meet the sentences' (aligned.py): the export splits the words itself, and
+        "U.S." is four of its words."""
+        from trainer.tasks.classification import metrics
+        from trainer.tasks.tagging import aligned
+        return metrics.logits_from_probabilities(aligned.word_probabilities(exported, sentences), 1.0)
 
     def error_measure(self, predictions, names) -> tuple:
         from trainer.tasks.tagging import numbers

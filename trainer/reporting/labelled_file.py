@@ -1,0 +1,122 @@
+"""A labelled file read for an export (trainer.evaluate), by the rules training reads a split by.
+
+Texts and labels come from a CSV, TSV, JSON Lines or JSON file's columns (trainer.reading, the
+text columns found as trainer.predict finds them, the label columns as training does), or, for
+a model that tags words (Task.unit "word"), from a file of tagged sentences as training reads
+them (tasks/tagging/files.py: CoNLL, JSON Lines of tokens and tags or of text and spans).
+The file is read whole before the model loads, so a broken line or a missing column is one line
+at once; its labels are encoded once the export has told its label names, each unknown one an
+error naming its file, line and column (or token).
+
+How the labels are read is the run's when the model dir is a finished run's JOB_DIR/model
+(serving.columns.run_dir): its config.json's label flags and metrics.json's `label_kind`. A
+model dir on its own is read with the defaults (--label-column and --label-columns name the
+columns), its kind of labels decided from the file by training's own rule (Task.label_spec).
+A row whose text is empty is skipped and counted: trainer.predict gives it no prediction.
+"""
+import dataclasses
+import json
+from typing import Optional
+
+import numpy as np
+
+from trainer import config as config_lib, reading, storage
+from trainer.errors import UserError
+from trainer.serving import columns as trained, predict
+from trainer.tasks.labels import LabelSpec
+
+CHUNK_ROWS = 8192
+
+
+@dataclasses.dataclass
+class LabelledFile:
+    path: str
+    texts: np.ndarray  # object array of str, the rows kept (their text is not empty)
+    pairs: Optional[np.ndarray]  # a pair model's second texts, or None
+    frame: object  # a text task's label columns, `_file` and `_row` of the rows kept; or None
+    tagged: object  # a task of words' tasks.tagging.files.Tagged; or None
+    label_column: str  # for messages and the metrics: the label column, or the tags
+    label_columns: list
+    data: config_lib.DataConfig  # how the labels are read: the run's flags, or the defaults
+    label_kind: Optional[str]  # the run's metrics.json `label_kind`, when known
+    skipped: int  # rows with an empty text
+
+
+def run_record(model_dir: str) -> tuple:
+    """(the run's DataConfig, its metrics.json `label_kind`) when `model_dir` is a finished
+    run's export, else (the defaults, None)."""
+    job_dir = trained.run_dir(model_dir)
+    config_path = job_dir and storage.join(job_dir, "config.json")
+    if not config_path or not storage.exists(config_path):
+        return config_lib.DataConfig(), None
+    metrics_path = storage.join(job_dir, "metrics.json")
+    try:
+        kind = json.loads(storage.read_text(metrics_path)).get("label_kind")
+    except (json.JSONDecodeError, AttributeError):
+        raise UserError(f"{metrics_path}: not a JSON object of metrics; the model's labels are "
+                        f"read as it says") from None
+    return config_lib.load(config_path).data, kind
+
+
+def read(args, task, pair: bool) -> LabelledFile:
+    """--input's rows and labels as `task`'s model reads them (`pair`: it takes text pairs);
+    `args`: trainer.evaluate's flags."""
+    data, kind = run_record(args.model_dir)
+    data = dataclasses.replace(data, **{flag: getattr(args, flag) for flag in ("label_column", "label_columns")
+                                        if getattr(args, flag)})
+    if args.label_columns:
+        kind = None  # named here: the file's, not the run's
+    if task.unit == "word":
+        return _tagged(args.input, data)
+    return _texts(args, task, pair, data, kind)
+
+
+def _tagged(path: str, data) -> LabelledFile:
+    from trainer.tasks.tagging import files
+
+    tagged = files.read(path, "--input")
+    texts = np.array([s.text for s in tagged.sentences], dtype=object)
+    return LabelledFile(path, texts, None, None, tagged, "tags", [], data, None, 0)
+
+
+def _texts(args, task, pair: bool, data, kind) -> LabelledFile:
+    import pandas as pd
+
+    texts, pairs, frames, skipped, columns, labels = [], [], [], 0, None, None
+    for frame in reading.file_frames(args.input, "--input", CHUNK_ROWS, args.delimiter):
+        if columns is None:
+            columns = predict.text_columns(frame, args, pair, trained.model_columns(args.model_dir))
+            label_column, labels = task.label_columns(frame, data)
+            _check_columns(frame, labels)
+        strings = [["" if pd.isna(t) else str(t) for t in frame[c].tolist()] if c else None
+                   for c in columns]
+        keep = ~predict.empty_rows(*strings)
+        skipped += int((~keep).sum())
+        texts += [t for t, k in zip(strings[0], keep) if k]
+        pairs += [t for t, k in zip(strings[1], keep) if k] if pair else []
+        frames.append(frame.loc[keep, [*labels, "_file", "_row"]])
+    if not texts:
+        raise UserError(f"--input: {args.input}: every row has an empty text")
+    frame = pd.concat(frames, ignore_index=True)
+    return LabelledFile(args.input, np.array(texts, dtype=object), np.array(pairs, dtype=object) if pair else None,
+                        frame, None, label_column, labels, data, kind, skipped)
+
+
+def _check_columns(frame, labels) -> None:
+    missing = [c for c in labels if c not in frame.columns]
+    if missing:
+        raise UserError(f"{frame['_file'].iloc[0]}: no label column {missing[0]!r}; its columns "
+                        f"are {[c for c in frame.columns if not str(c).startswith('_')]}")
+
+
+def labels_of(rows: LabelledFile, task, names: list):
+    """(the rows' labels as the model's run encoded its splits', the tagged sentences or None),
+    under the export's label `names`; an unknown label is an error naming its row."""
+    from trainer.data import splits, tagged_splits
+
+    if rows.tagged is not None:
+        split = tagged_splits.tagged_split(rows.tagged, rows.path, LabelSpec("tags", names))
+        return split.labels, split.sentences
+    kind = rows.label_kind or splits.label_spec(rows.frame, rows.label_column, rows.data, task).kind
+    spec = LabelSpec(kind, names, rows.data.label_separator)
+    return splits.encode(rows.frame, rows.label_columns, spec, "evaluation", task), None
