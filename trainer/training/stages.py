@@ -172,6 +172,8 @@ def load_encoder(ctx: RunContext) -> None:
              ctx.encoder.source, ctx.encoder.backend, width,
              "tags read at each word's first piece, no pooling" if ctx.task.unit == "word"
              else f"{ctx.pooling} pooling", ctx.learning_rate, ctx.layer_decay)
+    if ctx.encoder.kept_layers:
+        log.info("encoder: %s", ctx.encoder.kept_layers)
 
 
 def _recompute_blocks(encoder) -> None:

@@ -45,6 +45,8 @@ class Encoder:
     hidden_size: int
     # For the model card: the network's family and shape, e.g. "MPNet (`mpnet`), 12 layers, hidden 768".
     architecture: str = "a TF-Hub SavedModel (run as it was saved)"
+    # For the run's log: what --encoder-layers kept (depth.described), None without it.
+    kept_layers: Optional[str] = None
 
 
 def check_encoder(encoder: str) -> None:
@@ -83,9 +85,11 @@ def load_encoder(encoder: str, *, preprocessor: Optional[str] = None, backend: s
                         "layers are its SavedModel's)")
     cache_dir = cache_dir or default_cache_dir(os.environ)
     resolved = registry.resolve(encoder, cache_dir)
+    kept_layers = None
     if backend == "native":
         checkpoint = checkpoints.read_checkpoint(resolved.path)
         if layers is not None:
+            kept_layers = depth.described(checkpoint.config.num_layers, layers)
             checkpoint = depth.keep_layers(checkpoint, layers)
         if seq_length > checkpoint.config.max_length:
             raise UserError(f"--max-seq-length {seq_length} exceeds the "
@@ -106,7 +110,7 @@ def load_encoder(encoder: str, *, preprocessor: Optional[str] = None, backend: s
     return Encoder(
         preprocessor=text_preprocessor, network=network, backend=backend, source=source,
         default_pooling=resolved.default_pooling, vocab_size=vocab_size, hidden_size=hidden_size,
-        architecture=architecture)
+        architecture=architecture, kept_layers=kept_layers)
 
 
 def _native_network(checkpoint: checkpoints.Checkpoint):

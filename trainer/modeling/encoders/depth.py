@@ -45,6 +45,12 @@ def shallower(config, weights: Dict[str, np.ndarray], indices: Sequence[int]):
     return dataclasses.replace(config, num_layers=len(indices)), renumbered(weights, indices)
 
 
+def described(total: int, keep: int) -> str:
+    """What --encoder-layers did, for the run's log (issue 64: a student's log never said)."""
+    kept = ", ".join(map(str, evenly_spaced(total, keep)))
+    return f"{keep} of {total} layers kept (--encoder-layers {keep}: layers {kept})"
+
+
 def keep_layers(checkpoint, keep: int):
     """`checkpoint` (checkpoints.Checkpoint) with `keep` of its layers, evenly spaced; itself
     when it has that many. A UserError when it has fewer."""
