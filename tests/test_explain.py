@@ -446,3 +446,61 @@ def test_every_task_kind_is_explained_and_adds_up(untrained_exports, kind, targe
         assert targets is None or [e.target for e in row] == targets  # multi-label: each chosen label
         assert all(e.completeness_error <= 0.05 for e in row)
         assert {w.segment for e in row for w in e.words} == ({0, 1} if kind == "pair" else {0})
+
+
+# --- issue 64: a tagger's explanations refused before any work --------------------------------------
+
+@pytest.fixture(scope="module")
+def tagger_dir(tiny_encoder_dir, tmp_path_factory):
+    """An untrained tiny tagger's export."""
+    from trainer.modeling import heads
+    from trainer.modeling.encoders import load_encoder
+    from trainer.serving import export, tagging
+
+    encoder = load_encoder(tiny_encoder_dir, seq_length=16, cache_dir=str(tmp_path_factory.mktemp("cache")))
+    tagger = heads.build_tagger(encoder.network, 3, 0.0, 16)
+    path = tmp_path_factory.mktemp("tagger") / "model"
+    export.export(tagging.TaggingModule(encoder.preprocessor, tagger, ["O", "B-PER", "I-PER"], 16), str(path))
+    return path
+
+
+TAGGER_REFUSED = ("cannot explain its predictions: it is a token-classification model: it tags each "
+                  "word, and an explanation attributes one label of a whole text to its words")
+
+
+def test_explain_refuses_a_tagger_before_its_model_loads(tagger_dir, tmp_path):
+    from unittest import mock
+
+    source = tmp_path / "in.csv"
+    source.write_text("text\nAnna lives in Paris\n")
+    with mock.patch("trainer.serving.export.load_module", side_effect=AssertionError("the model loaded")):
+        result = run_in_process("--model-dir", tagger_dir, "--input", source, module="trainer.explain")
+    assert result.stderr.splitlines() == [f"error: --model-dir: {tagger_dir} {TAGGER_REFUSED}"]
+    assert result.returncode == 2 and not list(tmp_path.glob("in-explained*"))
+
+
+def test_a_tagger_server_answers_an_explain_request_400_before_predicting(tagger_dir):
+    """Issue #64: the 400 came after 5.2 s: the texts were predicted, then the float32 model
+    loaded to explain them, and only then was the tagger refused."""
+    import asyncio
+
+    import httpx
+
+    from trainer.serving import server
+    from trainer.vertex import environment
+
+    class Loaded(server.ModelService):
+        ready = True
+
+        async def predict(self, texts):
+            raise AssertionError("predicted")
+
+    service = Loaded(str(tagger_dir), 8, 0.005)
+    service.load()
+    app = server.build_app(service, environment.ServingEnvironment(), max_instances=8, access_log=False)
+
+    async def send():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+            return await client.post("/predict", json={"instances": ["Anna"], "parameters": {"explain": True}})
+    response = asyncio.run(send())
+    assert (response.status_code, response.json()) == (400, {"error": f"--model-dir: {tagger_dir} {TAGGER_REFUSED}"})

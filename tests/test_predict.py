@@ -429,6 +429,6 @@ def test_a_file_without_the_models_text_column_is_one_line_before_the_model_load
     with mock.patch("trainer.serving.variants.load", side_effect=AssertionError("the model loaded")):
         result = run_in_process("--model-dir", job_dir / "model", "--input", source, "--output",
                                 tmp_path / "out.csv", module="trainer.predict")
-    assert (result.returncode, result.stdout) == (2, "")
+    assert result.returncode == 2 and "loaded" not in result.stdout
     assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith(f"error: {source}: ")
     assert "--text-column" in result.stderr and not (tmp_path / "out.csv").exists()

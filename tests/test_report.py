@@ -205,3 +205,26 @@ def test_report_html_renders_in_a_browser_with_every_image_and_no_console_error(
     assert "outcome" in headers  # the worst-errors table is there
     errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
     assert errors == []
+
+
+def test_report_rebuilds_a_taggers_errors_as_its_run_wrote_them(tiny_encoder_dir, tmp_path):
+    """Issue #64: trainer.report refused taggers, and only after predicting every held-out
+    sentence. It reads the export's words where they meet the tagged file's (the run's own
+    errors.csv scored the trained model's tokens)."""
+    import random
+
+    from test_tagging import args as tagging_args, tagged_sentence, write_conll
+
+    rng = random.Random(3)
+    data = {name: write_conll(tmp_path / f"{name}.conll", [tagged_sentence(rng) for _ in range(count)])
+            for name, count in (("train", 40), ("validation", 16))}
+    job_dir = tmp_path / "job"
+    result = run_cli(*tagging_args(tiny_encoder_dir, data, job_dir, "--epochs", "2", "--mixed-precision", "off"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    written = (job_dir / "errors.csv").read_text()
+    (job_dir / "errors.csv").unlink()
+    (job_dir / "report.html").unlink()
+    result = run_cli("--job-dir", job_dir, module="trainer.report")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (job_dir / "errors.csv").read_text() == written
+    assert (job_dir / "report.html").exists() and (job_dir / "report" / "entity_types.png").exists()

@@ -145,6 +145,9 @@ def main(argv=None) -> int:
     from trainer.serving import export
 
     with predict.written_output(args.output, out_fmt) as handle:
+        refused = attribute.refusal(predict.check_input_columns(args).task(), args.model_dir)
+        if refused:  # a tagger: said before its model loads
+            raise UserError(refused)
         started = time.monotonic()
         model = export.load_module(args.model_dir)
         attribute.require_explainable(model, args.model_dir)

@@ -48,10 +48,18 @@ def explainable(model) -> bool:
     return hasattr(model, "explain_tokens")
 
 
+def refusal(task, model_dir: str) -> Optional[str]:
+    """Why no export of `task`'s kind can be explained (a tagger's), as its one error line, or
+    None: known from the kind alone, so trainer.explain and trainer.serve say it before any
+    model loads or predicts."""
+    refused = task.explanations_refused
+    return refused and f"--model-dir: {model_dir} cannot explain its predictions: {refused}"
+
+
 def require_explainable(model, model_dir: str) -> None:
-    refused = predict.task_of(model).explanations_refused
+    refused = refusal(predict.task_of(model), model_dir)
     if refused:
-        raise UserError(f"--model-dir: {model_dir} cannot explain its predictions: {refused}")
+        raise UserError(refused)
     if not explainable(model):
         raise UserError(f"--model-dir: {model_dir} cannot explain its predictions: it was exported "
                         f"before token attributions existed, or with a TF-Hub encoder "

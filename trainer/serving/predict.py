@@ -92,6 +92,20 @@ def text_columns(chunk, args, pair_model: bool, model_columns: tuple = (None, No
     return text, pair
 
 
+def check_input_columns(args):
+    """The input's text columns, found as the chunks will find them (text_columns) for the
+    model's signature read without loading it (serving/signature.py): a file without them is
+    one line before the model loads, not after. Returns the signature."""
+    frames = data.file_frames(args.input, "--input", CHUNK_ROWS, args.delimiter)
+    try:
+        first = next(frames)
+    finally:
+        frames.close()
+    found = saved.read(args.model_dir)
+    text_columns(first, args, found.pair, trained.model_columns(args.model_dir))
+    return found
+
+
 def signature(model):
     """The serving signature of a loaded export (export.load_module), or the signature itself."""
     from trainer.serving import export
@@ -501,6 +515,7 @@ def main(argv=None) -> int:
     with written_output(args.output, out_fmt) as handle:
         started = time.monotonic()
         precision, path = variants.resolve(args.model_dir, args.precision)
+        check_input_columns(args)
         model = variants.load(args.model_dir, precision)
         warm_up(model)
         print(f"loaded the {precision} model ({path}) in "

@@ -60,6 +60,9 @@ class ModelService:
         self._batcher: Optional[MicroBatcher] = None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="inference")
         self._explainer = None  # the float32 module, loaded by the first {"explain": true}
+        # Why {"explain": true} is refused for this model's kind (a tagger's), known once it loads:
+        # answered before anything is predicted.
+        self.explain_refused: Optional[str] = None
 
     @property
     def ready(self) -> bool:
@@ -92,6 +95,7 @@ class ModelService:
         started = time.perf_counter()
         trainer.import_tensorflow()
         from trainer import storage
+        from trainer.explaining import attribute
         from trainer.serving import predict
 
         if not storage.exists(storage.join(self.model_dir, "saved_model.pb")):
@@ -103,6 +107,7 @@ class ModelService:
         # The int8 model is two calls (TF tokenizes, LiteRT computes), through the module.
         serve = model if precision == "int8" else predict.signature(model)
         self.pair = predict.is_pair_model(serve)
+        self.explain_refused = attribute.refusal(predict.task_of(serve), self.model_dir)
         self.columns = columns.model_columns(self.model_dir)
         run_batch = functools.partial(predict.predict_instances, serve, batch_size=self.max_batch_size)
         warm_up = [(text, text) for text in WARM_UP_TEXTS] if self.pair else WARM_UP_TEXTS
@@ -213,6 +218,8 @@ def build_app(service: ModelService, env: vertex.ServingEnvironment, max_instanc
         payload = protocol.parse_json(await read_body(request))
         texts = protocol.read_instances(payload, max_instances, pair=service.pair, columns=service.columns)
         request.state.instances = len(texts)  # for the access line
+        if protocol.explain_requested(payload) and service.explain_refused:
+            return error_response(400, service.explain_refused)
         try:
             predictions, _ = await service.predict(texts)
             if protocol.explain_requested(payload):
