@@ -27,3 +27,19 @@ def test_each_punctuation_character_is_a_word_as_conll_tokenizes():
 
 def test_unicode_spaces_separate_words_and_an_empty_string_has_none():
     assert split("x\u00a0y\u2003z", "", "   ") == [[("x", 0, 1), ("y", 2, 3), ("z", 4, 5)], [], []]
+
+
+def test_a_nul_character_separates_two_words_and_ends_nothing():
+    """TF-Text's regex split reads a string only up to its first NUL: the words after one were
+    lost (issue #64)."""
+    text = "Ann\x00met Bob \x00 in Rome"
+    [row] = split(text)
+    assert [word for word, _, _ in row] == ["Ann", "met", "Bob", "in", "Rome"]
+    assert all(text[start:end] == word for word, start, end in row)
+
+
+def test_control_characters_separate_words_as_spaces_do_and_format_characters_do_not():
+    text = "a\x01b\x0bc\x1fd\x7fe\x85f g\u200dh \u200d"
+    [row] = split(text)
+    assert [word for word, _, _ in row] == ["a", "b", "c", "d", "e", "f", "g\u200dh", "\u200d"]
+    assert all(text[start:end] == word for word, start, end in row)
