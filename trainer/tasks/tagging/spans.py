@@ -1,10 +1,12 @@
 """Entities of predicted tags, in the graph: what an exported tagger returns for a raw string
-(its words' tags grouped by the strict IOB2 rules of tags.entities, with character offsets and a
-score), so that the SavedModel itself answers, as the sentence tasks' exports do.
+(its words' tags grouped into entities, with character offsets and a score), so that the
+SavedModel itself answers, as the sentence tasks' exports do.
 
 Tag ids are tags.tag_names' order: 0 is O, 2t + 1 is B- and 2t + 2 is I- of type t. A run is a
 word and the words after it that are I- of its type; a run that starts with a B- is an entity,
-one that starts with an I- (it continues nothing) or with O is not.
+and so is one that starts with an I- that continues nothing (after O, or after another type):
+the predicted tags are read as training reads a file's, whose such I- begins an entity
+(tags.repaired), and as seqeval's default mode reads them (issue #64). A run of O is none.
 """
 import tensorflow as tf
 
@@ -27,7 +29,7 @@ def entity_runs(tag_ids: tf.RaggedTensor):
     run_first = tf.ragged.boolean_mask(positions, starts)
     run_end = tf.ragged.boolean_mask(positions + 1, ends)
     run_tag = tf.gather(ids.flat_values, (run_first + tf.expand_dims(ids.row_starts(), 1)).flat_values)
-    begins = run_first.with_flat_values((run_tag > 0) & (run_tag % 2 == 1))
+    begins = run_first.with_flat_values(run_tag > 0)
     return (tf.ragged.boolean_mask(run_first.with_flat_values((run_tag - 1) // 2), begins),
             tf.ragged.boolean_mask(run_first, begins), tf.ragged.boolean_mask(run_end, begins))
 

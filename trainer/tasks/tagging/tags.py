@@ -5,6 +5,9 @@ WNUT-17): `B-X` begins an entity of type X, `I-X` continues one, `O` is outside.
 read by seqeval's strict rules (`mode="strict", scheme=IOB2`, the rules behind the published
 F1 figures of Hugging Face's run_ner): an entity is a `B-X` and the `I-X` right after it; an
 `I-X` that continues nothing, or that follows an entity of another type, marks no entity.
+A file's such `I-X` is read as a `B-X` (`repaired`), and so are an export's predicted ones
+(spans.py reads the repaired tags by these rules: the entity a user gets starts there, issue
+#64); the entity scores read the model's predicted tags by the strict rules as they are.
 
 seqeval itself is not a dependency: its one release (1.2.2, 2020) is a source archive whose
 setup.py fails under pip's legacy build path (tf-stack.md), and these rules are a few lines;
