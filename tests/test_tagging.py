@@ -170,6 +170,26 @@ def test_tags_are_cut_on_tokens_and_learned_on_each_words_first_piece(tiny_encod
     assert short.full_lengths.tolist() == [6]
 
 
+def test_training_counts_the_sentences_cut_at_max_seq_length_and_their_words(tiny_encoder_dir, tmp_path, caplog):
+    """Issue #64: the cut is training's alone (the export reads every word), and the log says
+    how many sentences it cut, not only how many words."""
+    import logging
+    import types
+
+    from trainer.data import tagged_splits, tagged_tokens
+    from trainer.modeling.encoders import load_encoder
+    from trainer.tasks.tagging import files
+    path = write_conll(tmp_path / "t.conll", [[("good", "B-POS"), ("movie", "I-POS"), ("bad", "B-NEG")],
+                                              [("ok", "O")]])
+    split = tagged_splits.tagged_split(files.read(path, "--training-file"), path,
+                                       tagged_splits.LabelSpec("tags", ["O", "B-NEG", "I-NEG", "B-POS", "I-POS"]))
+    _, cut, pieceless = tagged_tokens.tokenize_split(split, load_encoder(tiny_encoder_dir, seq_length=4).preprocessor, 4)
+    with caplog.at_level(logging.WARNING, logger="trainer"):
+        tagged_tokens.log_lost({"train": (cut, pieceless)}, types.SimpleNamespace(labelled=lambda: {"train": split}), 4)
+    assert "train 1 of 2 sentences (1 of 4 words)" in caplog.text
+    assert "the exported model reads every word" in caplog.text
+
+
 @pytest.mark.parametrize("flags, flag", [
     (["--text-pair-column", "b"], "--text-pair-column"),
     (["--label-column", "tags"], "--label-column"),
@@ -196,7 +216,9 @@ def test_a_tag_of_a_type_training_never_saw_names_its_line(data, tmp_path):
 
 # --- one run, end to end ----------------------------------------------------------------------------
 
-TEXTS = ["it was a  good movie , bad 🙂 great", "gréat movie awful", "meh"]
+# Past the run's --max-seq-length of 32 tokens, its last entity at the end (issue #64); a NUL.
+LONG = " ".join(["good movie", "so bad", "i love it"] * 6) + " awful"
+TEXTS = ["it was a  good movie , bad 🙂 great", "gréat movie awful", "meh", LONG, "good\x00 bad"]
 
 
 @pytest.fixture(scope="module")
@@ -247,7 +269,7 @@ def served(job_dir, tmp_path, precision):
 
 
 def answers(rows):
-    return [{"entities": row["entities"], "tags": row["tags"]} for row in rows]
+    return [{"entities": row["entities"], "words": row["words"], "tags": row["tags"]} for row in rows]
 
 
 @pytest.mark.slow
@@ -260,6 +282,8 @@ def test_predict_and_serve_return_the_exports_entities_with_offsets_into_the_tex
         assert all(text[e["start"]:e["end"]] == e["text"] for e in answer["entities"])
     assert {"text": "great", "label": "POS", "start": 29, "end": 34} in [
         {k: e[k] for k in ("text", "label", "start", "end")} for e in in_process[0]["entities"]]
+    assert len(in_process[3]["words"]) == len(LONG.split()) and in_process[3]["entities"][-1]["text"] == "awful"
+    assert [word["text"] for word in in_process[4]["words"]] == ["good", "bad"]
     assert answers(predicted(trained, tmp_path, "float32")) == in_process
     assert served(trained, tmp_path, "float32") == in_process
 
@@ -292,8 +316,9 @@ TRICKY = "  Ünïcödé   café,🙂 São Paulo  (ok) "
 def test_every_familys_export_returns_entities_at_exact_offsets_of_the_raw_string(family, tmp_path):
     """A tagger on each family's tiny checkpoint, its head biased to B-X for every word: each
     word is an entity, and every entity's and word's offsets slice the raw string (accents,
-    an emoji, runs of spaces) to its text. (The saved export answers as the module does: the
-    run above reloads one in fresh processes.)"""
+    an emoji, runs of spaces) to its text, in a text that fits and in one read in windows.
+    (The saved export answers as the module does: the run above reloads one in fresh
+    processes.)"""
     import tensorflow as tf
 
     import hf_reference
@@ -303,13 +328,16 @@ def test_every_familys_export_returns_entities_at_exact_offsets_of_the_raw_strin
     encoder = load_encoder(hf_reference.write_checkpoint(family, tmp_path / "ckpt"), seq_length=48)
     tagger = heads.build_tagger(encoder.network, len(NAMES), 0.1, 48)
     tagger.get_layer("logits").bias.assign([0.0, 50.0, 0.0, 0.0, 0.0])  # B-PER everywhere
-    outputs = tagging.TaggingModule(encoder.preprocessor, tagger, NAMES, 48).serve(tf.constant([TRICKY]))
-    words = [TRICKY[a:b] for a, b in zip(outputs["word_start"][0].numpy()[:outputs["word_count"][0]],
-                                         outputs["word_end"][0].numpy())]
-    assert words == ["Ünïcödé", "café", ",", "🙂", "São", "Paulo", "(", "ok", ")"]
-    count = int(outputs["entity_count"][0])
-    entities = [(TRICKY[s:e], t.decode()) for s, e, t in zip(
-        outputs["entity_start"][0].numpy()[:count], outputs["entity_end"][0].numpy(),
-        outputs["entity_text"][0].numpy())]
-    assert [text for _, text in entities] == words
-    assert all(sliced == text for sliced, text in entities)
+    long = TRICKY * 8  # past 48 tokens in every family: read in windows
+    outputs = tagging.TaggingModule(encoder.preprocessor, tagger, NAMES, 48).serve(tf.constant([TRICKY, long]))
+    expected = ["Ünïcödé", "café", ",", "🙂", "São", "Paulo", "(", "ok", ")"]
+    for row, text in enumerate([TRICKY, long]):
+        words = [text[a:b] for a, b in zip(outputs["word_start"][row].numpy()[:outputs["word_count"][row]],
+                                           outputs["word_end"][row].numpy())]
+        assert words == expected * (1 if row == 0 else 8)
+        count = int(outputs["entity_count"][row])
+        entities = [(text[s:e], t.decode()) for s, e, t in zip(
+            outputs["entity_start"][row].numpy()[:count], outputs["entity_end"][row].numpy(),
+            outputs["entity_text"][row].numpy())]
+        assert [found for _, found in entities] == words
+        assert all(sliced == found for sliced, found in entities)

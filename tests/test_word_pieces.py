@@ -45,3 +45,27 @@ def test_words_past_the_sequence_length_have_no_position():
     whole = packed()["word_positions"][1].numpy().tolist()
     cut = packed(seq_length=6)["word_positions"][1].numpy().tolist()  # [CLS], 4 pieces, [SEP]
     assert cut == [p if p <= 4 else -1 for p in whole] and cut[0] == 1 and cut[-1] == -1
+
+
+def test_a_text_that_fits_is_one_window_packed_as_training_packs_it():
+    """The export's windows (pack_word_windows) leave a text that fits as it was: its tags are
+    read from the same row as before windows (issue #64)."""
+    from trainer.modeling.encoders.word_pieces import pack_word_windows
+
+    whole, windows = packed(), pack_word_windows(preprocessor(), tf.ragged.constant(WORDS), 32, 15)
+    for name in ("input_word_ids", "input_mask", "input_type_ids"):
+        assert windows[name].numpy().tolist() == whole[name].numpy().tolist()
+    assert windows["word_window"].to_list() == [[row] * len(words) for row, words in enumerate(WORDS)]
+    assert windows["word_positions"].to_list() == whole["word_positions"].to_list()
+
+
+def test_a_longer_text_is_read_in_windows_each_words_position_holding_its_first_piece():
+    from trainer.modeling.encoders.word_pieces import pack_word_windows
+
+    pre = preprocessor()
+    inputs = pack_word_windows(pre, tf.ragged.constant(WORDS), 6, 2)  # windows of 4 pieces
+    assert inputs["input_word_ids"].shape[0] == 5  # 7 pieces: 3 windows; 6 pieces: 2
+    for row, words in enumerate(WORDS):
+        firsts = [pre.tokenize(tf.constant([word])).merge_dims(1, -1)[0, 0].numpy() for word in words]
+        rows, positions = inputs["word_window"][row].numpy(), inputs["word_positions"][row].numpy()
+        assert inputs["input_word_ids"].numpy()[rows, positions].tolist() == firsts

@@ -3,11 +3,13 @@
 a split's labels line up with its tokens ([N, max_seq_length] int32) and batch, bucket and
 shard as a sentence task's do (input_pipeline.TokenizedSplit).
 
-A sentence whose pieces outnumber --max-seq-length loses the words past it: they are not
-trained on, and the log counts them per split, as the sentence tasks count the texts they cut
-(11 of WikiANN's 30,000 sentences and none of WNUT-17's exceed 128 tokens of the default
-encoder: a cut counted, rather than overlapping windows). A word the tokenizer gives no piece
-(a lone control character or zero-width space) is untagged too, and counted apart.
+A sentence whose pieces outnumber --max-seq-length loses the words past it: they are neither
+trained on nor scored, and the log counts the sentences and their words per split (metrics.json's
+truncated_texts the sentences), as the sentence tasks count the texts they cut (11 of WikiANN's
+30,000 sentences and none of WNUT-17's exceed 128 tokens of the default encoder: a cut
+counted, rather than overlapping windows). The export reads every word of a text of any length,
+in windows (serving/tagging.py). A word the tokenizer gives no piece (a lone control character
+or zero-width space) is untagged too, and counted apart.
 """
 import dataclasses
 import logging
@@ -106,15 +108,19 @@ def tokenize_splits(datasets, preprocessor, seq_length: int,
 
 
 def log_lost(lost: Dict[str, tuple], datasets, seq_length: int) -> None:
-    """A warning naming each split's words past --max-seq-length, and one for words without a
-    piece, when there are any."""
-    words = {name: int((tag_ids(split.labels) != UNTAGGED).sum()) for name, split in datasets.labelled().items()}
+    """A warning naming each split's sentences cut at --max-seq-length and their words past
+    it, and one for words without a piece, when there are any."""
+    splits = datasets.labelled()
+    words = {name: int((tag_ids(split.labels) != UNTAGGED).sum()) for name, split in splits.items()}
     shares = lambda which: ", ".join(  # noqa: E731
         f"{name} {int(counts[which].sum()):,} of {words[name]:,} words" for name, counts in lost.items())
     if any(counts[0].any() for counts in lost.values()):
-        log.warning("words past --max-seq-length %d tokens are cut: the model neither learns nor "
-                    "tags them: %s (a larger --max-seq-length, up to 512, keeps them)", seq_length,
-                    shares(0))
+        cut = ", ".join(f"{name} {int((counts[0] > 0).sum()):,} of {len(splits[name]):,} sentences "
+                        f"({int(counts[0].sum()):,} of {words[name]:,} words)" for name, counts in lost.items())
+        log.warning("sentences longer than --max-seq-length %d tokens are cut in training: their "
+                    "words past it are neither learned nor scored: %s (the exported model reads "
+                    "every word, in overlapping windows; a larger --max-seq-length, up to 512, "
+                    "trains on them)", seq_length, cut)
     if any(counts[1].any() for counts in lost.values()):
         log.warning("words the tokenizer gives no piece (control characters, zero-width spaces) "
                     "are neither learned nor tagged: %s", shares(1))

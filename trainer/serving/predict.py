@@ -190,22 +190,36 @@ def _outputs(model, texts, batch_size: int, pairs=None, features=None):
 
 
 def predict_outputs(model, texts, batch_size: int, pairs=None, features=None, wanted=None) -> dict:
-    """{output: numpy array of every row's, in input order} of the outputs `wanted` (default:
-    every one the export returns; strings as bytes), except `label_names`, which every row
-    repeats: once. `model`: export.load_module's (fastest) or export.load's."""
-    import numpy as np
-
+    """{output: numpy array of every row's, in input order} of the outputs `wanted` that the
+    export returns (default: every one; strings as bytes), except `label_names`, which every
+    row repeats: once. `model`: export.load_module's (fastest) or export.load's."""
     collected = {}
     for rows, out in _outputs(model, texts, batch_size, pairs, features):
-        for name in wanted or out:
+        for name in [name for name in wanted or out if name in out]:
             value = out[name].numpy()
             if name == "label_names":
                 collected[name] = value[0]
                 continue
-            if name not in collected:
-                collected[name] = np.zeros((len(texts), *value.shape[1:]), value.dtype)
-            collected[name][rows] = value
+            collected[name] = _room_for(collected.get(name), value, len(texts))
+            collected[name][(rows, *map(slice, value.shape[1:]))] = value
     return collected
+
+
+def _room_for(collected, value, rows: int):
+    """`collected` (None at first), an array of every row's outputs, wide enough for a batch's
+    `value`: a tagger's outputs per word or entity are as wide as its batch's most, at least
+    --max-seq-length (serving/tagging.py), so a batch with a long text widens them (zeros
+    after a row's last word, as its count says)."""
+    import numpy as np
+
+    shape = (rows, *value.shape[1:]) if collected is None else (
+        rows, *np.maximum(collected.shape[1:], value.shape[1:]))
+    if collected is not None and collected.shape == shape:
+        return collected
+    wider = np.zeros(shape, value.dtype)
+    if collected is not None:
+        wider[tuple(map(slice, collected.shape))] = collected
+    return wider
 
 
 def label_names_of(outputs: dict) -> list:

@@ -18,8 +18,9 @@ model returns exactly what the float32 one returns. It runs on LiteRT (ai-edge-l
 interpreter that replaced tf.lite.Interpreter (deprecated since TF 2.20).
 
 A tagger's int8 model (Int8TaggingModule) is cut the same way, its head reading every token;
-the float32 export splits the words and tokenizes them (its `tokenize`) and reads the entities
-of the logits (its `outputs`), so offsets and names come from the float32 graph itself.
+the float32 export splits the words and cuts them into windows (its `tokenize`) and reads the
+entities of the logits (its `outputs`), so windows, offsets and names come from the float32
+graph itself.
 """
 import os
 import re
@@ -163,13 +164,19 @@ class Int8TaggingModule:
         self.signatures = {export.SIGNATURE: _Signature(self.serve, float32_module.signatures[export.SIGNATURE])}
 
     def serve(self, text):
+        from trainer.serving.tagging import WINDOWS_PER_CALL, WORD_FEATURES
+
         features = self.float32.tokenize(text)
-        # On the batch's longest row, as the float32 export's serve runs (serving/tagging.py):
-        # `outputs` reads each word's logits at its first piece, all within that width.
+        # On the windows' longest row, as the float32 export's serve runs (serving/tagging.py),
+        # as many windows per call: `outputs` reads each word's logits at its first piece, all
+        # within that width. (An export from before windows has a row per text, and takes no
+        # `word_window`.)
         width = int(np.max(np.sum(features["input_mask"], axis=1)))
-        logits = self._network.logits({name: features[name][:, :width] for name in INPUT_KEYS})
-        return self.float32.outputs(text, logits, features["word_positions"], features["word_start"],
-                                    features["word_end"])
+        inputs = {name: features[name][:, :width] for name in INPUT_KEYS}
+        logits = np.concatenate([
+            self._network.logits({name: value[start:start + WINDOWS_PER_CALL] for name, value in inputs.items()})
+            for start in range(0, len(inputs["input_mask"]), WINDOWS_PER_CALL)])
+        return self.float32.outputs(text, logits, *(features[name] for name in WORD_FEATURES if name in features))
 
 
 def int8_module(float32_module, flatbuffers: dict):

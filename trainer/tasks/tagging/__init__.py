@@ -23,8 +23,11 @@ class TaggingTask(Task):
     label_noun = "tag"
     exported_outputs = "entities and word tags"
     export_mark = "entity_label"
+    # The untagged_* and word_text outputs are an export's since issue #64 (an older one's
+    # answers have no `words`).
     answer_outputs = ("entity_text", "entity_label", "entity_start", "entity_end", "entity_score",
-                      "entity_count", "word_tags", "word_count")
+                      "entity_count", "word_tags", "word_count", "word_text", "word_start",
+                      "word_end", "untagged_text", "untagged_start", "untagged_end", "untagged_count")
     agreement_metric = "f1"
     label_issues_refused = (f"--task {NAME} tags words, and cleanlab's ranking judges one label "
                             f"per row")
@@ -157,17 +160,20 @@ class TaggingTask(Task):
 
     # --- a loaded export's answers (its export: serving/tagging.py)
     def predicted_columns(self, outputs) -> dict:
-        """`entities` ([{text, label, start, end, score}]) and `tags` (the words' tags) per text:
-        lists, nested in JSON Lines and written as JSON in a CSV or TSV cell."""
+        """`entities` ([{text, label, start, end, score}]), `words` ([{text, start, end, tag}],
+        every word, tag None where it has none) and `tags` (the words' tags) per text: lists,
+        nested in JSON Lines and written as JSON in a CSV or TSV cell. An export from before
+        words were returned gives no `words`."""
         from trainer.tasks.tagging import numbers
-        return {"entities": numbers.cells(numbers.exported_entities(outputs)),
-                "tags": numbers.cells(numbers.exported_tags(outputs))}
+        words = numbers.exported_words(outputs)
+        given = {"words": numbers.cells(words)} if "word_text" in outputs else {}
+        return {"entities": numbers.cells(numbers.exported_entities(outputs)), **given,
+                "tags": numbers.cells(numbers.exported_tags(outputs, words))}
 
     def served_predictions(self, outputs) -> list:
-        """`[{"entities": [{text, label, start, end, score}], "tags": [...]}]` per text."""
-        from trainer.tasks.tagging import numbers
-        return [{"entities": entities, "tags": tags} for entities, tags in
-                zip(numbers.exported_entities(outputs), numbers.exported_tags(outputs))]
+        """`[{"entities": [...], "words": [...], "tags": [...]}]` per text, as predicted_columns'."""
+        columns = self.predicted_columns(outputs)
+        return [dict(zip(columns, row)) for row in zip(*columns.values())]
 
     # --- the copies' check: the entities a user reads, at their character offsets
     def agreement_outputs(self) -> tuple:

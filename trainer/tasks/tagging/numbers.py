@@ -112,10 +112,29 @@ def gold_spans(sentences) -> np.ndarray:
                             for kind, first, end in iob2.entities(s.tags)) for s in sentences])
 
 
-def exported_tags(outputs: dict) -> list:
-    """Each text's words' tags, of a loaded export's outputs."""
-    return [[_text(tag) for tag in outputs["word_tags"][row][:int(count)]]
-            for row, count in enumerate(np.asarray(outputs["word_count"]))]
+def exported_words(outputs: dict) -> list:
+    """Each text's words in text order, [{text, start, end, tag}], of a loaded export's
+    outputs: every word it split, one it gave no tag (no piece: a lone zero-width joiner) with
+    tag None; None for an export from before words were returned (it has no `word_text`)."""
+    if "word_text" not in outputs:
+        return [None] * len(outputs["word_count"])
+    rows = []
+    for row, (tagged, untagged) in enumerate(zip(outputs["word_count"], outputs["untagged_count"])):
+        words = [{"text": _text(outputs["word_text"][row][i]), "start": int(outputs["word_start"][row][i]),
+                  "end": int(outputs["word_end"][row][i]), "tag": _text(outputs["word_tags"][row][i])}
+                 for i in range(int(tagged))]
+        words += [{"text": _text(outputs["untagged_text"][row][i]), "start": int(outputs["untagged_start"][row][i]),
+                   "end": int(outputs["untagged_end"][row][i]), "tag": None} for i in range(int(untagged))]
+        rows.append(sorted(words, key=lambda word: word["start"]))
+    return rows
+
+
+def exported_tags(outputs: dict, words: list) -> list:
+    """Each text's tags: its `words`' (exported_words), or of an export from before words were
+    returned, the tags of the words it tagged."""
+    return [[word["tag"] for word in row] if row is not None else
+            [_text(tag) for tag in outputs["word_tags"][index][:int(outputs["word_count"][index])]]
+            for index, row in enumerate(words)]
 
 
 def cells(rows: list) -> np.ndarray:

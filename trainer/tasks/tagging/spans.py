@@ -51,12 +51,19 @@ def entity_outputs(strings: tf.Tensor, starts: tf.RaggedTensor, ends: tf.RaggedT
     chosen = tf.reduce_max(probabilities.flat_values, axis=-1)
     words = tf.ragged.range((first + row_starts).flat_values, (end + row_starts).flat_values)
     score = tf.reduce_mean(tf.gather(chosen, words), axis=1)
-    rows = kinds.value_rowids()
-    text = tf.strings.substr(tf.gather(strings, rows), tf.cast(char_start, tf.int32),
-                             tf.cast(char_end - char_start, tf.int32), unit="UTF8_CHAR")
-    ragged = {"entity_label": tf.gather(type_names, kinds.flat_values), "entity_text": text,
+    text = substrings(strings, kinds.with_flat_values(char_start), kinds.with_flat_values(char_end))
+    ragged = {"entity_label": tf.gather(type_names, kinds.flat_values), "entity_text": text.flat_values,
               "entity_start": char_start, "entity_end": char_end, "entity_score": score}
     padding = {"entity_label": "", "entity_text": "", "entity_start": -1, "entity_end": -1, "entity_score": 0.0}
     outputs = {name: kinds.with_flat_values(values).to_tensor(default_value=padding[name])
                for name, values in ragged.items()}
     return {**outputs, "entity_count": kinds.row_lengths()}
+
+
+def substrings(strings: tf.Tensor, starts: tf.RaggedTensor, ends: tf.RaggedTensor) -> tf.RaggedTensor:
+    """[B, (n)] the parts of [B] `strings` between code-point offsets `starts` and `ends`
+    [B, (n)] (exclusive), as Python slices a `str`."""
+    text = tf.strings.substr(tf.gather(strings, starts.value_rowids()),
+                             tf.cast(starts.flat_values, tf.int32),
+                             tf.cast(ends.flat_values - starts.flat_values, tf.int32), unit="UTF8_CHAR")
+    return starts.with_flat_values(text)
