@@ -118,14 +118,21 @@ def test_a_pair_model_reads_both_texts_of_each_row(encoder, tmp_path):
 
 
 TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+TAGGER_LOGITS = [0.0, 0.0, 0.0, 10.0, 0.0]  # B-LOC for every word
 
 
-def test_a_tagger_scores_each_token_of_a_conll_file_at_the_export_word_it_starts(encoder, tmp_path):
+@pytest.fixture(scope="module")
+def tagger(encoder, tmp_path_factory):
+    """A tagger's export that tags every word B-LOC, exported once for the tests below."""
+    return constant_export(encoder, tmp_path_factory.mktemp("tagger") / "model", TAGGER_LOGITS,
+                           build="tagger", names=TAGS)
+
+
+def test_a_tagger_scores_each_token_of_a_conll_file_at_the_export_word_it_starts(tagger, tmp_path):
     """The export tags every word B-LOC. "U.S." is four of its words and takes the first's tag;
     U+200D has no pieces, so no tag: it is scored as O. Gold LOC, LOC, PER; found LOC (right),
     LOC (on "visit": wrong), LOC (right): precision and recall 2/3."""
-    logits = [0.0, 0.0, 0.0, 10.0, 0.0]
-    model_dir = constant_export(encoder, tmp_path / "model", logits, build="tagger", names=TAGS)
+    logits, model_dir = TAGGER_LOGITS, tagger
     source = tmp_path / "gold.conll"
     source.write_text("U.S.\tB-LOC\nvisit\tO\n\nParis\tB-LOC\n\u200d\tB-PER\n")
     code, stdout, stderr, written = evaluated(model_dir, source, tmp_path)
@@ -148,11 +155,11 @@ def test_an_unknown_label_is_one_line_naming_its_file_line_and_column(encoder, t
         f"data (labels: ['neg', 'pos'])"]
 
 
-def test_an_unknown_tag_is_one_line_naming_its_file_line_and_token(encoder, tmp_path):
-    model_dir = constant_export(encoder, tmp_path / "model", [0.0] * 5, build="tagger", names=TAGS)
+@pytest.mark.slow  # the same error line as training's (tests/test_tagging.py), through trainer.evaluate
+def test_an_unknown_tag_is_one_line_naming_its_file_line_and_token(tagger, tmp_path):
     source = tmp_path / "gold.conll"
     source.write_text("Paris\tB-LOC\n\nAcme\tB-ORG\n")
-    code, _, stderr, _ = evaluated(model_dir, source, tmp_path)
+    code, _, stderr, _ = evaluated(tagger, source, tmp_path)
     assert code == 2 and len(stderr.splitlines()) == 1
     assert stderr.startswith(f"error: {source} line 3") and "'B-ORG'" in stderr and "'Acme'" in stderr
 
