@@ -1,8 +1,8 @@
 """`python -m trainer.evaluate`: score an exported model on a labelled file with its task's metrics.
 
 Any export (classification, pairs, regression, multi-label, token classification) on a CSV,
-TSV, JSON Lines or JSON file with labels, or for a tagger a file of tagged sentences (CoNLL
-.conll/.iob, JSON Lines of tokens and tags or of text and spans), scored by the code that
+TSV, JSON Lines or JSON file with labels, or for a tagger a file of tagged sentences (CoNLL,
+JSON Lines of tokens and tags or of text and spans), scored by the code that
 scored its run's test split, at the export's own decisions (calibration temperature,
 thresholds). The metrics are printed; --output writes them as JSON, with the worst errors.
 """
@@ -10,14 +10,14 @@ import sys
 
 from trainer import cli, helptext
 from trainer.serving import predict, variants
+from trainer.tasks.tagging import files
 
 
 def build_arg_parser():
     parser = cli.ArgumentParser(prog="python -m trainer.evaluate", description=__doc__.splitlines()[0],
                                 formatter_class=helptext.DefaultsShown)
     predict.add_input_arguments(parser, input_help=(
-        " With labels; for a token-classification model, tagged sentences: CoNLL (.conll, .iob) "
-        "or JSON Lines of tokens and tags, or of text and spans."))
+        f" With labels; for a token-classification model, tagged sentences: {files.FORMATS_HELP}."))
     parser.add_argument("--output", default=None,
                         help="Write the metrics, the decisions they were made at and the worst "
                              "errors as JSON here (.json or .json.gz, local or gs://). Default: "
