@@ -82,28 +82,28 @@ def _tagged(path: str, data) -> LabelledFile:
 def _texts(args, task, pair: bool, data, kind) -> LabelledFile:
     import pandas as pd
 
-    texts, pairs, frames, skipped, columns, labels = [], [], [], 0, None, None
+    texts, pairs, frames, skipped, columns, label_columns = [], [], [], 0, None, None
     for frame in reading.file_frames(args.input, "--input", CHUNK_ROWS, args.delimiter):
         if columns is None:
             columns = predict.text_columns(frame, args, pair, trained.model_columns(args.model_dir))
-            label_column, labels = task.label_columns(frame, data)
-            _check_columns(frame, labels)
+            label_column, label_columns = task.label_columns(frame, data)
+            _check_columns(frame, label_columns)
         strings = [["" if pd.isna(t) else str(t) for t in frame[c].tolist()] if c else None
                    for c in columns]
         keep = ~predict.empty_rows(*strings)
         skipped += int((~keep).sum())
         texts += [t for t, k in zip(strings[0], keep) if k]
         pairs += [t for t, k in zip(strings[1], keep) if k] if pair else []
-        frames.append(frame.loc[keep, [*labels, "_file", "_row"]])
+        frames.append(frame.loc[keep, [*label_columns, "_file", "_row"]])
     if not texts:
         raise UserError(f"--input: {args.input}: every row has an empty text")
     frame = pd.concat(frames, ignore_index=True)
     return LabelledFile(args.input, np.array(texts, dtype=object), np.array(pairs, dtype=object) if pair else None,
-                        frame, None, label_column, labels, data, kind, skipped)
+                        frame, None, label_column, label_columns, data, kind, skipped)
 
 
-def _check_columns(frame, labels) -> None:
-    missing = [c for c in labels if c not in frame.columns]
+def _check_columns(frame, label_columns) -> None:
+    missing = [c for c in label_columns if c not in frame.columns]
     if missing:
         raise UserError(f"{frame['_file'].iloc[0]}: no label column {missing[0]!r}; its columns "
                         f"are {[c for c in frame.columns if not str(c).startswith('_')]}")
