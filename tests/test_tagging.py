@@ -216,7 +216,7 @@ def test_a_tag_of_a_type_training_never_saw_names_its_line(data, tmp_path):
 
 # --- one run, end to end ----------------------------------------------------------------------------
 
-# Past the run's --max-seq-length of 32 tokens, its last entity at the end (issue #64); a NUL.
+# Past the run's --max-seq-length of 32 tokens, read to its end (issue #64); a NUL.
 LONG = " ".join(["good movie", "so bad", "i love it"] * 6) + " awful"
 TEXTS = ["it was a  good movie , bad 🙂 great", "gréat movie awful", "meh", LONG, "good\x00 bad"]
 
@@ -282,7 +282,9 @@ def test_predict_and_serve_return_the_exports_entities_with_offsets_into_the_tex
         assert all(text[e["start"]:e["end"]] == e["text"] for e in answer["entities"])
     assert {"text": "great", "label": "POS", "start": 29, "end": 34} in [
         {k: e[k] for k in ("text", "label", "start", "end")} for e in in_process[0]["entities"]]
-    assert len(in_process[3]["words"]) == len(LONG.split()) and in_process[3]["entities"][-1]["text"] == "awful"
+    long_words = in_process[3]["words"]  # every one tagged, entities found past the 32 tokens
+    assert len(long_words) == len(LONG.split()) and all(word["tag"] for word in long_words)
+    assert in_process[3]["entities"][-1]["start"] > long_words[32]["start"]
     assert [word["text"] for word in in_process[4]["words"]] == ["good", "bad"]
     assert answers(predicted(trained, tmp_path, "float32")) == in_process
     assert served(trained, tmp_path, "float32") == in_process

@@ -59,8 +59,9 @@ class TaggingTask(Task):
                 (d.label_column, "--label-column", "(the tags are in the tagged file)"),
                 (d.label_names, "--label-names", "(the tags name their types)"),
                 (d.label_type != "auto", "--label-type", "(tags are IOB2)"),
-                (d.long_texts != "truncate", "--long-texts", "(words past --max-seq-length are "
-                                                             "cut and counted)"),
+                (d.long_texts != "truncate", "--long-texts", "(training cuts a sentence at "
+                                                             "--max-seq-length and counts it; the "
+                                                             "export reads every word, in windows)"),
                 (t.class_weights != "none", "--class-weights", "(a row has a tag per word)"),
                 (m.encoder_backend == "hub", "--encoder-backend", "'hub' (a TF-Hub preprocessor "
                                                                  "cannot tokenize word by word)")):
