@@ -16,7 +16,12 @@ training set; the official dev set is kept elsewhere):
    as a check);
 5. the rest, in file order: the pool that labelled rows and the transfer set are drawn from.
 
-    python bench/sst2_whole.py [--held-out 1000] [--seed 0]    # prints the counts
+    python bench/sst2_whole.py [--held-out 1000] [--seed 0] [--publish]
+
+prints the counts, and what the trainer's containment check (trainer.data.leakage.find_contained,
+the warning of every run) says of this protocol's validation sentences against the pool, and of a
+random split of the same rows (a seeded 1,000 of them against the rest), as the first distillation
+bench drew its splits.
 """
 import argparse
 import dataclasses
@@ -26,7 +31,7 @@ from typing import List, Tuple
 
 import numpy as np
 
-from common import read_sst2_tsv, table
+from common import add_publish_flag, machine, printed, publish, read_sst2_tsv, table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SST2 = os.path.join(HERE, "..", "..", "shared", "data", "sst2")
@@ -93,15 +98,37 @@ def describe(split: WholeSplit) -> str:
             f"{c['pool_holding_a_held_out_sentence']} holding a held-out sentence")
 
 
+def containment(split: WholeSplit, held_out: int, seed: int) -> dict:
+    """The containment check's count ({split: (contained, checked)}) of this protocol's validation
+    sentences in the pool, and of a random split of the same rows."""
+    rows = read_sst2_tsv(os.path.join(SST2, "train.tsv")) + read_sst2_tsv(os.path.join(SST2, "dev.tsv"))
+    order = np.random.default_rng(seed).permutation(len(rows))
+    random_held = [rows[i][0] for i in order[:held_out]]
+    random_rest = [rows[i][0] for i in order[held_out:]]
+    found = {"whole sentences against the pool": find_contained([s for s, _ in split.validation],
+                                                                [s for s, _ in split.pool]),
+             "a random split against the rest": find_contained(random_held, random_rest)}
+    return {name: (f.count, f.checked) for name, f in found.items()}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--held-out", type=int, default=1000, help="sentences for validation, and again for test")
     parser.add_argument("--seed", type=int, default=0)
+    add_publish_flag(parser)
     args = parser.parse_args()
     split = load(args.held_out, args.seed)
-    print(describe(split))
-    print(table([[key, f"{value:,.1f}" if isinstance(value, float) else f"{value:,}"]
-                 for key, value in split.counts.items()], ["count", "value"]))
+    checked = containment(split, args.held_out, args.seed)
+    with printed() as text:
+        print(describe(split) + "\n")
+        print(table([[key, f"{value:,.1f}" if isinstance(value, float) else f"{value:,}"]
+                     for key, value in split.counts.items()], ["count", "value"]))
+        print("\nthe trainer's containment check (5+ whole words inside a training text):")
+        print(table([[name, f"{count:,} of {of:,}"] for name, (count, of) in checked.items()],
+                    ["validation", "inside training rows"]))
+    if args.publish:
+        publish("sst2_whole", {"machine": machine(), "args": vars(args), "counts": split.counts,
+                               "containment": {k: list(v) for k, v in checked.items()}}, text.getvalue())
 
 
 if __name__ == "__main__":
