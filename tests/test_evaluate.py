@@ -174,6 +174,7 @@ def trained(tiny_encoder_dir, tiny_data, tmp_path_factory):
     return job_dir
 
 
+@pytest.mark.slow  # a run trained for it: CI's slow line, for the default suite's 10 minutes
 @pytest.mark.parametrize("precision", ["float32", "int8"])
 def test_the_runs_test_file_scores_as_its_metrics_json_says(trained, tiny_data, tmp_path, precision):
     recorded = json.loads((trained / "metrics.json").read_text())

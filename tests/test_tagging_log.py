@@ -1,10 +1,13 @@
 """What a tagging run's log says of its data, its head and its length (issue 64, low): a CoNLL
 run logged `text 'text'` (a column it has not), "mean pooling" (a tagger pools nothing) and
-"1 epochs". One --dry-run of the tiny encoder on a CoNLL file."""
+"1 epochs". One --dry-run of the tiny encoder on a CoNLL file: the slow tier (CI's slow line),
+for the default suite's 10 minutes."""
 import pytest
 
 from conftest import TINY_TASK_FLAGS
 from test_task import run_cli
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
