@@ -110,7 +110,7 @@ def test_a_broken_input_line_is_named(tsv_run, tmp_path):
     source.write_text("tweet\tlabel\nfine\tpositive\nextra\ttab\there\n", encoding="utf-8")
     result = run_in_process("--model-dir", job_dir / "model", "--input", source,
                      "--output", tmp_path / "out.csv", module="trainer.predict")
-    assert result.returncode == 2 and "in.tsv: line 3 holds 3 fields, the header 2" in result.stderr
+    assert result.returncode == 2 and "in.tsv line 3 holds 3 fields, the header 2" in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -81,12 +81,12 @@ def _decoded(stream, path: str) -> Iterator[str]:
     line."""
     for number, line in enumerate(stream, start=1):
         if (number == 1 and line.startswith(_UTF16)) or b"\x00" in line:
-            raise UserError(f"{path}: line {number} looks like UTF-16 (it holds NUL bytes or "
+            raise UserError(f"{path} line {number} looks like UTF-16 (it holds NUL bytes or "
                             f"starts with a UTF-16 byte order mark); save the file as UTF-8")
         try:
             text = line.decode("utf-8-sig" if number == 1 else "utf-8")
         except UnicodeDecodeError as e:
-            raise UserError(f"{path}: line {number} is not valid UTF-8 (byte "
+            raise UserError(f"{path} line {number} is not valid UTF-8 (byte "
                             f"{line[e.start]:#04x} at column {e.start + 1}); save the file "
                             f"as UTF-8") from None
         yield text
@@ -125,10 +125,10 @@ def json_records(lines: Iterator[str], path: str):
         try:
             record = json.loads(line)
         except json.JSONDecodeError as e:
-            raise UserError(f"{path}: line {number} is not valid JSON ({e.msg}); JSON Lines hold "
+            raise UserError(f"{path} line {number} is not valid JSON ({e.msg}); JSON Lines hold "
                             f"one object per line, a JSON array starts with [") from None
         if not isinstance(record, dict):
-            raise UserError(f"{path}: line {number} is not a JSON object")
+            raise UserError(f"{path} line {number} is not a JSON object")
         yield number, record
 
 
@@ -145,7 +145,7 @@ def _json_array(text: str, first_line: int, path: str):
         return state["line"]
 
     def fail(position, what):
-        raise UserError(f"{path}: line {line_of(position)} is not valid JSON ({what}); the file "
+        raise UserError(f"{path} line {line_of(position)} is not valid JSON ({what}); the file "
                         f"holds a JSON array of objects")
 
     position = _SPACE.match(text, text.index("[") + 1).end()
@@ -157,7 +157,7 @@ def _json_array(text: str, first_line: int, path: str):
         except json.JSONDecodeError as e:
             fail(e.pos, e.msg)
         if not isinstance(record, dict):
-            raise UserError(f"{path}: line {line_of(position)}: element {element} of the JSON "
+            raise UserError(f"{path} line {line_of(position)}: element {element} of the JSON "
                             f"array is not a JSON object")
         yield line_of(position), record
         position = _SPACE.match(text, end).end()
@@ -192,7 +192,7 @@ def _check_separator(header: list, line: int, fmt: str, separator: str, path: st
             advice = ("name the file .csv and " if fmt == "tsv" else "") + f"pass --delimiter '{other}'"
         if other == ";":
             advice = f"a CSV saved by Excel in a European locale? {advice}"
-        raise UserError(f"{path}: line {line}: the header {header[0]!r} is separated by "
+        raise UserError(f"{path} line {line}: the header {header[0]!r} is separated by "
                         f"{name}, not {'tabs' if fmt == 'tsv' else repr(separator)}: {advice}")
 
 
@@ -226,7 +226,7 @@ def _delimited_records(lines: Iterator[str], fmt: str, path: str, delimiter: Opt
         raise UserError(f"{path}: file is empty")
     header = first[1]
     _check_separator(header, first[0], fmt, "\t" if fmt == "tsv" else delimiter or ",", path)
-    check_header(header, f"{path}: line {first[0]}")
+    check_header(header, f"{path} line {first[0]}")
 
     def checked():
         for start, record in rows:
@@ -235,7 +235,7 @@ def _delimited_records(lines: Iterator[str], fmt: str, path: str, delimiter: Opt
             if len(record) != len(header):
                 lines_ = (f"line {start} holds" if reader.line_num == start
                           else f"lines {start}-{reader.line_num} hold")
-                raise UserError(f"{path}: {lines_} {len(record)} fields, the header "
+                raise UserError(f"{path} {lines_} {len(record)} fields, the header "
                                 f"{len(header)} ({_HINTS[fmt]})")
             yield start, record
     return header, checked()
@@ -257,7 +257,7 @@ def iter_frames(lines: Iterator[str], fmt: str, path: str, chunk_rows: Optional[
         out = pd.DataFrame.from_records(batch, columns=header)
         if header is None:
             out = out.astype(object).where(out.notna(), None)
-            check_header(list(out.columns), f"{path}: line {numbers[0]}" if numbers else path)
+            check_header(list(out.columns), f"{path} line {numbers[0]}" if numbers else path)
         out["_row"] = numbers
         return out
 
