@@ -2,7 +2,8 @@
 
 The reference below is an independent pure-Python BasicTokenizer + WordPiece written from
 Google's tokenization.py / Hugging Face's BertTokenizer rules (transformers is not a
-dependency). It runs over the real all-MiniLM-L6-v2 vocabulary from the installed package.
+dependency). It runs over the real all-MiniLM-L6-v2 vocabulary from the installed package, and
+gives the ids of Hugging Face's own `tokenizers` (a test dependency) on every tricky string.
 """
 import os
 import unicodedata
@@ -31,16 +32,19 @@ def _is_cjk(char):
 
 
 def reference_basic_tokenize(text, lower_case=True):
+    """BertNormalizer's clean_text deletes U+FFFD and every "other" character (Cc, Cf, Co, Cn) but
+    tab, newline and carriage return; its lowercase maps one character at a time (Σ is σ even
+    at the end of a word, where str.lower gives ς)."""
     cleaned = []
     for char in text:
         if char in "\t\n\r" or unicodedata.category(char) == "Zs":
             cleaned.append(" ")
-        elif not unicodedata.category(char).startswith("C"):
+        elif not unicodedata.category(char).startswith("C") and char != "\ufffd":
             cleaned.append(f" {char} " if _is_cjk(char) else char)
     words = []
     for word in "".join(cleaned).split():
         if lower_case:
-            word = "".join(c for c in unicodedata.normalize("NFD", word.lower())
+            word = "".join(c for c in unicodedata.normalize("NFD", "".join(map(str.lower, word)))
                            if unicodedata.category(c) != "Mn")
         current = ""
         for char in word:
@@ -95,7 +99,28 @@ TRICKY_STRINGS = {
     "whitespace": "  multiple   spaces\tand\nnewlines  ",
     "over-long-word": "a" * 150,  # a word over 100 characters is a single [UNK]
     "over-length-input": "over-length input " * 40,  # truncated, still ending in [SEP]
+    # Deleted, not word breaks (issue #66); TF-Text stopped reading a text at its NUL.
+    "nul": "before nul\x00after it",
+    "zwj-emoji": "family 👩\u200d👩\u200d👧 and 👍🏽 ok",
+    "soft-hyphen": "soft\u00adhyphen",
+    "zero-width-space-and-bom": "zero\u200bwidth \ufeffbom",
+    "c1-controls": "next\x85line trial\x97at mis\x92decoded",
+    "private-use-and-replacement": "private\ue000use re\ufffdplaced",
+    "final-sigma": "ΟΔΥΣΣΕΥΣ Σ",  # σ at the end of a word too
 }
+
+
+def test_the_reference_gives_hugging_faces_ids(vocab):
+    """BertNormalizer (clean_text, lowercase, strip_accents), BertPreTokenizer and WordPiece of
+    the `tokenizers` library over the same vocabulary, as BertTokenizerFast builds them."""
+    tokenizers = pytest.importorskip("tokenizers")
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordPiece(vocab, unk_token="[UNK]"))
+    tokenizer.normalizer = tokenizers.normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
+    theirs = [e.ids for e in tokenizer.encode_batch(list(TRICKY_STRINGS.values()))]
+    ours = [[vocab[piece] for word in reference_basic_tokenize(text)
+             for piece in reference_wordpiece(word, vocab)] for text in TRICKY_STRINGS.values()]
+    assert dict(zip(TRICKY_STRINGS, ours)) == dict(zip(TRICKY_STRINGS, theirs))
 
 
 @pytest.mark.parametrize("text", TRICKY_STRINGS.values(), ids=TRICKY_STRINGS.keys())

@@ -90,3 +90,17 @@ def test_the_cache_key_follows_what_the_tokenizer_does():
     uncased = token_cache.tokenizer_fingerprint(WordPiecePreprocessor(vocab, lower_case=True), pairs=False)
     assert token_cache.tokenizer_fingerprint(WordPiecePreprocessor(vocab, lower_case=True), pairs=False) == uncased
     assert token_cache.tokenizer_fingerprint(WordPiecePreprocessor(vocab, lower_case=False), pairs=False) != uncased
+
+
+def test_the_cache_key_follows_how_the_tokenizer_reads_control_characters():
+    """Tokens cached before WordPiece deleted format characters (issue #66: it split words at a
+    soft hyphen) are not reused by a run after."""
+    import tensorflow as tf
+
+    class SplittingAtSoftHyphens(WordPiecePreprocessor):
+        def tokenize(self, strings):
+            return super().tokenize(tf.strings.regex_replace(strings, "\u00ad", " "))
+
+    vocab = os.path.join(registry.packaged_default_dir(), "vocab.txt")
+    fixed = token_cache.tokenizer_fingerprint(WordPiecePreprocessor(vocab, lower_case=True), pairs=False)
+    assert token_cache.tokenizer_fingerprint(SplittingAtSoftHyphens(vocab, lower_case=True), pairs=False) != fixed

@@ -34,7 +34,9 @@ _SHUFFLE_ROWS = 65_536
 # Texts on which tokenizers are known to differ: case and accents, emoji, an empty text, and a
 # no-break space (TF-Text's BertTokenizer and FastBertTokenizer split it differently when cased).
 _PROBES = ("The quick brown fox jumps over the lazy dog.", "Ünïcödé, emoji 🙂 and CAPS!", "",
-           "no\u00a0break ﬁne…")
+           "no\u00a0break ﬁne…",
+           # what WordPiece read differently before issue #66: control and format characters, Σ
+           "soft\u00adhyphen, ΟΔΥΣΣΕΥΣ\x00after a NUL")
 
 
 @dataclasses.dataclass

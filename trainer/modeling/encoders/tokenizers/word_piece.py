@@ -12,6 +12,9 @@ from trainer.modeling.encoders.preprocessing import PackingPreprocessor, Special
 
 # Google's WordPiece vocabularies' special tokens, packed `[CLS] a [SEP] b [SEP]` (BERT's).
 BERT = SpecialTokens("[PAD]", "[UNK]", "[CLS]", "[SEP]")
+# What Hugging Face's BertNormalizer (clean_text) deletes: NUL, U+FFFD and every Unicode "other"
+# character (Cc, Cf, Co, Cn) but tab, newline and carriage return (tokenizers' normalizers/bert.rs).
+_DELETED = r"[^\P{C}\t\n\r]|\x{FFFD}"
 
 
 def check_vocab(vocab_file: str, special: SpecialTokens = BERT) -> List[str]:
@@ -46,6 +49,13 @@ class WordPiecePreprocessor(PackingPreprocessor):
     FastBertTokenizer's own lower_case_nfd_strip_accents also applies NFKC ("…" -> "...",
     "´" -> " ́"), which Hugging Face does not (2 of 1,500 MRPC dev pairs came out different;
     bench/pair_parity.py). The ids then equal Hugging Face's fast tokenizer's.
+
+    Before that, cased or not, the characters BertNormalizer deletes are deleted (`_DELETED`:
+    control and format characters, private use, U+FFFD): FastBertTokenizer would split words at
+    them (a soft hyphen, a zero-width joiner inside an emoji sequence, the C1 controls of
+    mis-decoded cp1252 text) and stop reading a text at a NUL (issue #66: 2 of 14,284 tweets and
+    7 of 2,000 IMDB reviews came out different). And Σ lower-cases to σ wherever it stands, as
+    BertNormalizer lower-cases one character at a time, not to ICU's word-final ς.
     """
 
     def __init__(self, vocab_file: str, lower_case: bool, seq_length: int = 128,
@@ -73,7 +83,9 @@ class WordPiecePreprocessor(PackingPreprocessor):
 
         FastBertTokenizer returns each text's wordpieces in one row; a word begins at every
         piece that is not a "##" continuation (a word WordPiece cannot split is one [UNK])."""
+        strings = tf.strings.regex_replace(strings, _DELETED, "")
         if self.lower_case:
+            strings = tf.strings.regex_replace(strings, "Σ", "σ")
             strings = tf.strings.regex_replace(
                 text.normalize_utf8(tf.strings.lower(strings, encoding="utf-8"), "NFD"), r"\p{Mn}", "")
         pieces = self._tokenizer.tokenize(strings)
