@@ -18,7 +18,7 @@ passed; otherwise it is deleted and the reason returned for the one line the cal
 """
 import contextlib
 import time
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import tensorflow as tf
 import tf_keras
@@ -97,31 +97,34 @@ def module_like(reference, preprocessor, model: tf_keras.Model, task, label_name
                                  decisions=task.decisions_of_export(reference))
 
 
-def _outputs(task, module, texts, pairs, features, batch_size: int):
-    """What agreement.compare reads: the task's agreement_values (the chosen class, the chosen
-    labels, scores, or entities), in row order."""
-    from trainer.serving import predict
+def decided(task, module, texts, pairs, features, batch_size: int) -> tuple:
+    """(what agreement.compare reads of `module`'s outputs for these rows: the task's
+    agreement_values (the chosen class, the chosen labels, scores, or entities) in row order,
+    rows per second)."""
+    outputs, speed = _outputs(task, module, texts, pairs, features, batch_size)
+    return task.agreement_values(outputs), speed
 
-    wanted = task.agreement_outputs()
-    return task.agreement_values(predict.predict_outputs(module, texts, batch_size, pairs, features, wanted))
 
-
-def _timed_outputs(task, module, texts, pairs, features, batch_size: int):
-    """(outputs, rows per second); the first call of each function, which optimizes its graph,
-    is made beforehand (predict.warm_up) and not timed."""
+def _outputs(task, module, texts, pairs, features, batch_size: int, every: bool = False) -> tuple:
+    """(the outputs the check reads, or `every` one, rows per second); the first call of each
+    function, which optimizes its graph, is made beforehand (predict.warm_up) and not timed."""
     from trainer.serving import predict
 
     predict.warm_up(module)
     start = time.perf_counter()
-    outputs = _outputs(task, module, texts, pairs, features, batch_size)
+    outputs = predict.predict_outputs(module, texts, batch_size, pairs, features,
+                                      None if every else task.agreement_outputs())
     return outputs, len(texts) / max(time.perf_counter() - start, 1e-9)
 
 
-def export_checked(copy: tuple, reference, model_dir: str, precision: str,
-                   task, texts, pairs, labels, label_names: Sequence[str], batch_size: int) -> dict:
-    """Writes `copy` (bfloat16_copy's or int8_copy's) as MODEL_DIR/<precision> if it agrees with
-    `reference`, MODEL_DIR's float32 model as loaded, on these rows; returns the check's figures
-    (`passed`, `why`) with both speeds."""
+def export_checked(copy: tuple, reference, model_dir: str, precision: str, task, texts, pairs,
+                   labels, label_names: Sequence[str], batch_size: int, own_tokens: bool = False,
+                   max_difference: Optional[float] = None) -> dict:
+    """Writes `copy` (bfloat16_copy's, int8_copy's or an ONNX copy's) as MODEL_DIR/<precision>
+    if it agrees with `reference`, MODEL_DIR's float32 model as loaded, on these rows; returns
+    the check's figures (`passed`, `why`) with both speeds. `own_tokens`: the copy tokenizes
+    by itself (an ONNX copy), so its features are compared with the float32 model's too, and
+    every output (parity's figures), refused above `max_difference` when given."""
     from trainer.serving import predict
 
     write, load = copy
@@ -130,9 +133,14 @@ def export_checked(copy: tuple, reference, model_dir: str, precision: str,
     tmp = storage.temporary_sibling(target)
     try:
         write(tmp)
-        float32, float32_speed = _timed_outputs(task, reference, texts, pairs, features, batch_size)
-        candidate, speed = _timed_outputs(task, load(tmp), texts, pairs, features, batch_size)
-        figures = agreement.compare(task, float32, candidate, labels, label_names)
+        float32, float32_speed = _outputs(task, reference, texts, pairs, features, batch_size, own_tokens)
+        loaded = load(tmp)
+        candidate, speed = _outputs(task, loaded, texts, pairs, features, batch_size, own_tokens)
+        figures = agreement.compare(task, task.agreement_values(float32), task.agreement_values(candidate),
+                                    labels, label_names)
+        if own_tokens:
+            _refuse_unless(figures, parity(float32, candidate, features, predict.tokenize(loaded, texts, pairs),
+                                           texts, max_difference))
     except BaseException:
         if storage.exists(tmp):
             storage.remove(tmp)
@@ -146,6 +154,36 @@ def export_checked(copy: tuple, reference, model_dir: str, precision: str,
     storage.replace_directory(tmp, target)
     variants.record(model_dir, precision, figures)
     return figures
+
+
+def parity(float32: dict, candidate: dict, features: dict, own_features: dict, texts,
+           max_difference: Optional[float] = None) -> dict:
+    """A copy that tokenizes by itself against its float32 model: `token_rows_differing` (rows
+    whose features differ) and `max_difference` (of any float output), with `why` when the
+    features of a row differ or the difference passes `max_difference`."""
+    import numpy as np
+
+    differing = np.flatnonzero(np.any([np.any(features[name] != own_features[name], axis=1)
+                                       for name in features], axis=0))
+    largest = max((float(np.max(np.abs(candidate[name] - value), initial=0.0))
+                   for name, value in float32.items() if value.dtype.kind == "f"), default=0.0)
+    why = []
+    if len(differing):
+        why.append(f"its tokenizer's ids differ from the float32 model's on {len(differing)} of "
+                   f"{len(texts)} validation rows (e.g. {str(texts[differing[0]])[:80]!r})")
+    if max_difference is not None and largest > max_difference:
+        why.append(f"its outputs differ from float32's by up to {largest:.2g} "
+                   f"(at most {max_difference:g} allowed)")
+    return {"token_rows_differing": int(len(differing)), "max_difference": largest, "why": why}
+
+
+def _refuse_unless(figures: dict, found: dict) -> None:
+    """Adds `found`'s figures to the check's, and its reasons to refuse (parity's `why`)."""
+    reasons = found.pop("why")
+    figures.update(found)
+    if reasons:
+        figures["why"] = "; ".join(filter(None, [figures["why"], *reasons]))
+        figures["passed"] = False
 
 
 def describe(figures: dict) -> str:

@@ -244,6 +244,16 @@ class Task(abc.ABC):
         found = {name: getattr(module, name, None) for name in self.decision_variables}
         return {name: value.numpy().tolist() for name, value in found.items() if value is not None}
 
+    # Why the export writes no ONNX copy of this kind (trainer.serving.onnx), or None.
+    onnx_refused: Optional[str] = None
+
+    def joined_outputs(self) -> dict:
+        """{output: (the 0/1 output [B, C] that picks label names, separator)} of the exported
+        outputs that join the picked label names into one string. ONNX opset 17 has no string
+        concatenation: the ONNX export builds these from the label names rather than convert
+        the join (trainer.serving.onnx.convert)."""
+        return {}
+
     # --- A loaded export's answers (trainer.predict, trainer.serve, trainer.explain) ------------
     # A model dir tells its kind by its signature's outputs, not by a name (its metrics.json may
     # be elsewhere, or older than tasks): export_mark is the output only this kind's exports

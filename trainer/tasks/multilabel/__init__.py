@@ -191,6 +191,9 @@ class MultiLabelTask(ThresholdedTask):
     def export_decisions(self) -> dict:
         return {} if self.thresholds is None else {"thresholds": [float(t) for t in self.thresholds]}
 
+    def joined_outputs(self) -> dict:
+        return {"labels": ("predicted", self.separator)}
+
     def serving_outputs(self, module, logits, batch) -> dict:
         """Per-label probabilities, and the labels at or above their threshold joined by the
         training data's separator."""
