@@ -7,6 +7,7 @@ tests/reference_<family>.py), and the default encoder's vocabulary for BERT.
 """
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -180,7 +181,7 @@ def test_the_runtime_side_reads_a_copy_where_tensorflow_cannot_be_imported(prepr
     built = preprocessor("bert", 16)
     onnx_tokenizer(built, tmp_path)
     run = subprocess.run([sys.executable, "-c", READ_WITHOUT_TENSORFLOW, str(tmp_path), json.dumps(HARD)],
-                         capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+                         capture_output=True, text=True, cwd=pathlib.Path(__file__).resolve().parent.parent)
     assert run.returncode == 0, run.stderr
     ours = {name: np.array(value, np.int32) for name, value in json.loads(run.stdout).items()}
     assert_equal_features(ours, savedmodel_features(built, HARD), HARD)

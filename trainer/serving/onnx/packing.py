@@ -129,23 +129,27 @@ class Tokenizer:
                 second = [*layout.pair_separator, *segments[1][i][:shares[1][i]], layout.end]
                 row += second
                 types += [int(layout.typed_pairs)] * len(second)
-            _put(features, i, 0, row, types)
+            _put(features, i, row, types)
         return features
 
     def _windows(self, texts: List[List[int]]) -> Dict[str, np.ndarray]:
-        """input_pipeline.encode's windows: each window packed alone, a text's side by side."""
-        layout, length, long_texts = self.layout, self.max_seq_length, self.long_texts
-        budget = length - layout.special_count(1)
+        """input_pipeline.encode's windows: every window of every text packed alone (a text's
+        windows split_into_windows'), then a text's side by side, 0 after its last."""
+        long_texts, length = self.long_texts, self.max_seq_length
+        budget = length - self.layout.special_count(1)
         stride = budget - long_texts.window_overlap
         counts = window_counts(_lengths(texts), budget, long_texts.window_overlap,
                                long_texts.max_windows)
-        features = {name: np.zeros([len(texts), self.width], np.int32) for name in FEATURES}
-        for i, (pieces, count) in enumerate(zip(texts, counts)):
-            for window in range(count):
-                start = window * stride  # split_into_windows
-                row = [layout.start, *pieces[start:start + budget], layout.end]
-                features["input_word_ids"][i, window * length:(window + 1) * length] = layout.pad
-                _put(features, i, window * length, row, [0] * len(row))
+        windows = [pieces[k * stride:k * stride + budget]
+                   for pieces, count in zip(texts, counts) for k in range(count)]
+        packed = self._pack([windows])
+        text = np.repeat(np.arange(len(texts)), counts)
+        window = np.concatenate([np.arange(count) for count in counts]) if len(texts) else text
+        features = {}
+        for name in FEATURES:
+            side_by_side = np.zeros([len(texts), long_texts.max_windows, length], np.int32)
+            side_by_side[text, window] = packed[name]
+            features[name] = side_by_side.reshape([len(texts), self.width])
         return features
 
 
@@ -191,12 +195,11 @@ def _empty(rows: int, width: int, pad: int) -> Dict[str, np.ndarray]:
     return features
 
 
-def _put(features: Dict[str, np.ndarray], row: int, at: int, ids: list, types: list) -> None:
-    """One packed row's ids, mask and types at columns [at, at + len(ids)); padding stays."""
-    end = at + len(ids)
-    features["input_word_ids"][row, at:end] = ids
-    features["input_mask"][row, at:end] = 1
-    features["input_type_ids"][row, at:end] = types
+def _put(features: Dict[str, np.ndarray], row: int, ids: list, types: list) -> None:
+    """One packed row's ids, mask and types; the padding after them stays."""
+    features["input_word_ids"][row, :len(ids)] = ids
+    features["input_mask"][row, :len(ids)] = 1
+    features["input_type_ids"][row, :len(ids)] = types
 
 
 def _read(path: str) -> str:
