@@ -223,6 +223,21 @@ def test_install_script_installs_the_package_then_the_weights_without_their_depe
     assert bad.returncode == 2 and "usage" in bad.stderr
 
 
+def test_install_script_onnx_installs_the_runtimes_pins_then_the_package_without_tensorflow():
+    """Issue 66: `bash scripts/install.sh onnx` is the ONNX runtime's environment, no TensorFlow:
+    its pins (exact, none of the TensorFlow stack), then the package without setup.py's
+    dependencies, and no encoder weights (a training's)."""
+    from test_container import read_pins
+
+    lines = run("install.sh", "onnx", DRY_RUN="1").stdout.splitlines()
+    assert [shlex.split(line) for line in lines] == [
+        [sys.executable, "-m", "pip", "install", "-r", ROOT + "/scripts/onnx-requirements.txt"],
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-e", ROOT]]
+    pinned = read_pins("scripts/onnx-requirements.txt")
+    assert {"onnxruntime", "tokenizers", "numpy", "pandas", "starlette", "uvicorn"} <= set(pinned)
+    assert not [name for name in pinned if name.startswith(("tensorflow", "tf-keras", "keras"))]
+
+
 def test_readmes_quick_start_installs_into_a_virtualenv_and_names_python():
     """Issue #23, 12: install.sh installs into the first python3 on PATH; the quick start
     creates and activates a virtualenv before it, and says how to pick another interpreter."""

@@ -14,7 +14,7 @@ import threading
 import warnings
 from typing import Callable, Optional, Sequence
 
-from trainer import __version__
+from trainer import __version__, installed
 from trainer.errors import UserError
 
 log = logging.getLogger("trainer")
@@ -152,6 +152,11 @@ def run(main: Callable[[Sequence[str]], Optional[int]], argv: Optional[Sequence[
     except UserError as error:
         fail(str(error))
         return error.exit_code
+    except ModuleNotFoundError as error:  # a TensorFlow command in the ONNX runtime's environment
+        if not installed.is_missing_tensorflow(error):
+            raise
+        fail(str(installed.without_tensorflow("this command")))
+        return UserError.exit_code
     except Terminated:
         fail(f"{interrupted} (SIGTERM)")
         return Terminated.exit_code

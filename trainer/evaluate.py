@@ -9,7 +9,7 @@ thresholds). The metrics are printed; --output writes them as JSON, with the wor
 import sys
 
 from trainer import cli, helptext
-from trainer.serving import predict, variants
+from trainer.serving import predict
 from trainer.tasks.tagging import files
 
 
@@ -22,8 +22,7 @@ def build_arg_parser():
                         help="Write the metrics, the decisions they were made at and the worst "
                              "errors as JSON here (.json or .json.gz, local or gs://). Default: "
                              "print them only.")
-    parser.add_argument("--precision", default="auto", choices=variants.PRECISIONS,
-                        help=f"Which of the model dir's models is scored: {variants.AUTO_HELP}")
+    predict.add_copy_arguments(parser, "is scored")
     parser.add_argument("--label-column", default=None,
                         help="Column holding the label; by default the run's own when --model-dir "
                              "is a run's JOB_DIR/model, else detected as the trainer does.")

@@ -16,7 +16,7 @@ import sys
 import time
 
 import trainer
-from trainer import cli, config as config_lib, helptext, progress, storage
+from trainer import cli, config as config_lib, helptext, installed, progress, storage
 from trainer import reading as data
 from trainer.errors import UserError
 from trainer.serving import columns as trained, predict, protocol
@@ -138,6 +138,8 @@ def explain_file(model, args, out_fmt: str, handle) -> tuple:
 def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
     cli.setup_logging()
+    # Gradients of the SavedModel: no ONNX copy explains (an ONNX runtime environment has no TensorFlow)
+    installed.require_tensorflow("trainer.explain (integrated gradients through the SavedModel)")
     trainer.import_tensorflow()
     out_fmt = check_args(args)
     from trainer.explaining import attribute, integrated_gradients as ig

@@ -1,4 +1,5 @@
-"""File access for local paths and gs:// alike (tf.io.gfile), with atomic writes.
+"""File access for local paths and gs:// alike (tf.io.gfile; local paths only without
+TensorFlow: trainer/local_gfile.py), with atomic writes.
 
 A reader never sees half a file: every write goes to a temporary name in the same directory
 and is renamed into place. On GCS an object appears whole when its upload finishes, and
@@ -10,12 +11,14 @@ import re
 import uuid
 
 import trainer
+from trainer import installed, local_gfile
 from trainer.errors import UserError
 
 
 def _tf():
-    """TensorFlow, imported on first use: entry points answer --help without loading it."""
-    return trainer.import_tensorflow()
+    """TensorFlow, imported on first use: entry points answer --help without loading it. Where
+    it is not installed (the ONNX runtime's environment), local files through the same calls."""
+    return trainer.import_tensorflow() if installed.tensorflow() else local_gfile
 
 
 def join(base: str, name: str) -> str:

@@ -14,26 +14,11 @@ import numpy as np
 import tensorflow as tf
 
 from trainer import progress
+from trainer.data.padding import padded_lengths, padded_to  # noqa: F401  padded_lengths: callers' ladder
 from trainer.modeling.encoders import preprocessing
 from trainer.modeling.encoders.layers import INPUT_KEYS
 
-_PADDED_LENGTHS = (8, 12, 16, 20, 24, 28, 32, 36, 40, 48, 56, 64, 80, 96, 128, 192, 256, 384, 512)
 _TOKENIZE_BATCH = 1024
-
-
-def padded_lengths(max_seq_length: int, windows: int = 1) -> tuple:
-    """The sequence lengths batches are padded to: a short fixed ladder ending at the maximum;
-    with --long-texts windows, then whole windows: a row of k windows is k * max_seq_length
-    tokens wide (the last window padded), which trainer.modeling.windows splits again."""
-    return (tuple(n for n in _PADDED_LENGTHS if n < max_seq_length) + (max_seq_length,)
-            + tuple(k * max_seq_length for k in range(2, windows + 1)))
-
-
-def padded_to(lengths, ladder) -> np.ndarray:
-    """The ladder length each row of `lengths` tokens is padded to: the first that holds it.
-    Training's buckets and prediction's batches group rows by it, so both pad alike."""
-    ladder = np.asarray(ladder)
-    return ladder[np.searchsorted(ladder, lengths, side="left")]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,7 +23,7 @@ import trainer
 from trainer import progress, storage, strict_json
 from trainer.errors import UserError
 from trainer.reporting import error_rows, labelled_file, predictions as exported_lib
-from trainer.serving import predict, signature, variants
+from trainer.serving import predict, variants
 
 CHUNK_ROWS = 8192  # rows predicted per call: their features and outputs, not the file's, in memory
 SHOWN_ERRORS = 5  # errors printed; --output lists every one --report-errors asks for
@@ -47,7 +47,7 @@ def check_args(args) -> None:
             raise UserError(f"--output: {args.output} is a directory; name a file in it")
         if storage.exists(args.output) and not args.overwrite:
             raise UserError(f"--output: {args.output} exists; pass --overwrite to replace it")
-    signature.require_export(args.model_dir)
+    variants.require_model(args.model_dir)
     if not storage.exists(args.input):
         storage.require_bucket(args.input)
         raise UserError(f"--input: file not found: {args.input}")
@@ -56,11 +56,11 @@ def check_args(args) -> None:
 def run(args) -> int:
     """Reads the file, loads the model, scores it, prints the metrics and writes --output."""
     check_args(args)
-    trainer.import_tensorflow()
-    saved = signature.read(args.model_dir)
+    precision, path = variants.resolve(args.model_dir, args.precision, runtime=args.runtime)
+    onnx = variants.runtime_of(precision) == "onnx"
+    saved = variants.signature_of(args.model_dir, path if onnx else None)
     task = saved.task()
     rows = labelled_file.read(args, task, saved.pair)
-    precision, path = variants.resolve(args.model_dir, args.precision)
     # Written as trainer.predict writes: a scratch file opened before the model loads (an
     # unwritable --output is one line at once), renamed into place once all went well; one
     # JSON document, not predict's array of rows.
@@ -69,6 +69,8 @@ def run(args) -> int:
     with written as handle:
         started = time.monotonic()
         model = variants.load(args.model_dir, precision)
+        if onnx:
+            model.require_decisions("trainer.evaluate")
         print(f"loaded the {precision} model ({path}) in {progress.clock(time.monotonic() - started)}",
               flush=True)
         block = score(model, task, rows, args)

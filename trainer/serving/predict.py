@@ -2,7 +2,7 @@
 
 Streams the input in chunks (files larger than memory are fine). A chunk is tokenized by the
 export's own `tokenize` function, sorted by token count and cut into batches that each hold one
-length of the padding ladder (trainer.data.input_pipeline.padded_lengths), so a batch computes hardly
+length of the padding ladder (trainer.data.padding.padded_lengths), so a batch computes hardly
 any padding; the next chunk is read and tokenized on a background thread meanwhile. Exports
 older than `tokenize` are run through their signature, in batches of similar character counts.
 The input is read by the trainer's own reader (trainer.reading), so a file yields the rows
@@ -21,11 +21,10 @@ import os
 import tempfile
 import time
 
-import trainer
 from trainer import cli, helptext, progress, storage
 from trainer import reading as data
 from trainer.errors import UserError
-from trainer.serving import columns as trained, protocol, signature as saved, variants
+from trainer.serving import columns as trained, protocol, variants
 
 CHUNK_ROWS = 8192
 TOKENIZE_ROWS = 1024
@@ -39,8 +38,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", required=True,
                         help="Where to write: .csv, .tsv, .jsonl (JSON Lines) or .json (one JSON "
                              "array), each plain or .gz (local or gs://).")
-    parser.add_argument("--precision", default="auto", choices=variants.PRECISIONS,
-                        help=f"Which of the model dir's models computes: {variants.AUTO_HELP}")
+    add_copy_arguments(parser, "computes")
     parser.add_argument("--batch-size", type=int, default=128, help="Texts per model call.")
     add_run_arguments(parser)
     return parser
@@ -64,6 +62,15 @@ def add_input_arguments(parser, input_help: str = "") -> None:
                         help="Column holding the second text, for a sentence-pair model; by "
                              "default the model's own if the file has it, else detected as the "
                              "trainer does (sentence1/sentence2, ...).")
+
+
+def add_copy_arguments(parser, does: str) -> None:
+    """--runtime and --precision: which of the model dir's copies `does` (trainer.predict's,
+    trainer.serve's, trainer.evaluate's)."""
+    parser.add_argument("--runtime", default="auto", choices=variants.RUNTIMES,
+                        help=variants.RUNTIME_HELP)
+    parser.add_argument("--precision", default="auto", choices=variants.PRECISIONS,
+                        help=f"Which of the model dir's models {does}: {variants.AUTO_HELP}")
 
 
 def add_run_arguments(parser) -> None:
@@ -92,25 +99,29 @@ def text_columns(chunk, args, pair_model: bool, model_columns: tuple = (None, No
     return text, pair
 
 
-def check_input_columns(args):
+def check_input_columns(args, copy_dir: str = None):
     """The input's text columns, found as the chunks will find them (text_columns) for the
-    model's signature read without loading it (serving/signature.py): a file without them is
-    one line before the model loads, not after. Returns the signature."""
+    model's signature read without loading it (serving/signature.py; an ONNX copy's, at
+    `copy_dir`, from its onnx.json): a file without them is one line before the model loads,
+    not after. Returns the signature."""
     frames = data.file_frames(args.input, "--input", CHUNK_ROWS, args.delimiter)
     try:
         first = next(frames)
     finally:
         frames.close()
-    found = saved.read(args.model_dir)
+    found = variants.signature_of(args.model_dir, copy_dir)
     text_columns(first, args, found.pair, trained.model_columns(args.model_dir))
     return found
 
 
 def signature(model):
-    """The serving signature of a loaded export (export.load_module), or the signature itself."""
+    """The serving signature of a loaded export (export.load_module), an ONNX copy's
+    (serving/onnx/runtime.py), or the signature itself."""
+    if not hasattr(model, "signatures"):
+        return getattr(model, "serving_signature", model)
     from trainer.serving import export
 
-    return model.signatures[export.SIGNATURE] if hasattr(model, "signatures") else model
+    return model.signatures[export.SIGNATURE]
 
 
 def tokenizes(model) -> bool:
@@ -128,14 +139,16 @@ def tokenize(model, texts, pairs=None) -> dict:
         args = [np.asarray(texts[start:start + TOKENIZE_ROWS], dtype=object)]
         if pairs is not None:
             args.append(np.asarray(pairs[start:start + TOKENIZE_ROWS], dtype=object))
-        parts.append({k: v.numpy() for k, v in model.tokenize(*args).items()})
+        parts.append({k: np.asarray(v) for k, v in model.tokenize(*args).items()})
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
 def ladder_of(model):
     """A loaded export's padded lengths, or None for an export from before they were saved."""
+    import numpy as np
+
     saved = getattr(model, "padded_lengths", None)
-    return None if saved is None else saved.numpy().tolist()
+    return None if saved is None else np.asarray(saved).tolist()
 
 
 def token_batches(features: dict, batch_size: int, ladder=None):
@@ -145,7 +158,7 @@ def token_batches(features: dict, batch_size: int, ladder=None):
     else the one ending at the features' width."""
     import numpy as np
 
-    from trainer.data.input_pipeline import padded_lengths, padded_to
+    from trainer.data.padding import padded_lengths, padded_to
 
     lengths = features["input_mask"].sum(axis=1)
     ladder = padded_lengths(features["input_mask"].shape[1]) if ladder is None else ladder
@@ -175,8 +188,8 @@ def _char_batches(texts, batch_size: int, pairs=None):
 
 def _outputs(model, texts, batch_size: int, pairs=None, features=None):
     """(row indices, model outputs) of every row once; `features`: tokenize()'s, if done.
-    Outputs that are not finite stop it with one error (export.finite_outputs)."""
-    from trainer.serving.export import finite_outputs
+    Outputs that are not finite stop it with one error (finite.finite_outputs)."""
+    from trainer.serving.finite import finite_outputs
 
     if tokenizes(model):
         if features is None:
@@ -193,10 +206,12 @@ def predict_outputs(model, texts, batch_size: int, pairs=None, features=None, wa
     """{output: numpy array of every row's, in input order} of the outputs `wanted` that the
     export returns (default: every one; strings as bytes), except `label_names`, which every
     row repeats: once. `model`: export.load_module's (fastest) or export.load's."""
+    import numpy as np
+
     collected = {}
     for rows, out in _outputs(model, texts, batch_size, pairs, features):
         for name in [name for name in wanted or out if name in out]:
-            value = out[name].numpy()
+            value = np.asarray(out[name])
             if name == "label_names":
                 collected[name] = value[0]
                 continue
@@ -377,7 +392,7 @@ def check_args(args) -> str:
         raise UserError(f"--output: {args.output} is a directory; name a file in it")
     if storage.exists(args.output) and not args.overwrite:
         raise UserError(f"--output: {args.output} exists; pass --overwrite to replace it")
-    saved.require_export(args.model_dir)
+    variants.require_model(args.model_dir)
     data.file_format(args.input, "--input", compressed=True)
     data.check_delimiter(args.delimiter)
     if not storage.exists(args.input):
@@ -478,9 +493,7 @@ def at_limit(features) -> int:
 
 def limit_note(model, count: int, rows: int) -> str:
     """The line saying what became of the rows at the model's limit (at_limit)."""
-    from trainer.serving.export import saved_long_texts
-
-    flags = saved_long_texts(getattr(model, "float32", model))  # an int8 model's float32 export
+    flags = long_texts_of(model)
     if flags.mode == "windows":
         return (f"{count} of {rows} texts filled --max-windows {flags.max_windows} windows: an end "
                 f"past them was not read (--long-texts windows)")
@@ -489,13 +502,21 @@ def limit_note(model, count: int, rows: int) -> str:
             f"its {kept} tokens (--long-texts {flags.mode})")
 
 
+def long_texts_of(model):
+    """A loaded model's --long-texts and window flags: an ONNX copy's (its packing.json), else
+    its float32 export's variables (an int8 model's: its float32 export's)."""
+    if hasattr(model, "saved_long_texts"):
+        return model.saved_long_texts
+    from trainer.serving.export import saved_long_texts
+
+    return saved_long_texts(getattr(model, "float32", model))
+
+
 def predict_file(model, args, out_fmt: str, handle) -> int:
     """Streams --input through the model into `handle`, in input order; returns the rows
     written. The next chunk is read and tokenized while the model runs on this one."""
-    import tensorflow as tf
-
     rows, empty, full, read = 0, 0, 0, 0
-    total = max(1, tf.io.gfile.stat(args.input).length)
+    total = max(1, storage.identity(args.input)[0])
     meter = progress.Progress("predicted", args.log_every_seconds)
     for frame, texts, pairs, features, size, limit in _read_ahead(_chunks(model, args)):
         if rows:  # the previous chunk's line; the last one's, at 100%, follows the loop
@@ -524,12 +545,11 @@ def warm_up(model) -> None:
 def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
     cli.setup_logging()
-    trainer.import_tensorflow()
     out_fmt = check_args(args)
     with written_output(args.output, out_fmt) as handle:
         started = time.monotonic()
-        precision, path = variants.resolve(args.model_dir, args.precision)
-        check_input_columns(args)
+        precision, path = variants.resolve(args.model_dir, args.precision, runtime=args.runtime)
+        check_input_columns(args, path if variants.runtime_of(precision) == "onnx" else None)
         model = variants.load(args.model_dir, precision)
         warm_up(model)
         print(f"loaded the {precision} model ({path}) in "

@@ -32,11 +32,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-import trainer
-from trainer import cli, helptext
+from trainer import cli, helptext, installed
 from trainer.vertex import environment as vertex
 from trainer.errors import UserError
-from trainer.serving import columns, protocol, variants
+from trainer.serving import columns, predict, protocol, variants
 from trainer.serving.batching import MicroBatcher
 
 log = logging.getLogger("trainer")
@@ -48,9 +47,11 @@ class ModelService:
     """The model's life: loading (health 503), ready (predictions), or failed (the server exits)."""
 
     def __init__(self, model_dir: str, max_batch_size: int, max_wait: float,
-                 on_failure: Callable[[], None] = lambda: None, precision: str = "auto"):
+                 on_failure: Callable[[], None] = lambda: None, precision: str = "auto",
+                 runtime: str = "auto"):
         self.model_dir = model_dir
-        self.precision = precision  # --precision: resolved against the model dir when loading
+        # --runtime and --precision: resolved against the model dir when loading
+        self.runtime, self.precision = runtime, precision
         self.max_batch_size = max_batch_size
         self.max_wait = max_wait
         self.on_failure = on_failure
@@ -93,21 +94,15 @@ class ModelService:
     def load(self):
         """Loads and warms the model (on the loader thread); returns the batch function."""
         started = time.perf_counter()
-        trainer.import_tensorflow()
-        from trainer import storage
-        from trainer.explaining import attribute
-        from trainer.serving import predict
-
-        if not storage.exists(storage.join(self.model_dir, "saved_model.pb")):
-            raise UserError(f"--model-dir: no exported model in {self.model_dir} (expected saved_model.pb; "
-                            f"point it at JOB_DIR/model)")
-        precision, path = variants.resolve(self.model_dir, self.precision)
-        model = variants.load(self.model_dir, precision)
+        variants.require_model(self.model_dir)
+        precision, path = variants.resolve(self.model_dir, self.precision, runtime=self.runtime)
+        model = variants.load(self.model_dir, precision, spinning=False)
         # A SavedModel serves through its signature: tokenizing and the model in one graph call.
-        # The int8 model is two calls (TF tokenizes, LiteRT computes), through the module.
-        serve = model if precision == "int8" else predict.signature(model)
+        # The int8 model is two calls (TF tokenizes, LiteRT computes), an ONNX copy too
+        # (tokenizers, ONNX Runtime): through the module.
+        serve = predict.signature(model) if precision in ("float32", "bfloat16") else model
         self.pair = predict.is_pair_model(serve)
-        self.explain_refused = attribute.refusal(predict.task_of(serve), self.model_dir)
+        self.explain_refused = self._explain_refusal(predict.task_of(serve))
         self.columns = columns.model_columns(self.model_dir)
         run_batch = functools.partial(predict.predict_instances, serve, batch_size=self.max_batch_size)
         warm_up = [(text, text) for text in WARM_UP_TEXTS] if self.pair else WARM_UP_TEXTS
@@ -117,6 +112,18 @@ class ModelService:
         log.info(f"model ready: {precision} ({path}), loaded and warmed up in "
                  f"{time.perf_counter() - started:.1f}s")
         return run_batch
+
+    def _explain_refusal(self, task) -> Optional[str]:
+        """Why {"explain": true} is refused (None: the float32 SavedModel explains, loaded at the
+        first request that asks, whichever copy predicts)."""
+        if not installed.tensorflow():
+            return str(installed.without_tensorflow('{"explain": true}'))
+        if variants.onnx_copy_alone(self.model_dir):
+            return (f'{{"explain": true}}: explanations are computed by the float32 SavedModel, and '
+                    f'--model-dir {self.model_dir} is an ONNX copy on its own; serve its model dir')
+        from trainer.explaining import attribute
+
+        return attribute.refusal(task, self.model_dir)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app):
@@ -268,8 +275,7 @@ def build_arg_parser(env: vertex.ServingEnvironment) -> argparse.ArgumentParser:
     parser.add_argument("--max-instances", type=int, default=512, help="Most instances one request may carry.")
     parser.add_argument("--drain-seconds", type=float, default=25.0,
                         help="On SIGTERM, how long in-flight requests may take to finish.")
-    parser.add_argument("--precision", default="auto", choices=variants.PRECISIONS,
-                        help=f"Which of the model dir's models serves: {variants.AUTO_HELP}")
+    predict.add_copy_arguments(parser, "serves")
     parser.add_argument("--no-access-log", dest="access_log", action="store_false",
                         help="Turn off the access log: by default the server logs a line per "
                              "request (method, route, status, instances, ms).")
@@ -312,7 +318,7 @@ def main(argv=None, environ: Mapping[str, str] = os.environ) -> int:
     sock = listening_socket(args.host, args.port)
     cli.setup_logging()
     service = ModelService(args.model_dir, args.max_batch_size, args.max_wait_ms / 1000,
-                           precision=args.precision)
+                           precision=args.precision, runtime=args.runtime)
     config = uvicorn.Config(build_app(service, env, args.max_instances, args.access_log), host=args.host, port=args.port,
                             log_config=None, log_level="warning", access_log=False,
                             timeout_graceful_shutdown=args.drain_seconds)

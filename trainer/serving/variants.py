@@ -13,8 +13,9 @@ import json
 import logging
 from typing import Optional
 
-from trainer import hardware, storage, strict_json
+from trainer import hardware, installed, storage, strict_json
 from trainer.errors import UserError
+from trainer.serving import signature
 
 log = logging.getLogger("trainer")
 
@@ -34,6 +35,16 @@ AUTO_HELP = (f"'auto' takes the copy in the model dir its check timed fastest, i
              f"{AUTO_MIN_SPEEDUP:g}x float32's speed or more (the bfloat16 copy only where the CPU "
              f"computes bfloat16 natively: AMX, AVX512_BF16); else float32.")
 SAVED_MODEL_PARTS = ("saved_model.pb", "fingerprint.pb", "variables", "assets")
+RUNTIMES = ("auto", "tensorflow", "onnx")
+# The copy each --runtime and --precision name: its precisions.json key and its folder in the
+# model dir (TensorFlow's float32 model is the model dir itself). The ONNX copies run without
+# TensorFlow (trainer/serving/onnx/runtime.py); the others need it (the int8 one tokenizes in it).
+COPIES = {("tensorflow", "float32"): "float32", ("tensorflow", "int8"): "int8",
+          ("tensorflow", "bfloat16"): "bfloat16", ("onnx", "float32"): "onnx", ("onnx", "int8"): "onnx-int8"}
+RUNTIME_HELP = ("What runs the model: TensorFlow (the SavedModel and its int8 and bfloat16 copies) "
+                "or ONNX Runtime (the ONNX copies, MODEL_DIR/onnx and onnx-int8, which need no "
+                "TensorFlow). 'auto' takes the fastest of --precision's copies this Python can "
+                "run, by the speeds their checks measured, as --precision auto chooses.")
 
 
 def unsupported(precision: str, encoder_backend: str, long_texts_mode: str) -> Optional[str]:
@@ -90,20 +101,63 @@ def available(model_dir: str) -> tuple:
     return ("float32", *copies)
 
 
+def runtime_of(copy: str) -> str:
+    return next(runtime for (runtime, _), name in COPIES.items() if name == copy)
+
+
 def choose(requested: str, held: tuple, native_bf16: bool, model_dir: str = "MODEL_DIR",
-           checks: Optional[dict] = None) -> tuple:
-    """(the precision to load, why: for `auto`, else None). `checks`: precisions.json's entries.
-    An explicit precision the dir does not hold is an error saying why: its check refused it,
-    no such copy can be made, or else the command that writes it."""
+           checks: Optional[dict] = None, runtime: str = "tensorflow", tensorflow: bool = True) -> tuple:
+    """(the copy to load: a precisions.json key, float32 for the SavedModel; why: when --runtime
+    or --precision was `auto`, else None). `checks`: precisions.json's entries; `tensorflow`:
+    whether this Python can run TensorFlow's copies. A copy the dir does not hold is an error
+    saying why: its check refused it, no such copy can be made, or else the command that
+    writes it."""
     checks = checks or {}
-    if requested == "auto":
-        return _auto(held, native_bf16, checks)
     if requested not in PRECISIONS:
         raise UserError(f"--precision: choose one of {', '.join(PRECISIONS)}, got {requested!r}")
-    if requested not in held:
-        raise UserError(f"--precision {requested}: {model_dir} holds no {requested} model (it holds "
-                        f"{', '.join(held)}); {_absent(requested, checks.get(requested, {}), model_dir)}")
-    return requested, None
+    candidates = _candidates(requested, runtime, tensorflow)
+    present = [copy for copy in candidates if copy in held]
+    if not present:
+        raise _not_held(requested, runtime, tensorflow, candidates, held, model_dir, checks)
+    if len(candidates) == 1:
+        return present[0], None
+    return _auto(present, candidates, held, native_bf16 or requested != "auto", checks,
+                 tensorflow or runtime != "auto")
+
+
+def _candidates(requested: str, runtime: str, tensorflow: bool) -> list:
+    """The copies --runtime and --precision allow here, the runtime's default first."""
+    if runtime not in RUNTIMES:
+        raise UserError(f"--runtime: choose one of {', '.join(RUNTIMES)}, got {runtime!r}")
+    if runtime == "tensorflow" and not tensorflow:
+        raise installed.without_tensorflow("--runtime tensorflow")
+    if runtime == "onnx" and requested == "bfloat16":
+        raise UserError("--precision bfloat16: the ONNX copies compute in float32 or int8; a bfloat16 "
+                        "copy runs with --runtime tensorflow")
+    runtimes = [runtime] if runtime != "auto" else ["tensorflow", "onnx"] if tensorflow else ["onnx"]
+    precisions = PRECISIONS[1:] if requested == "auto" else (requested,)
+    candidates = [COPIES[r, p] for r in runtimes for p in precisions if (r, p) in COPIES]
+    if not candidates:  # bfloat16, where TensorFlow is not installed
+        raise installed.without_tensorflow(f"--precision {requested}")
+    return candidates
+
+
+def _not_held(requested: str, runtime: str, tensorflow: bool, candidates: list, held: tuple,
+              model_dir: str, checks: dict) -> UserError:
+    """The error for a model dir holding none of the `candidates` copies."""
+    copy = candidates[0] if requested != "auto" else COPIES["onnx", "float32"]
+    absent = _absent(copy, checks.get(copy, {}), model_dir)
+    if requested != "auto":
+        flags = f"--runtime onnx --precision {requested}" if runtime == "onnx" else f"--precision {requested}"
+        return UserError(f"{flags}: {model_dir} holds no {copy} model (it holds {', '.join(held)}); {absent}")
+    if runtime == "onnx":
+        return UserError(f"--runtime onnx: {model_dir} holds no ONNX copy (it holds {', '.join(held)}); {absent}")
+    if runtime == "tensorflow":
+        return UserError(f"--runtime tensorflow: {model_dir} holds no TensorFlow model (it holds "
+                         f"{', '.join(held)}: an ONNX copy on its own); run it with --runtime onnx")
+    return UserError(f"--runtime auto: this Python has no TensorFlow to run {model_dir}'s "
+                     f"{', '.join(held)} model, and the dir holds no ONNX copy; {absent}, or install "
+                     f"the TensorFlow stack with `{installed.INSTALL_TENSORFLOW}`")
 
 
 def _absent(precision: str, check: dict, model_dir: str) -> str:
@@ -118,51 +172,113 @@ def _absent(precision: str, check: dict, model_dir: str) -> str:
             f"writes it")
 
 
-def _auto(held: tuple, native_bf16: bool, checks: dict) -> tuple:
-    """(precision, why) for `--precision auto`: of the copies held, the one its check timed
-    fastest against float32 if at least AUTO_MIN_SPEEDUP, bfloat16 only where this CPU computes
-    it natively (emulated, it is slower than float32); else float32, and why not each copy."""
-    fast = {p: checks[p]["speedup"] for p in held
-            if p != "float32" and checks.get(p, {}).get("speedup", 0) >= AUTO_MIN_SPEEDUP
-            and (p != "bfloat16" or native_bf16)}
+def _auto(present: list, candidates: list, held: tuple, native_bf16: bool, checks: dict,
+          tensorflow: bool) -> tuple:
+    """(copy, why) for an `auto`: of the copies `present`, the one its check timed fastest if
+    at least AUTO_MIN_SPEEDUP times the first one's speed (float32's, or the ONNX float32
+    copy's where TensorFlow is not installed; every check times its copy against the float32
+    SavedModel), bfloat16 only where this CPU computes it natively (emulated, it is slower
+    than float32); else the first one, and why not each other copy."""
+    first = present[0]
+    needed = AUTO_MIN_SPEEDUP * _speedup(first, checks)
+    fast = {copy: _speedup(copy, checks) for copy in present[1:]
+            if _speedup(copy, checks) >= needed and (copy != "bfloat16" or native_bf16)}
     if fast:
         best = max(fast, key=fast.get)
-        return best, f"the {best} copy measured {fast[best]:.2f}x float32's speed at export"
-    why = [_passed_over(p, held, native_bf16, checks.get(p, {})) for p in VARIANTS]
-    return "float32", "; ".join(w for w in why if w) or "the model dir holds no int8 or bfloat16 copy"
+        return best, f"the {best} copy measured {_speed(best, first, checks)}"
+    why = [_passed_over(copy, first, held, native_bf16, checks) for copy in candidates if copy != first]
+    needing = [copy for copy in held if runtime_of(copy) == "tensorflow"]
+    if not tensorflow and needing:
+        why.append(f"the {', '.join(needing)} {'model needs' if len(needing) == 1 else 'models need'} "
+                   f"TensorFlow, which this Python does not have")
+    others = [copy for copy in candidates if copy != first]
+    return first, "; ".join(w for w in why if w) or f"the model dir holds no {', '.join(others)} copy"
 
 
-def _passed_over(precision: str, held: tuple, native_bf16: bool, check: dict) -> str:
-    """Why `auto` does not take the `precision` copy ("" where there was never one to take)."""
+def _speedup(copy: str, checks: dict) -> float:
+    """A copy's speed at export against the float32 SavedModel's (1 for that one; 0 for a copy
+    whose check timed none, so auto never prefers it)."""
+    return 1.0 if copy == "float32" else checks.get(copy, {}).get("speedup", 0)
+
+
+def _speed(copy: str, first: str, checks: dict) -> str:
+    """`copy`'s speed at export in words: against float32's, and the first copy's if not that."""
+    said = f"{_speedup(copy, checks):.2f}x float32's speed at export"
+    if first == "float32" or not _speedup(first, checks):
+        return said
+    return f"{said}, {_speedup(copy, checks) / _speedup(first, checks):.2f}x the {first} copy's"
+
+
+def _passed_over(copy: str, first: str, held: tuple, native_bf16: bool, checks: dict) -> str:
+    """Why `auto` does not take the `copy` ("" where there was never one to take)."""
+    check = checks.get(copy, {})
     if check.get("passed") is False:
-        return f"the {precision} copy was refused by its check: {check['why']}"
-    if precision not in held:
+        return f"the {copy} copy was refused by its check: {check['why']}"
+    if copy not in held:
         return ""
-    if precision == "bfloat16" and not native_bf16:
+    if copy == "bfloat16" and not native_bf16:
         return "the bfloat16 copy is slower than float32 on a CPU without native bfloat16 (AMX, AVX512_BF16)"
     if "speedup" not in check:
-        return f"the {precision} copy's check timed no speed"
-    return (f"the {precision} copy measured {check['speedup']:.2f}x float32's speed at export "
-            f"(auto needs {AUTO_MIN_SPEEDUP:.2f}x)")
+        return f"the {copy} copy's check timed no speed"
+    needs = f"{AUTO_MIN_SPEEDUP:.2f}x" if first == "float32" else f"{AUTO_MIN_SPEEDUP:.2f}x the {first} copy's"
+    return f"the {copy} copy measured {_speed(copy, first, checks)} (auto needs {needs})"
 
 
-def resolve(model_dir: str, requested: str, cpuinfo_text: Optional[str] = None) -> tuple:
-    """(precision, the dir holding it) for `--precision requested` on this host's CPU; `auto`
-    logs its choice and why."""
-    held = available(model_dir)
+def onnx_copy_alone(model_dir: str) -> Optional[str]:
+    """The copy `model_dir` is when it is an ONNX copy on its own (MODEL_DIR/onnx or onnx-int8,
+    copied or served without the rest), else None."""
+    from trainer.serving.onnx import runtime
+
+    if not storage.exists(storage.join(model_dir, runtime.GRAPH_FACTS)):
+        return None
+    return COPIES["onnx", runtime.read_facts(model_dir)["precision"]]
+
+
+def require_model(model_dir: str) -> None:
+    """Refuses a --model-dir holding neither an export nor an ONNX copy on its own, in one line."""
+    if onnx_copy_alone(model_dir) is None:
+        signature.require_export(model_dir)
+
+
+def signature_of(model_dir: str, copy_dir: Optional[str] = None):
+    """The serving signature (serving/signature.py) of the model dir's export, read without
+    loading it; with `copy_dir`, of that ONNX copy, from its onnx.json."""
+    if copy_dir is None:
+        return signature.read(model_dir)
+    from trainer.serving.onnx import runtime
+
+    return runtime.signature_of(runtime.read_facts(copy_dir))
+
+
+def resolve(model_dir: str, requested: str, cpuinfo_text: Optional[str] = None,
+            runtime: str = "auto") -> tuple:
+    """(the copy of `--runtime runtime --precision requested` on this host, the dir holding it);
+    an `auto` logs its choice and why."""
+    alone = onnx_copy_alone(model_dir)
+    held, checks = ((alone,), {}) if alone else (available(model_dir), read_manifest(model_dir))
     native = requested == "auto" and hardware.cpu_has_native_bf16(
         hardware.read_cpuinfo() if cpuinfo_text is None else cpuinfo_text)
-    precision, why = choose(requested, held, native, model_dir, read_manifest(model_dir))
+    copy, why = choose(requested, held, native, model_dir, checks, runtime, installed.tensorflow())
     if why:
-        log.info("--precision auto: %s: %s", precision, why)
-    return precision, variant_dir(model_dir, precision)
+        flags = " ".join(f"--{flag} auto" for flag, value in (("runtime", runtime), ("precision", requested))
+                         if value == "auto")
+        log.info("%s: %s: %s", flags, copy, why)
+    return copy, model_dir if alone else variant_dir(model_dir, copy)
 
 
-def load(model_dir: str, precision: str):
-    """The model of `precision` (resolved) as loaded: export.load_module's, or the int8 module
-    that reads like it."""
+def load(model_dir: str, precision: str, spinning: bool = True):
+    """The copy `precision` (resolved: a precisions.json key) as loaded: export.load_module's,
+    or a module that reads like it (the int8 one, an ONNX copy's). `spinning`: whether ONNX
+    Runtime's idle threads spin (off in a server)."""
+    if runtime_of(precision) == "onnx":
+        from trainer.serving.onnx import runtime
+
+        return runtime.OnnxModule(model_dir if onnx_copy_alone(model_dir) else variant_dir(model_dir, precision),
+                                  spinning=spinning)
+    import trainer
     from trainer.serving import export, tflite
 
+    trainer.import_tensorflow()
     if precision == "int8":
         return tflite.int8_module(export.load_module(model_dir), tflite.read(variant_dir(model_dir, "int8")))
     return export.load_module(variant_dir(model_dir, precision))

@@ -1,0 +1,166 @@
+"""An ONNX copy (MODEL_DIR/onnx, MODEL_DIR/onnx-int8: trainer/serving/onnx/__init__.py) loaded so
+that it reads like a loaded SavedModel to trainer.serving.predict: `tokenize` (the `tokenizers`
+library and numpy packing: packing.py), `predict_tokens` (ONNX Runtime), `padded_lengths`, and
+the signature's inputs and outputs, which tell the task and whether it reads pairs. The graph
+returns the SavedModel's own outputs (temperature, thresholds and label names inside it), so
+the task code that reads them is the TensorFlow runtime's, unchanged.
+
+Nothing here imports TensorFlow: this is what runs in the ONNX runtime's environment
+(`bash scripts/install.sh onnx`: numpy, onnxruntime, tokenizers).
+"""
+import json
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+from trainer import storage
+from trainer.errors import UserError
+from trainer.serving import signature
+
+MODEL, GRAPH_FACTS = "model.onnx", "onnx.json"  # onnx.json, written last, marks a copy complete
+FORMAT = 1
+# Rows per ONNX Runtime call. trainer.predict hands over batches of rows of one padded length,
+# sorted by token count (up to --batch-size); each runs here in slices of this many rows, each
+# cut to its own longest row. Small batches keep a layer's activations in the cores' L2 cache:
+# the design study (issue 66) measured int8 rows/s 1,067 / 1,131 / 1,120 / 994 / 844 / 658 at
+# 4 / 8 / 16 / 32 / 64 / 128 rows, float32 best at 16 too, and cutting at the longest row 5-15%
+# faster than at the padding ladder's length (which TensorFlow needs to reuse its traced
+# graphs; ONNX Runtime has none to reuse).
+ROWS_PER_RUN = 16
+# Intra-op threads unless the caller says: one. On this 2-vCPU machine, shared (load 4.5-6),
+# 4,000 SST-2 rows in runs of 16, the study's MiniLM copies, medians of 5 rounds: int8 862
+# rows/s with 1 thread, 413 with 2 spinning, 755 with 2 that sleep when idle; float32 237 /
+# 176 / 225. Two threads that spin wait for each other on cores other processes hold; the
+# design study saw 1 beat 2 under load too (2 spinning: -40 to -55%). One thread also leaves a
+# core to the read-ahead thread that tokenizes the next chunk (trainer.serving.predict).
+DEFAULT_THREADS = 1
+
+
+def session(path: str, threads: Optional[int] = None, spinning: bool = True):
+    """An ONNX Runtime CPU session of the model file at `path` (local or gs://)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = DEFAULT_THREADS if threads is None else threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    if not spinning:  # a server: idle threads sleep between requests instead of spinning
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # At load ORT would fuse Add + LayerNormalization into SkipLayerNormalization, whose CPU
+    # kernel measured about 5x slower than the two ops it replaces (the design study, issue 66).
+    return ort.InferenceSession(storage.read_bytes(path), options, providers=["CPUExecutionProvider"],
+                                disabled_optimizers=["SkipLayerNormFusion"])
+
+
+def read_facts(copy_dir: str) -> dict:
+    """onnx.json of a copy, refused in one line when missing (a copy cut short: it is written
+    last) or of another format."""
+    path = storage.join(copy_dir, GRAPH_FACTS)
+    if not storage.exists(path):
+        raise UserError(f"{copy_dir}: no complete ONNX copy here (no {GRAPH_FACTS}, which the export "
+                        f"writes last); export it again: python -m trainer.export_quantized")
+    try:
+        facts = json.loads(storage.read_text(path))
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}: not valid JSON ({e})") from None
+    found = facts.get("format") if isinstance(facts, dict) else None
+    if found != FORMAT:
+        raise UserError(f"{path}: format {found!r}, not {FORMAT}: the copy was written by another "
+                        f"version of the trainer; export it again with this one")
+    return facts
+
+
+def signature_of(facts: dict) -> signature.Signature:
+    """A copy's serving signature as the SavedModel's is read (serving/signature.py): the texts
+    it takes (a pair model's `text_pair` too) and the outputs that tell its task."""
+    return signature.Signature(("text", "text_pair") if facts["pair"] else ("text",),
+                               tuple(facts["task_outputs"]))
+
+
+class ServingSignature(NamedTuple):
+    """What trainer.serving.predict reads of a loaded SavedModel's serving signature."""
+    structured_input_signature: tuple  # ((), {text input: spec})
+    structured_outputs: tuple
+
+
+class SavedValue:
+    """A value of onnx.json's `decisions` as a loaded SavedModel's variable of it reads."""
+
+    def __init__(self, value):
+        self._value = np.asarray(value, np.float32)
+
+    def numpy(self) -> np.ndarray:
+        return self._value
+
+
+class OnnxModule:
+    """A loaded ONNX copy, answering as export.load_module's SavedModel does. One session, called
+    from one thread at a time (trainer.predict's loop, the server's inference thread).
+    `spinning`: whether ONNX Runtime's idle threads spin (a server's sleep)."""
+
+    def __init__(self, copy_dir: str, threads: Optional[int] = None, spinning: bool = True):
+        from trainer.serving.onnx import packing
+
+        self.copy_dir = copy_dir
+        self.facts = read_facts(copy_dir)
+        found = signature_of(self.facts)
+        self.serving_signature = ServingSignature(((), {name: None for name in found.inputs}), found.outputs)
+        self.padded_lengths = np.asarray(self.facts["padded_lengths"], np.int32)
+        self._tokenizer = packing.Tokenizer.from_dir(copy_dir)
+        self._session = session(storage.join(copy_dir, MODEL), threads, spinning)
+        self._inputs = [i.name for i in self._session.get_inputs()]
+        self._outputs = [o.name for o in self._session.get_outputs()]
+        # The export's temperature and its task's decisions, read as a SavedModel's variables
+        # (trainer.evaluate scores a copy at them)
+        for name in ("temperature", *found.task().decision_variables):
+            if name in self.facts.get("decisions", {}):
+                setattr(self, name, SavedValue(self.facts["decisions"][name]))
+
+    @property
+    def saved_long_texts(self):
+        """--long-texts and its window flags, as the export saved them (packing.json)."""
+        return self._tokenizer.long_texts
+
+    def require_decisions(self, what: str) -> None:
+        """Refuses `what` (a command scoring the copy at the export's decisions) on a copy whose
+        onnx.json does not record them."""
+        if "decisions" not in self.facts:
+            raise UserError(f"{what}: {storage.join(self.copy_dir, GRAPH_FACTS)} records no decisions "
+                            f"(calibration temperature, thresholds) to score this copy at; score the "
+                            f"model dir with --runtime tensorflow")
+
+    def tokenize(self, texts, pairs=None) -> dict:
+        """int32 features [N, W] of the texts (and pairs), equal to the SavedModel's `tokenize`."""
+        return self._tokenizer.features(list(texts), None if pairs is None else list(pairs))
+
+    def predict_tokens(self, features: dict) -> dict:
+        """The graph's outputs of `features` (rows sorted by length, as trainer.serving.predict
+        batches them), ROWS_PER_RUN rows per run, each run cut to its longest row; strings as
+        bytes, as TensorFlow returns them."""
+        lengths = np.asarray(features["input_mask"]).sum(axis=1)
+        runs = [self._run({name: np.asarray(features[name], np.int32)[start:start + ROWS_PER_RUN]
+                           for name in self._inputs}, int(lengths[start:start + ROWS_PER_RUN].max()))
+                for start in range(0, len(lengths), ROWS_PER_RUN)]
+        return {name: np.concatenate([run[name] for run in runs]) for name in self._outputs}
+
+    def _run(self, features: dict, longest: int) -> dict:
+        width = self._width(longest)
+        values = self._session.run(self._outputs, {name: np.ascontiguousarray(value[:, :width])
+                                                   for name, value in features.items()})
+        return {name: _as_saved(value) for name, value in zip(self._outputs, values)}
+
+    def _width(self, longest: int) -> int:
+        """The width a run is cut to: its longest row; past one window (--long-texts windows),
+        whole windows, which the graph splits again (the padding ladder's lengths there)."""
+        if longest <= self._tokenizer.max_seq_length:
+            return max(longest, 1)
+        return int(self.padded_lengths[np.searchsorted(self.padded_lengths, longest)])
+
+
+def _as_saved(value) -> np.ndarray:
+    """An output as a loaded SavedModel returns it: ONNX Runtime gives strings as str, TensorFlow
+    as bytes (which the task code decodes)."""
+    value = np.asarray(value)
+    if value.dtype.kind in "OUS":
+        return np.vectorize(lambda s: s.encode() if isinstance(s, str) else s, otypes=[object])(value)
+    return value
