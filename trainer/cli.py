@@ -153,9 +153,9 @@ def run(main: Callable[[Sequence[str]], Optional[int]], argv: Optional[Sequence[
         fail(str(error))
         return error.exit_code
     except ModuleNotFoundError as error:  # a TensorFlow command in the ONNX runtime's environment
-        if not installed.is_missing_tensorflow(error):
+        if not installed.missing_package(error):
             raise
-        fail(str(installed.without_tensorflow("this command")))
+        fail(str(installed.without("this command", installed.missing_package(error))))
         return UserError.exit_code
     except Terminated:
         fail(f"{interrupted} (SIGTERM)")

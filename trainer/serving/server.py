@@ -117,7 +117,7 @@ class ModelService:
         """Why {"explain": true} is refused (None: the float32 SavedModel explains, loaded at the
         first request that asks, whichever copy predicts)."""
         if not installed.tensorflow():
-            return str(installed.without_tensorflow('{"explain": true}'))
+            return str(installed.without('{"explain": true}'))
         if variants.onnx_copy_alone(self.model_dir):
             return (f'{{"explain": true}}: explanations are computed by the float32 SavedModel, and '
                     f'--model-dir {self.model_dir} is an ONNX copy on its own; serve its model dir')

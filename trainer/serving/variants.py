@@ -130,7 +130,7 @@ def _candidates(requested: str, runtime: str, tensorflow: bool) -> list:
     if runtime not in RUNTIMES:
         raise UserError(f"--runtime: choose one of {', '.join(RUNTIMES)}, got {runtime!r}")
     if runtime == "tensorflow" and not tensorflow:
-        raise installed.without_tensorflow("--runtime tensorflow")
+        raise installed.without("--runtime tensorflow")
     if runtime == "onnx" and requested == "bfloat16":
         raise UserError("--precision bfloat16: the ONNX copies compute in float32 or int8; a bfloat16 "
                         "copy runs with --runtime tensorflow")
@@ -138,7 +138,7 @@ def _candidates(requested: str, runtime: str, tensorflow: bool) -> list:
     precisions = PRECISIONS[1:] if requested == "auto" else (requested,)
     candidates = [COPIES[r, p] for r in runtimes for p in precisions if (r, p) in COPIES]
     if not candidates:  # bfloat16, where TensorFlow is not installed
-        raise installed.without_tensorflow(f"--precision {requested}")
+        raise installed.without(f"--precision {requested}")
     return candidates
 
 
