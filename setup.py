@@ -34,6 +34,15 @@ REQUIRED = [
     # label_issues.py); pure Python, its dependencies are the trainer's own plus termcolor
     # (which TensorFlow requires)
     "cleanlab>=2.9,<3",
+    # --export-onnx: the ONNX copies (trainer/serving/onnx/). tf2onnx converts the classifier
+    # (1.17: protobuf and numpy unpinned, so TensorFlow's stay), onnxruntime fuses, quantizes and
+    # checks it (its transformer optimizer needs sympy for symbolic shape inference), tokenizers
+    # checks the tokenizer.json written beside it.
+    "tf2onnx>=1.17",
+    "onnx>=1.17",
+    "onnxruntime>=1.20",
+    "tokenizers>=0.22",
+    "sympy>=1.12",
 ]
 
 setup(

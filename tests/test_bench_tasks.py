@@ -49,7 +49,7 @@ def test_both_benchmarks_run_from_glue_folders_and_report_their_metric(tiny_enco
          "--encoder", tiny_encoder_dir, "--max-seq-length", "24", "--batch-size", "8",
          "--mixed-precision", "off", "--train-word-embeddings",
          # the benchmark reads metrics.json only: the copies and the report are other tests' work
-         "--export-bfloat16", "off", "--export-int8", "off", "--report", "off"],
+         "--export-bfloat16", "off", "--export-int8", "off", "--export-onnx", "off", "--report", "off"],
         capture_output=True, text=True, timeout=600,
         env={**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache")})
     assert result.returncode == 0, result.stdout + result.stderr

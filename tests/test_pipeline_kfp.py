@@ -22,9 +22,10 @@ SERVING_IMAGE = "us-central1-docker.pkg.dev/my-project/vertex-bert-trainer/verte
 VERTEX = ["--project", "my-project", "--region", "us-central1", "--bucket", "my-bucket",
           "--image-uri", IMAGE, "--serving-image-uri", SERVING_IMAGE]
 CLOUD_DATA = ["--", "--training-file", "gs://my-bucket/data/train.csv"]
-# The local runs' trainer settings: one epoch, no int8/bfloat16 copies or report (the sample
-# reaches validation accuracy 0.9 in one epoch).
-QUICK = ["--", "--epochs", "1", "--export-int8", "off", "--export-bfloat16", "off", "--report", "off"]
+# The local runs' trainer settings: one epoch, no int8/bfloat16/ONNX copies or report (the
+# sample reaches validation accuracy 0.9 in one epoch).
+QUICK = ["--", "--epochs", "1", "--export-int8", "off", "--export-bfloat16", "off", "--export-onnx", "off",
+         "--report", "off"]
 METRICS = {"validation": {"examples": 36, "loss": 0.53, "accuracy": 0.9167, "macro_f1": None}}
 
 

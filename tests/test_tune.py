@@ -100,9 +100,11 @@ def test_a_trial_skips_the_copies_and_the_report_even_when_the_trainer_flags_ask
     """Issue 37, 11: the search reads a trial's metrics.json only; the copies and the report took
     26 of a 1-trial search's 38 s."""
     tune_in_process(capsys, tmp_path, "--max-trial-count", "1",
-                    trainer_args=("--export-int8", "on", "--export-bfloat16", "on", "--report", "on"))
+                    trainer_args=("--export-int8", "on", "--export-bfloat16", "on", "--export-onnx", "on",
+                                  "--report", "on"))
     trial = config.build_config(fake.runs[0]["command"][3:], environ={})
-    assert (trial.runtime.export_bfloat16, trial.runtime.export_int8, trial.output.report) == ("off", "off", "off")
+    assert (trial.runtime.export_bfloat16, trial.runtime.export_int8, trial.runtime.export_onnx,
+            trial.output.report) == ("off", "off", "off", "off")
 
 
 def test_a_cache_dir_among_the_trainer_flags_is_the_one_the_trials_share(capsys, tmp_path, fake):
@@ -273,13 +275,17 @@ def finished_trial(job_dir, platform="cpu"):
     return job_dir
 
 
+ONNX = ["onnx", "onnx-int8"]
+
+
 @pytest.mark.parametrize("flags, platform, cpu_bf16, copies", [
-    ([], "cpu", False, ["int8"]),
-    ([], "cpu", True, ["bfloat16", "int8"]),
-    ([], "gpu", False, ["int8"]),
-    (["--export-bfloat16", "on", "--export-int8", "off"], "cpu", False, ["bfloat16"]),
+    ([], "cpu", False, ["int8", *ONNX]),
+    ([], "cpu", True, ["bfloat16", "int8", *ONNX]),
+    ([], "gpu", False, ["int8", *ONNX]),
+    (["--export-bfloat16", "on", "--export-int8", "off", "--export-onnx", "off"], "cpu", False, ["bfloat16"]),
     (["--encoder-backend", "hub"], "cpu", True, []),
     (["--encoder-backend", "hub", "--export-int8", "on"], "tpu", False, ["int8"]),
+    (["--task", "token-classification"], "cpu", False, ["int8"]),
 ])
 def test_finishing_writes_the_copies_the_trainer_would_have_written(flags, platform, cpu_bf16, copies):
     assert finish.copies_wanted(config.build_config(flags, environ={}), platform, cpu_bf16) == copies
@@ -293,6 +299,8 @@ def test_finishing_writes_each_copy_then_the_report_with_the_tools_of_a_finished
         ("bfloat16 copy", [sys.executable, "-m", "trainer.export_quantized", "--model-dir", model_dir, "--precision",
                            "bfloat16"]),
         ("int8 copy", [sys.executable, "-m", "trainer.export_quantized", "--model-dir", model_dir, "--precision", "int8"]),
+        *[(f"{copy} copy", [sys.executable, "-m", "trainer.export_quantized", "--model-dir", model_dir,
+                            "--precision", copy]) for copy in ONNX],
         ("report", [sys.executable, "-m", "trainer.report", "--job-dir", str(job_dir)])]
 
 
@@ -301,7 +309,7 @@ def test_finishing_again_writes_only_what_is_missing(tmp_path):
     (job_dir / "model" / "precisions.json").write_text(json.dumps({"int8": {"passed": True}}))
     (job_dir / "report.html").write_text("<html></html>")
     steps = finish.missing_steps(str(job_dir), config.build_config([], environ={}), "flags : fpu avx512_bf16")
-    assert [what for what, _ in steps] == ["bfloat16 copy"]
+    assert [what for what, _ in steps] == ["bfloat16 copy", "onnx copy", "onnx-int8 copy"]
 
 
 def stand_in_steps(monkeypatch, *steps):

@@ -347,6 +347,14 @@ class RuntimeConfig:
                 "agrees with float32 on validation as the bfloat16 copy must. 'auto': on unless "
                 "--encoder-backend hub.",
         choices=("auto", "on", "off"))
+    export_onnx: str = _flag(
+        "auto", "Also write ONNX copies of the model, each with its tokenizer, for "
+                "trainer.predict/serve --runtime onnx (no TensorFlow needed): MODEL_DIR/onnx "
+                "(float32, kept only if every output is within 1e-4 of the SavedModel's on "
+                "validation) and MODEL_DIR/onnx-int8 (ONNX Runtime's dynamic quantization, kept "
+                "only if it agrees as the int8 copy must). 'auto': whenever the run's task and "
+                "settings convert (not token classification, not --encoder-backend hub).",
+        choices=("auto", "on", "off"))
 
 
 @dataclasses.dataclass
@@ -588,6 +596,8 @@ def _validate_task(config: Config, require) -> None:
     require(config.train.selection_metric in metrics, "--selection-metric",
             f"{config.train.selection_metric} is not a {task.name} metric; choose one of {metrics}")
     task.check_flags(config, require)
+    require(not (config.runtime.export_onnx == "on" and task.onnx_refused), "--export-onnx",
+            f"'on' cannot be met by --task {task.name}: {task.onnx_refused}")
 
 
 def validate(config: Config, given: Optional[dict] = None) -> None:
@@ -665,6 +675,9 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
     require(not (m.encoder_backend == "hub" and r.export_bfloat16 == "on"), "--export-bfloat16",
             "'on' needs --encoder-backend native: a hub.KerasLayer keeps the dtypes it was "
             "exported with (tensorflow/hub#466), so its copy would not compute in bfloat16")
+    require(not (m.encoder_backend == "hub" and r.export_onnx == "on"), "--export-onnx",
+            "'on' needs --encoder-backend native: a hub.KerasLayer's graph is its publisher's, "
+            "not converted to ONNX")
     _validate_distillation(config, given, require)
     _validate_task(config, require)
 

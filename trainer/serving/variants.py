@@ -22,8 +22,10 @@ log = logging.getLogger("trainer")
 MANIFEST = "precisions.json"
 PRECISIONS = ("auto", "float32", "int8", "bfloat16")
 # What this version writes, and the file that marks each copy complete.
-VARIANTS = ("int8", "bfloat16")
-MARKERS = {"bfloat16": "saved_model.pb", "int8": "model.tflite"}
+VARIANTS = ("int8", "bfloat16", "onnx", "onnx-int8")
+MARKERS = {"bfloat16": "saved_model.pb", "int8": "model.tflite", "onnx": "onnx.json",
+           "onnx-int8": "onnx.json"}
+ONNX_VARIANTS = ("onnx", "onnx-int8")  # trainer/serving/onnx: the copies without TensorFlow
 # `--precision auto` loads a copy only when its check timed it at least this much faster than
 # float32 (trainer.serving.quantize). The check times its rows once, on the machine that wrote
 # the copy: a few percent either way is noise there (issue #64: an int8 copy timed at 0.99x was
@@ -57,6 +59,9 @@ def unsupported(precision: str, encoder_backend: str, long_texts_mode: str) -> O
     if precision == "int8" and long_texts_mode == "windows":
         return ("--long-texts windows: the int8 model (trainer.serving.tflite) takes one window "
                 "per row; the float32 and bfloat16 models serve texts of any length")
+    if precision in ONNX_VARIANTS and encoder_backend == "hub":
+        return ("--encoder-backend hub: a hub.KerasLayer's graph is its publisher's, not "
+                "converted to ONNX")
     return None
 
 

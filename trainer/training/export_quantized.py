@@ -1,4 +1,4 @@
-"""`python -m trainer.export_quantized`: the checked int8 or bfloat16 copy of a finished run's model.
+"""`python -m trainer.export_quantized`: the checked int8, bfloat16 or ONNX copy of a finished run's model.
 
 For a model exported before the run wrote one, by a run that skipped it (`--export-int8 off`,
 `--export-bfloat16 auto` on a machine without native bfloat16), or one whose copy failed to
@@ -14,7 +14,7 @@ import os
 import trainer
 from trainer import cli, helptext, storage
 from trainer.errors import UserError
-from trainer.serving.variants import VARIANTS
+from trainer.serving.variants import ONNX_VARIANTS, VARIANTS
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -25,7 +25,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
                                           "the model dir's parent.")
     parser.add_argument("--precision", default="int8", choices=VARIANTS,
                         help="The copy to write beside the float32 model: int8 (TensorFlow Lite, "
-                             "dynamic-range quantized) or bfloat16 (a SavedModel).")
+                             "dynamic-range quantized), bfloat16 (a SavedModel), onnx (float32 "
+                             "ONNX with its tokenizer, for --runtime onnx) or onnx-int8 (quantized "
+                             "from the onnx copy, which it needs).")
     return parser
 
 
@@ -58,6 +60,20 @@ def parent_job_dir(model_dir: str) -> str:
     return parent
 
 
+def _check_onnx_source(model_dir: str, reference, precision: str) -> None:
+    """Refuses, in one line, an ONNX copy of an export from before `tokenize` (the copy is
+    checked on the export's own features) and an onnx-int8 copy without the onnx copy it is
+    quantized from."""
+    from trainer.serving import predict, variants
+
+    if not predict.tokenizes(reference):
+        raise UserError(f"--precision {precision}: {model_dir} predates the exports' `tokenize` "
+                        f"function, which an ONNX copy is checked against; export the run again")
+    if precision == "onnx-int8" and "onnx" not in variants.available(model_dir):
+        raise UserError(f"--precision onnx-int8: quantizes the model dir's onnx copy, and "
+                        f"{model_dir} holds none; write it first with --precision onnx")
+
+
 def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
     cli.setup_logging()
@@ -76,5 +92,7 @@ def main(argv=None) -> int:
     if why_not:
         raise UserError(f"--precision {args.precision}: no such copy of {model_dir} can be made: {why_not}")
     reference = export.load_module(model_dir)
+    if args.precision in ONNX_VARIANTS:
+        _check_onnx_source(model_dir, reference, args.precision)
     figures = results.write_copy(ctx, model_dir, reference.classifier_variables, args.precision)
     return 0 if figures["passed"] else 1

@@ -38,6 +38,8 @@ STAGES = (
     results.export,           # calibrated, float32
     results.export_bfloat16,  # MODEL_DIR/bfloat16, if it agrees with float32
     results.export_int8,      # MODEL_DIR/int8, likewise
+    results.export_onnx,      # MODEL_DIR/onnx, its tokenizer beside: no TensorFlow to serve it
+    results.export_onnx_int8,  # MODEL_DIR/onnx-int8, quantized from MODEL_DIR/onnx
     label_issues.find_label_issues,  # label_issues.csv (validation; train with --find-label-issues)
     results.report,           # report.html, figures, errors.csv, MODEL_CARD.md
     results.write_artifacts,  # metrics.json last: the run is finished

@@ -1,6 +1,6 @@
 """`trainer.tune --finish-best`: the best trial made a run like any `trainer.task` run, with what
-every trial skips (trials.SKIPPED): the bfloat16 and int8 copies the trainer flags ask for, and
-the report.
+every trial skips (trials.SKIPPED): the bfloat16, int8 and ONNX copies the trainer flags ask
+for, and the report.
 
 Each is written by the command that writes it for any finished run (`trainer.export_quantized`,
 `trainer.report`), in a process of its own as trials are, so the search itself never loads
@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Sequence
 
-from trainer import config as config_lib, hardware
+from trainer import config as config_lib, hardware, tasks
 from trainer.serving import variants
 from trainer.tuning import trials
 
@@ -34,6 +34,9 @@ def copies_wanted(config: config_lib.Config, platform: str, cpu_bf16: bool) -> l
         wanted.append("bfloat16")
     if runtime.export_int8 == "on" or (runtime.export_int8 == "auto" and not hub):
         wanted.append("int8")
+    converts = not hub and not tasks.from_config(config).onnx_refused
+    if runtime.export_onnx == "on" or (runtime.export_onnx == "auto" and converts):
+        wanted += ["onnx", "onnx-int8"]  # the int8 one is quantized from the float32 one
     return wanted
 
 

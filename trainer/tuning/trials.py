@@ -31,7 +31,7 @@ STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 # What a trial skips of a run's artifacts: the search reads its metrics.json, never these, which
 # took 26 of a 1-trial search's 38 s (issue 37). Last in its command, so they win over the
 # user's own values; `trainer.tune --finish-best` writes them for the best trial (finish.py).
-SKIPPED = ("--export-bfloat16", "off", "--export-int8", "off", "--report", "off")
+SKIPPED = ("--export-bfloat16", "off", "--export-int8", "off", "--export-onnx", "off", "--report", "off")
 
 
 @dataclasses.dataclass(frozen=True)

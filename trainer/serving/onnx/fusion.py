@@ -12,24 +12,29 @@ tells ORT not to fuse it at load).
 
 No TensorFlow here: numpy, onnx and onnxruntime's transformer tools (which need sympy).
 """
+import contextlib
+import io
 import logging
 import math
 
 import numpy as np
 
-log = logging.getLogger("trainer")
 
 # The Keras attention's output dense, kernel [heads, head size, hidden]: below the residual Add
 # that sublayer_first swaps.
 ATTENTION_OUTPUT = "abcd,cde->abe"
 
 
-def fuse(model, num_heads: int, hidden_size: int) -> tuple:
+def fuse(model, num_heads: int, hidden_size: int, attention: bool = True) -> tuple:
     """(the fused model, what was fused: {op: count}, or the one line saying why nothing was).
     The attention fuses for BERT-shaped blocks (BERT, RoBERTa, XLM-R, DistilBERT); other families
     keep their attention as it was converted, and their dense layers become MatMuls either way.
     A graph the optimizer cannot fuse (it refuses ELECTRA's, "Graph is not a DAG") is kept as
-    converted, with its dense layers as MatMuls."""
+    converted, with its dense layers as MatMuls.
+
+    `attention=False` for a model whose attention mask is not the graph's input (--long-texts
+    windows reshapes it first): there ORT 1.32's bert_tf fusion inserts an opset-11 Squeeze of
+    the mask Unsqueeze's axes (onnx_model_bert_tf.py, "Squeeze_3d_to_2d_mask"), an invalid graph."""
     import onnx
     from onnxruntime.transformers import optimizer
     from onnxruntime.transformers.fusion_options import FusionOptions
@@ -37,10 +42,11 @@ def fuse(model, num_heads: int, hidden_size: int) -> tuple:
     sublayer_first(model)
     options = FusionOptions("bert")
     options.enable_skip_layer_norm = options.enable_bias_skip_layer_norm = False
+    options.enable_attention = attention
     unfused = onnx.ModelProto()
     unfused.CopyFrom(model)
     try:
-        with _quiet_optimizer():
+        with quietly():
             optimized = optimizer.optimize_model(model, model_type="bert_tf", num_heads=num_heads,
                                                  hidden_size=hidden_size, opt_level=0,
                                                  optimization_options=options)
@@ -63,20 +69,19 @@ def _import_contrib_domain(model) -> None:
         model.opset_import.add(domain="com.microsoft", version=1)
 
 
-class _quiet_optimizer:
-    """ORT's transformer optimizer logs each fusion at INFO and warns about missing shape
-    information, through its own loggers: quiet while it runs (the export logs one line)."""
-
-    NAMES = ("onnxruntime.transformers", "fusion_base", "onnx_model", "fusion_utils")
-
-    def __enter__(self):
-        self._levels = {name: logging.getLogger(name).level for name in self.NAMES}
-        for name in self.NAMES:
-            logging.getLogger(name).setLevel(logging.ERROR)
-
-    def __exit__(self, *exc):
-        for name, level in self._levels.items():
-            logging.getLogger(name).setLevel(level)
+@contextlib.contextmanager
+def quietly():
+    """ONNX Runtime's transformer optimizer and quantizer, while they run: their loggers (named
+    after their modules, some imported as top-level modules) warn about missing shapes and
+    "pre-processing", and the optimizer prints a failed shape inference to stdout
+    (onnx_model.py). The export logs its own line of what came out."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        logging.disable(previous)
 
 
 def _equation(node) -> str:

@@ -18,32 +18,19 @@ scores them all.
 
 No TensorFlow here; the callers pass the features (the SavedModel's own tokens) and the check.
 """
-import contextlib
-import logging
 import os
 import tempfile
 import time
 
 import numpy as np
 
+from trainer.serving.onnx import fusion
+from trainer.serving.onnx.runtime import ROWS_PER_RUN
+
 OP_TYPES = ("MatMul", "Attention")
 GATES = "int8_gates"
-# Rows per ONNX Runtime call in the search (the runtime's default, runtime.ROWS_PER_RUN).
-ROWS_PER_RUN = 16
+# The emulator computes its gated kernels at every run: a few large runs, not many small.
 EMULATOR_ROWS_PER_RUN = 128
-
-
-@contextlib.contextmanager
-def _quiet_quantizer():
-    """quantize_dynamic warns through the root logger, on every call, that the model was not
-    "pre-processed" (shape inference, which it runs anyway): a line of nothing for the run's log."""
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        root.setLevel(level)
 
 
 def quantize(model, keep_float=()):
@@ -51,7 +38,7 @@ def quantize(model, keep_float=()):
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    with tempfile.TemporaryDirectory() as tmp, _quiet_quantizer():
+    with tempfile.TemporaryDirectory() as tmp, fusion.quietly():
         path = os.path.join(tmp, "int8.onnx")
         # DefaultTensorType: ONNX shape inference knows no com.microsoft op, so without it the
         # quantizer cannot tell the type of the tensors after a fused Attention ("Unable to find
@@ -159,7 +146,6 @@ def sensitivity(model, quantized, features: dict, ladder) -> dict:
     names = candidates(model)
     emulated = session(emulator(model, quantized))
     gates = np.zeros(len(names), np.float32)
-    # The emulator computes its gated kernels at every run: a few large runs, not many small.
     reference = float_outputs(emulated, features, ladder, EMULATOR_ROWS_PER_RUN, **{GATES: gates})
     scores = {}
     for index, name in enumerate(names):

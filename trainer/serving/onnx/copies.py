@@ -1,0 +1,137 @@
+"""The two ONNX copies of a run's model, each a (write(dir), load(dir)) pair that
+trainer.serving.quantize.export_checked writes and checks, as it does the int8 and bfloat16
+copies.
+
+The float32 copy is the classifier and its head converted (convert.py) and fused (fusion.py);
+the int8 copy is made from the float32 copy's folder (int8.py: its model.onnx quantized, its
+tokenizer files as they are), so a run converts once. Each folder holds model.onnx, the
+tokenizer's two files (tokenizer_files.py) and onnx.json, written last.
+"""
+import json
+import os
+import tempfile
+from typing import Callable, Sequence
+
+from trainer import storage
+from trainer.modeling import heads
+from trainer.serving import agreement, export, predict, quantize, variants
+from trainer.serving.onnx import convert, fusion, int8, packing, runtime, tokenizer_files
+
+MODEL, FACTS = runtime.MODEL, runtime.GRAPH_FACTS
+# Training rows the int8 float fallback scores each node on (int8.sensitivity): a seeded
+# sample, apart from the validation rows the copy is then checked on.
+RANKING_ROWS = 128
+
+
+def float32_copy(build: Callable[[], tuple], variables, reference, task, label_names: Sequence[str],
+                 max_seq_length: int, pair: bool) -> tuple:
+    """((write, load) of the float32 copy, what was fused: {op: count} or why nothing) of the
+    classifier `build()` makes, given `variables` (the trained model's or the export's), with
+    the head of the float32 export `reference` (its temperature and decisions)."""
+    with convert.onnx_forms():
+        preprocessor, classifier = quantize.classifier_with(build, variables, "float32")
+        module = quantize.module_like(reference, preprocessor, classifier, task, label_names,
+                                      max_seq_length, pair)
+        converted = convert.convert(classifier, module, task, label_names)
+    fused, what = fusion.fuse(converted, *convert.encoder_shape(classifier),
+                              attention=not heads.windowed(classifier))
+    tokenizer = tokenizer_files.files(preprocessor, export.saved_long_texts(reference), pair)
+    return folder(fused, tokenizer, reference, task, "float32", pair), what
+
+
+def int8_copy(model_dir: str, reference, task, check_rows: dict, ranking_texts: Callable[[], tuple],
+              batch_size: int) -> tuple:
+    """((write, load) of the int8 copy, the nodes kept float, the log's line on the float
+    fallback or None) of the float32 copy in MODEL_DIR/onnx: every node int8 when that passes
+    the check on `check_rows` ({texts, pairs, labels, label_names}, as export_checked compares
+    them), else int8.keep_float's model, its sensitivity ranked on `ranking_texts()` ((texts,
+    pairs) of training rows)."""
+    import onnx
+
+    source = variants.variant_dir(model_dir, "onnx")
+    model = onnx.load_from_string(storage.read_bytes(storage.join(source, MODEL)))
+    tokenizer = {name: storage.read_bytes(storage.join(source, name))
+                 for name in (packing.TOKENIZER, packing.PACKING)}
+    pair = json.loads(storage.read_text(storage.join(source, FACTS)))["pair"]
+    check = _checker(reference, task, check_rows, batch_size,
+                     lambda graph: folder(graph, tokenizer, reference, task, "int8", pair))
+    every = int8.quantize(model)
+    figures = check(every)
+    if figures["passed"]:
+        return folder(every, tokenizer, reference, task, "int8", pair), [], None
+    ranking = predict.tokenize(reference, *ranking_texts())
+    chosen, kept, found, tried = int8.keep_float(model, every, ranking, predict.ladder_of(reference), check)
+    line = _searched(figures, found, len(kept), len(int8.candidates(model)), tried)
+    return folder(chosen, tokenizer, reference, task, "int8", pair, kept), kept, line
+
+
+def fusion_words(fused) -> str:
+    """fusion.fuse's account of what it fused, in the log's words."""
+    if isinstance(fused, str):
+        return fused
+    return "fused " + ", ".join(f"{op} {count}" for op, count in fused.items()) if fused else "nothing fused"
+
+
+def folder(model, tokenizer: dict, reference, task, precision: str, pair: bool, float_nodes=()) -> tuple:
+    """(write(dir), load(dir)) of a copy's folder: `model`, the `tokenizer` files ({name:
+    bytes}) and onnx.json, written last: its presence marks the copy complete."""
+    contents = {MODEL: model.SerializeToString(), **tokenizer,
+                FACTS: json.dumps(facts(model, reference, task, precision, pair, float_nodes), indent=1).encode()}
+
+    def write(path: str) -> None:
+        storage.makedirs(path)
+        for name, data in contents.items():
+            storage.write_bytes_atomic(storage.join(path, name), data)
+
+    return write, runtime.OnnxModule
+
+
+def facts(model, reference, task, precision: str, pair: bool, float_nodes=()) -> dict:
+    """onnx.json: what the runtime reads besides the graph (runtime.read_facts), and the
+    decisions the graph holds (the export's temperature, its task's decision variables), which
+    a score of the copy is made at (trainer.evaluate)."""
+    import onnxruntime
+    import tf2onnx
+
+    outputs = [output.name for output in model.graph.output]
+    saved = getattr(reference, "temperature", None)  # None: an export from before calibration
+    decisions = {"temperature": 1.0 if saved is None else float(saved.numpy()),
+                 **task.decisions_of_export(reference)}
+    return {"format": runtime.FORMAT, "precision": precision, "outputs": outputs,
+            "inputs": [graph_input.name for graph_input in model.graph.input], "pair": pair,
+            "padded_lengths": [int(n) for n in predict.ladder_of(reference)],
+            "task_outputs": outputs, "decisions": decisions, "opset": convert.OPSET,
+            "tf2onnx": tf2onnx.__version__, "onnxruntime": onnxruntime.__version__,
+            "float_nodes": list(float_nodes)}
+
+
+def _checker(reference, task, rows: dict, batch_size: int, folder_of: Callable) -> Callable:
+    """check(graph) -> agreement.compare's figures (and rows_per_second) of a candidate int8
+    graph against the float32 export on `rows`, its folder written to scratch and loaded as
+    export_checked loads it."""
+    texts, pairs = rows["texts"], rows["pairs"]
+    features = predict.tokenize(reference, texts, pairs)
+    float32 = quantize.decided(task, reference, texts, pairs, features, batch_size)[0]
+
+    def check(graph) -> dict:
+        write, load = folder_of(graph)
+        with tempfile.TemporaryDirectory() as scratch:
+            path = os.path.join(scratch, "copy")
+            write(path)
+            candidate, speed = quantize.decided(task, load(path), texts, pairs, features, batch_size)
+        figures = agreement.compare(task, float32, candidate, rows["labels"], rows["label_names"])
+        return {**figures, "rows_per_second": speed}
+
+    return check
+
+
+def _searched(every: dict, found: dict, kept: int, total: int, tried: list) -> str:
+    """The log's line on the float fallback: why every node in int8 was refused, what was kept
+    float, and what that gave, at what speed (the check's, network and head)."""
+    share = found["label_agreement"]
+    agreed = (f"{found['metric']} {found['value']:.4f}" if share is None else
+              f"labels agreeing on {100 * share:.2f}%")
+    return (f"onnx-int8 model: every node in int8 was refused ({every['why']}) at "
+            f"{every['rows_per_second']:.0f} rows/s; {kept} of its {total} nodes kept float (the most "
+            f"sensitive on {RANKING_ROWS} training rows, {len(tried)} tries in "
+            f"{sum(t['seconds'] for t in tried):.0f}s): {agreed} at {found['rows_per_second']:.0f} rows/s")
