@@ -250,12 +250,13 @@ def _copy(ctx: RunContext, model_dir: str, variables, precision: str, reference,
 
 def _ranking_texts(ctx: RunContext) -> tuple:
     """(texts, pairs) of the training rows the int8 ONNX copy ranks its nodes on: a sample
-    seeded with --seed, apart from the validation rows it is checked on."""
+    seeded with --seed, apart from the validation rows it is checked on; only those rows'
+    texts are kept as the training file is read."""
     from trainer.serving.onnx import copies
 
-    texts, pairs = ctx.datasets.read_texts("train")["train"]
-    rows = sample_rows(len(texts), copies.RANKING_ROWS, ctx.config.train.seed)
-    return texts[rows], None if pairs is None else pairs[rows]
+    train = ctx.datasets.train
+    sample = train.subset(sample_rows(len(train), copies.RANKING_ROWS, ctx.config.train.seed))
+    return dataclasses.replace(ctx.datasets, train=sample).read_texts("train")["train"]
 
 
 def _bfloat16_wanted(ctx: RunContext) -> tuple:
