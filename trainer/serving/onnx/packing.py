@@ -109,14 +109,14 @@ class Tokenizer:
             shares = longest_first_shares([_lengths(s) for s in segments], budget)
             segments = [[keep_head_and_tail(row, int(keep)) for row, keep in zip(segment, share)]
                         for segment, share in zip(segments, shares)]
-        return self._pack(segments)
+        return self.pack(segments)
 
     def pieces(self, texts: Sequence[str]) -> List[List[int]]:
         """Each text's token ids, without special tokens."""
         encodings = self._tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
         return [encoding.ids for encoding in encodings]
 
-    def _pack(self, segments: List[List[List[int]]]) -> Dict[str, np.ndarray]:
+    def pack(self, segments: List[List[List[int]]]) -> Dict[str, np.ndarray]:
         """pack_segments: rows of one or two segments, cut longest first to fit max_seq_length."""
         layout, length = self.layout, self.max_seq_length
         shares = longest_first_shares([_lengths(s) for s in segments],
@@ -142,7 +142,7 @@ class Tokenizer:
                                long_texts.max_windows)
         windows = [pieces[k * stride:k * stride + budget]
                    for pieces, count in zip(texts, counts) for k in range(count)]
-        packed = self._pack([windows])
+        packed = self.pack([windows])
         text = np.repeat(np.arange(len(texts)), counts)
         window = np.concatenate([np.arange(count) for count in counts]) if len(texts) else text
         features = {}

@@ -1,0 +1,310 @@
+"""A tagger's ONNX copy without TensorFlow (issue #66): raw strings -> the windows its network
+reads, and the network's logits -> the SavedModel's answers (trainer/serving/tagging.py's
+`tokenize` and `outputs`, their names, values, dtypes and padding), in Python and numpy.
+
+The tagger's SavedModel splits words with TF-Text's RE2 regex split and reads entities with TF
+string ops, which ONNX has no operators for; only the network (token features in, per-token
+logits out) is the copy's graph. Everything around it is here, each rule beside a comment
+naming the TensorFlow function it mirrors:
+
+- words and their code-point offsets (modeling/encoders/words.split_words), by Unicode category
+  from the standard library's `unicodedata`, as RE2's \\p{Z}, \\p{Cc} and \\p{P} classes read;
+- each word's pieces (word_pieces.pack_word_windows, the preprocessor's `tokenize_words`): the
+  word alone after the family's word prefix, by the copy's tokenizer.json (packing.py);
+- the windows of --max-seq-length and the window each word is read in (word_windows);
+- each word's tag at its first piece, its tag probabilities, and the entities of the tags over
+  the whole text (tasks/tagging/spans.entity_runs, entity_outputs).
+
+tagging.json (beside packing.json) holds what the tagger adds to the tokenizer: its tag names,
+the windows' overlap and the word prefix; `tagging_json` writes it at export.
+"""
+import functools
+import json
+import re
+import sys
+import unicodedata
+from typing import Callable, Dict, List, Sequence, Tuple
+
+import numpy as np
+
+from trainer import storage
+from trainer.errors import UserError
+from trainer.serving.onnx import packing
+
+TAGGING = "tagging.json"
+FORMAT = 1
+# serving/tagging.WORD_FEATURES (that module imports TensorFlow): `tokenize`'s per-word
+# features, which `outputs` takes after the logits.
+WORD_FEATURES = ("word_window", "word_positions", "word_start", "word_end")
+# No cap on a text's windows: every word is read (word_windows.UNCAPPED).
+UNCAPPED = np.iinfo(np.int64).max
+# serving/tagging._PADDING: what a padded entry of each kind of output holds.
+_PADDING = {"O": b"", "i": -1, "f": 0.0}
+# The ASCII symbols BERT's _is_punctuation counts (words._PUNCTUATION's !-/ :-@ [-` {-~).
+_ASCII_SYMBOLS = ((0x21, 0x2F), (0x3A, 0x40), (0x5B, 0x60), (0x7B, 0x7E))
+# Punctuation RE2's tables in TF-Text 2.21 (Unicode 15) hold and Python 3.11's (Unicode 14) do
+# not: Devanagari Extended-A's and Kawi's, unassigned (Cn) there. Python 3.12 and 3.13 (Unicode
+# 15 and 15.1) have them as P*, the same; read every code point both ways:
+# tests/test_onnx_tagging.py.
+_UNICODE_15_PUNCTUATION = ((0x11B00, 0x11B09), (0x11F43, 0x11F4F))
+
+
+def tagging_json(module) -> bytes:
+    """tagging.json of a tagger's export module (serving/tagging.TaggingModule): its tag names,
+    its windows' overlap, and the prefix its preprocessor reads each word after (byte-level
+    BPE's space: preprocessing.SubwordPreprocessor.tokenize_words; none for WordPiece and
+    SentencePiece)."""
+    prefix = getattr(getattr(module.preprocessor, "tokenizer", None), "word_prefix", "")
+    return json.dumps({
+        "format": FORMAT,
+        "tag_names": [name.decode("utf-8") for name in module.label_names.numpy().tolist()],
+        "window_overlap": int(module.window_overlap.numpy()),
+        "word_prefix": prefix,
+    }, indent=1, ensure_ascii=False).encode("utf-8")
+
+
+@functools.lru_cache(maxsize=None)
+def _separators() -> "re.Pattern":
+    """words._SPACES | words._PUNCTUATION as one pattern of the standard library's `re`: a run
+    of separators (Unicode Z*, Cc, and ASCII whitespace, which is all Cc or Zs) or one
+    punctuation character (Unicode P* and the ASCII symbols). Built once, from every code
+    point's category (about 0.1 s)."""
+    spaces, punctuation = [], []
+    symbols = {code for low, high in _ASCII_SYMBOLS + _UNICODE_15_PUNCTUATION
+               for code in range(low, high + 1)}
+    for code in range(sys.maxunicode + 1):
+        category = unicodedata.category(chr(code))
+        if category[0] == "Z" or category == "Cc":
+            spaces.append(code)
+        elif category[0] == "P" or code in symbols:
+            punctuation.append(code)
+    return re.compile(f"({_character_class(spaces)}+)|{_character_class(punctuation)}")
+
+
+def _character_class(codes: List[int]) -> str:
+    """A `re` character class of sorted code points, as ranges."""
+    ranges, start = [], codes[0]
+    for previous, code in zip(codes, codes[1:] + [None]):
+        if code != previous + 1:
+            ranges.append(f"\\U{start:08x}" if start == previous else f"\\U{start:08x}-\\U{previous:08x}")
+            start = code
+    return f"[{''.join(ranges)}]"
+
+
+def split_words(text: str) -> List[Tuple[int, int]]:
+    """(start, end) code-point offsets of `text`'s words, `end` exclusive: words.split_words.
+
+    TF-Text's regex_split_with_offsets: the text between separators is a word, and a separator
+    that is a punctuation character is a word too. A NUL is a control character here as
+    U+0001 is there (split_words puts U+0001 in its place: RE2 reads a C string), so it
+    separates words alike; a Python `str` indexes code points, as its offsets count."""
+    words, position = [], 0
+    for match in _separators().finditer(text):
+        if match.start() > position:
+            words.append((position, match.start()))
+        if match.group(1) is None:  # punctuation: a word of its own
+            words.append(match.span())
+        position = match.end()
+    if position < len(text):
+        words.append((position, len(text)))
+    return words
+
+
+def reading_windows(first: np.ndarray, last: np.ndarray, budget: int, overlap: int):
+    """word_windows.reading_windows: (window, offset) int64 of words whose first piece is at
+    `first` among their text's pieces, their text's last window `last`: of the windows k from
+    max(0, ceil((p - budget + 1) / stride)) to min(last, floor(p / stride)), the one where the
+    fewer of the word's pieces before and after it in the window is largest (a side reaching
+    the text's start, k = 0, or end, k = last, unlimited), the first on a tie."""
+    stride = budget - overlap
+    low = np.maximum((first - budget + stride) // stride, 0)
+    high = np.maximum(np.minimum(first // stride, last), low)
+    k = low[:, None] + np.arange(int((high - low).max(initial=0)) + 1)
+    before = np.where(k > 0, first[:, None] - k * stride, UNCAPPED)
+    after = np.where(k < last[:, None], k * stride + budget - 1 - first[:, None], UNCAPPED)
+    context = np.where(k <= high[:, None], np.minimum(before, after), -1)
+    chosen = k[np.arange(len(k)), np.argmax(context, axis=1)]  # argmax: the first largest
+    return chosen, first - chosen * stride
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """tf.nn.softmax over the last axis, in float32."""
+    logits = logits.astype(np.float32)
+    exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return exp / exp.sum(axis=-1, keepdims=True)
+
+
+def entity_runs(tag_ids: np.ndarray):
+    """spans.entity_runs of one text's tag ids [W] (0 is O, 2t + 1 B- and 2t + 2 I- of type t):
+    (type, first word, end word exclusive) int64 [E] of each entity, in word order. A run is a
+    word and the I- of its type after it; a run whose first tag is not O is an entity (one
+    starting with an I- that continues nothing too)."""
+    ids = np.asarray(tag_ids, np.int64)
+    kind = (ids - 1) // 2
+    previous = np.concatenate([[-1], kind])[:-1]  # the type of the word before, -1 for the first
+    starts = ~((ids > 0) & (ids % 2 == 0) & (kind == previous))
+    first = np.flatnonzero(starts)
+    end = np.append(first[1:], len(ids))
+    begins = ids[first] > 0
+    return kind[first][begins], first[begins], end[begins]
+
+
+class Tagger:
+    """A tagger's ONNX copy's words and answers: `tokenize(texts)` and `outputs(texts, logits,
+    *word features)` as serving/tagging.TaggingModule's, `serve(texts, network)` between them."""
+
+    def __init__(self, tokenizer: packing.Tokenizer, tag_names: Sequence[str], window_overlap: int,
+                 word_prefix: str = ""):
+        self.tokenizer = tokenizer
+        self.tag_names = list(tag_names)
+        self.type_names = [name[2:] for name in self.tag_names[1::2]]
+        self.max_seq_length = tokenizer.max_seq_length
+        self.window_overlap = window_overlap
+        self.word_prefix = word_prefix
+
+    @classmethod
+    def from_dir(cls, path: str) -> "Tagger":
+        """The tagger of a copy's folder (tokenizer.json, packing.json, tagging.json); one
+        UserError naming the file when one is missing or not what the export writes."""
+        tokenizer = packing.Tokenizer.from_dir(path)
+        return cls(tokenizer, **_settings(storage.join(path, TAGGING), tokenizer.max_seq_length))
+
+    def serve(self, texts: Sequence[str], network: Callable[[dict], np.ndarray]) -> dict:
+        """TaggingModule.serve: `network` gives the logits [N, width, tags] of the windows'
+        features [N, width] (cut to their longest row, as TaggingModule._logits runs them)."""
+        features = self.tokenize(texts)
+        width = int(features["input_mask"].sum(axis=1).max(initial=0))
+        logits = network({name: features[name][:, :width] for name in packing.FEATURES})
+        return self.outputs(texts, logits, *(features[name] for name in WORD_FEATURES))
+
+    def tokenize(self, texts: Sequence[str]) -> dict:
+        """TaggingModule.tokenize: the windows' features int32 [N, max_seq_length], a text's
+        windows consecutive rows (word_pieces.pack_word_windows), and per word int64 [B, max(
+        max_seq_length, most words)], -1 after a text's last (WORD_FEATURES): the row it is
+        read in and its first piece's position there (-1 for a word without a piece), and its
+        code-point offsets."""
+        spans = [split_words(text) for text in texts]
+        text_pieces, counts, firsts = self._pieces(texts, spans)
+        # The windows (word_windows.split, preprocessing.split_into_windows uncapped), each
+        # packed alone as bert_pack_inputs packs one segment.
+        budget = self.max_seq_length - 2  # the start and end tokens
+        stride = budget - self.window_overlap
+        windows = packing.window_counts(np.array([len(text) for text in text_pieces], np.int64),
+                                        budget, self.window_overlap, UNCAPPED)
+        features = self.tokenizer.pack([[text[k * stride:k * stride + budget]
+                                         for text, count in zip(text_pieces, windows)
+                                         for k in range(count)]])
+        words = np.array([len(row) for row in spans], np.int64)
+        window, offset = reading_windows(firsts, np.repeat(windows - 1, words), budget,
+                                         self.window_overlap)
+        text_rows = np.repeat(np.cumsum(windows) - windows, words)  # each text's first row
+        placed = counts > 0
+        per_word = {"word_window": np.where(placed, window + text_rows, -1),
+                    "word_positions": np.where(placed, 1 + offset, -1),
+                    "word_start": np.array([start for row in spans for start, _ in row], np.int64),
+                    "word_end": np.array([end for row in spans for _, end in row], np.int64)}
+        splits, none = np.cumsum(words)[:-1], np.zeros([0], np.int64)
+        return {**features, **{name: self._padded(np.split(value, splits) if len(texts) else [], none)
+                               for name, value in per_word.items()}}
+
+    def _pieces(self, texts: Sequence[str], spans: List[List[Tuple[int, int]]]):
+        """word_pieces._pieces: (each text's pieces, each word's piece count int64 [words], each
+        word's first piece's offset among its text's pieces int64 [words]), every word of every
+        text tokenized alone after the word prefix (the preprocessor's tokenize_words)."""
+        words = [self.word_prefix + text[start:end] for text, row in zip(texts, spans)
+                 for start, end in row]
+        pieces = self.tokenizer.pieces(words)
+        bounds = np.cumsum([0] + [len(row) for row in spans])
+        text_pieces = [[piece for word in pieces[a:b] for piece in word]
+                       for a, b in zip(bounds, bounds[1:])]
+        counts = np.array([len(word) for word in pieces], np.int64)
+        before = np.concatenate([[0], np.cumsum(counts)])  # pieces before each word, in all texts
+        firsts = before[:-1] - np.repeat(before[bounds[:-1]], np.diff(bounds))
+        return text_pieces, counts, firsts
+
+    def outputs(self, texts: Sequence[str], logits: np.ndarray, word_window: np.ndarray,
+                word_positions: np.ndarray, word_start: np.ndarray, word_end: np.ndarray) -> dict:
+        """TaggingModule.outputs: the answers of the tagger's `logits` [N, T, tags] of the
+        windows `tokenize` made, for the words it found: strings as bytes, integers int64,
+        scores float32, per-text ones padded as TaggingModule._padded pads them."""
+        rows = [self._text_outputs(text, logits, *(row[row_start >= 0] for row in (
+            window, position, row_start, row_end)))
+            for text, window, position, row_start, row_end in zip(
+                texts, word_window, word_positions, word_start, word_end)]
+        none = np.zeros([0], np.int64)
+        empty = self._text_outputs("", np.zeros([0, 0, len(self.tag_names)], np.float32), *[none] * 4)
+        outputs = {name: self._padded([row[name] for row in rows], like) for name, like in empty.items()}
+        counts = {name: np.array([len(row[key]) for row in rows], np.int64) for name, key in (
+            ("entity_count", "entity_start"), ("word_count", "word_start"),
+            ("untagged_count", "untagged_start"))}
+        names = np.array([[name.encode("utf-8") for name in self.tag_names]] * len(texts), object)
+        return {**outputs, **counts, "tag_names": names.reshape(len(texts), len(self.tag_names))}
+
+    def _text_outputs(self, text: str, logits: np.ndarray, window: np.ndarray, position: np.ndarray,
+                      starts: np.ndarray, ends: np.ndarray) -> Dict[str, np.ndarray]:
+        """One text's outputs, unpadded, of its words' windows, positions and offsets."""
+        tagged = position >= 0
+        probabilities = softmax(logits[window[tagged], position[tagged]])
+        tag_ids = np.argmax(probabilities, axis=-1)
+        tagged_starts, tagged_ends = starts[tagged], ends[tagged]
+        # spans.entity_outputs: each entity's offsets are its first word's start and last word's
+        # end; its score the mean over its words of the probability of the tag each was given.
+        kinds, first, end = entity_runs(tag_ids)
+        chosen = probabilities.max(axis=-1, initial=0.0)
+        entity_start, entity_end = tagged_starts[first], tagged_ends[end - 1]
+        return {
+            "entity_label": _strings(self.type_names[kind] for kind in kinds),
+            "entity_text": _substrings(text, entity_start, entity_end),
+            "entity_start": entity_start, "entity_end": entity_end,
+            "entity_score": np.array([chosen[a:b].mean() for a, b in zip(first, end)], np.float32),
+            "word_tags": _strings(self.tag_names[tag] for tag in tag_ids),
+            "word_text": _substrings(text, tagged_starts, tagged_ends),
+            "word_start": tagged_starts, "word_end": tagged_ends,
+            "word_probabilities": probabilities.reshape(-1, len(self.tag_names)),
+            "untagged_text": _substrings(text, starts[~tagged], ends[~tagged]),
+            "untagged_start": starts[~tagged], "untagged_end": ends[~tagged]}
+
+    def _padded(self, rows: List[np.ndarray], like: np.ndarray) -> np.ndarray:
+        """TaggingModule._padded: [B] rows [n, ...] of `like`'s dtype and inner shape as one
+        array [B, max(max_seq_length, most n), ...], padded with _PADDING of its kind."""
+        width = max([self.max_seq_length, *(len(row) for row in rows)])
+        padded = np.full([len(rows), width, *like.shape[1:]], _PADDING[like.dtype.kind], like.dtype)
+        for i, row in enumerate(rows):
+            padded[i, :len(row)] = row
+        return padded
+
+
+def _strings(values) -> np.ndarray:
+    """Strings as a loaded SavedModel returns them: bytes, in an object array."""
+    return np.array([value.encode("utf-8") for value in values], object)
+
+
+def _substrings(text: str, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """spans.substrings: the parts of `text` between code-point offsets, as Python slices it."""
+    return _strings(text[start:end] for start, end in zip(starts, ends))
+
+
+def _settings(path: str, max_seq_length: int) -> dict:
+    """tagging.json as Tagger's keyword arguments; one UserError naming the file and the field
+    when it is not what tagging_json writes."""
+    if not storage.exists(path):
+        raise UserError(f"{path}: missing (a tagger's ONNX copy holds {TAGGING} beside "
+                        f"{packing.PACKING}); export the copy again")
+    try:
+        raw = json.loads(storage.read_text(path))
+        if raw.get("format") != FORMAT:
+            raise UserError(f"{path}: format {raw.get('format')!r}, not {FORMAT}: written by another "
+                            "version of the trainer; export the copy again with this one")
+        names, overlap, prefix = raw["tag_names"], raw["window_overlap"], raw["word_prefix"]
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}: not valid JSON ({e})") from None
+    except (AttributeError, KeyError, TypeError) as e:
+        raise UserError(f"{path}: not a {TAGGING} this trainer reads ({type(e).__name__}: {e})") from None
+    if not (isinstance(names, list) and len(names) % 2 == 1 and all(isinstance(n, str) for n in names)):
+        raise UserError(f"{path}: tag_names is not a list of O and a B- and I- tag per type")
+    if not (isinstance(overlap, int) and 0 <= overlap < max_seq_length - 2):
+        raise UserError(f"{path}: window_overlap {overlap!r} is not a count of pieces below "
+                        f"--max-seq-length {max_seq_length} less the start and end tokens")
+    if not isinstance(prefix, str):
+        raise UserError(f"{path}: word_prefix {prefix!r} is not a string")
+    return {"tag_names": names, "window_overlap": overlap, "word_prefix": prefix}
