@@ -434,6 +434,8 @@ def test_the_run_writes_both_checked_copies_and_their_figures(onnx_run, copy):
     assert files == {"model.onnx", "tokenizer.json", "packing.json", "onnx.json"}
     assert f"{copy} model: labels agree with float32 on" in result.stdout
     assert metrics["durations"]["export_" + copy.replace("-", "_")] > 0
+    flags = {"onnx": "--runtime onnx --precision float32", "onnx-int8": "--runtime onnx --precision int8"}
+    assert f"load it with <code>{flags[copy]}</code>" in (job_dir / "report.html").read_text()
 
 
 def retrofitted(onnx_run, tmp_path):
