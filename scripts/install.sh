@@ -28,7 +28,7 @@ run() {
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 python="${PYTHON:-python3}"
 if [[ "${1:-}" == onnx ]]; then
-  run "$python" -m pip install -r "$root/scripts/onnx-requirements.txt"
+  run "$python" -m pip install -r "$root/docker/serve-onnx.txt"
   run "$python" -m pip install --no-deps -e "$root"
   exit 0
 fi

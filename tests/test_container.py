@@ -112,8 +112,11 @@ def test_each_trainer_image_runs_the_trainer_with_the_default_encoder_baked_in(d
     assert bake > installs_weights and "('native', 'hub')" in runs[bake]
 
 
-def test_every_pin_file_is_installed_by_an_image():
+def test_every_pin_file_is_installed_by_an_image_or_the_install_script():
+    """scripts/install.sh installs the GPU image's weights, and `onnx` the ONNX runtime's pins."""
     used = {path for dockerfile in DOCKERFILES for path, _ in installed_pin_files(dockerfile)}
+    with open(os.path.join(ROOT, "scripts", "install.sh")) as f:
+        used |= set(re.findall(r"docker/[\w.-]+\.txt", f.read()))
     assert used == set(PIN_FILES)
 
 

@@ -231,9 +231,9 @@ def test_install_script_onnx_installs_the_runtimes_pins_then_the_package_without
 
     lines = run("install.sh", "onnx", DRY_RUN="1").stdout.splitlines()
     assert [shlex.split(line) for line in lines] == [
-        [sys.executable, "-m", "pip", "install", "-r", ROOT + "/scripts/onnx-requirements.txt"],
+        [sys.executable, "-m", "pip", "install", "-r", ROOT + "/docker/serve-onnx.txt"],
         [sys.executable, "-m", "pip", "install", "--no-deps", "-e", ROOT]]
-    pinned = read_pins("scripts/onnx-requirements.txt")
+    pinned = read_pins("docker/serve-onnx.txt")
     assert {"onnxruntime", "tokenizers", "numpy", "pandas", "starlette", "uvicorn"} <= set(pinned)
     assert not [name for name in pinned if name.startswith(("tensorflow", "tf-keras", "keras"))]
 

@@ -12,7 +12,7 @@ from trainer.errors import UserError
 # The packages the TensorFlow stack adds; the ONNX runtime's environment has none of them.
 TENSORFLOW_STACK = ("tensorflow", "tf_keras", "tensorflow_text", "tensorflow_hub")
 # Modules of setup.py's other requirements that the ONNX runtime's environment leaves out
-# (scripts/onnx-requirements.txt), by the name a user installs: a command that needs one there
+# (docker/serve-onnx.txt), by the name a user installs: a command that needs one there
 # (trainer.evaluate scores with scikit-learn and SciPy) is said in one line as well.
 NOT_IN_THE_ONNX_RUNTIME = {**{module: "TensorFlow" for module in TENSORFLOW_STACK},
                            "sklearn": "scikit-learn", "scipy": "SciPy", "matplotlib": "matplotlib",

@@ -57,8 +57,7 @@ def run(args) -> int:
     """Reads the file, loads the model, scores it, prints the metrics and writes --output."""
     check_args(args)
     precision, path = variants.resolve(args.model_dir, args.precision, runtime=args.runtime)
-    onnx = variants.runtime_of(precision) == "onnx"
-    saved = variants.signature_of(args.model_dir, path if onnx else None)
+    saved = variants.signature_of(args.model_dir, path if variants.runtime_of(precision) == "onnx" else None)
     task = saved.task()
     rows = labelled_file.read(args, task, saved.pair)
     # Written as trainer.predict writes: a scratch file opened before the model loads (an
@@ -69,8 +68,6 @@ def run(args) -> int:
     with written as handle:
         started = time.monotonic()
         model = variants.load(args.model_dir, precision)
-        if onnx:
-            model.require_decisions("trainer.evaluate")
         print(f"loaded the {precision} model ({path}) in {progress.clock(time.monotonic() - started)}",
               flush=True)
         block = score(model, task, rows, args)

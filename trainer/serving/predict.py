@@ -10,6 +10,10 @@ training would see; output rows keep the input's order and columns, one per inpu
 columns are the ones the model was trained on when the file holds them (trainer.serving.columns),
 else detected as the trainer detects them. A row whose text is empty gets no prediction, only a
 note: training refuses such rows, so the model never learned what they mean.
+
+An ONNX copy (--runtime onnx) is loaded so that it reads like an export (serving/onnx/runtime.py:
+its own `tokenize` and `predict_tokens`), so the same code runs it, also where TensorFlow is
+not installed.
 """
 import argparse
 import contextlib

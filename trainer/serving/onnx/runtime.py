@@ -101,7 +101,6 @@ class OnnxModule:
     def __init__(self, copy_dir: str, threads: Optional[int] = None, spinning: bool = True):
         from trainer.serving.onnx import packing
 
-        self.copy_dir = copy_dir
         self.facts = read_facts(copy_dir)
         found = signature_of(self.facts)
         self.serving_signature = ServingSignature(((), {name: None for name in found.inputs}), found.outputs)
@@ -110,24 +109,16 @@ class OnnxModule:
         self._session = session(storage.join(copy_dir, MODEL), threads, spinning)
         self._inputs = [i.name for i in self._session.get_inputs()]
         self._outputs = [o.name for o in self._session.get_outputs()]
-        # The export's temperature and its task's decisions, read as a SavedModel's variables
-        # (trainer.evaluate scores a copy at them)
+        # The export's temperature and its task's decisions (which the graph holds), read as a
+        # SavedModel's variables: trainer.evaluate scores a copy at them
         for name in ("temperature", *found.task().decision_variables):
-            if name in self.facts.get("decisions", {}):
+            if name in self.facts["decisions"]:
                 setattr(self, name, SavedValue(self.facts["decisions"][name]))
 
     @property
     def saved_long_texts(self):
         """--long-texts and its window flags, as the export saved them (packing.json)."""
         return self._tokenizer.long_texts
-
-    def require_decisions(self, what: str) -> None:
-        """Refuses `what` (a command scoring the copy at the export's decisions) on a copy whose
-        onnx.json does not record them."""
-        if "decisions" not in self.facts:
-            raise UserError(f"{what}: {storage.join(self.copy_dir, GRAPH_FACTS)} records no decisions "
-                            f"(calibration temperature, thresholds) to score this copy at; score the "
-                            f"model dir with --runtime tensorflow")
 
     def tokenize(self, texts, pairs=None) -> dict:
         """int32 features [N, W] of the texts (and pairs), equal to the SavedModel's `tokenize`."""
@@ -153,7 +144,7 @@ class OnnxModule:
         """The width a run is cut to: its longest row; past one window (--long-texts windows),
         whole windows, which the graph splits again (the padding ladder's lengths there)."""
         if longest <= self._tokenizer.max_seq_length:
-            return max(longest, 1)
+            return longest
         return int(self.padded_lengths[np.searchsorted(self.padded_lengths, longest)])
 
 
