@@ -232,6 +232,21 @@ def test_evaluate_scores_the_copy_as_it_scores_the_savedmodel(model_dir, tmp_pat
                                                    else value), name
 
 
+def test_a_copy_from_another_version_is_one_line_saying_to_export_it_again(model_dir, tmp_path):
+    import shutil
+
+    copy = shutil.copytree(f"{model_dir}/onnx", tmp_path / "onnx")
+    facts = json.loads((copy / "onnx.json").read_text())
+    del facts["decisions"]
+    (copy / "onnx.json").write_text(json.dumps(facts))
+    result = without_tensorflow("trainer.predict", "--model-dir", copy, "--input", "in.csv", "--output",
+                                tmp_path / "out.csv")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"error: {copy}/onnx.json: no 'decisions': the copy was written by another version of the "
+        f"trainer; export it again with this one (python -m trainer.export_quantized)"]
+
+
 def checked(**speedups):
     return {copy: {"passed": True, "speedup": speedup} for copy, speedup in speedups.items()}
 

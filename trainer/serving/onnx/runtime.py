@@ -19,6 +19,8 @@ from trainer.serving import signature
 
 MODEL, GRAPH_FACTS = "model.onnx", "onnx.json"  # onnx.json, written last, marks a copy complete
 FORMAT = 1
+# What the runtime reads of onnx.json (the export writes it: serving/onnx/copies.py)
+FACTS = ("precision", "pair", "padded_lengths", "task_outputs", "decisions")
 # Rows per ONNX Runtime call. trainer.predict hands over batches of rows of one padded length,
 # sorted by token count (up to --batch-size); each runs here in slices of this many rows, each
 # cut to its own longest row. Small batches keep a layer's activations in the cores' L2 cache:
@@ -64,9 +66,11 @@ def read_facts(copy_dir: str) -> dict:
     except json.JSONDecodeError as e:
         raise UserError(f"{path}: not valid JSON ({e})") from None
     found = facts.get("format") if isinstance(facts, dict) else None
-    if found != FORMAT:
-        raise UserError(f"{path}: format {found!r}, not {FORMAT}: the copy was written by another "
-                        f"version of the trainer; export it again with this one")
+    problem = (f"format {found!r}, not {FORMAT}" if found != FORMAT
+               else next((f"no {key!r}" for key in FACTS if key not in facts), None))
+    if problem:
+        raise UserError(f"{path}: {problem}: the copy was written by another version of the trainer; "
+                        f"export it again with this one (python -m trainer.export_quantized)")
     return facts
 
 
