@@ -116,6 +116,14 @@ class Tokenizer:
         encodings = self._tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
         return [encoding.ids for encoding in encodings]
 
+    def word_pieces(self, texts: Sequence[Sequence[str]]) -> List[tuple]:
+        """(token ids, the word each came from) of each text given as its words, each word
+        tokenized alone (a tagger's: onnx/tagging.py), without special tokens. (encode_batch:
+        encode_batch_fast tracks no words.)"""
+        encodings = self._tokenizer.encode_batch([list(words) for words in texts],
+                                                 is_pretokenized=True, add_special_tokens=False)
+        return [(encoding.ids, encoding.word_ids) for encoding in encodings]
+
     def pack(self, segments: List[List[List[int]]]) -> Dict[str, np.ndarray]:
         """pack_segments: rows of one or two segments, cut longest first to fit max_seq_length."""
         layout, length = self.layout, self.max_seq_length

@@ -134,24 +134,26 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return exp / exp.sum(axis=-1, keepdims=True)
 
 
-def entity_runs(tag_ids: np.ndarray):
-    """spans.entity_runs of one text's tag ids [W] (0 is O, 2t + 1 B- and 2t + 2 I- of type t):
-    (type, first word, end word exclusive) int64 [E] of each entity, in word order. A run is a
-    word and the I- of its type after it; a run whose first tag is not O is an entity (one
-    starting with an I- that continues nothing too)."""
+def entity_runs(tag_ids: np.ndarray, rows: np.ndarray):
+    """spans.entity_runs of the words' tag ids [W] (0 is O, 2t + 1 B- and 2t + 2 I- of type t),
+    the words of each text consecutive, `rows` [W] their texts: (type, first word, end word
+    exclusive) int64 [E] of each entity, in word order. A run is a word and the I- of its type
+    after it in its text; a run whose first tag is not O is an entity (one starting with an I-
+    that continues nothing too)."""
     ids = np.asarray(tag_ids, np.int64)
     kind = (ids - 1) // 2
-    previous = np.concatenate([[-1], kind])[:-1]  # the type of the word before, -1 for the first
-    starts = ~((ids > 0) & (ids % 2 == 0) & (kind == previous))
-    first = np.flatnonzero(starts)
-    end = np.append(first[1:], len(ids))
+    text_start = np.concatenate([[True], rows[1:] != rows[:-1]])[:len(ids)]
+    previous = np.where(text_start, -1, np.concatenate([[-1], kind])[:-1])  # the word before's type
+    first = np.flatnonzero(~((ids > 0) & (ids % 2 == 0) & (kind == previous)))
+    end = np.append(first[1:], len(ids))  # a text's first word starts a run: none crosses texts
     begins = ids[first] > 0
     return kind[first][begins], first[begins], end[begins]
 
 
 class Tagger:
     """A tagger's ONNX copy's words and answers: `tokenize(texts)` and `outputs(texts, logits,
-    *word features)` as serving/tagging.TaggingModule's, `serve(texts, network)` between them."""
+    *word features)` as serving/tagging.TaggingModule's, `serve(texts, network)` between them.
+    Texts are `str`."""
 
     def __init__(self, tokenizer: packing.Tokenizer, tag_names: Sequence[str], window_overlap: int,
                  word_prefix: str = ""):
@@ -194,84 +196,82 @@ class Tagger:
         features = self.tokenizer.pack([[text[k * stride:k * stride + budget]
                                          for text, count in zip(text_pieces, windows)
                                          for k in range(count)]])
-        words = np.array([len(row) for row in spans], np.int64)
-        window, offset = reading_windows(firsts, np.repeat(windows - 1, words), budget,
-                                         self.window_overlap)
-        text_rows = np.repeat(np.cumsum(windows) - windows, words)  # each text's first row
+        rows = np.repeat(np.arange(len(texts)), [len(row) for row in spans])  # each word's text
+        window, offset = reading_windows(firsts, windows[rows] - 1, budget, self.window_overlap)
+        text_rows = (np.cumsum(windows) - windows)[rows]  # its text's first window's row
         placed = counts > 0
         per_word = {"word_window": np.where(placed, window + text_rows, -1),
                     "word_positions": np.where(placed, 1 + offset, -1),
                     "word_start": np.array([start for row in spans for start, _ in row], np.int64),
                     "word_end": np.array([end for row in spans for _, end in row], np.int64)}
-        splits, none = np.cumsum(words)[:-1], np.zeros([0], np.int64)
-        return {**features, **{name: self._padded(np.split(value, splits) if len(texts) else [], none)
+        return {**features, **{name: self._by_text(value, rows, len(texts))[0]
                                for name, value in per_word.items()}}
 
     def _pieces(self, texts: Sequence[str], spans: List[List[Tuple[int, int]]]):
         """word_pieces._pieces: (each text's pieces, each word's piece count int64 [words], each
-        word's first piece's offset among its text's pieces int64 [words]), every word of every
-        text tokenized alone after the word prefix (the preprocessor's tokenize_words)."""
-        words = [self.word_prefix + text[start:end] for text, row in zip(texts, spans)
-                 for start, end in row]
-        pieces = self.tokenizer.pieces(words)
-        bounds = np.cumsum([0] + [len(row) for row in spans])
-        text_pieces = [[piece for word in pieces[a:b] for piece in word]
-                       for a, b in zip(bounds, bounds[1:])]
-        counts = np.array([len(word) for word in pieces], np.int64)
+        word's first piece's offset among its text's pieces int64 [words]); every word is
+        tokenized alone after the word prefix (the preprocessor's tokenize_words)."""
+        encoded = self.tokenizer.word_pieces([[self.word_prefix + text[start:end] for start, end in row]
+                                              for text, row in zip(texts, spans)])
+        words = np.array([len(row) for row in spans], np.int64)
+        word_offsets = np.cumsum(words) - words  # each text's first word among all
+        owners = np.fromiter((owner for _, row in encoded for owner in row), np.int64)
+        owners += np.repeat(word_offsets, [len(ids) for ids, _ in encoded])
+        counts = np.bincount(owners, minlength=int(words.sum())).astype(np.int64)
         before = np.concatenate([[0], np.cumsum(counts)])  # pieces before each word, in all texts
-        firsts = before[:-1] - np.repeat(before[bounds[:-1]], np.diff(bounds))
-        return text_pieces, counts, firsts
+        return [ids for ids, _ in encoded], counts, before[:-1] - np.repeat(before[word_offsets], words)
 
     def outputs(self, texts: Sequence[str], logits: np.ndarray, word_window: np.ndarray,
                 word_positions: np.ndarray, word_start: np.ndarray, word_end: np.ndarray) -> dict:
         """TaggingModule.outputs: the answers of the tagger's `logits` [N, T, tags] of the
         windows `tokenize` made, for the words it found: strings as bytes, integers int64,
         scores float32, per-text ones padded as TaggingModule._padded pads them."""
-        rows = [self._text_outputs(text, logits, *(row[row_start >= 0] for row in (
-            window, position, row_start, row_end)))
-            for text, window, position, row_start, row_end in zip(
-                texts, word_window, word_positions, word_start, word_end)]
-        none = np.zeros([0], np.int64)
-        empty = self._text_outputs("", np.zeros([0, 0, len(self.tag_names)], np.float32), *[none] * 4)
-        outputs = {name: self._padded([row[name] for row in rows], like) for name, like in empty.items()}
-        counts = {name: np.array([len(row[key]) for row in rows], np.int64) for name, key in (
-            ("entity_count", "entity_start"), ("word_count", "word_start"),
-            ("untagged_count", "untagged_start"))}
-        names = np.array([[name.encode("utf-8") for name in self.tag_names]] * len(texts), object)
-        return {**outputs, **counts, "tag_names": names.reshape(len(texts), len(self.tag_names))}
-
-    def _text_outputs(self, text: str, logits: np.ndarray, window: np.ndarray, position: np.ndarray,
-                      starts: np.ndarray, ends: np.ndarray) -> Dict[str, np.ndarray]:
-        """One text's outputs, unpadded, of its words' windows, positions and offsets."""
+        rows, columns = np.nonzero(word_start >= 0)  # the words, text by text, in order
+        window, position, starts, ends = (value[rows, columns] for value in (
+            word_window, word_positions, word_start, word_end))
         tagged = position >= 0
-        probabilities = softmax(logits[window[tagged], position[tagged]])
+        probabilities = softmax(logits[window[tagged], position[tagged]]).reshape(-1, len(self.tag_names))
         tag_ids = np.argmax(probabilities, axis=-1)
-        tagged_starts, tagged_ends = starts[tagged], ends[tagged]
-        # spans.entity_outputs: each entity's offsets are its first word's start and last word's
+        tagged_rows, tagged_starts, tagged_ends = rows[tagged], starts[tagged], ends[tagged]
+        # spans.entity_outputs: an entity's offsets are its first word's start and last word's
         # end; its score the mean over its words of the probability of the tag each was given.
-        kinds, first, end = entity_runs(tag_ids)
+        kinds, first, end = entity_runs(tag_ids, tagged_rows)
         chosen = probabilities.max(axis=-1, initial=0.0)
-        entity_start, entity_end = tagged_starts[first], tagged_ends[end - 1]
-        return {
-            "entity_label": _strings(self.type_names[kind] for kind in kinds),
-            "entity_text": _substrings(text, entity_start, entity_end),
-            "entity_start": entity_start, "entity_end": entity_end,
-            "entity_score": np.array([chosen[a:b].mean() for a, b in zip(first, end)], np.float32),
-            "word_tags": _strings(self.tag_names[tag] for tag in tag_ids),
-            "word_text": _substrings(text, tagged_starts, tagged_ends),
-            "word_start": tagged_starts, "word_end": tagged_ends,
-            "word_probabilities": probabilities.reshape(-1, len(self.tag_names)),
-            "untagged_text": _substrings(text, starts[~tagged], ends[~tagged]),
-            "untagged_start": starts[~tagged], "untagged_end": ends[~tagged]}
+        # Each entity's sum of `chosen` over [first, end): reduceat sums between consecutive
+        # indices, so the even ones of first_0, end_0, first_1, end_1, ... (a 0 after the last
+        # word, as an end may be there).
+        sums = np.add.reduceat(np.append(chosen, np.float32(0)), np.ravel([first, end], "F"))[::2]
+        entity_rows, entity_start, entity_end = tagged_rows[first], tagged_starts[first], tagged_ends[end - 1]
+        untagged = ~tagged
+        outputs = {}
+        for count, of, values in (
+                ("entity_count", entity_rows, {
+                    "entity_label": _strings(self.type_names[kind] for kind in kinds),
+                    "entity_text": _substrings(texts, entity_rows, entity_start, entity_end),
+                    "entity_start": entity_start, "entity_end": entity_end,
+                    "entity_score": sums[:len(first)] / (end - first).astype(np.float32)}),
+                ("word_count", tagged_rows, {
+                    "word_tags": _strings(self.tag_names[tag] for tag in tag_ids),
+                    "word_text": _substrings(texts, tagged_rows, tagged_starts, tagged_ends),
+                    "word_start": tagged_starts, "word_end": tagged_ends,
+                    "word_probabilities": probabilities}),
+                ("untagged_count", rows[untagged], {
+                    "untagged_text": _substrings(texts, rows[untagged], starts[untagged], ends[untagged]),
+                    "untagged_start": starts[untagged], "untagged_end": ends[untagged]})):
+            for name, value in values.items():
+                outputs[name], outputs[count] = self._by_text(value, of, len(texts))
+        names = np.array([[name.encode("utf-8") for name in self.tag_names]] * len(texts), object)
+        return {**outputs, "tag_names": names.reshape(len(texts), len(self.tag_names))}
 
-    def _padded(self, rows: List[np.ndarray], like: np.ndarray) -> np.ndarray:
-        """TaggingModule._padded: [B] rows [n, ...] of `like`'s dtype and inner shape as one
-        array [B, max(max_seq_length, most n), ...], padded with _PADDING of its kind."""
-        width = max([self.max_seq_length, *(len(row) for row in rows)])
-        padded = np.full([len(rows), width, *like.shape[1:]], _PADDING[like.dtype.kind], like.dtype)
-        for i, row in enumerate(rows):
-            padded[i, :len(row)] = row
-        return padded
+    def _by_text(self, values: np.ndarray, rows: np.ndarray, texts: int) -> tuple:
+        """TaggingModule._padded: (values [n, ...] of texts `rows` [n] (ascending) as one array
+        [texts, max(max_seq_length, most of one text), ...] padded with _PADDING of their
+        kind, how many each text has int64 [texts])."""
+        counts = np.bincount(rows, minlength=texts).astype(np.int64)
+        width = max(self.max_seq_length, int(counts.max(initial=0)))
+        padded = np.full([texts, width, *values.shape[1:]], _PADDING[values.dtype.kind], values.dtype)
+        padded[rows, np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)] = values
+        return padded, counts
 
 
 def _strings(values) -> np.ndarray:
@@ -279,9 +279,10 @@ def _strings(values) -> np.ndarray:
     return np.array([value.encode("utf-8") for value in values], object)
 
 
-def _substrings(text: str, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """spans.substrings: the parts of `text` between code-point offsets, as Python slices it."""
-    return _strings(text[start:end] for start, end in zip(starts, ends))
+def _substrings(texts: Sequence[str], rows: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """spans.substrings: the parts of texts `rows` between code-point offsets, as Python slices
+    a `str`."""
+    return _strings(texts[row][start:end] for row, start, end in zip(rows, starts, ends))
 
 
 def _settings(path: str, max_seq_length: int) -> dict:
