@@ -109,10 +109,10 @@ def joined_labels_refused(task, label_names) -> str:
     return ""
 
 
-def convert(classifier, module, task, label_names) -> "onnx.ModelProto":  # noqa: F821
-    """The ONNX graph of features -> `module.outputs` of `classifier`'s logits: the outputs
-    of the SavedModel's predict_tokens, by name, in its order. Build `classifier` and call this
-    inside `onnx_forms`."""
+def convert(classifier, module, task, label_names):
+    """The ONNX graph (a ModelProto) of features -> `module.outputs` of `classifier`'s logits:
+    the outputs of the SavedModel's predict_tokens, by name, in its order. Build `classifier`
+    and call this inside `onnx_forms`."""
     import tf2onnx
 
     joined = task.joined_outputs()

@@ -131,7 +131,8 @@ def _searched(every: dict, found: dict, kept: int, total: int, tried: list) -> s
     share = found["label_agreement"]
     agreed = (f"{found['metric']} {found['value']:.4f}" if share is None else
               f"labels agreeing on {100 * share:.2f}%")
+    tries = f"{len(tried)} {'try' if len(tried) == 1 else 'tries'} in {sum(t['seconds'] for t in tried):.0f}s"
     return (f"onnx-int8 model: every node in int8 was refused ({every['why']}) at "
             f"{every['rows_per_second']:.0f} rows/s; {kept} of its {total} nodes kept float (the most "
-            f"sensitive on {RANKING_ROWS} training rows, {len(tried)} tries in "
-            f"{sum(t['seconds'] for t in tried):.0f}s): {agreed} at {found['rows_per_second']:.0f} rows/s")
+            f"sensitive on {RANKING_ROWS} training rows, {tries}): {agreed} at "
+            f"{found['rows_per_second']:.0f} rows/s")
