@@ -363,11 +363,12 @@ def test_multi_label_with_more_labels_than_the_table_holds_is_not_converted_and_
     assert convert.joined_labels_refused(tasks.by_name("classification"), list(range(40))) == ""
 
 
-def run_context(task, backend="native", mode="truncate", names=("a", "b")):
+def run_context(task, backend="native", mode="truncate", names=("a", "b"), preprocessor=None):
     """What results.unsupported reads of a run."""
     from types import SimpleNamespace
 
-    return SimpleNamespace(config=SimpleNamespace(model=SimpleNamespace(encoder_backend=backend)),
+    model = SimpleNamespace(encoder_backend=backend, preprocessor=preprocessor)
+    return SimpleNamespace(config=SimpleNamespace(model=model),
                            long_texts=SimpleNamespace(mode=mode), task=task,
                            datasets=SimpleNamespace(labels=SimpleNamespace(names=list(names))))
 
@@ -385,6 +386,16 @@ def test_a_tagger_and_a_hub_encoder_are_not_converted_each_said_in_one_line(prec
     assert results.unsupported(run_context(tasks.by_name("classification"), mode="windows"), precision) is None
 
 
+def test_a_tf_hub_preprocessor_is_not_converted_and_says_why():
+    from trainer import tasks
+    from trainer.training import results
+
+    context = run_context(tasks.by_name("classification"), preprocessor="https://tfhub.dev/x/preprocess/3")
+    assert results.unsupported(context, "onnx") == (
+        "--preprocessor: a TF-Hub preprocessor tokenizes in its own graph, which the ONNX copies' "
+        "tokenizer.json cannot carry")
+
+
 @pytest.mark.parametrize("flags, error", [
     (["--task", "token-classification"],
      "error: --export-onnx: 'on' cannot be met by --task token-classification: token "
@@ -392,6 +403,9 @@ def test_a_tagger_and_a_hub_encoder_are_not_converted_each_said_in_one_line(prec
     (["--encoder-backend", "hub", "--encoder", "https://tfhub.dev/x/y/1"],
      "error: --export-onnx: 'on' needs --encoder-backend native: a hub.KerasLayer's graph is its "
      "publisher's, not converted to ONNX"),
+    (["--preprocessor", "https://tfhub.dev/x/preprocess/3"],
+     "error: --export-onnx: 'on' cannot be met with --preprocessor: a TF-Hub preprocessor tokenizes "
+     "in its own graph, which the ONNX copies' tokenizer.json cannot carry"),
 ])
 def test_export_onnx_on_is_refused_up_front_for_what_does_not_convert(tmp_path, flags, error):
     from test_task import run_in_process

@@ -678,6 +678,9 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
     require(not (m.encoder_backend == "hub" and r.export_onnx == "on"), "--export-onnx",
             "'on' needs --encoder-backend native: a hub.KerasLayer's graph is its publisher's, "
             "not converted to ONNX")
+    require(not (m.preprocessor and r.export_onnx == "on"), "--export-onnx",
+            "'on' cannot be met with --preprocessor: a TF-Hub preprocessor tokenizes in its own "
+            "graph, which the ONNX copies' tokenizer.json cannot carry")
     _validate_distillation(config, given, require)
     _validate_task(config, require)
 
