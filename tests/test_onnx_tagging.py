@@ -42,7 +42,8 @@ def onnx_copy(module, directory) -> onnx_tagging.Tagger:
     from trainer.data import input_pipeline
 
     onnx_tokenizer(module.preprocessor, directory, input_pipeline.LongTexts())
-    (directory / onnx_tagging.TAGGING).write_bytes(onnx_tagging.tagging_json(module))
+    (directory / onnx_tagging.TAGGING).write_bytes(onnx_tagging.tagging_json(
+        module.preprocessor, NAMES, int(module.window_overlap.numpy())))
     return onnx_tagging.Tagger.from_dir(str(directory))
 
 

@@ -16,7 +16,7 @@ naming the TensorFlow function it mirrors:
   the whole text (tasks/tagging/spans.entity_runs, entity_outputs).
 
 tagging.json (beside packing.json) holds what the tagger adds to the tokenizer: its tag names,
-the windows' overlap and the word prefix; `tagging_json` writes it at export.
+the windows' overlap and the word prefix (`tagging_json` makes it of the run's preprocessor).
 """
 import functools
 import json
@@ -49,17 +49,16 @@ _ASCII_SYMBOLS = ((0x21, 0x2F), (0x3A, 0x40), (0x5B, 0x60), (0x7B, 0x7E))
 _UNICODE_15_PUNCTUATION = ((0x11B00, 0x11B09), (0x11F43, 0x11F4F))
 
 
-def tagging_json(module) -> bytes:
-    """tagging.json of a tagger's export module (serving/tagging.TaggingModule): its tag names,
-    its windows' overlap, and the prefix its preprocessor reads each word after (byte-level
-    BPE's space: preprocessing.SubwordPreprocessor.tokenize_words; none for WordPiece and
-    SentencePiece)."""
-    prefix = getattr(getattr(module.preprocessor, "tokenizer", None), "word_prefix", "")
+def tagging_json(preprocessor, tag_names: Sequence[str], window_overlap: int) -> bytes:
+    """tagging.json of a tagger's export (serving/tagging.TaggingModule): its tag names, its
+    windows' overlap, and the prefix its `preprocessor` (the run's, as built: a loaded
+    SavedModel's keeps no Python attribute) reads each word after: byte-level BPE's space
+    (preprocessing.SubwordPreprocessor.tokenize_words), none for WordPiece and SentencePiece."""
     return json.dumps({
         "format": FORMAT,
-        "tag_names": [name.decode("utf-8") for name in module.label_names.numpy().tolist()],
-        "window_overlap": int(module.window_overlap.numpy()),
-        "word_prefix": prefix,
+        "tag_names": list(tag_names),
+        "window_overlap": int(window_overlap),
+        "word_prefix": getattr(getattr(preprocessor, "tokenizer", None), "word_prefix", ""),
     }, indent=1, ensure_ascii=False).encode("utf-8")
 
 
