@@ -353,7 +353,8 @@ class RuntimeConfig:
                 "(float32, kept only if every output is within 1e-4 of the SavedModel's on "
                 "validation) and MODEL_DIR/onnx-int8 (ONNX Runtime's dynamic quantization, kept "
                 "only if it agrees as the int8 copy must). 'auto': whenever the run's task and "
-                "settings convert (not token classification, not --encoder-backend hub).",
+                "settings convert (not token classification, --encoder-backend hub or a TF-Hub "
+                "--preprocessor: docs/onnx.md).",
         choices=("auto", "on", "off"))
 
 
