@@ -64,7 +64,8 @@ def train_once(job: str, flags: list) -> dict:
     kept_here(job)
     if not os.path.exists(os.path.join(job, "metrics.json")):
         subprocess.run([sys.executable, "-m", "trainer.task", "--job-dir", job, *flags,
-                        "--export-bfloat16", "off", "--export-int8", "off", "--report-explanations", "0"],
+                        "--export-bfloat16", "off", "--export-int8", "off", "--export-onnx", "off",
+                        "--report-explanations", "0"],
                        check=True, cwd=ROOT)
     return metrics_of(job)
 

@@ -16,6 +16,10 @@ held-out validation sentences:
 - distilled-3: the same with --encoder-layers 3, from the distilled run's teacher file
   (--teacher-probabilities: the teacher labels the transfer set once).
 
+One more when asked (--models student-gold; SST-2 only): the default encoder on the rows and the
+transfer set with their own labels, the teacher replaced by the truth: what the transfer set could
+teach at best, which tells a teacher that teaches little from a transfer set with little to teach.
+
     python bench/distill.py [--data sst2-whole|imdb] [--train-rows 10000] [--transfer-rows N]
                             [--models ...] [--teacher-job DIR] [--publish]
 
@@ -48,6 +52,7 @@ from common import (WORK, add_publish_flag, machine, metrics_of, predict_file, p
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "..", "shared", "data")
 MODELS = ("student", "teacher", "distilled", "distilled-3")
+ASKED = ("student-gold",)
 LONG_WORDS = 10
 
 
@@ -60,14 +65,15 @@ def sst2_whole(work: str, train_rows: int, transfer_rows, seed: int) -> dict:
     order = np.random.default_rng(seed).permutation(len(pool))
     labelled, rest = [pool[i] for i in np.sort(order[:train_rows])], [pool[i] for i in np.sort(order[train_rows:])]
     rest = rest[:transfer_rows] if transfer_rows else rest
-    paths = {name: os.path.join(work, f"{name}.tsv") for name in ("train", "unlabeled", "validation", "test")}
-    for name, rows in (("train", labelled), ("validation", split.validation), ("test", split.test)):
+    paths = {name: os.path.join(work, f"{name}.tsv") for name in ("train", "unlabeled", "validation", "test", "gold")}
+    for name, rows in (("train", labelled), ("validation", split.validation), ("test", split.test),
+                       ("gold", labelled + rest)):
         write_sst2_tsv(paths[name], rows)
     with open(paths["unlabeled"], "w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\")
         writer.writerow(["sentence"])
         writer.writerows([sentence] for sentence, _ in rest)
-    return {"train": paths["train"], "unlabeled": paths["unlabeled"], "validation": paths["validation"],
+    return {"train": paths["train"], "gold": paths["gold"], "unlabeled": paths["unlabeled"], "validation": paths["validation"],
             "dev": paths["test"], "dev_rows": split.test, "transfer": len(rest), "counts": split.counts}
 
 
@@ -133,7 +139,8 @@ def run_model(work: str, model: str, data: dict, jobs: dict, args) -> dict:
     job = jobs[model] = job_dir(work, model, args)
     validation = ["--validation-file", data["validation"]] if data.get("validation") else []
     long_texts = ["--long-texts", args.long_texts] if args.long_texts else []
-    metrics = finished_run(model, job, ["--training-file", data["train"], *validation, *long_texts,
+    train = data["gold"] if model == "student-gold" else data["train"]
+    metrics = finished_run(model, job, ["--training-file", train, *validation, *long_texts,
                                         *model_flags(model, data, jobs)], args)
     printed_lines, rows = predict_file(os.path.join(job, "model"), data["dev"], os.path.join(job, "dev.csv"))
     rate = float(re.search(r"predicted \d+ rows in .* \(([\d,.]+) rows/s\)", printed_lines).group(1).replace(",", ""))
@@ -183,7 +190,7 @@ def main():
     parser.add_argument("--train-rows", type=int, default=10_000)
     parser.add_argument("--transfer-rows", type=int, help="unlabelled rows to use (default: all)")
     parser.add_argument("--models", default=",".join(MODELS),
-                        help="comma-separated, run in this order: " + ", ".join(MODELS))
+                        help="comma-separated, run in this order: " + ", ".join((*MODELS, *ASKED)))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--teacher-job", help="a finished teacher run (all-mpnet-base-v2 on the same "
                                               "seeded rows) to use instead of training one")
@@ -193,7 +200,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     data = (sst2_whole if args.data == "sst2-whole" else imdb)(work, args.train_rows, args.transfer_rows, args.seed)
     results, jobs = {}, {}
-    for model in [m for m in MODELS if m in args.models.split(",")]:
+    for model in [m for m in (*MODELS, *ASKED) if m in args.models.split(",")]:
         results[model] = run_model(work, model, data, jobs, args)
         r = results[model]
         # One line per finished model: a run cut short (hours on 2 cores) still shows its figures.

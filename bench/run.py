@@ -7,7 +7,7 @@
 It ends with the figures against the seed, all from the one run: the epoch ratio, our training
 ex/s, and the prediction ratio (`python -m trainer.predict` ex/s over the validation file vs the
 seed's evaluation loop over the same file), for float32 and for each faster copy the model dir
-holds (`--precision int8`, `--precision bfloat16`), with trainer.serve's ex/s at 1, 4 and 16 clients for each. The printed tables and the JSON go to
+holds (`--precision int8`, `--precision bfloat16`, and the ONNX copies: `--runtime onnx`), with trainer.serve's ex/s at 1, 4 and 16 clients for each. The printed tables and the JSON go to
 bench/results/DATE-MACHINE-run.json (bench/common.py: publish); scratch files to bench/work/.
 
 Every configuration is a real `python -m trainer.task` job in its own process (so peak RSS is
@@ -30,7 +30,7 @@ import sys
 import time
 
 from common import ROOT, WORK, fmt, log, machine, printed, publish, table
-from server_load import read_texts, serve_rates
+from server_load import copy_flags, read_texts, serve_rates
 
 SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared"))
 SEED_SCRIPT = os.path.join(SHARED, "bench", "seed_torch.py")
@@ -138,7 +138,7 @@ def run_predict(model_dir, data, work, precision="float32"):
     output = os.path.join(work, f"predictions-{precision}.csv")
     command = [sys.executable, "-m", "trainer.predict", "--model-dir", model_dir,
                "--input", data["eval"], "--output", output, "--overwrite",
-               "--text-column", data["text_column"], "--precision", precision]
+               "--text-column", data["text_column"], *copy_flags(precision)]
     log_path = os.path.join(work, f"predict-{precision}.log")
     seconds, rss = run_measured(command, log_path)
     with open(log_path) as f:
@@ -174,13 +174,13 @@ def run_precisions(model_dir, data, work, float32_predict, baseline_root=None, s
     is the run's `float32_predict`), trainer.serve at each client count (one text per request,
     serve_texts validation tweets), the model's size, and the check its copy passed when the run
     wrote it (precisions.json)."""
-    from trainer.serving.variants import float32_size
+    from trainer.serving.variants import available, float32_size
 
     manifest = os.path.join(model_dir, "precisions.json")
     checks = json.load(open(manifest)) if os.path.exists(manifest) else {}
     texts = read_texts(data["eval"], data["text_column"], serve_texts)
     out = {}
-    for precision in ("float32", *checks):
+    for precision in available(model_dir):
         log(f"{precision}: trainer.predict, then trainer.serve at {clients} clients")
         check = checks.get(precision, {})
         out[precision] = {"predict": (float32_predict if precision == "float32"

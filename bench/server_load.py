@@ -26,6 +26,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def copy_flags(copy: str) -> list:
+    """trainer.predict's and trainer.serve's flags that load one copy of a model dir (variants'
+    names: float32, int8, bfloat16 on TensorFlow; onnx, onnx-int8 on ONNX Runtime)."""
+    from trainer.serving import variants
+
+    runtime, precision = next(pair for pair, name in variants.COPIES.items() if name == copy)
+    return ["--runtime", runtime, "--precision", precision]
+
+
 def start_server(model_dir: str, work: str, precision: str = "float32", max_batch_size: int = 64,
                  max_wait_ms: float = 5.0, root: str = ROOT, flags=None):
     """trainer.serve from the source tree `root`: this one, or an older checkout (a baseline,
@@ -36,7 +45,7 @@ def start_server(model_dir: str, work: str, precision: str = "float32", max_batc
     log_file = open(os.path.join(work, f"serve-{precision}{'' if root == ROOT else '-baseline'}.log"), "w")
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
     if flags is None:
-        flags = ["--precision", precision, "--no-access-log"] if root == ROOT else []
+        flags = [*copy_flags(precision), "--no-access-log"] if root == ROOT else []
     process = subprocess.Popen([sys.executable, "-m", "trainer.serve", "--model-dir", model_dir, "--host", "127.0.0.1",
                                 "--port", str(port), "--max-batch-size", str(max_batch_size),
                                 "--max-wait-ms", str(max_wait_ms), *flags],
