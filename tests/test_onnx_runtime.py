@@ -203,14 +203,6 @@ def test_bfloat16_with_the_onnx_runtime_is_one_line(model_dir, texts_file, tmp_p
                                           "or int8; a bfloat16 copy runs with --runtime tensorflow"]
 
 
-def test_cloud_storage_without_tensorflow_is_one_line_saying_what_to_do(model_dir, tmp_path):
-    result = without_tensorflow("trainer.predict", "--model-dir", model_dir, "--input", "gs://bucket/in.csv",
-                                "--output", tmp_path / "out.csv")
-    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1
-    assert result.stderr.startswith("error: gs://bucket/in.csv: Cloud Storage is read through "
-                                    "TensorFlow's file system, which this Python does not have; copy")
-
-
 def test_evaluate_scores_the_copy_as_it_scores_the_savedmodel(model_dir, tmp_path):
     """At the export's decisions (its temperature, 1.3, enters the loss), which the copy's
     onnx.json records and the runtime reads as a SavedModel's variables."""

@@ -1,47 +1,56 @@
 """The calls trainer.storage makes of tf.io.gfile, on the local file system: storage's file
 access in an environment without TensorFlow (the ONNX runtime's, `bash scripts/install.sh
 onnx`). Storage reaches it where it would reach TensorFlow (`_tf()`), so both answer alike for
-a local path; a gs:// path is one line naming what reads Cloud Storage.
+a local path; a gs:// path is read, or a finished file uploaded, through google-cloud-storage
+(trainer/gcs_gfile.py), and anything else there is one line naming what does it.
 """
+import functools
 import glob as globbing
 import os
 import shutil
 from types import SimpleNamespace
 
-from trainer import installed
-from trainer.errors import UserError
-
-
-class OpError(Exception):
-    """tf.errors.OpError's place: never raised, as a local path fails with OSError here."""
+from trainer import gcs_gfile
 
 
 def _local(path: str) -> str:
     if "://" in path:
-        raise UserError(f"{path}: Cloud Storage is read through TensorFlow's file system, which this "
-                        f"Python does not have; copy the files to a local path first (gcloud storage "
-                        f"cp --recursive), or install the TensorFlow stack with "
-                        f"`{installed.INSTALL_TENSORFLOW}`")
+        raise gcs_gfile.unsupported(path)
     return path
 
 
+def _or_cloud(local_call):
+    """`local_call`, or for a gs:// path gcs_gfile's call of the same name."""
+    cloud_call = getattr(gcs_gfile, local_call.__name__)
+
+    @functools.wraps(local_call)
+    def call(path: str, *args, **kwargs):
+        return (cloud_call if path.startswith(gcs_gfile.SCHEME) else local_call)(path, *args, **kwargs)
+    return call
+
+
+@_or_cloud
 def exists(path: str) -> bool:
     return os.path.exists(_local(path))
 
 
+@_or_cloud
 def isdir(path: str) -> bool:
     return os.path.isdir(_local(path))
 
 
+@_or_cloud
 def listdir(path: str) -> list:
     return os.listdir(_local(path))
 
 
+@_or_cloud
 def stat(path: str):
     found = os.stat(_local(path))
     return SimpleNamespace(length=found.st_size, mtime_nsec=found.st_mtime_ns)
 
 
+@_or_cloud
 def walk(path: str):
     return os.walk(_local(path))
 
@@ -65,6 +74,9 @@ def rmtree(path: str) -> None:
 def copy(source: str, target: str, overwrite: bool = False) -> None:
     if not overwrite and exists(target):
         raise FileExistsError(f"{target} exists")
+    if target.startswith(gcs_gfile.SCHEME) and "://" not in source:
+        gcs_gfile.upload(source, target)
+        return
     shutil.copyfile(_local(source), _local(target))
 
 
@@ -74,6 +86,7 @@ def rename(source: str, target: str, overwrite: bool = False) -> None:
     os.replace(_local(source), _local(target))
 
 
+@_or_cloud
 def GFile(path: str, mode: str = "r"):  # noqa: N802  tf.io.gfile's name
     """A file as tf.io.gfile opens one: text as UTF-8, line ends as written."""
     if "b" in mode:
@@ -84,4 +97,4 @@ def GFile(path: str, mode: str = "r"):  # noqa: N802  tf.io.gfile's name
 io = SimpleNamespace(gfile=SimpleNamespace(
     exists=exists, isdir=isdir, listdir=listdir, stat=stat, walk=walk, glob=glob, makedirs=makedirs,
     remove=remove, rmtree=rmtree, copy=copy, rename=rename, GFile=GFile))
-errors = SimpleNamespace(OpError=OpError, NotFoundError=OpError, PermissionDeniedError=OpError)
+errors = gcs_gfile.errors  # a local path fails with OSError; a gs:// one with these

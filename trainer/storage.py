@@ -1,5 +1,5 @@
-"""File access for local paths and gs:// alike (tf.io.gfile; local paths only without
-TensorFlow: trainer/local_gfile.py), with atomic writes.
+"""File access for local paths and gs:// alike (tf.io.gfile; without TensorFlow,
+trainer/local_gfile.py, which reads gs:// through trainer/gcs_gfile.py), with atomic writes.
 
 A reader never sees half a file: every write goes to a temporary name in the same directory
 and is renamed into place. On GCS an object appears whole when its upload finishes, and
@@ -44,7 +44,8 @@ def explain(path: str, error: Exception) -> str:
     tf = _tf()
     message = getattr(error, "message", str(error))
     first = message.strip().splitlines()[0] if message.strip() else type(error).__name__
-    if "response code 401" in message or "Anonymous caller" in message or "bearer token" in message:
+    if isinstance(error, tf.errors.UnauthenticatedError) or "response code 401" in message or \
+            "Anonymous caller" in message or "bearer token" in message:
         return (f"{path}: no Google Cloud credentials for Cloud Storage; run `gcloud auth "
                 f"application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS to a service-"
                 f"account key file) and retry")
