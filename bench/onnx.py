@@ -2,6 +2,7 @@
 run on one machine, on the same texts.
 
     python bench/onnx.py [--parts short,long,tagging] [--texts 4000] [--onnx-python VENV/bin/python] [--publish]
+    python bench/onnx.py --parts short --model-dir JOB_DIR/model     # a model of your own on the short texts
 
 For each part a model is trained once (bench/work/onnx/, resumed or reused by a rerun on the same
 CPU) with every copy the run writes, then each copy the model dir holds is measured:
@@ -154,7 +155,7 @@ def start_up(model_dir: str, copy: str, work: str, text: str, python: str) -> fl
 
 def measure(part: str, args, work: str) -> dict:
     data = prepare(part, work, args.texts)
-    model_dir = trained(part, data, work)
+    model_dir = args.model_dir or trained(part, data, work)
     copies = held_copies(model_dir)
     log(f"{part}: {len(data['texts'])} texts, copies {', '.join(copies)}")
     speed = throughput(model_dir, copies, data["texts"], args.rounds)
@@ -200,9 +201,12 @@ def main():
     parser.add_argument("--texts", type=int, default=4000)
     parser.add_argument("--serve-texts", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--model-dir", help="measure this model (one part) instead of training one")
     parser.add_argument("--onnx-python", help="a Python without TensorFlow (scripts/install.sh onnx)")
     add_publish_flag(parser)
     args = parser.parse_args()
+    if args.model_dir and "," in args.parts:
+        parser.error("--model-dir: name the one part it is measured on (--parts short, long or tagging)")
     work = os.path.join(WORK, "onnx")
     results = {part: measure(part, args, work) for part in args.parts.split(",")}
     with printed() as out:
