@@ -5,16 +5,20 @@
 #   PROJECT_ID=my-project REGION=us-central1 scripts/build-image.sh
 #   PROJECT_ID=my-project REGION=us-central1 VARIANT=tpu scripts/build-image.sh
 #   PROJECT_ID=my-project REGION=us-central1 VARIANT=serve scripts/build-image.sh
+#   PROJECT_ID=my-project REGION=us-central1 VARIANT=serve-onnx scripts/build-image.sh
 #
 # Required: PROJECT_ID, REGION (the Artifact Registry location; use the region you train in).
 # Optional: VARIANT (gpu: Dockerfile, also runs on CPU; tpu: Dockerfile.tpu; serve: Dockerfile.serve,
-#   the prediction server), REPOSITORY (vertex-bert-trainer), IMAGE_NAME (vertex-bert-trainer,
-#   vertex-bert-trainer-tpu or vertex-bert-trainer-serve),
+#   the prediction server; serve-onnx: Dockerfile.serve-onnx, the prediction server without
+#   TensorFlow, for the model's ONNX copies), REPOSITORY (vertex-bert-trainer), IMAGE_NAME
+#   (vertex-bert-trainer, vertex-bert-trainer-tpu, vertex-bert-trainer-serve or
+#   vertex-bert-trainer-serve-onnx),
 #   TAG (git's short commit hash, with -dirty when tracked files have uncommitted changes).
 #   DRY_RUN=1 prints the gcloud command and the image URI, and builds nothing.
 # Prints IMAGE_URI=... for the script that runs this image: VARIANT=gpu for train-cloud-gpu.sh and
-# tune-cloud.sh, tpu for train-cloud-tpu.sh, serve for deploy.sh. Each Dockerfile labels its image
-# vertex-bert-trainer.variant=VARIANT, and each of those scripts refuses another variant's image.
+# tune-cloud.sh, tpu for train-cloud-tpu.sh, serve or serve-onnx for deploy.sh. Each Dockerfile
+# labels its image vertex-bert-trainer.variant=VARIANT, and each of those scripts refuses another
+# variant's image.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -24,7 +28,8 @@ case "${VARIANT:-gpu}" in
   gpu) dockerfile=Dockerfile; image="${IMAGE_NAME:-vertex-bert-trainer}" ;;
   tpu) dockerfile=Dockerfile.tpu; image="${IMAGE_NAME:-vertex-bert-trainer-tpu}" ;;
   serve) dockerfile=Dockerfile.serve; image="${IMAGE_NAME:-vertex-bert-trainer-serve}" ;;
-  *) echo "error: VARIANT must be gpu, tpu or serve, got '${VARIANT}'" >&2; exit 2 ;;
+  serve-onnx) dockerfile=Dockerfile.serve-onnx; image="${IMAGE_NAME:-vertex-bert-trainer-serve-onnx}" ;;
+  *) echo "error: VARIANT must be gpu, tpu, serve or serve-onnx, got '${VARIANT}'" >&2; exit 2 ;;
 esac
 repository="${REPOSITORY:-vertex-bert-trainer}"
 tag="${TAG:-}"

@@ -2,7 +2,7 @@
 # Build the images from their real Dockerfiles, unchanged, without a Docker engine (buildah), and
 # smoke-run each in a container as Vertex AI runs it. As root:
 #
-#   bash scripts/check-images.sh [all|gpu|tpu|serve ...]      (default: all)
+#   bash scripts/check-images.sh [all|gpu|tpu|serve|serve-onnx ...]      (default: all)
 #
 # - every image: its vertex-bert-trainer.variant label, by which the cloud scripts refuse another
 #   variant's image (scripts/lib.sh, require_image).
@@ -13,9 +13,11 @@
 #   fails. gpu also: two containers as Vertex's chief and worker (CLUSTER_SPEC and TF_CONFIG on
 #   127.0.0.1 ports) train one run under MultiWorkerMirroredStrategy; the worker's output
 #   directory is mounted read-only, so it passes only if the chief alone writes the artifacts.
-# - serve: the ENTRYPOINT with the AIP_* serving variables and the model the training check
-#   exported: health 503 then 200, predictions equal to `trainer.predict`'s (run in the same
-#   image), 400 for a bad request, exit 0 on SIGTERM.
+# - serve, serve-onnx: the ENTRYPOINT with the AIP_* serving variables and the model the training
+#   check exported (serve-onnx: its ONNX copies, which the training check requires): health 503
+#   then 200 (the seconds from the container's start to that 200 are in the row: the start time
+#   of each server), predictions equal to `trainer.predict`'s (run in the same image; serve-onnx:
+#   --runtime onnx), 400 for a bad request, exit 0 on SIGTERM.
 #
 # It ends with one table (markdown): image, size, build seconds and each check's result, and exits
 # 0 only when every check passed (2 on bad arguments).
@@ -36,11 +38,12 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${VBT_CHECK_DIR:-/var/cache/vbt-check-images}"
 run_timeout="${RUN_TIMEOUT:-600}"
 base=docker.io/library/python:3.11.13-slim-bookworm
-declare -A dockerfile=([gpu]=Dockerfile [tpu]=Dockerfile.tpu [serve]=Dockerfile.serve)
+declare -A dockerfile=([gpu]=Dockerfile [tpu]=Dockerfile.tpu [serve]=Dockerfile.serve
+                      [serve-onnx]=Dockerfile.serve-onnx)
 declare -A size build_seconds
 # Free disk (GB) an image's build and checks need, measured peaks with room to spare
 # (docs/vertex.md); vfs copies the whole tree per layer, so there each image is one layer.
-declare -A need_overlay=([gpu]=16 [tpu]=7 [serve]=7) need_vfs=([gpu]=30 [tpu]=12 [serve]=12)
+declare -A need_overlay=([gpu]=16 [tpu]=7 [serve]=7 [serve-onnx]=3) need_vfs=([gpu]=30 [tpu]=12 [serve]=12 [serve-onnx]=4)
 rows=()         # "image|check|result" in the order checked
 netns_list=()   # network namespaces to delete on exit
 failed=0
@@ -51,12 +54,12 @@ say() { echo "check-images: $*"; }
 images=()
 for arg in "${@:-all}"; do
   case "$arg" in
-    all) images+=(gpu tpu serve) ;;
-    gpu|tpu|serve) images+=("$arg") ;;
-    *) die "unknown image '$arg'; usage: $0 [all|gpu|tpu|serve ...]" ;;
+    all) images+=(gpu tpu serve serve-onnx) ;;
+    gpu|tpu|serve|serve-onnx) images+=("$arg") ;;
+    *) die "unknown image '$arg'; usage: $0 [all|gpu|tpu|serve|serve-onnx ...]" ;;
   esac
 done
-mapfile -t images < <(printf '%s\n' gpu tpu serve | grep -Fxf <(printf '%s\n' "${images[@]}"))
+mapfile -t images < <(printf '%s\n' gpu tpu serve serve-onnx | grep -Fxf <(printf '%s\n' "${images[@]}"))
 (( EUID == 0 )) || die "$0 builds with buildah's chroot isolation, which needs root: run it as root"
 
 # record IMAGE CHECK OK|FAIL [DETAIL]: one row of the final table.
@@ -311,55 +314,73 @@ PY
 # status NETNS URL [curl options]: the HTTP status code (000 when nothing answers).
 status() { local ns=$1 url=$2; shift 2; ip netns exec "$ns" curl -s -o /dev/null -w '%{http_code}' "$@" "$url" || true; }
 
+# check_serving IMAGE: the serving image IMAGE (serve, or serve-onnx: --runtime onnx) as Vertex
+# runs it, with the model the last training check exported.
 check_serving() {
-  local out="$work/serve" ns="vbt-check-serve-$$"
+  local name=$1 out="$work/$1" ns="vbt-check-$1-$$" runtime=()
+  [[ "$name" == serve-onnx ]] && runtime=(--runtime onnx)
   if [[ ! -d "$dir/model" ]]; then
-    skip serve "a model exported by a training check" "none yet: check gpu or tpu first"
+    skip "$name" "a model exported by a training check" "none yet: check gpu or tpu first"
     return 0
   fi
-  say "serve: serving $dir/model, exported by the last training check"
-  mkdir -p "$out"; chmod 0777 "$out"   # the serving image runs as uid 1000
+  if [[ "$name" == serve-onnx ]]; then   # the training check's export wrote them (--export-onnx auto)
+    local copies
+    copies=$(cd "$dir/model" && ls -d onnx/onnx.json onnx-int8/onnx.json 2>/dev/null | xargs -r dirname | xargs)
+    if [[ "$copies" != onnx* ]]; then
+      record "$name" "ONNX copies in the training check's model" FAIL "no onnx/onnx.json in $dir/model"
+      return 0
+    fi
+    record "$name" "ONNX copies in the training check's model" ok "$copies"
+  fi
+  say "$name: serving $dir/model, exported by the last training check"
+  mkdir -p "$out"; chmod 0777 "$out"   # the serving images run as uid 1000
   printf 'text\nwhat a great day\nworst service ever\nthe bus leaves at noon\n' >"$out/texts.csv"
   netns "$ns"
-  if run_entrypoint "$ns" serve "$out/predict" -v "$dir/model:/model:ro" -v "$out:/data" \
-      --entrypoint python -- -m trainer.predict --model-dir /model --input /data/texts.csv --output /data/predicted.csv; then :; fi
+  if run_entrypoint "$ns" "$name" "$out/predict" -v "$dir/model:/model:ro" -v "$out:/data" \
+      --entrypoint python -- -m trainer.predict --model-dir /model --input /data/texts.csv \
+      --output /data/predicted.csv "${runtime[@]}"; then :; fi
   local health=/v1/endpoints/1/deployedModels/2 predict=/v1/endpoints/1/deployedModels/2:predict
-  run_entrypoint "$ns" serve "$out/server" -v "$dir/model:/model:ro" -e AIP_HTTP_PORT=8080 \
+  local started
+  started=$(date +%s.%N)
+  run_entrypoint "$ns" "$name" "$out/server" -v "$dir/model:/model:ro" -e AIP_HTTP_PORT=8080 \
     -e AIP_HEALTH_ROUTE=$health -e AIP_PREDICT_ROUTE=$predict -e AIP_STORAGE_URI=/model -- &
-  local server=$! codes=() code last="" i
+  local server=$! codes=() code last="" i ready=""
   for (( i = 0; i < 600; i++ )); do   # up to 120 s
     code=$(status "$ns" "http://127.0.0.1:8080$health")
     [[ "$code" == "$last" ]] || codes+=("$code")
     last=$code
-    [[ "$code" == 200 ]] && break
+    if [[ "$code" == 200 ]]; then
+      ready=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
+      break
+    fi
     sleep 0.2
   done
   if [[ " ${codes[*]} " == *" 503 200 " ]]; then
-    record serve "health 503 while loading, then 200" ok "codes seen: ${codes[*]}"
+    record "$name" "health 503 while loading, then 200" ok "codes seen: ${codes[*]}; 200 at $ready s"
   else
-    record serve "health 503 while loading, then 200" FAIL "codes seen: ${codes[*]}"
+    record "$name" "health 503 while loading, then 200" FAIL "codes seen: ${codes[*]}"
   fi
   local body
   body=$(python3 -c 'import csv, json, sys; print(json.dumps({"instances": [r["text"] for r in csv.DictReader(open(sys.argv[1]))]}))' "$out/texts.csv")
   ip netns exec "$ns" curl -s -X POST -H 'Content-Type: application/json' -d "$body" \
     "http://127.0.0.1:8080$predict" >"$out/answer.json" || true
   if [[ -f "$out/predicted.csv" ]] && compare_predictions "$out/predicted.csv" "$out/answer.json" 2>"$out/compare.err"; then
-    record serve "predictions equal trainer.predict's" ok
+    record "$name" "predictions equal trainer.predict's" ok
   else
-    record serve "predictions equal trainer.predict's" FAIL "$(tail -n 1 "$out/compare.err" "$out/predict.err" 2>/dev/null | tail -n 1)"
+    record "$name" "predictions equal trainer.predict's" FAIL "$(tail -n 1 "$out/compare.err" "$out/predict.err" 2>/dev/null | tail -n 1)"
   fi
   code=$(status "$ns" "http://127.0.0.1:8080$predict" -X POST -H 'Content-Type: application/json' -d '{"instance": ["typo"]}')
-  if [[ "$code" == 400 ]]; then record serve "bad request: 400" ok; else record serve "bad request: 400" FAIL "got $code"; fi
+  if [[ "$code" == 400 ]]; then record "$name" "bad request: 400" ok; else record "$name" "bad request: 400" FAIL "got $code"; fi
   local pid exit_status=0
   pid=$(container_pid "$server")
   [[ -n "$pid" ]] && kill -TERM "$pid"
   wait "$server" || exit_status=$?
   if [[ -n "$pid" && $exit_status == 0 ]]; then
-    record serve "SIGTERM: exit 0" ok
+    record "$name" "SIGTERM: exit 0" ok
   else
-    record serve "SIGTERM: exit 0" FAIL "exit $exit_status"
+    record "$name" "SIGTERM: exit 0" FAIL "exit $exit_status"
   fi
-  check_stderr serve "$out/server.err"
+  check_stderr "$name" "$out/server.err"
 }
 
 # remove_image NAME: the image and its intermediate layers (the stand-in base stays), unless
@@ -416,7 +437,7 @@ main() {
       case "$name" in
         gpu) check_training gpu; check_replicas gpu ;;
         tpu) check_training tpu ;;
-        serve) check_serving ;;
+        serve|serve-onnx) check_serving "$name" ;;
       esac
     fi
     remove_image "$name"

@@ -9,7 +9,8 @@
 #     scripts/deploy.sh
 #
 # Required: PROJECT_ID, REGION, JOB_DIR (the training job's gs:// directory), IMAGE_URI (the serving
-#   image: VARIANT=serve scripts/build-image.sh prints it).
+#   image: VARIANT=serve scripts/build-image.sh prints it; VARIANT=serve-onnx, the one without
+#   TensorFlow, serves the model's ONNX copies).
 # Optional: MACHINE_TYPE (n1-standard-4), MIN_REPLICAS (1), MAX_REPLICAS (1), ENDPOINT (an existing
 #   endpoint's ID), DISPLAY_NAME, SERVICE_ACCOUNT, PRECISION, PYTHON (python3).
 #   PARENT_MODEL: register the model as a new version of this model (ID or resource name).
@@ -28,7 +29,7 @@ if [[ -n "${MODEL:-}" ]]; then
   flags=(--project "$PROJECT_ID" --region "$REGION" --model "$MODEL")
 else
   require PROJECT_ID REGION JOB_DIR IMAGE_URI
-  require_image serve
+  require_image serve serve-onnx
   flags=(--project "$PROJECT_ID" --region "$REGION" --job-dir "$JOB_DIR" --image-uri "$IMAGE_URI"
          --machine-type "${MACHINE_TYPE:-n1-standard-4}" --min-replicas "${MIN_REPLICAS:-1}"
          --max-replicas "${MAX_REPLICAS:-1}")

@@ -34,7 +34,7 @@ submit() {
     ${trainer_flags[@]+"${trainer_flags[@]}"} "$@"
 }
 
-# The label each Dockerfile gives its image (gpu, tpu or serve: VARIANT of build-image.sh).
+# The label each Dockerfile gives its image (gpu, tpu, serve or serve-onnx: VARIANT of build-image.sh).
 VARIANT_LABEL=vertex-bert-trainer.variant
 
 # variant_text VARIANT: the image as people build it.
@@ -43,6 +43,7 @@ variant_text() {
     gpu) echo "the GPU image (scripts/build-image.sh; it runs on CPU too)" ;;
     tpu) echo "the TPU image (VARIANT=tpu scripts/build-image.sh)" ;;
     serve) echo "the serving image (VARIANT=serve scripts/build-image.sh)" ;;
+    serve-onnx) echo "the serving image without TensorFlow (VARIANT=serve-onnx scripts/build-image.sh)" ;;
     *) echo "an image labelled $VARIANT_LABEL=$1" ;;
   esac
 }
@@ -68,21 +69,23 @@ image_variant() {
     vertex-bert-trainer) echo "gpu|its name $name" ;;
     vertex-bert-trainer-tpu) echo "tpu|its name $name" ;;
     vertex-bert-trainer-serve) echo "serve|its name $name" ;;
+    vertex-bert-trainer-serve-onnx) echo "serve-onnx|its name $name" ;;
     *) echo "|$why" ;;
   esac
 }
 
-# require_image VARIANT: stop when IMAGE_URI is another image than the one this script needs (a
-# GPU image on a TPU VM fails there, after the machine is paid for); when the image does not say
-# which it is, say which one the script needs and go on.
+# require_image VARIANT...: stop when IMAGE_URI is another image than one of those this script
+# runs (a GPU image on a TPU VM fails there, after the machine is paid for); when the image does
+# not say which it is, say which ones the script needs and go on.
 require_image() {
-  local found have how
+  local found have how needs="" variant
+  for variant in "$@"; do needs+="${needs:+ or }$(variant_text "$variant")"; done
   found=$(image_variant "$IMAGE_URI")
   have=${found%%|*}; how=${found#*|}
   if [[ -z "$have" ]]; then
-    echo "note: IMAGE_URI: cannot tell which image $IMAGE_URI is ($how); $(basename "$0") needs $(variant_text "$1")" >&2
-  elif [[ "$have" != "$1" ]]; then
-    echo "error: IMAGE_URI $IMAGE_URI is $(variant_text "$have"), by $how; $(basename "$0") needs $(variant_text "$1")" >&2
+    echo "note: IMAGE_URI: cannot tell which image $IMAGE_URI is ($how); $(basename "$0") needs $needs" >&2
+  elif [[ " $* " != *" $have "* ]]; then
+    echo "error: IMAGE_URI $IMAGE_URI is $(variant_text "$have"), by $how; $(basename "$0") needs $needs" >&2
     exit 2
   fi
 }

@@ -286,18 +286,27 @@ def test_check_images_names_an_unknown_image_and_builds_nothing():
     result = run("check-images.sh", "gpu", "gpus")
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr.splitlines() == [
-        f"error: unknown image 'gpus'; usage: {os.path.join(SCRIPTS, 'check-images.sh')} [all|gpu|tpu|serve ...]"]
+        f"error: unknown image 'gpus'; usage: {os.path.join(SCRIPTS, 'check-images.sh')} "
+        f"[all|gpu|tpu|serve|serve-onnx ...]"]
 
 
 # --- each script runs the image it needs (issue 37, 15) ------------------------------------------
 
 SERVE_IMAGE = IMAGE.replace("vertex-bert-trainer:", "vertex-bert-trainer-serve:")
+SERVE_ONNX_IMAGE = IMAGE.replace("vertex-bert-trainer:", "vertex-bert-trainer-serve-onnx:")
 MY_NAME = "us-central1-docker.pkg.dev/my-project/images/trainer:v1"  # a name build-image.sh does not give
-NEEDS = {"train-cloud-gpu.sh": "gpu", "train-cloud-tpu.sh": "tpu", "tune-cloud.sh": "gpu", "deploy.sh": "serve"}
+# The images each script runs, the one a wrong image is taken for first.
+NEEDS = {"train-cloud-gpu.sh": ("gpu",), "train-cloud-tpu.sh": ("tpu",), "tune-cloud.sh": ("gpu",),
+         "deploy.sh": ("serve", "serve-onnx")}
 WRONG = {"gpu": "tpu", "tpu": "gpu", "serve": "gpu"}
 NEEDED_TEXT = {"gpu": "the GPU image (scripts/build-image.sh; it runs on CPU too)",
                "tpu": "the TPU image (VARIANT=tpu scripts/build-image.sh)",
-               "serve": "the serving image (VARIANT=serve scripts/build-image.sh)"}
+               "serve": "the serving image (VARIANT=serve scripts/build-image.sh)",
+               "serve-onnx": "the serving image without TensorFlow (VARIANT=serve-onnx scripts/build-image.sh)"}
+
+
+def needed(script):
+    return " or ".join(NEEDED_TEXT[variant] for variant in NEEDS[script])
 
 
 def run_with_image(script, image, **settings):
@@ -307,13 +316,13 @@ def run_with_image(script, image, **settings):
 @pytest.mark.parametrize("script", sorted(NEEDS))
 def test_another_variants_image_is_refused_by_its_label_before_anything_runs(script, tmp_path):
     log = tmp_path / "skopeo.log"
-    have = WRONG[NEEDS[script]]
+    have = WRONG[NEEDS[script][0]]
     result = run_with_image(script, MY_NAME, IMAGE_LABELS=f"maintainer=me\nvertex-bert-trainer.variant={have}\n",
                             SKOPEO_LOG=str(log))
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr.splitlines() == [
         f"error: IMAGE_URI {MY_NAME} is {NEEDED_TEXT[have]}, by its label vertex-bert-trainer.variant={have}; "
-        f"{script} needs {NEEDED_TEXT[NEEDS[script]]}"]
+        f"{script} needs {needed(script)}"]
     assert log.read_text().split()[-1] == f"docker://{MY_NAME}"
 
 
@@ -344,7 +353,17 @@ def test_an_image_that_cannot_be_told_goes_on_with_a_note_naming_the_image_neede
         f"train-cloud-tpu.sh needs {NEEDED_TEXT['tpu']}"]
 
 
-@pytest.mark.parametrize("variant", ["gpu", "tpu", "serve"])
+@pytest.mark.parametrize("image, settings", [
+    (MY_NAME, {"IMAGE_LABELS": "vertex-bert-trainer.variant=serve-onnx\n"}),
+    (SERVE_ONNX_IMAGE, {}),  # skopeo cannot read its label: its name tells
+], ids=["label", "name"])
+def test_deploy_takes_the_serving_image_without_tensorflow_by_its_label_or_its_name(image, settings):
+    result = run_with_image("deploy.sh", image, **settings)
+    assert result.returncode == 0 and "IMAGE_URI" not in result.stderr, result.stderr
+    assert json.loads(result.stdout)["uploadModel"]["model"]["containerSpec"]["imageUri"] == image
+
+
+@pytest.mark.parametrize("variant", ["gpu", "tpu", "serve", "serve-onnx"])
 def test_each_dockerfile_labels_its_image_with_the_variant_that_builds_it(variant):
     _, substitutions, _ = build_command(VARIANT=variant)
     with open(os.path.join(ROOT, substitutions["_DOCKERFILE"])) as f:

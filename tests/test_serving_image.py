@@ -1,16 +1,18 @@
 """The serving image and its scripts, as far as a machine without a Docker engine can check them
 (hadolint and pins are checked for every image in test_container.py): the entry point, CPU
-TensorFlow, the Cloud Build variant, scripts/deploy.sh."""
+TensorFlow (or, Dockerfile.serve-onnx, ONNX Runtime without it), the Cloud Build variants,
+scripts/deploy.sh."""
 import json
 import os
 import shlex
 import subprocess
 import sys
 
+import pytest
 from google.cloud import aiplatform_v1 as v1
 from google.protobuf import json_format
 
-from test_container import ROOT, instructions, pins
+from test_container import ROOT, installed_pin_files, instructions, pins
 
 def script(name, **settings):
     home = os.path.join(os.environ.get("TMPDIR", "/tmp"), "vbt-scripts-home")
@@ -29,16 +31,34 @@ def test_the_serving_image_runs_the_server_on_cpu_tensorflow():
     assert not any(name.startswith("nvidia-") or "[and-cuda]" in name for name in pinned)
 
 
-def test_build_image_builds_the_serving_variant_through_cloud_build():
-    result = script("build-image.sh", DRY_RUN="1", PROJECT_ID="my-project", REGION="us-central1", VARIANT="serve",
+def test_the_onnx_serving_image_runs_the_server_on_onnx_runtime_as_install_sh_onnx_installs_it():
+    """No TensorFlow: the ONNX runtime's pins (those of `bash scripts/install.sh onnx`), then the
+    package without its dependencies; the same server and contract, --runtime onnx."""
+    steps = instructions("Dockerfile.serve-onnx")
+    assert next(args for op, args in steps if op == "FROM") == next(
+        args for op, args in instructions("Dockerfile.serve") if op == "FROM")
+    assert not any(op == "ENV" and "AIP_" in args for op, args in steps), "Vertex sets every AIP_* variable"
+    assert json.loads(steps[-1][1]) == ["python", "-m", "trainer.serve", "--host", "0.0.0.0", "--runtime", "onnx"]
+    assert installed_pin_files("Dockerfile.serve-onnx") == [("docker/serve-onnx.txt", False)]
+    with open(os.path.join(ROOT, "scripts", "install.sh")) as f:
+        assert "docker/serve-onnx.txt" in f.read()
+    assert any(op == "RUN" and "pip install --no-cache-dir --no-deps /tmp/src" in args for op, args in steps)
+    pinned = pins("Dockerfile.serve-onnx")
+    assert {"onnxruntime", "tokenizers", "google-cloud-storage"} <= set(pinned)
+    assert not set(pinned) & {"tensorflow", "tensorflow-cpu", "tf-keras", "tensorflow-text", "tensorflow-hub"}
+
+
+@pytest.mark.parametrize("variant, dockerfile", [("serve", "Dockerfile.serve"), ("serve-onnx", "Dockerfile.serve-onnx")])
+def test_build_image_builds_each_serving_variant_through_cloud_build(variant, dockerfile):
+    result = script("build-image.sh", DRY_RUN="1", PROJECT_ID="my-project", REGION="us-central1", VARIANT=variant,
                     TAG="abc1234")
     assert result.returncode == 0, result.stderr
     command, image_line = result.stdout.strip().splitlines()
     words = shlex.split(command)
     substitutions = dict(p.split("=", 1) for p in words[words.index("--substitutions") + 1].split(","))
-    assert (substitutions["_DOCKERFILE"], substitutions["_IMAGE"]) == ("Dockerfile.serve", "vertex-bert-trainer-serve")
+    assert (substitutions["_DOCKERFILE"], substitutions["_IMAGE"]) == (dockerfile, f"vertex-bert-trainer-{variant}")
     registry = "us-central1-docker.pkg.dev/my-project/vertex-bert-trainer"
-    assert image_line == f"IMAGE_URI={registry}/vertex-bert-trainer-serve:abc1234"
+    assert image_line == f"IMAGE_URI={registry}/vertex-bert-trainer-{variant}:abc1234"
 
 
 def test_deploy_script_prints_the_requests_it_would_send():

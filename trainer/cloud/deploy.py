@@ -57,7 +57,9 @@ def _parents() -> list:
     model = argparse.ArgumentParser(add_help=False)
     model.add_argument("--job-dir", help="The finished training job's gs:// directory; its model/ is served "
                                          "(a --dry-run also takes a local one).")
-    model.add_argument("--image-uri", help="Serving image (Dockerfile.serve; scripts/build-image.sh VARIANT=serve).")
+    model.add_argument("--image-uri", help="Serving image (Dockerfile.serve; scripts/build-image.sh VARIANT=serve), "
+                                           "or the one without TensorFlow, which serves the model's ONNX "
+                                           "copies (Dockerfile.serve-onnx; VARIANT=serve-onnx).")
     model.add_argument("--precision", default="auto", choices=variants.PRECISIONS,
                        help=f"trainer.serve's --precision in the uploaded model's container. "
                             f"{variants.AUTO_HELP}")
