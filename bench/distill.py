@@ -209,8 +209,8 @@ def main():
               f"{r['predict_texts_per_second']:.1f} texts/s", flush=True)
     text = report(results, args, data)
     if args.publish:
-        publish(f"distill-{args.data}", {"machine": machine(), "args": vars(args), "results": results,
-                                         "data_counts": data.get("counts")}, text)
+        publish("distill", {"machine": machine(), "args": vars(args), "results": results,
+                            "data_counts": data.get("counts")}, text, part=args.data)
 
 
 if __name__ == "__main__":
