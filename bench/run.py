@@ -134,12 +134,14 @@ def run_ours(name, flags, data, train_file, work, validation_file=None):
 
 def run_predict(model_dir, data, work, precision="float32"):
     """`python -m trainer.predict` over the validation file, the one the seed's evaluation loop
-    runs over; its rows/s (reading to writing, the model loaded) from its last line."""
-    output = os.path.join(work, f"predictions-{precision}.csv")
+    runs over; its rows/s (reading to writing, the model loaded) from its last line, and the
+    whole command's seconds (start-up included). precision None: the defaults (--runtime auto
+    --precision auto: the fastest checked copy)."""
+    output = os.path.join(work, f"predictions-{precision or 'default'}.csv")
     command = [sys.executable, "-m", "trainer.predict", "--model-dir", model_dir,
                "--input", data["eval"], "--output", output, "--overwrite",
-               "--text-column", data["text_column"], *copy_flags(precision)]
-    log_path = os.path.join(work, f"predict-{precision}.log")
+               "--text-column", data["text_column"], *(copy_flags(precision) if precision else [])]
+    log_path = os.path.join(work, f"predict-{precision or 'default'}.log")
     seconds, rss = run_measured(command, log_path)
     with open(log_path) as f:
         rows, rate = re.findall(r"predicted (\d+) rows in \S+ \(([\d,.]+) rows/s\)", f.read())[-1]
@@ -223,11 +225,18 @@ def print_headline(results):
               f"validation rows" + (f"; the seed's evaluation loop {seed['eval_examples_per_second']:.1f} ex/s: "
                                     f"prediction ratio {predict['examples_per_second'] / seed['eval_examples_per_second']:.2f}x"
                                     if seed else ""))
+    default = results.get("predict_default")
+    if default and seed:
+        print(f"  the default trainer.predict (--runtime auto --precision auto): {default['examples_per_second']:.1f} "
+              f"ex/s, prediction ratio {default['examples_per_second'] / seed['eval_examples_per_second']:.2f}x; "
+              f"the whole command {default['job_seconds']:.1f} s for {default['rows']} rows "
+              f"({default['rows'] / default['job_seconds']:.1f} ex/s, start-up included: "
+              f"{default['rows'] / default['job_seconds'] / seed['eval_examples_per_second']:.2f}x)")
     for precision, r in results.get("precisions", {}).items():
         if precision in ("float32", "baseline"):
             continue
         rate = r["predict"]["examples_per_second"]
-        print(f"  fast path: trainer.predict --precision {precision} {rate:.1f} ex/s, "
+        print(f"  fast path: trainer.predict {' '.join(copy_flags(precision))} {rate:.1f} ex/s, "
               f"{rate / predict['examples_per_second']:.2f}x our float32 export"
               + (f"; prediction ratio {rate / seed['eval_examples_per_second']:.2f}x the seed's" if seed else ""))
     if not seed:
@@ -239,6 +248,7 @@ def prediction_only(args, data, work, results):
     on the same validation file; the seed trains on 64 rows first (its script always trains)."""
     log(f"prediction throughput: trainer.predict on {args.prediction_only}")
     results["predict"] = run_predict(args.prediction_only, data, work)
+    results["predict_default"] = run_predict(args.prediction_only, data, work, precision=None)
     results["precisions"] = run_precisions(args.prediction_only, data, work, results["predict"],
                                            args.serve_baseline_root)
     if os.path.exists(args.seed_python):
