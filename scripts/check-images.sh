@@ -14,10 +14,11 @@
 #   127.0.0.1 ports) train one run under MultiWorkerMirroredStrategy; the worker's output
 #   directory is mounted read-only, so it passes only if the chief alone writes the artifacts.
 # - serve, serve-onnx: the ENTRYPOINT with the AIP_* serving variables and the model the training
-#   check exported (serve-onnx: its ONNX copies, which the training check requires): health 503
+#   check exported (serve-onnx: its ONNX copies, which the training check writes): health 503
 #   then 200 (the seconds from the container's start to that 200 are in the row: the start time
-#   of each server), predictions equal to `trainer.predict`'s (run in the same image; serve-onnx:
-#   --runtime onnx), 400 for a bad request, exit 0 on SIGTERM.
+#   of each server; serve-onnx's must be at most a third of serve's when both run), predictions
+#   equal to `trainer.predict`'s (run in the same image; serve-onnx: --runtime onnx), 400 for a
+#   bad request, exit 0 on SIGTERM.
 #
 # It ends with one table (markdown): image, size, build seconds and each check's result, and exits
 # 0 only when every check passed (2 on bad arguments).
@@ -40,10 +41,10 @@ run_timeout="${RUN_TIMEOUT:-600}"
 base=docker.io/library/python:3.11.13-slim-bookworm
 declare -A dockerfile=([gpu]=Dockerfile [tpu]=Dockerfile.tpu [serve]=Dockerfile.serve
                       [serve-onnx]=Dockerfile.serve-onnx)
-declare -A size build_seconds
+declare -A size build_seconds ready_seconds
 # Free disk (GB) an image's build and checks need, measured peaks with room to spare
 # (docs/vertex.md); vfs copies the whole tree per layer, so there each image is one layer.
-declare -A need_overlay=([gpu]=16 [tpu]=7 [serve]=7 [serve-onnx]=3) need_vfs=([gpu]=30 [tpu]=12 [serve]=12 [serve-onnx]=4)
+declare -A need_overlay=([gpu]=16 [tpu]=7 [serve]=7 [serve-onnx]=2) need_vfs=([gpu]=30 [tpu]=12 [serve]=12 [serve-onnx]=4)
 rows=()         # "image|check|result" in the order checked
 netns_list=()   # network namespaces to delete on exit
 failed=0
@@ -357,8 +358,14 @@ check_serving() {
   done
   if [[ " ${codes[*]} " == *" 503 200 " ]]; then
     record "$name" "health 503 while loading, then 200" ok "codes seen: ${codes[*]}; 200 at $ready s"
+    ready_seconds[$name]=$ready
   else
     record "$name" "health 503 while loading, then 200" FAIL "codes seen: ${codes[*]}"
+  fi
+  if [[ "$name" == serve-onnx && -n "$ready" && -n "${ready_seconds[serve]:-}" ]]; then   # issue 66
+    local third
+    third=$(awk -v a="$ready" -v b="${ready_seconds[serve]}" 'BEGIN {print (3 * a <= b) ? "ok" : "FAIL"}')
+    record "$name" "ready within a third of serve's start time" "$third" "$ready s against ${ready_seconds[serve]} s"
   fi
   local body
   body=$(python3 -c 'import csv, json, sys; print(json.dumps({"instances": [r["text"] for r in csv.DictReader(open(sys.argv[1]))]}))' "$out/texts.csv")
