@@ -353,8 +353,8 @@ class RuntimeConfig:
                 "(float32, kept only if every output is within 1e-4 of the SavedModel's on "
                 "validation) and MODEL_DIR/onnx-int8 (ONNX Runtime's dynamic quantization, kept "
                 "only if it agrees as the int8 copy must). 'auto': whenever the run's task and "
-                "settings convert (not token classification, --encoder-backend hub or a TF-Hub "
-                "--preprocessor: docs/onnx.md).",
+                "settings convert (not --encoder-backend hub or a TF-Hub --preprocessor: "
+                "docs/onnx.md).",
         choices=("auto", "on", "off"))
 
 
@@ -597,8 +597,6 @@ def _validate_task(config: Config, require) -> None:
     require(config.train.selection_metric in metrics, "--selection-metric",
             f"{config.train.selection_metric} is not a {task.name} metric; choose one of {metrics}")
     task.check_flags(config, require)
-    require(not (config.runtime.export_onnx == "on" and task.onnx_refused), "--export-onnx",
-            f"'on' cannot be met by --task {task.name}: {task.onnx_refused}")
 
 
 def validate(config: Config, given: Optional[dict] = None) -> None:

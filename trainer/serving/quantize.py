@@ -124,7 +124,8 @@ def export_checked(copy: tuple, reference, model_dir: str, precision: str, task,
     if it agrees with `reference`, MODEL_DIR's float32 model as loaded, on these rows; returns
     the check's figures (`passed`, `why`) with both speeds. `own_tokens`: the copy tokenizes
     by itself (an ONNX copy), so its features are compared with the float32 model's too, and
-    every output (parity's figures), refused above `max_difference` when given."""
+    every output (parity's figures), refused above `max_difference` when given; a copy
+    answering through its signature (a tagger's) text by text (signature_parity)."""
     from trainer.serving import predict
 
     write, load = copy
@@ -139,8 +140,10 @@ def export_checked(copy: tuple, reference, model_dir: str, precision: str, task,
         figures = agreement.compare(task, task.agreement_values(float32), task.agreement_values(candidate),
                                     labels, label_names)
         if own_tokens:
-            _refuse_unless(figures, parity(float32, candidate, features, predict.tokenize(loaded, texts, pairs),
-                                           texts, max_difference))
+            _refuse_unless(figures, signature_parity(reference, loaded, float32, candidate, texts, max_difference)
+                           if features is None else
+                           parity(float32, candidate, features, predict.tokenize(loaded, texts, pairs),
+                                  texts, max_difference))
     except BaseException:
         if storage.exists(tmp):
             storage.remove(tmp)
@@ -167,6 +170,28 @@ def parity(float32: dict, candidate: dict, features: dict, own_features: dict, t
                                        for name in features], axis=0))
     largest = max((float(np.max(np.abs(candidate[name] - value), initial=0.0))
                    for name, value in float32.items() if value.dtype.kind == "f"), default=0.0)
+    return _parity(differing, largest, texts, max_difference)
+
+
+def signature_parity(reference, loaded, float32: dict, candidate: dict, texts,
+                     max_difference: Optional[float] = None) -> dict:
+    """parity of a copy that answers through its signature, a tagger's (trainer/serving/onnx/
+    tagging.py), whose `tokenize` rows are windows, not texts: `token_rows_differing` counts
+    the texts whose words or the windows they are read in differ, `max_difference` is of the
+    words' tag probabilities, over the other texts (its entities are matched by the check's
+    agreement)."""
+    import numpy as np
+
+    from trainer.serving.onnx import tagging
+
+    theirs = {name: np.asarray(value) for name, value in reference.tokenize(np.asarray(texts, object)).items()}
+    differing = tagging.texts_differing(theirs, loaded.tokenize(texts))
+    largest = tagging.largest_difference(float32, candidate, np.setdiff1d(np.arange(len(texts)), differing))
+    return _parity(differing, largest, texts, max_difference)
+
+
+def _parity(differing, largest: float, texts, max_difference: Optional[float]) -> dict:
+    """parity's figures and reasons, of the rows whose tokens differ and the largest difference."""
     why = []
     if len(differing):
         why.append(f"its tokenizer's ids differ from the float32 model's on {len(differing)} of "

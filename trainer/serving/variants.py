@@ -273,13 +273,14 @@ def resolve(model_dir: str, requested: str, cpuinfo_text: Optional[str] = None,
 
 def load(model_dir: str, precision: str, spinning: bool = True):
     """The copy `precision` (resolved: a precisions.json key) as loaded: export.load_module's,
-    or a module that reads like it (the int8 one, an ONNX copy's). `spinning`: whether ONNX
-    Runtime's idle threads spin (off in a server)."""
+    or a module that reads like it (the int8 one, an ONNX copy's: a tagger's where tagging.json
+    is beside its graph). `spinning`: whether ONNX Runtime's idle threads spin (off in a server)."""
     if runtime_of(precision) == "onnx":
-        from trainer.serving.onnx import runtime
+        from trainer.serving.onnx import runtime, tagging
 
-        return runtime.OnnxModule(model_dir if onnx_copy_alone(model_dir) else variant_dir(model_dir, precision),
-                                  spinning=spinning)
+        path = model_dir if onnx_copy_alone(model_dir) else variant_dir(model_dir, precision)
+        module = tagging.OnnxTagger if storage.exists(storage.join(path, tagging.TAGGING)) else runtime.OnnxModule
+        return module(path, spinning=spinning)
     import trainer
     from trainer.serving import export, tflite
 

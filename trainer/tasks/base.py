@@ -244,9 +244,6 @@ class Task(abc.ABC):
         found = {name: getattr(module, name, None) for name in self.decision_variables}
         return {name: value.numpy().tolist() for name, value in found.items() if value is not None}
 
-    # Why the export writes no ONNX copy of this kind (trainer.serving.onnx), or None.
-    onnx_refused: Optional[str] = None
-
     def joined_outputs(self) -> dict:
         """{output: (the 0/1 output [B, C] that picks label names, separator)} of the exported
         outputs that join the picked label names into one string. ONNX opset 17 has no string

@@ -186,14 +186,12 @@ def _export_copy(ctx: RunContext, precision: str, wanted: bool, why_not) -> None
 
 def unsupported(ctx: RunContext, precision: str):
     """Why a run's model can have no `precision` copy (its encoder backend or long-texts
-    mode; for the ONNX copies, its task, its --preprocessor and its labels too), or None."""
+    mode; for the ONNX copies, its --preprocessor and its labels too), or None."""
     from trainer.serving import variants
 
     why = variants.unsupported(precision, ctx.config.model.encoder_backend, ctx.long_texts.mode)
     if why or precision not in variants.ONNX_VARIANTS:
         return why
-    if ctx.task.onnx_refused:
-        return f"not converted: {ctx.task.onnx_refused}"
     if ctx.config.model.preprocessor:
         return ("--preprocessor: a TF-Hub preprocessor tokenizes in its own graph, which the ONNX "
                 "copies' tokenizer.json cannot carry")

@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Sequence
 
-from trainer import config as config_lib, hardware, tasks
+from trainer import config as config_lib, hardware
 from trainer.serving import variants
 from trainer.tuning import trials
 
@@ -34,7 +34,7 @@ def copies_wanted(config: config_lib.Config, platform: str, cpu_bf16: bool) -> l
         wanted.append("bfloat16")
     if runtime.export_int8 == "on" or (runtime.export_int8 == "auto" and not hub):
         wanted.append("int8")
-    converts = not hub and not config.model.preprocessor and not tasks.from_config(config).onnx_refused
+    converts = not hub and not config.model.preprocessor
     if runtime.export_onnx == "on" or (runtime.export_onnx == "auto" and converts):
         wanted += ["onnx", "onnx-int8"]  # the int8 one is quantized from the float32 one
     return wanted

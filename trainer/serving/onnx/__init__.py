@@ -1,6 +1,6 @@
-"""The model outside TensorFlow (issue #66): ONNX copies of a sentence model beside its float32
-SavedModel (MODEL_DIR), each a folder that can be copied alone and served by ONNX Runtime,
-`tokenizers` and numpy, with no TensorFlow installed:
+"""The model outside TensorFlow (issue #66): ONNX copies of a model beside its float32 SavedModel
+(MODEL_DIR), each a folder that can be copied alone and served by ONNX Runtime, `tokenizers`
+and numpy, with no TensorFlow installed:
 
     MODEL_DIR/onnx/        model.onnx       float32 graph: token features in, the task's outputs out
                            tokenizer.json   read by the `tokenizers` library (Hugging Face)
@@ -17,6 +17,8 @@ tokenizer.json and packing.json are written by tokenizer_files.py (at export, Te
 present) and read by packing.py (no TensorFlow): together they give features equal to the
 SavedModel's `tokenize`. onnx.json ({"format", "precision", "outputs", "inputs", "pair",
 "padded_lengths", "task_outputs", "opset", "tf2onnx", "onnxruntime", "float_nodes"}) is written
-by the export and read by the runtime (runtime.py). Token classification and
---encoder-backend hub are not converted.
+by the export and read by the runtime (runtime.py). A tagger's model.onnx is its network alone
+(every token's `logits`), with tagging.json beside: tagging.py reads the words, windows and
+entities around it, as the tagger's SavedModel does in TensorFlow string ops. --encoder-backend
+hub is not converted.
 """

@@ -1,5 +1,6 @@
 """The float32 ONNX graph of a sentence model: token features in, the SavedModel's
-`predict_tokens` outputs out (the task's head included: temperature, thresholds, label names).
+`predict_tokens` outputs out (the task's head included: temperature, thresholds, label names);
+of a tagger, its network alone: token features in, every token's logits out (`convert_network`).
 
 The classifier is built again in float32 and given the export's weights, as the int8 and
 bfloat16 copies are (serving/quantize.classifier_with), and traced with its serving module's
@@ -34,6 +35,8 @@ UNFUSABLE_OPTIMIZERS = ("einsum_optimizer", "global_pool_optimizer")
 # A table of 2**16 joined label sets is a few MB in the graph; 2**17 and beyond grow past the
 # model's own size for a small encoder.
 MAX_JOINED_LABELS = 16
+# A tagger's graph's one output: every token's logits [windows, max_seq_length, tags].
+TAGGER_OUTPUT = "logits"
 
 
 def _erf_gelu(x, approximate: bool):
@@ -113,23 +116,41 @@ def convert(classifier, module, task, label_names):
     """The ONNX graph (a ModelProto) of features -> `module.outputs` of `classifier`'s logits:
     the outputs of the SavedModel's predict_tokens, by name, in its order. Build `classifier`
     and call this inside `onnx_forms`."""
-    import tf2onnx
-
     joined = task.joined_outputs()
-    specs = [tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_KEYS]
 
-    def forward(*features):
-        logits = tf.cast(classifier(dict(zip(INPUT_KEYS, features)), training=False), tf.float32)
+    def forward(logits):
         return {name: value for name, value in module.outputs(logits).items() if name not in joined}
 
-    function = tf.function(forward, input_signature=specs)
-    with fusable_optimizers():
-        proto, _ = tf2onnx.convert.from_function(function, input_signature=specs, opset=OPSET)
+    proto, function = _traced(classifier, forward)
     _embed_captured_constants(proto, function.get_concrete_function())
     for name, (chosen, separator) in joined.items():
         joined_output(proto, name, chosen, label_names, separator)
     _sort_outputs(proto)
     return proto
+
+
+def convert_network(classifier):
+    """The ONNX graph of features -> `logits`, the network alone: a tagger's copy, whose words
+    and entities are read around the graph in numpy (tagging.py; ONNX has no regex split or
+    substring by code points). Build `classifier` and call this inside `onnx_forms`."""
+    return _traced(classifier, lambda logits: {TAGGER_OUTPUT: logits})[0]
+
+
+def _traced(classifier, outputs):
+    """(the ONNX graph, the traced tf.function) of features -> `outputs(classifier's float32
+    logits)`, a dict naming the graph's outputs, by tf2onnx at OPSET without
+    UNFUSABLE_OPTIMIZERS."""
+    import tf2onnx
+
+    specs = [tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_KEYS]
+
+    def forward(*features):
+        return outputs(tf.cast(classifier(dict(zip(INPUT_KEYS, features)), training=False), tf.float32))
+
+    function = tf.function(forward, input_signature=specs)
+    with fusable_optimizers():
+        proto, _ = tf2onnx.convert.from_function(function, input_signature=specs, opset=OPSET)
+    return proto, function
 
 
 def _embed_captured_constants(proto, concrete) -> None:

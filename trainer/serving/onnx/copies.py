@@ -6,6 +6,10 @@ The float32 copy is the classifier and its head converted (convert.py) and fused
 the int8 copy is made from the float32 copy's folder (int8.py: its model.onnx quantized, its
 tokenizer files as they are), so a run converts once. Each folder holds model.onnx, the
 tokenizer's two files (tokenizer_files.py) and onnx.json, written last.
+
+A tagger's export answers through its signature (no `predict_tokens`: its words and entities
+are TensorFlow string ops), so its copy's graph is the network alone (convert.convert_network)
+and its folder holds tagging.json too (tagging.py reads the words and entities around it).
 """
 import json
 import os
@@ -13,11 +17,16 @@ import tempfile
 from typing import Callable, Sequence
 
 from trainer import storage
+from trainer.data import padding
+from trainer.errors import UserError
 from trainer.modeling import heads
 from trainer.serving import agreement, export, predict, quantize, variants
-from trainer.serving.onnx import convert, fusion, int8, packing, runtime, tokenizer_files
+from trainer.serving.onnx import convert, fusion, int8, packing, runtime, tagging, tokenizer_files
 
 MODEL, FACTS = runtime.MODEL, runtime.GRAPH_FACTS
+# What the int8 copy's onnx.json takes from the float32 copy's: what the graph is asked and
+# answers, not how it computes.
+SHARED_FACTS = ("pair", "padded_lengths", "task_outputs")
 # Training rows the int8 float fallback scores each node on (int8.sensitivity): a seeded
 # sample, apart from the validation rows the copy is then checked on.
 RANKING_ROWS = 128
@@ -27,16 +36,38 @@ def float32_copy(build: Callable[[], tuple], variables, reference, task, label_n
                  max_seq_length: int, pair: bool) -> tuple:
     """((write, load) of the float32 copy, what was fused: {op: count} or why nothing) of the
     classifier `build()` makes, given `variables` (the trained model's or the export's), with
-    the head of the float32 export `reference` (its temperature and decisions)."""
+    the head of the float32 export `reference` (its temperature and decisions); of a tagger,
+    its network alone, with tagging.json."""
+    tagger = not predict.tokenizes(reference)  # it answers through its signature
     with convert.onnx_forms():
         preprocessor, classifier = quantize.classifier_with(build, variables, "float32")
-        module = quantize.module_like(reference, preprocessor, classifier, task, label_names,
-                                      max_seq_length, pair)
-        converted = convert.convert(classifier, module, task, label_names)
+        if tagger:
+            converted = convert.convert_network(classifier)
+        else:
+            module = quantize.module_like(reference, preprocessor, classifier, task, label_names,
+                                          max_seq_length, pair)
+            converted = convert.convert(classifier, module, task, label_names)
     fused, what = fusion.fuse(converted, *convert.encoder_shape(classifier),
                               attention=not heads.windowed(classifier))
-    tokenizer = tokenizer_files.files(preprocessor, export.saved_long_texts(reference), pair)
-    return folder(fused, tokenizer, reference, task, "float32", pair), what
+    files = tokenizer_files.files(preprocessor, export.saved_long_texts(reference), pair)
+    if tagger:
+        files[tagging.TAGGING] = tagging.tagging_json(preprocessor, label_names, _window_overlap(reference))
+        shared = {"padded_lengths": list(padding.padded_lengths(max_seq_length)),
+                  "task_outputs": sorted(predict.predict_outputs(reference, [""], 1))}
+    else:
+        shared = {"padded_lengths": predict.ladder_of(reference),
+                  "task_outputs": [output.name for output in fused.graph.output]}
+    return folder(fused, files, reference, task, "float32", {"pair": pair, **shared}), what
+
+
+def _window_overlap(reference) -> int:
+    """The windows' overlap a tagger's export saved; one line for an export from before
+    windows (it cut each text at --max-seq-length), which the copy's tagging.py does not mirror."""
+    saved = getattr(reference, "window_overlap", None)
+    if saved is None:
+        raise UserError("this tagger's export predates windows (it cuts each text at "
+                        "--max-seq-length), which its ONNX copy would not; export the run again")
+    return int(saved.numpy())
 
 
 def int8_copy(model_dir: str, reference, task, check_rows: dict, ranking_texts: Callable[[], tuple],
@@ -50,19 +81,23 @@ def int8_copy(model_dir: str, reference, task, check_rows: dict, ranking_texts: 
 
     source = variants.variant_dir(model_dir, "onnx")
     model = onnx.load_from_string(storage.read_bytes(storage.join(source, MODEL)))
-    tokenizer = {name: storage.read_bytes(storage.join(source, name))
-                 for name in (packing.TOKENIZER, packing.PACKING)}
-    pair = json.loads(storage.read_text(storage.join(source, FACTS)))["pair"]
+    files = {name: storage.read_bytes(storage.join(source, name))
+             for name in (packing.TOKENIZER, packing.PACKING, tagging.TAGGING)
+             if name != tagging.TAGGING or storage.exists(storage.join(source, name))}
+    source_facts = json.loads(storage.read_text(storage.join(source, FACTS)))
+    shared = {key: source_facts[key] for key in SHARED_FACTS}
     check = _checker(reference, task, check_rows, batch_size,
-                     lambda graph: folder(graph, tokenizer, reference, task, "int8", pair))
+                     lambda graph: folder(graph, files, reference, task, "int8", shared))
     every = int8.quantize(model)
     figures = check(every)
     if figures["passed"]:
-        return folder(every, tokenizer, reference, task, "int8", pair), [], None
-    ranking = predict.tokenize(reference, *ranking_texts())
-    chosen, kept, found, tried = int8.keep_float(model, every, ranking, predict.ladder_of(reference), check)
+        return folder(every, files, reference, task, "int8", shared), [], None
+    # The graph's inputs alone: a tagger's `tokenize` gives its words' features too
+    ranking = {name: value for name, value in predict.tokenize(reference, *ranking_texts()).items()
+               if name in packing.FEATURES}
+    chosen, kept, found, tried = int8.keep_float(model, every, ranking, shared["padded_lengths"], check)
     line = _searched(figures, found, len(kept), len(int8.candidates(model)), tried)
-    return folder(chosen, tokenizer, reference, task, "int8", pair, kept), kept, line
+    return folder(chosen, files, reference, task, "int8", shared, kept), kept, line
 
 
 def fusion_words(fused) -> str:
@@ -72,24 +107,26 @@ def fusion_words(fused) -> str:
     return "fused " + ", ".join(f"{op} {count}" for op, count in fused.items()) if fused else "nothing fused"
 
 
-def folder(model, tokenizer: dict, reference, task, precision: str, pair: bool, float_nodes=()) -> tuple:
-    """(write(dir), load(dir)) of a copy's folder: `model`, the `tokenizer` files ({name:
-    bytes}) and onnx.json, written last: its presence marks the copy complete."""
-    contents = {MODEL: model.SerializeToString(), **tokenizer,
-                FACTS: json.dumps(facts(model, reference, task, precision, pair, float_nodes), indent=1).encode()}
+def folder(model, files: dict, reference, task, precision: str, shared: dict, float_nodes=()) -> tuple:
+    """(write(dir), load(dir)) of a copy's folder: `model`, the `files` beside it ({name:
+    bytes}: the tokenizer's, a tagger's tagging.json) and onnx.json, written last: its presence
+    marks the copy complete. `shared`: its SHARED_FACTS."""
+    contents = {MODEL: model.SerializeToString(), **files,
+                FACTS: json.dumps(facts(model, reference, task, precision, shared, float_nodes), indent=1).encode()}
 
     def write(path: str) -> None:
         storage.makedirs(path)
         for name, data in contents.items():
             storage.write_bytes_atomic(storage.join(path, name), data)
 
-    return write, runtime.OnnxModule
+    return write, lambda path: variants.load(path, variants.COPIES["onnx", precision])
 
 
-def facts(model, reference, task, precision: str, pair: bool, float_nodes=()) -> dict:
-    """onnx.json: what the runtime reads besides the graph (runtime.read_facts), and the
-    decisions the graph holds (the export's temperature, its task's decision variables), which
-    a score of the copy is made at (trainer.evaluate)."""
+def facts(model, reference, task, precision: str, shared: dict, float_nodes=()) -> dict:
+    """onnx.json: what the runtime reads besides the graph (runtime.read_facts; `shared`: the
+    texts it takes, the padding ladder, the outputs that tell its task), and the decisions the
+    graph holds (the export's temperature, its task's decision variables), which a score of the
+    copy is made at (trainer.evaluate)."""
     import onnxruntime
     import tf2onnx
 
@@ -98,9 +135,9 @@ def facts(model, reference, task, precision: str, pair: bool, float_nodes=()) ->
     decisions = {"temperature": 1.0 if saved is None else float(saved.numpy()),
                  **task.decisions_of_export(reference)}
     return {"format": runtime.FORMAT, "precision": precision, "outputs": outputs,
-            "inputs": [graph_input.name for graph_input in model.graph.input], "pair": pair,
-            "padded_lengths": [int(n) for n in predict.ladder_of(reference)],
-            "task_outputs": outputs, "decisions": decisions, "opset": convert.OPSET,
+            "inputs": [graph_input.name for graph_input in model.graph.input],
+            "pair": shared["pair"], "padded_lengths": [int(n) for n in shared["padded_lengths"]],
+            "task_outputs": list(shared["task_outputs"]), "decisions": decisions, "opset": convert.OPSET,
             "tf2onnx": tf2onnx.__version__, "onnxruntime": onnxruntime.__version__,
             "float_nodes": list(float_nodes)}
 
@@ -110,7 +147,7 @@ def _checker(reference, task, rows: dict, batch_size: int, folder_of: Callable) 
     graph against the float32 export on `rows`, its folder written to scratch and loaded as
     export_checked loads it."""
     texts, pairs = rows["texts"], rows["pairs"]
-    features = predict.tokenize(reference, texts, pairs)
+    features = predict.tokenize(reference, texts, pairs) if predict.tokenizes(reference) else None
     float32 = quantize.decided(task, reference, texts, pairs, features, batch_size)[0]
 
     def check(graph) -> dict:
@@ -130,6 +167,7 @@ def _searched(every: dict, found: dict, kept: int, total: int, tried: list) -> s
     float, and what that gave, at what speed (the check's, network and head)."""
     share = found["label_agreement"]
     agreed = (f"{found['metric']} {found['value']:.4f}" if share is None else
+              f"entities agreeing at {100 * share:.2f}% F1" if found["label_agreement_of"] == "entities" else
               f"labels agreeing on {100 * share:.2f}%")
     tries = f"{len(tried)} {'try' if len(tried) == 1 else 'tries'} in {sum(t['seconds'] for t in tried):.0f}s"
     return (f"onnx-int8 model: every node in int8 was refused ({every['why']}) at "

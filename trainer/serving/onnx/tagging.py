@@ -17,22 +17,29 @@ naming the TensorFlow function it mirrors:
 
 tagging.json (beside packing.json) holds what the tagger adds to the tokenizer: its tag names,
 the windows' overlap and the word prefix (`tagging_json` makes it of the run's preprocessor).
+
+`OnnxTagger` is the copy loaded (trainer.serving.variants.load picks it where tagging.json is):
+it answers through a serving signature, as the tagger's SavedModel and its LiteRT int8 copy do
+(serving/tflite.Int8TaggingModule), its network run by ONNX Runtime. `texts_differing` and
+`largest_difference` are the export's check of the copy against its SavedModel, text by text.
 """
 import functools
 import json
 import re
 import sys
 import unicodedata
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, List, NamedTuple, Sequence, Tuple
 
 import numpy as np
 
 from trainer import storage
 from trainer.errors import UserError
-from trainer.serving.onnx import packing
+from trainer.serving.onnx import packing, runtime
 
 TAGGING = "tagging.json"
 FORMAT = 1
+# The graph's one output (convert.TAGGER_OUTPUT; that module imports TensorFlow).
+LOGITS = "logits"
 # serving/tagging.WORD_FEATURES (that module imports TensorFlow): `tokenize`'s per-word
 # features, which `outputs` takes after the logits.
 WORD_FEATURES = ("word_window", "word_positions", "word_start", "word_end")
@@ -308,3 +315,96 @@ def _settings(path: str, max_seq_length: int) -> dict:
     if not isinstance(prefix, str):
         raise UserError(f"{path}: word_prefix {prefix!r} is not a string")
     return {"tag_names": names, "window_overlap": overlap, "word_prefix": prefix}
+
+
+class ServingFunction(NamedTuple):
+    """A serving function in place of a loaded signature: called with `text=`, with the input
+    and output structures trainer.serving.predict reads of a signature."""
+    function: Callable
+    structured_input_signature: tuple  # ((), {"text": None})
+    structured_outputs: tuple  # the output names, which tell the task (tasks.of_export)
+
+    def __call__(self, **inputs) -> dict:
+        return self.function(**inputs)
+
+
+class OnnxTagger:
+    """A tagger's ONNX copy, loaded to read like its loaded SavedModel to trainer.serving.predict:
+    it answers through `serving_signature` (a tagger's export has no `predict_tokens`: its words
+    and entities are read around the network), Tagger's words and answers around ONNX Runtime.
+    One session, called from one thread at a time (trainer.predict's loop, the server's
+    inference thread); `spinning`: whether its idle threads spin (a server's sleep)."""
+
+    def __init__(self, copy_dir: str, threads=None, spinning: bool = True):
+        found = runtime.signature_of(runtime.read_facts(copy_dir))
+        self.serving_signature = ServingFunction(self.serve, ((), {name: None for name in found.inputs}),
+                                                 found.outputs)
+        self.tagger = Tagger.from_dir(copy_dir)
+        self._session = runtime.session(storage.join(copy_dir, runtime.MODEL), threads, spinning)
+
+    def tokenize(self, texts) -> dict:
+        """The windows' and words' features of `texts`, as the SavedModel's `tokenize` returns
+        them (Tagger.tokenize); the export's check compares both."""
+        return self.tagger.tokenize(_texts(texts))
+
+    def serve(self, text) -> dict:
+        """The SavedModel's answers of the texts `text` (str or bytes)."""
+        return self.tagger.serve(_texts(text), self.logits)
+
+    def logits(self, features: dict) -> np.ndarray:
+        """The network's logits [N, max_seq_length, tags] of the windows' `features`, sorted by
+        length and run runtime.ROWS_PER_RUN at a time, each run cut to its longest row (the
+        sentence copies' runs; the SavedModel runs at most 128 windows per call, all cut to
+        their longest)."""
+        lengths = np.asarray(features["input_mask"]).sum(axis=1)
+        order = np.argsort(lengths, kind="stable")
+        logits = np.zeros([len(order), self.tagger.max_seq_length, len(self.tagger.tag_names)], np.float32)
+        for start in range(0, len(order), runtime.ROWS_PER_RUN):
+            rows = order[start:start + runtime.ROWS_PER_RUN]
+            width = int(lengths[rows].max())
+            run = self._session.run([LOGITS], {name: np.ascontiguousarray(features[name][rows, :width], np.int32)
+                                               for name in packing.FEATURES})[0]
+            logits[rows, :run.shape[1]] = run  # the graph pads to max_seq_length (heads.TokenPadding)
+        return logits
+
+
+def _texts(texts) -> List[str]:
+    """Texts as `str`, from a batch of str or bytes (trainer.serving.predict's object arrays)."""
+    return [text.decode("utf-8") if isinstance(text, bytes) else str(text)
+            for text in np.asarray(texts, object).reshape(-1)]
+
+
+def texts_differing(theirs: dict, ours: dict) -> np.ndarray:
+    """The texts (indices) whose tokens differ between two `tokenize` outputs of the same texts
+    (the SavedModel's and a copy's). A row there is a window, not a text, and it moves with
+    every window before it: each text is compared by what its answers read, its words' features
+    (their windows counted from its first) and the windows its words are read in."""
+    return np.flatnonzero([a != b for a, b in zip(_read_tokens(theirs), _read_tokens(ours))])
+
+
+def _read_tokens(features: dict) -> list:
+    """Per text, the bytes of its words' features and of the windows they are read in."""
+    features = {name: np.asarray(value) for name, value in features.items()}
+    read = []
+    for row, words in enumerate(features["word_start"] >= 0):
+        window = features["word_window"][row][words]
+        windows = np.unique(window[window >= 0])
+        first = windows[0] if len(windows) else 0
+        parts = [np.where(window >= 0, window - first, -1),
+                 *(features[name][row][words] for name in WORD_FEATURES[1:]),
+                 *(features[name][windows] for name in packing.FEATURES)]
+        read.append(b"|".join(part.astype(np.int64).tobytes() for part in parts))
+    return read
+
+
+def largest_difference(theirs: dict, ours: dict, texts: np.ndarray) -> float:
+    """The largest difference between two answers of the same texts (the SavedModel's and a
+    copy's) in the probability of any tag of any word (word_probabilities), over `texts`
+    (indices: those whose tokens agree). Entities are compared by the check's agreement: one
+    that differs has no counterpart to subtract."""
+    largest = 0.0
+    for row in texts:
+        count = int(theirs["word_count"][row])
+        difference = ours["word_probabilities"][row][:count] - theirs["word_probabilities"][row][:count]
+        largest = max(largest, float(np.abs(difference).max(initial=0.0)))
+    return largest

@@ -22,8 +22,6 @@ class TaggingTask(Task):
     loss_name = "cross-entropy per tagged word"
     label_noun = "tag"
     exported_outputs = "entities and word tags"
-    onnx_refused = ("token classification's word split and entity decoding run in TensorFlow "
-                    "string ops")
     export_mark = "entity_label"
     # The untagged_* and word_text outputs are an export's since issue #64 (an older one's
     # answers have no `words`).
