@@ -290,6 +290,19 @@ def test_check_images_names_an_unknown_image_and_builds_nothing():
         f"[all|gpu|tpu|serve|serve-onnx ...]"]
 
 
+def test_check_images_builds_and_checks_every_dockerfile_in_all():
+    """CI runs `check-images.sh all`: a new image (Dockerfile.serve-onnx, issue 66) is checked there."""
+    with open(os.path.join(SCRIPTS, "check-images.sh")) as f:
+        text = f.read()
+    declared = re.search(r"declare -A dockerfile=\(([^)]*)\)", text).group(1)
+    images = dict(re.findall(r"\[([\w-]+)\]=(\S+)", declared))
+    dockerfiles = {name for name in os.listdir(ROOT) if name.startswith("Dockerfile")}
+    assert set(images.values()) == dockerfiles
+    assert re.search(r"^ +all\) images\+=\(([^)]*)\)", text, re.M).group(1).split() == list(images)
+    serving = re.search(r"^ +([\w|-]+)\) check_serving ", text, re.M).group(1).split("|")
+    assert sorted(serving) == ["serve", "serve-onnx"]
+
+
 # --- each script runs the image it needs (issue 37, 15) ------------------------------------------
 
 SERVE_IMAGE = IMAGE.replace("vertex-bert-trainer:", "vertex-bert-trainer-serve:")
