@@ -34,6 +34,11 @@ import numpy as np
 from common import ROOT, WORK, add_publish_flag, fmt, log, machine, printed, publish, table
 from server_load import copy_flags, serve_rates
 
+# This script bears the onnx library's name: past the bench's own imports above, an `import onnx`
+# in this process (the trainer's ONNX code) must find the library, not this file.
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [path for path in sys.path if os.path.abspath(path or ".") != HERE]
+
 SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared", "data"))
 COPIES = ("float32", "int8", "onnx", "onnx-int8")  # variants' names: runtime and precision
 CLIENTS = (1, 4, 16)
