@@ -285,7 +285,7 @@ ONNX = ["onnx", "onnx-int8"]
     (["--export-bfloat16", "on", "--export-int8", "off", "--export-onnx", "off"], "cpu", False, ["bfloat16"]),
     (["--encoder-backend", "hub"], "cpu", True, []),
     (["--encoder-backend", "hub", "--export-int8", "on"], "tpu", False, ["int8"]),
-    (["--task", "token-classification"], "cpu", False, ["int8"]),
+    (["--task", "token-classification"], "cpu", False, ["int8", *ONNX]),
 ])
 def test_finishing_writes_the_copies_the_trainer_would_have_written(flags, platform, cpu_bf16, copies):
     assert finish.copies_wanted(config.build_config(flags, environ={}), platform, cpu_bf16) == copies
