@@ -22,13 +22,12 @@ the float32 export splits the words and cuts them into windows (its `tokenize`) 
 entities of the logits (its `outputs`), so windows, offsets and names come from the float32
 graph itself.
 """
-import os
 import re
 
 import numpy as np
 
 import trainer
-from trainer import storage
+from trainer import hardware, storage
 from trainer.errors import UserError
 from trainer.modeling.encoders.layers import INPUT_KEYS
 
@@ -83,10 +82,6 @@ def read(path: str) -> dict:
     return {name: storage.read_bytes(storage.join(path, name)) for name in FILES}
 
 
-def _threads() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 class _Int8Network:
     """The two interpreters (front.tflite, model.tflite): token ids in, the classifier's logits
     out. One interpreter each: calls from one thread at a time (the server's single inference
@@ -97,7 +92,7 @@ class _Int8Network:
 
         # LiteRT applies its XNNPACK delegate at the first call and says so on stderr, from C++.
         with trainer.stderr_filtered(_DELEGATE_NOTICE):
-            self._front, self._back = (Interpreter(model_content=flatbuffers[name], num_threads=_threads())
+            self._front, self._back = (Interpreter(model_content=flatbuffers[name], num_threads=hardware.usable_cores())
                                        .get_signature_runner() for name in FILES)
             self.logits({name: np.zeros((1, 1), np.int32) for name in INPUT_KEYS})
 

@@ -13,7 +13,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from trainer import storage
+from trainer import hardware, storage
 from trainer.errors import UserError
 from trainer.serving import signature
 
@@ -29,13 +29,12 @@ FACTS = ("precision", "pair", "padded_lengths", "task_outputs", "decisions")
 # faster than at the padding ladder's length (which TensorFlow needs to reuse its traced
 # graphs; ONNX Runtime has none to reuse).
 ROWS_PER_RUN = 16
-# Intra-op threads unless the caller says: one. On this 2-vCPU machine, shared (load 4.5-6),
-# 4,000 SST-2 rows in runs of 16, the study's MiniLM copies, medians of 5 rounds: int8 862
-# rows/s with 1 thread, 413 with 2 spinning, 755 with 2 that sleep when idle; float32 237 /
-# 176 / 225. Two threads that spin wait for each other on cores other processes hold; the
-# design study saw 1 beat 2 under load too (2 spinning: -40 to -55%). One thread also leaves a
-# core to the read-ahead thread that tokenizes the next chunk (trainer.serving.predict).
-DEFAULT_THREADS = 1
+# Intra-op threads unless the caller says: every core this process may use, as TensorFlow and
+# LiteRT compute. On a quiet 2-core Xeon with AMX (bench/onnx.py's machine, 2026-12-02), 4,000
+# SST-2 texts, medians of 3: int8 1,847 rows/s on 2 threads against 1,195 on 1, float32 821
+# against 450. (On the same machine shared with other work, load 4.5-6, 1 thread had beaten 2:
+# two threads wait for each other on cores other processes hold. A serving container has its
+# cores to itself.)
 
 
 def session(path: str, threads: Optional[int] = None, spinning: bool = True):
@@ -43,7 +42,7 @@ def session(path: str, threads: Optional[int] = None, spinning: bool = True):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = DEFAULT_THREADS if threads is None else threads
+    options.intra_op_num_threads = hardware.usable_cores() if threads is None else threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     if not spinning:  # a server: idle threads sleep between requests instead of spinning
