@@ -257,7 +257,7 @@ def prediction_only(args, data, work, results):
     with printed() as text:
         print_precisions(results)
         print_headline(results)
-    publish("run-prediction", results, text.getvalue())
+    publish("run", results, text.getvalue(), part="prediction")
 
 
 def print_subset(results):

@@ -135,6 +135,18 @@ def test_the_bench_scripts_import_each_other_without_a_cycle():
     assert find_cycle(graph) == []
 
 
+def test_no_bench_script_bears_the_name_of_a_library_the_trainer_imports():
+    """bench/ is on sys.path in a bench script's process (and in the tests that import them): a
+    script named as a library (bench/onnx.py and the onnx library) is what `import onnx` finds
+    there, in the trainer's own code too."""
+    libraries = {name.split(".")[0] for path in PACKAGE.rglob("*.py")
+                 for node in ast.walk(ast.parse(path.read_text()))
+                 for name in ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                              [node.module] if isinstance(node, ast.ImportFrom) and node.module
+                              and not node.level else [])}
+    assert {path.stem for path in BENCH.glob("*.py")} & libraries == set()
+
+
 def package_map() -> dict:
     """{folder: its section} of docs/architecture.md's package map: the text under each
     "### `trainer/<folder>/`" heading."""

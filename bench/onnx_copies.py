@@ -1,8 +1,9 @@
-"""Benchmark (issue 66): a model's ONNX copies against its SavedModel and LiteRT int8 copy, in one
+"""Benchmark (issue 66; not bench/onnx.py, which would shadow the onnx library for every process
+with bench/ on its path): a model's ONNX copies against its SavedModel and LiteRT int8 copy, in one
 run on one machine, on the same texts.
 
-    python bench/onnx.py [--parts short,long,tagging] [--texts 4000] [--onnx-python VENV/bin/python] [--publish]
-    python bench/onnx.py --parts short --model-dir JOB_DIR/model     # a model of your own on the short texts
+    python bench/onnx_copies.py [--parts short,long,tagging] [--texts 4000] [--onnx-python VENV/bin/python] [--publish]
+    python bench/onnx_copies.py --parts short --model-dir JOB_DIR/model     # a model of your own on the short texts
 
 For each part a model is trained once (bench/work/onnx/, resumed or reused by a rerun on the same
 CPU) with every copy the run writes, then each copy the model dir holds is measured:
@@ -33,11 +34,6 @@ import numpy as np
 
 from common import ROOT, WORK, add_publish_flag, fmt, log, machine, printed, publish, table
 from server_load import copy_flags, serve_rates
-
-# This script bears the onnx library's name: past the bench's own imports above, an `import onnx`
-# in this process (the trainer's ONNX code) must find the library, not this file.
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [path for path in sys.path if os.path.abspath(path or ".") != HERE]
 
 SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared", "data"))
 COPIES = ("float32", "int8", "onnx", "onnx-int8")  # variants' names: runtime and precision
@@ -220,7 +216,7 @@ def main():
         for result in results.values():
             for figures in result["copies"].values():
                 figures.pop("outputs", None)
-        publish("onnx", {"results": results, "machine": machine()}, out.getvalue())
+        publish("onnx_copies", {"results": results, "machine": machine()}, out.getvalue())
 
 
 if __name__ == "__main__":
