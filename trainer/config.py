@@ -602,12 +602,21 @@ def _validate_task(config: Config, require) -> None:
 def validate(config: Config, given: Optional[dict] = None) -> None:
     """Every check that needs no data or TensorFlow, with the flag named in the message."""
     given = given or {}
-    d, m, t, r = config.data, config.model, config.train, config.runtime
-
     def require(ok, flag, message):
         if not ok:
             raise UserError(f"{flag}: {message}")
 
+    _validate_data(config, given, require)
+    _validate_training(config, require)
+    _validate_outputs(config, require)
+    _validate_encoder(config, require)
+    _validate_distillation(config, given, require)
+    _validate_task(config, require)
+
+
+def _validate_data(config: Config, given: dict, require) -> None:
+    """Splits, sequence length, long texts and label names."""
+    d, m = config.data, config.model
     require(0.0 < d.train_fraction <= 1.0, "--train-fraction", f"must be in (0, 1], got {d.train_fraction}")
     require(0.0 < d.validation_fraction < 0.5, "--validation-fraction",
             f"must be in (0, 0.5), got {d.validation_fraction}")
@@ -637,6 +646,11 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
         require(len(set(names)) == len(names), "--label-names", f"has duplicates: {d.label_names!r}")
         require(d.label_type != "score" or len(names) == 3, "--label-names",
                 "with --label-type score needs exactly three names (negative,neutral,positive)")
+
+
+def _validate_training(config: Config, require) -> None:
+    """The schedule's, the batches' and the logs' numbers."""
+    m, t, r = config.model, config.train, config.runtime
     require(0.0 <= m.dropout < 1.0, "--dropout", f"must be in [0, 1), got {m.dropout}")
     require(t.epochs is None or t.epochs >= 1, "--epochs", f"must be at least 1, got {t.epochs}")
     require(t.max_steps >= 0, "--max-steps", f"must be >= 0, got {t.max_steps}")
@@ -663,7 +677,11 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
             f"must be >= 0, got {config.output.report_errors}")
     require(config.output.report_correct >= 0, "--report-correct",
             f"must be >= 0, got {config.output.report_correct}")
-    _validate_outputs(config, require)
+
+
+def _validate_encoder(config: Config, require) -> None:
+    """What the encoder's backend allows: XLA, a shallower student, the checked copies."""
+    m, r = config.model, config.runtime
     require(not (m.encoder_backend == "hub" and r.jit_compile == "on" and not m.freeze_encoder),
             "--jit-compile", "'on' cannot train a hub.KerasLayer encoder: XLA recompiles it every "
                              "step (about 30x slower). Use --encoder-backend native or --freeze-encoder.")
@@ -680,8 +698,6 @@ def validate(config: Config, given: Optional[dict] = None) -> None:
     require(not (m.preprocessor and r.export_onnx == "on"), "--export-onnx",
             "'on' cannot be met with --preprocessor: a TF-Hub preprocessor tokenizes in its own "
             "graph, which the ONNX copies' tokenizer.json cannot carry")
-    _validate_distillation(config, given, require)
-    _validate_task(config, require)
 
 
 def _validate_distillation(config: Config, given: dict, require) -> None:
