@@ -22,6 +22,12 @@ teach at best, which tells a teacher that teaches little from a transfer set wit
 
     python bench/distill.py [--data sst2-whole|imdb] [--train-rows 10000] [--transfer-rows N]
                             [--models ...] [--teacher-job DIR] [--publish]
+                            [--teacher-encoder default --student-layers 3]
+
+--teacher-encoder default with --student-layers 3 is the same comparison at a sixth of the cost,
+for data whose mpnet teacher takes too long on 2 cores (IMDB's reviews: about nine hours of
+training): the default encoder is the teacher, its 3-layer copy the student, alone and distilled
+(issue #65's own reduced check had this shape).
 
 Each model's job dir is named by the model and the data's settings (bench/work/distill-DATA/
 job-MODEL-ROWS-TRANSFER-sSEED): a rerun resumes an unfinished run (the teacher alone is over an
@@ -52,6 +58,7 @@ from common import (WORK, add_publish_flag, machine, metrics_of, predict_file, p
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "..", "shared", "data")
 MODELS = ("student", "teacher", "distilled", "distilled-3")
+TEACHER = "all-mpnet-base-v2"
 ASKED = ("student-gold",)
 LONG_WORDS = 10
 
@@ -97,17 +104,18 @@ def imdb(work: str, train_rows: int, transfer_rows, seed: int) -> dict:
             "transfer": len(unlabeled)}
 
 
-def model_flags(model: str, data: dict, jobs: dict) -> list:
+def model_flags(model: str, data: dict, jobs: dict, args) -> list:
     """trainer.task's flags of one model (the distilled ones after the teacher)."""
+    student = ["--encoder-layers", str(args.student_layers)] if args.student_layers else []
     if model == "teacher":
         import mpnet_weights
-        return ["--encoder", mpnet_weights.fetch()]
+        return ["--encoder", mpnet_weights.fetch()] if args.teacher_encoder == TEACHER else []
     if model == "distilled":
-        return ["--teacher", os.path.join(jobs["teacher"], "model"), "--unlabeled-file", data["unlabeled"]]
+        return ["--teacher", os.path.join(jobs["teacher"], "model"), "--unlabeled-file", data["unlabeled"], *student]
     if model == "distilled-3":
         return ["--teacher-probabilities", teacher_file(jobs["distilled"]), "--unlabeled-file",
                 data["unlabeled"], "--encoder-layers", "3"]
-    return []
+    return student
 
 
 def teacher_file(job: str) -> str:
@@ -123,7 +131,10 @@ def job_dir(work: str, model: str, args) -> str:
             sys.exit(f"error: --teacher-job: {args.teacher_job} holds no finished run (metrics.json)")
         return os.path.abspath(args.teacher_job)
     long_texts = f"-{args.long_texts}" if args.long_texts else ""
-    return os.path.join(work, f"job-{model}-{args.train_rows}-{args.transfer_rows or 'all'}{long_texts}-s{args.seed}")
+    teacher = "" if args.teacher_encoder == TEACHER or model not in ("teacher", "distilled") else "-tdefault"
+    layers = f"-l{args.student_layers}" if args.student_layers and model != "teacher" else ""
+    return os.path.join(work, f"job-{model}-{args.train_rows}-{args.transfer_rows or 'all'}{long_texts}"
+                              f"{teacher}{layers}-s{args.seed}")
 
 
 def finished_run(model: str, job: str, flags: list, args) -> dict:
@@ -141,7 +152,7 @@ def run_model(work: str, model: str, data: dict, jobs: dict, args) -> dict:
     long_texts = ["--long-texts", args.long_texts] if args.long_texts else []
     train = data["gold"] if model == "student-gold" else data["train"]
     metrics = finished_run(model, job, ["--training-file", train, *validation, *long_texts,
-                                        *model_flags(model, data, jobs)], args)
+                                        *model_flags(model, data, jobs, args)], args)
     printed_lines, rows = predict_file(os.path.join(job, "model"), data["dev"], os.path.join(job, "dev.csv"))
     rate = float(re.search(r"predicted \d+ rows in .* \(([\d,.]+) rows/s\)", printed_lines).group(1).replace(",", ""))
     right = np.asarray([row["predicted_label"] == label for row, (_, label) in zip(rows, data["dev_rows"])])
@@ -157,7 +168,8 @@ def run_model(work: str, model: str, data: dict, jobs: dict, args) -> dict:
 def report(results: dict, args, data: dict) -> str:
     base = results["student"]
     with printed() as text:
-        print(f"bench/distill.py: {args.data}, {args.train_rows} labelled rows (seeded), "
+        print(f"bench/distill.py: {args.data}, teacher {args.teacher_encoder}, student "
+              f"{args.student_layers or 'all'} layers of the default encoder, {args.train_rows} labelled rows (seeded), "
               f"{data['transfer']} unlabelled; scored on {len(data['dev_rows'])} held-out rows "
               f"({base['dev_rows_10_words']} of {LONG_WORDS}+ words); {machine()['cpus']} CPUs\n")
         print(table([[r["model"], f"{r['accuracy']:.4f}", f"{r['accuracy'] - base['accuracy']:+.4f}",
@@ -192,6 +204,11 @@ def main():
     parser.add_argument("--models", default=",".join(MODELS),
                         help="comma-separated, run in this order: " + ", ".join((*MODELS, *ASKED)))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--teacher-encoder", choices=(TEACHER, "default"), default=TEACHER,
+                        help="the teacher's encoder: 'default' is the trainer's (with --student-layers, "
+                             "a shallower student of the same encoder: a run hours shorter)")
+    parser.add_argument("--student-layers", type=int,
+                        help="--encoder-layers of the student and the distilled student (default: all)")
     parser.add_argument("--teacher-job", help="a finished teacher run (all-mpnet-base-v2 on the same "
                                               "seeded rows) to use instead of training one")
     add_publish_flag(parser)
