@@ -1,8 +1,8 @@
-"""The calls trainer.storage makes of tf.io.gfile, on the local file system: storage's file
-access in an environment without TensorFlow (the ONNX runtime's, `bash scripts/install.sh
-onnx`). Storage reaches it where it would reach TensorFlow (`_tf()`), so both answer alike for
-a local path; a gs:// path is read, or a finished file uploaded, through google-cloud-storage
-(trainer/gcs_gfile.py), and anything else there is one line naming what does it.
+"""The calls trainer.storage makes of tf.io.gfile, on the local file system: storage's access to
+every local file, and to gs:// in an environment without TensorFlow (the ONNX runtime's, `bash
+scripts/install.sh onnx`). It answers as tf.io.gfile does for a local path; a gs:// path is
+read, or a finished file uploaded, through google-cloud-storage (trainer/gcs_gfile.py), and
+anything else there is one line naming what does it.
 """
 import functools
 import glob as globbing
@@ -47,7 +47,9 @@ def listdir(path: str) -> list:
 @_or_cloud
 def stat(path: str):
     found = os.stat(_local(path))
-    return SimpleNamespace(length=found.st_size, mtime_nsec=found.st_mtime_ns)
+    # Whole seconds, as tf.io.gfile's local stat gives them: the cache keys made of it (token
+    # cache, teacher file) stay those of runs that read their files through TensorFlow.
+    return SimpleNamespace(length=found.st_size, mtime_nsec=int(found.st_mtime) * 10**9)
 
 
 @_or_cloud

@@ -1,5 +1,6 @@
-"""File access for local paths and gs:// alike (tf.io.gfile; without TensorFlow,
-trainer/local_gfile.py, which reads gs:// through trainer/gcs_gfile.py), with atomic writes.
+"""File access for local paths and gs:// alike, with atomic writes: local files through Python's
+own calls (trainer/local_gfile.py), gs:// through tf.io.gfile where TensorFlow is installed and
+else google-cloud-storage (trainer/gcs_gfile.py, by local_gfile).
 
 A reader never sees half a file: every write goes to a temporary name in the same directory
 and is renamed into place. On GCS an object appears whole when its upload finishes, and
@@ -15,10 +16,12 @@ from trainer import installed, local_gfile
 from trainer.errors import UserError
 
 
-def _tf():
-    """TensorFlow, imported on first use: entry points answer --help without loading it. Where
-    it is not installed (the ONNX runtime's environment), local files through the same calls."""
-    return trainer.import_tensorflow() if installed.tensorflow() else local_gfile
+def _system(path: str):
+    """What reads `path`, called as tf.io.gfile is (`.io.gfile`, `.errors`): TensorFlow, imported
+    on first use, for a path on another file system (gs://) where it is installed; else
+    trainer/local_gfile.py. Local files never need TensorFlow: a command that reads only them
+    (trainer.predict with an ONNX copy) starts without importing it, 5 s sooner."""
+    return trainer.import_tensorflow() if "://" in path and installed.tensorflow() else local_gfile
 
 
 def join(base: str, name: str) -> str:
@@ -41,7 +44,7 @@ def _bucket(path: str) -> str:
 
 def explain(path: str, error: Exception) -> str:
     """One line for a failed gs:// access: what went wrong and what to do."""
-    tf = _tf()
+    tf = _system(path)
     message = getattr(error, "message", str(error))
     first = message.strip().splitlines()[0] if message.strip() else type(error).__name__
     if isinstance(error, tf.errors.UnauthenticatedError) or "response code 401" in message or \
@@ -74,8 +77,8 @@ def _bucket_exists(path: str) -> bool:
 @functools.lru_cache(maxsize=None)
 def _bucket_found(bucket: str) -> bool:
     try:
-        return _tf().io.gfile.exists(bucket + "/")
-    except _tf().errors.OpError:
+        return _system(bucket).io.gfile.exists(bucket + "/")
+    except _system(bucket).errors.OpError:
         return True  # the caller reports its own error instead
 
 
@@ -92,9 +95,9 @@ def _cloud_errors(function):
     def wrapper(*args, **kwargs):
         try:
             return function(*args, **kwargs)
-        except _tf().errors.OpError as error:
+        except Exception as error:
             cloud = [a for a in args if isinstance(a, str) and a.startswith("gs://")]
-            if not cloud:
+            if not cloud or not isinstance(error, _system(cloud[0]).errors.OpError):
                 raise
             named = re.search(r"gs://\S+", getattr(error, "message", ""))
             path = next((p for p in cloud if named and named.group(0).startswith(p)), cloud[0])
@@ -106,23 +109,23 @@ def _cloud_errors(function):
 
 @_cloud_errors
 def exists(path: str) -> bool:
-    return _tf().io.gfile.exists(path)
+    return _system(path).io.gfile.exists(path)
 
 
 @_cloud_errors
 def isdir(path: str) -> bool:
-    return _tf().io.gfile.isdir(path)
+    return _system(path).io.gfile.isdir(path)
 
 
 @_cloud_errors
 def listdir(path: str) -> list:
-    return _tf().io.gfile.listdir(path)
+    return _system(path).io.gfile.listdir(path)
 
 
 @_cloud_errors
 def tree_size(path: str) -> int:
     """Bytes of a file, or of every file under a directory (0 if there is nothing)."""
-    gfile = _tf().io.gfile
+    gfile = _system(path).io.gfile
     if not gfile.exists(path):
         return 0
     if not gfile.isdir(path):
@@ -134,33 +137,34 @@ def tree_size(path: str) -> int:
 @_cloud_errors
 def identity(path: str) -> tuple:
     """(bytes, modification time in ns) of a file: what says it changed, without reading it."""
-    stat = _tf().io.gfile.stat(path)
+    stat = _system(path).io.gfile.stat(path)
     return stat.length, stat.mtime_nsec
 
 
 @_cloud_errors
 def remove(path: str) -> None:
     """Deletes a file, or a directory with everything in it."""
-    if _tf().io.gfile.isdir(path):
-        _tf().io.gfile.rmtree(path)
+    gfile = _system(path).io.gfile
+    if gfile.isdir(path):
+        gfile.rmtree(path)
     else:
-        _tf().io.gfile.remove(path)
+        gfile.remove(path)
 
 
 def makedirs(path: str) -> None:
     require_bucket(path)
-    _tf().io.gfile.makedirs(path)
+    _system(path).io.gfile.makedirs(path)
 
 
 @_cloud_errors
 def read_text(path: str) -> str:
-    with _tf().io.gfile.GFile(path, "r") as f:
+    with _system(path).io.gfile.GFile(path, "r") as f:
         return f.read()
 
 
 @_cloud_errors
 def read_bytes(path: str) -> bytes:
-    with _tf().io.gfile.GFile(path, "rb") as f:
+    with _system(path).io.gfile.GFile(path, "rb") as f:
         return f.read()
 
 
@@ -172,13 +176,13 @@ def open_binary(path: str):
             return open(path, "rb", buffering=1 << 20)
         except OSError as e:
             raise UserError(f"cannot read {path}: {e.strerror}") from None
-    return _cloud_errors(lambda p: _tf().io.gfile.GFile(p, "rb"))(path)
+    return _cloud_errors(lambda p: _system(p).io.gfile.GFile(p, "rb"))(path)
 
 
 @_cloud_errors
 def copy(source: str, target: str) -> None:
     require_bucket(target)
-    _tf().io.gfile.copy(source, target, overwrite=True)
+    _system(target if "://" in target else source).io.gfile.copy(source, target, overwrite=True)
 
 
 def _temporary_name(path: str) -> str:
@@ -189,13 +193,14 @@ def _temporary_name(path: str) -> str:
 @_cloud_errors
 def write_bytes_atomic(path: str, data: bytes) -> None:
     require_bucket(path)
+    gfile = _system(path).io.gfile
     parent = os.path.dirname(path)
     if parent:
-        _tf().io.gfile.makedirs(parent)
+        gfile.makedirs(parent)
     tmp = _temporary_name(path)
-    with _tf().io.gfile.GFile(tmp, "wb") as f:
+    with gfile.GFile(tmp, "wb") as f:
         f.write(data)
-    _tf().io.gfile.rename(tmp, path, overwrite=True)
+    gfile.rename(tmp, path, overwrite=True)
 
 
 def write_text_atomic(path: str, text: str) -> None:
@@ -228,7 +233,7 @@ def _files_top_level_last(root: str) -> list:
     """Paths of every file under `root`, relative to it: nested ones first, top-level ones last."""
     root = root.rstrip("/")
     nested, top = [], []
-    for directory, _, files in _tf().io.gfile.walk(root):
+    for directory, _, files in _system(root).io.gfile.walk(root):
         relative_dir = directory.rstrip("/")[len(root):].strip("/")
         for name in files:
             (nested if relative_dir else top).append(f"{relative_dir}/{name}" if relative_dir else name)
@@ -247,21 +252,21 @@ def replace_directory(tmp_dir: str, final_dir: str, marker: str = None) -> None:
     file naming the directory as this package's (trainer.serving.model_dir), is removed last and
     moved in first: a replacement cut short leaves a directory still known to be ours.
     """
+    gfile = _system(final_dir).io.gfile
     if not _is_object_store(final_dir):
-        if _tf().io.gfile.exists(final_dir):
-            _tf().io.gfile.rmtree(final_dir)
-        _tf().io.gfile.rename(tmp_dir, final_dir, overwrite=True)
+        if gfile.exists(final_dir):
+            gfile.rmtree(final_dir)
+        gfile.rename(tmp_dir, final_dir, overwrite=True)
         return
-    if _tf().io.gfile.exists(final_dir):
+    if gfile.exists(final_dir):
         for relative in _marker_at(list(reversed(_files_top_level_last(final_dir))), marker, last=True):
-            _tf().io.gfile.remove(join(final_dir, relative))
-        if _tf().io.gfile.exists(final_dir):
-            _tf().io.gfile.rmtree(final_dir)  # directory markers
+            gfile.remove(join(final_dir, relative))
+        if gfile.exists(final_dir):
+            gfile.rmtree(final_dir)  # directory markers
     for relative in _marker_at(_files_top_level_last(tmp_dir), marker, last=False):
-        _tf().io.gfile.rename(join(tmp_dir, relative), join(final_dir, relative),
-                           overwrite=True)
-    if _tf().io.gfile.exists(tmp_dir):
-        _tf().io.gfile.rmtree(tmp_dir)  # directory markers
+        gfile.rename(join(tmp_dir, relative), join(final_dir, relative), overwrite=True)
+    if gfile.exists(tmp_dir):
+        gfile.rmtree(tmp_dir)  # directory markers
 
 
 def _marker_at(files: list, marker, last: bool) -> list:
@@ -305,7 +310,7 @@ def expand_paths(spec: str, flag: str) -> list:
 
 
 def _expand(part: str, flag: str) -> list:
-    tf = _tf()
+    tf = _system(part)
     try:
         if any(ch in part for ch in "*?["):
             matches = sorted(m for m in tf.io.gfile.glob(part) if not tf.io.gfile.isdir(m))
@@ -319,7 +324,7 @@ def _expand(part: str, flag: str) -> list:
         if tf.io.gfile.isdir(part):
             raise UserError(f"{part} is a directory; give files or a glob like {part.rstrip('/')}/*.csv")
         return [part]
-    except tf.errors.OpError as e:
+    except (OSError, tf.errors.OpError) as e:
         if not part.startswith("gs://"):
-            raise UserError(f"cannot read {part}: {e.message}") from None
+            raise UserError(f"cannot read {part}: {getattr(e, 'message', None) or e.strerror}") from None
         raise UserError(explain(part, e)) from None
