@@ -49,6 +49,9 @@ def tiny_export(encoder_dir, cache_dir, kind, **settings):
         task.mean, task.std = 3.0, 2.0
     if kind == "multi-label":
         task.thresholds = [0.3, 0.5, 0.7]
+    if settings.get("labels"):  # multi-label of many labels, each at 0.3
+        names = [f"l{i}" for i in range(settings["labels"])]
+        units, task.thresholds = len(names), [0.3] * len(names)
     if settings.get("threshold") is not None:
         names, units, task.threshold = names[:2], 2, settings["threshold"]
     long_texts = settings.get("long_texts", LongTexts())
@@ -351,16 +354,19 @@ def test_outputs_further_than_the_bound_refuse_the_copy_and_say_by_how_much():
     assert found["why"] == ["its outputs differ from float32's by up to 0.0003 (at most 0.0001 allowed)"]
 
 
-def test_multi_label_with_more_labels_than_the_table_holds_is_not_converted_and_says_why():
-    from trainer import tasks
-    from trainer.serving.onnx import convert
+def test_multi_label_past_the_table_s_labels_is_joined_by_the_runtime_as_the_savedmodel_joins(
+        tiny_encoder_dir, cache_dir, tmp_path):
+    from trainer.serving.onnx import convert, runtime
 
-    task = tasks.by_name("multi-label")
-    assert convert.joined_labels_refused(task, [f"l{i}" for i in range(convert.MAX_JOINED_LABELS)]) == ""
-    assert convert.joined_labels_refused(task, [f"l{i}" for i in range(17)]) == (
-        "17 labels: ONNX opset 17 joins no strings, so the copy looks a row's joined labels up in a "
-        "table of every set of labels, for at most 16")
-    assert convert.joined_labels_refused(tasks.by_name("classification"), list(range(40))) == ""
+    labels = convert.MAX_JOINED_LABELS + 2
+    module, build, task, names, pair = tiny_export(tiny_encoder_dir, cache_dir, "multi-label", labels=labels)
+    path, _, features = copied(tmp_path, module, build, task, names, pair)
+    assert "labels" not in onnx_outputs(path, features)
+    got, expected = runtime.OnnxModule(str(path)).predict_tokens(features), module.predict_tokens(features)
+    assert sorted(got) == sorted(expected)
+    assert got["labels"].tolist() == expected["labels"].numpy().tolist()
+    assert any(b"|" in joined for joined in got["labels"])  # rows of two labels or more, joined
+    np.testing.assert_allclose(got["probabilities"], expected["probabilities"].numpy(), atol=1e-4, rtol=0)
 
 
 def run_context(task, backend="native", mode="truncate", names=("a", "b"), preprocessor=None):

@@ -186,7 +186,7 @@ def _export_copy(ctx: RunContext, precision: str, wanted: bool, why_not) -> None
 
 def unsupported(ctx: RunContext, precision: str):
     """Why a run's model can have no `precision` copy (its encoder backend or long-texts
-    mode; for the ONNX copies, its --preprocessor and its labels too), or None."""
+    mode; for the ONNX copies, its --preprocessor too), or None."""
     from trainer.serving import variants
 
     why = variants.unsupported(precision, ctx.config.model.encoder_backend, ctx.long_texts.mode)
@@ -195,9 +195,7 @@ def unsupported(ctx: RunContext, precision: str):
     if ctx.config.model.preprocessor:
         return ("--preprocessor: a TF-Hub preprocessor tokenizes in its own graph, which the ONNX "
                 "copies' tokenizer.json cannot carry")
-    from trainer.serving.onnx import convert
-
-    return convert.joined_labels_refused(ctx.task, ctx.datasets.labels.names) or None
+    return None
 
 
 def write_copy(ctx: RunContext, model_dir: str, variables, precision: str) -> dict:

@@ -15,7 +15,8 @@ study of issue 66 measured each):
 A multi-label model's `labels` joins the chosen label names with a separator; opset 17 has no
 string concatenation (StringConcat is opset 20, beyond tf2onnx 1.17), so that output is built from
 a table of every set of labels instead of converted (`joined_output`), for at most
-MAX_JOINED_LABELS labels.
+MAX_JOINED_LABELS labels; past that the graph returns the 0/1 `predicted` alone and the runtime
+joins the names (`joined_outside`, runtime.joined_labels).
 """
 import contextlib
 import gc
@@ -35,7 +36,7 @@ OPSET = 17
 # matches.
 UNFUSABLE_OPTIMIZERS = ("einsum_optimizer", "global_pool_optimizer")
 # A table of 2**16 joined label sets is a few MB in the graph; 2**17 and beyond grow past the
-# model's own size for a small encoder.
+# model's own size for a small encoder (past it, the runtime joins: joined_outside).
 MAX_JOINED_LABELS = 16
 # A tagger's graph's one output: every token's logits [windows, max_seq_length, tags].
 TAGGER_OUTPUT = "logits"
@@ -121,12 +122,14 @@ def encoder_shape(classifier) -> tuple:
     return config.num_heads, config.hidden_size
 
 
-def joined_labels_refused(task, label_names) -> str:
-    """Why a model of `task` with these labels gets no ONNX graph ("" when it does)."""
-    if task.joined_outputs() and len(label_names) > MAX_JOINED_LABELS:
-        return (f"{len(label_names)} labels: ONNX opset 17 joins no strings, so the copy looks a row's "
-                f"joined labels up in a table of every set of labels, for at most {MAX_JOINED_LABELS}")
-    return ""
+def joined_outside(task, label_names) -> dict:
+    """{output: {"from": the 0/1 output, "separator", "labels"}} of the task's joined outputs
+    that the graph cannot hold (more than MAX_JOINED_LABELS labels): the runtime joins those
+    itself (runtime.joined_labels), and onnx.json says so."""
+    if len(label_names) <= MAX_JOINED_LABELS:
+        return {}
+    return {name: {"from": chosen, "separator": separator, "labels": [str(n) for n in label_names]}
+            for name, (chosen, separator) in task.joined_outputs().items()}
 
 
 def convert(classifier, module, task, label_names):
@@ -134,6 +137,7 @@ def convert(classifier, module, task, label_names):
     the outputs of the SavedModel's predict_tokens, by name, in its order. Build `classifier`
     and call this inside `onnx_forms`."""
     joined = task.joined_outputs()
+    outside = joined_outside(task, label_names)
 
     def forward(logits):
         return {name: value for name, value in module.outputs(logits).items() if name not in joined}
@@ -141,7 +145,8 @@ def convert(classifier, module, task, label_names):
     proto, function = _traced(classifier, forward)
     _embed_captured_constants(proto, function.get_concrete_function())
     for name, (chosen, separator) in joined.items():
-        joined_output(proto, name, chosen, label_names, separator)
+        if name not in outside:
+            joined_output(proto, name, chosen, label_names, separator)
     _sort_outputs(proto)
     return proto
 

@@ -26,7 +26,7 @@ from trainer.serving.onnx import convert, fusion, int8, packing, runtime, taggin
 MODEL, FACTS = runtime.MODEL, runtime.GRAPH_FACTS
 # What the int8 copy's onnx.json takes from the float32 copy's: what the graph is asked and
 # answers, not how it computes.
-SHARED_FACTS = ("pair", "padded_lengths", "task_outputs")
+SHARED_FACTS = ("pair", "padded_lengths", "task_outputs", "joined")
 # Training rows the int8 float fallback scores each node on (int8.sensitivity): a seeded
 # sample, apart from the validation rows the copy is then checked on.
 RANKING_ROWS = 128
@@ -55,8 +55,9 @@ def float32_copy(build: Callable[[], tuple], variables, reference, task, label_n
         shared = {"padded_lengths": list(padding.padded_lengths(max_seq_length)),
                   "task_outputs": sorted(predict.predict_outputs(reference, [""], 1))}
     else:
-        shared = {"padded_lengths": predict.ladder_of(reference),
-                  "task_outputs": [output.name for output in fused.graph.output]}
+        outside = convert.joined_outside(task, label_names)
+        shared = {"padded_lengths": predict.ladder_of(reference), "joined": outside,
+                  "task_outputs": sorted([output.name for output in fused.graph.output] + list(outside))}
     return folder(fused, files, reference, task, "float32", {"pair": pair, **shared}), what
 
 
@@ -85,7 +86,7 @@ def int8_copy(model_dir: str, reference, task, check_rows: dict, ranking_texts: 
              for name in (packing.TOKENIZER, packing.PACKING, tagging.TAGGING)
              if name != tagging.TAGGING or storage.exists(storage.join(source, name))}
     source_facts = json.loads(storage.read_text(storage.join(source, FACTS)))
-    shared = {key: source_facts[key] for key in SHARED_FACTS}
+    shared = {key: source_facts[key] for key in SHARED_FACTS if key in source_facts}  # "joined": since 2026-12
     check = _checker(reference, task, check_rows, batch_size,
                      lambda graph: folder(graph, files, reference, task, "int8", shared))
     every = int8.quantize(model)
@@ -137,7 +138,8 @@ def facts(model, reference, task, precision: str, shared: dict, float_nodes=()) 
     return {"format": runtime.FORMAT, "precision": precision, "outputs": outputs,
             "inputs": [graph_input.name for graph_input in model.graph.input],
             "pair": shared["pair"], "padded_lengths": [int(n) for n in shared["padded_lengths"]],
-            "task_outputs": list(shared["task_outputs"]), "decisions": decisions, "opset": convert.OPSET,
+            "task_outputs": list(shared["task_outputs"]), "joined": shared.get("joined", {}),
+            "decisions": decisions, "opset": convert.OPSET,
             "tf2onnx": tf2onnx.__version__, "onnxruntime": onnxruntime.__version__,
             "float_nodes": list(float_nodes)}
 

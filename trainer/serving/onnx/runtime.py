@@ -112,6 +112,7 @@ class OnnxModule:
         self._session = session(storage.join(copy_dir, MODEL), threads, spinning)
         self._inputs = [i.name for i in self._session.get_inputs()]
         self._outputs = [o.name for o in self._session.get_outputs()]
+        self._joined = self.facts.get("joined", {})  # outputs the graph cannot hold (convert.joined_outside)
         # The export's temperature and its task's decisions (which the graph holds), read as a
         # SavedModel's variables: trainer.evaluate scores a copy at them
         for name in ("temperature", *found.task().decision_variables):
@@ -135,7 +136,10 @@ class OnnxModule:
         runs = [self._run({name: np.asarray(features[name], np.int32)[start:start + ROWS_PER_RUN]
                            for name in self._inputs}, int(lengths[start:start + ROWS_PER_RUN].max()))
                 for start in range(0, len(lengths), ROWS_PER_RUN)]
-        return {name: np.concatenate([run[name] for run in runs]) for name in self._outputs}
+        outputs = {name: np.concatenate([run[name] for run in runs]) for name in self._outputs}
+        for name, join in self._joined.items():
+            outputs[name] = joined_labels(outputs[join["from"]], join["labels"], join["separator"])
+        return outputs
 
     def _run(self, features: dict, longest: int) -> dict:
         width = self._width(longest)
@@ -149,6 +153,14 @@ class OnnxModule:
         if longest <= self._tokenizer.max_seq_length:
             return longest
         return int(self.padded_lengths[np.searchsorted(self.padded_lengths, longest)])
+
+
+def joined_labels(chosen, names, separator: str) -> np.ndarray:
+    """Each row's `names` where `chosen` [B, C] is 1, joined by `separator`, as bytes: the
+    SavedModel's tf.strings.reduce_join, for a copy of more labels than its graph can join."""
+    names = np.asarray(names, object)
+    return np.array([separator.join(names[np.flatnonzero(row)]).encode() for row in np.asarray(chosen)],
+                    dtype=object)
 
 
 def _as_saved(value) -> np.ndarray:
