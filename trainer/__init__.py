@@ -7,6 +7,8 @@ of C++ start-up warnings, every x86 CPU should get the oneDNN kernels, and the T
 TensorFlow must not wait on a metadata server off a TPU VM. Users may override each variable.
 """
 import contextlib
+import importlib.abc
+import importlib.machinery
 import os
 import re
 import sys
@@ -41,22 +43,53 @@ _STARTUP_NOISE = re.compile(
 
 
 def import_tensorflow(verbose: bool = False):
-    """Imports TensorFlow and TF-Text with their start-up banner filtered out of stderr.
-
-    Anything else written to stderr meanwhile (a real import error) is passed through.
-    `verbose` shows everything TensorFlow logs, from C++ too.
+    """Imports TensorFlow and TF-Text (their start-up banner filtered out of stderr, as wherever
+    they are first imported: _QuietStart). `verbose` shows everything TensorFlow logs, from C++ too.
     """
-    if "tensorflow" in sys.modules and "tensorflow_text" in sys.modules:
-        return sys.modules["tensorflow"]
     if verbose:
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
-        import tensorflow
-        import tensorflow_text  # noqa: F401  registers the tokenizer ops
-        return tensorflow
-    with stderr_filtered(_STARTUP_NOISE):
-        import tensorflow
-        import tensorflow_text  # noqa: F401  registers the tokenizer ops
+        _QuietStart.verbose = True
+    import tensorflow
+    import tensorflow_text  # noqa: F401  registers the tokenizer ops
     return tensorflow
+
+
+class _QuietStart(importlib.abc.MetaPathFinder):
+    """Filters _STARTUP_NOISE out of stderr wherever tensorflow or tensorflow_text is first
+    imported: through import_tensorflow, or by whichever of the modules that import them a
+    command reaches first (local files are read without TensorFlow, so a command has no one
+    place that always comes first). Anything else written meanwhile, a real import error, is
+    passed through."""
+    NAMES = ("tensorflow", "tensorflow_text")
+    verbose = False
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self.NAMES or self.verbose:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _QuietLoader(spec.loader)
+        return spec
+
+
+class _QuietLoader(importlib.abc.Loader):
+    """A module's own loader, its execution run with stderr filtered; the rest is the loader's."""
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        with stderr_filtered(_STARTUP_NOISE):
+            self._loader.exec_module(module)
+
+
+sys.meta_path.insert(0, _QuietStart())
 
 
 @contextlib.contextmanager
