@@ -8,7 +8,6 @@ TensorFlow must not wait on a metadata server off a TPU VM. Users may override e
 """
 import contextlib
 import importlib.abc
-import importlib.machinery
 import os
 import re
 import sys
@@ -66,7 +65,10 @@ class _QuietStart(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name not in self.NAMES or self.verbose:
             return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        # The finders after this one decide where it is, or that it is not to be imported
+        spec = next((found for finder in sys.meta_path[sys.meta_path.index(self) + 1:]
+                     if (found := getattr(finder, "find_spec", lambda *_: None)(name, path, target))),
+                    None)
         if spec is not None and spec.loader is not None:
             spec.loader = _QuietLoader(spec.loader)
         return spec
