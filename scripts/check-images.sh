@@ -17,8 +17,9 @@
 #   check exported (serve-onnx: its ONNX copies, which the training check writes): health 503
 #   then 200 (the seconds from the container's start to that 200 are in the row: the start time
 #   of each server; serve-onnx's as a share of serve's when both run, a figure, not a check), predictions
-#   equal to `trainer.predict`'s (run in the same image; serve-onnx: --runtime onnx), 400 for a
-#   bad request, exit 0 on SIGTERM.
+#   equal to `trainer.predict`'s (run in the same image), 400 for a bad request, exit 0 on
+#   SIGTERM; serve with --runtime tensorflow (its default, auto, may take an ONNX copy), serve-onnx
+#   with --runtime onnx.
 #
 # It ends with one table (markdown): image, size, build seconds and each check's result, and exits
 # 0 only when every check passed (2 on bad arguments).
@@ -315,10 +316,11 @@ PY
 # status NETNS URL [curl options]: the HTTP status code (000 when nothing answers).
 status() { local ns=$1 url=$2; shift 2; ip netns exec "$ns" curl -s -o /dev/null -w '%{http_code}' "$@" "$url" || true; }
 
-# check_serving IMAGE: the serving image IMAGE (serve, or serve-onnx: --runtime onnx) as Vertex
-# runs it, with the model the last training check exported.
+# check_serving IMAGE: the serving image IMAGE (serve: --runtime tensorflow, the runtime it is
+# for, which its default --runtime auto passes over for an ONNX copy within 1.1x of it; or
+# serve-onnx: --runtime onnx) as Vertex runs it, with the model the last training check exported.
 check_serving() {
-  local name=$1 out="$work/$1" ns="vbt-check-$1-$$" runtime=()
+  local name=$1 out="$work/$1" ns="vbt-check-$1-$$" runtime=(--runtime tensorflow)
   [[ "$name" == serve-onnx ]] && runtime=(--runtime onnx)
   if [[ ! -d "$dir/model" ]]; then
     skip "$name" "a model exported by a training check" "none yet: check gpu or tpu first"
@@ -344,7 +346,7 @@ check_serving() {
   local started
   started=$(date +%s.%N)
   run_entrypoint "$ns" "$name" "$out/server" -v "$dir/model:/model:ro" -e AIP_HTTP_PORT=8080 \
-    -e AIP_HEALTH_ROUTE=$health -e AIP_PREDICT_ROUTE=$predict -e AIP_STORAGE_URI=/model -- &
+    -e AIP_HEALTH_ROUTE=$health -e AIP_PREDICT_ROUTE=$predict -e AIP_STORAGE_URI=/model -- "${runtime[@]}" &
   local server=$! codes=() code last="" i ready=""
   for (( i = 0; i < 600; i++ )); do   # up to 120 s
     code=$(status "$ns" "http://127.0.0.1:8080$health")
