@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tf_keras
 
-from trainer import config
+from trainer import tasks
 from trainer.cloud import submit
 from trainer.vertex import hypertune as reporting
 
@@ -57,7 +57,7 @@ def test_a_real_training_run_writes_one_json_line_per_epoch_and_one_final(tmp_pa
     monkeypatch.setenv("CLOUD_ML_HP_METRIC_FILE", str(metrics_file))
     monkeypatch.setenv("CLOUD_ML_TRIAL_ID", "7")
     inject, reporter = InjectValidationF1(), reporting.HypertuneReporter()
-    assert reporter.active and reporter.metric == config.DEFAULT_SELECTION_METRIC
+    assert reporter.active and reporter.metric == tasks.DEFAULT_METRIC
     tiny_fit([inject, reporter])
     reporter.report_final(max(inject.values), step=3)
 

@@ -15,7 +15,7 @@ ENTRY_MODULES = {"trainer.task", "trainer.predict", "trainer.prepare", "trainer.
 # subpackage is one floor; the top-level modules not named fall to the package's own rank, 0.
 # The ground floor: the shared modules, the task kinds (config reads their registry, every floor
 # above asks them what differs by task) and vertex/ (the platform a job runs on: its environment,
-# credentials, TPU, and the services a run reports to). The task kinds read labels with
+# credentials, and the services a run reports to). The task kinds read labels with
 # trainer/reading.py, the file reader, a top-level module on the ground floor.
 RANKS = {
     "trainer": 0, "trainer.tasks": 0, "trainer.vertex": 0,

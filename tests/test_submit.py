@@ -6,7 +6,7 @@ import pytest
 from google.cloud import aiplatform_v1
 from google.protobuf import json_format
 
-from trainer import cli, config
+from trainer import cli, config, tasks
 from trainer.cloud import submit
 from trainer.tuning import space
 
@@ -120,7 +120,7 @@ def test_a_tuning_job_optimizes_the_trainers_metric_over_its_flags(capsys):
                   trainer_args=("--max-seq-length", "64"))
     parse(job, aiplatform_v1.HyperparameterTuningJob)
     study = parse(job["studySpec"], aiplatform_v1.StudySpec)
-    assert [(m.metric_id, m.goal.name) for m in study.metrics] == [(config.DEFAULT_SELECTION_METRIC, "MAXIMIZE")]
+    assert [(m.metric_id, m.goal.name) for m in study.metrics] == [(tasks.DEFAULT_METRIC, "MAXIMIZE")]
     assert [p.parameter_id for p in study.parameters] == list(space.TUNED_FLAGS)
     assert (job["maxTrialCount"], job["parallelTrialCount"]) == (8, 2)
     trial = parse(job["trialJobSpec"], aiplatform_v1.CustomJobSpec)

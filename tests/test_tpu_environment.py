@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from trainer.vertex.tpu import libtpu_environment, tpu_chips_attached
+from trainer.tpu import libtpu_environment, tpu_chips_attached
 
 OFF_TPU = {"TPU_LOAD_LIBRARY": "0", "TPU_SKIP_MDS_QUERY": "1"}
 

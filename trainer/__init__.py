@@ -14,7 +14,7 @@ import sys
 import tempfile
 import warnings
 
-from trainer.vertex import tpu as _tpu
+from trainer import tpu as _tpu
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -22,7 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # or AMX (tensorflow/tensorflow#56039); on AVX2-only CPUs it falls back to Eigen's, which ran a
 # float32 training step 1.82x slower and prediction 1.15x (docs/performance.md).
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-# Off a TPU VM, tensorflow-tpu's import would wait on the GCE metadata server (trainer/vertex/tpu.py).
+# Off a TPU VM, tensorflow-tpu's import would wait on the GCE metadata server (trainer/tpu.py).
 os.environ.update(_tpu.libtpu_environment(os.environ, _tpu.tpu_chips_attached()))
 
 # tensorflow-hub 0.16.1 imports pkg_resources to check TensorFlow's version (tensorflow_hub/

@@ -20,8 +20,6 @@ from trainer.errors import UserError
 
 DEFAULT_ENCODER = "minilm-l6-h384-uncased"
 ENCODER_BACKENDS = ("native", "hub")
-# --selection-metric of --task auto (each task's own default replaces it: _apply_task_defaults).
-DEFAULT_SELECTION_METRIC = tasks.by_name(tasks.AUTO).default_metric
 
 
 def validation_metric(name: str) -> str:
@@ -283,7 +281,7 @@ class TrainConfig:
         False, "One step of training, evaluation and export on a few rows, to check a job end "
                "to end in about a minute (most of it TensorFlow's start-up and tracing).")
     selection_metric: str = _flag(
-        DEFAULT_SELECTION_METRIC, "Validation metric that picks the best epoch (whose weights are "
+        tasks.DEFAULT_METRIC, "Validation metric that picks the best epoch (whose weights are "
                                   "exported), drives early stopping and is reported to Vertex "
                                   "hyperparameter tuning.",
         choices=tuple(tasks.METRIC_GOALS), aliases=("--hypertune-metric",), type=validation_metric)

@@ -35,6 +35,11 @@ def by_name(name: Optional[str]) -> Task:
     return {kind.name: kind for kind in KINDS}[name]()
 
 
+# --selection-metric of --task auto (each task's own default replaces it: config's _apply_task_defaults),
+# and the metric a tuning job's trials report by default (trainer.vertex.hypertune).
+DEFAULT_METRIC = by_name(AUTO).default_metric
+
+
 def auto_task(training_file: Optional[str]) -> Optional[str]:
     """The name of the kind --task auto trains on `training_file` when a kind claims it (tagged
     sentences), else None: the first kind's, as ever."""

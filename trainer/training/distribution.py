@@ -19,7 +19,7 @@ from typing import Mapping, Optional
 
 from trainer import hardware
 from trainer.vertex import environment as vertex
-from trainer.vertex import tpu
+from trainer import tpu
 from trainer.config import RuntimeConfig
 from trainer.errors import UserError
 

@@ -12,7 +12,7 @@ quirks of that library shape this module:
   erase the first one's lines: one reporter holds one instance for the whole run, and the final
   report goes through it too.
 
-The tag is the trainer's --selection-metric (default `config.DEFAULT_SELECTION_METRIC`), the same value
+The tag is the trainer's --selection-metric (default `tasks.DEFAULT_METRIC`), the same value
 `trainer.submit tune` puts in the job's metric spec.
 """
 import os
@@ -21,7 +21,7 @@ from typing import Mapping
 import hypertune
 import tf_keras
 
-from trainer import config, tasks
+from trainer import tasks
 
 
 def reporting_enabled(environ: Mapping[str, str]) -> bool:
@@ -37,7 +37,7 @@ class HypertuneReporter(tf_keras.callbacks.Callback):
     object with `report_hyperparameter_tuning_metric`); given one, it always reports.
     """
 
-    def __init__(self, metric: str = config.DEFAULT_SELECTION_METRIC, reporter=None):
+    def __init__(self, metric: str = tasks.DEFAULT_METRIC, reporter=None):
         super().__init__()
         if metric not in tasks.METRIC_GOALS:
             raise ValueError(f"unknown tuning metric {metric!r}; expected one of {sorted(tasks.METRIC_GOALS)}")
