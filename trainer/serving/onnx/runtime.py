@@ -30,7 +30,7 @@ FACTS = ("precision", "pair", "padded_lengths", "task_outputs", "decisions")
 # graphs; ONNX Runtime has none to reuse).
 ROWS_PER_RUN = 16
 # Intra-op threads unless the caller says: every core this process may use, as TensorFlow and
-# LiteRT compute. On a quiet 2-core Xeon with AMX (bench/onnx.py's machine, 2026-12-02), 4,000
+# LiteRT compute. On a quiet 2-core Xeon with AMX (bench/onnx_copies.py's machine, 2026-12-02), 4,000
 # SST-2 texts, medians of 3: int8 1,847 rows/s on 2 threads against 1,195 on 1, float32 821
 # against 450. (On the same machine shared with other work, load 4.5-6, 1 thread had beaten 2:
 # two threads wait for each other on cores other processes hold. A serving container has its
