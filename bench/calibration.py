@@ -24,6 +24,7 @@ under the rule, under the rule before it (T applied unless at its search bound) 
 The tables and the JSON go to bench/results/ (bench/common.py: publish). Needs
 ../shared/data/tweeteval or ../shared/data/glue.
 """
+
 import argparse
 import csv
 import json
@@ -31,13 +32,16 @@ import os
 import sys
 
 import numpy as np
-
 from common import WORK, log, machine, predict_file, printed, publish, table
 from run import LABELS, SHARED, head_csv, prepare_data, run_measured
 
-ROWS = [("test ECE", "test", "ece", ".4f"), ("test Brier", "test", "brier", ".4f"),
-        ("test log loss", "test", "nll", ".3f"), ("validation ECE", "validation", "ece", ".4f"),
-        ("validation log loss", "validation", "nll", ".3f")]
+ROWS = [
+    ("test ECE", "test", "ece", ".4f"),
+    ("test Brier", "test", "brier", ".4f"),
+    ("test log loss", "test", "nll", ".3f"),
+    ("validation ECE", "validation", "ece", ".4f"),
+    ("validation log loss", "validation", "nll", ".3f"),
+]
 MRPC_VALIDATION_ROWS = 750  # of mrpc_dev.csv's 1,500: the rest is the test split
 
 
@@ -47,9 +51,10 @@ def tweeteval(work: str, train_rows: int) -> tuple:
     if "holdout" not in data:
         sys.exit("error: needs TweetEval in ../shared/data/tweeteval (the sample posts have no test split)")
     train = head_csv(data["train"], train_rows, os.path.join(work, "data", f"tweeteval_train_{train_rows}.csv"))
-    return ({"train": train, "validation": data["eval"], "test": data["holdout"]},
-            ["--text-column", "text", "--label-column", "label", "--label-type", "index",
-             "--label-names", LABELS])
+    return (
+        {"train": train, "validation": data["eval"], "test": data["holdout"]},
+        ["--text-column", "text", "--label-column", "label", "--label-type", "index", "--label-names", LABELS],
+    )
 
 
 def mrpc(work: str, train_rows: int) -> tuple:
@@ -61,15 +66,27 @@ def mrpc(work: str, train_rows: int) -> tuple:
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(glue, "mrpc_dev.csv"), newline="", encoding="utf-8") as f:
         header, *rows = list(csv.reader(f))
-    files = {"train": head_csv(os.path.join(glue, "mrpc_train.csv"), train_rows,
-                               os.path.join(out, f"mrpc_train_{train_rows}.csv"))}
+    files = {
+        "train": head_csv(
+            os.path.join(glue, "mrpc_train.csv"), train_rows, os.path.join(out, f"mrpc_train_{train_rows}.csv")
+        )
+    }
     for name, part in (("validation", rows[:MRPC_VALIDATION_ROWS]), ("test", rows[MRPC_VALIDATION_ROWS:])):
         files[name] = os.path.join(out, f"mrpc_{name}.csv")
         with open(files[name], "w", newline="", encoding="utf-8") as f:
             csv.writer(f).writerows([header, *part])
-    return files, ["--text-column", "sentence1", "--text-pair-column", "sentence2",
-                   "--label-column", "label", "--label-type", "index",
-                   "--label-names", "different,paraphrase"]
+    return files, [
+        "--text-column",
+        "sentence1",
+        "--text-pair-column",
+        "sentence2",
+        "--label-column",
+        "label",
+        "--label-type",
+        "index",
+        "--label-names",
+        "different,paraphrase",
+    ]
 
 
 DATA = {"tweeteval": (tweeteval, 10_000), "mrpc": (mrpc, 2_576)}
@@ -77,9 +94,25 @@ DATA = {"tweeteval": (tweeteval, 10_000), "mrpc": (mrpc, 2_576)}
 
 def train(files: dict, flags: list, name: str, epochs: int, work: str) -> dict:
     job_dir = os.path.join(work, "jobs", f"calibration-{name}-{epochs}")
-    command = [sys.executable, "-m", "trainer.task", "--training-file", files["train"],
-               "--validation-file", files["validation"], "--testing-file", files["test"], *flags,
-               "--epochs", str(epochs), "--job-dir", job_dir, "--overwrite", "--log-every-seconds", "60"]
+    command = [
+        sys.executable,
+        "-m",
+        "trainer.task",
+        "--training-file",
+        files["train"],
+        "--validation-file",
+        files["validation"],
+        "--testing-file",
+        files["test"],
+        *flags,
+        "--epochs",
+        str(epochs),
+        "--job-dir",
+        job_dir,
+        "--overwrite",
+        "--log-every-seconds",
+        "60",
+    ]
     log(f"training {epochs} epoch(s) on {name} with default flags (log: {job_dir}.log)")
     run_measured(command, f"{job_dir}.log")
     with open(os.path.join(job_dir, "metrics.json"), encoding="utf-8") as f:
@@ -90,10 +123,11 @@ def decision(block: dict) -> list:
     """The lines saying what the run did with T and the test ECE each choice gives the export."""
     test = block["test"]
     kept = test["ece_after"] if block["applied"] else test["ece_before"]
-    return [f"decision: {'applied' if block['applied'] else 'not applied (the export keeps T = 1)'}: "
-            f"{block['why']}",
-            f"test ECE of the export {kept:.4f}; T applied regardless {test['ece_after']:.4f}, "
-            f"never {test['ece_before']:.4f}"]
+    return [
+        f"decision: {'applied' if block['applied'] else 'not applied (the export keeps T = 1)'}: {block['why']}",
+        f"test ECE of the export {kept:.4f}; T applied regardless {test['ece_after']:.4f}, "
+        f"never {test['ece_before']:.4f}",
+    ]
 
 
 def pooled_logits(metrics: dict, files: dict, job_dir: str) -> tuple:
@@ -107,11 +141,12 @@ def pooled_logits(metrics: dict, files: dict, job_dir: str) -> tuple:
         if os.path.exists(scored):  # this script's, from an earlier run
             os.remove(scored)
         rows += predict_file(os.path.join(job_dir, "model"), files[name], scored)[1]
-    probabilities = np.array([[float(row[f"probability_{label}"]) for label in metrics["labels"]]
-                              for row in rows])
+    probabilities = np.array([[float(row[f"probability_{label}"]) for label in metrics["labels"]] for row in rows])
     block = metrics["calibration"]
-    return (logits_from_probabilities(probabilities, block["temperature"] if block["applied"] else 1.0),
-            np.array([int(row["label"]) for row in rows]))
+    return (
+        logits_from_probabilities(probabilities, block["temperature"] if block["applied"] else 1.0),
+        np.array([int(row["label"]) for row in rows]),
+    )
 
 
 def resplit(logits, labels, rounds: int, validation_rows: int, seed: int = 0) -> dict:
@@ -125,28 +160,45 @@ def resplit(logits, labels, rounds: int, validation_rows: int, seed: int = 0) ->
     for _ in range(rounds):
         order = rng.permutation(len(labels))
         valid, test = order[:validation_rows], order[validation_rows:]
-        block = calibration.calibration_block({"validation": (logits[valid], labels[valid]),
-                                               "test": (logits[test], labels[test])}, applied=True)
+        block = calibration.calibration_block(
+            {"validation": (logits[valid], labels[valid]), "test": (logits[test], labels[test])}, applied=True
+        )
         scores = block["test"]
         kept += block["applied"]
         ece["rule"].append(scores["ece_after"] if block["applied"] else scores["ece_before"])
         ece["unless_at_bound"].append(scores["ece_before"] if block["at_bound"] else scores["ece_after"])
         ece["never"].append(scores["ece_before"])
     rule, before = np.array(ece["rule"]), np.array(ece["unless_at_bound"])
-    return {"validation_rows": validation_rows, "rounds": rounds, "kept": kept,
-            "mean_test_ece": {name: float(np.mean(values)) for name, values in ece.items()},
-            "refused_lower": int(np.sum(rule < before)), "refused_higher": int(np.sum(rule > before))}
+    return {
+        "validation_rows": validation_rows,
+        "rounds": rounds,
+        "kept": kept,
+        "mean_test_ece": {name: float(np.mean(values)) for name, values in ece.items()},
+        "refused_lower": int(np.sum(rule < before)),
+        "refused_higher": int(np.sum(rule > before)),
+    }
 
 
 def resplit_table(results: list, rows: int) -> str:
-    columns = ["validation rows", "T kept", "test ECE: rule", "unless at bound", "never",
-               "refused: lower", "higher"]
-    return (f"resplits: {results[0]['rounds']} random draws from the {rows:,} validation and test rows "
-            f"(the rest is test); 'refused': the rule refused a T the bound allowed, and the test "
-            f"ECE came out lower or higher for it\n"
-            + table([[str(r["validation_rows"]), str(r["kept"]),
-                      *(f"{r['mean_test_ece'][name]:.4f}" for name in ("rule", "unless_at_bound", "never")),
-                      str(r["refused_lower"]), str(r["refused_higher"])] for r in results], columns))
+    columns = ["validation rows", "T kept", "test ECE: rule", "unless at bound", "never", "refused: lower", "higher"]
+    return (
+        f"resplits: {results[0]['rounds']} random draws from the {rows:,} validation and test rows "
+        f"(the rest is test); 'refused': the rule refused a T the bound allowed, and the test "
+        f"ECE came out lower or higher for it\n"
+        + table(
+            [
+                [
+                    str(r["validation_rows"]),
+                    str(r["kept"]),
+                    *(f"{r['mean_test_ece'][name]:.4f}" for name in ("rule", "unless_at_bound", "never")),
+                    str(r["refused_lower"]),
+                    str(r["refused_higher"]),
+                ]
+                for r in results
+            ],
+            columns,
+        )
+    )
 
 
 def main():
@@ -154,8 +206,9 @@ def main():
     parser.add_argument("--data", choices=sorted(DATA), default="tweeteval")
     parser.add_argument("--train-rows", type=int, help="the first N training rows (default: all)")
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--resplits", type=int, default=200,
-                        help="random draws of validation rows to judge the rule on (0: none)")
+    parser.add_argument(
+        "--resplits", type=int, default=200, help="random draws of validation rows to judge the rule on (0: none)"
+    )
     parser.add_argument("--work-dir", default=WORK, help="scratch: data, job dir, log")
     args = parser.parse_args()
     work = os.path.abspath(args.work_dir)
@@ -166,22 +219,33 @@ def main():
     metrics, job_dir = train(files, flags, args.data, args.epochs, work)
     block = metrics["calibration"]
     logits, labels = pooled_logits(metrics, files, job_dir) if args.resplits else (None, [])
-    resplits = [resplit(logits, labels, args.resplits, size) for size in (100, 250, len(labels) // 2)
-                if args.resplits]
+    resplits = [resplit(logits, labels, args.resplits, size) for size in (100, 250, len(labels) // 2) if args.resplits]
     with printed() as text:
-        print(f"\nbench/calibration.py: {args.data}, {rows:,} training rows, defaults, {args.epochs} epoch(s); "
-              f"best epoch {metrics['best_epoch']}; test accuracy {metrics['test']['accuracy']:.3f}, "
-              f"macro-recall {metrics['test']['macro_recall']:.3f}; temperature {block['temperature']:.3f}")
+        print(
+            f"\nbench/calibration.py: {args.data}, {rows:,} training rows, defaults, {args.epochs} epoch(s); "
+            f"best epoch {metrics['best_epoch']}; test accuracy {metrics['test']['accuracy']:.3f}, "
+            f"macro-recall {metrics['test']['macro_recall']:.3f}; temperature {block['temperature']:.3f}"
+        )
         print(f"{'':20s}{'before':>8s}{'after':>8s}")
         for name, split, score, spec in ROWS:
             print(f"{name:20s}{block[split][score + '_before']:>8{spec}}{block[split][score + '_after']:>8{spec}}")
         print("\n".join(decision(block)))
         if resplits:
             print(resplit_table(resplits, len(labels)))
-    publish("calibration", {"machine": machine(), "data": args.data, "train_rows": rows,
-                            "epochs": args.epochs, "best_epoch": metrics["best_epoch"],
-                            "test": metrics["test"], "calibration": block, "resplits": resplits},
-            text.getvalue())
+    publish(
+        "calibration",
+        {
+            "machine": machine(),
+            "data": args.data,
+            "train_rows": rows,
+            "epochs": args.epochs,
+            "best_epoch": metrics["best_epoch"],
+            "test": metrics["test"],
+            "calibration": block,
+            "resplits": resplits,
+        },
+        text.getvalue(),
+    )
 
 
 if __name__ == "__main__":

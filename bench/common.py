@@ -5,6 +5,7 @@ machine it ran on, goes to bench/results/ under a name that says when and where
 (`2026-11-25-epyc-avx512bf16-run.json`), to be committed; tests/test_bench_results.py checks that
 every table in README is a verbatim part of one of those files.
 """
+
 import contextlib
 import csv
 import datetime
@@ -48,9 +49,25 @@ def predict_file(model_dir: str, input_path: str, output: str) -> tuple:
     """(trainer.predict's printed lines, its output rows as dicts in the input's order) for
     `input_path` through the float32 export in `model_dir`, replacing the bench's own `output`
     of an earlier run; stops with its stderr if it fails."""
-    done = subprocess.run([sys.executable, "-m", "trainer.predict", "--model-dir", model_dir, "--input",
-                           input_path, "--output", output, "--precision", "float32", "--overwrite"],
-                          cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trainer.predict",
+            "--model-dir",
+            model_dir,
+            "--input",
+            input_path,
+            "--output",
+            output,
+            "--precision",
+            "float32",
+            "--overwrite",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode:
         sys.exit(f"error: trainer.predict on {input_path} failed:\n{done.stderr}")
     with open(output, newline="", encoding="utf-8") as f:
@@ -63,10 +80,26 @@ def train_once(job: str, flags: list) -> dict:
     copies and explanations a benchmark of training does not measure."""
     kept_here(job)
     if not os.path.exists(os.path.join(job, "metrics.json")):
-        subprocess.run([sys.executable, "-m", "trainer.task", "--job-dir", job, *flags,
-                        "--export-bfloat16", "off", "--export-int8", "off", "--export-onnx", "off",
-                        "--report-explanations", "0"],
-                       check=True, cwd=ROOT)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "trainer.task",
+                "--job-dir",
+                job,
+                *flags,
+                "--export-bfloat16",
+                "off",
+                "--export-int8",
+                "off",
+                "--export-onnx",
+                "off",
+                "--report-explanations",
+                "0",
+            ],
+            check=True,
+            cwd=ROOT,
+        )
     return metrics_of(job)
 
 
@@ -105,8 +138,10 @@ def table(rows, columns) -> str:
     """A plain-text table: figures right-aligned, words left-aligned."""
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
     figures = [all(FIGURE.match(r[i]) for r in rows) for i in range(len(columns))]
-    line = lambda cells: "  ".join(c.rjust(w) if figure else c.ljust(w)  # noqa: E731
-                                   for c, w, figure in zip(cells, widths, figures)).rstrip()
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if figure else c.ljust(w) for c, w, figure in zip(cells, widths, figures)).rstrip()
+
     return "\n".join([line(columns), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
@@ -125,13 +160,29 @@ def machine(cpuinfo_path="/proc/cpuinfo") -> dict:
             cpuinfo = f.read()
     except OSError:
         cpuinfo = ""
-    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
-                  if line.startswith("model name")), platform.processor() or platform.machine())
+    model = next(
+        (line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
+        platform.processor() or platform.machine(),
+    )
     flags = cpu_flags(cpuinfo)
-    bf16 = "amx" if "amx_bf16" in flags else "avx512bf16" if "avx512_bf16" in flags else \
-        "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else platform.machine()
-    return {"cpu": model, "cpus": os.cpu_count(), "native": bf16,
-            "load_average_at_start": os.getloadavg(), "python": sys.version.split()[0]}
+    bf16 = (
+        "amx"
+        if "amx_bf16" in flags
+        else "avx512bf16"
+        if "avx512_bf16" in flags
+        else "avx512"
+        if "avx512f" in flags
+        else "avx2"
+        if "avx2" in flags
+        else platform.machine()
+    )
+    return {
+        "cpu": model,
+        "cpus": os.cpu_count(),
+        "native": bf16,
+        "load_average_at_start": os.getloadavg(),
+        "python": sys.version.split()[0],
+    }
 
 
 def write_json(path: str, value) -> None:
@@ -165,15 +216,16 @@ def kept_here(artifact: str) -> None:
     except FileNotFoundError:
         recorded = "a machine it did not record"
     if recorded != here:
-        print(f"error: {artifact} was measured on {recorded}, not on this {here}: "
-              "remove it to measure it here", file=sys.stderr)
+        print(
+            f"error: {artifact} was measured on {recorded}, not on this {here}: remove it to measure it here",
+            file=sys.stderr,
+        )
         raise SystemExit(2)
 
 
 def machine_tag(info: dict) -> str:
     """`epyc-avx512bf16`, `xeon-amx`: the CPU family and its fastest native arithmetic."""
-    family = next((word for word in ("epyc", "xeon", "ryzen", "core") if word in info["cpu"].lower()),
-                  "cpu")
+    family = next((word for word in ("epyc", "xeon", "ryzen", "core") if word in info["cpu"].lower()), "cpu")
     return f"{family}-{info['native']}"
 
 
@@ -200,8 +252,11 @@ def printed():
 def add_publish_flag(parser) -> None:
     """--publish, for the scripts whose results only docs/performance.md quotes (the README's
     tables' scripts always publish)."""
-    parser.add_argument("--publish", action="store_true",
-                        help="also write what it prints to bench/results/ (docs/performance.md quotes it)")
+    parser.add_argument(
+        "--publish",
+        action="store_true",
+        help="also write what it prints to bench/results/ (docs/performance.md quotes it)",
+    )
 
 
 TUNING = ("TF_ENABLE_ONEDNN_OPTS", "TF_NUM_INTEROP_THREADS", "TF_NUM_INTRAOP_THREADS", "PYTHONPATH")
@@ -217,9 +272,14 @@ def publish(script: str, result: dict, text: str, results_dir: str = RESULTS, pa
     results_dir/DATE-MACHINE-SCRIPT[-PART].json (a second run the same day gets -2, -3: nothing
     is overwritten) and returns the path. `part`: which of a script's benchmarks ran."""
     info = result.setdefault("machine", machine())
-    document = {**result, "script": f"bench/{script}.py", "argv": sys.argv[1:],
-                "environment": environment(os.environ), "printed": text,
-                "finished": datetime.datetime.now().isoformat(timespec="seconds")}
+    document = {
+        **result,
+        "script": f"bench/{script}.py",
+        "argv": sys.argv[1:],
+        "environment": environment(os.environ),
+        "printed": text,
+        "finished": datetime.datetime.now().isoformat(timespec="seconds"),
+    }
     os.makedirs(results_dir, exist_ok=True)
     name = f"{script}-{part}" if part else script
     stem = os.path.join(results_dir, f"{datetime.date.today().isoformat()}-{machine_tag(info)}-{name}")

@@ -1,4 +1,5 @@
-"""Issue 51's distillation bench, leak-free (issue #65): a large teacher's quality at a small student's cost, in one run.
+"""Issue 51's distillation bench, leak-free (issue #65): a large teacher's quality at a small
+student's cost, in one run.
 
 SST-2 (--data sst2-whole, the default) by bench/sst2_whole.py's protocol: 1,000 whole sentences of
 GLUE's training set held out for validation and 1,000 for test, and every row lying inside one
@@ -42,6 +43,7 @@ reviews, imdb/unlabeled.csv as the transfer set, imdb/dev.csv to score (10+ word
 there; reviews are whole documents, disjoint by the data's construction), --long-texts as
 --long-texts says.
 """
+
 import argparse
 import csv
 import json
@@ -50,10 +52,19 @@ import re
 import sys
 
 import numpy as np
-
 import sst2_whole as sst2_whole_split
-from common import (WORK, add_publish_flag, machine, metrics_of, predict_file, printed, publish, table,
-                    train_once, write_sst2_tsv)
+from common import (
+    WORK,
+    add_publish_flag,
+    machine,
+    metrics_of,
+    predict_file,
+    printed,
+    publish,
+    table,
+    train_once,
+    write_sst2_tsv,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "..", "shared", "data")
@@ -73,15 +84,27 @@ def sst2_whole(work: str, train_rows: int, transfer_rows, seed: int) -> dict:
     labelled, rest = [pool[i] for i in np.sort(order[:train_rows])], [pool[i] for i in np.sort(order[train_rows:])]
     rest = rest[:transfer_rows] if transfer_rows else rest
     paths = {name: os.path.join(work, f"{name}.tsv") for name in ("train", "unlabeled", "validation", "test", "gold")}
-    for name, rows in (("train", labelled), ("validation", split.validation), ("test", split.test),
-                       ("gold", labelled + rest)):
+    for name, rows in (
+        ("train", labelled),
+        ("validation", split.validation),
+        ("test", split.test),
+        ("gold", labelled + rest),
+    ):
         write_sst2_tsv(paths[name], rows)
     with open(paths["unlabeled"], "w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\")
         writer.writerow(["sentence"])
         writer.writerows([sentence] for sentence, _ in rest)
-    return {"train": paths["train"], "gold": paths["gold"], "unlabeled": paths["unlabeled"], "validation": paths["validation"],
-            "dev": paths["test"], "dev_rows": split.test, "transfer": len(rest), "counts": split.counts}
+    return {
+        "train": paths["train"],
+        "gold": paths["gold"],
+        "unlabeled": paths["unlabeled"],
+        "validation": paths["validation"],
+        "dev": paths["test"],
+        "dev_rows": split.test,
+        "transfer": len(rest),
+        "counts": split.counts,
+    }
 
 
 def imdb(work: str, train_rows: int, transfer_rows, seed: int) -> dict:
@@ -93,15 +116,21 @@ def imdb(work: str, train_rows: int, transfer_rows, seed: int) -> dict:
     chosen = np.sort(np.random.default_rng(seed).choice(len(train), min(train_rows, len(train)), replace=False))
     unlabeled = unlabeled[:transfer_rows] if transfer_rows else unlabeled
     paths = {"train": os.path.join(work, "train.csv"), "unlabeled": os.path.join(work, "unlabeled.csv")}
-    for name, rows, columns in (("train", [train[i] for i in chosen], ["text", "label"]),
-                                ("unlabeled", unlabeled, ["text"])):
+    for name, rows, columns in (
+        ("train", [train[i] for i in chosen], ["text", "label"]),
+        ("unlabeled", unlabeled, ["text"]),
+    ):
         with open(paths[name], "w", encoding="utf-8", newline="") as f:
             writer = csv.DictWriter(f, columns, extrasaction="ignore")
             writer.writeheader()
             writer.writerows(rows)
     dev = os.path.join(DATA, "imdb", "dev.csv")
-    return {**paths, "dev": dev, "dev_rows": [(r["text"], r["label"]) for r in read("dev.csv")],
-            "transfer": len(unlabeled)}
+    return {
+        **paths,
+        "dev": dev,
+        "dev_rows": [(r["text"], r["label"]) for r in read("dev.csv")],
+        "transfer": len(unlabeled),
+    }
 
 
 def model_flags(model: str, data: dict, jobs: dict, args) -> list:
@@ -109,12 +138,19 @@ def model_flags(model: str, data: dict, jobs: dict, args) -> list:
     student = ["--encoder-layers", str(args.student_layers)] if args.student_layers else []
     if model == "teacher":
         import mpnet_weights
+
         return ["--encoder", mpnet_weights.fetch()] if args.teacher_encoder == TEACHER else []
     if model == "distilled":
         return ["--teacher", os.path.join(jobs["teacher"], "model"), "--unlabeled-file", data["unlabeled"], *student]
     if model == "distilled-3":
-        return ["--teacher-probabilities", teacher_file(jobs["distilled"]), "--unlabeled-file",
-                data["unlabeled"], "--encoder-layers", "3"]
+        return [
+            "--teacher-probabilities",
+            teacher_file(jobs["distilled"]),
+            "--unlabeled-file",
+            data["unlabeled"],
+            "--encoder-layers",
+            "3",
+        ]
     return student
 
 
@@ -133,8 +169,9 @@ def job_dir(work: str, model: str, args) -> str:
     long_texts = f"-{args.long_texts}" if args.long_texts else ""
     teacher = "" if args.teacher_encoder == TEACHER or model not in ("teacher", "distilled") else "-tdefault"
     layers = f"-l{args.student_layers}" if args.student_layers and model != "teacher" else ""
-    return os.path.join(work, f"job-{model}-{args.train_rows}-{args.transfer_rows or 'all'}{long_texts}"
-                              f"{teacher}{layers}-s{args.seed}")
+    return os.path.join(
+        work, f"job-{model}-{args.train_rows}-{args.transfer_rows or 'all'}{long_texts}{teacher}{layers}-s{args.seed}"
+    )
 
 
 def finished_run(model: str, job: str, flags: list, args) -> dict:
@@ -151,42 +188,77 @@ def run_model(work: str, model: str, data: dict, jobs: dict, args) -> dict:
     validation = ["--validation-file", data["validation"]] if data.get("validation") else []
     long_texts = ["--long-texts", args.long_texts] if args.long_texts else []
     train = data["gold"] if model == "student-gold" else data["train"]
-    metrics = finished_run(model, job, ["--training-file", train, *validation, *long_texts,
-                                        *model_flags(model, data, jobs, args)], args)
+    metrics = finished_run(
+        model, job, ["--training-file", train, *validation, *long_texts, *model_flags(model, data, jobs, args)], args
+    )
     printed_lines, rows = predict_file(os.path.join(job, "model"), data["dev"], os.path.join(job, "dev.csv"))
     rate = float(re.search(r"predicted \d+ rows in .* \(([\d,.]+) rows/s\)", printed_lines).group(1).replace(",", ""))
     right = np.asarray([row["predicted_label"] == label for row, (_, label) in zip(rows, data["dev_rows"])])
     long_rows = np.asarray([len(text.split()) >= LONG_WORDS for text, _ in data["dev_rows"]])
-    return {"model": model, "accuracy": float(right.mean()), "accuracy_10_words": float(right[long_rows].mean()),
-            "dev_rows_10_words": int(long_rows.sum()), "train_seconds": metrics["durations"]["train"],
-            "teacher_seconds": metrics["durations"].get("teacher", 0.0),
-            "predict_texts_per_second": rate, "epochs": metrics["hyperparameters"]["epochs"],
-            "best_epoch": metrics["best_epoch"], "validation": metrics["validation"],
-            "distillation": metrics.get("distillation")}
+    return {
+        "model": model,
+        "accuracy": float(right.mean()),
+        "accuracy_10_words": float(right[long_rows].mean()),
+        "dev_rows_10_words": int(long_rows.sum()),
+        "train_seconds": metrics["durations"]["train"],
+        "teacher_seconds": metrics["durations"].get("teacher", 0.0),
+        "predict_texts_per_second": rate,
+        "epochs": metrics["hyperparameters"]["epochs"],
+        "best_epoch": metrics["best_epoch"],
+        "validation": metrics["validation"],
+        "distillation": metrics.get("distillation"),
+    }
 
 
 def report(results: dict, args, data: dict) -> str:
     base = results["student"]
     with printed() as text:
-        print(f"bench/distill.py: {args.data}, teacher {args.teacher_encoder}, student "
-              f"{args.student_layers or 'all'} layers of the default encoder, {args.train_rows} labelled rows (seeded), "
-              f"{data['transfer']} unlabelled; scored on {len(data['dev_rows'])} held-out rows "
-              f"({base['dev_rows_10_words']} of {LONG_WORDS}+ words); {machine()['cpus']} CPUs\n")
-        print(table([[r["model"], f"{r['accuracy']:.4f}", f"{r['accuracy'] - base['accuracy']:+.4f}",
-                      f"{r['accuracy_10_words']:.4f}", f"{r['train_seconds']:.0f}",
-                      f"{r['train_seconds'] / base['train_seconds']:.2f}", f"{r['teacher_seconds']:.0f}",
-                      f"{r['predict_texts_per_second']:.1f}",
-                      f"{r['predict_texts_per_second'] / base['predict_texts_per_second']:.2f}"]
-                     for r in results.values()],
-                    ["model", "held-out acc", "vs student", f"{LONG_WORDS}+ words", "train s", "x student",
-                     "teacher s", "predict texts/s", "x student"]))
+        print(
+            f"bench/distill.py: {args.data}, teacher {args.teacher_encoder}, student "
+            f"{args.student_layers or 'all'} layers of the default encoder, {args.train_rows} labelled rows (seeded), "
+            f"{data['transfer']} unlabelled; scored on {len(data['dev_rows'])} held-out rows "
+            f"({base['dev_rows_10_words']} of {LONG_WORDS}+ words); {machine()['cpus']} CPUs\n"
+        )
+        print(
+            table(
+                [
+                    [
+                        r["model"],
+                        f"{r['accuracy']:.4f}",
+                        f"{r['accuracy'] - base['accuracy']:+.4f}",
+                        f"{r['accuracy_10_words']:.4f}",
+                        f"{r['train_seconds']:.0f}",
+                        f"{r['train_seconds'] / base['train_seconds']:.2f}",
+                        f"{r['teacher_seconds']:.0f}",
+                        f"{r['predict_texts_per_second']:.1f}",
+                        f"{r['predict_texts_per_second'] / base['predict_texts_per_second']:.2f}",
+                    ]
+                    for r in results.values()
+                ],
+                [
+                    "model",
+                    "held-out acc",
+                    "vs student",
+                    f"{LONG_WORDS}+ words",
+                    "train s",
+                    "x student",
+                    "teacher s",
+                    "predict texts/s",
+                    "x student",
+                ],
+            )
+        )
         if args.teacher_job and "teacher" in results:
-            print(f"\nthe teacher's row is of --teacher-job's run ({args.teacher_job}), trained outside "
-                  f"this run: its training time was not measured alone")
+            print(
+                f"\nthe teacher's row is of --teacher-job's run ({args.teacher_job}), trained outside "
+                f"this run: its training time was not measured alone"
+            )
         reused = [r["model"] for r in results.values() if r["distillation"] and r["teacher_seconds"] < 60]
         if reused:
-            print(f"{', '.join(reused)}: the teacher's outputs came from its file, written once by an "
-                  f"earlier run of the same teacher and data (teacher s: reading it)")
+            print(
+                f"{', '.join(reused)}: the teacher's outputs came from its file, written once by an "
+                f"earlier run of the same teacher and data (teacher s: reading it)"
+            )
         if "teacher" in results and "distilled" in results:
             gap = results["teacher"]["accuracy"] - base["accuracy"]
             closed = (results["distilled"]["accuracy"] - base["accuracy"]) / gap if gap else float("nan")
@@ -197,20 +269,31 @@ def report(results: dict, args, data: dict) -> str:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", choices=("sst2-whole", "imdb"), default="sst2-whole")
-    parser.add_argument("--long-texts", choices=("truncate", "head-tail", "windows"),
-                        help="the trainer's --long-texts for every model (default: the trainer's)")
+    parser.add_argument(
+        "--long-texts",
+        choices=("truncate", "head-tail", "windows"),
+        help="the trainer's --long-texts for every model (default: the trainer's)",
+    )
     parser.add_argument("--train-rows", type=int, default=10_000)
     parser.add_argument("--transfer-rows", type=int, help="unlabelled rows to use (default: all)")
-    parser.add_argument("--models", default=",".join(MODELS),
-                        help="comma-separated, run in this order: " + ", ".join((*MODELS, *ASKED)))
+    parser.add_argument(
+        "--models", default=",".join(MODELS), help="comma-separated, run in this order: " + ", ".join((*MODELS, *ASKED))
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--teacher-encoder", choices=(TEACHER, "default"), default=TEACHER,
-                        help="the teacher's encoder: 'default' is the trainer's (with --student-layers, "
-                             "a shallower student of the same encoder: a run hours shorter)")
-    parser.add_argument("--student-layers", type=int,
-                        help="--encoder-layers of the student and the distilled student (default: all)")
-    parser.add_argument("--teacher-job", help="a finished teacher run (all-mpnet-base-v2 on the same "
-                                              "seeded rows) to use instead of training one")
+    parser.add_argument(
+        "--teacher-encoder",
+        choices=(TEACHER, "default"),
+        default=TEACHER,
+        help="the teacher's encoder: 'default' is the trainer's (with --student-layers, "
+        "a shallower student of the same encoder: a run hours shorter)",
+    )
+    parser.add_argument(
+        "--student-layers", type=int, help="--encoder-layers of the student and the distilled student (default: all)"
+    )
+    parser.add_argument(
+        "--teacher-job",
+        help="a finished teacher run (all-mpnet-base-v2 on the same seeded rows) to use instead of training one",
+    )
     add_publish_flag(parser)
     args = parser.parse_args()
     work = os.path.join(WORK, f"distill-{args.data}")
@@ -221,13 +304,20 @@ def main():
         results[model] = run_model(work, model, data, jobs, args)
         r = results[model]
         # One line per finished model: a run cut short (hours on 2 cores) still shows its figures.
-        print(f"bench/distill.py: {model} done: held-out acc {r['accuracy']:.4f} ({LONG_WORDS}+ words "
-              f"{r['accuracy_10_words']:.4f}), train {r['train_seconds']:.0f}s, predict "
-              f"{r['predict_texts_per_second']:.1f} texts/s", flush=True)
+        print(
+            f"bench/distill.py: {model} done: held-out acc {r['accuracy']:.4f} ({LONG_WORDS}+ words "
+            f"{r['accuracy_10_words']:.4f}), train {r['train_seconds']:.0f}s, predict "
+            f"{r['predict_texts_per_second']:.1f} texts/s",
+            flush=True,
+        )
     text = report(results, args, data)
     if args.publish:
-        publish("distill", {"machine": machine(), "args": vars(args), "results": results,
-                            "data_counts": data.get("counts")}, text, part=args.data)
+        publish(
+            "distill",
+            {"machine": machine(), "args": vars(args), "results": results, "data_counts": data.get("counts")},
+            text,
+            part=args.data,
+        )
 
 
 if __name__ == "__main__":

@@ -16,15 +16,26 @@ and epochs.
 
     python bench/distill_settings.py --teacher-probabilities FILE [--settings 2:0.5,1:0.5,...] [--publish]
 """
+
 import argparse
 import csv
 import os
 
 import numpy as np
-
 import sst2_whole
-from common import (WORK, add_publish_flag, log, machine, predict_file, printed, publish, read_sst2_tsv,
-                    table, train_once, write_sst2_tsv)
+from common import (
+    WORK,
+    add_publish_flag,
+    log,
+    machine,
+    predict_file,
+    printed,
+    publish,
+    read_sst2_tsv,
+    table,
+    train_once,
+    write_sst2_tsv,
+)
 
 # Around the literature's usual values (Hinton et al. 2015; DistilBERT: T=2): the temperature at a
 # fixed alpha, then alpha at a fixed temperature.
@@ -37,8 +48,8 @@ def splits(work: str, args) -> dict:
     split = sst2_whole.load(seed=args.seed)
     pool = split.pool
     order = np.random.default_rng(args.seed).permutation(len(pool))
-    labelled = [pool[i] for i in np.sort(order[:args.train_rows])]
-    transfer = [pool[i] for i in np.sort(order[args.train_rows:])][:args.transfer_rows]
+    labelled = [pool[i] for i in np.sort(order[: args.train_rows])]
+    transfer = [pool[i] for i in np.sort(order[args.train_rows :])][: args.transfer_rows]
     paths = {name: os.path.join(work, f"{name}.tsv") for name in ("train", "transfer", "scored")}
     write_sst2_tsv(paths["train"], labelled)
     write_sst2_tsv(paths["scored"], split.validation)
@@ -54,8 +65,9 @@ def teacher_accuracy(path: str, scored_tsv: str, labels: list) -> float:
     with open(path, newline="", encoding="utf-8") as f:
         by_text = {row["sentence"]: row for row in csv.DictReader(f)}
     texts = [sentence for sentence, _ in read_sst2_tsv(scored_tsv)]
-    return float(np.mean([str(int(float(by_text[t]["probability_1"]) > 0.5)) == label
-                          for t, label in zip(texts, labels)]))
+    return float(
+        np.mean([str(int(float(by_text[t]["probability_1"]) > 0.5)) == label for t, label in zip(texts, labels)])
+    )
 
 
 def run(work: str, setting: str, data: dict, args) -> dict:
@@ -63,10 +75,20 @@ def run(work: str, setting: str, data: dict, args) -> dict:
     flags = []
     if setting != "none":
         temperature, alpha = setting.split(":")
-        flags = ["--teacher-probabilities", args.teacher_probabilities, "--unlabeled-file", data["transfer"],
-                 "--distill-temperature", temperature, "--distill-alpha", alpha]
-    metrics = train_once(job, ["--training-file", data["train"], "--validation-file", data["scored"],
-                               "--epochs", str(args.epochs), *flags])
+        flags = [
+            "--teacher-probabilities",
+            args.teacher_probabilities,
+            "--unlabeled-file",
+            data["transfer"],
+            "--distill-temperature",
+            temperature,
+            "--distill-alpha",
+            alpha,
+        ]
+    metrics = train_once(
+        job,
+        ["--training-file", data["train"], "--validation-file", data["scored"], "--epochs", str(args.epochs), *flags],
+    )
     _, rows = predict_file(os.path.join(job, "model"), data["scored"], os.path.join(job, "scored.csv"))
     accuracy = float(np.mean([row["predicted_label"] == label for row, label in zip(rows, data["labels"])]))
     return {"setting": setting, "accuracy": accuracy, "best_epoch": metrics["best_epoch"]}
@@ -91,15 +113,24 @@ def main():
         log(f"{setting}: held-out accuracy {results[-1]['accuracy']:.4f}")
     teacher = teacher_accuracy(args.teacher_probabilities, data["scored"], data["labels"])
     with printed() as text:
-        print(f"bench/distill_settings.py: SST-2 whole sentences (bench/sst2_whole.py), {args.train_rows} "
-              f"labelled rows (seeded), {args.transfer_rows} unlabelled, scored on "
-              f"{len(data['labels'])} held-out validation sentences; "
-              f"{args.epochs} epochs; {machine()['cpus']} CPUs; the teacher scores {teacher:.4f}\n")
-        print(table([[r["setting"], f"{r['accuracy']:.4f}", str(r["best_epoch"])] for r in results],
-                    ["temperature:alpha", "validation acc", "best epoch"]))
+        print(
+            f"bench/distill_settings.py: SST-2 whole sentences (bench/sst2_whole.py), {args.train_rows} "
+            f"labelled rows (seeded), {args.transfer_rows} unlabelled, scored on "
+            f"{len(data['labels'])} held-out validation sentences; "
+            f"{args.epochs} epochs; {machine()['cpus']} CPUs; the teacher scores {teacher:.4f}\n"
+        )
+        print(
+            table(
+                [[r["setting"], f"{r['accuracy']:.4f}", str(r["best_epoch"])] for r in results],
+                ["temperature:alpha", "validation acc", "best epoch"],
+            )
+        )
     if args.publish:
-        publish("distill_settings", {"machine": machine(), "args": vars(args), "teacher_accuracy": teacher,
-                                     "results": results}, text.getvalue())
+        publish(
+            "distill_settings",
+            {"machine": machine(), "args": vars(args), "teacher_accuracy": teacher, "results": results},
+            text.getvalue(),
+        )
 
 
 if __name__ == "__main__":

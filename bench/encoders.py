@@ -21,6 +21,7 @@ into more tokens than the published vocabulary would (byte-level BPE, SentencePi
 those rows' speed is at that length, not at the real tokenizer's. Encoders wider than 768
 (roberta-large) run a third of --steps per round.
 """
+
 import argparse
 import json
 import math
@@ -31,20 +32,30 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-from common import WORK, add_publish_flag, finish, machine, printed, publish, table  # noqa: E402
 import published_encoders  # noqa: E402
+from common import WORK, add_publish_flag, finish, machine, printed, publish, table  # noqa: E402
 
 DEFAULT = "minilm-l6-h384-uncased"
 
 
 def _shape(layers, hidden, heads, model_type="bert", embedding_size=None):
-    config = {"architectures": ["BertModel" if model_type == "bert" else "ElectraModel"],
-              "model_type": model_type, "vocab_size": 30522, "hidden_size": hidden,
-              "num_hidden_layers": layers, "num_attention_heads": heads,
-              "intermediate_size": 4 * hidden, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-              "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 512,
-              "type_vocab_size": 2, "initializer_range": 0.02, "layer_norm_eps": 1e-12,
-              "pad_token_id": 0}
+    config = {
+        "architectures": ["BertModel" if model_type == "bert" else "ElectraModel"],
+        "model_type": model_type,
+        "vocab_size": 30522,
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "intermediate_size": 4 * hidden,
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1,
+        "max_position_embeddings": 512,
+        "type_vocab_size": 2,
+        "initializer_range": 0.02,
+        "layer_norm_eps": 1e-12,
+        "pad_token_id": 0,
+    }
     return {**config, "embedding_size": embedding_size} if embedding_size else config
 
 
@@ -68,6 +79,7 @@ def write_checkpoint(directory: str, config: dict) -> str:
     """config.json, random model.safetensors and the real uncased vocabulary; kept for reruns."""
     import tiny_bert
     from safetensors.numpy import save_file
+
     from trainer.modeling.encoders import registry
 
     if os.path.exists(os.path.join(directory, "model.safetensors")):
@@ -78,10 +90,8 @@ def write_checkpoint(directory: str, config: dict) -> str:
         json.dump(config, f, indent=2)
     with open(os.path.join(directory, "tokenizer_config.json"), "w") as f:
         json.dump({"do_lower_case": True}, f)
-    save_file(tiny_bert.hf_weights(config, seed=0, scale=0.02),
-              os.path.join(directory, "model.safetensors.part"))
-    os.replace(os.path.join(directory, "model.safetensors.part"),
-               os.path.join(directory, "model.safetensors"))
+    save_file(tiny_bert.hf_weights(config, seed=0, scale=0.02), os.path.join(directory, "model.safetensors.part"))
+    os.replace(os.path.join(directory, "model.safetensors.part"), os.path.join(directory, "model.safetensors"))
     return directory
 
 
@@ -101,9 +111,24 @@ def steps(encoder: str, label: str, args, work: str, count: int) -> dict:
     """One bench/steps.py process: the trainer's step with `--encoder encoder`, `count` steps
     per round, and prediction on as many batches."""
     out = os.path.join(work, f"{label}.json")
-    command = [sys.executable, os.path.join(HERE, "steps.py"), "--rows", str(args.rows),
-               "--steps", str(count), "--rounds", str(args.rounds), "--predict", "--json", out,
-               "--", "--encoder", encoder, "--cache-dir", os.path.join(work, "cache")]
+    command = [
+        sys.executable,
+        os.path.join(HERE, "steps.py"),
+        "--rows",
+        str(args.rows),
+        "--steps",
+        str(count),
+        "--rounds",
+        str(args.rounds),
+        "--predict",
+        "--json",
+        out,
+        "--",
+        "--encoder",
+        encoder,
+        "--cache-dir",
+        os.path.join(work, "cache"),
+    ]
     subprocess.run(command, check=True)
     with open(out) as f:
         return json.load(f)
@@ -114,19 +139,33 @@ def measured(encoder: str, directory: str, label: str, args, work: str) -> dict:
     size = described(directory)
     count = args.steps if size["hidden"] <= 768 else max(2, args.steps // 3)
     speed = steps(encoder, label, args, work, count)
-    return {**size, "steps": count, "mean_tokens": speed["mean_tokens"],
-            "examples_per_second": speed["median"],
-            "predict_examples_per_second": speed["predict_examples_per_second"]}
+    return {
+        **size,
+        "steps": count,
+        "mean_tokens": speed["mean_tokens"],
+        "examples_per_second": speed["median"],
+        "predict_examples_per_second": speed["predict_examples_per_second"],
+    }
 
 
 def rows(results: dict) -> list:
     """The table's rows; ratios are against the first (the default encoder)."""
     base = next(iter(results.values()))
     train, predict = base["examples_per_second"], base["predict_examples_per_second"]
-    return [[name, str(r["layers"]), str(r["hidden"]), f"{r['parameters'] / 1e6:.1f}M",
-             f"{r['mean_tokens']:.1f}", f"{r['examples_per_second']:.1f}",
-             f"{r['examples_per_second'] / train:.2f}x", f"{r['predict_examples_per_second']:.1f}",
-             f"{r['predict_examples_per_second'] / predict:.2f}x"] for name, r in results.items()]
+    return [
+        [
+            name,
+            str(r["layers"]),
+            str(r["hidden"]),
+            f"{r['parameters'] / 1e6:.1f}M",
+            f"{r['mean_tokens']:.1f}",
+            f"{r['examples_per_second']:.1f}",
+            f"{r['examples_per_second'] / train:.2f}x",
+            f"{r['predict_examples_per_second']:.1f}",
+            f"{r['predict_examples_per_second'] / predict:.2f}x",
+        ]
+        for name, r in results.items()
+    ]
 
 
 def main():
@@ -138,8 +177,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     add_publish_flag(parser)
     args = parser.parse_args()
-    chosen = {name: config for name, config in SHAPES.items()
-              if short(name) in args.encoders.split(",")}
+    chosen = {name: config for name, config in SHAPES.items() if short(name) in args.encoders.split(",")}
     work = os.path.join(WORK, "encoders")
     os.makedirs(work, exist_ok=True)
     from trainer.modeling.encoders import registry
@@ -154,16 +192,39 @@ def main():
             directory = published_encoders.checkpoint(name)
             encoders[f"{name} ({published_encoders.PUBLISHED[name].family})"] = (directory, directory)
     started_on = machine()  # its load average is the one at the start
-    results = {name: measured(encoder, directory, short(name), args, work)
-               for name, (encoder, directory) in encoders.items()}
+    results = {
+        name: measured(encoder, directory, short(name), args, work) for name, (encoder, directory) in encoders.items()
+    }
     with printed() as text:
-        print(f"examples/s, TweetEval rows, batch 32, median of {args.rounds} rounds of "
-              f"{args.steps} steps ({max(2, args.steps // 3)} wider than 768); load average "
-              f"{os.getloadavg()[0]:.1f} at the end")
-        print(table(rows(results), ["encoder", "layers", "hidden", "parameters", "tokens/row",
-                                    "train ex/s", "vs default", "predict ex/s", "vs default"]))
-    result = {"machine": started_on, "rows": args.rows, "steps": args.steps, "rounds": args.rounds,
-              "results": results, "load_average_at_end": os.getloadavg()}
+        print(
+            f"examples/s, TweetEval rows, batch 32, median of {args.rounds} rounds of "
+            f"{args.steps} steps ({max(2, args.steps // 3)} wider than 768); load average "
+            f"{os.getloadavg()[0]:.1f} at the end"
+        )
+        print(
+            table(
+                rows(results),
+                [
+                    "encoder",
+                    "layers",
+                    "hidden",
+                    "parameters",
+                    "tokens/row",
+                    "train ex/s",
+                    "vs default",
+                    "predict ex/s",
+                    "vs default",
+                ],
+            )
+        )
+    result = {
+        "machine": started_on,
+        "rows": args.rows,
+        "steps": args.steps,
+        "rounds": args.rounds,
+        "results": results,
+        "load_average_at_end": os.getloadavg(),
+    }
     finish(result, os.path.join(work, "encoders.json"))
     if args.publish:
         print(f"wrote {publish('encoders', result, text.getvalue())}")

@@ -21,6 +21,7 @@ The run's job dir stays in bench/work/explain/ and is reused when it holds a fin
 its weights are exported again by this version (and its bfloat16 copy checked again), so the
 figures are those of the current explain_tokens whichever version trained the model.
 """
+
 import argparse
 import collections
 import os
@@ -29,13 +30,20 @@ import sys
 import time
 
 import numpy as np
-
-from common import WORK, add_publish_flag, read_sst2_tsv, write_sst2_tsv, fmt, machine, printed, publish, table
+from common import WORK, add_publish_flag, fmt, machine, printed, publish, read_sst2_tsv, table, write_sst2_tsv
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SST2 = os.path.join(HERE, "..", "..", "shared", "data", "sst2")
-FLAGS = ["--text-column", "sentence", "--label-column", "label", "--label-type", "index",
-         "--label-names", "negative,positive"]
+FLAGS = [
+    "--text-column",
+    "sentence",
+    "--label-column",
+    "label",
+    "--label-type",
+    "index",
+    "--label-names",
+    "negative,positive",
+]
 
 
 def trained_model(work: str, train_rows: int, seed: int) -> tuple:
@@ -45,12 +53,24 @@ def trained_model(work: str, train_rows: int, seed: int) -> tuple:
     if not os.path.exists(os.path.join(job_dir, "metrics.json")):
         train = read_sst2_tsv(os.path.join(SST2, "train.tsv"))
         rng = np.random.default_rng(seed)
-        write_sst2_tsv(os.path.join(work, "train.tsv"),
-                  [train[i] for i in np.sort(rng.choice(len(train), train_rows, replace=False))])
+        write_sst2_tsv(
+            os.path.join(work, "train.tsv"),
+            [train[i] for i in np.sort(rng.choice(len(train), train_rows, replace=False))],
+        )
         write_sst2_tsv(os.path.join(work, "dev.tsv"), dev)
-        command = [sys.executable, "-m", "trainer.task", "--training-file",
-                   os.path.join(work, "train.tsv"), "--validation-file", os.path.join(work, "dev.tsv"),
-                   "--job-dir", job_dir, "--overwrite", *FLAGS]
+        command = [
+            sys.executable,
+            "-m",
+            "trainer.task",
+            "--training-file",
+            os.path.join(work, "train.tsv"),
+            "--validation-file",
+            os.path.join(work, "dev.tsv"),
+            "--job-dir",
+            job_dir,
+            "--overwrite",
+            *FLAGS,
+        ]
         print(f"[bench] {' '.join(command)}", flush=True)
         with open(os.path.join(work, "train.log"), "w") as log:
             subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True)
@@ -70,8 +90,19 @@ def exported_again(job_dir: str, target: str) -> str:
     variables = reference.classifier_variables
     preprocessor, model = quantize.classifier_with(lambda: results._classifier(ctx), variables, "float32")
     labels = ctx.datasets.labels
-    export.export(quantize.module_like(reference, preprocessor, model, ctx.task.name, labels.names,
-                                       ctx.config.data.max_seq_length, False, labels.separator), target)
+    export.export(
+        quantize.module_like(
+            reference,
+            preprocessor,
+            model,
+            ctx.task.name,
+            labels.names,
+            ctx.config.data.max_seq_length,
+            False,
+            labels.separator,
+        ),
+        target,
+    )
     results.write_copy(ctx, target, variables, "bfloat16")
     return target
 
@@ -82,15 +113,19 @@ def completeness(model, texts, steps: int, factor: int) -> dict:
 
     attribute.explain_texts(model, texts[:2], steps=steps)  # traces and warms up, untimed
     start = time.perf_counter()
-    explained = [e for row in attribute.explain_texts(model, texts, steps=steps, max_steps_factor=factor)
-                 for e in row]
+    explained = [e for row in attribute.explain_texts(model, texts, steps=steps, max_steps_factor=factor) for e in row]
     seconds = time.perf_counter() - start
     gaps = np.asarray([e.completeness_error for e in explained])
-    return {"steps": steps, "raised_up_to": factor * steps, "rows": len(explained),
-            "within_5pct": float(np.mean(gaps <= 0.05)), "median_gap": float(np.median(gaps)),
-            "p95_gap": float(np.quantile(gaps, 0.95)),
-            "mean_steps": float(np.mean([e.steps for e in explained])),
-            "seconds_per_text": seconds / len(texts)}
+    return {
+        "steps": steps,
+        "raised_up_to": factor * steps,
+        "rows": len(explained),
+        "within_5pct": float(np.mean(gaps <= 0.05)),
+        "median_gap": float(np.median(gaps)),
+        "p95_gap": float(np.quantile(gaps, 0.95)),
+        "mean_steps": float(np.mean([e.steps for e in explained])),
+        "seconds_per_text": seconds / len(texts),
+    }
 
 
 def top_words(model, texts, steps: int, per_class: int, min_count: int) -> dict:
@@ -135,8 +170,7 @@ def main():
 
     rng = np.random.default_rng(args.seed)
     sample = [texts[i] for i in np.sort(rng.choice(len(texts), min(args.rows, len(texts)), replace=False))]
-    words_sample = [texts[i] for i in np.sort(rng.choice(len(texts), min(args.words_rows, len(texts)),
-                                                         replace=False))]
+    words_sample = [texts[i] for i in np.sort(rng.choice(len(texts), min(args.words_rows, len(texts)), replace=False))]
     models = {"float32": model_dir}
     if os.path.exists(os.path.join(model_dir, "bfloat16", "saved_model.pb")):
         models["bfloat16"] = os.path.join(model_dir, "bfloat16")
@@ -150,28 +184,64 @@ def main():
     model = export.load_module(models["float32"])
     words = top_words(model, words_sample, args.words_steps, args.per_class, args.min_count)
     import json
+
     with open(os.path.join(job_dir, "metrics.json"), encoding="utf-8") as f:
         metrics = json.load(f)
     info = machine()
     with printed() as text:
-        print(f"\nbench/explain.py: {info['cpus']} CPUs ({info['cpu']}, native {info['native']}); "
-              f"a default run on {metrics['dataset_sizes']['train']} SST-2 training rows, dev "
-              f"accuracy {metrics['validation']['accuracy']:.3f}")
-        print(f"\nCompleteness on {len(sample)} dev rows (attributions within 5% of the output minus "
-              f"the baseline's):\n")
-        print(table([[m["precision"], str(m["steps"]), str(m["raised_up_to"]), f"{100 * m['within_5pct']:.1f}%",
-                      fmt(m["median_gap"], ".4f"), fmt(m["p95_gap"], ".4f"), fmt(m["mean_steps"], ".1f"),
-                      fmt(1000 * m["seconds_per_text"], ".0f")] for m in measured],
-                    ["model", "steps", "raised up to", "rows within 5%", "median gap", "95th pct gap",
-                     "mean steps", "ms/text"]))
+        print(
+            f"\nbench/explain.py: {info['cpus']} CPUs ({info['cpu']}, native {info['native']}); "
+            f"a default run on {metrics['dataset_sizes']['train']} SST-2 training rows, dev "
+            f"accuracy {metrics['validation']['accuracy']:.3f}"
+        )
+        print(
+            f"\nCompleteness on {len(sample)} dev rows (attributions within 5% of the output minus the baseline's):\n"
+        )
+        print(
+            table(
+                [
+                    [
+                        m["precision"],
+                        str(m["steps"]),
+                        str(m["raised_up_to"]),
+                        f"{100 * m['within_5pct']:.1f}%",
+                        fmt(m["median_gap"], ".4f"),
+                        fmt(m["p95_gap"], ".4f"),
+                        fmt(m["mean_steps"], ".1f"),
+                        fmt(1000 * m["seconds_per_text"], ".0f"),
+                    ]
+                    for m in measured
+                ],
+                [
+                    "model",
+                    "steps",
+                    "raised up to",
+                    "rows within 5%",
+                    "median gap",
+                    "95th pct gap",
+                    "mean steps",
+                    "ms/text",
+                ],
+            )
+        )
         for label, rows in words.items():
-            print(f"\nMost-attributed words toward '{label}' ({len(words_sample)} dev rows, "
-                  f"{args.words_steps} steps, words seen at least {args.min_count} times):\n")
-            print(table([[word, f"{total:.3f}", str(count), f"{mean:.4f}"] for word, total, count, mean in rows],
-                        ["word", "summed attribution", "count", "mean"]))
-    result = {"machine": info, "train_rows": metrics["dataset_sizes"]["train"],
-              "dev_accuracy": metrics["validation"]["accuracy"], "completeness": measured,
-              "top_words": words}
+            print(
+                f"\nMost-attributed words toward '{label}' ({len(words_sample)} dev rows, "
+                f"{args.words_steps} steps, words seen at least {args.min_count} times):\n"
+            )
+            print(
+                table(
+                    [[word, f"{total:.3f}", str(count), f"{mean:.4f}"] for word, total, count, mean in rows],
+                    ["word", "summed attribution", "count", "mean"],
+                )
+            )
+    result = {
+        "machine": info,
+        "train_rows": metrics["dataset_sizes"]["train"],
+        "dev_accuracy": metrics["validation"]["accuracy"],
+        "completeness": measured,
+        "top_words": words,
+    }
     if args.publish:
         publish("explain", result, text.getvalue())
 

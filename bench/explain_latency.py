@@ -9,13 +9,13 @@ batches of 8. The server computes in float32 (--precision float32), as explanati
 first explained request, which loads the explain function, is timed apart; the rest are
 medians over --requests requests, one at a time. Traffic goes to 127.0.0.1 only.
 """
+
 import argparse
 import os
 import statistics
 import time
 
 import httpx
-
 from common import WORK, add_publish_flag, machine, printed, publish, read_sst2_tsv, table
 from explain import SST2
 from server_load import start_server
@@ -38,7 +38,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     texts = sorted((text for text, _ in read_sst2_tsv(os.path.join(SST2, "dev.tsv"))), key=len)
     median = texts[len(texts) // 2]
-    batch = texts[len(texts) // 2 - 4:len(texts) // 2 + 4]
+    batch = texts[len(texts) // 2 - 4 : len(texts) // 2 + 4]
     process, port = start_server(args.model_dir, work)
     url = f"http://127.0.0.1:{port}/predict"
     try:
@@ -48,21 +48,35 @@ def main():
             for explain in (False, True):
                 payload = {"instances": instances, **({"parameters": {"explain": True}} if explain else {})}
                 seconds = [timed(url, payload) for _ in range(args.requests)]
-                rows.append({"request": name, "explain": explain, "median_ms": 1000 * statistics.median(seconds),
-                             "max_ms": 1000 * max(seconds)})
+                rows.append(
+                    {
+                        "request": name,
+                        "explain": explain,
+                        "median_ms": 1000 * statistics.median(seconds),
+                        "max_ms": 1000 * max(seconds),
+                    }
+                )
     finally:
         process.kill()
         process.wait()
     info = machine()
     with printed() as text:
-        print(f"\nbench/explain_latency.py: {info['cpus']} CPUs ({info['cpu']}, native {info['native']}); "
-              f"{args.model_dir}, float32, median text {len(median.split())} words")
+        print(
+            f"\nbench/explain_latency.py: {info['cpus']} CPUs ({info['cpu']}, native {info['native']}); "
+            f"{args.model_dir}, float32, median text {len(median.split())} words"
+        )
         print(f"first explained request (loads the explain function): {1000 * first:.0f} ms\n")
-        print(table([[r["request"], "yes" if r["explain"] else "no", f"{r['median_ms']:.0f}", f"{r['max_ms']:.0f}"]
-                     for r in rows], ["request", "explain", "median ms", "max ms"]))
+        print(
+            table(
+                [
+                    [r["request"], "yes" if r["explain"] else "no", f"{r['median_ms']:.0f}", f"{r['max_ms']:.0f}"]
+                    for r in rows
+                ],
+                ["request", "explain", "median ms", "max ms"],
+            )
+        )
     if args.publish:
-        publish("explain_latency", {"machine": info, "first_explained_ms": 1000 * first, "rows": rows},
-                text.getvalue())
+        publish("explain_latency", {"machine": info, "first_explained_ms": 1000 * first, "rows": rows}, text.getvalue())
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ shared: the load average before and after is part of the result.
 
     python bench/gradient_checkpointing.py [--layers 24 --batch-size 8 --length 512] [--publish]
 """
+
 import argparse
 import json
 import os
@@ -18,9 +19,17 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import add_publish_flag, finish, printed, publish, table  # noqa: E402
 
-ROBERTA_LARGE = dict(vocab_size=50265, hidden_size=1024, num_heads=16, intermediate_size=4096,
-                     max_position_embeddings=514, type_vocab_size=1, layer_norm_eps=1e-5,
-                     position_padding_id=1, family="roberta")
+ROBERTA_LARGE = dict(
+    vocab_size=50265,
+    hidden_size=1024,
+    num_heads=16,
+    intermediate_size=4096,
+    max_position_embeddings=514,
+    type_vocab_size=1,
+    layer_norm_eps=1e-5,
+    position_padding_id=1,
+    family="roberta",
+)
 
 
 def parse(argv=None):
@@ -29,8 +38,7 @@ def parse(argv=None):
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--length", type=int, default=512)
     parser.add_argument("--steps", type=int, default=1)
-    parser.add_argument("--precision", default="mixed_bfloat16",
-                        choices=("float32", "mixed_bfloat16"))
+    parser.add_argument("--precision", default="mixed_bfloat16", choices=("float32", "mixed_bfloat16"))
     parser.add_argument("--json", help="also write the result here")
     parser.add_argument("--child", choices=("off", "on"), help=argparse.SUPPRESS)
     add_publish_flag(parser)
@@ -75,20 +83,40 @@ def child(args) -> dict:
 
     built = _resident("VmRSS")
     start, losses = time.perf_counter(), [float(step()) for _ in range(args.steps)]
-    return {"recompute": args.child == "on", "built_bytes": built, "peak_bytes": _resident("VmHWM"),
-            "losses": losses, "seconds": time.perf_counter() - start}
+    return {
+        "recompute": args.child == "on",
+        "built_bytes": built,
+        "peak_bytes": _resident("VmHWM"),
+        "losses": losses,
+        "seconds": time.perf_counter() - start,
+    }
 
 
 def run_setting(args, setting: str) -> dict:
-    argv = [sys.executable, os.path.abspath(__file__), "--child", setting, "--layers",
-            str(args.layers), "--batch-size", str(args.batch_size), "--length", str(args.length),
-            "--steps", str(args.steps), "--precision", args.precision]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2",
-           "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+    argv = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child",
+        setting,
+        "--layers",
+        str(args.layers),
+        "--batch-size",
+        str(args.batch_size),
+        "--length",
+        str(args.length),
+        "--steps",
+        str(args.steps),
+        "--precision",
+        args.precision,
+    ]
+    env = {
+        **os.environ,
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    }
     done = subprocess.run(argv, capture_output=True, text=True, env=env)
     if done.returncode:
-        return {"recompute": setting == "on", "failed": done.returncode,
-                "stderr": done.stderr[-2000:]}
+        return {"recompute": setting == "on", "failed": done.returncode, "stderr": done.stderr[-2000:]}
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -99,23 +127,35 @@ def main(argv=None) -> dict:
         return {}
     load_before = os.getloadavg()
     runs = [run_setting(args, setting) for setting in ("off", "on")]
-    result = {"shape": {**ROBERTA_LARGE, "num_layers": args.layers}, "batch_size": args.batch_size,
-              "length": args.length, "steps": args.steps, "precision": args.precision,
-              "load_average_before": load_before, "load_average_after": os.getloadavg(),
-              "runs": runs}
-    gib = 2.0 ** 30
-    rows = [["on" if run["recompute"] else "off",
-             f"{run['built_bytes'] / gib:.2f}" if "peak_bytes" in run else "-",
-             f"{run['peak_bytes'] / gib:.2f}" if "peak_bytes" in run else "failed",
-             f"{(run['peak_bytes'] - run['built_bytes']) / gib:.2f}" if "peak_bytes" in run else "-",
-             f"{run['losses'][-1]:.6f}" if "losses" in run else "-",
-             f"{run['seconds']:.0f}" if "seconds" in run else "-"] for run in runs]
+    result = {
+        "shape": {**ROBERTA_LARGE, "num_layers": args.layers},
+        "batch_size": args.batch_size,
+        "length": args.length,
+        "steps": args.steps,
+        "precision": args.precision,
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg(),
+        "runs": runs,
+    }
+    gib = 2.0**30
+    rows = [
+        [
+            "on" if run["recompute"] else "off",
+            f"{run['built_bytes'] / gib:.2f}" if "peak_bytes" in run else "-",
+            f"{run['peak_bytes'] / gib:.2f}" if "peak_bytes" in run else "failed",
+            f"{(run['peak_bytes'] - run['built_bytes']) / gib:.2f}" if "peak_bytes" in run else "-",
+            f"{run['losses'][-1]:.6f}" if "losses" in run else "-",
+            f"{run['seconds']:.0f}" if "seconds" in run else "-",
+        ]
+        for run in runs
+    ]
     with printed() as text:
-        print(f"RoBERTa-large shape, {args.layers} layers, batch {args.batch_size} x {args.length}, "
-              f"{args.precision}, {args.steps} AdamW step(s); load average "
-              f"{load_before[0]:.1f} before, {result['load_average_after'][0]:.1f} after")
-        print(table(rows, ["checkpointing", "built GiB", "peak GiB", "peak - built GiB",
-                           "loss", "seconds"]))
+        print(
+            f"RoBERTa-large shape, {args.layers} layers, batch {args.batch_size} x {args.length}, "
+            f"{args.precision}, {args.steps} AdamW step(s); load average "
+            f"{load_before[0]:.1f} before, {result['load_average_after'][0]:.1f} after"
+        )
+        print(table(rows, ["checkpointing", "built GiB", "peak GiB", "peak - built GiB", "loss", "seconds"]))
     if args.publish:
         publish("gradient_checkpointing", result, text.getvalue())
     return finish(result, args.json)

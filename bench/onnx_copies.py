@@ -23,6 +23,7 @@ Parts: short (the default encoder fine-tuned on 8,000 GLUE SST-2 rows; the first
 500 dev reviews timed), tagging (WikiANN: 5,000 sentences trained, --texts dev sentences timed).
 Speed only: one epoch each, quality is not the point. Nothing else should run meanwhile.
 """
+
 import argparse
 import csv
 import os
@@ -32,7 +33,6 @@ import sys
 import time
 
 import numpy as np
-
 from common import ROOT, WORK, add_publish_flag, fmt, log, machine, printed, publish, table
 from server_load import copy_flags, serve_rates
 
@@ -73,24 +73,34 @@ def prepare(part: str, work: str, count: int) -> dict:
     os.makedirs(work, exist_ok=True)
     if part == "short":
         train, dev = sst2(f"{SHARED}/sst2/train.tsv"), sst2(f"{SHARED}/sst2/dev.tsv")
-        return {"train": write_rows(f"{work}/short-train.csv", ["text", "label"], train[:8000]),
-                "validation": write_rows(f"{work}/short-val.csv", ["text", "label"], dev[count:count + 1000]),
-                "flags": [], "texts": [text for text, _ in dev[:count]]}
+        return {
+            "train": write_rows(f"{work}/short-train.csv", ["text", "label"], train[:8000]),
+            "validation": write_rows(f"{work}/short-val.csv", ["text", "label"], dev[count : count + 1000]),
+            "flags": [],
+            "texts": [text for text, _ in dev[:count]],
+        }
     if part == "long":
         with open(f"{SHARED}/imdb/train.csv", newline="", encoding="utf-8") as f:
             train = [(r["text"], r["label"]) for _, r in zip(range(2000), csv.DictReader(f))]
         with open(f"{SHARED}/imdb/dev.csv", newline="", encoding="utf-8") as f:
             dev = [(r["text"], r["label"]) for _, r in zip(range(1000), csv.DictReader(f))]
-        return {"train": write_rows(f"{work}/long-train.csv", ["text", "label"], train),
-                "validation": write_rows(f"{work}/long-val.csv", ["text", "label"], dev[500:]),
-                "flags": ["--long-texts", "windows"], "texts": [text for text, _ in dev[:500]]}
+        return {
+            "train": write_rows(f"{work}/long-train.csv", ["text", "label"], train),
+            "validation": write_rows(f"{work}/long-val.csv", ["text", "label"], dev[500:]),
+            "flags": ["--long-texts", "windows"],
+            "texts": [text for text, _ in dev[:500]],
+        }
     texts = conll_sentences(f"{SHARED}/ner/wikiann_en_dev.conll")
     with open(f"{SHARED}/ner/wikiann_en_train.conll", encoding="utf-8") as f:
         blocks = f.read().strip().split("\n\n")
     with open(f"{work}/tagging-train.conll", "w", encoding="utf-8") as f:
         f.write("\n\n".join(blocks[:5000]) + "\n")
-    return {"train": f"{work}/tagging-train.conll", "validation": f"{SHARED}/ner/wikiann_en_dev.conll",
-            "flags": ["--task", "token-classification"], "texts": texts[:count]}
+    return {
+        "train": f"{work}/tagging-train.conll",
+        "validation": f"{SHARED}/ner/wikiann_en_dev.conll",
+        "flags": ["--task", "token-classification"],
+        "texts": texts[:count],
+    }
 
 
 def trained(part: str, data: dict, work: str) -> str:
@@ -98,10 +108,28 @@ def trained(part: str, data: dict, work: str) -> str:
     job = os.path.join(work, f"job-{part}")
     if not os.path.exists(os.path.join(job, "metrics.json")):
         log(f"{part}: training the model the copies are made of ({job})")
-        subprocess.run([sys.executable, "-m", "trainer.task", "--job-dir", job,
-                        "--training-file", data["train"], "--validation-file", data["validation"],
-                        "--epochs", "1", "--export-bfloat16", "off", "--report", "off", *data["flags"]],
-                       check=True, cwd=ROOT)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "trainer.task",
+                "--job-dir",
+                job,
+                "--training-file",
+                data["train"],
+                "--validation-file",
+                data["validation"],
+                "--epochs",
+                "1",
+                "--export-bfloat16",
+                "off",
+                "--report",
+                "off",
+                *data["flags"],
+            ],
+            check=True,
+            cwd=ROOT,
+        )
     return os.path.join(job, "model")
 
 
@@ -125,8 +153,10 @@ def throughput(model_dir: str, copies: list, texts: list, rounds: int) -> dict:
             start = time.perf_counter()
             outputs[copy] = predict.predict_outputs(model, texts, BATCH_SIZE)
             seconds[copy].append(time.perf_counter() - start)
-    return {copy: {"rows_per_second": len(texts) / statistics.median(seconds[copy]), "outputs": outputs[copy]}
-            for copy in copies}
+    return {
+        copy: {"rows_per_second": len(texts) / statistics.median(seconds[copy]), "outputs": outputs[copy]}
+        for copy in copies
+    }
 
 
 # A tagger's rows agree when every entity does: its label, text and character offsets (the issue's bar).
@@ -136,15 +166,30 @@ ENTITIES = ("entity_count", "entity_label", "entity_text", "entity_start", "enti
 def agreement(reference: dict, candidate: dict) -> dict:
     """Rows whose labels (a tagger's: entities) are equal, and the largest difference of any float
     output, vs `reference`."""
-    names = ENTITIES if "entity_label" in reference else \
-        [next((name for name in ("label_index", "labels") if name in reference), None)]
-    rows = [np.all([np.asarray(reference[n]).reshape(len(reference[n]), -1)
-                    == np.asarray(candidate[n]).reshape(len(candidate[n]), -1)], axis=(0, 2))
-            for n in names if n is not None]
+    names = (
+        ENTITIES
+        if "entity_label" in reference
+        else [next((name for name in ("label_index", "labels") if name in reference), None)]
+    )
+    rows = [
+        np.all(
+            [
+                np.asarray(reference[n]).reshape(len(reference[n]), -1)
+                == np.asarray(candidate[n]).reshape(len(candidate[n]), -1)
+            ],
+            axis=(0, 2),
+        )
+        for n in names
+        if n is not None
+    ]
     equal = float(np.mean(np.all(rows, axis=0))) if rows else None
-    floats = [abs(np.asarray(reference[n], np.float64) - np.asarray(candidate[n], np.float64)).max()
-              for n in reference if n in candidate and np.asarray(reference[n]).dtype.kind == "f"
-              and np.shape(reference[n]) == np.shape(candidate[n])]
+    floats = [
+        abs(np.asarray(reference[n], np.float64) - np.asarray(candidate[n], np.float64)).max()
+        for n in reference
+        if n in candidate
+        and np.asarray(reference[n]).dtype.kind == "f"
+        and np.shape(reference[n]) == np.shape(candidate[n])
+    ]
     return {"labels_equal": equal, "max_difference": float(max(floats)) if floats else None}
 
 
@@ -154,10 +199,24 @@ def start_up(model_dir: str, copy: str, work: str, text: str, python: str) -> fl
     times = []
     for _ in range(3):
         start = time.perf_counter()
-        subprocess.run([python, "-m", "trainer.predict", "--model-dir", model_dir, "--input", one,
-                        "--output", os.path.join(work, "one-out.csv"), "--overwrite",
-                        *copy_flags(copy)],
-                       check=True, cwd=ROOT, capture_output=True)
+        subprocess.run(
+            [
+                python,
+                "-m",
+                "trainer.predict",
+                "--model-dir",
+                model_dir,
+                "--input",
+                one,
+                "--output",
+                os.path.join(work, "one-out.csv"),
+                "--overwrite",
+                *copy_flags(copy),
+            ],
+            check=True,
+            cwd=ROOT,
+            capture_output=True,
+        )
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -170,14 +229,17 @@ def measure(part: str, args, work: str) -> dict:
     speed = throughput(model_dir, copies, data["texts"], args.rounds)
     result = {"texts": len(data["texts"]), "copies": {}}
     for copy in copies:
-        figures = {"rows_per_second": speed[copy]["rows_per_second"],
-                   **agreement(speed["float32"]["outputs"], speed[copy]["outputs"]),
-                   "start_seconds": start_up(model_dir, copy, work, data["texts"][0], sys.executable)}
+        figures = {
+            "rows_per_second": speed[copy]["rows_per_second"],
+            **agreement(speed["float32"]["outputs"], speed[copy]["outputs"]),
+            "start_seconds": start_up(model_dir, copy, work, data["texts"][0], sys.executable),
+        }
         if copy.startswith("onnx") and args.onnx_python:
             figures["start_seconds_without_tensorflow"] = start_up(
-                model_dir, copy, work, data["texts"][0], args.onnx_python)
+                model_dir, copy, work, data["texts"][0], args.onnx_python
+            )
         if part == "short":
-            figures["serve"] = serve_rates(model_dir, work, data["texts"][:args.serve_texts], copy, CLIENTS)
+            figures["serve"] = serve_rates(model_dir, work, data["texts"][: args.serve_texts], copy, CLIENTS)
         result["copies"][copy] = figures
     return result
 
@@ -187,20 +249,45 @@ def report(results: dict) -> str:
     for part, result in results.items():
         base = result["copies"]["float32"]
         litert = result["copies"].get("int8")
-        rows = [[copy, fmt(f["rows_per_second"], ",.0f"), fmt(f["rows_per_second"] / base["rows_per_second"], ".2f") + "x",
-                 "-" if litert is None else fmt(f["rows_per_second"] / litert["rows_per_second"], ".2f") + "x",
-                 "-" if f["labels_equal"] is None else fmt(100 * f["labels_equal"], ".2f") + "%",
-                 fmt(f["max_difference"], ".1e"), fmt(f["start_seconds"], ".2f"),
-                 fmt(f.get("start_seconds_without_tensorflow"), ".2f")]
-                for copy, f in result["copies"].items()]
-        lines += [f"\n{part}: {result['texts']} texts", table(rows, [
-            "copy", "rows/s", "x SavedModel", "x LiteRT int8", "rows equal", "max diff", "start s",
-            "start s (no TF)"])]
-        served = [[copy, *[fmt(f["serve"][c]["examples_per_second"], ",.0f") for c in CLIENTS]]
-                  for copy, f in result["copies"].items() if "serve" in f]
+        rows = [
+            [
+                copy,
+                fmt(f["rows_per_second"], ",.0f"),
+                fmt(f["rows_per_second"] / base["rows_per_second"], ".2f") + "x",
+                "-" if litert is None else fmt(f["rows_per_second"] / litert["rows_per_second"], ".2f") + "x",
+                "-" if f["labels_equal"] is None else fmt(100 * f["labels_equal"], ".2f") + "%",
+                fmt(f["max_difference"], ".1e"),
+                fmt(f["start_seconds"], ".2f"),
+                fmt(f.get("start_seconds_without_tensorflow"), ".2f"),
+            ]
+            for copy, f in result["copies"].items()
+        ]
+        lines += [
+            f"\n{part}: {result['texts']} texts",
+            table(
+                rows,
+                [
+                    "copy",
+                    "rows/s",
+                    "x SavedModel",
+                    "x LiteRT int8",
+                    "rows equal",
+                    "max diff",
+                    "start s",
+                    "start s (no TF)",
+                ],
+            ),
+        ]
+        served = [
+            [copy, *[fmt(f["serve"][c]["examples_per_second"], ",.0f") for c in CLIENTS]]
+            for copy, f in result["copies"].items()
+            if "serve" in f
+        ]
         if served:
-            lines += [f"\n{part}: trainer.serve examples/s at {', '.join(map(str, CLIENTS))} clients",
-                      table(served, ["copy", *[f"{c} clients" for c in CLIENTS]])]
+            lines += [
+                f"\n{part}: trainer.serve examples/s at {', '.join(map(str, CLIENTS))} clients",
+                table(served, ["copy", *[f"{c} clients" for c in CLIENTS]]),
+            ]
     return "\n".join(lines)
 
 

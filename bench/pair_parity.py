@@ -10,6 +10,7 @@ preprocessor and transformers' fast tokenizer, built from the same files, encode
 MRPC dev pairs of ../shared/data at --max-seq-length 128 (few cut) and 32 (most cut), and the
 rows whose input ids, mask or type ids differ are counted.
 """
+
 import argparse
 import csv
 import os
@@ -33,10 +34,10 @@ def pairs(path=MRPC_DEV):
 
 def compare(family: str, first: list, second: list, work: str) -> list:
     """[(length, rows equal, rows, cut rows)] of one family."""
+    import hf_reference
     import numpy as np
     import tensorflow as tf
 
-    import hf_reference
     from trainer.data import input_pipeline
     from trainer.modeling.encoders import checkpoints
 
@@ -66,10 +67,19 @@ def main(argv=None) -> dict:
     rows, result = [], {}
     with tempfile.TemporaryDirectory() as work:
         for family in hf_reference.families():
-            result[family] = [dict(zip(("length", "equal", "pairs", "cut"), r))
-                              for r in compare(family, first, second, work)]
-            rows += [[family, str(r["length"]), f"{r['cut']:,}", f"{r['equal']:,} / {r['pairs']:,}",
-                      f"{100 * r['equal'] / r['pairs']:.2f}%"] for r in result[family]]
+            result[family] = [
+                dict(zip(("length", "equal", "pairs", "cut"), r)) for r in compare(family, first, second, work)
+            ]
+            rows += [
+                [
+                    family,
+                    str(r["length"]),
+                    f"{r['cut']:,}",
+                    f"{r['equal']:,} / {r['pairs']:,}",
+                    f"{100 * r['equal'] / r['pairs']:.2f}%",
+                ]
+                for r in result[family]
+            ]
     with printed() as text:
         print("MRPC dev pairs packed by the package's preprocessor vs transformers' fast tokenizer")
         print(table(rows, ["family", "max length", "pairs cut", "equal rows", "equal"]))

@@ -12,6 +12,7 @@ does) at several batch sizes, next to the same model on batches padded to 128 in
 round. With --profile the TF profiler traces one more round of the default batching and
 sums op time by category, as bench/steps.py does for training steps.
 """
+
 import argparse
 import os
 import sys
@@ -28,10 +29,12 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model-dir", required=True, help="an exported model (JOB_DIR/model)")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--batch-sizes", default="32,128,512",
-                        help="token-sorted batch sizes to time (trainer.predict's default: 128)")
-    parser.add_argument("--profile", action="store_true",
-                        help="trace one more round of batch 128 and group op time by category")
+    parser.add_argument(
+        "--batch-sizes", default="32,128,512", help="token-sorted batch sizes to time (trainer.predict's default: 128)"
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="trace one more round of batch 128 and group op time by category"
+    )
     parser.add_argument("--json", help="also write the results here")
     add_publish_flag(parser)
     return parser.parse_args(argv)
@@ -50,7 +53,7 @@ def file_order_batches(features: dict, batch_size: int, width: int):
     """Batches in file order, every one padded to `width` tokens (a tutorial's evaluation loop)."""
     rows = len(features["input_word_ids"])
     for start in range(0, rows, batch_size):
-        yield {k: v[start:start + batch_size, :width] for k, v in features.items()}
+        yield {k: v[start : start + batch_size, :width] for k, v in features.items()}
 
 
 def parts(model, texts: list, features: dict, args) -> dict:
@@ -61,9 +64,11 @@ def parts(model, texts: list, features: dict, args) -> dict:
     seconds = {"tokenize": timed(lambda: predict.tokenize(model, texts), args.rounds)}
     for size in [int(s) for s in args.batch_sizes.split(",")]:
         seconds[f"model, token-sorted ladder batches of {size}"] = timed(
-            lambda: [model.predict_tokens(b) for _, b in predict._token_batches(features, size)], args.rounds)
+            lambda size=size: [model.predict_tokens(b) for _, b in predict._token_batches(features, size)], args.rounds
+        )
     seconds[f"model, file-order batches of 32 padded to {width}"] = timed(
-        lambda: [model.predict_tokens(b) for b in file_order_batches(features, 32, width)], args.rounds)
+        lambda: [model.predict_tokens(b) for b in file_order_batches(features, 32, width)], args.rounds
+    )
     return seconds
 
 
@@ -82,8 +87,10 @@ def profile(model, features: dict, work: str) -> dict:
 
 def report(result: dict) -> None:
     rows = result["rows"]
-    print(f"{rows} texts ({result['data']}), mean {result['mean_tokens']:.1f} tokens; "
-          f"median of {result['rounds']} rounds:")
+    print(
+        f"{rows} texts ({result['data']}), mean {result['mean_tokens']:.1f} tokens; "
+        f"median of {result['rounds']} rounds:"
+    )
     print(f"  {'part':55s} {'seconds':>8s} {'texts/s':>9s}")
     for name, seconds in result["seconds"].items():
         print(f"  {name:55s} {seconds:8.2f} {rows / seconds:9.1f}")
@@ -105,9 +112,14 @@ def main(argv=None) -> dict:
     model = export.load_module(args.model_dir)
     predict.warm_up(model)
     features = predict.tokenize(model, texts)
-    result = {"model_dir": args.model_dir, "data": data["name"], "rows": len(texts),
-              "rounds": args.rounds, "mean_tokens": float(features["input_mask"].sum(axis=1).mean()),
-              "seconds": {"read the file (trainer.data.reading)": read_seconds, **parts(model, texts, features, args)}}
+    result = {
+        "model_dir": args.model_dir,
+        "data": data["name"],
+        "rows": len(texts),
+        "rounds": args.rounds,
+        "mean_tokens": float(features["input_mask"].sum(axis=1).mean()),
+        "seconds": {"read the file (trainer.data.reading)": read_seconds, **parts(model, texts, features, args)},
+    }
     if args.profile:
         result["profile"] = profile(model, features, work)
     with printed() as text:

@@ -23,6 +23,7 @@ score is the run's test split:
 A sweep is resumable: a run whose job dir holds metrics.json is read, not run again, on the
 machine that measured it (bench/common.kept_here; elsewhere it is refused, to be removed).
 """
+
 import argparse
 import csv
 import json
@@ -34,22 +35,58 @@ import time
 
 import mpnet_weights
 from common import WORK, add_publish_flag, finish, kept_here, machine, printed, publish, table
+
 from trainer.tuning.trials import last_line
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 PAIR_LABELS = ["--text-column", "sentence1", "--text-pair-column", "sentence2"]
 DATASETS = {
-    "mrpc": {"flags": [*PAIR_LABELS, "--label-column", "label", "--label-type", "index",
-                       "--label-names", "different,paraphrase"],
-             "metric": "F1 (paraphrase)", "score": lambda t: t["per_class"]["paraphrase"]["f1"]},
-    "stsb": {"flags": [*PAIR_LABELS, "--label-column", "score", "--task", "regression"],
-             "metric": "Spearman", "score": lambda t: t["spearman"]},
-    "sst2": {"flags": ["--text-column", "sentence", "--label-column", "label", "--label-type",
-                       "index", "--label-names", "negative,positive"],
-             "metric": "accuracy", "score": lambda t: t["accuracy"]},
-    "tweeteval": {"flags": ["--text-column", "text", "--label-column", "label", "--label-type",
-                            "index", "--label-names", "negative,neutral,positive"],
-                  "metric": "macro recall", "score": lambda t: t["macro_recall"]},
+    "mrpc": {
+        "flags": [
+            *PAIR_LABELS,
+            "--label-column",
+            "label",
+            "--label-type",
+            "index",
+            "--label-names",
+            "different,paraphrase",
+        ],
+        "metric": "F1 (paraphrase)",
+        "score": lambda t: t["per_class"]["paraphrase"]["f1"],
+    },
+    "stsb": {
+        "flags": [*PAIR_LABELS, "--label-column", "score", "--task", "regression"],
+        "metric": "Spearman",
+        "score": lambda t: t["spearman"],
+    },
+    "sst2": {
+        "flags": [
+            "--text-column",
+            "sentence",
+            "--label-column",
+            "label",
+            "--label-type",
+            "index",
+            "--label-names",
+            "negative,positive",
+        ],
+        "metric": "accuracy",
+        "score": lambda t: t["accuracy"],
+    },
+    "tweeteval": {
+        "flags": [
+            "--text-column",
+            "text",
+            "--label-column",
+            "label",
+            "--label-type",
+            "index",
+            "--label-names",
+            "negative,neutral,positive",
+        ],
+        "metric": "macro recall",
+        "score": lambda t: t["macro_recall"],
+    },
 }
 # Trainer flags on top of the defaults. "defaults" is whatever the checkout's defaults are, so a
 # job dir it left is only valid while they stay; the "previous-" ones pin the defaults before
@@ -107,18 +144,15 @@ def prepare(data_dir: str, out: str) -> dict:
     os.makedirs(out, exist_ok=True)
     files = {}
     glue, sst2, tweets = (os.path.join(data_dir, name) for name in ("glue", "sst2", "tweeteval"))
-    files["mrpc"] = {"training": os.path.join(glue, "mrpc_train.csv"),
-                     "testing": os.path.join(glue, "mrpc_dev.csv")}
+    files["mrpc"] = {"training": os.path.join(glue, "mrpc_train.csv"), "testing": os.path.join(glue, "mrpc_dev.csv")}
     stsb = read_csv(os.path.join(glue, "stsb_train.csv"))
     write_csv(os.path.join(out, "stsb-train.csv"), stsb[0], stsb[1:-500])
     write_csv(os.path.join(out, "stsb-test.csv"), stsb[0], stsb[-500:])
-    files["stsb"] = {"training": os.path.join(out, "stsb-train.csv"),
-                     "testing": os.path.join(out, "stsb-test.csv")}
+    files["stsb"] = {"training": os.path.join(out, "stsb-train.csv"), "testing": os.path.join(out, "stsb-test.csv")}
     sentences, dev = (read_csv(os.path.join(sst2, name), "\t") for name in ("train.tsv", "dev.tsv"))
     write_csv(os.path.join(out, "sst2-train.csv"), sentences[0], sentences[1:10_001])
     write_csv(os.path.join(out, "sst2-test.csv"), dev[0], dev[1:2_001])
-    files["sst2"] = {"training": os.path.join(out, "sst2-train.csv"),
-                     "testing": os.path.join(out, "sst2-test.csv")}
+    files["sst2"] = {"training": os.path.join(out, "sst2-train.csv"), "testing": os.path.join(out, "sst2-test.csv")}
     files["tweeteval"] = _tweeteval(tweets, out)
     return files
 
@@ -129,8 +163,11 @@ def _tweeteval(folder: str, out: str) -> dict:
             return f.read().splitlines()
 
     test = list(zip(lines("test_text.txt"), lines("test_labels.txt")))
-    parts = {"training": test[:10_000], "testing": test[10_000:],
-             "validation": list(zip(lines("val_text.txt"), lines("val_labels.txt")))}
+    parts = {
+        "training": test[:10_000],
+        "testing": test[10_000:],
+        "validation": list(zip(lines("val_text.txt"), lines("val_labels.txt"))),
+    }
     paths = {}
     for name, rows in parts.items():
         paths[name] = os.path.join(out, f"tweeteval-{name}.csv")
@@ -144,40 +181,73 @@ def run_one(dataset: str, files: dict, flags: list, seed: int, job_dir: str, cac
     os.makedirs(os.path.dirname(job_dir), exist_ok=True)
     kept_here(job_dir)  # the table quotes its training seconds
     if not os.path.exists(metrics_path):
-        command = [sys.executable, "-m", "trainer.task", "--job-dir", job_dir, "--cache-dir", cache_dir,
-                   "--seed", str(seed), "--export-bfloat16", "off", "--export-int8", "off", "--keep-checkpoints", "none",
-                   "--report", "off",  # the table reads metrics.json only, as tuning trials do
-                   *[f"--{name}-file={path}" for name, path in files.items()],
-                   *DATASETS[dataset]["flags"], *flags]
+        command = [
+            sys.executable,
+            "-m",
+            "trainer.task",
+            "--job-dir",
+            job_dir,
+            "--cache-dir",
+            cache_dir,
+            "--seed",
+            str(seed),
+            "--export-bfloat16",
+            "off",
+            "--export-int8",
+            "off",
+            "--keep-checkpoints",
+            "none",
+            "--report",
+            "off",  # the table reads metrics.json only, as tuning trials do
+            *[f"--{name}-file={path}" for name, path in files.items()],
+            *DATASETS[dataset]["flags"],
+            *flags,
+        ]
         start = time.perf_counter()
         with open(job_dir + ".log", "w") as log:
             done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT)
         if done.returncode != 0:
             # The log's last line is the trainer's one-line `error:` when its input was bad.
-            sys.exit(f"{dataset} seed {seed}: the trainer exited {done.returncode} "
-                     f"({last_line(job_dir + '.log') or 'no output'}); see {job_dir}.log")
+            sys.exit(
+                f"{dataset} seed {seed}: the trainer exited {done.returncode} "
+                f"({last_line(job_dir + '.log') or 'no output'}); see {job_dir}.log"
+            )
         print(f"[recipe] {os.path.relpath(job_dir)}: {time.perf_counter() - start:.0f} s", flush=True)
     with open(metrics_path) as f:
         metrics = json.load(f)
-    return {"score": 100 * DATASETS[dataset]["score"](metrics["test"]),
-            "train_seconds": metrics["durations"]["train"],
-            "epochs": metrics["epochs_completed"], "best_epoch": metrics["best_epoch"]}
+    return {
+        "score": 100 * DATASETS[dataset]["score"](metrics["test"]),
+        "train_seconds": metrics["durations"]["train"],
+        "epochs": metrics["epochs_completed"],
+        "best_epoch": metrics["best_epoch"],
+    }
 
 
 def summary(runs: list) -> dict:
     scores = [run["score"] for run in runs]
-    return {"mean": statistics.mean(scores), "sd": statistics.stdev(scores) if len(scores) > 1 else 0.0,
-            "train_seconds": statistics.mean(run["train_seconds"] for run in runs),
-            "best_epochs": [run["best_epoch"] for run in runs], "runs": runs}
+    return {
+        "mean": statistics.mean(scores),
+        "sd": statistics.stdev(scores) if len(scores) > 1 else 0.0,
+        "train_seconds": statistics.mean(run["train_seconds"] for run in runs),
+        "best_epochs": [run["best_epoch"] for run in runs],
+        "runs": runs,
+    }
 
 
 def print_tables(results: dict) -> None:
     """One table per dataset; each candidate against the first one given."""
     for dataset, candidates in results.items():
         first, base = next(iter(candidates.items()))
-        rows = [[name, f"{s['mean']:.1f} ± {s['sd']:.1f}", f"{s['mean'] - base['mean']:+.1f}",
-                 f"{s['train_seconds']:.0f}", ",".join(map(str, s["best_epochs"]))]
-                for name, s in candidates.items()]
+        rows = [
+            [
+                name,
+                f"{s['mean']:.1f} ± {s['sd']:.1f}",
+                f"{s['mean'] - base['mean']:+.1f}",
+                f"{s['train_seconds']:.0f}",
+                ",".join(map(str, s["best_epochs"])),
+            ]
+            for name, s in candidates.items()
+        ]
         print(f"\n{dataset} ({DATASETS[dataset]['metric']}, test split, mean ± sd over seeds)")
         print(table(rows, ["candidate", "score", f"vs {first}", "train s", "best epochs"]))
 
@@ -187,9 +257,12 @@ def main():
     parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--candidates", default="defaults")
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--first-seed", type=int, default=1,
-                        help="seeds run are first-seed .. first-seed + seeds - 1 (e.g. one more seed "
-                             "beside a committed result)")
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=1,
+        help="seeds run are first-seed .. first-seed + seeds - 1 (e.g. one more seed beside a committed result)",
+    )
     parser.add_argument("--data-dir", default=DATA, help="../shared/data, with glue/, sst2/, tweeteval/")
     parser.add_argument("--work-dir", default=os.path.join(WORK, "recipe"))
     add_publish_flag(parser)
@@ -204,15 +277,27 @@ def main():
     for dataset in datasets:
         results[dataset] = {}
         for candidate in candidates:
-            runs = [run_one(dataset, files[dataset], flags[candidate], seed,
-                            os.path.join(args.work_dir, dataset, candidate, f"seed-{seed}"),
-                            os.path.join(args.work_dir, "cache"))
-                    for seed in range(args.first_seed, args.first_seed + args.seeds)]
+            runs = [
+                run_one(
+                    dataset,
+                    files[dataset],
+                    flags[candidate],
+                    seed,
+                    os.path.join(args.work_dir, dataset, candidate, f"seed-{seed}"),
+                    os.path.join(args.work_dir, "cache"),
+                )
+                for seed in range(args.first_seed, args.first_seed + args.seeds)
+            ]
             results[dataset][candidate] = summary(runs)
     with printed() as text:
         print_tables(results)
-    result = {"machine": machine(), "seeds": args.seeds, "first_seed": args.first_seed,
-              "candidates": flags, "results": results}
+    result = {
+        "machine": machine(),
+        "seeds": args.seeds,
+        "first_seed": args.first_seed,
+        "candidates": flags,
+        "results": results,
+    }
     finish(result, os.path.join(args.work_dir, "recipe.json"))
     if args.publish:
         print(f"wrote {publish('recipe', result, text.getvalue())}")

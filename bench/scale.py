@@ -17,6 +17,7 @@ seconds to the first step counted from process start; progress lines over --stea
 the second one give the steady examples/s. The RSS of the process tree is summed every 0.2 s
 (psutil when installed, else /proc). Then the job is stopped: it need not finish its epoch.
 """
+
 import argparse
 import datetime
 import os
@@ -30,7 +31,6 @@ import threading
 import time
 
 import numpy as np
-
 from common import fmt, machine, printed, publish, table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -55,6 +55,7 @@ def read_lines(path):
 
 
 # ---------------------------------------------------------------- data
+
 
 def word_table(texts):
     """Every text's word ids (whitespace-split) end to end, each text's start and length, and
@@ -111,9 +112,8 @@ def generate(texts, labels, rows, seed, chunk_rows=250_000, max_rounds=100):
             hashes = row_hashes(row_words, row_starts, row_lengths)
             fresh = _unseen(hashes, seen)
             tokens = words[row_words].tolist()
-            for k, at, n in zip(todo[fresh].tolist(), row_starts[fresh].tolist(),
-                                row_lengths[fresh].tolist()):
-                out[k] = " ".join(tokens[at:at + n])
+            for k, at, n in zip(todo[fresh].tolist(), row_starts[fresh].tolist(), row_lengths[fresh].tolist()):
+                out[k] = " ".join(tokens[at : at + n])
             label_ids[todo[fresh]] = labels[picked[fresh]]
             seen = np.sort(np.concatenate([seen, np.sort(hashes[fresh])]), kind="stable")
             todo = todo[~fresh]
@@ -170,6 +170,7 @@ def prepare_data(work, sizes, seed):
 
 
 # ---------------------------------------------------------------- measuring
+
 
 def tree_rss(pid):
     """Bytes resident in `pid` and all its descendants (0 once it is gone)."""
@@ -247,16 +248,34 @@ def run_size(size, train_file, validation, work, args, extra):
     """One trainer job on `train_file`: first-step seconds, steady ex/s, peak RSS; then stopped."""
     job_dir = os.path.join(work, "jobs", size)
     shutil.rmtree(job_dir, ignore_errors=True)
-    command = [sys.executable, "-m", "trainer.task", "--training-file", train_file,
-               "--validation-file", validation, "--job-dir", job_dir, "--epochs", "1",
-               "--log-every-seconds", "1", *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "trainer.task",
+        "--training-file",
+        train_file,
+        "--validation-file",
+        validation,
+        "--job-dir",
+        job_dir,
+        "--epochs",
+        "1",
+        "--log-every-seconds",
+        "1",
+        *extra,
+    ]
     stdout_path, stderr_path = (os.path.join(work, f"{size}.{s}.log") for s in ("stdout", "stderr"))
     with open(stdout_path, "w") as copy, open(stderr_path, "w") as errors:
         start = time.monotonic()
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors,
-                                   text=True, errors="replace",
-                                   env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+            errors="replace",
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            start_new_session=True,
+        )
         lines = queue.Queue()
         reader = threading.Thread(target=_pump, args=(process.stdout, lines, copy), daemon=True)
         reader.start()
@@ -266,28 +285,37 @@ def run_size(size, train_file, validation, work, args, extra):
             stop(process)
             reader.join(10)
     if found["timed_out"]:
-        sys.exit(f"error: the {size} job had no steady window after --max-seconds "
-                 f"{args.max_seconds:.0f} (stdout {stdout_path})")
+        sys.exit(
+            f"error: the {size} job had no steady window after --max-seconds "
+            f"{args.max_seconds:.0f} (stdout {stdout_path})"
+        )
     if not found["window"] or found["batch"] is None:
         tail = "".join(read_lines_tail(stderr_path, 15))
-        sys.exit(f"error: the {size} job exited with {process.returncode} before training "
-                 f"(stdout {stdout_path}); last lines of its stderr:\n{tail}")
+        sys.exit(
+            f"error: the {size} job exited with {process.returncode} before training "
+            f"(stdout {stdout_path}); last lines of its stderr:\n{tail}"
+        )
     window = found["window"]
     steps = window[-1][1] - window[0][1]
     seconds = window[-1][0] - window[0][0]
-    return {"rows": SIZES[size], "file_mib": os.path.getsize(train_file) / 2**20,
-            "first_step_seconds": found["first"][0] - start, "first_progress_step": found["first"][1],
-            "steady_examples_per_second": steps * found["batch"] / seconds if seconds else None,
-            "steady_steps": steps, "steady_seconds": seconds,
-            "peak_rss_gib": found["peak_rss"] / 2**30, "peak_vmhwm_gib": found["vmhwm_kib"] / 2**20,
-            "command": command}
+    return {
+        "rows": SIZES[size],
+        "file_mib": os.path.getsize(train_file) / 2**20,
+        "first_step_seconds": found["first"][0] - start,
+        "first_progress_step": found["first"][1],
+        "steady_examples_per_second": steps * found["batch"] / seconds if seconds else None,
+        "steady_steps": steps,
+        "steady_seconds": seconds,
+        "peak_rss_gib": found["peak_rss"] / 2**30,
+        "peak_vmhwm_gib": found["vmhwm_kib"] / 2**20,
+        "command": command,
+    }
 
 
 def _watch(process, lines, start, steady_seconds, max_seconds):
     """Samples RSS and reads log lines until the steady window is full, the job ends or
     `max_seconds` have passed."""
-    found = {"batch": None, "first": None, "window": [], "peak_rss": 0, "vmhwm_kib": 0,
-             "timed_out": False}
+    found = {"batch": None, "first": None, "window": [], "peak_rss": 0, "vmhwm_kib": 0, "timed_out": False}
     while time.monotonic() - start < max_seconds:
         found["peak_rss"] = max(found["peak_rss"], tree_rss(process.pid))
         found["vmhwm_kib"] = max(found["vmhwm_kib"], _status_kib(process.pid, "VmHWM"))
@@ -328,17 +356,27 @@ def read_lines_tail(path, count):
 
 # ---------------------------------------------------------------- report
 
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100k,1m,10m", help="comma-separated, of " + ", ".join(SIZES))
     parser.add_argument("--work", default="/tmp/vbt-scale", help="data files, job dirs, logs, results")
-    parser.add_argument("--steady-seconds", type=float, default=120.0,
-                        help="length of the throughput window, from the second progress line")
-    parser.add_argument("--max-seconds", type=float, default=3600.0,
-                        help="stop a job that has not filled its steady window by then (an error)")
+    parser.add_argument(
+        "--steady-seconds",
+        type=float,
+        default=120.0,
+        help="length of the throughput window, from the second progress line",
+    )
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        default=3600.0,
+        help="stop a job that has not filled its steady window by then (an error)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the word shuffling")
-    parser.add_argument("trainer_flags", nargs=argparse.REMAINDER,
-                        help="after --: more trainer.task flags, the same for every size")
+    parser.add_argument(
+        "trainer_flags", nargs=argparse.REMAINDER, help="after --: more trainer.task flags, the same for every size"
+    )
     args = parser.parse_args()
     sizes = [s.strip().lower() for s in args.sizes.split(",") if s.strip()]
     if unknown := [s for s in sizes if s not in SIZES]:
@@ -346,23 +384,36 @@ def main():
     extra = [f for f in args.trainer_flags if f != "--"]
     work = os.path.abspath(args.work)
     validation, files = prepare_data(work, sizes, args.seed)
-    results = {"machine": machine(), "started": datetime.datetime.now().isoformat(timespec="seconds"),
-               "steady_seconds": args.steady_seconds, "trainer_flags": extra, "sizes": {}}
+    results = {
+        "machine": machine(),
+        "started": datetime.datetime.now().isoformat(timespec="seconds"),
+        "steady_seconds": args.steady_seconds,
+        "trainer_flags": extra,
+        "sizes": {},
+    }
     for size in sizes:
         log(f"{size}: training on {files[size]}")
         results["sizes"][size] = r = run_size(size, files[size], validation, work, args, extra)
         log(f"  {r['steady_examples_per_second'] or 0:.1f} ex/s steady, peak RSS {r['peak_rss_gib']:.2f} GiB")
     base = results["sizes"].get("100k")
-    rows = [[f"{r['rows']:,}", f"{r['file_mib']:.0f}", f"{r['first_step_seconds']:.1f}",
-             fmt(r["steady_examples_per_second"], ".1f"), f"{r['peak_rss_gib']:.2f}",
-             fmt(r["peak_rss_gib"] - base["peak_rss_gib"] if base else None, "+.2f")]
-            for r in results["sizes"].values()]
+    rows = [
+        [
+            f"{r['rows']:,}",
+            f"{r['file_mib']:.0f}",
+            f"{r['first_step_seconds']:.1f}",
+            fmt(r["steady_examples_per_second"], ".1f"),
+            f"{r['peak_rss_gib']:.2f}",
+            fmt(r["peak_rss_gib"] - base["peak_rss_gib"] if base else None, "+.2f"),
+        ]
+        for r in results["sizes"].values()
+    ]
     with printed() as text:
-        print(f"\nbench/scale.py: {results['machine']['cpus']} CPUs ({results['machine']['cpu']}, native "
-              f"{results['machine']['native']}); steady window {args.steady_seconds:.0f} s"
-              + (f"; trainer flags {' '.join(extra)}" if extra else ""))
-        print(table(rows, ["rows", "file MiB", "s to first step", "steady ex/s", "peak RSS GiB",
-                           "RSS - 100k GiB"]))
+        print(
+            f"\nbench/scale.py: {results['machine']['cpus']} CPUs ({results['machine']['cpu']}, native "
+            f"{results['machine']['native']}); steady window {args.steady_seconds:.0f} s"
+            + (f"; trainer flags {' '.join(extra)}" if extra else "")
+        )
+        print(table(rows, ["rows", "file MiB", "s to first step", "steady ex/s", "peak RSS GiB", "RSS - 100k GiB"]))
     publish("scale", results, text.getvalue())
 
 

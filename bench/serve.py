@@ -20,6 +20,7 @@ baseline, ...) so that drift in the machine's speed falls on both alike; the tab
 each client count's examples/s of this tree against the baseline's (e.g. whether a new feature
 costs the requests that do not use it).
 """
+
 import argparse
 import csv
 import os
@@ -28,7 +29,6 @@ import sys
 import tempfile
 
 import numpy as np
-
 from common import ROOT, fmt, log, machine, printed, publish, table
 from run import head_csv, prepare_data, run_ours, run_predict
 from server_load import read_texts, serve_rates
@@ -39,15 +39,22 @@ TARGET_SHARE = 0.70  # the serving target: 16 clients reach this share of traine
 def warm_baseline(model_dir: str, texts_csv: str, batch_size: int = 128) -> float:
     """trainer.predict's own batching (predict_texts) on the same texts, after one warm-up call:
     the CLI's figure includes the model's first call, which the server pays before it is ready."""
-    code = ("import sys, time, csv, trainer; trainer.import_tensorflow(); "
-            "from trainer.serving import export, predict; serve = export.load(sys.argv[1]); "
-            "texts = [r['text'] for r in csv.DictReader(open(sys.argv[2], encoding='utf-8'))]; "
-            "predict.predict_texts(serve, texts[:256], int(sys.argv[3])); start = time.perf_counter(); "
-            "predict.predict_texts(serve, texts, int(sys.argv[3])); "
-            "print(len(texts) / (time.perf_counter() - start))")
+    code = (
+        "import sys, time, csv, trainer; trainer.import_tensorflow(); "
+        "from trainer.serving import export, predict; serve = export.load(sys.argv[1]); "
+        "texts = [r['text'] for r in csv.DictReader(open(sys.argv[2], encoding='utf-8'))]; "
+        "predict.predict_texts(serve, texts[:256], int(sys.argv[3])); start = time.perf_counter(); "
+        "predict.predict_texts(serve, texts, int(sys.argv[3])); "
+        "print(len(texts) / (time.perf_counter() - start))"
+    )
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    result = subprocess.run([sys.executable, "-c", code, model_dir, texts_csv, str(batch_size)], capture_output=True,
-                            text=True, env=env, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code, model_dir, texts_csv, str(batch_size)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     return float(result.stdout.strip().splitlines()[-1])
 
 
@@ -64,19 +71,23 @@ def main():
     parser.add_argument("--texts", type=int, default=1000, help="Texts sent at each client count.")
     parser.add_argument("--instances-per-request", type=int, default=1)
     parser.add_argument("--clients", default="1,4,16")
-    parser.add_argument("--precisions", default="float32",
-                        help="trainer.serve --precision values to measure, e.g. float32,bfloat16 "
-                             "(the baseline stays float32 trainer.predict)")
+    parser.add_argument(
+        "--precisions",
+        default="float32",
+        help="trainer.serve --precision values to measure, e.g. float32,bfloat16 "
+        "(the baseline stays float32 trainer.predict)",
+    )
     parser.add_argument("--max-batch-size", type=int, default=64)
     parser.add_argument("--max-wait-ms", type=float, default=5.0)
     parser.add_argument("--train-examples", type=int, default=512)
     parser.add_argument("--max-seq-length", type=int, default=128)
     parser.add_argument("--timeout", type=float, default=600, help="Seconds allowed per client count.")
     parser.add_argument("--work-dir", help="Default: a temporary directory.")
-    parser.add_argument("--baseline-checkout", help="An older checkout of this repository whose "
-                        "trainer.serve to measure against this tree's (float32).")
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="With --baseline-checkout: ABBA rounds of both servers.")
+    parser.add_argument(
+        "--baseline-checkout",
+        help="An older checkout of this repository whose trainer.serve to measure against this tree's (float32).",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="With --baseline-checkout: ABBA rounds of both servers.")
     args = parser.parse_args()
     work = args.work_dir or tempfile.mkdtemp(prefix="bench-serve-")
     os.makedirs(work, exist_ok=True)
@@ -90,15 +101,35 @@ def main():
     cli_rate = run_predict(model_dir, {"eval": texts_csv, "text_column": "text"}, work)["examples_per_second"]
     log("predict_texts after a warm-up call (the baseline)")
     baseline = warm_baseline(model_dir, texts_csv)
-    rows = [{"setup": "trainer.predict CLI (batch 128, incl. first call)", "examples_per_second": cli_rate,
-             "share": cli_rate / baseline},
-            {"setup": "trainer.predict's predict_texts, warmed (baseline)", "examples_per_second": baseline,
-             "share": 1.0}]
+    rows = [
+        {
+            "setup": "trainer.predict CLI (batch 128, incl. first call)",
+            "examples_per_second": cli_rate,
+            "share": cli_rate / baseline,
+        },
+        {"setup": "trainer.predict's predict_texts, warmed (baseline)", "examples_per_second": baseline, "share": 1.0},
+    ]
     for precision in args.precisions.split(","):
-        rates = serve_rates(model_dir, work, texts, precision, list(map(int, args.clients.split(","))),
-                            args.instances_per_request, args.max_batch_size, args.max_wait_ms, args.timeout)
-        rows += [{"setup": f"trainer.serve {precision}, {clients} client(s)", "precision": precision, **result,
-                  "share": result["examples_per_second"] / baseline} for clients, result in rates.items()]
+        rates = serve_rates(
+            model_dir,
+            work,
+            texts,
+            precision,
+            list(map(int, args.clients.split(","))),
+            args.instances_per_request,
+            args.max_batch_size,
+            args.max_wait_ms,
+            args.timeout,
+        )
+        rows += [
+            {
+                "setup": f"trainer.serve {precision}, {clients} client(s)",
+                "precision": precision,
+                **result,
+                "share": result["examples_per_second"] / baseline,
+            }
+            for clients, result in rates.items()
+        ]
     clients = list(map(int, args.clients.split(",")))
     if args.baseline_checkout:
         rows += against_checkout(model_dir, work, texts, clients, args)
@@ -116,31 +147,64 @@ def against_checkout(model_dir: str, work: str, texts: list, clients: list, args
         for name in ("baseline", "this tree", "this tree", "baseline"):
             log(f"A/B round: trainer.serve of {name}")
             # the same flags for both: float32 (the default) and no access line per request
-            rates[name].append(serve_rates(model_dir, work, texts, "float32", clients, args.instances_per_request,
-                                           args.max_batch_size, args.max_wait_ms, args.timeout,
-                                           root if name == "baseline" else ROOT, ["--no-access-log"]))
+            rates[name].append(
+                serve_rates(
+                    model_dir,
+                    work,
+                    texts,
+                    "float32",
+                    clients,
+                    args.instances_per_request,
+                    args.max_batch_size,
+                    args.max_wait_ms,
+                    args.timeout,
+                    root if name == "baseline" else ROOT,
+                    ["--no-access-log"],
+                )
+            )
     mean = lambda name, count: float(np.mean([r[count]["examples_per_second"] for r in rates[name]]))  # noqa: E731
-    return [{"setup": f"A/B float32, {count} client(s): this tree vs {os.path.basename(root)}",
-             "examples_per_second": mean("this tree", count),
-             "share": mean("this tree", count) / mean("baseline", count)} for count in clients]
+    return [
+        {
+            "setup": f"A/B float32, {count} client(s): this tree vs {os.path.basename(root)}",
+            "examples_per_second": mean("this tree", count),
+            "share": mean("this tree", count) / mean("baseline", count),
+        }
+        for count in clients
+    ]
 
 
 def print_and_publish(rows, args, texts):
-    columns = [("requests/s", "requests_per_second", ".1f"), ("ex/s", "examples_per_second", ".1f"),
-               ("p50 ms", "p50_ms", ".1f"), ("p99 ms", "p99_ms", ".1f"), ("share", "share", ".0%")]
+    columns = [
+        ("requests/s", "requests_per_second", ".1f"),
+        ("ex/s", "examples_per_second", ".1f"),
+        ("p50 ms", "p50_ms", ".1f"),
+        ("p99 ms", "p99_ms", ".1f"),
+        ("share", "share", ".0%"),
+    ]
     info = machine()
     with printed() as text:
-        print(f"\nbench/serve.py: {texts} texts, {args.instances_per_request} per request, micro-batches of up to "
-              f"{args.max_batch_size} within {args.max_wait_ms:g} ms; {info['cpus']} CPUs ({info['cpu']}, "
-              f"native {info['native']})")
-        print(table([[r["setup"]] + [fmt(r.get(key), spec) for _, key, spec in columns] for r in rows],
-                    ["setup"] + [name for name, _, _ in columns]))
+        print(
+            f"\nbench/serve.py: {texts} texts, {args.instances_per_request} per request, micro-batches of up to "
+            f"{args.max_batch_size} within {args.max_wait_ms:g} ms; {info['cpus']} CPUs ({info['cpu']}, "
+            f"native {info['native']})"
+        )
+        print(
+            table(
+                [[r["setup"]] + [fmt(r.get(key), spec) for _, key, spec in columns] for r in rows],
+                ["setup"] + [name for name, _, _ in columns],
+            )
+        )
         print("share: of the warmed predict_texts' ex/s; A/B rows: of the baseline checkout's server's")
         last = [r for r in rows if r.get("precision") == args.precisions.split(",")[0]][-1]
-        print(f"target: {TARGET_SHARE:.0%} of trainer.predict's ex/s at the highest client count; "
-              f"measured {last['share']:.0%} ({'met' if last['share'] >= TARGET_SHARE else 'NOT met'})")
-    publish("serve", {"machine": info, "model_dir": os.path.abspath(args.model_dir) if args.model_dir else None,
-                      "rows": rows}, text.getvalue())
+        print(
+            f"target: {TARGET_SHARE:.0%} of trainer.predict's ex/s at the highest client count; "
+            f"measured {last['share']:.0%} ({'met' if last['share'] >= TARGET_SHARE else 'NOT met'})"
+        )
+    publish(
+        "serve",
+        {"machine": info, "model_dir": os.path.abspath(args.model_dir) if args.model_dir else None, "rows": rows},
+        text.getvalue(),
+    )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """trainer.serve under load: start a server from a source tree, and measure requests/s,
 examples/s and latency percentiles at each count of concurrent clients. Shared by bench/serve.py
 and bench/run.py's precision table (and bench/explain_latency.py's server)."""
+
 import asyncio
 import csv
 import os
@@ -11,7 +12,6 @@ import time
 
 import httpx
 import numpy as np
-
 from common import ROOT, log
 
 
@@ -35,8 +35,15 @@ def copy_flags(copy: str) -> list:
     return ["--runtime", runtime, "--precision", precision]
 
 
-def start_server(model_dir: str, work: str, precision: str = "float32", max_batch_size: int = 64,
-                 max_wait_ms: float = 5.0, root: str = ROOT, flags=None):
+def start_server(
+    model_dir: str,
+    work: str,
+    precision: str = "float32",
+    max_batch_size: int = 64,
+    max_wait_ms: float = 5.0,
+    root: str = ROOT,
+    flags=None,
+):
     """trainer.serve from the source tree `root`: this one, or an older checkout (a baseline,
     run without the flags it predates: its float32 model, no access lines; `flags` overrides
     that). The working directory is `root` too: `python -m` puts it first on sys.path, before
@@ -46,10 +53,28 @@ def start_server(model_dir: str, work: str, precision: str = "float32", max_batc
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
     if flags is None:
         flags = [*copy_flags(precision), "--no-access-log"] if root == ROOT else []
-    process = subprocess.Popen([sys.executable, "-m", "trainer.serve", "--model-dir", model_dir, "--host", "127.0.0.1",
-                                "--port", str(port), "--max-batch-size", str(max_batch_size),
-                                "--max-wait-ms", str(max_wait_ms), *flags],
-                               stdout=log_file, stderr=subprocess.STDOUT, env=env, cwd=root)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "trainer.serve",
+            "--model-dir",
+            model_dir,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--max-batch-size",
+            str(max_batch_size),
+            "--max-wait-ms",
+            str(max_wait_ms),
+            *flags,
+        ],
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=root,
+    )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None:
         try:
@@ -62,11 +87,21 @@ def start_server(model_dir: str, work: str, precision: str = "float32", max_batc
     raise SystemExit(f"the server did not become ready; see {log_file.name}")
 
 
-def serve_rates(model_dir: str, work: str, texts: list, precision: str = "float32", clients=(1, 4, 16),
-                per_request: int = 1, max_batch_size: int = 64, max_wait_ms: float = 5.0,
-                timeout: float = 600, root: str = ROOT, flags=None) -> dict:
+def serve_rates(
+    model_dir: str,
+    work: str,
+    texts: list,
+    precision: str = "float32",
+    clients=(1, 4, 16),
+    per_request: int = 1,
+    max_batch_size: int = 64,
+    max_wait_ms: float = 5.0,
+    timeout: float = 600,
+    root: str = ROOT,
+    flags=None,
+) -> dict:
     """{clients: load()'s figures} of one trainer.serve process on `precision`, warmed first."""
-    requests = [texts[i:i + per_request] for i in range(0, len(texts), per_request)]
+    requests = [texts[i : i + per_request] for i in range(0, len(texts), per_request)]
     server, port = start_server(model_dir, work, precision, max_batch_size, max_wait_ms, root, flags)
     out = {}
     try:
@@ -102,5 +137,9 @@ async def load(port: int, requests: list, clients: int, timeout: float) -> dict:
         await asyncio.wait_for(asyncio.gather(*(client(http) for _ in range(clients))), timeout)
         seconds = time.perf_counter() - start
     examples = sum(len(r) for r in requests)
-    return {"requests_per_second": len(requests) / seconds, "examples_per_second": examples / seconds,
-            "p50_ms": 1000 * float(np.percentile(latencies, 50)), "p99_ms": 1000 * float(np.percentile(latencies, 99))}
+    return {
+        "requests_per_second": len(requests) / seconds,
+        "examples_per_second": examples / seconds,
+        "p50_ms": 1000 * float(np.percentile(latencies, 50)),
+        "p99_ms": 1000 * float(np.percentile(latencies, 99)),
+    }

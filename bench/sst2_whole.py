@@ -23,14 +23,13 @@ the warning of every run) says of this protocol's validation sentences against t
 random split of the same rows (a seeded 1,000 of them against the rest), as the first distillation
 bench drew its splits.
 """
+
 import argparse
 import dataclasses
 import os
 import sys
-from typing import List, Tuple
 
 import numpy as np
-
 from common import add_publish_flag, machine, printed, publish, read_sst2_tsv, table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -38,14 +37,14 @@ SST2 = os.path.join(HERE, "..", "..", "shared", "data", "sst2")
 sys.path.insert(0, os.path.join(HERE, ".."))
 from trainer.data.leakage import find_contained, words  # noqa: E402
 
-Row = Tuple[str, str]  # (sentence, label), as SST-2's TSV holds it
+Row = tuple[str, str]  # (sentence, label), as SST-2's TSV holds it
 
 
 @dataclasses.dataclass
 class WholeSplit:
-    validation: List[Row]
-    test: List[Row]
-    pool: List[Row]  # training and transfer rows: none inside a held-out sentence
+    validation: list[Row]
+    test: list[Row]
+    pool: list[Row]  # training and transfer rows: none inside a held-out sentence
     counts: dict
 
 
@@ -54,7 +53,7 @@ def phrases(w: tuple):
     return (w[i:j] for i in range(len(w)) for j in range(i + 1, len(w) + 1))
 
 
-def whole_sentence_split(rows: List[Row], held_out: int, seed: int) -> WholeSplit:
+def whole_sentence_split(rows: list[Row], held_out: int, seed: int) -> WholeSplit:
     """The protocol above over `rows` (all of GLUE's training rows)."""
     first = {}
     for row in rows:
@@ -73,12 +72,18 @@ def whole_sentence_split(rows: List[Row], held_out: int, seed: int) -> WholeSpli
             seen.add(w)
             kept.append(row)
     holding = find_contained([first[w][0] for w in sentences], [r[0] for r in kept]).count
-    counts = {"rows": len(rows), "distinct": len(distinct), "whole_sentences": len(whole),
-              "validation": held_out, "test": held_out,
-              "removed_inside_held_out": len(parts & distinct) - 2 * held_out,
-              "pool_holding_a_held_out_sentence": holding, "pool": len(kept),
-              "held_out_mean_words": float(np.mean([len(w) for w in sentences])),
-              "pool_mean_words": float(np.mean([len(words(r[0])) for r in kept]))}
+    counts = {
+        "rows": len(rows),
+        "distinct": len(distinct),
+        "whole_sentences": len(whole),
+        "validation": held_out,
+        "test": held_out,
+        "removed_inside_held_out": len(parts & distinct) - 2 * held_out,
+        "pool_holding_a_held_out_sentence": holding,
+        "pool": len(kept),
+        "held_out_mean_words": float(np.mean([len(w) for w in sentences])),
+        "pool_mean_words": float(np.mean([len(words(r[0])) for r in kept])),
+    }
     return WholeSplit([first[w] for w in validation], [first[w] for w in test], kept, counts)
 
 
@@ -90,12 +95,14 @@ def load(held_out: int = 1000, seed: int = 0) -> WholeSplit:
 
 def describe(split: WholeSplit) -> str:
     c = split.counts
-    return (f"SST-2 whole sentences (bench/sst2_whole.py): {c['rows']:,} rows of GLUE train, "
-            f"{c['distinct']:,} distinct, {c['whole_sentences']:,} whole sentences; held out "
-            f"{c['validation']:,} validation and {c['test']:,} test sentences "
-            f"({c['held_out_mean_words']:.1f} words on average); removed {c['removed_inside_held_out']:,} "
-            f"rows lying inside them; pool {c['pool']:,} rows ({c['pool_mean_words']:.1f} words), "
-            f"{c['pool_holding_a_held_out_sentence']} holding a held-out sentence")
+    return (
+        f"SST-2 whole sentences (bench/sst2_whole.py): {c['rows']:,} rows of GLUE train, "
+        f"{c['distinct']:,} distinct, {c['whole_sentences']:,} whole sentences; held out "
+        f"{c['validation']:,} validation and {c['test']:,} test sentences "
+        f"({c['held_out_mean_words']:.1f} words on average); removed {c['removed_inside_held_out']:,} "
+        f"rows lying inside them; pool {c['pool']:,} rows ({c['pool_mean_words']:.1f} words), "
+        f"{c['pool_holding_a_held_out_sentence']} holding a held-out sentence"
+    )
 
 
 def containment(split: WholeSplit, held_out: int, seed: int) -> dict:
@@ -105,9 +112,12 @@ def containment(split: WholeSplit, held_out: int, seed: int) -> dict:
     order = np.random.default_rng(seed).permutation(len(rows))
     random_held = [rows[i][0] for i in order[:held_out]]
     random_rest = [rows[i][0] for i in order[held_out:]]
-    found = {"whole sentences against the pool": find_contained([s for s, _ in split.validation],
-                                                                [s for s, _ in split.pool]),
-             "a random split against the rest": find_contained(random_held, random_rest)}
+    found = {
+        "whole sentences against the pool": find_contained(
+            [s for s, _ in split.validation], [s for s, _ in split.pool]
+        ),
+        "a random split against the rest": find_contained(random_held, random_rest),
+    }
     return {name: (f.count, f.checked) for name, f in found.items()}
 
 
@@ -121,14 +131,33 @@ def main():
     checked = containment(split, args.held_out, args.seed)
     with printed() as text:
         print(describe(split) + "\n")
-        print(table([[key, f"{value:,.1f}" if isinstance(value, float) else f"{value:,}"]
-                     for key, value in split.counts.items()], ["count", "value"]))
+        print(
+            table(
+                [
+                    [key, f"{value:,.1f}" if isinstance(value, float) else f"{value:,}"]
+                    for key, value in split.counts.items()
+                ],
+                ["count", "value"],
+            )
+        )
         print("\nthe trainer's containment check (5+ whole words inside a training text):")
-        print(table([[name, f"{count:,} of {of:,}"] for name, (count, of) in checked.items()],
-                    ["validation", "inside training rows"]))
+        print(
+            table(
+                [[name, f"{count:,} of {of:,}"] for name, (count, of) in checked.items()],
+                ["validation", "inside training rows"],
+            )
+        )
     if args.publish:
-        publish("sst2_whole", {"machine": machine(), "args": vars(args), "counts": split.counts,
-                               "containment": {k: list(v) for k, v in checked.items()}}, text.getvalue())
+        publish(
+            "sst2_whole",
+            {
+                "machine": machine(),
+                "args": vars(args),
+                "counts": split.counts,
+                "containment": {k: list(v) for k, v in checked.items()},
+            },
+            text.getvalue(),
+        )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@
 Each pair is timed alternately in this one process (5 rounds, median); the figure is CPU
 milliseconds per call over all threads, which moves far less than wall time on a shared machine.
 """
+
 import argparse
 import os
 import statistics
@@ -38,21 +39,33 @@ HIDDEN, HEADS, INTERMEDIATE, LAYERS = 384, 12, 1536, 6
 def trainable_shapes() -> list:
     """The default encoder's trained weights plus a 3-class head (word embeddings frozen)."""
     head = HIDDEN // HEADS
-    layer = ([(HIDDEN, HEADS, head), (HEADS, head)] * 3
-             + [(HEADS, head, HIDDEN), (HIDDEN,), (HIDDEN,), (HIDDEN,),
-                (HIDDEN, INTERMEDIATE), (INTERMEDIATE,), (INTERMEDIATE, HIDDEN),
-                (HIDDEN,), (HIDDEN,), (HIDDEN,)])
+    layer = [(HIDDEN, HEADS, head), (HEADS, head)] * 3 + [
+        (HEADS, head, HIDDEN),
+        (HIDDEN,),
+        (HIDDEN,),
+        (HIDDEN,),
+        (HIDDEN, INTERMEDIATE),
+        (INTERMEDIATE,),
+        (INTERMEDIATE, HIDDEN),
+        (HIDDEN,),
+        (HIDDEN,),
+        (HIDDEN,),
+    ]
     return [(512, HIDDEN), (2, HIDDEN), (HIDDEN,), (HIDDEN,)] + layer * LAYERS + [(HIDDEN, 3), (3,)]
 
 
 def optimizer_step(optimizer_class):
     shapes = trainable_shapes()
-    variables = [tf.Variable(tf.random.normal(s, stddev=0.02), name="kernel" if len(s) > 1 else "bias")
-                 for s in shapes]
+    variables = [tf.Variable(tf.random.normal(s, stddev=0.02), name="kernel" if len(s) > 1 else "bias") for s in shapes]
     gradients = [tf.random.normal(s, stddev=0.01) for s in shapes]
     optimizer = optimizer_class(
-        learning_rate=optimization.WarmupLinearDecay(1e-4, 100, 1000), weight_decay=0.01,
-        beta_1=0.9, beta_2=0.999, epsilon=1e-6, global_clipnorm=1.0)
+        learning_rate=optimization.WarmupLinearDecay(1e-4, 100, 1000),
+        weight_decay=0.01,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-6,
+        global_clipnorm=1.0,
+    )
     optimizer.exclude_from_weight_decay(var_names=optimization.NO_DECAY)
     return tf.function(lambda: optimizer.apply_gradients(zip(gradients, variables)))
 
@@ -68,6 +81,7 @@ def gelu_block(gelu):
             inner = tf.einsum("abc,cd->abd", inputs, tf.cast(kernel, tf.bfloat16))
             loss = tf.reduce_sum(tf.cast(gelu(inner), tf.float32) ** 2)
         return tape.gradient(loss, [inputs, kernel])
+
     return step
 
 
@@ -82,6 +96,7 @@ def projection_as_matmul():
             inner = tf.matmul(tf.reshape(inputs, [-1, HIDDEN]), tf.cast(kernel, tf.bfloat16))
             loss = tf.reduce_sum(tf.cast(inner, tf.float32) ** 2)
         return tape.gradient(loss, [inputs, kernel])
+
     return step
 
 
@@ -94,17 +109,19 @@ def layer_norm_step(norm):
             tape.watch(inputs)
             loss = tf.reduce_sum(tf.cast(norm(inputs), tf.float32) ** 2)
         return tape.gradient(loss, inputs)
+
     return step
 
 
 def fused_batch_norm_layer_norm(layer):
     """tf-keras' fused layer-norm path, which raises epsilon to at least 1.001e-5."""
+
     def norm(x):
         rows = tf.reshape(tf.cast(x, tf.float32), [1, -1, HIDDEN, 1])
         ones, zeros = tf.ones(tf.shape(rows)[1:2]), tf.zeros(tf.shape(rows)[1:2])
-        y, _, _ = tf.compat.v1.nn.fused_batch_norm(rows, ones, zeros, epsilon=1.001e-5,
-                                                   data_format="NCHW")
+        y, _, _ = tf.compat.v1.nn.fused_batch_norm(rows, ones, zeros, epsilon=1.001e-5, data_format="NCHW")
         return tf.cast(tf.reshape(y, tf.shape(x)) * layer.gamma + layer.beta, x.dtype)
+
     return norm
 
 
@@ -117,6 +134,7 @@ def dropout_step(dropout):
             tape.watch(inputs)
             loss = tf.reduce_sum(tf.cast(dropout(inputs), tf.float32))
         return tape.gradient(loss, inputs)
+
     return step
 
 
@@ -136,8 +154,9 @@ def compare(title: str, calls: dict, repeats: int = 10, rounds: int = 5) -> dict
             cpu[name].append(1000 * (time.process_time() - start) / repeats)
     print(title)
     for name, values in cpu.items():
-        print(f"  {name:48s} {statistics.median(values):7.1f} CPU ms  "
-              f"(rounds: {', '.join(f'{v:.1f}' for v in values)})")
+        print(
+            f"  {name:48s} {statistics.median(values):7.1f} CPU ms  (rounds: {', '.join(f'{v:.1f}' for v in values)})"
+        )
     return {title: cpu}
 
 
@@ -146,9 +165,13 @@ def main(argv=None):
     add_publish_flag(parser)
     args = parser.parse_args(argv)
     with printed() as text:
-        cpu_ms = compare("optimizer: one update of 10.8M trained weights", {
-            "tf_keras AdamW": optimizer_step(tf_keras.optimizers.AdamW),
-            "trainer AdamW (ResourceApplyAdam)": optimizer_step(optimization.AdamW)})
+        cpu_ms = compare(
+            "optimizer: one update of 10.8M trained weights",
+            {
+                "tf_keras AdamW": optimizer_step(tf_keras.optimizers.AdamW),
+                "trainer AdamW (ResourceApplyAdam)": optimizer_step(optimization.AdamW),
+            },
+        )
         # Everything after the optimizer runs as the default training step does, in bfloat16.
         tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
         cpu_ms |= gelus() | projections() | layer_norms() | dropouts()
@@ -157,19 +180,24 @@ def main(argv=None):
 
 
 def gelus() -> dict:
-    return compare("feed-forward projection + GELU, forward and gradient, 32 x 32 tokens, bfloat16", {
-        "GELU in bfloat16": gelu_block(lambda x: tf_keras.activations.gelu(x, approximate=False)),
-        "trainer GELU (float32)": gelu_block(lambda x: layers.gelu(x, approximate=False)),
-        "GELU tanh approximation, bfloat16": gelu_block(
-            lambda x: tf_keras.activations.gelu(x, approximate=True)),
-        "GELU in bfloat16, XLA-compiled": gelu_block(tf.function(
-            lambda x: tf_keras.activations.gelu(x, approximate=False), jit_compile=True))})
+    return compare(
+        "feed-forward projection + GELU, forward and gradient, 32 x 32 tokens, bfloat16",
+        {
+            "GELU in bfloat16": gelu_block(lambda x: tf_keras.activations.gelu(x, approximate=False)),
+            "trainer GELU (float32)": gelu_block(lambda x: layers.gelu(x, approximate=False)),
+            "GELU tanh approximation, bfloat16": gelu_block(lambda x: tf_keras.activations.gelu(x, approximate=True)),
+            "GELU in bfloat16, XLA-compiled": gelu_block(
+                tf.function(lambda x: tf_keras.activations.gelu(x, approximate=False), jit_compile=True)
+            ),
+        },
+    )
 
 
 def projections() -> dict:
-    return compare("feed-forward projection alone, forward and gradient", {
-        "einsum (EinsumDense)": gelu_block(tf.identity),
-        "2-D MatMul": projection_as_matmul()})
+    return compare(
+        "feed-forward projection alone, forward and gradient",
+        {"einsum (EinsumDense)": gelu_block(tf.identity), "2-D MatMul": projection_as_matmul()},
+    )
 
 
 def layer_norms() -> dict:
@@ -177,25 +205,37 @@ def layer_norms() -> dict:
     layer.build([None, None, HIDDEN])
     ours = layers.LayerNorm(epsilon=1e-12)
     ours.build([None, None, HIDDEN])
-    return compare("layer norm, forward and gradient, 32 x 32 tokens, bfloat16", {
-        "tf-keras LayerNormalization": layer_norm_step(layer),
-        "trainer LayerNorm (gradient written out)": layer_norm_step(ours),
-        "fused batch norm (epsilon 1e-5)": layer_norm_step(fused_batch_norm_layer_norm(layer)),
-        "tf-keras LayerNormalization, XLA-compiled": layer_norm_step(
-            tf.function(layer, jit_compile=True))})
+    return compare(
+        "layer norm, forward and gradient, 32 x 32 tokens, bfloat16",
+        {
+            "tf-keras LayerNormalization": layer_norm_step(layer),
+            "trainer LayerNorm (gradient written out)": layer_norm_step(ours),
+            "fused batch norm (epsilon 1e-5)": layer_norm_step(fused_batch_norm_layer_norm(layer)),
+            "tf-keras LayerNormalization, XLA-compiled": layer_norm_step(tf.function(layer, jit_compile=True)),
+        },
+    )
 
 
 def dropouts() -> dict:
     generator = tf.random.Generator.from_seed(1)
-    return compare("dropout 0.1 of [32, 12, 32, 32] attention probabilities, forward and gradient", {
-        "tf-keras (tf.random.Generator, bfloat16 uniform)": dropout_step(
-            lambda x: tf.nn.experimental.general_dropout(x, 0.1, generator.uniform)),
-        "float32 uniform": dropout_step(
-            lambda x: masked(generator.uniform(tf.shape(x), dtype=tf.float32) >= 0.1, x)),
-        "16 random bits per element": dropout_step(lambda x: masked(tf.bitwise.bitwise_and(
-            generator.uniform_full_int(tf.shape(x), dtype=tf.int32), 0xFFFF) >= 6554, x)),
-        "legacy stateful tf.nn.dropout": dropout_step(lambda x: tf.nn.dropout(x, 0.1, seed=3))},
-        repeats=50)
+    return compare(
+        "dropout 0.1 of [32, 12, 32, 32] attention probabilities, forward and gradient",
+        {
+            "tf-keras (tf.random.Generator, bfloat16 uniform)": dropout_step(
+                lambda x: tf.nn.experimental.general_dropout(x, 0.1, generator.uniform)
+            ),
+            "float32 uniform": dropout_step(
+                lambda x: masked(generator.uniform(tf.shape(x), dtype=tf.float32) >= 0.1, x)
+            ),
+            "16 random bits per element": dropout_step(
+                lambda x: masked(
+                    tf.bitwise.bitwise_and(generator.uniform_full_int(tf.shape(x), dtype=tf.int32), 0xFFFF) >= 6554, x
+                )
+            ),
+            "legacy stateful tf.nn.dropout": dropout_step(lambda x: tf.nn.dropout(x, 0.1, seed=3)),
+        },
+        repeats=50,
+    )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ the machine's other load moves every figure, a ratio within one pair is what cou
 Data: the first --rows lines of TweetEval's test split (../shared/data, see bench/run.py), else
 the sample posts shipped in the package.
 """
+
 import argparse
 import collections
 import glob
@@ -49,11 +50,14 @@ def parse_args(argv):
     parser.add_argument("--rows", type=int, default=2000, help="training rows (TweetEval)")
     parser.add_argument("--steps", type=int, default=30, help="steps per timed round")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--profile", action="store_true",
-                        help="trace one more round with the TF profiler and group op time")
-    parser.add_argument("--predict", action="store_true",
-                        help="also time inference (the model's forward, training=False) on "
-                             "--steps of the same batches")
+    parser.add_argument(
+        "--profile", action="store_true", help="trace one more round with the TF profiler and group op time"
+    )
+    parser.add_argument(
+        "--predict",
+        action="store_true",
+        help="also time inference (the model's forward, training=False) on --steps of the same batches",
+    )
     parser.add_argument("--json", help="also write the results here")
     add_publish_flag(parser)
     parser.add_argument("trainer_flags", nargs="*", help="flags of trainer.task (after --)")
@@ -69,18 +73,38 @@ def build(work: str, rows: int, flags) -> tuple:
 
     data = bench_run.prepare_data(work)
     train = bench_run.head_csv(data["train"], rows, os.path.join(work, "train.csv"))
-    argv = ["--training-file", train, "--validation-file", data["eval"],
-            "--text-column", data["text_column"], "--label-column", data["label_column"],
-            "--job-dir", os.path.join(work, "job"), "--epochs", "100", *flags]
+    argv = [
+        "--training-file",
+        train,
+        "--validation-file",
+        data["eval"],
+        "--text-column",
+        data["text_column"],
+        "--label-column",
+        data["label_column"],
+        "--job-dir",
+        os.path.join(work, "job"),
+        "--epochs",
+        "100",
+        *flags,
+    ]
     if data["label_column"] == "label":
         argv += ["--label-type", "index", "--label-names", bench_run.LABELS]
     config = config_lib.build_config(argv, os.environ)
     ctx = RunContext(config, dict(os.environ), jobdir.JobPaths.from_config(config), True)
-    for stage in (stages.check_inputs, stages.prepare_job_dir, stages.load_data,
-                  stages.resolve_runtime, stages.load_encoder, stages.tokenize, stages.build_model):
+    for stage in (
+        stages.check_inputs,
+        stages.prepare_job_dir,
+        stages.load_data,
+        stages.resolve_runtime,
+        stages.load_encoder,
+        stages.tokenize,
+        stages.build_model,
+    ):
         stage(ctx)
-    train_data = input_pipeline.training_dataset(ctx.inputs.tokenized["train"], ctx.inputs.train_batching,
-                                                 seed=config.train.seed, first_epoch=0, epochs=100)
+    train_data = input_pipeline.training_dataset(
+        ctx.inputs.tokenized["train"], ctx.inputs.train_batching, seed=config.train.seed, first_epoch=0, epochs=100
+    )
     return ctx, train_data
 
 
@@ -167,10 +191,14 @@ def main(argv=None) -> dict:
     iterator = iter(train_data)
     ctx.trainable.model.fit(iterator, epochs=1, steps_per_epoch=2, verbose=0)  # traces the step
     with printed() as text:
-        result = {"flags": args.trainer_flags, "rows": args.rows, "steps": args.steps,
-                  "device": {k: v for k, v in ctx.runtime.plan.__dict__.items() if k != "reasons"},
-                  "mean_tokens": float(ctx.inputs.tokenized["train"].lengths.mean()),
-                  **measure(tf, ctx.trainable.model, iterator, ctx.config.train.batch_size, args, work)}
+        result = {
+            "flags": args.trainer_flags,
+            "rows": args.rows,
+            "steps": args.steps,
+            "device": {k: v for k, v in ctx.runtime.plan.__dict__.items() if k != "reasons"},
+            "mean_tokens": float(ctx.inputs.tokenized["train"].lengths.mean()),
+            **measure(tf, ctx.trainable.model, iterator, ctx.config.train.batch_size, args, work),
+        }
     if args.publish:
         publish("steps", result, text.getvalue())
     return finish(result, args.json, work)
@@ -180,11 +208,18 @@ def measure(tf, model, iterator, batch: int, args, work: str) -> dict:
     """Timed rounds of steady steps, then (--profile) one traced round, printed as they finish."""
     rounds = [timed_round(model, iterator, args.steps, batch) for _ in range(args.rounds)]
     rates, cpu = [r[0] for r in rounds], [r[1] for r in rounds]
-    result = {"examples_per_second": rates, "median": statistics.median(rates),
-              "cpu_ms_per_example": cpu, "median_cpu_ms_per_example": statistics.median(cpu)}
-    print(f"ex/s per round: {', '.join(f'{r:.1f}' for r in rates)}; median "
-          f"{result['median']:.1f}; CPU ms/example: {', '.join(f'{c:.1f}' for c in cpu)}; "
-          f"median {result['median_cpu_ms_per_example']:.1f}", flush=True)
+    result = {
+        "examples_per_second": rates,
+        "median": statistics.median(rates),
+        "cpu_ms_per_example": cpu,
+        "median_cpu_ms_per_example": statistics.median(cpu),
+    }
+    print(
+        f"ex/s per round: {', '.join(f'{r:.1f}' for r in rates)}; median "
+        f"{result['median']:.1f}; CPU ms/example: {', '.join(f'{c:.1f}' for c in cpu)}; "
+        f"median {result['median_cpu_ms_per_example']:.1f}",
+        flush=True,
+    )
     if args.predict:
         result["predict_examples_per_second"] = predict_rate(tf, model, iterator, args.steps, args.rounds)
         print(f"prediction ex/s: {result['predict_examples_per_second']:.1f}", flush=True)

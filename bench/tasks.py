@@ -10,6 +10,7 @@ Each is one real `python -m trainer.task` run with default flags apart from the 
 It prints the validation F1 of the paraphrase class and the validation Spearman next to the
 reference figures on GLUE's test sets, and writes bench/work/tasks-*.json.
 """
+
 import argparse
 import datetime
 import json
@@ -20,25 +21,45 @@ import time
 
 from common import WORK
 
-
 # GLUE test-set figures the task issue compares with.
 REFERENCES = {
     "paraphrase": {"metric": "F1 (paraphrase)", "BERT-Small": 83.4, "BERT-Medium": 86.6},
     "similarity": {"metric": "Spearman", "BERT-Small": 77.0, "TinyBERT-L4 cross-encoder": 85.5},
 }
 # GLUE's MRPC files: Quality<TAB>#1 ID<TAB>#2 ID<TAB>#1 String<TAB>#2 String, Quality 1 = paraphrase.
-PARAPHRASE_FLAGS = ["--text-column", "#1 String", "--text-pair-column", "#2 String",
-                    "--label-column", "Quality", "--label-type", "index",
-                    "--label-names", "different,paraphrase"]
+PARAPHRASE_FLAGS = [
+    "--text-column",
+    "#1 String",
+    "--text-pair-column",
+    "#2 String",
+    "--label-column",
+    "Quality",
+    "--label-type",
+    "index",
+    "--label-names",
+    "different,paraphrase",
+]
 # GLUE's STS-B files: sentence1 and sentence2 are found as a pair, score as the label.
 SIMILARITY_FLAGS = ["--task", "regression"]
 
 
 def trainer_command(task: str, data_dir: str, job_dir: str, extra) -> list:
     flags = PARAPHRASE_FLAGS if task == "paraphrase" else SIMILARITY_FLAGS
-    return [sys.executable, "-m", "trainer.task", "--training-file", os.path.join(data_dir, "train.tsv"),
-            "--validation-file", os.path.join(data_dir, "dev.tsv"), "--job-dir", job_dir,
-            "--epochs", "3", *flags, *extra]
+    return [
+        sys.executable,
+        "-m",
+        "trainer.task",
+        "--training-file",
+        os.path.join(data_dir, "train.tsv"),
+        "--validation-file",
+        os.path.join(data_dir, "dev.tsv"),
+        "--job-dir",
+        job_dir,
+        "--epochs",
+        "3",
+        *flags,
+        *extra,
+    ]
 
 
 def score(task: str, metrics: dict) -> float:
@@ -54,16 +75,21 @@ def run_task(task: str, data_dir: str, work: str, extra) -> dict:
     print(f"[bench] {task}: training on {data_dir}/train.tsv (log: {log_path})", flush=True)
     start = time.perf_counter()
     with open(log_path, "w") as log:
-        done = subprocess.run(trainer_command(task, data_dir, job_dir, extra), stdout=log,
-                              stderr=subprocess.STDOUT)
+        done = subprocess.run(trainer_command(task, data_dir, job_dir, extra), stdout=log, stderr=subprocess.STDOUT)
     if done.returncode != 0:
         with open(log_path) as log:
             sys.exit(f"{task}: the trainer exited {done.returncode}:\n{log.read()[-2000:]}")
     with open(os.path.join(job_dir, "metrics.json")) as f:
         metrics = json.load(f)
-    return {"data_dir": data_dir, "job_dir": job_dir, "seconds": time.perf_counter() - start,
-            "epochs": metrics["epochs_completed"], "best_epoch": metrics["best_epoch"],
-            "validation_rows": metrics["dataset_sizes"]["validation"], "score": score(task, metrics)}
+    return {
+        "data_dir": data_dir,
+        "job_dir": job_dir,
+        "seconds": time.perf_counter() - start,
+        "epochs": metrics["epochs_completed"],
+        "best_epoch": metrics["best_epoch"],
+        "validation_rows": metrics["dataset_sizes"]["validation"],
+        "score": score(task, metrics),
+    }
 
 
 def print_table(results: dict) -> None:
@@ -90,8 +116,7 @@ def main(argv=None) -> dict:
                 parser.error(f"--{task}-dir: no {name} in {data_dir}")
     work = os.path.abspath(args.work_dir)
     os.makedirs(work, exist_ok=True)
-    results = {task: run_task(task, data_dir, work, args.trainer_flags)
-               for task, data_dir in dirs.items() if data_dir}
+    results = {task: run_task(task, data_dir, work, args.trainer_flags) for task, data_dir in dirs.items() if data_dir}
     print_table(results)
     path = os.path.join(work, f"tasks-{datetime.datetime.now():%Y%m%d-%H%M%S}.json")
     with open(path, "w") as f:

@@ -4,18 +4,18 @@ The forward pass reads Hugging Face BertModel names (as tests/tiny_bert.py write
 follows the BERT paper's equations directly, sharing no code with trainer.modeling.encoders: when a
 loader transposes or reshapes a kernel the wrong way, the two disagree.
 """
+
 import json
 import math
 import os
 
 import numpy as np
-
 import tiny_bert
 
 
 def _gelu(x, approximate):
     if approximate:  # the tanh form of Google's modeling.py and Model Garden
-        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
     return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
 
 
@@ -25,8 +25,7 @@ def _layer_norm(x, gamma, beta, eps):
     return (x - mean) / np.sqrt(variance + eps) * gamma + beta
 
 
-def forward(weights, config, input_word_ids, input_mask, input_type_ids,
-            gelu_approximate=False):
+def forward(weights, config, input_word_ids, input_mask, input_type_ids, gelu_approximate=False):
     """{"pooled_output", "sequence_output", "encoder_outputs"} as float64 arrays."""
     w = {name: np.asarray(value, np.float64) for name, value in weights.items()}
     eps = config.get("layer_norm_eps", 1e-12)
@@ -43,16 +42,17 @@ def forward(weights, config, input_word_ids, input_mask, input_type_ids,
     def split_heads(x):
         return x.reshape(batch, length, heads, head_size).transpose(0, 2, 1, 3)
 
-    x = (w["embeddings.word_embeddings.weight"][input_word_ids]
-         + w["embeddings.position_embeddings.weight"][:length]
-         + w["embeddings.token_type_embeddings.weight"][input_type_ids])
+    x = (
+        w["embeddings.word_embeddings.weight"][input_word_ids]
+        + w["embeddings.position_embeddings.weight"][:length]
+        + w["embeddings.token_type_embeddings.weight"][input_type_ids]
+    )
     x = norm(x, "embeddings.LayerNorm")
     key_is_padding = (np.asarray(input_mask) == 0)[:, None, None, :]
     layers = []
     for i in range(config["num_hidden_layers"]):
         p = f"encoder.layer.{i}"
-        q, k, v = (split_heads(linear(x, f"{p}.attention.self.{n}"))
-                   for n in ("query", "key", "value"))
+        q, k, v = (split_heads(linear(x, f"{p}.attention.self.{n}")) for n in ("query", "key", "value"))
         scores = np.where(key_is_padding, -np.inf, q @ k.transpose(0, 1, 3, 2) / math.sqrt(head_size))
         probs = np.exp(scores - scores.max(-1, keepdims=True))
         probs /= probs.sum(-1, keepdims=True)
@@ -67,9 +67,11 @@ def forward(weights, config, input_word_ids, input_mask, input_type_ids,
 
 def google_names(hf_weights):
     """Hugging Face names -> Google's TF1 BERT names; Linear weights become [in, out] kernels."""
-    renames = [("embeddings.word_embeddings.weight", "bert/embeddings/word_embeddings"),
-               ("embeddings.position_embeddings.weight", "bert/embeddings/position_embeddings"),
-               ("embeddings.token_type_embeddings.weight", "bert/embeddings/token_type_embeddings")]
+    renames = [
+        ("embeddings.word_embeddings.weight", "bert/embeddings/word_embeddings"),
+        ("embeddings.position_embeddings.weight", "bert/embeddings/position_embeddings"),
+        ("embeddings.token_type_embeddings.weight", "bert/embeddings/token_type_embeddings"),
+    ]
     out = {google: hf_weights[hf] for hf, google in renames}
     for name, value in hf_weights.items():
         if name in dict(renames):
@@ -100,10 +102,15 @@ def write_google_checkpoint(directory, config=tiny_bert.CONFIG, seed=0):
     }
     tensors.update(extras)
     names = sorted(tensors)
-    tf.raw_ops.SaveV2(prefix=os.path.join(directory, "bert_model.ckpt"), tensor_names=names,
-                      shape_and_slices=[""] * len(names), tensors=[tensors[n] for n in names])
-    google_config = {k: v for k, v in config.items()
-                     if k not in ("architectures", "model_type", "layer_norm_eps", "pad_token_id")}
+    tf.raw_ops.SaveV2(
+        prefix=os.path.join(directory, "bert_model.ckpt"),
+        tensor_names=names,
+        shape_and_slices=[""] * len(names),
+        tensors=[tensors[n] for n in names],
+    )
+    google_config = {
+        k: v for k, v in config.items() if k not in ("architectures", "model_type", "layer_norm_eps", "pad_token_id")
+    }
     with open(os.path.join(directory, "bert_config.json"), "w") as f:
         json.dump(google_config, f, indent=2)
     tiny_bert.write_vocab(os.path.join(directory, "vocab.txt"))

@@ -11,14 +11,15 @@ import trainer  # noqa: F401
 sys.path.insert(0, os.path.dirname(__file__))
 import tiny_bert  # noqa: E402
 
-
 SLOW = "VBT_SLOW_TESTS"
 
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", f"slow: a long test the default suite can do without (mostly a repeat, for one "
-                   f"more task or path, of machinery it runs end to end); run with {SLOW}=1")
+        "markers",
+        f"slow: a long test the default suite can do without (mostly a repeat, for one "
+        f"more task or path, of machinery it runs end to end); run with {SLOW}=1",
+    )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -37,12 +38,42 @@ def tiny_encoder_dir(tmp_path_factory):
     return tiny_bert.write_hf_checkpoint(tmp_path_factory.mktemp("tiny_bert"))
 
 
-POSITIVE = ["i love this movie", "this movie is great", "so good", "very good !", "i love it",
-            "great movie", "it was great", "the movie is good", "love it so", "good , very good"]
-NEGATIVE = ["i hate this movie", "this movie is awful", "so bad", "very bad !", "i hate it",
-            "awful movie", "it was awful", "the movie is bad", "hate it so", "bad , very bad"]
-NEUTRAL = ["the movie is ok", "it was fine", "meh", "ok movie", "this is a movie", "fine , ok",
-           "it is a movie .", "the movie was ok", "meh , fine", "a movie ?"]
+POSITIVE = [
+    "i love this movie",
+    "this movie is great",
+    "so good",
+    "very good !",
+    "i love it",
+    "great movie",
+    "it was great",
+    "the movie is good",
+    "love it so",
+    "good , very good",
+]
+NEGATIVE = [
+    "i hate this movie",
+    "this movie is awful",
+    "so bad",
+    "very bad !",
+    "i hate it",
+    "awful movie",
+    "it was awful",
+    "the movie is bad",
+    "hate it so",
+    "bad , very bad",
+]
+NEUTRAL = [
+    "the movie is ok",
+    "it was fine",
+    "meh",
+    "ok movie",
+    "this is a movie",
+    "fine , ok",
+    "it is a movie .",
+    "the movie was ok",
+    "meh , fine",
+    "a movie ?",
+]
 
 
 # What lets the tiny encoder learn a tiny task in a few epochs under any --seed: its random
@@ -58,8 +89,7 @@ TINY_TASK_FLAGS = ("--train-word-embeddings", "--pooling", "mean")
 # attributions (about 2 s). tests/test_precisions.py, tests/test_onnx_export.py and
 # tests/test_explain.py cover them; the other tests' runs leave them out (their helpers add
 # these to trainer.task's flags).
-NO_EXTRAS = ("--export-bfloat16", "off", "--export-int8", "off", "--export-onnx", "off",
-             "--report-explanations", "0")
+NO_EXTRAS = ("--export-bfloat16", "off", "--export-int8", "off", "--export-onnx", "off", "--report-explanations", "0")
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -86,6 +116,7 @@ def without_extras(module, args):
 def labelled_rows(count, seed):
     """(text, label) rows over the tiny vocabulary, balanced over three classes."""
     import random
+
     rng = random.Random(seed)
     rows = []
     for i in range(count):
@@ -106,6 +137,7 @@ def metrics_of(job_dir):
 
 def write_csv(path, rows, header=("text", "label")):
     import csv
+
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(header)
@@ -117,5 +149,7 @@ def write_csv(path, rows, header=("text", "label")):
 def tiny_data(tmp_path_factory):
     """train/validation/test CSVs a tiny encoder can learn in a few epochs."""
     root = tmp_path_factory.mktemp("tiny_data")
-    return {name: write_csv(root / f"{name}.csv", labelled_rows(count, seed))
-            for name, count, seed in (("train", 90, 1), ("validation", 30, 2), ("test", 30, 3))}
+    return {
+        name: write_csv(root / f"{name}.csv", labelled_rows(count, seed))
+        for name, count, seed in (("train", 90, 1), ("validation", 30, 2), ("test", 30, 3))
+    }

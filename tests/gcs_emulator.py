@@ -34,6 +34,7 @@ in a way TensorFlow 2.21 trips over (found by running it; see the functions for 
 Known remaining difference: the emulator ignores `ifGenerationMatch=0` (TensorFlow's makedirs
 checks for the marker first, so this does not change what the tests see).
 """
+
 import datetime
 import http.client
 import json
@@ -51,8 +52,18 @@ from gcp_storage_emulator.server import create_server
 
 GOOGLE_HOSTS = ("www.googleapis.com", "storage.googleapis.com")
 LOOPBACK = "127.0.0.1"
-_HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "proxy-authorization", "te", "trailer",
-               "transfer-encoding", "upgrade", "expect", "content-length"}
+_HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "expect",
+    "content-length",
+}
 
 
 def _free_port():
@@ -75,25 +86,47 @@ def write_certificates(directory):
         return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_cert = (x509.CertificateBuilder().subject_name(name("vbt test CA")).issuer_name(name("vbt test CA"))
-               .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(valid["not_valid_before"]).not_valid_after(valid["not_valid_after"])
-               .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-               .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                            content_commitment=False, key_encipherment=False,
-                                            data_encipherment=False, key_agreement=False,
-                                            encipher_only=False, decipher_only=False), critical=True)
-               .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-               .sign(ca_key, hashes.SHA256()))
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(name("vbt test CA"))
+        .issuer_name(name("vbt test CA"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(valid["not_valid_before"])
+        .not_valid_after(valid["not_valid_after"])
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
     key = ec.generate_private_key(ec.SECP256R1())
-    cert = (x509.CertificateBuilder().subject_name(name(GOOGLE_HOSTS[0])).issuer_name(ca_cert.subject)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(valid["not_valid_before"]).not_valid_after(valid["not_valid_after"])
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(h) for h in GOOGLE_HOSTS]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-            .sign(ca_key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name(GOOGLE_HOSTS[0]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(valid["not_valid_before"])
+        .not_valid_after(valid["not_valid_after"])
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(h) for h in GOOGLE_HOSTS]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
     paths = tuple(os.path.join(directory, n) for n in ("ca.pem", "server.pem", "server.key"))
     pem = serialization.Encoding.PEM
     with open(paths[0], "wb") as f:
@@ -186,11 +219,19 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         match = _JSON_BUCKET.match(path) if self.tunnel_host == "www.googleapis.com" else _XML_BUCKET.match(path)
         bucket = match.group(1) if match else None
         if "Authorization" not in self.headers:
-            status, message = 401, "Anonymous caller does not have storage.objects.get access to the Google Cloud Storage object."
+            status, message = (
+                401,
+                "Anonymous caller does not have storage.objects.get access to the Google Cloud Storage object.",
+            )
         elif bucket in self.server.denied_buckets:
-            status, message = 403, ("caller@example.iam.gserviceaccount.com does not have storage.objects.get "
-                                    "access to the Google Cloud Storage object. Permission 'storage.objects.get' "
-                                    "denied on resource (or it may not exist).")
+            status, message = (
+                403,
+                (
+                    "caller@example.iam.gserviceaccount.com does not have storage.objects.get "
+                    "access to the Google Cloud Storage object. Permission 'storage.objects.get' "
+                    "denied on resource (or it may not exist)."
+                ),
+            )
         else:
             return False
         data = json.dumps({"error": {"code": status, "message": message}}).encode()
@@ -216,9 +257,15 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         if resource is None:
             status, payload = 404, {"error": {"code": 404, "message": "The specified bucket does not exist."}}
         else:
-            status, payload = 200, {"kind": "storage#storageLayout", "bucket": bucket,
-                                    "location": resource.get("location", "US"),
-                                    "locationType": resource.get("locationType", "multi-region")}
+            status, payload = (
+                200,
+                {
+                    "kind": "storage#storageLayout",
+                    "bucket": bucket,
+                    "location": resource.get("location", "US"),
+                    "locationType": resource.get("locationType", "multi-region"),
+                },
+            )
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -264,8 +311,10 @@ def _empty_media_upload_as_multipart(method, path, body, headers):
     name = dict(query)["name"]
     content_type = headers.get("Content-Type") or "application/octet-stream"
     boundary = "vbt-test-boundary"
-    body = (f"--{boundary}\r\nContent-Type: application/json\r\n\r\n{json.dumps({'name': name})}\r\n"
-            f"--{boundary}\r\nContent-Type: {content_type}\r\n\r\n\r\n--{boundary}--\r\n").encode()
+    body = (
+        f"--{boundary}\r\nContent-Type: application/json\r\n\r\n{json.dumps({'name': name})}\r\n"
+        f"--{boundary}\r\nContent-Type: {content_type}\r\n\r\n\r\n--{boundary}--\r\n"
+    ).encode()
     headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
     headers["Content-Type"] = f"multipart/related; boundary={boundary}"
     return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query))), body, headers
@@ -340,8 +389,7 @@ class GcsEmulator:
         tls.set_alpn_protocols(["http/1.1"])
         proxy = _ProxyServer(self.emulator_port, tls)
         try:
-            threading.Thread(target=proxy.serve_forever, kwargs={"poll_interval": 0.1},
-                             name="gcs-test-proxy").start()
+            threading.Thread(target=proxy.serve_forever, kwargs={"poll_interval": 0.1}, name="gcs-test-proxy").start()
         except BaseException:
             proxy.server_close()
             raise
@@ -386,12 +434,23 @@ class GcsEmulator:
     @property
     def env(self):
         proxy = f"http://{LOOPBACK}:{self.proxy_port}"
-        return {"https_proxy": proxy, "HTTPS_PROXY": proxy, "http_proxy": proxy, "HTTP_PROXY": proxy,
-                "ALL_PROXY": proxy, "all_proxy": proxy, "no_proxy": "", "NO_PROXY": "",
-                "CURL_CA_BUNDLE": self.ca, "GOOGLE_AUTH_TOKEN_FOR_TESTING": "emulator-token",
-                "NO_GCE_CHECK": "true", "GCS_RESOLVE_REFRESH_SECS": "0",
-                # Fail fast instead of TensorFlow's default ten retries with back-off.
-                "GCS_RETRY_CONFIG_MAX_RETRIES": "1", "GCS_REQUEST_CONNECTION_TIMEOUT_SECS": "20"}
+        return {
+            "https_proxy": proxy,
+            "HTTPS_PROXY": proxy,
+            "http_proxy": proxy,
+            "HTTP_PROXY": proxy,
+            "ALL_PROXY": proxy,
+            "all_proxy": proxy,
+            "no_proxy": "",
+            "NO_PROXY": "",
+            "CURL_CA_BUNDLE": self.ca,
+            "GOOGLE_AUTH_TOKEN_FOR_TESTING": "emulator-token",
+            "NO_GCE_CHECK": "true",
+            "GCS_RESOLVE_REFRESH_SECS": "0",
+            # Fail fast instead of TensorFlow's default ten retries with back-off.
+            "GCS_RETRY_CONFIG_MAX_RETRIES": "1",
+            "GCS_REQUEST_CONNECTION_TIMEOUT_SECS": "20",
+        }
 
     # Direct access to the emulator (plain HTTP on loopback), independent of TensorFlow.
     def _request(self, method, path, body=None, headers=None):
@@ -407,8 +466,9 @@ class GcsEmulator:
         if isinstance(data, str):
             data = data.encode("utf-8")
         query = urllib.parse.urlencode({"uploadType": "media", "name": name})
-        status, body = self._request("POST", f"/upload/storage/v1/b/{self.bucket}/o?{query}", data,
-                                     {"Content-Type": "application/octet-stream"})
+        status, body = self._request(
+            "POST", f"/upload/storage/v1/b/{self.bucket}/o?{query}", data, {"Content-Type": "application/octet-stream"}
+        )
         assert status == 200, body
         return f"gs://{self.bucket}/{name}"
 

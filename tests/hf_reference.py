@@ -5,6 +5,7 @@ config of that family's shape (or a published one, in bench/encoder_parity.py), 
 encoder reads exactly the files a user's checkpoint gives it, and is compared with the PyTorch
 forward that defines the architecture.
 """
+
 import glob
 import importlib
 import os
@@ -16,8 +17,10 @@ def families() -> dict:
     """{family: its fixture module}: every tests/reference_<family>.py, each defining
     `tiny_config()` (a transformers config) and `write_tokenizer(directory)` (the tokenizer files
     a checkpoint of that family ships)."""
-    names = sorted(os.path.basename(path)[len("reference_"):-3]
-                   for path in glob.glob(os.path.join(os.path.dirname(__file__), "reference_*.py")))
+    names = sorted(
+        os.path.basename(path)[len("reference_") : -3]
+        for path in glob.glob(os.path.join(os.path.dirname(__file__), "reference_*.py"))
+    )
     return {name: importlib.import_module(f"reference_{name}") for name in names}
 
 

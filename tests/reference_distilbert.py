@@ -1,11 +1,37 @@
 """DistilBERT's tiny fixture for tests/test_encoder_families.py: BERT's WordPiece vocabulary
 with [PAD] at 0 and [UNK], [CLS], [SEP], [MASK] after unused rows, as
 distilbert/distilbert-base-uncased has them (0, 100-103), and its tokenizer_config.json."""
+
 import json
 import os
 
-WORDS = ["i", "love", "hate", "this", "movie", "it", "is", "was", "not", "good", "bad", "great",
-         "awful", "fine", "ok", "the", "so", "very", "meh", "a", "##s", "!", ".", ",", "?"]
+WORDS = [
+    "i",
+    "love",
+    "hate",
+    "this",
+    "movie",
+    "it",
+    "is",
+    "was",
+    "not",
+    "good",
+    "bad",
+    "great",
+    "awful",
+    "fine",
+    "ok",
+    "the",
+    "so",
+    "very",
+    "meh",
+    "a",
+    "##s",
+    "!",
+    ".",
+    ",",
+    "?",
+]
 VOCAB = ["[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
 
 
@@ -15,9 +41,17 @@ def tiny_config():
     # As published but tiny: learned positions, exact GELU, pad id 0 (LayerNorm epsilon is
     # fixed at 1e-12 in modeling_distilbert.py, not a config setting).
     return transformers.DistilBertConfig(
-        vocab_size=len(VOCAB), max_position_embeddings=64, sinusoidal_pos_embds=False, dim=32,
-        n_layers=2, n_heads=4, hidden_dim=64, activation="gelu", pad_token_id=0,
-        initializer_range=0.2)
+        vocab_size=len(VOCAB),
+        max_position_embeddings=64,
+        sinusoidal_pos_embds=False,
+        dim=32,
+        n_layers=2,
+        n_heads=4,
+        hidden_dim=64,
+        activation="gelu",
+        pad_token_id=0,
+        initializer_range=0.2,
+    )
 
 
 def write_tokenizer(directory: str, lower_case: bool = True):

@@ -1,10 +1,36 @@
 """MPNet's tiny fixture for tests/test_encoder_families.py: a WordPiece vocabulary with
 MPNet's <s>/<pad>/</s>/<unk> in front of BERT's specials, as microsoft/mpnet-base has it."""
+
 import json
 import os
 
-WORDS = ["i", "love", "hate", "this", "movie", "it", "is", "was", "not", "good", "bad", "great",
-         "awful", "fine", "ok", "the", "so", "very", "meh", "a", "##s", "!", ".", ",", "?"]
+WORDS = [
+    "i",
+    "love",
+    "hate",
+    "this",
+    "movie",
+    "it",
+    "is",
+    "was",
+    "not",
+    "good",
+    "bad",
+    "great",
+    "awful",
+    "fine",
+    "ok",
+    "the",
+    "so",
+    "very",
+    "meh",
+    "a",
+    "##s",
+    "!",
+    ".",
+    ",",
+    "?",
+]
 VOCAB = ["<s>", "<pad>", "</s>", "<unk>", "[PAD]", "[UNK]", "[CLS]", "[SEP]", *WORDS, "<mask>"]
 
 
@@ -14,9 +40,16 @@ def tiny_config():
     # layer_norm_eps as published (transformers' default, 1e-12, is BERT's): the int8 copy
     # stores its first part in float16, where 1e-12 is 0, and MPNet's padding rows are 0.
     return transformers.MPNetConfig(
-        vocab_size=len(VOCAB), max_position_embeddings=66, pad_token_id=1, hidden_size=32,
-        num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, initializer_range=0.2,
-        layer_norm_eps=1e-5)
+        vocab_size=len(VOCAB),
+        max_position_embeddings=66,
+        pad_token_id=1,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        initializer_range=0.2,
+        layer_norm_eps=1e-5,
+    )
 
 
 def write_tokenizer(directory: str):

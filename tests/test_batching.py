@@ -1,5 +1,6 @@
 """The micro-batcher: concurrent requests share model calls of at most max_batch_size texts, each
 request gets back exactly its own rows, and a failing batch fails only its own requests."""
+
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 

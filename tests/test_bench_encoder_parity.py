@@ -1,6 +1,7 @@
 """bench/encoder_parity.py builds each family's batches with its own special ids and compares
 the package's encoder with transformers' forward on them (here at a tiny config; the published
 configs' results are committed under bench/results/)."""
+
 import os
 import sys
 
@@ -35,8 +36,7 @@ def test_roberta_pairs_have_two_separators_and_no_types():
 def test_a_family_at_a_tiny_config_is_within_the_tolerance_on_both_batches(tmp_path):
     import reference_roberta
 
-    directory = published_encoders.checkpoint("roberta-base", str(tmp_path),
-                                              reference_roberta.tiny_config())
+    directory = published_encoders.checkpoint("roberta-base", str(tmp_path), reference_roberta.tiny_config())
     result = encoder_parity.check("roberta-base", directory, 32, str(tmp_path / "cache"))
     assert set(result["batches"]) == {"padded", "pairs"}
     assert set(result["batches"]["pairs"]) == {"sequence_output", "pooled_output"}

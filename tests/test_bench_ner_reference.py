@@ -1,6 +1,7 @@
 """bench/ner_reference.py, the transformers tagger bench/ner.py compares the trainer with: a run
 killed after an epoch goes on from it (--checkpoint) to the result an unbroken run gives, since
 all-mpnet-base-v2 on WikiANN takes longer in float32 than a working session holds."""
+
 import json
 import os
 import sys
@@ -14,10 +15,12 @@ import ner_reference  # noqa: E402
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-SENTENCES = [[("i", "O"), ("love", "B-PER"), ("this", "I-PER"), ("movie", "O")],
-             [("the", "B-LOC"), ("movie", "O"), ("is", "O"), ("great", "B-ORG"), ("!", "O")],
-             [("it", "O"), ("was", "B-LOC"), ("so", "I-LOC"), ("bad", "O")],
-             [("a", "B-ORG"), ("fine", "I-ORG"), ("movie", "O"), (".", "O")]] * 4
+SENTENCES = [
+    [("i", "O"), ("love", "B-PER"), ("this", "I-PER"), ("movie", "O")],
+    [("the", "B-LOC"), ("movie", "O"), ("is", "O"), ("great", "B-ORG"), ("!", "O")],
+    [("it", "O"), ("was", "B-LOC"), ("so", "I-LOC"), ("bad", "O")],
+    [("a", "B-ORG"), ("fine", "I-ORG"), ("movie", "O"), (".", "O")],
+] * 4
 
 
 @pytest.fixture
@@ -27,8 +30,22 @@ def files(tmp_path):
     encoder = hf_reference.write_checkpoint("distilbert", tmp_path / "encoder")
     conll = tmp_path / "train.conll"
     conll.write_text("\n\n".join("\n".join(f"{w}\t{t}" for w, t in s) for s in SENTENCES) + "\n")
-    return tmp_path, ["--encoder", encoder, "--train", str(conll), "--dev", str(conll), "--epochs", "3",
-                      "--learning-rate", "5e-3", "--batch-size", "4", "--max-length", "16"]
+    return tmp_path, [
+        "--encoder",
+        encoder,
+        "--train",
+        str(conll),
+        "--dev",
+        str(conll),
+        "--epochs",
+        "3",
+        "--learning-rate",
+        "5e-3",
+        "--batch-size",
+        "4",
+        "--max-length",
+        "16",
+    ]
 
 
 def scores(path) -> list:

@@ -1,5 +1,6 @@
 """Every benchmark table README, docs/benchmarks.md and docs/performance.md quote is a committed
 result, pasted as the script printed it."""
+
 import json
 import os
 import re
@@ -35,8 +36,11 @@ def fenced_blocks(markdown: str):
 def quoted_tables(markdown: str, section_name="Benchmarks"):
     """The untagged blocks (in `section_name`, or anywhere when None) and the result files cited
     just before each: untagged blocks are what a script printed, commands are tagged `sh`."""
-    return [(RESULT.findall(text), block) for section, language, text, block in fenced_blocks(markdown)
-            if section_name in (None, section) and language in ("", "text")]
+    return [
+        (RESULT.findall(text), block)
+        for section, language, text, block in fenced_blocks(markdown)
+        if section_name in (None, section) and language in ("", "text")
+    ]
 
 
 def read(path: str) -> str:
@@ -67,9 +71,9 @@ def test_each_quoted_table_is_printed_by_a_committed_result(cited, block):
 
 
 def test_every_result_the_docs_cite_is_committed():
-    docs = [os.path.join(ROOT, "README.md")] + [os.path.join(ROOT, "docs", name)
-                                                for name in os.listdir(os.path.join(ROOT, "docs"))
-                                                if name.endswith(".md")]
+    docs = [os.path.join(ROOT, "README.md")] + [
+        os.path.join(ROOT, "docs", name) for name in os.listdir(os.path.join(ROOT, "docs")) if name.endswith(".md")
+    ]
     cited = {path for doc in docs for path in RESULT.findall(open(doc, encoding="utf-8").read())}
     assert cited
     assert not [path for path in cited if not os.path.isfile(os.path.join(ROOT, path))]
@@ -97,7 +101,7 @@ def test_a_second_result_of_the_same_day_and_machine_never_overwrites_the_first(
     first = common.publish("run", {"machine": {"cpu": "AMD EPYC 7B13", "native": "avx2"}}, "a\n", str(tmp_path))
     second = common.publish("run", {"machine": {"cpu": "AMD EPYC 7B13", "native": "avx2"}}, "b\n", str(tmp_path))
     assert os.path.basename(first).endswith("-epyc-avx2-run.json")
-    assert second == first[:-len(".json")] + "-2.json"
+    assert second == first[: -len(".json")] + "-2.json"
     with open(first, encoding="utf-8") as f:
         assert json.load(f)["printed"] == "a\n"
 
@@ -152,6 +156,7 @@ def test_a_kept_run_that_records_no_machine_is_refused(tmp_path, monkeypatch, ca
 
 def test_a_recipe_run_measured_on_another_cpu_is_not_reused(tmp_path, monkeypatch):
     import recipe
+
     job = tmp_path / "mrpc" / "defaults-s0"
     os.makedirs(job.parent)
     monkeypatch.setattr(common, "machine", lambda: XEON)
@@ -168,6 +173,7 @@ def test_a_teacher_trained_elsewhere_is_read_without_a_machine_record(tmp_path, 
     import argparse
 
     import distill
+
     monkeypatch.setattr(common, "machine", lambda: EPYC)
     teacher = tmp_path / "teacher"
     os.makedirs(teacher)

@@ -1,4 +1,5 @@
 """The scale benchmark's training files: shuffled words of the source texts, no two rows alike."""
+
 import collections
 import csv
 import os
@@ -9,14 +10,21 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
 import scale  # noqa: E402
 
-TEXTS = ["the cat sat on the mat all day long", "I really do not like rainy mondays at all",
-         "what a great game that was tonight folks", 'she said "wow" and left the room quietly']
+TEXTS = [
+    "the cat sat on the mat all day long",
+    "I really do not like rainy mondays at all",
+    "what a great game that was tonight folks",
+    'she said "wow" and left the room quietly',
+]
 LABELS = [0, 1, 2, 2]
 
 
 def rows_of(texts, labels, count, chunk_rows):
-    return [(t, int(i)) for chunk in scale.generate(texts, labels, count, seed=3, chunk_rows=chunk_rows)
-            for t, i in zip(*chunk)]
+    return [
+        (t, int(i))
+        for chunk in scale.generate(texts, labels, count, seed=3, chunk_rows=chunk_rows)
+        for t, i in zip(*chunk)
+    ]
 
 
 def test_rows_are_distinct_even_across_chunks():
@@ -42,8 +50,7 @@ def test_too_few_distinct_shuffles_is_an_error_not_a_hang():
 
 
 def test_written_csv_reads_back_with_quotes_intact(tmp_path):
-    path = scale.write_csv(str(tmp_path / "train.csv"),
-                           scale.generate(TEXTS[3:], [1], 50, seed=0, chunk_rows=20))
+    path = scale.write_csv(str(tmp_path / "train.csv"), scale.generate(TEXTS[3:], [1], 50, seed=0, chunk_rows=20))
     with open(path, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 50 and {r["label"] for r in rows} == {"neutral"}

@@ -1,11 +1,13 @@
 """bench/sst2_whole.py: SST-2's leak-free protocol (issue #65). Held-out rows are whole sentences,
 and no row left for training or transfer lies inside one."""
+
 import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import sst2_whole  # noqa: E402
+
 from trainer.data.leakage import words  # noqa: E402
 
 
@@ -29,7 +31,7 @@ def test_held_out_rows_are_whole_sentences():
 def test_no_pool_row_lies_inside_a_held_out_sentence():
     split = sst2_whole.whole_sentence_split(ROWS, held_out=2, seed=0)
     held = [words(s) for s, _ in split.validation + split.test]
-    inside = lambda w, h: any(h[i:i + len(w)] == w for i in range(len(h)))  # noqa: E731
+    inside = lambda w, h: any(h[i : i + len(w)] == w for i in range(len(h)))  # noqa: E731
     assert not [r for r in split.pool if any(inside(words(r[0]), h) for h in held)]
     assert split.counts["pool_holding_a_held_out_sentence"] == 0
 

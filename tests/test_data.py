@@ -1,11 +1,13 @@
 """Reading, validating and splitting labelled text files."""
+
 import json
 import pathlib
 
 import numpy as np
 import pytest
 
-from trainer import config as config_lib, tasks
+from trainer import config as config_lib
+from trainer import tasks
 from trainer.data import splits as data
 from trainer.errors import UserError
 from trainer.tasks.labels import LabelSpec
@@ -43,7 +45,8 @@ def twin(path):
 
 
 SEED_SCHEMA = "postId,bodyText,sentiment\n" + "".join(
-    f"p{i},post number {i},{score}\n" for i, score in enumerate([-0.5, 0.0, 0.7] * 10))
+    f"p{i},post number {i},{score}\n" for i, score in enumerate([-0.5, 0.0, 0.7] * 10)
+)
 
 
 def test_seed_schema_maps_scores_to_negative_neutral_positive(tmp_path):
@@ -63,8 +66,7 @@ def test_string_labels_are_learned_sorted_from_training_data(tmp_path):
 
 def test_integer_labels_take_names_from_flag(tmp_path):
     path = write(tmp_path / "t.csv", "text,label\na,0\nb,1\nc,2\nd,1\n")
-    d = load("--training-file", path, "--validation-file", twin(path),
-             "--label-names", "negative,neutral,positive")
+    d = load("--training-file", path, "--validation-file", twin(path), "--label-names", "negative,neutral,positive")
     assert d.labels.kind == "index" and d.labels.names == ["negative", "neutral", "positive"]
     assert d.train.labels.tolist() == [0, 1, 2, 1]
 
@@ -80,10 +82,13 @@ def test_tsv_and_jsonl_are_read_by_extension(tmp_path):
 def test_several_files_per_split_by_comma_and_glob(tmp_path):
     for i in range(3):
         write(tmp_path / f"part{i}.csv", f"text,label\na{i},0\nb{i},1\n")
-    by_glob = load("--training-file", str(tmp_path / "part*.csv"),
-                   "--validation-file", twin(tmp_path / "part0.csv"))
-    by_comma = load("--training-file", f"{tmp_path}/part0.csv,{tmp_path}/part1.csv",
-                    "--validation-file", twin(tmp_path / "part0.csv"))
+    by_glob = load("--training-file", str(tmp_path / "part*.csv"), "--validation-file", twin(tmp_path / "part0.csv"))
+    by_comma = load(
+        "--training-file",
+        f"{tmp_path}/part0.csv,{tmp_path}/part1.csv",
+        "--validation-file",
+        twin(tmp_path / "part0.csv"),
+    )
     assert len(by_glob.train) == 6 and len(by_comma.train) == 4
 
 
@@ -114,17 +119,27 @@ def test_skip_empty_text_counts_skipped_rows(tmp_path):
 
 # --------------------------------------------------------------------------- bad input
 
-@pytest.mark.parametrize("content, expected", [
-    ("", "file is empty"),
-    ("text,label\n", "no data rows"),
-    ("text,label\nhello,1\n,0\n", "line 3, column 'text': text is empty"),
-    ("text,label\nhello,1\nbye,\n", "line 3, column 'label': label is missing"),
-    ("text,label\nhello,1\nbye,NaN\n", "line 3, column 'label': label is missing"),
-    ("text,label\nhello,1\nbye,1\n", "single class"),
-    ("body,label\nhello,1\n", "no text column found"),
-    ("text,sentiment\na,0.5\nb,-0.2\nc,1.5\n", "line 4, column 'sentiment': sentiment score 1.5 is outside [-1, 1]"),
-    ("text,sentiment\na,0.5\nb,-0.2\nc,abc\n", "line 4, column 'sentiment': label 'abc' is not a number, while 2 of 3 labels are"),
-])
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ("", "file is empty"),
+        ("text,label\n", "no data rows"),
+        ("text,label\nhello,1\n,0\n", "line 3, column 'text': text is empty"),
+        ("text,label\nhello,1\nbye,\n", "line 3, column 'label': label is missing"),
+        ("text,label\nhello,1\nbye,NaN\n", "line 3, column 'label': label is missing"),
+        ("text,label\nhello,1\nbye,1\n", "single class"),
+        ("body,label\nhello,1\n", "no text column found"),
+        (
+            "text,sentiment\na,0.5\nb,-0.2\nc,1.5\n",
+            "line 4, column 'sentiment': sentiment score 1.5 is outside [-1, 1]",
+        ),
+        (
+            "text,sentiment\na,0.5\nb,-0.2\nc,abc\n",
+            "line 4, column 'sentiment': label 'abc' is not a number, while 2 of 3 labels are",
+        ),
+    ],
+)
 def test_bad_training_file_names_file_row_and_column(tmp_path, content, expected):
     path = write(tmp_path / "bad.csv", content)
     with pytest.raises(UserError, match="bad.csv") as e:
@@ -134,20 +149,28 @@ def test_bad_training_file_names_file_row_and_column(tmp_path, content, expected
 
 def test_missing_named_column_lists_existing_columns(tmp_path):
     path = write(tmp_path / "t.csv", "text,label\na,0\nb,1\n")
-    with pytest.raises(UserError, match=r"--text-column: column 'body' is not in .*t.csv; its columns are \['text', 'label'\]"):
+    with pytest.raises(
+        UserError, match=r"--text-column: column 'body' is not in .*t.csv; its columns are \['text', 'label'\]"
+    ):
         load("--training-file", path, "--text-column", "body")
 
 
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(UserError, match=r"--validation-file: file not found: .*nope.csv"):
-        load("--training-file", write(tmp_path / "t.csv", "text,label\na,0\nb,1\n"),
-             "--validation-file", str(tmp_path / "nope.csv"))
+        load(
+            "--training-file",
+            write(tmp_path / "t.csv", "text,label\na,0\nb,1\n"),
+            "--validation-file",
+            str(tmp_path / "nope.csv"),
+        )
 
 
 def test_label_unseen_in_training_is_an_error_in_validation(tmp_path):
     train = write(tmp_path / "t.csv", "text,label\na,pos\nb,neg\n")
     val = write(tmp_path / "v.csv", "text,label\na,pos\nb,meh\n")
-    with pytest.raises(UserError, match=r"v.csv line 3, column 'label': label 'meh' never appears in the training data"):
+    with pytest.raises(
+        UserError, match=r"v.csv line 3, column 'label': label 'meh' never appears in the training data"
+    ):
         load("--training-file", train, "--validation-file", val)
 
 
@@ -159,7 +182,7 @@ def test_class_id_beyond_training_classes_is_an_error_in_test(tmp_path):
 
 
 def test_undecodable_bytes_name_the_line(tmp_path):
-    path = write(tmp_path / "t.csv", "text,label\nfine,0\n".encode() + b"caf\xe9,1\n")
+    path = write(tmp_path / "t.csv", b"text,label\nfine,0\n" + b"caf\xe9,1\n")
     with pytest.raises(UserError, match=r"t.csv line 3 is not valid UTF-8"):
         load("--training-file", path)
 
@@ -209,7 +232,7 @@ QUOTED_TWEETS = [
 
 
 def tsv_of(texts, labels):
-    return "text\tlabel\n" + "".join(f"{t}\t{l}\n" for t, l in zip(texts, labels))
+    return "text\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in zip(texts, labels))
 
 
 def test_tsv_texts_keep_their_quotes_and_every_line_is_a_row(tmp_path):
@@ -233,14 +256,17 @@ def test_csv_quoted_fields_may_span_lines_and_count_as_one_row(tmp_path):
     assert texts(d, "train") == ["first line\nsecond line", 'say "hi"', "plain"]
 
 
-@pytest.mark.parametrize("content, expected", [
-    ('text,label\nok,pos\n"never closed,neg\nmore,pos\n', r": the record starting on line 3 is not valid CSV"),
-    ('text,label\nok,pos\n"quoted" then text,neg\n', r": the record starting on line 3 is not valid CSV"),
-    ('text,label\nok,pos\nan, unquoted comma,neg\n', r" line 3 holds 3 fields, the header 2 \(an unquoted comma"),
-    ('text,label\nok,pos\n"two\nlines",neg,extra\n', r" lines 3-4 hold 3 fields"),
-    ('text,label\nok,pos\nno label\n', r" line 3 holds 1 fields, the header 2"),
-    ('text,text\nok,pos\n', r" line 1: column 'text' appears twice in the header"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ('text,label\nok,pos\n"never closed,neg\nmore,pos\n', r": the record starting on line 3 is not valid CSV"),
+        ('text,label\nok,pos\n"quoted" then text,neg\n', r": the record starting on line 3 is not valid CSV"),
+        ("text,label\nok,pos\nan, unquoted comma,neg\n", r" line 3 holds 3 fields, the header 2 \(an unquoted comma"),
+        ('text,label\nok,pos\n"two\nlines",neg,extra\n', r" lines 3-4 hold 3 fields"),
+        ("text,label\nok,pos\nno label\n", r" line 3 holds 1 fields, the header 2"),
+        ("text,text\nok,pos\n", r" line 1: column 'text' appears twice in the header"),
+    ],
+)
 def test_a_csv_line_that_is_not_one_row_is_named(tmp_path, content, expected):
     path = write(tmp_path / "t.csv", content)
     with pytest.raises(UserError, match="t.csv" + expected):
@@ -254,6 +280,7 @@ def test_a_jsonl_row_per_non_blank_line(tmp_path):
 
 
 # --------------------------------------------------------------------------- labels name their rows
+
 
 def rows_with_labels(labels):
     return "text,label\n" + "".join(f"text number {i},{label}\n" for i, label in enumerate(labels, start=1))
@@ -319,6 +346,7 @@ def test_a_single_example_class_is_named_when_a_validation_split_is_carved(tmp_p
 
 # --------------------------------------------------------------------------- the small entry points
 
+
 @pytest.mark.parametrize("module", ["trainer.predict", "trainer.prepare", "trainer.export_encoder"])
 def test_help_imports_no_heavy_module_and_every_flag_has_help_and_its_default(module):
     """--help answers at once because it imports neither TensorFlow (3 s), pandas nor numpy."""
@@ -329,13 +357,16 @@ def test_help_imports_no_heavy_module_and_every_flag_has_help_and_its_default(mo
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": root}
-    code = (f"import runpy, sys\nsys.argv = ['x', '--help']\ntry:\n"
-            f"    runpy.run_module('{module}', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-            f"heavy = {{'tensorflow', 'pandas', 'numpy'}} & set(sys.modules)\nassert not heavy, heavy")
+    code = (
+        f"import runpy, sys\nsys.argv = ['x', '--help']\ntry:\n"
+        f"    runpy.run_module('{module}', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        f"heavy = {{'tensorflow', 'pandas', 'numpy'}} & set(sys.modules)\nassert not heavy, heavy"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0, result.stderr
-    parser = importlib.import_module({"trainer.predict": "trainer.serving.predict",
-                                      "trainer.prepare": "trainer.data.prepare"}.get(module, module)).build_arg_parser()
+    parser = importlib.import_module(
+        {"trainer.predict": "trainer.serving.predict", "trainer.prepare": "trainer.data.prepare"}.get(module, module)
+    ).build_arg_parser()
     for action in parser._actions:
         assert action.help, action.option_strings
         if action.default not in (None, False, "==SUPPRESS==") and not action.required:
@@ -343,6 +374,7 @@ def test_help_imports_no_heavy_module_and_every_flag_has_help_and_its_default(mo
 
 
 # --------------------------------------------------------------------------- no class without rows (issue 37, 4)
+
 
 def test_star_ratings_1_to_5_are_five_classes_and_the_log_says_why(tmp_path, caplog):
     path = write(tmp_path / "t.csv", rows_with_labels([1, 2, 3, 4, 5] * 4))
@@ -360,15 +392,28 @@ def test_integers_from_0_are_class_ids_and_the_log_says_so(tmp_path, caplog):
     assert "label column 'label': class ids 0..2 (integers from 0): 0, 1, 2" in caplog.text
 
 
-@pytest.mark.parametrize("labels, flags, expected", [
-    ([1, 2, 3] * 4, ["--label-type", "index"],
-     "class '0' of column 'label' has no rows in the training data; class ids must run 0..K-1"),
-    ([0, 1] * 4, ["--label-names", "a,b,c"],
-     "class 'c' of column 'label' has no rows in the training data; drop it from --label-names"),
-    (["a", "b"] * 4, ["--label-names", "a,b,c"], "class 'c' of column 'label' has no rows"),
-    ([-0.5, 0.5] * 4, [], "class 'neutral' of column 'label' has no rows in the training data; "
-                          "scores only on one side of 0 or none at 0"),
-])
+@pytest.mark.parametrize(
+    "labels, flags, expected",
+    [
+        (
+            [1, 2, 3] * 4,
+            ["--label-type", "index"],
+            "class '0' of column 'label' has no rows in the training data; class ids must run 0..K-1",
+        ),
+        (
+            [0, 1] * 4,
+            ["--label-names", "a,b,c"],
+            "class 'c' of column 'label' has no rows in the training data; drop it from --label-names",
+        ),
+        (["a", "b"] * 4, ["--label-names", "a,b,c"], "class 'c' of column 'label' has no rows"),
+        (
+            [-0.5, 0.5] * 4,
+            [],
+            "class 'neutral' of column 'label' has no rows in the training data; "
+            "scores only on one side of 0 or none at 0",
+        ),
+    ],
+)
 def test_a_class_without_training_rows_is_refused(tmp_path, labels, flags, expected):
     path = write(tmp_path / "t.csv", rows_with_labels(labels))
     with pytest.raises(UserError, match="t.csv: ") as e:
@@ -378,6 +423,7 @@ def test_a_class_without_training_rows_is_refused(tmp_path, labels, flags, expec
 
 # --------------------------------------------------------------------------- one label, one spelling (issue 37, 5)
 
+
 def test_labels_that_differ_only_in_case_are_refused_naming_both_and_their_counts(tmp_path):
     path = write(tmp_path / "t.csv", rows_with_labels(["positive"] * 7 + ["Positive"] * 6 + ["negative"] * 8))
     with pytest.raises(UserError) as e:
@@ -385,7 +431,8 @@ def test_labels_that_differ_only_in_case_are_refused_naming_both_and_their_count
     assert str(e.value).endswith(
         "t.csv: labels 'Positive' (6 rows, first on line 9) and 'positive' (7 rows, first on line 2), "
         "column 'label', differ only in case or Unicode normalization: make them one label, or pass "
-        "--allow-label-variants to keep two classes")
+        "--allow-label-variants to keep two classes"
+    )
 
 
 def test_labels_that_differ_only_in_unicode_normalization_are_refused(tmp_path):
@@ -404,12 +451,16 @@ def test_allow_label_variants_keeps_them_as_two_classes(tmp_path):
 def test_a_validation_label_in_another_case_suggests_the_training_label(tmp_path):
     train = write(tmp_path / "t.csv", "text,label\na,pos\nb,neg\n")
     val = write(tmp_path / "v.csv", "text,label\nc,POS\n")
-    with pytest.raises(UserError, match=r"v.csv line 2, column 'label': label 'POS' never appears "
-                                        r"in the training data .*; did you mean 'pos'\?"):
+    with pytest.raises(
+        UserError,
+        match=r"v.csv line 2, column 'label': label 'POS' never appears "
+        r"in the training data .*; did you mean 'pos'\?",
+    ):
         load("--training-file", train, "--validation-file", val)
 
 
 # --------------------------------------------------------------------------- one rule for column names (issue 37, 6)
+
 
 def test_columns_are_matched_by_one_rule_in_every_file(tmp_path):
     train = write(tmp_path / "t.csv", "Text,Label\na,pos\nb,neg\n")
@@ -431,26 +482,36 @@ def test_a_named_column_is_found_whatever_its_case_and_surrounding_spaces(tmp_pa
 
 def test_header_cells_that_differ_only_in_case_are_refused(tmp_path):
     path = write(tmp_path / "t.csv", "text,Text,label\na,b,pos\n")
-    with pytest.raises(UserError, match=r"t.csv line 1: columns 'text' and 'Text' are one column "
-                                        r"to this trainer"):
+    with pytest.raises(
+        UserError,
+        match=r"t.csv line 1: columns 'text' and 'Text' are one column "
+        r"to this trainer",
+    ):
         load("--training-file", path)
 
 
 # --------------------------------------------------------------------------- leakage between splits (issue 37, 9)
 
+
 def test_a_validation_file_that_is_the_training_file_is_refused(tmp_path):
     path = write(tmp_path / "t.csv", rows_with_labels(["a", "b"] * 3))
-    with pytest.raises(UserError, match=r"^--validation-file: .*t.csv is the training file .*t.csv: "
-                                        r"every score on it would be measured on rows the model "
-                                        r"trained on"):
+    with pytest.raises(
+        UserError,
+        match=r"^--validation-file: .*t.csv is the training file .*t.csv: "
+        r"every score on it would be measured on rows the model "
+        r"trained on",
+    ):
         load("--training-file", path, "--validation-file", path)
 
 
 def test_a_test_file_that_is_a_copy_of_the_training_file_is_refused(tmp_path):
     path = write(tmp_path / "t.csv", rows_with_labels(["a", "b"] * 3))
     copy = write(tmp_path / "copy.csv", pathlib.Path(path).read_bytes())
-    with pytest.raises(UserError, match=r"^--testing-file: .*copy.csv has the same content as the "
-                                        r"training file .*t.csv"):
+    with pytest.raises(
+        UserError,
+        match=r"^--testing-file: .*copy.csv has the same content as the "
+        r"training file .*t.csv",
+    ):
         load("--training-file", path, "--testing-file", copy)
 
 
@@ -459,6 +520,7 @@ def test_texts_a_held_out_split_shares_with_train_are_counted_in_the_log(tmp_pat
     val = write(tmp_path / "v.csv", "text,label\none,a\nfive,b\nfour,a\n")
     with caplog.at_level("INFO", logger="trainer"):
         load("--training-file", train, "--validation-file", val)
-    assert ("overlap: 2 of 3 validation rows repeat a training text exactly; their scores "
-            "overstate what the model does on new texts") in caplog.text
-
+    assert (
+        "overlap: 2 of 3 validation rows repeat a training text exactly; their scores "
+        "overstate what the model does on new texts"
+    ) in caplog.text

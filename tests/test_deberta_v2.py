@@ -2,21 +2,29 @@
 the log-bucketed relative positions at the published size, the short-batch window of the
 position table, XLA and bfloat16, the padding rows of the int8 copy's float16 front, and the
 settings it refuses."""
+
 import dataclasses
 
+import hf_reference
 import numpy as np
 import pytest
 import tensorflow as tf
 
-import hf_reference
 from trainer.errors import UserError
 from trainer.modeling.encoders.models import deberta_v2
 
 torch = pytest.importorskip("torch")
 
-PUBLISHED = dict(vocab_size=128100, hidden_size=768, num_layers=12, num_heads=12,
-                 intermediate_size=3072, max_position_embeddings=512, position_buckets=256,
-                 max_relative_positions=512)  # microsoft/deberta-v3-base
+PUBLISHED = dict(
+    vocab_size=128100,
+    hidden_size=768,
+    num_layers=12,
+    num_heads=12,
+    intermediate_size=3072,
+    max_position_embeddings=512,
+    position_buckets=256,
+    max_relative_positions=512,
+)  # microsoft/deberta-v3-base
 
 
 @pytest.fixture(scope="module")
@@ -51,15 +59,13 @@ def test_a_batch_shorter_than_the_bucket_span_equals_the_reference(checkpoint, e
     """Fewer tokens than buckets: only the table rows they reach enter the products."""
     reference = hf_reference.hidden_states(checkpoint, SHORT_IDS, SHORT_MASK)
     ours = encoder(hf_reference.features(SHORT_IDS, SHORT_MASK))
-    assert hf_reference.max_difference(
-        ours["sequence_output"], reference["sequence_output"], SHORT_MASK) <= 1e-4
+    assert hf_reference.max_difference(ours["sequence_output"], reference["sequence_output"], SHORT_MASK) <= 1e-4
 
 
 def test_xla_computes_what_eager_computes_for_any_batch_length(encoder):
     """One traced function, lengths below and above the bucket span (the table's window)."""
     spec = {key: tf.TensorSpec([None, None], tf.int32) for key in hf_reference.features(SHORT_IDS, SHORT_MASK)}
-    compiled = tf.function(lambda inputs: encoder(inputs)["sequence_output"], jit_compile=True,
-                           input_signature=[spec])
+    compiled = tf.function(lambda inputs: encoder(inputs)["sequence_output"], jit_compile=True, input_signature=[spec])
     long_ids, long_mask = [[1] + [9] * 30 + [2]] * 2, [[1] * 32, [1] * 20 + [0] * 12]
     for features in (hf_reference.features(SHORT_IDS, SHORT_MASK), hf_reference.features(long_ids, long_mask)):
         assert np.max(np.abs(compiled(features) - encoder(features)["sequence_output"])) <= 1e-5
@@ -77,8 +83,10 @@ def test_mixed_bfloat16_computes_in_bfloat16_with_float32_variables(encoder):
     outputs = network(hf_reference.features(SHORT_IDS, SHORT_MASK))
     assert outputs["sequence_output"].dtype == tf.bfloat16
     assert {variable.dtype for variable in network.variables} == {tf.float32}
-    difference = np.abs(tf.cast(outputs["sequence_output"], tf.float32).numpy()
-                        - encoder(hf_reference.features(SHORT_IDS, SHORT_MASK))["sequence_output"].numpy())
+    difference = np.abs(
+        tf.cast(outputs["sequence_output"], tf.float32).numpy()
+        - encoder(hf_reference.features(SHORT_IDS, SHORT_MASK))["sequence_output"].numpy()
+    )
     assert np.max(difference[np.array(SHORT_MASK, bool)]) < 0.2
 
 
@@ -92,12 +100,17 @@ def test_padding_rows_stay_finite_where_layer_norm_epsilon_reads_as_zero(encoder
     assert np.isfinite(outputs[np.array(SHORT_MASK, bool)]).all()
 
 
-@pytest.mark.parametrize("setting,message", [
-    ({"conv_kernel_size": 3}, "sets conv_kernel_size 3; the native deberta-v2 encoder computes "
-                              "DeBERTa-v3's conv_kernel_size 0"),
-    ({"position_biased_input": True}, "sets position_biased_input true"),
-    ({"pos_att_type": "c2p"}, 'sets pos_att_type "c2p"'),
-])
+@pytest.mark.parametrize(
+    "setting,message",
+    [
+        (
+            {"conv_kernel_size": 3},
+            "sets conv_kernel_size 3; the native deberta-v2 encoder computes DeBERTa-v3's conv_kernel_size 0",
+        ),
+        ({"position_biased_input": True}, "sets position_biased_input true"),
+        ({"pos_att_type": "c2p"}, 'sets pos_att_type "c2p"'),
+    ],
+)
 def test_a_setting_the_network_does_not_compute_is_one_error(setting, message):
     raw = {**hf_reference.families()["deberta_v2"].tiny_config().to_dict(), **setting}
     with pytest.raises(UserError, match="^--encoder: config.json " + message):

@@ -1,13 +1,14 @@
 """DistilBERT's own parts, beyond the shared family parity (tests/test_encoder_families.py): the
 classifiers fine-tuned from it (its "distilbert." prefix), the cased multilingual model's
 tokenizer setting, position tables written as sinusoids, and the settings it refuses."""
+
 import json
 
+import hf_reference
 import pytest
+import reference_distilbert
 import tensorflow as tf
 
-import hf_reference
-import reference_distilbert
 from trainer.errors import UserError
 from trainer.modeling import encoders
 
@@ -72,13 +73,21 @@ def _with_config(source, directory, **changes) -> str:
     return str(directory)
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"activation": "relu"}, r" sets activation \"relu\"; the native distilbert encoder computes "
-                             r"gelu, gelu_new, gelu_pytorch_tanh, gelu_fast"),
-    ({"dim": 30}, r": dim 30 is not a multiple of n_heads 4"),
-], ids=["activation", "heads"])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (
+            {"activation": "relu"},
+            r" sets activation \"relu\"; the native distilbert encoder computes "
+            r"gelu, gelu_new, gelu_pytorch_tanh, gelu_fast",
+        ),
+        ({"dim": 30}, r": dim 30 is not a multiple of n_heads 4"),
+    ],
+    ids=["activation", "heads"],
+)
 def test_a_setting_the_network_does_not_compute_is_one_error_naming_the_file_and_key(
-        checkpoint, tmp_path, changes, message):
+    checkpoint, tmp_path, changes, message
+):
     directory = _with_config(checkpoint, tmp_path / "edited", **changes)
     with pytest.raises(UserError, match=rf"^--encoder: {directory}/config\.json{message}$"):
         encoders.check_encoder(directory)
@@ -90,8 +99,7 @@ def test_a_config_without_its_default_keys_reads_as_transformers_reads_it(checkp
     from trainer.modeling.encoders import checkpoints, families
 
     raw = json.loads(open(f"{checkpoint}/config.json").read())
-    sparse = {key: value for key, value in raw.items()
-              if key not in ("dropout", "attention_dropout", "activation")}
+    sparse = {key: value for key, value in raw.items() if key not in ("dropout", "attention_dropout", "activation")}
     family = families.family_of(sparse, "config.json")
     assert family.read_config(sparse, "config.json") == family.read_config(raw, "config.json")
     assert checkpoints.read_hf_checkpoint(checkpoint).config == family.read_config(raw, "config.json")

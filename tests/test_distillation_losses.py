@@ -1,6 +1,7 @@
 """What each task kind does with a teacher's outputs (issue #51, "The loss"): packed targets, the
 distillation loss and training metric over them, the teacher file's checks, the teacher scored
 as the student is, and the Distilled task that trains on them. Tiny fixtures, no encoder."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -31,8 +32,7 @@ def hand_kl(teacher, logits, t):
 
 def classification_targets():
     task = ClassificationTask()
-    return task, np.concatenate([task.pack_targets(CLASSES, TEACHER[:2]),
-                                 task.pack_targets(None, TEACHER[2:])])
+    return task, np.concatenate([task.pack_targets(CLASSES, TEACHER[:2]), task.pack_targets(None, TEACHER[2:])])
 
 
 def per_row(loss, targets, outputs):
@@ -50,17 +50,20 @@ def setup(kind):
     labelled row is scored right, the unlabelled row's teacher and outputs disagree."""
     if kind is ClassificationTask:
         task = kind()
-        targets = np.concatenate([task.pack_targets(np.array([0]), [[0.9, 0.1]]),
-                                  task.pack_targets(None, [[0.9, 0.1]])])
+        targets = np.concatenate(
+            [task.pack_targets(np.array([0]), [[0.9, 0.1]]), task.pack_targets(None, [[0.9, 0.1]])]
+        )
         return task, targets, np.array([[2.0, 0.0], [0.0, 2.0]], np.float32)
     if kind is RegressionTask:
         task = prepared(kind(), [], np.array([0.0, 2.0], np.float32))
-        targets = np.concatenate([task.pack_targets(np.array([1.0], np.float32), [[1.0]]),
-                                  task.pack_targets(None, [[1.0]])])
+        targets = np.concatenate(
+            [task.pack_targets(np.array([1.0], np.float32), [[1.0]]), task.pack_targets(None, [[1.0]])]
+        )
         return task, targets, np.array([[1.0], [5.0]], np.float32)
     task = prepared(kind(), ["a", "b"], None)
-    targets = np.concatenate([task.pack_targets(np.array([[1.0, 0.0]], np.float32), [[0.9, 0.1]]),
-                              task.pack_targets(None, [[0.9, 0.1]])])
+    targets = np.concatenate(
+        [task.pack_targets(np.array([[1.0, 0.0]], np.float32), [[0.9, 0.1]]), task.pack_targets(None, [[0.9, 0.1]])]
+    )
     return task, targets, np.array([[2.0, -2.0], [-2.0, 2.0]], np.float32)
 
 
@@ -72,7 +75,7 @@ PERFECT = {ClassificationTask: 1.0, RegressionTask: 0.0, MultiLabelTask: 1.0}
 def test_a_labelled_rows_loss_is_alpha_cross_entropy_plus_t_squared_kl():
     task, targets = classification_targets()
     cross_entropy = -log_softmax(LOGITS[:2])[[0, 1], CLASSES]
-    expected = ALPHA * cross_entropy + (1 - ALPHA) * T ** 2 * hand_kl(TEACHER[:2], LOGITS[:2], T)
+    expected = ALPHA * cross_entropy + (1 - ALPHA) * T**2 * hand_kl(TEACHER[:2], LOGITS[:2], T)
     got = per_row(task.distillation_loss(T, ALPHA), targets, LOGITS)
     np.testing.assert_allclose(got[:2], expected, rtol=1e-5)
 
@@ -80,8 +83,7 @@ def test_a_labelled_rows_loss_is_alpha_cross_entropy_plus_t_squared_kl():
 def test_an_unlabelled_rows_loss_is_the_kl_term_alone():
     task, targets = classification_targets()
     got = per_row(task.distillation_loss(T, ALPHA), targets, LOGITS)
-    np.testing.assert_allclose(got[2], (1 - ALPHA) * T ** 2 * hand_kl(TEACHER[2:], LOGITS[2:], T)[0],
-                               rtol=1e-5)
+    np.testing.assert_allclose(got[2], (1 - ALPHA) * T**2 * hand_kl(TEACHER[2:], LOGITS[2:], T)[0], rtol=1e-5)
 
 
 def test_at_alpha_1_the_loss_is_sparse_categorical_cross_entropy():
@@ -109,12 +111,12 @@ def test_a_teacher_probability_of_zero_gives_a_finite_loss():
 # --- regression's and multi-label's losses -------------------------------------------------------
 def test_regression_loss_is_alpha_and_teacher_squared_errors_in_standard_deviations():
     task = prepared(RegressionTask(), [], np.array([0.0, 4.0], np.float32))  # std 2
-    targets = np.concatenate([task.pack_targets(np.array([1.0], np.float32), np.array([[2.0]])),
-                              task.pack_targets(None, np.array([[0.0]]))])
+    targets = np.concatenate(
+        [task.pack_targets(np.array([1.0], np.float32), np.array([[2.0]])), task.pack_targets(None, np.array([[0.0]]))]
+    )
     predicted = np.array([[4.0], [1.0]], np.float32)
     expected = [ALPHA * (3 / 2) ** 2 + (1 - ALPHA) * (2 / 2) ** 2, (1 - ALPHA) * (1 / 2) ** 2]
-    np.testing.assert_allclose(per_row(task.distillation_loss(T, ALPHA), targets, predicted), expected,
-                               rtol=1e-6)
+    np.testing.assert_allclose(per_row(task.distillation_loss(T, ALPHA), targets, predicted), expected, rtol=1e-6)
 
 
 def test_an_unlabelled_regression_rows_gradient_is_finite():
@@ -123,8 +125,7 @@ def test_an_unlabelled_regression_rows_gradient_is_finite():
     task = prepared(RegressionTask(), [], np.array([0.0, 2.0], np.float32))
     predicted = tf.Variable([[0.5]])
     with tf.GradientTape() as tape:
-        loss = task.distillation_loss(T, ALPHA)(tf.constant(task.pack_targets(None, np.array([[1.0]]))),
-                                                predicted)
+        loss = task.distillation_loss(T, ALPHA)(tf.constant(task.pack_targets(None, np.array([[1.0]]))), predicted)
     assert np.isfinite(tape.gradient(loss, predicted).numpy()).all()
 
 
@@ -137,8 +138,7 @@ def test_multilabel_loss_is_alpha_and_teacher_binary_cross_entropies():
     bce = lambda y, q: -(y * np.log(q) + (1 - y) * np.log(1 - q)).mean(axis=1)  # noqa: E731
     expected = (1 - ALPHA) * bce(teacher, p)
     expected[0] += ALPHA * bce(truth, p[:1])[0]
-    np.testing.assert_allclose(per_row(task.distillation_loss(T, ALPHA), targets, logits), expected,
-                               rtol=1e-5)
+    np.testing.assert_allclose(per_row(task.distillation_loss(T, ALPHA), targets, logits), expected, rtol=1e-5)
 
 
 @pytest.mark.parametrize("kind", [ClassificationTask, RegressionTask, MultiLabelTask])
@@ -151,7 +151,7 @@ def test_a_loss_is_rebuilt_from_its_config(kind):
 @pytest.mark.parametrize("kind", [ClassificationTask, RegressionTask, MultiLabelTask])
 def test_the_training_metric_keeps_its_name_and_scores_the_labelled_rows_alone(kind):
     task, targets, outputs = setup(kind)
-    metric, = task.distillation_metrics()
+    (metric,) = task.distillation_metrics()
     metric.update_state(tf.constant(targets), tf.constant(outputs), tf.ones([2, 1]))
     assert metric.name == task.train_metric
     assert float(metric.result()) == PERFECT[kind]
@@ -160,7 +160,7 @@ def test_the_training_metric_keeps_its_name_and_scores_the_labelled_rows_alone(k
 @pytest.mark.parametrize("kind", [ClassificationTask, RegressionTask, MultiLabelTask])
 def test_a_batch_without_labelled_rows_changes_nothing(kind):
     task, targets, outputs = setup(kind)
-    metric, = task.distillation_metrics()
+    (metric,) = task.distillation_metrics()
     metric.update_state(tf.constant(targets[:1]), tf.constant(outputs[:1]))
     metric.update_state(tf.constant(targets[1:]), tf.constant(outputs[1:]))
     assert float(metric.result()) == PERFECT[kind]
@@ -169,31 +169,37 @@ def test_a_batch_without_labelled_rows_changes_nothing(kind):
 def test_the_training_metric_weighs_rows_by_their_sample_weight_too():
     """A padding row (weight 0) of a static-shape batch is no row."""
     task, targets, outputs = setup(ClassificationTask)
-    metric, = task.distillation_metrics()
+    (metric,) = task.distillation_metrics()
     metric.update_state(tf.constant(targets[:1]), tf.constant(outputs[[1]]), tf.zeros([1]))
     metric.update_state(tf.constant(targets[:1]), tf.constant(outputs[:1]), tf.ones([1]))
     assert float(metric.result()) == 1.0
 
 
 # --- the teacher file's values -------------------------------------------------------------------
-@pytest.mark.parametrize("kind, values, row, words", [
-    (RegressionTask, [[1.5], [np.nan], [np.inf]], 1, "nan is not a finite number"),
-    (ClassificationTask, [[0.5, 0.5], [0.5, np.inf], [0.5, 0.5]], 1, "inf is not a finite number"),
-    (ClassificationTask, [[0.5, 0.5], [0.6, 0.5], [0.5, 0.1]], 1, "sum to 1.1, not 1"),
-    (ClassificationTask, [[0.5, 0.5], [0.5, 0.5], [1.2, -0.2]], 2, "1.2 is not a probability"),
-    (MultiLabelTask, [[0.5, 0.9], [-0.1, 2.0], [0.1, np.nan]], 1, "-0.1 is not a probability"),
-    (MultiLabelTask, [[0.5, 0.9], [0.1, np.nan], [-0.1, 2.0]], 1, "nan is not a finite number"),
-])
+@pytest.mark.parametrize(
+    "kind, values, row, words",
+    [
+        (RegressionTask, [[1.5], [np.nan], [np.inf]], 1, "nan is not a finite number"),
+        (ClassificationTask, [[0.5, 0.5], [0.5, np.inf], [0.5, 0.5]], 1, "inf is not a finite number"),
+        (ClassificationTask, [[0.5, 0.5], [0.6, 0.5], [0.5, 0.1]], 1, "sum to 1.1, not 1"),
+        (ClassificationTask, [[0.5, 0.5], [0.5, 0.5], [1.2, -0.2]], 2, "1.2 is not a probability"),
+        (MultiLabelTask, [[0.5, 0.9], [-0.1, 2.0], [0.1, np.nan]], 1, "-0.1 is not a probability"),
+        (MultiLabelTask, [[0.5, 0.9], [0.1, np.nan], [-0.1, 2.0]], 1, "nan is not a finite number"),
+    ],
+)
 def test_teacher_problem_names_the_first_bad_row_and_why(kind, values, row, words):
     found = kind().teacher_problem(np.array(values))
     assert found[0] == row and words in found[1]
 
 
-@pytest.mark.parametrize("kind, values", [
-    (RegressionTask, [[-3.0], [120.0]]),
-    (ClassificationTask, [[0.995, 0.0], [0.3, 0.7]]),  # within 0.01 of 1
-    (MultiLabelTask, [[1.0, 1.0], [0.0, 0.3]]),  # a row's labels need not sum to 1
-])
+@pytest.mark.parametrize(
+    "kind, values",
+    [
+        (RegressionTask, [[-3.0], [120.0]]),
+        (ClassificationTask, [[0.995, 0.0], [0.3, 0.7]]),  # within 0.01 of 1
+        (MultiLabelTask, [[1.0, 1.0], [0.0, 0.3]]),  # a row's labels need not sum to 1
+    ],
+)
 def test_good_teacher_values_have_no_problem(kind, values):
     assert kind().teacher_problem(np.array(values)) is None
 
@@ -210,9 +216,11 @@ def test_a_classifiers_teacher_rows_are_renormalised_to_sum_to_1():
     np.testing.assert_allclose(packed[0, 1:].sum(), 1.0, rtol=1e-7)
 
 
-PLAIN = {ClassificationTask: np.array([2, 0, 1], np.int32),
-         RegressionTask: np.array([0.25, -3.5, 7.125], np.float32),
-         MultiLabelTask: np.array([[1, 0], [0, 0], [1, 1]], np.float32)}
+PLAIN = {
+    ClassificationTask: np.array([2, 0, 1], np.int32),
+    RegressionTask: np.array([0.25, -3.5, 7.125], np.float32),
+    MultiLabelTask: np.array([[1, 0], [0, 0], [1, 1]], np.float32),
+}
 WIDTH = {ClassificationTask: 3, RegressionTask: 1, MultiLabelTask: 2}
 
 
@@ -246,15 +254,15 @@ def test_a_teacher_multilabel_model_scores_its_decisions_at_the_tasks_thresholds
 
 def test_a_teacher_regressor_scores_its_own_scores():
     task = prepared(RegressionTask(), [], np.array([0.0, 2.0], np.float32))
-    result = task.summarize(task.teacher_outputs(np.array([[1.0], [2.0], [4.0]])),
-                            np.array([1.0, 3.0, 3.0]), [])
+    result = task.summarize(task.teacher_outputs(np.array([[1.0], [2.0], [4.0]])), np.array([1.0, 3.0, 3.0]), [])
     assert result["mse"] == pytest.approx(2 / 3) and result["mae"] == pytest.approx(2 / 3)
 
 
 def test_a_classifiers_agreement_is_the_share_of_rows_given_the_teachers_class():
     teacher = np.array([[0.7, 0.3], [0.2, 0.8], [0.6, 0.4]])
-    assert ClassificationTask().teacher_agreement(teacher, np.array([[1.0, 0.0], [0.0, 2.0], [0.0, 1.0]])) \
-        == pytest.approx(2 / 3)
+    assert ClassificationTask().teacher_agreement(
+        teacher, np.array([[1.0, 0.0], [0.0, 2.0], [0.0, 1.0]])
+    ) == pytest.approx(2 / 3)
 
 
 def test_a_multilabel_agreement_is_the_share_of_rows_given_the_teachers_whole_label_set():
@@ -288,8 +296,7 @@ def test_distilled_summarizes_and_counts_packed_labels_as_plain_ones():
     task, targets = classification_targets()
     distilled, labelled = Distilled(task, T, ALPHA), targets[:2]
     spec = LabelSpec("names", ["a", "b", "c"])
-    assert distilled.summarize(LOGITS[:2], labelled, spec.names) == \
-        task.summarize(LOGITS[:2], CLASSES, spec.names)
+    assert distilled.summarize(LOGITS[:2], labelled, spec.names) == task.summarize(LOGITS[:2], CLASSES, spec.names)
     assert distilled.label_counts(labelled, spec) == {"a": 1, "b": 0, "c": 1}
     assert distilled.label_counts(CLASSES, spec) == {"a": 1, "b": 0, "c": 1}
 
@@ -301,6 +308,7 @@ def test_a_model_compiled_with_distilled_loss_and_metrics_trains_on_packed_label
     tf_keras.utils.set_random_seed(0)
     model = tf_keras.Sequential([tf_keras.layers.Dense(outputs.shape[1], input_shape=(4,))])
     model.compile(optimizer="sgd", loss=task.loss(), metrics=task.keras_metrics())
-    history = model.fit(np.ones((2, 4), np.float32), targets, sample_weight=np.ones(2, np.float32),
-                        batch_size=2, epochs=1, verbose=0).history
+    history = model.fit(
+        np.ones((2, 4), np.float32), targets, sample_weight=np.ones(2, np.float32), batch_size=2, epochs=1, verbose=0
+    ).history
     assert np.isfinite(history["loss"][0]) and base.train_metric in history

@@ -1,8 +1,9 @@
 """A --dry-run's job dir says so everywhere a person looks (issue #37, 10): metrics.json, the
 model card and report.html; trainer.task's real command replaces it (tests/test_jobdir.py)."""
-import pandas as pd
 
+import pandas as pd
 from test_reporting import run_metrics
+
 from trainer import tasks
 from trainer.config import Config
 from trainer.reporting import html, model_card

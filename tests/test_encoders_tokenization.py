@@ -5,6 +5,7 @@ Google's tokenization.py / Hugging Face's BertTokenizer rules (transformers is n
 dependency). It runs over the real all-MiniLM-L6-v2 vocabulary from the installed package, and
 gives the ids of Hugging Face's own `tokenizers` (a test dependency) on every tricky string.
 """
+
 import os
 import unicodedata
 
@@ -20,15 +21,30 @@ VOCAB_FILE = os.path.join(registry.packaged_default_dir(), "vocab.txt")
 
 def _is_punctuation(char):
     code = ord(char)
-    return (33 <= code <= 47 or 58 <= code <= 64 or 91 <= code <= 96 or 123 <= code <= 126
-            or unicodedata.category(char).startswith("P"))
+    return (
+        33 <= code <= 47
+        or 58 <= code <= 64
+        or 91 <= code <= 96
+        or 123 <= code <= 126
+        or unicodedata.category(char).startswith("P")
+    )
 
 
 def _is_cjk(char):
     code = ord(char)
-    return any(low <= code <= high for low, high in [
-        (0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
-        (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F)])
+    return any(
+        low <= code <= high
+        for low, high in [
+            (0x4E00, 0x9FFF),
+            (0x3400, 0x4DBF),
+            (0x20000, 0x2A6DF),
+            (0x2A700, 0x2B73F),
+            (0x2B740, 0x2B81F),
+            (0x2B820, 0x2CEAF),
+            (0xF900, 0xFAFF),
+            (0x2F800, 0x2FA1F),
+        ]
+    )
 
 
 def reference_basic_tokenize(text, lower_case=True):
@@ -44,8 +60,11 @@ def reference_basic_tokenize(text, lower_case=True):
     words = []
     for word in "".join(cleaned).split():
         if lower_case:
-            word = "".join(c for c in unicodedata.normalize("NFD", "".join(map(str.lower, word)))
-                           if unicodedata.category(c) != "Mn")
+            word = "".join(
+                c
+                for c in unicodedata.normalize("NFD", "".join(map(str.lower, word)))
+                if unicodedata.category(c) != "Mn"
+            )
         current = ""
         for char in word:
             if _is_punctuation(char):
@@ -83,9 +102,8 @@ def vocab():
 
 
 def reference_ids(text, vocab, seq_length):
-    tokens = [piece for word in reference_basic_tokenize(text)
-              for piece in reference_wordpiece(word, vocab)]
-    ids = [vocab["[CLS]"]] + [vocab[t] for t in tokens[:seq_length - 2]] + [vocab["[SEP]"]]
+    tokens = [piece for word in reference_basic_tokenize(text) for piece in reference_wordpiece(word, vocab)]
+    ids = [vocab["[CLS]"]] + [vocab[t] for t in tokens[: seq_length - 2]] + [vocab["[SEP]"]]
     return ids + [vocab["[PAD]"]] * (seq_length - len(ids))
 
 
@@ -118,8 +136,10 @@ def test_the_reference_gives_hugging_faces_ids(vocab):
     tokenizer.normalizer = tokenizers.normalizers.BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
     theirs = [e.ids for e in tokenizer.encode_batch(list(TRICKY_STRINGS.values()))]
-    ours = [[vocab[piece] for word in reference_basic_tokenize(text)
-             for piece in reference_wordpiece(word, vocab)] for text in TRICKY_STRINGS.values()]
+    ours = [
+        [vocab[piece] for word in reference_basic_tokenize(text) for piece in reference_wordpiece(word, vocab)]
+        for text in TRICKY_STRINGS.values()
+    ]
     assert dict(zip(TRICKY_STRINGS, ours)) == dict(zip(TRICKY_STRINGS, theirs))
 
 
@@ -147,7 +167,10 @@ def test_mask_and_type_ids_of_a_single_segment(vocab):
     np.testing.assert_array_equal(packed["input_mask"][0], [1, 1, 1, 1, 0, 0, 0, 0])
     np.testing.assert_array_equal(packed["input_type_ids"][0], [0] * 8)
     assert {key: value.dtype for key, value in packed.items()} == {
-        "input_word_ids": tf.int32, "input_mask": tf.int32, "input_type_ids": tf.int32}
+        "input_word_ids": tf.int32,
+        "input_mask": tf.int32,
+        "input_type_ids": tf.int32,
+    }
 
 
 def test_pairs_pack_as_cls_a_sep_b_sep_trimmed_longest_first(vocab):
@@ -183,6 +206,8 @@ def test_words_and_their_pieces_match_the_reference(vocab, lower_case):
     batch that also holds an empty text; cased, a no-break space separates words as in HF."""
     texts = [*TRICKY_STRINGS.values(), "", "no\u00a0break space"]
     preprocessor = WordPiecePreprocessor(VOCAB_FILE, lower_case=lower_case)
-    expected = [[[vocab[p] for p in reference_wordpiece(word, vocab)]
-                 for word in reference_basic_tokenize(text, lower_case)] for text in texts]
+    expected = [
+        [[vocab[p] for p in reference_wordpiece(word, vocab)] for word in reference_basic_tokenize(text, lower_case)]
+        for text in texts
+    ]
     assert preprocessor.tokenize(tf.constant(texts)).to_list() == expected

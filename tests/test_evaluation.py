@@ -1,4 +1,5 @@
 """Metrics a user reads in metrics.json."""
+
 import numpy as np
 import pytest
 
@@ -12,8 +13,12 @@ def test_summary_has_per_class_scores_and_a_confusion_matrix():
     result = metrics.summarize(logits, labels, ["neg", "pos"])
     assert result["accuracy"] == pytest.approx(0.75)
     assert result["confusion_matrix"] == [[1, 0], [1, 2]]
-    assert result["per_class"]["pos"] == {"precision": 1.0, "recall": pytest.approx(2 / 3),
-                                          "f1": pytest.approx(0.8), "support": 3}
+    assert result["per_class"]["pos"] == {
+        "precision": 1.0,
+        "recall": pytest.approx(2 / 3),
+        "f1": pytest.approx(0.8),
+        "support": 3,
+    }
     assert result["macro_recall"] == pytest.approx((1.0 + 2 / 3) / 2)
     expected_loss = np.mean([np.log1p(np.exp(-2.0))] * 3 + [np.log1p(np.exp(2.0))])
     assert result["loss"] == pytest.approx(expected_loss)
@@ -46,9 +51,12 @@ def test_a_training_set_smaller_than_the_sample_is_evaluated_whole():
 def test_predictions_come_back_in_row_order_without_padding_rows():
     class Model:  # what Keras' predict returns for three batches of a length-bucketed split
         def predict(self, dataset, verbose=0, callbacks=()):
-            return {"logits": np.array([[2.0], [0.0], [9.0], [1.0], [3.0]]),
-                    "label": np.array([2, 0, 0, 1, 3]), "weight": np.array([1, 1, 0, 1, 1.0]),
-                    "row": np.array([2, 0, 0, 1, 3])}
+            return {
+                "logits": np.array([[2.0], [0.0], [9.0], [1.0], [3.0]]),
+                "label": np.array([2, 0, 0, 1, 3]),
+                "weight": np.array([1, 1, 0, 1, 1.0]),
+                "row": np.array([2, 0, 0, 1, 3]),
+            }
 
     logits, labels = evaluation.predict_logits(Model(), dataset=None)
     assert logits[:, 0].tolist() == [0.0, 1.0, 2.0, 3.0]

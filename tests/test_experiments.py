@@ -2,13 +2,14 @@
 loopback Vertex API (tests/vertex_loopback.py): the flattened config as parameters, one
 time-series point per evaluation, metrics.json's final metrics; an Experiments failure is one
 warning line and never the run's."""
-import pytest
 
+import pytest
 from conftest import metrics_of
 from test_task import train_args, trainer_logger_restored
+from vertex_loopback import VertexLoopback
+
 from trainer import cli, task
 from trainer.vertex import experiments
-from vertex_loopback import VertexLoopback
 
 PROJECT = {"GOOGLE_CLOUD_PROJECT": "my-project", "GOOGLE_CLOUD_REGION": "us-central1"}
 
@@ -34,28 +35,30 @@ def short_sdk_retry(monkeypatch):
 def train(tiny_encoder_dir, tiny_data, job_dir, server):
     """trainer.task in this process (the loopback's aiplatform config is this process's), two
     epochs with --experiment sentiment; its exit code."""
-    argv = train_args(tiny_encoder_dir, tiny_data, str(job_dir), "--epochs", "2", "--batch-size", "16",
-                      "--experiment", "sentiment")
+    argv = train_args(
+        tiny_encoder_dir, tiny_data, str(job_dir), "--epochs", "2", "--batch-size", "16", "--experiment", "sentiment"
+    )
     with server.pointed_at("my-project", "us-central1"), trainer_logger_restored():
         return cli.run(lambda args: task.main(args, PROJECT), argv)
 
 
 def run_context(server) -> dict:
     """What the server holds of the run: its metadata (params, metrics, state)."""
-    return server.resources["projects/my-project/locations/us-central1/metadataStores/default/contexts/"
-                            "sentiment-job"]["metadata"]
+    return server.resources["projects/my-project/locations/us-central1/metadataStores/default/contexts/sentiment-job"][
+        "metadata"
+    ]
 
 
 def time_series_points(server) -> list:
     """(step, {metric: value}) of each point written to the run's TensorBoard time series."""
-    names = {r["name"].rsplit("/", 1)[-1]: r["displayName"] for n, r in server.resources.items()
-             if "/timeSeries/" in n}
+    names = {r["name"].rsplit("/", 1)[-1]: r["displayName"] for n, r in server.resources.items() if "/timeSeries/" in n}
     points = {}
     for request in server.find("POST", "/runs/job:write"):
         for series in request.body["timeSeriesData"]:
             for value in series["values"]:
-                points.setdefault(int(value["step"]), {})[names[series["tensorboardTimeSeriesId"]]] = \
-                    value["scalar"]["value"]
+                points.setdefault(int(value["step"]), {})[names[series["tensorboardTimeSeriesId"]]] = value["scalar"][
+                    "value"
+                ]
     return sorted(points.items())
 
 
@@ -93,11 +96,11 @@ def test_a_run_logs_metrics_jsons_final_metrics_and_completes(logged_run):
 
 @pytest.mark.slow  # a second training run (about 15 s); test_after_a_failure_no_further_call_is_sent is the fast check
 def test_a_failing_experiments_api_costs_one_warning_line_and_the_run_finishes(
-        tiny_encoder_dir, tiny_data, tmp_path, short_sdk_retry):
+    tiny_encoder_dir, tiny_data, tmp_path, short_sdk_retry
+):
     with VertexLoopback(fail=True) as server:
         code = train(tiny_encoder_dir, tiny_data, tmp_path / "job", server)
-    warnings = [line for line in (tmp_path / "job" / "training.log").read_text().splitlines()
-                if "Experiments" in line]
+    warnings = [line for line in (tmp_path / "job" / "training.log").read_text().splitlines() if "Experiments" in line]
     assert code == 0 and (tmp_path / "job" / "metrics.json").exists()
     assert len(warnings) == 1 and "training goes on without it" in warnings[0]
 
@@ -114,23 +117,28 @@ def test_after_a_failure_no_further_call_is_sent(short_sdk_retry):
 
 def test_without_a_project_experiment_is_an_error_before_any_data_is_read(capsys, tmp_path):
     with trainer_logger_restored():
-        code = cli.run(lambda args: task.main(args, {}), ["--training-file", str(tmp_path / "absent.csv"),
-                                                           "--experiment", "sentiment"])
+        code = cli.run(
+            lambda args: task.main(args, {}),
+            ["--training-file", str(tmp_path / "absent.csv"), "--experiment", "sentiment"],
+        )
     err = capsys.readouterr().err
-    assert code == 2 and err.startswith("error: --experiment: no Google Cloud project") and \
-        len(err.splitlines()) == 1
+    assert code == 2 and err.startswith("error: --experiment: no Google Cloud project") and len(err.splitlines()) == 1
 
 
-@pytest.mark.parametrize("job_dir, run", [
-    ("gs://bucket/runs/vbt-train-20260101-120000", "vbt-train-20260101-120000"),
-    ("gs://bucket/runs/vbt-tune-20260101-120000/trial-7/", "vbt-tune-20260101-120000-trial-7"),
-    ("runs/My_Run.2", "my-run-2"),
-])
+@pytest.mark.parametrize(
+    "job_dir, run",
+    [
+        ("gs://bucket/runs/vbt-train-20260101-120000", "vbt-train-20260101-120000"),
+        ("gs://bucket/runs/vbt-tune-20260101-120000/trial-7/", "vbt-tune-20260101-120000-trial-7"),
+        ("runs/My_Run.2", "my-run-2"),
+    ],
+)
 def test_the_run_is_named_after_the_job_directory_in_the_run_name_rule(job_dir, run):
     assert experiments.run_name(job_dir, "sentiment") == run
 
 
 def test_the_project_and_region_come_from_vertex_before_the_local_environment():
-    assert experiments.location({"CLOUD_ML_PROJECT_ID": "job-project", "CLOUD_ML_REGION": "europe-west4",
-                                 **PROJECT}) == ("job-project", "europe-west4")
+    assert experiments.location(
+        {"CLOUD_ML_PROJECT_ID": "job-project", "CLOUD_ML_REGION": "europe-west4", **PROJECT}
+    ) == ("job-project", "europe-west4")
     assert experiments.location({}) == (None, "us-central1")

@@ -5,6 +5,7 @@ and trainer.serve, with the same numbers everywhere.
 
 The model is trained here, in this process, in a few seconds: a tiny BERT on texts of filler
 words where one planted word ("great" or "awful") decides the label."""
+
 import html
 import json
 import random
@@ -12,8 +13,8 @@ import re
 
 import numpy as np
 import pytest
-
 from test_task import run_in_process
+
 from trainer import tasks
 from trainer.explaining import words
 
@@ -49,15 +50,14 @@ def planted_model(tiny_encoder_dir, tmp_path_factory):
     from trainer.serving import export
 
     tf_keras.utils.set_random_seed(0)
-    encoder = load_encoder(tiny_encoder_dir, seq_length=16,
-                           cache_dir=str(tmp_path_factory.mktemp("cache")))
+    encoder = load_encoder(tiny_encoder_dir, seq_length=16, cache_dir=str(tmp_path_factory.mktemp("cache")))
     classifier = heads.build_classifier(encoder.network, 3, "mean", 0.0)
-    classifier.compile(tf_keras.optimizers.Adam(1e-2),
-                       tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    classifier.compile(tf_keras.optimizers.Adam(1e-2), tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     train = planted_rows(256, seed=1)
     features = encoder.preprocessor(tf.constant([text for text, _ in train]))
-    classifier.fit(features, np.asarray([LABELS.index(label) for _, label in train]),
-                   batch_size=32, epochs=6, verbose=0)
+    classifier.fit(
+        features, np.asarray([LABELS.index(label) for _, label in train]), batch_size=32, epochs=6, verbose=0
+    )
     model_dir = str(tmp_path_factory.mktemp("planted") / "model")
     export.export(export.ServingModule(encoder.preprocessor, classifier, LABELS, 16), model_dir)
     return model_dir, export.load_module(model_dir), planted_rows(45, seed=2)
@@ -79,8 +79,9 @@ def test_attributions_add_up_to_the_output_minus_the_baselines_for_95_percent_of
 
 def test_the_planted_word_ranks_first_in_95_percent_of_correctly_predicted_rows(planted_model, explained):
     _, _, rows = planted_model
-    correct = [(text, row[0]) for (text, label), row in zip(rows, explained)
-               if label != "neutral" and row[0].target == label]
+    correct = [
+        (text, row[0]) for (text, label), row in zip(rows, explained) if label != "neutral" and row[0].target == label
+    ]
     assert len(correct) >= 27  # of 30 planted rows: the model learned the task
     first = [words.top_words(e.words, 1)[0].text for _, e in correct]
     assert np.mean([word in PLANTED for word in first]) >= 0.95
@@ -107,17 +108,23 @@ def test_target_explains_the_asked_label_instead_of_the_predicted_one(planted_mo
     from trainer.explaining import attribute
 
     _, model, _ = planted_model
-    (explanation,), = attribute.explain_texts(model, ["it was great"], target="negative")
+    ((explanation,),) = attribute.explain_texts(model, ["it was great"], target="negative")
     assert explanation.target == "negative" and explanation.output < 0.5
     assert words.top_words(explanation.words, 1)[0].weight < 0  # "great" pulls "negative" down
 
 
-@pytest.mark.parametrize("kind, tokens, expected", [
-    (words.WORDPIECE, ["[CLS]", "play", "##ing", "now", "[SEP]"], ["playing", "now"]),
-    (words.BYTE_PAIR, ["<s>", "play", "ing", "Ġnow", "Ġcaf", "Ã", "©", "</s>"], ["playing", "now", "café"]),
-    (words.SENTENCEPIECE, ["<s>", "▁play", "ing", "▁", "now", "▁caf", "<0xC3>", "<0xA9>", "</s>"],
-     ["playing", "now", "café"]),
-])
+@pytest.mark.parametrize(
+    "kind, tokens, expected",
+    [
+        (words.WORDPIECE, ["[CLS]", "play", "##ing", "now", "[SEP]"], ["playing", "now"]),
+        (words.BYTE_PAIR, ["<s>", "play", "ing", "Ġnow", "Ġcaf", "Ã", "©", "</s>"], ["playing", "now", "café"]),
+        (
+            words.SENTENCEPIECE,
+            ["<s>", "▁play", "ing", "▁", "now", "▁caf", "<0xC3>", "<0xA9>", "</s>"],
+            ["playing", "now", "café"],
+        ),
+    ],
+)
 def test_word_pieces_merge_back_into_the_texts_words(kind, tokens, expected):
     texts, starts = words.piece_table(tokens, kind)
     content = [t not in ("[CLS]", "[SEP]", "<s>", "</s>") for t in tokens]
@@ -139,8 +146,17 @@ def test_explain_writes_the_top_words_of_each_row_and_an_html_page(planted_model
     source = tmp_path / "in.csv"
     texts = [text for text, _ in rows[:3]] + [rows[3][0].upper()]  # the page keeps its case
     source.write_text("text\n" + "".join(f"{text}\n" for text in texts) + '""\n')
-    result = run_in_process("--model-dir", model_dir, "--input", str(source), "--output",
-                            str(tmp_path / "out.jsonl"), "--top-k", "2", module="trainer.explain")
+    result = run_in_process(
+        "--model-dir",
+        model_dir,
+        "--input",
+        str(source),
+        "--output",
+        str(tmp_path / "out.jsonl"),
+        "--top-k",
+        "2",
+        module="trainer.explain",
+    )
     assert result.returncode == 0, result.stderr
     written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert [r["text"] for r in written] == texts + [""]
@@ -152,12 +168,15 @@ def test_explain_writes_the_top_words_of_each_row_and_an_html_page(planted_model
     assert f"the coloured texts to {tmp_path / 'out.html'}" in result.stdout
 
 
-@pytest.mark.parametrize("flag, value, message", [
-    ("--model-dir", "missing", "error: --model-dir: no exported model in missing"),
-    ("--input", "missing.csv", "error: --input: file not found: missing.csv"),
-    ("--output", "out.tsv", "error: --output: out.tsv: write .csv or .jsonl"),
-    ("--target", "maybe", "error: --target: 'maybe' is not one of the model's labels"),
-])
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--model-dir", "missing", "error: --model-dir: no exported model in missing"),
+        ("--input", "missing.csv", "error: --input: file not found: missing.csv"),
+        ("--output", "out.tsv", "error: --output: out.tsv: write .csv or .jsonl"),
+        ("--target", "maybe", "error: --target: 'maybe' is not one of the model's labels"),
+    ],
+)
 def test_bad_flags_are_one_error_line_and_exit_2(planted_model, tmp_path, monkeypatch, flag, value, message):
     model_dir, _, _ = planted_model
     monkeypatch.chdir(tmp_path)
@@ -168,10 +187,13 @@ def test_bad_flags_are_one_error_line_and_exit_2(planted_model, tmp_path, monkey
     assert result.stderr.startswith(message) and result.stderr.count("\n") == 1, result.stderr
 
 
-@pytest.mark.parametrize("parameters, error", [
-    ({"explain": 1}, '"parameters".explain: expected true or false, got a number'),
-    ({"explain": True, "steps": 8}, '"parameters": unknown parameter(s) steps; this model takes only "explain"'),
-])
+@pytest.mark.parametrize(
+    "parameters, error",
+    [
+        ({"explain": 1}, '"parameters".explain: expected true or false, got a number'),
+        ({"explain": True, "steps": 8}, '"parameters": unknown parameter(s) steps; this model takes only "explain"'),
+    ],
+)
 def test_serve_refuses_an_explain_parameter_it_cannot_read(parameters, error):
     from trainer.serving import protocol
 
@@ -189,14 +211,12 @@ def test_the_report_colours_the_words_of_errors_and_of_a_sample_of_correct_rows(
     labels[:2] = (labels[:2] + 1) % 3  # two rows the model gets wrong
     probabilities = np.eye(3)[[LABELS.index(label) for _, label in rows]] * 0.9 + 0.1 / 3
     predictions = {"validation": SplitPredictions(texts, labels, probabilities, np.log(probabilities))}
-    section = explanations.report_section(model_dir, predictions, LABELS, CLASSIFICATION, 32, seed=0,
-                                          count=20)
+    section = explanations.report_section(model_dir, predictions, LABELS, CLASSIFICATION, 32, seed=0, count=20)
     outcomes = [entry["outcome"] for entry in section["entries"]]
     assert outcomes == ["error"] * 2 + ["correct"] * 10
     assert [entry["row"] for entry in section["entries"][:2]] == [0, 1]
     first = section["entries"][0]["text"]
     assert first.count('<span class="w"') == len(rows[0][0].split()) and "rgba(" in first
-
 
 
 def test_report_explanations_0_leaves_the_section_out(planted_model):
@@ -208,8 +228,7 @@ def test_report_explanations_0_leaves_the_section_out(planted_model):
     labels = np.asarray([LABELS.index(label) for _, label in rows])
     probabilities = np.eye(3)[labels] * 0.9 + 0.1 / 3
     predictions = {"validation": SplitPredictions(texts, labels, probabilities, np.log(probabilities))}
-    assert explanations.report_section(model_dir, predictions, LABELS, CLASSIFICATION, 32,
-                                       seed=0, count=0) is None
+    assert explanations.report_section(model_dir, predictions, LABELS, CLASSIFICATION, 32, seed=0, count=0) is None
 
 
 def test_the_reports_words_are_the_texts_own_with_their_case_and_punctuation():
@@ -221,10 +240,13 @@ def test_the_reports_words_are_the_texts_own_with_their_case_and_punctuation():
     assert [(w.text, w.weight) for w in shown] == [("The", 1), ("Bank's", 2 + 3 + 4), ("ATM", 5)]
 
 
-@pytest.mark.parametrize("pieces, texts, expected", [
-    (["i", "[UNK]", "[UNK]", "x"], ["I 😀 🤗 x"], [("I", 1), ("😀", 2), ("🤗", 3), ("x", 4)]),
-    (["cafe", "is", "good"], ["Café is  good, very good"], [("Café", 1), ("is", 2), ("good,", 3)]),
-])
+@pytest.mark.parametrize(
+    "pieces, texts, expected",
+    [
+        (["i", "[UNK]", "[UNK]", "x"], ["I 😀 🤗 x"], [("I", 1), ("😀", 2), ("🤗", 3), ("x", 4)]),
+        (["cafe", "is", "good"], ["Café is  good, very good"], [("Café", 1), ("is", 2), ("good,", 3)]),
+    ],
+)
 def test_words_the_tokenizer_spells_otherwise_or_never_read_keep_their_place(pieces, texts, expected):
     merged = [words.Word(text, float(i + 1), 0) for i, text in enumerate(pieces)]
     assert [(w.text, w.weight) for w in words.in_texts(merged, texts)] == expected
@@ -326,8 +348,9 @@ def test_the_report_says_which_rows_the_budget_left_out_and_which_do_not_add_up(
     slow = SlowModel(model, seconds_per_token=0.05)  # at 1 step a row is 1.6 s: 10 s hold 6
     monkeypatch.setattr(export, "load_module", lambda _: slow)
     predictions = _validation(rows)
-    section = explanations.report_section(model_dir, predictions, LABELS, CLASSIFICATION, 1, seed=0,
-                                          count=40, train_seconds=60.0, timer=slow.timer)
+    section = explanations.report_section(
+        model_dir, predictions, LABELS, CLASSIFICATION, 1, seed=0, count=40, train_seconds=60.0, timer=slow.timer
+    )
     assert section["budget"]["seconds"] == 10.0 and section["budget"]["spent"] <= 10.0
     left = [r["row"] for r in section["left_out"]]
     explained = [e["row"] for e in section["entries"] if e["explained"]]
@@ -344,8 +367,9 @@ def _section_html(section: dict) -> str:
     """report.html's explanations section (the template report.html includes) of `section`."""
     import jinja2
 
-    templates = jinja2.Environment(loader=jinja2.PackageLoader("trainer.reporting", "templates"),
-                                   autoescape=True, undefined=jinja2.StrictUndefined)
+    templates = jinja2.Environment(
+        loader=jinja2.PackageLoader("trainer.reporting", "templates"), autoescape=True, undefined=jinja2.StrictUndefined
+    )
     return templates.get_template("explanations.html.j2").render(explanations=section)
 
 
@@ -356,8 +380,9 @@ def test_the_report_colours_the_texts_own_words(planted_model, monkeypatch):
     model_dir, model, rows = planted_model
     monkeypatch.setattr(export, "load_module", lambda _: model)  # loaded already
     rows = [("This Movie's GREAT", "positive")] + rows
-    section = explanations.report_section(model_dir, _validation(rows, errors=1), LABELS,
-                                          CLASSIFICATION, 32, seed=0, count=2)
+    section = explanations.report_section(
+        model_dir, _validation(rows, errors=1), LABELS, CLASSIFICATION, 32, seed=0, count=2
+    )
     (first,) = [e for e in section["entries"] if e["row"] == 0]
     shown = re.findall(r'<span class="w"[^>]*>([^<]*)</span>', first["text"])
     assert [html.unescape(word) for word in shown] == ["This", "Movie's", "GREAT"]
@@ -377,14 +402,22 @@ def _validation(rows, errors: int = 0) -> dict:
 @pytest.mark.slow  # a server process: about 10 s on an idle machine
 def test_serve_answers_explain_true_with_the_attributions_trainer_explain_writes(planted_model, tmp_path):
     import httpx
-
     from test_server import Server, environ, free_port
 
     model_dir, _, rows = planted_model
     texts = [text for text, _ in rows[:3]]
     (tmp_path / "in.csv").write_text("text\n" + "".join(f"{text}\n" for text in texts))
-    result = run_in_process("--model-dir", model_dir, "--input", str(tmp_path / "in.csv"), "--output",
-                            str(tmp_path / "out.jsonl"), "--top-k", "100", module="trainer.explain")
+    result = run_in_process(
+        "--model-dir",
+        model_dir,
+        "--input",
+        str(tmp_path / "in.csv"),
+        "--output",
+        str(tmp_path / "out.jsonl"),
+        "--top-k",
+        "100",
+        module="trainer.explain",
+    )
     assert result.returncode == 0, result.stderr
     written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     port = free_port()
@@ -393,8 +426,9 @@ def test_serve_answers_explain_true_with_the_attributions_trainer_explain_writes
         server.wait_ready(port)
         url = server.url(port, "/predict")
         plain = httpx.post(url, json={"instances": texts}, timeout=60).json()["predictions"]
-        answer = httpx.post(url, json={"instances": texts, "parameters": {"explain": True}},
-                            timeout=120).json()["predictions"]
+        answer = httpx.post(url, json={"instances": texts, "parameters": {"explain": True}}, timeout=120).json()[
+            "predictions"
+        ]
     finally:
         server.stop()
     assert all("explanations" not in p for p in plain)
@@ -418,13 +452,23 @@ def untrained_exports(tiny_encoder_dir, tmp_path_factory):
     encoder = load_encoder(tiny_encoder_dir, seq_length=16, cache_dir=str(tmp_path_factory.mktemp("cache")))
     modules = {
         "regression": export.ServingModule(
-            encoder.preprocessor, heads.build_classifier(encoder.network, 1, "mean", 0.0), [], 16,
-            task=tasks.by_name("regression")),
+            encoder.preprocessor,
+            heads.build_classifier(encoder.network, 1, "mean", 0.0),
+            [],
+            16,
+            task=tasks.by_name("regression"),
+        ),
         "multi-label": export.ServingModule(
-            encoder.preprocessor, heads.build_classifier(encoder.network, 3, "mean", 0.0), LABELS, 16,
-            task=tasks.by_name("multi-label"), decisions={"thresholds": [0.0, 0.0, 1.0]}),
-        "pair": export.ServingModule(encoder.preprocessor, heads.build_classifier(encoder.network, 3, "mean", 0.0),
-                                     LABELS, 16, pair=True),
+            encoder.preprocessor,
+            heads.build_classifier(encoder.network, 3, "mean", 0.0),
+            LABELS,
+            16,
+            task=tasks.by_name("multi-label"),
+            decisions={"thresholds": [0.0, 0.0, 1.0]},
+        ),
+        "pair": export.ServingModule(
+            encoder.preprocessor, heads.build_classifier(encoder.network, 3, "mean", 0.0), LABELS, 16, pair=True
+        ),
     }
     root = tmp_path_factory.mktemp("untrained")
     for kind, module in modules.items():
@@ -433,8 +477,9 @@ def untrained_exports(tiny_encoder_dir, tmp_path_factory):
 
 
 @pytest.mark.slow  # three exports: about 15 s
-@pytest.mark.parametrize("kind, targets", [("regression", [None]), ("multi-label", ["negative", "neutral"]),
-                                           ("pair", None)])
+@pytest.mark.parametrize(
+    "kind, targets", [("regression", [None]), ("multi-label", ["negative", "neutral"]), ("pair", None)]
+)
 def test_every_task_kind_is_explained_and_adds_up(untrained_exports, kind, targets):
     from trainer.explaining import attribute
 
@@ -450,6 +495,7 @@ def test_every_task_kind_is_explained_and_adds_up(untrained_exports, kind, targe
 
 # --- issue 64: a tagger's explanations refused before any work --------------------------------------
 
+
 @pytest.fixture(scope="module")
 def tagger_dir(tiny_encoder_dir, tmp_path_factory):
     """An untrained tiny tagger's export."""
@@ -464,8 +510,10 @@ def tagger_dir(tiny_encoder_dir, tmp_path_factory):
     return path
 
 
-TAGGER_REFUSED = ("cannot explain its predictions: it is a token-classification model: it tags each "
-                  "word, and an explanation attributes one label of a whole text to its words")
+TAGGER_REFUSED = (
+    "cannot explain its predictions: it is a token-classification model: it tags each "
+    "word, and an explanation attributes one label of a whole text to its words"
+)
 
 
 def test_explain_refuses_a_tagger_before_its_model_loads(tagger_dir, tmp_path):
@@ -502,5 +550,6 @@ def test_a_tagger_server_answers_an_explain_request_400_before_predicting(tagger
     async def send():
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
             return await client.post("/predict", json={"instances": ["Anna"], "parameters": {"explain": True}})
+
     response = asyncio.run(send())
     assert (response.status_code, response.json()) == (400, {"error": f"--model-dir: {tagger_dir} {TAGGER_REFUSED}"})

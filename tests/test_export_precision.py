@@ -4,12 +4,13 @@ predictions the trainer's own evaluation gave; float16 training (loss scaling) w
 Below the CLI: the trainer refuses float16 on a CPU, so these build the classifier under each
 dtype policy directly, as the trainer does after choosing one.
 """
+
 import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
-
 from conftest import labelled_rows
+
 from trainer.data import input_pipeline
 from trainer.modeling import heads
 from trainer.modeling.encoders import load_encoder
@@ -38,12 +39,17 @@ def trained_classifier(encoder_dir, epochs=8):
     model = heads.build_classifier(encoder.network, len(LABELS), "cls", dropout=0.0)
     head = model.get_layer("logits")  # its only randomly initialised weights: fixed, for a repeatable test
     head.set_weights([np.random.default_rng(0).normal(0, 0.02, w.shape) for w in head.get_weights()])
-    model.compile(optimizer=tf_keras.optimizers.Adam(1e-2),
-                  loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(
+        optimizer=tf_keras.optimizers.Adam(1e-2), loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
     batching = input_pipeline.Batching(16, input_pipeline.padded_lengths(SEQ_LENGTH), bucket=False)
     _, train = split(encoder, labelled_rows(90, 1))
-    history = model.fit(input_pipeline.training_dataset(train, batching, seed=1, first_epoch=0, epochs=epochs),
-                        epochs=epochs, steps_per_epoch=batching.steps(train), verbose=0)
+    history = model.fit(
+        input_pipeline.training_dataset(train, batching, seed=1, first_epoch=0, epochs=epochs),
+        epochs=epochs,
+        steps_per_epoch=batching.steps(train),
+        verbose=0,
+    )
     texts, validation = split(encoder, labelled_rows(150, 2))
     return encoder, model, history, texts, input_pipeline.evaluation_dataset(validation, batching)
 
@@ -80,7 +86,8 @@ def test_a_float32_model_serves_the_probabilities_its_evaluation_computed(tiny_e
 @pytest.mark.slow
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"], indirect=True)
 def test_a_reduced_precision_model_serves_in_float32_with_the_labels_its_evaluation_gave(
-        tiny_encoder_dir, policy, tmp_path):
+    tiny_encoder_dir, policy, tmp_path
+):
     encoder, model, _, texts, validation = trained_classifier(tiny_encoder_dir)
     probabilities = in_training_probabilities(model, validation)
     top_two = np.sort(probabilities, axis=1)[:, -2:]
@@ -100,14 +107,15 @@ def test_a_reduced_precision_model_serves_in_float32_with_the_labels_its_evaluat
 
 @pytest.mark.slow
 @pytest.mark.parametrize("policy", ["mixed_bfloat16"], indirect=True)
-def test_the_training_precision_is_kept_on_request_and_the_trained_model_keeps_it(
-        tiny_encoder_dir, policy, tmp_path):
+def test_the_training_precision_is_kept_on_request_and_the_trained_model_keeps_it(tiny_encoder_dir, policy, tmp_path):
     encoder, model, _, texts, _ = trained_classifier(tiny_encoder_dir, epochs=1)
     float32_serve, _ = export_and_serve(encoder, model, texts[:4], tmp_path / "float32")
     kept_serve, _ = export_and_serve(encoder, model, texts[:4], tmp_path / "kept", float32=False)
     assert matmul_dtypes(float32_serve) == {"float32"}
     assert "bfloat16" in matmul_dtypes(kept_serve)
-    assert {layer.compute_dtype for layer in model.submodules if isinstance(layer, tf_keras.layers.Dense)} >= {"bfloat16"}
+    assert {layer.compute_dtype for layer in model.submodules if isinstance(layer, tf_keras.layers.Dense)} >= {
+        "bfloat16"
+    }
 
 
 @pytest.mark.slow
@@ -121,8 +129,9 @@ def test_float16_training_scales_the_loss_and_resumes_from_a_checkpoint(tiny_enc
 
     resumed_encoder = load_encoder(tiny_encoder_dir, seq_length=SEQ_LENGTH)
     resumed = heads.build_classifier(resumed_encoder.network, len(LABELS), "cls", dropout=0.0)
-    resumed.compile(optimizer=tf_keras.optimizers.Adam(1e-2),
-                    loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    resumed.compile(
+        optimizer=tf_keras.optimizers.Adam(1e-2), loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
     resumed.optimizer.build(resumed.trainable_variables)
     tf.train.Checkpoint(model=resumed, optimizer=resumed.optimizer).read(str(tmp_path / "resume")).assert_consumed()
     assert float(resumed.optimizer.loss_scale) == float(model.optimizer.loss_scale)
@@ -131,6 +140,10 @@ def test_float16_training_scales_the_loss_and_resumes_from_a_checkpoint(tiny_enc
         np.testing.assert_array_equal(before.numpy(), after.numpy())
     _, train = split(resumed_encoder, labelled_rows(90, 1))
     batching = input_pipeline.Batching(16, input_pipeline.padded_lengths(SEQ_LENGTH), bucket=False)
-    more = resumed.fit(input_pipeline.training_dataset(train, batching, seed=1, first_epoch=2, epochs=3),
-                       epochs=1, steps_per_epoch=batching.steps(train), verbose=0)
+    more = resumed.fit(
+        input_pipeline.training_dataset(train, batching, seed=1, first_epoch=2, epochs=3),
+        epochs=1,
+        steps_per_epoch=batching.steps(train),
+        verbose=0,
+    )
     assert np.isfinite(more.history["loss"]).all()

@@ -7,16 +7,16 @@ The checkpoints are tests/reference_<family>.py's, written by transformers; thei
 the reference forward is tests/test_encoder_families.py's. One run per family is a minute or
 more: the slow tier, run by hand (docs/testing.md; CI's 45 minutes no longer hold it).
 """
-import os
 
-import httpx
-import pytest
+import os
 
 import hf_reference
 import hf_stand_in as stand_in
+import httpx
+import pytest
 from conftest import TINY_TASK_FLAGS, metrics_of, read_csv
-from test_resume import kill_after_second_epoch, start
 from test_predict import run_cli
+from test_resume import kill_after_second_epoch, start
 from test_server import Server, free_port
 
 pytest.importorskip("torch")
@@ -35,8 +35,10 @@ def _files(directory):
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
-    return {family: hf_reference.write_checkpoint(family, tmp_path_factory.mktemp(family))
-            for family in hf_reference.families()}
+    return {
+        family: hf_reference.write_checkpoint(family, tmp_path_factory.mktemp(family))
+        for family in hf_reference.families()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -56,14 +58,35 @@ def run(request, hub, tiny_data, tmp_path_factory):
     family = request.param
     root = tmp_path_factory.mktemp(f"{family}-run")
     job_dir = root / "job"
-    arguments = ["--encoder", f"hf:tiny/{family}", "--training-file", tiny_data["train"],
-                 "--validation-file", tiny_data["validation"], "--testing-file", tiny_data["test"],
-                 "--job-dir", str(job_dir), "--epochs", "6", "--batch-size", "16",
-                 # Labels decisive enough for the copies' 99% agreement check (at 1e-3 over 4
-                 # epochs the tiny RoBERTa's validation accuracy stayed at 0.37: near ties).
-                 "--learning-rate", "1e-2",
-                 "--max-seq-length", "32", "--cache-dir", str(root / "cache"),
-                 "--export-bfloat16", "on", "--export-int8", "on", *TINY_TASK_FLAGS]
+    arguments = [
+        "--encoder",
+        f"hf:tiny/{family}",
+        "--training-file",
+        tiny_data["train"],
+        "--validation-file",
+        tiny_data["validation"],
+        "--testing-file",
+        tiny_data["test"],
+        "--job-dir",
+        str(job_dir),
+        "--epochs",
+        "6",
+        "--batch-size",
+        "16",
+        # Labels decisive enough for the copies' 99% agreement check (at 1e-3 over 4
+        # epochs the tiny RoBERTa's validation accuracy stayed at 0.37: near ties).
+        "--learning-rate",
+        "1e-2",
+        "--max-seq-length",
+        "32",
+        "--cache-dir",
+        str(root / "cache"),
+        "--export-bfloat16",
+        "on",
+        "--export-int8",
+        "on",
+        *TINY_TASK_FLAGS,
+    ]
     env = {"HF_ENDPOINT": hub.url, "HF_HUB_CACHE": str(root / "hf")}
     kill_after_second_epoch(arguments, job_dir, env)
     rerun = start(arguments, env)
@@ -96,8 +119,17 @@ def test_each_checked_copy_is_written(run, precision):
 def test_predict_takes_raw_strings(run, tmp_path, tiny_data):
     family, job_dir, _ = run
     output = tmp_path / "predictions.csv"
-    result = run_cli("trainer.predict", "--model-dir", job_dir / "model", "--input",
-                     tiny_data["test"], "--output", output, "--precision", "float32")
+    result = run_cli(
+        "trainer.predict",
+        "--model-dir",
+        job_dir / "model",
+        "--input",
+        tiny_data["test"],
+        "--output",
+        output,
+        "--precision",
+        "float32",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     rows = read_csv(output)
     assert len(rows) == 30 and {row["predicted_label"] for row in rows} <= {"positive", "negative", "neutral"}
@@ -106,14 +138,18 @@ def test_predict_takes_raw_strings(run, tmp_path, tiny_data):
 def test_the_server_answers_with_the_exported_models_predictions(run, tmp_path):
     family, job_dir, _ = run
     port = free_port()
-    server = Server(["--model-dir", str(job_dir / "model"), "--port", str(port)],
-                    dict(os.environ), "/health", tmp_path / "server.log")
+    server = Server(
+        ["--model-dir", str(job_dir / "model"), "--port", str(port)],
+        dict(os.environ),
+        "/health",
+        tmp_path / "server.log",
+    )
     try:
         server.wait_ready(port)
-        answer = httpx.post(server.url(port, "/predict"), timeout=60,
-                            json={"instances": ["i love this movie", "so bad"]})
+        answer = httpx.post(
+            server.url(port, "/predict"), timeout=60, json={"instances": ["i love this movie", "so bad"]}
+        )
         assert answer.status_code == 200, answer.text
         assert len(answer.json()["predictions"]) == 2
     finally:
         server.stop()
-

@@ -7,6 +7,7 @@ CURL_CA_BUNDLE. Nothing in trainer/ knows about the emulator: every gs:// access
 product's own tf.io.gfile code. Objects are seeded and checked through the emulator's HTTP API,
 independently of TensorFlow.
 """
+
 import csv
 import io
 import json
@@ -19,7 +20,6 @@ import time
 import urllib.parse
 
 import pytest
-
 from conftest import NO_EXTRAS
 from gcs_emulator import GcsEmulator
 
@@ -37,8 +37,7 @@ def gcs(tmp_path_factory):
 
 
 def run(gcs, *args, module=None, code=None, timeout=240):
-    environ = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"),
-               **gcs.env}
+    environ = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"), **gcs.env}
     command = [sys.executable, "-c", code] if code else [sys.executable, "-m", module, *map(str, args)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environ)
     # Nothing tried to reach anything but the emulator (another host, plain HTTP, metadata server).
@@ -50,9 +49,15 @@ def gs(name):
     return f"gs://{BUCKET}/{name}"
 
 
-NEW_MODEL = ("assets/vocab.txt", "fingerprint.pb", "saved_model.pb", "variables/variables.data-00000-of-00001",
-             "variables/variables.index")
-STORAGE_SCRIPT = textwrap.dedent("""
+NEW_MODEL = (
+    "assets/vocab.txt",
+    "fingerprint.pb",
+    "saved_model.pb",
+    "variables/variables.data-00000-of-00001",
+    "variables/variables.index",
+)
+STORAGE_SCRIPT = (
+    textwrap.dedent("""
     import json, sys
     from trainer import storage
     from trainer.errors import UserError
@@ -84,7 +89,10 @@ STORAGE_SCRIPT = textwrap.dedent("""
             f.write("new " + name)
     storage.replace_directory(tmp, "gs://BUCKET/basics/model")
     print("RESULT " + json.dumps(out))
-""").replace("BUCKET", BUCKET).replace("NEW_MODEL", repr(NEW_MODEL))
+""")
+    .replace("BUCKET", BUCKET)
+    .replace("NEW_MODEL", repr(NEW_MODEL))
+)
 
 
 @pytest.fixture(scope="module")
@@ -122,12 +130,21 @@ def test_replace_directory_on_gs_lands_the_top_level_files_last(gcs, storage_bas
     # and come back last, so that whenever it exists the rest of the model is complete.
     requests = [(method, urllib.parse.unquote(path)) for method, _, path, _ in gcs.requests]
     prefix = f"/storage/v1/b/{BUCKET}/o/basics/model/"
-    deleted = [p[len(prefix):] for m, p in requests
-               if m == "DELETE" and p.startswith(prefix) and ".tmp-" not in p and not p.endswith("/")]
+    deleted = [
+        p[len(prefix) :]
+        for m, p in requests
+        if m == "DELETE" and p.startswith(prefix) and ".tmp-" not in p and not p.endswith("/")
+    ]
     assert deleted[0] == "saved_model.pb" and sorted(deleted) == [
-        "saved_model.pb", "variables/old-only.bin", "variables/variables.index"]
-    moved = [p.split(f"/rewriteTo/b/{BUCKET}/o/basics/model/")[1] for m, p in requests
-             if m == "POST" and "/o/basics/.model.tmp-" in p and "/rewriteTo/" in p and not p.endswith("/")]
+        "saved_model.pb",
+        "variables/old-only.bin",
+        "variables/variables.index",
+    ]
+    moved = [
+        p.split(f"/rewriteTo/b/{BUCKET}/o/basics/model/")[1]
+        for m, p in requests
+        if m == "POST" and "/o/basics/.model.tmp-" in p and "/rewriteTo/" in p and not p.endswith("/")
+    ]
     assert sorted(moved) == sorted(NEW_MODEL)
     assert moved[-2:] == ["fingerprint.pb", "saved_model.pb"]
 
@@ -173,8 +190,9 @@ def model_dir_checks(gcs):
 def test_a_gs_model_dir_is_replaced_only_when_it_holds_an_export_of_ours(gcs, model_dir_checks):
     """Issue #49, 1: on gs:// a replaced directory loses every object under its prefix."""
     refused = model_dir_checks
-    assert refused[gs("owned/mine")].startswith(f"--model-dir: {gs('owned/mine')} holds files this "
-                                                f"trainer did not write (notes.txt)")
+    assert refused[gs("owned/mine")].startswith(
+        f"--model-dir: {gs('owned/mine')} holds files this trainer did not write (notes.txt)"
+    )
     assert "is a file" in refused[gs("owned/mine/notes.txt")]
     assert refused[gs("owned/export")] is None and refused[gs("owned/new")] is None
     assert refused["apart"].startswith(f"--model-dir: {gs('owned')} holds --training-file")
@@ -185,21 +203,44 @@ def test_replacing_a_gs_export_removes_its_marker_last_and_moves_it_in_first(gcs
     """So that a replacement cut short leaves a directory still known to be an export."""
     requests = [(method, urllib.parse.unquote(path)) for method, _, path, _ in gcs.requests]
     prefix = f"/storage/v1/b/{BUCKET}/o/owned/export/"
-    deleted = [p[len(prefix):] for m, p in requests
-               if m == "DELETE" and p.startswith(prefix) and not p.endswith("/")]
+    deleted = [p[len(prefix) :] for m, p in requests if m == "DELETE" and p.startswith(prefix) and not p.endswith("/")]
     target = f"/rewriteTo/b/{BUCKET}/o/owned/export/"
-    moved = [p.split(target)[1] for m, p in requests
-             if m == "POST" and "/o/owned/.export.tmp-" in p and target in p and not p.endswith("/")]
+    moved = [
+        p.split(target)[1]
+        for m, p in requests
+        if m == "POST" and "/o/owned/.export.tmp-" in p and target in p and not p.endswith("/")
+    ]
     assert deleted[-1] == "trainer_export.json" and moved[0] == "trainer_export.json"
     assert gcs.get("owned/export/saved_model.pb") == b"new saved_model.pb"
 
 
 def train_args(tiny_encoder_dir, job_dir, *extra):
-    return ["--encoder", tiny_encoder_dir, "--training-file", gs("data/train.csv"),
-            "--validation-file", gs("data/validation.csv"), "--testing-file", gs("data/test.csv"),
-            "--job-dir", job_dir, "--epochs", EPOCHS, "--batch-size", "8", "--learning-rate", "1e-2",
-            "--max-seq-length", "16", "--mixed-precision", "off", "--log-every-seconds", "1",
-            *NO_EXTRAS, *extra]
+    return [
+        "--encoder",
+        tiny_encoder_dir,
+        "--training-file",
+        gs("data/train.csv"),
+        "--validation-file",
+        gs("data/validation.csv"),
+        "--testing-file",
+        gs("data/test.csv"),
+        "--job-dir",
+        job_dir,
+        "--epochs",
+        EPOCHS,
+        "--batch-size",
+        "8",
+        "--learning-rate",
+        "1e-2",
+        "--max-seq-length",
+        "16",
+        "--mixed-precision",
+        "off",
+        "--log-every-seconds",
+        "1",
+        *NO_EXTRAS,
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -215,8 +256,14 @@ def gcs_run(gcs, tiny_encoder_dir, tiny_data):
 @pytest.mark.slow
 def test_training_reads_and_writes_gs(gcs, gcs_run):
     names = gcs.names("run/")
-    for name in ("config.json", "metrics.json", "eval_history.csv", "training.log", "model/saved_model.pb",
-                 "model/variables/variables.index"):
+    for name in (
+        "config.json",
+        "metrics.json",
+        "eval_history.csv",
+        "training.log",
+        "model/saved_model.pb",
+        "model/variables/variables.index",
+    ):
         assert f"run/{name}" in names, (name, names)
     assert any(n.startswith("run/tensorboard/") for n in names), names
     assert [n for n in names if ".tmp-" in n] == []
@@ -243,22 +290,32 @@ def test_a_finished_gs_run_is_not_overwritten(gcs, gcs_run, tiny_encoder_dir):
 
 
 @pytest.mark.slow
-def test_a_killed_gs_run_leaves_its_log_and_history_up_to_the_last_epoch(gcs, tiny_encoder_dir,
-                                                                         tmp_path):
+def test_a_killed_gs_run_leaves_its_log_and_history_up_to_the_last_epoch(gcs, tiny_encoder_dir, tmp_path):
     from conftest import labelled_rows, write_csv
+
     with open(write_csv(tmp_path / "train.csv", labelled_rows(600, 1)), "rb") as f:
         gcs.put("data/long-train.csv", f.read())
-    arguments = [*train_args(tiny_encoder_dir, gs("killed")), "--epochs", "20",
-                 "--training-file", gs("data/long-train.csv")]
-    environ = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"),
-               **gcs.env}
-    process = subprocess.Popen([sys.executable, "-m", "trainer.task", *map(str, arguments)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environ)
+    arguments = [
+        *train_args(tiny_encoder_dir, gs("killed")),
+        "--epochs",
+        "20",
+        "--training-file",
+        gs("data/long-train.csv"),
+    ]
+    environ = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"), **gcs.env}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "trainer.task", *map(str, arguments)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=environ,
+    )
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and process.poll() is None:
-            if "killed/training.log" in gcs.names("killed/") and \
-                    "epoch 2/20 done" in gcs.get("killed/training.log").decode():
+            if (
+                "killed/training.log" in gcs.names("killed/")
+                and "epoch 2/20 done" in gcs.get("killed/training.log").decode()
+            ):
                 break
             time.sleep(0.2)
         process.send_signal(signal.SIGKILL)
@@ -275,8 +332,18 @@ def test_a_killed_gs_run_leaves_its_log_and_history_up_to_the_last_epoch(gcs, ti
 @pytest.mark.slow
 def test_predict_from_gs_to_gs(gcs, gcs_run, tiny_data):
     output = gs("predictions/test.csv")
-    result = run(gcs, "--model-dir", gs("run/model"), "--input", gs("data/test.csv"), "--output", output,
-                 "--batch-size", "7", module="trainer.predict")
+    result = run(
+        gcs,
+        "--model-dir",
+        gs("run/model"),
+        "--input",
+        gs("data/test.csv"),
+        "--output",
+        output,
+        "--batch-size",
+        "7",
+        module="trainer.predict",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"wrote 30 rows with predictions to {output}" in result.stdout
     rows = list(csv.DictReader(io.StringIO(gcs.get("predictions/test.csv").decode("utf-8"))))
@@ -285,10 +352,19 @@ def test_predict_from_gs_to_gs(gcs, gcs_run, tiny_data):
     assert [(r["text"], r["label"]) for r in rows] == [(r["text"], r["label"]) for r in expected]
     for row in rows:
         assert row["predicted_label"] in ("negative", "neutral", "positive")
-        assert sum(float(row[f"probability_{n}"]) for n in ("negative", "neutral", "positive")) == \
-            pytest.approx(1.0, abs=1e-5)
-    again = run(gcs, "--model-dir", gs("run/model"), "--input", gs("data/test.csv"), "--output", output,
-                module="trainer.predict")
+        assert sum(float(row[f"probability_{n}"]) for n in ("negative", "neutral", "positive")) == pytest.approx(
+            1.0, abs=1e-5
+        )
+    again = run(
+        gcs,
+        "--model-dir",
+        gs("run/model"),
+        "--input",
+        gs("data/test.csv"),
+        "--output",
+        output,
+        module="trainer.predict",
+    )
     assert again.returncode == 2 and "exists; pass --overwrite" in again.stderr
 
 
@@ -299,8 +375,13 @@ def test_serve_loads_the_model_from_aip_storage_uri_on_gs(gcs, gcs_run, tmp_path
     from test_server import Server, free_port
 
     port = free_port()
-    env = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"), **gcs.env,
-           "AIP_STORAGE_URI": gs("run/model"), "AIP_HTTP_PORT": str(port)}
+    env = {
+        **os.environ,
+        "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"),
+        **gcs.env,
+        "AIP_STORAGE_URI": gs("run/model"),
+        "AIP_HTTP_PORT": str(port),
+    }
     server = Server([], env, "/health", tmp_path / "server.log")
     try:
         server.wait_ready(port)
@@ -314,8 +395,10 @@ def test_serve_loads_the_model_from_aip_storage_uri_on_gs(gcs, gcs_run, tmp_path
 
 # --------------------------------------------------------------------------- failures, one line each
 
+
 def closed_port():
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -326,8 +409,11 @@ FAILURES = {
     "unreachable": (BUCKET, "proxy-closed", ["cannot reach Cloud Storage", "check the network connection"]),
     "no credentials": (BUCKET, "no-token", ["no Google Cloud credentials", "gcloud auth application-default login"]),
     "permission denied": ("vbt-locked", None, ["permission denied", "roles/storage.objectViewer", "gs://vbt-locked"]),
-    "missing bucket": ("vbt-missing", None, ["bucket gs://vbt-missing does not exist",
-                                              "gcloud storage buckets create gs://vbt-missing"]),
+    "missing bucket": (
+        "vbt-missing",
+        None,
+        ["bucket gs://vbt-missing does not exist", "gcloud storage buckets create gs://vbt-missing"],
+    ),
 }
 
 
@@ -341,12 +427,35 @@ def model_stub(tmp_path):
 def entry_point_args(name, bucket, tiny_encoder_dir, tiny_data, tmp_path):
     where = f"gs://{bucket}/first-hour"
     return {
-        "trainer.task": ["--encoder", tiny_encoder_dir, "--training-file", tiny_data["train"],
-                         "--job-dir", f"{where}/run", "--epochs", "1", "--max-seq-length", "16"],
-        "trainer.predict": ["--model-dir", model_stub(tmp_path), "--input", f"{where}/in.csv", "--output", tmp_path / "out.csv"],
+        "trainer.task": [
+            "--encoder",
+            tiny_encoder_dir,
+            "--training-file",
+            tiny_data["train"],
+            "--job-dir",
+            f"{where}/run",
+            "--epochs",
+            "1",
+            "--max-seq-length",
+            "16",
+        ],
+        "trainer.predict": [
+            "--model-dir",
+            model_stub(tmp_path),
+            "--input",
+            f"{where}/in.csv",
+            "--output",
+            tmp_path / "out.csv",
+        ],
         "trainer.prepare": ["--input", f"{where}/raw.csv", "--output-dir", tmp_path],
-        "trainer.export_encoder": ["--encoder", tiny_encoder_dir, "--output-dir", f"{where}/exported",
-                                   "--max-seq-length", "16"],
+        "trainer.export_encoder": [
+            "--encoder",
+            tiny_encoder_dir,
+            "--output-dir",
+            f"{where}/exported",
+            "--max-seq-length",
+            "16",
+        ],
     }[name], where
 
 
@@ -354,15 +463,21 @@ def run_failing(gcs, module, failure, tiny_encoder_dir, tiny_data, tmp_path):
     bucket, change, expected = FAILURES[failure]
     gcs.deny("vbt-locked")
     args, where = entry_point_args(module, bucket, tiny_encoder_dir, tiny_data, tmp_path)
-    environ = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"), **gcs.env,
-               "HOME": str(tmp_path), "CLOUDSDK_CONFIG": str(tmp_path / "gcloud")}
+    environ = {
+        **os.environ,
+        "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"),
+        **gcs.env,
+        "HOME": str(tmp_path),
+        "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"),
+    }
     if change == "proxy-closed":
         dead = f"http://127.0.0.1:{closed_port()}"
         environ.update(https_proxy=dead, HTTPS_PROXY=dead, ALL_PROXY=dead, all_proxy=dead)
     elif change == "no-token":
         del environ["GOOGLE_AUTH_TOKEN_FOR_TESTING"]
-    result = subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True,
-                            timeout=240, env=environ)
+    result = subprocess.run(
+        [sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True, timeout=240, env=environ
+    )
     assert gcs.refused == []
     return result, where, expected
 
@@ -373,15 +488,18 @@ ENTRY_POINTS = ["trainer.task", "trainer.predict", "trainer.prepare", "trainer.e
 # Every kind of failure through the trainer, and every other entry point with one of them: the
 # translation is trainer.storage's, shared by all.
 # The trainer's cases of a failure another entry point also shows are in the slow tier.
-CASES = [pytest.param("trainer.task", failure, marks=pytest.mark.slow)
-         if failure in ("missing bucket", "permission denied") else ("trainer.task", failure)
-         for failure in sorted(FAILURES)] + [
-    (module, failure) for module, failure in zip(ENTRY_POINTS[1:], sorted(FAILURES))]
+CASES = [
+    pytest.param("trainer.task", failure, marks=pytest.mark.slow)
+    if failure in ("missing bucket", "permission denied")
+    else ("trainer.task", failure)
+    for failure in sorted(FAILURES)
+] + [(module, failure) for module, failure in zip(ENTRY_POINTS[1:], sorted(FAILURES))]
 
 
 @pytest.mark.parametrize("module, failure", CASES)
-def test_every_gs_failure_is_one_line_naming_the_path_and_what_to_do(gcs, tiny_encoder_dir, tiny_data, tmp_path,
-                                                                     module, failure):
+def test_every_gs_failure_is_one_line_naming_the_path_and_what_to_do(
+    gcs, tiny_encoder_dir, tiny_data, tmp_path, module, failure
+):
     result, where, expected = run_failing(gcs, module, failure, tiny_encoder_dir, tiny_data, tmp_path)
     output = result.stdout + result.stderr
     errors = [line for line in output.splitlines() if line.startswith("error:") or " error: " in line]
@@ -390,14 +508,19 @@ def test_every_gs_failure_is_one_line_naming_the_path_and_what_to_do(gcs, tiny_e
     assert "Traceback" not in output and "tensorflow.python.framework.errors" not in output, output
 
 
-
 @pytest.mark.slow
 def test_report_is_rebuilt_for_a_gs_run(gcs, gcs_run):
     result = run(gcs, "--job-dir", gs("run"), module="trainer.report")
     assert result.returncode == 0, result.stdout + result.stderr
     names = gcs.names("run/")
-    for name in ("report.html", "errors.csv", "MODEL_CARD.md", "report/learning_curves.png",
-                 "report/confusion_test.png", "report/reliability.png"):
+    for name in (
+        "report.html",
+        "errors.csv",
+        "MODEL_CARD.md",
+        "report/learning_curves.png",
+        "report/confusion_test.png",
+        "report/reliability.png",
+    ):
         assert f"run/{name}" in names, (name, names)
     assert [n for n in names if ".tmp-" in n] == []
     assert gcs.get("run/report.html").count(b'<img src="data:image/png;base64,') == 5
@@ -413,22 +536,33 @@ TAKE_LOCK = textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_a_second_run_on_a_gs_job_dir_is_refused_and_a_killed_runs_lock_is_taken_over(gcs, tiny_encoder_dir,
-                                                                                      tiny_data, tmp_path):
+def test_a_second_run_on_a_gs_job_dir_is_refused_and_a_killed_runs_lock_is_taken_over(
+    gcs, tiny_encoder_dir, tiny_data, tmp_path
+):
     """Issue #37, 1: a job resubmitted to the gs:// dir of one that still trains. The first trains
     600 rows for 50 epochs: it is still going when the second has been refused."""
     from conftest import labelled_rows, write_csv
+
     for split, path in {**tiny_data, "long-train": write_csv(tmp_path / "train.csv", labelled_rows(600, 1))}.items():
         with open(path, "rb") as f:
             gcs.put(f"data/{split}.csv", f.read())
-    arguments = [*train_args(tiny_encoder_dir, gs("busy")), "--epochs", "50", "--training-file", gs("data/long-train.csv")]
+    arguments = [
+        *train_args(tiny_encoder_dir, gs("busy")),
+        "--epochs",
+        "50",
+        "--training-file",
+        gs("data/long-train.csv"),
+    ]
     environ = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"), **gcs.env}
-    first = subprocess.Popen([sys.executable, "-m", "trainer.task", *map(str, arguments)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environ)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "trainer.task", *map(str, arguments)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=environ,
+    )
     try:
         deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and first.poll() is None and \
-                "busy/job.lock" not in gcs.names("busy/"):
+        while time.monotonic() < deadline and first.poll() is None and "busy/job.lock" not in gcs.names("busy/"):
             time.sleep(0.2)
         second = run(gcs, *arguments, module="trainer.task")
         assert first.poll() is None, "the first run ended before the second was refused"
@@ -439,7 +573,8 @@ def test_a_second_run_on_a_gs_job_dir_is_refused_and_a_killed_runs_lock_is_taken
     assert second.returncode == 2, second.stdout + second.stderr
     assert second.stderr.splitlines() == [
         f"error: --job-dir: {gs('busy')} is in use by another trainer.task run (pid {first.pid} on host "
-        f"{os.uname().nodename}, started {started}); wait for it to finish, or choose another --job-dir"]
+        f"{os.uname().nodename}, started {started}); wait for it to finish, or choose another --job-dir"
+    ]
     assert "busy/metrics.json" not in gcs.names("busy/")
     taken = run(gcs, code=TAKE_LOCK.replace("JOB_DIR", repr(gs("busy"))))
     assert taken.returncode == 0, taken.stdout + taken.stderr

@@ -1,6 +1,7 @@
 """--gradient-checkpointing: transformer blocks recompute their activations in the backward
 pass (tf.recompute_grad) and the training step computes exactly what it does without the flag,
 dropout included. The memory it saves is measured in bench/gradient_checkpointing.py."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -39,8 +40,7 @@ def _train_steps(build, config, recompute: bool) -> list:
     def step():
         with tf.GradientTape() as tape:
             output = network(features, training=True)
-            loss = tf.reduce_sum(output["sequence_output"] * weights) + tf.reduce_sum(
-                output["pooled_output"])
+            loss = tf.reduce_sum(output["sequence_output"] * weights) + tf.reduce_sum(output["pooled_output"])
         return loss, [tf.convert_to_tensor(g) for g in tape.gradient(loss, network.trainable_variables)]
 
     return [step() for _ in range(STEPS)]
@@ -63,8 +63,7 @@ def test_the_recomputation_drops_the_units_the_forward_pass_dropped():
     """tf.recompute_grad replays no random op: without resetting each block's dropout
     generators the recomputed masks differ and the gradients are of another network. MPNet's
     relative bias is a differentiable input of every block."""
-    config = layers.EncoderConfig(**SHAPE, dropout_rate=0.3, attention_dropout_rate=0.3,
-                                  relative_attention_buckets=4)
+    config = layers.EncoderConfig(**SHAPE, dropout_rate=0.3, attention_dropout_rate=0.3, relative_attention_buckets=4)
     plain = _train_steps(bert.build, config, False)
     recomputed = _train_steps(bert.build, config, True)
     assert all(np.isfinite(g.numpy()).all() for _, gradients in recomputed for g in gradients)
@@ -72,11 +71,15 @@ def test_the_recomputation_drops_the_units_the_forward_pass_dropped():
 
 
 def test_deberta_blocks_recompute_with_their_relative_position_rows():
-    config = deberta_v2.DebertaConfig(**SHAPE, max_position_embeddings=16, position_buckets=4,
-                                      max_relative_positions=16, dropout_rate=0.3,
-                                      attention_dropout_rate=0.3)
-    _assert_same(_train_steps(deberta_v2.build, config, False),
-                 _train_steps(deberta_v2.build, config, True))
+    config = deberta_v2.DebertaConfig(
+        **SHAPE,
+        max_position_embeddings=16,
+        position_buckets=4,
+        max_relative_positions=16,
+        dropout_rate=0.3,
+        attention_dropout_rate=0.3,
+    )
+    _assert_same(_train_steps(deberta_v2.build, config, False), _train_steps(deberta_v2.build, config, True))
 
 
 def test_an_encoder_without_such_blocks_is_one_error():
@@ -86,8 +89,15 @@ def test_an_encoder_without_such_blocks_is_one_error():
     from trainer.modeling.encoders import Encoder
     from trainer.training import stages
 
-    hub_encoder = Encoder(preprocessor=None, network=None, backend="hub", source="handle",
-                          default_pooling="cls", vocab_size=0, hidden_size=16)
+    hub_encoder = Encoder(
+        preprocessor=None,
+        network=None,
+        backend="hub",
+        source="handle",
+        default_pooling="cls",
+        vocab_size=0,
+        hidden_size=16,
+    )
     with pytest.raises(UserError, match="--gradient-checkpointing: a TF-Hub SavedModel"):
         stages._recompute_blocks(hub_encoder)
 
@@ -103,9 +113,16 @@ def test_a_native_family_without_the_capability_is_one_error_naming_those_with_i
     from trainer.training import stages
 
     config = modernbert.ModernBertConfig(**SHAPE, layer_types=("full_attention",) * 2)
-    encoder = Encoder(preprocessor=None, network=types.SimpleNamespace(encoder_config=config),
-                      backend="native", source="dir", default_pooling="cls", vocab_size=40,
-                      hidden_size=16, architecture="ModernBERT (`modernbert`)")
+    encoder = Encoder(
+        preprocessor=None,
+        network=types.SimpleNamespace(encoder_config=config),
+        backend="native",
+        source="dir",
+        default_pooling="cls",
+        vocab_size=40,
+        hidden_size=16,
+        architecture="ModernBERT (`modernbert`)",
+    )
     with pytest.raises(UserError, match="--gradient-checkpointing: ModernBERT") as error:
         stages._recompute_blocks(encoder)
     named = " " + str(error.value).split("it applies to the native ")[1]
@@ -118,9 +135,15 @@ def test_a_native_family_with_the_capability_recomputes_every_block():
     from trainer.training import stages
 
     network = bert.build(layers.EncoderConfig(**SHAPE, family="electra"))
-    encoder = Encoder(preprocessor=None, network=network, backend="native", source="dir",
-                      default_pooling="cls", vocab_size=40, hidden_size=16)
+    encoder = Encoder(
+        preprocessor=None,
+        network=network,
+        backend="native",
+        source="dir",
+        default_pooling="cls",
+        vocab_size=40,
+        hidden_size=16,
+    )
     stages._recompute_blocks(encoder)
-    blocks = [layer for layer in network.submodules
-              if isinstance(layer, layers.TransformerEncoderBlock)]
+    blocks = [layer for layer in network.submodules if isinstance(layer, layers.TransformerEncoderBlock)]
     assert len(blocks) == SHAPE["num_layers"] and all(block.recompute for block in blocks)

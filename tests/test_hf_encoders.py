@@ -1,17 +1,18 @@
 """`--encoder hf:ORG/NAME[@REVISION]`: Hugging Face Hub repositories, BERT and ELECTRA, in
 safetensors or tf_model.h5, served by a stand-in Hub on 127.0.0.1 (tests/hf_stand_in.py)."""
+
 import json
 import os
 import subprocess
 import sys
 
+import bert_reference
+import hf_stand_in as stand_in
 import numpy as np
 import pytest
 import tf_keras
-
-import bert_reference
-import hf_stand_in as stand_in
 from conftest import metrics_of, without_extras
+
 from trainer.errors import UserError
 from trainer.modeling.encoders import check_encoder, load_encoder, registry
 
@@ -19,18 +20,23 @@ BERT_COMMIT, BERT_V1_COMMIT = stand_in.commit_sha("bert main"), stand_in.commit_
 
 
 def bert_files(seed):
-    return stand_in.checkpoint_files(stand_in.BERT_CONFIG, "model.safetensors",
-                                     stand_in.safetensors_bytes(stand_in.bert_weights(seed)))
+    return stand_in.checkpoint_files(
+        stand_in.BERT_CONFIG, "model.safetensors", stand_in.safetensors_bytes(stand_in.bert_weights(seed))
+    )
 
 
 def electra_h5_files():
-    return stand_in.checkpoint_files(stand_in.ELECTRA_CONFIG, "tf_model.h5", stand_in.h5_bytes(
-        stand_in.electra_weights(), "tf_electra_for_pre_training"))
+    return stand_in.checkpoint_files(
+        stand_in.ELECTRA_CONFIG,
+        "tf_model.h5",
+        stand_in.h5_bytes(stand_in.electra_weights(), "tf_electra_for_pre_training"),
+    )
 
 
 def electra_safetensors_files():
-    return stand_in.checkpoint_files(stand_in.ELECTRA_CONFIG, "model.safetensors",
-                                     stand_in.safetensors_bytes(stand_in.electra_weights()))
+    return stand_in.checkpoint_files(
+        stand_in.ELECTRA_CONFIG, "model.safetensors", stand_in.safetensors_bytes(stand_in.electra_weights())
+    )
 
 
 def pytorch_only_files():
@@ -41,19 +47,26 @@ def pytorch_only_files():
 
 @pytest.fixture(scope="module")
 def hub():
-    server = stand_in.StandInHub({
-        "tiny/bert": stand_in.Repo({BERT_COMMIT: bert_files(0), BERT_V1_COMMIT: bert_files(1)},
-                                   {"main": BERT_COMMIT, "v1": BERT_V1_COMMIT}),
-        "tiny/electra": stand_in.Repo({stand_in.commit_sha("electra"): electra_h5_files()},
-                                      {"main": stand_in.commit_sha("electra")}),
-        "tiny/pytorch-only": stand_in.Repo({stand_in.commit_sha("pt"): pytorch_only_files()},
-                                           {"main": stand_in.commit_sha("pt")}),
-        "tiny/gated": stand_in.Repo({stand_in.commit_sha("gated"): bert_files(0)},
-                                    {"main": stand_in.commit_sha("gated")}, token="hf_reader"),
-        # What the registry name all-mpnet-base-v2 resolves to (any checkpoint will do here).
-        "sentence-transformers/all-mpnet-base-v2": stand_in.Repo(
-            {stand_in.commit_sha("mpnet"): bert_files(2)}, {"main": stand_in.commit_sha("mpnet")}),
-    })
+    server = stand_in.StandInHub(
+        {
+            "tiny/bert": stand_in.Repo(
+                {BERT_COMMIT: bert_files(0), BERT_V1_COMMIT: bert_files(1)}, {"main": BERT_COMMIT, "v1": BERT_V1_COMMIT}
+            ),
+            "tiny/electra": stand_in.Repo(
+                {stand_in.commit_sha("electra"): electra_h5_files()}, {"main": stand_in.commit_sha("electra")}
+            ),
+            "tiny/pytorch-only": stand_in.Repo(
+                {stand_in.commit_sha("pt"): pytorch_only_files()}, {"main": stand_in.commit_sha("pt")}
+            ),
+            "tiny/gated": stand_in.Repo(
+                {stand_in.commit_sha("gated"): bert_files(0)}, {"main": stand_in.commit_sha("gated")}, token="hf_reader"
+            ),
+            # What the registry name all-mpnet-base-v2 resolves to (any checkpoint will do here).
+            "sentence-transformers/all-mpnet-base-v2": stand_in.Repo(
+                {stand_in.commit_sha("mpnet"): bert_files(2)}, {"main": stand_in.commit_sha("mpnet")}
+            ),
+        }
+    )
     yield server
     server.close()
 
@@ -69,8 +82,11 @@ def env(hub, monkeypatch, tmp_path):
 
 def inputs():
     word_ids = np.array([[2, 5, 6, 9, 3, 0], [2, 14, 16, 3, 0, 0]], np.int32)
-    return {"input_word_ids": word_ids, "input_mask": (word_ids > 0).astype(np.int32),
-            "input_type_ids": np.zeros_like(word_ids)}
+    return {
+        "input_word_ids": word_ids,
+        "input_mask": (word_ids > 0).astype(np.int32),
+        "input_type_ids": np.zeros_like(word_ids),
+    }
 
 
 def test_a_hub_bert_computes_what_its_weights_imply(env):
@@ -79,18 +95,19 @@ def test_a_hub_bert_computes_what_its_weights_imply(env):
     real = inputs()["input_mask"].astype(bool)
     outputs = encoder.network(inputs())
     np.testing.assert_allclose(outputs["pooled_output"], expected["pooled_output"], atol=1e-4)
-    np.testing.assert_allclose(np.asarray(outputs["sequence_output"])[real],
-                               expected["sequence_output"][real], atol=1e-4)
+    np.testing.assert_allclose(
+        np.asarray(outputs["sequence_output"])[real], expected["sequence_output"][real], atol=1e-4
+    )
     assert encoder.source == f"hf:tiny/bert (Hugging Face commit {BERT_COMMIT})"
 
 
 def test_a_revision_picks_that_revisions_weights(env):
-    expected = {"hf:tiny/bert": 0, "hf:tiny/bert@main": 0, "hf:tiny/bert@v1": 1,
-                f"hf:tiny/bert@{BERT_V1_COMMIT}": 1}
+    expected = {"hf:tiny/bert": 0, "hf:tiny/bert@main": 0, "hf:tiny/bert@v1": 1, f"hf:tiny/bert@{BERT_V1_COMMIT}": 1}
     for spec, seed in expected.items():
         table = load_encoder(spec, seq_length=16, cache_dir=env).network.get_layer("word_embeddings")
-        np.testing.assert_array_equal(table.get_weights()[0], stand_in.bert_weights(seed)[
-            "embeddings.word_embeddings.weight"], err_msg=spec)
+        np.testing.assert_array_equal(
+            table.get_weights()[0], stand_in.bert_weights(seed)["embeddings.word_embeddings.weight"], err_msg=spec
+        )
 
 
 def test_a_second_resolve_downloads_no_file(hub, env):
@@ -103,8 +120,12 @@ def test_a_second_resolve_downloads_no_file(hub, env):
 
 def test_only_the_files_the_encoder_reads_are_downloaded(hub, env):
     path = registry.resolve("hf:tiny/bert", env).path
-    assert sorted(os.listdir(path)) == ["config.json", "model.safetensors", "tokenizer_config.json",
-                                        "vocab.txt"]  # no README.md
+    assert sorted(os.listdir(path)) == [
+        "config.json",
+        "model.safetensors",
+        "tokenizer_config.json",
+        "vocab.txt",
+    ]  # no README.md
 
 
 def test_offline_a_cached_repo_is_used_without_the_hub(env, monkeypatch):
@@ -115,8 +136,11 @@ def test_offline_a_cached_repo_is_used_without_the_hub(env, monkeypatch):
 
 def test_offline_an_uncached_repo_is_one_user_error(env, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
-    with pytest.raises(UserError, match=r"^--encoder hf:tiny/bert needs the network: cannot "
-                                        r"reach 127\.0\.0\.1 .*Run once where the Hub is reachable"):
+    with pytest.raises(
+        UserError,
+        match=r"^--encoder hf:tiny/bert needs the network: cannot "
+        r"reach 127\.0\.0\.1 .*Run once where the Hub is reachable",
+    ):
         registry.resolve("hf:tiny/bert", env)
 
 
@@ -124,17 +148,23 @@ def test_hf_hub_offline_says_so_of_an_uncached_repo(env, monkeypatch):
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    with pytest.raises(UserError, match=r"^--encoder hf:tiny/bert needs the network: "
-                                        r"HF_HUB_OFFLINE is set, and the encoder cache "):
+    with pytest.raises(
+        UserError,
+        match=r"^--encoder hf:tiny/bert needs the network: "
+        r"HF_HUB_OFFLINE is set, and the encoder cache ",
+    ):
         registry.resolve("hf:tiny/bert", env)
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("hf:tiny/missing", r"^--encoder hf:tiny/missing: no model repository tiny/missing on the Hub"),
-    ("hf:tiny/bert@v9", r"^--encoder hf:tiny/bert@v9: tiny/bert has no revision v9 "),
-    ("hf:tiny/gated", r"^--encoder hf:tiny/gated: tiny/gated is gated: .* set HF_TOKEN"),
-    ("hf:tiny", r"^--encoder hf:tiny: expected hf:ORG/NAME or hf:ORG/NAME@REVISION"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("hf:tiny/missing", r"^--encoder hf:tiny/missing: no model repository tiny/missing on the Hub"),
+        ("hf:tiny/bert@v9", r"^--encoder hf:tiny/bert@v9: tiny/bert has no revision v9 "),
+        ("hf:tiny/gated", r"^--encoder hf:tiny/gated: tiny/gated is gated: .* set HF_TOKEN"),
+        ("hf:tiny", r"^--encoder hf:tiny: expected hf:ORG/NAME or hf:ORG/NAME@REVISION"),
+    ],
+)
 def test_a_repo_that_cannot_be_read_is_one_user_error(env, spec, message):
     with pytest.raises(UserError, match=message) as raised:
         registry.resolve(spec, env)
@@ -147,8 +177,11 @@ def test_hf_token_opens_a_gated_repo(env, monkeypatch):
 
 
 def test_a_pytorch_only_repo_says_how_to_convert_it(env):
-    with pytest.raises(UserError, match=r"^--encoder hf:tiny/pytorch-only: tiny/pytorch-only holds "
-                                        r"only pytorch_model\.bin.*safe_serialization=True"):
+    with pytest.raises(
+        UserError,
+        match=r"^--encoder hf:tiny/pytorch-only: tiny/pytorch-only holds "
+        r"only pytorch_model\.bin.*safe_serialization=True",
+    ):
         registry.resolve("hf:tiny/pytorch-only", env)
 
 
@@ -172,11 +205,17 @@ def test_tf_model_h5_gives_the_same_electra_as_its_safetensors(env, tmp_path):
 def test_electra_embeddings_are_normalised_then_projected_to_the_hidden_size(env):
     network = load_encoder("hf:tiny/electra", seq_length=16, cache_dir=env).network
     projected = tf_keras.Model(network.inputs, network.get_layer("embedding_projection").output)
-    w = {name[len("electra."):]: value.astype(np.float64)
-         for name, value in stand_in.electra_weights().items() if name.startswith("electra.")}
+    w = {
+        name[len("electra.") :]: value.astype(np.float64)
+        for name, value in stand_in.electra_weights().items()
+        if name.startswith("electra.")
+    }
     ids, length = inputs()["input_word_ids"], inputs()["input_word_ids"].shape[1]
-    x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:length]
-         + w["embeddings.token_type_embeddings.weight"][0])
+    x = (
+        w["embeddings.word_embeddings.weight"][ids]
+        + w["embeddings.position_embeddings.weight"][:length]
+        + w["embeddings.token_type_embeddings.weight"][0]
+    )
     x = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-12)
     x = x * w["embeddings.LayerNorm.weight"] + w["embeddings.LayerNorm.bias"]
     expected = x @ w["embeddings_project.weight"].T + w["embeddings_project.bias"]
@@ -194,16 +233,37 @@ def test_electra_has_no_pretrained_pooler_so_cls_pooling_trains_a_fresh_one(env)
 @pytest.mark.slow  # CI runs it on TensorFlow 2.21 (.ci/run)
 def test_a_tiny_training_run_fine_tunes_a_hub_electra_in_bfloat16(hub, tiny_data, tmp_path):
     job_dir = tmp_path / "job"
-    args = ["--encoder", "hf:tiny/electra", "--training-file", tiny_data["train"],
-            "--validation-file", tiny_data["validation"], "--testing-file", tiny_data["test"],
-            "--job-dir", str(job_dir), "--epochs", "1", "--batch-size", "16",
-            "--max-seq-length", "16", "--mixed-precision", "bfloat16", "--cache-dir",
-            str(tmp_path / "cache")]
+    args = [
+        "--encoder",
+        "hf:tiny/electra",
+        "--training-file",
+        tiny_data["train"],
+        "--validation-file",
+        tiny_data["validation"],
+        "--testing-file",
+        tiny_data["test"],
+        "--job-dir",
+        str(job_dir),
+        "--epochs",
+        "1",
+        "--batch-size",
+        "16",
+        "--max-seq-length",
+        "16",
+        "--mixed-precision",
+        "bfloat16",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+    ]
     environ = {**os.environ, "HF_ENDPOINT": hub.url}
     environ.pop("HF_HUB_CACHE", None)
-    result = subprocess.run([sys.executable, "-m", "trainer.task",
-                             *without_extras("trainer.task", args)],
-                            capture_output=True, text=True, timeout=240, env=environ)
+    result = subprocess.run(
+        [sys.executable, "-m", "trainer.task", *without_extras("trainer.task", args)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=environ,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "hf:tiny/electra (Hugging Face commit" in json.dumps(metrics_of(job_dir))
     assert (job_dir / "model" / "saved_model.pb").exists()
@@ -211,6 +271,8 @@ def test_a_tiny_training_run_fine_tunes_a_hub_electra_in_bfloat16(hub, tiny_data
 
 def test_a_registry_name_of_a_hub_repository_resolves_through_the_hub(env):
     resolved = registry.resolve("all-mpnet-base-v2", env)
-    assert resolved.source == ("all-mpnet-base-v2 -> hf:sentence-transformers/all-mpnet-base-v2 "
-                               f"(Hugging Face commit {stand_in.commit_sha('mpnet')})")
+    assert resolved.source == (
+        "all-mpnet-base-v2 -> hf:sentence-transformers/all-mpnet-base-v2 "
+        f"(Hugging Face commit {stand_in.commit_sha('mpnet')})"
+    )
     assert os.path.exists(os.path.join(resolved.path, "model.safetensors"))

@@ -1,4 +1,5 @@
 """The tuning objective reaches Vertex through cloudml-hypertune's metrics file, and only there."""
+
 import json
 
 import numpy as np
@@ -35,8 +36,7 @@ def tiny_fit(callbacks, epochs=3):
     x, y = rng.normal(size=(64, 4)).astype("float32"), rng.integers(0, 3, size=64)
     model = tf_keras.Sequential([tf_keras.layers.Dense(3, activation="softmax", input_shape=(4,))])
     model.compile("sgd", "sparse_categorical_crossentropy", metrics=["accuracy"])
-    model.fit(x, y, validation_data=(x[:16], y[:16]), epochs=epochs, batch_size=16, verbose=0,
-              callbacks=callbacks)
+    model.fit(x, y, validation_data=(x[:16], y[:16]), epochs=epochs, batch_size=16, verbose=0, callbacks=callbacks)
 
 
 @pytest.fixture
@@ -103,7 +103,8 @@ def test_a_given_reporter_gets_the_tag_value_and_epoch_as_step(no_vertex):
     reporter.report_final(0.8, step=2)
     assert recorder.calls == [
         {"hyperparameter_metric_tag": "val_accuracy", "metric_value": 0.75, "global_step": 1},
-        {"hyperparameter_metric_tag": "val_accuracy", "metric_value": 0.8, "global_step": 2}]
+        {"hyperparameter_metric_tag": "val_accuracy", "metric_value": 0.8, "global_step": 2},
+    ]
 
 
 def test_a_missing_objective_fails_loudly_rather_than_leaving_a_trial_unmeasured(no_vertex):

@@ -1,5 +1,6 @@
 """Input files as people have them (issue 37, 13): gzip-compressed, a JSON array, a CSV with
 another separator, UTF-16; and line numbers in errors as an editor shows them."""
+
 import gzip
 
 import pytest
@@ -30,16 +31,23 @@ def validation(tmp_path):
     return write(tmp_path / "validation.csv", "text,label\nfour,a\nfive,b\n")
 
 
-@pytest.mark.parametrize("name, content", [
-    ("t.csv.gz", ROWS),
-    ("t.tsv.gz", ROWS.replace(",", "\t")),
-    ("t.jsonl.gz", '{"text": "one", "label": "a"}\n{"text": "two", "label": "b"}\n'
-                   '{"text": "three", "label": "a"}\n'),
-])
+@pytest.mark.parametrize(
+    "name, content",
+    [
+        ("t.csv.gz", ROWS),
+        ("t.tsv.gz", ROWS.replace(",", "\t")),
+        (
+            "t.jsonl.gz",
+            '{"text": "one", "label": "a"}\n{"text": "two", "label": "b"}\n{"text": "three", "label": "a"}\n',
+        ),
+    ],
+)
 def test_gzip_compressed_files_are_read_by_their_inner_extension(tmp_path, name, content):
     path = write(tmp_path / name, gzip.compress(content.encode()))
     assert train_texts("--training-file", path, "--validation-file", validation(tmp_path)) == (
-        ["one", "two", "three"], ["a", "b", "a"])
+        ["one", "two", "three"],
+        ["a", "b", "a"],
+    )
 
 
 def test_a_gzip_file_is_read_as_a_stream_in_chunks(tmp_path):
@@ -52,25 +60,31 @@ def test_a_gzip_file_is_read_as_a_stream_in_chunks(tmp_path):
 
 def test_a_truncated_gzip_file_is_named(tmp_path):
     data = gzip.compress(("text,label\n" + "some text,a\n" * 500).encode())
-    path = write(tmp_path / "t.csv.gz", data[:len(data) // 2])
+    path = write(tmp_path / "t.csv.gz", data[: len(data) // 2])
     with pytest.raises(UserError, match=r"t.csv.gz: cannot decompress it as gzip"):
         load("--training-file", path)
 
 
 def test_a_json_array_of_objects_is_read_with_the_line_of_each_element(tmp_path):
-    path = write(tmp_path / "t.json", '[\n  {"text": "one", "label": "a"},\n  {"text": "two",\n'
-                                      '   "label": "b"},\n  {"text": "three", "label": null}\n]\n')
+    path = write(
+        tmp_path / "t.json",
+        '[\n  {"text": "one", "label": "a"},\n  {"text": "two",\n'
+        '   "label": "b"},\n  {"text": "three", "label": null}\n]\n',
+    )
     frame = reading.read_table(path, "--training-file")
     assert frame["text"].tolist() == ["one", "two", "three"] and frame["_row"].tolist() == [2, 3, 5]
     with pytest.raises(UserError, match=r"t.json line 5, column 'label': label is missing"):
         load("--training-file", path)
 
 
-@pytest.mark.parametrize("content, expected", [
-    ('[{"text": "a"},\n "b"]', r"line 2: element 2 of the JSON array is not a JSON object"),
-    ('[{"text": "a"}\n {"text": "b"}]', r"line 2 is not valid JSON \(expecting ',' or ']'"),
-    ('[{"text": "a"},\n\n {"text": }]', r"line 3 is not valid JSON \(Expecting value\)"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ('[{"text": "a"},\n "b"]', r"line 2: element 2 of the JSON array is not a JSON object"),
+        ('[{"text": "a"}\n {"text": "b"}]', r"line 2 is not valid JSON \(expecting ',' or ']'"),
+        ('[{"text": "a"},\n\n {"text": }]', r"line 3 is not valid JSON \(Expecting value\)"),
+    ],
+)
 def test_a_broken_json_array_names_the_line(tmp_path, content, expected):
     path = write(tmp_path / "t.json", content)
     with pytest.raises(UserError, match="t.json " + expected):
@@ -81,15 +95,19 @@ def test_a_semicolon_csv_is_recognized_and_the_error_says_how_to_read_it(tmp_pat
     path = write(tmp_path / "t.csv", "text;label\nun, deux;a\ntrois;b\n")
     with pytest.raises(UserError) as e:
         load("--training-file", path)
-    assert str(e.value) == (f"{path} line 1: the header 'text;label' is separated by semicolons, "
-                            f"not ',': a CSV saved by Excel in a European locale? pass --delimiter ';'")
+    assert str(e.value) == (
+        f"{path} line 1: the header 'text;label' is separated by semicolons, "
+        f"not ',': a CSV saved by Excel in a European locale? pass --delimiter ';'"
+    )
 
 
 def test_delimiter_reads_a_semicolon_csv(tmp_path):
     path = write(tmp_path / "t.csv", 'text;label\nun, deux;a\n"trois; quatre";b\n')
     val = write(tmp_path / "v.csv", "text;label\ncinq;a\n")
     assert train_texts("--training-file", path, "--validation-file", val, "--delimiter", ";") == (
-        ["un, deux", "trois; quatre"], ["a", "b"])
+        ["un, deux", "trois; quatre"],
+        ["a", "b"],
+    )
 
 
 def test_a_delimiter_of_more_than_one_character_is_refused(tmp_path):
@@ -104,11 +122,17 @@ def test_a_utf16_file_gets_a_hint(tmp_path, encoding):
         load("--training-file", path)
 
 
-@pytest.mark.parametrize("name, content, expected", [
-    ("t.csv", 'text,label\n"two\nlines",a\n\nok,\n', "t.csv line 5, column 'label': label is missing"),
-    ("t.jsonl", '{"text": "a", "label": "x"}\n\n{"text": "b", "label": ""}\n',
-     "t.jsonl line 3, column 'label': label is missing"),
-])
+@pytest.mark.parametrize(
+    "name, content, expected",
+    [
+        ("t.csv", 'text,label\n"two\nlines",a\n\nok,\n', "t.csv line 5, column 'label': label is missing"),
+        (
+            "t.jsonl",
+            '{"text": "a", "label": "x"}\n\n{"text": "b", "label": ""}\n',
+            "t.jsonl line 3, column 'label': label is missing",
+        ),
+    ],
+)
 def test_errors_name_the_line_an_editor_shows(tmp_path, name, content, expected):
     with pytest.raises(UserError) as e:
         load("--training-file", write(tmp_path / name, content))
@@ -124,17 +148,22 @@ def test_a_txt_training_file_names_the_task_that_reads_it_as_conll(tmp_path):
     path = write(tmp_path / "train.txt", CONLL)
     with pytest.raises(UserError) as e:
         config_lib.build_config(["--training-file", path], {})
-    assert str(e.value) == (f"--training-file: cannot tell the format of {path} from its extension "
-                            f"'.txt'; a .txt of a token and its tag per line (CoNLL) is read with "
-                            f"--task token-classification, or name it .conll; a table of texts and "
-                            f"labels is one of .csv, .json, .jsonl, .ndjson, .tsv")
+    assert str(e.value) == (
+        f"--training-file: cannot tell the format of {path} from its extension "
+        f"'.txt'; a .txt of a token and its tag per line (CoNLL) is read with "
+        f"--task token-classification, or name it .conll; a table of texts and "
+        f"labels is one of .csv, .json, .jsonl, .ndjson, .tsv"
+    )
 
 
 def test_an_unknown_extension_lists_every_one_read_tagged_files_included(tmp_path):
-    with pytest.raises(UserError, match=r"^--training-file: cannot tell the format of .*t.xls from its "
-                                        r"extension '.xls'; use one of .csv, .json, .jsonl, .ndjson, "
-                                        r".tsv \(a table of texts and labels\) or .conll, .iob "
-                                        r"\(tagged sentences, CoNLL\), each optionally followed by .gz"):
+    with pytest.raises(
+        UserError,
+        match=r"^--training-file: cannot tell the format of .*t.xls from its "
+        r"extension '.xls'; use one of .csv, .json, .jsonl, .ndjson, "
+        r".tsv \(a table of texts and labels\) or .conll, .iob "
+        r"\(tagged sentences, CoNLL\), each optionally followed by .gz",
+    ):
         config_lib.build_config(["--training-file", write(tmp_path / "t.xls", ROWS)], {})
 
 
@@ -143,19 +172,24 @@ def test_a_tsv_that_looks_like_conll_says_how_to_read_it(tmp_path):
     path = write(tmp_path / "train.tsv", "-DOCSTART-\tO\n\n" + CONLL)
     with pytest.raises(UserError) as e:
         config_lib.build_config(["--training-file", path], {})
-    assert str(e.value) == (f"--training-file: {path} looks like CoNLL, not a table: line 3 is a "
-                            f"token and its tag ('EU\\tB-ORG') where a table has its header; name it "
-                            f".conll, or pass --task token-classification to read it as CoNLL")
+    assert str(e.value) == (
+        f"--training-file: {path} looks like CoNLL, not a table: line 3 is a "
+        f"token and its tag ('EU\\tB-ORG') where a table has its header; name it "
+        f".conll, or pass --task token-classification to read it as CoNLL"
+    )
     table = write(tmp_path / "table.tsv", "text\tlabel\nEU rejects\tO\n")
     assert config_lib.build_config(["--training-file", table], {}).model.task == "auto"  # a table
 
 
 def test_a_conll_file_given_to_a_task_of_tables_names_the_task_that_reads_it(tmp_path):
     path = write(tmp_path / "train.conll", CONLL)
-    with pytest.raises(UserError, match=r"^--training-file: .*train.conll is a CoNLL file of tagged "
-                                        r"sentences by its extension, which --task token-classification "
-                                        r"\(or auto\) trains on; a table of texts is read here: use "
-                                        r"one of .csv, .json, .jsonl, .ndjson, .tsv"):
+    with pytest.raises(
+        UserError,
+        match=r"^--training-file: .*train.conll is a CoNLL file of tagged "
+        r"sentences by its extension, which --task token-classification "
+        r"\(or auto\) trains on; a table of texts is read here: use "
+        r"one of .csv, .json, .jsonl, .ndjson, .tsv",
+    ):
         load("--training-file", path, "--task", "classification")
 
 
@@ -190,14 +224,21 @@ def test_a_gzip_file_on_gs_is_streamed_and_a_copy_of_it_is_refused(tmp_path_fact
         emulator.put("data/t.csv.gz", data)
         emulator.put("data/copy.csv.gz", data)
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        result = subprocess.run([sys.executable, "-c", GS_SCRIPT.replace("BUCKET", "vbt-formats")],
-                                capture_output=True, text=True, timeout=240, cwd=root,
-                                env={**os.environ, **emulator.env})
+        result = subprocess.run(
+            [sys.executable, "-c", GS_SCRIPT.replace("BUCKET", "vbt-formats")],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            cwd=root,
+            env={**os.environ, **emulator.env},
+        )
         assert emulator.refused == [], emulator.refused
     finally:
         emulator.stop()
     assert result.returncode == 0, result.stdout + result.stderr
     out = json.loads(result.stdout.split("RESULT ", 1)[1])
     assert out["texts"] == ["one", "two", "three"] and out["lines"] == [2, 3, 4]
-    assert out["copy"].startswith("--validation-file: gs://vbt-formats/data/copy.csv.gz has the same "
-                                  "content as the training file gs://vbt-formats/data/t.csv.gz")
+    assert out["copy"].startswith(
+        "--validation-file: gs://vbt-formats/data/copy.csv.gz has the same "
+        "content as the training file gs://vbt-formats/data/t.csv.gz"
+    )

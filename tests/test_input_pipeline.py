@@ -1,4 +1,5 @@
 """The tf.data pipeline: every example once, few distinct shapes, exact step counts."""
+
 import numpy as np
 import pytest
 
@@ -9,8 +10,9 @@ def split_of(lengths, labels=None):
     lengths = np.asarray(lengths, np.int32)
     word_ids = np.concatenate([np.arange(1, n + 1) for n in lengths]).astype(np.int32)
     labels = np.arange(len(lengths)) % 3 if labels is None else labels
-    return input_pipeline.TokenizedSplit(word_ids, np.zeros_like(word_ids), lengths,
-                                         np.asarray(labels, np.int32), np.ones(len(lengths), np.float32))
+    return input_pipeline.TokenizedSplit(
+        word_ids, np.zeros_like(word_ids), lengths, np.asarray(labels, np.int32), np.ones(len(lengths), np.float32)
+    )
 
 
 LENGTHS = np.random.default_rng(0).integers(3, 60, size=101)
@@ -63,6 +65,7 @@ def test_training_batches_can_be_built_under_a_global_seed_of_0():
     put back afterwards, so no other test's randomness changes."""
     import tensorflow as tf
     from tensorflow.python.eager import context
+
     split = split_of(LENGTHS)
     batching = input_pipeline.Batching(8, input_pipeline.padded_lengths(64), bucket=True)
     previous = context.global_seed()
@@ -83,7 +86,7 @@ def test_padded_evaluation_covers_every_example_once_with_static_shapes():
     out = batches(dataset)
     weights = np.concatenate([w for _, _, w in out])
     assert len(weights) == 112 and weights.sum() == len(split)
-    real_labels = np.concatenate([l[w > 0] for _, l, w in out])
+    real_labels = np.concatenate([y[w > 0] for _, y, w in out])
     assert sorted(real_labels.tolist()) == sorted(split.labels.tolist())
 
 
@@ -96,7 +99,7 @@ def test_padded_evaluation_of_a_split_that_fills_whole_batches_keeps_the_static_
     out = batches(dataset)
     weights = np.concatenate([w for _, _, w in out])
     assert len(out) == 6 and weights.tolist() == [1.0] * 96
-    assert sorted(np.concatenate([l for _, l, _ in out]).tolist()) == sorted(split.labels.tolist())
+    assert sorted(np.concatenate([y for _, y, _ in out]).tolist()) == sorted(split.labels.tolist())
 
 
 @pytest.mark.parametrize("bucket, pad", [(True, False), (False, True)])
@@ -122,10 +125,14 @@ def test_evaluation_datasets_declare_their_exact_number_of_batches(bucket, pad):
 
 def test_trim_keeps_serving_batches_at_a_ladder_length():
     import tensorflow as tf
+
     mask = np.zeros((2, 128), np.int32)
     mask[0, :21] = 1
-    features = {"input_word_ids": tf.constant(mask * 5), "input_mask": tf.constant(mask),
-                "input_type_ids": tf.zeros((2, 128), tf.int32)}
+    features = {
+        "input_word_ids": tf.constant(mask * 5),
+        "input_mask": tf.constant(mask),
+        "input_type_ids": tf.zeros((2, 128), tf.int32),
+    }
     trimmed = input_pipeline.trim_to_padded_length(features, input_pipeline.padded_lengths(128))
     assert trimmed["input_word_ids"].shape == (2, 24)
 
@@ -140,6 +147,7 @@ def test_a_cut_rows_full_length_counts_every_token_and_the_special_ones(tiny_enc
     import tensorflow as tf
 
     from trainer.modeling.encoders.tokenizers.word_piece import WordPiecePreprocessor
+
     preprocessor = WordPiecePreprocessor(f"{tiny_encoder_dir}/vocab.txt", lower_case=True, seq_length=8)
     texts = tf.constant(["i love it", "i love it " * 4])  # 3 and 12 words of the vocabulary
     _, _, lengths, full = input_pipeline.pack_tokens(preprocessor, texts)
@@ -150,10 +158,10 @@ def test_a_cut_rows_full_length_counts_every_token_and_the_special_ones(tiny_enc
 
 def test_splits_tokenized_together_equal_splits_tokenized_apart(tiny_encoder_dir):
     from trainer.modeling.encoders.tokenizers.word_piece import WordPiecePreprocessor
+
     preprocessor = WordPiecePreprocessor(f"{tiny_encoder_dir}/vocab.txt", lower_case=True, seq_length=16)
     texts = {"a": ["i love it", "so bad !"], "b": ["meh"], "c": ["the movie is ok , very ok"]}
-    together = input_pipeline.tokenize_splits({n: (t, [0] * len(t), None) for n, t in texts.items()},
-                                              preprocessor)
+    together = input_pipeline.tokenize_splits({n: (t, [0] * len(t), None) for n, t in texts.items()}, preprocessor)
     for name, t in texts.items():
         apart = input_pipeline.tokenize(t, preprocessor)
         assert together[name].lengths.tolist() == apart.lengths.tolist()
@@ -164,6 +172,7 @@ def test_head_tail_keeps_a_quarter_of_the_budget_from_the_start_and_the_rest_fro
     import tensorflow as tf
 
     from trainer.modeling.encoders.preprocessing import keep_head_and_tail
+
     rows = tf.ragged.constant([list(range(1, 21)), [1, 2, 3, 4, 5], list(range(1, 9))])
     kept = keep_head_and_tail(rows, 8)  # 2 from the start, 6 from the end
     assert kept.to_list() == [[1, 2, 15, 16, 17, 18, 19, 20], [1, 2, 3, 4, 5], list(range(1, 9))]
@@ -173,6 +182,7 @@ def test_head_tail_keeps_a_word_split_inputs_ragged_rank_for_hub_packers():
     import tensorflow as tf
 
     from trainer.modeling.encoders.preprocessing import keep_head_and_tail
+
     words = tf.ragged.constant([[[1, 2], [3], [4, 5, 6], [7]]], dtype=tf.int32)  # [B, (words), (pieces)]
     kept = keep_head_and_tail(words, 4)
     assert kept.ragged_rank == 2 and kept.dtype == tf.int32
@@ -183,6 +193,7 @@ def test_head_tail_takes_a_budget_per_row():
     import tensorflow as tf
 
     from trainer.modeling.encoders.preprocessing import keep_head_and_tail
+
     rows = tf.ragged.constant([list(range(1, 21)), list(range(1, 21))])
     kept = keep_head_and_tail(rows, tf.constant([8, 4]))
     assert kept.to_list() == [[1, 2, 15, 16, 17, 18, 19, 20], [1, 18, 19, 20]]
@@ -193,6 +204,7 @@ def test_a_head_tail_pair_shares_the_budget_longest_first_and_each_text_keeps_it
     import tensorflow as tf
 
     from trainer.modeling.encoders.tokenizers.word_piece import WordPiecePreprocessor
+
     preprocessor = WordPiecePreprocessor(f"{tiny_encoder_dir}/vocab.txt", lower_case=True, seq_length=13)
     ids = lambda words: preprocessor.tokenize(tf.constant([words])).merge_dims(1, -1)[0].numpy().tolist()  # noqa: E731
     first = "so good " + "the movie is ok " * 3 + "very bad"  # 16 tokens
@@ -207,6 +219,7 @@ def test_head_tail_packs_a_long_texts_last_words_and_keeps_its_full_length(tiny_
     import tensorflow as tf
 
     from trainer.modeling.encoders.tokenizers.word_piece import WordPiecePreprocessor
+
     preprocessor = WordPiecePreprocessor(f"{tiny_encoder_dir}/vocab.txt", lower_case=True, seq_length=8)
     texts = tf.constant(["i love it", "so good " + "the movie is ok " * 3 + "very bad"])
     ids = lambda words: preprocessor.tokenize(tf.constant([words])).merge_dims(1, -1)[0].numpy().tolist()  # noqa: E731

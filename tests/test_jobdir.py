@@ -1,5 +1,6 @@
 """Whether a run in a job dir is new, resumed or already finished, and when it may replace what
 is there: the rules behind --overwrite, Vertex restarts and a finished run's protection."""
+
 import json
 
 import pytest
@@ -129,8 +130,9 @@ class Counter:
         return self.value
 
 
-@pytest.mark.parametrize("keep, left", [("all", ["best", "job.json", "resume"]),
-                                        ("best", ["best", "job.json"]), ("none", ["job.json"])])
+@pytest.mark.parametrize(
+    "keep, left", [("all", ["best", "job.json", "resume"]), ("best", ["best", "job.json"]), ("none", ["job.json"])]
+)
 def test_a_finished_run_keeps_the_checkpoints_keep_checkpoints_names(tmp_path, keep, left):
     """Issue #23, 11: checkpoints/best and /resume are 171 MB each for the quick start."""
     paths = unfinished(tmp_path, job_id="1")
@@ -149,6 +151,7 @@ def test_keeping_no_checkpoints_outside_vertex_leaves_no_checkpoints_directory(t
 def interrupted_message(tmp_path, state, epochs_done=None):
     from trainer.training import run
     from trainer.training.context import RunContext, Trainable
+
     config = config_for(tmp_path / "job")
     ctx = RunContext(config, {}, jobdir.JobPaths.from_config(config), is_chief=True, state=state)
     if epochs_done is not None:
@@ -157,8 +160,10 @@ def interrupted_message(tmp_path, state, epochs_done=None):
 
 
 def test_ctrl_c_before_any_checkpoint_says_a_rerun_starts_over(tmp_path):
-    assert interrupted_message(tmp_path, jobdir.NEW) == \
-        "interrupted before the first epoch finished; rerunning the same command starts over"
+    assert (
+        interrupted_message(tmp_path, jobdir.NEW)
+        == "interrupted before the first epoch finished; rerunning the same command starts over"
+    )
     assert "starts over" in interrupted_message(tmp_path, jobdir.NEW, epochs_done=0)
 
 
@@ -168,6 +173,7 @@ def test_ctrl_c_after_an_epoch_says_a_rerun_resumes(tmp_path):
 
 
 # --- a --dry-run checks a command: the real one replaces what it left (issue #37, 10) -------------
+
 
 def test_the_real_command_replaces_a_finished_dry_run_without_overwrite(tmp_path):
     paths = unfinished(tmp_path, "--dry-run")
@@ -182,30 +188,37 @@ def test_the_real_command_replaces_an_unfinished_dry_run_instead_of_resuming_it(
 
 # --- what trainer.report says of a job dir without metrics.json (issue #37, 16) -----------------
 
+
 def test_a_run_that_failed_before_its_first_checkpoint_has_nothing_to_resume(tmp_path):
     paths = unfinished(tmp_path, checkpointed=False)
     (tmp_path / "training.log").write_text("job dir ...\nerror: --label-column: no column 'stars' in train.csv\n")
     assert jobdir.why_unfinished(paths) == (
         "its run stopped before its first checkpoint (it ended: --label-column: no column 'stars' in "
-        "train.csv), so there is nothing to report or resume; rerun trainer.task")
+        "train.csv), so there is nothing to report or resume; rerun trainer.task"
+    )
 
 
 def test_a_run_with_a_resume_checkpoint_is_to_be_resumed(tmp_path):
-    assert jobdir.why_unfinished(unfinished(tmp_path)) == \
-        "its run stopped before it finished; rerun the same trainer.task command to resume it"
+    assert (
+        jobdir.why_unfinished(unfinished(tmp_path))
+        == "its run stopped before it finished; rerun the same trainer.task command to resume it"
+    )
 
 
 def test_a_run_still_going_is_named_and_waited_for(tmp_path):
     paths = unfinished(tmp_path)
     held = jobdir.take_ownership(paths, {})
     try:
-        assert jobdir.why_unfinished(paths) == f"a run is still going there ({held.owner.describe()}); " \
-                                               f"wait for it to finish"
+        assert (
+            jobdir.why_unfinished(paths) == f"a run is still going there ({held.owner.describe()}); "
+            f"wait for it to finish"
+        )
     finally:
         held.release()
 
 
 # --- a refused command leaves no job dir behind (issue 64, low) -----------------------------------
+
 
 def refused_in(job_dir, *extra):
     """A job dir as a run refused while reading its data leaves it, and what else is named."""
@@ -218,8 +231,7 @@ def refused_in(job_dir, *extra):
 
 def test_a_refused_run_removes_the_job_dir_and_the_parents_it_created(tmp_path):
     created = jobdir.new_directories(str(tmp_path / "runs" / "2026" / "job"))
-    assert created == [str(tmp_path / "runs" / "2026" / "job"), str(tmp_path / "runs" / "2026"),
-                       str(tmp_path / "runs")]
+    assert created == [str(tmp_path / "runs" / "2026" / "job"), str(tmp_path / "runs" / "2026"), str(tmp_path / "runs")]
     refused_in(tmp_path / "runs" / "2026" / "job")
     jobdir.remove_refused(created)
     assert list(tmp_path.iterdir()) == []

@@ -1,4 +1,5 @@
 """The package's architecture, as docs/architecture.md draws it: imports run downward."""
+
 import ast
 import pathlib
 import re
@@ -6,10 +7,21 @@ import re
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "trainer"
-ENTRY_MODULES = {"trainer.task", "trainer.predict", "trainer.prepare", "trainer.submit",
-                 "trainer.export_encoder", "trainer.serve", "trainer.report",
-                 "trainer.export_quantized", "trainer.tune", "trainer.explain", "trainer.pipeline",
-                 "trainer.deploy", "trainer.evaluate"}
+ENTRY_MODULES = {
+    "trainer.task",
+    "trainer.predict",
+    "trainer.prepare",
+    "trainer.submit",
+    "trainer.export_encoder",
+    "trainer.serve",
+    "trainer.report",
+    "trainer.export_quantized",
+    "trainer.tune",
+    "trainer.explain",
+    "trainer.pipeline",
+    "trainer.deploy",
+    "trainer.evaluate",
+}
 # Lower numbers sit lower (docs/architecture.md, "The floors"); the longest matching prefix
 # decides. A module may import its own subpackage and anything ranked below it, never above. Each
 # subpackage is one floor; the top-level modules not named fall to the package's own rank, 0.
@@ -18,12 +30,16 @@ ENTRY_MODULES = {"trainer.task", "trainer.predict", "trainer.prepare", "trainer.
 # credentials, and the services a run reports to). The task kinds read labels with
 # trainer/reading.py, the file reader, a top-level module on the ground floor.
 RANKS = {
-    "trainer": 0, "trainer.tasks": 0, "trainer.vertex": 0,
+    "trainer": 0,
+    "trainer.tasks": 0,
+    "trainer.vertex": 0,
     "trainer.modeling": 1,
     "trainer.data": 2,
-    "trainer.serving": 3, "trainer.explaining": 3,
+    "trainer.serving": 3,
+    "trainer.explaining": 3,
     "trainer.reporting": 4,
-    "trainer.training": 5, "trainer.tuning": 5,
+    "trainer.training": 5,
+    "trainer.tuning": 5,
     "trainer.cloud": 6,
 }
 
@@ -42,8 +58,9 @@ def imports(path: pathlib.Path) -> set:
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("trainer"):
             for alias in node.names:
                 candidate = f"{node.module}.{alias.name}"
-                is_module = (PACKAGE.parent / (candidate.replace(".", "/") + ".py")).exists() or \
-                    (PACKAGE.parent / candidate.replace(".", "/")).is_dir()
+                is_module = (PACKAGE.parent / (candidate.replace(".", "/") + ".py")).exists() or (
+                    PACKAGE.parent / candidate.replace(".", "/")
+                ).is_dir()
                 found.add(candidate if is_module else node.module)
     return found
 
@@ -64,9 +81,11 @@ MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_imports_run_downward(module):
-    upward = [imported for imported in imports(MODULES[module])
-              if imported in MODULES and subpackage(imported) != subpackage(module)
-              and rank(imported) > rank(module)]
+    upward = [
+        imported
+        for imported in imports(MODULES[module])
+        if imported in MODULES and subpackage(imported) != subpackage(module) and rank(imported) > rank(module)
+    ]
     assert upward == [], f"{module} (rank {rank(module)}) imports higher modules {upward}"
 
 
@@ -77,8 +96,10 @@ def test_no_module_imports_an_entry_module():
 
 def test_the_import_graph_has_no_cycles():
     # every module imports the package `trainer` itself first: that edge is not counted
-    graph = {module: {i for i in imports(path) if i in MODULES and i not in (module, "trainer")}
-             for module, path in MODULES.items()}
+    graph = {
+        module: {i for i in imports(path) if i in MODULES and i not in (module, "trainer")}
+        for module, path in MODULES.items()
+    }
     assert find_cycle(graph) == []
 
 
@@ -89,7 +110,7 @@ def find_cycle(graph: dict) -> list:
 
     def visit(module):
         if module in stack:
-            return stack[stack.index(module):] + [module]
+            return stack[stack.index(module) :] + [module]
         if module in done:
             return []
         stack.append(module)
@@ -125,8 +146,7 @@ def bench_imports(path: pathlib.Path) -> set:
 
 
 def test_find_cycle_finds_a_circle_of_two():
-    assert find_cycle({"run": {"common", "serve"}, "serve": {"run"}, "common": set()}) == \
-        ["run", "serve", "run"]
+    assert find_cycle({"run": {"common", "serve"}, "serve": {"run"}, "common": set()}) == ["run", "serve", "run"]
     assert find_cycle({"run": {"common", "serve"}, "serve": {"common"}, "common": set()}) == []
 
 
@@ -139,11 +159,18 @@ def test_no_bench_script_bears_the_name_of_a_library_the_trainer_imports():
     """bench/ is on sys.path in a bench script's process (and in the tests that import them): a
     script named as a library (bench/onnx.py and the onnx library) is what `import onnx` finds
     there, in the trainer's own code too."""
-    libraries = {name.split(".")[0] for path in PACKAGE.rglob("*.py")
-                 for node in ast.walk(ast.parse(path.read_text()))
-                 for name in ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                              [node.module] if isinstance(node, ast.ImportFrom) and node.module
-                              and not node.level else [])}
+    libraries = {
+        name.split(".")[0]
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        for name in (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module]
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level
+            else []
+        )
+    }
     assert {path.stem for path in BENCH.glob("*.py")} & libraries == set()
 
 
@@ -151,10 +178,9 @@ def package_map() -> dict:
     """{folder: its section} of docs/architecture.md's package map: the text under each
     "### `trainer/<folder>/`" heading."""
     page = (PACKAGE.parent / "docs" / "architecture.md").read_text()
-    the_map = page[page.index("## The package map"):].split("\n## ", 1)[0]
+    the_map = page[page.index("## The package map") :].split("\n## ", 1)[0]
     sections = re.split(r"^### ", the_map, flags=re.M)[1:]
-    return {heading.strip().strip("`"): text for heading, _, text in
-            (section.partition("\n") for section in sections)}
+    return {heading.strip().strip("`"): text for heading, _, text in (section.partition("\n") for section in sections)}
 
 
 PACKAGES = sorted({path.parent for path in PACKAGE.rglob("*.py")})
@@ -226,8 +252,11 @@ def task_names(path: pathlib.Path) -> list:
     sentence that mentions a task (a flag's help, a message) is another constant."""
     from trainer import tasks
 
-    return [(node.lineno, node.value) for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, ast.Constant) and node.value in tasks.NAMES]
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and node.value in tasks.NAMES
+    ]
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.startswith("trainer.tasks")))
@@ -272,8 +301,7 @@ def test_no_module_outside_tasks_tells_an_exports_kind_by_its_outputs(module):
     export's kind: serving.predict.task_of asks the kinds which one it is (Task.recognizes)
     and the object answers, so no other module sniffs a signature's outputs or keeps an
     is_<kind> helper."""
-    found = [(line, what) for line, what in kind_tellers(MODULES[module])
-             if (module, what) != TELLS_AN_EXPORTS_KIND]
+    found = [(line, what) for line, what in kind_tellers(MODULES[module]) if (module, what) != TELLS_AN_EXPORTS_KIND]
     assert found == [], f"{module} tells an export's kind itself: ask predict.task_of's task object"
 
 

@@ -5,6 +5,7 @@ gone is taken over; Vertex's restart of the same job is never refused.
 The gs:// lock's rules run here on a local directory through the same trainer.storage calls
 (tests/test_gcs.py runs two trainer.task processes on the emulator).
 """
+
 import json
 import os
 import signal
@@ -14,10 +15,10 @@ import sys
 import time
 
 import pytest
-
 from conftest import labelled_rows, write_csv
 from test_resume import start
 from test_task import run_cli
+
 from trainer.errors import UserError
 from trainer.training import lock
 
@@ -38,16 +39,32 @@ def wait_for(condition, process, what, timeout=240):
 
 # --- two trainer.task processes on one local job dir ---------------------------------------------
 
+
 @pytest.mark.slow  # run by hand (docs/testing.md), not in CI
 def test_a_second_run_in_a_job_dir_is_refused_naming_the_first_and_leaves_it_training(
-        tiny_encoder_dir, tiny_data, tmp_path):
+    tiny_encoder_dir, tiny_data, tmp_path
+):
     """The first run trains 600 rows for 50 epochs: it is still going when the second, the
     same command, has started and been refused, before it wrote anything there."""
     job_dir = tmp_path / "job"
-    command = ["--encoder", tiny_encoder_dir, "--job-dir", job_dir, "--epochs", "50",
-               "--training-file", write_csv(tmp_path / "train.csv", labelled_rows(600, 1)),
-               "--validation-file", tiny_data["validation"], "--batch-size", "8",
-               "--max-seq-length", "16", "--mixed-precision", "off"]
+    command = [
+        "--encoder",
+        tiny_encoder_dir,
+        "--job-dir",
+        job_dir,
+        "--epochs",
+        "50",
+        "--training-file",
+        write_csv(tmp_path / "train.csv", labelled_rows(600, 1)),
+        "--validation-file",
+        tiny_data["validation"],
+        "--batch-size",
+        "8",
+        "--max-seq-length",
+        "16",
+        "--mixed-precision",
+        "off",
+    ]
     first = start(command)
     try:
         lock_file = job_dir / "job.lock"
@@ -61,14 +78,17 @@ def test_a_second_run_in_a_job_dir_is_refused_naming_the_first_and_leaves_it_tra
     assert second.stderr.splitlines() == [
         f"error: --job-dir: {job_dir} is in use by another trainer.task run (pid {first.pid} on host "
         f"{socket.gethostname()}, started {json.loads((job_dir / 'job.lock').read_text())['started']}); "
-        f"wait for it to finish, or choose another --job-dir"]
+        f"wait for it to finish, or choose another --job-dir"
+    ]
     assert "error:" not in (job_dir / "training.log").read_text()  # the first run's log is its own
 
 
 # --- a local lock: the operating system's, released when its process ends ----------------------
 
-HOLD = ("import sys, time; from trainer.training import lock; "
-        "held = lock.acquire(sys.argv[1], 'job.lock', {}, str); print('held', flush=True); time.sleep(600)")
+HOLD = (
+    "import sys, time; from trainer.training import lock; "
+    "held = lock.acquire(sys.argv[1], 'job.lock', {}, str); print('held', flush=True); time.sleep(600)"
+)
 
 
 @pytest.fixture
@@ -84,8 +104,11 @@ def holder(tmp_path):
 
 
 def test_a_local_lock_held_by_another_process_is_refused_naming_it(tmp_path, holder):
-    with pytest.raises(UserError, match=rf"^busy: pid {holder.pid} on host {socket.gethostname()}, "
-                                        rf"started \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d UTC$"):
+    with pytest.raises(
+        UserError,
+        match=rf"^busy: pid {holder.pid} on host {socket.gethostname()}, "
+        rf"started \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d UTC$",
+    ):
         lock.acquire(str(tmp_path), "job.lock", {}, busy)
 
 
@@ -146,12 +169,15 @@ def test_a_gs_lock_of_another_vertex_job_is_refused_naming_the_job(tmp_path, ins
         take(tmp_path, VERTEX)
 
 
-@pytest.mark.parametrize("left_by", ["a pid gone from this host", "another host, silent too long",
-                                     "the same Vertex job"])
+@pytest.mark.parametrize(
+    "left_by", ["a pid gone from this host", "another host, silent too long", "the same Vertex job"]
+)
 def test_a_gs_lock_whose_owner_is_gone_or_restarted_is_taken_over(tmp_path, instant, left_by):
-    old = {"a pid gone from this host": dict(pid=ended_pid()),
-           "another host, silent too long": dict(host="vm-1", heartbeat=time.time() - lock.STALE_SECONDS - 1),
-           "the same Vertex job": dict(environ=VERTEX)}[left_by]
+    old = {
+        "a pid gone from this host": dict(pid=ended_pid()),
+        "another host, silent too long": dict(host="vm-1", heartbeat=time.time() - lock.STALE_SECONDS - 1),
+        "the same Vertex job": dict(environ=VERTEX),
+    }[left_by]
     recorded(tmp_path, **old)
     held = take(tmp_path, VERTEX if left_by == "the same Vertex job" else None)
     assert lock.parse((tmp_path / "job.lock").read_text()).token == held.owner.token
@@ -160,6 +186,7 @@ def test_a_gs_lock_whose_owner_is_gone_or_restarted_is_taken_over(tmp_path, inst
 
 def test_two_takers_at_once_leave_the_lock_to_the_last_writer(tmp_path, instant, monkeypatch):
     """Fischer's second read: a run that wrote its record during our wait owns the lock."""
+
     def other_writes(seconds):
         recorded(tmp_path, host="vm-2")
 

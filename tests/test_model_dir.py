@@ -1,6 +1,7 @@
 """--model-dir only ever replaces an export this package wrote (issue #49, 1): a folder of the
 user's, a file, the job dir and a folder holding the run's inputs are refused with one line,
 before anything is read, and nothing is deleted. The same rules on gs:// are in test_gcs.py."""
+
 import subprocess
 import sys
 
@@ -33,8 +34,11 @@ def test_an_export_of_this_package_may_be_replaced(tmp_path):
 def test_a_folder_of_the_users_files_is_refused_naming_them(tmp_path):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "thesis.docx").write_text("years of work")
-    with pytest.raises(UserError, match=r"^--model-dir: .*mine holds files this trainer did not "
-                                        r"write \(thesis.docx\)"):
+    with pytest.raises(
+        UserError,
+        match=r"^--model-dir: .*mine holds files this trainer did not "
+        r"write \(thesis.docx\)",
+    ):
         model_dir.check_replaceable(str(tmp_path / "mine"))
 
 
@@ -64,11 +68,15 @@ def test_an_export_from_before_the_marker_is_replaced_at_its_job_dirs_default_pl
 
 # --- Another run's model (issue 64, 1): replaced only with --overwrite
 
+
 def test_another_runs_model_is_refused_naming_the_run_that_wrote_it(tmp_path):
     export = export_like(tmp_path / "shared", job_dir=tmp_path / "qs")
-    with pytest.raises(UserError, match=rf"^--model-dir: {export} holds the model exported by the "
-                                        rf"run in {tmp_path / 'qs'}; pass --overwrite to replace "
-                                        rf"it, or choose another --model-dir$"):
+    with pytest.raises(
+        UserError,
+        match=rf"^--model-dir: {export} holds the model exported by the "
+        rf"run in {tmp_path / 'qs'}; pass --overwrite to replace "
+        rf"it, or choose another --model-dir$",
+    ):
         model_dir.check_run_may_replace(str(export), str(tmp_path / "md9"), overwrite=False)
 
 
@@ -80,8 +88,7 @@ def test_another_runs_model_is_replaced_with_overwrite(tmp_path):
 def test_a_runs_own_model_elsewhere_is_replaced_by_its_rerun(tmp_path):
     """A resumed run, or a dry run's real run, in the same job dir with the same --model-dir."""
     export = export_like(tmp_path / "shared", job_dir=tmp_path / "runs" / "a")
-    model_dir.check_run_may_replace(str(export), str(tmp_path / "runs" / ".." / "runs" / "a"),
-                                    overwrite=False)
+    model_dir.check_run_may_replace(str(export), str(tmp_path / "runs" / ".." / "runs" / "a"), overwrite=False)
 
 
 def test_the_job_dirs_own_model_is_its_own_whoever_wrote_it(tmp_path):
@@ -119,9 +126,15 @@ def test_a_new_or_empty_model_dir_belongs_to_no_run(tmp_path):
         model_dir.check_run_may_replace(str(path), str(tmp_path / "md9"), overwrite=False)
 
 
-@pytest.mark.parametrize("flag, path, word", [
-    ("--job-dir", "runs/a", "is"), ("--training-file", "runs/a/train.csv", "holds"),
-    ("--checkpoint-dir", "runs/a/checkpoints", "holds"), ("--cache-dir", "runs/a/", "is")])
+@pytest.mark.parametrize(
+    "flag, path, word",
+    [
+        ("--job-dir", "runs/a", "is"),
+        ("--training-file", "runs/a/train.csv", "holds"),
+        ("--checkpoint-dir", "runs/a/checkpoints", "holds"),
+        ("--cache-dir", "runs/a/", "is"),
+    ],
+)
 def test_a_model_dir_that_is_or_holds_another_path_of_the_run_is_refused(flag, path, word):
     with pytest.raises(UserError, match=rf"^--model-dir: runs/a {word} {flag} {path};"):
         model_dir.check_apart("runs/a", [(flag, path)])
@@ -152,9 +165,24 @@ def refused_run(tmp_path_factory, tiny_encoder_dir, tiny_data):
     (root / "mine").mkdir()
     (root / "mine" / "notes.txt").write_text("keep me")
     result = subprocess.run(
-        [sys.executable, "-m", "trainer.task", "--encoder", tiny_encoder_dir, "--training-file",
-         tiny_data["train"], "--job-dir", str(root / "job"), "--model-dir", str(root / "mine"),
-         "--dry-run"], capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "trainer.task",
+            "--encoder",
+            tiny_encoder_dir,
+            "--training-file",
+            tiny_data["train"],
+            "--job-dir",
+            str(root / "job"),
+            "--model-dir",
+            str(root / "mine"),
+            "--dry-run",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return root, result
 
 
@@ -164,7 +192,8 @@ def test_the_run_refuses_a_folder_of_the_users_before_reading_anything(refused_r
     assert result.stderr.strip().splitlines() == [
         f"error: --model-dir: {root / 'mine'} holds files this trainer did not write (notes.txt); "
         f"a run replaces only its own export there. Choose a new or empty directory, or move "
-        f"those files"]
+        f"those files"
+    ]
     assert (root / "mine" / "notes.txt").read_text() == "keep me"
     assert not (root / "job" / "config.json").exists()
 
@@ -178,9 +207,24 @@ def dry_run_at_another_runs_model(tmp_path_factory, tiny_encoder_dir, tiny_data)
     export = export_like(root / "qs_copy" / "model", job_dir=root / "qs")
     before = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
     result = subprocess.run(
-        [sys.executable, "-m", "trainer.task", "--encoder", tiny_encoder_dir, "--training-file",
-         tiny_data["train"], "--job-dir", str(root / "md9"), "--model-dir", str(export),
-         "--dry-run"], capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "trainer.task",
+            "--encoder",
+            tiny_encoder_dir,
+            "--training-file",
+            tiny_data["train"],
+            "--job-dir",
+            str(root / "md9"),
+            "--model-dir",
+            str(export),
+            "--dry-run",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return root, before, result
 
 
@@ -189,7 +233,8 @@ def test_a_dry_run_refuses_another_runs_model_with_one_line(dry_run_at_another_r
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"error: --model-dir: {root / 'qs_copy' / 'model'} holds the model exported by the run in "
-        f"{root / 'qs'}; pass --overwrite to replace it, or choose another --model-dir"]
+        f"{root / 'qs'}; pass --overwrite to replace it, or choose another --model-dir"
+    ]
 
 
 def test_a_refused_dry_run_leaves_the_model_untouched_and_writes_nothing(dry_run_at_another_runs_model):

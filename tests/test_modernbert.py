@@ -2,14 +2,15 @@
 both config.json layouts transformers writes, the settings it refuses, XLA, bfloat16 and
 float16, the int8 copy's cut, where layer-wise decay puts the final norm, and the tokenizer
 layouts it refuses."""
+
 import dataclasses
 import json
 
+import hf_reference
 import numpy as np
 import pytest
 import tensorflow as tf
 
-import hf_reference
 from trainer.errors import UserError
 from trainer.modeling.encoders.models import modernbert
 
@@ -41,10 +42,13 @@ def test_transformers_4_config_keys_read_as_transformers_5_writes_them():
     transformers 5 writes layer_types and rope_parameters."""
     import transformers
 
-    old = {**{key: value for key, value in _tiny_raw().items()
-              if key not in ("layer_types", "rope_parameters")},
-           "num_hidden_layers": 4, "global_attn_every_n_layers": 3, "global_rope_theta": 1000.0,
-           "local_rope_theta": 50.0}
+    old = {
+        **{key: value for key, value in _tiny_raw().items() if key not in ("layer_types", "rope_parameters")},
+        "num_hidden_layers": 4,
+        "global_attn_every_n_layers": 3,
+        "global_rope_theta": 1000.0,
+        "local_rope_theta": 50.0,
+    }
     new = transformers.ModernBertConfig(**old).to_dict()
     assert "rope_parameters" in new and "global_rope_theta" not in new
     config = modernbert.read_config(old, "config.json")
@@ -59,24 +63,27 @@ def test_the_config_reads_back_from_the_json_an_export_carries():
     assert modernbert.ModernBertConfig(**json.loads(json.dumps(dataclasses.asdict(config)))) == config
 
 
-@pytest.mark.parametrize("setting,message", [
-    ({"norm_bias": True}, "norm_bias true"),
-    ({"hidden_activation": "silu"}, "hidden_activation silu"),
-    ({"rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 2.0}}},
-     "full_attention rope_type linear"),
-    ({"layer_types": ["full_attention", "chunked_attention", "full_attention"]}, "layer_types"),
-])
+@pytest.mark.parametrize(
+    "setting,message",
+    [
+        ({"norm_bias": True}, "norm_bias true"),
+        ({"hidden_activation": "silu"}, "hidden_activation silu"),
+        (
+            {"rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 2.0}}},
+            "full_attention rope_type linear",
+        ),
+        ({"layer_types": ["full_attention", "chunked_attention", "full_attention"]}, "layer_types"),
+    ],
+)
 def test_a_setting_the_network_does_not_compute_is_one_error(setting, message):
-    with pytest.raises(UserError, match="^--encoder: config.json describes a modernbert model "
-                                        "with " + message):
+    with pytest.raises(UserError, match="^--encoder: config.json describes a modernbert model with " + message):
         modernbert.read_config({**_tiny_raw(), **setting}, "config.json")
 
 
 def test_xla_computes_what_eager_computes_for_any_batch_length(encoder):
     """One traced function, a batch within the local window and one beyond it."""
     spec = {key: tf.TensorSpec([None, None], tf.int32) for key in hf_reference.features(IDS, MASK)}
-    compiled = tf.function(lambda inputs: encoder(inputs)["sequence_output"], jit_compile=True,
-                           input_signature=[spec])
+    compiled = tf.function(lambda inputs: encoder(inputs)["sequence_output"], jit_compile=True, input_signature=[spec])
     short = hf_reference.features([row[:4] for row in IDS], [row[:4] for row in MASK])
     for features in (short, hf_reference.features(IDS, MASK)):
         assert np.max(np.abs(compiled(features) - encoder(features)["sequence_output"])) <= 1e-5
@@ -95,8 +102,10 @@ def test_mixed_precision_computes_in_the_reduced_dtype_with_float32_variables(en
     outputs = network(hf_reference.features(IDS, MASK))
     assert outputs["sequence_output"].dtype == tf.as_dtype(dtype)
     assert {variable.dtype for variable in network.variables} == {tf.float32}
-    difference = np.abs(tf.cast(outputs["sequence_output"], tf.float32).numpy()
-                        - encoder(hf_reference.features(IDS, MASK))["sequence_output"].numpy())
+    difference = np.abs(
+        tf.cast(outputs["sequence_output"], tf.float32).numpy()
+        - encoder(hf_reference.features(IDS, MASK))["sequence_output"].numpy()
+    )
     assert np.max(difference[np.array(MASK, bool)]) < 0.2
 
 
@@ -122,12 +131,18 @@ def test_layer_wise_decay_gives_the_final_norm_the_top_layers_rate(encoder):
     assert scales[final] == scales[top] == 0.5
 
 
-@pytest.mark.parametrize("template", [
-    {"type": "RobertaProcessing", "sep": ["[SEP]", 2], "cls": ["[CLS]", 1]},
-    {"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A", "type_id": 0}}],
-     "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
-     "special_tokens": {}},
-])
+@pytest.mark.parametrize(
+    "template",
+    [
+        {"type": "RobertaProcessing", "sep": ["[SEP]", 2], "cls": ["[CLS]", 1]},
+        {
+            "type": "TemplateProcessing",
+            "single": [{"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {},
+        },
+    ],
+)
 def test_a_tokenizer_that_packs_another_layout_is_refused(checkpoint, tmp_path, template):
     """Ids that would silently differ from Hugging Face's are one error instead."""
     tokenizer = json.load(open(f"{checkpoint}/tokenizer.json", encoding="utf-8"))

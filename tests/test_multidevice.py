@@ -15,6 +15,7 @@ the workers shares of 30 and 61 rows: only a loss averaged over the global batch
 Logical devices and thread counts must be set before the TensorFlow runtime starts, hence a
 wrapper script around trainer.task.main; it also prints the metrics each process computed.
 """
+
 import csv
 import json
 import os
@@ -24,7 +25,6 @@ import sys
 
 import numpy as np
 import pytest
-
 import tiny_bert
 from conftest import NO_EXTRAS, labelled_rows, write_csv
 
@@ -32,7 +32,7 @@ from conftest import NO_EXTRAS, labelled_rows, write_csv
 pytestmark = pytest.mark.slow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WRAPPER = '''
+WRAPPER = """
 import json, os, sys
 import trainer
 import tensorflow as tf
@@ -52,14 +52,15 @@ def run_and_print(config, environ, **kwargs):
 
 train.run = run_and_print
 sys.exit(task.main(sys.argv[1:]))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
 def setup(tiny_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("multidevice")
-    encoder = tiny_bert.write_hf_checkpoint(root / "encoder", config={
-        **tiny_bert.CONFIG, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0})
+    encoder = tiny_bert.write_hf_checkpoint(
+        root / "encoder", config={**tiny_bert.CONFIG, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    )
     (root / "wrapper.py").write_text(WRAPPER)
     # Two training files: the token cache keeps them in separate blocks, one per worker.
     rows = labelled_rows(91, 1)
@@ -73,27 +74,69 @@ def setup(tiny_data, tmp_path_factory):
 # its batch would lose rows), and a loss averaged per worker would weigh their rows 2:1. Six
 # steps, every embedding trained, and the best epoch by validation loss, so the exported weights
 # are those of the last steps, not of the first.
-WHOLE_TRAINING_SET = ["--batch-size", "128", "--sequence-padding", "fixed", "--epochs", "6",
-                      "--learning-rate", "3e-2", "--train-word-embeddings",
-                      "--selection-metric", "val_loss", "--early-stopping-patience", "0"]
+WHOLE_TRAINING_SET = [
+    "--batch-size",
+    "128",
+    "--sequence-padding",
+    "fixed",
+    "--epochs",
+    "6",
+    "--learning-rate",
+    "3e-2",
+    "--train-word-embeddings",
+    "--selection-metric",
+    "val_loss",
+    "--early-stopping-patience",
+    "0",
+]
 
 
 def args(encoder, data, job_dir):
-    return ["--encoder", encoder, "--training-file", data["train"],
-            "--validation-file", data["validation"], "--testing-file", data["test"],
-            "--job-dir", job_dir, "--epochs", "3", "--batch-size", "8", "--learning-rate", "1e-2",
-            "--max-seq-length", "16", "--mixed-precision", "off", "--dropout", "0",
-            "--early-stopping-patience", "1", *NO_EXTRAS]
+    return [
+        "--encoder",
+        encoder,
+        "--training-file",
+        data["train"],
+        "--validation-file",
+        data["validation"],
+        "--testing-file",
+        data["test"],
+        "--job-dir",
+        job_dir,
+        "--epochs",
+        "3",
+        "--batch-size",
+        "8",
+        "--learning-rate",
+        "1e-2",
+        "--max-seq-length",
+        "16",
+        "--mixed-precision",
+        "off",
+        "--dropout",
+        "0",
+        "--early-stopping-patience",
+        "1",
+        *NO_EXTRAS,
+    ]
 
 
 def start(root, arguments, **env):
     """The wrapper in a process of its own, importing this checkout's trainer (a script's own
     directory, not the working directory, leads its sys.path)."""
-    environ = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"),
-               "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])), **env}
-    return subprocess.Popen([sys.executable, str(root / "wrapper.py"), *map(str, arguments)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=environ)
+    environ = {
+        **os.environ,
+        "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"),
+        "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
+        **env,
+    }
+    return subprocess.Popen(
+        [sys.executable, str(root / "wrapper.py"), *map(str, arguments)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=environ,
+    )
 
 
 def free_ports(count):
@@ -114,18 +157,21 @@ def runs(setup):
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
     processes = {
         "single": start(root, args(encoder, data, root / "single")),
-        "mirrored": start(root, args(encoder, data, root / "mirrored") + ["--distribution", "mirrored"],
-                          LOGICAL_CPUS="2"),
+        "mirrored": start(
+            root, args(encoder, data, root / "mirrored") + ["--distribution", "mirrored"], LOGICAL_CPUS="2"
+        ),
         "single-whole": start(root, args(encoder, data, root / "single-whole") + WHOLE_TRAINING_SET),
     }
     for index in range(2):
         (root / f"tmp-worker-{index}").mkdir()
         processes[f"worker-{index}"] = start(
-            root, args(encoder, data, root / "multiworker") + WHOLE_TRAINING_SET,
-            TF_CONFIG=json.dumps({"cluster": {"worker": workers},
-                                  "task": {"type": "worker", "index": index}}),
+            root,
+            args(encoder, data, root / "multiworker") + WHOLE_TRAINING_SET,
+            TF_CONFIG=json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}),
             TMPDIR=str(root / f"tmp-worker-{index}"),
-            TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1")
+            TF_NUM_INTRAOP_THREADS="1",
+            TF_NUM_INTEROP_THREADS="1",
+        )
     try:
         outputs = {name: process.communicate(timeout=300)[0] for name, process in processes.items()}
     finally:
@@ -133,9 +179,10 @@ def runs(setup):
             process.kill()
     for name, process in processes.items():
         assert process.returncode == 0, f"{name}:\n{outputs[name][-3000:]}"
-    printed = {name: json.loads(next(line for line in out.splitlines()
-                                     if line.startswith("METRICS "))[len("METRICS "):])
-               for name, out in outputs.items()}
+    printed = {
+        name: json.loads(next(line for line in out.splitlines() if line.startswith("METRICS "))[len("METRICS ") :])
+        for name, out in outputs.items()
+    }
     return {"root": root, "data": data, "outputs": outputs, "metrics": printed}
 
 
@@ -143,8 +190,11 @@ def assert_same_results(got, expected):
     for split in ("train", "validation", "test"):
         assert got[split]["loss"] == pytest.approx(expected[split]["loss"], rel=1e-4), split
         assert got[split]["confusion_matrix"] == expected[split]["confusion_matrix"], split
-    assert (got["best_epoch"], got["epochs_completed"], got["stopped_early"]) \
-        == (expected["best_epoch"], expected["epochs_completed"], expected["stopped_early"])
+    assert (got["best_epoch"], got["epochs_completed"], got["stopped_early"]) == (
+        expected["best_epoch"],
+        expected["epochs_completed"],
+        expected["stopped_early"],
+    )
 
 
 def history(job_dir):
@@ -154,12 +204,14 @@ def history(job_dir):
 
 def serve(model_dir, data):
     from trainer.serving import export
+
     with open(data["test"]) as f:
         texts = np.array([row["text"] for row in csv.DictReader(f)], dtype=object)
     return export.load(str(model_dir))(text=texts)["probabilities"].numpy()
 
 
 # --- MirroredStrategy over two logical CPUs ------------------------------------------------------
+
 
 def test_mirrored_trains_on_two_replicas(runs):
     device = json.loads((runs["root"] / "mirrored" / "metrics.json").read_text())["device"]
@@ -172,26 +224,33 @@ def test_mirrored_metrics_equal_one_device(runs):
 
 
 def test_mirrored_history_equals_one_device(runs):
-    for got, expected in zip(history(runs["root"] / "mirrored"), history(runs["root"] / "single"),
-                             strict=True):
+    for got, expected in zip(history(runs["root"] / "mirrored"), history(runs["root"] / "single"), strict=True):
         assert got == pytest.approx(expected, rel=1e-4, abs=1e-6), got["epoch"]
 
 
 def test_mirrored_export_serves_raw_strings_like_one_device(runs):
-    np.testing.assert_allclose(serve(runs["root"] / "mirrored" / "model", runs["data"]),
-                               serve(runs["root"] / "single" / "model", runs["data"]), atol=1e-4)
+    np.testing.assert_allclose(
+        serve(runs["root"] / "mirrored" / "model", runs["data"]),
+        serve(runs["root"] / "single" / "model", runs["data"]),
+        atol=1e-4,
+    )
 
 
 # --- MultiWorkerMirroredStrategy over two local processes ----------------------------------------
+
 
 def test_multiworker_trains_each_worker_on_its_own_share(runs):
     metrics = json.loads((runs["root"] / "multiworker" / "metrics.json").read_text())
     assert metrics["device"]["strategy"] == "multiworker" and metrics["device"]["replicas"] == 2
     for index in range(2):
-        assert f"worker input: share {index + 1} of 2 of the training data (1 of the 2 " \
-               f"token-cache blocks)" in runs["outputs"][f"worker-{index}"]
-    assert "token cache: waiting for the chief" in runs["outputs"]["worker-1"] or \
-        "token cache: reusing" in runs["outputs"]["worker-1"]
+        assert (
+            f"worker input: share {index + 1} of 2 of the training data (1 of the 2 "
+            f"token-cache blocks)" in runs["outputs"][f"worker-{index}"]
+        )
+    assert (
+        "token cache: waiting for the chief" in runs["outputs"]["worker-1"]
+        or "token cache: reusing" in runs["outputs"]["worker-1"]
+    )
 
 
 def test_every_worker_evaluates_every_example_and_decides_alike(runs):
@@ -214,8 +273,7 @@ def test_only_the_chief_writes_the_job_dir(runs):
 
 
 def test_the_other_worker_exports_to_its_own_scratch_directory(runs):
-    exported = next(line for line in runs["outputs"]["worker-1"].splitlines()
-                    if "exported the model" in line)
+    exported = next(line for line in runs["outputs"]["worker-1"].splitlines() if "exported the model" in line)
     assert str(runs["root"] / "tmp-worker-1") in exported
 
 
@@ -228,5 +286,8 @@ def test_multiworker_metrics_equal_one_device_at_the_same_global_batch(runs):
 
 
 def test_multiworker_export_serves_raw_strings_like_one_device(runs):
-    np.testing.assert_allclose(serve(runs["root"] / "multiworker" / "model", runs["data"]),
-                               serve(runs["root"] / "single-whole" / "model", runs["data"]), atol=1e-4)
+    np.testing.assert_allclose(
+        serve(runs["root"] / "multiworker" / "model", runs["data"]),
+        serve(runs["root"] / "single-whole" / "model", runs["data"]),
+        atol=1e-4,
+    )

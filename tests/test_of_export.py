@@ -1,4 +1,5 @@
 """A loaded export's task kind is told by its signature's outputs (trainer.tasks.of_export)."""
+
 import pytest
 
 from trainer import tasks

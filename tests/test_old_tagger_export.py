@@ -9,11 +9,11 @@ pieces (U+200D), one with a NUL (its words after it are not read) and an empty o
 still cuts those texts as it did, and the answers are read from its outputs as before: no
 `words`, which its outputs cannot give.
 """
+
 import json
 import pathlib
 
 import pytest
-
 from test_task import run_in_process
 
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "tagger-export-2026-12-01"
@@ -24,8 +24,17 @@ EXPECTED = json.loads((FIXTURE / "expected.json").read_text())
 def test_trainer_predict_answers_as_it_did_then(tmp_path, precision):
     source, output = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     source.write_text("".join(json.dumps({"text": t}) + "\n" for t in EXPECTED["texts"]))
-    result = run_in_process("--model-dir", FIXTURE / "model", "--input", source, "--output", output,
-                            "--precision", precision, module="trainer.predict")
+    result = run_in_process(
+        "--model-dir",
+        FIXTURE / "model",
+        "--input",
+        source,
+        "--output",
+        output,
+        "--precision",
+        precision,
+        module="trainer.predict",
+    )
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in output.read_text().splitlines()]
     assert [sorted(row) for row in rows] == [["entities", "note", "tags", "text"]] * len(rows)

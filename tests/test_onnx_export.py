@@ -6,14 +6,20 @@ converted is said in one line.
 The default tier converts tiny models built here (no training); the runs end to end, which
 train, write both copies and retrofit them with trainer.export_quantized, are in the slow tier.
 """
+
 import json
 
 import numpy as np
 import pytest
 
 LENGTH = 16
-TEXTS = ["i love this movie !", "the movie was not good , so bad", "meh", "",
-         "it is a movie , a very very great movie , i love it so . " * 3]
+TEXTS = [
+    "i love this movie !",
+    "the movie was not good , so bad",
+    "meh",
+    "",
+    "it is a movie , a very very great movie , i love it so . " * 3,
+]
 PAIRS = ["so good", "it was awful , very awful ?", "ok", "fine", "the movie"]
 
 
@@ -30,8 +36,10 @@ def build_classifier(encoder_dir, cache_dir, task, units, long_texts, layers=Non
     def build():
         encoder = load_encoder(encoder_dir, seq_length=LENGTH, cache_dir=cache_dir, layers=layers)
         windows = (LENGTH, pooling) if long_texts.mode == "windows" else None
-        return encoder.preprocessor, heads.build_classifier(encoder.network, units, "mean", 0.1,
-                                                            task.output_layer, windows=windows)
+        return encoder.preprocessor, heads.build_classifier(
+            encoder.network, units, "mean", 0.1, task.output_layer, windows=windows
+        )
+
     return build
 
 
@@ -55,16 +63,18 @@ def tiny_export(encoder_dir, cache_dir, kind, **settings):
     if settings.get("threshold") is not None:
         names, units, task.threshold = names[:2], 2, settings["threshold"]
     long_texts = settings.get("long_texts", LongTexts())
-    build = build_classifier(encoder_dir, cache_dir, task, units, long_texts, settings.get("layers"),
-                             settings.get("pooling", "mean"))
+    build = build_classifier(
+        encoder_dir, cache_dir, task, units, long_texts, settings.get("layers"), settings.get("pooling", "mean")
+    )
     preprocessor, classifier = build()
     rng = np.random.default_rng(0)
     for variable in classifier.variables:
         if "logits" in variable.name or "window_score" in variable.name:
             variable.assign(rng.normal(0, 1.5, variable.shape).astype(np.float32))
     pair = settings.get("pair", False)
-    module = export.serving_module(task, preprocessor, classifier, names, LENGTH, temperature=1.7,
-                                   pair=pair, long_texts=long_texts)
+    module = export.serving_module(
+        task, preprocessor, classifier, names, LENGTH, temperature=1.7, pair=pair, long_texts=long_texts
+    )
     return module, build, task, names, pair
 
 
@@ -86,8 +96,9 @@ def assert_same_outputs(got, expected):
         if value.dtype.kind == "f":
             np.testing.assert_allclose(got[name], value, atol=1e-4, rtol=0, err_msg=name)
         elif value.dtype.kind in "SO":
-            assert [[v.decode() for v in row] if np.ndim(row) else row.decode() for row in value] == \
-                   np.asarray(got[name]).tolist(), name
+            assert [[v.decode() for v in row] if np.ndim(row) else row.decode() for row in value] == np.asarray(
+                got[name]
+            ).tolist(), name
         else:
             np.testing.assert_array_equal(got[name], value, err_msg=name)
 
@@ -151,7 +162,12 @@ def test_the_float32_copy_of_a_classifier_returns_the_savedmodel_outputs_and_say
     facts = json.loads((path / "onnx.json").read_text())
     assert facts["outputs"] == ["label", "label_index", "label_names", "probabilities"] == facts["task_outputs"]
     assert (facts["format"], facts["precision"], facts["opset"], facts["pair"], facts["float_nodes"]) == (
-        1, "float32", 17, False, [])
+        1,
+        "float32",
+        17,
+        False,
+        [],
+    )
     assert facts["padded_lengths"] == module.padded_lengths.numpy().tolist()
     assert facts["inputs"] == ["input_word_ids", "input_mask", "input_type_ids"]
     assert facts["decisions"] == {"temperature": pytest.approx(1.7)}
@@ -168,10 +184,12 @@ def test_the_bert_blocks_fuse_and_keep_no_skip_layer_norm(single):
     assert "SkipLayerNormalization" not in ops and "Einsum" not in ops
 
 
-@pytest.mark.parametrize("case", [pytest.param(case, marks=[pytest.mark.slow] if case in AGAIN else [])
-                                  for case in KINDS])
-def test_every_kind_s_float32_copy_returns_the_savedmodel_outputs_within_1e_4(tiny_encoder_dir, cache_dir, tmp_path,
-                                                                              case):
+@pytest.mark.parametrize(
+    "case", [pytest.param(case, marks=[pytest.mark.slow] if case in AGAIN else []) for case in KINDS]
+)
+def test_every_kind_s_float32_copy_returns_the_savedmodel_outputs_within_1e_4(
+    tiny_encoder_dir, cache_dir, tmp_path, case
+):
     kind, given = KINDS[case]
     module, build, task, names, pair = tiny_export(tiny_encoder_dir, cache_dir, kind, **settings_of(given))
     path, _, features = copied(tmp_path, module, build, task, names, pair)
@@ -194,28 +212,33 @@ def family_configs():
 
     return {
         "bert": layers.EncoderConfig(**SHAPE),
-        "roberta": layers.EncoderConfig(**SHAPE, position_padding_id=1, type_vocab_size=1,
-                                        layer_norm_eps=1e-5, family="roberta"),
-        "mpnet": layers.EncoderConfig(**SHAPE, position_padding_id=1, type_vocab_size=1,
-                                      relative_attention_buckets=32, family="mpnet"),
+        "roberta": layers.EncoderConfig(
+            **SHAPE, position_padding_id=1, type_vocab_size=1, layer_norm_eps=1e-5, family="roberta"
+        ),
+        "mpnet": layers.EncoderConfig(
+            **SHAPE, position_padding_id=1, type_vocab_size=1, relative_attention_buckets=32, family="mpnet"
+        ),
         "electra": layers.EncoderConfig(**SHAPE, embedding_size=8, family="electra"),
         "distilbert": layers.EncoderConfig(**SHAPE, type_vocab_size=0, family="distilbert"),
         "deberta-v2": deberta_v2.DebertaConfig(**SHAPE, position_buckets=8, max_relative_positions=32),
-        "modernbert": modernbert.ModernBertConfig(**SHAPE, layer_types=("full_attention", "sliding_attention"),
-                                                  local_attention=4),
+        "modernbert": modernbert.ModernBertConfig(
+            **SHAPE, layer_types=("full_attention", "sliding_attention"), local_attention=4
+        ),
     }
 
 
 # What ONNX Runtime's bert_tf optimizer fuses of each family's classifier (two layers): the
 # attention of the BERT-shaped blocks only; ELECTRA's embedding projection stops it ("Graph is
 # not a DAG"), and the classifier stays as converted.
-FUSED = {"bert": {"Attention": 2, "BiasGelu": 2, "LayerNormalization": 5},
-         "roberta": {"Attention": 2, "BiasGelu": 2, "LayerNormalization": 5},
-         "distilbert": {"Attention": 2, "BiasGelu": 2, "LayerNormalization": 5},
-         "mpnet": {"BiasGelu": 2, "LayerNormalization": 5},
-         "deberta-v2": {"BiasGelu": 2, "LayerNormalization": 6},
-         "modernbert": {"Gelu": 2, "SimplifiedLayerNormalization": 5},
-         "electra": "not fused: Graph is not a DAG"}
+FUSED = {
+    "bert": {"Attention": 2, "BiasGelu": 2, "LayerNormalization": 5},
+    "roberta": {"Attention": 2, "BiasGelu": 2, "LayerNormalization": 5},
+    "distilbert": {"Attention": 2, "BiasGelu": 2, "LayerNormalization": 5},
+    "mpnet": {"BiasGelu": 2, "LayerNormalization": 5},
+    "deberta-v2": {"BiasGelu": 2, "LayerNormalization": 6},
+    "modernbert": {"Gelu": 2, "SimplifiedLayerNormalization": 5},
+    "electra": "not fused: Graph is not a DAG",
+}
 
 
 @pytest.mark.parametrize("family", sorted(FUSED))
@@ -235,15 +258,19 @@ def test_every_family_s_classifier_converts_and_fuses_into_matmuls_int8_quantize
     ids = rng.integers(5, SHAPE["vocab_size"], (3, 12)).astype(np.int32)
     mask = np.ones_like(ids)
     mask[1, 7:], mask[2, 3:] = 0, 0
-    feed = {"input_word_ids": np.where(mask == 1, ids, 1).astype(np.int32), "input_mask": mask,
-            "input_type_ids": np.zeros_like(ids)}
+    feed = {
+        "input_word_ids": np.where(mask == 1, ids, 1).astype(np.int32),
+        "input_mask": mask,
+        "input_type_ids": np.zeros_like(ids),
+    }
     specs = [tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_KEYS]
     with convert.onnx_forms():
         classifier = heads.build_classifier(families.of_config(config).build(config), 3, "mean", 0.1)
         for variable in classifier.weights:  # zero biases would be folded away, and not fuse
             variable.assign(rng.normal(0, 0.2, variable.shape).astype(np.float32))
-        forward = tf.function(lambda *f: {"logits": classifier(dict(zip(INPUT_KEYS, f)), training=False)},
-                              input_signature=specs)
+        forward = tf.function(
+            lambda *f: {"logits": classifier(dict(zip(INPUT_KEYS, f)), training=False)}, input_signature=specs
+        )
         with convert.fusable_optimizers():
             proto, _ = tf2onnx.convert.from_function(forward, input_signature=specs, opset=convert.OPSET)
         expected = forward(*[tf.constant(feed[k]) for k in INPUT_KEYS])["logits"].numpy()
@@ -256,11 +283,14 @@ def test_every_family_s_classifier_converts_and_fuses_into_matmuls_int8_quantize
     assert not [n.name for n in fused.graph.node if n.op_type == "Einsum" and n.input[1] in constants]
 
 
-@pytest.mark.parametrize("equation, x_shape, kernel_shape", [
-    ("abc,cd->abd", (2, 3, 4), (4, 5)),
-    ("abc,cde->abde", (2, 3, 4), (4, 2, 3)),
-    ("abcd,cde->abe", (2, 3, 2, 3), (2, 3, 4)),
-])
+@pytest.mark.parametrize(
+    "equation, x_shape, kernel_shape",
+    [
+        ("abc,cd->abd", (2, 3, 4), (4, 5)),
+        ("abc,cde->abde", (2, 3, 4), (4, 2, 3)),
+        ("abcd,cde->abe", (2, 3, 2, 3), (2, 3, 4)),
+    ],
+)
 def test_a_dense_einsum_becomes_a_matmul_computing_the_same(equation, x_shape, kernel_shape):
     from onnx import TensorProto, helper, numpy_helper
 
@@ -269,16 +299,17 @@ def test_a_dense_einsum_becomes_a_matmul_computing_the_same(equation, x_shape, k
     rng = np.random.default_rng(0)
     x, kernel = rng.normal(size=x_shape).astype(np.float32), rng.normal(size=kernel_shape).astype(np.float32)
     graph = helper.make_graph(
-        [helper.make_node("Einsum", ["x", "kernel"], ["y"], equation=equation, name="dense")], "g",
+        [helper.make_node("Einsum", ["x", "kernel"], ["y"], equation=equation, name="dense")],
+        "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(kernel, "kernel")])
+        [numpy_helper.from_array(kernel, "kernel")],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     assert fusion.einsums_to_matmuls(model) == 1
     fusion.prune(model)
     assert [n.op_type for n in model.graph.node if n.op_type in ("Einsum", "MatMul")] == ["MatMul"]
-    np.testing.assert_allclose(int8.session(model).run(None, {"x": x})[0], np.einsum(equation, x, kernel),
-                               atol=1e-5)
+    np.testing.assert_allclose(int8.session(model).run(None, {"x": x})[0], np.einsum(equation, x, kernel), atol=1e-5)
 
 
 def test_an_einsum_of_two_activations_stays():
@@ -286,8 +317,9 @@ def test_an_einsum_of_two_activations_stays():
 
     from trainer.serving.onnx import fusion
 
-    model = helper.make_model(helper.make_graph(
-        [helper.make_node("Einsum", ["a", "b"], ["y"], equation="aecd,abcd->acbe")], "g", [], []))
+    model = helper.make_model(
+        helper.make_graph([helper.make_node("Einsum", ["a", "b"], ["y"], equation="aecd,abcd->acbe")], "g", [], [])
+    )
     assert fusion.einsums_to_matmuls(model) == 0
 
 
@@ -341,21 +373,29 @@ def test_a_copy_whose_tokens_differ_on_a_row_is_refused_naming_it():
     outputs = {"probabilities": np.array([[0.2, 0.8], [0.6, 0.4]], np.float32)}
     found = quantize.parity(outputs, outputs, features, own, np.array(["i love it", "ok movie"]), 1e-4)
     assert found["token_rows_differing"] == 1 and found["max_difference"] == 0.0
-    assert found["why"] == ["its tokenizer's ids differ from the float32 model's on 1 of 2 validation "
-                            "rows (e.g. 'ok movie')"]
+    assert found["why"] == [
+        "its tokenizer's ids differ from the float32 model's on 1 of 2 validation rows (e.g. 'ok movie')"
+    ]
 
 
 def test_outputs_further_than_the_bound_refuse_the_copy_and_say_by_how_much():
     from trainer.serving import quantize
 
     features = {"input_mask": np.ones((1, 2), int)}
-    found = quantize.parity({"score": np.array([1.0], np.float32)}, {"score": np.array([1.0003], np.float32)},
-                            features, features, np.array(["meh"]), 1e-4)
+    found = quantize.parity(
+        {"score": np.array([1.0], np.float32)},
+        {"score": np.array([1.0003], np.float32)},
+        features,
+        features,
+        np.array(["meh"]),
+        1e-4,
+    )
     assert found["why"] == ["its outputs differ from float32's by up to 0.0003 (at most 0.0001 allowed)"]
 
 
 def test_multi_label_past_the_table_s_labels_is_joined_by_the_runtime_as_the_savedmodel_joins(
-        tiny_encoder_dir, cache_dir, tmp_path):
+    tiny_encoder_dir, cache_dir, tmp_path
+):
     from trainer.serving.onnx import convert, runtime
 
     labels = convert.MAX_JOINED_LABELS + 2
@@ -374,9 +414,12 @@ def run_context(task, backend="native", mode="truncate", names=("a", "b"), prepr
     from types import SimpleNamespace
 
     model = SimpleNamespace(encoder_backend=backend, preprocessor=preprocessor)
-    return SimpleNamespace(config=SimpleNamespace(model=model),
-                           long_texts=SimpleNamespace(mode=mode), task=task,
-                           datasets=SimpleNamespace(labels=SimpleNamespace(names=list(names))))
+    return SimpleNamespace(
+        config=SimpleNamespace(model=model),
+        long_texts=SimpleNamespace(mode=mode),
+        task=task,
+        datasets=SimpleNamespace(labels=SimpleNamespace(names=list(names))),
+    )
 
 
 @pytest.mark.parametrize("precision", ["onnx", "onnx-int8"])
@@ -397,17 +440,25 @@ def test_a_tf_hub_preprocessor_is_not_converted_and_says_why():
     context = run_context(tasks.by_name("classification"), preprocessor="https://tfhub.dev/x/preprocess/3")
     assert results.unsupported(context, "onnx") == (
         "--preprocessor: a TF-Hub preprocessor tokenizes in its own graph, which the ONNX copies' "
-        "tokenizer.json cannot carry")
+        "tokenizer.json cannot carry"
+    )
 
 
-@pytest.mark.parametrize("flags, error", [
-    (["--encoder-backend", "hub", "--encoder", "https://tfhub.dev/x/y/1"],
-     "error: --export-onnx: 'on' needs --encoder-backend native: a hub.KerasLayer's graph is its "
-     "publisher's, not converted to ONNX"),
-    (["--preprocessor", "https://tfhub.dev/x/preprocess/3"],
-     "error: --export-onnx: 'on' cannot be met with --preprocessor: a TF-Hub preprocessor tokenizes "
-     "in its own graph, which the ONNX copies' tokenizer.json cannot carry"),
-])
+@pytest.mark.parametrize(
+    "flags, error",
+    [
+        (
+            ["--encoder-backend", "hub", "--encoder", "https://tfhub.dev/x/y/1"],
+            "error: --export-onnx: 'on' needs --encoder-backend native: a hub.KerasLayer's graph is its "
+            "publisher's, not converted to ONNX",
+        ),
+        (
+            ["--preprocessor", "https://tfhub.dev/x/preprocess/3"],
+            "error: --export-onnx: 'on' cannot be met with --preprocessor: a TF-Hub preprocessor tokenizes "
+            "in its own graph, which the ONNX copies' tokenizer.json cannot carry",
+        ),
+    ],
+)
 def test_export_onnx_on_is_refused_up_front_for_what_does_not_convert(tmp_path, flags, error):
     from test_task import run_in_process
 
@@ -418,6 +469,7 @@ def test_export_onnx_on_is_refused_up_front_for_what_does_not_convert(tmp_path, 
 
 # --- runs end to end (slow tier) ------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def onnx_run(tiny_encoder_dir, tiny_data, tmp_path_factory):
     """A tiny run with the default --export-onnx auto."""
@@ -425,10 +477,28 @@ def onnx_run(tiny_encoder_dir, tiny_data, tmp_path_factory):
     from test_predict import run_cli
 
     job_dir = tmp_path_factory.mktemp("onnx_run") / "job"
-    result = run_cli("trainer.task", "--encoder", tiny_encoder_dir, "--training-file", tiny_data["train"],
-                     "--validation-file", tiny_data["validation"], "--job-dir", job_dir, "--epochs", "3",
-                     "--batch-size", "16", "--max-seq-length", "16", "--learning-rate", "1e-3",
-                     "--export-onnx", "auto", *TINY_TASK_FLAGS)
+    result = run_cli(
+        "trainer.task",
+        "--encoder",
+        tiny_encoder_dir,
+        "--training-file",
+        tiny_data["train"],
+        "--validation-file",
+        tiny_data["validation"],
+        "--job-dir",
+        job_dir,
+        "--epochs",
+        "3",
+        "--batch-size",
+        "16",
+        "--max-seq-length",
+        "16",
+        "--learning-rate",
+        "1e-3",
+        "--export-onnx",
+        "auto",
+        *TINY_TASK_FLAGS,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return job_dir, result
 
@@ -443,8 +513,10 @@ def test_the_run_writes_both_checked_copies_and_their_figures(onnx_run, copy):
     block = metrics["precisions"][copy]
     assert block["written"] and block["passed"] and block["token_rows_differing"] == 0
     assert block["max_difference"] <= (1e-4 if copy == "onnx" else 1.0) and block["rows"] == 30
-    assert json.loads((job_dir / "model" / "precisions.json").read_text())[copy]["max_difference"] == \
-        block["max_difference"]
+    assert (
+        json.loads((job_dir / "model" / "precisions.json").read_text())[copy]["max_difference"]
+        == block["max_difference"]
+    )
     files = {p.name for p in (job_dir / "model" / copy).iterdir()}
     assert files == {"model.onnx", "tokenizer.json", "packing.json", "onnx.json"}
     assert f"{copy} model: labels agree with float32 on" in result.stdout
@@ -469,8 +541,7 @@ def retrofitted(onnx_run, tmp_path):
 
 
 @pytest.mark.slow
-def test_export_quantized_writes_the_onnx_copies_of_a_finished_run_the_int8_one_after_the_other(onnx_run,
-                                                                                               tmp_path):
+def test_export_quantized_writes_the_onnx_copies_of_a_finished_run_the_int8_one_after_the_other(onnx_run, tmp_path):
     from test_predict import run_cli
     from test_task import run_in_process
 
@@ -479,7 +550,8 @@ def test_export_quantized_writes_the_onnx_copies_of_a_finished_run_the_int8_one_
     early = run_in_process("--model-dir", model_dir, "--precision", "onnx-int8", module="trainer.export_quantized")
     assert early.returncode == 2 and early.stderr.strip().splitlines() == [
         f"error: --precision onnx-int8: quantizes the model dir's onnx copy, and {model_dir} holds none; "
-        f"write it first with --precision onnx"]
+        f"write it first with --precision onnx"
+    ]
     for copy in ("onnx", "onnx-int8"):
         result = run_cli("trainer.export_quantized", "--model-dir", model_dir, "--precision", copy)
         assert result.returncode == 0, result.stdout + result.stderr
@@ -499,12 +571,34 @@ def tagger_run(tiny_encoder_dir, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("onnx_tagger_run")
     rng = random.Random(1)
-    sentences = {name: [tagged_sentence(rng) for _ in range(count)] for name, count in (("train", 200), ("validation", 40))}
+    sentences = {
+        name: [tagged_sentence(rng) for _ in range(count)] for name, count in (("train", 200), ("validation", 40))
+    }
     data = {name: write_conll(root / f"{name}.conll", rows) for name, rows in sentences.items()}
-    result = run_cli("trainer.task", "--encoder", tiny_encoder_dir, "--training-file", data["train"],
-                     "--validation-file", data["validation"], "--job-dir", root / "job", "--epochs", "12",
-                     "--batch-size", "16", "--learning-rate", "1e-2", "--max-seq-length", "16",
-                     "--export-onnx", "auto", "--report", "off", *TINY_TASK_FLAGS)
+    result = run_cli(
+        "trainer.task",
+        "--encoder",
+        tiny_encoder_dir,
+        "--training-file",
+        data["train"],
+        "--validation-file",
+        data["validation"],
+        "--job-dir",
+        root / "job",
+        "--epochs",
+        "12",
+        "--batch-size",
+        "16",
+        "--learning-rate",
+        "1e-2",
+        "--max-seq-length",
+        "16",
+        "--export-onnx",
+        "auto",
+        "--report",
+        "off",
+        *TINY_TASK_FLAGS,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return root / "job", result, [" ".join(word for word, _ in row) for row in sentences["validation"]]
 
@@ -520,7 +614,12 @@ def test_a_tagger_run_writes_both_checked_copies_with_tagging_json(tagger_run, c
     assert block["label_agreement_of"] == "entities" and block["label_agreement"] >= 0.99
     assert block["max_difference"] <= (1e-4 if copy == "onnx" else 1.0)
     assert {p.name for p in (job_dir / "model" / copy).iterdir()} == {
-        "model.onnx", "tokenizer.json", "packing.json", "tagging.json", "onnx.json"}
+        "model.onnx",
+        "tokenizer.json",
+        "packing.json",
+        "tagging.json",
+        "onnx.json",
+    }
     assert f"{copy} model: entities agree with float32 at" in result.stdout
 
 
@@ -534,17 +633,30 @@ def test_a_tagger_runs_copies_predict_its_entities_without_tensorflow(tagger_run
     from test_predict import run_cli
 
     job_dir, _, sentences = tagger_run
-    texts = sentences + [" ".join(sentences[i:i + 4]) for i in range(0, 40, 4)]
+    texts = sentences + [" ".join(sentences[i : i + 4]) for i in range(0, 40, 4)]
     source = tmp_path / "in.jsonl"
     source.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
     found = {}
     for runtime, run in (("tensorflow", run_cli), ("onnx", without_tensorflow)):
         output = tmp_path / f"{runtime}.jsonl"
-        result = run("trainer.predict", "--model-dir", job_dir / "model", "--input", source, "--output", output,
-                     "--runtime", runtime, "--precision", "float32" if runtime == "tensorflow" else precision)
+        result = run(
+            "trainer.predict",
+            "--model-dir",
+            job_dir / "model",
+            "--input",
+            source,
+            "--output",
+            output,
+            "--runtime",
+            runtime,
+            "--precision",
+            "float32" if runtime == "tensorflow" else precision,
+        )
         assert result.returncode == 0, result.stderr
-        found[runtime] = [{(e["label"], e["text"], e["start"], e["end"]) for e in json.loads(line)["entities"]}
-                          for line in output.read_text().splitlines()]
+        found[runtime] = [
+            {(e["label"], e["text"], e["start"], e["end"]) for e in json.loads(line)["entities"]}
+            for line in output.read_text().splitlines()
+        ]
     ours, theirs = found["onnx"], found["tensorflow"]
     assert sum(map(len, theirs)) > len(texts)
     if precision == "float32":

@@ -8,20 +8,25 @@ pieces), exported here, its copies written and checked by the export's own code 
 quantize.export_checked), no training; a trained run's copies are in test_onnx_export.py's slow
 tier.
 """
+
 import json
 import pathlib
 import random
 
 import numpy as np
 import pytest
-
 from test_onnx_runtime import without_tensorflow
 from test_tagging_windows import NAMES, SEQ, WORDS, tagger
 
 _rng = random.Random(5)
 # Texts of one window to several, more windows in all than one run of 16, and hard ones
 TEXTS = [" ".join(_rng.choice(WORDS) for _ in range(_rng.randint(1, 30))) for _ in range(24)] + [
-    "", "Zoë met Ann in São Paulo !", "lone \u200d joiner", "tab\tand\x00nul", "   "]
+    "",
+    "Zoë met Ann in São Paulo !",
+    "lone \u200d joiner",
+    "tab\tand\x00nul",
+    "   ",
+]
 
 
 def build(encoder_dir, cache_dir):
@@ -31,6 +36,7 @@ def build(encoder_dir, cache_dir):
     def built():
         encoder = load_encoder(encoder_dir, seq_length=SEQ, cache_dir=cache_dir)
         return encoder.preprocessor, tagger(encoder)
+
     return built
 
 
@@ -63,8 +69,20 @@ def model_dir(exported):
     path, built, reference, entities = exported
     task = tasks.by_name("token-classification")
     copy, _ = copies.float32_copy(built, reference.classifier_variables, reference, task, NAMES, SEQ, False)
-    return path, quantize.export_checked(copy, reference, path, "onnx", task, np.array(TEXTS, object), None,
-                                         entities, NAMES, 8, own_tokens=True, max_difference=1e-4)
+    return path, quantize.export_checked(
+        copy,
+        reference,
+        path,
+        "onnx",
+        task,
+        np.array(TEXTS, object),
+        None,
+        entities,
+        NAMES,
+        8,
+        own_tokens=True,
+        max_difference=1e-4,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +97,12 @@ def test_the_float32_copy_is_the_network_with_tagging_json_and_passes_the_check_
 
     path, figures = model_dir
     assert {p.name for p in pathlib.Path(path, "onnx").iterdir()} == {
-        "model.onnx", "tokenizer.json", "packing.json", "tagging.json", "onnx.json"}
+        "model.onnx",
+        "tokenizer.json",
+        "packing.json",
+        "tagging.json",
+        "onnx.json",
+    }
     assert json.loads(pathlib.Path(path, "onnx", "onnx.json").read_text())["outputs"] == ["logits"]
     assert variants.signature_of(path, f"{path}/onnx").task().name == "token-classification"
     assert figures["passed"] and figures["label_agreement"] == 1.0 and figures["token_rows_differing"] == 0
@@ -92,8 +115,9 @@ def same_entities(got, expected) -> bool:
     return got == (expected and [{**e, "score": pytest.approx(e["score"], abs=1e-4)} for e in expected])
 
 
-def test_predict_without_tensorflow_gives_the_savedmodels_entities_words_and_tags(exported, model_dir, texts_file,
-                                                                               tmp_path):
+def test_predict_without_tensorflow_gives_the_savedmodels_entities_words_and_tags(
+    exported, model_dir, texts_file, tmp_path
+):
     """Against the TensorFlow runtime's columns of the same rows (trainer.predict's own
     add_predictions, the SavedModel loaded)."""
     import pandas as pd
@@ -102,8 +126,17 @@ def test_predict_without_tensorflow_gives_the_savedmodels_entities_words_and_tag
 
     expected = pd.DataFrame({"text": TEXTS})
     predict.add_predictions(expected, exported[2], TEXTS, 8)
-    result = without_tensorflow("trainer.predict", "--model-dir", model_dir[0], "--input", texts_file,
-                                "--output", tmp_path / "onnx.jsonl", "--runtime", "onnx")
+    result = without_tensorflow(
+        "trainer.predict",
+        "--model-dir",
+        model_dir[0],
+        "--input",
+        texts_file,
+        "--output",
+        tmp_path / "onnx.jsonl",
+        "--runtime",
+        "onnx",
+    )
     assert result.returncode == 0, result.stderr
     got = [json.loads(line) for line in (tmp_path / "onnx.jsonl").read_text().splitlines()]
     assert sum(len(row or []) for row in expected["entities"]) > len(TEXTS)  # entities to compare
@@ -161,8 +194,9 @@ def test_the_check_counts_the_texts_whose_words_or_windows_differ(copy_tokens):
 
     assert tagging.texts_differing(features, features).tolist() == []
     assert tagging.texts_differing(features, spoiled(features, another_word_id)).tolist() == [2]
-    assert tagging.texts_differing(features, spoiled(features, lambda f: f["word_end"].__setitem__(
-        (4, 0), 99))).tolist() == [4]
+    assert tagging.texts_differing(
+        features, spoiled(features, lambda f: f["word_end"].__setitem__((4, 0), 99))
+    ).tolist() == [4]
     assert tagging.texts_differing(features, spoiled(features, one_more_window)).tolist() == [0]
 
 
@@ -174,24 +208,31 @@ def int8_copy(exported):
 
     path, _, reference, entities = exported
     rows = {"texts": np.array(TEXTS, object), "pairs": None, "labels": entities, "label_names": NAMES}
-    return copies.int8_copy(path, reference, tasks.by_name("token-classification"), rows,
-                            lambda: (np.array(TEXTS[:8], object), None), 8)
+    return copies.int8_copy(
+        path, reference, tasks.by_name("token-classification"), rows, lambda: (np.array(TEXTS[:8], object), None), 8
+    )
 
 
-def test_the_int8_copy_is_quantized_from_the_float32_copys_folder_tagging_json_and_all(exported, model_dir,
-                                                                                     tmp_path):
+def test_the_int8_copy_is_quantized_from_the_float32_copys_folder_tagging_json_and_all(exported, model_dir, tmp_path):
     from trainer.serving import predict
 
     path = model_dir[0]
     (write, load), _, _ = int8_copy(exported)
     write(str(tmp_path / "int8"))
     assert {p.name for p in (tmp_path / "int8").iterdir()} == {
-        "model.onnx", "tokenizer.json", "packing.json", "tagging.json", "onnx.json"}
+        "model.onnx",
+        "tokenizer.json",
+        "packing.json",
+        "tagging.json",
+        "onnx.json",
+    }
     assert (tmp_path / "int8" / "tagging.json").read_bytes() == pathlib.Path(path, "onnx", "tagging.json").read_bytes()
     facts, source = (json.loads(pathlib.Path(d, "onnx.json").read_text()) for d in (tmp_path / "int8", f"{path}/onnx"))
     assert (facts["precision"], facts["task_outputs"]) == ("int8", source["task_outputs"])
-    answered, expected = (predict.predict_outputs(model, TEXTS, 8, wanted=("entity_count", "word_count"))
-                          for model in (load(str(tmp_path / "int8")), exported[2]))
+    answered, expected = (
+        predict.predict_outputs(model, TEXTS, 8, wanted=("entity_count", "word_count"))
+        for model in (load(str(tmp_path / "int8")), exported[2])
+    )
     assert answered["word_count"].tolist() == expected["word_count"].tolist()
     assert answered["entity_count"].sum() > 0
 
@@ -213,17 +254,27 @@ def test_evaluate_without_tensorflow_scores_the_copy_as_it_scores_the_savedmodel
     from test_task import run_in_process
 
     rng = random.Random(2)
-    labelled = write_conll(tmp_path / "gold.conll", [
-        [(rng.choice(WORDS), rng.choice(["O", "O", "B-PER", "B-LOC", "I-LOC"])) for _ in range(rng.randint(2, 25))]
-        for _ in range(30)])
+    labelled = write_conll(
+        tmp_path / "gold.conll",
+        [
+            [(rng.choice(WORDS), rng.choice(["O", "O", "B-PER", "B-LOC", "I-LOC"])) for _ in range(rng.randint(2, 25))]
+            for _ in range(30)
+        ],
+    )
     scored = {}
     for runtime in ("tensorflow", "onnx"):
         output = tmp_path / f"{runtime}.json"
         args = ("--model-dir", model_dir[0], "--input", labelled, "--runtime", runtime, "--output", output)
-        result = run_in_process(*args, module="trainer.evaluate") if runtime == "tensorflow" else \
-            without_tensorflow("trainer.evaluate", *args)
+        result = (
+            run_in_process(*args, module="trainer.evaluate")
+            if runtime == "tensorflow"
+            else without_tensorflow("trainer.evaluate", *args)
+        )
         assert result.returncode == 0, result.stderr
         scored[runtime] = json.loads(output.read_text())
     metrics = scored["tensorflow"]["metrics"]
-    assert metrics["entities"] > 0 and scored["onnx"]["metrics"] == {**metrics, "loss": pytest.approx(metrics["loss"], abs=1e-4)}
+    assert metrics["entities"] > 0 and scored["onnx"]["metrics"] == {
+        **metrics,
+        "loss": pytest.approx(metrics["loss"], abs=1e-4),
+    }
     assert scored["onnx"]["errors"] == scored["tensorflow"]["errors"]

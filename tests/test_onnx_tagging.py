@@ -7,6 +7,7 @@ The families' tokenizers are tests/test_onnx_tokenizer.py's; the network matters
 side's rules, so their logits are random (a seeded normal, wide enough to give every tag, runs
 of I- and entities anywhere), and the tiny BERT tagger's own are fed to both once.
 """
+
 import json
 import pathlib
 import subprocess
@@ -17,8 +18,8 @@ import types
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from test_onnx_tokenizer import FAMILIES, HARD, directories, onnx_tokenizer, preprocessor  # noqa: F401
+
 from trainer.errors import UserError
 from trainer.serving.onnx import tagging as onnx_tagging
 
@@ -33,8 +34,7 @@ def module_of(built, tagger=None):
     weights where only `tokenize` and `outputs` are called)."""
     from trainer.serving import tagging
 
-    return tagging.TaggingModule(built, tagger or types.SimpleNamespace(variables=[]), NAMES,
-                                 built.seq_length)
+    return tagging.TaggingModule(built, tagger or types.SimpleNamespace(variables=[]), NAMES, built.seq_length)
 
 
 def onnx_copy(module, directory) -> onnx_tagging.Tagger:
@@ -42,8 +42,9 @@ def onnx_copy(module, directory) -> onnx_tagging.Tagger:
     from trainer.data import input_pipeline
 
     onnx_tokenizer(module.preprocessor, directory, input_pipeline.LongTexts())
-    (directory / onnx_tagging.TAGGING).write_bytes(onnx_tagging.tagging_json(
-        module.preprocessor, NAMES, int(module.window_overlap.numpy())))
+    (directory / onnx_tagging.TAGGING).write_bytes(
+        onnx_tagging.tagging_json(module.preprocessor, NAMES, int(module.window_overlap.numpy()))
+    )
     return onnx_tagging.Tagger.from_dir(str(directory))
 
 
@@ -74,17 +75,33 @@ def test_words_and_offsets_equal_tf_texts_on_every_code_point():
     from trainer.modeling.encoders.words import split_words
 
     codes = [c for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF]
-    texts = ["".join(f"a{chr(c)}b" for c in codes[i:i + 5000]) for i in range(0, len(codes), 5000)]
+    texts = ["".join(f"a{chr(c)}b" for c in codes[i : i + 5000]) for i in range(0, len(codes), 5000)]
     _, starts, ends = split_words(tf.constant(texts))
-    differing = [i for i, (text, s, e) in enumerate(zip(texts, starts.to_list(), ends.to_list()))
-                 if onnx_tagging.split_words(text) != list(zip(s, e))]
+    differing = [
+        i
+        for i, (text, s, e) in enumerate(zip(texts, starts.to_list(), ends.to_list()))
+        if onnx_tagging.split_words(text) != list(zip(s, e))
+    ]
     assert differing == []
 
 
 def test_words_are_split_at_spaces_controls_and_each_punctuation_character():
     text = "Ann\x00met  Bob's\u00a0cat\x85(St. Zoë) 👍🏽\u200d!"
     assert [text[a:b] for a, b in onnx_tagging.split_words(text)] == [
-        "Ann", "met", "Bob", "'", "s", "cat", "(", "St", ".", "Zoë", ")", "👍🏽\u200d", "!"]
+        "Ann",
+        "met",
+        "Bob",
+        "'",
+        "s",
+        "cat",
+        "(",
+        "St",
+        ".",
+        "Zoë",
+        ")",
+        "👍🏽\u200d",
+        "!",
+    ]
     assert onnx_tagging.split_words("") == onnx_tagging.split_words(" \t\x00 ") == []
 
 
@@ -94,7 +111,7 @@ KINDS = ("bert", "roberta", "xlm-roberta")
 
 
 @pytest.fixture(scope="module")
-def exported(preprocessor, tmp_path_factory):
+def exported(preprocessor, tmp_path_factory):  # noqa: F811  the imported fixture
     """family -> its tagger's export module, the copy's folder and the copy read from it, and
     the SavedModel's `tokenize` of TEXTS (each module's tokenize traced once: about 10 s)."""
     made = {}
@@ -104,8 +121,11 @@ def exported(preprocessor, tmp_path_factory):
             module = module_of(preprocessor(family, SEQ))
             directory = tmp_path_factory.mktemp(family)
             made[family] = types.SimpleNamespace(
-                module=module, directory=directory, copy=onnx_copy(module, directory),
-                features=numpy_of(module.tokenize(tf.constant(TEXTS))))
+                module=module,
+                directory=directory,
+                copy=onnx_copy(module, directory),
+                features=numpy_of(module.tokenize(tf.constant(TEXTS))),
+            )
         return made[family]
 
     return make
@@ -141,8 +161,12 @@ def test_an_entity_across_windows_reads_from_the_first_word_to_the_last(exported
     words = [features[name] for name in onnx_tagging.WORD_FEATURES]
     ours = tagger.copy.outputs([LONG], logits, *words)
     assert len(features["input_mask"]) > 1
-    assert (ours["entity_count"].tolist(), ours["entity_start"][0, 0], ours["entity_end"][0, 0],
-            ours["entity_text"][0, 0]) == ([1], 0, len(LONG) - 1, LONG.strip().encode())
+    assert (
+        ours["entity_count"].tolist(),
+        ours["entity_start"][0, 0],
+        ours["entity_end"][0, 0],
+        ours["entity_text"][0, 0],
+    ) == ([1], 0, len(LONG) - 1, LONG.strip().encode())
     assert_equal_outputs(ours, numpy_of(tagger.module.outputs(tf.constant([LONG]), logits, *words)))
 
 
@@ -151,7 +175,8 @@ def test_the_tiny_taggers_answers_equal_its_savedmodels(tiny_encoder_dir, tmp_pa
     """The tiny BERT tagger's own logits, computed on the windows cut to their longest row as
     the SavedModel's `serve` runs them, fed back through the copy's rules. The network runs
     eagerly here and in a graph there: its logits differ in the sixth digit."""
-    from test_tagging_windows import SEQ as TAGGER_SEQ, tagger
+    from test_tagging_windows import SEQ as TAGGER_SEQ
+    from test_tagging_windows import tagger
 
     from trainer.modeling.encoders import load_encoder
 
@@ -180,8 +205,12 @@ READ_WITHOUT_TENSORFLOW = textwrap.dedent("""
 
 def test_the_copy_reads_texts_where_tensorflow_cannot_be_imported(exported):
     tagger = exported("bert")
-    run = subprocess.run([sys.executable, "-c", READ_WITHOUT_TENSORFLOW, str(tagger.directory), json.dumps(TEXTS)],
-                         capture_output=True, text=True, cwd=pathlib.Path(__file__).resolve().parent.parent)
+    run = subprocess.run(
+        [sys.executable, "-c", READ_WITHOUT_TENSORFLOW, str(tagger.directory), json.dumps(TEXTS)],
+        capture_output=True,
+        text=True,
+        cwd=pathlib.Path(__file__).resolve().parent.parent,
+    )
     assert run.returncode == 0, run.stderr
     ours = {name: np.array(value, tagger.features[name].dtype) for name, value in json.loads(run.stdout).items()}
     assert_equal_outputs(ours, tagger.features)
@@ -208,11 +237,14 @@ def test_a_copy_without_tagging_json_is_one_error_naming_it(copy_dir):
         onnx_tagging.Tagger.from_dir(str(copy_dir))
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"format": 2}, r"tagging\.json: format 2, not 1"),
-    ({"tag_names": ["O", "B-PER"]}, r"tagging\.json: tag_names is not a list of O and a B- and I-"),
-    ({"window_overlap": 14}, r"tagging\.json: window_overlap 14 is not a count of pieces below"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"format": 2}, r"tagging\.json: format 2, not 1"),
+        ({"tag_names": ["O", "B-PER"]}, r"tagging\.json: tag_names is not a list of O and a B- and I-"),
+        ({"window_overlap": 14}, r"tagging\.json: window_overlap 14 is not a count of pieces below"),
+    ],
+)
 def test_a_tagging_json_the_export_did_not_write_is_one_error_naming_it(change, message, copy_dir):
     settings = json.loads((copy_dir / onnx_tagging.TAGGING).read_text())
     (copy_dir / onnx_tagging.TAGGING).write_text(json.dumps({**settings, **change}))

@@ -5,6 +5,7 @@ SavedModel's `tokenize` (input_pipeline.encode with the run's preprocessor), for
 The families' tokenizer files are the tiny ones tests/test_encoder_families.py reads (written by
 tests/reference_<family>.py), and the default encoder's vocabulary for BERT.
 """
+
 import json
 import os
 import pathlib
@@ -33,12 +34,20 @@ FAMILIES = {
     "deberta-v3": ("reference_deberta_v2", "deberta-v2", False),
 }
 HARD = [
-    "", " ", "Héllo Wörld! Café crème brûlée, naïve façade.", "I love it 😀🎉 so much",
-    "family 👩\u200d👩\u200d👧 and 👍🏽 ok", "Tokyo 東京 and 北京 are cities 서울",
-    "  runs   of\tspaces\nand\r\nnewlines  ", "no\u00a0break\u3000ideographic\u2028line",
-    "before nul\x00after it", "bell\x07 esc\x1b[0m next\x85line soft\u00adhyphen zero\u200bwidth",
-    "ΟΔΥΣΣΕΥΣ ﬁne… ＡＢＣ", "[CLS] <s> hi </s> <mask> [SEP] [MASK]",
-    "floccinaucinihilipilification " + "x" * 150, "the movie was great , i loved it " * 6,
+    "",
+    " ",
+    "Héllo Wörld! Café crème brûlée, naïve façade.",
+    "I love it 😀🎉 so much",
+    "family 👩\u200d👩\u200d👧 and 👍🏽 ok",
+    "Tokyo 東京 and 北京 are cities 서울",
+    "  runs   of\tspaces\nand\r\nnewlines  ",
+    "no\u00a0break\u3000ideographic\u2028line",
+    "before nul\x00after it",
+    "bell\x07 esc\x1b[0m next\x85line soft\u00adhyphen zero\u200bwidth",
+    "ΟΔΥΣΣΕΥΣ ﬁne… ＡＢＣ",
+    "[CLS] <s> hi </s> <mask> [SEP] [MASK]",
+    "floccinaucinihilipilification " + "x" * 150,
+    "the movie was great , i loved it " * 6,
 ]
 
 
@@ -62,6 +71,7 @@ def directories(tmp_path_factory):
 @pytest.fixture(scope="module")
 def preprocessor(directories):
     """(family, seq_length) -> the family's preprocessor, as the run builds it."""
+
     def build(family, seq_length):
         if family in ("xlm-roberta", "deberta-v3"):
             pytest.importorskip("transformers")  # the export converts the model file with it
@@ -83,14 +93,16 @@ def onnx_tokenizer(preprocessor, directory, long_texts="truncate", pair=False) -
 
 def savedmodel_features(preprocessor, texts, pairs=None, long_texts="truncate") -> dict:
     """The SavedModel's `tokenize` (export.ServingModule._tokenize)."""
-    features = input_pipeline.encode(preprocessor, tf.constant(texts),
-                                     None if pairs is None else tf.constant(pairs), long_texts)
+    features = input_pipeline.encode(
+        preprocessor, tf.constant(texts), None if pairs is None else tf.constant(pairs), long_texts
+    )
     return {name: features[name].numpy() for name in packing.FEATURES}
 
 
 def assert_equal_features(ours: dict, theirs: dict, texts):
     assert {name: value.dtype for name, value in ours.items()} == {
-        name: np.dtype(np.int32) for name in packing.FEATURES}
+        name: np.dtype(np.int32) for name in packing.FEATURES
+    }
     for name in packing.FEATURES:
         differing = [texts[i] for i in np.flatnonzero((ours[name] != theirs[name]).any(axis=1))]
         assert differing == [], name
@@ -178,8 +190,12 @@ READ_WITHOUT_TENSORFLOW = textwrap.dedent("""
 def test_the_runtime_side_reads_a_copy_where_tensorflow_cannot_be_imported(preprocessor, tmp_path):
     built = preprocessor("bert", 16)
     onnx_tokenizer(built, tmp_path)
-    run = subprocess.run([sys.executable, "-c", READ_WITHOUT_TENSORFLOW, str(tmp_path), json.dumps(HARD)],
-                         capture_output=True, text=True, cwd=pathlib.Path(__file__).resolve().parent.parent)
+    run = subprocess.run(
+        [sys.executable, "-c", READ_WITHOUT_TENSORFLOW, str(tmp_path), json.dumps(HARD)],
+        capture_output=True,
+        text=True,
+        cwd=pathlib.Path(__file__).resolve().parent.parent,
+    )
     assert run.returncode == 0, run.stderr
     ours = {name: np.array(value, np.int32) for name, value in json.loads(run.stdout).items()}
     assert_equal_features(ours, savedmodel_features(built, HARD), HARD)
@@ -202,6 +218,7 @@ def test_a_packing_json_of_another_format_is_one_error_naming_it(preprocessor, t
 
 def test_a_preprocessor_without_a_tokenizer_json_is_one_error():
     """A TF-Hub preprocessor (--encoder-backend hub) runs its publisher's graph."""
+
     class HubPreprocessor:
         pass
 

@@ -1,13 +1,14 @@
 """--target-precision / --target-recall: the threshold chosen on validation, stored in the export,
 applied by trainer.predict, the server's batch function and the bfloat16 copy; bad combinations
 stop up front."""
+
 import json
 
 import numpy as np
 import pytest
-
 from conftest import TINY_TASK_FLAGS, metrics_of, read_csv, write_csv
 from test_task import run_cli, run_in_process
+
 from trainer import tasks
 from trainer.config import OutputConfig
 from trainer.errors import UserError
@@ -69,14 +70,20 @@ def test_validation_without_positive_rows_reaches_no_target():
 
 
 def test_a_classifier_of_three_classes_is_refused():
-    with pytest.raises(UserError, match=r"^--target-precision: needs a binary or multi-label task; "
-                                        r"this classifier has 3 classes \(a, b, c\)"):
+    with pytest.raises(
+        UserError,
+        match=r"^--target-precision: needs a binary or multi-label task; "
+        r"this classifier has 3 classes \(a, b, c\)",
+    ):
         check_task(tasks.by_name("classification"), ["a", "b", "c"], OutputConfig(target_precision=0.9))
 
 
 def test_regression_is_refused():
-    with pytest.raises(UserError, match=r"^--target-recall: needs a binary or multi-label task; "
-                                        r"--task regression"):
+    with pytest.raises(
+        UserError,
+        match=r"^--target-recall: needs a binary or multi-label task; "
+        r"--task regression",
+    ):
         check_task(tasks.by_name("regression"), [], OutputConfig(target_recall=0.8))
 
 
@@ -86,20 +93,40 @@ def test_binary_and_multi_label_tasks_are_accepted():
 
 
 def test_the_three_class_run_stops_before_training_with_one_error_line(tiny_encoder_dir, tiny_data, tmp_path):
-    result = run_in_process("--encoder", tiny_encoder_dir, "--training-file", tiny_data["train"],
-                            "--validation-file", tiny_data["validation"], "--job-dir", tmp_path / "job",
-                            "--max-seq-length", "16", "--target-precision", "0.9")
+    result = run_in_process(
+        "--encoder",
+        tiny_encoder_dir,
+        "--training-file",
+        tiny_data["train"],
+        "--validation-file",
+        tiny_data["validation"],
+        "--job-dir",
+        tmp_path / "job",
+        "--max-seq-length",
+        "16",
+        "--target-precision",
+        "0.9",
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.strip().splitlines() == [
         "error: --target-precision: needs a binary or multi-label task; this classifier has 3 "
-        "classes (negative, neutral, positive), and a threshold picks between two"]
+        "classes (negative, neutral, positive), and a threshold picks between two"
+    ]
     assert not (tmp_path / "job" / "model").exists()
 
 
 # --- an export with a threshold ------------------------------------------------------------------
 
-TEXTS = ["i love this movie", "so bad", "great movie", "it was awful", "meh", "very good !",
-         "the movie is ok", "hate it so"]
+TEXTS = [
+    "i love this movie",
+    "so bad",
+    "great movie",
+    "it was awful",
+    "meh",
+    "very good !",
+    "the movie is ok",
+    "hate it so",
+]
 LABELS = ["neg", "pos"]
 
 
@@ -123,8 +150,10 @@ def thresholded(tiny_encoder_dir, tmp_path_factory):
     assert positive.max() < 0.5, positive  # argmax alone would say `neg` for every text
     threshold = float(np.median(positive))
     model_dir = tmp_path_factory.mktemp("thresholded") / "model"
-    export.export(export.ServingModule(encoder.preprocessor, model, LABELS, 16,
-                                       decisions={"threshold": threshold}), str(model_dir))
+    export.export(
+        export.ServingModule(encoder.preprocessor, model, LABELS, 16, decisions={"threshold": threshold}),
+        str(model_dir),
+    )
     return model_dir, threshold
 
 
@@ -132,19 +161,23 @@ def expected_labels(probabilities, threshold):
     return [LABELS[int(p >= np.float32(threshold))] for p in probabilities[:, 1]]
 
 
-@pytest.mark.slow  # a tiny model trained and exported with a threshold (about 25 s): run by hand (docs/testing.md), not in CI
+# a tiny model trained and exported with a threshold (about 25 s): run by hand (docs/testing.md), not in CI
+@pytest.mark.slow
 def test_the_export_stores_its_threshold(thresholded):
     from trainer.serving import export
+
     model_dir, threshold = thresholded
     assert float(export.load_module(str(model_dir)).threshold.numpy()) == pytest.approx(threshold)
 
 
-@pytest.mark.slow  # a tiny model trained and exported with a threshold (about 25 s): run by hand (docs/testing.md), not in CI
+# a tiny model trained and exported with a threshold (about 25 s): run by hand (docs/testing.md), not in CI
+@pytest.mark.slow
 def test_trainer_predict_writes_the_class_the_threshold_decides(thresholded, tmp_path):
     model_dir, threshold = thresholded
     rows = write_csv(tmp_path / "in.csv", [(text,) for text in TEXTS], ("text",))
-    result = run_in_process("--model-dir", model_dir, "--input", rows, "--output", tmp_path / "out.csv",
-                            module="trainer.predict")
+    result = run_in_process(
+        "--model-dir", model_dir, "--input", rows, "--output", tmp_path / "out.csv", module="trainer.predict"
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     out = read_csv(tmp_path / "out.csv")
     probabilities = np.array([[float(r["probability_neg"]), float(r["probability_pos"])] for r in out])
@@ -153,9 +186,11 @@ def test_trainer_predict_writes_the_class_the_threshold_decides(thresholded, tmp
     assert "pos" in predicted  # below 0.5, yet at or above the threshold
 
 
-@pytest.mark.slow  # a tiny model trained and exported with a threshold (about 25 s): run by hand (docs/testing.md), not in CI
+# a tiny model trained and exported with a threshold (about 25 s): run by hand (docs/testing.md), not in CI
+@pytest.mark.slow
 def test_the_servers_predictions_apply_the_threshold(thresholded):
     from trainer.serving import export, predict
+
     model_dir, threshold = thresholded
     answers, _ = predict.predict_instances(export.load_module(str(model_dir)), TEXTS, 4)
     probabilities = np.array([[a["probabilities"]["neg"], a["probabilities"]["pos"]] for a in answers])
@@ -163,11 +198,13 @@ def test_the_servers_predictions_apply_the_threshold(thresholded):
     assert "pos" in [a["label"] for a in answers]
 
 
-@pytest.mark.slow  # a tiny model trained and exported with a threshold (about 25 s): run by hand (docs/testing.md), not in CI
+# a tiny model trained and exported with a threshold (about 25 s): run by hand (docs/testing.md), not in CI
+@pytest.mark.slow
 def test_the_bfloat16_copy_is_built_with_the_exports_threshold(thresholded, tiny_encoder_dir):
     from trainer.modeling import heads
     from trainer.modeling.encoders import load_encoder
     from trainer.serving import export, quantize
+
     model_dir, threshold = thresholded
     reference = export.load_module(str(model_dir))
     encoder = load_encoder(tiny_encoder_dir, seq_length=16)
@@ -178,21 +215,45 @@ def test_the_bfloat16_copy_is_built_with_the_exports_threshold(thresholded, tiny
 
 # --- end to end ----------------------------------------------------------------------------------
 
+
 def binary_rows(count, seed):
     from conftest import labelled_rows
+
     return [(text, label) for text, label in labelled_rows(count, seed) if label != "neutral"]
 
 
 @pytest.mark.slow  # a real run: run by hand (docs/testing.md), not in CI
 def test_a_binary_run_exports_the_threshold_metrics_json_records(tiny_encoder_dir, tmp_path):
-    files = {name: write_csv(tmp_path / f"{name}.csv", binary_rows(count, seed))
-             for name, count, seed in (("train", 90, 1), ("validation", 45, 2), ("test", 30, 3))}
+    files = {
+        name: write_csv(tmp_path / f"{name}.csv", binary_rows(count, seed))
+        for name, count, seed in (("train", 90, 1), ("validation", 45, 2), ("test", 30, 3))
+    }
     job_dir = tmp_path / "job"
-    result = run_cli("--encoder", tiny_encoder_dir, "--training-file", files["train"],
-                     "--validation-file", files["validation"], "--testing-file", files["test"],
-                     "--job-dir", job_dir, "--epochs", "3", "--batch-size", "8", "--learning-rate",
-                     "1e-2", "--max-seq-length", "16", "--mixed-precision", "off", *TINY_TASK_FLAGS,
-                     "--target-recall", "1.0")
+    result = run_cli(
+        "--encoder",
+        tiny_encoder_dir,
+        "--training-file",
+        files["train"],
+        "--validation-file",
+        files["validation"],
+        "--testing-file",
+        files["test"],
+        "--job-dir",
+        job_dir,
+        "--epochs",
+        "3",
+        "--batch-size",
+        "8",
+        "--learning-rate",
+        "1e-2",
+        "--max-seq-length",
+        "16",
+        "--mixed-precision",
+        "off",
+        *TINY_TASK_FLAGS,
+        "--target-recall",
+        "1.0",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     metrics = metrics_of(job_dir)
     point = metrics["operating_point"]
@@ -202,8 +263,8 @@ def test_a_binary_run_exports_the_threshold_metrics_json_records(tiny_encoder_di
     assert metrics["test"]["per_class"]["positive"]["recall"] == pytest.approx(point["test"]["recall"])
     assert metrics["validation"]["per_class"]["positive"]["recall"] == 1.0
     from trainer.serving import export
-    assert float(export.load_module(str(job_dir / "model")).threshold.numpy()) == \
-        pytest.approx(point["threshold"])
+
+    assert float(export.load_module(str(job_dir / "model")).threshold.numpy()) == pytest.approx(point["threshold"])
     assert "operating point: positive class 'positive' threshold" in result.stdout
     last_validation_line = [line for line in result.stdout.splitlines() if " validation loss " in line][-1]
     assert f"accuracy {metrics['validation']['accuracy']:.4f}" in last_validation_line
@@ -222,11 +283,18 @@ def finished_training(task, names, outputs, **flags):
     for flag, value in flags.items():
         setattr(config.output, flag, value)
     return SimpleNamespace(
-        config=config, task=task, outputs=outputs, calibration=None, results={}, operating_point=None,
+        config=config,
+        task=task,
+        outputs=outputs,
+        calibration=None,
+        results={},
+        operating_point=None,
         datasets=SimpleNamespace(labels=SimpleNamespace(names=names)),
-        inputs=SimpleNamespace(eval_sets=dict.fromkeys(outputs),
-                               tokenized={name: labels for name, (_, labels) in outputs.items()}),
-        fit=SimpleNamespace(hypertune=None))
+        inputs=SimpleNamespace(
+            eval_sets=dict.fromkeys(outputs), tokenized={name: labels for name, (_, labels) in outputs.items()}
+        ),
+        fit=SimpleNamespace(hypertune=None),
+    )
 
 
 def logits_of(probabilities):
@@ -246,8 +314,7 @@ def test_each_label_of_a_multi_label_model_gets_its_own_threshold_or_keeps_its_f
     labels = np.array([[1, 0], [1, 1], [0, 1], [0, 0]])
     task = MultiLabelTask()
     task.thresholds = np.array([0.5, 0.3])
-    ctx = finished_training(task, ["a", "b"], {"validation": (logits_of(probabilities), labels)},
-                            target_precision=1.0)
+    ctx = finished_training(task, ["a", "b"], {"validation": (logits_of(probabilities), labels)}, target_precision=1.0)
     choose_operating_point(ctx)
     point = ctx.operating_point["labels"]
     assert point["a"]["reached"] and point["a"]["threshold"] == pytest.approx(0.55)
@@ -268,8 +335,7 @@ def test_the_final_log_lines_say_what_metrics_json_records_at_the_threshold(capl
     # Every positive probability is below 0.5: the most probable class is right on 1 row of 4;
     # --target-recall 1.0 puts the threshold at 0.25, which gets all 4 right.
     validation = (np.stack([np.zeros(4), logits_of([0.2, 0.3, 0.4, 0.45])], axis=1), np.array([0, 1, 1, 1]))
-    ctx = finished_training(ClassificationTask(), ["neg", "pos"], {"validation": validation},
-                            target_recall=1.0)
+    ctx = finished_training(ClassificationTask(), ["neg", "pos"], {"validation": validation}, target_recall=1.0)
     stages = [stage.__name__ for stage in run.STAGES]
     assert stages.index("choose_operating_point") < stages.index("summarize") < stages.index("report")
     with caplog.at_level("INFO", logger="trainer"):

@@ -1,4 +1,5 @@
 """The fine-tuning optimizer: AdamW with a learning rate per variable, updated by one fused kernel."""
+
 import numpy as np
 import tensorflow as tf
 import tf_keras
@@ -15,8 +16,13 @@ def trained_weights(optimizer_class, steps=20, peak=1e-2, scales=()):
     bias = tf.Variable(tf.random.stateless_normal([4], seed=[3, 4]), name="bias")
     table = tf.Variable(tf.random.stateless_normal([5, 4], seed=[5, 6]), name="table")
     optimizer = optimizer_class(
-        learning_rate=optimization.WarmupLinearDecay(peak, 3, steps), weight_decay=0.1,
-        beta_1=0.9, beta_2=0.999, epsilon=1e-6, global_clipnorm=1.0)
+        learning_rate=optimization.WarmupLinearDecay(peak, 3, steps),
+        weight_decay=0.1,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-6,
+        global_clipnorm=1.0,
+    )
     optimizer.exclude_from_weight_decay(var_names=optimization.NO_DECAY)
     variables = [kernel, bias, table]
     if scales:
@@ -26,8 +32,7 @@ def trained_weights(optimizer_class, steps=20, peak=1e-2, scales=()):
     def step(scale):
         with tf.GradientTape() as tape:
             rows = tf.gather(table, [0, 2, 4])
-            loss = tf.reduce_sum(tf.sin(kernel * scale)) + tf.reduce_sum(bias ** 3) \
-                + tf.reduce_sum(rows ** 2)
+            loss = tf.reduce_sum(tf.sin(kernel * scale)) + tf.reduce_sum(bias**3) + tf.reduce_sum(rows**2)
         optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
 
     for index in range(steps):
@@ -53,8 +58,7 @@ def test_layer_decay_scales_each_layer_below_the_top_by_one_more_factor():
     from trainer.modeling.encoders.layers import EncoderConfig
     from trainer.modeling.encoders.models import bert
 
-    network = bert.build(EncoderConfig(vocab_size=30, hidden_size=8, num_layers=2, num_heads=2,
-                                       intermediate_size=16))
+    network = bert.build(EncoderConfig(vocab_size=30, hidden_size=8, num_layers=2, num_heads=2, intermediate_size=16))
     scales = {v.name: scale for v, scale in optimization.layer_rate_scales(network.weights, 0.5)}
     assert all(s == 0.5 for name, s in scales.items() if "transformer/layer_1/" in name)
     assert all(s == 0.25 for name, s in scales.items() if "transformer/layer_0/" in name)

@@ -5,6 +5,7 @@ fastest the dir holds for the machine; trainer.export_quantized writes a copy fo
 Slow tier (converting and checking both copies takes most of a minute), which CI runs on both
 TensorFlow minors; the default suite keeps the copies' checks themselves (test_agreement.py,
 test_copy_log.py)."""
+
 import json
 import logging
 import re
@@ -12,10 +13,10 @@ import shutil
 
 import numpy as np
 import pytest
-
 from conftest import TINY_TASK_FLAGS, metrics_of, read_csv
 from test_predict import run_cli
 from test_task import run_in_process
+
 from trainer.errors import UserError
 
 pytestmark = pytest.mark.slow
@@ -24,11 +25,32 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def copies_run(tiny_encoder_dir, tiny_data, tmp_path_factory):
     job_dir = tmp_path_factory.mktemp("precisions") / "job"
-    result = run_cli("trainer.task", "--encoder", tiny_encoder_dir, "--training-file", tiny_data["train"],
-                     "--validation-file", tiny_data["validation"], "--testing-file", tiny_data["test"],
-                     "--job-dir", job_dir, "--epochs", "6", "--batch-size", "16", "--max-seq-length", "16",
-                     "--learning-rate", "1e-3", "--export-bfloat16", "on", "--export-int8", "on",
-                     *TINY_TASK_FLAGS)
+    result = run_cli(
+        "trainer.task",
+        "--encoder",
+        tiny_encoder_dir,
+        "--training-file",
+        tiny_data["train"],
+        "--validation-file",
+        tiny_data["validation"],
+        "--testing-file",
+        tiny_data["test"],
+        "--job-dir",
+        job_dir,
+        "--epochs",
+        "6",
+        "--batch-size",
+        "16",
+        "--max-seq-length",
+        "16",
+        "--learning-rate",
+        "1e-3",
+        "--export-bfloat16",
+        "on",
+        "--export-int8",
+        "on",
+        *TINY_TASK_FLAGS,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return job_dir, result
 
@@ -65,8 +87,17 @@ def test_the_run_prints_no_native_library_lines(copies_run):
 
 def predict(job_dir, tmp_path, tiny_data, precision):
     output = tmp_path / f"{precision}.csv"
-    result = run_cli("trainer.predict", "--model-dir", job_dir / "model", "--input", tiny_data["test"],
-                     "--output", output, "--precision", precision)
+    result = run_cli(
+        "trainer.predict",
+        "--model-dir",
+        job_dir / "model",
+        "--input",
+        tiny_data["test"],
+        "--output",
+        output,
+        "--precision",
+        precision,
+    )
     return result, output
 
 
@@ -79,8 +110,9 @@ def test_predict_runs_the_precision_asked_for_with_the_labels_float32_gives(copi
     rows = {p: read_csv(out) for p, (_, out) in runs.items()}
     for precision in ("bfloat16", "int8"):
         assert list(rows[precision][0]) == list(rows["float32"][0])  # the same columns
-        agree = np.mean([a["predicted_label"] == b["predicted_label"]
-                         for a, b in zip(rows["float32"], rows[precision])])
+        agree = np.mean(
+            [a["predicted_label"] == b["predicted_label"] for a, b in zip(rows["float32"], rows[precision])]
+        )
         assert agree >= 0.9  # 30 rows of a tiny model: the run's own check asked 99% on validation
 
 
@@ -99,13 +131,23 @@ def test_predict_auto_loads_the_copy_its_check_timed_faster_and_says_why(copies_
 def test_predict_asked_for_a_precision_the_dir_lacks_is_one_line_and_exit_2(copies_run, tmp_path, tiny_data):
     job_dir = finished_copy(copies_run, tmp_path, "int8")
     output = tmp_path / "int8.csv"
-    result = run_in_process("--model-dir", job_dir / "model", "--input", tiny_data["test"], "--output",
-                            output, "--precision", "int8", module="trainer.predict")
+    result = run_in_process(
+        "--model-dir",
+        job_dir / "model",
+        "--input",
+        tiny_data["test"],
+        "--output",
+        output,
+        "--precision",
+        "int8",
+        module="trainer.predict",
+    )
     assert result.returncode == 2 and not output.exists()
     assert result.stderr.strip().splitlines() == [
         f"error: --precision int8: {job_dir / 'model'} holds no int8 model (it holds float32, "
         f"bfloat16); python -m trainer.export_quantized --model-dir {job_dir / 'model'} "
-        f"--precision int8 writes it"]
+        f"--precision int8 writes it"
+    ]
 
 
 @pytest.mark.parametrize("precision", ["bfloat16", "int8"])
@@ -154,7 +196,8 @@ def test_export_quantized_of_an_unfinished_run_is_one_line_and_exit_2(copies_run
     result = run_in_process("--model-dir", job_dir / "model", module="trainer.export_quantized")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        f"error: --job-dir: {job_dir} holds no finished run (no metrics.json)"]
+        f"error: --job-dir: {job_dir} holds no finished run (no metrics.json)"
+    ]
 
 
 def refused_copy(copies_run, tmp_path, precision):
@@ -173,16 +216,14 @@ def refused_copy(copies_run, tmp_path, precision):
 
 
 @pytest.mark.parametrize("precision", ["bfloat16", "int8"])
-def test_a_copy_that_disagrees_with_float32_is_refused_and_not_written(copies_run, tmp_path, caplog,
-                                                                       precision):
+def test_a_copy_that_disagrees_with_float32_is_refused_and_not_written(copies_run, tmp_path, caplog, precision):
     """The copy decides otherwise: its model is not written, and precisions.json records the
     refusal."""
     with caplog.at_level(logging.WARNING, logger="trainer"):
         job_dir, figures = refused_copy(copies_run, tmp_path, precision)
     assert not figures["passed"] and figures["label_agreement"] < 0.99
     assert not (job_dir / "model" / precision).exists()
-    assert json.loads((job_dir / "model" / "precisions.json").read_text())[precision] == {
-        "written": False, **figures}
+    assert json.loads((job_dir / "model" / "precisions.json").read_text())[precision] == {"written": False, **figures}
     assert f"{precision} model refused, not written: labels agree with float32 on" in caplog.text
 
 
@@ -190,12 +231,22 @@ def test_predict_asked_for_a_copy_its_check_refused_says_so(copies_run, tmp_path
     """Issue #64: not the export_quantized command, which would refuse it again."""
     job_dir, figures = refused_copy(copies_run, tmp_path, "int8")
     model_dir = job_dir / "model"
-    result = run_in_process("--model-dir", model_dir, "--input", tiny_data["test"], "--output",
-                            tmp_path / "int8.csv", "--precision", "int8", module="trainer.predict")
+    result = run_in_process(
+        "--model-dir",
+        model_dir,
+        "--input",
+        tiny_data["test"],
+        "--output",
+        tmp_path / "int8.csv",
+        "--precision",
+        "int8",
+        module="trainer.predict",
+    )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"error: --precision int8: {model_dir} holds no int8 model (it holds float32, bfloat16); "
-        f"its check refused it, not written: {figures['why']}"]
+        f"its check refused it, not written: {figures['why']}"
+    ]
 
 
 def test_export_quantized_of_a_model_dir_outside_a_job_dir_asks_for_job_dir(tmp_path, monkeypatch):
@@ -204,6 +255,9 @@ def test_export_quantized_of_a_model_dir_outside_a_job_dir_asks_for_job_dir(tmp_
 
     (tmp_path / "model").mkdir()
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(UserError, match=rf"^--job-dir: not given, and {tmp_path}, the directory "
-                                        rf"--model-dir model is in, is not a job dir"):
+    with pytest.raises(
+        UserError,
+        match=rf"^--job-dir: not given, and {tmp_path}, the directory "
+        rf"--model-dir model is in, is not a job dir",
+    ):
         export_quantized.parent_job_dir("model")

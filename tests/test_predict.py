@@ -1,5 +1,6 @@
 """`python -m trainer.predict` and training read a file the same way: one row per line of a TSV
 whose texts hold quotes, one output row per input row, progress lines while it runs."""
+
 import csv
 import json
 import logging
@@ -8,17 +9,15 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import labelled_rows, without_extras
 from test_task import run_in_process
 
-QUOTES = ['"{}"', '{} "so" good', 'he said "{}', "{}\"", '""{}""', "{}"]
+QUOTES = ['"{}"', '{} "so" good', 'he said "{}', '{}"', '""{}""', "{}"]
 
 
 def quoted_tweets(count, seed):
     """(text, label) rows whose texts hold `"` the way tweets do: paired, unpaired, doubled."""
-    return [(QUOTES[i % len(QUOTES)].format(text), label)
-            for i, (text, label) in enumerate(labelled_rows(count, seed))]
+    return [(QUOTES[i % len(QUOTES)].format(text), label) for i, (text, label) in enumerate(labelled_rows(count, seed))]
 
 
 def write_tsv(path, rows):
@@ -29,19 +28,42 @@ def write_tsv(path, rows):
 
 def run_cli(module, *args):
     env = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache")}
-    return subprocess.run([sys.executable, "-m", module, *without_extras(module, args)],
-                          capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", module, *without_extras(module, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
 
 
 @pytest.fixture(scope="module")
 def tsv_run(tiny_encoder_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("tsv")
-    files = {name: write_tsv(root / f"{name}.tsv", quoted_tweets(count, seed))
-             for name, count, seed in (("train", 90, 1), ("validation", 30, 2), ("test", 301, 3))}
+    files = {
+        name: write_tsv(root / f"{name}.tsv", quoted_tweets(count, seed))
+        for name, count, seed in (("train", 90, 1), ("validation", 30, 2), ("test", 301, 3))
+    }
     job_dir = root / "job"
-    result = run_cli("trainer.task", "--encoder", tiny_encoder_dir, "--training-file", files["train"],
-                     "--validation-file", files["validation"], "--job-dir", job_dir, "--epochs", "1",
-                     "--batch-size", "16", "--max-seq-length", "16", "--mixed-precision", "off")
+    result = run_cli(
+        "trainer.task",
+        "--encoder",
+        tiny_encoder_dir,
+        "--training-file",
+        files["train"],
+        "--validation-file",
+        files["validation"],
+        "--job-dir",
+        job_dir,
+        "--epochs",
+        "1",
+        "--batch-size",
+        "16",
+        "--max-seq-length",
+        "16",
+        "--mixed-precision",
+        "off",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return files, job_dir, result
 
@@ -53,13 +75,23 @@ def test_training_reads_every_tsv_line_as_one_row(tsv_run):
     assert "train classes: negative 30, neutral 30, positive 30" in result.stdout
 
 
-@pytest.mark.parametrize("suffix", ["tsv", pytest.param("csv", marks=pytest.mark.slow),
-                                    pytest.param("jsonl", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "suffix", ["tsv", pytest.param("csv", marks=pytest.mark.slow), pytest.param("jsonl", marks=pytest.mark.slow)]
+)
 def test_predict_writes_one_row_per_tsv_line_with_the_text_unchanged(tsv_run, tmp_path, suffix):
     files, job_dir, _ = tsv_run
     output = tmp_path / f"predictions.{suffix}"
-    result = run_cli("trainer.predict", "--model-dir", job_dir / "model", "--input", files["test"],
-                     "--output", output, "--batch-size", "32")
+    result = run_cli(
+        "trainer.predict",
+        "--model-dir",
+        job_dir / "model",
+        "--input",
+        files["test"],
+        "--output",
+        output,
+        "--batch-size",
+        "32",
+    )
     assert result.returncode == 0, result.stderr
     assert "wrote 301 rows with predictions" in result.stdout
     with open(output, encoding="utf-8", newline="") as f:
@@ -74,8 +106,17 @@ def test_predict_writes_one_row_per_tsv_line_with_the_text_unchanged(tsv_run, tm
 
 def test_predict_logs_progress_with_rows_per_second(tsv_run, tmp_path):
     files, job_dir, _ = tsv_run
-    result = run_cli("trainer.predict", "--model-dir", job_dir / "model", "--input", files["test"],
-                     "--output", tmp_path / "p.csv", "--log-every-seconds", "0.000001")
+    result = run_cli(
+        "trainer.predict",
+        "--model-dir",
+        job_dir / "model",
+        "--input",
+        files["test"],
+        "--output",
+        tmp_path / "p.csv",
+        "--log-every-seconds",
+        "0.000001",
+    )
     assert result.returncode == 0, result.stderr
     progress = [line for line in result.stdout.splitlines() if " predicted 301 rows (100%)" in line]
     assert len(progress) == 1 and " rows/s  ETA 0s" in progress[0]
@@ -86,8 +127,15 @@ def test_the_output_file_gets_the_mode_of_a_new_file_under_the_umask(tsv_run, tm
     files, job_dir, _ = tsv_run
     previous = os.umask(0o022)
     try:
-        result = run_in_process("--model-dir", job_dir / "model", "--input", files["validation"],
-                                "--output", tmp_path / "p.csv", module="trainer.predict")
+        result = run_in_process(
+            "--model-dir",
+            job_dir / "model",
+            "--input",
+            files["validation"],
+            "--output",
+            tmp_path / "p.csv",
+            module="trainer.predict",
+        )
     finally:
         os.umask(previous)
     assert result.returncode == 0, result.stderr
@@ -98,8 +146,9 @@ def test_a_text_tsv_cannot_hold_is_refused_not_mangled(tsv_run, tmp_path):
     _, job_dir, _ = tsv_run
     source = tmp_path / "in.csv"
     source.write_text('tweet,label\n"two\nlines",positive\n', encoding="utf-8")
-    result = run_in_process("--model-dir", job_dir / "model", "--input", source,
-                     "--output", tmp_path / "out.tsv", module="trainer.predict")
+    result = run_in_process(
+        "--model-dir", job_dir / "model", "--input", source, "--output", tmp_path / "out.tsv", module="trainer.predict"
+    )
     assert result.returncode == 2 and "holds a tab or a line break, which TSV cannot hold" in result.stderr
     assert not (tmp_path / "out.tsv").exists()
 
@@ -108,8 +157,9 @@ def test_a_broken_input_line_is_named(tsv_run, tmp_path):
     _, job_dir, _ = tsv_run
     source = tmp_path / "in.tsv"
     source.write_text("tweet\tlabel\nfine\tpositive\nextra\ttab\there\n", encoding="utf-8")
-    result = run_in_process("--model-dir", job_dir / "model", "--input", source,
-                     "--output", tmp_path / "out.csv", module="trainer.predict")
+    result = run_in_process(
+        "--model-dir", job_dir / "model", "--input", source, "--output", tmp_path / "out.csv", module="trainer.predict"
+    )
     assert result.returncode == 2 and "in.tsv line 3 holds 3 fields, the header 2" in result.stderr
     assert "Traceback" not in result.stderr
 
@@ -144,16 +194,24 @@ def signature_probabilities(model_dir, texts):
 
 def predicted_probabilities(path):
     rows = list(csv.DictReader(open(path, encoding="utf-8", newline="")))
-    return rows, [[float(r[f"probability_{name}"]) for name in ("negative", "neutral", "positive")]
-                  for r in rows]
+    return rows, [[float(r[f"probability_{name}"]) for name in ("negative", "neutral", "positive")] for r in rows]
 
 
 def test_predict_writes_the_signatures_probabilities_in_input_order(tsv_run, tmp_path):
     import numpy as np
 
     files, job_dir, _ = tsv_run
-    result = run_cli("trainer.predict", "--model-dir", job_dir / "model", "--input", files["test"],
-                     "--output", tmp_path / "p.csv", "--batch-size", "7")
+    result = run_cli(
+        "trainer.predict",
+        "--model-dir",
+        job_dir / "model",
+        "--input",
+        files["test"],
+        "--output",
+        tmp_path / "p.csv",
+        "--batch-size",
+        "7",
+    )
     assert result.returncode == 0, result.stderr
     rows, probabilities = predicted_probabilities(tmp_path / "p.csv")
     texts = [r["tweet"] for r in rows]
@@ -172,13 +230,15 @@ def test_an_export_with_only_its_signature_predicts_the_same(tsv_run, tmp_path):
     loaded = export.load_module(str(job_dir / "model"))
     only_signature = tf.Module()
     only_signature.inner = loaded  # tracks the variables and the vocabulary table
-    tf.saved_model.save(only_signature, str(tmp_path / "old"),
-                        signatures={export.SIGNATURE: loaded.signatures[export.SIGNATURE]})
+    tf.saved_model.save(
+        only_signature, str(tmp_path / "old"), signatures={export.SIGNATURE: loaded.signatures[export.SIGNATURE]}
+    )
     assert not hasattr(tf.saved_model.load(str(tmp_path / "old")), "tokenize")
     outputs = {}
     for name, model_dir in (("old", tmp_path / "old"), ("new", job_dir / "model")):
-        result = run_cli("trainer.predict", "--model-dir", model_dir, "--input", files["test"],
-                         "--output", tmp_path / f"{name}.csv")
+        result = run_cli(
+            "trainer.predict", "--model-dir", model_dir, "--input", files["test"], "--output", tmp_path / f"{name}.csv"
+        )
         assert result.returncode == 0, result.stderr
         outputs[name] = predicted_probabilities(tmp_path / f"{name}.csv")
     assert [r["tweet"] for r in outputs["old"][0]] == [r["tweet"] for r in outputs["new"][0]]
@@ -187,35 +247,53 @@ def test_an_export_with_only_its_signature_predicts_the_same(tsv_run, tmp_path):
 
 # --- issue 37: an unwritable --output, empty texts, the model's own columns -----------------------
 
+
 def test_an_output_under_a_file_is_one_line_before_the_model_loads(tsv_run, tmp_path):
     """Issue #37, 7: a traceback and exit 1, after the model had loaded."""
     files, job_dir, _ = tsv_run
     (tmp_path / "taken").write_text("a file\n")
     output = tmp_path / "taken" / "out.csv"
-    result = run_in_process("--model-dir", job_dir / "model", "--input", files["validation"],
-                            "--output", output, module="trainer.predict")
+    result = run_in_process(
+        "--model-dir", job_dir / "model", "--input", files["validation"], "--output", output, module="trainer.predict"
+    )
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr.splitlines() == [
-        f"error: --output: cannot write {output}: {tmp_path / 'taken'} is a file, not a directory"]
+        f"error: --output: cannot write {output}: {tmp_path / 'taken'} is a file, not a directory"
+    ]
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only directory")
 def test_an_output_in_a_read_only_directory_is_one_line_before_the_model_loads(tsv_run, tmp_path):
     files, job_dir, _ = tsv_run
     (tmp_path / "locked").mkdir(mode=0o555)
-    result = run_in_process("--model-dir", job_dir / "model", "--input", files["validation"],
-                            "--output", tmp_path / "locked" / "out.csv", module="trainer.predict")
+    result = run_in_process(
+        "--model-dir",
+        job_dir / "model",
+        "--input",
+        files["validation"],
+        "--output",
+        tmp_path / "locked" / "out.csv",
+        module="trainer.predict",
+    )
     assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr.startswith(f"error: --output: cannot write {tmp_path / 'locked' / 'out.csv'}: "
-                                    f"Permission denied")
+    assert result.stderr.startswith(
+        f"error: --output: cannot write {tmp_path / 'locked' / 'out.csv'}: Permission denied"
+    )
 
 
 def test_an_empty_text_gets_no_label_but_a_note_and_a_count_in_the_log(tsv_run, tmp_path):
     """Issue #37, 8: an empty text was labelled `neutral 0.997`; training refuses such rows."""
     _, job_dir, _ = tsv_run
     source = write_tsv(tmp_path / "in.tsv", [("so good", "positive"), ("", "neutral"), ("  ", "neutral")])
-    result = run_in_process("--model-dir", job_dir / "model", "--input", source,
-                            "--output", tmp_path / "out.jsonl", module="trainer.predict")
+    result = run_in_process(
+        "--model-dir",
+        job_dir / "model",
+        "--input",
+        source,
+        "--output",
+        tmp_path / "out.jsonl",
+        module="trainer.predict",
+    )
     assert result.returncode == 0, result.stderr
     assert "2 of 3 rows have an empty text: no prediction, and the note column says so" in result.stdout
     rows = [json.loads(line) for line in open(tmp_path / "out.jsonl", encoding="utf-8")]
@@ -272,11 +350,21 @@ def test_the_model_columns_are_the_ones_its_run_recorded(tsv_run, tmp_path):
 def test_predict_reads_a_gzip_semicolon_csv_with_delimiter(tsv_run, tmp_path):
     """Issue 37, 13: a .csv.gz, and a CSV saved by Excel in a European locale."""
     import gzip
+
     _, job_dir, _ = tsv_run
     source = tmp_path / "in.csv.gz"
-    source.write_bytes(gzip.compress("tweet;id\nso good, really;1\nawful;2\n".encode()))
-    result = run_in_process("--model-dir", job_dir / "model", "--input", source, "--delimiter", ";",
-                            "--output", tmp_path / "out.csv", module="trainer.predict")
+    source.write_bytes(gzip.compress(b"tweet;id\nso good, really;1\nawful;2\n"))
+    result = run_in_process(
+        "--model-dir",
+        job_dir / "model",
+        "--input",
+        source,
+        "--delimiter",
+        ";",
+        "--output",
+        tmp_path / "out.csv",
+        module="trainer.predict",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     with open(tmp_path / "out.csv", newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
@@ -298,9 +386,11 @@ def test_the_model_columns_are_found_by_the_trainers_one_rule_for_names():
 
 # --- issue 49, 6: --output as a JSON array, and gzip-compressed -----------------------------------
 
+
 def predict_to(job_dir, source, output):
-    result = run_in_process("--model-dir", job_dir / "model", "--input", source, "--output", output,
-                            module="trainer.predict")
+    result = run_in_process(
+        "--model-dir", job_dir / "model", "--input", source, "--output", output, module="trainer.predict"
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return result
 
@@ -326,12 +416,12 @@ def read_gzip(path, fmt):
             return json.load(f)
         if fmt == "jsonl":
             return [json.loads(line) for line in f]
-        return list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if fmt == "tsv"
-                    else csv.DictReader(f))
+        return list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if fmt == "tsv" else csv.DictReader(f))
 
 
-@pytest.mark.parametrize("fmt", ["csv", "json", pytest.param("tsv", marks=pytest.mark.slow),
-                                 pytest.param("jsonl", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "fmt", ["csv", "json", pytest.param("tsv", marks=pytest.mark.slow), pytest.param("jsonl", marks=pytest.mark.slow)]
+)
 def test_a_gz_output_is_that_format_gzip_compressed(tsv_run, tmp_path, fmt):
     """.gz was read on --input but refused on --output."""
     files, job_dir, _ = tsv_run
@@ -347,29 +437,48 @@ def test_a_gz_output_that_fails_leaves_no_file(tsv_run, tmp_path):
     _, job_dir, _ = tsv_run
     source = tmp_path / "in.csv"
     source.write_text('tweet,label\nfine,positive\n"two\nlines",positive\n', encoding="utf-8")
-    result = run_in_process("--model-dir", job_dir / "model", "--input", source,
-                            "--output", tmp_path / "out.tsv.gz", module="trainer.predict")
+    result = run_in_process(
+        "--model-dir",
+        job_dir / "model",
+        "--input",
+        source,
+        "--output",
+        tmp_path / "out.tsv.gz",
+        module="trainer.predict",
+    )
     assert result.returncode == 2 and "holds a tab or a line break, which TSV cannot hold" in result.stderr
     assert os.listdir(tmp_path) == ["in.csv"]
 
 
 def test_an_output_extension_it_cannot_write_is_one_line_naming_the_ones_it_can(tmp_path):
     output = tmp_path / "out.parquet"
-    result = run_in_process("--model-dir", tmp_path, "--input", tmp_path / "in.csv", "--output", output,
-                            module="trainer.predict")
+    result = run_in_process(
+        "--model-dir", tmp_path, "--input", tmp_path / "in.csv", "--output", output, module="trainer.predict"
+    )
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr.splitlines() == [
         f"error: --output: cannot tell the format of {output} from its extension '.parquet'; use one of "
-        f".csv, .json, .jsonl, .ndjson, .tsv, each optionally followed by .gz"]
+        f".csv, .json, .jsonl, .ndjson, .tsv, each optionally followed by .gz"
+    ]
 
 
 def test_explain_writes_a_gzip_json_array_and_its_page_beside_it(tsv_run, tmp_path):
     """trainer.explain writes its --output as trainer.predict does."""
     _, job_dir, _ = tsv_run
     source = write_tsv(tmp_path / "in.tsv", [("so good", "positive"), ("awful", "negative")])
-    result = run_in_process("--model-dir", job_dir / "model", "--input", source, "--output",
-                            tmp_path / "out.json.gz", "--top-k", "1", "--ig-steps", "4",
-                            module="trainer.explain")
+    result = run_in_process(
+        "--model-dir",
+        job_dir / "model",
+        "--input",
+        source,
+        "--output",
+        tmp_path / "out.json.gz",
+        "--top-k",
+        "1",
+        "--ig-steps",
+        "4",
+        module="trainer.explain",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     rows = read_gzip(tmp_path / "out.json.gz", "json")
     assert [row["tweet"] for row in rows] == ["so good", "awful"]
@@ -396,17 +505,26 @@ def test_predict_asked_for_a_copy_its_check_refused_says_so_instead_of_naming_a_
     why = "entities agree with float32 at 96.41% F1 on 30 validation rows (needs 99%)"
     model_dir = model_dir_with_copies(tmp_path, {"int8": {"written": False, "passed": False, "why": why}})
     source = write_tsv(tmp_path / "in.tsv", [("so good", "positive")])
-    result = run_in_process("--model-dir", model_dir, "--input", source, "--output", tmp_path / "out.csv",
-                            "--precision", "int8", module="trainer.predict")
+    result = run_in_process(
+        "--model-dir",
+        model_dir,
+        "--input",
+        source,
+        "--output",
+        tmp_path / "out.csv",
+        "--precision",
+        "int8",
+        module="trainer.predict",
+    )
     assert result.returncode == 2 and not (tmp_path / "out.csv").exists()
     assert result.stderr.splitlines() == [
         f"error: --precision int8: {model_dir} holds no int8 model (it holds float32); its check "
-        f"refused it, not written: {why}"]
+        f"refused it, not written: {why}"
+    ]
 
 
 @pytest.mark.parametrize("speedup, expected", [(0.99, "float32"), (1.96, "int8")])
-def test_precision_auto_loads_the_int8_copy_only_where_its_check_timed_it_faster(tmp_path, caplog, speedup,
-                                                                                 expected):
+def test_precision_auto_loads_the_int8_copy_only_where_its_check_timed_it_faster(tmp_path, caplog, speedup, expected):
     """Issue #64: `--precision auto` loaded an int8 copy its check timed at 0.99x float32."""
     from trainer.serving import variants
 
@@ -414,8 +532,9 @@ def test_precision_auto_loads_the_int8_copy_only_where_its_check_timed_it_faster
     with caplog.at_level(logging.INFO, logger="trainer"):
         precision, _ = variants.resolve(str(model_dir), "auto", cpuinfo_text="")
     assert precision == expected
-    assert f"--precision auto: {expected}: the int8 copy measured {speedup:.2f}x float32's speed at export" \
-        in caplog.text
+    assert (
+        f"--precision auto: {expected}: the int8 copy measured {speedup:.2f}x float32's speed at export" in caplog.text
+    )
 
 
 def test_a_file_without_the_models_text_column_is_one_line_before_the_model_loads(tsv_run, tmp_path):
@@ -427,8 +546,15 @@ def test_a_file_without_the_models_text_column_is_one_line_before_the_model_load
     source = tmp_path / "in.csv"
     source.write_text("body,label\nso good,positive\n")
     with mock.patch("trainer.serving.variants.load", side_effect=AssertionError("the model loaded")):
-        result = run_in_process("--model-dir", job_dir / "model", "--input", source, "--output",
-                                tmp_path / "out.csv", module="trainer.predict")
+        result = run_in_process(
+            "--model-dir",
+            job_dir / "model",
+            "--input",
+            source,
+            "--output",
+            tmp_path / "out.csv",
+            module="trainer.predict",
+        )
     assert result.returncode == 2 and "loaded" not in result.stdout
     assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith(f"error: {source}: ")
     assert "--text-column" in result.stderr and not (tmp_path / "out.csv").exists()

@@ -1,4 +1,5 @@
 """Progress lines of long loops: rows, rows/s and ETA, at most one line per interval."""
+
 import logging
 
 import numpy as np
@@ -62,6 +63,7 @@ def test_tokenizing_a_large_input_logs_progress(lines, monkeypatch):
     from trainer.modeling.encoders.layers import INPUT_KEYS
 
     monkeypatch.setattr(input_pipeline, "_TOKENIZE_BATCH", 100)
+
     class Preprocessor:  # every text: 2 tokens, packed into 4
         def tokenize(self, batch):
             return tf.RaggedTensor.from_tensor(tf.ones([tf.shape(batch)[0], 2], tf.int32))
@@ -72,8 +74,9 @@ def test_tokenizing_a_large_input_logs_progress(lines, monkeypatch):
     preprocessor = Preprocessor()
     split = input_pipeline.tokenize(np.array(["a text"] * 500, dtype=object), preprocessor, log_every_seconds=1e-9)
     assert len(split) == 500
-    assert [line.split("  ")[0] for line in lines()] == [f"tokenized {n}/500 rows ({n // 5}%)"
-                                                         for n in (100, 200, 300, 400, 500)]
+    assert [line.split("  ")[0] for line in lines()] == [
+        f"tokenized {n}/500 rows ({n // 5}%)" for n in (100, 200, 300, 400, 500)
+    ]
 
 
 def test_evaluation_prints_progress_lines_from_the_batches_predicted(lines):
@@ -84,10 +87,12 @@ def test_evaluation_prints_progress_lines_from_the_batches_predicted(lines):
     for batch in range(16):
         timer.now += 2.5
         meter.on_predict_batch_end(batch)
-    assert lines() == ["evaluating validation 500/2,000 rows (25%)  50.0 rows/s  ETA 30s",
-                       "evaluating validation 1,000/2,000 rows (50%)  50.0 rows/s  ETA 20s",
-                       "evaluating validation 1,500/2,000 rows (75%)  50.0 rows/s  ETA 10s",
-                       "evaluating validation 2,000/2,000 rows (100%)  50.0 rows/s  ETA 0s"]
+    assert lines() == [
+        "evaluating validation 500/2,000 rows (25%)  50.0 rows/s  ETA 30s",
+        "evaluating validation 1,000/2,000 rows (50%)  50.0 rows/s  ETA 20s",
+        "evaluating validation 1,500/2,000 rows (75%)  50.0 rows/s  ETA 10s",
+        "evaluating validation 2,000/2,000 rows (100%)  50.0 rows/s  ETA 0s",
+    ]
 
 
 def test_under_one_row_a_second_the_line_says_seconds_per_row():

@@ -1,5 +1,6 @@
 """`python -m trainer.report` on a finished tiny run, the way a user runs it; report.html in a real
 headless browser; the calibrated export."""
+
 import csv
 import json
 import os
@@ -10,11 +11,9 @@ import sys
 import numpy as np
 import pytest
 from matplotlib import image as mpimg
-
 from test_task import run_cli, train_args
 
-FIGURES = ("learning_curves.png", "confusion_validation.png", "confusion_test.png",
-           "per_class.png", "reliability.png")
+FIGURES = ("learning_curves.png", "confusion_validation.png", "confusion_test.png", "per_class.png", "reliability.png")
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +23,7 @@ def reported(tiny_encoder_dir, tiny_data, tmp_path_factory):
     job_dir = tmp_path_factory.mktemp("report") / "job"
     result = run_cli(*train_args(tiny_encoder_dir, tiny_data, job_dir, "--epochs", "3"))
     assert result.returncode == 0, result.stdout + result.stderr
-    result = run_cli("--job-dir", job_dir, "--report-errors", "7", "--report-correct", "3",
-                     module="trainer.report")
+    result = run_cli("--job-dir", job_dir, "--report-errors", "7", "--report-correct", "3", module="trainer.report")
     assert result.returncode == 0, result.stdout + result.stderr
     return job_dir, result
 
@@ -48,6 +46,7 @@ def exported_losses(job_dir, path):
     """(texts, losses, misclassified) of a data file under the run's exported model, computed
     here directly."""
     from trainer.serving import export
+
     serve = export.load(str(job_dir / "model"))
     with open(path, encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
@@ -55,13 +54,15 @@ def exported_losses(job_dir, path):
     names = [n.decode() for n in out["label_names"].numpy()[0]]
     true = np.array([names.index(r["label"]) for r in rows])
     probabilities = out["probabilities"].numpy().astype(np.float64)
-    return ([r["text"] for r in rows], -np.log(probabilities[np.arange(len(rows)), true]),
-            probabilities.argmax(axis=1) != true)
+    return (
+        [r["text"] for r in rows],
+        -np.log(probabilities[np.arange(len(rows)), true]),
+        probabilities.argmax(axis=1) != true,
+    )
 
 
 @pytest.mark.parametrize("split", ["validation", "test"])
-def test_errors_csv_holds_the_highest_loss_errors_then_the_least_confident_correct_rows(
-        reported, tiny_data, split):
+def test_errors_csv_holds_the_highest_loss_errors_then_the_least_confident_correct_rows(reported, tiny_data, split):
     """Issue #23, 7: errors only, then (asked for) correct rows, each marked as such."""
     with open(reported[0] / "errors.csv", encoding="utf-8") as f:
         rows = [r for r in csv.DictReader(f) if r["split"] == split]
@@ -100,10 +101,15 @@ def test_a_run_without_a_calibration_block_gets_a_temperature_fitted_by_the_repo
 def test_the_report_uses_the_temperature_the_run_recorded(reported, tmp_path):
     job_dir = shutil.copytree(reported[0], tmp_path / "copy", ignore=shutil.ignore_patterns("checkpoints"))
     metrics = json.loads((job_dir / "metrics.json").read_text())
-    scores = {key: 0.5 for key in ("ece_before", "ece_after", "brier_before", "brier_after",
-                                   "nll_before", "nll_after")}
-    metrics["calibration"] = {"temperature": 2.345, "at_bound": False, "applied": False, "bins": 15,
-                              "validation": scores, "test": scores}
+    scores = {key: 0.5 for key in ("ece_before", "ece_after", "brier_before", "brier_after", "nll_before", "nll_after")}
+    metrics["calibration"] = {
+        "temperature": 2.345,
+        "at_bound": False,
+        "applied": False,
+        "bins": 15,
+        "validation": scores,
+        "test": scores,
+    }
     (job_dir / "metrics.json").write_text(json.dumps(metrics))
     result = run_cli("--job-dir", job_dir, module="trainer.report")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -115,6 +121,7 @@ def test_the_run_builds_its_report_before_writing_metrics_json(reported, tmp_pat
     """The training run's last stage: the report from the metrics it is about to write, so a
     run killed in between never looks finished without its report."""
     from trainer.reporting.build import build_report
+
     job_dir = shutil.copytree(reported[0], tmp_path / "run", ignore=shutil.ignore_patterns("checkpoints"))
     metrics = json.loads((job_dir / "metrics.json").read_text())
     for name in ("metrics.json", "report.html", "errors.csv", "MODEL_CARD.md"):
@@ -134,13 +141,18 @@ def test_an_unfinished_run_is_refused_with_one_clear_line(reported, tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"error: --job-dir: {job_dir} holds no finished run (no metrics.json): its run stopped before "
-        f"its first checkpoint, so there is nothing to report or resume; rerun trainer.task"]
+        f"its first checkpoint, so there is nothing to report or resume; rerun trainer.task"
+    ]
     assert not (job_dir / "report.html").exists()
 
 
 def test_help_answers_without_importing_tensorflow():
-    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "trainer.report", "--help"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "trainer.report", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0 and "--job-dir" in result.stdout
     assert "tensorflow" not in result.stderr
 
@@ -150,6 +162,7 @@ def test_a_calibrated_export_divides_its_logits_by_the_temperature(tiny_encoder_
 
     from trainer.modeling import encoders, heads
     from trainer.serving import export
+
     encoder = encoders.load_encoder(tiny_encoder_dir, seq_length=16)
     classifier = heads.build_classifier(encoder.network, 3, "cls", 0.0)
     head = classifier.get_layer("logits")  # confident, distinct logits instead of near-zero ones
@@ -175,17 +188,27 @@ CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 def browser(tmp_path):
     """Debian's headless Chromium driven through its ChromeDriver, console messages recorded."""
     if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-        pytest.skip("Debian's chromium and chromium-driver are not installed "
-                    "(apt-get install -y chromium chromium-driver)")
+        pytest.skip(
+            "Debian's chromium and chromium-driver are not installed (apt-get install -y chromium chromium-driver)"
+        )
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
+
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     # Without the background-networking flags Chromium keeps trying Google's hosts, which this
     # offline machine refuses.
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -197,7 +220,8 @@ def browser(tmp_path):
 def test_report_html_renders_in_a_browser_with_every_image_and_no_console_error(reported, browser):
     browser.get((reported[0] / "report.html").as_uri())
     images = browser.execute_script(
-        "return Array.from(document.images, i => [i.complete, i.naturalWidth, i.src.slice(0, 22)])")
+        "return Array.from(document.images, i => [i.complete, i.naturalWidth, i.src.slice(0, 22)])"
+    )
     assert len(images) == len(FIGURES)
     assert all(complete and width > 0 and src == "data:image/png;base64," for complete, width, src in images)
     assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
@@ -213,11 +237,14 @@ def test_report_rebuilds_a_taggers_errors_as_its_run_wrote_them(tiny_encoder_dir
     errors.csv scored the trained model's tokens)."""
     import random
 
-    from test_tagging import args as tagging_args, tagged_sentence, write_conll
+    from test_tagging import args as tagging_args
+    from test_tagging import tagged_sentence, write_conll
 
     rng = random.Random(3)
-    data = {name: write_conll(tmp_path / f"{name}.conll", [tagged_sentence(rng) for _ in range(count)])
-            for name, count in (("train", 40), ("validation", 16))}
+    data = {
+        name: write_conll(tmp_path / f"{name}.conll", [tagged_sentence(rng) for _ in range(count)])
+        for name, count in (("train", 40), ("validation", 16))
+    }
     job_dir = tmp_path / "job"
     result = run_cli(*tagging_args(tiny_encoder_dir, data, job_dir, "--epochs", "2", "--mixed-precision", "off"))
     assert result.returncode == 0, result.stdout + result.stderr

@@ -8,6 +8,7 @@ rises from then on: the best epoch comes before the kill, and early stopping (pa
 after the resume, at epoch 4 of 6. 600 training rows make an epoch last about a second: long
 enough to kill the run between its 2nd and 3rd checkpoints.
 """
+
 import csv
 import json
 import os
@@ -18,7 +19,6 @@ import time
 
 import numpy as np
 import pytest
-
 from conftest import labelled_rows, without_extras, write_csv
 from test_task import run_cli
 
@@ -28,26 +28,56 @@ SWAPPED = {"positive": "negative", "negative": "positive", "neutral": "neutral"}
 @pytest.fixture(scope="module")
 def data(tiny_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("resume_data")
-    return {"train": write_csv(root / "train.csv", labelled_rows(600, 1)),
-            "validation": write_csv(root / "validation.csv",
-                                    [(text, SWAPPED[label]) for text, label in labelled_rows(30, 2)]),
-            "test": tiny_data["test"]}
+    return {
+        "train": write_csv(root / "train.csv", labelled_rows(600, 1)),
+        "validation": write_csv(
+            root / "validation.csv", [(text, SWAPPED[label]) for text, label in labelled_rows(30, 2)]
+        ),
+        "test": tiny_data["test"],
+    }
 
 
 def args(tiny_encoder_dir, data, job_dir):
-    return ["--encoder", tiny_encoder_dir, "--training-file", data["train"],
-            "--validation-file", data["validation"], "--testing-file", data["test"],
-            "--job-dir", job_dir, "--epochs", "6", "--early-stopping-patience", "3",
-            "--hypertune-metric", "val_loss", "--batch-size", "8", "--learning-rate", "1e-2",
-            "--max-seq-length", "16", "--mixed-precision", "off", "--keep-checkpoints", "best",
-            "--train-word-embeddings"]  # the tiny encoder's embeddings are random: they must learn
+    return [
+        "--encoder",
+        tiny_encoder_dir,
+        "--training-file",
+        data["train"],
+        "--validation-file",
+        data["validation"],
+        "--testing-file",
+        data["test"],
+        "--job-dir",
+        job_dir,
+        "--epochs",
+        "6",
+        "--early-stopping-patience",
+        "3",
+        "--hypertune-metric",
+        "val_loss",
+        "--batch-size",
+        "8",
+        "--learning-rate",
+        "1e-2",
+        "--max-seq-length",
+        "16",
+        "--mixed-precision",
+        "off",
+        "--keep-checkpoints",
+        "best",
+        "--train-word-embeddings",
+    ]  # the tiny encoder's embeddings are random: they must learn
 
 
 def start(arguments, env=None):
-    env = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"),
-           **(env or {})}
-    return subprocess.Popen([sys.executable, "-m", "trainer.task", *without_extras("trainer.task", arguments)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    env = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"), **(env or {})}
+    return subprocess.Popen(
+        [sys.executable, "-m", "trainer.task", *without_extras("trainer.task", arguments)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
 
 
 def wait_for_checkpoint(process, resume_dir, number, timeout=240):
@@ -94,6 +124,7 @@ def kill_after_second_epoch(arguments, job_dir, env=None):
 
 
 # --- Spot preemption on Vertex: the replica restarts with the same arguments, --overwrite included
+
 
 @pytest.fixture(scope="module")
 def vertex_restart(tiny_encoder_dir, data, tmp_path_factory):
@@ -150,9 +181,11 @@ def test_epochs_after_a_spot_preemption_train_like_the_uninterrupted_run(runs):
 @pytest.mark.slow  # the killed and uninterrupted runs (about 60 s): CI's 2.21 slow line runs them
 def test_early_stopping_keeps_its_best_epoch_across_a_spot_preemption(runs):
     resumed, uninterrupted = metrics(runs["resumed"]), metrics(runs["uninterrupted"])
-    assert (resumed["best_epoch"], resumed["stopped_early"], resumed["epochs_completed"]) \
-        == (uninterrupted["best_epoch"], uninterrupted["stopped_early"],
-            uninterrupted["epochs_completed"]) == (1, True, 4)
+    assert (
+        (resumed["best_epoch"], resumed["stopped_early"], resumed["epochs_completed"])
+        == (uninterrupted["best_epoch"], uninterrupted["stopped_early"], uninterrupted["epochs_completed"])
+        == (1, True, 4)
+    )
 
 
 @pytest.mark.slow  # the killed and uninterrupted runs (about 60 s): CI's 2.21 slow line runs them
@@ -172,6 +205,7 @@ def test_a_spot_preempted_run_evaluates_the_best_epochs_weights(runs):
 @pytest.mark.slow  # the killed and uninterrupted runs (about 60 s): CI's 2.21 slow line runs them
 def test_a_spot_preempted_runs_export_equals_the_uninterrupted_runs(runs, data):
     from trainer.serving import export
+
     with open(data["test"]) as f:
         texts = np.array([row["text"] for row in csv.DictReader(f)], dtype=object)
     resumed = export.load(str(runs["resumed"] / "model"))(text=texts)["probabilities"].numpy()
@@ -186,9 +220,12 @@ def test_a_spot_preempted_run_keeps_only_the_best_epochs_weights(runs):
 
 # --- best weights across restarts, without a run -------------------------------------------------
 
+
 def best_weights(directory, rows=(), **kwargs):
     import tf_keras
+
     from trainer.training import callbacks
+
     best = callbacks.BestWeights(str(directory), "val_loss", 2, list(rows), **kwargs)
     best.set_model(tf_keras.Sequential([tf_keras.Input((2,)), tf_keras.layers.Dense(1)]))
     return best
@@ -239,7 +276,8 @@ def test_sigterm_ends_a_run_with_one_line_and_exit_143(terminated):
     assert code == 143 and seconds < 30
     errors = [line for line in out.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and errors[0].startswith(
-        "error: terminated (SIGTERM); rerun the same command to resume after the last completed epoch")
+        "error: terminated (SIGTERM); rerun the same command to resume after the last completed epoch"
+    )
     assert "Traceback" not in out
     assert errors[0] in (job_dir / "training.log").read_text()
 

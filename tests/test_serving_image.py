@@ -2,6 +2,7 @@
 (hadolint and pins are checked for every image in test_container.py): the entry point, CPU
 TensorFlow (or, Dockerfile.serve-onnx, ONNX Runtime without it), the Cloud Build variants,
 scripts/deploy.sh."""
+
 import json
 import os
 import shlex
@@ -11,15 +12,22 @@ import sys
 import pytest
 from google.cloud import aiplatform_v1 as v1
 from google.protobuf import json_format
-
 from test_container import ROOT, installed_pin_files, instructions, pins
+
 
 def script(name, **settings):
     home = os.path.join(os.environ.get("TMPDIR", "/tmp"), "vbt-scripts-home")
-    env = {"PATH": os.environ["PATH"], "HOME": home, "PYTHON": sys.executable, "NO_GCE_CHECK": "True",
-           "CLOUDSDK_CONFIG": os.path.join(home, "gcloud"), **settings}
-    return subprocess.run(["bash", os.path.join(ROOT, "scripts", name)], capture_output=True, text=True,
-                          env=env, timeout=120)
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": home,
+        "PYTHON": sys.executable,
+        "NO_GCE_CHECK": "True",
+        "CLOUDSDK_CONFIG": os.path.join(home, "gcloud"),
+        **settings,
+    }
+    return subprocess.run(
+        ["bash", os.path.join(ROOT, "scripts", name)], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def test_the_serving_image_runs_the_server_on_cpu_tensorflow():
@@ -36,7 +44,8 @@ def test_the_onnx_serving_image_runs_the_server_on_onnx_runtime_as_install_sh_on
     package without its dependencies; the same server and contract, --runtime onnx."""
     steps = instructions("Dockerfile.serve-onnx")
     assert next(args for op, args in steps if op == "FROM") == next(
-        args for op, args in instructions("Dockerfile.serve") if op == "FROM")
+        args for op, args in instructions("Dockerfile.serve") if op == "FROM"
+    )
     assert not any(op == "ENV" and "AIP_" in args for op, args in steps), "Vertex sets every AIP_* variable"
     assert json.loads(steps[-1][1]) == ["python", "-m", "trainer.serve", "--host", "0.0.0.0", "--runtime", "onnx"]
     assert installed_pin_files("Dockerfile.serve-onnx") == [("docker/serve-onnx.txt", False)]
@@ -48,10 +57,13 @@ def test_the_onnx_serving_image_runs_the_server_on_onnx_runtime_as_install_sh_on
     assert not set(pinned) & {"tensorflow", "tensorflow-cpu", "tf-keras", "tensorflow-text", "tensorflow-hub"}
 
 
-@pytest.mark.parametrize("variant, dockerfile", [("serve", "Dockerfile.serve"), ("serve-onnx", "Dockerfile.serve-onnx")])
+@pytest.mark.parametrize(
+    "variant, dockerfile", [("serve", "Dockerfile.serve"), ("serve-onnx", "Dockerfile.serve-onnx")]
+)
 def test_build_image_builds_each_serving_variant_through_cloud_build(variant, dockerfile):
-    result = script("build-image.sh", DRY_RUN="1", PROJECT_ID="my-project", REGION="us-central1", VARIANT=variant,
-                    TAG="abc1234")
+    result = script(
+        "build-image.sh", DRY_RUN="1", PROJECT_ID="my-project", REGION="us-central1", VARIANT=variant, TAG="abc1234"
+    )
     assert result.returncode == 0, result.stderr
     command, image_line = result.stdout.strip().splitlines()
     words = shlex.split(command)
@@ -62,14 +74,24 @@ def test_build_image_builds_each_serving_variant_through_cloud_build(variant, do
 
 
 def test_deploy_script_prints_the_requests_it_would_send():
-    result = script("deploy.sh", DRY_RUN="1", PROJECT_ID="my-project", REGION="us-central1",
-                    JOB_DIR="gs://my-bucket/runs/x", IMAGE_URI="img:1", MAX_REPLICAS="3", ENDPOINT="42")
+    result = script(
+        "deploy.sh",
+        DRY_RUN="1",
+        PROJECT_ID="my-project",
+        REGION="us-central1",
+        JOB_DIR="gs://my-bucket/runs/x",
+        IMAGE_URI="img:1",
+        MAX_REPLICAS="3",
+        ENDPOINT="42",
+    )
     assert result.returncode == 0, result.stderr
     requests = json.loads(result.stdout)
     deploy = json_format.ParseDict(requests["deployModel"], v1.DeployModelRequest.pb()())
     assert deploy.endpoint == "projects/my-project/locations/us-central1/endpoints/42"
-    assert (deploy.deployed_model.dedicated_resources.machine_spec.machine_type,
-            deploy.deployed_model.dedicated_resources.max_replica_count) == ("n1-standard-4", 3)
+    assert (
+        deploy.deployed_model.dedicated_resources.machine_spec.machine_type,
+        deploy.deployed_model.dedicated_resources.max_replica_count,
+    ) == ("n1-standard-4", 3)
     assert requests["uploadModel"]["model"]["artifactUri"] == "gs://my-bucket/runs/x/model"
 
 

@@ -2,6 +2,7 @@
 64, 9): Python runs a signal's handler only between two bytecodes, and a training step inside
 TensorFlow's C++ code held it off for 45 s (a 768-wide encoder on 2 busy cores). Here a step
 that sleeps inside a tf.py_function plays that long step."""
+
 import os
 import signal
 import subprocess
@@ -10,7 +11,6 @@ import textwrap
 import time
 
 import pytest
-
 from conftest import labelled_rows, without_extras, write_csv
 from test_resume import wait_for_checkpoint
 from test_task import run_cli
@@ -62,11 +62,16 @@ TRAINING_WITH_A_SLOW_STEP = SLOW_STEP + textwrap.dedent("""
 
 
 def start(script, tmp_path, *args):
-    env = {**os.environ, "SLOW": str(tmp_path / "slow"), "STARTED": str(tmp_path / "started"),
-           "LAST_WORDS": str(tmp_path / "last_words"),
-           "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache")}
-    return subprocess.Popen([sys.executable, "-c", script, *args], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    env = {
+        **os.environ,
+        "SLOW": str(tmp_path / "slow"),
+        "STARTED": str(tmp_path / "started"),
+        "LAST_WORDS": str(tmp_path / "last_words"),
+        "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"),
+    }
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *args], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
 
 
 def signal_when_blocked(process, tmp_path, signum, timeout=240):
@@ -103,11 +108,27 @@ def terminated_in_a_slow_step(tiny_encoder_dir, tiny_data, tmp_path_factory):
     """A run sent SIGTERM in a step of its second epoch that takes minutes; then its rerun."""
     root = tmp_path_factory.mktemp("slow_step")
     job_dir = root / "job"
-    args = without_extras("trainer.task", [
-        "--encoder", tiny_encoder_dir, "--job-dir", job_dir, "--epochs", "3",
-        "--training-file", write_csv(root / "train.csv", labelled_rows(300, 1)),
-        "--validation-file", tiny_data["validation"], "--batch-size", "8",
-        "--max-seq-length", "16", "--mixed-precision", "off"])
+    args = without_extras(
+        "trainer.task",
+        [
+            "--encoder",
+            tiny_encoder_dir,
+            "--job-dir",
+            job_dir,
+            "--epochs",
+            "3",
+            "--training-file",
+            write_csv(root / "train.csv", labelled_rows(300, 1)),
+            "--validation-file",
+            tiny_data["validation"],
+            "--batch-size",
+            "8",
+            "--max-seq-length",
+            "16",
+            "--mixed-precision",
+            "off",
+        ],
+    )
     process = start(TRAINING_WITH_A_SLOW_STEP, root, *args)
     wait_for_checkpoint(process, job_dir / "checkpoints" / "resume", 1)
     seconds, out, err = signal_when_blocked(process, root, signal.SIGTERM)
@@ -126,8 +147,9 @@ def test_sigterm_in_a_slow_step_ends_the_run_within_10_seconds_with_exit_143(ter
 def test_sigterm_in_a_slow_step_says_a_rerun_resumes_in_one_line_and_the_log(terminated_in_a_slow_step):
     job_dir, _, _, output, _, _ = terminated_in_a_slow_step
     errors = [line for line in output.splitlines() if line.startswith("error: ")]
-    assert errors == ["error: terminated (SIGTERM); rerun the same command to resume after the "
-                      "last completed epoch (1)"]
+    assert errors == [
+        "error: terminated (SIGTERM); rerun the same command to resume after the last completed epoch (1)"
+    ]
     assert "Traceback" not in output
     assert errors[0] in (job_dir / "training.log").read_text().splitlines()
 

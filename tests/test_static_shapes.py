@@ -5,6 +5,7 @@ split that fills whole batches, needs no padding) to the same static shape.
 
 Compilations are counted from XLA's module dump, in a fresh process (XLA reads XLA_FLAGS once).
 """
+
 import json
 import os
 import subprocess
@@ -65,10 +66,18 @@ print("COUNTS " + json.dumps(counts))
 
 
 def compilations_per_epoch(encoder_dir, dump_dir, mode):
-    environ = {**os.environ, "XLA_FLAGS": f"--xla_dump_to={dump_dir}", "PYTHONPATH": os.pathsep.join(
-        [HERE, os.environ.get("PYTHONPATH", "")])}
-    result = subprocess.run([sys.executable, "-c", SCRIPT, encoder_dir, str(dump_dir), mode],
-                            capture_output=True, text=True, timeout=600, env=environ)
+    environ = {
+        **os.environ,
+        "XLA_FLAGS": f"--xla_dump_to={dump_dir}",
+        "PYTHONPATH": os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]),
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT, encoder_dir, str(dump_dir), mode],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=environ,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     line = next(line for line in result.stdout.splitlines() if line.startswith("COUNTS "))
     return json.loads(line.split(" ", 1)[1])

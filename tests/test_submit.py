@@ -1,5 +1,6 @@
 """`python -m trainer.submit --dry-run` prints jobs Vertex AI's own protobuf types accept, with the
 right image, machines, arguments and outputs; tuned parameters are flags the trainer parses."""
+
 import json
 
 import pytest
@@ -45,8 +46,15 @@ def job_spec(job: dict) -> aiplatform_v1.CustomJobSpec:
 
 
 def pools(spec):
-    return [(p.machine_spec.machine_type, p.machine_spec.accelerator_type.name, p.machine_spec.accelerator_count,
-             p.replica_count) for p in spec.worker_pool_specs]
+    return [
+        (
+            p.machine_spec.machine_type,
+            p.machine_spec.accelerator_type.name,
+            p.machine_spec.accelerator_count,
+            p.replica_count,
+        )
+        for p in spec.worker_pool_specs
+    ]
 
 
 def test_a_cpu_job(capsys):
@@ -58,8 +66,18 @@ def test_a_cpu_job(capsys):
 
 
 def test_a_job_with_several_gpus(capsys):
-    spec = job_spec(dry_run(capsys, "train", "--machine-type", "n1-standard-16",
-                            "--accelerator-type", "NVIDIA_TESLA_T4", "--accelerator-count", "2"))
+    spec = job_spec(
+        dry_run(
+            capsys,
+            "train",
+            "--machine-type",
+            "n1-standard-16",
+            "--accelerator-type",
+            "NVIDIA_TESLA_T4",
+            "--accelerator-count",
+            "2",
+        )
+    )
     assert pools(spec) == [("n1-standard-16", "NVIDIA_TESLA_T4", 2, 1)]
 
 
@@ -69,8 +87,17 @@ def test_a_gpu_type_alone_means_one_gpu(capsys):
 
 
 def test_a_multi_worker_job_is_a_chief_pool_and_a_worker_pool(capsys):
-    spec = job_spec(dry_run(capsys, "train", "--accelerator-type", "NVIDIA_TESLA_T4", "--replica-count", "3",
-                            trainer_args=("--distribution", "multiworker")))
+    spec = job_spec(
+        dry_run(
+            capsys,
+            "train",
+            "--accelerator-type",
+            "NVIDIA_TESLA_T4",
+            "--replica-count",
+            "3",
+            trainer_args=("--distribution", "multiworker"),
+        )
+    )
     assert pools(spec) == [("n1-standard-8", "NVIDIA_TESLA_T4", 1, 1), ("n1-standard-8", "NVIDIA_TESLA_T4", 1, 3)]
     for pool in spec.worker_pool_specs:
         assert pool.container_spec.image_uri == IMAGE
@@ -97,8 +124,10 @@ def test_a_tpu_v5e_job_defaults_to_four_chips(capsys):
 def test_a_tpu_v5e_job_switches_tensorflow_to_the_pjrt_runtime(capsys):
     container = job_spec(dry_run(capsys, "train", "--tpu", "v5e")).worker_pool_specs[0].container_spec
     assert {e.name: e.value for e in container.env} == {
-        "NEXT_PLUGGABLE_DEVICE_USE_C_API": "true", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so",
-        "PJRT_DEVICE": "TPU"}
+        "NEXT_PLUGGABLE_DEVICE_USE_C_API": "true",
+        "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so",
+        "PJRT_DEVICE": "TPU",
+    }
 
 
 @pytest.mark.parametrize("version", ["v2", "v3"])
@@ -110,14 +139,25 @@ def test_a_tpu_v2_or_v3_job_keeps_tensorflows_default_runtime(capsys, version):
 def test_outputs_default_to_a_directory_named_after_the_job(capsys):
     job = dry_run(capsys, "train", "--bucket", "gs://my-bucket/team/", "--display-name", "sentiment-1")
     assert job["displayName"] == "sentiment-1"
-    assert job_spec(job).base_output_directory.output_uri_prefix == \
-        "gs://my-bucket/team/vertex-bert-trainer/sentiment-1"
+    assert (
+        job_spec(job).base_output_directory.output_uri_prefix == "gs://my-bucket/team/vertex-bert-trainer/sentiment-1"
+    )
 
 
 def test_a_tuning_job_optimizes_the_trainers_metric_over_its_flags(capsys):
-    job = dry_run(capsys, "tune", "--accelerator-type", "NVIDIA_TESLA_T4", "--max-trial-count", "8",
-                  "--parallel-trial-count", "2", "--job-dir", "gs://my-bucket/tuning",
-                  trainer_args=("--max-seq-length", "64"))
+    job = dry_run(
+        capsys,
+        "tune",
+        "--accelerator-type",
+        "NVIDIA_TESLA_T4",
+        "--max-trial-count",
+        "8",
+        "--parallel-trial-count",
+        "2",
+        "--job-dir",
+        "gs://my-bucket/tuning",
+        trainer_args=("--max-seq-length", "64"),
+    )
     parse(job, aiplatform_v1.HyperparameterTuningJob)
     study = parse(job["studySpec"], aiplatform_v1.StudySpec)
     assert [(m.metric_id, m.goal.name) for m in study.metrics] == [(tasks.DEFAULT_METRIC, "MAXIMIZE")]
@@ -132,8 +172,9 @@ def test_a_tuning_job_optimizes_the_trainers_metric_over_its_flags(capsys):
 
 
 def test_the_tuning_goal_follows_the_trainers_selection_metric(capsys):
-    job = dry_run(capsys, "tune", "--parameters", "learning-rate,dropout",
-                  trainer_args=("--hypertune-metric", "val_loss"))
+    job = dry_run(
+        capsys, "tune", "--parameters", "learning-rate,dropout", trainer_args=("--hypertune-metric", "val_loss")
+    )
     assert job["studySpec"]["metrics"] == [{"metricId": "val_loss", "goal": "MINIMIZE"}]
     assert [p["parameterId"] for p in job["studySpec"]["parameters"]] == ["learning-rate", "dropout"]
 
@@ -155,28 +196,34 @@ def test_tuning_parameter_ids_are_flags_the_trainer_parses(name):
         assert getattr(getattr(parsed, section), field) == type(getattr(getattr(parsed, section), field))(value)
 
 
-@pytest.mark.parametrize("flags, trainer_args, message", [
-    (["--tpu", "v3", "--accelerator-type", "NVIDIA_TESLA_T4"], [], "--tpu"),
-    (["--tpu", "v2", "--replica-count", "1"], [], "--replica-count"),
-    (["--accelerator-type", "NVIDIA_T4"], [], "NVIDIA_TESLA_T4"),
-    (["--accelerator-type", "TPU_V3"], [], "--tpu v2, v3, v5e"),
-    (["--tpu", "v3", "--tpu-chips", "4"], [], "--tpu-chips: TPU v3 comes as one 8-core VM"),
-    (["--tpu-chips", "4"], [], "--tpu-chips needs --tpu v5e"),
-    (["--tpu", "v5e", "--tpu-chips", "2"], [], "--tpu-chips: Vertex offers TPU v5e with 1, 4, 8 chips, got 2"),
-    (["--tpu", "v5e", "--replica-count", "1"], [], "--replica-count"),
-    (["--accelerator-count", "2"], [], "--accelerator-type"),
-    (["--job-dir", "/tmp/run"], [], "gs://"),
-    (["--bucket", "s3://elsewhere"], [], "--bucket"),
-    (["--region", "moon-central1"], [], "--region"),
-    (["--tensorboard", "projects/p/locations/l/tensorboards/1"], [], "--service-account"),
-    ([], ["--learnin-rate", "1e-4"], "--learning-rate"),
-    ([], ["--job-dir", "gs://b/x"], "Set JOB_DIR for the scripts (trainer.submit --job-dir)"),
-    ([], ["--training-file", "../data/train.csv"], "--training-file ../data/train.csv: a cloud job cannot read"),
-    ([], ["--training-file", "gs://b/train.csv", "--validation-file", "gs://b/dev.csv,dev2.csv"],
-     "--validation-file dev2.csv"),
-    ([], ["--training-file", "gs://b/train.csv", "--testing-file", "data/test.tsv"], "gcloud storage cp"),
-    ([], ["--epochs", "0"], "--epochs"),
-])
+@pytest.mark.parametrize(
+    "flags, trainer_args, message",
+    [
+        (["--tpu", "v3", "--accelerator-type", "NVIDIA_TESLA_T4"], [], "--tpu"),
+        (["--tpu", "v2", "--replica-count", "1"], [], "--replica-count"),
+        (["--accelerator-type", "NVIDIA_T4"], [], "NVIDIA_TESLA_T4"),
+        (["--accelerator-type", "TPU_V3"], [], "--tpu v2, v3, v5e"),
+        (["--tpu", "v3", "--tpu-chips", "4"], [], "--tpu-chips: TPU v3 comes as one 8-core VM"),
+        (["--tpu-chips", "4"], [], "--tpu-chips needs --tpu v5e"),
+        (["--tpu", "v5e", "--tpu-chips", "2"], [], "--tpu-chips: Vertex offers TPU v5e with 1, 4, 8 chips, got 2"),
+        (["--tpu", "v5e", "--replica-count", "1"], [], "--replica-count"),
+        (["--accelerator-count", "2"], [], "--accelerator-type"),
+        (["--job-dir", "/tmp/run"], [], "gs://"),
+        (["--bucket", "s3://elsewhere"], [], "--bucket"),
+        (["--region", "moon-central1"], [], "--region"),
+        (["--tensorboard", "projects/p/locations/l/tensorboards/1"], [], "--service-account"),
+        ([], ["--learnin-rate", "1e-4"], "--learning-rate"),
+        ([], ["--job-dir", "gs://b/x"], "Set JOB_DIR for the scripts (trainer.submit --job-dir)"),
+        ([], ["--training-file", "../data/train.csv"], "--training-file ../data/train.csv: a cloud job cannot read"),
+        (
+            [],
+            ["--training-file", "gs://b/train.csv", "--validation-file", "gs://b/dev.csv,dev2.csv"],
+            "--validation-file dev2.csv",
+        ),
+        ([], ["--training-file", "gs://b/train.csv", "--testing-file", "data/test.tsv"], "gcloud storage cp"),
+        ([], ["--epochs", "0"], "--epochs"),
+    ],
+)
 def test_bad_requests_fail_before_submission_naming_the_flag(capsys, flags, trainer_args, message):
     code = run_submit(["train", *WHERE, *flags, "--dry-run", "--", *trainer_args])
     out, err = capsys.readouterr()
@@ -184,11 +231,14 @@ def test_bad_requests_fail_before_submission_naming_the_flag(capsys, flags, trai
     assert message in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("flags, trainer_args, message", [
-    ([], ["--learning-rate=1e-4"], "--learning-rate is tuned"),
-    (["--parameters", "learning-rate,momentum"], [], "--parameters"),
-    (["--max-trial-count", "2", "--parallel-trial-count", "3"], [], "--parallel-trial-count"),
-])
+@pytest.mark.parametrize(
+    "flags, trainer_args, message",
+    [
+        ([], ["--learning-rate=1e-4"], "--learning-rate is tuned"),
+        (["--parameters", "learning-rate,momentum"], [], "--parameters"),
+        (["--max-trial-count", "2", "--parallel-trial-count", "3"], [], "--parallel-trial-count"),
+    ],
+)
 def test_bad_tuning_requests_fail_naming_the_flag(capsys, flags, trainer_args, message):
     assert run_submit(["tune", *WHERE, *flags, "--dry-run", "--", *trainer_args]) == 2
     assert message in capsys.readouterr().err
@@ -211,8 +261,15 @@ def test_missing_required_flags_are_named(capsys):
 @pytest.mark.parametrize("command, spec_key", [("train", "jobSpec"), ("tune", "trialJobSpec")])
 def test_the_dry_run_shows_the_service_account_and_tensorboard_that_are_submitted(capsys, command, spec_key):
     tensorboard = "projects/my-project/locations/us-central1/tensorboards/7"
-    job = dry_run(capsys, command, "--service-account", "trainer@my-project.iam.gserviceaccount.com",
-                  "--tensorboard", tensorboard, trainer_args=())
+    job = dry_run(
+        capsys,
+        command,
+        "--service-account",
+        "trainer@my-project.iam.gserviceaccount.com",
+        "--tensorboard",
+        tensorboard,
+        trainer_args=(),
+    )
     parse(job, aiplatform_v1.CustomJob if command == "train" else aiplatform_v1.HyperparameterTuningJob)
     assert job[spec_key]["serviceAccount"] == "trainer@my-project.iam.gserviceaccount.com"
     assert job[spec_key]["tensorboard"] == tensorboard
@@ -221,19 +278,26 @@ def test_the_dry_run_shows_the_service_account_and_tensorboard_that_are_submitte
 def test_the_submission_passes_the_same_run_settings_the_dry_run_shows(capsys, monkeypatch):
     sent = {}
     from google.cloud import aiplatform
+
     monkeypatch.setattr(aiplatform.CustomJob, "run", lambda self, **kwargs: sent.update(kwargs))
     real_credentials = submit.api.credentials
     monkeypatch.setattr(submit.api, "credentials", lambda dry_run: real_credentials(True))  # offline
-    assert run_submit(["train", *WHERE, "--service-account", "sa@p.iam.gserviceaccount.com", "--",
-                       "--epochs", "1"]) == 0
+    assert (
+        run_submit(["train", *WHERE, "--service-account", "sa@p.iam.gserviceaccount.com", "--", "--epochs", "1"]) == 0
+    )
     assert sent == {"service_account": "sa@p.iam.gserviceaccount.com", "tensorboard": None}
 
 
 def test_gs_data_files_are_accepted(capsys):
-    job = dry_run(capsys, "train", trainer_args=("--training-file", "gs://b/a.csv,gs://b/b.csv",
-                                                 "--validation-file", "gs://b/dev.csv"))
-    assert job["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["args"][:2] == \
-        ["--training-file", "gs://b/a.csv,gs://b/b.csv"]
+    job = dry_run(
+        capsys,
+        "train",
+        trainer_args=("--training-file", "gs://b/a.csv,gs://b/b.csv", "--validation-file", "gs://b/dev.csv"),
+    )
+    assert job["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["args"][:2] == [
+        "--training-file",
+        "gs://b/a.csv,gs://b/b.csv",
+    ]
 
 
 @pytest.mark.parametrize("image", ["my-image:latest", "docker.io/library/python:3.11", "us-central1-docker.pkg.dev"])
@@ -244,8 +308,15 @@ def test_an_image_vertex_cannot_pull_gets_a_warning(capsys, image):
     assert f"warning: --image-uri {image!r}" in err and "REGION-docker.pkg.dev" in err
 
 
-@pytest.mark.parametrize("image", [IMAGE, "gcr.io/my-project/trainer:v1", "eu.gcr.io/p/trainer",
-                                   "europe-west4-docker.pkg.dev/p/r/i@sha256:" + "a" * 64])
+@pytest.mark.parametrize(
+    "image",
+    [
+        IMAGE,
+        "gcr.io/my-project/trainer:v1",
+        "eu.gcr.io/p/trainer",
+        "europe-west4-docker.pkg.dev/p/r/i@sha256:" + "a" * 64,
+    ],
+)
 def test_registry_images_pass_without_a_warning(capsys, image):
     assert run_submit(["train", *WHERE, "--image-uri", image, "--dry-run"]) == 0
     assert "warning" not in capsys.readouterr().err
@@ -264,9 +335,15 @@ def scheduling(capsys, command, *flags, trainer_args=()):
     return parse(spec["scheduling"], aiplatform_v1.Scheduling) if "scheduling" in spec else None
 
 
-@pytest.mark.parametrize("command, machines", [
-    ("train", ("--accelerator-type", "NVIDIA_TESLA_T4")), ("train", ("--tpu", "v3")),
-    ("train", ("--tpu", "v5e", "--tpu-chips", "8")), ("tune", ("--accelerator-type", "NVIDIA_TESLA_T4"))])
+@pytest.mark.parametrize(
+    "command, machines",
+    [
+        ("train", ("--accelerator-type", "NVIDIA_TESLA_T4")),
+        ("train", ("--tpu", "v3")),
+        ("train", ("--tpu", "v5e", "--tpu-chips", "8")),
+        ("tune", ("--accelerator-type", "NVIDIA_TESLA_T4")),
+    ],
+)
 def test_a_spot_job_runs_on_spot_vms_and_restarts_on_preemption(capsys, command, machines):
     spec = scheduling(capsys, command, *machines, "--scheduling", "spot")
     assert spec.strategy == aiplatform_v1.Scheduling.Strategy.SPOT
@@ -295,8 +372,10 @@ def test_a_flex_start_job_without_max_wait_leaves_vertexs_one_day_default(capsys
     assert spec.strategy == aiplatform_v1.Scheduling.Strategy.FLEX_START and "max_wait_duration" not in spec
 
 
-@pytest.mark.parametrize("text, seconds", [("30m", 1800), ("2h", 7200), ("1h30m", 5400), ("1d", 86400),
-                                           ("90s", 90), ("3600", 3600), ("0", 0)])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [("30m", 1800), ("2h", 7200), ("1h30m", 5400), ("1d", 86400), ("90s", 90), ("3600", 3600), ("0", 0)],
+)
 def test_max_wait_takes_units_or_seconds(text, seconds):
     assert submit.scheduling.parse_duration(text) == seconds
 
@@ -311,14 +390,23 @@ def test_a_standard_job_sends_no_scheduling_which_vertex_reads_as_on_demand(caps
     assert scheduling(capsys, "train", *flags) is None
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--scheduling", "cheap"], "--scheduling: invalid choice: 'cheap'"),
-    (["--scheduling", "spot", "--max-wait", "1h"], "--max-wait (MAX_WAIT for the scripts) is how long a flex-start"),
-    (["--max-wait", "1h"], "needs --scheduling flex-start (SCHEDULING=flex-start), not standard"),
-    ([*L4, "--scheduling", "flex-start", "--max-wait", "2 hours"], "--max-wait (MAX_WAIT for the scripts): expected a duration"),
-    ([*L4, "--scheduling", "flex-start", "--max-wait", "1.5h"], "got '1.5h'"),
-    (["--scheduling", "flex-start"], "not a CPU-only job"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--scheduling", "cheap"], "--scheduling: invalid choice: 'cheap'"),
+        (
+            ["--scheduling", "spot", "--max-wait", "1h"],
+            "--max-wait (MAX_WAIT for the scripts) is how long a flex-start",
+        ),
+        (["--max-wait", "1h"], "needs --scheduling flex-start (SCHEDULING=flex-start), not standard"),
+        (
+            [*L4, "--scheduling", "flex-start", "--max-wait", "2 hours"],
+            "--max-wait (MAX_WAIT for the scripts): expected a duration",
+        ),
+        ([*L4, "--scheduling", "flex-start", "--max-wait", "1.5h"], "got '1.5h'"),
+        (["--scheduling", "flex-start"], "not a CPU-only job"),
+    ],
+)
 def test_bad_scheduling_fails_before_submission_in_one_line(capsys, flags, message):
     code = run_submit(["train", *WHERE, *flags, "--dry-run", "--", "--epochs", "1"])
     out, err = capsys.readouterr()
@@ -327,11 +415,14 @@ def test_bad_scheduling_fails_before_submission_in_one_line(capsys, flags, messa
 
 
 def test_flex_start_on_a_gpu_vertex_does_not_list_for_it_gets_a_warning(capsys):
-    code = run_submit(["train", *WHERE, "--accelerator-type", "NVIDIA_TESLA_T4", "--scheduling", "flex-start",
-                       "--dry-run"])
+    code = run_submit(
+        ["train", *WHERE, "--accelerator-type", "NVIDIA_TESLA_T4", "--scheduling", "flex-start", "--dry-run"]
+    )
     assert code == 0
-    assert "warning: --scheduling flex-start with NVIDIA_TESLA_T4: Vertex AI documents flex-start for " \
-           "NVIDIA_L4" in capsys.readouterr().err
+    assert (
+        "warning: --scheduling flex-start with NVIDIA_TESLA_T4: Vertex AI documents flex-start for "
+        "NVIDIA_L4" in capsys.readouterr().err
+    )
 
 
 class Sent(Exception):
@@ -360,5 +451,8 @@ def test_the_sdk_submits_the_scheduling_the_dry_run_shows(capsys, monkeypatch, c
     shown = dry_run(capsys, command, *flags, trainer_args=())
     with pytest.raises(Sent):
         run_submit([command, *WHERE, *flags])
-    assert sent["scheduling"] == (shown.get("jobSpec") or shown["trialJobSpec"])["scheduling"] == {
-        "strategy": "FLEX_START", "maxWaitDuration": "2700s", "restartJobOnWorkerRestart": True}
+    assert (
+        sent["scheduling"]
+        == (shown.get("jobSpec") or shown["trialJobSpec"])["scheduling"]
+        == {"strategy": "FLEX_START", "maxWaitDuration": "2700s", "restartJobOnWorkerRestart": True}
+    )

@@ -1,13 +1,14 @@
 """Files of tagged sentences (trainer/tasks/tagging/files.py): CoNLL, JSON Lines of tokens and
 tags, JSON Lines of text and character spans; each bad line named by file, line and token."""
+
 import gzip
 import json
 import re
 
 import pytest
 
-from trainer.tasks.tagging import files as tagged_files
 from trainer.errors import UserError
+from trainer.tasks.tagging import files as tagged_files
 
 
 def write(path, text: str) -> str:
@@ -40,7 +41,7 @@ def test_conll_2003s_four_columns_give_the_last_as_the_tag(tmp_path):
 
 def test_a_gzipped_conll_file_is_read(tmp_path):
     path = tmp_path / "a.conll.gz"
-    path.write_bytes(gzip.compress("Oslo\tB-LOC\n".encode()))
+    path.write_bytes(gzip.compress(b"Oslo\tB-LOC\n"))
     assert tagged_files.is_tagged(str(path))
     assert tagged_files.read(str(path), "--training-file").types() == ["LOC"]
 
@@ -61,7 +62,9 @@ def test_a_tag_outside_iob2_names_the_line_of_its_token(tmp_path, tag):
 
 
 def test_a_tag_outside_iob2_in_json_lines_names_the_records_line(tmp_path):
-    path = jsonl(tmp_path / "a.jsonl", {"tokens": ["a"], "tags": ["O"]}, {"tokens": ["Ada", "met"], "tags": ["O", "PER"]})
+    path = jsonl(
+        tmp_path / "a.jsonl", {"tokens": ["a"], "tags": ["O"]}, {"tokens": ["Ada", "met"], "tags": ["O", "PER"]}
+    )
     with pytest.raises(UserError, match=r"a.jsonl line 2, token 'met': tag 'PER' is not IOB2"):
         tagged_files.read(path, "--training-file")
 
@@ -96,8 +99,15 @@ def test_spans_keep_the_raw_text_and_cut_words_at_their_edges(tmp_path):
     path = jsonl(tmp_path / "a.jsonl", {"text": text, "spans": spans})
     [sentence] = tagged_files.read(path, "--training-file").sentences
     assert sentence.text == text
-    assert spans_of(sentence) == [("Café", "O"), ("Zoë", "B-PER"), ("'s", "O"), ("🎉", "O"), ("in", "O"),
-                                  ("São", "B-LOC"), ("Paulo", "I-LOC")]
+    assert spans_of(sentence) == [
+        ("Café", "O"),
+        ("Zoë", "B-PER"),
+        ("'s", "O"),
+        ("🎉", "O"),
+        ("in", "O"),
+        ("São", "B-LOC"),
+        ("Paulo", "I-LOC"),
+    ]
 
 
 def test_a_span_out_of_range_names_its_line(tmp_path):
@@ -110,10 +120,16 @@ def test_a_span_out_of_range_names_its_line(tmp_path):
 def test_a_span_labelled_with_an_iob_prefix_is_refused_suggesting_its_type(tmp_path, label, kind):
     """Issue 64, 8: "B-PER" became a type of its own, its words tagged B-B-PER."""
     spans = [{"start": 0, "end": 3, "label": "PER"}]
-    path = jsonl(tmp_path / "a.jsonl", {"text": "Ada", "spans": spans},
-                 {"text": "Ada in Oslo", "spans": [{"start": 7, "end": 11, "label": label}]})
-    with pytest.raises(UserError, match=rf"^{re.escape(path)} line 2: span label '{label}' is an IOB tag; "
-                                        rf"a span's label is its entity type \('{kind}'\)"):
+    path = jsonl(
+        tmp_path / "a.jsonl",
+        {"text": "Ada", "spans": spans},
+        {"text": "Ada in Oslo", "spans": [{"start": 7, "end": 11, "label": label}]},
+    )
+    with pytest.raises(
+        UserError,
+        match=rf"^{re.escape(path)} line 2: span label '{label}' is an IOB tag; "
+        rf"a span's label is its entity type \('{kind}'\)",
+    ):
         tagged_files.read(path, "--training-file")
 
 
@@ -140,18 +156,21 @@ def test_a_csv_is_not_a_tagged_file(tmp_path):
 def test_conll_shipped_as_txt_or_tsv_is_read_as_conll(tmp_path, name):
     """Issue 64, 5: CoNLL data is often .txt (WNUT-17's own files) or .tsv."""
     path = tmp_path / name
-    path.write_bytes((gzip.compress if name.endswith(".gz") else bytes)("Ada\tB-PER\nran\tO\n".encode()))
+    path.write_bytes((gzip.compress if name.endswith(".gz") else bytes)(b"Ada\tB-PER\nran\tO\n"))
     [sentence] = tagged_files.read(str(path), "--training-file").sentences
     assert spans_of(sentence) == [("Ada", "B-PER"), ("ran", "O")]
 
 
 def test_an_unknown_extension_lists_the_tagged_formats(tmp_path):
     path = write(tmp_path / "a.xls", "Ada\tB-PER\n")
-    with pytest.raises(UserError, match=r"^--training-file: cannot tell the format of .*a.xls from its "
-                                        r"extension '.xls'; tagged sentences are CoNLL \(.conll, .iob; "
-                                        r".txt and .tsv read as CoNLL too\) or JSON Lines \(.jsonl, "
-                                        r".ndjson, .json\) of tokens and tags, or of text and spans, "
-                                        r"each optionally followed by .gz"):
+    with pytest.raises(
+        UserError,
+        match=r"^--training-file: cannot tell the format of .*a.xls from its "
+        r"extension '.xls'; tagged sentences are CoNLL \(.conll, .iob; "
+        r".txt and .tsv read as CoNLL too\) or JSON Lines \(.jsonl, "
+        r".ndjson, .json\) of tokens and tags, or of text and spans, "
+        r"each optionally followed by .gz",
+    ):
         tagged_files.read(path, "--training-file")
 
 
@@ -167,6 +186,9 @@ def test_a_tag_of_a_type_training_never_tags_names_the_line_of_its_token(tmp_pat
 
     path = write(tmp_path / "dev.conll", "Ada\tB-PER\nin\tO\nOslo\tB-LOC\n")
     spec = LabelSpec("tags", ["O", "B-PER", "I-PER"])
-    with pytest.raises(UserError, match=r"dev.conll line 3, token 'Oslo': tag 'B-LOC' names a type "
-                                        r"the training file never tags \(B-PER\)"):
+    with pytest.raises(
+        UserError,
+        match=r"dev.conll line 3, token 'Oslo': tag 'B-LOC' names a type "
+        r"the training file never tags \(B-PER\)",
+    ):
         tagged_splits.tagged_split(tagged_files.read(path, "--validation-file"), path, spec)

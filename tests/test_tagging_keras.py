@@ -1,5 +1,6 @@
 """Token classification's loss and metric (trainer/tasks/tagging/keras.py): both ignore the
 tokens that carry no word's tag."""
+
 import numpy as np
 import tensorflow as tf
 

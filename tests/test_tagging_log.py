@@ -2,8 +2,8 @@
 run logged `text 'text'` (a column it has not), "mean pooling" (a tagger pools nothing) and
 "1 epochs". One --dry-run of the tiny encoder on a CoNLL file: the slow tier (CI's slow line),
 for the default suite's 10 minutes."""
-import pytest
 
+import pytest
 from conftest import TINY_TASK_FLAGS
 from test_task import run_cli
 
@@ -16,8 +16,18 @@ def log(tiny_encoder_dir, tmp_path_factory):
     sentences = [[("Ada", "B-PER"), ("met", "O"), ("Bo", "B-PER")], [("in", "O"), ("Oslo", "B-LOC")]] * 8
     train = root / "train.conll"
     train.write_text("".join("".join(f"{w}\t{t}\n" for w, t in s) + "\n" for s in sentences))
-    result = run_cli("--encoder", tiny_encoder_dir, "--training-file", str(train), "--job-dir",
-                     str(root / "job"), "--max-seq-length", "16", "--dry-run", *TINY_TASK_FLAGS)
+    result = run_cli(
+        "--encoder",
+        tiny_encoder_dir,
+        "--training-file",
+        str(train),
+        "--job-dir",
+        str(root / "job"),
+        "--max-seq-length",
+        "16",
+        "--dry-run",
+        *TINY_TASK_FLAGS,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
 

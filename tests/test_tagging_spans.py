@@ -1,10 +1,10 @@
 """Entities of predicted tag ids in the graph (trainer/tasks/tagging/spans.py): the tags read as
 training reads a file's (tags.repaired: an I- that continues nothing begins an entity), then by
 the strict IOB2 rules of tags.entities."""
+
 import random
 
 import numpy as np
-
 import tensorflow as tf
 
 from trainer.tasks.tagging import spans, tags
@@ -15,8 +15,9 @@ NAMES = tags.tag_names(TYPES)
 
 def runs(sequences, function=spans.entity_runs):
     kinds, firsts, ends = function(tf.ragged.constant(sequences, dtype=tf.int64, ragged_rank=1))
-    return [[(TYPES[k], f, e) for k, f, e in zip(*row)]
-            for row in zip(kinds.to_list(), firsts.to_list(), ends.to_list())]
+    return [
+        [(TYPES[k], f, e) for k, f, e in zip(*row)] for row in zip(kinds.to_list(), firsts.to_list(), ends.to_list())
+    ]
 
 
 def test_the_graphs_entities_equal_trainings_reading_of_the_tags_on_500_random_sentences():
@@ -38,8 +39,9 @@ def test_an_i_tag_that_continues_nothing_begins_an_entity_as_in_training_data():
 
 
 def test_it_runs_in_a_traced_function_as_an_export_calls_it():
-    traced = tf.function(spans.entity_runs, input_signature=[
-        tf.RaggedTensorSpec([None, None], tf.int64, ragged_rank=1)])
+    traced = tf.function(
+        spans.entity_runs, input_signature=[tf.RaggedTensorSpec([None, None], tf.int64, ragged_rank=1)]
+    )
     b_org, i_org = NAMES.index("B-ORG"), NAMES.index("I-ORG")
     assert runs([[0, b_org, i_org]], traced) == [[("ORG", 1, 3)]]
 
@@ -55,8 +57,10 @@ def test_entities_come_back_with_code_point_offsets_into_the_raw_string():
     out = spans.entity_outputs(tf.constant(texts), starts, ends, probabilities, tf.constant(TYPES))
     assert out["entity_count"].numpy().tolist() == [2, 0, 0]
     assert [t.decode() for t in out["entity_text"].numpy()[0]] == ["Zoë", "São Paulo"]
-    assert [texts[0][a:b] for a, b in zip(out["entity_start"].numpy()[0], out["entity_end"].numpy()[0])] == \
-        ["Zoë", "São Paulo"]
+    assert [texts[0][a:b] for a, b in zip(out["entity_start"].numpy()[0], out["entity_end"].numpy()[0])] == [
+        "Zoë",
+        "São Paulo",
+    ]
     assert [label.decode() for label in out["entity_label"].numpy()[0]] == ["PER", "LOC"]
     assert out["entity_score"].numpy()[0].tolist() == [np.float32(0.9)] * 2
     assert out["entity_start"].numpy()[1].tolist() == [-1, -1]

@@ -1,4 +1,5 @@
 """`python -m trainer.task` end to end on a tiny encoder, the way a user runs it."""
+
 import contextlib
 import csv
 import io
@@ -15,17 +16,20 @@ from unittest import mock
 
 import numpy as np
 import pytest
-
 from conftest import NO_EXTRAS, TINY_TASK_FLAGS, without_extras
 
 HERE = os.path.dirname(__file__)
 
 
 def run_cli(*args, module="trainer.task", timeout=300, env=None):
-    environ = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"),
-               **(env or {})}
-    return subprocess.run([sys.executable, "-m", module, *without_extras(module, args)],
-                          capture_output=True, text=True, timeout=timeout, env=environ)
+    environ = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"), **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", module, *without_extras(module, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=environ,
+    )
 
 
 def run_in_process(*args, module="trainer.task", env=None):
@@ -35,9 +39,14 @@ def run_in_process(*args, module="trainer.task", env=None):
     real process prints is checked with run_cli (test_bad_input_exits_2_with_one_clear_line)."""
     stdout, stderr = io.StringIO(), io.StringIO()
     environ = {"VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"), **(env or {})}
-    with mock.patch.dict(os.environ, environ), mock.patch.object(sys, "argv", [module, *without_extras(module, args)]), \
-            contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), \
-            warnings.catch_warnings(), trainer_logger_restored():
+    with (
+        mock.patch.dict(os.environ, environ),
+        mock.patch.object(sys, "argv", [module, *without_extras(module, args)]),
+        contextlib.redirect_stdout(stdout),
+        contextlib.redirect_stderr(stderr),
+        warnings.catch_warnings(),
+        trainer_logger_restored(),
+    ):
         try:
             runpy.run_module(module, run_name="__main__")
             code = 0
@@ -59,12 +68,35 @@ def trainer_logger_restored():
 
 
 def train_args(tiny_encoder_dir, tiny_data, job_dir, *extra):
-    return ["--encoder", tiny_encoder_dir, "--training-file", tiny_data["train"],
-            "--validation-file", tiny_data["validation"], "--testing-file", tiny_data["test"],
-            "--job-dir", job_dir, "--epochs", "6", "--batch-size", "8", "--learning-rate", "1e-2",
-            "--max-seq-length", "16", "--mixed-precision", "off", "--log-every-seconds", "1",
-            "--seed", "2",  # not the default, so metrics.json is seen to record the flag
-            *TINY_TASK_FLAGS, *NO_EXTRAS, *extra]
+    return [
+        "--encoder",
+        tiny_encoder_dir,
+        "--training-file",
+        tiny_data["train"],
+        "--validation-file",
+        tiny_data["validation"],
+        "--testing-file",
+        tiny_data["test"],
+        "--job-dir",
+        job_dir,
+        "--epochs",
+        "6",
+        "--batch-size",
+        "8",
+        "--learning-rate",
+        "1e-2",
+        "--max-seq-length",
+        "16",
+        "--mixed-precision",
+        "off",
+        "--log-every-seconds",
+        "1",
+        "--seed",
+        "2",  # not the default, so metrics.json is seen to record the flag
+        *TINY_TASK_FLAGS,
+        *NO_EXTRAS,
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -79,9 +111,18 @@ def trained(tiny_encoder_dir, tiny_data, tmp_path_factory):
 
 def test_a_run_writes_every_artifact(trained):
     job_dir, _ = trained
-    for name in ("config.json", "metrics.json", "eval_history.csv", "training.log",
-                 "model/saved_model.pb", "tensorboard", "report.html", "errors.csv",
-                 "MODEL_CARD.md", "report/learning_curves.png"):
+    for name in (
+        "config.json",
+        "metrics.json",
+        "eval_history.csv",
+        "training.log",
+        "model/saved_model.pb",
+        "tensorboard",
+        "report.html",
+        "errors.csv",
+        "MODEL_CARD.md",
+        "report/learning_curves.png",
+    ):
         assert (job_dir / name).exists(), name
 
 
@@ -112,7 +153,9 @@ def test_metrics_json_holds_what_users_read(trained):
     assert metrics["train_sample"] == {"rows": 90, "of": 90, "seed": 2, "note": "every training row"}
     assert metrics["rows_skipped"] == {"train": 0, "validation": 0, "test": 0}
     assert {name: block["checked"] for name, block in metrics["contained_texts"].items()} == {
-        "validation": 30, "test": 30}
+        "validation": 30,
+        "test": 30,
+    }
     assert metrics["hyperparameters"]["learning_rate"] == 1e-2
     assert {"total", "train", "evaluate", "export"} <= set(metrics["durations"])
     assert metrics["train_examples_per_second"] > 0
@@ -135,8 +178,7 @@ def test_the_export_applies_the_temperature_fitted_on_validation(trained):
     # Applied only inside its search bound and when it lowers the validation log loss and ECE
     # (trainer.reporting.calibration.decide, whose reason metrics.json keeps).
     validation = calibration["validation"]
-    lowers = (validation["ece_after"] < validation["ece_before"]
-              and validation["nll_after"] < validation["nll_before"])
+    lowers = validation["ece_after"] < validation["ece_before"] and validation["nll_after"] < validation["nll_before"]
     assert calibration["temperature"] > 0
     assert calibration["applied"] == (not calibration["at_bound"] and lowers), calibration["why"]
     for split in ("validation", "test"):
@@ -153,8 +195,18 @@ def test_history_has_one_row_per_epoch(trained):
         rows = list(csv.DictReader(f))
     assert [int(r["epoch"]) for r in rows] == [1, 2, 3, 4, 5, 6]
     assert [int(r["step"]) for r in rows] == [12, 24, 36, 48, 60, 72]  # 90 rows, batches of 8
-    assert set(rows[0]) == {"epoch", "step", "loss", "accuracy", "val_loss", "val_accuracy", "val_macro_f1",
-                            "val_macro_recall", "learning_rate", "seconds"}
+    assert set(rows[0]) == {
+        "epoch",
+        "step",
+        "loss",
+        "accuracy",
+        "val_loss",
+        "val_accuracy",
+        "val_macro_f1",
+        "val_macro_recall",
+        "learning_rate",
+        "seconds",
+    }
 
 
 def test_log_has_progress_lines_and_no_tensorflow_noise(trained):
@@ -167,6 +219,7 @@ def test_log_has_progress_lines_and_no_tensorflow_noise(trained):
 
 def test_config_json_is_the_resolved_config(trained):
     from trainer import config as config_lib
+
     config = config_lib.load(str(trained[0] / "config.json"))
     assert config.train.epochs == 6 and config.output.job_dir == str(trained[0])
 
@@ -187,21 +240,26 @@ TEXTS = ["i love this movie", "this movie is awful !", "it was fine", "UNSEEN wo
 def test_export_reloads_in_a_fresh_process_with_identical_predictions(trained):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401
+
     model_dir = str(trained[0] / "model")
     serve = tf.saved_model.load(model_dir).signatures["serving_default"]
     here = serve(text=tf.constant(TEXTS))
-    fresh = subprocess.run([sys.executable, "-c", READER, model_dir, json.dumps(TEXTS)],
-                           capture_output=True, text=True, timeout=120,
-                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    fresh = subprocess.run(
+        [sys.executable, "-c", READER, model_dir, json.dumps(TEXTS)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert fresh.returncode == 0, fresh.stderr
     there = json.loads(fresh.stdout.strip().splitlines()[-1])
-    np.testing.assert_array_equal(np.array(there["probabilities"], np.float32),
-                                  here["probabilities"].numpy())
+    np.testing.assert_array_equal(np.array(there["probabilities"], np.float32), here["probabilities"].numpy())
     assert there["label"][:2] == ["positive", "negative"]
 
 
 def test_exported_model_reproduces_the_test_metrics(trained, tiny_data):
     from trainer.serving import export
+
     serve = export.load(str(trained[0] / "model"))
     with open(tiny_data["test"]) as f:
         rows = list(csv.DictReader(f))
@@ -214,8 +272,17 @@ def test_exported_model_reproduces_the_test_metrics(trained, tiny_data):
 
 def test_predict_adds_label_and_probabilities_in_input_order(trained, tiny_data, tmp_path):
     output = tmp_path / "predictions.csv"
-    result = run_cli("--model-dir", trained[0] / "model", "--input", tiny_data["test"],
-                     "--output", output, "--batch-size", "7", module="trainer.predict")
+    result = run_cli(
+        "--model-dir",
+        trained[0] / "model",
+        "--input",
+        tiny_data["test"],
+        "--output",
+        output,
+        "--batch-size",
+        "7",
+        module="trainer.predict",
+    )
     assert result.returncode == 0, result.stderr
     with open(output) as f:
         rows = list(csv.DictReader(f))
@@ -254,7 +321,7 @@ def dry_run(tiny_encoder_dir, tiny_data, tmp_path_factory):
     """One --dry-run without --learning-rate: the rate then comes from the encoder's width."""
     job_dir = tmp_path_factory.mktemp("dry") / "job"
     args = train_args(tiny_encoder_dir, tiny_data, job_dir, "--dry-run")
-    del args[args.index("--learning-rate"):args.index("--learning-rate") + 2]
+    del args[args.index("--learning-rate") : args.index("--learning-rate") + 2]
     result = run_cli(*args)
     assert result.returncode == 0, result.stdout + result.stderr
     return job_dir, result, json.loads((job_dir / "metrics.json").read_text())
@@ -286,8 +353,9 @@ def test_a_dry_runs_job_dir_says_so_in_metrics_json_the_model_card_and_the_repor
 
 @pytest.mark.slow
 def test_train_fraction_trains_on_a_stratified_subset(tiny_encoder_dir, tiny_data, tmp_path):
-    result = run_cli(*train_args(tiny_encoder_dir, tiny_data, tmp_path / "part",
-                                 "--train-fraction", "0.5", "--epochs", "1"))
+    result = run_cli(
+        *train_args(tiny_encoder_dir, tiny_data, tmp_path / "part", "--train-fraction", "0.5", "--epochs", "1")
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     metrics = json.loads((tmp_path / "part" / "metrics.json").read_text())
     assert metrics["dataset_sizes"]["train"] == 45
@@ -295,20 +363,27 @@ def test_train_fraction_trains_on_a_stratified_subset(tiny_encoder_dir, tiny_dat
 
 
 @pytest.mark.slow
-def test_train_metrics_of_a_larger_training_set_come_from_a_seeded_sample(
-        tiny_encoder_dir, tiny_data, tmp_path):
+def test_train_metrics_of_a_larger_training_set_come_from_a_seeded_sample(tiny_encoder_dir, tiny_data, tmp_path):
     # The same run as a user's, with the sample size lowered from 2,000 to 40 of the 90 rows.
-    code = ("import sys; from trainer import task; from trainer.training import results; "
-            "results.TRAIN_EVALUATION_ROWS = 40; sys.exit(task.main(sys.argv[1:]))")
+    code = (
+        "import sys; from trainer import task; from trainer.training import results; "
+        "results.TRAIN_EVALUATION_ROWS = 40; sys.exit(task.main(sys.argv[1:]))"
+    )
     result = subprocess.run(
-        [sys.executable, "-c", code, *map(str, train_args(tiny_encoder_dir, tiny_data,
-                                                          tmp_path / "job", "--epochs", "1"))],
-        capture_output=True, text=True, timeout=300,
-        env={**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache")})
+        [
+            sys.executable,
+            "-c",
+            code,
+            *map(str, train_args(tiny_encoder_dir, tiny_data, tmp_path / "job", "--epochs", "1")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache")},
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     metrics = json.loads((tmp_path / "job" / "metrics.json").read_text())
-    assert {k: metrics["train_sample"][k] for k in ("rows", "of", "seed")} == \
-        {"rows": 40, "of": 90, "seed": 2}
+    assert {k: metrics["train_sample"][k] for k in ("rows", "of", "seed")} == {"rows": 40, "of": 90, "seed": 2}
     assert metrics["train"]["examples"] == np.array(metrics["train"]["confusion_matrix"]).sum() == 40
     assert "(40 examples of 90: a sample seeded with --seed)" in result.stdout
 
@@ -333,13 +408,24 @@ sys.exit(code)
 """
 
 
-def test_after_training_each_split_is_predicted_once_and_the_report_reuses_it(
-        tiny_encoder_dir, tiny_data, tmp_path):
+def test_after_training_each_split_is_predicted_once_and_the_report_reuses_it(tiny_encoder_dir, tiny_data, tmp_path):
     result = subprocess.run(
-        [sys.executable, "-c", COUNTED_RUN, *map(str, train_args(
-            tiny_encoder_dir, tiny_data, tmp_path / "job", "--epochs", "3", "--log-every-seconds", "0.001"))],
-        capture_output=True, text=True, timeout=300,
-        env={**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache")})
+        [
+            sys.executable,
+            "-c",
+            COUNTED_RUN,
+            *map(
+                str,
+                train_args(
+                    tiny_encoder_dir, tiny_data, tmp_path / "job", "--epochs", "3", "--log-every-seconds", "0.001"
+                ),
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache")},
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     passes = json.loads(result.stdout.split("PASSES ")[1])
     best = json.loads((tmp_path / "job" / "metrics.json").read_text())["best_epoch"]
@@ -350,11 +436,14 @@ def test_after_training_each_split_is_predicted_once_and_the_report_reuses_it(
     assert re.search(r"evaluating test \d+/30 rows \(\d+%\)  [\d.,]+ rows/s", result.stdout)
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--text-column", "body"], "--text-column: column 'body' is not in"),
-    (["--train-fraction", "2"], "--train-fraction: must be in (0, 1]"),
-    (["--testing-file", "/nonexistent/test.csv"], "--testing-file: file not found: /nonexistent/test.csv"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--text-column", "body"], "--text-column: column 'body' is not in"),
+        (["--train-fraction", "2"], "--train-fraction: must be in (0, 1]"),
+        (["--testing-file", "/nonexistent/test.csv"], "--testing-file: file not found: /nonexistent/test.csv"),
+    ],
+)
 def test_bad_input_exits_2_with_one_clear_line(tiny_encoder_dir, tiny_data, tmp_path, extra, message):
     result = run_cli(*train_args(tiny_encoder_dir, tiny_data, tmp_path / "bad", *extra))
     assert result.returncode == 2
@@ -368,14 +457,27 @@ def test_a_bad_flag_value_is_one_line_naming_the_flag_without_the_usage():
     result = run_in_process("--epochs", "three")
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        "error: --epochs: invalid integer value: 'three' (see python -m trainer.task --help)"]
+        "error: --epochs: invalid integer value: 'three' (see python -m trainer.task --help)"
+    ]
 
 
-@pytest.mark.parametrize("module", ["trainer.task", "trainer.predict", "trainer.prepare", "trainer.serve",
-                                    "trainer.submit", "trainer.report", "trainer.export_encoder",
-                                    "trainer.export_quantized", "trainer.tune"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "trainer.task",
+        "trainer.predict",
+        "trainer.prepare",
+        "trainer.serve",
+        "trainer.submit",
+        "trainer.report",
+        "trainer.export_encoder",
+        "trainer.export_quantized",
+        "trainer.tune",
+    ],
+)
 def test_every_entry_point_prints_its_version(module):
     from trainer import __version__
+
     sys.modules.pop(module, None)  # runpy warns when it runs a module this process imported
     result = run_in_process("--version", module=module)
     assert (result.returncode, result.stdout.strip()) == (0, f"vertex-bert-trainer {__version__}")

@@ -1,6 +1,7 @@
 """TensorFlow's native start-up lines (absl's "before InitializeLog" banner, the oneDNN and CUDA
 notes) stay out of a command's stderr wherever TensorFlow is first imported: a local file is read
 without it, so the first import may be any module's."""
+
 import subprocess
 import sys
 
@@ -15,11 +16,14 @@ def stderr_of(code: str) -> str:
     return result.stderr
 
 
-@pytest.mark.parametrize("first_import", [
-    "import tensorflow, tensorflow_text",
-    "from tensorflow.core.protobuf import saved_model_pb2",  # a SavedModel's signature read
-    "import tf_keras",
-])
+@pytest.mark.parametrize(
+    "first_import",
+    [
+        "import tensorflow, tensorflow_text",
+        "from tensorflow.core.protobuf import saved_model_pb2",  # a SavedModel's signature read
+        "import tf_keras",
+    ],
+)
 def test_a_first_import_of_tensorflow_anywhere_prints_no_start_up_lines(first_import):
     printed = stderr_of(f"import trainer\n{first_import}\nimport tensorflow_text")
     assert not [line for line in printed.splitlines() if any(mark in line for mark in BANNER)]

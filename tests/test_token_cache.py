@@ -1,34 +1,35 @@
 """The token cache: blocks on disk that every epoch, resumed run and worker reads."""
+
 import os
 
 import pytest
+from conftest import labelled_rows, write_csv
 
 from trainer import config as config_lib
 from trainer.data import splits, token_cache
 from trainer.modeling.encoders import registry
 from trainer.modeling.encoders.tokenizers.word_piece import WordPiecePreprocessor
 
-from conftest import labelled_rows, write_csv
-
 
 @pytest.fixture(scope="module")
 def preprocessor(tiny_encoder_dir):
     from trainer.modeling import encoders
+
     return encoders.load_encoder(tiny_encoder_dir, seq_length=16).preprocessor
 
 
 def datasets_of(tmp_path, rows=40):
     train = write_csv(tmp_path / "train.csv", labelled_rows(rows, 1))
     validation = write_csv(tmp_path / "validation.csv", labelled_rows(12, 2))
-    config = config_lib.build_config(["--training-file", train, "--validation-file", validation,
-                                      "--min-examples-per-class", "1"], {})
+    config = config_lib.build_config(
+        ["--training-file", train, "--validation-file", validation, "--min-examples-per-class", "1"], {}
+    )
     return splits.load_datasets(config)
 
 
 def rows_of(dataset):
     """Each row as (its token ids, its label), in the order the dataset yields them."""
-    return [(tuple(features["input_word_ids"].numpy()), int(label))
-            for features, label, _ in dataset]
+    return [(tuple(features["input_word_ids"].numpy()), int(label)) for features, label, _ in dataset]
 
 
 def test_blocks_hold_every_row_in_order_with_its_label(tmp_path, preprocessor, monkeypatch):
@@ -42,8 +43,7 @@ def test_blocks_hold_every_row_in_order_with_its_label(tmp_path, preprocessor, m
 
 
 @pytest.mark.parametrize("block_rows", [8, 64], ids=["by block", "by row"])
-def test_worker_shares_are_disjoint_and_cover_the_split(tmp_path, preprocessor, monkeypatch,
-                                                        block_rows):
+def test_worker_shares_are_disjoint_and_cover_the_split(tmp_path, preprocessor, monkeypatch, block_rows):
     monkeypatch.setattr(token_cache, "BLOCK_ROWS", block_rows)
     train = token_cache.load_or_build(datasets_of(tmp_path), preprocessor, str(tmp_path / "c"), 16)["train"]
     whole = rows_of(train.examples())

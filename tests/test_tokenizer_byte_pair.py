@@ -6,6 +6,7 @@ tokenizer.json (NFC, ByteLevel, an lstrip [MASK]; here also a normalized added t
 reference is transformers' fast tokenizer built from the same files,
 `tokenizer(text, add_special_tokens=False)["input_ids"]`.
 """
+
 import itertools
 import json
 import os
@@ -24,21 +25,75 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import tokenizer_parity  # noqa: E402
 
 SUBJECTS = ["The café", "Mon ami Zoë", "我的朋友", "Our team 🚀", "She", "Ünïcödé text", "東京タワー"]
-VERBS = ["really likes", "didn't see", "won 3-2 against", "paid $1,299.99 for", "can't stand",
-         "said \"hello\" to", "is   waiting for"]
-OBJECTS = ["the naïve résumé!!!", "emoji 😀🎉👍🏽...", "the 2nd match?!?", "  spaced  words  ",
-           "tabs\tand\nnewlines", "1234567890", "¿qué tal?", "日本語のテキスト。"]
+VERBS = [
+    "really likes",
+    "didn't see",
+    "won 3-2 against",
+    "paid $1,299.99 for",
+    "can't stand",
+    'said "hello" to',
+    "is   waiting for",
+]
+OBJECTS = [
+    "the naïve résumé!!!",
+    "emoji 😀🎉👍🏽...",
+    "the 2nd match?!?",
+    "  spaced  words  ",
+    "tabs\tand\nnewlines",
+    "1234567890",
+    "¿qué tal?",
+    "日本語のテキスト。",
+]
 # Every subject-verb-object sentence, plus whitespace-only and empty texts: 400 in all.
 SENTENCES = [" ".join(words) for words in itertools.product(SUBJECTS, VERBS, OBJECTS)] + [
-    "", " ", "\t", "\n\n", "   leading", "trailing   ", "we're", "I'll", "you've", "it's"]
+    "",
+    " ",
+    "\t",
+    "\n\n",
+    "   leading",
+    "trailing   ",
+    "we're",
+    "I'll",
+    "you've",
+    "it's",
+]
 # Held out: none of these is in the training text.
-TRICKY = ["", " ", "  ", "trail  ", "  lead", "a  b", "x\n\ny", "a\r\n\r\nb", "tab\tx", " \n ",
-          "don't  'sup", "I'M YOU'RE they'D", "Café ६ test", "\u00a0nbsp x", "x \u3000 y",
-          "a\u2028b", "e\u0301 A\u030a", "\u212a kelvin", "ﬁne… ＡＢＣ™",
-          "👩‍👩‍👧‍👦 family", "https://example.com/a_b?c=1&d=2", "!!!???...", "1.000.000,00 €",
-          "<s>x</s>", "hello <mask> world", "[CLS]a [MASK] b", "a[MASK]b", "x  [MASK]  y",
-          "|||LINK|||", "|||LIN\u212a|||", "long" * 40, "ʻokina Ελληνικά русский עברית",
-          "nul\x00inside\x00\x00 it", "\x85\x85x \u2009\u2009y \x1c\x1cz"]
+TRICKY = [
+    "",
+    " ",
+    "  ",
+    "trail  ",
+    "  lead",
+    "a  b",
+    "x\n\ny",
+    "a\r\n\r\nb",
+    "tab\tx",
+    " \n ",
+    "don't  'sup",
+    "I'M YOU'RE they'D",
+    "Café ६ test",
+    "\u00a0nbsp x",
+    "x \u3000 y",
+    "a\u2028b",
+    "e\u0301 A\u030a",
+    "\u212a kelvin",
+    "ﬁne… ＡＢＣ™",
+    "👩‍👩‍👧‍👦 family",
+    "https://example.com/a_b?c=1&d=2",
+    "!!!???...",
+    "1.000.000,00 €",
+    "<s>x</s>",
+    "hello <mask> world",
+    "[CLS]a [MASK] b",
+    "a[MASK]b",
+    "x  [MASK]  y",
+    "|||LINK|||",
+    "|||LIN\u212a|||",
+    "long" * 40,
+    "ʻokina Ελληνικά русский עברית",
+    "nul\x00inside\x00\x00 it",
+    "\x85\x85x \u2009\u2009y \x1c\x1cz",
+]
 ROBERTA_SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
 
 
@@ -48,8 +103,8 @@ def trained(tmp_path_factory):
     from tokenizers import AddedToken
 
     return tokenizer_parity.train_byte_level_bpe(
-        SENTENCES, 500, str(tmp_path_factory.mktemp("byte_pair")),
-        added=[AddedToken("|||LINK|||", normalized=True)])  # matched after NFC
+        SENTENCES, 500, str(tmp_path_factory.mktemp("byte_pair")), added=[AddedToken("|||LINK|||", normalized=True)]
+    )  # matched after NFC
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +112,7 @@ def roberta(trained):
     from transformers import RobertaTokenizerFast
 
     files = trained["roberta"]
-    return (BytePairTokenizer.from_vocab_and_merges(*files, roberta_family.ADDED_TOKENS),
-            RobertaTokenizerFast(*files))
+    return (BytePairTokenizer.from_vocab_and_merges(*files, roberta_family.ADDED_TOKENS), RobertaTokenizerFast(*files))
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +140,7 @@ def test_modernbert_tokenizer_json_gives_hugging_faces_ids(modernbert_file):
     from transformers import PreTrainedTokenizerFast
 
     theirs = PreTrainedTokenizerFast(tokenizer_file=modernbert_file)
-    assert differences(BytePairTokenizer.from_tokenizer_json(modernbert_file), theirs,
-                       SENTENCES + TRICKY) == []
+    assert differences(BytePairTokenizer.from_tokenizer_json(modernbert_file), theirs, SENTENCES + TRICKY) == []
 
 
 def test_merges_written_as_strings_read_as_pairs_do(modernbert_file, tmp_path):
@@ -115,11 +168,14 @@ def test_the_whole_vocabulary_is_hugging_faces(roberta):
     assert ours.token_ids() == theirs.get_vocab()
 
 
-@pytest.mark.parametrize("section, setting, named", [
-    ("normalizer", {"type": "Lowercase"}, "normalizer Lowercase"),
-    ("pre_tokenizer", {"type": "Whitespace"}, "pre_tokenizer"),
-    ("model", {"byte_fallback": True}, "model.byte_fallback=True"),
-])
+@pytest.mark.parametrize(
+    "section, setting, named",
+    [
+        ("normalizer", {"type": "Lowercase"}, "normalizer Lowercase"),
+        ("pre_tokenizer", {"type": "Whitespace"}, "pre_tokenizer"),
+        ("model", {"byte_fallback": True}, "model.byte_fallback=True"),
+    ],
+)
 def test_settings_it_does_not_implement_are_refused(modernbert_file, tmp_path, section, setting, named):
     config = json.load(open(modernbert_file, encoding="utf-8"))
     config[section] = {**config[section], **setting} if section == "model" else setting
@@ -133,14 +189,18 @@ def test_settings_it_does_not_implement_are_refused(modernbert_file, tmp_path, s
 BYTE_LEVEL = '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": %s}, "pre_tokenizer": {"type": "ByteLevel"}}'
 
 
-@pytest.mark.parametrize("content, says", [
-    ("[]", 'not a tokenizer.json \\(no "model" object\\)'),
-    (BYTE_LEVEL % '[["a"]]', r"merge 1 is \['a'\], not two tokens"),
-    (BYTE_LEVEL % '["a a"]',
-     "merge 1 \\(a a\\) needs 'aa', which is not in the vocabulary"),
-    ('{"model": {"type": "BPE", "vocab": {"a": 0}}, "added_tokens": [{"content": "<s>"}]}',
-     'added token {"content": "<s>"} needs a content and an id >= 0'),
-])
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        ("[]", 'not a tokenizer.json \\(no "model" object\\)'),
+        (BYTE_LEVEL % '[["a"]]', r"merge 1 is \['a'\], not two tokens"),
+        (BYTE_LEVEL % '["a a"]', "merge 1 \\(a a\\) needs 'aa', which is not in the vocabulary"),
+        (
+            '{"model": {"type": "BPE", "vocab": {"a": 0}}, "added_tokens": [{"content": "<s>"}]}',
+            'added token {"content": "<s>"} needs a content and an id >= 0',
+        ),
+    ],
+)
 def test_malformed_files_are_refused_naming_the_file(tmp_path, content, says):
     path = tmp_path / "tokenizer.json"
     path.write_text(content, encoding="utf-8")
@@ -166,17 +226,24 @@ def test_savedmodel_reloads_in_a_fresh_process_with_the_same_ids(modernbert_file
     layer = TokenizingLayer(BytePairTokenizer.from_tokenizer_json(modernbert_file))
     export = tf.Module()
     export.tokenizer = layer.tokenizer
-    export.tokenize = tf.function(layer.call, input_signature=[tf.TensorSpec([None], tf.string)],
-                                  autograph=False)
+    export.tokenize = tf.function(layer.call, input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     tf.saved_model.save(export, str(tmp_path / "saved"))
     texts = SENTENCES[::7] + TRICKY
-    script = ("import json, sys, tensorflow as tf, tensorflow_text\n"
-              "texts = json.load(sys.stdin)\n"
-              f"ids = tf.saved_model.load({str(tmp_path / 'saved')!r}).tokenize(tf.constant(texts))\n"
-              "assert not [m for m in sys.modules if m.startswith(('trainer', 'tokenizers', 'keras_hub'))]\n"
-              "print(json.dumps(ids.to_list()))\n")
-    result = subprocess.run([sys.executable, "-c", script], input=json.dumps(texts), capture_output=True,
-                            text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    script = (
+        "import json, sys, tensorflow as tf, tensorflow_text\n"
+        "texts = json.load(sys.stdin)\n"
+        f"ids = tf.saved_model.load({str(tmp_path / 'saved')!r}).tokenize(tf.constant(texts))\n"
+        "assert not [m for m in sys.modules if m.startswith(('trainer', 'tokenizers', 'keras_hub'))]\n"
+        "print(json.dumps(ids.to_list()))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        input=json.dumps(texts),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout) == layer(tf.constant(texts)).to_list()
     assert os.path.exists(tmp_path / "saved" / "assets" / "tokenizer.json")

@@ -4,6 +4,7 @@ Tiny unigram models are trained here with the sentencepiece library, laid out as
 sentencepiece.bpe.model (<unk>, <s>, </s> first) and DeBERTa-v3's spm.model ([PAD], [CLS],
 [SEP], [UNK] first); transformers builds its fast tokenizers from the same files.
 """
+
 import json
 import os
 import subprocess
@@ -19,22 +20,53 @@ from trainer.modeling.encoders.tokenizers.sentencepiece import SentencePieceToke
 
 # The families' layouts, by the name their errors give.
 LAYOUTS = {"xlm-roberta": roberta.SENTENCEPIECE, "deberta-v3": deberta_v2.SENTENCEPIECE}
-WORDS = ("the movie was great and i loved it , but the ending felt rushed . "
-         "café naïve résumé façade jalapeño über straße smörgåsbord crème brûlée "
-         "東京 タワー 北京 大学 서울 😀 🎉 👍🏽 ❤️ 2024 3.14 1,000,000 #1 @user "
-         "!!! ??? ... --- ;) :-( \"quoted\" 'single' (parens) [brackets]").split()
+WORDS = (
+    "the movie was great and i loved it , but the ending felt rushed . "
+    "café naïve résumé façade jalapeño über straße smörgåsbord crème brûlée "
+    "東京 タワー 北京 大学 서울 😀 🎉 👍🏽 ❤️ 2024 3.14 1,000,000 #1 @user "
+    "!!! ??? ... --- ;) :-( \"quoted\" 'single' (parens) [brackets]"
+).split()
 XLMR_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
 DEBERTA_SPECIALS = ("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]")
 # Held out from training: whitespace of every kind, NFKC-only characters, special tokens
 # written in the text, unknown characters and their runs.
 TRICKY = [
-    "", " ", "   ", "\t", "\n", "\r\n", " leading", "trailing ", "  both  ends  ",
-    "tabs\tand\nnew\r\nlines", "no\u00a0break", "a \u00a0 b", "ideographic\u3000space",
-    "line\u2028separator", "next\u0085line", "zero\u200bwidth", "\ufeffbom", "x\x00nul",
-    "bell\x07char", "Cafe\u0301 (combining)", "ﬁne ＡＢＣ １２３ …", "Ⅻ ǅ ß İstanbul",
-    "!!!! ???? .... hahahaha", "▁metaspace ▁ a▁b", "東京タワーへ行きたい😀😀", "1234567890",
-    "hi <mask> there", "<s>hi</s>", "x<pad>y <unk>", "[CLS] hi [SEP]", "a\u00a0[MASK]\u00a0b",
-    "[PAD][PAD]", " [SEP] ", "<s><s>", "nul\x00then <s> [SEP]\x00end", "x" * 60,
+    "",
+    " ",
+    "   ",
+    "\t",
+    "\n",
+    "\r\n",
+    " leading",
+    "trailing ",
+    "  both  ends  ",
+    "tabs\tand\nnew\r\nlines",
+    "no\u00a0break",
+    "a \u00a0 b",
+    "ideographic\u3000space",
+    "line\u2028separator",
+    "next\u0085line",
+    "zero\u200bwidth",
+    "\ufeffbom",
+    "x\x00nul",
+    "bell\x07char",
+    "Cafe\u0301 (combining)",
+    "ﬁne ＡＢＣ １２３ …",
+    "Ⅻ ǅ ß İstanbul",
+    "!!!! ???? .... hahahaha",
+    "▁metaspace ▁ a▁b",
+    "東京タワーへ行きたい😀😀",
+    "1234567890",
+    "hi <mask> there",
+    "<s>hi</s>",
+    "x<pad>y <unk>",
+    "[CLS] hi [SEP]",
+    "a\u00a0[MASK]\u00a0b",
+    "[PAD][PAD]",
+    " [SEP] ",
+    "<s><s>",
+    "nul\x00then <s> [SEP]\x00end",
+    "x" * 60,
 ]
 
 
@@ -44,7 +76,7 @@ def corpus():
     sentences = []
     for i in range(300):
         words = [WORDS[(i * 7 + j * 13) % len(WORDS)] for j in range(3 + i % 9)]
-        separator = ("  " if i % 17 == 0 else "\t" if i % 23 == 0 else " ")
+        separator = "  " if i % 17 == 0 else "\t" if i % 23 == 0 else " "
         sentences.append(separator.join(words) + (" " if i % 11 == 0 else ""))
     return sentences + [f"wow{mark * (2 + i % 7)} ok" for i, mark in enumerate("!?." * 30)]
 
@@ -54,9 +86,15 @@ def _train(directory, filename, **options):
 
     os.makedirs(directory)
     sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(corpus()), model_prefix=os.path.join(directory, "m"),
-        model_type=options.pop("model_type", "unigram"), vocab_size=120, hard_vocab_limit=False,
-        character_coverage=0.98, minloglevel=2, **options)
+        sentence_iterator=iter(corpus()),
+        model_prefix=os.path.join(directory, "m"),
+        model_type=options.pop("model_type", "unigram"),
+        vocab_size=120,
+        hard_vocab_limit=False,
+        character_coverage=0.98,
+        minloglevel=2,
+        **options,
+    )
     os.replace(os.path.join(directory, "m.model"), os.path.join(directory, filename))
     return os.path.join(directory, filename)
 
@@ -68,8 +106,18 @@ def models(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("sentencepiece")
     xlmr = _train(root / "xlmr", "sentencepiece.bpe.model")  # <unk>=0, <s>=1, </s>=2
-    deberta = _train(root / "deberta", "spm.model", pad_id=0, bos_id=1, eos_id=2, unk_id=3,
-                     pad_piece="[PAD]", bos_piece="[CLS]", eos_piece="[SEP]", unk_piece="[UNK]")
+    deberta = _train(
+        root / "deberta",
+        "spm.model",
+        pad_id=0,
+        bos_id=1,
+        eos_id=2,
+        unk_id=3,
+        pad_piece="[PAD]",
+        bos_piece="[CLS]",
+        eos_piece="[SEP]",
+        unk_piece="[UNK]",
+    )
     return {
         "xlm-roberta": (xlmr, transformers.XLMRobertaTokenizerFast.from_pretrained(root / "xlmr")),
         "deberta-v3": (deberta, transformers.DebertaV2TokenizerFast.from_pretrained(root / "deberta")),
@@ -100,11 +148,16 @@ def test_ids_equal_hugging_face_fast_tokenizer_on_held_out_tricky_text(models, f
 
 @pytest.mark.parametrize("family", ["xlm-roberta", "deberta-v3"])
 def test_equally_scored_orders_of_a_run_are_hugging_faces(models, family):
-    """"!!!!!!!" is "!!" "!!!!!" or "!!!!!" "!!" at the same score: Hugging Face keeps the
+    """ "!!!!!!!" is "!!" "!!!!!" or "!!!!!" "!!" at the same score: Hugging Face keeps the
     longest piece last, where TF-Text's float32 search picks either."""
     model_file, hf = models[family]
-    runs = [f"{word}{mark * n}{end}" for word in ("", "day", "so ") for mark in "!?."
-            for n in range(2, 13) for end in ("", " ok", "x")]
+    runs = [
+        f"{word}{mark * n}{end}"
+        for word in ("", "day", "so ")
+        for mark in "!?."
+        for n in range(2, 13)
+        for end in ("", " ok", "x")
+    ]
     assert ids(SentencePieceTokenizer(model_file, LAYOUTS[family]), runs) == hf_ids(hf, runs)
 
 
@@ -112,11 +165,13 @@ def test_equally_scored_orders_of_a_run_are_hugging_faces(models, family):
 def test_batches_of_empty_texts_have_no_ids(models, family):
     tokenizer = SentencePieceTokenizer(models[family][0], LAYOUTS[family])
     assert [ids(tokenizer, batch) for batch in (["hi", ""], [""], [" ", "\t"])] == [
-        [hf_ids(models[family][1], ["hi"])[0], []], [[]], [[], []]]
+        [hf_ids(models[family][1], ["hi"])[0], []],
+        [[]],
+        [[], []],
+    ]
 
 
-@pytest.mark.parametrize("family,specials", [("xlm-roberta", XLMR_SPECIALS),
-                                             ("deberta-v3", DEBERTA_SPECIALS)])
+@pytest.mark.parametrize("family,specials", [("xlm-roberta", XLMR_SPECIALS), ("deberta-v3", DEBERTA_SPECIALS)])
 def test_special_token_ids_and_vocab_size_are_hugging_faces(models, family, specials):
     model_file, hf = models[family]
     tokenizer = SentencePieceTokenizer(model_file, LAYOUTS[family])
@@ -190,12 +245,18 @@ def test_savedmodel_reloads_in_a_fresh_process_with_the_same_ids(models, tmp_pat
     for family, (model_file, _) in models.items():
         module = tf.Module()
         module.tokenizer = SentencePieceTokenizer(model_file, LAYOUTS[family])
-        module.tokenize = tf.function(module.tokenizer.tokenize, autograph=False,
-                                      input_signature=[tf.TensorSpec([None], tf.string)])
+        module.tokenize = tf.function(
+            module.tokenizer.tokenize, autograph=False, input_signature=[tf.TensorSpec([None], tf.string)]
+        )
         tf.saved_model.save(module, str(tmp_path / family))
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    run = subprocess.run([sys.executable, "-c", RELOAD, str(tmp_path), json.dumps(texts)],
-                         capture_output=True, text=True, env=env, check=True)
+    run = subprocess.run(
+        [sys.executable, "-c", RELOAD, str(tmp_path), json.dumps(texts)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     result = json.loads(run.stdout.strip().splitlines()[-1])
     for family, (model_file, hf) in models.items():
         assert result[family] == hf_ids(hf, texts)

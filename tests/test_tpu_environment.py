@@ -1,6 +1,7 @@
 """What the trainer tells libtpu before TensorFlow loads it: off a TPU VM, not to load (and never
 to ask a metadata server); on a TPU VM, nothing, so libtpu reads its topology as Google's TPU VMs
 expect."""
+
 import os
 import subprocess
 import sys
@@ -12,13 +13,16 @@ from trainer.tpu import libtpu_environment, tpu_chips_attached
 OFF_TPU = {"TPU_LOAD_LIBRARY": "0", "TPU_SKIP_MDS_QUERY": "1"}
 
 
-@pytest.mark.parametrize("entries,attached", [
-    ([], False),
-    (["accel0"], True),  # TPU v2-v4 VM
-    (["vfio/0", "vfio/vfio"], True),  # TPU v5e and later
-    (["vfio/vfio"], False),  # the VFIO control node alone
-    (["accel/accel0"], False),  # the Linux compute-accelerator class, not a TPU
-])
+@pytest.mark.parametrize(
+    "entries,attached",
+    [
+        ([], False),
+        (["accel0"], True),  # TPU v2-v4 VM
+        (["vfio/0", "vfio/vfio"], True),  # TPU v5e and later
+        (["vfio/vfio"], False),  # the VFIO control node alone
+        (["accel/accel0"], False),  # the Linux compute-accelerator class, not a TPU
+    ],
+)
 def test_tpu_chips_are_the_device_files_libtpu_opens(tmp_path, entries, attached):
     for entry in entries:
         (tmp_path / entry).parent.mkdir(parents=True, exist_ok=True)
@@ -33,12 +37,15 @@ def pci_device(sys_dir, slot, vendor, device):
     (folder / "device").write_text(device + "\n")
 
 
-@pytest.mark.parametrize("vendor,device,attached", [
-    ("0x1ae0", "0x0027", True),  # TPU v2/v3
-    ("0x1ae0", "0x0063", True),  # TPU v5e
-    ("0x1ae0", "0x0042", False),  # another Google device (gVNIC)
-    ("0x10de", "0x0027", False),  # another vendor's device with the same id
-])
+@pytest.mark.parametrize(
+    "vendor,device,attached",
+    [
+        ("0x1ae0", "0x0027", True),  # TPU v2/v3
+        ("0x1ae0", "0x0063", True),  # TPU v5e
+        ("0x1ae0", "0x0042", False),  # another Google device (gVNIC)
+        ("0x10de", "0x0027", False),  # another vendor's device with the same id
+    ],
+)
 def test_tpu_chips_on_the_pci_bus_count_without_device_files(tmp_path, vendor, device, attached):
     pci_device(tmp_path / "sys", "0000:00:04.0", vendor, device)
     assert tpu_chips_attached(str(tmp_path / "dev"), sys_dir=str(tmp_path / "sys")) is attached
@@ -52,8 +59,9 @@ def test_on_a_tpu_vm_libtpu_reads_its_topology_from_the_metadata_server():
     assert libtpu_environment({}, chips_attached=True) == {}
 
 
-@pytest.mark.parametrize("environ", [{"TPU_NAME": "local"}, {"PJRT_DEVICE": "TPU"},
-                                     {"TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}])
+@pytest.mark.parametrize(
+    "environ", [{"TPU_NAME": "local"}, {"PJRT_DEVICE": "TPU"}, {"TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}]
+)
 def test_a_tpu_asked_for_in_the_environment_is_loaded(environ):
     assert libtpu_environment(environ, chips_attached=False) == {}
 
@@ -65,8 +73,10 @@ def test_what_the_user_or_platform_set_is_kept():
 
 
 def test_importing_the_trainer_sets_them_before_tensorflow_is_imported():
-    code = ("import os, sys, trainer; "
-            "print(os.environ.get('TPU_LOAD_LIBRARY'), os.environ.get('TPU_SKIP_MDS_QUERY'), 'tensorflow' in sys.modules)")
+    code = (
+        "import os, sys, trainer; "
+        "print(os.environ.get('TPU_LOAD_LIBRARY'), os.environ.get('TPU_SKIP_MDS_QUERY'), 'tensorflow' in sys.modules)"
+    )
     env = {k: v for k, v in os.environ.items() if k not in OFF_TPU}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -12,6 +12,7 @@ from trainer.errors import UserError
 
 def tiny_model():
     import tf_keras
+
     model = tf_keras.Sequential([tf_keras.Input((2,)), tf_keras.layers.Dense(1)])
     model.compile(optimizer=tf_keras.optimizers.SGD(0.01), loss="mse")
     return model
@@ -19,58 +20,69 @@ def tiny_model():
 
 def batches(count=100):
     import tensorflow as tf
+
     x = np.arange(count * 2, dtype=np.float32).reshape(count, 2) / (2 * count)
     return tf.data.Dataset.from_tensor_slices((x, x.sum(axis=1, keepdims=True))).batch(4).repeat()
 
 
 # --- --max-steps ---------------------------------------------------------------------------------
 
+
 def test_max_steps_stops_the_optimizer_at_exactly_that_step_inside_an_epoch():
     import tf_keras
+
     from trainer.training import callbacks
+
     model, history = tiny_model(), tf_keras.callbacks.History()
-    model.fit(batches(), epochs=3, steps_per_epoch=5, verbose=0,
-              callbacks=[callbacks.StepLimit(7), history])
+    model.fit(batches(), epochs=3, steps_per_epoch=5, verbose=0, callbacks=[callbacks.StepLimit(7), history])
     assert int(model.optimizer.iterations.numpy()) == 7
     assert history.epoch == [0, 1]  # the second epoch ended at step 7 and was recorded
 
 
-@pytest.mark.parametrize("steps_per_epoch, epochs, max_steps, expected", [
-    (12, 3, 0, (3, 36)),   # --epochs decides
-    (12, 3, 17, (2, 17)),  # overrides --epochs: the second epoch stops at step 17
-    (12, 3, 24, (2, 24)),
-    (12, 1, 100, (9, 100)),
-])
+@pytest.mark.parametrize(
+    "steps_per_epoch, epochs, max_steps, expected",
+    [
+        (12, 3, 0, (3, 36)),  # --epochs decides
+        (12, 3, 17, (2, 17)),  # overrides --epochs: the second epoch stops at step 17
+        (12, 3, 24, (2, 24)),
+        (12, 1, 100, (9, 100)),
+    ],
+)
 def test_max_steps_decides_the_epochs_and_the_schedules_length(steps_per_epoch, epochs, max_steps, expected):
     from trainer.training import stages
+
     assert stages.training_length(steps_per_epoch, epochs, max_steps) == expected
 
 
-@pytest.mark.parametrize("examples, epochs", [(1, 6), (4_999, 6), (5_000, 4), (19_999, 4),
-                                              (20_000, 3), (10_000_000, 3)])
+@pytest.mark.parametrize(
+    "examples, epochs", [(1, 6), (4_999, 6), (5_000, 4), (19_999, 4), (20_000, 3), (10_000_000, 3)]
+)
 def test_without_epochs_small_training_sets_get_more_passes(examples, epochs):
     from trainer.training import stages
+
     assert stages.default_epochs(examples) == epochs
 
 
-@pytest.mark.parametrize("hidden_size, rate", [(16, 3e-4), (384, 3e-4), (511, 3e-4), (512, 1e-4),
-                                               (768, 1e-4), (1024, 5e-5)])
+@pytest.mark.parametrize(
+    "hidden_size, rate", [(16, 3e-4), (384, 3e-4), (511, 3e-4), (512, 1e-4), (768, 1e-4), (1024, 5e-5)]
+)
 def test_without_a_learning_rate_narrower_encoders_train_at_a_higher_one(hidden_size, rate):
     from trainer.training import stages
+
     assert stages.default_learning_rate(hidden_size) == rate
 
 
-@pytest.mark.parametrize("hidden_size, decay", [(16, 0.8), (384, 0.8), (511, 0.8), (512, 0.9),
-                                                (768, 0.9), (1024, 0.9)])
-def test_without_a_layer_decay_wider_encoders_keep_more_of_the_rate_in_their_lower_layers(
-        hidden_size, decay):
+@pytest.mark.parametrize("hidden_size, decay", [(16, 0.8), (384, 0.8), (511, 0.8), (512, 0.9), (768, 0.9), (1024, 0.9)])
+def test_without_a_layer_decay_wider_encoders_keep_more_of_the_rate_in_their_lower_layers(hidden_size, decay):
     from trainer.training import stages
+
     assert stages.default_layer_decay(hidden_size) == decay
 
 
 def test_an_explicit_layer_decay_of_one_is_kept_not_replaced_by_the_default():
     from trainer import tasks
     from trainer.training import stages
+
     given = config_lib.build_config(["--layer-decay", "1.0"], {}).train.layer_decay
     unset = config_lib.build_config([], {}).train.layer_decay
     classifier = tasks.by_name("classification")
@@ -82,6 +94,7 @@ def test_an_explicit_layer_decay_of_one_is_kept_not_replaced_by_the_default():
 def test_a_tagger_trains_encoders_512_wide_and_wider_without_layer_decay(hidden_size, decay):
     from trainer import tasks
     from trainer.training import stages
+
     tagger = tasks.by_name("token-classification")
     assert stages.layer_decay_for(None, hidden_size, tagger) == decay
 
@@ -89,6 +102,7 @@ def test_a_tagger_trains_encoders_512_wide_and_wider_without_layer_decay(hidden_
 def test_a_taggers_explicit_layer_decay_is_kept():
     from trainer import tasks
     from trainer.training import stages
+
     assert stages.layer_decay_for(0.9, 768, tasks.by_name("token-classification")) == 0.9
 
 
@@ -100,11 +114,13 @@ def test_max_steps_must_be_a_multiple_of_steps_per_execution():
 
 # --- --log-every-steps ----------------------------------------------------------------------------
 
+
 def scalars(directory):
     """{tag: [(step, value), ...]} of the TensorBoard event files in `directory`."""
     import glob
 
     import tensorflow as tf
+
     found = {}
     for path in sorted(glob.glob(f"{directory}/events.out.tfevents.*")):
         for event in tf.compat.v1.train.summary_iterator(path):
@@ -115,9 +131,15 @@ def scalars(directory):
 
 def test_step_scalars_draw_loss_learning_rate_and_throughput_every_n_steps(tmp_path):
     from trainer.training import callbacks
+
     model = tiny_model()
-    model.fit(batches(), epochs=2, steps_per_epoch=5, verbose=0,
-              callbacks=[callbacks.StepScalars(str(tmp_path), every=3, batch_size=4)])
+    model.fit(
+        batches(),
+        epochs=2,
+        steps_per_epoch=5,
+        verbose=0,
+        callbacks=[callbacks.StepScalars(str(tmp_path), every=3, batch_size=4)],
+    )
     written = scalars(tmp_path / "steps")
     assert set(written) == {"loss", "learning_rate", "examples_per_second"}
     for tag, points in written.items():
@@ -133,18 +155,32 @@ def test_log_every_steps_must_not_be_negative():
 
 # --- a short real run with both ------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def stepped_run(tiny_encoder_dir, tiny_data, tmp_path_factory):
     from test_task import run_cli, train_args
+
     job_dir = tmp_path_factory.mktemp("steps") / "job"
-    result = run_cli(*train_args(tiny_encoder_dir, tiny_data, job_dir, "--max-steps", "17",
-                                 "--log-every-steps", "5", "--gradient-accumulation-steps", "2"))
+    result = run_cli(
+        *train_args(
+            tiny_encoder_dir,
+            tiny_data,
+            job_dir,
+            "--max-steps",
+            "17",
+            "--log-every-steps",
+            "5",
+            "--gradient-accumulation-steps",
+            "2",
+        )
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return job_dir
 
 
 def test_a_run_with_max_steps_takes_exactly_that_many_steps_and_decays_to_zero_there(stepped_run):
     from conftest import metrics_of, read_csv
+
     metrics = metrics_of(stepped_run)
     assert metrics["train_steps"] == 17 and metrics["hyperparameters"]["max_steps"] == 17
     history = read_csv(stepped_run / "eval_history.csv")
@@ -167,13 +203,33 @@ def test_a_run_writes_step_scalars_to_tensorboard(stepped_run):
 
 # --- --eval-every-steps, killed and resumed ------------------------------------------------------
 
+
 def span_args(tiny_encoder_dir, data, job_dir):
     """600 rows in batches of 8: 75 steps an epoch, 150 in 2 epochs, evaluated every 30: five
     evaluations, the 2nd at step 60 in the middle of the first epoch, the 3rd across its end."""
-    return ["--encoder", tiny_encoder_dir, "--training-file", data["train"],
-            "--validation-file", data["validation"], "--job-dir", job_dir, "--epochs", "2",
-            "--eval-every-steps", "30", "--batch-size", "8", "--learning-rate", "1e-2",
-            "--max-seq-length", "16", "--mixed-precision", "off", "--train-word-embeddings"]
+    return [
+        "--encoder",
+        tiny_encoder_dir,
+        "--training-file",
+        data["train"],
+        "--validation-file",
+        data["validation"],
+        "--job-dir",
+        job_dir,
+        "--epochs",
+        "2",
+        "--eval-every-steps",
+        "30",
+        "--batch-size",
+        "8",
+        "--learning-rate",
+        "1e-2",
+        "--max-seq-length",
+        "16",
+        "--mixed-precision",
+        "off",
+        "--train-word-embeddings",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -181,9 +237,9 @@ def span_runs(tiny_encoder_dir, tiny_data, tmp_path_factory):
     from conftest import labelled_rows, write_csv
     from test_resume import start, wait_for_checkpoint
     from test_task import run_cli
+
     root = tmp_path_factory.mktemp("spans")
-    data = {"train": write_csv(root / "train.csv", labelled_rows(600, 1)),
-            "validation": tiny_data["validation"]}
+    data = {"train": write_csv(root / "train.csv", labelled_rows(600, 1)), "validation": tiny_data["validation"]}
     uninterrupted = start(span_args(tiny_encoder_dir, data, root / "uninterrupted"))
     killed = start(span_args(tiny_encoder_dir, data, root / "killed"))
     try:
@@ -204,6 +260,7 @@ def span_runs(tiny_encoder_dir, tiny_data, tmp_path_factory):
 @pytest.mark.slow  # the span runs, one killed and resumed (about 60 s): run by hand (docs/testing.md), not in CI
 def test_with_eval_every_steps_every_log_line_counts_spans_not_epochs(span_runs):
     import re
+
     log = span_runs["rerun"].stdout
     assert "resumed after span 2" in log and "span 5/5 done" in log
     # "75 steps per epoch, 2 epochs" is about passes over the data, which stay epochs
@@ -212,8 +269,8 @@ def test_with_eval_every_steps_every_log_line_counts_spans_not_epochs(span_runs)
 
 def history_of(job_dir):
     from conftest import read_csv
-    return [{k: float(v) for k, v in row.items() if k != "seconds"}
-            for row in read_csv(job_dir / "eval_history.csv")]
+
+    return [{k: float(v) for k, v in row.items() if k != "seconds"} for row in read_csv(job_dir / "eval_history.csv")]
 
 
 @pytest.mark.slow  # the span runs, one killed and resumed (about 60 s): run by hand (docs/testing.md), not in CI
@@ -225,6 +282,7 @@ def test_eval_every_steps_writes_a_history_row_per_evaluation(span_runs):
 @pytest.mark.slow  # the span runs, one killed and resumed (about 60 s): run by hand (docs/testing.md), not in CI
 def test_a_run_killed_between_evaluations_mid_epoch_resumes_like_an_uninterrupted_one(span_runs):
     from conftest import metrics_of
+
     assert "resumed after span 2" in span_runs["rerun"].stdout
     resumed, uninterrupted = history_of(span_runs["resumed"]), history_of(span_runs["uninterrupted"])
     for got, expected in zip(resumed, uninterrupted, strict=True):
@@ -236,17 +294,22 @@ def test_a_run_killed_between_evaluations_mid_epoch_resumes_like_an_uninterrupte
 
 # --- --gradient-accumulation-steps ---------------------------------------------------------------
 
+
 def accumulation_classifier():
     """A small Classifier with the trainer's optimizer (AdamW, weight decay, global-norm clipping)."""
     import tf_keras
+
     from trainer.modeling import heads, optimization
+
     tf_keras.utils.set_random_seed(1)
     inputs = {"x": tf_keras.Input((4,), name="x")}
     hidden = tf_keras.layers.Dense(8, activation="tanh")(inputs["x"])
     model = heads.Classifier(inputs=inputs, outputs=tf_keras.layers.Dense(3, dtype="float32")(hidden))
-    model.compile(optimizer=optimization.build_optimizer(1e-2, 10, 0.0, 0.01, 0.5),
-                  loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
+    model.compile(
+        optimizer=optimization.build_optimizer(1e-2, 10, 0.0, 0.01, 0.5),
+        loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
     return model
 
 
@@ -256,13 +319,19 @@ def micro_batches(sizes=(4, 4, 2)):
     out = []
     for rows in sizes:
         labels = rng.integers(0, 3, rows)
-        out.append(({"x": rng.normal(size=(rows, 4)).astype(np.float32)}, labels.astype(np.int32),
-                    np.array([0.5, 1.0, 2.0], np.float32)[labels]))
+        out.append(
+            (
+                {"x": rng.normal(size=(rows, 4)).astype(np.float32)},
+                labels.astype(np.int32),
+                np.array([0.5, 1.0, 2.0], np.float32)[labels],
+            )
+        )
     return out
 
 
 def one_step(model, element):
     import tensorflow as tf
+
     model.fit(tf.data.Dataset.from_tensors(element), epochs=1, steps_per_epoch=1, verbose=0)
     return model.get_weights()
 
@@ -270,9 +339,13 @@ def one_step(model, element):
 @pytest.mark.parametrize("policy, tolerance", [("float32", 1e-6), ("mixed_float16", 2e-3)])
 def test_accumulating_k_micro_batches_is_one_step_on_their_concatenation(policy, tolerance):
     import tf_keras
+
     parts = micro_batches()
-    whole = ({"x": np.concatenate([p[0]["x"] for p in parts])},
-             np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]))
+    whole = (
+        {"x": np.concatenate([p[0]["x"] for p in parts])},
+        np.concatenate([p[1] for p in parts]),
+        np.concatenate([p[2] for p in parts]),
+    )
     tf_keras.mixed_precision.set_global_policy(policy)
     try:
         accumulated = one_step(accumulation_classifier(), tuple(parts))
@@ -287,20 +360,21 @@ def test_accumulating_k_micro_batches_is_one_step_on_their_concatenation(policy,
 
 def test_grouped_batches_hold_every_batch_once_in_order_and_fill_a_short_group_with_nothing():
     import tensorflow as tf
+
     from trainer.data import input_pipeline
-    batches = tf.data.Dataset.range(5).map(lambda i: ({"x": tf.fill([2, 3], i)}, tf.fill([2], i),
-                                                      tf.ones([2])))
+
+    batches = tf.data.Dataset.range(5).map(lambda i: ({"x": tf.fill([2, 3], i)}, tf.fill([2], i), tf.ones([2])))
     groups = list(input_pipeline.grouped(batches, 2).as_numpy_iterator())
     assert len(groups) == 3 and all(len(group) == 2 for group in groups)
     seen = [int(features["x"][0, 0]) for group in groups for features, _, _ in group if len(features["x"])]
     assert seen == [0, 1, 2, 3, 4]
-    (features, labels, weights), = groups[-1][1:]
+    ((features, labels, weights),) = groups[-1][1:]
     assert features["x"].shape == (0, 3) and labels.shape == (0,) and weights.shape == (0,)
     static = list(input_pipeline.grouped(batches, 2, static=True).as_numpy_iterator())[-1][1]
     assert static[0]["x"].shape == (2, 3) and static[2].tolist() == [0.0, 0.0]
 
 
-MIRRORED_STEP = '''
+MIRRORED_STEP = """
 import json, sys
 import numpy as np
 import trainer
@@ -324,7 +398,7 @@ model.fit(data, epochs=1, steps_per_epoch=1, verbose=0)
 single = accumulation_classifier()
 single.fit(tf.data.Dataset.from_tensors(whole), epochs=1, steps_per_epoch=1, verbose=0)
 print(json.dumps(max(float(np.abs(a - b).max()) for a, b in zip(model.get_weights(), single.get_weights()))))
-'''
+"""
 
 
 def test_accumulation_under_mirrored_strategy_is_one_step_on_every_replicas_rows(tmp_path):
@@ -333,11 +407,17 @@ def test_accumulation_under_mirrored_strategy_is_one_step_on_every_replicas_rows
     import os
     import subprocess
     import sys
+
     script = tmp_path / "mirrored.py"
     script.write_text(MIRRORED_STEP)
     here = os.path.dirname(os.path.abspath(__file__))
-    result = subprocess.run([sys.executable, str(script), here], capture_output=True, text=True,
-                            timeout=240, env={**os.environ, "PYTHONPATH": os.path.dirname(here)})
+    result = subprocess.run(
+        [sys.executable, str(script), here],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "PYTHONPATH": os.path.dirname(here)},
+    )
     assert result.returncode == 0, result.stderr
     assert float(result.stdout.strip().splitlines()[-1]) < 1e-6
 
@@ -348,6 +428,7 @@ def test_the_batch_line_says_when_length_buckets_make_batches_smaller():
 
     assert smaller_batches_note(18, 6, 32) == (
         " (of 3.0 rows on average: texts of different lengths are batched apart, and a length "
-        "with fewer rows than --batch-size makes a smaller batch)")
+        "with fewer rows than --batch-size makes a smaller batch)"
+    )
     assert smaller_batches_note(18, 1, 32) == ""
     assert smaller_batches_note(10_000, 320, 32) == ""

@@ -1,5 +1,6 @@
 """Distillation's transfer set: training and unlabeled rows as one split, every row once per
 epoch, the two mixed at random by their sizes, the same for one seed."""
+
 import numpy as np
 
 from trainer.data import input_pipeline
@@ -9,9 +10,13 @@ from trainer.data.transfer import TransferSplit
 def split(first_label, rows):
     """`rows` rows of one token each, labelled first_label, first_label + 1, ..."""
     lengths = np.ones(rows, np.int32)
-    return input_pipeline.TokenizedSplit(np.arange(rows, dtype=np.int32), np.zeros(rows, np.int32), lengths,
-                                         np.arange(first_label, first_label + rows, dtype=np.float32),
-                                         np.ones(rows, np.float32))
+    return input_pipeline.TokenizedSplit(
+        np.arange(rows, dtype=np.int32),
+        np.zeros(rows, np.int32),
+        lengths,
+        np.arange(first_label, first_label + rows, dtype=np.float32),
+        np.ones(rows, np.float32),
+    )
 
 
 def labels(dataset):

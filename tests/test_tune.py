@@ -4,6 +4,7 @@ sends to Vertex, one trainer process per trial, resumable, with trials.csv and t
 Most tests replace the trainer process by a stand-in (FakeTrainer, in place of trials.run): the
 search's bookkeeping is what they check. A module fixture runs real searches on the tiny encoder:
 killed, resumed, continued and rerun finished (slow tier, which CI runs on TensorFlow 2.21)."""
+
 import json
 import os
 import shlex
@@ -13,16 +14,16 @@ import sys
 import time
 
 import pytest
-from google.cloud.aiplatform import hyperparameter_tuning as hpt
-
 from conftest import TINY_TASK_FLAGS, read_csv
+from google.cloud.aiplatform import hyperparameter_tuning as hpt
 from test_task import trainer_logger_restored
+
 from trainer import cli, config, tune
 from trainer.cloud import submit
 from trainer.tuning import finish, search, space, summary, trials
 
-
 # --- one space for both searches -----------------------------------------------------------------
+
 
 def vertex_dimension(spec):
     """A Vertex parameter spec as (low, high, log) or values."""
@@ -49,6 +50,7 @@ def test_parameters_are_a_subset_taken_in_the_order_given():
 
 
 # --- the search, with a stand-in for the trainer -------------------------------------------------
+
 
 class FakeTrainer:
     """Stands in for trials.run: makes the trial's job dir and records its command; the metric
@@ -93,23 +95,32 @@ def test_each_trial_runs_the_trainer_in_its_own_job_dir_sharing_one_token_cache(
         assert command[:5] == [sys.executable, "-m", "trainer.task", "--max-steps", "2"]
         assert sorted(run["flags"]) == ["dropout", "learning-rate"]
         job_dir = ["--job-dir", str(tmp_path / "trials" / str(n)), "--cache-dir", str(tmp_path / "cache")]
-        assert command[-4 - len(trials.SKIPPED):-len(trials.SKIPPED)] == job_dir
+        assert command[-4 - len(trials.SKIPPED) : -len(trials.SKIPPED)] == job_dir
 
 
 def test_a_trial_skips_the_copies_and_the_report_even_when_the_trainer_flags_ask_for_them(capsys, tmp_path, fake):
     """Issue 37, 11: the search reads a trial's metrics.json only; the copies and the report took
     26 of a 1-trial search's 38 s."""
-    tune_in_process(capsys, tmp_path, "--max-trial-count", "1",
-                    trainer_args=("--export-int8", "on", "--export-bfloat16", "on", "--export-onnx", "on",
-                                  "--report", "on"))
+    tune_in_process(
+        capsys,
+        tmp_path,
+        "--max-trial-count",
+        "1",
+        trainer_args=("--export-int8", "on", "--export-bfloat16", "on", "--export-onnx", "on", "--report", "on"),
+    )
     trial = config.build_config(fake.runs[0]["command"][3:], environ={})
-    assert (trial.runtime.export_bfloat16, trial.runtime.export_int8, trial.runtime.export_onnx,
-            trial.output.report) == ("off", "off", "off", "off")
+    assert (
+        trial.runtime.export_bfloat16,
+        trial.runtime.export_int8,
+        trial.runtime.export_onnx,
+        trial.output.report,
+    ) == ("off", "off", "off", "off")
 
 
 def test_a_cache_dir_among_the_trainer_flags_is_the_one_the_trials_share(capsys, tmp_path, fake):
-    tune_in_process(capsys, tmp_path / "s", "--max-trial-count", "1",
-                    trainer_args=("--cache-dir", str(tmp_path / "mine")))
+    tune_in_process(
+        capsys, tmp_path / "s", "--max-trial-count", "1", trainer_args=("--cache-dir", str(tmp_path / "mine"))
+    )
     command = fake.runs[0]["command"]
     assert command.count("--cache-dir") == 1 and command[command.index("--cache-dir") + 1] == str(tmp_path / "mine")
 
@@ -118,8 +129,10 @@ def test_trials_csv_holds_every_trial_its_values_metric_and_duration(capsys, tmp
     tune_in_process(capsys, tmp_path, "--max-trial-count", "2")
     rows = read_csv(tmp_path / "trials.csv")
     assert list(rows[0]) == ["trial", "state", "learning-rate", "dropout", "val_macro_f1", "seconds", "error"]
-    assert [(r["trial"], r["state"], r["seconds"], r["error"]) for r in rows] == [("1", "finished", "2.0", ""),
-                                                                               ("2", "finished", "2.0", "")]
+    assert [(r["trial"], r["state"], r["seconds"], r["error"]) for r in rows] == [
+        ("1", "finished", "2.0", ""),
+        ("2", "finished", "2.0", ""),
+    ]
     for row, run in zip(rows, fake.runs):
         assert (row["learning-rate"], row["dropout"]) == (run["flags"]["learning-rate"], run["flags"]["dropout"])
         assert float(row["val_macro_f1"]) == float(run["flags"]["dropout"])
@@ -128,8 +141,9 @@ def test_trials_csv_holds_every_trial_its_values_metric_and_duration(capsys, tmp
 def test_the_best_trial_is_printed_as_a_trainer_command(capsys, tmp_path, fake):
     _, out, _ = tune_in_process(capsys, tmp_path, "--max-trial-count", "3")
     best = max(fake.runs, key=lambda run: float(run["flags"]["dropout"]))["flags"]
-    assert out.splitlines()[-1] == (f"python -m trainer.task --max-steps 2 --learning-rate {best['learning-rate']} "
-                                    f"--dropout {best['dropout']}")
+    assert out.splitlines()[-1] == (
+        f"python -m trainer.task --max-steps 2 --learning-rate {best['learning-rate']} --dropout {best['dropout']}"
+    )
 
 
 def test_a_metric_to_minimize_picks_the_lowest(capsys, tmp_path, fake):
@@ -141,13 +155,16 @@ def test_a_metric_to_minimize_picks_the_lowest(capsys, tmp_path, fake):
 def test_a_failed_trial_is_recorded_with_its_error_and_the_search_goes_on(capsys, tmp_path, monkeypatch):
     def outcome(trial, flags):
         return trials.Outcome(None, "error: out of memory", 1.0) if trial == 1 else trials.Outcome(0.5, "", 1.0)
+
     fake = FakeTrainer(outcome)
     monkeypatch.setattr(trials, "run", fake)
     code, out, _ = tune_in_process(capsys, tmp_path, "--max-trial-count", "2")
     assert code == 0 and fake.trials == ["1", "2"]
     rows = read_csv(tmp_path / "trials.csv")
-    assert [(r["state"], r["val_macro_f1"], r["error"]) for r in rows] == [("failed", "", "error: out of memory"),
-                                                                         ("finished", "0.5", "")]
+    assert [(r["state"], r["val_macro_f1"], r["error"]) for r in rows] == [
+        ("failed", "", "error: out of memory"),
+        ("finished", "0.5", ""),
+    ]
     assert "trial 1/2  failed in 1s: error: out of memory" in out
 
 
@@ -155,8 +172,9 @@ def test_when_every_trial_fails_the_search_exits_1_with_one_error_line(capsys, t
     monkeypatch.setattr(trials, "run", FakeTrainer(lambda trial, flags: trials.Outcome(None, "error: boom", 1.0)))
     code, out, err = tune_in_process(capsys, tmp_path, "--max-trial-count", "2")
     assert code == 1
-    assert err.splitlines() == [f"error: every trial failed; the last line each printed on stderr is in "
-                                f"{tmp_path / 'trials.csv'}"]
+    assert err.splitlines() == [
+        f"error: every trial failed; the last line each printed on stderr is in {tmp_path / 'trials.csv'}"
+    ]
     assert "python -m trainer.task" not in out
 
 
@@ -165,6 +183,7 @@ def test_a_killed_search_reruns_its_running_trial_with_the_same_values_then_goes
         if trial == 2:
             raise KeyboardInterrupt
         return trials.Outcome(0.5, "", 1.0)
+
     first = FakeTrainer(killed_at_2)
     monkeypatch.setattr(trials, "run", first)
     assert tune_in_process(capsys, tmp_path, "--max-trial-count", "3")[0] == 130
@@ -209,8 +228,10 @@ def test_a_second_search_in_the_same_directory_is_refused_while_one_runs(capsys,
     with search.locked(str(tmp_path)):
         code, _, err = tune_in_process(capsys, tmp_path, "--max-trial-count", "1")
     assert code == 2 and fake.runs == []
-    assert err.splitlines() == [f"error: --job-dir: another trainer.tune is running a search in {tmp_path}; "
-                                "wait for it, or choose another --job-dir"]
+    assert err.splitlines() == [
+        f"error: --job-dir: another trainer.tune is running a search in {tmp_path}; "
+        "wait for it, or choose another --job-dir"
+    ]
 
 
 def test_trials_of_a_search_whose_study_is_gone_are_not_taken_for_new_ones(capsys, tmp_path, fake):
@@ -232,17 +253,22 @@ def test_the_same_seed_samples_the_same_trials(capsys, tmp_path, monkeypatch):
 
 def test_each_finished_trial_logs_its_metric_the_best_so_far_and_an_eta():
     records = [search.Record(1, "finished", {}, 0.7, 30.0, ""), search.Record(2, "finished", {}, 0.6, 50.0, "")]
-    assert summary.finished_line(records[1], records, 5, "val_macro_f1", "maximize") == \
-        "trial 2/5  finished in 50s  val_macro_f1 0.6000  best 0.7000 (trial 1)  ETA 2m00s"
+    assert (
+        summary.finished_line(records[1], records, 5, "val_macro_f1", "maximize")
+        == "trial 2/5  finished in 50s  val_macro_f1 0.6000  best 0.7000 (trial 1)  ETA 2m00s"
+    )
 
 
 # --- --finish-best: the best trial gets what every trial skips ----------------------------------
+
 
 @pytest.fixture
 def finishing(monkeypatch):
     """Stands in for finish.finish: records (job dir, trial) and returns the failures it is given."""
     calls, failures = [], []
-    monkeypatch.setattr(finish, "finish", lambda job_dir, trial, trainer_config: calls.append((job_dir, trial)) or failures)
+    monkeypatch.setattr(
+        finish, "finish", lambda job_dir, trial, trainer_config: calls.append((job_dir, trial)) or failures
+    )
     return calls, failures
 
 
@@ -259,13 +285,13 @@ def test_without_finish_best_no_trial_is_finished(capsys, tmp_path, fake, finish
     assert finishing[0] == []
 
 
-def test_a_failed_finishing_prints_the_best_command_then_one_error_line_and_exits_1(capsys, tmp_path, fake,
-                                                                                    finishing):
+def test_a_failed_finishing_prints_the_best_command_then_one_error_line_and_exits_1(capsys, tmp_path, fake, finishing):
     finishing[1].append("trial 1's report: error: no rows")
     code, out, err = tune_in_process(capsys, tmp_path, "--max-trial-count", "1", "--finish-best")
     assert code == 1 and out.splitlines()[-1].startswith("python -m trainer.task")
-    assert err.splitlines() == ["error: --finish-best: trial 1's report: error: no rows; rerun the same command "
-                                "to finish it"]
+    assert err.splitlines() == [
+        "error: --finish-best: trial 1's report: error: no rows; rerun the same command to finish it"
+    ]
 
 
 def finished_trial(job_dir, platform="cpu"):
@@ -278,15 +304,18 @@ def finished_trial(job_dir, platform="cpu"):
 ONNX = ["onnx", "onnx-int8"]
 
 
-@pytest.mark.parametrize("flags, platform, cpu_bf16, copies", [
-    ([], "cpu", False, ["int8", *ONNX]),
-    ([], "cpu", True, ["bfloat16", "int8", *ONNX]),
-    ([], "gpu", False, ["int8", *ONNX]),
-    (["--export-bfloat16", "on", "--export-int8", "off", "--export-onnx", "off"], "cpu", False, ["bfloat16"]),
-    (["--encoder-backend", "hub"], "cpu", True, []),
-    (["--encoder-backend", "hub", "--export-int8", "on"], "tpu", False, ["int8"]),
-    (["--task", "token-classification"], "cpu", False, ["int8", *ONNX]),
-])
+@pytest.mark.parametrize(
+    "flags, platform, cpu_bf16, copies",
+    [
+        ([], "cpu", False, ["int8", *ONNX]),
+        ([], "cpu", True, ["bfloat16", "int8", *ONNX]),
+        ([], "gpu", False, ["int8", *ONNX]),
+        (["--export-bfloat16", "on", "--export-int8", "off", "--export-onnx", "off"], "cpu", False, ["bfloat16"]),
+        (["--encoder-backend", "hub"], "cpu", True, []),
+        (["--encoder-backend", "hub", "--export-int8", "on"], "tpu", False, ["int8"]),
+        (["--task", "token-classification"], "cpu", False, ["int8", *ONNX]),
+    ],
+)
 def test_finishing_writes_the_copies_the_trainer_would_have_written(flags, platform, cpu_bf16, copies):
     assert finish.copies_wanted(config.build_config(flags, environ={}), platform, cpu_bf16) == copies
 
@@ -296,12 +325,23 @@ def test_finishing_writes_each_copy_then_the_report_with_the_tools_of_a_finished
     steps = finish.missing_steps(str(job_dir), config.build_config([], environ={}), "flags : fpu avx512_bf16")
     model_dir = str(job_dir / "model")
     assert steps == [
-        ("bfloat16 copy", [sys.executable, "-m", "trainer.export_quantized", "--model-dir", model_dir, "--precision",
-                           "bfloat16"]),
-        ("int8 copy", [sys.executable, "-m", "trainer.export_quantized", "--model-dir", model_dir, "--precision", "int8"]),
-        *[(f"{copy} copy", [sys.executable, "-m", "trainer.export_quantized", "--model-dir", model_dir,
-                            "--precision", copy]) for copy in ONNX],
-        ("report", [sys.executable, "-m", "trainer.report", "--job-dir", str(job_dir)])]
+        (
+            "bfloat16 copy",
+            [sys.executable, "-m", "trainer.export_quantized", "--model-dir", model_dir, "--precision", "bfloat16"],
+        ),
+        (
+            "int8 copy",
+            [sys.executable, "-m", "trainer.export_quantized", "--model-dir", model_dir, "--precision", "int8"],
+        ),
+        *[
+            (
+                f"{copy} copy",
+                [sys.executable, "-m", "trainer.export_quantized", "--model-dir", model_dir, "--precision", copy],
+            )
+            for copy in ONNX
+        ],
+        ("report", [sys.executable, "-m", "trainer.report", "--job-dir", str(job_dir)]),
+    ]
 
 
 def test_finishing_again_writes_only_what_is_missing(tmp_path):
@@ -314,8 +354,10 @@ def test_finishing_again_writes_only_what_is_missing(tmp_path):
 
 def stand_in_steps(monkeypatch, *steps):
     """finish.missing_steps replaced by `steps`: (what, exit status, stderr line) as Python processes."""
-    commands = [(what, [sys.executable, "-c", f"import sys; print({line!r}, file=sys.stderr); sys.exit({code})"])
-                for what, code, line in steps]
+    commands = [
+        (what, [sys.executable, "-c", f"import sys; print({line!r}, file=sys.stderr); sys.exit({code})"])
+        for what, code, line in steps
+    ]
     monkeypatch.setattr(finish, "missing_steps", lambda job_dir, trainer_config, cpuinfo: commands)
 
 
@@ -335,18 +377,23 @@ def test_a_copy_its_check_refused_is_not_a_failed_finishing(tmp_path, monkeypatc
 
 # --- bad input: one line, exit 2, nothing run or written -----------------------------------------
 
-@pytest.mark.parametrize("flags, trainer_args, message", [
-    (["--max-trial-count", "0"], [], "--max-trial-count: must be >= 1, got 0"),
-    (["--parameters", "learning-rate,momentum"], [], "--parameters: expected a comma-separated subset"),
-    ([], ["--learning-rate", "1e-4"], "--learning-rate is tuned: the search sets it in every trial"),
-    ([], ["--max-seq-length", "many"], "--max-seq-length: invalid integer value: 'many'"),
-    ([], ["--job-dir", "elsewhere"], "--job-dir is not a trainer argument in a search"),
-    ([], ["--model-dir=elsewhere"], "--model-dir is not a trainer argument in a search"),
-    (["--job-dir", "gs://bucket/search"], [], "--job-dir: a local search keeps its study in a local directory"),
-    (["--sampler", "grid"], [], "--sampler: invalid choice: 'grid'"),
-])
-def test_bad_input_is_one_error_line_exit_2_before_any_trial(capsys, tmp_path, monkeypatch, fake, flags, trainer_args,
-                                                             message):
+
+@pytest.mark.parametrize(
+    "flags, trainer_args, message",
+    [
+        (["--max-trial-count", "0"], [], "--max-trial-count: must be >= 1, got 0"),
+        (["--parameters", "learning-rate,momentum"], [], "--parameters: expected a comma-separated subset"),
+        ([], ["--learning-rate", "1e-4"], "--learning-rate is tuned: the search sets it in every trial"),
+        ([], ["--max-seq-length", "many"], "--max-seq-length: invalid integer value: 'many'"),
+        ([], ["--job-dir", "elsewhere"], "--job-dir is not a trainer argument in a search"),
+        ([], ["--model-dir=elsewhere"], "--model-dir is not a trainer argument in a search"),
+        (["--job-dir", "gs://bucket/search"], [], "--job-dir: a local search keeps its study in a local directory"),
+        (["--sampler", "grid"], [], "--sampler: invalid choice: 'grid'"),
+    ],
+)
+def test_bad_input_is_one_error_line_exit_2_before_any_trial(
+    capsys, tmp_path, monkeypatch, fake, flags, trainer_args, message
+):
     monkeypatch.chdir(tmp_path)
     with trainer_logger_restored():
         code = cli.run(tune.main, ["--parameters", "learning-rate", *flags, "--", *trainer_args])
@@ -357,6 +404,7 @@ def test_bad_input_is_one_error_line_exit_2_before_any_trial(capsys, tmp_path, m
 
 
 # --- one trial: a process, its stderr, its metrics.json ------------------------------------------
+
 
 def test_a_failed_trial_s_error_is_the_last_line_it_printed_on_stderr(tmp_path):
     command = [sys.executable, "-c", "import sys; print('a warning', file=sys.stderr); sys.exit('error: no rows')"]
@@ -373,22 +421,55 @@ def test_a_trial_that_finished_before_the_search_was_killed_is_read_not_rerun(tm
 
 # --- real searches on the tiny encoder -----------------------------------------------------------
 
+
 def tiny_trainer_args(tiny_encoder_dir, tiny_data):
-    return ["--encoder", tiny_encoder_dir, "--training-file", tiny_data["train"],
-            "--validation-file", tiny_data["validation"], "--max-steps", "2", "--batch-size", "8",
-            "--max-seq-length", "16", "--mixed-precision", "off", "--report-errors", "0",
-            *TINY_TASK_FLAGS, "--export-bfloat16", "off"]  # int8 'auto': the copy --finish-best writes
+    return [
+        "--encoder",
+        tiny_encoder_dir,
+        "--training-file",
+        tiny_data["train"],
+        "--validation-file",
+        tiny_data["validation"],
+        "--max-steps",
+        "2",
+        "--batch-size",
+        "8",
+        "--max-seq-length",
+        "16",
+        "--mixed-precision",
+        "off",
+        "--report-errors",
+        "0",
+        *TINY_TASK_FLAGS,
+        "--export-bfloat16",
+        "off",
+    ]  # int8 'auto': the copy --finish-best writes
 
 
 def tune_command(search_dir, budget, trainer_args, *flags):
-    return [sys.executable, "-m", "trainer.tune", "--job-dir", str(search_dir), "--max-trial-count", str(budget),
-            "--parameters", "learning-rate,dropout", *flags, "--", *trainer_args]
+    return [
+        sys.executable,
+        "-m",
+        "trainer.tune",
+        "--job-dir",
+        str(search_dir),
+        "--max-trial-count",
+        str(budget),
+        "--parameters",
+        "learning-rate,dropout",
+        *flags,
+        "--",
+        *trainer_args,
+    ]
 
 
 def started(stdout):
     """The trials a run started: [(trial, flags)], from its `trial N/B  started  FLAGS` lines."""
-    return [(line.split()[2].split("/")[0], line.split("started")[1].split("(log")[0].strip())
-            for line in stdout.splitlines() if "  started  " in line]
+    return [
+        (line.split()[2].split("/")[0], line.split("started")[1].split("(log")[0].strip())
+        for line in stdout.splitlines()
+        if "  started  " in line
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -398,8 +479,9 @@ def searched(tiny_encoder_dir, tiny_data, tmp_path_factory):
     search_dir = tmp_path_factory.mktemp("tune") / "search"
     args = tiny_trainer_args(tiny_encoder_dir, tiny_data)
     env = {**os.environ, "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache")}
-    killed = subprocess.Popen(tune_command(search_dir, 1, args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=env)
+    killed = subprocess.Popen(
+        tune_command(search_dir, 1, args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     lines = [killed.stdout.readline()]
     while lines[-1] and "  started  " not in lines[-1]:  # "": the search ended on its own
         lines.append(killed.stdout.readline())
@@ -412,8 +494,9 @@ def searched(tiny_encoder_dir, tiny_data, tmp_path_factory):
     out, err = killed.communicate(timeout=60)
     runs = {"killed": subprocess.CompletedProcess(killed.args, killed.returncode, "".join(lines) + out, err)}
     for name, budget, flags in (("resumed", 1, ()), ("continued", 2, ()), ("finished", 2, ("--finish-best",))):
-        runs[name] = subprocess.run(tune_command(search_dir, budget, args, *flags), capture_output=True, text=True,
-                                    timeout=300, env=env)
+        runs[name] = subprocess.run(
+            tune_command(search_dir, budget, args, *flags), capture_output=True, text=True, timeout=300, env=env
+        )
     return search_dir, runs
 
 

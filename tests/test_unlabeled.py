@@ -1,13 +1,14 @@
 """--unlabeled-file: texts without labels for the teacher to label, read as training files are,
 without the validation and test texts, empty ones skipped, every drop counted in the log."""
+
 import gzip
 import logging
 
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import write_csv
+
 from trainer.data import leakage, unlabeled
 from trainer.errors import UserError
 

@@ -4,12 +4,12 @@ trainer.predict and in the server.
 
 The tests that train (a windowed classifier, a run end to end) are in the slow tier, which CI's
 2.21 slow line runs (.ci/run): the default suite keeps within its 10 minutes."""
+
 import csv
 import logging
 
 import numpy as np
 import pytest
-
 from test_long_texts import LABELS, LIMIT_TOKENS, late_word_rows
 
 OVERLAP, MAX_WINDOWS = 4, 4
@@ -49,8 +49,7 @@ def test_a_text_past_max_windows_keeps_its_first_windows():
 def encoder(tiny_encoder_dir, tmp_path_factory):
     from trainer.modeling.encoders import load_encoder
 
-    return load_encoder(tiny_encoder_dir, seq_length=LIMIT_TOKENS,
-                        cache_dir=str(tmp_path_factory.mktemp("cache")))
+    return load_encoder(tiny_encoder_dir, seq_length=LIMIT_TOKENS, cache_dir=str(tmp_path_factory.mktemp("cache")))
 
 
 def windows_flags():
@@ -69,8 +68,11 @@ def test_training_rows_padded_to_whole_windows_are_the_exports_features(encoder)
     texts = tf.constant([t for t, _ in late_word_rows(6, seed=7, words=(2, 40))])
     served = input_pipeline.encode(encoder.preprocessor, texts, long_texts=windows_flags())
     word_ids, _, lengths, _ = input_pipeline.pack_tokens(encoder.preprocessor, texts, long_texts=windows_flags())
-    rows = tf.RaggedTensor.from_row_lengths(word_ids, lengths).to_tensor(
-        0, shape=[None, MAX_WINDOWS * LIMIT_TOKENS]).numpy()
+    rows = (
+        tf.RaggedTensor.from_row_lengths(word_ids, lengths)
+        .to_tensor(0, shape=[None, MAX_WINDOWS * LIMIT_TOKENS])
+        .numpy()
+    )
     assert rows.tolist() == served["input_word_ids"].numpy().tolist()
     assert lengths.numpy().max() > 2 * LIMIT_TOKENS  # some rows really span several windows
 
@@ -106,10 +108,10 @@ def test_a_text_scores_alike_however_wide_its_batch(encoder, pooling):
     from trainer.data import input_pipeline
     from trainer.modeling import heads
 
-    classifier = heads.build_classifier(encoder.network, 2, "mean", 0.0,
-                                        windows=(LIMIT_TOKENS, pooling))
-    features = input_pipeline.encode(encoder.preprocessor, tf.constant(["so good", "a b c d e f g h i j k l m n o"]),
-                                     long_texts=windows_flags())
+    classifier = heads.build_classifier(encoder.network, 2, "mean", 0.0, windows=(LIMIT_TOKENS, pooling))
+    features = input_pipeline.encode(
+        encoder.preprocessor, tf.constant(["so good", "a b c d e f g h i j k l m n o"]), long_texts=windows_flags()
+    )
     narrow = {k: v[:1, :LIMIT_TOKENS] for k, v in features.items()}
     wide = {k: v[:1] for k, v in features.items()}
     np.testing.assert_allclose(classifier(narrow).numpy(), classifier(wide).numpy(), rtol=1e-5, atol=1e-6)
@@ -131,19 +133,21 @@ def windowed(encoder, tmp_path_factory):
     # Max over windows: the window holding the deciding word speaks for the text (averaged with
     # the filler windows, 10 epochs reached 75% of test rows here).
     classifier = heads.build_classifier(encoder.network, 2, "mean", 0.0, windows=(LIMIT_TOKENS, "max"))
-    classifier.compile(tf_keras.optimizers.Adam(1e-2),
-                       tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    classifier.compile(tf_keras.optimizers.Adam(1e-2), tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     train = late_word_rows(128, seed=1)
-    features = input_pipeline.encode(encoder.preprocessor, tf.constant([t for t, _ in train]),
-                                     long_texts=windows_flags())
-    classifier.fit(features, np.asarray([LABELS.index(label) for _, label in train]),
-                   batch_size=32, epochs=10, verbose=0)  # 100% of test rows over seeds 0-2; 88% at 6 epochs
+    features = input_pipeline.encode(
+        encoder.preprocessor, tf.constant([t for t, _ in train]), long_texts=windows_flags()
+    )
+    classifier.fit(
+        features, np.asarray([LABELS.index(label) for _, label in train]), batch_size=32, epochs=10, verbose=0
+    )  # 100% of test rows over seeds 0-2; 88% at 6 epochs
     root = tmp_path_factory.mktemp("windowed")
     out = {"built": (encoder.preprocessor, classifier)}
     for name, flags in (("windows", windows_flags()), ("truncate", "truncate")):
         out[name] = str(root / name)
-        export.export(export.ServingModule(encoder.preprocessor, classifier, LABELS, LIMIT_TOKENS,
-                                           long_texts=flags), out[name])
+        export.export(
+            export.ServingModule(encoder.preprocessor, classifier, LABELS, LIMIT_TOKENS, long_texts=flags), out[name]
+        )
     return out
 
 
@@ -186,8 +190,9 @@ def test_predict_labels_5000_word_texts_as_the_model_in_process(windowed, tmp_pa
     path = tmp_path / "long.csv"
     with open(path, "w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows([("text",), *[(t,) for t in texts]])
-    result = run_cli("trainer.predict", "--model-dir", windowed["windows"], "--input", path,
-                     "--output", tmp_path / "out.csv")
+    result = run_cli(
+        "trainer.predict", "--model-dir", windowed["windows"], "--input", path, "--output", tmp_path / "out.csv"
+    )
     assert result.returncode == 0, result.stderr
     predicted = [r["predicted_label"] for r in csv.DictReader(open(tmp_path / "out.csv", encoding="utf-8"))]
     assert predicted == in_process_labels(windowed, texts)
@@ -200,8 +205,13 @@ def test_the_server_labels_5000_word_texts_as_the_model_in_process(windowed, tmp
 
     texts = [t for t, _ in long_rows()]
     port = free_port()
-    env = {**environ(), "AIP_HTTP_PORT": str(port), "AIP_HEALTH_ROUTE": HEALTH, "AIP_PREDICT_ROUTE": PREDICT,
-           "AIP_STORAGE_URI": windowed["windows"]}
+    env = {
+        **environ(),
+        "AIP_HTTP_PORT": str(port),
+        "AIP_HEALTH_ROUTE": HEALTH,
+        "AIP_PREDICT_ROUTE": PREDICT,
+        "AIP_STORAGE_URI": windowed["windows"],
+    }
     server = Server([], env, HEALTH, tmp_path / "server.log").wait_ready(port)
     try:
         import httpx
@@ -221,11 +231,14 @@ def test_windows_with_a_pair_task_is_refused_naming_the_flag():
         build_config(["--long-texts", "windows", "--text-pair-column", "b"], {})
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--window-overlap", "100"], "^--window-overlap: must be in \\[0, 93\\]"),
-    (["--window-overlap", "-1"], "^--window-overlap: must be in"),
-    (["--max-windows", "0"], "^--max-windows: must be in \\[1, 64\\]"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--window-overlap", "100"], "^--window-overlap: must be in \\[0, 93\\]"),
+        (["--window-overlap", "-1"], "^--window-overlap: must be in"),
+        (["--max-windows", "0"], "^--max-windows: must be in \\[1, 64\\]"),
+    ],
+)
 def test_window_flags_out_of_range_are_refused(flags, message):
     from trainer.config import build_config
     from trainer.errors import UserError
@@ -234,8 +247,9 @@ def test_window_flags_out_of_range_are_refused(flags, message):
         build_config(["--long-texts", "windows", *flags], {})
 
 
-@pytest.mark.parametrize("flag, value", [("--window-overlap", "8"), ("--max-windows", "4"),
-                                         ("--window-pooling", "max")])
+@pytest.mark.parametrize(
+    "flag, value", [("--window-overlap", "8"), ("--max-windows", "4"), ("--window-pooling", "max")]
+)
 def test_a_window_flag_without_windows_is_refused(flag, value):
     from trainer.config import build_config
     from trainer.errors import UserError
@@ -269,8 +283,7 @@ def test_windows_say_how_texts_are_read_and_which_lose_their_end(caplog):
     assert "read in windows of 128 overlapping by 32 (--long-texts windows)" in info.getMessage()
     assert info.levelno == logging.INFO
     assert warning.levelno == logging.WARNING
-    assert "longer than 786 tokens lose their end past --max-windows 8 windows: train 2, test 0" \
-        in warning.getMessage()
+    assert "longer than 786 tokens lose their end past --max-windows 8 windows: train 2, test 0" in warning.getMessage()
 
 
 def hyperparameters(mode, **flags):
@@ -280,9 +293,11 @@ def hyperparameters(mode, **flags):
 def test_the_report_and_card_say_a_windows_model_reads_texts_whole():
     from trainer.reporting.html import long_texts_note
 
-    note = long_texts_note(hyperparameters("windows", window_overlap=32, max_windows=8,
-                                           window_pooling="attention"))
-    assert "longer than 128 tokens (--max-seq-length, the special ones included) are read whole, in windows of 128 tokens overlapping by 32, at most 8 per text" in note
+    note = long_texts_note(hyperparameters("windows", window_overlap=32, max_windows=8, window_pooling="attention"))
+    assert (
+        "longer than 128 tokens (--max-seq-length, the special ones included) are read whole, "
+        "in windows of 128 tokens overlapping by 32, at most 8 per text" in note
+    )
     assert "pooled by their attention (--long-texts windows)" in note
     assert "never sees the rest" in long_texts_note(hyperparameters("truncate"))
 
@@ -300,28 +315,56 @@ def test_a_windows_run_trains_exports_and_says_so(tiny_encoder_dir, tmp_path):
     with open(data, "w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows([("text", "label"), *late_word_rows(120, seed=1)])
     job = tmp_path / "job"
-    result = run_cli("--training-file", data, "--job-dir", job, "--encoder", tiny_encoder_dir,
-                     *TINY_TASK_FLAGS, "--max-seq-length", str(LIMIT_TOKENS), "--long-texts", "windows",
-                     "--window-overlap", "4", "--max-windows", "8", "--window-pooling", "max",
-                     "--epochs", "2", "--export-int8", "on")
+    result = run_cli(
+        "--training-file",
+        data,
+        "--job-dir",
+        job,
+        "--encoder",
+        tiny_encoder_dir,
+        *TINY_TASK_FLAGS,
+        "--max-seq-length",
+        str(LIMIT_TOKENS),
+        "--long-texts",
+        "windows",
+        "--window-overlap",
+        "4",
+        "--max-windows",
+        "8",
+        "--window-pooling",
+        "max",
+        "--epochs",
+        "2",
+        "--export-int8",
+        "on",
+    )
     assert result.returncode == 0, result.stderr
     assert "(--long-texts windows), pooled by the model: train 108 of 108" in result.stdout
     metrics = json.loads((job / "metrics.json").read_text())
-    assert {k: metrics["hyperparameters"][k] for k in ("long_texts", "window_overlap", "max_windows",
-                                                      "window_pooling")} == \
-        {"long_texts": "windows", "window_overlap": 4, "max_windows": 8, "window_pooling": "max"}
+    assert {
+        k: metrics["hyperparameters"][k] for k in ("long_texts", "window_overlap", "max_windows", "window_pooling")
+    } == {"long_texts": "windows", "window_overlap": 4, "max_windows": 8, "window_pooling": "max"}
     assert metrics["precisions"]["int8"]["why"].startswith("--long-texts windows: the int8 model")
     assert "windows (overlap 4, at most 8, max pooling)" in (job / "MODEL_CARD.md").read_text()
     # Issue #49, 3: the skip is in the log, and neither predict's hint nor export_quantized
     # leads to a traceback.
     assert "int8 model not written: --long-texts windows: the int8 model" in result.stdout
-    predicted = run_cli("--model-dir", job / "model", "--input", data, "--output", tmp_path / "o.csv",
-                        "--precision", "int8", module="trainer.predict")
+    predicted = run_cli(
+        "--model-dir",
+        job / "model",
+        "--input",
+        data,
+        "--output",
+        tmp_path / "o.csv",
+        "--precision",
+        "int8",
+        module="trainer.predict",
+    )
     assert predicted.returncode == 2 and predicted.stderr.splitlines() == [
         f"error: --precision int8: {job / 'model'} holds no int8 model (it holds float32); none "
-        f"can be made: {metrics['precisions']['int8']['why']}"]
-    quantized = run_cli("--model-dir", job / "model", "--precision", "int8",
-                        module="trainer.export_quantized")
+        f"can be made: {metrics['precisions']['int8']['why']}"
+    ]
+    quantized = run_cli("--model-dir", job / "model", "--precision", "int8", module="trainer.export_quantized")
     assert quantized.returncode == 2 and quantized.stderr.splitlines() == [
-        f"error: --precision int8: no such copy of {job / 'model'} can be made: "
-        f"{metrics['precisions']['int8']['why']}"]
+        f"error: --precision int8: no such copy of {job / 'model'} can be made: {metrics['precisions']['int8']['why']}"
+    ]

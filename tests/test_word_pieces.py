@@ -1,5 +1,6 @@
 """Words to model inputs for token classification (trainer/modeling/encoders/word_pieces.py):
 each word's pieces from the family's tokenizer, and the position of its first piece."""
+
 import os
 
 import tensorflow as tf

@@ -1,6 +1,7 @@
 """A raw string's words and their character offsets, in the graph
 (trainer/modeling/encoders/words.py): what token classification tags and what its entities'
 `start` and `end` index."""
+
 import tensorflow as tf
 
 from trainer.modeling.encoders import words
@@ -8,8 +9,10 @@ from trainer.modeling.encoders import words
 
 def split(*strings):
     found, starts, ends = words.split_words(tf.constant(list(strings)))
-    return [[(word.decode(), start, end) for word, start, end in zip(*row)]
-            for row in zip(found.to_list(), starts.to_list(), ends.to_list())]
+    return [
+        [(word.decode(), start, end) for word, start, end in zip(*row)]
+        for row in zip(found.to_list(), starts.to_list(), ends.to_list())
+    ]
 
 
 def test_offsets_index_the_raw_string_through_accents_emoji_and_runs_of_spaces():

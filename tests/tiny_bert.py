@@ -4,16 +4,43 @@ Two layers, hidden size 16, two heads, a 30-token vocabulary: small enough that 
 run takes seconds, real enough that every loader, the tokenizer and export see the same files a
 user's checkpoint would give them.
 """
+
 import json
 import os
 
 import numpy as np
 
 VOCAB = [
-    "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
-    "i", "love", "hate", "this", "movie", "it", "is", "was", "not", "good",
-    "bad", "great", "awful", "fine", "ok", "the", "so", "very", "meh", "a",
-    "##s", "!", ".", ",", "?",
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "i",
+    "love",
+    "hate",
+    "this",
+    "movie",
+    "it",
+    "is",
+    "was",
+    "not",
+    "good",
+    "bad",
+    "great",
+    "awful",
+    "fine",
+    "ok",
+    "the",
+    "so",
+    "very",
+    "meh",
+    "a",
+    "##s",
+    "!",
+    ".",
+    ",",
+    "?",
 ]
 
 CONFIG = {
@@ -50,8 +77,7 @@ def hf_weights(config=CONFIG, seed=0, scale=0.2):
         return (rng.standard_normal(shape) * scale).astype(np.float32)
 
     def layer_norm(prefix, n=h):
-        return {f"{prefix}.weight": (1.0 + normal(n) * 0.5).astype(np.float32),
-                f"{prefix}.bias": normal(n)}
+        return {f"{prefix}.weight": (1.0 + normal(n) * 0.5).astype(np.float32), f"{prefix}.bias": normal(n)}
 
     def linear(prefix, n_out, n_in):
         return {f"{prefix}.weight": normal(n_out, n_in), f"{prefix}.bias": normal(n_out)}

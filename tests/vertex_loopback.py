@@ -29,6 +29,7 @@ API for tests (also used by the pipeline's tests):
 `pointed_at` configures aiplatform's global config and restores a fresh one afterwards (it also
 forgets any current experiment run), so a test leaves no state behind for the next.
 """
+
 import contextlib
 import dataclasses
 import http.server
@@ -36,7 +37,6 @@ import json
 import re
 import threading
 import urllib.parse
-from typing import Dict, List, Optional
 
 V1 = "type.googleapis.com/google.cloud.aiplatform.v1."
 # (HTTP method, path pattern) -> the type of the response an Operation carries when done.
@@ -57,7 +57,7 @@ class Request:
     method: str
     path: str  # without /v1/, e.g. projects/p/locations/l/models:upload
     query: dict  # {parameter: value}
-    body: Optional[dict]
+    body: dict | None
 
 
 class VertexLoopback:
@@ -65,8 +65,8 @@ class VertexLoopback:
 
     def __init__(self, fail: bool = False):
         self.fail = fail
-        self.requests: List[Request] = []
-        self.resources: Dict[str, dict] = {}
+        self.requests: list[Request] = []
+        self.resources: dict[str, dict] = {}
         self._ids = 0
         self._lock = threading.Lock()
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -85,7 +85,7 @@ class VertexLoopback:
     def put(self, name: str, resource: dict) -> None:
         self.resources[name] = {**resource, "name": name}
 
-    def find(self, method: str, path_end: str) -> List[Request]:
+    def find(self, method: str, path_end: str) -> list[Request]:
         return [r for r in self.requests if r.method == method and r.path.endswith(path_end)]
 
     @contextlib.contextmanager
@@ -95,8 +95,13 @@ class VertexLoopback:
         from google.cloud.aiplatform import initializer
         from google.cloud.aiplatform.metadata import metadata
 
-        aiplatform.init(project=project, location=location, api_endpoint=self.url, api_transport="rest",
-                        credentials=AnonymousCredentials())
+        aiplatform.init(
+            project=project,
+            location=location,
+            api_endpoint=self.url,
+            api_transport="rest",
+            credentials=AnonymousCredentials(),
+        )
         try:
             yield self
         finally:
@@ -105,7 +110,7 @@ class VertexLoopback:
 
     # The server side: one call per request, under the lock.
 
-    def answer(self, method: str, path: str, query: dict, body: Optional[dict]) -> tuple:
+    def answer(self, method: str, path: str, query: dict, body: dict | None) -> tuple:
         with self._lock:
             self.requests.append(Request(method, path, query, body))
             if self.fail:
@@ -129,8 +134,11 @@ class VertexLoopback:
         name = _VERSION.sub(r"\g<name>", path)
         if method == "GET" and name not in self.resources and len(path.split("/")) % 2 == 1:
             field = path.rsplit("/", 1)[-1]
-            return 200, {field: [r for n, r in self.resources.items() if n.rsplit("/", 2)[0] == path
-                                 and n.rsplit("/", 2)[1] == field]}
+            return 200, {
+                field: [
+                    r for n, r in self.resources.items() if n.rsplit("/", 2)[0] == path and n.rsplit("/", 2)[1] == field
+                ]
+            }
         if name not in self.resources:
             return 404, _error(404, "NOT_FOUND", f"{path} not found")
         if method == "PATCH":
@@ -190,8 +198,9 @@ class VertexLoopback:
             deployed.update(model=model, modelVersionId=version)
         endpoint.setdefault("deployedModels", []).append(deployed)
         split = body.get("trafficSplit", {})
-        endpoint["trafficSplit"] = {(deployed["id"] if key == "0" else key): value
-                                    for key, value in split.items() if value}
+        endpoint["trafficSplit"] = {
+            (deployed["id"] if key == "0" else key): value for key, value in split.items() if value
+        }
         return 200, {"deployedModel": deployed}
 
 

@@ -6,6 +6,7 @@ tf-keras (TF_USE_LEGACY_KERAS=1) rather than Keras 3, a normal run should not pr
 of C++ start-up warnings, every x86 CPU should get the oneDNN kernels, and the TPU build of
 TensorFlow must not wait on a metadata server off a TPU VM. Users may override each variable.
 """
+
 import contextlib
 import importlib.abc
 import os
@@ -38,7 +39,8 @@ __version__ = "0.1.0"
 # CPU host, and absl's "before InitializeLog" banner.
 _STARTUP_NOISE = re.compile(
     r"^(WARNING: All log messages before absl::InitializeLog\(\)|"
-    r"[IWE]\d{4} [\d:. ]+\d+ (port|cudart_stub|cuda_platform|cuda_executor|cpu_feature_guard)\.cc)")
+    r"[IWE]\d{4} [\d:. ]+\d+ (port|cudart_stub|cuda_platform|cuda_executor|cpu_feature_guard)\.cc)"
+)
 
 
 def import_tensorflow(verbose: bool = False):
@@ -50,6 +52,7 @@ def import_tensorflow(verbose: bool = False):
         _QuietStart.verbose = True
     import tensorflow
     import tensorflow_text  # noqa: F401  registers the tokenizer ops
+
     return tensorflow
 
 
@@ -59,6 +62,7 @@ class _QuietStart(importlib.abc.MetaPathFinder):
     command reaches first (local files are read without TensorFlow, so a command has no one
     place that always comes first). Anything else written meanwhile, a real import error, is
     passed through."""
+
     NAMES = ("tensorflow", "tensorflow_text")
     verbose = False
 
@@ -66,9 +70,14 @@ class _QuietStart(importlib.abc.MetaPathFinder):
         if name not in self.NAMES or self.verbose:
             return None
         # The finders after this one decide where it is, or that it is not to be imported
-        spec = next((found for finder in sys.meta_path[sys.meta_path.index(self) + 1:]
-                     if (found := getattr(finder, "find_spec", lambda *_: None)(name, path, target))),
-                    None)
+        spec = next(
+            (
+                found
+                for finder in sys.meta_path[sys.meta_path.index(self) + 1 :]
+                if (found := getattr(finder, "find_spec", lambda *_: None)(name, path, target))
+            ),
+            None,
+        )
         if spec is not None and spec.loader is not None:
             spec.loader = _QuietLoader(spec.loader)
         return spec

@@ -4,6 +4,7 @@ Each `python -m trainer.X` module ends in `sys.exit(cli.run(main))`: a `UserErro
 `error: ...` line on stderr and its exit code (2), Ctrl-C exits 130, SIGTERM 143, and nothing we
 could have checked reaches a user as a traceback.
 """
+
 import argparse
 import contextlib
 import logging
@@ -12,7 +13,7 @@ import signal
 import sys
 import threading
 import warnings
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 from trainer import __version__, installed
 from trainer.errors import UserError
@@ -29,8 +30,12 @@ class ArgumentParser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if self.add_help:  # a parser made only to be a parent (add_help=False) adds neither
-            self.add_argument("--version", action="version", help="Print the version and exit.",
-                              version=f"vertex-bert-trainer {__version__}")
+            self.add_argument(
+                "--version",
+                action="version",
+                help="Print the version and exit.",
+                version=f"vertex-bert-trainer {__version__}",
+            )
 
     def error(self, message):
         raise UserError(f"{message.removeprefix('argument ')} (see {self.prog} --help)")
@@ -60,7 +65,7 @@ def add_log_file(path: str) -> logging.Handler:
     return handler
 
 
-def remove_log_file(handler: Optional[logging.Handler]) -> None:
+def remove_log_file(handler: logging.Handler | None) -> None:
     if handler is not None:
         log.removeHandler(handler)
         handler.close()
@@ -102,8 +107,7 @@ def ends_soon_after_a_signal(last_words: Callable[[int], str]):
     os.set_blocking(write_end, False)
     previous = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
     ending = threading.Lock()  # the block's end and the watcher's: whichever comes first
-    watcher = threading.Thread(target=_watch, args=(read_end, ending, last_words),
-                               name="signal-deadline", daemon=True)
+    watcher = threading.Thread(target=_watch, args=(read_end, ending, last_words), name="signal-deadline", daemon=True)
     watcher.start()
     try:
         yield
@@ -142,8 +146,11 @@ def _end_now(signum: int, last_words: Callable[[int], str]) -> None:
     os._exit(code)
 
 
-def run(main: Callable[[Sequence[str]], Optional[int]], argv: Optional[Sequence[str]] = None,
-        interrupted: str = "interrupted") -> int:
+def run(
+    main: Callable[[Sequence[str]], int | None],
+    argv: Sequence[str] | None = None,
+    interrupted: str = "interrupted",
+) -> int:
     """Calls `main(argv)` and turns the failures a user can cause into one line and an exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
     previous = signal.signal(signal.SIGTERM, _raise_terminated)

@@ -4,8 +4,9 @@ The same command as `python -m trainer.submit deploy` (one implementation:
 trainer.cloud.deploy), on its own so that scripts/deploy.sh and trainer.pipeline's deploy step
 need no subcommand.
 """
+
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from trainer import cli
 

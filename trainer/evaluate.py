@@ -6,6 +6,7 @@ JSON Lines of tokens and tags or of text and spans), scored by the code that
 scored its run's test split, at the export's own decisions (calibration temperature,
 thresholds). The metrics are printed; --output writes them as JSON, with the worst errors.
 """
+
 import sys
 
 from trainer import cli, helptext
@@ -14,28 +15,47 @@ from trainer.tasks.tagging import files
 
 
 def build_arg_parser():
-    parser = cli.ArgumentParser(prog="python -m trainer.evaluate", description=__doc__.splitlines()[0],
-                                formatter_class=helptext.DefaultsShown)
-    predict.add_input_arguments(parser, input_help=(
-        f" With labels; for a token-classification model, tagged sentences: {files.FORMATS_HELP}."))
-    parser.add_argument("--output", default=None,
-                        help="Write the metrics, the decisions they were made at and the worst "
-                             "errors as JSON here (.json or .json.gz, local or gs://). Default: "
-                             "print them only.")
+    parser = cli.ArgumentParser(
+        prog="python -m trainer.evaluate", description=__doc__.splitlines()[0], formatter_class=helptext.DefaultsShown
+    )
+    predict.add_input_arguments(
+        parser, input_help=(f" With labels; for a token-classification model, tagged sentences: {files.FORMATS_HELP}.")
+    )
+    parser.add_argument(
+        "--output",
+        default=None,
+        help="Write the metrics, the decisions they were made at and the worst "
+        "errors as JSON here (.json or .json.gz, local or gs://). Default: "
+        "print them only.",
+    )
     predict.add_copy_arguments(parser, "is scored")
-    parser.add_argument("--label-column", default=None,
-                        help="Column holding the label; by default the run's own when --model-dir "
-                             "is a run's JOB_DIR/model, else detected as the trainer does.")
-    parser.add_argument("--label-columns", default=None,
-                        help="A multi-label model's labels as one 0/1 column per label, "
-                             "comma-separated; by default the run's own.")
+    parser.add_argument(
+        "--label-column",
+        default=None,
+        help="Column holding the label; by default the run's own when --model-dir "
+        "is a run's JOB_DIR/model, else detected as the trainer does.",
+    )
+    parser.add_argument(
+        "--label-columns",
+        default=None,
+        help="A multi-label model's labels as one 0/1 column per label, comma-separated; by default the run's own.",
+    )
     parser.add_argument("--batch-size", type=int, default=128, help="Texts per model call.")
-    parser.add_argument("--report-errors", type=int, default=50, metavar="N",
-                        help="Errors listed in --output, highest loss first (regression: largest "
-                             "absolute error; taggers: most entities wrong).")
-    parser.add_argument("--report-correct", type=int, default=0, metavar="N",
-                        help="After the errors, the least confident correct predictions listed "
-                             "(classification and multi-label).")
+    parser.add_argument(
+        "--report-errors",
+        type=int,
+        default=50,
+        metavar="N",
+        help="Errors listed in --output, highest loss first (regression: largest "
+        "absolute error; taggers: most entities wrong).",
+    )
+    parser.add_argument(
+        "--report-correct",
+        type=int,
+        default=0,
+        metavar="N",
+        help="After the errors, the least confident correct predictions listed (classification and multi-label).",
+    )
     predict.add_run_arguments(parser)
     return parser
 

@@ -1,4 +1,5 @@
 """`python -m trainer.export_quantized`: write the checked int8, bfloat16 or ONNX copy of a finished run's model."""
+
 import sys
 
 from trainer import cli

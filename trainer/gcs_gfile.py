@@ -21,6 +21,7 @@ STORAGE_EMULATOR_HOST points the client at an emulator, anonymously (the tests')
 A failure is one of `errors` (tf.errors' names, so trainer.storage turns it into one line as it
 turns TensorFlow's), carrying the service's own message.
 """
+
 import functools
 import posixpath
 import re
@@ -52,18 +53,23 @@ class UnauthenticatedError(OpError):
     """No credentials, or credentials the service refused (HTTP 401)."""
 
 
-errors = SimpleNamespace(OpError=OpError, NotFoundError=NotFoundError,
-                         PermissionDeniedError=PermissionDeniedError,
-                         UnauthenticatedError=UnauthenticatedError)
+errors = SimpleNamespace(
+    OpError=OpError,
+    NotFoundError=NotFoundError,
+    PermissionDeniedError=PermissionDeniedError,
+    UnauthenticatedError=UnauthenticatedError,
+)
 
 
 def unsupported(path: str) -> UserError:
     """The line for what needs TensorFlow's file system: a path of another scheme (s3://,
     hdfs://), or a gs:// call other than those here."""
-    return UserError(f"{path}: without TensorFlow (not in this Python), files are read from local "
-                     f"paths or gs://, and written to local paths or uploaded to gs:// once finished; "
-                     f"copy the files to a local path first, or install the TensorFlow stack with "
-                     f"`{installed.INSTALL_TENSORFLOW}`")
+    return UserError(
+        f"{path}: without TensorFlow (not in this Python), files are read from local "
+        f"paths or gs://, and written to local paths or uploaded to gs:// once finished; "
+        f"copy the files to a local path first, or install the TensorFlow stack with "
+        f"`{installed.INSTALL_TENSORFLOW}`"
+    )
 
 
 def _as_op_error(error: Exception):
@@ -74,10 +80,15 @@ def _as_op_error(error: Exception):
 
     if not isinstance(error, (api.GoogleAPIError, auth.GoogleAuthError, requests.RequestException)):
         return None
-    kind = (NotFoundError if isinstance(error, api.NotFound) else
-            PermissionDeniedError if isinstance(error, api.Forbidden) else
-            UnauthenticatedError if isinstance(error, (api.Unauthorized, auth.DefaultCredentialsError,
-                                                       auth.RefreshError)) else OpError)
+    kind = (
+        NotFoundError
+        if isinstance(error, api.NotFound)
+        else PermissionDeniedError
+        if isinstance(error, api.Forbidden)
+        else UnauthenticatedError
+        if isinstance(error, (api.Unauthorized, auth.DefaultCredentialsError, auth.RefreshError))
+        else OpError
+    )
     said = str(error)
     if isinstance(error, api.GoogleAPICallError):  # the service's message, not the request's URL
         said = f"{re.sub(r'^[A-Z]+ [^ ]+: ', '', error.message)} (HTTP {error.code})"
@@ -86,6 +97,7 @@ def _as_op_error(error: Exception):
 
 def _cloud_errors(function):
     """The client libraries' exceptions -> `errors`, which trainer.storage explains."""
+
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
         try:
@@ -95,10 +107,11 @@ def _cloud_errors(function):
             if translated is None:
                 raise
             raise translated from None
+
     return wrapper
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _client():
     from google.cloud import storage
 
@@ -108,7 +121,7 @@ def _client():
 
 def _split(path: str) -> tuple:
     """gs://BUCKET/NAME -> (BUCKET, NAME)."""
-    bucket, _, name = path[len(SCHEME):].partition("/")
+    bucket, _, name = path[len(SCHEME) :].partition("/")
     return bucket, name
 
 
@@ -144,8 +157,8 @@ def listdir(path: str) -> list:
     bucket, name = _split(path)
     prefix = _prefix(name)
     listing = _client().list_blobs(bucket, prefix=prefix, delimiter="/")
-    files = [blob.name[len(prefix):] for blob in listing if blob.name != prefix]
-    names = files + [sub[len(prefix):] for sub in listing.prefixes]
+    files = [blob.name[len(prefix) :] for blob in listing if blob.name != prefix]
+    names = files + [sub[len(prefix) :] for sub in listing.prefixes]
     if not names and not exists(path):
         raise NotFoundError("no such directory")
     return sorted(names)
@@ -169,15 +182,19 @@ def walk(path: str):
     prefix = _prefix(name)
     tree = {}  # directory relative to `path` ("" for itself) -> (subdirectories, files)
     for blob in _client().list_blobs(bucket, prefix=prefix):
-        directory, _, file = blob.name[len(prefix):].rpartition("/")
+        directory, _, file = blob.name[len(prefix) :].rpartition("/")
         tree.setdefault(directory, (set(), []))[1].extend([file] if file else [])
         while directory:  # every directory above it exists, and holds the one below
             parent, _, child = directory.rpartition("/")
             tree.setdefault(parent, (set(), []))[0].add(child)
             directory = parent
     top = path.rstrip("/")
-    return iter([((posixpath.join(top, directory) if directory else top), sorted(subdirectories), sorted(files))
-                 for directory, (subdirectories, files) in sorted(tree.items())])
+    return iter(
+        [
+            ((posixpath.join(top, directory) if directory else top), sorted(subdirectories), sorted(files))
+            for directory, (subdirectories, files) in sorted(tree.items())
+        ]
+    )
 
 
 @_cloud_errors

@@ -5,6 +5,7 @@ Training (trainer.training.distribution) chooses its precision from it, predicti
 (trainer.serving.variants) which of a model dir's models to load, and the LiteRT and ONNX
 Runtime models how many threads they compute on.
 """
+
 import os
 
 # Native bfloat16 instructions in /proc/cpuinfo "flags": what oneDNN uses for fast bf16 matmuls.

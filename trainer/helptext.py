@@ -1,4 +1,5 @@
 """`--help` for the small entry points (predict, prepare, export_encoder): defaults shown."""
+
 import argparse
 
 

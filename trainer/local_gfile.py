@@ -4,6 +4,7 @@ scripts/install.sh onnx`). It answers as tf.io.gfile does for a local path; a gs
 read, or a finished file uploaded, through google-cloud-storage (trainer/gcs_gfile.py), and
 anything else there is one line naming what does it.
 """
+
 import functools
 import glob as globbing
 import os
@@ -26,6 +27,7 @@ def _or_cloud(local_call):
     @functools.wraps(local_call)
     def call(path: str, *args, **kwargs):
         return (cloud_call if path.startswith(gcs_gfile.SCHEME) else local_call)(path, *args, **kwargs)
+
     return call
 
 
@@ -96,7 +98,20 @@ def GFile(path: str, mode: str = "r"):  # noqa: N802  tf.io.gfile's name
     return open(_local(path), mode, encoding="utf-8", newline="")
 
 
-io = SimpleNamespace(gfile=SimpleNamespace(
-    exists=exists, isdir=isdir, listdir=listdir, stat=stat, walk=walk, glob=glob, makedirs=makedirs,
-    remove=remove, rmtree=rmtree, copy=copy, rename=rename, GFile=GFile))
+io = SimpleNamespace(
+    gfile=SimpleNamespace(
+        exists=exists,
+        isdir=isdir,
+        listdir=listdir,
+        stat=stat,
+        walk=walk,
+        glob=glob,
+        makedirs=makedirs,
+        remove=remove,
+        rmtree=rmtree,
+        copy=copy,
+        rename=rename,
+        GFile=GFile,
+    )
+)
 errors = gcs_gfile.errors  # a local path fails with OSError; a gs:// one with these

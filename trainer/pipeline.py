@@ -3,6 +3,7 @@
 KFP is an optional extra (`pip install .[pipeline]`): the training and serving images do not
 carry it, and without it this command says how to install it.
 """
+
 import sys
 
 from trainer import cli
@@ -13,8 +14,10 @@ def main(argv) -> int:
     try:
         import kfp  # noqa: F401  (only to say what is missing before anything else)
     except ImportError:
-        raise UserError("python -m trainer.pipeline needs KFP, the `pipeline` extra: "
-                        "pip install 'vertex-bert-trainer[pipeline]' (or pip install kfp==2.17.3)") from None
+        raise UserError(
+            "python -m trainer.pipeline needs KFP, the `pipeline` extra: "
+            "pip install 'vertex-bert-trainer[pipeline]' (or pip install kfp==2.17.3)"
+        ) from None
     from trainer.cloud import pipeline_cli
 
     return pipeline_cli.main(argv)

@@ -1,4 +1,5 @@
 """`python -m trainer.predict`: add predictions to every row of a CSV, TSV, JSON Lines or JSON file."""
+
 import sys
 
 from trainer import cli

@@ -1,4 +1,5 @@
 """`python -m trainer.prepare`: raw labelled files -> stratified train/eval/test files."""
+
 import sys
 
 from trainer import cli

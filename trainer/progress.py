@@ -10,9 +10,10 @@ but arrives in captured logs (Vertex AI, training.log) as one long `\r`-joined l
 without the logger's timestamp; routing it through the logger takes a custom file object and
 bar format, and would add a dependency to the image for the arithmetic below.
 """
+
 import logging
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 log = logging.getLogger("trainer")
 
@@ -33,13 +34,14 @@ def rate(rows: int, seconds: float) -> str:
 class Progress:
     """`what 4,096/12,284 rows (33%)  812.3 rows/s  ETA 10s`, at most once per `interval`."""
 
-    def __init__(self, what: str, interval: float, total: Optional[int] = None,
-                 timer: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, what: str, interval: float, total: int | None = None, timer: Callable[[], float] = time.monotonic
+    ):
         self.what, self.interval, self.total, self.timer = what, interval, total, timer
         self.start = self.last = timer()
         self.lines = 0
 
-    def update(self, rows: int, fraction: Optional[float] = None) -> None:
+    def update(self, rows: int, fraction: float | None = None) -> None:
         """`rows` done so far; `fraction` of the work done when rows cannot tell it (a stream
         of unknown length: the share of its bytes read)."""
         now = self.timer()
@@ -49,8 +51,11 @@ class Progress:
         if fraction is None and self.total:
             fraction = rows / self.total
         elapsed = max(now - self.start, 1e-9)
-        fields = [f"{self.what} {rows:,}{f'/{self.total:,}' if self.total else ''} rows"
-                  + (f" ({fraction:.0%})" if fraction is not None else ""), rate(rows, elapsed)]
+        fields = [
+            f"{self.what} {rows:,}{f'/{self.total:,}' if self.total else ''} rows"
+            + (f" ({fraction:.0%})" if fraction is not None else ""),
+            rate(rows, elapsed),
+        ]
         if fraction:
             fields.append(f"ETA {clock(elapsed / fraction - elapsed)}")
         log.info("  ".join(fields))

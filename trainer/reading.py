@@ -18,6 +18,7 @@ Column names are matched by one rule in every file and for every flag (`name_key
 spaces, case and Unicode normalization do not count, so a header ` Text ` in one file and `text`
 in another name the same column.
 """
+
 import csv
 import gzip
 import itertools
@@ -27,15 +28,14 @@ import re
 import sys
 import unicodedata
 import zlib
-from typing import Iterator, Optional, Sequence
+from collections.abc import Iterator, Sequence
 
 from trainer import storage
 from trainer.errors import UserError
 
 TEXT_COLUMNS = ("bodyText", "text", "sentence", "tweet", "review", "content")
 # Sentence-pair files: (first text, second text), detected in this order.
-PAIR_COLUMNS = (("sentence1", "sentence2"), ("question1", "question2"), ("premise", "hypothesis"),
-                ("text_a", "text_b"))
+PAIR_COLUMNS = (("sentence1", "sentence2"), ("question1", "question2"), ("premise", "hypothesis"), ("text_a", "text_b"))
 LABEL_COLUMNS = ("sentiment", "label", "labels", "target", "class", "category")
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 # Files of tagged sentences (CoNLL: a token and its tag per line), which token classification
@@ -43,7 +43,7 @@ FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", 
 CONLL_SUFFIXES = (".conll", ".iob")
 COMPRESSED = ".gz"
 # Files whose texts are long documents exceed csv's default field limit of 128 KiB.
-csv.field_size_limit(min(sys.maxsize, 2 ** 31 - 1))
+csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 
 
 def file_format(path: str, flag: str, compressed: bool = False) -> str:
@@ -51,25 +51,25 @@ def file_format(path: str, flag: str, compressed: bool = False) -> str:
     `.gz` after it is allowed too."""
     name = path.lower()
     if compressed and name.endswith(COMPRESSED):
-        name = name[:-len(COMPRESSED)]
+        name = name[: -len(COMPRESSED)]
     ext = os.path.splitext(name)[1]
     if ext not in FORMATS:
         gz = f", each optionally followed by {COMPRESSED}" if compressed else ""
         known = f"use one of {', '.join(sorted(FORMATS))}{gz}"
         if ext in CONLL_SUFFIXES:
-            raise UserError(f"{flag}: {path} is a CoNLL file of tagged sentences by its extension, "
-                            f"which --task token-classification (or auto) trains on; a table of "
-                            f"texts is read here: {known}")
-        raise UserError(f"{flag}: cannot tell the format of {path} from its extension {ext!r}; "
-                        f"{known}")
+            raise UserError(
+                f"{flag}: {path} is a CoNLL file of tagged sentences by its extension, "
+                f"which --task token-classification (or auto) trains on; a table of "
+                f"texts is read here: {known}"
+            )
+        raise UserError(f"{flag}: cannot tell the format of {path} from its extension {ext!r}; {known}")
     return FORMATS[ext]
 
 
-def check_delimiter(delimiter: Optional[str]) -> None:
+def check_delimiter(delimiter: str | None) -> None:
     """--delimiter is one character that cannot be part of a field's quoting or a line break."""
     if delimiter is not None and (len(delimiter) != 1 or delimiter in '"\r\n'):
-        raise UserError(f"--delimiter: must be one character other than a quote or a line break, "
-                        f"got {delimiter!r}")
+        raise UserError(f"--delimiter: must be one character other than a quote or a line break, got {delimiter!r}")
 
 
 _UTF16 = (b"\xff\xfe", b"\xfe\xff")
@@ -81,14 +81,18 @@ def _decoded(stream, path: str) -> Iterator[str]:
     line."""
     for number, line in enumerate(stream, start=1):
         if (number == 1 and line.startswith(_UTF16)) or b"\x00" in line:
-            raise UserError(f"{path} line {number} looks like UTF-16 (it holds NUL bytes or "
-                            f"starts with a UTF-16 byte order mark); save the file as UTF-8")
+            raise UserError(
+                f"{path} line {number} looks like UTF-16 (it holds NUL bytes or "
+                f"starts with a UTF-16 byte order mark); save the file as UTF-8"
+            )
         try:
             text = line.decode("utf-8-sig" if number == 1 else "utf-8")
         except UnicodeDecodeError as e:
-            raise UserError(f"{path} line {number} is not valid UTF-8 (byte "
-                            f"{line[e.start]:#04x} at column {e.start + 1}); save the file "
-                            f"as UTF-8") from None
+            raise UserError(
+                f"{path} line {number} is not valid UTF-8 (byte "
+                f"{line[e.start]:#04x} at column {e.start + 1}); save the file "
+                f"as UTF-8"
+            ) from None
         yield text
 
 
@@ -103,30 +107,29 @@ def lines(path: str) -> Iterator[str]:
             with gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
                 yield from _decoded(unzipped, path)
         except (OSError, EOFError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
-            raise UserError(f"{path}: cannot decompress it as gzip ({e}); is it a complete "
-                            f".gz file?") from None
+            raise UserError(f"{path}: cannot decompress it as gzip ({e}); is it a complete .gz file?") from None
 
 
 def json_records(lines: Iterator[str], path: str):
     """(line, object) per non-blank line of JSON Lines; or, when the first non-blank line opens
     a JSON array, per element of the array."""
     lines = iter(lines)
-    for first, line in enumerate(lines, start=1):
-        if line.strip():
-            break
-    else:
+    first, opening = next(((n, line) for n, line in enumerate(lines, start=1) if line.strip()), (0, None))
+    if opening is None:
         return
-    if line.lstrip().startswith("["):
-        yield from _json_array(line + "".join(lines), first, path)
+    if opening.lstrip().startswith("["):
+        yield from _json_array(opening + "".join(lines), first, path)
         return
-    for number, line in enumerate(itertools.chain([line], lines), start=first):
+    for number, line in enumerate(itertools.chain([opening], lines), start=first):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError as e:
-            raise UserError(f"{path} line {number} is not valid JSON ({e.msg}); JSON Lines hold "
-                            f"one object per line, a JSON array starts with [") from None
+            raise UserError(
+                f"{path} line {number} is not valid JSON ({e.msg}); JSON Lines hold "
+                f"one object per line, a JSON array starts with ["
+            ) from None
         if not isinstance(record, dict):
             raise UserError(f"{path} line {number} is not a JSON object")
         yield number, record
@@ -145,8 +148,9 @@ def _json_array(text: str, first_line: int, path: str):
         return state["line"]
 
     def fail(position, what):
-        raise UserError(f"{path} line {line_of(position)} is not valid JSON ({what}); the file "
-                        f"holds a JSON array of objects")
+        raise UserError(
+            f"{path} line {line_of(position)} is not valid JSON ({what}); the file holds a JSON array of objects"
+        )
 
     position = _SPACE.match(text, text.index("[") + 1).end()
     if text.startswith("]", position):
@@ -157,8 +161,9 @@ def _json_array(text: str, first_line: int, path: str):
         except json.JSONDecodeError as e:
             fail(e.pos, e.msg)
         if not isinstance(record, dict):
-            raise UserError(f"{path} line {line_of(position)}: element {element} of the JSON "
-                            f"array is not a JSON object")
+            raise UserError(
+                f"{path} line {line_of(position)}: element {element} of the JSON array is not a JSON object"
+            )
         yield line_of(position), record
         position = _SPACE.match(text, end).end()
         if text.startswith(",", position):
@@ -171,9 +176,10 @@ def _json_array(text: str, first_line: int, path: str):
             fail(position, "expecting ',' or ']' between elements")
 
 
-_HINTS = {"tsv": "a tab inside a text? TSV cannot quote it: replace tabs in texts, or use CSV",
-          "csv": 'an unquoted comma or an unmatched " in a text? quote such texts: "a, b" and '
-                 '"say ""hi"""'}
+_HINTS = {
+    "tsv": "a tab inside a text? TSV cannot quote it: replace tabs in texts, or use CSV",
+    "csv": 'an unquoted comma or an unmatched " in a text? quote such texts: "a, b" and "say ""hi"""',
+}
 # Separators a one-field header may really be split by, by name.
 _SEPARATORS = {";": "semicolons", "\t": "tabs", ",": "commas", "|": "vertical bars"}
 
@@ -192,11 +198,13 @@ def _check_separator(header: list, line: int, fmt: str, separator: str, path: st
             advice = ("name the file .csv and " if fmt == "tsv" else "") + f"pass --delimiter '{other}'"
         if other == ";":
             advice = f"a CSV saved by Excel in a European locale? {advice}"
-        raise UserError(f"{path} line {line}: the header {header[0]!r} is separated by "
-                        f"{name}, not {'tabs' if fmt == 'tsv' else repr(separator)}: {advice}")
+        raise UserError(
+            f"{path} line {line}: the header {header[0]!r} is separated by "
+            f"{name}, not {'tabs' if fmt == 'tsv' else repr(separator)}: {advice}"
+        )
 
 
-def _delimited_records(lines: Iterator[str], fmt: str, path: str, delimiter: Optional[str]):
+def _delimited_records(lines: Iterator[str], fmt: str, path: str, delimiter: str | None):
     """(header, iterator of (line, field list)), checking that each record has the header's
     width. `delimiter`: the separator of a CSV file, None for ',' (and a check of the header)."""
     if fmt == "tsv":
@@ -213,8 +221,9 @@ def _delimited_records(lines: Iterator[str], fmt: str, path: str, delimiter: Opt
             except StopIteration:
                 return
             except csv.Error as e:
-                raise UserError(f"{path}: the record starting on line {start} is not valid "
-                                f"{fmt.upper()} ({e}); {_HINTS[fmt]}") from None
+                raise UserError(
+                    f"{path}: the record starting on line {start} is not valid {fmt.upper()} ({e}); {_HINTS[fmt]}"
+                ) from None
             state["end"] = reader.line_num
             if not record:
                 continue  # a blank line
@@ -233,16 +242,14 @@ def _delimited_records(lines: Iterator[str], fmt: str, path: str, delimiter: Opt
             if len(header) > 1 and len(record) == 1 and not record[0].strip():
                 continue  # a line of spaces; in a one-column file it is a row with an empty text
             if len(record) != len(header):
-                lines_ = (f"line {start} holds" if reader.line_num == start
-                          else f"lines {start}-{reader.line_num} hold")
-                raise UserError(f"{path} {lines_} {len(record)} fields, the header "
-                                f"{len(header)} ({_HINTS[fmt]})")
+                lines_ = f"line {start} holds" if reader.line_num == start else f"lines {start}-{reader.line_num} hold"
+                raise UserError(f"{path} {lines_} {len(record)} fields, the header {len(header)} ({_HINTS[fmt]})")
             yield start, record
+
     return header, checked()
 
 
-def iter_frames(lines: Iterator[str], fmt: str, path: str, chunk_rows: Optional[int] = None,
-                delimiter: Optional[str] = None):
+def iter_frames(lines: Iterator[str], fmt: str, path: str, chunk_rows: int | None = None, delimiter: str | None = None):
     """DataFrames of strings (JSON: of its values) with at most `chunk_rows` rows each (None:
     one frame), read from a file's lines; `_row` is the line each row starts on."""
     import pandas as pd
@@ -271,8 +278,7 @@ def iter_frames(lines: Iterator[str], fmt: str, path: str, chunk_rows: Optional[
         yield frame()
 
 
-def file_frames(path: str, flag: str, chunk_rows: Optional[int] = None,
-                delimiter: Optional[str] = None):
+def file_frames(path: str, flag: str, chunk_rows: int | None = None, delimiter: str | None = None):
     """One file's rows as DataFrames of at most `chunk_rows` rows (None: one frame), read as
     a stream, with `_file` and `_row` columns for error messages."""
     fmt = file_format(path, flag, compressed=True)
@@ -280,8 +286,9 @@ def file_frames(path: str, flag: str, chunk_rows: Optional[int] = None,
         frames = iter_frames(lines(path), fmt, path, chunk_rows, delimiter)
         for index, frame in enumerate(frames):
             if index == 0 and frame.empty:
-                raise UserError(f"{path}: file is empty" if fmt == "jsonl"
-                                else f"{path}: file has a header but no data rows")
+                raise UserError(
+                    f"{path}: file is empty" if fmt == "jsonl" else f"{path}: file has a header but no data rows"
+                )
             frame["_file"] = path
             yield frame
     except UserError:
@@ -295,8 +302,7 @@ def read_table(path: str, flag: str):
     return next(file_frames(path, flag))
 
 
-def split_frames(spec: str, flag: str, chunk_rows: Optional[int] = None,
-                 delimiter: Optional[str] = None):
+def split_frames(spec: str, flag: str, chunk_rows: int | None = None, delimiter: str | None = None):
     """All files of one split as a stream of frames, checking that they share the first
     file's columns (matched by `name_key`, and named as in the first file)."""
     columns, first = None, None
@@ -311,7 +317,7 @@ def split_frames(spec: str, flag: str, chunk_rows: Optional[int] = None,
             yield frame
 
 
-def read_files(spec: str, flag: str, delimiter: Optional[str] = None):
+def read_files(spec: str, flag: str, delimiter: str | None = None):
     """All files of one split as one frame, with `_file` and `_row` columns."""
     import pandas as pd
 
@@ -340,17 +346,18 @@ def check_header(names: list, where_: str) -> None:
         other = seen[key]
         if other == name:
             raise UserError(f"{where_}: column {name!r} appears twice in the header")
-        raise UserError(f"{where_}: columns {other!r} and {name!r} are one column to this trainer "
-                        f"(names are matched ignoring case and surrounding spaces); rename one")
+        raise UserError(
+            f"{where_}: columns {other!r} and {name!r} are one column to this trainer "
+            f"(names are matched ignoring case and surrounding spaces); rename one"
+        )
 
 
-def find_column(frame, name: str) -> Optional[str]:
+def find_column(frame, name: str) -> str | None:
     """The frame's column that `name` means by `name_key`, or None."""
     if name in frame.columns:
         return name
     key = name_key(name)
-    return next((c for c in frame.columns
-                 if not str(c).startswith("_") and name_key(c) == key), None)
+    return next((c for c in frame.columns if not str(c).startswith("_") and name_key(c) == key), None)
 
 
 def conform(frame, names: Sequence[str]):
@@ -368,26 +375,26 @@ def _columns(frame) -> list:
     return [c for c in frame.columns if not str(c).startswith("_")]
 
 
-def pick_column(frame, requested: Optional[str], candidates: Sequence[str],
-                flag: str, what: str) -> str:
+def pick_column(frame, requested: str | None, candidates: Sequence[str], flag: str, what: str) -> str:
     """The frame's column named by the flag, else the first of `candidates` it has (both matched
     by `name_key`)."""
     source = frame["_file"].iloc[0]
     if requested is not None:
         found = find_column(frame, requested)
         if found is None:
-            raise UserError(f"{flag}: column {requested!r} is not in {source}; its columns are "
-                            f"{_columns(frame)}")
+            raise UserError(f"{flag}: column {requested!r} is not in {source}; its columns are {_columns(frame)}")
         return found
     for name in candidates:
         found = find_column(frame, name)
         if found is not None:
             return found
-    raise UserError(f"{source}: no {what} column found (looked for {', '.join(candidates)}); its "
-                    f"columns are {_columns(frame)}. Name one with {flag}.")
+    raise UserError(
+        f"{source}: no {what} column found (looked for {', '.join(candidates)}); its "
+        f"columns are {_columns(frame)}. Name one with {flag}."
+    )
 
 
-def pick_text_columns(frame, text_column: Optional[str], pair_column: Optional[str]):
+def pick_text_columns(frame, text_column: str | None, pair_column: str | None):
     """(text column, pair column or None): the flags, else a known column pair, else one text
     column found as `pick_column` finds it."""
     if text_column is None and pair_column is None:

@@ -1,4 +1,5 @@
 """`python -m trainer.serve --model-dir DIR`: serve an exported model over HTTP (Vertex AI's contract)."""
+
 import sys
 
 from trainer import cli

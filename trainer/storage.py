@@ -6,6 +6,7 @@ A reader never sees half a file: every write goes to a temporary name in the sam
 and is renamed into place. On GCS an object appears whole when its upload finishes, and
 rename is copy-then-delete, which is still all-or-nothing for the final name.
 """
+
 import functools
 import os
 import re
@@ -34,12 +35,15 @@ def join(base: str, name: str) -> str:
 # request log ("All 10 retry attempts failed ... libcurl code 6 meaning 'Could not resolve host'").
 # Each is translated here, once, into a line naming the path and what to do about it.
 
-_UNREACHABLE = re.compile(r"libcurl code|Could not resolve|Could not connect|timed out|Timeout|"
-                          r"Connection refused|SSL", re.IGNORECASE)
+_UNREACHABLE = re.compile(
+    r"libcurl code|Could not resolve|Could not connect|timed out|Timeout|"
+    r"Connection refused|SSL",
+    re.IGNORECASE,
+)
 
 
 def _bucket(path: str) -> str:
-    return "gs://" + path[len("gs://"):].split("/", 1)[0]
+    return "gs://" + path[len("gs://") :].split("/", 1)[0]
 
 
 def explain(path: str, error: Exception) -> str:
@@ -47,34 +51,46 @@ def explain(path: str, error: Exception) -> str:
     tf = _system(path)
     message = getattr(error, "message", str(error))
     first = message.strip().splitlines()[0] if message.strip() else type(error).__name__
-    if isinstance(error, tf.errors.UnauthenticatedError) or "response code 401" in message or \
-            "Anonymous caller" in message or "bearer token" in message:
-        return (f"{path}: no Google Cloud credentials for Cloud Storage; run `gcloud auth "
-                f"application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS to a service-"
-                f"account key file) and retry")
+    if (
+        isinstance(error, tf.errors.UnauthenticatedError)
+        or "response code 401" in message
+        or "Anonymous caller" in message
+        or "bearer token" in message
+    ):
+        return (
+            f"{path}: no Google Cloud credentials for Cloud Storage; run `gcloud auth "
+            f"application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS to a service-"
+            f"account key file) and retry"
+        )
     if isinstance(error, tf.errors.PermissionDeniedError) or "response code 403" in message:
-        return (f"{path}: permission denied; grant the account you run as read access "
-                f"(roles/storage.objectViewer) or, to write there, roles/storage.objectAdmin on "
-                f"{_bucket(path)}, or use a bucket it can access")
+        return (
+            f"{path}: permission denied; grant the account you run as read access "
+            f"(roles/storage.objectViewer) or, to write there, roles/storage.objectAdmin on "
+            f"{_bucket(path)}, or use a bucket it can access"
+        )
     if _UNREACHABLE.search(message):
         detail = re.search(r"meaning '([^']+)'", message)
-        return (f"{path}: cannot reach Cloud Storage ({detail.group(1) if detail else first}); "
-                f"check the network connection and any https_proxy setting, then retry")
+        return (
+            f"{path}: cannot reach Cloud Storage ({detail.group(1) if detail else first}); "
+            f"check the network connection and any https_proxy setting, then retry"
+        )
     if isinstance(error, tf.errors.NotFoundError) and not _bucket_exists(path):
         return _missing_bucket(path)
     return f"{path}: {first}"
 
 
 def _missing_bucket(path: str) -> str:
-    return (f"{path}: bucket {_bucket(path)} does not exist or this account cannot see it; create it "
-            f"(gcloud storage buckets create {_bucket(path)}) or fix the path")
+    return (
+        f"{path}: bucket {_bucket(path)} does not exist or this account cannot see it; create it "
+        f"(gcloud storage buckets create {_bucket(path)}) or fix the path"
+    )
 
 
 def _bucket_exists(path: str) -> bool:
     return _bucket_found(_bucket(path))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bucket_found(bucket: str) -> bool:
     try:
         return _system(bucket).io.gfile.exists(bucket + "/")
@@ -91,6 +107,7 @@ def require_bucket(path: str) -> None:
 
 def _cloud_errors(function):
     """tf.errors from a gs:// path -> UserError(explain(...)); local errors pass unchanged."""
+
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
         try:
@@ -102,10 +119,12 @@ def _cloud_errors(function):
             named = re.search(r"gs://\S+", getattr(error, "message", ""))
             path = next((p for p in cloud if named and named.group(0).startswith(p)), cloud[0])
             raise UserError(explain(path, error)) from None
+
     return wrapper
 
 
 # --------------------------------------------------------------------------- file access
+
 
 @_cloud_errors
 def exists(path: str) -> bool:
@@ -130,8 +149,7 @@ def tree_size(path: str) -> int:
         return 0
     if not gfile.isdir(path):
         return gfile.stat(path).length
-    return sum(gfile.stat(join(directory, name)).length
-               for directory, _, files in gfile.walk(path) for name in files)
+    return sum(gfile.stat(join(directory, name)).length for directory, _, files in gfile.walk(path) for name in files)
 
 
 @_cloud_errors
@@ -234,7 +252,7 @@ def _files_top_level_last(root: str) -> list:
     root = root.rstrip("/")
     nested, top = [], []
     for directory, _, files in _system(root).io.gfile.walk(root):
-        relative_dir = directory.rstrip("/")[len(root):].strip("/")
+        relative_dir = directory.rstrip("/")[len(root) :].strip("/")
         for name in files:
             (nested if relative_dir else top).append(f"{relative_dir}/{name}" if relative_dir else name)
     return sorted(nested) + sorted(top)

@@ -5,6 +5,7 @@ default, which no strict parser accepts (JavaScript's JSON.parse, jq, Go, BigQue
 one of them cannot be read at all. Here such a value is written as `null`, "no value", on
 purpose, and anything else that JSON cannot hold is still refused (allow_nan=False).
 """
+
 import json
 import math
 

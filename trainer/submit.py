@@ -1,9 +1,14 @@
 """`python -m trainer.submit {train,tune,deploy,batch-predict}`: Vertex AI jobs, endpoints and batch predictions."""
+
 import sys
 
 from trainer import cli
 from trainer.cloud import submit
 
 if __name__ == "__main__":
-    sys.exit(cli.run(submit.main, interrupted="stopped following the job; it keeps running on "
-                                              "Vertex AI (see the console link above)"))
+    sys.exit(
+        cli.run(
+            submit.main,
+            interrupted="stopped following the job; it keeps running on Vertex AI (see the console link above)",
+        )
+    )

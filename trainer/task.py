@@ -1,9 +1,11 @@
 """`python -m trainer.task`: the training job's entry point, locally and on Vertex AI."""
+
 import os
 import sys
 
 import trainer  # sets TF_USE_LEGACY_KERAS before TensorFlow loads
-from trainer import cli, config as config_lib
+from trainer import cli
+from trainer import config as config_lib
 
 
 def main(argv, environ=None) -> int:

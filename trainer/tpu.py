@@ -19,10 +19,10 @@ On a TPU VM, Vertex TPU jobs included (v2/v3 and v5e run on Compute Engine TPU V
 metadata holds `tpu-env`), nothing is set: libtpu loads and reads its topology from the metadata
 server, as Google's TPU VM images expect.
 """
+
 import glob
 import os
-from typing import Mapping
-
+from collections.abc import Mapping
 
 # Google's PCI vendor id and the device ids of TPU chips, as JAX reads them to tell whether a
 # machine has a TPU without loading libtpu (jax/_src/hardware_utils.py): v2/v3 share 0x0027.
@@ -35,8 +35,7 @@ def tpu_chips_attached(dev_dir: str = "/dev", sys_dir: str = "/sys") -> bool:
     /dev/vfio/<N> on v5e and later), or TPU chips on the PCI bus, which a container sees in
     /sys even when its /dev holds no device files. /dev/accel/ as a *directory* is the generic
     Linux compute-accelerator class, and /dev/vfio/vfio the VFIO control node: neither is a TPU."""
-    if (glob.glob(os.path.join(dev_dir, "accel[0-9]*"))
-            or glob.glob(os.path.join(dev_dir, "vfio", "[0-9]*"))):
+    if glob.glob(os.path.join(dev_dir, "accel[0-9]*")) or glob.glob(os.path.join(dev_dir, "vfio", "[0-9]*")):
         return True
     for vendor in glob.glob(os.path.join(sys_dir, "bus", "pci", "devices", "*", "vendor")):
         device = os.path.join(os.path.dirname(vendor), "device")
@@ -56,8 +55,11 @@ def _read(path: str) -> str:
 def asked_for_tpu(environ: Mapping[str, str]) -> bool:
     """A TPU named in the environment: TPU_NAME=local (a TPU VM whose device files are hidden,
     as `find_tpu` reads it) or the PJRT variables `trainer.submit train --tpu v5e` sets."""
-    return (environ.get("TPU_NAME", "").strip() == "local" or environ.get("PJRT_DEVICE", "") == "TPU"
-            or bool(environ.get("TF_PLUGGABLE_DEVICE_LIBRARY_PATH", "").strip()))
+    return (
+        environ.get("TPU_NAME", "").strip() == "local"
+        or environ.get("PJRT_DEVICE", "") == "TPU"
+        or bool(environ.get("TF_PLUGGABLE_DEVICE_LIBRARY_PATH", "").strip())
+    )
 
 
 def libtpu_environment(environ: Mapping[str, str], chips_attached: bool) -> dict:

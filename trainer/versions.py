@@ -4,6 +4,7 @@ TF-Text's kernels are built against one TensorFlow ABI and tf-keras follows Tens
 release; a mismatch fails later with an undefined-symbol or "Op type not registered" error far
 from its cause, so the trainer checks at start-up and says which packages to align.
 """
+
 from importlib import metadata
 
 from trainer.errors import UserError
@@ -39,8 +40,10 @@ def tensorflow_version() -> dict:
     found = installed_versions(TENSORFLOW_DISTRIBUTIONS)
     if len(found) > 1:
         listed = ", ".join(f"{name}=={version}" for name, version in found.items())
-        raise UserError(f"more than one TensorFlow build is installed ({listed}); they overwrite each "
-                        f"other's files: uninstall all of them, then install one")
+        raise UserError(
+            f"more than one TensorFlow build is installed ({listed}); they overwrite each "
+            f"other's files: uninstall all of them, then install one"
+        )
     return found
 
 
@@ -48,17 +51,21 @@ def check_coupled_versions(versions=None) -> None:
     """`versions`: {package: version}; read from the installed packages when not given."""
     if versions is None:
         versions = installed_versions(COUPLED[1:])
-        versions.update({"tensorflow": v for v in tensorflow_version().values()})
+        versions.update(zip(["tensorflow"], tensorflow_version().values()))
     missing = [name for name in COUPLED if name not in versions]
     if missing:
-        raise UserError(f"missing packages: {', '.join(missing)}; install them with "
-                        f"`pip install -e .` (they must share TensorFlow's minor version)")
+        raise UserError(
+            f"missing packages: {', '.join(missing)}; install them with "
+            f"`pip install -e .` (they must share TensorFlow's minor version)"
+        )
     minors = {name: minor(v) for name, v in versions.items()}
     if len(set(minors.values())) > 1:
         found = ", ".join(f"{name}=={versions[name]}" for name in COUPLED)
         want = minors["tensorflow"]
-        raise UserError(f"TensorFlow, TF-Text and tf-keras must share one minor version; found "
-                        f"{found}. Install e.g. tensorflow-text~={want}.0 tf-keras~={want}.0.")
+        raise UserError(
+            f"TensorFlow, TF-Text and tf-keras must share one minor version; found "
+            f"{found}. Install e.g. tensorflow-text~={want}.0 tf-keras~={want}.0."
+        )
 
 
 def unmet_requirements(distribution: str = "vertex-bert-trainer") -> list:
@@ -76,8 +83,7 @@ def unmet_requirements(distribution: str = "vertex-bert-trainer") -> list:
         if requirement.marker and not requirement.marker.evaluate({"extra": ""}):
             continue
         name = requirement.name.lower()
-        found = ({"tensorflow": v for v in tensorflow.values()} if name == "tensorflow"
-                 else installed_versions([name]))
+        found = dict(zip(["tensorflow"], tensorflow.values())) if name == "tensorflow" else installed_versions([name])
         if name not in found or not requirement.specifier.contains(found[name], prereleases=True):
             unmet.append(f"{line} (installed: {found.get(name, 'none')})")
     return unmet

@@ -8,9 +8,10 @@
 - An endpoint's traffic_split maps deployed-model ids to percentages adding up to 100; in a
   DeployModelRequest the model being deployed is "0".
 """
+
 import math
 import re
-from typing import Dict, Mapping, Optional
+from collections.abc import Mapping
 
 from trainer.errors import UserError
 
@@ -22,14 +23,16 @@ SERVING_NOW = "DEPLOYED_MODELS_SERVING_NOW"
 LABEL_VALUE_LENGTH = 63
 
 
-def version_aliases(value: Optional[str], promote: bool) -> list:
+def version_aliases(value: str | None, promote: bool) -> list:
     """--version-aliases (comma-separated), checked; with --promote, `default` too."""
     aliases = [a.strip() for a in (value or "").split(",") if a.strip()]
     for alias in aliases:
         if not ALIAS.fullmatch(alias):
-            raise UserError(f"--version-aliases: {alias!r} is not a version alias: a lower-case letter, "
-                            f"then letters, digits or '-', ending in a lower-case letter or digit "
-                            f"(2-128 characters)")
+            raise UserError(
+                f"--version-aliases: {alias!r} is not a version alias: a lower-case letter, "
+                f"then letters, digits or '-', ending in a lower-case letter or digit "
+                f"(2-128 characters)"
+            )
     if promote and DEFAULT_ALIAS not in aliases:
         aliases.append(DEFAULT_ALIAS)
     return aliases
@@ -41,7 +44,7 @@ def label_value(value) -> str:
     return re.sub(r"[^a-z0-9_-]", "_", text.lower())[:LABEL_VALUE_LENGTH]
 
 
-def run_labels(metrics: Mapping) -> Dict[str, str]:
+def run_labels(metrics: Mapping) -> dict[str, str]:
     """The labels a registered version carries from its run's metrics.json: the data hash, the
     task, and validation's and test's top-level metrics (validation_macro_f1, test_accuracy, ...)."""
     labels = {key: label_value(metrics[key]) for key in ("data_hash", "task") if metrics.get(key)}
@@ -53,21 +56,23 @@ def run_labels(metrics: Mapping) -> Dict[str, str]:
     return labels
 
 
-def canary_split(serving: Mapping[str, int], percent: int) -> Dict[str, int]:
+def canary_split(serving: Mapping[str, int], percent: int) -> dict[str, int]:
     """The new deployment takes `percent`; the ones serving now share the rest in their current
     proportions (largest remainders round, so the split adds up to 100)."""
     rest = 100 - percent
     total = sum(serving.values())
     if not total:
-        raise UserError("--traffic-percent: the endpoint serves no traffic yet: deploy the first "
-                        "version with --promote, then canary the next ones")
+        raise UserError(
+            "--traffic-percent: the endpoint serves no traffic yet: deploy the first "
+            "version with --promote, then canary the next ones"
+        )
     exact = {key: rest * share / total for key, share in serving.items()}
     split = {key: math.floor(value) for key, value in exact.items()}
-    for key in sorted(exact, key=lambda k: split[k] - exact[k])[:rest - sum(split.values())]:
+    for key in sorted(exact, key=lambda k: split[k] - exact[k])[: rest - sum(split.values())]:
         split[key] += 1
     return {NEW_DEPLOYMENT: percent, **split}
 
 
-def promoted_split(serving: Mapping[str, int], deployed_id: str = NEW_DEPLOYMENT) -> Dict[str, int]:
+def promoted_split(serving: Mapping[str, int], deployed_id: str = NEW_DEPLOYMENT) -> dict[str, int]:
     """All traffic to `deployed_id`, none to the others serving now."""
     return {**{key: 0 for key in serving if key != deployed_id}, deployed_id: 100}

@@ -12,8 +12,8 @@ train`), with the machines, accelerators and scheduling that command takes; loca
 `trainer.task` on this machine. Register and deploy are one step, `trainer.deploy` (see
 trainer/cloud/pipeline_deploy.py), under `dsl.If` on the gate's verdict.
 """
+
 import dataclasses
-from typing import List
 
 from kfp import dsl
 
@@ -29,9 +29,9 @@ class Plan:
 
     job_dir: str
     gate: str
-    trainer_args: List[str]
-    submit_args: List[str]  # empty: train on this machine (run --local)
-    deploy_args: List[str]  # trainer.deploy's (trainer/cloud/pipeline_deploy.py)
+    trainer_args: list[str]
+    submit_args: list[str]  # empty: train on this machine (run --local)
+    deploy_args: list[str]  # trainer.deploy's (trainer/cloud/pipeline_deploy.py)
     base_image: str = LOCAL_IMAGE
     # Vertex: the trainer image need not carry kfp; each step pip-installs this kfp first
     # (`kfp==VERSION --no-deps`, from PyPI). Locally kfp is already here.
@@ -41,36 +41,43 @@ class Plan:
 def train(job_dir: str, submit_args: list, trainer_args: list) -> str:
     """Trains into job_dir: a Vertex AI custom job, or trainer.task on this machine."""
     from trainer.cloud import pipeline_steps
+
     return pipeline_steps.train(job_dir, submit_args, trainer_args)
 
 
 def evaluate(job_dir: str, expression: str) -> float:
     """The gated metric from JOB_DIR/metrics.json."""
     from trainer.cloud import pipeline_steps
+
     return pipeline_steps.metric_value(job_dir, expression)
 
 
 def gate(value: float, expression: str) -> bool:
     """Whether the model may be registered and deployed."""
     from trainer.cloud import pipeline_steps
+
     return pipeline_steps.passes(value, expression)
 
 
 def register_and_deploy(job_dir: str, args: list):
     """Uploads JOB_DIR/model as a version of the parent model and deploys it (trainer.deploy)."""
     from trainer.cloud import pipeline_steps
+
     pipeline_steps.register_and_deploy(job_dir, args)
 
 
 def build(plan: Plan):
     """The pipeline function for `plan`, ready for kfp.compiler or a kfp.local run."""
+
     def component(function):
         return dsl.component(function, base_image=plan.base_image, install_kfp_package=plan.install_kfp)
 
     train_op, evaluate_op, gate_op, deploy_op = map(component, (train, evaluate, gate, register_and_deploy))
 
-    @dsl.pipeline(name=PIPELINE_NAME, description="Fine-tune, gate on a metric of metrics.json, "
-                                                  "register a model version, deploy it.")
+    @dsl.pipeline(
+        name=PIPELINE_NAME,
+        description="Fine-tune, gate on a metric of metrics.json, register a model version, deploy it.",
+    )
     def loop(job_dir: str = plan.job_dir, gate: str = plan.gate) -> float:
         trained = train_op(job_dir=job_dir, submit_args=plan.submit_args, trainer_args=plan.trainer_args)
         # Every run trains and deploys anew: Vertex would otherwise reuse a cached step's outputs.

@@ -6,6 +6,7 @@ is installed), in the pipeline's order, and honours `dsl.If`. Its task outputs g
 temporary directory, removed afterwards; the training run is in the job dir as with
 `trainer.task`. Register and deploy are `trainer.deploy --dry-run`: requests printed, none sent.
 """
+
 import argparse
 import contextlib
 import logging
@@ -13,7 +14,7 @@ import os
 import re
 import sys
 import tempfile
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from trainer.cloud import pipeline_components, pipeline_deploy, pipeline_gate
 from trainer.vertex import api
@@ -21,11 +22,16 @@ from trainer.vertex import api
 ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def plan(options: argparse.Namespace, gate: pipeline_gate.Gate, job_dir: str,
-         trainer_args: Sequence[str]) -> pipeline_components.Plan:
+def plan(
+    options: argparse.Namespace, gate: pipeline_gate.Gate, job_dir: str, trainer_args: Sequence[str]
+) -> pipeline_components.Plan:
     return pipeline_components.Plan(
-        job_dir=os.path.abspath(job_dir), gate=str(gate), trainer_args=list(trainer_args), submit_args=[],
-        deploy_args=pipeline_deploy.arguments(options, pipeline_deploy.local_where(options), job_dir, dry_run=True))
+        job_dir=os.path.abspath(job_dir),
+        gate=str(gate),
+        trainer_args=list(trainer_args),
+        submit_args=[],
+        deploy_args=pipeline_deploy.arguments(options, pipeline_deploy.local_where(options), job_dir, dry_run=True),
+    )
 
 
 def plain(text: str) -> str:
@@ -63,8 +69,12 @@ def run(local_plan: pipeline_components.Plan) -> int:
     from kfp import local
 
     with tempfile.TemporaryDirectory(prefix="vbt-pipeline-") as root, colours_for_terminals_only():
-        local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=os.path.join(root, "outputs"),
-                   workspace_root=os.path.join(root, "workspace"), raise_on_error=True)
+        local.init(
+            runner=local.SubprocessRunner(use_venv=False),
+            pipeline_root=os.path.join(root, "outputs"),
+            workspace_root=os.path.join(root, "workspace"),
+            raise_on_error=True,
+        )
         try:
             value = pipeline_components.build(local_plan)().output
         except RuntimeError as e:

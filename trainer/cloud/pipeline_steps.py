@@ -6,14 +6,15 @@ without KFP, and the same code locally (kfp.local) and on Vertex AI Pipelines (t
 image). A step that fails prints the trainer's one `error:` line and exits with its code, so the
 pipeline marks the task failed without a traceback.
 """
+
 import json
 import subprocess
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from trainer import cli, storage
-from trainer.errors import UserError
 from trainer.cloud import pipeline_gate as gate_lib
+from trainer.errors import UserError
 
 
 def _exit_on_error(code: int) -> None:
@@ -73,4 +74,3 @@ def run_module(module: str, args: Sequence[str]) -> None:
     fails the step with the module's exit code (its `error:` line is already printed)."""
     print(f"$ python -m {module} {' '.join(args)}", flush=True)
     _exit_on_error(subprocess.run([sys.executable, "-m", module, *args], check=False).returncode)
-

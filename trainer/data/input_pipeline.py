@@ -7,8 +7,9 @@ tweets of ~25 tokens do not pay for 128, nor tagged sentences of ~13 for 16, and
 small, fixed set of shapes. On TPUs everything is padded to one static shape instead
 (--sequence-padding fixed).
 """
+
 import dataclasses
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -25,6 +26,7 @@ _TOKENIZE_BATCH = 1024
 class LongTexts:
     """--long-texts and its window flags: what becomes of a single text longer than
     --max-seq-length, the same at training, prediction and serving."""
+
     mode: str = "truncate"  # truncate, head-tail or windows
     window_overlap: int = 0
     max_windows: int = 1
@@ -49,12 +51,12 @@ class LongTexts:
 
     def key(self) -> str:
         """What the token cache depends on: the mode, and with windows its flags."""
-        return (f"windows-{self.window_overlap}-{self.max_windows}" if self.mode == "windows"
-                else self.mode)
+        return f"windows-{self.window_overlap}-{self.max_windows}" if self.mode == "windows" else self.mode
 
 
 class Rows:
     """What a split of tokens (in memory, or in the token cache) answers from its `lengths`."""
+
     lengths: np.ndarray  # int32 [N]: each row's tokens
 
     def __len__(self):
@@ -68,20 +70,25 @@ class Rows:
 @dataclasses.dataclass
 class TokenizedSplit(Rows):
     """Token ids of one split, unpadded (row i has lengths[i] tokens), plus labels and weights."""
+
     word_ids: np.ndarray  # int32, all rows concatenated
     type_ids: np.ndarray  # int32, same layout
     lengths: np.ndarray  # int32 [N]
     labels: np.ndarray  # int32 [N] class ids, or float32 [N] regression targets
     weights: np.ndarray  # float32 [N]
-    full_lengths: Optional[np.ndarray] = None  # int32 [N]: each row's length before the cut
+    full_lengths: np.ndarray | None = None  # int32 [N]: each row's length before the cut
 
     def rows(self, start: int, stop: int) -> "TokenizedSplit":
         """Rows [start, stop): e.g. one split of several tokenized in a single pass."""
         offsets = np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
         tokens = slice(offsets[start], offsets[stop])
-        return TokenizedSplit(self.word_ids[tokens], self.type_ids[tokens],
-                              self.lengths[start:stop], self.labels[start:stop],
-                              self.weights[start:stop])
+        return TokenizedSplit(
+            self.word_ids[tokens],
+            self.type_ids[tokens],
+            self.lengths[start:stop],
+            self.labels[start:stop],
+            self.weights[start:stop],
+        )
 
     def take(self, rows: np.ndarray) -> "TokenizedSplit":
         """Some rows of the split, e.g. a sample to evaluate."""
@@ -91,9 +98,17 @@ class TokenizedSplit(Rows):
         """Rows as (features, label, weight), with ragged token ids: in order, or shuffled
         whole with a seed; `shard` (index, count): every count-th row, from `index`."""
         ragged = lambda flat: tf.RaggedTensor.from_row_lengths(flat, self.lengths)  # noqa: E731
-        rows = tf.data.Dataset.from_tensor_slices((
-            {"input_word_ids": ragged(self.word_ids), "input_type_ids": ragged(self.type_ids),
-             "length": self.lengths}, self.labels, self.weights)).shard(shard[1], shard[0])
+        rows = tf.data.Dataset.from_tensor_slices(
+            (
+                {
+                    "input_word_ids": ragged(self.word_ids),
+                    "input_type_ids": ragged(self.type_ids),
+                    "length": self.lengths,
+                },
+                self.labels,
+                self.weights,
+            )
+        ).shard(shard[1], shard[0])
         if seed is None:
             return rows
         return rows.shuffle(max(1, len(self)), seed=seed, reshuffle_each_iteration=False)
@@ -120,7 +135,10 @@ def encode(preprocessor, texts, pairs=None, long_texts="truncate") -> dict:
     width = long_texts.max_windows * preprocessor.seq_length
     side_by_side = lambda t: tf.reshape(  # noqa: E731
         tf.RaggedTensor.from_row_lengths(t, counts).to_tensor(
-            0, shape=[None, long_texts.max_windows, preprocessor.seq_length]), [-1, width])
+            0, shape=[None, long_texts.max_windows, preprocessor.seq_length]
+        ),
+        [-1, width],
+    )
     return {name: side_by_side(features[name]) for name in features}
 
 
@@ -152,7 +170,8 @@ def _packed_windows(preprocessor, segments: list, long_texts: LongTexts):
         raise ValueError(f"--long-texts windows with {len(segments)} texts per row")
     budget = preprocessor.seq_length - special_count(preprocessor, 1)
     windows, counts = preprocessing.split_into_windows(
-        segments[0], budget, long_texts.window_overlap, long_texts.max_windows)
+        segments[0], budget, long_texts.window_overlap, long_texts.max_windows
+    )
     return preprocessor.bert_pack_inputs([windows]), counts
 
 
@@ -176,8 +195,10 @@ def pack_tokens(preprocessor, texts, pairs=None, long_texts="truncate"):
     lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
     if counts is not None:  # window lengths -> text lengths
         lengths = tf.reduce_sum(tf.RaggedTensor.from_row_lengths(lengths, counts), axis=1)
-    flat = lambda name: tf.ragged.boolean_mask(  # noqa: E731
-        tf.cast(features[name], tf.int32), mask).flat_values
+
+    def flat(name):
+        return tf.ragged.boolean_mask(tf.cast(features[name], tf.int32), mask).flat_values
+
     return flat("input_word_ids"), flat("input_type_ids"), lengths, _full_lengths(preprocessor, segments)
 
 
@@ -194,25 +215,34 @@ def special_count(preprocessor, segments: int) -> tf.Tensor:
     return tf.reduce_sum(tf.cast(preprocessor.bert_pack_inputs(empty)["input_mask"], tf.int32))
 
 
-def tokenize_splits(splits: dict, preprocessor, pairs: Optional[dict] = None) -> dict:
+def tokenize_splits(splits: dict, preprocessor, pairs: dict | None = None) -> dict:
     """{name: (texts, labels, weights or None)} -> {name: TokenizedSplit}, in one tf.data pass
     (each pipeline traces the tokenizer graph anew, about a second apiece). `pairs`: {name:
     second texts} of a sentence-pair task."""
     names = list(splits)
     texts = np.concatenate([np.asarray(splits[n][0], dtype=object) for n in names])
-    second = None if pairs is None else np.concatenate(
-        [np.asarray(pairs[n], dtype=object) for n in names])
+    second = None if pairs is None else np.concatenate([np.asarray(pairs[n], dtype=object) for n in names])
     labels = np.concatenate([_label_array(splits[n][1]) for n in names])
-    weights = np.concatenate([np.ones(len(splits[n][0]), np.float32) if splits[n][2] is None
-                              else np.asarray(splits[n][2], np.float32) for n in names])
+    weights = np.concatenate(
+        [
+            np.ones(len(splits[n][0]), np.float32) if splits[n][2] is None else np.asarray(splits[n][2], np.float32)
+            for n in names
+        ]
+    )
     everything = tokenize(texts, preprocessor, labels, weights, pairs=second)
     bounds = np.cumsum([0] + [len(splits[n][0]) for n in names])
     return {n: everything.rows(bounds[i], bounds[i + 1]) for i, n in enumerate(names)}
 
 
-def tokenize(texts: Sequence[str], preprocessor, labels=None, weights=None,
-             log_every_seconds: float = 30.0, pairs: Optional[Sequence[str]] = None,
-             long_texts="truncate") -> TokenizedSplit:
+def tokenize(
+    texts: Sequence[str],
+    preprocessor,
+    labels=None,
+    weights=None,
+    log_every_seconds: float = 30.0,
+    pairs: Sequence[str] | None = None,
+    long_texts="truncate",
+) -> TokenizedSplit:
     """Runs the preprocessor over all texts (and pairs), batched in tf.data, and keeps only real
     tokens: a pair's length, which buckets it, is that of both texts packed together.
 
@@ -227,13 +257,16 @@ def tokenize(texts: Sequence[str], preprocessor, labels=None, weights=None,
     word_ids, type_ids, lengths = [], [], []
     strings = lambda values: np.asarray(values, dtype=object).astype(str) if n else np.zeros([0], str)  # noqa: E731
     slices = strings(texts) if pairs is None else (strings(texts), strings(pairs))
-    dataset = (tf.data.Dataset.from_tensor_slices(slices)
-               .batch(_TOKENIZE_BATCH).map(pack, num_parallel_calls=tf.data.AUTOTUNE)
-               .prefetch(tf.data.AUTOTUNE))
+    dataset = (
+        tf.data.Dataset.from_tensor_slices(slices)
+        .batch(_TOKENIZE_BATCH)
+        .map(pack, num_parallel_calls=tf.data.AUTOTUNE)
+        .prefetch(tf.data.AUTOTUNE)
+    )
     meter, done = progress.Progress("tokenized", log_every_seconds, total=n), 0
-    for w, t, l, _ in dataset.as_numpy_iterator():
-        word_ids.append(w), type_ids.append(t), lengths.append(l)
-        done += len(l)
+    for w, t, n, _ in dataset.as_numpy_iterator():
+        word_ids.append(w), type_ids.append(t), lengths.append(n)
+        done += len(n)
         meter.update(done)
     cat = lambda parts: np.concatenate(parts).astype(np.int32) if parts else np.zeros([0], np.int32)  # noqa: E731
     return TokenizedSplit(cat(word_ids), cat(type_ids), cat(lengths), labels, weights)
@@ -258,12 +291,11 @@ class Batching:
             sizes = [len(split)]
         else:
             sizes = np.unique(padded_to(split.lengths, self.lengths), return_counts=True)[1]
-        count = (lambda s: s // self.batch_size) if self.drop_remainder else (
-            lambda s: -(-s // self.batch_size))
+        count = (lambda s: s // self.batch_size) if self.drop_remainder else (lambda s: -(-s // self.batch_size))
         return int(sum(count(int(s)) for s in sizes))
 
 
-def _pad_batch(lengths: tuple, static_batch: Optional[int] = None):
+def _pad_batch(lengths: tuple, static_batch: int | None = None):
     """Pads a batch of ragged rows to the shortest allowed length that fits them all.
 
     With a single allowed length (fixed padding) the shapes are static, as TPUs need.
@@ -281,14 +313,16 @@ def _pad_batch(lengths: tuple, static_batch: Optional[int] = None):
         type_ids = features["input_type_ids"].to_tensor(0, shape=shape)
         mask = tf.sequence_mask(features["length"], target, dtype=tf.int32)
         if static_batch:
-            labels, weights, mask = (tf.ensure_shape(labels, [static_batch, *labels.shape[1:]]),
-                                     tf.ensure_shape(weights, [static_batch]),
-                                     tf.ensure_shape(mask, shape))
+            labels, weights, mask = (
+                tf.ensure_shape(labels, [static_batch, *labels.shape[1:]]),
+                tf.ensure_shape(weights, [static_batch]),
+                tf.ensure_shape(mask, shape),
+            )
         padded = {"input_word_ids": word_ids, "input_mask": mask, "input_type_ids": type_ids}
         if "row" in features:  # evaluation: where each prediction goes (evaluation_dataset)
-            padded["row"] = tf.ensure_shape(features["row"], [static_batch]) if static_batch \
-                else features["row"]
+            padded["row"] = tf.ensure_shape(features["row"], [static_batch]) if static_batch else features["row"]
         return padded, labels, weights
+
     return pad
 
 
@@ -305,13 +339,14 @@ def _batched(examples: tf.data.Dataset, batching: Batching) -> tf.data.Dataset:
 
         batched = examples.group_by_window(
             key_func=bucket_of,
-            reduce_func=lambda _, rows: rows.ragged_batch(batching.batch_size,
-                                                   drop_remainder=batching.drop_remainder),
-            window_size=batching.batch_size)
+            reduce_func=lambda _, rows: rows.ragged_batch(batching.batch_size, drop_remainder=batching.drop_remainder),
+            window_size=batching.batch_size,
+        )
         return batched.map(_pad_batch(batching.lengths), num_parallel_calls=tf.data.AUTOTUNE)
     static_batch = batching.batch_size if batching.drop_remainder else None
-    return (examples.ragged_batch(batching.batch_size, drop_remainder=batching.drop_remainder)
-            .map(_pad_batch(batching.lengths[-1:], static_batch), num_parallel_calls=tf.data.AUTOTUNE))
+    return examples.ragged_batch(batching.batch_size, drop_remainder=batching.drop_remainder).map(
+        _pad_batch(batching.lengths[-1:], static_batch), num_parallel_calls=tf.data.AUTOTUNE
+    )
 
 
 def _with_options(dataset: tf.data.Dataset) -> tf.data.Dataset:
@@ -323,9 +358,17 @@ def _with_options(dataset: tf.data.Dataset) -> tf.data.Dataset:
     return dataset.with_options(options)
 
 
-def training_dataset(split, batching: Batching, *, seed: int, first_epoch: int, epochs: int,
-                     shard=(0, 1), steps_per_epoch: Optional[int] = None,
-                     accumulate: int = 1) -> tf.data.Dataset:
+def training_dataset(
+    split,
+    batching: Batching,
+    *,
+    seed: int,
+    first_epoch: int,
+    epochs: int,
+    shard=(0, 1),
+    steps_per_epoch: int | None = None,
+    accumulate: int = 1,
+) -> tf.data.Dataset:
     """Epochs first_epoch..epochs-1 of `split` (a TokenizedSplit or token_cache.CachedSplit), each
     shuffled with its own seed; with `accumulate` k > 1, as groups of k batches (`grouped`).
 
@@ -334,6 +377,7 @@ def training_dataset(split, batching: Batching, *, seed: int, first_epoch: int, 
     reads one `shard` of the data repeats it to `steps_per_epoch` batches, so that every worker
     takes the same number of steps.
     """
+
     def epoch(index):
         batches = _batched(split.examples(seed=index * 1_000_003 + seed, shard=shard), batching)
         batches = batches if steps_per_epoch is None else batches.repeat().take(steps_per_epoch)
@@ -352,6 +396,7 @@ def grouped(batches: tf.data.Dataset, k: int, static: bool = False) -> tf.data.D
     """Tuples of `k` consecutive batches: one optimizer step each (--gradient-accumulation-steps,
     heads.Classifier.train_step). A short last group is completed with batches that add
     nothing: of 0 rows, or with static shapes (TPU) copies of its first batch with weight 0."""
+
     def nothing(features, labels, weights):
         if static:
             return features, labels, tf.zeros_like(weights)
@@ -379,8 +424,9 @@ def evaluation_dataset(split, batching: Batching, pad_to_full_batches: bool = Fa
     examples = split.examples().enumerate().map(_numbered)
     if not pad_to_full_batches:
         batched = _batched(examples, batching)
-        return _with_options(batched.apply(tf.data.experimental.assert_cardinality(
-            batching.steps(split))).prefetch(tf.data.AUTOTUNE))
+        return _with_options(
+            batched.apply(tf.data.experimental.assert_cardinality(batching.steps(split))).prefetch(tf.data.AUTOTUNE)
+        )
     size, rows = batching.batch_size, len(split)
     filler = -rows % size
     batching = dataclasses.replace(batching, drop_remainder=True, bucket=False)
@@ -391,9 +437,12 @@ def evaluation_dataset(split, batching: Batching, pad_to_full_batches: bool = Fa
         real = index * size + tf.range(size, dtype=tf.int64) < rows
         return features, labels, tf.where(real, weights, 0.0)
 
-    batched = (_batched(examples.concatenate(examples.take(1).repeat(filler)), batching)
-               .enumerate().map(weigh_filler)
-               .apply(tf.data.experimental.assert_cardinality((rows + filler) // size)))
+    batched = (
+        _batched(examples.concatenate(examples.take(1).repeat(filler)), batching)
+        .enumerate()
+        .map(weigh_filler)
+        .apply(tf.data.experimental.assert_cardinality((rows + filler) // size))
+    )
     return _with_options(batched.prefetch(tf.data.AUTOTUNE))
 
 
@@ -406,8 +455,9 @@ def _take(split: TokenizedSplit, rows: np.ndarray) -> TokenizedSplit:
     starts = np.concatenate([[0], np.cumsum(split.lengths)[:-1]]).astype(np.int64)
     pieces = [np.arange(starts[r], starts[r] + split.lengths[r]) for r in rows]
     flat = np.concatenate(pieces) if pieces else np.zeros([0], np.int64)
-    return TokenizedSplit(split.word_ids[flat], split.type_ids[flat], split.lengths[rows],
-                          split.labels[rows], split.weights[rows])
+    return TokenizedSplit(
+        split.word_ids[flat], split.type_ids[flat], split.lengths[rows], split.labels[rows], split.weights[rows]
+    )
 
 
 def trim_to_padded_length(features: dict, lengths: Sequence[int]) -> dict:

@@ -6,12 +6,13 @@ twice (the same path, or a copy of it) makes every held-out score such a score, 
 error; scattered repeats (a scrape that holds some posts twice) are common and only worth a
 warning with their count.
 """
+
 import dataclasses
 import hashlib
 import logging
 import os
 import re
-from typing import Dict, Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from trainer.errors import UserError
 log = logging.getLogger("trainer")
 
 
-def text_hashes(frame, columns: Sequence[Optional[str]]) -> np.ndarray:
+def text_hashes(frame, columns: Sequence[str | None]) -> np.ndarray:
     """uint64 per row of its text (and pair): rows with equal hashes hold the same texts."""
     import pandas as pd
 
@@ -59,7 +60,7 @@ def _same_file(a: str, b: str) -> bool:
     return _size(a) == _size(b) and _digest(a) == _digest(b)
 
 
-def check_held_out_files(training: str, held_out: Dict[str, Optional[str]]) -> None:
+def check_held_out_files(training: str, held_out: dict[str, str | None]) -> None:
     """Stops when a file of --validation-file or --testing-file ({flag: spec}) is one of the
     training files, by path or by content."""
     train = storage.expand_paths(training, "--training-file")
@@ -68,23 +69,31 @@ def check_held_out_files(training: str, held_out: Dict[str, Optional[str]]) -> N
             same = next((t for t in train if _same_file(path, t)), None)
             if same is not None:
                 what = "is" if path == same else "has the same content as"
-                other = (", or leave the flag out to hold out a stratified --validation-fraction"
-                         if flag == "--validation-file" else "")
-                raise UserError(f"{flag}: {path} {what} the training file {same}: every score on "
-                                f"it would be measured on rows the model trained on; give a file "
-                                f"of other rows{other}")
+                other = (
+                    ", or leave the flag out to hold out a stratified --validation-fraction"
+                    if flag == "--validation-file"
+                    else ""
+                )
+                raise UserError(
+                    f"{flag}: {path} {what} the training file {same}: every score on "
+                    f"it would be measured on rows the model trained on; give a file "
+                    f"of other rows{other}"
+                )
 
 
-def report_overlaps(hashes: Dict[str, np.ndarray]) -> Dict[str, int]:
+def report_overlaps(hashes: dict[str, np.ndarray]) -> dict[str, int]:
     """{held-out split: its rows whose text is also in the training split}, each logged."""
-    shared = {name: int(np.isin(values, hashes["train"]).sum())
-              for name, values in hashes.items() if name != "train"}
+    shared = {name: int(np.isin(values, hashes["train"]).sum()) for name, values in hashes.items() if name != "train"}
     for name, count in shared.items():
         if count:
-            log.warning("overlap: %d of %d %s rows repeat a training text exactly; their scores "
-                        "overstate what the model does on new texts (remove the repeats, or split "
-                        "with python -m trainer.prepare, which keeps repeats in one split)",
-                        count, len(hashes[name]), name)
+            log.warning(
+                "overlap: %d of %d %s rows repeat a training text exactly; their scores "
+                "overstate what the model does on new texts (remove the repeats, or split "
+                "with python -m trainer.prepare, which keeps repeats in one split)",
+                count,
+                len(hashes[name]),
+                name,
+            )
     return shared
 
 
@@ -111,6 +120,7 @@ def words(text: str) -> tuple:
 class Contained:
     """Held-out texts found inside training texts: how many of how many were looked for, and
     up to CONTAINED_EXAMPLES (held-out text, training text that holds it) pairs."""
+
     count: int
     checked: int
     examples: list
@@ -118,10 +128,14 @@ class Contained:
 
     def as_json(self, sampled: bool) -> dict:
         """metrics.json's record; `sampled`: whether a split was larger than the sample read."""
-        return {"contained": self.count, "checked": self.checked,
-                "training_rows_searched": self.training_rows, "sampled": sampled,
-                "min_words": CONTAINED_MIN_WORDS,
-                "examples": [{"held_out": h, "inside": t} for h, t in self.examples]}
+        return {
+            "contained": self.count,
+            "checked": self.checked,
+            "training_rows_searched": self.training_rows,
+            "sampled": sampled,
+            "min_words": CONTAINED_MIN_WORDS,
+            "examples": [{"held_out": h, "inside": t} for h, t in self.examples],
+        }
 
 
 def find_contained(held_out: Sequence[str], training: Iterable[str]) -> Contained:
@@ -135,19 +149,19 @@ def find_contained(held_out: Sequence[str], training: Iterable[str]) -> Containe
     n = CONTAINED_MIN_WORDS
     # first five words -> {length in words: {words: held-out indices}}: a window that starts
     # some held-out texts is compared once per distinct length, however many texts share it.
-    wanted: Dict[tuple, Dict[int, Dict[tuple, list]]] = {}
+    wanted: dict[tuple, dict[int, dict[tuple, list]]] = {}
     for i, text in enumerate(held_out):
         w = words(text)
         if len(w) >= n:
             wanted.setdefault(w[:n], {}).setdefault(len(w), {}).setdefault(w, []).append(i)
-    found: Dict[int, str] = {}
+    found: dict[int, str] = {}
     rows = 0
     for text in training:
         rows += 1
         w = words(text) if wanted else ()
         for start, key in enumerate(zip(w, w[1:], w[2:], w[3:], w[4:])):
             for length, targets in wanted.get(key, {}).items():
-                for i in targets.get(w[start:start + length], ()):
+                for i in targets.get(w[start : start + length], ()):
                     if i not in found and text != held_out[i]:
                         found[i] = text
     examples = [(held_out[i], found[i]) for i in sorted(found)[:CONTAINED_EXAMPLES]]

@@ -1,5 +1,6 @@
 """A run's splits, read by the reader of its task's unit (Task.unit): texts from CSV, TSV or JSON
 Lines columns (splits.py), or tagged sentences (tagged_splits.py)."""
+
 from trainer.config import Config
 
 

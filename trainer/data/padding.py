@@ -2,6 +2,7 @@
 batches (input_pipeline.py) and prediction's (trainer.serving.predict), numpy only, so the ONNX
 runtime, which has no TensorFlow, batches as the SavedModel does.
 """
+
 import numpy as np
 
 _PADDED_LENGTHS = (8, 12, 16, 20, 24, 28, 32, 36, 40, 48, 56, 64, 80, 96, 128, 192, 256, 384, 512)
@@ -11,8 +12,11 @@ def padded_lengths(max_seq_length: int, windows: int = 1) -> tuple:
     """The sequence lengths batches are padded to: a short fixed ladder ending at the maximum;
     with --long-texts windows, then whole windows: a row of k windows is k * max_seq_length
     tokens wide (the last window padded), which trainer.modeling.windows splits again."""
-    return (tuple(n for n in _PADDED_LENGTHS if n < max_seq_length) + (max_seq_length,)
-            + tuple(k * max_seq_length for k in range(2, windows + 1)))
+    return (
+        tuple(n for n in _PADDED_LENGTHS if n < max_seq_length)
+        + (max_seq_length,)
+        + tuple(k * max_seq_length for k in range(2, windows + 1))
+    )
 
 
 def padded_to(lengths, ladder) -> np.ndarray:

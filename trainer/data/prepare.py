@@ -11,10 +11,11 @@ sentences that repeat one, stay in the split of the first, so no text is in two 
 table's splits are CSVs that keep every original column; tagged sentences are written as they
 came, in files of the input's extension.
 """
+
 import argparse
 import dataclasses
 import io
-from typing import Callable
+from collections.abc import Callable
 
 from trainer import cli, helptext, storage, tasks
 from trainer.config import DataConfig
@@ -28,6 +29,7 @@ SPLITS = ("train", "eval", "test")
 class Labelled:
     """What is split: each row's labels and the hash of its text (rows that share one stay in one
     split), and how a split's file is written."""
+
     spec: object  # tasks.labels.LabelSpec (which imports numpy, which --help does without)
     labels: object  # numpy, a row per row
     keys: object  # uint64 per row
@@ -37,45 +39,82 @@ class Labelled:
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
-    parser = cli.ArgumentParser(prog="python -m trainer.prepare", description=__doc__.splitlines()[0],
-                                formatter_class=helptext.DefaultsShown)
-    parser.add_argument("--input", required=True,
-                        help="Raw files (CSV/TSV/JSONL, or tagged sentences: CoNLL, JSON Lines of "
-                             "tokens and tags or of text and spans), comma-separated or a glob; "
-                             "local or gs://.")
-    parser.add_argument("--output-dir", required=True,
-                        help="Where train.csv, eval.csv, test.csv go (tagged sentences: train, eval "
-                             "and test with the input's extension, e.g. train.conll).")
-    parser.add_argument("--task", default=tasks.AUTO, choices=tasks.CHOICES,
-                        help="What the label is, as the trainer's --task: 'classification' "
-                             "(classes), 'regression' (a number), 'multi-label' (label sets), "
-                             "'token-classification' (tagged sentences; .txt and .tsv of CoNLL "
-                             "lines with this task only). 'auto': token-classification for "
-                             "tagged sentences, else classification.")
-    parser.add_argument("--text-column", default=None, help="Default: detected as the trainer does (first of its known names present).")
-    parser.add_argument("--text-pair-column", default=None,
-                        help="The second text of sentence pairs. Default: detected as the trainer "
-                             "does (sentence1/sentence2, question1/question2, ...).")
-    parser.add_argument("--label-column", default=None, help="Default: detected as the trainer does (first of its known names present).")
-    parser.add_argument("--label-type", default="auto", choices=("auto", "score", "index", "name"),
-                        help="How to read the label column, as the trainer's --label-type.")
+    parser = cli.ArgumentParser(
+        prog="python -m trainer.prepare", description=__doc__.splitlines()[0], formatter_class=helptext.DefaultsShown
+    )
+    parser.add_argument(
+        "--input",
+        required=True,
+        help="Raw files (CSV/TSV/JSONL, or tagged sentences: CoNLL, JSON Lines of "
+        "tokens and tags or of text and spans), comma-separated or a glob; "
+        "local or gs://.",
+    )
+    parser.add_argument(
+        "--output-dir",
+        required=True,
+        help="Where train.csv, eval.csv, test.csv go (tagged sentences: train, eval "
+        "and test with the input's extension, e.g. train.conll).",
+    )
+    parser.add_argument(
+        "--task",
+        default=tasks.AUTO,
+        choices=tasks.CHOICES,
+        help="What the label is, as the trainer's --task: 'classification' "
+        "(classes), 'regression' (a number), 'multi-label' (label sets), "
+        "'token-classification' (tagged sentences; .txt and .tsv of CoNLL "
+        "lines with this task only). 'auto': token-classification for "
+        "tagged sentences, else classification.",
+    )
+    parser.add_argument(
+        "--text-column", default=None, help="Default: detected as the trainer does (first of its known names present)."
+    )
+    parser.add_argument(
+        "--text-pair-column",
+        default=None,
+        help="The second text of sentence pairs. Default: detected as the trainer "
+        "does (sentence1/sentence2, question1/question2, ...).",
+    )
+    parser.add_argument(
+        "--label-column", default=None, help="Default: detected as the trainer does (first of its known names present)."
+    )
+    parser.add_argument(
+        "--label-type",
+        default="auto",
+        choices=("auto", "score", "index", "name"),
+        help="How to read the label column, as the trainer's --label-type.",
+    )
     parser.add_argument("--label-names", default=None, help="As the trainer's --label-names.")
-    parser.add_argument("--label-columns", default=None,
-                        help="--task multi-label: comma-separated 0/1 columns, one per label.")
-    parser.add_argument("--label-separator", default="|",
-                        help="--task multi-label: the separator of the label names in one cell.")
-    parser.add_argument("--delimiter", default=None,
-                        help="As the trainer's --delimiter: the field separator of .csv files "
-                             "(';' for a CSV saved by Excel in a European locale). Default: ','.")
-    parser.add_argument("--allow-label-variants", action="store_true",
-                        help="As the trainer's flag: keep labels that differ only in case or "
-                             "Unicode normalization as separate classes.")
-    parser.add_argument("--eval-fraction", type=float, default=0.1,
-                        help="Share of the rows (or tagged sentences) in eval.csv (or eval with "
-                             "a tagged input's extension), in (0, 0.5); stratified.")
-    parser.add_argument("--test-fraction", type=float, default=0.1,
-                        help="Share of the rows (or tagged sentences) in test.csv, in (0, 0.5); "
-                             "stratified.")
+    parser.add_argument(
+        "--label-columns", default=None, help="--task multi-label: comma-separated 0/1 columns, one per label."
+    )
+    parser.add_argument(
+        "--label-separator", default="|", help="--task multi-label: the separator of the label names in one cell."
+    )
+    parser.add_argument(
+        "--delimiter",
+        default=None,
+        help="As the trainer's --delimiter: the field separator of .csv files "
+        "(';' for a CSV saved by Excel in a European locale). Default: ','.",
+    )
+    parser.add_argument(
+        "--allow-label-variants",
+        action="store_true",
+        help="As the trainer's flag: keep labels that differ only in case or "
+        "Unicode normalization as separate classes.",
+    )
+    parser.add_argument(
+        "--eval-fraction",
+        type=float,
+        default=0.1,
+        help="Share of the rows (or tagged sentences) in eval.csv (or eval with "
+        "a tagged input's extension), in (0, 0.5); stratified.",
+    )
+    parser.add_argument(
+        "--test-fraction",
+        type=float,
+        default=0.1,
+        help="Share of the rows (or tagged sentences) in test.csv, in (0, 0.5); stratified.",
+    )
     parser.add_argument("--seed", type=int, default=42, help="Seed of the random split.")
     parser.add_argument("--overwrite", action="store_true", help="Replace existing split files.")
     return parser
@@ -90,11 +129,14 @@ def split_indices(strata, eval_fraction: float, test_fraction: float, seed: int)
     held = eval_fraction + test_fraction
     try:
         train, rest = train_test_split(rows, test_size=held, random_state=seed, stratify=strata)
-        evaluation, test = train_test_split(rest, test_size=test_fraction / held, random_state=seed,
-                                            stratify=strata[rest])
+        evaluation, test = train_test_split(
+            rest, test_size=test_fraction / held, random_state=seed, stratify=strata[rest]
+        )
     except ValueError as e:
-        raise UserError(f"--input: cannot split {len(strata)} rows stratified by label: {e}. "
-                        f"Each class needs a few examples per split.") from None
+        raise UserError(
+            f"--input: cannot split {len(strata)} rows stratified by label: {e}. "
+            f"Each class needs a few examples per split."
+        ) from None
     return np.sort(train), np.sort(evaluation), np.sort(test)
 
 
@@ -120,11 +162,17 @@ def task_of(args) -> Task:
 
 
 def data_config(args) -> DataConfig:
-    return DataConfig(text_column=args.text_column, text_pair_column=args.text_pair_column,
-                      label_column=args.label_column, label_type=args.label_type,
-                      label_names=args.label_names, label_columns=args.label_columns,
-                      label_separator=args.label_separator, delimiter=args.delimiter,
-                      allow_label_variants=args.allow_label_variants)
+    return DataConfig(
+        text_column=args.text_column,
+        text_pair_column=args.text_pair_column,
+        label_column=args.label_column,
+        label_type=args.label_type,
+        label_names=args.label_names,
+        label_columns=args.label_columns,
+        label_separator=args.label_separator,
+        delimiter=args.delimiter,
+        allow_label_variants=args.allow_label_variants,
+    )
 
 
 def read_labelled(args, task) -> Labelled:
@@ -150,6 +198,7 @@ def read_labelled(args, task) -> Labelled:
         buffer = io.StringIO()
         frame.iloc[index][kept].to_csv(buffer, index=False)
         return buffer.getvalue()
+
     return Labelled(spec, labels, leakage.text_hashes(frame, columns), ".csv", "row", render)
 
 
@@ -189,13 +238,16 @@ def main(argv=None) -> int:
         raise UserError(f"--output-dir: {out} already has {', '.join(existing)}; pass --overwrite to replace them")
     strata = task.prepare_strata(rows.labels, _minimum_stratum(args.eval_fraction, args.test_fraction))
     group, firsts = text_groups(rows.keys)
-    parts = [np.flatnonzero(np.isin(group, chosen)) for chosen in
-             split_indices(strata[firsts], args.eval_fraction, args.test_fraction, args.seed)]
+    parts = [
+        np.flatnonzero(np.isin(group, chosen))
+        for chosen in split_indices(strata[firsts], args.eval_fraction, args.test_fraction, args.seed)
+    ]
     if len(firsts) < len(rows.keys):
-        print(f"{len(rows.keys) - len(firsts)} {rows.noun}s repeat the text of an earlier "
-              f"{rows.noun}: each is in the split of that {rows.noun}, so no text is in two splits")
+        print(
+            f"{len(rows.keys) - len(firsts)} {rows.noun}s repeat the text of an earlier "
+            f"{rows.noun}: each is in the split of that {rows.noun}, so no text is in two splits"
+        )
     for name, index in zip(names, parts):
         storage.write_text_atomic(f"{out}/{name}", rows.render(index))
-        print(f"{name:9s} {len(index):6d} {rows.noun}s: "
-              f"{task.label_summary(rows.labels[index], rows.spec)}")
+        print(f"{name:9s} {len(index):6d} {rows.noun}s: {task.label_summary(rows.labels[index], rows.spec)}")
     return 0

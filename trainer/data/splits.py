@@ -1,16 +1,17 @@
 """Labelled splits: train, validation and test, read, validated and carved as the config says."""
+
 import dataclasses
 import logging
 import os
-from typing import Dict, Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from trainer import tasks
 from trainer.config import Config
 from trainer.data import leakage
-from trainer.reading import check_delimiter, conform, pick_text_columns, split_frames, where
 from trainer.errors import UserError
+from trainer.reading import check_delimiter, conform, pick_text_columns, split_frames, where
 from trainer.tasks.labels import LabelSpec, is_missing
 
 log = logging.getLogger("trainer")
@@ -34,6 +35,7 @@ TRAIN, VALIDATION, TEST, UNLABELED = "train", "validation", "test", "unlabeled"
 class Split:
     """The rows of one split: their labels, and where they are in the files (texts stay there:
     `Datasets.read_texts` and the token cache read them back as a stream)."""
+
     labels: np.ndarray  # int32 class ids; float32 targets for regression; [N, L] 0/1 multi-label
     source: str  # the files, for messages and metrics.json
     spec: str  # the flag's value the rows are read from (a file, a list, a glob)
@@ -46,49 +48,49 @@ class Split:
 
     def subset(self, index: np.ndarray) -> "Split":
         """The rows `index` of the split."""
-        return dataclasses.replace(self, labels=self.labels[index], positions=self.positions[index],
-                                   hashes=self.hashes[index])
+        return dataclasses.replace(
+            self, labels=self.labels[index], positions=self.positions[index], hashes=self.hashes[index]
+        )
 
 
 @dataclasses.dataclass
 class Datasets:
     train: Split
     validation: Split
-    test: Optional[Split]
+    test: Split | None
     labels: LabelSpec
     text_column: str
     label_column: str
-    text_pair_column: Optional[str] = None
-    delimiter: Optional[str] = None  # --delimiter, to read the files again
+    text_pair_column: str | None = None
+    delimiter: str | None = None  # --delimiter, to read the files again
     # --unlabeled-file's rows, which a teacher labels (trainer.training.teacher), or None
-    unlabeled: Optional[Split] = None
+    unlabeled: Split | None = None
 
-    def sizes(self) -> Dict[str, int]:
+    def sizes(self) -> dict[str, int]:
         """Rows per labelled split (metrics.json's dataset_sizes; the unlabeled rows are
         distillation's, counted in its block)."""
         return {name: len(split) for name, split in self.labelled().items()}
 
-    def rows_skipped(self) -> Dict[str, int]:
+    def rows_skipped(self) -> dict[str, int]:
         return {name: split.rows_skipped for name, split in self.labelled().items()}
 
-    def labelled(self) -> Dict[str, Split]:
+    def labelled(self) -> dict[str, Split]:
         """The train, validation and (if any) test splits."""
         out = {TRAIN: self.train, VALIDATION: self.validation}
         if self.test is not None:
             out[TEST] = self.test
         return out
 
-    def splits(self) -> Dict[str, Split]:
+    def splits(self) -> dict[str, Split]:
         """Every set of rows the run reads: the labelled splits and the unlabeled rows (what the
         token cache tokenizes)."""
         if self.unlabeled is None:
             return self.labelled()
         return {**self.labelled(), UNLABELED: self.unlabeled}
 
-    def class_counts(self, task) -> Dict[str, Dict[str, int]]:
+    def class_counts(self, task) -> dict[str, dict[str, int]]:
         """{split: {class name: rows}} (Task.label_counts), for the log and metrics.json."""
-        return {name: task.label_counts(split.labels, self.labels)
-                for name, split in self.labelled().items()}
+        return {name: task.label_counts(split.labels, self.labels) for name, split in self.labelled().items()}
 
     def text_columns(self) -> list:
         return [self.text_column] + ([self.text_pair_column] if self.text_pair_column else [])
@@ -96,10 +98,9 @@ class Datasets:
     def describe(self, task) -> str:
         """What the run reads, for the log: its columns, and its labels as `task` reads them."""
         pair = f", pair {self.text_pair_column!r}" if self.text_pair_column else ""
-        return (f"text {self.text_column!r}{pair}, label {self.label_column!r} as "
-                f"{task.describe_labels(self.labels)}")
+        return f"text {self.text_column!r}{pair}, label {self.label_column!r} as {task.describe_labels(self.labels)}"
 
-    def read_texts(self, *names: str) -> Dict[str, tuple]:
+    def read_texts(self, *names: str) -> dict[str, tuple]:
         """{name: (texts, pairs or None)} of some splits as object arrays, in row order. Splits
         carved from one file (validation and test from --training-file) come from one pass over it."""
         splits, by_file, parts = self.splits(), {}, {name: [] for name in names}
@@ -109,12 +110,15 @@ class Datasets:
             for name, chunk in self.selected_chunks(spec, positions):
                 parts[name].append(chunk)
         column = lambda chunks, c: np.array([str(t) for part in chunks for t in part[c]], dtype=object)  # noqa: E731
-        return {name: (column(chunks, self.text_column),
-                       column(chunks, self.text_pair_column) if self.text_pair_column else None)
-                for name, chunks in parts.items()}
+        return {
+            name: (
+                column(chunks, self.text_column),
+                column(chunks, self.text_pair_column) if self.text_pair_column else None,
+            )
+            for name, chunks in parts.items()
+        }
 
-    def selected_chunks(self, spec: str, positions: Dict[str, np.ndarray],
-                        chunk_rows: int = CHUNK_ROWS):
+    def selected_chunks(self, spec: str, positions: dict[str, np.ndarray], chunk_rows: int = CHUNK_ROWS):
         """(split name, frame of that split's rows in this chunk, its text columns named as in
         the training file) over one stream of `spec`, for splits whose rows are `positions`
         (ascending) among its data rows."""
@@ -132,6 +136,7 @@ class Datasets:
 class _Scan:
     """One pass over a split's files: its label columns (a compact frame with `_file`/`_row`
     for messages), which rows are kept, and how many were skipped."""
+
     labels: object  # pandas.DataFrame
     positions: np.ndarray
     hashes: np.ndarray
@@ -139,8 +144,7 @@ class _Scan:
     source: str
 
 
-def _scan(spec: str, flag: str, columns: Sequence[str], label_columns: Sequence[str],
-          d) -> _Scan:
+def _scan(spec: str, flag: str, columns: Sequence[str], label_columns: Sequence[str], d) -> _Scan:
     """Reads a split chunk by chunk, keeping only the label columns (as categories, so that
     millions of rows cost bytes each), the positions of rows with text and their texts' hashes.
     Columns are found by the training file's names (`conform`)."""
@@ -152,8 +156,10 @@ def _scan(spec: str, flag: str, columns: Sequence[str], label_columns: Sequence[
         check_columns(frame, columns, label_columns)
         empty, column = _empty_rows(frame, *columns)
         if empty and not d.skip_empty_text:
-            raise UserError(f"{where(frame, empty[0], column)}: text is empty (fix such rows or "
-                            f"pass --skip-empty-text to skip them)")
+            raise UserError(
+                f"{where(frame, empty[0], column)}: text is empty (fix such rows or "
+                f"pass --skip-empty-text to skip them)"
+            )
         keep = np.ones(len(frame), bool)
         keep[empty] = False
         skipped += len(empty)
@@ -165,20 +171,24 @@ def _scan(spec: str, flag: str, columns: Sequence[str], label_columns: Sequence[
         done += len(frame)
     if not sum(len(p) for p in positions):
         raise UserError(f"{flag}: every row has empty text")
-    labels = pd.DataFrame({c: pd.api.types.union_categoricals([k[c] for k in kept])
-                           for c in list(label_columns) + ["_file"]})
+    labels = pd.DataFrame(
+        {c: pd.api.types.union_categoricals([k[c] for k in kept]) for c in list(label_columns) + ["_file"]}
+    )
     labels["_row"] = np.concatenate([k["_row"].to_numpy() for k in kept])
-    return _Scan(labels, np.concatenate(positions).astype(np.int64), np.concatenate(hashes),
-                 skipped, ",".join(sorted(files)))
+    return _Scan(
+        labels, np.concatenate(positions).astype(np.int64), np.concatenate(hashes), skipped, ",".join(sorted(files))
+    )
 
 
-def check_columns(frame, columns: Sequence[Optional[str]], label_columns: Sequence[str]) -> None:
+def check_columns(frame, columns: Sequence[str | None], label_columns: Sequence[str]) -> None:
     named = [(c, "text") for c in columns[:1]] + [(c, "text pair") for c in columns[1:] if c]
     for column, what in named + [(c, "label") for c in label_columns]:
         if column not in frame.columns:
-            raise UserError(f"{frame['_file'].iloc[0]}: no column {column!r} (the training "
-                            f"data's {what} column); its columns are "
-                            f"{[c for c in frame.columns if not str(c).startswith('_')]}")
+            raise UserError(
+                f"{frame['_file'].iloc[0]}: no column {column!r} (the training "
+                f"data's {what} column); its columns are "
+                f"{[c for c in frame.columns if not str(c).startswith('_')]}"
+            )
 
 
 def encode(frame, label_columns: Sequence[str], spec: LabelSpec, split_name: str, task) -> np.ndarray:
@@ -194,10 +204,12 @@ def encode(frame, label_columns: Sequence[str], spec: LabelSpec, split_name: str
     return task.encode_labels(distinct, label_columns[0], spec, split_name)[group]
 
 
-def _empty_rows(frame, text_column: str, pair_column: Optional[str] = None):
+def _empty_rows(frame, text_column: str, pair_column: str | None = None):
     """(rows where the text or the pair is empty, the column of the first such row)."""
-    blank = lambda column: [is_missing(t) or not str(t).strip()  # noqa: E731
-                            for t in frame[column].tolist()]
+
+    def blank(column):
+        return [is_missing(t) or not str(t).strip() for t in frame[column].tolist()]
+
     texts = blank(text_column)
     pairs = blank(pair_column) if pair_column else [False] * len(texts)
     empty = [i for i, (a, b) in enumerate(zip(texts, pairs)) if a or b]
@@ -217,14 +229,15 @@ def stratified_split(split: Split, fraction: float, seed: int, what: str, names:
     counts = np.bincount(strata)
     rare = [i for i, c in enumerate(counts) if 0 < c < 2]
     if rare:
-        raise UserError(f"{split.source}: class {names[rare[0]]!r} has a single example, too few "
-                        f"to carve a stratified {what}; add examples or give the split as a file")
+        raise UserError(
+            f"{split.source}: class {names[rare[0]]!r} has a single example, too few "
+            f"to carve a stratified {what}; add examples or give the split as a file"
+        )
     # sklearn holds out ceil(fraction * rows); a tiny file (12 rows of 3 classes) would get fewer
     # rows than classes, which it refuses: hold out one row per class at least.
     held_rows = max(int(np.ceil(fraction * len(split))), int(np.count_nonzero(counts)))
     try:
-        rest, held = train_test_split(np.arange(len(split)), test_size=held_rows,
-                                      random_state=seed, stratify=strata)
+        rest, held = train_test_split(np.arange(len(split)), test_size=held_rows, random_state=seed, stratify=strata)
     except ValueError as e:
         raise UserError(f"{split.source}: cannot carve a stratified {what} of {fraction:.0%}: {e}") from None
     return split.subset(np.sort(rest)), split.subset(np.sort(held))
@@ -239,47 +252,55 @@ def load_datasets(config: Config, task=None) -> Datasets:
     if d.training_file is None:
         if d.validation_file or d.testing_file:
             raise UserError("--training-file: required when --validation-file or --testing-file is given")
-        d = dataclasses.replace(d, training_file=SAMPLE_FILES["train"],
-                                validation_file=SAMPLE_FILES["eval"], testing_file=SAMPLE_FILES["test"])
+        d = dataclasses.replace(
+            d,
+            training_file=SAMPLE_FILES["train"],
+            validation_file=SAMPLE_FILES["eval"],
+            testing_file=SAMPLE_FILES["test"],
+        )
     if d.min_examples_per_class < 1:
         raise UserError(f"--min-examples-per-class: must be at least 1, got {d.min_examples_per_class}")
     check_delimiter(d.delimiter)
-    leakage.check_held_out_files(d.training_file, {"--validation-file": d.validation_file,
-                                                   "--testing-file": d.testing_file})
+    leakage.check_held_out_files(
+        d.training_file, {"--validation-file": d.validation_file, "--testing-file": d.testing_file}
+    )
     first = next(split_frames(d.training_file, "--training-file", 1, d.delimiter))
     columns = pick_text_columns(first, d.text_column, d.text_pair_column)
     if columns[1] is not None and d.long_texts == "windows":
-        raise UserError(f"--long-texts windows: {d.training_file} holds pairs of texts "
-                        f"({columns[0]!r}, {columns[1]!r}), and windows read single texts; use "
-                        f"--long-texts head-tail or truncate for pairs")
+        raise UserError(
+            f"--long-texts windows: {d.training_file} holds pairs of texts "
+            f"({columns[0]!r}, {columns[1]!r}), and windows read single texts; use "
+            f"--long-texts head-tail or truncate for pairs"
+        )
     label_column, label_columns = task.label_columns(first, d)
     scan = _scan(d.training_file, "--training-file", columns, label_columns, d)
     spec = label_spec(scan.labels, label_column, d, task)
     train = _split(scan, d.training_file, label_columns, spec, "train", task)
     task.check_training_labels(scan.labels, label_column, train.labels, spec, d, train.source)
     read = lambda spec_, flag, name: _split(  # noqa: E731
-        _scan(spec_, flag, columns, label_columns, d), spec_, label_columns, spec, name, task)
+        _scan(spec_, flag, columns, label_columns, d), spec_, label_columns, spec, name, task
+    )
     if d.validation_file:
         validation = read(d.validation_file, "--validation-file", "validation")
     else:
-        train, validation = stratified_split(train, d.validation_fraction, config.train.seed,
-                                             "validation split", spec.names, task)
+        train, validation = stratified_split(
+            train, d.validation_fraction, config.train.seed, "validation split", spec.names, task
+        )
         validation.rows_skipped = 0
     test = read(d.testing_file, "--testing-file", "test") if d.testing_file else None
     if d.train_fraction < 1.0:
-        train, _ = stratified_split(train, 1.0 - d.train_fraction, config.train.seed,
-                                    "--train-fraction subset", spec.names, task)
+        train, _ = stratified_split(
+            train, 1.0 - d.train_fraction, config.train.seed, "--train-fraction subset", spec.names, task
+        )
     if config.train.dry_run:
         rows = dry_run_rows(config)
         train, validation = head(train, rows), head(validation, rows)
         test = head(test, rows) if test is not None else None
-    datasets = Datasets(train, validation, test, spec, columns[0], label_column, columns[1],
-                        d.delimiter)
+    datasets = Datasets(train, validation, test, spec, columns[0], label_column, columns[1], d.delimiter)
     leakage.report_overlaps({name: split.hashes for name, split in datasets.splits().items()})
     for name, counts in datasets.class_counts(task).items():
         if counts:  # regression has no classes
-            log.info("%s classes: %s", name,
-                     ", ".join(f"{label} {count}" for label, count in counts.items()))
+            log.info("%s classes: %s", name, ", ".join(f"{label} {count}" for label, count in counts.items()))
     return datasets
 
 
@@ -290,8 +311,14 @@ def label_spec(frame, column: str, d, task) -> LabelSpec:
 
 
 def _split(scan: _Scan, spec_: str, label_columns, spec: LabelSpec, name: str, task) -> Split:
-    return Split(encode(scan.labels, label_columns, spec, name, task), scan.source, spec_,
-                 scan.positions, scan.hashes, scan.rows_skipped)
+    return Split(
+        encode(scan.labels, label_columns, spec, name, task),
+        scan.source,
+        spec_,
+        scan.positions,
+        scan.hashes,
+        scan.rows_skipped,
+    )
 
 
 def dry_run_rows(config: Config) -> int:

@@ -5,6 +5,7 @@ checked, its IOB1 starts repaired for the strata), and written back as it came, 
 Tagged sentences are small beside the tables (tagged_splits.py), so they are held whole.
 `-DOCSTART-` lines are not written: a split's sentences come from any document.
 """
+
 import json
 
 from trainer import storage
@@ -20,14 +21,21 @@ def read(args):
     tagged = files.read(args.input, "--input", keep_sources=True)
     conll = {isinstance(source, list) for source in tagged.sources}
     if len(conll) > 1:
-        raise UserError(f"--input: {args.input} mixes CoNLL and JSON Lines files; the splits are "
-                        f"written in one format, so prepare each format on its own")
+        raise UserError(
+            f"--input: {args.input} mixes CoNLL and JSON Lines files; the splits are "
+            f"written in one format, so prepare each format on its own"
+        )
     spec = tagged_splits.tag_spec(tagged, args.input, "--input")
     split = tagged_splits.tagged_split(tagged, args.input, spec)
     first = next(iter(storage.expand_paths(args.input, "--input")))
     write = _conll if conll == {True} else _json_line
-    return (spec, split.labels, split.hashes, files.extension(first),
-            lambda index: "".join(write(tagged.sources[i]) for i in index))
+    return (
+        spec,
+        split.labels,
+        split.hashes,
+        files.extension(first),
+        lambda index: "".join(write(tagged.sources[i]) for i in index),
+    )
 
 
 def _conll(lines) -> str:

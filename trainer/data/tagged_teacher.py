@@ -12,9 +12,10 @@ may hold them in any order, more of them than the run needs, and one twice (its 
 --unlabeled-file for a tagger is JSON Lines with `tokens` per sentence (any `tags` are not
 read): sentences exactly a validation or test sentence are dropped, as unlabeled.py drops texts.
 """
+
 import dataclasses
 import logging
-from typing import Callable, Dict, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -29,7 +30,7 @@ FLAG, UNLABELED_FLAG = "--teacher-probabilities", "--unlabeled-file"
 @dataclasses.dataclass
 class TaggedTeacherFile:
     source: str
-    rows: Dict[str, tuple]  # sentence key -> (values float32 [W, C], "FILE line N")
+    rows: dict[str, tuple]  # sentence key -> (values float32 [W, C], "FILE line N")
 
 
 def key(sentence) -> str:
@@ -42,8 +43,9 @@ def read(spec: str, names: Sequence[str], flag: str = FLAG) -> TaggedTeacherFile
     (the run's tags); a tag the run does not have, or a malformed row, stops naming its line."""
     index = {name: i for i, name in enumerate(names)}
     rows = {}
-    for where, record in _records(spec, flag, "a tagger's teacher file is JSON Lines with "
-                                               "\"tokens\" and \"probabilities\" per sentence"):
+    for where, record in _records(
+        spec, flag, 'a tagger\'s teacher file is JSON Lines with "tokens" and "probabilities" per sentence'
+    ):
         tokens = _tokens(record, where, flag, ("tokens", "probabilities"))
         sentence_key = " ".join(tokens)
         if sentence_key not in rows:
@@ -66,11 +68,10 @@ def _records(spec: str, flag: str, expected: str):
 def _tokens(record, where: str, flag: str, needed: tuple) -> list:
     if not isinstance(record, dict) or not set(needed) <= set(record):
         shown = sorted(record) if isinstance(record, dict) else type(record).__name__
-        raise UserError(f"{flag}: {where}: a sentence needs {' and '.join(map(repr, needed))}; "
-                        f"this one has {shown}")
+        raise UserError(f"{flag}: {where}: a sentence needs {' and '.join(map(repr, needed))}; this one has {shown}")
     tokens = record["tokens"]
     if not (isinstance(tokens, list) and tokens and all(isinstance(t, str) for t in tokens)):
-        raise UserError(f"{flag}: {where}: \"tokens\" must be a non-empty list of strings")
+        raise UserError(f'{flag}: {where}: "tokens" must be a non-empty list of strings')
     blank = [t for t in tokens if not t.strip() or t != t.strip()]
     if blank:
         raise UserError(f"{flag}: {where}: token {blank[0]!r} is empty or has spaces around it")
@@ -81,28 +82,34 @@ def _values(probabilities, words: int, index: dict, where: str, flag: str) -> np
     """float32 [words, tags] of a row's per-token objects (null: a row of 0)."""
     if not isinstance(probabilities, list) or len(probabilities) != words:
         count = len(probabilities) if isinstance(probabilities, list) else "no list of"
-        raise UserError(f"{flag}: {where}: {words} tokens but {count} probabilities (one "
-                        f"object {{tag: probability}} or null per token)")
+        raise UserError(
+            f"{flag}: {where}: {words} tokens but {count} probabilities (one "
+            f"object {{tag: probability}} or null per token)"
+        )
     values = np.zeros([words, len(index)], np.float32)
     for word, given in enumerate(probabilities):
         if given is None:
             continue
         if not isinstance(given, dict):
-            raise UserError(f"{flag}: {where}: token {word + 1}'s probabilities must be an "
-                            f"object {{tag: probability}} or null, not {given!r}")
+            raise UserError(
+                f"{flag}: {where}: token {word + 1}'s probabilities must be an "
+                f"object {{tag: probability}} or null, not {given!r}"
+            )
         for tag, value in given.items():
             if tag not in index:
-                raise UserError(f"{flag}: {where}: token {word + 1} names tag {tag!r}, which "
-                                f"this run's data does not have ({', '.join(index)})")
+                raise UserError(
+                    f"{flag}: {where}: token {word + 1} names tag {tag!r}, which "
+                    f"this run's data does not have ({', '.join(index)})"
+                )
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise UserError(f"{flag}: {where}: token {word + 1}'s probability of {tag} is "
-                                f"{value!r}, not a number")
+                raise UserError(f"{flag}: {where}: token {word + 1}'s probability of {tag} is {value!r}, not a number")
             values[word, index[tag]] = value
     return values
 
 
-def match(teacher: TaggedTeacherFile, sentences, width: int, split: str,
-          problem: Callable, flag: str = FLAG) -> np.ndarray:
+def match(
+    teacher: TaggedTeacherFile, sentences, width: int, split: str, problem: Callable, flag: str = FLAG
+) -> np.ndarray:
     """float32 [N, width, C]: the teacher's values of each sentence's words, NaN past its last
     word; checked by `problem` (Task.teacher_problem). A sentence the file lacks stops, with
     their count and the first one's words."""
@@ -110,13 +117,15 @@ def match(teacher: TaggedTeacherFile, sentences, width: int, split: str,
     missing = [k for k in keys if k not in teacher.rows]
     if missing:
         shown = missing[0] if len(missing[0]) <= 80 else missing[0][:77] + "..."
-        raise UserError(f"{flag}: {teacher.source} has no row for {len(missing)} of the "
-                        f"{len(keys)} {split} sentences, e.g. {shown!r}")
+        raise UserError(
+            f"{flag}: {teacher.source} has no row for {len(missing)} of the "
+            f"{len(keys)} {split} sentences, e.g. {shown!r}"
+        )
     columns = next(iter(teacher.rows.values()))[0].shape[1]
     out = np.full([len(keys), width, columns], np.nan, np.float32)
     for row, sentence_key in enumerate(keys):
         values = teacher.rows[sentence_key][0]
-        out[row, :len(values)] = values
+        out[row, : len(values)] = values
     found = problem(out)
     if found is not None:
         row, reason = found
@@ -129,7 +138,7 @@ def covers(teacher: TaggedTeacherFile, sentences) -> bool:
     return all(key(s) in teacher.rows for s in sentences)
 
 
-def load_unlabeled(spec: str, held_out: Dict[str, set]):
+def load_unlabeled(spec: str, held_out: dict[str, set]):
     """--unlabeled-file's sentences as a TaggedSplit (tag ids UNLABELLED on their words until
     the teacher's are packed in), without those whose words `held_out` ({split: keys}) has."""
     from trainer.data.tagged_splits import untagged_split
@@ -137,8 +146,9 @@ def load_unlabeled(spec: str, held_out: Dict[str, set]):
 
     sentences, dropped, total = [], 0, 0
     shown = set().union(*held_out.values())
-    for where, record in _records(spec, UNLABELED_FLAG, "a tagger's unlabeled sentences are "
-                                                        "JSON Lines with \"tokens\" per sentence"):
+    for where, record in _records(
+        spec, UNLABELED_FLAG, 'a tagger\'s unlabeled sentences are JSON Lines with "tokens" per sentence'
+    ):
         tokens = _tokens(record, where, UNLABELED_FLAG, ("tokens",))
         sentence = files.joined(tokens, ("O",) * len(tokens), where)
         total += 1
@@ -147,8 +157,12 @@ def load_unlabeled(spec: str, held_out: Dict[str, set]):
         else:
             sentences.append(sentence)
     if not sentences:
-        raise UserError(f"{UNLABELED_FLAG}: {spec} holds no sentence that is not a validation or "
-                        f"test sentence")
-    log.info("unlabeled sentences: %d of %d of %s kept (%d a validation or test sentence "
-             "exactly, dropped)", len(sentences), total, spec, dropped)
+        raise UserError(f"{UNLABELED_FLAG}: {spec} holds no sentence that is not a validation or test sentence")
+    log.info(
+        "unlabeled sentences: %d of %d of %s kept (%d a validation or test sentence exactly, dropped)",
+        len(sentences),
+        total,
+        spec,
+        dropped,
+    )
     return untagged_split(sentences, spec)

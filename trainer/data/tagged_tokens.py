@@ -11,9 +11,9 @@ counted, rather than overlapping windows). The export reads every word of a text
 in windows (serving/tagging.py). A word the tokenizer gives no piece (a lone control character
 or zero-width space) is untagged too, and counted apart.
 """
+
 import dataclasses
 import logging
-from typing import Dict, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -30,8 +30,9 @@ log = logging.getLogger("trainer")
 _BATCH = 256
 
 
-def tokenize_split(split, preprocessor, seq_length: int, log_every_seconds: float = 30.0,
-                   pack=None) -> Tuple[TokenizedSplit, np.ndarray, np.ndarray]:
+def tokenize_split(
+    split, preprocessor, seq_length: int, log_every_seconds: float = 30.0, pack=None
+) -> tuple[TokenizedSplit, np.ndarray, np.ndarray]:
     """(the split's tokens with token-aligned tag ids, how many words each sentence lost past
     seq_length, how many of its words have no piece). `pack`: packer(), shared by the splits."""
     pack = pack or packer(preprocessor, seq_length)
@@ -39,7 +40,7 @@ def tokenize_split(split, preprocessor, seq_length: int, log_every_seconds: floa
     specials = int(special_count(preprocessor, 1))
     meter = progress.Progress("tokenized", log_every_seconds, total=len(split))
     for start in range(0, len(split), _BATCH):
-        sentences = split.sentences[start:start + _BATCH]
+        sentences = split.sentences[start : start + _BATCH]
         counts = [len(s.words) for s in sentences]
         flat = [s.text[a:b] for s in sentences for a, b in s.words]
         inputs = pack(tf.RaggedTensor.from_row_lengths(tf.constant(flat, tf.string), counts))
@@ -49,15 +50,25 @@ def tokenize_split(split, preprocessor, seq_length: int, log_every_seconds: floa
         lengths.append(mask.sum(axis=1))
         full.append(inputs["pieces"].numpy() + specials)
         positions = inputs["word_positions"].to_tensor(default_value=UNTAGGED).numpy()
-        labels.append(aligned_labels(positions, split.labels[start:start + _BATCH], seq_length))
-        words = tag_ids(split.labels[start:start + _BATCH])[:, :positions.shape[1]] != UNTAGGED
+        labels.append(aligned_labels(positions, split.labels[start : start + _BATCH], seq_length))
+        words = tag_ids(split.labels[start : start + _BATCH])[:, : positions.shape[1]] != UNTAGGED
         past = _past_the_cut(positions, full[-1] > seq_length)
         cut.append(((positions == UNTAGGED) & words & past).sum(axis=1))
         pieceless.append(((positions == UNTAGGED) & words & ~past).sum(axis=1))
         meter.update(start + len(sentences))
     cat = lambda parts: np.concatenate(parts).astype(np.int32)  # noqa: E731
-    return TokenizedSplit(cat(word_ids), cat(type_ids), cat(lengths), np.concatenate(labels),
-                          np.ones(len(split), np.float32), cat(full)), cat(cut), cat(pieceless)
+    return (
+        TokenizedSplit(
+            cat(word_ids),
+            cat(type_ids),
+            cat(lengths),
+            np.concatenate(labels),
+            np.ones(len(split), np.float32),
+            cat(full),
+        ),
+        cat(cut),
+        cat(pieceless),
+    )
 
 
 def _past_the_cut(positions: np.ndarray, too_long: np.ndarray) -> np.ndarray:
@@ -86,19 +97,22 @@ def aligned_labels(positions: np.ndarray, values: np.ndarray, seq_length: int) -
     return out
 
 
-def aligned_teacher(split, teacher: np.ndarray, preprocessor, seq_length: int,
-                    log_every_seconds: float = 30.0, pack=None) -> np.ndarray:
+def aligned_teacher(
+    split, teacher: np.ndarray, preprocessor, seq_length: int, log_every_seconds: float = 30.0, pack=None
+) -> np.ndarray:
     """float32 [N, seq_length, C]: a teacher's values of a split's words ([N, W, C], NaN past
     its words) on their first pieces, 0 elsewhere, as the split's tag ids are aligned (the
     validation split's, which distillation's metrics score the teacher on, as the student)."""
     packed = distill.pack(split.labels, teacher)
-    tokens, _, _ = tokenize_split(dataclasses.replace(split, labels=packed), preprocessor,
-                                  seq_length, log_every_seconds, pack)
+    tokens, _, _ = tokenize_split(
+        dataclasses.replace(split, labels=packed), preprocessor, seq_length, log_every_seconds, pack
+    )
     return tokens.labels[..., 1:]
 
 
-def tokenize_splits(datasets, preprocessor, seq_length: int,
-                    log_every_seconds: float = 30.0) -> Tuple[Dict[str, TokenizedSplit], Dict[str, tuple]]:
+def tokenize_splits(
+    datasets, preprocessor, seq_length: int, log_every_seconds: float = 30.0
+) -> tuple[dict[str, TokenizedSplit], dict[str, tuple]]:
     """({split: tokens}, {split: (words each sentence lost past seq_length, its words without a
     piece)}) of every labelled split."""
     out, lost, pack = {}, {}, packer(preprocessor, seq_length)
@@ -107,20 +121,31 @@ def tokenize_splits(datasets, preprocessor, seq_length: int,
     return out, lost
 
 
-def log_lost(lost: Dict[str, tuple], datasets, seq_length: int) -> None:
+def log_lost(lost: dict[str, tuple], datasets, seq_length: int) -> None:
     """A warning naming each split's sentences cut at --max-seq-length and their words past
     it, and one for words without a piece, when there are any."""
     splits = datasets.labelled()
     words = {name: int((tag_ids(split.labels) != UNTAGGED).sum()) for name, split in splits.items()}
     shares = lambda which: ", ".join(  # noqa: E731
-        f"{name} {int(counts[which].sum()):,} of {words[name]:,} words" for name, counts in lost.items())
+        f"{name} {int(counts[which].sum()):,} of {words[name]:,} words" for name, counts in lost.items()
+    )
     if any(counts[0].any() for counts in lost.values()):
-        cut = ", ".join(f"{name} {int((counts[0] > 0).sum()):,} of {len(splits[name]):,} sentences "
-                        f"({int(counts[0].sum()):,} of {words[name]:,} words)" for name, counts in lost.items())
-        log.warning("sentences longer than --max-seq-length %d tokens are cut in training: their "
-                    "words past it are neither learned nor scored: %s (the exported model reads "
-                    "every word, in overlapping windows; a larger --max-seq-length, up to 512, "
-                    "trains on them)", seq_length, cut)
+        cut = ", ".join(
+            f"{name} {int((counts[0] > 0).sum()):,} of {len(splits[name]):,} sentences "
+            f"({int(counts[0].sum()):,} of {words[name]:,} words)"
+            for name, counts in lost.items()
+        )
+        log.warning(
+            "sentences longer than --max-seq-length %d tokens are cut in training: their "
+            "words past it are neither learned nor scored: %s (the exported model reads "
+            "every word, in overlapping windows; a larger --max-seq-length, up to 512, "
+            "trains on them)",
+            seq_length,
+            cut,
+        )
     if any(counts[1].any() for counts in lost.values()):
-        log.warning("words the tokenizer gives no piece (control characters, zero-width spaces) "
-                    "are neither learned nor tagged: %s", shares(1))
+        log.warning(
+            "words the tokenizer gives no piece (control characters, zero-width spaces) "
+            "are neither learned nor tagged: %s",
+            shares(1),
+        )

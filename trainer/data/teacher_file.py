@@ -9,14 +9,15 @@ Rows are matched by their text's hash (trainer.data.leakage.text_hashes), so the
 its rows in any order, more rows than the run needs, and a text twice (its first row counts).
 Only the matched rows' values are checked, each bad one named by its file and line.
 """
+
 import dataclasses
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from trainer.data import leakage
-from trainer.reading import conform, split_frames
 from trainer.errors import UserError
+from trainer.reading import conform, split_frames
 
 FLAG = "--teacher-probabilities"
 CHUNK_ROWS = 50_000
@@ -27,6 +28,7 @@ OUTPUT_PREFIX, SCORE_COLUMN = "probability_", "predicted_score"
 @dataclasses.dataclass
 class TeacherFile:
     """A file's rows, one per distinct text, sorted by their texts' hashes."""
+
     source: str
     hashes: np.ndarray  # uint64, ascending, distinct
     values: np.ndarray  # float64 [rows, outputs], in the order of the columns asked for
@@ -48,8 +50,13 @@ def output_columns(columns: Sequence[str]) -> list:
     return [c for c in columns if str(c).startswith(OUTPUT_PREFIX) or c == SCORE_COLUMN]
 
 
-def read(spec: str, text_columns: Sequence[Optional[str]], wanted: Sequence[str],
-         delimiter: Optional[str] = None, flag: str = FLAG) -> TeacherFile:
+def read(
+    spec: str,
+    text_columns: Sequence[str | None],
+    wanted: Sequence[str],
+    delimiter: str | None = None,
+    flag: str = FLAG,
+) -> TeacherFile:
     """The rows of `spec` with their `wanted` output columns as floats. The file's output
     columns must be exactly `wanted` (in any order): a teacher with other classes, or of
     another task, is refused here, before any of its values is used."""
@@ -63,35 +70,41 @@ def read(spec: str, text_columns: Sequence[Optional[str]], wanted: Sequence[str]
             files.append(path)
         hashes.append(leakage.text_hashes(frame, used))
         values.append(_numbers(frame, wanted))
-        where.append(np.stack([np.full(len(frame), files.index(path)),
-                               frame["_row"].to_numpy(np.int64)], axis=1))
+        where.append(np.stack([np.full(len(frame), files.index(path)), frame["_row"].to_numpy(np.int64)], axis=1))
     hashes = np.concatenate(hashes)
     distinct, first = np.unique(hashes, return_index=True)  # sorted; a repeated text's first row
-    return TeacherFile(spec, distinct, np.concatenate(values)[first], files,
-                       np.concatenate(where)[first])
+    return TeacherFile(spec, distinct, np.concatenate(values)[first], files, np.concatenate(where)[first])
 
 
 def _check_columns(frame, path: str, used: list, wanted: Sequence[str], flag: str) -> None:
     columns = [c for c in frame.columns if not str(c).startswith("_")]
     missing = [c for c in used if c not in columns]
     if missing:
-        raise UserError(f"{flag}: {path} has no column {missing[0]!r} (the training data's text "
-                        f"column); its columns are {columns}")
+        raise UserError(
+            f"{flag}: {path} has no column {missing[0]!r} (the training data's text column); its columns are {columns}"
+        )
     found = output_columns(columns)
     if sorted(found) != sorted(wanted):
-        raise UserError(f"{flag}: {path} holds the teacher outputs {found}, but this run needs "
-                        f"{list(wanted)}: the teacher's task or labels differ from the data's")
+        raise UserError(
+            f"{flag}: {path} holds the teacher outputs {found}, but this run needs "
+            f"{list(wanted)}: the teacher's task or labels differ from the data's"
+        )
 
 
 def _numbers(frame, columns: Sequence[str]) -> np.ndarray:
     import pandas as pd
 
-    return np.stack([pd.to_numeric(frame[c], errors="coerce").to_numpy(np.float64)
-                     for c in columns], axis=1)
+    return np.stack([pd.to_numeric(frame[c], errors="coerce").to_numpy(np.float64) for c in columns], axis=1)
 
 
-def match(teacher: TeacherFile, hashes: np.ndarray, split: str,
-          first_text: Callable[[int], str], problem: Callable, flag: str = FLAG) -> np.ndarray:
+def match(
+    teacher: TeacherFile,
+    hashes: np.ndarray,
+    split: str,
+    first_text: Callable[[int], str],
+    problem: Callable,
+    flag: str = FLAG,
+) -> np.ndarray:
     """The teacher's values [rows, outputs] of a split's rows (their text `hashes`), checked by
     `problem(values)` (Task.teacher_problem). A row without a match is an error giving their
     count and the first one's text (`first_text(row)`)."""
@@ -100,8 +113,9 @@ def match(teacher: TeacherFile, hashes: np.ndarray, split: str,
     if len(missing):
         text = first_text(int(missing[0]))
         shown = text if len(text) <= 80 else text[:77] + "..."
-        raise UserError(f"{flag}: {teacher.source} has no row for {len(missing)} of the "
-                        f"{len(rows)} {split} texts, e.g. {shown!r}")
+        raise UserError(
+            f"{flag}: {teacher.source} has no row for {len(missing)} of the {len(rows)} {split} texts, e.g. {shown!r}"
+        )
     values = teacher.values[rows]
     found = problem(values)
     if found is not None:

@@ -11,13 +11,13 @@ modification time), the rows and labels of each split, the columns, and the toke
 on probe texts. Epochs, resumed runs and tuning trials on the same data and tokenizer find it
 and skip tokenizing; `meta.json`, written last, marks it complete.
 """
+
 import dataclasses
 import hashlib
 import io
 import json
 import logging
 import time
-from typing import Dict, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -33,20 +33,25 @@ _INTERLEAVED_BLOCKS = 16  # blocks read at once: a shuffle buffer draws from thi
 _SHUFFLE_ROWS = 65_536
 # Texts on which tokenizers are known to differ: case and accents, emoji, an empty text, and a
 # no-break space (TF-Text's BertTokenizer and FastBertTokenizer split it differently when cased).
-_PROBES = ("The quick brown fox jumps over the lazy dog.", "Ünïcödé, emoji 🙂 and CAPS!", "",
-           "no\u00a0break ﬁne…",
-           # what WordPiece read differently before issue #66: control and format characters, Σ
-           "soft\u00adhyphen, ΟΔΥΣΣΕΥΣ\x00after a NUL")
+_PROBES = (
+    "The quick brown fox jumps over the lazy dog.",
+    "Ünïcödé, emoji 🙂 and CAPS!",
+    "",
+    "no\u00a0break ﬁne…",
+    # what WordPiece read differently before issue #66: control and format characters, Σ
+    "soft\u00adhyphen, ΟΔΥΣΣΕΥΣ\x00after a NUL",
+)
 
 
 @dataclasses.dataclass
 class CachedSplit(Rows):
     """One split's tokens on disk; lengths and labels (in block order) in memory."""
+
     blocks: list  # block file paths, in row order
     lengths: np.ndarray  # int32 [N]
     labels: np.ndarray  # int32 [N], float32 [N] or [N, L]
-    class_weights: Optional[np.ndarray] = None  # per-class example weights, or None: all 1
-    full_lengths: Optional[np.ndarray] = None  # int32 [N]: each row's length before the cut
+    class_weights: np.ndarray | None = None  # per-class example weights, or None: all 1
+    full_lengths: np.ndarray | None = None  # int32 [N]: each row's length before the cut
 
     def examples(self, seed=None, shard=(0, 1)) -> tf.data.Dataset:
         """Rows as (features, label, weight), with ragged token ids: in order, or (with a seed)
@@ -58,8 +63,10 @@ class CachedSplit(Rows):
         if seed is not None:
             files = files.shuffle(max(1, len(self.blocks)), seed=seed)
         read = files.map(self._read_block, num_parallel_calls=tf.data.AUTOTUNE)
-        rows = read.interleave(lambda *block: tf.data.Dataset.from_tensor_slices(block),
-                               cycle_length=1 if seed is None else _INTERLEAVED_BLOCKS)
+        rows = read.interleave(
+            lambda *block: tf.data.Dataset.from_tensor_slices(block),
+            cycle_length=1 if seed is None else _INTERLEAVED_BLOCKS,
+        )
         if not by_block:
             rows = rows.shard(count, index)
         if seed is not None:
@@ -72,8 +79,9 @@ class CachedSplit(Rows):
 
     def _read_block(self, path):
         parts = tf.io.parse_tensor(tf.io.read_file(path), tf.string)
-        word_ids, type_ids, lengths = (tf.ensure_shape(tf.io.parse_tensor(parts[i], tf.int32), [None])
-                                       for i in range(3))
+        word_ids, type_ids, lengths = (
+            tf.ensure_shape(tf.io.parse_tensor(parts[i], tf.int32), [None]) for i in range(3)
+        )
         labels = tf.io.parse_tensor(parts[3], tf.as_dtype(self.labels.dtype))
         labels = tf.ensure_shape(labels, [None, *self.labels.shape[1:]])
         if self.class_weights is None:
@@ -81,13 +89,17 @@ class CachedSplit(Rows):
         else:
             weights = tf.gather(tf.constant(self.class_weights, tf.float32), labels)
         ragged = lambda flat: tf.RaggedTensor.from_row_lengths(flat, lengths)  # noqa: E731
-        return ({"input_word_ids": ragged(word_ids), "input_type_ids": ragged(type_ids),
-                 "length": lengths}, labels, weights)
+        return (
+            {"input_word_ids": ragged(word_ids), "input_type_ids": ragged(type_ids), "length": lengths},
+            labels,
+            weights,
+        )
 
 
 @dataclasses.dataclass
 class CachedRows:
     """Rows `rows` of a CachedSplit, read by filtering its stream (their blocks are scattered)."""
+
     split: CachedSplit
     rows: np.ndarray  # int64, ascending
 
@@ -115,6 +127,7 @@ class CachedRows:
         def chosen(index, _):
             position = tf.minimum(tf.searchsorted(wanted, tf.reshape(index, [1]))[0], last)
             return tf.gather(wanted, position) == index
+
         rows = self.split.examples().enumerate().filter(chosen).map(lambda _, row: row)
         if seed is not None:
             rows = rows.shuffle(min(max(1, len(self)), _SHUFFLE_ROWS), seed=seed)
@@ -135,12 +148,19 @@ def tokenizer_fingerprint(preprocessor, pairs: bool) -> str:
 
 def cache_key(datasets, tokenizer: str, max_seq_length: int, long_texts="truncate") -> str:
     """A hash of what the tokens depend on (see the module docstring)."""
-    digest = hashlib.sha256(json.dumps({
-        "format": 2,  # 2: full_lengths.npy beside lengths.npy
-        "columns": datasets.text_columns(), "tokenizer": tokenizer, "length": max_seq_length,
-        "long_texts": LongTexts.of(long_texts).key(),
-        "files": {name: _file_identity(split.spec) for name, split in datasets.splits().items()},
-    }, sort_keys=True).encode())
+    digest = hashlib.sha256(
+        json.dumps(
+            {
+                "format": 2,  # 2: full_lengths.npy beside lengths.npy
+                "columns": datasets.text_columns(),
+                "tokenizer": tokenizer,
+                "length": max_seq_length,
+                "long_texts": LongTexts.of(long_texts).key(),
+                "files": {name: _file_identity(split.spec) for name, split in datasets.splits().items()},
+            },
+            sort_keys=True,
+        ).encode()
+    )
     for name, split in datasets.splits().items():
         digest.update(name.encode())
         digest.update(np.ascontiguousarray(split.positions).tobytes())
@@ -155,10 +175,17 @@ def _file_identity(spec: str) -> list:
     return stats
 
 
-def load_or_build(datasets, preprocessor, root: str, max_seq_length: int,
-                  class_weights: Optional[np.ndarray] = None, log_every_seconds: float = 30.0,
-                  build: bool = True, wait_seconds: float = 6 * 3600,
-                  long_texts="truncate") -> Dict[str, CachedSplit]:
+def load_or_build(
+    datasets,
+    preprocessor,
+    root: str,
+    max_seq_length: int,
+    class_weights: np.ndarray | None = None,
+    log_every_seconds: float = 30.0,
+    build: bool = True,
+    wait_seconds: float = 6 * 3600,
+    long_texts="truncate",
+) -> dict[str, CachedSplit]:
     """{split: CachedSplit} from `root`/<key>: found complete, else tokenized now; with
     `build` False (a worker other than the chief), waited for while the chief tokenizes.
     `long_texts`: --long-texts, a mode or a input_pipeline.LongTexts (input_pipeline.pack_tokens)."""
@@ -184,10 +211,10 @@ def load_or_build(datasets, preprocessor, root: str, max_seq_length: int,
     out = {}
     for name, split in datasets.splits().items():
         blocks = [storage.join(directory, f"{name}/{i:06d}.block") for i in range(meta[name]["blocks"])]
-        lengths, full = (np.load(_local(storage.join(directory, f"{name}/{array}.npy")))
-                         for array in ("lengths", "full_lengths"))
-        out[name] = CachedSplit(blocks, lengths, split.labels,
-                                class_weights if name == "train" else None, full)
+        lengths, full = (
+            np.load(_local(storage.join(directory, f"{name}/{array}.npy"))) for array in ("lengths", "full_lengths")
+        )
+        out[name] = CachedSplit(blocks, lengths, split.labels, class_weights if name == "train" else None, full)
     return out
 
 
@@ -199,8 +226,10 @@ def wait_for(path: str, seconds: float, what: str) -> None:
     deadline = time.monotonic() + seconds
     while not storage.exists(path):
         if time.monotonic() > deadline:
-            raise UserError(f"{what}: {path} did not appear within {seconds:.0f}s; the chief "
-                            f"writes it, so every worker needs the same job dir or --cache-dir")
+            raise UserError(
+                f"{what}: {path} did not appear within {seconds:.0f}s; the chief "
+                f"writes it, so every worker needs the same job dir or --cache-dir"
+            )
         time.sleep(1.0)
 
 
@@ -212,8 +241,9 @@ def _build(datasets, preprocessor, directory: str, log_every_seconds: float, lon
     """Tokenizes every split into `directory`; returns meta.json's content."""
     start, total = time.perf_counter(), sum(len(split) for split in datasets.splits().values())
     meter, done = progress.Progress("tokenized", log_every_seconds, total=total), 0
-    writers = {name: _BlockWriter(storage.join(directory, name), split.labels)
-               for name, split in datasets.splits().items()}
+    writers = {
+        name: _BlockWriter(storage.join(directory, name), split.labels) for name, split in datasets.splits().items()
+    }
     batches = _tokenized_batches(datasets, preprocessor, long_texts)
     for name, source, word_ids, type_ids, lengths, full in batches:
         writers[name].add(source, word_ids, type_ids, lengths, full)
@@ -243,17 +273,21 @@ def _tokenized_batches(datasets, preprocessor, long_texts):
                 texts = [str(t) for t in chunk[datasets.text_column]]
                 second = [str(t) for t in chunk[datasets.text_pair_column]] if pairs else texts[:0]
                 for i in range(0, len(texts), _TOKENIZE_BATCH):
-                    yield (names.index(name), source, texts[i:i + _TOKENIZE_BATCH],
-                           second[i:i + _TOKENIZE_BATCH])
+                    yield (names.index(name), source, texts[i : i + _TOKENIZE_BATCH], second[i : i + _TOKENIZE_BATCH])
 
     strings = tf.TensorSpec([None], tf.string)
     dataset = tf.data.Dataset.from_generator(
-        batches, output_signature=(tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int32),
-                                   strings, strings))
+        batches, output_signature=(tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int32), strings, strings)
+    )
     tokens = dataset.map(
         lambda split, source, texts, second: (
-            split, source, *pack_tokens(preprocessor, texts, second if pairs else None, long_texts)),
-        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(4)
+            split,
+            source,
+            *pack_tokens(preprocessor, texts, second if pairs else None, long_texts),
+        ),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    ).prefetch(4)
     # Within a split, rows come back in row order: the order of the labels kept in memory.
     for split, source, word_ids, type_ids, lengths, full in tokens.as_numpy_iterator():
         yield names[split], int(source), word_ids, type_ids, lengths, full
@@ -273,8 +307,7 @@ class _BlockWriter:
         if source != self.source and len(self.pending[2]):
             self._write(len(self.pending[2]))
         self.source = source
-        self.pending = [np.concatenate([old, new]) for old, new in
-                        zip(self.pending, (word_ids, type_ids, lengths))]
+        self.pending = [np.concatenate([old, new]) for old, new in zip(self.pending, (word_ids, type_ids, lengths))]
         self.lengths.append(lengths)
         self.full_lengths.append(full_lengths)
         while len(self.pending[2]) >= BLOCK_ROWS:
@@ -283,9 +316,8 @@ class _BlockWriter:
     def _write(self, rows: int):
         word_ids, type_ids, lengths = self.pending
         tokens = int(lengths[:rows].sum())
-        labels = self.labels[self.rows_written:self.rows_written + rows]
-        parts = [tf.io.serialize_tensor(x) for x in
-                 (word_ids[:tokens], type_ids[:tokens], lengths[:rows], labels)]
+        labels = self.labels[self.rows_written : self.rows_written + rows]
+        parts = [tf.io.serialize_tensor(x) for x in (word_ids[:tokens], type_ids[:tokens], lengths[:rows], labels)]
         block = storage.join(self.directory, f"{self.blocks:06d}.block")
         storage.write_bytes_atomic(block, tf.io.serialize_tensor(tf.stack(parts)).numpy())
         self.pending = [word_ids[tokens:], type_ids[tokens:], lengths[rows:]]
@@ -295,11 +327,12 @@ class _BlockWriter:
     def close(self) -> dict:
         if len(self.pending[2]):
             self._write(len(self.pending[2]))
-        arrays = {name: np.concatenate(parts).astype(np.int32) if parts else np.zeros([0], np.int32)
-                  for name, parts in (("lengths", self.lengths), ("full_lengths", self.full_lengths))}
+        arrays = {
+            name: np.concatenate(parts).astype(np.int32) if parts else np.zeros([0], np.int32)
+            for name, parts in (("lengths", self.lengths), ("full_lengths", self.full_lengths))
+        }
         for name, array in arrays.items():
             buffer = io.BytesIO()
             np.save(buffer, array)
             storage.write_bytes_atomic(storage.join(self.directory, f"{name}.npy"), buffer.getvalue())
-        return {"blocks": self.blocks, "rows": int(len(arrays["lengths"])),
-                "tokens": int(arrays["lengths"].sum())}
+        return {"blocks": self.blocks, "rows": int(len(arrays["lengths"])), "tokens": int(arrays["lengths"].sum())}

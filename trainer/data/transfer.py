@@ -5,6 +5,7 @@ epoch draws from both at random in proportion to their sizes (tf.data's sample_f
 seeded per epoch as every training split is), so a batch mixes labelled and unlabelled rows as
 one shuffled file of both would, and a resumed run sees the same batches.
 """
+
 import dataclasses
 
 import numpy as np
@@ -14,6 +15,7 @@ import tensorflow as tf
 @dataclasses.dataclass
 class TransferSplit:
     """The rows of `parts` (input_pipeline.TokenizedSplit or token_cache.CachedSplit), in order."""
+
     parts: tuple
 
     def __len__(self):
@@ -46,4 +48,5 @@ class TransferSplit:
             return out
         sizes = np.asarray([len(part) for part in self.parts], np.float64)
         return tf.data.Dataset.sample_from_datasets(
-            datasets, weights=(sizes / sizes.sum()).tolist(), seed=seed, stop_on_empty_dataset=False)
+            datasets, weights=(sizes / sizes.sum()).tolist(), seed=seed, stop_on_empty_dataset=False
+        )

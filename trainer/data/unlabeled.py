@@ -9,14 +9,15 @@ A row whose text is exactly a validation or test text is dropped: the student wo
 teacher's answer on a row it is then scored on. Rows with an empty text are skipped. The log
 says how many of each.
 """
+
 import logging
-from typing import Dict, Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from trainer.data import leakage
-from trainer.reading import conform, split_frames
 from trainer.errors import UserError
+from trainer.reading import conform, split_frames
 
 log = logging.getLogger("trainer")
 
@@ -24,8 +25,7 @@ FLAG = "--unlabeled-file"
 CHUNK_ROWS = 50_000
 
 
-def load(spec: str, columns: Sequence[Optional[str]], delimiter: Optional[str],
-         held_out: Dict[str, np.ndarray]):
+def load(spec: str, columns: Sequence[str | None], delimiter: str | None, held_out: dict[str, np.ndarray]):
     """The unlabeled rows of `spec` as a splits.Split (labels NaN until the teacher's are
     attached), without the texts `held_out` ({split: text hashes}) holds."""
     from trainer.data.splits import Split
@@ -36,9 +36,11 @@ def load(spec: str, columns: Sequence[Optional[str]], delimiter: Optional[str],
         frame = conform(frame, used)
         missing = [c for c in used if c not in frame.columns]
         if missing:
-            raise UserError(f"{FLAG}: {frame['_file'].iloc[0]} has no column {missing[0]!r} (the "
-                            f"training data's text column); its columns are "
-                            f"{[c for c in frame.columns if not str(c).startswith('_')]}")
+            raise UserError(
+                f"{FLAG}: {frame['_file'].iloc[0]} has no column {missing[0]!r} (the "
+                f"training data's text column); its columns are "
+                f"{[c for c in frame.columns if not str(c).startswith('_')]}"
+            )
         blank = np.zeros(len(frame), bool)
         for column in used:
             blank |= frame[column].isna().to_numpy() | (frame[column].astype(str).str.strip() == "")
@@ -53,7 +55,14 @@ def load(spec: str, columns: Sequence[Optional[str]], delimiter: Optional[str],
         shown |= np.isin(hashes, values)
     if not (~shown).any():
         raise UserError(f"{FLAG}: {spec} holds no text that is not empty or a validation or test text")
-    log.info("unlabeled texts: %d of %d rows of %s kept (%d empty, %d a validation or test text "
-             "exactly, dropped)", int((~shown).sum()), done, spec, empty, int(shown.sum()))
-    return Split(np.full(int((~shown).sum()), np.nan, np.float32), ",".join(files), spec,
-                 positions[~shown], hashes[~shown])
+    log.info(
+        "unlabeled texts: %d of %d rows of %s kept (%d empty, %d a validation or test text exactly, dropped)",
+        int((~shown).sum()),
+        done,
+        spec,
+        empty,
+        int(shown.sum()),
+    )
+    return Split(
+        np.full(int((~shown).sum()), np.nan, np.float32), ",".join(files), spec, positions[~shown], hashes[~shown]
+    )

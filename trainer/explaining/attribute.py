@@ -9,14 +9,17 @@ padding-ladder length, the rows and the path's points split over calls of about 
 do not add up (TOLERANCE) are integrated again with more steps. Under a time budget (the
 report's) the texts go one at a time in the caller's order, each only while it fits.
 """
+
 import dataclasses
-from typing import Callable, List, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from trainer import progress
 from trainer.errors import UserError
-from trainer.explaining import integrated_gradients as ig, pacing, words as words_lib
+from trainer.explaining import integrated_gradients as ig
+from trainer.explaining import pacing
+from trainer.explaining import words as words_lib
 from trainer.serving import predict
 
 TOLERANCE = 0.05  # the completeness the issue asks of 95% of rows: within 5% of the change
@@ -26,21 +29,21 @@ MAX_STEPS_FACTOR = 8  # steps are doubled for a row that misses it, up to 8x the
 @dataclasses.dataclass
 class Explanation:
     """The attributions of one output of one text."""
-    target: Optional[str]  # the explained class or label; None for a score
+
+    target: str | None  # the explained class or label; None for a score
     output: float  # the explained output on the text: the target's log-odds, or the score
     baseline_output: float  # the same on the baseline (the text's words all padding)
-    words: List[words_lib.Word]
+    words: list[words_lib.Word]
     steps: int  # the trapezoid rule's intervals it took (more than asked when it had to)
 
     @property
-    def probability(self) -> Optional[float]:
+    def probability(self) -> float | None:
         """The target's probability, as the export returns it (the sigmoid of its log-odds)."""
         return None if self.target is None else float(1 / (1 + np.exp(-self.output)))
 
     @property
     def completeness_error(self) -> float:
-        return float(ig.completeness_error(sum(w.weight for w in self.words), self.output,
-                                           self.baseline_output))
+        return float(ig.completeness_error(sum(w.weight for w in self.words), self.output, self.baseline_output))
 
 
 def explainable(model) -> bool:
@@ -48,7 +51,7 @@ def explainable(model) -> bool:
     return hasattr(model, "explain_tokens")
 
 
-def refusal(task, model_dir: str) -> Optional[str]:
+def refusal(task, model_dir: str) -> str | None:
     """Why no export of `task`'s kind can be explained (a tagger's), as its one error line, or
     None: known from the kind alone, so trainer.explain and trainer.serve say it before any
     model loads or predicts."""
@@ -61,25 +64,27 @@ def require_explainable(model, model_dir: str) -> None:
     if refused:
         raise UserError(refused)
     if not explainable(model):
-        raise UserError(f"--model-dir: {model_dir} cannot explain its predictions: it was exported "
-                        f"before token attributions existed, or with a TF-Hub encoder "
-                        f"(--encoder-backend hub), whose word embeddings cannot be reached; "
-                        f"re-export it with this version and a native encoder")
+        raise UserError(
+            f"--model-dir: {model_dir} cannot explain its predictions: it was exported "
+            f"before token attributions existed, or with a TF-Hub encoder "
+            f"(--encoder-backend hub), whose word embeddings cannot be reached; "
+            f"re-export it with this version and a native encoder"
+        )
 
 
-def targets_of(model, texts, pairs, features, batch_size: int, target: Optional[str] = None):
+def targets_of(model, texts, pairs, features, batch_size: int, target: str | None = None):
     """[(row, target index or -1 for a score, target name or None)] of every text: what its
     task explains (Task.explained_outputs, explained_choices), chosen as the export chose (a
     binary model's operating point applied, as predict does)."""
     task = predict.task_of(model)
     if not task.explained_outputs:
         return [(row, -1, None) for row in range(len(texts))]
-    names, probabilities, chosen = task.explained_choices(predict.predict_outputs(
-        model, texts, batch_size, pairs, features, task.explained_outputs))
+    names, probabilities, chosen = task.explained_choices(
+        predict.predict_outputs(model, texts, batch_size, pairs, features, task.explained_outputs)
+    )
     if target is not None:
         if target not in names:
-            raise UserError(f"--target: {target!r} is not one of the model's labels "
-                            f"({', '.join(names)})")
+            raise UserError(f"--target: {target!r} is not one of the model's labels ({', '.join(names)})")
         return [(row, names.index(target), target) for row in range(len(texts))]
     jobs = []
     for row, (picked, p) in enumerate(zip(chosen, probabilities)):
@@ -88,25 +93,39 @@ def targets_of(model, texts, pairs, features, batch_size: int, target: Optional[
     return jobs
 
 
-def _integrate(model, batch: dict, target: np.ndarray, alphas, weights, pace: pacing.Pace,
-               done: Callable[[float], None]) -> dict:
+def _integrate(
+    model, batch: dict, target: np.ndarray, alphas, weights, pace: pacing.Pace, done: Callable[[float], None]
+) -> dict:
     """One batch's attributions [B, T] summed over the path, its outputs at the path's two
     ends, and its pieces, in calls `pace` sizes; `done(share of the batch)` after each call."""
     width, parts, first = batch["input_mask"].shape[1], [], 0
     while first < len(target):
         rows = pace.rows(width, len(target) - first, len(alphas))
-        chunk = {k: v[first:first + rows] for k, v in batch.items()}
+        chunk = {k: v[first : first + rows] for k, v in batch.items()}
         total, ends, start, last = 0.0, [], 0, None
         while start < len(alphas):
             points = pace.points(width, rows, len(alphas) - start)
-            last = pace.call(rows * points * width, _call, model, chunk, target[first:first + rows],
-                             alphas[start:start + points], weights[start:start + points])
+            last = pace.call(
+                rows * points * width,
+                _call,
+                model,
+                chunk,
+                target[first : first + rows],
+                alphas[start : start + points],
+                weights[start : start + points],
+            )
             total, start = total + last["attributions"], start + points
             ends.append(last["outputs"])
             done((first + rows * start / len(alphas)) / len(target))
         outputs = np.concatenate(ends, axis=1)
-        parts.append({"attributions": total, "output": outputs[:, -1], "baseline": outputs[:, 0],
-                      **{k: last[k] for k in ("pieces", "starts_word", "content")}})
+        parts.append(
+            {
+                "attributions": total,
+                "output": outputs[:, -1],
+                "baseline": outputs[:, 0],
+                **{k: last[k] for k in ("pieces", "starts_word", "content")},
+            }
+        )
         first += rows
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
@@ -116,10 +135,17 @@ def _call(model, chunk: dict, target, alphas, weights) -> dict:
     return {k: v.numpy() for k, v in model.explain_tokens(chunk, target, alphas, weights).items()}
 
 
-def explain_texts(model, texts: Sequence[str], pairs=None, steps: int = 32,
-                  target: Optional[str] = None, batch_size: int = 64,
-                  max_steps_factor: int = MAX_STEPS_FACTOR, log_every_seconds: float = 30.0,
-                  pace: Optional[pacing.Pace] = None) -> List[List[Explanation]]:
+def explain_texts(
+    model,
+    texts: Sequence[str],
+    pairs=None,
+    steps: int = 32,
+    target: str | None = None,
+    batch_size: int = 64,
+    max_steps_factor: int = MAX_STEPS_FACTOR,
+    log_every_seconds: float = 30.0,
+    pace: pacing.Pace | None = None,
+) -> list[list[Explanation]]:
     """Per text, its explanations (one per explained target; none for an empty text).
 
     An explanation whose attributions miss the output's change by more than TOLERANCE is
@@ -136,12 +162,10 @@ def explain_texts(model, texts: Sequence[str], pairs=None, steps: int = 32,
     texts, pace = list(texts), pace or pacing.Pace()
     features = predict.tokenize(model, texts, pairs)
     empty = predict.empty_rows(texts, pairs)
-    jobs = [job for job in targets_of(model, texts, pairs, features, batch_size, target)
-            if not empty[job[0]]]
+    jobs = [job for job in targets_of(model, texts, pairs, features, batch_size, target) if not empty[job[0]]]
     meter = lambda what, total: progress.Progress(what, log_every_seconds, total=total)  # noqa: E731
-    explained = _explain_jobs(model, features, jobs, steps, meter(f"explained ({steps} steps)", len(jobs)),
-                              pace)
-    for more in (steps * 2 ** n for n in range(1, max_steps_factor.bit_length())):
+    explained = _explain_jobs(model, features, jobs, steps, meter(f"explained ({steps} steps)", len(jobs)), pace)
+    for more in (steps * 2**n for n in range(1, max_steps_factor.bit_length())):
         redo = [i for i, e in enumerate(explained) if e is not None and e.completeness_error > TOLERANCE]
         if not redo:
             break
@@ -149,7 +173,7 @@ def explain_texts(model, texts: Sequence[str], pairs=None, steps: int = 32,
         for i, e in zip(redo, _explain_jobs(model, features, [jobs[i] for i in redo], more, again, pace)):
             explained[i] = e or explained[i]
     pace.left_out = [(row, name) for (row, _, name), e in zip(jobs, explained) if e is None]
-    result: List[List[Explanation]] = [[] for _ in texts]
+    result: list[list[Explanation]] = [[] for _ in texts]
     for (row, _, _), explanation in zip(jobs, explained):
         if explanation is not None:
             result[row].append(explanation)
@@ -164,15 +188,16 @@ def _batches(model, features: dict, count: int, one_at_a_time: bool):
         yield from predict.token_batches(features, count, ladder)
         return
     for i in range(count):
-        for _, batch in predict.token_batches({k: v[i:i + 1] for k, v in features.items()}, 1, ladder):
+        for _, batch in predict.token_batches({k: v[i : i + 1] for k, v in features.items()}, 1, ladder):
             yield np.asarray([i]), batch
 
 
-def _explain_jobs(model, features: dict, jobs: list, steps: int, meter: progress.Progress,
-                  pace: pacing.Pace) -> List[Optional[Explanation]]:
+def _explain_jobs(
+    model, features: dict, jobs: list, steps: int, meter: progress.Progress, pace: pacing.Pace
+) -> list[Explanation | None]:
     """The Explanation of each (row, target index, target name) of `jobs`, in order; None for
     one that `pace`'s budget had no time left for."""
-    explained: List[Optional[Explanation]] = [None] * len(jobs)
+    explained: list[Explanation | None] = [None] * len(jobs)
     if not jobs:
         return explained
     alphas, weights = ig.trapezoid(steps)
@@ -180,14 +205,23 @@ def _explain_jobs(model, features: dict, jobs: list, steps: int, meter: progress
     chosen = {k: v[rows] for k, v in features.items()}
     for indices, batch in _batches(model, chosen, len(jobs), pace.budget is not None):
         if pace.fits(len(indices) * len(alphas) * batch["input_mask"].shape[1]):
-            out = _integrate(model, batch, np.asarray([max(jobs[i][1], 0) for i in indices], np.int32),
-                             alphas, weights, pace,
-                             lambda part: meter.update(done, (done + part * len(indices)) / len(jobs)))
+            size = len(indices)
+            out = _integrate(
+                model,
+                batch,
+                np.asarray([max(jobs[i][1], 0) for i in indices], np.int32),
+                alphas,
+                weights,
+                pace,
+                lambda part, done=done, size=size: meter.update(done, (done + part * size) / len(jobs)),
+            )
             for n, i in enumerate(indices):
-                merged = words_lib.merge(out["pieces"][n], out["starts_word"][n], out["content"][n],
-                                         out["attributions"][n])
-                explained[i] = Explanation(jobs[i][2], float(out["output"][n]), float(out["baseline"][n]),
-                                           merged, steps)
+                merged = words_lib.merge(
+                    out["pieces"][n], out["starts_word"][n], out["content"][n], out["attributions"][n]
+                )
+                explained[i] = Explanation(
+                    jobs[i][2], float(out["output"][n]), float(out["baseline"][n]), merged, steps
+                )
         done += len(indices)
         meter.update(done)
     return explained

@@ -6,16 +6,16 @@ label's sigmoid probability), or a regression score. It also returns each token'
 text and whether it starts a word (trainer.explaining.words), so a loaded model explains
 itself without its tokenizer's files.
 """
-from typing import Optional
 
 import tensorflow as tf
 
 from trainer.data import input_pipeline
-from trainer.explaining import integrated_gradients as ig, words
+from trainer.explaining import integrated_gradients as ig
+from trainer.explaining import words
 from trainer.modeling.encoders.layers import INPUT_KEYS
 
 
-def word_embeddings(classifier) -> Optional[object]:
+def word_embeddings(classifier) -> object | None:
     """The classifier's word-embedding layer; None for a TF-Hub encoder, whose layers are its
     publisher's graph and cannot be fed."""
     from trainer.modeling import heads
@@ -37,7 +37,7 @@ def explained_output(module, logits, target):
     return module.task.explained_output(module, logits, target)
 
 
-def saved_function(module, classifier, preprocessor) -> Optional[tf.types.experimental.GenericFunction]:
+def saved_function(module, classifier, preprocessor) -> tf.types.experimental.GenericFunction | None:
     """`module.explain_tokens(features, target, alphas, weights)`, or None when the encoder's
     word embeddings or vocabulary cannot be reached (a TF-Hub encoder or preprocessor).
 
@@ -49,8 +49,9 @@ def saved_function(module, classifier, preprocessor) -> Optional[tf.types.experi
     texts, starts = words.piece_table(*vocabulary)
     texts, starts = tf.constant(texts, tf.string), tf.constant(starts, tf.bool)
     special = preprocessor.special
-    kept = [preprocessor.special_ids[token]
-            for token in (special.pad, special.start, special.end, *special.pair_separator)]
+    kept = [
+        preprocessor.special_ids[token] for token in (special.pad, special.start, special.end, *special.pair_separator)
+    ]
     padding = preprocessor.special_ids[special.pad]
 
     def explain(features, target, alphas, weights):
@@ -65,8 +66,13 @@ def saved_function(module, classifier, preprocessor) -> Optional[tf.types.experi
         ids = features["input_word_ids"]
         return {**result, "pieces": tf.gather(texts, ids), "starts_word": tf.gather(starts, ids)}
 
-    return tf.function(explain, input_signature=[
-        {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_KEYS},
-        tf.TensorSpec([None], tf.int32, name="target"),
-        tf.TensorSpec([None], tf.float32, name="alphas"),
-        tf.TensorSpec([None], tf.float32, name="weights")], autograph=False)
+    return tf.function(
+        explain,
+        input_signature=[
+            {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_KEYS},
+            tf.TensorSpec([None], tf.int32, name="target"),
+            tf.TensorSpec([None], tf.float32, name="alphas"),
+            tf.TensorSpec([None], tf.float32, name="weights"),
+        ],
+        autograph=False,
+    )

@@ -18,6 +18,7 @@ as one batch (`trapezoid`); its two ends are F(b) and F(x), which completeness n
 The graph half (`path_attributions`) is saved in the exported model (trainer.serving.export),
 so trainer.explain, trainer.serve and the report compute with the very model that predicts.
 """
+
 import contextlib
 
 import numpy as np
@@ -38,8 +39,9 @@ def completeness_error(attributions_sum, output, baseline_output):
     """|sum of attributions - (F(x) - F(b))| / |F(x) - F(b)| per row: 0 for an exact integral.
     A row whose text moves F by less than 1e-6 has nothing to attribute: its error is 0 when
     the attributions add up to as little."""
-    attributions_sum, output, baseline_output = (np.asarray(v, np.float64) for v in
-                                                 (attributions_sum, output, baseline_output))
+    attributions_sum, output, baseline_output = (
+        np.asarray(v, np.float64) for v in (attributions_sum, output, baseline_output)
+    )
     change = output - baseline_output
     gap = np.abs(attributions_sum - change)
     return np.where(np.abs(change) > 1e-6, gap / np.maximum(np.abs(change), 1e-12), gap / 1e-6)
@@ -54,8 +56,9 @@ def fed_embeddings(layer):
     class's method until removed. The value is shaped as the looked-up ids are: the model
     may reshape its rows on the way (--long-texts windows splits each row into its windows)."""
     feed = {}
-    layer.call = lambda inputs, *args, **kwargs: tf.cast(tf.reshape(
-        feed["value"], tf.concat([tf.shape(inputs), [-1]], 0)), layer.compute_dtype)
+    layer.call = lambda inputs, *args, **kwargs: tf.cast(
+        tf.reshape(feed["value"], tf.concat([tf.shape(inputs), [-1]], 0)), layer.compute_dtype
+    )
     try:
         yield feed
     finally:
@@ -85,8 +88,7 @@ def path_attributions(model_output, layer, features, alphas, weights, kept_ids, 
     content = content_tokens(features, kept_ids)
     table = layer.embeddings
     inputs = tf.cast(tf.gather(table, features["input_word_ids"]), tf.float32)
-    baseline = tf.cast(tf.gather(table, baseline_ids(features["input_word_ids"], content, padding_id)),
-                       tf.float32)
+    baseline = tf.cast(tf.gather(table, baseline_ids(features["input_word_ids"], content, padding_id)), tf.float32)
     difference = inputs - baseline
     rows, width = tf.shape(inputs)[0], tf.shape(inputs)[1]
     points = tf.shape(alphas)[0]
@@ -100,5 +102,4 @@ def path_attributions(model_output, layer, features, alphas, weights, kept_ids, 
     gradients = tf.reshape(tape.gradient(outputs, path), [rows, points, width, -1])
     averaged = tf.einsum("k,bkth->bth", weights, gradients)
     attributions = tf.reduce_sum(averaged * difference, axis=-1)
-    return {"attributions": attributions, "outputs": tf.reshape(outputs, [rows, points]),
-            "content": content}
+    return {"attributions": attributions, "outputs": tf.reshape(outputs, [rows, points]), "content": content}

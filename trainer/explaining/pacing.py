@@ -11,8 +11,9 @@ could be measured (8,448 tokens: 32-40 s of calls either way). A small model's c
 TOKENS_PER_CALL, the bound on a call's memory: each point's activations and gradients are
 held until the call returns.
 """
+
 import time
-from typing import Callable, List, Optional, Tuple
+from collections.abc import Callable
 
 TOKENS_PER_CALL = 16_384  # the most a call holds, however fast it runs
 CALL_SECONDS = 2.0  # what a call should take: Ctrl-C waits for the call that is running
@@ -27,13 +28,17 @@ class Pace:
     the first call always starts, so the smallest budget still explains something. What a
     budget left out is recorded in `left_out` by the caller (attribute.explain_texts)."""
 
-    def __init__(self, budget: Optional[float] = None, call_seconds: float = CALL_SECONDS,
-                 timer: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        budget: float | None = None,
+        call_seconds: float = CALL_SECONDS,
+        timer: Callable[[], float] = time.monotonic,
+    ):
         self.budget, self.call_seconds, self.timer = budget, call_seconds, timer
         self.start = timer()
         self.tokens = FIRST_CALL_TOKENS  # the next call's size
-        self.seconds_per_token: Optional[float] = None
-        self.left_out: List[Tuple[int, Optional[str]]] = []  # (text, target) not explained
+        self.seconds_per_token: float | None = None
+        self.left_out: list[tuple[int, str | None]] = []  # (text, target) not explained
 
     def spent(self) -> float:
         return self.timer() - self.start
@@ -61,6 +66,9 @@ class Pace:
         result = function(*args)
         elapsed = self.timer() - started
         self.seconds_per_token = elapsed / tokens
-        self.tokens = (TOKENS_PER_CALL if elapsed <= 0 else
-                       max(1, min(TOKENS_PER_CALL, int(self.call_seconds / self.seconds_per_token))))
+        self.tokens = (
+            TOKENS_PER_CALL
+            if elapsed <= 0
+            else max(1, min(TOKENS_PER_CALL, int(self.call_seconds / self.seconds_per_token)))
+        )
         return result

@@ -13,11 +13,12 @@ Merged words are spelt as the tokenizer reads them: an uncased WordPiece vocabul
 lower-cased, accents stripped, punctuation split off ("bank", "'", "s"). `in_texts` lays them
 back onto the texts themselves, for a reader ("Bank's").
 """
+
 import dataclasses
 import difflib
 import re
 import unicodedata
-from typing import List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -31,7 +32,7 @@ def _byte_decoder() -> dict:
     return {char: byte for byte, char in bytes_to_unicode().items()}
 
 
-def piece(token: str, kind: str, decoder: Optional[dict] = None) -> Tuple[bytes, bool]:
+def piece(token: str, kind: str, decoder: dict | None = None) -> tuple[bytes, bool]:
     """(the bytes a vocabulary entry stands for in the text, whether it starts a word)."""
     if kind == WORDPIECE:
         return (token[2:].encode(), False) if token.startswith("##") else (token.encode(), True)
@@ -49,14 +50,14 @@ def piece(token: str, kind: str, decoder: Optional[dict] = None) -> Tuple[bytes,
     raise ValueError(f"unknown tokenizer kind {kind!r}")
 
 
-def piece_table(tokens: Sequence[str], kind: str) -> Tuple[List[bytes], List[bool]]:
+def piece_table(tokens: Sequence[str], kind: str) -> tuple[list[bytes], list[bool]]:
     """`piece` of every vocabulary entry, in id order."""
     decoder = _byte_decoder() if kind == BYTE_PAIR else None
     pieces = [piece(token, kind, decoder) for token in tokens]
     return [text for text, _ in pieces], [starts for _, starts in pieces]
 
 
-def vocabulary(preprocessor) -> Optional[Tuple[List[str], str]]:
+def vocabulary(preprocessor) -> tuple[list[str], str] | None:
     """(the tokens by id, the tokenizer kind) of a native preprocessor; None for a TF-Hub one,
     whose vocabulary the export does not read."""
     from trainer.modeling.encoders import preprocessing
@@ -85,13 +86,14 @@ class Word:
     segment: int  # 0: the text; 1: a pair's second text
 
 
-def merge(pieces: Sequence[bytes], starts: Sequence[bool], content: Sequence[bool],
-          attributions: Sequence[float]) -> List[Word]:
+def merge(
+    pieces: Sequence[bytes], starts: Sequence[bool], content: Sequence[bool], attributions: Sequence[float]
+) -> list[Word]:
     """The words of one row, in order: pieces joined where they continue a word, their
     attributions summed. Tokens that are not `content` (special tokens, padding) are left out;
     the words after a run of them belong to the next segment (a pair's second text)."""
     words, segment, after_special = [], -1, True
-    raw: List[bytearray] = []
+    raw: list[bytearray] = []
     for text, start, is_content, weight in zip(pieces, starts, content, attributions):
         if not is_content:
             after_special = True
@@ -109,17 +111,20 @@ def merge(pieces: Sequence[bytes], starts: Sequence[bool], content: Sequence[boo
     return words
 
 
-def in_texts(words: Sequence[Word], texts: Sequence[str]) -> List[Word]:
+def in_texts(words: Sequence[Word], texts: Sequence[str]) -> list[Word]:
     """`words` (merge's) as the words of `texts` themselves (the text and a pair's second text:
     segments 0 and 1): each run of non-space characters of a text, in its own case and
     punctuation, weighs the sum of the merged words laid on it, so the weights still add up.
     A text's words past what the model read (a truncated text's end) are left out, as its
     merged words leave them out."""
-    return [word for segment, text in enumerate(texts)
-            for word in _in_text([w for w in words if w.segment == segment], text, segment)]
+    return [
+        word
+        for segment, text in enumerate(texts)
+        for word in _in_text([w for w in words if w.segment == segment], text, segment)
+    ]
 
 
-def _in_text(words: Sequence[Word], text: str, segment: int) -> List[Word]:
+def _in_text(words: Sequence[Word], text: str, segment: int) -> list[Word]:
     """The merged words are aligned with the text character by character, both case-folded
     and stripped of accents and spaces (difflib); a word the text does not spell ("[UNK]")
     takes the text's characters in its place."""
@@ -142,11 +147,14 @@ def _in_text(words: Sequence[Word], text: str, segment: int) -> List[Word]:
     owner = np.maximum.accumulate([word_of[first] if piece else 0 for first, piece in zip(firsts, pieces)])
     weights = np.zeros(len(spans))
     np.add.at(weights, owner, [word.weight for word in words])
-    return [Word(text[start:end], float(weights[k]), segment)
-            for k, (start, end) in enumerate(spans) if owner[0] <= k <= owner[-1]]
+    return [
+        Word(text[start:end], float(weights[k]), segment)
+        for k, (start, end) in enumerate(spans)
+        if owner[0] <= k <= owner[-1]
+    ]
 
 
-def _folded(text: str) -> Tuple[str, List[int]]:
+def _folded(text: str) -> tuple[str, list[int]]:
     """`text` case-folded, without accents (NFKD's combining marks) or spaces, and the index
     in `text` of each of its characters."""
     chars, where = [], []
@@ -158,7 +166,7 @@ def _folded(text: str) -> Tuple[str, List[int]]:
     return "".join(chars), where
 
 
-def top_words(words: Sequence[Word], k: int) -> List[Word]:
+def top_words(words: Sequence[Word], k: int) -> list[Word]:
     """The `k` words of largest attribution (by absolute value), largest first."""
     order = np.argsort([-abs(word.weight) for word in words], kind="stable")
     return [words[i] for i in order[:k]]

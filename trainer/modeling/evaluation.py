@@ -1,10 +1,9 @@
 """The model's outputs over a whole split, in row order, for the task to score (Task.summarize)."""
-from typing import Tuple
 
 import numpy as np
 
 
-def predict_logits(model, dataset, callbacks=()) -> Tuple[np.ndarray, np.ndarray]:
+def predict_logits(model, dataset, callbacks=()) -> tuple[np.ndarray, np.ndarray]:
     """(logits [N, C], labels [N]) of one pass over `dataset` (features, labels, weights), in
     row order when the features number the rows; weight-0 rows are padding and dropped. Class
     ids come back as int64, regression targets (and a regression model's outputs in place of

@@ -4,6 +4,7 @@ It takes token ids, not strings: tokenization runs in tf.data on the host (TPUs 
 TF-Text ops, tensorflow/hub#604), and `trainer.serving.export` puts the preprocessor back in front for
 serving. Logits are float32 under every dtype policy, so softmax and the loss stay accurate.
 """
+
 import tensorflow as tf
 import tf_keras
 
@@ -51,8 +52,8 @@ class Classifier(tf_keras.Model):
             total = [_add(t, _scaled(g, real)) for t, g in zip(total, gradients)]
             rows += real
         self.optimizer.apply_gradients(
-            [(_scaled(g, 1.0 / tf.maximum(rows, 1.0)), v) for g, v in zip(total, variables)
-             if g is not None])
+            [(_scaled(g, 1.0 / tf.maximum(rows, 1.0)), v) for g, v in zip(total, variables) if g is not None]
+        )
         return self.get_metrics_result()
 
     def _micro_gradients(self, features, labels, weights, variables):
@@ -112,8 +113,11 @@ def _add(total, gradient):
     if total is None or gradient is None:
         return gradient if total is None else total
     if isinstance(gradient, tf.IndexedSlices):
-        return tf.IndexedSlices(tf.concat([total.values, gradient.values], 0),
-                                tf.concat([total.indices, gradient.indices], 0), gradient.dense_shape)
+        return tf.IndexedSlices(
+            tf.concat([total.values, gradient.values], 0),
+            tf.concat([total.indices, gradient.indices], 0),
+            gradient.dense_shape,
+        )
     return total + gradient
 
 
@@ -130,8 +134,9 @@ def freeze_word_embeddings(network) -> bool:
         return False
 
 
-def build_classifier(network, num_classes: int, pooling: str, dropout: float,
-                     output_layer=None, windows=None) -> Classifier:
+def build_classifier(
+    network, num_classes: int, pooling: str, dropout: float, output_layer=None, windows=None
+) -> Classifier:
     """`num_classes` float32 outputs (logits, or one regression value); `output_layer`, when
     given, maps them to what the model returns (a task's rescaling). `windows`: (seq_length,
     window pooling) of --long-texts windows: each window is encoded and pooled on its own, then
@@ -142,14 +147,22 @@ def build_classifier(network, num_classes: int, pooling: str, dropout: float,
     head = [MaskedMeanPooling(name="mean_pooling")] if pooling == "mean" else []
     if windows is not None:
         head += [window_layers.WindowPooling(windows[1], windows[0], name="window_pooling")]
-    head += [tf_keras.layers.Dropout(dropout, name="head_dropout"),
-             tf_keras.layers.Dense(num_classes, dtype="float32", name="logits",
-                                   kernel_initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02))]
+    head += [
+        tf_keras.layers.Dropout(dropout, name="head_dropout"),
+        tf_keras.layers.Dense(
+            num_classes,
+            dtype="float32",
+            name="logits",
+            kernel_initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02),
+        ),
+    ]
     head += [output_layer] if output_layer is not None else []
-    encoded = inputs if windows is None else window_layers.SplitWindows(
-        windows[0], name="split_windows")(inputs)
-    return Classifier(inputs=inputs, outputs=apply_head(
-        head, network(encoded), encoded["input_mask"], inputs["input_mask"]), name="classifier")
+    encoded = inputs if windows is None else window_layers.SplitWindows(windows[0], name="split_windows")(inputs)
+    return Classifier(
+        inputs=inputs,
+        outputs=apply_head(head, network(encoded), encoded["input_mask"], inputs["input_mask"]),
+        name="classifier",
+    )
 
 
 class TokenPadding(tf_keras.layers.Layer):
@@ -172,12 +185,17 @@ def build_tagger(network, num_tags: int, dropout: float, seq_length: int) -> Cla
     (Devlin et al. 2019, section 5.3: a tag per token from its final hidden vector); the task
     reads each word's at its first piece."""
     inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name) for name in INPUT_KEYS}
-    head = [tf_keras.layers.Dropout(dropout, name="head_dropout"),
-            tf_keras.layers.Dense(num_tags, dtype="float32", name="logits",
-                                  kernel_initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02)),
-            TokenPadding(seq_length, name="token_padding")]
-    return Classifier(inputs=inputs, outputs=apply_head(head, network(inputs), inputs["input_mask"]),
-                      name="tagger")
+    head = [
+        tf_keras.layers.Dropout(dropout, name="head_dropout"),
+        tf_keras.layers.Dense(
+            num_tags,
+            dtype="float32",
+            name="logits",
+            kernel_initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02),
+        ),
+        TokenPadding(seq_length, name="token_padding"),
+    ]
+    return Classifier(inputs=inputs, outputs=apply_head(head, network(inputs), inputs["input_mask"]), name="tagger")
 
 
 def apply_head(head, encoder_outputs: dict, input_mask, text_mask=None):
@@ -214,5 +232,8 @@ def head_layers(classifier: tf_keras.Model) -> list:
 
 
 def _body(classifier: tf_keras.Model) -> list:
-    return [layer for layer in classifier.layers
-            if not isinstance(layer, (tf_keras.layers.InputLayer, window_layers.SplitWindows))]
+    return [
+        layer
+        for layer in classifier.layers
+        if not isinstance(layer, (tf_keras.layers.InputLayer, window_layers.SplitWindows))
+    ]

@@ -1,7 +1,8 @@
 """The BERT fine-tuning recipe: AdamW, linear warm-up then linear decay, global-norm clipping,
 and optionally layer-wise learning-rate decay."""
+
 import re
-from typing import List, Sequence, Tuple
+from collections.abc import Sequence
 
 import tensorflow as tf
 import tf_keras
@@ -48,7 +49,7 @@ class AdamW(tf_keras.optimizers.AdamW):
         super().__init__(*args, **kwargs)
         self._rate_scales = {}
 
-    def scale_learning_rates(self, scales: Sequence[Tuple[tf.Variable, float]]) -> None:
+    def scale_learning_rates(self, scales: Sequence[tuple[tf.Variable, float]]) -> None:
         """(variable, scale of the peak learning rate) pairs; variables not named keep 1."""
         self._rate_scales = {self._var_key(variable): scale for variable, scale in scales}
 
@@ -64,16 +65,23 @@ class AdamW(tf_keras.optimizers.AdamW):
         beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
         index = self._index_dict[self._var_key(variable)]
         return tf.raw_ops.ResourceApplyAdam(
-            var=variable.handle, m=self._momentums[index].handle,
-            v=self._velocities[index].handle, beta1_power=tf.pow(beta_1, step),
-            beta2_power=tf.pow(beta_2, step), lr=lr, beta1=beta_1, beta2=beta_2,
-            epsilon=tf.cast(self.epsilon, dtype), grad=tf.convert_to_tensor(gradient))
+            var=variable.handle,
+            m=self._momentums[index].handle,
+            v=self._velocities[index].handle,
+            beta1_power=tf.pow(beta_1, step),
+            beta2_power=tf.pow(beta_2, step),
+            lr=lr,
+            beta1=beta_1,
+            beta2=beta_2,
+            epsilon=tf.cast(self.epsilon, dtype),
+            grad=tf.convert_to_tensor(gradient),
+        )
 
 
 _LAYER = re.compile(r"^transformer/layer_(\d+)/")
 
 
-def layer_rate_scales(variables: Sequence[tf.Variable], decay: float) -> List[Tuple[tf.Variable, float]]:
+def layer_rate_scales(variables: Sequence[tf.Variable], decay: float) -> list[tuple[tf.Variable, float]]:
     """decay ** (depth from the top) per encoder variable: layer-wise learning-rate decay.
 
     The top transformer layer gets `decay`, each one below another factor, the embeddings (and an
@@ -96,14 +104,25 @@ def layer_rate_scales(variables: Sequence[tf.Variable], decay: float) -> List[Tu
     return [(variable, decay ** (top - depth)) for variable, depth in depths]
 
 
-def build_optimizer(learning_rate: float, total_steps: int, warmup_fraction: float,
-                    weight_decay: float, clip_norm: float, variables: Sequence[tf.Variable] = (),
-                    layer_decay: float = 1.0) -> tf_keras.optimizers.Optimizer:
+def build_optimizer(
+    learning_rate: float,
+    total_steps: int,
+    warmup_fraction: float,
+    weight_decay: float,
+    clip_norm: float,
+    variables: Sequence[tf.Variable] = (),
+    layer_decay: float = 1.0,
+) -> tf_keras.optimizers.Optimizer:
     """The recipe's AdamW; `variables` are placed for `layer_decay` (1.0: one rate for all)."""
     schedule = WarmupLinearDecay(learning_rate, int(total_steps * warmup_fraction), total_steps)
     optimizer = AdamW(
-        learning_rate=schedule, weight_decay=weight_decay, beta_1=0.9, beta_2=0.999,
-        epsilon=1e-6, global_clipnorm=clip_norm or None)
+        learning_rate=schedule,
+        weight_decay=weight_decay,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-6,
+        global_clipnorm=clip_norm or None,
+    )
     optimizer.exclude_from_weight_decay(var_names=NO_DECAY)
     optimizer.scale_learning_rates(layer_rate_scales(variables, layer_decay))
     return optimizer

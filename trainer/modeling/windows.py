@@ -6,6 +6,7 @@ A row arrives k * seq_length tokens wide (trainer.data.input_pipeline.pack_token
 text's packed windows side by side, each padded to seq_length), or narrower than one window
 when every text of the batch fits in one: the batch is then one window of its own width.
 """
+
 import tensorflow as tf
 import tf_keras
 
@@ -47,8 +48,7 @@ class WindowPooling(tf_keras.layers.Layer):
         if pooling not in POOLINGS:
             raise ValueError(f"unknown window pooling {pooling!r}")
         self.pooling, self.seq_length = pooling, seq_length
-        self.score = (tf_keras.layers.Dense(1, dtype="float32", name="window_score")
-                      if pooling == "attention" else None)
+        self.score = tf_keras.layers.Dense(1, dtype="float32", name="window_score") if pooling == "attention" else None
 
     def call(self, vectors, input_mask):
         batch = tf.shape(input_mask)[0]

@@ -10,18 +10,18 @@
 
 report.html is written last: when it exists, the rest of the report is complete.
 """
+
 import io
 import json
 import logging
-from typing import Optional
 
 import pandas as pd
 
-from trainer import config as config_lib, storage, tasks
+from trainer import config as config_lib
+from trainer import storage, tasks
 from trainer.errors import UserError
-from trainer.reporting import calibration as calibration_lib, error_rows, figures, html, model_card
-from trainer.reporting import operating_point
-from trainer.reporting import explanations
+from trainer.reporting import calibration as calibration_lib
+from trainer.reporting import error_rows, explanations, figures, html, model_card, operating_point
 from trainer.reporting.predictions import recompute
 
 log = logging.getLogger("trainer")
@@ -53,7 +53,7 @@ def moved_along(config, job_dir: str, recorded: str, default: str) -> str:
     recorded_job = (config.output.job_dir or "").rstrip("/")
     recorded = (recorded or storage.join(recorded_job, default)).rstrip("/")
     if recorded.startswith(recorded_job + "/"):
-        return job_dir.rstrip("/") + recorded[len(recorded_job):]
+        return job_dir.rstrip("/") + recorded[len(recorded_job) :]
     return recorded
 
 
@@ -74,95 +74,158 @@ def calibration_for_report(metrics: dict, predictions) -> dict:
 
 
 def _confusion_matrices(metrics: dict, predictions, calibration) -> list:
-    return [(f"confusion_{name}.png", f"Confusion matrix: {name}",
-             figures.confusion_matrices(metrics[name]["confusion_matrix"], metrics["labels"], name),
-             "Rows are true labels, columns predicted labels.") for name in _evaluated(metrics)]
+    return [
+        (
+            f"confusion_{name}.png",
+            f"Confusion matrix: {name}",
+            figures.confusion_matrices(metrics[name]["confusion_matrix"], metrics["labels"], name),
+            "Rows are true labels, columns predicted labels.",
+        )
+        for name in _evaluated(metrics)
+    ]
 
 
 def _per_class_scores(metrics: dict, predictions, calibration) -> list:
     per_class = {name: metrics[name]["per_class"] for name in _evaluated(metrics)}
-    return [("per_class.png", "Per-class precision, recall and F1",
-             figures.per_class_scores(per_class, metrics["labels"]), "")]
+    return [
+        (
+            "per_class.png",
+            "Per-class precision, recall and F1",
+            figures.per_class_scores(per_class, metrics["labels"]),
+            "",
+        )
+    ]
 
 
 def _reliability(metrics: dict, predictions, calibration: dict) -> list:
     shown = "test" if "test" in predictions else "validation"
     p, temperature = predictions[shown], calibration["temperature"]
-    return [("reliability.png", f"Reliability: {shown}",
-             figures.reliability_diagram(calibration_lib.softmax(p.logits),
-                                         calibration_lib.softmax(p.logits, temperature),
-                                         p.labels, shown, temperature),
-             "Bars below the diagonal: the model is more confident than it is accurate.")]
+    return [
+        (
+            "reliability.png",
+            f"Reliability: {shown}",
+            figures.reliability_diagram(
+                calibration_lib.softmax(p.logits),
+                calibration_lib.softmax(p.logits, temperature),
+                p.labels,
+                shown,
+                temperature,
+            ),
+            "Bars below the diagonal: the model is more confident than it is accurate.",
+        )
+    ]
 
 
 def _predicted_vs_true(metrics: dict, predictions, calibration) -> list:
     by_split = {name: (p.labels, p.scores) for name, p in predictions.items()}
-    return [("predicted_vs_true.png", "Predicted against true scores",
-             figures.predicted_vs_true(by_split),
-             "One dot per example (the exported model's score); on the dashed line y = x a "
-             "prediction is exact.")]
+    return [
+        (
+            "predicted_vs_true.png",
+            "Predicted against true scores",
+            figures.predicted_vs_true(by_split),
+            "One dot per example (the exported model's score); on the dashed line y = x a prediction is exact.",
+        )
+    ]
 
 
 def _residuals(metrics: dict, predictions, calibration) -> list:
     by_split = {name: (p.labels, p.scores) for name, p in predictions.items()}
-    return [("residuals.png", "Residuals", figures.residual_histograms(by_split),
-             "Predicted minus true score: left of 0 the model scores too low, right of it too high.")]
+    return [
+        (
+            "residuals.png",
+            "Residuals",
+            figures.residual_histograms(by_split),
+            "Predicted minus true score: left of 0 the model scores too low, right of it too high.",
+        )
+    ]
 
 
 def _per_label_scores(metrics: dict, predictions, calibration) -> list:
     per_label = {name: metrics[name]["per_label"] for name in _evaluated(metrics)}
-    return [("per_label.png", "Per-label precision, recall and F1",
-             figures.per_class_scores(per_label, metrics["labels"], what="label"),
-             "Each label is chosen when its probability reaches its own threshold, picked on "
-             "validation (the tables above).")]
+    return [
+        (
+            "per_label.png",
+            "Per-label precision, recall and F1",
+            figures.per_class_scores(per_label, metrics["labels"], what="label"),
+            "Each label is chosen when its probability reaches its own threshold, picked on "
+            "validation (the tables above).",
+        )
+    ]
 
 
 # The figure kinds a task's `figures` may name: each (metrics, predictions, calibration) ->
 # [(file name, title, png bytes, note)].
 def _entity_confusion(metrics: dict, predictions, calibration) -> list:
-    return [(f"entity_confusion_{name}.png", f"Entity types confused: {name}",
-             figures.confusion_matrices(metrics[name]["confusion"]["matrix"],
-                                        metrics[name]["confusion"]["types"], name),
-             "Entities matched by their words: rows are true types, columns predicted ones; "
-             "(none) is an entity missed (column) or found where there is none (row).")
-            for name in _evaluated(metrics)]
+    return [
+        (
+            f"entity_confusion_{name}.png",
+            f"Entity types confused: {name}",
+            figures.confusion_matrices(metrics[name]["confusion"]["matrix"], metrics[name]["confusion"]["types"], name),
+            "Entities matched by their words: rows are true types, columns predicted ones; "
+            "(none) is an entity missed (column) or found where there is none (row).",
+        )
+        for name in _evaluated(metrics)
+    ]
 
 
 def _entity_types(metrics: dict, predictions, calibration) -> list:
     per_type = {name: metrics[name]["per_type"] for name in _evaluated(metrics)}
     types = sorted({kind for scores in per_type.values() for kind in scores})
-    per_type = {name: {kind: scores.get(kind, {"precision": 0.0, "recall": 0.0, "f1": 0.0})
-                       for kind in types} for name, scores in per_type.items()}
-    return [("entity_types.png", "Per-type precision, recall and F1",
-             figures.per_class_scores(per_type, types, "entity type"), "")]
+    per_type = {
+        name: {kind: scores.get(kind, {"precision": 0.0, "recall": 0.0, "f1": 0.0}) for kind in types}
+        for name, scores in per_type.items()
+    }
+    return [
+        (
+            "entity_types.png",
+            "Per-type precision, recall and F1",
+            figures.per_class_scores(per_type, types, "entity type"),
+            "",
+        )
+    ]
 
 
-FIGURES = {"confusion_matrices": _confusion_matrices, "per_class_scores": _per_class_scores,
-           "reliability": _reliability, "predicted_vs_true": _predicted_vs_true,
-           "residuals": _residuals, "per_label_scores": _per_label_scores,
-           "entity_confusion": _entity_confusion, "entity_types": _entity_types}
+FIGURES = {
+    "confusion_matrices": _confusion_matrices,
+    "per_class_scores": _per_class_scores,
+    "reliability": _reliability,
+    "predicted_vs_true": _predicted_vs_true,
+    "residuals": _residuals,
+    "per_label_scores": _per_label_scores,
+    "entity_confusion": _entity_confusion,
+    "entity_types": _entity_types,
+}
 
 
 def _evaluated(metrics: dict) -> list:
     return [name for name in ("validation", "test") if name in metrics]
 
 
-def render_figures(metrics: dict, config, history: pd.DataFrame, predictions,
-                   calibration: Optional[dict]) -> list:
+def render_figures(metrics: dict, config, history: pd.DataFrame, predictions, calibration: dict | None) -> list:
     """[(file name, title, png bytes, note)] in report order: the learning curves, then the
     task's own figures."""
     task, metric = tasks.by_name(metrics.get("task")), config.train.selection_metric
-    out = [("learning_curves.png", "Learning curves",
-            figures.learning_curves(history, metrics.get("best_epoch"), metric, task.loss_name,
-                                    by_step=bool(config.train.eval_every_steps)),
-            f"The dashed line marks the best epoch by {metric}: its weights are the exported ones.")]
-    own = [figure for kind in task.figures
-           for figure in FIGURES[kind](metrics, predictions, calibration)]
+    out = [
+        (
+            "learning_curves.png",
+            "Learning curves",
+            figures.learning_curves(
+                history, metrics.get("best_epoch"), metric, task.loss_name, by_step=bool(config.train.eval_every_steps)
+            ),
+            f"The dashed line marks the best epoch by {metric}: its weights are the exported ones.",
+        )
+    ]
+    own = [figure for kind in task.figures for figure in FIGURES[kind](metrics, predictions, calibration)]
     return out + own + operating_point.figures(metrics, predictions, task)
 
 
-def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split: Optional[int] = None,
-                 correct_per_split: Optional[int] = None, predictions: Optional[dict] = None) -> list:
+def build_report(
+    job_dir: str,
+    metrics: dict | None = None,
+    errors_per_split: int | None = None,
+    correct_per_split: int | None = None,
+    predictions: dict | None = None,
+) -> list:
     """Writes the report into `job_dir`; returns the paths written.
 
     `metrics` is metrics.json's content and `predictions` the validation and test predictions
@@ -190,11 +253,17 @@ def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split:
     # A temperature rescales class probabilities: a task without them has no calibration.
     calibration = calibration_for_report(metrics, predictions) if task.calibrates else None
     errors = error_rows.worst_examples(predictions, metrics["labels"], per_split, task, correct)
-    attributions = explanations.report_section(model_dir, predictions, metrics["labels"], task,
-                                               config.output.ig_steps, config.train.seed,
-                                               config.output.report_explanations,
-                                               metrics.get("durations", {}).get("train"),
-                                               config.runtime.log_every_seconds)
+    attributions = explanations.report_section(
+        model_dir,
+        predictions,
+        metrics["labels"],
+        task,
+        config.output.ig_steps,
+        config.train.seed,
+        config.output.report_explanations,
+        metrics.get("durations", {}).get("train"),
+        config.runtime.log_every_seconds,
+    )
     written, entries = [], []
     for name, title, png, note in render_figures(metrics, config, history, predictions, calibration):
         storage.write_bytes_atomic(storage.join(job_dir, f"report/{name}"), png)
@@ -203,8 +272,17 @@ def build_report(job_dir: str, metrics: Optional[dict] = None, errors_per_split:
     outputs = {  # in writing order: report.html last
         "errors.csv": error_rows.to_csv(errors),
         "MODEL_CARD.md": model_card.render(metrics, config, calibration, model_dir),
-        "report.html": html.render(job_dir, metrics, config.train.selection_metric, entries,
-                                   calibration, errors, per_split, correct, attributions),
+        "report.html": html.render(
+            job_dir,
+            metrics,
+            config.train.selection_metric,
+            entries,
+            calibration,
+            errors,
+            per_split,
+            correct,
+            attributions,
+        ),
     }
     for name, text in outputs.items():
         storage.write_text_atomic(storage.join(job_dir, name), text)

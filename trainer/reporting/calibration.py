@@ -37,7 +37,8 @@ measured in docs/outputs.md, "Calibration" (bench/calibration.py).
                                     sum over classes of (p - onehot)^2, in [0, 2]
         nll_before, nll_after       mean negative log-likelihood (the loss T minimizes)
 """
-from typing import Mapping, Tuple
+
+from collections.abc import Mapping
 
 import numpy as np
 from scipy import optimize
@@ -59,11 +60,16 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray) -> float:
     over log T finds it without a starting guess or gradients. A bound is the answer when the
     minimum lies beyond it (`at_bound` in calibration_block).
     """
+
     def nll(t):
         return negative_log_likelihood(logits, labels, t)
 
-    result = optimize.minimize_scalar(lambda log_t: nll(float(np.exp(log_t))), method="bounded",
-                                      bounds=(np.log(MIN_T), np.log(MAX_T)), options={"xatol": 1e-6})
+    result = optimize.minimize_scalar(
+        lambda log_t: nll(float(np.exp(log_t))),
+        method="bounded",
+        bounds=(np.log(MIN_T), np.log(MAX_T)),
+        options={"xatol": 1e-6},
+    )
     # Where the loss is flat (every example right by a wide margin: it rounds to 0 near the
     # lower bound) Brent stops anywhere in the flat part; a bound as good as that is the answer.
     return min([MIN_T, MAX_T, float(np.exp(result.x))], key=nll)
@@ -74,8 +80,9 @@ def is_at_bound(temperature: float) -> bool:
     return not MIN_T * 1.001 < temperature < MAX_T / 1.001
 
 
-def reliability_bins(probabilities: np.ndarray, labels: np.ndarray,
-                     bins: int = BINS) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def reliability_bins(
+    probabilities: np.ndarray, labels: np.ndarray, bins: int = BINS
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(accuracy, mean confidence, count) per equal-width bin of the top probability.
 
     Bin i holds confidences in (i/bins, (i+1)/bins]; an empty bin has accuracy and confidence 0.
@@ -103,30 +110,30 @@ def brier_score(probabilities: np.ndarray, labels: np.ndarray) -> float:
 
 def split_scores(logits: np.ndarray, labels: np.ndarray, temperature: float) -> dict:
     before, after = softmax(logits), softmax(logits, temperature)
-    return {"ece_before": expected_calibration_error(before, labels),
-            "ece_after": expected_calibration_error(after, labels),
-            "brier_before": brier_score(before, labels),
-            "brier_after": brier_score(after, labels),
-            "nll_before": negative_log_likelihood(logits, labels),
-            "nll_after": negative_log_likelihood(logits, labels, temperature)}
+    return {
+        "ece_before": expected_calibration_error(before, labels),
+        "ece_after": expected_calibration_error(after, labels),
+        "brier_before": brier_score(before, labels),
+        "brier_after": brier_score(after, labels),
+        "nll_before": negative_log_likelihood(logits, labels),
+        "nll_after": negative_log_likelihood(logits, labels, temperature),
+    }
 
 
-def calibration_block(splits: Mapping[str, Tuple[np.ndarray, np.ndarray]], applied: bool) -> dict:
+def calibration_block(splits: Mapping[str, tuple[np.ndarray, np.ndarray]], applied: bool) -> dict:
     """metrics.json's "calibration" from {"validation": (logits, labels), "test": ...}.
 
     T is fitted on the validation split. `applied`: whether the run asks for it (--calibrate
     on); the block's own `applied` says whether the export divides by it (`decide`).
     """
     temperature = fit_temperature(*splits["validation"])
-    scores = {name: split_scores(*splits[name], temperature)
-              for name in ("validation", "test") if name in splits}
+    scores = {name: split_scores(*splits[name], temperature) for name in ("validation", "test") if name in splits}
     at_bound = is_at_bound(temperature)
     kept, why = decide(scores["validation"], at_bound, bool(applied))
-    return {"temperature": temperature, "at_bound": at_bound, "applied": kept, "why": why,
-            "bins": BINS, **scores}
+    return {"temperature": temperature, "at_bound": at_bound, "applied": kept, "why": why, "bins": BINS, **scores}
 
 
-def decide(validation: dict, at_bound: bool, wanted: bool) -> Tuple[bool, str]:
+def decide(validation: dict, at_bound: bool, wanted: bool) -> tuple[bool, str]:
     """(apply T?, why): only when asked for, inside its search range, and lowering both the
     validation log loss it was fitted on and the validation ECE the outputs judge it by."""
     if not wanted:
@@ -134,8 +141,11 @@ def decide(validation: dict, at_bound: bool, wanted: bool) -> Tuple[bool, str]:
     if at_bound:
         return False, "T is at its search bound, which validation cannot support"
     if not validation["ece_after"] < validation["ece_before"]:
-        return False, ("it raises the validation ECE" if validation["ece_after"] > validation["ece_before"]
-                       else "it leaves the validation ECE as it is")
+        return False, (
+            "it raises the validation ECE"
+            if validation["ece_after"] > validation["ece_before"]
+            else "it leaves the validation ECE as it is"
+        )
     if not validation["nll_after"] < validation["nll_before"]:
         return False, "it does not lower the validation log loss"
     return True, "it lowers the validation log loss and ECE"

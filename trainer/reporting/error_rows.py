@@ -13,7 +13,8 @@ A row is an error when the predicted label (multi-label: the predicted label set
 true one; a score has no such line, so a regression run lists the largest errors, no outcome.
 A sentence-pair run's rows carry their second text in `text_pair`.
 """
-from typing import Mapping
+
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -25,8 +26,7 @@ def _ranked(wrongness: np.ndarray, rows: np.ndarray, count: int) -> np.ndarray:
     return rows[np.argsort(-wrongness[rows], kind="stable")][:count]
 
 
-def worst_examples(predictions: Mapping, label_names, per_split: int, task,
-                   correct_per_split: int = 0) -> pd.DataFrame:
+def worst_examples(predictions: Mapping, label_names, per_split: int, task, correct_per_split: int = 0) -> pd.DataFrame:
     """Per split, the `per_split` worst errors, then the `correct_per_split` least confident
     correct rows (none for a task that ranks every row by its error), with the task's
     error_columns (and text_pair)."""
@@ -35,14 +35,25 @@ def worst_examples(predictions: Mapping, label_names, per_split: int, task,
     for split, p in predictions.items():
         wrongness, is_error, columns = task.error_measure(p, names)
         everything = np.arange(len(wrongness))
-        groups = ([("error", _ranked(wrongness, everything, per_split))] if is_error is None else
-                  [("error", _ranked(wrongness, everything[is_error], per_split)),
-                   ("correct", _ranked(wrongness, everything[~is_error], correct_per_split))])
+        groups = (
+            [("error", _ranked(wrongness, everything, per_split))]
+            if is_error is None
+            else [
+                ("error", _ranked(wrongness, everything[is_error], per_split)),
+                ("correct", _ranked(wrongness, everything[~is_error], correct_per_split)),
+            ]
+        )
         for outcome, chosen in groups:
-            frame = pd.DataFrame({"split": split, "outcome": outcome,
-                                  "rank": np.arange(1, len(chosen) + 1),
-                                  **{name: values[chosen] for name, values in columns.items()},
-                                  "text": p.texts[chosen]}, columns=task.error_columns)
+            frame = pd.DataFrame(
+                {
+                    "split": split,
+                    "outcome": outcome,
+                    "rank": np.arange(1, len(chosen) + 1),
+                    **{name: values[chosen] for name, values in columns.items()},
+                    "text": p.texts[chosen],
+                },
+                columns=task.error_columns,
+            )
             if p.pairs is not None:
                 frame["text_pair"] = p.pairs[chosen]
             frames.append(frame)

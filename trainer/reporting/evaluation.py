@@ -13,6 +13,7 @@ the export computes in float32.
 The metrics are printed (the run's log line, each class's or type's scores, the confusion, the
 worst errors) and, with --output, written as JSON with every error listed.
 """
+
 import contextlib
 import os
 import time
@@ -22,7 +23,8 @@ import numpy as np
 import trainer
 from trainer import progress, storage, strict_json
 from trainer.errors import UserError
-from trainer.reporting import error_rows, labelled_file, predictions as exported_lib
+from trainer.reporting import error_rows, labelled_file
+from trainer.reporting import predictions as exported_lib
 from trainer.serving import predict, variants
 
 CHUNK_ROWS = 8192  # rows predicted per call: their features and outputs, not the file's, in memory
@@ -33,16 +35,20 @@ OUTPUT_SUFFIXES = (".json", ".json.gz")
 
 def check_args(args) -> None:
     """Every flag and path that needs no model, before anything is read."""
-    for flag, value, low in (("--batch-size", args.batch_size, 1), ("--report-errors", args.report_errors, 0),
-                             ("--report-correct", args.report_correct, 0)):
+    for flag, value, low in (
+        ("--batch-size", args.batch_size, 1),
+        ("--report-errors", args.report_errors, 0),
+        ("--report-correct", args.report_correct, 0),
+    ):
         if value < low:
             raise UserError(f"{flag}: must be at least {low}, got {value}")
     if not args.log_every_seconds > 0:
         raise UserError(f"--log-every-seconds: must be positive, got {args.log_every_seconds}")
     if args.output:
         if not args.output.lower().endswith(OUTPUT_SUFFIXES):
-            raise UserError(f"--output: {args.output}: the metrics are written as JSON: name a "
-                            f".json file (or .json.gz)")
+            raise UserError(
+                f"--output: {args.output}: the metrics are written as JSON: name a .json file (or .json.gz)"
+            )
         if storage.isdir(args.output):
             raise UserError(f"--output: {args.output} is a directory; name a file in it")
         if storage.exists(args.output) and not args.overwrite:
@@ -63,13 +69,11 @@ def run(args) -> int:
     # Written as trainer.predict writes: a scratch file opened before the model loads (an
     # unwritable --output is one line at once), renamed into place once all went well; one
     # JSON document, not predict's array of rows.
-    written = (predict.written_output(args.output, fmt="document") if args.output
-               else contextlib.nullcontext())
+    written = predict.written_output(args.output, fmt="document") if args.output else contextlib.nullcontext()
     with written as handle:
         started = time.monotonic()
         model = variants.load(args.model_dir, precision)
-        print(f"loaded the {precision} model ({path}) in {progress.clock(time.monotonic() - started)}",
-              flush=True)
+        print(f"loaded the {precision} model ({path}) in {progress.clock(time.monotonic() - started)}", flush=True)
         block = score(model, task, rows, args)
         block.update(model_dir=args.model_dir, precision=precision)
         for line in describe(block, task):
@@ -94,17 +98,23 @@ def score(model, task, rows, args) -> dict:
     result = task.summarize(outputs, labels, names)
     scored = task.split_predictions(outputs, labels, rows.texts, rows.pairs, temperature)
     split = os.path.basename(rows.path)
-    errors = error_rows.worst_examples({split: scored}, names, args.report_errors, task,
-                                       args.report_correct)
+    errors = error_rows.worst_examples({split: scored}, names, args.report_errors, task, args.report_correct)
     reference = getattr(model, "float32", model)  # an int8 model's decisions: its float32 export's
-    return {"input": rows.path, "task": task.name, "labels": names, "label_column": rows.label_column,
-            "rows": len(rows.texts), "rows_skipped": {"empty_text": rows.skipped},
-            "repaired_tags": getattr(rows.tagged, "repaired", 0),
-            "texts_at_limit": at_limit,
-            "limit_note": predict.limit_note(model, at_limit, len(rows.texts)) if at_limit else None,
-            "decisions": {"temperature": temperature, **task.decisions_of_export(reference)},
-            "metrics": result, "errors": errors.to_dict(orient="records"),
-            "trainer_version": trainer.__version__}
+    return {
+        "input": rows.path,
+        "task": task.name,
+        "labels": names,
+        "label_column": rows.label_column,
+        "rows": len(rows.texts),
+        "rows_skipped": {"empty_text": rows.skipped},
+        "repaired_tags": getattr(rows.tagged, "repaired", 0),
+        "texts_at_limit": at_limit,
+        "limit_note": predict.limit_note(model, at_limit, len(rows.texts)) if at_limit else None,
+        "decisions": {"temperature": temperature, **task.decisions_of_export(reference)},
+        "metrics": result,
+        "errors": errors.to_dict(orient="records"),
+        "trainer_version": trainer.__version__,
+    }
 
 
 def _outputs(model, task, rows, sentences, temperature: float, args) -> tuple:
@@ -118,8 +128,7 @@ def _outputs(model, task, rows, sentences, temperature: float, args) -> tuple:
         pairs = None if rows.pairs is None else list(rows.pairs[start:end])
         features = predict.tokenize(model, texts, pairs) if predict.tokenizes(model) else None
         exported = predict.predict_outputs(model, texts, args.batch_size, pairs, features)
-        parts.append(task.outputs_of_export(exported, temperature,
-                                           None if sentences is None else sentences[start:end]))
+        parts.append(task.outputs_of_export(exported, temperature, None if sentences is None else sentences[start:end]))
         at_limit += predict.at_limit(features)
         meter.update(end)
     return _joined(parts), at_limit
@@ -139,11 +148,15 @@ def describe(block: dict, task) -> list:
     metrics = block["metrics"]
     lines = [f"{os.path.basename(block['input'])}: {task.describe(metrics)}  ({metrics['examples']} rows)"]
     if block["rows_skipped"]["empty_text"]:
-        lines.append(f"{block['rows_skipped']['empty_text']} rows with an empty text were skipped "
-                     f"(trainer.predict gives them no prediction)")
+        lines.append(
+            f"{block['rows_skipped']['empty_text']} rows with an empty text were skipped "
+            f"(trainer.predict gives them no prediction)"
+        )
     if block["repaired_tags"]:
-        lines.append(f"{block['repaired_tags']} I- tags continued no entity of their type and were "
-                     f"read as B-, as training reads them")
+        lines.append(
+            f"{block['repaired_tags']} I- tags continued no entity of their type and were "
+            f"read as B-, as training reads them"
+        )
     if block["limit_note"]:
         lines.append(block["limit_note"])
     for key, value in metrics.items():
@@ -156,8 +169,11 @@ def _scores_table(key: str, value) -> list:
     if not (isinstance(value, dict) and value and all(isinstance(v, dict) and "f1" in v for v in value.values())):
         return []
     width = max(len(str(name)) for name in value)
-    rows = [f"  {str(name):<{width}}  {v['precision']:9.4f}  {v['recall']:6.4f}  {v['f1']:6.4f}  "
-            f"{v.get('support', '')!s:>7}" for name, v in value.items()]
+    rows = [
+        f"  {str(name):<{width}}  {v['precision']:9.4f}  {v['recall']:6.4f}  {v['f1']:6.4f}  "
+        f"{v.get('support', '')!s:>7}"
+        for name, v in value.items()
+    ]
     return [f"{key}:", f"  {'':<{width}}  precision  recall      F1  support", *rows]
 
 
@@ -172,8 +188,11 @@ def _confusion(key: str, value, labels: list) -> list:
         return []
     width = max(len(str(n)) for n in names) + 2
     header = "".join(f"{str(n):>{width}}" for n in names)
-    return [f"{key} (rows: true, columns: predicted):", f"  {'':<{width}}{header}",
-            *(f"  {str(n):<{width}}" + "".join(f"{c:>{width}}" for c in row) for n, row in zip(names, matrix))]
+    return [
+        f"{key} (rows: true, columns: predicted):",
+        f"  {'':<{width}}{header}",
+        *(f"  {str(n):<{width}}" + "".join(f"{c:>{width}}" for c in row) for n, row in zip(names, matrix)),
+    ]
 
 
 def _worst(errors: list) -> list:
@@ -181,6 +200,9 @@ def _worst(errors: list) -> list:
     errors = [e for e in errors if e.get("outcome", "error") == "error"][:SHOWN_ERRORS]
     if not errors:
         return []
-    shown = lambda e: ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"  # noqa: E731
-                                for k, v in e.items() if k not in UNSHOWN)
+
+    def shown(e):
+        shown = [(k, v) for k, v in e.items() if k not in UNSHOWN]
+        return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in shown)
+
     return ["worst errors:", *(f"  {shown(e)}: {str(e['text'])[:80]!r}" for e in errors)]

@@ -4,8 +4,9 @@ Figures are built as `matplotlib.figure.Figure` objects on an Agg canvas, never 
 global state, so building a report inside another program (a notebook, the training run) neither
 opens windows nor touches that program's own figures.
 """
+
 import io
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -29,8 +30,7 @@ def to_png(figure: Figure) -> bytes:
     return buffer.getvalue()
 
 
-def learning_curves(history, best_epoch, metric: str, loss_name: str = "cross-entropy",
-                    by_step: bool = False) -> bytes:
+def learning_curves(history, best_epoch, metric: str, loss_name: str = "cross-entropy", by_step: bool = False) -> bytes:
     """Train and validation loss, and the metric selecting the best epoch, per epoch; or, with
     `by_step` (--eval-every-steps: an "epoch" is then a span of steps), per evaluation against
     the optimizer step.
@@ -66,17 +66,24 @@ def confusion_matrices(matrix: Sequence[Sequence[int]], label_names: Sequence[st
     figure, (count_ax, norm_ax) = new_figure(2 * size + 1, size, 2)
     rotation = 45 if len(label_names) > 4 else 0
     ConfusionMatrixDisplay(counts, display_labels=label_names).plot(
-        ax=count_ax, cmap="Blues", values_format="d", colorbar=False, xticks_rotation=rotation)
+        ax=count_ax, cmap="Blues", values_format="d", colorbar=False, xticks_rotation=rotation
+    )
     ConfusionMatrixDisplay(normalized, display_labels=label_names).plot(
-        ax=norm_ax, cmap="Blues", values_format=".2f", colorbar=False, xticks_rotation=rotation,
-        im_kw={"vmin": 0.0, "vmax": 1.0})
+        ax=norm_ax,
+        cmap="Blues",
+        values_format=".2f",
+        colorbar=False,
+        xticks_rotation=rotation,
+        im_kw={"vmin": 0.0, "vmax": 1.0},
+    )
     count_ax.set_title(f"{split}: counts")
     norm_ax.set_title(f"{split}: share of each true class")
     return to_png(figure)
 
 
-def per_class_scores(per_class_by_split: Mapping[str, Mapping[str, dict]],
-                     label_names: Sequence[str], what: str = "class") -> bytes:
+def per_class_scores(
+    per_class_by_split: Mapping[str, Mapping[str, dict]], label_names: Sequence[str], what: str = "class"
+) -> bytes:
     """Grouped precision / recall / F1 bars per class (or per label: `what`), one panel per split."""
     width = max(5.0, 1.0 + 0.9 * len(label_names))
     figure, axes = new_figure(width * len(per_class_by_split), 4, len(per_class_by_split))
@@ -91,22 +98,37 @@ def per_class_scores(per_class_by_split: Mapping[str, Mapping[str, dict]],
     return to_png(figure)
 
 
-def reliability_diagram(before: np.ndarray, after: np.ndarray, labels: np.ndarray, split: str,
-                        temperature: float) -> bytes:
+def reliability_diagram(
+    before: np.ndarray, after: np.ndarray, labels: np.ndarray, split: str, temperature: float
+) -> bytes:
     """Accuracy against confidence per bin, before and after temperature scaling."""
     figure, axes = new_figure(10, 4.5, 2)
     edges = np.linspace(0, 1, calibration.BINS + 1)
-    for ax, probabilities, title in ((axes[0], before, "before calibration (T = 1)"),
-                                     (axes[1], after, f"after calibration (T = {temperature:.3g})")):
+    for ax, probabilities, title in (
+        (axes[0], before, "before calibration (T = 1)"),
+        (axes[1], after, f"after calibration (T = {temperature:.3g})"),
+    ):
         accuracy, confidence, count = calibration.reliability_bins(probabilities, labels)
         ece = calibration.expected_calibration_error(probabilities, labels)
         filled = count > 0
-        ax.bar(edges[:-1][filled], accuracy[filled], width=1 / calibration.BINS, align="edge",
-               edgecolor="black", alpha=0.7, label="accuracy")
+        ax.bar(
+            edges[:-1][filled],
+            accuracy[filled],
+            width=1 / calibration.BINS,
+            align="edge",
+            edgecolor="black",
+            alpha=0.7,
+            label="accuracy",
+        )
         ax.plot(confidence[filled], accuracy[filled], "o", color="tab:red", label="bin (mean confidence, accuracy)")
         ax.plot([0, 1], [0, 1], "--", color="gray", label="perfect calibration")
-        ax.set(title=f"{split}, {title}\nECE {ece:.3f}", xlabel="confidence (top probability)",
-               ylabel="accuracy", xlim=(0, 1), ylim=(0, 1.02))
+        ax.set(
+            title=f"{split}, {title}\nECE {ece:.3f}",
+            xlabel="confidence (top probability)",
+            ylabel="accuracy",
+            xlim=(0, 1),
+            ylim=(0, 1.02),
+        )
         ax.legend(loc="upper left", fontsize="small")
     return to_png(figure)
 
@@ -120,10 +142,14 @@ def predicted_vs_true(by_split: Mapping[str, tuple]) -> bytes:
         high = float(max(np.max(true), np.max(predicted)))
         margin = 0.05 * (high - low or 1.0)
         ax.scatter(true, predicted, s=14, alpha=0.6, label="example")
-        ax.plot([low - margin, high + margin], [low - margin, high + margin], "--", color="gray",
-                label="y = x (exact)")
-        ax.set(title=f"{split}: predicted against true", xlabel="true score", ylabel="predicted score",
-               xlim=(low - margin, high + margin), ylim=(low - margin, high + margin))
+        ax.plot([low - margin, high + margin], [low - margin, high + margin], "--", color="gray", label="y = x (exact)")
+        ax.set(
+            title=f"{split}: predicted against true",
+            xlabel="true score",
+            ylabel="predicted score",
+            xlim=(low - margin, high + margin),
+            ylim=(low - margin, high + margin),
+        )
         ax.set_box_aspect(1)  # equal limits in a square box: one unit is as long on both axes
         ax.grid(alpha=0.3)
         ax.legend(loc="upper left", fontsize="small")
@@ -135,8 +161,7 @@ def residual_histograms(by_split: Mapping[str, tuple]) -> bytes:
     figure, axes = new_figure(5.0 * len(by_split), 4.0, len(by_split))
     for ax, (split, (true, predicted)) in zip(axes, by_split.items()):
         residuals = np.asarray(predicted, np.float64) - np.asarray(true, np.float64)
-        ax.hist(residuals, bins=int(np.clip(np.sqrt(len(residuals)) * 2, 5, 40)), edgecolor="black",
-                alpha=0.7)
+        ax.hist(residuals, bins=int(np.clip(np.sqrt(len(residuals)) * 2, 5, 40)), edgecolor="black", alpha=0.7)
         ax.axvline(0.0, color="gray", linestyle="--", label="exact")
         ax.axvline(float(residuals.mean()), color="tab:red", label=f"mean {residuals.mean():+.3g}")
         ax.set(title=f"{split}: residuals", xlabel="predicted - true score", ylabel="examples")

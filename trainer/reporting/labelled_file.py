@@ -14,15 +14,17 @@ model dir on its own is read with the defaults (--label-column and --label-colum
 columns), its kind of labels decided from the file by training's own rule (Task.label_spec).
 A row whose text is empty is skipped and counted: trainer.predict gives it no prediction.
 """
+
 import dataclasses
 import json
-from typing import Optional
 
 import numpy as np
 
-from trainer import config as config_lib, reading, storage
+from trainer import config as config_lib
+from trainer import reading, storage
 from trainer.errors import UserError
-from trainer.serving import columns as trained, predict
+from trainer.serving import columns as trained
+from trainer.serving import predict
 from trainer.tasks.labels import LabelSpec
 
 CHUNK_ROWS = 8192
@@ -32,13 +34,13 @@ CHUNK_ROWS = 8192
 class LabelledFile:
     path: str
     texts: np.ndarray  # object array of str, the rows kept (their text is not empty)
-    pairs: Optional[np.ndarray]  # a pair model's second texts, or None
+    pairs: np.ndarray | None  # a pair model's second texts, or None
     frame: object  # a text task's label columns, `_file` and `_row` of the rows kept; or None
     tagged: object  # a task of words' tasks.tagging.files.Tagged; or None
     label_column: str  # for messages and the metrics: the label column, or the tags
     label_columns: list
     data: config_lib.DataConfig  # how the labels are read: the run's flags, or the defaults
-    label_kind: Optional[str]  # the run's metrics.json `label_kind`, when known
+    label_kind: str | None  # the run's metrics.json `label_kind`, when known
     skipped: int  # rows with an empty text
 
 
@@ -53,8 +55,9 @@ def run_record(model_dir: str) -> tuple:
     try:
         kind = json.loads(storage.read_text(metrics_path)).get("label_kind")
     except (json.JSONDecodeError, AttributeError):
-        raise UserError(f"{metrics_path}: not a JSON object of metrics; the model's labels are "
-                        f"read as it says") from None
+        raise UserError(
+            f"{metrics_path}: not a JSON object of metrics; the model's labels are read as it says"
+        ) from None
     return config_lib.load(config_path).data, kind
 
 
@@ -62,8 +65,9 @@ def read(args, task, pair: bool) -> LabelledFile:
     """--input's rows and labels as `task`'s model reads them (`pair`: it takes text pairs);
     `args`: trainer.evaluate's flags."""
     data, kind = run_record(args.model_dir)
-    data = dataclasses.replace(data, **{flag: getattr(args, flag) for flag in ("label_column", "label_columns")
-                                        if getattr(args, flag)})
+    data = dataclasses.replace(
+        data, **{flag: getattr(args, flag) for flag in ("label_column", "label_columns") if getattr(args, flag)}
+    )
     if args.label_columns:
         kind = None  # named here: the file's, not the run's
     if task.unit == "word":
@@ -88,8 +92,7 @@ def _texts(args, task, pair: bool, data, kind) -> LabelledFile:
             columns = predict.text_columns(frame, args, pair, trained.model_columns(args.model_dir))
             label_column, label_columns = task.label_columns(frame, data)
             _check_columns(frame, label_columns)
-        strings = [["" if pd.isna(t) else str(t) for t in frame[c].tolist()] if c else None
-                   for c in columns]
+        strings = [["" if pd.isna(t) else str(t) for t in frame[c].tolist()] if c else None for c in columns]
         keep = ~predict.empty_rows(*strings)
         skipped += int((~keep).sum())
         texts += [t for t, k in zip(strings[0], keep) if k]
@@ -98,15 +101,27 @@ def _texts(args, task, pair: bool, data, kind) -> LabelledFile:
     if not texts:
         raise UserError(f"--input: {args.input}: every row has an empty text")
     frame = pd.concat(frames, ignore_index=True)
-    return LabelledFile(args.input, np.array(texts, dtype=object), np.array(pairs, dtype=object) if pair else None,
-                        frame, None, label_column, label_columns, data, kind, skipped)
+    return LabelledFile(
+        args.input,
+        np.array(texts, dtype=object),
+        np.array(pairs, dtype=object) if pair else None,
+        frame,
+        None,
+        label_column,
+        label_columns,
+        data,
+        kind,
+        skipped,
+    )
 
 
 def _check_columns(frame, label_columns) -> None:
     missing = [c for c in label_columns if c not in frame.columns]
     if missing:
-        raise UserError(f"{frame['_file'].iloc[0]}: no label column {missing[0]!r}; its columns "
-                        f"are {[c for c in frame.columns if not str(c).startswith('_')]}")
+        raise UserError(
+            f"{frame['_file'].iloc[0]}: no label column {missing[0]!r}; its columns "
+            f"are {[c for c in frame.columns if not str(c).startswith('_')]}"
+        )
 
 
 def labels_of(rows: LabelledFile, task, names: list):

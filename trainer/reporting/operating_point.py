@@ -1,6 +1,7 @@
 """report.html's precision-recall curve on validation with the chosen operating point
 (--target-precision/--target-recall: trainer.training.operating_point) marked, one curve per
 decision the task names (Task.operating_curves), noted with the task's words for the point."""
+
 import numpy as np
 
 from trainer.reporting.figures import new_figure, to_png
@@ -12,12 +13,20 @@ def figures(metrics: dict, predictions, task) -> list:
     if not point or "validation" not in predictions:
         return []
     curves = task.operating_curves(point, predictions["validation"], metrics["labels"])
-    note = (f"{task.describe_operating_point(point, metrics['labels'])} trainer.predict and trainer.serve decide there. "
-            f"The curve: validation precision against recall as the threshold moves; the dot is the "
-            f"chosen threshold. A curve without a dot could not reach the target and keeps its usual "
-            f"decision.")
-    return [("precision_recall.png", "Precision-recall curve: validation",
-             precision_recall(curves, point["target"], point["value"]), note)]
+    note = (
+        f"{task.describe_operating_point(point, metrics['labels'])} trainer.predict and trainer.serve decide there. "
+        f"The curve: validation precision against recall as the threshold moves; the dot is the "
+        f"chosen threshold. A curve without a dot could not reach the target and keeps its usual "
+        f"decision."
+    )
+    return [
+        (
+            "precision_recall.png",
+            "Precision-recall curve: validation",
+            precision_recall(curves, point["target"], point["value"]),
+            note,
+        )
+    ]
 
 
 def precision_recall(curves, target: str, value: float) -> bytes:
@@ -30,11 +39,17 @@ def precision_recall(curves, target: str, value: float) -> bytes:
         if not np.any(truth):
             continue
         precision, recall, _ = precision_recall_curve(truth, np.asarray(scores, np.float64))
-        line, = ax.plot(recall, precision, label=str(name), drawstyle="steps-post")
+        (line,) = ax.plot(recall, precision, label=str(name), drawstyle="steps-post")
         if point["reached"]:
             chosen = point["validation"]
-            ax.plot(chosen["recall"], chosen["precision"], "o", color=line.get_color(), markersize=9,
-                    label=f"{name}: threshold {point['threshold']:.3f}")
+            ax.plot(
+                chosen["recall"],
+                chosen["precision"],
+                "o",
+                color=line.get_color(),
+                markersize=9,
+                label=f"{name}: threshold {point['threshold']:.3f}",
+            )
     if target == "precision":
         ax.axhline(value, color="gray", linestyle="--", label=f"target precision {value:g}")
     else:

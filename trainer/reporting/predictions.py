@@ -10,6 +10,7 @@ with the exported model (`recompute`): its outputs turned back into the model's
 The data comes back from config.json alone: `load_datasets` re-reads and re-splits it exactly
 as training did (seeded).
 """
+
 import logging
 
 from trainer.errors import UserError
@@ -36,8 +37,7 @@ def decide_as_export(task, module) -> float:
 
 def check_names(names, label_names, model_dir: str) -> None:
     if list(names) != list(label_names):
-        raise UserError(f"{model_dir}: the model's labels {list(names)} are not the run's "
-                        f"{list(label_names)}")
+        raise UserError(f"{model_dir}: the model's labels {list(names)} are not the run's {list(label_names)}")
 
 
 def recompute(config, model_dir: str, label_names, task) -> dict:
@@ -48,8 +48,10 @@ def recompute(config, model_dir: str, label_names, task) -> dict:
 
     datasets = load_datasets(config, task)
     if list(datasets.labels.names) != list(label_names):
-        raise UserError(f"the run's data now yields labels {list(datasets.labels.names)}, but the "
-                        f"run trained on {list(label_names)}: its data files changed since")
+        raise UserError(
+            f"the run's data now yields labels {list(datasets.labels.names)}, but the "
+            f"run trained on {list(label_names)}: its data files changed since"
+        )
     loaded = export.load_module(model_dir)  # the whole module: token-sorted ladder batches
     temperature = decide_as_export(task, loaded)
     evaluated = {name: split for name, split in datasets.splits().items() if name != "train"}

@@ -6,15 +6,21 @@ single loop takes them in arrival order, up to `max_batch_size` texts, once the 
 so the server keeps accepting and parsing requests meanwhile; those form the next batch.
 Within a batch, `run_batch` (trainer.serving.predict.predict_instances) sorts texts by length.
 """
+
 import asyncio
 import collections
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from typing import Callable, List, Sequence, Tuple
 
 
 class MicroBatcher:
-    def __init__(self, run_batch: Callable[[List[str]], Tuple[object, list]], max_batch_size: int,
-                 max_wait: float, executor: Executor):
+    def __init__(
+        self,
+        run_batch: Callable[[list[str]], tuple[object, list]],
+        max_batch_size: int,
+        max_wait: float,
+        executor: Executor,
+    ):
         self._run_batch = run_batch
         self._max_batch_size = max_batch_size
         self._max_wait = max_wait
@@ -50,7 +56,7 @@ class MicroBatcher:
             start = 0
             for request_texts, future, _ in batch:
                 if not future.done():  # a client that hung up has a cancelled future
-                    future.set_result((probabilities[start:start + len(request_texts)], names))
+                    future.set_result((probabilities[start : start + len(request_texts)], names))
                 start += len(request_texts)
 
     def _queued(self) -> int:

@@ -5,10 +5,10 @@ columns training read (`text_column`, `text_pair_column`), named by flags or det
 dir copied on its own (Vertex's AIP_STORAGE_URI copy of it) has no job dir around it: its
 columns are unknown, and trainer.predict detects them as the trainer does.
 """
+
 import json
 import os
 import posixpath
-from typing import Optional
 
 from trainer import storage
 from trainer.errors import UserError
@@ -16,7 +16,7 @@ from trainer.errors import UserError
 UNKNOWN = (None, None)
 
 
-def run_dir(model_dir: str) -> Optional[str]:
+def run_dir(model_dir: str) -> str | None:
     """The job dir of the finished run whose export `model_dir` is (JOB_DIR/model, beside
     JOB_DIR/metrics.json), or None for a model dir on its own."""
     model_dir = str(model_dir).rstrip("/")
@@ -37,8 +37,7 @@ def model_columns(model_dir: str) -> tuple:
     try:
         metrics = json.loads(storage.read_text(metrics_path))
     except json.JSONDecodeError as e:
-        raise UserError(f"{metrics_path}: not valid JSON ({e}); the model's text columns are read "
-                        f"from it") from None
+        raise UserError(f"{metrics_path}: not valid JSON ({e}); the model's text columns are read from it") from None
     if not isinstance(metrics, dict) or not isinstance(metrics.get("text_column"), str):
         return UNKNOWN
     pair = metrics.get("text_pair_column")

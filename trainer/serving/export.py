@@ -10,8 +10,9 @@ It computes in float32 whatever the training precision (`computing_in_float32`):
 are float32 under every policy, and a model that serves in float16 or bfloat16 runs slowly, or
 not at all, on CPUs without native support, for no gain in its predictions.
 """
+
 import contextlib
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import tensorflow as tf
 import tf_keras
@@ -19,22 +20,25 @@ import tf_keras
 from trainer import storage, tasks
 from trainer.data import input_pipeline
 from trainer.explaining import exported
+from trainer.modeling.encoders.layers import INPUT_KEYS
 from trainer.serving import model_dir as model_dir_lib
+
 # trainer.training.results checks the validation outputs through this module
 from trainer.serving.finite import check_finite_outputs  # noqa: F401
-from trainer.modeling.encoders.layers import INPUT_KEYS
 
 SIGNATURE = "serving_default"
 
 
-def serving_module(task, preprocessor, model: tf_keras.Model, label_names: Sequence[str],
-                   max_seq_length: int, **sentence):
+def serving_module(
+    task, preprocessor, model: tf_keras.Model, label_names: Sequence[str], max_seq_length: int, **sentence
+):
     """The export of a `task` model: ServingModule with the sentence settings `sentence`
     (temperature, pair, long_texts, decisions), or a tagger's (serving/tagging.TaggingModule,
     words in, entities out), which has none of them (its task refuses the flags behind them).
     The run's export and its checked copies (trainer.serving.quantize) are both built here."""
     if task.unit == "word":
         from trainer.serving import tagging
+
         return tagging.TaggingModule(preprocessor, model, label_names, max_seq_length)
     return ServingModule(preprocessor, model, label_names, max_seq_length, task=task, **sentence)
 
@@ -43,9 +47,18 @@ class ServingModule(tf.Module):
     """The export of any task: `task` (default: --task auto's) computes its outputs from the
     classifier's, with `decisions` (default: the task's export_decisions) saved as variables."""
 
-    def __init__(self, preprocessor, classifier: tf_keras.Model, label_names: Sequence[str],
-                 max_seq_length: int, temperature: float = 1.0, pair: bool = False,
-                 long_texts="truncate", task=None, decisions: Optional[dict] = None):
+    def __init__(
+        self,
+        preprocessor,
+        classifier: tf_keras.Model,
+        label_names: Sequence[str],
+        max_seq_length: int,
+        temperature: float = 1.0,
+        pair: bool = False,
+        long_texts="truncate",
+        task=None,
+        decisions: dict | None = None,
+    ):
         super().__init__(name="text_classifier")
         self.task = task or tasks.by_name(tasks.AUTO)
         self.preprocessor = preprocessor
@@ -55,9 +68,12 @@ class ServingModule(tf.Module):
         self._long_texts = input_pipeline.LongTexts.of(long_texts)
         self.long_texts = tf.Variable(self._long_texts.mode, trainable=False, name="long_texts")
         self.window_overlap, self.max_windows = (
-            tf.Variable(value, trainable=False, name=name) for name, value in (
+            tf.Variable(value, trainable=False, name=name)
+            for name, value in (
                 ("window_overlap", self._long_texts.window_overlap),
-                ("max_windows", self._long_texts.max_windows)))
+                ("max_windows", self._long_texts.max_windows),
+            )
+        )
         # Only the classifier's variables are tracked, not the Keras model: saving a Keras model
         # serializes (and traces) every layer and, once compiled, its optimizer slots too: a
         # 3x larger and several times slower export for nothing the serving function needs.
@@ -82,13 +98,16 @@ class ServingModule(tf.Module):
         # The signature's two halves, saved as functions of their own: batch prediction
         # (trainer.serving.predict) tokenizes first, to batch texts of equal token counts.
         self.tokenize = tf.function(self._tokenize, input_signature=texts)
-        self.predict_tokens = tf.function(self._predict_tokens, input_signature=[
-            {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_KEYS}])
+        self.predict_tokens = tf.function(
+            self._predict_tokens,
+            input_signature=[{name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_KEYS}],
+        )
         self.serve = tf.function(self._serve_pair if pair else self._serve, input_signature=texts)
         # The head's outputs of the classifier's logits (scores), saved on their own: a model
         # computed elsewhere (the int8 one, trainer.serving.tflite) returns exactly these.
-        self.outputs = tf.function(self._outputs_of, input_signature=[
-            tf.TensorSpec([None, None], tf.float32, name="logits")])
+        self.outputs = tf.function(
+            self._outputs_of, input_signature=[tf.TensorSpec([None, None], tf.float32, name="logits")]
+        )
         # Token attributions of these outputs (trainer.explaining.exported); None, and not
         # saved, for an encoder whose word embeddings cannot be fed (TF-Hub).
         self.explain_tokens = exported.saved_function(self, classifier, preprocessor)
@@ -127,8 +146,7 @@ def saved_long_texts(module) -> input_pipeline.LongTexts:
     windows = getattr(module, "max_windows", None)
     if windows is None:
         return input_pipeline.LongTexts(mode.numpy().decode())
-    return input_pipeline.LongTexts(mode.numpy().decode(), int(module.window_overlap.numpy()),
-                                    int(windows.numpy()))
+    return input_pipeline.LongTexts(mode.numpy().decode(), int(module.window_overlap.numpy()), int(windows.numpy()))
 
 
 @contextlib.contextmanager
@@ -141,8 +159,11 @@ def computing_in_float32(classifier: tf_keras.Model, enabled: bool = True):
     computing in float32 and leaves the trained model as it was. `enabled=False` keeps the
     training precision.
     """
-    layers = [layer for layer in (classifier, *classifier.submodules)
-              if enabled and isinstance(layer, tf_keras.layers.Layer) and layer.dtype_policy.compute_dtype != "float32"]
+    layers = [
+        layer
+        for layer in (classifier, *classifier.submodules)
+        if enabled and isinstance(layer, tf_keras.layers.Layer) and layer.dtype_policy.compute_dtype != "float32"
+    ]
     policies = [layer.dtype_policy for layer in layers]
     try:
         for layer in layers:
@@ -153,8 +174,7 @@ def computing_in_float32(classifier: tf_keras.Model, enabled: bool = True):
             layer._set_dtype_policy(policy)
 
 
-def export(module: ServingModule, model_dir: str, write_dir: str = None,
-           job_dir: str = None) -> None:
+def export(module: ServingModule, model_dir: str, write_dir: str = None, job_dir: str = None) -> None:
     """Saves to a temporary sibling and renames into place: a reader never sees half a model.
     Only an export of this package's is ever replaced (trainer.serving.model_dir); its marker
     names `job_dir`, the training run's (None: an export made outside a run).

@@ -2,6 +2,7 @@
 text. Without TensorFlow (numpy only): both runtimes' predictions are checked here
 (trainer.serving.predict), and the export checks its validation outputs with it.
 """
+
 import numpy as np
 
 from trainer.errors import UserError
@@ -23,10 +24,12 @@ def check_finite_outputs(outputs, what: str) -> None:
     """
     bad = non_finite_rows(outputs)
     if len(bad):
-        raise UserError(f"the model's outputs are NaN or infinite on {len(bad)} of the "
-                        f"{len(outputs)} {what}: its weights are broken (a diverged training), "
-                        f"so it is neither exported nor served; retrain it with a lower "
-                        f"--learning-rate")
+        raise UserError(
+            f"the model's outputs are NaN or infinite on {len(bad)} of the "
+            f"{len(outputs)} {what}: its weights are broken (a diverged training), "
+            f"so it is neither exported nor served; retrain it with a lower "
+            f"--learning-rate"
+        )
 
 
 def finite_outputs(outputs: dict) -> dict:

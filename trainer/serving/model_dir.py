@@ -9,8 +9,9 @@ a folder holding the run's inputs) is refused with one line, before the run read
 An export of another run is a finished model someone may be using: MARKER names the job dir of
 the run that wrote it, and a run replaces it only with --overwrite (issue 64, 1).
 """
+
 import json
-from typing import Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import trainer
 from trainer import storage
@@ -19,16 +20,25 @@ from trainer.errors import UserError
 # The file every export carries: "this directory is ours to replace".
 MARKER = "trainer_export.json"
 # Every entry an export (and its checked copies) writes at its top level.
-ENTRIES = frozenset({MARKER, "saved_model.pb", "fingerprint.pb", "variables", "assets",
-                     "precisions.json", "bfloat16", "int8"})
+ENTRIES = frozenset(
+    {MARKER, "saved_model.pb", "fingerprint.pb", "variables", "assets", "precisions.json", "bfloat16", "int8"}
+)
 
 
-def write_marker(export_dir: str, job_dir: Optional[str] = None) -> None:
+def write_marker(export_dir: str, job_dir: str | None = None) -> None:
     """Marks a directory as an export of this package, and of the training run in `job_dir`
     (None: made outside a run); written before the directory is moved into place."""
-    storage.write_text_atomic(storage.join(export_dir, MARKER), json.dumps(
-        {"written_by": "vertex-bert-trainer", "trainer_version": trainer.__version__,
-         "job_dir": storage.normalized(job_dir) if job_dir else None}) + "\n")
+    storage.write_text_atomic(
+        storage.join(export_dir, MARKER),
+        json.dumps(
+            {
+                "written_by": "vertex-bert-trainer",
+                "trainer_version": trainer.__version__,
+                "job_dir": storage.normalized(job_dir) if job_dir else None,
+            }
+        )
+        + "\n",
+    )
 
 
 def check_run_may_replace(model_dir: str, job_dir: str, overwrite: bool) -> None:
@@ -37,19 +47,24 @@ def check_run_may_replace(model_dir: str, job_dir: str, overwrite: bool) -> None
     run's whichever run's marker it carries (a copied or moved job dir): jobdir.decide rules on
     replacing a finished run there."""
     check_replaceable(model_dir)
-    if overwrite or not storage.isdir(model_dir) or not storage.listdir(model_dir) or \
-            _same(model_dir, storage.join(job_dir, "model")):
+    if (
+        overwrite
+        or not storage.isdir(model_dir)
+        or not storage.listdir(model_dir)
+        or _same(model_dir, storage.join(job_dir, "model"))
+    ):
         return
     writer = _writer(model_dir)
     if writer is not None and _same(writer, job_dir):
         return
-    run = (f"the run in {writer}" if writer else
-           "another run (its trainer_export.json names no job dir)")
-    raise UserError(f"--model-dir: {model_dir} holds the model exported by {run}; pass "
-                    f"--overwrite to replace it, or choose another --model-dir")
+    run = f"the run in {writer}" if writer else "another run (its trainer_export.json names no job dir)"
+    raise UserError(
+        f"--model-dir: {model_dir} holds the model exported by {run}; pass "
+        f"--overwrite to replace it, or choose another --model-dir"
+    )
 
 
-def _writer(model_dir: str) -> Optional[str]:
+def _writer(model_dir: str) -> str | None:
     """The job dir of the run that wrote the export at `model_dir`: its marker's; for an export
     from before the marker recorded it, the job dir it sits in (a config.json beside it); else
     None."""
@@ -74,17 +89,21 @@ def check_replaceable(model_dir: str, flag: str = "--model-dir") -> None:
     if not storage.exists(model_dir):
         return
     if not storage.isdir(model_dir):
-        raise UserError(f"{flag}: {model_dir} is a file; an export is a directory, and nothing "
-                        f"replaces a file it did not write. Choose a new or empty directory")
+        raise UserError(
+            f"{flag}: {model_dir} is a file; an export is a directory, and nothing "
+            f"replaces a file it did not write. Choose a new or empty directory"
+        )
     entries = sorted(name.rstrip("/") for name in storage.listdir(model_dir))
     foreign = [name for name in entries if name not in ENTRIES]
     if not entries:
         return
     if foreign or not _is_export(model_dir, entries):
         shown = ", ".join((foreign or entries)[:3]) + (", ..." if len(foreign or entries) > 3 else "")
-        raise UserError(f"{flag}: {model_dir} holds files this trainer did not write ({shown}); "
-                        f"a run replaces only its own export there. Choose a new or empty "
-                        f"directory, or move those files")
+        raise UserError(
+            f"{flag}: {model_dir} holds files this trainer did not write ({shown}); "
+            f"a run replaces only its own export there. Choose a new or empty "
+            f"directory, or move those files"
+        )
 
 
 def _is_export(model_dir: str, entries: list) -> bool:
@@ -93,20 +112,26 @@ def _is_export(model_dir: str, entries: list) -> bool:
     if MARKER in entries:
         return True
     parent, _, name = model_dir.rstrip("/").rpartition("/")
-    return ("saved_model.pb" in entries and name == "model" and bool(parent)
-            and storage.exists(storage.join(parent, "config.json")))
+    return (
+        "saved_model.pb" in entries
+        and name == "model"
+        and bool(parent)
+        and storage.exists(storage.join(parent, "config.json"))
+    )
 
 
-def check_apart(model_dir: str, others: Sequence[Tuple[str, str]]) -> None:
+def check_apart(model_dir: str, others: Sequence[tuple[str, str]]) -> None:
     """Refuses a --model-dir that is, or contains, another path of the run ((flag, path) pairs:
     the job dir, checkpoints, TensorBoard logs, the caches and every input, globs included):
     replacing the export would delete it. Paths only; no file is read."""
     for flag, path in others:
         if path and _may_lie_within(path, model_dir):
             where = "is" if storage.normalized(path) == storage.normalized(model_dir) else "holds"
-            raise UserError(f"--model-dir: {model_dir} {where} {flag} {path}; the export replaces "
-                            f"everything in --model-dir. Choose a directory of its own (by "
-                            f"default JOB_DIR/model)")
+            raise UserError(
+                f"--model-dir: {model_dir} {where} {flag} {path}; the export replaces "
+                f"everything in --model-dir. Choose a directory of its own (by "
+                f"default JOB_DIR/model)"
+            )
 
 
 def _may_lie_within(path: str, parent: str) -> bool:

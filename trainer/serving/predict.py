@@ -15,6 +15,7 @@ An ONNX copy (--runtime onnx) is loaded so that it reads like an export (serving
 its own `tokenize` and `predict_tokens`), so the same code runs it, also where TensorFlow is
 not installed.
 """
+
 import argparse
 import contextlib
 import csv
@@ -28,7 +29,8 @@ import time
 from trainer import cli, helptext, progress, storage
 from trainer import reading as data
 from trainer.errors import UserError
-from trainer.serving import columns as trained, protocol, variants
+from trainer.serving import columns as trained
+from trainer.serving import protocol, variants
 
 CHUNK_ROWS = 8192
 TOKENIZE_ROWS = 1024
@@ -36,12 +38,16 @@ NOTE_COLUMN = "note"
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
-    parser = cli.ArgumentParser(prog="python -m trainer.predict", description=__doc__.splitlines()[0],
-                                     formatter_class=helptext.DefaultsShown)
+    parser = cli.ArgumentParser(
+        prog="python -m trainer.predict", description=__doc__.splitlines()[0], formatter_class=helptext.DefaultsShown
+    )
     add_input_arguments(parser)
-    parser.add_argument("--output", required=True,
-                        help="Where to write: .csv, .tsv, .jsonl (JSON Lines) or .json (one JSON "
-                             "array), each plain or .gz (local or gs://).")
+    parser.add_argument(
+        "--output",
+        required=True,
+        help="Where to write: .csv, .tsv, .jsonl (JSON Lines) or .json (one JSON "
+        "array), each plain or .gz (local or gs://).",
+    )
     add_copy_arguments(parser, "computes")
     parser.add_argument("--batch-size", type=int, default=128, help="Texts per model call.")
     add_run_arguments(parser)
@@ -53,34 +59,49 @@ def add_input_arguments(parser, input_help: str = "") -> None:
     and trainer.evaluate share (they read their --input exactly as this does; `input_help`
     says what else --input may be)."""
     parser.add_argument("--model-dir", required=True, help="An exported model (JOB_DIR/model).")
-    parser.add_argument("--input", required=True,
-                        help="CSV, TSV, JSON Lines or JSON array file, plain or .gz (local or gs://)."
-                             + input_help)
-    parser.add_argument("--delimiter", default=None,
-                        help="As the trainer's --delimiter: the field separator of a .csv --input "
-                             "(';' for a CSV saved by Excel in a European locale). Default: ','.")
-    parser.add_argument("--text-column", default=None,
-                        help="Column holding the text; by default the model's own (the one it was "
-                             "trained on) if the file has it, else detected as the trainer does.")
-    parser.add_argument("--text-pair-column", default=None,
-                        help="Column holding the second text, for a sentence-pair model; by "
-                             "default the model's own if the file has it, else detected as the "
-                             "trainer does (sentence1/sentence2, ...).")
+    parser.add_argument(
+        "--input",
+        required=True,
+        help="CSV, TSV, JSON Lines or JSON array file, plain or .gz (local or gs://)." + input_help,
+    )
+    parser.add_argument(
+        "--delimiter",
+        default=None,
+        help="As the trainer's --delimiter: the field separator of a .csv --input "
+        "(';' for a CSV saved by Excel in a European locale). Default: ','.",
+    )
+    parser.add_argument(
+        "--text-column",
+        default=None,
+        help="Column holding the text; by default the model's own (the one it was "
+        "trained on) if the file has it, else detected as the trainer does.",
+    )
+    parser.add_argument(
+        "--text-pair-column",
+        default=None,
+        help="Column holding the second text, for a sentence-pair model; by "
+        "default the model's own if the file has it, else detected as the "
+        "trainer does (sentence1/sentence2, ...).",
+    )
 
 
 def add_copy_arguments(parser, does: str) -> None:
     """--runtime and --precision: which of the model dir's copies `does` (trainer.predict's,
     trainer.serve's, trainer.evaluate's)."""
-    parser.add_argument("--runtime", default="auto", choices=variants.RUNTIMES,
-                        help=variants.RUNTIME_HELP)
-    parser.add_argument("--precision", default="auto", choices=variants.PRECISIONS,
-                        help=f"Which of the model dir's models {does}: {variants.AUTO_HELP}")
+    parser.add_argument("--runtime", default="auto", choices=variants.RUNTIMES, help=variants.RUNTIME_HELP)
+    parser.add_argument(
+        "--precision",
+        default="auto",
+        choices=variants.PRECISIONS,
+        help=f"Which of the model dir's models {does}: {variants.AUTO_HELP}",
+    )
 
 
 def add_run_arguments(parser) -> None:
     """Progress lines and overwriting an existing --output (trainer.predict's, trainer.explain's)."""
-    parser.add_argument("--log-every-seconds", type=float, default=10.0,
-                        help="Seconds between progress lines (rows/s and ETA).")
+    parser.add_argument(
+        "--log-every-seconds", type=float, default=10.0, help="Seconds between progress lines (rows/s and ETA)."
+    )
     parser.add_argument("--overwrite", action="store_true", help="Replace an existing --output.")
 
 
@@ -88,18 +109,21 @@ def text_columns(chunk, args, pair_model: bool, model_columns: tuple = (None, No
     """(text column, pair column or None) of the input, as the model needs them: a flag names
     its column; else the model's own column (`model_columns`, trained.model_columns) if the
     file holds it; else the trainer's detection."""
-    text_column, pair_column = (flag or (data.find_column(chunk, column) if column else None)
-                                for flag, column in zip((args.text_column, args.text_pair_column),
-                                                        model_columns))
+    text_column, pair_column = (
+        flag or (data.find_column(chunk, column) if column else None)
+        for flag, column in zip((args.text_column, args.text_pair_column), model_columns)
+    )
     if not pair_model:
         if args.text_pair_column:
             raise UserError("--text-pair-column: this model reads one text per row, not pairs")
         return data.pick_column(chunk, text_column, data.TEXT_COLUMNS, "--text-column", "text"), None
     text, pair = data.pick_text_columns(chunk, text_column, pair_column)
     if pair is None:
-        raise UserError(f"{chunk['_file'].iloc[0]}: this model reads sentence pairs, and no pair "
-                        f"of columns ({', '.join('/'.join(p) for p in data.PAIR_COLUMNS)}) was "
-                        f"found; name the second text with --text-pair-column")
+        raise UserError(
+            f"{chunk['_file'].iloc[0]}: this model reads sentence pairs, and no pair "
+            f"of columns ({', '.join('/'.join(p) for p in data.PAIR_COLUMNS)}) was "
+            f"found; name the second text with --text-pair-column"
+        )
     return text, pair
 
 
@@ -140,9 +164,9 @@ def tokenize(model, texts, pairs=None) -> dict:
 
     parts = []
     for start in range(0, max(len(texts), 1), TOKENIZE_ROWS):
-        args = [np.asarray(texts[start:start + TOKENIZE_ROWS], dtype=object)]
+        args = [np.asarray(texts[start : start + TOKENIZE_ROWS], dtype=object)]
         if pairs is not None:
-            args.append(np.asarray(pairs[start:start + TOKENIZE_ROWS], dtype=object))
+            args.append(np.asarray(pairs[start : start + TOKENIZE_ROWS], dtype=object))
         parts.append({k: np.asarray(v) for k, v in model.tokenize(*args).items()})
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
@@ -171,7 +195,7 @@ def token_batches(features: dict, batch_size: int, ladder=None):
     starts = np.flatnonzero(np.diff(rung, prepend=-1))
     for begin, end in zip(starts, [*starts[1:], len(order)]):
         for first in range(begin, end, batch_size):
-            rows = order[first:min(first + batch_size, end)]
+            rows = order[first : min(first + batch_size, end)]
             width = int(rung[first])
             yield rows, {k: v[rows, :width] for k, v in features.items()}
 
@@ -183,7 +207,7 @@ def _char_batches(texts, batch_size: int, pairs=None):
     lengths = [len(t) for t in texts] if pairs is None else [len(a) + len(b) for a, b in zip(texts, pairs)]
     order = np.argsort(lengths, kind="stable")
     for start in range(0, len(texts), batch_size):
-        rows = order[start:start + batch_size]
+        rows = order[start : start + batch_size]
         inputs = {"text": np.asarray([texts[i] for i in rows], dtype=object)}
         if pairs is not None:
             inputs["text_pair"] = np.asarray([pairs[i] for i in rows], dtype=object)
@@ -231,8 +255,7 @@ def _room_for(collected, value, rows: int):
     after a row's last word, as its count says)."""
     import numpy as np
 
-    shape = (rows, *value.shape[1:]) if collected is None else (
-        rows, *np.maximum(collected.shape[1:], value.shape[1:]))
+    shape = (rows, *value.shape[1:]) if collected is None else (rows, *np.maximum(collected.shape[1:], value.shape[1:]))
     if collected is not None and collected.shape == shape:
         return collected
     wider = np.zeros(shape, value.dtype)
@@ -273,8 +296,7 @@ def predict_classes(model, texts, batch_size: int, pairs=None, features=None):
     (--target-precision/--target-recall) its positive class at or above that threshold."""
     import numpy as np
 
-    out = predict_outputs(model, texts, batch_size, pairs, features,
-                          ("probabilities", "label_index", "label_names"))
+    out = predict_outputs(model, texts, batch_size, pairs, features, ("probabilities", "label_index", "label_names"))
     return out["probabilities"], label_names_of(out), out["label_index"].astype(np.int64)
 
 
@@ -350,23 +372,25 @@ def write_frame(frame, handle, fmt: str, first: bool) -> None:
         values = frame[column].astype(str)
         bad = values.str.contains("[\t\r\n]", regex=True)
         if bad.any():
-            raise UserError(f"--output: a value of column {column!r} holds a tab or a line break, which "
-                            f"TSV cannot hold (input row {bad.to_numpy().argmax() + 1} of this chunk); "
-                            f"write .csv or .jsonl instead")
+            raise UserError(
+                f"--output: a value of column {column!r} holds a tab or a line break, which "
+                f"TSV cannot hold (input row {bad.to_numpy().argmax() + 1} of this chunk); "
+                f"write .csv or .jsonl instead"
+            )
     frame.to_csv(handle, sep="\t", index=False, header=first, quoting=csv.QUOTE_NONE)
 
 
 def _json_cells(frame):
     """The frame with each list cell (a tagger's entities and tags) as its JSON text: a CSV or
     TSV cell holds text."""
-    nested = [c for c in frame.columns if frame[c].dtype == object
-              and isinstance(next(iter(frame[c].dropna()), None), list)]
+    nested = [
+        c for c in frame.columns if frame[c].dtype == object and isinstance(next(iter(frame[c].dropna()), None), list)
+    ]
     if not nested:
         return frame
     frame = frame.copy()
     for column in nested:
-        frame[column] = frame[column].map(
-            lambda v: json.dumps(v, ensure_ascii=False) if isinstance(v, list) else v)
+        frame[column] = frame[column].map(lambda v: json.dumps(v, ensure_ascii=False) if isinstance(v, list) else v)
     return frame
 
 
@@ -439,8 +463,9 @@ def _scratch_file(output: str):
     try:
         if scratch_dir:
             os.makedirs(scratch_dir, exist_ok=True)
-        return tempfile.NamedTemporaryFile("wb", dir=scratch_dir, prefix=".predict-", delete=False,
-                                           suffix=os.path.splitext(output)[1])
+        return tempfile.NamedTemporaryFile(
+            "wb", dir=scratch_dir, prefix=".predict-", delete=False, suffix=os.path.splitext(output)[1]
+        )
     except OSError as e:
         raise UserError(f"--output: cannot write {output}: {e.strerror} ({e.filename})") from None
 
@@ -499,11 +524,15 @@ def limit_note(model, count: int, rows: int) -> str:
     """The line saying what became of the rows at the model's limit (at_limit)."""
     flags = long_texts_of(model)
     if flags.mode == "windows":
-        return (f"{count} of {rows} texts filled --max-windows {flags.max_windows} windows: an end "
-                f"past them was not read (--long-texts windows)")
+        return (
+            f"{count} of {rows} texts filled --max-windows {flags.max_windows} windows: an end "
+            f"past them was not read (--long-texts windows)"
+        )
     kept = "first and last" if flags.mode == "head-tail" else "first"
-    return (f"{count} of {rows} texts reached the model's --max-seq-length: a longer text was cut to "
-            f"its {kept} tokens (--long-texts {flags.mode})")
+    return (
+        f"{count} of {rows} texts reached the model's --max-seq-length: a longer text was cut to "
+        f"its {kept} tokens (--long-texts {flags.mode})"
+    )
 
 
 def long_texts_of(model):
@@ -530,11 +559,12 @@ def predict_file(model, args, out_fmt: str, handle) -> int:
         rows, read, full = rows + len(frame), read + size, full + limit
     meter.update(rows, fraction=1.0)
     seconds = meter.seconds()
-    print(f"predicted {rows} rows in {progress.clock(seconds)} ({rows / max(seconds, 1e-9):,.1f} rows/s)",
-          flush=True)
+    print(f"predicted {rows} rows in {progress.clock(seconds)} ({rows / max(seconds, 1e-9):,.1f} rows/s)", flush=True)
     if empty:
-        print(f"{empty} of {rows} rows have an empty text: no prediction, and the {NOTE_COLUMN} "
-              f"column says so", flush=True)
+        print(
+            f"{empty} of {rows} rows have an empty text: no prediction, and the {NOTE_COLUMN} column says so",
+            flush=True,
+        )
     if full:
         print(limit_note(model, full, rows), flush=True)
     return rows
@@ -556,8 +586,7 @@ def main(argv=None) -> int:
         check_input_columns(args, path if variants.runtime_of(precision) == "onnx" else None)
         model = variants.load(args.model_dir, precision)
         warm_up(model)
-        print(f"loaded the {precision} model ({path}) in "
-              f"{progress.clock(time.monotonic() - started)}", flush=True)
+        print(f"loaded the {precision} model ({path}) in {progress.clock(time.monotonic() - started)}", flush=True)
         rows = predict_file(model, args, out_fmt, handle)
     print(f"wrote {rows} rows with predictions to {args.output}")
     return 0

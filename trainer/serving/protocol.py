@@ -12,6 +12,7 @@ kind's (Task.served_predictions, through trainer.serving.predict.predict_instanc
 Every problem is a RequestError naming what is wrong and where, answered as a 4xx with
 `{"error": "..."}`; nothing a client sends can stop the server.
 """
+
 import json
 
 # Vertex's limit for an online prediction request on a shared public endpoint.
@@ -22,8 +23,15 @@ PARAMETERS = ("explain",)
 # An empty text gets this note instead of a prediction: training refuses empty texts, so a label
 # for one would be confident and meaningless.
 EMPTY_NOTE = "empty text: no prediction"
-_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
-               int: "a number", float: "a number", type(None): "null"}
+_JSON_TYPES = {
+    dict: "an object",
+    list: "an array",
+    str: "a string",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+    type(None): "null",
+}
 
 
 class RequestError(Exception):
@@ -46,11 +54,13 @@ def parse_json(body: bytes):
     except UnicodeDecodeError:
         raise RequestError(400, "body is not UTF-8 text: send JSON encoded as UTF-8") from None
     except json.JSONDecodeError as e:
-        raise RequestError(400, f"body is not JSON ({e.msg} at character {e.pos}): expected "
-                                f'{{"instances": ["text", ...]}}') from None
+        raise RequestError(
+            400, f'body is not JSON ({e.msg} at character {e.pos}): expected {{"instances": ["text", ...]}}'
+        ) from None
     except RecursionError:  # arrays or objects nested thousands deep
-        raise RequestError(400, 'body nests arrays or objects too deeply: expected '
-                                '{"instances": ["text", ...]}') from None
+        raise RequestError(
+            400, 'body nests arrays or objects too deeply: expected {"instances": ["text", ...]}'
+        ) from None
 
 
 def read_instances(payload, max_instances: int, pair: bool = False, columns: tuple = (None, None)) -> list:
@@ -67,8 +77,11 @@ def read_instances(payload, max_instances: int, pair: bool = False, columns: tup
     if not instances:
         raise RequestError(400, '"instances" is empty: send at least one text')
     if len(instances) > max_instances:
-        raise RequestError(400, f'"instances" has {len(instances)} items, more than this server\'s '
-                                f"limit of {max_instances} (--max-instances): split the request")
+        raise RequestError(
+            400,
+            f'"instances" has {len(instances)} items, more than this server\'s '
+            f"limit of {max_instances} (--max-instances): split the request",
+        )
     check_parameters(payload.get("parameters"))
     forms = InstanceForms(pair, columns)
     return [forms.read(i, value) for i, value in enumerate(instances)]
@@ -81,11 +94,11 @@ def check_parameters(parameters) -> None:
         raise RequestError(400, f'"parameters" must be an object, got {json_type(parameters)}')
     unknown = sorted(set(parameters) - set(PARAMETERS))
     if unknown:
-        raise RequestError(400, f'"parameters": unknown parameter(s) {", ".join(unknown)}; this model '
-                                f'takes only "explain"')
+        raise RequestError(
+            400, f'"parameters": unknown parameter(s) {", ".join(unknown)}; this model takes only "explain"'
+        )
     if not isinstance(parameters.get("explain", False), bool):
-        raise RequestError(400, f'"parameters".explain: expected true or false, got '
-                                f'{json_type(parameters["explain"])}')
+        raise RequestError(400, f'"parameters".explain: expected true or false, got {json_type(parameters["explain"])}')
 
 
 def explain_requested(payload: dict) -> bool:
@@ -97,10 +110,21 @@ def explanations(explained, pair: bool = False) -> list:
     """`[{"label", "output", "baseline_output", "words": [{"word", "weight"(, "text")}]}]` per
     text, from trainer.explaining.attribute.explain_texts: every word in the text's order (a
     pair model's marked "text" or "text_pair"); a score's label is null."""
-    return [[{"label": e.target, "output": e.output, "baseline_output": e.baseline_output,
-              "words": [{"word": w.text, "weight": w.weight,
-                         **({"text": INSTANCE_FIELDS[w.segment]} if pair else {})} for w in e.words]}
-             for e in row] for row in explained]
+    return [
+        [
+            {
+                "label": e.target,
+                "output": e.output,
+                "baseline_output": e.baseline_output,
+                "words": [
+                    {"word": w.text, "weight": w.weight, **({"text": INSTANCE_FIELDS[w.segment]} if pair else {})}
+                    for w in e.words
+                ],
+            }
+            for e in row
+        ]
+        for row in explained
+    ]
 
 
 class InstanceForms:
@@ -111,11 +135,14 @@ class InstanceForms:
         self.pair = pair
         self.fields = INSTANCE_FIELDS if pair else INSTANCE_FIELDS[:1]
         # Each field's accepted names: its own, and the model's column when it has another name.
-        self.names = [(field,) + ((column,) if column and column != field else ())
-                      for field, column in zip(self.fields, columns)]
+        self.names = [
+            (field,) + ((column,) if column and column != field else ()) for field, column in zip(self.fields, columns)
+        ]
         own = tuple(names[-1] for names in self.names)
-        self.objects = " or ".join("{" + ", ".join(f'"{name}": "..."' for name in names) + "}"
-                                   for names in dict.fromkeys([tuple(self.fields), own]))
+        self.objects = " or ".join(
+            "{" + ", ".join(f'"{name}": "..."' for name in names) + "}"
+            for names in dict.fromkeys([tuple(self.fields), own])
+        )
         self.array = '["...", "..."]' if pair else '["..."]'
 
     def read(self, index: int, value):
@@ -129,14 +156,16 @@ class InstanceForms:
             return self._object(where, value)
         strings = "" if self.pair else "a string, "
         reads = " (this model reads sentence pairs)" if self.pair else ""
-        raise RequestError(400, f"{where}: expected {strings}{self.objects} or {self.array}{reads}, "
-                                f"got {json_type(value)}")
+        raise RequestError(
+            400, f"{where}: expected {strings}{self.objects} or {self.array}{reads}, got {json_type(value)}"
+        )
 
     def _array(self, where: str, value: list):
         if len(value) != len(self.fields):
             reads = "sentence pairs" if self.pair else "one text per instance"
-            raise RequestError(400, f"{where}: this model reads {reads}: expected {self.array}, got an "
-                                    f"array of {len(value)} items")
+            raise RequestError(
+                400, f"{where}: this model reads {reads}: expected {self.array}, got an array of {len(value)} items"
+            )
         for i, text in enumerate(value):
             if not isinstance(text, str):
                 raise RequestError(400, f"{where}[{i}]: expected a string, got {json_type(text)}")

@@ -16,9 +16,10 @@ The check (trainer.serving.agreement) runs both models on the same validation ro
 once, and times them: the copy is moved into place and listed in precisions.json only if it
 passed; otherwise it is deleted and the reason returned for the one line the caller prints.
 """
+
 import contextlib
 import time
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 import tensorflow as tf
 import tf_keras
@@ -55,15 +56,18 @@ def classifier_with(build: Callable[[], tuple], variables, policy: str) -> tuple
         preprocessor, model = build()
     targets, values = _weights(model.variables), _weights(variables)
     if [tuple(t.shape) for t in targets] != [tuple(v.shape) for v in values]:
-        raise UserError("the classifier built again does not match the trained one (another "
-                        "--encoder, --pooling or label set?); export the run again")
+        raise UserError(
+            "the classifier built again does not match the trained one (another "
+            "--encoder, --pooling or label set?); export the run again"
+        )
     for target, value in zip(targets, values):
         target.assign(value)
     return preprocessor, model
 
 
-def bfloat16_copy(build: Callable[[], tuple], variables, reference, task,
-                  label_names: Sequence[str], max_seq_length: int, pair: bool) -> tuple:
+def bfloat16_copy(
+    build: Callable[[], tuple], variables, reference, task, label_names: Sequence[str], max_seq_length: int, pair: bool
+) -> tuple:
     """(write(dir), load(dir)) of the bfloat16 SavedModel."""
     preprocessor, model = classifier_with(build, variables, "mixed_bfloat16")
     module = module_like(reference, preprocessor, model, task, label_names, max_seq_length, pair)
@@ -84,17 +88,25 @@ def int8_copy(build: Callable[[], tuple], variables, reference) -> tuple:
     return write, lambda path: tflite.int8_module(reference, tflite.read(path))
 
 
-def module_like(reference, preprocessor, model: tf_keras.Model, task, label_names: Sequence[str],
-                max_seq_length: int, pair: bool):
+def module_like(
+    reference, preprocessor, model: tf_keras.Model, task, label_names: Sequence[str], max_seq_length: int, pair: bool
+):
     """A serving module of `task` around `model` (export.serving_module) with the float32
     export's own temperature and decisions (Task.decisions_of_export: a binary model's
     threshold, multi-label's thresholds), and its --long-texts (an export from before it had
     one truncates)."""
     temperature = getattr(reference, "temperature", None)
-    return export.serving_module(task, preprocessor, model, label_names, max_seq_length,
-                                 temperature=1.0 if temperature is None else float(temperature.numpy()),
-                                 pair=pair, long_texts=export.saved_long_texts(reference),
-                                 decisions=task.decisions_of_export(reference))
+    return export.serving_module(
+        task,
+        preprocessor,
+        model,
+        label_names,
+        max_seq_length,
+        temperature=1.0 if temperature is None else float(temperature.numpy()),
+        pair=pair,
+        long_texts=export.saved_long_texts(reference),
+        decisions=task.decisions_of_export(reference),
+    )
 
 
 def decided(task, module, texts, pairs, features, batch_size: int) -> tuple:
@@ -112,14 +124,26 @@ def _outputs(task, module, texts, pairs, features, batch_size: int, every: bool 
 
     predict.warm_up(module)
     start = time.perf_counter()
-    outputs = predict.predict_outputs(module, texts, batch_size, pairs, features,
-                                      None if every else task.agreement_outputs())
+    outputs = predict.predict_outputs(
+        module, texts, batch_size, pairs, features, None if every else task.agreement_outputs()
+    )
     return outputs, len(texts) / max(time.perf_counter() - start, 1e-9)
 
 
-def export_checked(copy: tuple, reference, model_dir: str, precision: str, task, texts, pairs,
-                   labels, label_names: Sequence[str], batch_size: int, own_tokens: bool = False,
-                   max_difference: Optional[float] = None) -> dict:
+def export_checked(
+    copy: tuple,
+    reference,
+    model_dir: str,
+    precision: str,
+    task,
+    texts,
+    pairs,
+    labels,
+    label_names: Sequence[str],
+    batch_size: int,
+    own_tokens: bool = False,
+    max_difference: float | None = None,
+) -> dict:
     """Writes `copy` (bfloat16_copy's, int8_copy's or an ONNX copy's) as MODEL_DIR/<precision>
     if it agrees with `reference`, MODEL_DIR's float32 model as loaded, on these rows; returns
     the check's figures (`passed`, `why`) with both speeds. `own_tokens`: the copy tokenizes
@@ -137,20 +161,30 @@ def export_checked(copy: tuple, reference, model_dir: str, precision: str, task,
         float32, float32_speed = _outputs(task, reference, texts, pairs, features, batch_size, own_tokens)
         loaded = load(tmp)
         candidate, speed = _outputs(task, loaded, texts, pairs, features, batch_size, own_tokens)
-        figures = agreement.compare(task, task.agreement_values(float32), task.agreement_values(candidate),
-                                    labels, label_names)
+        figures = agreement.compare(
+            task, task.agreement_values(float32), task.agreement_values(candidate), labels, label_names
+        )
         if own_tokens:
-            _refuse_unless(figures, signature_parity(reference, loaded, float32, candidate, texts, max_difference)
-                           if features is None else
-                           parity(float32, candidate, features, predict.tokenize(loaded, texts, pairs),
-                                  texts, max_difference))
+            _refuse_unless(
+                figures,
+                signature_parity(reference, loaded, float32, candidate, texts, max_difference)
+                if features is None
+                else parity(
+                    float32, candidate, features, predict.tokenize(loaded, texts, pairs), texts, max_difference
+                ),
+            )
     except BaseException:
         if storage.exists(tmp):
             storage.remove(tmp)
         raise
-    figures.update(precision=precision, rows_per_second=speed, float32_rows_per_second=float32_speed,
-                   speedup=speed / float32_speed, size_bytes=storage.tree_size(tmp),
-                   float32_size_bytes=variants.float32_size(model_dir))
+    figures.update(
+        precision=precision,
+        rows_per_second=speed,
+        float32_rows_per_second=float32_speed,
+        speedup=speed / float32_speed,
+        size_bytes=storage.tree_size(tmp),
+        float32_size_bytes=variants.float32_size(model_dir),
+    )
     if not figures["passed"]:
         storage.remove(tmp)
         return figures
@@ -159,22 +193,31 @@ def export_checked(copy: tuple, reference, model_dir: str, precision: str, task,
     return figures
 
 
-def parity(float32: dict, candidate: dict, features: dict, own_features: dict, texts,
-           max_difference: Optional[float] = None) -> dict:
+def parity(
+    float32: dict, candidate: dict, features: dict, own_features: dict, texts, max_difference: float | None = None
+) -> dict:
     """A copy that tokenizes by itself against its float32 model: `token_rows_differing` (rows
     whose features differ) and `max_difference` (of any float output), with `why` when the
     features of a row differ or the difference passes `max_difference`."""
     import numpy as np
 
-    differing = np.flatnonzero(np.any([np.any(features[name] != own_features[name], axis=1)
-                                       for name in features], axis=0))
-    largest = max((float(np.max(np.abs(candidate[name] - value), initial=0.0))
-                   for name, value in float32.items() if value.dtype.kind == "f"), default=0.0)
+    differing = np.flatnonzero(
+        np.any([np.any(features[name] != own_features[name], axis=1) for name in features], axis=0)
+    )
+    largest = max(
+        (
+            float(np.max(np.abs(candidate[name] - value), initial=0.0))
+            for name, value in float32.items()
+            if value.dtype.kind == "f"
+        ),
+        default=0.0,
+    )
     return _parity(differing, largest, texts, max_difference)
 
 
-def signature_parity(reference, loaded, float32: dict, candidate: dict, texts,
-                     max_difference: Optional[float] = None) -> dict:
+def signature_parity(
+    reference, loaded, float32: dict, candidate: dict, texts, max_difference: float | None = None
+) -> dict:
     """parity of a copy that answers through its signature, a tagger's (trainer/serving/onnx/
     tagging.py), whose `tokenize` rows are windows, not texts: `token_rows_differing` counts
     the texts whose words or the windows they are read in differ, `max_difference` is of the
@@ -190,15 +233,16 @@ def signature_parity(reference, loaded, float32: dict, candidate: dict, texts,
     return _parity(differing, largest, texts, max_difference)
 
 
-def _parity(differing, largest: float, texts, max_difference: Optional[float]) -> dict:
+def _parity(differing, largest: float, texts, max_difference: float | None) -> dict:
     """parity's figures and reasons, of the rows whose tokens differ and the largest difference."""
     why = []
     if len(differing):
-        why.append(f"its tokenizer's ids differ from the float32 model's on {len(differing)} of "
-                   f"{len(texts)} validation rows (e.g. {str(texts[differing[0]])[:80]!r})")
+        why.append(
+            f"its tokenizer's ids differ from the float32 model's on {len(differing)} of "
+            f"{len(texts)} validation rows (e.g. {str(texts[differing[0]])[:80]!r})"
+        )
     if max_difference is not None and largest > max_difference:
-        why.append(f"its outputs differ from float32's by up to {largest:.2g} "
-                   f"(at most {max_difference:g} allowed)")
+        why.append(f"its outputs differ from float32's by up to {largest:.2g} (at most {max_difference:g} allowed)")
     return {"token_rows_differing": int(len(differing)), "max_difference": largest, "why": why}
 
 
@@ -213,11 +257,16 @@ def _refuse_unless(figures: dict, found: dict) -> None:
 
 def describe(figures: dict) -> str:
     """One line for the log: what was checked, and written or refused."""
-    agreed = ("" if figures["label_agreement"] is None else
-              agreement.agreed(figures["label_agreement"], figures.get("label_agreement_of", "rows")) + " ")
-    head = (f"{figures['precision']} model: {agreed}{figures['rows']} validation rows, "
-            f"{figures['metric']} {figures['value']:.4f} vs {figures['float32_value']:.4f} "
-            f"({figures['change_points']:+.2f} points), {figures['speedup']:.2f}x float32's speed here")
+    agreed = (
+        ""
+        if figures["label_agreement"] is None
+        else agreement.agreed(figures["label_agreement"], figures.get("label_agreement_of", "rows")) + " "
+    )
+    head = (
+        f"{figures['precision']} model: {agreed}{figures['rows']} validation rows, "
+        f"{figures['metric']} {figures['value']:.4f} vs {figures['float32_value']:.4f} "
+        f"({figures['change_points']:+.2f} points), {figures['speedup']:.2f}x float32's speed here"
+    )
     if not figures["passed"]:
         return f"{figures['precision']} model refused, not written: {figures['why']}"
     # Agreement decides whether a copy is written, not speed: a copy slower here may be faster

@@ -10,6 +10,7 @@ the health route answers 503 until it is ready (Vertex routes traffic only after
 Predictions are micro-batched (trainer.serving.batching) and computed by
 trainer.serving.predict.predict_texts, the code `python -m trainer.predict` runs.
 """
+
 import argparse
 import asyncio
 import contextlib
@@ -21,8 +22,8 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Mapping, Optional
 
 import uvicorn
 from starlette.applications import Starlette
@@ -33,10 +34,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from trainer import cli, helptext, installed
-from trainer.vertex import environment as vertex
 from trainer.errors import UserError
 from trainer.serving import columns, predict, protocol, variants
 from trainer.serving.batching import MicroBatcher
+from trainer.vertex import environment as vertex
 
 log = logging.getLogger("trainer")
 # Texts of several lengths, so each padded length the graph uses is compiled before traffic.
@@ -46,24 +47,30 @@ WARM_UP_TEXTS = [" ".join(["warm"] * n) for n in (1, 8, 24, 48, 96, 200)]
 class ModelService:
     """The model's life: loading (health 503), ready (predictions), or failed (the server exits)."""
 
-    def __init__(self, model_dir: str, max_batch_size: int, max_wait: float,
-                 on_failure: Callable[[], None] = lambda: None, precision: str = "auto",
-                 runtime: str = "auto"):
+    def __init__(
+        self,
+        model_dir: str,
+        max_batch_size: int,
+        max_wait: float,
+        on_failure: Callable[[], None] = lambda: None,
+        precision: str = "auto",
+        runtime: str = "auto",
+    ):
         self.model_dir = model_dir
         # --runtime and --precision: resolved against the model dir when loading
         self.runtime, self.precision = runtime, precision
         self.max_batch_size = max_batch_size
         self.max_wait = max_wait
         self.on_failure = on_failure
-        self.error: Optional[str] = None
+        self.error: str | None = None
         self.pair = False  # a sentence-pair model: instances hold text and text_pair
         self.columns = columns.UNKNOWN  # the model's own text columns, accepted as instance fields
-        self._batcher: Optional[MicroBatcher] = None
+        self._batcher: MicroBatcher | None = None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="inference")
         self._explainer = None  # the float32 module, loaded by the first {"explain": true}
         # Why {"explain": true} is refused for this model's kind (a tagger's), known once it loads:
         # answered before anything is predicted.
-        self.explain_refused: Optional[str] = None
+        self.explain_refused: str | None = None
 
     @property
     def ready(self) -> bool:
@@ -87,7 +94,7 @@ class ModelService:
             model = export.load_module(self.model_dir)
             attribute.require_explainable(model, self.model_dir)
             self._explainer = model
-        texts, pairs = (([a for a, _ in texts], [b for _, b in texts]) if self.pair else (texts, None))
+        texts, pairs = ([a for a, _ in texts], [b for _, b in texts]) if self.pair else (texts, None)
         explained = attribute.explain_texts(self._explainer, texts, pairs, OutputConfig().ig_steps)
         return protocol.explanations(explained, self.pair)
 
@@ -109,18 +116,19 @@ class ModelService:
         for instance in warm_up:
             run_batch([instance])
         run_batch(warm_up * (self.max_batch_size // len(warm_up) + 1))
-        log.info(f"model ready: {precision} ({path}), loaded and warmed up in "
-                 f"{time.perf_counter() - started:.1f}s")
+        log.info(f"model ready: {precision} ({path}), loaded and warmed up in {time.perf_counter() - started:.1f}s")
         return run_batch
 
-    def _explain_refusal(self, task) -> Optional[str]:
+    def _explain_refusal(self, task) -> str | None:
         """Why {"explain": true} is refused (None: the float32 SavedModel explains, loaded at the
         first request that asks, whichever copy predicts)."""
         if not installed.tensorflow():
             return str(installed.without('{"explain": true}'))
         if variants.onnx_copy_alone(self.model_dir):
-            return (f'{{"explain": true}}: explanations are computed by the float32 SavedModel, and '
-                    f'--model-dir {self.model_dir} is an ONNX copy on its own; serve its model dir')
+            return (
+                f'{{"explain": true}}: explanations are computed by the float32 SavedModel, and '
+                f"--model-dir {self.model_dir} is an ONNX copy on its own; serve its model dir"
+            )
         from trainer.explaining import attribute
 
         return attribute.refusal(task, self.model_dir)
@@ -161,7 +169,7 @@ def load_error(model_dir: str, error: Exception) -> str:
     return f"--model-dir {model_dir}: cannot load the model: {type(error).__name__}: {first_line}"
 
 
-def error_response(status: int, message: str, headers: Optional[Mapping[str, str]] = None) -> JSONResponse:
+def error_response(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
@@ -178,8 +186,9 @@ async def read_body(request: Request, limit: int = protocol.MAX_BODY_BYTES) -> b
             elif size > 8 * limit:
                 break
     if size > limit or (declared.isdigit() and int(declared) > limit):
-        raise protocol.RequestError(413, f"body is larger than {limit:,} bytes (Vertex AI's online "
-                                         f"prediction limit): split the request")
+        raise protocol.RequestError(
+            413, f"body is larger than {limit:,} bytes (Vertex AI's online prediction limit): split the request"
+        )
     return bytes(body)
 
 
@@ -207,13 +216,19 @@ class AccessLog:
         finally:
             if not (scope["path"] == self.health_route and status[0] == 200):
                 instances = scope.get("state", {}).get("instances")
-                log.info("%s %s %d %s %.1f ms", scope["method"], scope["path"], status[0],
-                         "-" if instances is None else f"{instances} instances",
-                         1000 * (time.perf_counter() - started))
+                log.info(
+                    "%s %s %d %s %.1f ms",
+                    scope["method"],
+                    scope["path"],
+                    status[0],
+                    "-" if instances is None else f"{instances} instances",
+                    1000 * (time.perf_counter() - started),
+                )
 
 
-def build_app(service: ModelService, env: vertex.ServingEnvironment, max_instances: int,
-              access_log: bool = True) -> Starlette:
+def build_app(
+    service: ModelService, env: vertex.ServingEnvironment, max_instances: int, access_log: bool = True
+) -> Starlette:
     loading = "the model is still loading; retry when the health route answers 200"
 
     async def health(request: Request):
@@ -230,8 +245,7 @@ def build_app(service: ModelService, env: vertex.ServingEnvironment, max_instanc
         try:
             predictions, _ = await service.predict(texts)
             if protocol.explain_requested(payload):
-                predictions = [{**p, "explanations": e}
-                               for p, e in zip(predictions, await service.explain(texts))]
+                predictions = [{**p, "explanations": e} for p, e in zip(predictions, await service.explain(texts))]
             return JSONResponse({"predictions": predictions})
         except UserError as e:  # {"explain": true} to a model exported without explain_tokens
             return error_response(400, str(e))
@@ -247,44 +261,69 @@ def build_app(service: ModelService, env: vertex.ServingEnvironment, max_instanc
     async def http_error(request: Request, error: HTTPException):
         """Starlette's own 404/405, in the same JSON shape as every other error."""
         routes = f"POST {env.predict_route} or GET {env.health_route}"
-        messages = {404: f"no route {request.url.path}: this server answers {routes}",
-                    405: f"{request.method} is not allowed on {request.url.path}: use {routes}"}
+        messages = {
+            404: f"no route {request.url.path}: this server answers {routes}",
+            405: f"{request.method} is not allowed on {request.url.path}: use {routes}",
+        }
         return error_response(error.status_code, messages.get(error.status_code, error.detail), error.headers)
 
-    return Starlette(routes=[Route(env.health_route, health, methods=["GET"]),
-                             Route(env.predict_route, predict, methods=["POST"])],
-                     exception_handlers={protocol.RequestError: request_error, HTTPException: http_error},
-                     middleware=[Middleware(AccessLog, health_route=env.health_route)] if access_log else [],
-                     lifespan=service.lifespan)
+    return Starlette(
+        routes=[Route(env.health_route, health, methods=["GET"]), Route(env.predict_route, predict, methods=["POST"])],
+        exception_handlers={protocol.RequestError: request_error, HTTPException: http_error},
+        middleware=[Middleware(AccessLog, health_route=env.health_route)] if access_log else [],
+        lifespan=service.lifespan,
+    )
 
 
 def build_arg_parser(env: vertex.ServingEnvironment) -> argparse.ArgumentParser:
-    parser = cli.ArgumentParser(prog="python -m trainer.serve", description=__doc__.splitlines()[0],
-                                     formatter_class=helptext.DefaultsShown)
-    parser.add_argument("--model-dir", default=env.storage_uri, required=env.storage_uri is None,
-                        help="An exported model (JOB_DIR/model), local or gs://. On Vertex AI: $AIP_STORAGE_URI.")
-    parser.add_argument("--host", default=env.host,
-                        help="Address to listen on. By default 127.0.0.1 (this machine only), or "
-                             "0.0.0.0 (all interfaces) when $AIP_HTTP_PORT is set, as in Vertex AI's "
-                             "container; pass 0.0.0.0 to be reached from other machines.")
+    parser = cli.ArgumentParser(
+        prog="python -m trainer.serve", description=__doc__.splitlines()[0], formatter_class=helptext.DefaultsShown
+    )
+    parser.add_argument(
+        "--model-dir",
+        default=env.storage_uri,
+        required=env.storage_uri is None,
+        help="An exported model (JOB_DIR/model), local or gs://. On Vertex AI: $AIP_STORAGE_URI.",
+    )
+    parser.add_argument(
+        "--host",
+        default=env.host,
+        help="Address to listen on. By default 127.0.0.1 (this machine only), or "
+        "0.0.0.0 (all interfaces) when $AIP_HTTP_PORT is set, as in Vertex AI's "
+        "container; pass 0.0.0.0 to be reached from other machines.",
+    )
     parser.add_argument("--port", type=int, default=env.port, help="Port ($AIP_HTTP_PORT on Vertex AI).")
-    parser.add_argument("--max-batch-size", type=int, default=64,
-                        help="Most texts of concurrent requests run through the model at once.")
-    parser.add_argument("--max-wait-ms", type=float, default=5.0,
-                        help="Longest a request waits for others to share its batch.")
+    parser.add_argument(
+        "--max-batch-size",
+        type=int,
+        default=64,
+        help="Most texts of concurrent requests run through the model at once.",
+    )
+    parser.add_argument(
+        "--max-wait-ms", type=float, default=5.0, help="Longest a request waits for others to share its batch."
+    )
     parser.add_argument("--max-instances", type=int, default=512, help="Most instances one request may carry.")
-    parser.add_argument("--drain-seconds", type=float, default=25.0,
-                        help="On SIGTERM, how long in-flight requests may take to finish.")
+    parser.add_argument(
+        "--drain-seconds", type=float, default=25.0, help="On SIGTERM, how long in-flight requests may take to finish."
+    )
     predict.add_copy_arguments(parser, "serves")
-    parser.add_argument("--no-access-log", dest="access_log", action="store_false",
-                        help="Turn off the access log: by default the server logs a line per "
-                             "request (method, route, status, instances, ms).")
+    parser.add_argument(
+        "--no-access-log",
+        dest="access_log",
+        action="store_false",
+        help="Turn off the access log: by default the server logs a line per "
+        "request (method, route, status, instances, ms).",
+    )
     return parser
 
 
 def check_args(args) -> None:
-    for flag, value, low in (("--max-batch-size", args.max_batch_size, 1), ("--max-instances", args.max_instances, 1),
-                             ("--max-wait-ms", args.max_wait_ms, 0), ("--drain-seconds", args.drain_seconds, 0)):
+    for flag, value, low in (
+        ("--max-batch-size", args.max_batch_size, 1),
+        ("--max-instances", args.max_instances, 1),
+        ("--max-wait-ms", args.max_wait_ms, 0),
+        ("--drain-seconds", args.drain_seconds, 0),
+    ):
         if value < low:
             raise UserError(f"{flag}: must be at least {low}, got {value}")
     if not 0 < args.port < 65536:
@@ -305,8 +344,11 @@ def listening_socket(host: str, port: int) -> socket.socket:
         sock.listen(2048)
     except OSError as e:
         sock.close()
-        hint = ("another process listens there; stop it or choose another --port"
-                if e.errno == errno.EADDRINUSE else "check --host and --port")
+        hint = (
+            "another process listens there; stop it or choose another --port"
+            if e.errno == errno.EADDRINUSE
+            else "check --host and --port"
+        )
         raise UserError(f"--port: cannot listen on {host}:{port}: {e.strerror}; {hint}") from None
     return sock
 
@@ -317,15 +359,24 @@ def main(argv=None, environ: Mapping[str, str] = os.environ) -> int:
     check_args(args)
     sock = listening_socket(args.host, args.port)
     cli.setup_logging()
-    service = ModelService(args.model_dir, args.max_batch_size, args.max_wait_ms / 1000,
-                           precision=args.precision, runtime=args.runtime)
-    config = uvicorn.Config(build_app(service, env, args.max_instances, args.access_log), host=args.host, port=args.port,
-                            log_config=None, log_level="warning", access_log=False,
-                            timeout_graceful_shutdown=args.drain_seconds)
+    service = ModelService(
+        args.model_dir, args.max_batch_size, args.max_wait_ms / 1000, precision=args.precision, runtime=args.runtime
+    )
+    config = uvicorn.Config(
+        build_app(service, env, args.max_instances, args.access_log),
+        host=args.host,
+        port=args.port,
+        log_config=None,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=args.drain_seconds,
+    )
     server = uvicorn.Server(config)
     service.on_failure = lambda: setattr(server, "should_exit", True)
-    log.info(f"listening on http://{args.host}:{args.port} (GET {env.health_route}, POST {env.predict_route}); "
-             f"loading the model from {args.model_dir}")
+    log.info(
+        f"listening on http://{args.host}:{args.port} (GET {env.health_route}, POST {env.predict_route}); "
+        f"loading the model from {args.model_dir}"
+    )
     # After draining, uvicorn re-raises the signal it stopped on (Server.capture_signals), which
     # would end the process by SIGTERM's default action. A drained stop is a clean exit: the
     # re-raised signal lands in this no-op handler instead.

@@ -5,8 +5,8 @@ for the model of issue 64 on 2 cores); parsing the proto takes a fraction of one
 checks its input against the model (the file's text columns, a tagger asked for explanations)
 before it pays for the load.
 """
+
 import dataclasses
-from typing import Tuple
 
 from trainer import storage, tasks
 from trainer.errors import UserError
@@ -14,8 +14,8 @@ from trainer.errors import UserError
 
 @dataclasses.dataclass(frozen=True)
 class Signature:
-    inputs: Tuple[str, ...]
-    outputs: Tuple[str, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
 
     @property
     def pair(self) -> bool:
@@ -31,8 +31,9 @@ def require_export(model_dir: str) -> None:
     """Refuses a `model_dir` without an export in it, in one line."""
     storage.require_bucket(model_dir)
     if not storage.exists(storage.join(model_dir, "saved_model.pb")):
-        raise UserError(f"--model-dir: no exported model in {model_dir} (expected "
-                        f"saved_model.pb; point it at JOB_DIR/model)")
+        raise UserError(
+            f"--model-dir: no exported model in {model_dir} (expected saved_model.pb; point it at JOB_DIR/model)"
+        )
 
 
 def read(model_dir: str) -> Signature:
@@ -49,11 +50,11 @@ def read(model_dir: str) -> Signature:
     try:
         proto.ParseFromString(storage.read_bytes(path))
     except DecodeError:
-        raise UserError(f"--model-dir: {path} is not a SavedModel (it cannot be parsed); point "
-                        f"--model-dir at JOB_DIR/model") from None
+        raise UserError(
+            f"--model-dir: {path} is not a SavedModel (it cannot be parsed); point --model-dir at JOB_DIR/model"
+        ) from None
     for graph in proto.meta_graphs:
         if SIGNATURE in graph.signature_def:
             found = graph.signature_def[SIGNATURE]
             return Signature(tuple(found.inputs), tuple(found.outputs))
-    raise UserError(f"--model-dir: {model_dir} has no {SIGNATURE!r} signature: it is not an "
-                    f"export of this trainer")
+    raise UserError(f"--model-dir: {model_dir} has no {SIGNATURE!r} signature: it is not an export of this trainer")

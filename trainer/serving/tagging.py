@@ -17,7 +17,8 @@ Every per-text output is padded to --max-seq-length entries, or to the batch's m
 entities when a text has more (`entity_count`, `word_count`, `untagged_count` say how many are
 real), so batches of short texts stack alike (trainer.serving.predict).
 """
-from typing import Sequence
+
+from collections.abc import Sequence
 
 import tensorflow as tf
 import tf_keras
@@ -46,8 +47,7 @@ class TaggingModule(tf.Module):
     """The export of a token-classification run: `serve(text)`, and the tags' and entity types'
     names as constants."""
 
-    def __init__(self, preprocessor, tagger: tf_keras.Model, tag_names: Sequence[str],
-                 max_seq_length: int):
+    def __init__(self, preprocessor, tagger: tf_keras.Model, tag_names: Sequence[str], max_seq_length: int):
         super().__init__(name="tagger")
         self.preprocessor = preprocessor
         # Only the variables are tracked, not the Keras model (export.ServingModule says why).
@@ -65,9 +65,14 @@ class TaggingModule(tf.Module):
         # serve's two halves, for a copy whose tagger runs elsewhere (the int8 one: LiteRT,
         # trainer.serving.tflite): the words and their windows, and the answers of the logits.
         self.tokenize = tf.function(self._tokenize, input_signature=[text])
-        self.outputs = tf.function(self._outputs, input_signature=[
-            text, tf.TensorSpec([None, None, len(tag_names)], tf.float32, name="logits"),
-            *[words] * len(WORD_FEATURES)])
+        self.outputs = tf.function(
+            self._outputs,
+            input_signature=[
+                text,
+                tf.TensorSpec([None, None, len(tag_names)], tf.float32, name="logits"),
+                *[words] * len(WORD_FEATURES),
+            ],
+        )
 
     def _serve(self, text):
         features = self._tokenize(text)
@@ -87,13 +92,17 @@ class TaggingModule(tf.Module):
         calls = -(-tf.shape(inputs["input_mask"])[0] // WINDOWS_PER_CALL)
 
         def call(index, logits):
-            part = {name: value[index * WINDOWS_PER_CALL:(index + 1) * WINDOWS_PER_CALL]
-                    for name, value in inputs.items()}
+            part = {
+                name: value[index * WINDOWS_PER_CALL : (index + 1) * WINDOWS_PER_CALL] for name, value in inputs.items()
+            }
             return index + 1, logits.write(index, self._forward(part))
 
         shape = [None, self.max_seq_length, self.label_names.shape[0]]
-        _, logits = tf.while_loop(lambda index, _: index < calls, call, [
-            0, tf.TensorArray(tf.float32, size=calls, infer_shape=False, element_shape=shape)])
+        _, logits = tf.while_loop(
+            lambda index, _: index < calls,
+            call,
+            [0, tf.TensorArray(tf.float32, size=calls, infer_shape=False, element_shape=shape)],
+        )
         return logits.concat()
 
     def _tokenize(self, text):
@@ -102,39 +111,56 @@ class TaggingModule(tf.Module):
         a word without a piece), and its offsets."""
         words, starts, ends = split_words(text)
         inputs = pack_word_windows(self.preprocessor, words, self.max_seq_length, self._overlap)
-        per_word = {"word_window": inputs["word_window"], "word_positions": inputs["word_positions"],
-                    "word_start": starts, "word_end": ends}
-        return {**{name: tf.cast(inputs[name], tf.int32) for name in INPUT_KEYS},
-                **{name: self._padded(value) for name, value in per_word.items()}}
+        per_word = {
+            "word_window": inputs["word_window"],
+            "word_positions": inputs["word_positions"],
+            "word_start": starts,
+            "word_end": ends,
+        }
+        return {
+            **{name: tf.cast(inputs[name], tf.int32) for name in INPUT_KEYS},
+            **{name: self._padded(value) for name, value in per_word.items()},
+        }
 
     def _outputs(self, text, logits, word_window, word_positions, word_start, word_end):
         """The answers of the tagger's `logits` [N, T, tags] of the windows _tokenize made, for
         the words it found (WORD_FEATURES)."""
         real = word_start >= 0
-        window, position, starts, ends = (tf.ragged.boolean_mask(value, real) for value in
-                                          (word_window, word_positions, word_start, word_end))
+        window, position, starts, ends = (
+            tf.ragged.boolean_mask(value, real) for value in (word_window, word_positions, word_start, word_end)
+        )
         tagged = position >= 0
         window, position, tagged_starts, tagged_ends = (
-            tf.ragged.boolean_mask(value, tagged) for value in (window, position, starts, ends))
+            tf.ragged.boolean_mask(value, tagged) for value in (window, position, starts, ends)
+        )
         at_words = tf.gather_nd(logits, tf.stack([window.flat_values, position.flat_values], axis=1))
         probabilities = position.with_flat_values(tf.nn.softmax(at_words, axis=-1))
         outputs = spans.entity_outputs(text, tagged_starts, tagged_ends, probabilities, self.type_names)
         tag_ids = tf.argmax(probabilities.flat_values, axis=-1)
         untagged_starts, untagged_ends = (tf.ragged.boolean_mask(value, ~tagged) for value in (starts, ends))
-        outputs.update({
-            "word_tags": probabilities.with_flat_values(tf.gather(self.label_names, tag_ids)),
-            "word_text": spans.substrings(text, tagged_starts, tagged_ends),
-            "word_start": tagged_starts, "word_end": tagged_ends, "word_probabilities": probabilities,
-            "untagged_text": spans.substrings(text, untagged_starts, untagged_ends),
-            "untagged_start": untagged_starts, "untagged_end": untagged_ends})
-        padded = {name: self._padded(value) for name, value in outputs.items()
-                  if name != "entity_count"}
+        outputs.update(
+            {
+                "word_tags": probabilities.with_flat_values(tf.gather(self.label_names, tag_ids)),
+                "word_text": spans.substrings(text, tagged_starts, tagged_ends),
+                "word_start": tagged_starts,
+                "word_end": tagged_ends,
+                "word_probabilities": probabilities,
+                "untagged_text": spans.substrings(text, untagged_starts, untagged_ends),
+                "untagged_start": untagged_starts,
+                "untagged_end": untagged_ends,
+            }
+        )
+        padded = {name: self._padded(value) for name, value in outputs.items() if name != "entity_count"}
         # Every tag's name per row, as a sentence export's label_names: what word_probabilities'
         # columns are (a teacher's outputs are matched to its student's tags by name).
         names = tf.tile(tf.expand_dims(self.label_names, 0), [tf.shape(text)[0], 1])
-        return {**padded, "entity_count": outputs["entity_count"],
-                "word_count": tagged_starts.row_lengths(),
-                "untagged_count": untagged_starts.row_lengths(), "tag_names": names}
+        return {
+            **padded,
+            "entity_count": outputs["entity_count"],
+            "word_count": tagged_starts.row_lengths(),
+            "untagged_count": untagged_starts.row_lengths(),
+            "tag_names": names,
+        }
 
     def _padded(self, values):
         """[B, (n), ...] ragged or [B, n, ...] dense as [B, max(max_seq_length, n), ...]."""

@@ -22,6 +22,7 @@ the float32 export splits the words and cuts them into windows (its `tokenize`) 
 entities of the logits (its `outputs`), so windows, offsets and names come from the float32
 graph itself.
 """
+
 import re
 
 import numpy as np
@@ -39,7 +40,8 @@ _DELEGATE_NOTICE = re.compile(r"^INFO: Created TensorFlow Lite XNNPACK delegate 
 # which TF_CPP_MIN_LOG_LEVEL does not reach (seen in the TPU image, tensorflow-tpu 2.20).
 _CONVERTER_NOISE = re.compile(
     r"^(WARNING: All log messages before absl::InitializeLog\(\)|"
-    r"[IW]\d{4} [\d:. ]+\d+ (tf_tfl_flatbuffer_helpers|mlir_graph_optimization_pass)\.cc)")
+    r"[IW]\d{4} [\d:. ]+\d+ (tf_tfl_flatbuffer_helpers|mlir_graph_optimization_pass)\.cc)"
+)
 
 
 def convert(classifier) -> dict:
@@ -55,20 +57,35 @@ def convert(classifier) -> dict:
     front = tf_keras.Model(encoder.inputs, cut)
     hidden = tf_keras.Input(shape=(None, cut.shape[-1]), name="hidden")
     mask = tf_keras.Input(shape=(None,), dtype=tf.int32, name="input_mask")
-    back = tf_keras.Model([hidden, mask], heads.apply_head(
-        heads.head_layers(classifier), families.of_config(encoder.encoder_config).layers_from(encoder, hidden, mask, FLOAT_LAYERS), mask))
+    back = tf_keras.Model(
+        [hidden, mask],
+        heads.apply_head(
+            heads.head_layers(classifier),
+            families.of_config(encoder.encoder_config).layers_from(encoder, hidden, mask, FLOAT_LAYERS),
+            mask,
+        ),
+    )
     ids = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_KEYS}
-    return {FRONT: _flatbuffer(front, [ids], tf.float16),
-            FILENAME: _flatbuffer(back, [tf.TensorSpec([None, None, cut.shape[-1]], tf.float32, name="hidden"),
-                                         tf.TensorSpec([None, None], tf.int32, name="input_mask")], tf.int8)}
+    return {
+        FRONT: _flatbuffer(front, [ids], tf.float16),
+        FILENAME: _flatbuffer(
+            back,
+            [
+                tf.TensorSpec([None, None, cut.shape[-1]], tf.float32, name="hidden"),
+                tf.TensorSpec([None, None], tf.int32, name="input_mask"),
+            ],
+            tf.int8,
+        ),
+    }
 
 
 def _flatbuffer(model, signature: list, weights) -> bytes:
     """`model` converted with its weights stored as `weights` (int8: dynamic-range quantized)."""
     import tensorflow as tf
 
-    forward = tf.function(lambda *args: model(args[0] if len(args) == 1 else list(args), training=False),
-                          input_signature=signature)
+    forward = tf.function(
+        lambda *args: model(args[0] if len(args) == 1 else list(args), training=False), input_signature=signature
+    )
     converter = tf.lite.TFLiteConverter.from_concrete_functions([forward.get_concrete_function()], model)
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     if weights == tf.float16:
@@ -92,22 +109,25 @@ class _Int8Network:
 
         # LiteRT applies its XNNPACK delegate at the first call and says so on stderr, from C++.
         with trainer.stderr_filtered(_DELEGATE_NOTICE):
-            self._front, self._back = (Interpreter(model_content=flatbuffers[name], num_threads=hardware.usable_cores())
-                                       .get_signature_runner() for name in FILES)
+            self._front, self._back = (
+                Interpreter(model_content=flatbuffers[name], num_threads=hardware.usable_cores()).get_signature_runner()
+                for name in FILES
+            )
             self.logits({name: np.zeros((1, 1), np.int32) for name in INPUT_KEYS})
 
     def logits(self, features) -> np.ndarray:
         ids = {name: np.ascontiguousarray(np.asarray(features[name], np.int32)) for name in INPUT_KEYS}
         hidden = next(iter(self._front(**ids).values()))
-        return np.asarray(next(iter(self._back(hidden=hidden, input_mask=ids["input_mask"]).values())),
-                          np.float32)
+        return np.asarray(next(iter(self._back(hidden=hidden, input_mask=ids["input_mask"]).values())), np.float32)
 
 
 def _float32_functions(float32_module) -> None:
     """Refuses a float32 export from before int8 models: the int8 one borrows its functions."""
     if not hasattr(float32_module, "outputs"):
-        raise UserError("the float32 model beside the int8 one predates int8 models (it has "
-                        "no `outputs` function); export the run again")
+        raise UserError(
+            "the float32 model beside the int8 one predates int8 models (it has "
+            "no `outputs` function); export the run again"
+        )
 
 
 class Int8Module:
@@ -168,9 +188,12 @@ class Int8TaggingModule:
         # `word_window`.)
         width = int(np.max(np.sum(features["input_mask"], axis=1)))
         inputs = {name: features[name][:, :width] for name in INPUT_KEYS}
-        logits = np.concatenate([
-            self._network.logits({name: value[start:start + WINDOWS_PER_CALL] for name, value in inputs.items()})
-            for start in range(0, len(inputs["input_mask"]), WINDOWS_PER_CALL)])
+        logits = np.concatenate(
+            [
+                self._network.logits({name: value[start : start + WINDOWS_PER_CALL] for name, value in inputs.items()})
+                for start in range(0, len(inputs["input_mask"]), WINDOWS_PER_CALL)
+            ]
+        )
         return self.float32.outputs(text, logits, *(features[name] for name in WORD_FEATURES if name in features))
 
 

@@ -6,7 +6,6 @@ object: the rest of the package asks `from_config(config)` for a run's task, or 
 for a finished run's (metrics.json's `task`), or `of_export(outputs)` for a loaded export's (told
 by its signature's outputs), and never compares a name.
 """
-from typing import Optional
 
 from trainer.tasks.base import Task
 from trainer.tasks.classification import ClassificationTask
@@ -27,7 +26,7 @@ CHOICES = (AUTO, *NAMES)  # --task's choices
 METRIC_GOALS = {metric: goal for kind in KINDS for metric, goal in kind.metric_goals.items()}
 
 
-def by_name(name: Optional[str]) -> Task:
+def by_name(name: str | None) -> Task:
     """A fresh task object of a task name (--task's value, or metrics.json's `task`; None: a run
     from before there were other tasks than classification)."""
     if name in (None, AUTO):
@@ -40,7 +39,7 @@ def by_name(name: Optional[str]) -> Task:
 DEFAULT_METRIC = by_name(AUTO).default_metric
 
 
-def auto_task(training_file: Optional[str]) -> Optional[str]:
+def auto_task(training_file: str | None) -> str | None:
     """The name of the kind --task auto trains on `training_file` when a kind claims it (tagged
     sentences), else None: the first kind's, as ever."""
     if not training_file:

@@ -11,8 +11,9 @@ TensorFlow code (the modules beside it) when they are called.
 Modelled on TF Model Garden's sentence-prediction task (official/nlp/tasks/
 sentence_prediction.py), where classification and regression sit behind one interface.
 """
+
 import abc
-from typing import Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
 
 from trainer import reading
 
@@ -35,7 +36,7 @@ class Task(abc.ABC):
     label_column_names: Sequence[str] = reading.LABEL_COLUMNS
     # Encoders this wide and wider train without layer-wise decay when --layer-decay is not given
     # (layer_decay); None: the width rule's decay for every width.
-    undecayed_width: Optional[int] = None
+    undecayed_width: int | None = None
 
     @classmethod
     def claims(cls, training_file: str) -> bool:
@@ -58,8 +59,7 @@ class Task(abc.ABC):
     def label_columns(self, first, data) -> tuple:
         """(the label column's name for messages and metrics.json, the columns holding the
         labels) in a file whose first rows are `first`; `data` is the config's DataConfig."""
-        column = reading.pick_column(first, data.label_column, self.label_column_names,
-                                     "--label-column", "label")
+        column = reading.pick_column(first, data.label_column, self.label_column_names, "--label-column", "label")
         return column, [column]
 
     def check_labels(self, frame, column: str, labels, spec, data) -> None:
@@ -83,8 +83,7 @@ class Task(abc.ABC):
     def label_summary(self, labels, spec) -> str:
         """A split's labels in a few words (trainer.prepare's line per file)."""
         counts = self.label_counts(labels, spec)
-        return ", ".join(f"{label} {count} ({count / max(len(labels), 1):.0%})"
-                         for label, count in counts.items())
+        return ", ".join(f"{label} {count} ({count / max(len(labels), 1):.0%})" for label, count in counts.items())
 
     def held_out_strata(self, labels):
         """What a run's carved validation split, its --train-fraction subset and its
@@ -127,8 +126,16 @@ class Task(abc.ABC):
 
     def history_columns(self) -> tuple:
         """eval_history.csv's columns, in order."""
-        return ("epoch", "step", "loss", self.train_metric, "val_loss",
-                *(f"val_{key}" for key in self.summary_metrics), "learning_rate", "seconds")
+        return (
+            "epoch",
+            "step",
+            "loss",
+            self.train_metric,
+            "val_loss",
+            *(f"val_{key}" for key in self.summary_metrics),
+            "learning_rate",
+            "seconds",
+        )
 
     def epoch_metrics(self) -> tuple:
         """The keys of summarize() that become val_* columns each epoch."""
@@ -158,7 +165,7 @@ class Task(abc.ABC):
         default one probability column per class or label."""
         return [f"probability_{name}" for name in label_names]
 
-    def teacher_problem(self, values) -> Optional[tuple]:
+    def teacher_problem(self, values) -> tuple | None:
         """(index of the first bad row, what is wrong with it in words) of the teacher's values
         (float64 [N, K] from teacher_columns), or None. A non-finite value is bad for every
         kind; kinds whose teacher gives probabilities add their own checks (first_problem). The
@@ -169,6 +176,7 @@ class Task(abc.ABC):
         """The kind's distill module (trainer/tasks/<kind>/distill.py: its packing, loss and
         metric), imported when first used, as the kinds import their TensorFlow code."""
         import importlib
+
         return importlib.import_module(f"{type(self).__module__}.distill")
 
     def pack_targets(self, labels, teacher):
@@ -204,7 +212,7 @@ class Task(abc.ABC):
         scores the teacher exactly as it scores the student."""
 
     @abc.abstractmethod
-    def teacher_agreement(self, teacher, outputs) -> Optional[float]:
+    def teacher_agreement(self, teacher, outputs) -> float | None:
         """The share of rows where the teacher (its values [N, K]) and the model (its outputs)
         decide alike, both decided as the model's decisions are (metrics.json's distillation
         `agreement`); None for a task that decides nothing."""
@@ -215,7 +223,7 @@ class Task(abc.ABC):
     def fit_on_validation(self, outputs, labels) -> None:
         """After training: fits what the task decides on validation (multi-label thresholds)."""
 
-    def validation_caveat(self, has_test: bool) -> Optional[str]:
+    def validation_caveat(self, has_test: bool) -> str | None:
         """Why the validation figures flatter the model, when fit_on_validation or the
         operating point decided something on that very split (metrics.json's validation
         `caveat`); None otherwise."""
@@ -260,7 +268,7 @@ class Task(abc.ABC):
     # (trainer.serving.predict: numpy per row; `label_names` once, as bytes).
     answer_outputs: Sequence[str]
     # Why trainer.explain cannot explain this kind's exports (the tail of its error), or None.
-    explanations_refused: Optional[str] = None
+    explanations_refused: str | None = None
     # The outputs that pick what trainer.explain attributes (ProbabilitiesTask.explained_choices');
     # empty when the export's one output is attributed whatever the text says (a score).
     explained_outputs: Sequence[str] = ()
@@ -285,8 +293,12 @@ class Task(abc.ABC):
         None for a row with an empty text (each value None): by default its label, the label's
         probability and the log-odds explained, on the text and on the baseline."""
         e = explanation
-        return {"explained_label": e and e.target, "probability": e and e.probability,
-                "log_odds": e and e.output, "baseline_log_odds": e and e.baseline_output}
+        return {
+            "explained_label": e and e.target,
+            "probability": e and e.probability,
+            "log_odds": e and e.output,
+            "baseline_log_odds": e and e.baseline_output,
+        }
 
     # --- The quantized copies' check (trainer.serving.agreement) -----------------------------
     agreement_metric: str  # the metric of metrics.json a user reads first
@@ -328,12 +340,12 @@ class Task(abc.ABC):
     # --- Label issues (trainer.training.label_issues, cross_fit) -------------------------------
     # Why --find-label-issues cannot rank this task's labels (the tail of its error), or None:
     # the kinds that can are ProbabilitiesTask's, which has their methods.
-    label_issues_refused: Optional[str] = None
+    label_issues_refused: str | None = None
 
     # --- The report -----------------------------------------------------------------------------
     figures: Sequence[str] = ()  # the report's figures after the learning curves (kinds, in order)
     # The metrics.json key of each class's (label's) precision, recall, F1 and support, or None.
-    per_label_metrics: Optional[str] = None
+    per_label_metrics: str | None = None
     error_columns: Sequence[str]  # errors.csv's columns (text_pair follows for pairs)
     errors_description: str  # what errors.csv lists, after "Per split, up to N"
     # MODEL_CARD.md's task sections (trainer.reporting.model_card): Jinja templates
@@ -357,6 +369,7 @@ class Task(abc.ABC):
         """The class, label or tag names of a loaded export's outputs (predict_outputs'), in
         the order of its outputs: by default its `label_names`."""
         from trainer.tasks import predictions
+
         return predictions.label_names_of(exported)
 
     def decide_as(self, decisions: dict, temperature: float) -> None:
@@ -377,7 +390,7 @@ class Task(abc.ABC):
         its error alone, {errors.csv column: value per row}) of a SplitPredictions."""
 
 
-def first_problem(values, checks=()) -> Optional[tuple]:
+def first_problem(values, checks=()) -> tuple | None:
     """Task.teacher_problem's answer: (the first row of `values` [N, K] that is not finite or that
     one of `checks` flags, its reason), or None. `checks` are (bad rows [N] bool, reason(row) ->
     str), tried in order after finiteness (a comparison with NaN flags nothing)."""
@@ -385,8 +398,7 @@ def first_problem(values, checks=()) -> Optional[tuple]:
 
     values = np.asarray(values, np.float64)
     finite = np.isfinite(values)
-    checks = [(~finite.all(axis=1),
-               lambda row: f"{values[row][~finite[row]][0]:g} is not a finite number"), *checks]
+    checks = [(~finite.all(axis=1), lambda row: f"{values[row][~finite[row]][0]:g} is not a finite number"), *checks]
     bad = np.logical_or.reduce([rows for rows, _ in checks])
     if not bad.any():
         return None
@@ -400,8 +412,7 @@ def outside_probabilities(values) -> tuple:
 
     values = np.asarray(values, np.float64)
     outside = (values < 0) | (values > 1)
-    return outside.any(axis=1), \
-        lambda row: f"{values[row][outside[row]][0]:g} is not a probability (outside [0, 1])"
+    return outside.any(axis=1), lambda row: f"{values[row][outside[row]][0]:g} is not a probability (outside [0, 1])"
 
 
 class TextTask(Task):
@@ -491,8 +502,7 @@ class ThresholdedTask(ProbabilitiesTask):
         whether the row's label says yes."""
 
     @abc.abstractmethod
-    def choose_operating_point(self, point, target: str, value: float, label_names,
-                               temperature: float) -> dict:
+    def choose_operating_point(self, point, target: str, value: float, label_names, temperature: float) -> dict:
         """metrics.json's operating_point block; `point(column, what)` chooses the threshold
         of decision `column` of decision_scores (`what` names it in the log) and returns its
         {"reached", "threshold", "validation", ...}. The reached thresholds become the task's

@@ -1,7 +1,7 @@
 """What every task's labels share: the LabelSpec a task reads its training labels into, what a
 missing cell and a number are, and the pooling of strata too small to split."""
+
 import dataclasses
-from typing import List
 
 import numpy as np
 
@@ -10,9 +10,10 @@ import numpy as np
 class LabelSpec:
     """How raw label values become the labels a model trains on; learned from the training file
     by the task (Task.label_spec), saved with the run (metrics.json's labels and label_kind)."""
+
     kind: str  # "score" | "index" | "name" (classes); "number" (regression: no classes);
     # "names" (multi-label: names joined by `separator` in one cell) | "columns" (one 0/1 column each)
-    names: List[str]
+    names: list[str]
     separator: str = "|"
 
     def to_dict(self):
@@ -20,8 +21,11 @@ class LabelSpec:
 
 
 def is_missing(value) -> bool:
-    return value is None or (isinstance(value, float) and np.isnan(value)) or (
-        isinstance(value, str) and value.strip().lower() in ("", "nan", "null", "none", "na"))
+    return (
+        value is None
+        or (isinstance(value, float) and np.isnan(value))
+        or (isinstance(value, str) and value.strip().lower() in ("", "nan", "null", "none", "na"))
+    )
 
 
 def as_number(value):

@@ -1,8 +1,8 @@
 """A split's predictions as the report reads them (Task.split_predictions, export_predictions):
 class probabilities, a regression model's scores, or a multi-label model's probabilities and
 chosen labels, with the texts they were made of."""
+
 import dataclasses
-from typing import Optional
 
 import numpy as np
 
@@ -11,13 +11,13 @@ import numpy as np
 class SplitPredictions:
     texts: np.ndarray  # object array of str
     labels: np.ndarray  # int class ids; float scores (regression); 0/1 [N, L] (multi-label)
-    probabilities: Optional[np.ndarray]  # [N, C] what the exported model returns (calibrated if
+    probabilities: np.ndarray | None  # [N, C] what the exported model returns (calibrated if
     # it is); multi-label: each label's probability; regression: None
-    logits: Optional[np.ndarray]  # classification: [N, C] uncalibrated logits, up to a per-row constant
-    scores: Optional[np.ndarray] = None  # regression: [N] the predicted scores
-    predicted: Optional[np.ndarray] = None  # what the export decides: classification: [N] class
+    logits: np.ndarray | None  # classification: [N, C] uncalibrated logits, up to a per-row constant
+    scores: np.ndarray | None = None  # regression: [N] the predicted scores
+    predicted: np.ndarray | None = None  # what the export decides: classification: [N] class
     # ids (a binary model's threshold applied); multi-label: 0/1 [N, L] the labels above theirs
-    pairs: Optional[np.ndarray] = None  # object array of str: each row's second text, or None
+    pairs: np.ndarray | None = None  # object array of str: each row's second text, or None
 
 
 def label_names_of(outputs: dict) -> list:

@@ -7,26 +7,36 @@ row ahead of its checkpoint, which the resumed run drops before it redoes that e
 (keras-team/keras#19179 and tf-keras#430 show what happens otherwise: duplicated or missing
 epochs, and early stopping that forgets its best value).
 """
+
 import csv
 import io
 import logging
 import math
 import time
-from typing import Callable, List, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 import tensorflow as tf
 import tf_keras
 
-from trainer import storage
-from trainer import progress
+from trainer import progress, storage
+from trainer.errors import UserError
 from trainer.progress import clock
 from trainer.tasks import METRIC_GOALS
-from trainer.errors import UserError
 
 log = logging.getLogger("trainer")
 
-HISTORY_COLUMNS = ("epoch", "step", "loss", "accuracy", "val_loss", "val_accuracy", "val_macro_f1",
-                   "val_macro_recall", "learning_rate", "seconds")
+HISTORY_COLUMNS = (
+    "epoch",
+    "step",
+    "loss",
+    "accuracy",
+    "val_loss",
+    "val_accuracy",
+    "val_macro_f1",
+    "val_macro_recall",
+    "learning_rate",
+    "seconds",
+)
 
 
 def current_learning_rate(optimizer) -> float:
@@ -44,8 +54,12 @@ class EpochEvaluation(tf_keras.callbacks.Callback):
     the last epoch is the best, the final evaluation reuses them instead of predicting again.
     """
 
-    def __init__(self, predict: Callable[[], tuple], summarize: Callable[..., dict],
-                 keys: Sequence[str] = ("loss", "accuracy", "macro_f1", "macro_recall")):
+    def __init__(
+        self,
+        predict: Callable[[], tuple],
+        summarize: Callable[..., dict],
+        keys: Sequence[str] = ("loss", "accuracy", "macro_f1", "macro_recall"),
+    ):
         super().__init__()
         self._predict, self._summarize, self.keys = predict, summarize, tuple(keys)
         self.seconds_evaluating = 0.0
@@ -98,33 +112,36 @@ class NonFiniteLoss(tf_keras.callbacks.Callback):
         if value is None or math.isfinite(float(value)):
             return
         step = int(self.model.optimizer.iterations.numpy())
-        kept, rerun = ((f"the checkpoint of {self.unit} {self.epoch}, the last with a finite loss, "
-                        f"is kept", "the same command resumes from that checkpoint; with changed "
-                        "flags, add --overwrite to start over") if self.epoch else
-                       (f"no {self.unit} finished before it, so no checkpoint is kept",
-                        "the next command starts over"))
+        kept, rerun = (
+            (
+                f"the checkpoint of {self.unit} {self.epoch}, the last with a finite loss, is kept",
+                "the same command resumes from that checkpoint; with changed flags, add --overwrite to start over",
+            )
+            if self.epoch
+            else (f"no {self.unit} finished before it, so no checkpoint is kept", "the next command starts over")
+        )
         raise UserError(
             f"training diverged: the {what} became {float(value)} at step {step} ({self.unit} "
             f"{self.epoch + 1} of {self.epochs}); stopped, nothing exported, {kept}. Usual causes: "
             f"a learning rate too high (this run's peak: {self.learning_rate:g}; lower "
             f"--learning-rate), float16 without loss scaling, or targets the loss cannot take "
-            f"(a label out of range, a NaN or huge score). Once fixed, rerun: {rerun}")
+            f"(a label out of range, a NaN or huge score). Once fixed, rerun: {rerun}"
+        )
 
 
-def read_history(path: str) -> List[dict]:
+def read_history(path: str) -> list[dict]:
     if not storage.exists(path):
         return []
     rows = list(csv.DictReader(io.StringIO(storage.read_text(path))))
     return [{k: (int(v) if k in ("epoch", "step") else float(v)) for k, v in row.items()} for row in rows]
 
 
-def write_history(path: str, rows: List[dict], columns: Sequence[str] = HISTORY_COLUMNS) -> None:
+def write_history(path: str, rows: list[dict], columns: Sequence[str] = HISTORY_COLUMNS) -> None:
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: (f"{row[k]:.6g}" if isinstance(row[k], float) else row[k])
-                         for k in columns})
+        writer.writerow({k: (f"{row[k]:.6g}" if isinstance(row[k], float) else row[k]) for k in columns})
     storage.write_text_atomic(path, out.getvalue())
 
 
@@ -133,26 +150,28 @@ class HistoryWriter(tf_keras.callbacks.Callback):
     1-based Keras epoch (an epoch of the data, or with --eval-every-steps the span of steps
     since the previous evaluation), `step` the optimizer's step."""
 
-    def __init__(self, path: Optional[str], rows: List[dict],
-                 columns: Sequence[str] = HISTORY_COLUMNS):
+    def __init__(self, path: str | None, rows: list[dict], columns: Sequence[str] = HISTORY_COLUMNS):
         super().__init__()
         self.path, self.rows, self.columns = path, list(rows), tuple(columns)
 
     def on_epoch_end(self, epoch, logs=None):
-        row = {"epoch": epoch + 1, "step": int(self.model.optimizer.iterations.numpy()),
-               **{k: float(logs[k]) for k in self.columns if k not in ("epoch", "step")}}
+        row = {
+            "epoch": epoch + 1,
+            "step": int(self.model.optimizer.iterations.numpy()),
+            **{k: float(logs[k]) for k in self.columns if k not in ("epoch", "step")},
+        }
         self.rows = [r for r in self.rows if r["epoch"] < row["epoch"]] + [row]
         if self.path:
             write_history(self.path, self.rows, self.columns)
 
 
-def is_better(metric: str, value: float, best: Optional[float]) -> bool:
+def is_better(metric: str, value: float, best: float | None) -> bool:
     if best is None or math.isnan(best):
         return not math.isnan(value)
     return value > best if METRIC_GOALS[metric] == "maximize" else value < best
 
 
-def best_so_far(rows: List[dict], metric: str):
+def best_so_far(rows: list[dict], metric: str):
     """(best epoch, best value) over history rows, as early stopping would have tracked them."""
     best_epoch, best = None, None
     for row in rows:
@@ -172,8 +191,15 @@ class BestWeights(tf_keras.callbacks.Callback):
     `directory`); a best from before a restart is read from the chief's `shared_directory`.
     """
 
-    def __init__(self, directory: str, metric: str, patience: int, rows: List[dict],
-                 shared_directory: Optional[str] = None, unit: str = "epoch"):
+    def __init__(
+        self,
+        directory: str,
+        metric: str,
+        patience: int,
+        rows: list[dict],
+        shared_directory: str | None = None,
+        unit: str = "epoch",
+    ):
         super().__init__()
         self.directory, self.metric, self.patience = directory, metric, patience
         self.unit = unit  # "span" with --eval-every-steps (fitting.period_name)
@@ -183,13 +209,12 @@ class BestWeights(tf_keras.callbacks.Callback):
         self.stopped_early = False
 
     @property
-    def weights_prefix(self) -> Optional[str]:
+    def weights_prefix(self) -> str | None:
         """Checkpoint prefix of the best epoch's weights; None while no epoch has a value."""
         if self.best_epoch is None:
             return None
         found_before_restart = self.best_epoch == self._resumed_best_epoch
-        return _weights_prefix(self.shared_directory if found_before_restart else self.directory,
-                               self.best_epoch)
+        return _weights_prefix(self.shared_directory if found_before_restart else self.directory, self.best_epoch)
 
     def on_epoch_end(self, epoch, logs=None):
         value, finished = float(logs[self.metric]), epoch + 1
@@ -197,8 +222,15 @@ class BestWeights(tf_keras.callbacks.Callback):
             self.best_epoch, self.best = finished, value
             tf.train.Checkpoint(model=self.model).write(_weights_prefix(self.directory, finished))
         elif self.patience and finished - self.best_epoch >= self.patience:
-            log.info("early stopping: %s has not improved for %d %ss (best %.4f at %s %d)",
-                     self.metric, self.patience, self.unit, self.best, self.unit, self.best_epoch)
+            log.info(
+                "early stopping: %s has not improved for %d %ss (best %.4f at %s %d)",
+                self.metric,
+                self.patience,
+                self.unit,
+                self.best,
+                self.unit,
+                self.best_epoch,
+            )
             self.stopped_early = True
             self.model.stop_training = True
 
@@ -241,8 +273,7 @@ class EpochCheckpoint(tf_keras.callbacks.Callback):
     after the new checkpoint is complete.
     """
 
-    def __init__(self, manager: tf.train.CheckpointManager, epoch: tf.Variable,
-                 after_save: Callable[[], None]):
+    def __init__(self, manager: tf.train.CheckpointManager, epoch: tf.Variable, after_save: Callable[[], None]):
         super().__init__()
         self.manager, self.epoch, self.after_save = manager, epoch, after_save
 
@@ -326,8 +357,7 @@ class TrainingClock(tf_keras.callbacks.Callback):
         now = time.perf_counter()
         if self.first_step_seconds is None:
             self.first_step_seconds = now - self._last
-            log.info("first training step done in %.1fs (graph tracing included)",
-                     self.first_step_seconds)
+            log.info("first training step done in %.1fs (graph tracing included)", self.first_step_seconds)
         else:
             self.steady_seconds += now - self._last
             self.steady_steps += batch - self._last_batch  # > 1 with --steps-per-execution
@@ -341,8 +371,9 @@ class PredictionProgress(tf_keras.callbacks.Callback):
     """`evaluating validation 1,024/2,000 rows (51%)  310.2 rows/s  ETA 3s` while Keras predicts a
     split: at the end of a run evaluation can take minutes, and Keras' own bar is off (verbose=0)."""
 
-    def __init__(self, what: str, interval: float, rows: int, batches: int,
-                 timer: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, what: str, interval: float, rows: int, batches: int, timer: Callable[[], float] = time.monotonic
+    ):
         super().__init__()
         self.meter = progress.Progress(what, interval, total=rows, timer=timer)
         self.rows, self.batches = rows, batches
@@ -356,17 +387,24 @@ class PredictionProgress(tf_keras.callbacks.Callback):
 class ProgressLogger(tf_keras.callbacks.Callback):
     """A line every `interval` seconds: step, loss, throughput in examples and real tokens, ETA."""
 
-    def __init__(self, interval: float, epochs: int, steps_per_epoch: int,
-                 examples_per_epoch: int, tokens_per_epoch: int,
-                 describe_epoch: Callable[[dict], str], train_metric: str = "accuracy",
-                 unit: str = "epoch"):
+    def __init__(
+        self,
+        interval: float,
+        epochs: int,
+        steps_per_epoch: int,
+        examples_per_epoch: int,
+        tokens_per_epoch: int,
+        describe_epoch: Callable[[dict], str],
+        train_metric: str = "accuracy",
+        unit: str = "epoch",
+    ):
         super().__init__()
         self.unit = unit  # "span" with --eval-every-steps: the steps between two evaluations
         # describe_epoch: an epoch's logs -> its metrics in the epoch's line (the task's)
         self.describe_epoch, self.train_metric = describe_epoch, train_metric
         self.interval, self.epochs, self.steps = interval, epochs, steps_per_epoch
         self.examples, self.tokens = examples_per_epoch, tokens_per_epoch
-        self.epoch_seconds: List[float] = []
+        self.epoch_seconds: list[float] = []
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch, self.start = epoch, time.perf_counter()
@@ -382,15 +420,31 @@ class ProgressLogger(tf_keras.callbacks.Callback):
         rate = done * self.examples / elapsed
         left_in_epoch = elapsed / done - elapsed
         left = left_in_epoch + (self.epochs - self.epoch - 1) * elapsed / done
-        log.info("%s %d/%d  step %d/%d  loss %.4f  %s %.3f  %.1f ex/s  %.0f tok/s  "
-                 "ETA %s %s, run %s", self.unit, self.epoch + 1, self.epochs, batch + 1, self.steps,
-                 logs.get("loss", float("nan")), "acc" if self.train_metric == "accuracy"
-                 else self.train_metric, logs.get(self.train_metric, float("nan")), rate,
-                 rate * self.tokens / max(1, self.examples), self.unit, clock(left_in_epoch),
-                 clock(left))
+        log.info(
+            "%s %d/%d  step %d/%d  loss %.4f  %s %.3f  %.1f ex/s  %.0f tok/s  ETA %s %s, run %s",
+            self.unit,
+            self.epoch + 1,
+            self.epochs,
+            batch + 1,
+            self.steps,
+            logs.get("loss", float("nan")),
+            "acc" if self.train_metric == "accuracy" else self.train_metric,
+            logs.get(self.train_metric, float("nan")),
+            rate,
+            rate * self.tokens / max(1, self.examples),
+            self.unit,
+            clock(left_in_epoch),
+            clock(left),
+        )
 
     def on_epoch_end(self, epoch, logs=None):
         self.epoch_seconds.append(logs.get("seconds", time.perf_counter() - self.start))
-        log.info("%s %d/%d done in %s: %s | lr %.2e", self.unit, epoch + 1, self.epochs,
-                 clock(self.epoch_seconds[-1]), self.describe_epoch(logs),
-                 logs["learning_rate"])
+        log.info(
+            "%s %d/%d done in %s: %s | lr %.2e",
+            self.unit,
+            epoch + 1,
+            self.epochs,
+            clock(self.epoch_seconds[-1]),
+            self.describe_epoch(logs),
+            logs["learning_rate"],
+        )

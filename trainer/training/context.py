@@ -1,8 +1,10 @@
 """What the stages of a run hand to each other: one object, filled in stage by stage."""
+
 import dataclasses
 import os
 import time
-from typing import Any, Dict, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from trainer.config import Config
 
@@ -10,11 +12,12 @@ from trainer.config import Config
 @dataclasses.dataclass
 class Runtime:
     """Where and how the run computes (resolve_runtime)."""
+
     devices: Any  # distribution.Devices
     plan: Any  # distribution.RuntimePlan
     strategy: Any  # tf.distribute.Strategy
     precision_note: str
-    scratch: Optional[str]  # a non-chief worker's private directory, else None
+    scratch: str | None  # a non-chief worker's private directory, else None
 
     def write_path(self, path: str) -> str:
         """Every worker writes (collectives need them all); only the chief's copy is kept."""
@@ -26,15 +29,16 @@ class Runtime:
 @dataclasses.dataclass
 class Inputs:
     """Token ids of every split and how they are batched (tokenize)."""
-    tokenized: Dict[str, Any]  # name -> pipeline.TokenizedSplit
+
+    tokenized: dict[str, Any]  # name -> pipeline.TokenizedSplit
     # What the model trains on: tokenized["train"], or with --unlabeled-file a
     # transfer.TransferSplit of it and the unlabeled rows
     training: Any
     train_batching: Any
-    eval_sets: Dict[str, Any]  # name -> tf.data.Dataset of (features, labels, weights)
+    eval_sets: dict[str, Any]  # name -> tf.data.Dataset of (features, labels, weights)
     steps_per_epoch: int
     epochs: int
-    truncated: Dict[str, int]
+    truncated: dict[str, int]
     total_steps: int = 0  # optimizer steps of the whole run: the learning-rate schedule's length
     # What Keras calls an epoch here, the steps between two evaluations and checkpoints: an epoch
     # of the data, or --eval-every-steps; and how many of them the run has.
@@ -45,6 +49,7 @@ class Inputs:
 @dataclasses.dataclass
 class Trainable:
     """The model and what resumes it (build_model)."""
+
     model: Any  # heads.Classifier
     checkpoint: Any  # tf.train.CheckpointManager of the resume state
     epoch_counter: Any  # tf.Variable: completed periods (epochs, or --eval-every-steps spans)
@@ -66,27 +71,27 @@ class RunContext:
     task: Any = None  # trainer.tasks: what the head predicts, its loss and metrics
     teacher: Any = None  # teacher.Teacher, with --teacher or --teacher-probabilities
     datasets: Any = None  # splits.Datasets
-    runtime: Optional[Runtime] = None
+    runtime: Runtime | None = None
     encoder: Any = None  # encoders.Encoder
-    pooling: Optional[str] = None
-    learning_rate: Optional[float] = None  # --learning-rate, or the default for the encoder's width
-    layer_decay: Optional[float] = None  # --layer-decay, or the default for the encoder's width
-    inputs: Optional[Inputs] = None
-    trainable: Optional[Trainable] = None
+    pooling: str | None = None
+    learning_rate: float | None = None  # --learning-rate, or the default for the encoder's width
+    layer_decay: float | None = None  # --layer-decay, or the default for the encoder's width
+    inputs: Inputs | None = None
+    trainable: Trainable | None = None
     fit: Any = None  # stages.FitOutcome
-    results: Dict[str, dict] = dataclasses.field(default_factory=dict)
+    results: dict[str, dict] = dataclasses.field(default_factory=dict)
     # (outputs, labels) of validation and test with the final weights, in row order: the metrics,
     # calibration, thresholds and the report all come from this one prediction pass (evaluate)
-    outputs: Dict[str, tuple] = dataclasses.field(default_factory=dict)
-    calibration: Optional[dict] = None  # metrics.json's "calibration" block
-    precisions: Dict[str, dict] = dataclasses.field(default_factory=dict)  # metrics.json's block
-    operating_point: Optional[dict] = None  # metrics.json's block (--target-precision/-recall)
-    label_issues: Optional[dict] = None  # metrics.json's block (label_issues.csv's summary)
+    outputs: dict[str, tuple] = dataclasses.field(default_factory=dict)
+    calibration: dict | None = None  # metrics.json's "calibration" block
+    precisions: dict[str, dict] = dataclasses.field(default_factory=dict)  # metrics.json's block
+    operating_point: dict | None = None  # metrics.json's block (--target-precision/-recall)
+    label_issues: dict | None = None  # metrics.json's block (label_issues.csv's summary)
     # {held-out split: its texts found inside training texts} (held_out.check_containment)
-    contained: Dict[str, dict] = dataclasses.field(default_factory=dict)
-    durations: Dict[str, float] = dataclasses.field(default_factory=dict)
-    train_steps: Optional[int] = None  # optimizer steps when training ended (results.evaluate)
-    metrics: Optional[dict] = None
+    contained: dict[str, dict] = dataclasses.field(default_factory=dict)
+    durations: dict[str, float] = dataclasses.field(default_factory=dict)
+    train_steps: int | None = None  # optimizer steps when training ended (results.evaluate)
+    metrics: dict | None = None
     # --long-texts and its window flags (input_pipeline.LongTexts), resolved once from the config
     # (the window overlap's default is a quarter of --max-seq-length): every stage reads this.
     long_texts: Any = None
@@ -94,6 +99,7 @@ class RunContext:
     def __post_init__(self):
         if self.long_texts is None:
             from trainer.data.input_pipeline import LongTexts
+
             self.long_texts = LongTexts.from_config(self.config.data)
 
     @property

@@ -11,6 +11,7 @@ to JOB_DIR/cross_fit/fold-N, removed when the fold is done. Cost: k trainings of
 data, about k-1 times the run's training (metrics.json: durations.label_issues). Folds too small
 to learn from are refused before any training (check_fold_sizes).
 """
+
 import copy
 import dataclasses
 import logging
@@ -39,12 +40,14 @@ def fold_of_rows(labels: np.ndarray, folds: int, seed: int, strata=None) -> np.n
     from sklearn.model_selection import KFold, StratifiedKFold
 
     if len(labels) < folds:
-        raise UserError(f"--label-issue-folds: {folds} folds need at least {folds} training rows, "
-                        f"got {len(labels)}")
+        raise UserError(f"--label-issue-folds: {folds} folds need at least {folds} training rows, got {len(labels)}")
     stratified = strata is not None and np.unique(strata, return_counts=True)[1].min() >= folds
     rows = np.zeros(len(labels))
-    splitter = (StratifiedKFold(folds, shuffle=True, random_state=seed) if stratified
-                else KFold(folds, shuffle=True, random_state=seed))
+    splitter = (
+        StratifiedKFold(folds, shuffle=True, random_state=seed)
+        if stratified
+        else KFold(folds, shuffle=True, random_state=seed)
+    )
     assigned = np.empty(len(labels), np.int64)
     for fold, (_, held) in enumerate(splitter.split(rows, strata if stratified else None)):
         assigned[held] = fold
@@ -76,7 +79,8 @@ def check_fold_sizes(task, labels: np.ndarray, folds: np.ndarray, names) -> None
         f"{names[worst]!r}; a fold's model needs at least {MIN_ROWS_PER_CLASS} rows of every "
         f"{kind}, or it answers at chance and the ranking means nothing. Add training rows, raise "
         f"--label-issue-folds (each fold trains on (k-1)/k of the rows, at the cost of one more "
-        f"training), or drop --find-label-issues")
+        f"training), or drop --find-label-issues"
+    )
 
 
 def out_of_sample_outputs(ctx: RunContext) -> tuple:
@@ -85,8 +89,12 @@ def out_of_sample_outputs(ctx: RunContext) -> tuple:
     config = ctx.config
     k, train = config.train.label_issue_folds, ctx.inputs.tokenized["train"]
     folds = folds_of(ctx)
-    log.info("label issues: cross-fitting %d models, each on %d%% of the %d training rows, to "
-             "predict the rest", k, round(100 * (k - 1) / k), len(train))
+    log.info(
+        "label issues: cross-fitting %d models, each on %d%% of the %d training rows, to predict the rest",
+        k,
+        round(100 * (k - 1) / k),
+        len(train),
+    )
     meter = progress.Progress("label issues: training rows predicted out of sample", 0.0, len(train))
     outputs = None
     for fold in range(k):
@@ -104,8 +112,13 @@ def _fold_outputs(ctx: RunContext, fold: int, kept: np.ndarray, held: np.ndarray
 
     fold_ctx = _fold_context(ctx, fold, kept)
     _remove(fold_ctx)  # what an interrupted run left there
-    log.info("label issues: fold %d/%d: training on %d rows, then predicting %d", fold + 1,
-             ctx.config.train.label_issue_folds, len(kept), len(held))
+    log.info(
+        "label issues: fold %d/%d: training on %d rows, then predicting %d",
+        fold + 1,
+        ctx.config.train.label_issue_folds,
+        len(kept),
+        len(held),
+    )
     # Each fold's head starts from its own seeded draw (the run seeded once in resolve_runtime).
     tf_keras.utils.set_random_seed(ctx.config.train.seed + fold + 1)
     try:
@@ -135,7 +148,8 @@ def _fold_context(ctx: RunContext, fold: int, kept: np.ndarray) -> RunContext:
     out = config.output
     out.job_dir = storage.join(storage.join(ctx.paths.job_dir, CROSS_FIT_DIR), f"fold-{fold + 1}")
     out.model_dir, out.checkpoint_dir, out.tensorboard_dir = (
-        storage.join(out.job_dir, name) for name in ("model", "checkpoints", "tensorboard"))
+        storage.join(out.job_dir, name) for name in ("model", "checkpoints", "tensorboard")
+    )
     train = config.train
     # The run's passes over the data: its epochs, or its --max-steps scaled to the fold's rows
     # (a multiple of --steps-per-execution, as validation requires of the flag).
@@ -147,14 +161,23 @@ def _fold_context(ctx: RunContext, fold: int, kept: np.ndarray) -> RunContext:
     task = tasks.from_config(config)
     task.prepare(ctx.datasets.labels, ctx.datasets.train.labels[kept])
     plan = dataclasses.replace(ctx.runtime.plan, is_chief=False)
-    return RunContext(config, ctx.environ, jobdir.JobPaths.from_config(config), ctx.is_chief,
-                      task=task, datasets=ctx.datasets,
-                      runtime=dataclasses.replace(ctx.runtime, plan=plan))
+    return RunContext(
+        config,
+        ctx.environ,
+        jobdir.JobPaths.from_config(config),
+        ctx.is_chief,
+        task=task,
+        datasets=ctx.datasets,
+        runtime=dataclasses.replace(ctx.runtime, plan=plan),
+    )
 
 
 def _fold_inputs(ctx: RunContext, fold_ctx: RunContext, kept: np.ndarray, held: np.ndarray) -> Inputs:
     tokenized = ctx.inputs.tokenized
-    fold_splits = {"train": tokenized["train"].take(kept), "validation": tokenized["validation"],
-                   "heldout": tokenized["train"].take(held)}
+    fold_splits = {
+        "train": tokenized["train"].take(kept),
+        "validation": tokenized["validation"],
+        "heldout": tokenized["train"].take(held),
+    }
     truncated = {name: 0 for name in fold_splits}  # logged by the run already
     return stages.batching(fold_ctx.config, fold_ctx.runtime, fold_ctx.long_texts, fold_splits, truncated)

@@ -8,6 +8,7 @@ again from the run's config.json and given the export's own weights; the run's d
 again (as trainer.report does) for the validation rows the check compares on. Exit 1 when the
 copy fails the check: it is not written, and precisions.json records the refusal.
 """
+
 import argparse
 import os
 
@@ -18,16 +19,24 @@ from trainer.serving.variants import ONNX_VARIANTS, VARIANTS
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
-    parser = cli.ArgumentParser(prog="python -m trainer.export_quantized",
-                                description=__doc__.splitlines()[0], formatter_class=helptext.DefaultsShown)
+    parser = cli.ArgumentParser(
+        prog="python -m trainer.export_quantized",
+        description=__doc__.splitlines()[0],
+        formatter_class=helptext.DefaultsShown,
+    )
     parser.add_argument("--model-dir", required=True, help="A finished run's exported model (JOB_DIR/model).")
-    parser.add_argument("--job-dir", help="The run's job dir (config.json, metrics.json). Default: "
-                                          "the model dir's parent.")
-    parser.add_argument("--precision", default="int8", choices=VARIANTS,
-                        help="The copy to write beside the float32 model: int8 (TensorFlow Lite, "
-                             "dynamic-range quantized), bfloat16 (a SavedModel), onnx (float32 "
-                             "ONNX with its tokenizer, for --runtime onnx) or onnx-int8 (quantized "
-                             "from the onnx copy, which it needs).")
+    parser.add_argument(
+        "--job-dir", help="The run's job dir (config.json, metrics.json). Default: the model dir's parent."
+    )
+    parser.add_argument(
+        "--precision",
+        default="int8",
+        choices=VARIANTS,
+        help="The copy to write beside the float32 model: int8 (TensorFlow Lite, "
+        "dynamic-range quantized), bfloat16 (a SavedModel), onnx (float32 "
+        "ONNX with its tokenizer, for --runtime onnx) or onnx-int8 (quantized "
+        "from the onnx copy, which it needs).",
+    )
     return parser
 
 
@@ -43,8 +52,10 @@ def run_context(model_dir: str, job_dir: str):
     ctx = RunContext(config, dict(os.environ), paths, is_chief=True)
     stages.load_data(ctx)
     if list(ctx.datasets.labels.names) != list(metrics["labels"]):
-        raise UserError(f"the run's data now yields labels {ctx.datasets.labels.names}, but the run "
-                        f"trained on {metrics['labels']}: its data files changed since")
+        raise UserError(
+            f"the run's data now yields labels {ctx.datasets.labels.names}, but the run "
+            f"trained on {metrics['labels']}: its data files changed since"
+        )
     ctx.pooling = metrics["hyperparameters"]["pooling"]
     return ctx
 
@@ -54,9 +65,11 @@ def parent_job_dir(model_dir: str) -> str:
     that directory holds no run: the copy needs the run's config.json and data."""
     parent = os.path.dirname(model_dir if "://" in model_dir else os.path.abspath(model_dir))
     if not storage.exists(storage.join(parent, "config.json")):
-        raise UserError(f"--job-dir: not given, and {parent}, the directory --model-dir {model_dir} "
-                        f"is in, is not a job dir of trainer.task (no config.json); pass --job-dir "
-                        f"with the run's job dir: the copy is checked on its validation data")
+        raise UserError(
+            f"--job-dir: not given, and {parent}, the directory --model-dir {model_dir} "
+            f"is in, is not a job dir of trainer.task (no config.json); pass --job-dir "
+            f"with the run's job dir: the copy is checked on its validation data"
+        )
     return parent
 
 
@@ -67,11 +80,15 @@ def _check_onnx_source(model_dir: str, reference, precision: str) -> None:
     from trainer.serving import variants
 
     if not hasattr(reference, "tokenize"):  # (a tagger's export has no `predict_tokens`)
-        raise UserError(f"--precision {precision}: {model_dir} predates the exports' `tokenize` "
-                        f"function, which an ONNX copy is checked against; export the run again")
+        raise UserError(
+            f"--precision {precision}: {model_dir} predates the exports' `tokenize` "
+            f"function, which an ONNX copy is checked against; export the run again"
+        )
     if precision == "onnx-int8" and "onnx" not in variants.available(model_dir):
-        raise UserError(f"--precision onnx-int8: quantizes the model dir's onnx copy, and "
-                        f"{model_dir} holds none; write it first with --precision onnx")
+        raise UserError(
+            f"--precision onnx-int8: quantizes the model dir's onnx copy, and "
+            f"{model_dir} holds none; write it first with --precision onnx"
+        )
 
 
 def main(argv=None) -> int:
@@ -80,8 +97,9 @@ def main(argv=None) -> int:
     model_dir = args.model_dir.rstrip("/")
     storage.require_bucket(model_dir)
     if not storage.exists(storage.join(model_dir, "saved_model.pb")):
-        raise UserError(f"--model-dir: no exported model in {model_dir} (expected saved_model.pb; "
-                        f"point it at JOB_DIR/model)")
+        raise UserError(
+            f"--model-dir: no exported model in {model_dir} (expected saved_model.pb; point it at JOB_DIR/model)"
+        )
     job_dir = args.job_dir or parent_job_dir(model_dir)
     trainer.import_tensorflow()
     from trainer.serving import export

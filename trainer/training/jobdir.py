@@ -10,14 +10,16 @@ or one from another job, never the checkpoints of the job that is running.
 job.lock exists while a run owns the job dir (trainer.training.lock): a second run started there
 is refused, naming the first.
 """
+
 import contextlib
 import dataclasses
 import json
 import os
 import uuid
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
-from trainer import config as config_lib, storage
+from trainer import config as config_lib
+from trainer import storage
 from trainer.config import Config
 from trainer.errors import UserError
 from trainer.training import lock
@@ -116,8 +118,7 @@ def remove_refused(created: list) -> None:
     run writes before it reads the data, those files go, and the directories it created. A job
     dir that existed keeps them (its training.log says how the run ended: why_unfinished), and
     one holding anything more (a token cache, a teacher's outputs, a lock) is kept whole."""
-    if not created or not os.path.isdir(created[0]) or \
-            set(os.listdir(created[0])) - set(_BEFORE_THE_DATA):
+    if not created or not os.path.isdir(created[0]) or set(os.listdir(created[0])) - set(_BEFORE_THE_DATA):
         return
     for name in _BEFORE_THE_DATA:
         with contextlib.suppress(FileNotFoundError):
@@ -131,28 +132,35 @@ def remove_refused(created: list) -> None:
 
 def take_ownership(paths: JobPaths, environ: Mapping[str, str]) -> lock.Held:
     """The job dir's lock for this run (the chief's), before anything there is read or removed."""
-    def busy(holder: Optional[lock.Owner]) -> str:
+
+    def busy(holder: lock.Owner | None) -> str:
         who = f" ({holder.describe()})" if holder else ""
-        return (f"--job-dir: {paths.job_dir} is in use by another trainer.task run{who}; wait for "
-                f"it to finish, or choose another --job-dir")
+        return (
+            f"--job-dir: {paths.job_dir} is in use by another trainer.task run{who}; wait for "
+            f"it to finish, or choose another --job-dir"
+        )
 
     return lock.acquire(paths.job_dir, LOCK, environ, busy)
 
 
-def decide(config: Config, paths: JobPaths, job_id: Optional[str]) -> str:
+def decide(config: Config, paths: JobPaths, job_id: str | None) -> str:
     """NEW, RESUME or FINISHED (this very Vertex job finished it already); refuses to clobber.
 
     Only a run with a resume checkpoint is resumed (and must be rerun with its own settings)."""
     same_job = job_id is not None and _recorded_job(paths) == job_id
     if storage.exists(paths.metrics) and not storage.exists(paths.config):
-        raise UserError(f"--job-dir: {paths.job_dir} holds a metrics.json that no trainer.task "
-                        f"run wrote (it has no config.json); choose another --job-dir")
+        raise UserError(
+            f"--job-dir: {paths.job_dir} holds a metrics.json that no trainer.task "
+            f"run wrote (it has no config.json); choose another --job-dir"
+        )
     if storage.exists(paths.metrics):
         if same_job:
             return FINISHED
         if not config.output.overwrite and not holds_dry_run(paths):
-            raise UserError(f"--job-dir: {paths.job_dir} holds a finished run ({paths.metrics}). "
-                            f"Pass --overwrite to replace it, or choose another --job-dir.")
+            raise UserError(
+                f"--job-dir: {paths.job_dir} holds a finished run ({paths.metrics}). "
+                f"Pass --overwrite to replace it, or choose another --job-dir."
+            )
         return NEW
     if not same_job and (config.output.overwrite or holds_dry_run(paths)):
         return NEW
@@ -161,9 +169,11 @@ def decide(config: Config, paths: JobPaths, job_id: Optional[str]) -> str:
         current = _resumable_settings(config)
         if previous != current:
             changed = _differences(previous, current)
-            raise UserError(f"--job-dir: {paths.job_dir} holds an unfinished run with other "
-                            f"settings ({', '.join(changed[:4])}); rerun with the same flags to "
-                            f"resume it, or pass --overwrite to start over.")
+            raise UserError(
+                f"--job-dir: {paths.job_dir} holds an unfinished run with other "
+                f"settings ({', '.join(changed[:4])}); rerun with the same flags to "
+                f"resume it, or pass --overwrite to start over."
+            )
         return RESUME
     return NEW
 
@@ -185,16 +195,18 @@ def why_unfinished(paths: JobPaths) -> str:
     if has_resume_checkpoint(paths):
         return "its run stopped before it finished; rerun the same trainer.task command to resume it"
     error = _last_error(paths)
-    return (f"its run stopped before its first checkpoint{f' (it ended: {error})' if error else ''}, so "
-            f"there is nothing to report or resume; rerun trainer.task")
+    return (
+        f"its run stopped before its first checkpoint{f' (it ended: {error})' if error else ''}, so "
+        f"there is nothing to report or resume; rerun trainer.task"
+    )
 
 
-def _last_error(paths: JobPaths) -> Optional[str]:
+def _last_error(paths: JobPaths) -> str | None:
     """The `error:` line that ended the run, as training.log recorded it (runlog.RunLog)."""
     if not storage.exists(paths.log):
         return None
     errors = [line for line in storage.read_text(paths.log).splitlines() if line.startswith("error: ")]
-    return errors[-1][len("error: "):] if errors else None
+    return errors[-1][len("error: ") :] if errors else None
 
 
 def has_resume_checkpoint(paths: JobPaths) -> bool:
@@ -204,7 +216,7 @@ def has_resume_checkpoint(paths: JobPaths) -> bool:
     return storage.exists(storage.join(paths.resume, "checkpoint"))
 
 
-def start_new(paths: JobPaths, job_id: Optional[str]) -> None:
+def start_new(paths: JobPaths, job_id: str | None) -> None:
     """Clears what a previous run left (its checkpoints, history, metrics) and records the job
     id. Only what runs write: a --checkpoint-dir of the user's may hold other files."""
     for stale in (paths.resume, paths.best, paths.job, paths.history, paths.metrics):
@@ -221,13 +233,12 @@ def drop_checkpoints(paths: JobPaths, keep: str) -> list:
     removed = [path for path in doomed if storage.exists(path)]
     for path in removed:
         storage.remove(path)
-    if keep == "none" and storage.isdir(paths.checkpoint_dir) and \
-            not storage.listdir(paths.checkpoint_dir):
+    if keep == "none" and storage.isdir(paths.checkpoint_dir) and not storage.listdir(paths.checkpoint_dir):
         storage.remove(paths.checkpoint_dir)
     return removed
 
 
-def _recorded_job(paths: JobPaths) -> Optional[str]:
+def _recorded_job(paths: JobPaths) -> str | None:
     if not storage.exists(paths.job):
         return None
     return json.loads(storage.read_text(paths.job)).get("vertex_job_id")
@@ -237,8 +248,7 @@ def _resumable_settings(config: Config) -> dict:
     """What must match for an unfinished run to be resumed rather than mixed with another."""
     values = config.to_dict()
     values["output"] = {}
-    values["runtime"] = {k: v for k, v in values["runtime"].items()
-                         if k in ("sequence_padding", "static_shapes")}
+    values["runtime"] = {k: v for k, v in values["runtime"].items() if k in ("sequence_padding", "static_shapes")}
     return values
 
 

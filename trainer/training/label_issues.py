@@ -24,9 +24,9 @@ alone decide which rows are flagged, as cleanlab asks.
 Each row is named as every error message names it: its file and its line in that file (the
 header is line 1), so `row` is where an editor's cursor goes.
 """
+
 import logging
 import warnings
-from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -38,12 +38,13 @@ log = logging.getLogger("trainer")
 
 FILE = "label_issues.csv"
 COLUMNS = ["split", "file", "row", "given_label", "suggested_label", "score", "text"]
-METHOD = ("cleanlab find_label_issues on out-of-sample probabilities, ranked by label quality "
-          "(self_confidence); training rows by the mean of the folds' and the run's model's")
+METHOD = (
+    "cleanlab find_label_issues on out-of-sample probabilities, ranked by label quality "
+    "(self_confidence); training rows by the mean of the folds' and the run's model's"
+)
 
 
-def rank(task, probabilities: np.ndarray, labels: np.ndarray,
-         ranking_probabilities: Optional[np.ndarray] = None) -> tuple:
+def rank(task, probabilities: np.ndarray, labels: np.ndarray, ranking_probabilities: np.ndarray | None = None) -> tuple:
     """(flagged row indices, most doubtful first; every row's label quality score in [0, 1]),
     by the task's cleanlab ranking (Task.rank_label_issues).
 
@@ -82,20 +83,26 @@ def find_label_issues(ctx: RunContext) -> None:
     for name, (probabilities, ranking, labels) in splits.items():
         flagged, scores = rank(ctx.task, probabilities, labels, ranking)
         counts[name] = {"flagged": int(len(flagged)), "of": int(len(labels))}
-        frames.append(_frame(ctx, name, flagged, scores[flagged], labels[flagged],
-                             probabilities[flagged]))
+        frames.append(_frame(ctx, name, flagged, scores[flagged], labels[flagged], probabilities[flagged]))
     # Empty frames left out: pandas warns when it concatenates them (their dtypes are unknown).
     table = pd.concat([f for f in frames if len(f)] or frames[:1], ignore_index=True)
     table = table.sort_values("score", kind="stable")
     if ctx.is_chief:
-        storage.write_text_atomic(storage.join(ctx.paths.job_dir, FILE),
-                                  table.to_csv(index=False, float_format="%.6g"))
-    ctx.label_issues = {"file": FILE, "rows": int(len(table)), "splits": counts, "method": METHOD,
-                        "folds": ctx.config.train.label_issue_folds if "train" in splits else None,
-                        "warning": warning}
-    log.info("label issues: %d rows whose label looks wrong (%s), most doubtful first in %s",
-             len(table), ", ".join(f"{name} {c['flagged']} of {c['of']}" for name, c in counts.items()),
-             storage.join(ctx.paths.job_dir, FILE))
+        storage.write_text_atomic(storage.join(ctx.paths.job_dir, FILE), table.to_csv(index=False, float_format="%.6g"))
+    ctx.label_issues = {
+        "file": FILE,
+        "rows": int(len(table)),
+        "splits": counts,
+        "method": METHOD,
+        "folds": ctx.config.train.label_issue_folds if "train" in splits else None,
+        "warning": warning,
+    }
+    log.info(
+        "label issues: %d rows whose label looks wrong (%s), most doubtful first in %s",
+        len(table),
+        ", ".join(f"{name} {c['flagged']} of {c['of']}" for name, c in counts.items()),
+        storage.join(ctx.paths.job_dir, FILE),
+    )
     if warning:
         log.warning("label issues: %s", warning)
 
@@ -106,16 +113,17 @@ def _training_probabilities(ctx: RunContext) -> tuple:
     weights now."""
     from trainer.training import cross_fit, fitting
 
-    log.info("label issues: the run's model (its best epoch) predicts its %d training rows, "
-             "to rank the flagged ones", len(ctx.inputs.tokenized["train"]))
+    log.info(
+        "label issues: the run's model (its best epoch) predicts its %d training rows, to rank the flagged ones",
+        len(ctx.inputs.tokenized["train"]),
+    )
     in_sample = ctx.task.probabilities(fitting.predict_split(ctx, "train")[0])
     outputs, folds = cross_fit.out_of_sample_outputs(ctx)
     out_of_sample = ctx.task.probabilities(outputs)
     return out_of_sample, mean_of_views(out_of_sample, in_sample), folds
 
 
-def chance_warning(task, probabilities: np.ndarray, labels: np.ndarray,
-                   folds: np.ndarray) -> Optional[str]:
+def chance_warning(task, probabilities: np.ndarray, labels: np.ndarray, folds: np.ndarray) -> str | None:
     """Why the training rows' ranking cannot be trusted, or None: a fold whose model is right on
     its held-out rows no more often than always answering their most common class (multi-label:
     each label decided at 0.5, against each label's more common answer) has learned nothing to
@@ -125,15 +133,19 @@ def chance_warning(task, probabilities: np.ndarray, labels: np.ndarray,
         held = folds == fold
         accuracy, constant = task.chance_accuracies(probabilities[held], labels[held])
         if accuracy <= constant:
-            weak.append(f"fold {fold + 1} (trained on {int(np.sum(~held))} rows) was right on "
-                        f"{accuracy:.0%} of its {int(np.sum(held))} held-out rows, always "
-                        f"answering their most common class on {constant:.0%}")
+            weak.append(
+                f"fold {fold + 1} (trained on {int(np.sum(~held))} rows) was right on "
+                f"{accuracy:.0%} of its {int(np.sum(held))} held-out rows, always "
+                f"answering their most common class on {constant:.0%}"
+            )
     if not weak:
         return None
-    return (f"the training rows' ranking cannot be trusted: {len(weak)} of {int(folds.max()) + 1} "
-            f"fold models did no better than chance ({'; '.join(weak)}), so the scores of their "
-            f"rows are near chance too. More training rows, or more --label-issue-folds (each "
-            f"trains on more of them), give models worth asking")
+    return (
+        f"the training rows' ranking cannot be trusted: {len(weak)} of {int(folds.max()) + 1} "
+        f"fold models did no better than chance ({'; '.join(weak)}), so the scores of their "
+        f"rows are near chance too. More training rows, or more --label-issue-folds (each "
+        f"trains on more of them), give models worth asking"
+    )
 
 
 def mean_of_views(out_of_sample: np.ndarray, in_sample: np.ndarray) -> np.ndarray:
@@ -143,14 +155,24 @@ def mean_of_views(out_of_sample: np.ndarray, in_sample: np.ndarray) -> np.ndarra
     return (out_of_sample + in_sample) / 2
 
 
-def _frame(ctx: RunContext, name: str, flagged: np.ndarray, scores: np.ndarray, labels: np.ndarray,
-           probabilities: np.ndarray) -> pd.DataFrame:
+def _frame(
+    ctx: RunContext, name: str, flagged: np.ndarray, scores: np.ndarray, labels: np.ndarray, probabilities: np.ndarray
+) -> pd.DataFrame:
     spec = ctx.datasets.labels
     given, suggested = ctx.task.label_texts(labels, spec), ctx.task.suggested_labels(probabilities, spec)
     located = locate(ctx.datasets, name, flagged)
-    frame = pd.DataFrame({"split": name, "file": located["file"], "row": located["row"],
-                          "given_label": given, "suggested_label": suggested, "score": scores,
-                          "text": located["text"]}, columns=COLUMNS)
+    frame = pd.DataFrame(
+        {
+            "split": name,
+            "file": located["file"],
+            "row": located["row"],
+            "given_label": given,
+            "suggested_label": suggested,
+            "score": scores,
+            "text": located["text"],
+        },
+        columns=COLUMNS,
+    )
     if "text_pair" in located:
         frame["text_pair"] = located["text_pair"]
     return frame
@@ -163,11 +185,18 @@ def locate(datasets, name: str, rows: np.ndarray) -> pd.DataFrame:
     order = np.argsort(rows, kind="stable")
     wanted = {name: split.positions[np.asarray(rows, np.int64)[order]]}
     parts = [frame for _, frame in datasets.selected_chunks(split.spec, wanted)]
-    found = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
-        columns=["_file", "_row", *datasets.text_columns()])
-    out = pd.DataFrame({"file": found["_file"].astype(str).to_numpy(),
-                        "row": found["_row"].to_numpy(np.int64),
-                        "text": found[datasets.text_column].astype(str).to_numpy()})
+    found = (
+        pd.concat(parts, ignore_index=True)
+        if parts
+        else pd.DataFrame(columns=["_file", "_row", *datasets.text_columns()])
+    )
+    out = pd.DataFrame(
+        {
+            "file": found["_file"].astype(str).to_numpy(),
+            "row": found["_row"].to_numpy(np.int64),
+            "text": found[datasets.text_column].astype(str).to_numpy(),
+        }
+    )
     if datasets.text_pair_column:
         out["text_pair"] = found[datasets.text_pair_column].astype(str).to_numpy()
     return out.iloc[np.argsort(order, kind="stable")].reset_index(drop=True)

@@ -18,6 +18,7 @@ owner as JSON: host, pid, Vertex job and trial ids, start time and a heartbeat.
 Vertex restarts a preempted replica with the same CLOUD_ML_JOB_ID: a lock of the same job (and
 trial) is its own, never a reason to refuse; locally the restart waits for the old process.
 """
+
 import contextlib
 import dataclasses
 import datetime
@@ -30,11 +31,11 @@ import socket
 import threading
 import time
 import uuid
-from typing import Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
 
 from trainer import storage
-from trainer.vertex import environment as vertex
 from trainer.errors import UserError
+from trainer.vertex import environment as vertex
 
 log = logging.getLogger("trainer")
 
@@ -49,15 +50,18 @@ class Owner:
     host: str
     pid: int
     started: str  # UTC, ISO 8601
-    job_id: Optional[str] = None  # CLOUD_ML_JOB_ID
-    trial_id: Optional[str] = None  # CLOUD_ML_TRIAL_ID
+    job_id: str | None = None  # CLOUD_ML_JOB_ID
+    trial_id: str | None = None  # CLOUD_ML_TRIAL_ID
     token: str = ""
     heartbeat: float = 0.0  # time.time() of the last refresh
 
     def describe(self) -> str:
         """How the refusal names the other run: a person can find it from this."""
-        who = f"Vertex job {self.job_id}" + (f" trial {self.trial_id}" if self.trial_id else "") \
-            if self.job_id else f"pid {self.pid}"
+        who = (
+            f"Vertex job {self.job_id}" + (f" trial {self.trial_id}" if self.trial_id else "")
+            if self.job_id
+            else f"pid {self.pid}"
+        )
         return f"{who} on host {self.host}, started {self.started}"
 
     def same_vertex_job(self, other: "Owner") -> bool:
@@ -71,7 +75,7 @@ def owner_of(environ: Mapping[str, str], now: float, host: str, pid: int) -> Own
     return Owner(host, pid, started, env.job_id, env.trial_id, uuid.uuid4().hex, now)
 
 
-def parse(text: str) -> Optional[Owner]:
+def parse(text: str) -> Owner | None:
     """The owner a lock file records; None when it is empty or half-written."""
     try:
         return Owner(**json.loads(text))
@@ -138,8 +142,7 @@ class Held:
             self._handle.close()
 
 
-def acquire(directory: str, name: str, environ: Mapping[str, str],
-            busy: Callable[[Optional[Owner]], str]) -> Held:
+def acquire(directory: str, name: str, environ: Mapping[str, str], busy: Callable[[Owner | None], str]) -> Held:
     """Takes DIRECTORY/NAME for this process, or raises UserError(busy(holder)); the holder is
     None when its record cannot be read (it is being written)."""
     path = storage.join(directory, name)
@@ -149,7 +152,7 @@ def acquire(directory: str, name: str, environ: Mapping[str, str],
     return _lock_local(path, me, busy)
 
 
-def _lock_local(path: str, me: Owner, busy: Callable[[Optional[Owner]], str]) -> Held:
+def _lock_local(path: str, me: Owner, busy: Callable[[Owner | None], str]) -> Held:
     while True:
         handle = open(path, "a+")
         try:
@@ -175,22 +178,26 @@ def _lock_local(path: str, me: Owner, busy: Callable[[Optional[Owner]], str]) ->
     return Held(path, me, handle)
 
 
-def _lock_object(path: str, me: Owner, busy: Callable[[Optional[Owner]], str]) -> Held:
+def _lock_object(path: str, me: Owner, busy: Callable[[Owner | None], str]) -> Held:
     _read(path)  # untimed: the first Cloud Storage call also imports TensorFlow and connects
     start = time.monotonic()
     holder = _read(path)
-    if holder is not None and not holder.same_vertex_job(me) and \
-            not is_stale(holder, me, time.time(), pid_alive):
+    if holder is not None and not holder.same_vertex_job(me) and not is_stale(holder, me, time.time(), pid_alive):
         raise UserError(busy(holder))
     if holder is not None:
-        log.info("taking over %s from %s (%s)", path, holder.describe(),
-                 "the same Vertex job" if holder.same_vertex_job(me) else "no longer running")
+        log.info(
+            "taking over %s from %s (%s)",
+            path,
+            holder.describe(),
+            "the same Vertex job" if holder.same_vertex_job(me) else "no longer running",
+        )
     storage.write_text_atomic(path, _record(me))
     if time.monotonic() - start > SETTLE_SECONDS:
         # Fischer's bound broken by this very process: another taker may have read "free" before
         # this write landed and already be running.
-        raise UserError(f"--job-dir: could not take {path} within {SETTLE_SECONDS:.0f}s (Cloud "
-                        f"Storage answers slowly); retry")
+        raise UserError(
+            f"--job-dir: could not take {path} within {SETTLE_SECONDS:.0f}s (Cloud Storage answers slowly); retry"
+        )
     time.sleep(SETTLE_SECONDS)
     holder = _read(path)
     if holder is None or holder.token != me.token:
@@ -198,7 +205,7 @@ def _lock_object(path: str, me: Owner, busy: Callable[[Optional[Owner]], str]) -
     return Held(path, me)
 
 
-def running_owner(directory: str, name: str) -> Optional[Owner]:
+def running_owner(directory: str, name: str) -> Owner | None:
     """Who holds DIRECTORY/NAME now, by the gs:// lock's staleness rule (a killed local run's
     record stays, with a pid that is gone); None when no one does. For messages, not locking."""
     me = owner_of({}, time.time(), socket.gethostname(), os.getpid())
@@ -206,5 +213,5 @@ def running_owner(directory: str, name: str) -> Optional[Owner]:
     return None if holder is None or is_stale(holder, me, time.time(), pid_alive) else holder
 
 
-def _read(path: str) -> Optional[Owner]:
+def _read(path: str) -> Owner | None:
     return parse(storage.read_text(path)) if storage.exists(path) else None

@@ -10,8 +10,8 @@ most probable class, a label's F1-chosen threshold), with one warning line sayin
 reached: the run has trained already, and a model that decides as usual serves users better
 than no model; metrics.json records `reached: false`.
 """
+
 import logging
-from typing import Optional
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from trainer.training.context import RunContext
 log = logging.getLogger("trainer")
 
 
-def target_of(output_config) -> Optional[tuple]:
+def target_of(output_config) -> tuple | None:
     """("precision" or "recall", value), or None when neither flag is given."""
     if output_config.target_precision is not None:
         return "precision", output_config.target_precision
@@ -53,8 +53,13 @@ def choose_threshold(scores: np.ndarray, truth: np.ndarray, target: str, value: 
 
     truth = np.asarray(truth, bool)
     if not truth.any():
-        return {"reached": False, "threshold": None, "precision": None, "recall": None,
-                "why": "no positive rows in validation"}
+        return {
+            "reached": False,
+            "threshold": None,
+            "precision": None,
+            "recall": None,
+            "why": "no positive rows in validation",
+        }
     precision, recall, thresholds = precision_recall_curve(truth, np.asarray(scores, np.float64))
     precision, recall = precision[:-1], recall[:-1]  # the last point has no threshold
     achieved = precision if target == "precision" else recall
@@ -62,19 +67,30 @@ def choose_threshold(scores: np.ndarray, truth: np.ndarray, target: str, value: 
     if len(ok):
         i = ok[0] if target == "precision" else ok[-1]
         below = thresholds[i - 1] if i else 0.0
-        return {"reached": True, "threshold": float((below + thresholds[i]) / 2),
-                "precision": float(precision[i]), "recall": float(recall[i])}
+        return {
+            "reached": True,
+            "threshold": float((below + thresholds[i]) / 2),
+            "precision": float(precision[i]),
+            "recall": float(recall[i]),
+        }
     i = int(np.argmax(achieved))
-    return {"reached": False, "threshold": None, "precision": float(precision[i]),
-            "recall": float(recall[i]), "why": f"the highest validation {target} is {achieved[i]:.4f}"}
+    return {
+        "reached": False,
+        "threshold": None,
+        "precision": float(precision[i]),
+        "recall": float(recall[i]),
+        "why": f"the highest validation {target} is {achieved[i]:.4f}",
+    }
 
 
 def rates_at(scores: np.ndarray, truth: np.ndarray, threshold: float) -> dict:
     """Precision and recall of `scores >= threshold` (another split's, at the chosen point)."""
     predicted, truth = np.asarray(scores) >= threshold, np.asarray(truth, bool)
     hits = int(np.sum(predicted & truth))
-    return {"precision": hits / int(predicted.sum()) if predicted.any() else None,
-            "recall": hits / int(truth.sum()) if truth.any() else None}
+    return {
+        "precision": hits / int(predicted.sum()) if predicted.any() else None,
+        "recall": hits / int(truth.sum()) if truth.any() else None,
+    }
 
 
 def choose_operating_point(ctx: RunContext) -> None:
@@ -88,11 +104,14 @@ def choose_operating_point(ctx: RunContext) -> None:
     if target is None:
         return
     temperature = export_temperature(ctx)
-    scores = {name: ctx.task.decision_scores(*ctx.outputs[name], temperature)
-              for name in ("validation", "test") if name in ctx.outputs}
+    scores = {
+        name: ctx.task.decision_scores(*ctx.outputs[name], temperature)
+        for name in ("validation", "test")
+        if name in ctx.outputs
+    }
     ctx.operating_point = ctx.task.choose_operating_point(
-        lambda column, what: _point(ctx, scores, column, *target, what), *target,
-        ctx.datasets.labels.names, temperature)
+        lambda column, what: _point(ctx, scores, column, *target, what), *target, ctx.datasets.labels.names, temperature
+    )
 
 
 def _point(ctx: RunContext, scores: dict, column: int, target: str, value: float, what: str) -> dict:
@@ -100,17 +119,33 @@ def _point(ctx: RunContext, scores: dict, column: int, target: str, value: float
     rates."""
     validation_scores, truth = scores["validation"]
     chosen = choose_threshold(validation_scores[:, column], truth[:, column], target, value)
-    point = {"reached": chosen["reached"], "threshold": chosen["threshold"],
-             "validation": {"precision": chosen["precision"], "recall": chosen["recall"]}}
+    point = {
+        "reached": chosen["reached"],
+        "threshold": chosen["threshold"],
+        "validation": {"precision": chosen["precision"], "recall": chosen["recall"]},
+    }
     if chosen["reached"]:
-        log.info("operating point: %s threshold %.4f (validation precision %.4f, recall %.4f; "
-                 "--target-%s %g): the export and the metrics below decide there", what,
-                 chosen["threshold"], chosen["precision"], chosen["recall"], target, value)
+        log.info(
+            "operating point: %s threshold %.4f (validation precision %.4f, recall %.4f; "
+            "--target-%s %g): the export and the metrics below decide there",
+            what,
+            chosen["threshold"],
+            chosen["precision"],
+            chosen["recall"],
+            target,
+            value,
+        )
         if "test" in scores:
             test_scores, test_truth = scores["test"]
             point["test"] = rates_at(test_scores[:, column], test_truth[:, column], chosen["threshold"])
     else:
         point["why"] = chosen["why"]
-        log.warning("operating point: --target-%s %g is out of reach for %s on validation (%s); "
-                    "it keeps %s", target, value, what, chosen["why"], ctx.task.kept_decision(column))
+        log.warning(
+            "operating point: --target-%s %g is out of reach for %s on validation (%s); it keeps %s",
+            target,
+            value,
+            what,
+            chosen["why"],
+            ctx.task.kept_decision(column),
+        )
     return point

@@ -1,5 +1,6 @@
 """The last stages of a run: evaluate the best weights, calibrate and export them, report,
 and write metrics.json last."""
+
 import dataclasses
 import logging
 import platform
@@ -36,10 +37,17 @@ def sample_rows(total: int, size: int, seed: int) -> np.ndarray:
 def train_sample(total: int, seed: int) -> dict:
     """metrics.json's description of the rows the "train" metrics were computed on."""
     rows = min(total, TRAIN_EVALUATION_ROWS)
-    return {"rows": rows, "of": total, "seed": seed,
-            "note": ("every training row" if rows == total else
-                     f"a fixed random sample of the training rows (at most "
-                     f"{TRAIN_EVALUATION_ROWS}, drawn with the run's --seed)")}
+    return {
+        "rows": rows,
+        "of": total,
+        "seed": seed,
+        "note": (
+            "every training row"
+            if rows == total
+            else f"a fixed random sample of the training rows (at most "
+            f"{TRAIN_EVALUATION_ROWS}, drawn with the run's --seed)"
+        ),
+    }
 
 
 def evaluate(ctx: RunContext) -> None:
@@ -61,8 +69,7 @@ def evaluate(ctx: RunContext) -> None:
     export_lib.check_finite_outputs(logits["validation"][0], "validation rows")
     ctx.task.fit_on_validation(*logits["validation"])  # multi-label thresholds
     if ctx.task.calibrates:  # a temperature rescales class probabilities only
-        ctx.calibration = calibration.calibration_block(
-            logits, applied=ctx.config.output.calibrate == "on")
+        ctx.calibration = calibration.calibration_block(logits, applied=ctx.config.output.calibrate == "on")
         _log_calibration(ctx.calibration)
 
 
@@ -72,12 +79,20 @@ def summarize(ctx: RunContext) -> None:
     one. The tuning service hears the final value."""
     caveat = ctx.task.validation_caveat(has_test="test" in ctx.outputs)
     for name in ctx.inputs.eval_sets:
-        ctx.results[name] = (ctx.task.summarize(*ctx.outputs[name], ctx.datasets.labels.names)
-                             if name in ctx.outputs else _evaluate_train_sample(ctx))
+        ctx.results[name] = (
+            ctx.task.summarize(*ctx.outputs[name], ctx.datasets.labels.names)
+            if name in ctx.outputs
+            else _evaluate_train_sample(ctx)
+        )
         result = ctx.results[name]
         total = len(ctx.inputs.tokenized[name])
-        log.info("%-10s %s  (%d examples%s)", name, ctx.task.describe(result), result["examples"],
-                 f" of {total}: a sample seeded with --seed" if result["examples"] < total else "")
+        log.info(
+            "%-10s %s  (%d examples%s)",
+            name,
+            ctx.task.describe(result),
+            result["examples"],
+            f" of {total}: a sample seeded with --seed" if result["examples"] < total else "",
+        )
         if name == "validation" and caveat:
             result["caveat"] = caveat
             log.info("%-10s %s", "", caveat)
@@ -97,8 +112,13 @@ def restore_best_weights(ctx: RunContext) -> bool:
     best_is_current = fit.best.best_epoch is not None and fit.best.best_epoch == fit.evaluation.last_epoch
     if fit.best.weights_prefix and not best_is_current:
         tf.train.Checkpoint(model=ctx.trainable.model).read(fit.best.weights_prefix).expect_partial()
-        log.info("restored the best weights: %s %d, %s %.4f", fit.best.unit, fit.best.best_epoch,
-                 ctx.config.train.selection_metric, fit.best.best)
+        log.info(
+            "restored the best weights: %s %d, %s %.4f",
+            fit.best.unit,
+            fit.best.best_epoch,
+            ctx.config.train.selection_metric,
+            fit.best.best,
+        )
     return best_is_current
 
 
@@ -110,21 +130,27 @@ def _evaluate_train_sample(ctx: RunContext) -> dict:
     rows = sample_rows(len(train), TRAIN_EVALUATION_ROWS, ctx.config.train.seed)
     if len(rows) == len(train):
         return ctx.task.summarize(*predict_split(ctx, "train"), ctx.datasets.labels.names)
-    batching = dataclasses.replace(ctx.inputs.train_batching, drop_remainder=False,
-                                   batch_size=ctx.config.train.eval_batch_size)
-    dataset = input_pipeline.evaluation_dataset(train.take(rows), batching,
-                                                pad_to_full_batches=ctx.runtime.plan.static_shapes)
-    return ctx.task.summarize(*predict_split(ctx, "train", dataset, len(rows)),
-                              ctx.datasets.labels.names)
+    batching = dataclasses.replace(
+        ctx.inputs.train_batching, drop_remainder=False, batch_size=ctx.config.train.eval_batch_size
+    )
+    dataset = input_pipeline.evaluation_dataset(
+        train.take(rows), batching, pad_to_full_batches=ctx.runtime.plan.static_shapes
+    )
+    return ctx.task.summarize(*predict_split(ctx, "train", dataset, len(rows)), ctx.datasets.labels.names)
 
 
 def _log_calibration(block: dict) -> None:
     validation = block["validation"]
-    log.info("calibration: temperature %.3f %s: %s (validation ECE %.4f -> %.4f, log loss %.4f -> %.4f)",
-             block["temperature"],
-             "applied to the export" if block["applied"] else "not applied, the export keeps T = 1",
-             block["why"], validation["ece_before"], validation["ece_after"],
-             validation["nll_before"], validation["nll_after"])
+    log.info(
+        "calibration: temperature %.3f %s: %s (validation ECE %.4f -> %.4f, log loss %.4f -> %.4f)",
+        block["temperature"],
+        "applied to the export" if block["applied"] else "not applied, the export keeps T = 1",
+        block["why"],
+        validation["ece_before"],
+        validation["ece_after"],
+        validation["nll_before"],
+        validation["nll_after"],
+    )
 
 
 def export(ctx: RunContext) -> None:
@@ -133,8 +159,9 @@ def export(ctx: RunContext) -> None:
     preprocessor, model = ctx.encoder.preprocessor, ctx.trainable.model
     target = ctx.runtime.write_path(ctx.paths.model_dir)
     with export_lib.computing_in_float32(model, ctx.config.runtime.export_precision == "float32"):
-        export_lib.export(_serving_module(ctx, preprocessor, model), ctx.paths.model_dir,
-                          write_dir=target, job_dir=ctx.paths.job_dir)
+        export_lib.export(
+            _serving_module(ctx, preprocessor, model), ctx.paths.model_dir, write_dir=target, job_dir=ctx.paths.job_dir
+        )
     log.info("exported the model (raw strings in, %s out) to %s", ctx.task.exported_outputs, target)
 
 
@@ -173,9 +200,14 @@ def _export_copy(ctx: RunContext, precision: str, wanted: bool, why_not) -> None
             return
         except Exception as error:  # noqa: BLE001  an optional copy never fails a trained run
             why = f"building or checking it failed: {(str(error).strip().splitlines() or [''])[0]}"
-            log.warning("%s model not written: %s (python -m trainer.export_quantized "
-                        "--model-dir %s --precision %s retries it)", precision, why,
-                        ctx.paths.model_dir, precision)
+            log.warning(
+                "%s model not written: %s (python -m trainer.export_quantized "
+                "--model-dir %s --precision %s retries it)",
+                precision,
+                why,
+                ctx.paths.model_dir,
+                precision,
+            )
             ctx.precisions[precision] = {"written": False, "why": why}
     elif why_not:
         ctx.precisions[precision] = {"written": False, "why": why_not}
@@ -193,8 +225,10 @@ def unsupported(ctx: RunContext, precision: str):
     if why or precision not in variants.ONNX_VARIANTS:
         return why
     if ctx.config.model.preprocessor:
-        return ("--preprocessor: a TF-Hub preprocessor tokenizes in its own graph, which the ONNX "
-                "copies' tokenizer.json cannot carry")
+        return (
+            "--preprocessor: a TF-Hub preprocessor tokenizes in its own graph, which the ONNX "
+            "copies' tokenizer.json cannot carry"
+        )
     return None
 
 
@@ -209,13 +243,26 @@ def write_copy(ctx: RunContext, model_dir: str, variables, precision: str) -> di
     rows = sample_rows(len(datasets.validation), quantize.CHECK_ROWS, config.train.seed)
     texts, pairs = datasets.read_texts("validation")["validation"]
     reference = export_lib.load_module(model_dir)
-    checked = {"texts": texts[rows], "pairs": None if pairs is None else pairs[rows],
-               "labels": ctx.task.agreement_labels(datasets.validation)[rows],
-               "label_names": datasets.labels.names}
+    checked = {
+        "texts": texts[rows],
+        "pairs": None if pairs is None else pairs[rows],
+        "labels": ctx.task.agreement_labels(datasets.validation)[rows],
+        "label_names": datasets.labels.names,
+    }
     copy, checks = _copy(ctx, model_dir, variables, precision, reference, checked)
     figures = quantize.export_checked(
-        copy, reference, model_dir, precision, ctx.task, checked["texts"], checked["pairs"],
-        checked["labels"], checked["label_names"], config.train.eval_batch_size, **checks)
+        copy,
+        reference,
+        model_dir,
+        precision,
+        ctx.task,
+        checked["texts"],
+        checked["pairs"],
+        checked["labels"],
+        checked["label_names"],
+        config.train.eval_batch_size,
+        **checks,
+    )
     (log.info if figures["passed"] else log.warning)(quantize.describe(figures))
     if not figures["passed"] and precision not in variants.available(model_dir):
         variants.record(model_dir, precision, {"written": False, **figures})
@@ -231,17 +278,20 @@ def _copy(ctx: RunContext, model_dir: str, variables, precision: str, reference,
     if precision == "int8":
         return quantize.int8_copy(build, variables, reference), {}
     if precision == "bfloat16":
-        return quantize.bfloat16_copy(build, variables, reference, ctx.task, checked["label_names"],
-                                      ctx.config.data.max_seq_length, pair), {}
+        return quantize.bfloat16_copy(
+            build, variables, reference, ctx.task, checked["label_names"], ctx.config.data.max_seq_length, pair
+        ), {}
     from trainer.serving.onnx import copies
 
     if precision == "onnx":
-        copy, fused = copies.float32_copy(build, variables, reference, ctx.task, checked["label_names"],
-                                          ctx.config.data.max_seq_length, pair)
+        copy, fused = copies.float32_copy(
+            build, variables, reference, ctx.task, checked["label_names"], ctx.config.data.max_seq_length, pair
+        )
         log.info("onnx model: %s", copies.fusion_words(fused))
         return copy, {"own_tokens": True, "max_difference": ONNX_MAX_DIFFERENCE}
-    copy, _, searched = copies.int8_copy(model_dir, reference, ctx.task, checked, lambda: _ranking_texts(ctx),
-                                         ctx.config.train.eval_batch_size)
+    copy, _, searched = copies.int8_copy(
+        model_dir, reference, ctx.task, checked, lambda: _ranking_texts(ctx), ctx.config.train.eval_batch_size
+    )
     if searched:
         log.info(searched)
     return copy, {"own_tokens": True}
@@ -268,8 +318,10 @@ def _bfloat16_wanted(ctx: RunContext) -> tuple:
     if unsupported(ctx, "bfloat16"):
         return False, unsupported(ctx, "bfloat16")
     if flag == "auto" and not distribution.computes_bf16(ctx.runtime.devices):
-        return False, ("--export-bfloat16 auto: this machine has no native bfloat16 "
-                       "(AVX512_BF16/AMX CPU, TPU or GPU 8.0+); --export-bfloat16 on writes it anyway")
+        return False, (
+            "--export-bfloat16 auto: this machine has no native bfloat16 "
+            "(AVX512_BF16/AMX CPU, TPU or GPU 8.0+); --export-bfloat16 on writes it anyway"
+        )
     return True, None
 
 
@@ -278,8 +330,10 @@ def _int8_wanted(ctx: RunContext) -> tuple:
     if flag == "off" or not ctx.is_chief:
         return False, None
     if flag == "auto" and ctx.hub_encoder:
-        return False, ("--export-int8 auto: a hub.KerasLayer encoder's graph is its publisher's, "
-                       "not converted to TensorFlow Lite; --export-int8 on tries it")
+        return False, (
+            "--export-int8 auto: a hub.KerasLayer encoder's graph is its publisher's, "
+            "not converted to TensorFlow Lite; --export-int8 on tries it"
+        )
     if unsupported(ctx, "int8"):
         return False, unsupported(ctx, "int8")
     return True, None
@@ -303,8 +357,11 @@ def _window_flags(ctx: RunContext) -> dict:
     if not ctx.windows:
         return {}
     flags = ctx.long_texts
-    return {"window_overlap": flags.window_overlap, "max_windows": flags.max_windows,
-            "window_pooling": ctx.config.model.window_pooling}
+    return {
+        "window_overlap": flags.window_overlap,
+        "max_windows": flags.max_windows,
+        "window_pooling": ctx.config.model.window_pooling,
+    }
 
 
 def _classifier(ctx: RunContext) -> tuple:
@@ -319,11 +376,16 @@ def _classifier(ctx: RunContext) -> tuple:
 def _serving_module(ctx: RunContext, preprocessor, model):
     """The export of the run's task, with its decisions (a reached --target-precision/
     --target-recall's threshold, multi-label's thresholds: Task.export_decisions)."""
-    return export_lib.serving_module(ctx.task, preprocessor, model, ctx.datasets.labels.names,
-                                     ctx.config.data.max_seq_length,
-                                     temperature=export_temperature(ctx),
-                                     pair=ctx.datasets.text_pair_column is not None,
-                                     long_texts=ctx.long_texts)
+    return export_lib.serving_module(
+        ctx.task,
+        preprocessor,
+        model,
+        ctx.datasets.labels.names,
+        ctx.config.data.max_seq_length,
+        temperature=export_temperature(ctx),
+        pair=ctx.datasets.text_pair_column is not None,
+        long_texts=ctx.long_texts,
+    )
 
 
 def export_temperature(ctx: RunContext) -> float:
@@ -346,8 +408,10 @@ def report(ctx: RunContext) -> None:
 def _report_predictions(ctx: RunContext) -> dict:
     """The outputs `evaluate` predicted, as the export returns them: the report predicts nothing."""
     texts = ctx.datasets.read_texts(*ctx.outputs)
-    return {name: ctx.task.split_predictions(outputs, labels, *texts[name], export_temperature(ctx))
-            for name, (outputs, labels) in ctx.outputs.items()}
+    return {
+        name: ctx.task.split_predictions(outputs, labels, *texts[name], export_temperature(ctx))
+        for name, (outputs, labels) in ctx.outputs.items()
+    }
 
 
 def write_artifacts(ctx: RunContext) -> None:
@@ -360,8 +424,9 @@ def write_artifacts(ctx: RunContext) -> None:
         keep = ctx.config.output.keep_checkpoints
         removed = jobdir.drop_checkpoints(ctx.paths, keep)
         if removed:
-            log.info("removed %s (--keep-checkpoints %s: the model/ export holds the best "
-                     "weights)", ", ".join(removed), keep)
+            log.info(
+                "removed %s (--keep-checkpoints %s: the model/ export holds the best weights)", ", ".join(removed), keep
+            )
     written = "artifacts in" if ctx.is_chief else "the chief writes the artifacts to"
     log.info("done in %.0fs; %s %s", ctx.metrics["durations"]["total"], written, ctx.paths.job_dir)
 
@@ -393,22 +458,31 @@ def _metrics(ctx: RunContext) -> dict:
         "rows_skipped": datasets.rows_skipped(),
         "contained_texts": ctx.contained,
         "truncated_texts": ctx.inputs.truncated,
-        "hyperparameters": {**dataclasses.asdict(config.train), "epochs": ctx.inputs.epochs,
-                            "learning_rate": ctx.learning_rate, "layer_decay": ctx.layer_decay,
-                            "dropout": config.model.dropout,
-                            "max_seq_length": config.data.max_seq_length,
-                            "long_texts": config.data.long_texts, "pooling": ctx.pooling,
-                            **_window_flags(ctx),
-                            "encoder": config.model.encoder,
-                            "encoder_layers": config.model.encoder_layers},
+        "hyperparameters": {
+            **dataclasses.asdict(config.train),
+            "epochs": ctx.inputs.epochs,
+            "learning_rate": ctx.learning_rate,
+            "layer_decay": ctx.layer_decay,
+            "dropout": config.model.dropout,
+            "max_seq_length": config.data.max_seq_length,
+            "long_texts": config.data.long_texts,
+            "pooling": ctx.pooling,
+            **_window_flags(ctx),
+            "encoder": config.model.encoder,
+            "encoder_layers": config.model.encoder_layers,
+        },
         "best_epoch": fit.best.best_epoch,
         "train_steps": ctx.train_steps,
         "epochs_completed": len(fit.history.rows),
         "stopped_early": fit.best.stopped_early or fit.stopped_before,
-        "device": {**distribution.describe(runtime.plan, runtime.strategy),
-                   "platform": runtime.devices.platform, "precision_note": runtime.precision_note,
-                   "encoder_backend": ctx.encoder.backend, "encoder_source": ctx.encoder.source,
-                   "encoder_architecture": ctx.encoder.architecture},
+        "device": {
+            **distribution.describe(runtime.plan, runtime.strategy),
+            "platform": runtime.devices.platform,
+            "precision_note": runtime.precision_note,
+            "encoder_backend": ctx.encoder.backend,
+            "encoder_source": ctx.encoder.source,
+            "encoder_architecture": ctx.encoder.architecture,
+        },
         "evaluated_with": evaluated_with(runtime.plan.precision, config.runtime.export_precision),
         "versions": library_versions(),
         "durations": _durations(ctx),
@@ -422,11 +496,17 @@ def evaluated_with(policy: str, export_precision: str) -> dict:
     every split), next to the export's."""
     compute = {"mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}.get(policy, "float32")
     exported = compute if export_precision == "training" else "float32"
-    note = ("the exported model computes alike" if compute == exported else
-            f"the exported model computes in {exported}, so its label may differ from these on "
-            f"a row now and then")
-    return {"model": "the trained model, with its best epoch's weights", "compute_dtype": compute,
-            "export_compute_dtype": exported, "note": note}
+    note = (
+        "the exported model computes alike"
+        if compute == exported
+        else f"the exported model computes in {exported}, so its label may differ from these on a row now and then"
+    )
+    return {
+        "model": "the trained model, with its best epoch's weights",
+        "compute_dtype": compute,
+        "export_compute_dtype": exported,
+        "note": note,
+    }
 
 
 def _by_length(ctx: RunContext) -> dict:
@@ -434,9 +514,16 @@ def _by_length(ctx: RunContext) -> dict:
     from trainer.training import long_texts
 
     limit, names = ctx.config.data.max_seq_length, ctx.datasets.labels.names
-    return {name: {**ctx.results[name], "by_length": long_texts.by_length(
-                ctx.inputs.tokenized[name].full_lengths, limit, *ctx.outputs[name], ctx.task, names)}
-            for name in ("validation", "test") if name in ctx.outputs and name in ctx.results}
+    return {
+        name: {
+            **ctx.results[name],
+            "by_length": long_texts.by_length(
+                ctx.inputs.tokenized[name].full_lengths, limit, *ctx.outputs[name], ctx.task, names
+            ),
+        }
+        for name in ("validation", "test")
+        if name in ctx.outputs and name in ctx.results
+    }
 
 
 def data_hash(datasets) -> str:
@@ -455,18 +542,23 @@ def data_hash(datasets) -> str:
 
 def _durations(ctx: RunContext) -> dict:
     stages = ctx.durations
-    return {"total": time.perf_counter() - ctx.started, "train": ctx.fit.clock.seconds,
-            "first_step": ctx.fit.clock.first_step_seconds,
-            "evaluate": (stages.get("evaluate", 0.0) + stages.get("summarize", 0.0)
-                         + ctx.fit.evaluation.seconds_evaluating),
-            "export": stages.get("export", 0.0), "export_bfloat16": stages.get("export_bfloat16", 0.0),
-            "export_int8": stages.get("export_int8", 0.0),
-            "export_onnx": stages.get("export_onnx", 0.0),
-            "export_onnx_int8": stages.get("export_onnx_int8", 0.0),
-            "report": stages.get("report", 0.0),
-            "label_issues": stages.get("find_label_issues", 0.0),
-            # the teacher stage: running a --teacher model (its file reused: reading it)
-            "teacher": stages.get("teach", 0.0)}
+    return {
+        "total": time.perf_counter() - ctx.started,
+        "train": ctx.fit.clock.seconds,
+        "first_step": ctx.fit.clock.first_step_seconds,
+        "evaluate": (
+            stages.get("evaluate", 0.0) + stages.get("summarize", 0.0) + ctx.fit.evaluation.seconds_evaluating
+        ),
+        "export": stages.get("export", 0.0),
+        "export_bfloat16": stages.get("export_bfloat16", 0.0),
+        "export_int8": stages.get("export_int8", 0.0),
+        "export_onnx": stages.get("export_onnx", 0.0),
+        "export_onnx_int8": stages.get("export_onnx_int8", 0.0),
+        "report": stages.get("report", 0.0),
+        "label_issues": stages.get("find_label_issues", 0.0),
+        # the teacher stage: running a --teacher model (its file reused: reading it)
+        "teacher": stages.get("teach", 0.0),
+    }
 
 
 def _throughput(ctx: RunContext) -> dict:
@@ -474,10 +566,13 @@ def _throughput(ctx: RunContext) -> dict:
     clock, train = ctx.fit.clock, ctx.inputs.training
     if clock.steady_seconds <= 0:
         return {"train_examples_per_second": None, "train_tokens_per_second": None}
-    examples = (clock.steady_steps * ctx.config.train.batch_size
-                * ctx.config.train.gradient_accumulation_steps / clock.steady_seconds)
-    return {"train_examples_per_second": examples,
-            "train_tokens_per_second": examples * train.real_tokens / len(train)}
+    examples = (
+        clock.steady_steps
+        * ctx.config.train.batch_size
+        * ctx.config.train.gradient_accumulation_steps
+        / clock.steady_seconds
+    )
+    return {"train_examples_per_second": examples, "train_tokens_per_second": examples * train.real_tokens / len(train)}
 
 
 def library_versions() -> dict:
@@ -490,8 +585,15 @@ def library_versions() -> dict:
     import tf_keras
 
     import trainer
-    return {"trainer": trainer.__version__, "python": platform.python_version(),
-            "tensorflow": tf.__version__, "tf_keras": tf_keras.__version__,
-            "tensorflow_text": tensorflow_text.__version__,
-            "tensorflow_hub": tensorflow_hub.__version__, "numpy": np.__version__,
-            "pandas": pandas.__version__, "scikit_learn": sklearn.__version__}
+
+    return {
+        "trainer": trainer.__version__,
+        "python": platform.python_version(),
+        "tensorflow": tf.__version__,
+        "tf_keras": tf_keras.__version__,
+        "tensorflow_text": tensorflow_text.__version__,
+        "tensorflow_hub": tensorflow_hub.__version__,
+        "numpy": np.__version__,
+        "pandas": pandas.__version__,
+        "scikit_learn": sklearn.__version__,
+    }

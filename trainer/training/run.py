@@ -3,45 +3,55 @@
 The run is a list of stages over one `RunContext` (trainer.training.context); each stage is a
 function in trainer.training.stages, .fitting or .results and can be called on its own.
 """
+
 import json
 import logging
 import signal
 import threading
 import time
-from typing import Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
 
 from trainer import cli, storage
-from trainer.vertex import environment as vertex
 from trainer.config import Config
 from trainer.errors import UserError
-from trainer.training import (fitting, held_out, jobdir, label_issues, operating_point, results,
-                              stages, task_flags, teacher)
+from trainer.training import (
+    fitting,
+    held_out,
+    jobdir,
+    label_issues,
+    operating_point,
+    results,
+    stages,
+    task_flags,
+    teacher,
+)
 from trainer.training.context import RunContext
+from trainer.vertex import environment as vertex
 
 log = logging.getLogger("trainer")
 
 STAGES = (
-    stages.check_inputs,      # job dir writable, encoder files parse: before anything is read
-    stages.prepare_job_dir,   # new, resumed or finished; config.json, training.log
-    stages.load_data,         # read and validate every split
-    stages.resolve_runtime,   # devices -> strategy, precision, XLA, padding
+    stages.check_inputs,  # job dir writable, encoder files parse: before anything is read
+    stages.prepare_job_dir,  # new, resumed or finished; config.json, training.log
+    stages.load_data,  # read and validate every split
+    stages.resolve_runtime,  # devices -> strategy, precision, XLA, padding
     task_flags.check_task_flags,  # --target-*, --find-label-issues fit the task and runtime
-    teacher.teach,            # with a teacher: its outputs packed with the training labels
+    teacher.teach,  # with a teacher: its outputs packed with the training labels
     held_out.check_containment,  # held-out texts inside training texts: counted, warned
     stages.load_encoder,
     stages.tokenize,
-    stages.build_model,       # classifier, optimizer, resume checkpoint
+    stages.build_model,  # classifier, optimizer, resume checkpoint
     fitting.fit,
-    results.evaluate,         # validation and test predicted once; the temperature fitted
+    results.evaluate,  # validation and test predicted once; the temperature fitted
     operating_point.choose_operating_point,  # --target-precision/--target-recall thresholds
-    results.summarize,        # each split's metrics at the export's decisions, logged
-    results.export,           # calibrated, float32
+    results.summarize,  # each split's metrics at the export's decisions, logged
+    results.export,  # calibrated, float32
     results.export_bfloat16,  # MODEL_DIR/bfloat16, if it agrees with float32
-    results.export_int8,      # MODEL_DIR/int8, likewise
-    results.export_onnx,      # MODEL_DIR/onnx, its tokenizer beside: no TensorFlow to serve it
+    results.export_int8,  # MODEL_DIR/int8, likewise
+    results.export_onnx,  # MODEL_DIR/onnx, its tokenizer beside: no TensorFlow to serve it
     results.export_onnx_int8,  # MODEL_DIR/onnx-int8, quantized from MODEL_DIR/onnx
     label_issues.find_label_issues,  # label_issues.csv (validation; train with --find-label-issues)
-    results.report,           # report.html, figures, errors.csv, MODEL_CARD.md
+    results.report,  # report.html, figures, errors.csv, MODEL_CARD.md
     results.write_artifacts,  # metrics.json last: the run is finished
 )
 
@@ -61,8 +71,9 @@ def run(config: Config, environ: Mapping[str, str], ignored_arguments: Sequence[
     `ignored_arguments`: what the flag parser tolerated inside a Vertex job, for the job's log.
     """
     _, _, is_chief = vertex.task_role(vertex.read_environment(environ).cluster)
-    ctx = RunContext(config, environ, jobdir.JobPaths.from_config(config), is_chief,
-                     ignored_arguments=tuple(ignored_arguments))
+    ctx = RunContext(
+        config, environ, jobdir.JobPaths.from_config(config), is_chief, ignored_arguments=tuple(ignored_arguments)
+    )
     end = _Ending(ctx)
     created = jobdir.new_directories(config.output.job_dir) if is_chief else []
     with cli.ends_soon_after_a_signal(end.last_words):
@@ -95,7 +106,7 @@ class _Ending:
     def __init__(self, ctx: RunContext):
         self._ctx, self._once, self._ended = ctx, threading.Lock(), False
 
-    def __call__(self, error: Optional[UserError] = None) -> None:
+    def __call__(self, error: UserError | None = None) -> None:
         with self._once:
             if self._ended:
                 return
@@ -118,8 +129,7 @@ class _Ending:
 def _interrupted(ctx: RunContext, terminated: bool) -> Interrupted:
     message = _interrupted_message(ctx)
     if terminated:
-        return Interrupted(message.replace("interrupted", "terminated (SIGTERM)", 1),
-                           cli.Terminated.exit_code)
+        return Interrupted(message.replace("interrupted", "terminated (SIGTERM)", 1), cli.Terminated.exit_code)
     return Interrupted(message)
 
 
@@ -130,6 +140,7 @@ def _finished_metrics(ctx: RunContext) -> dict:
 def _interrupted_message(ctx: RunContext) -> str:
     done = ctx.trainable.epoch_counter.numpy() if ctx.trainable is not None else 0
     if done or (ctx.state == jobdir.RESUME and storage.exists(ctx.paths.resume)):
-        return ("interrupted; rerun the same command to resume after the last completed epoch"
-                + (f" ({int(done)})" if done else ""))
+        return "interrupted; rerun the same command to resume after the last completed epoch" + (
+            f" ({int(done)})" if done else ""
+        )
     return "interrupted before the first epoch finished; rerunning the same command starts over"

@@ -4,6 +4,7 @@ Objects on gs:// cannot be appended to, so for a gs:// job dir the lines go to a
 is copied next to the other artifacts at every epoch end and when the run stops, however it
 stops: a job killed mid-run leaves its log up to its last finished epoch.
 """
+
 import logging
 import os
 import shutil
@@ -39,8 +40,7 @@ class RunLog:
         try:
             self.sync()
         except Exception as error:  # the run's own error, if any, matters more than this one
-            log.warning("could not copy training.log to %s: %s", self.path,
-                        getattr(error, "message", error))
+            log.warning("could not copy training.log to %s: %s", self.path, getattr(error, "message", error))
         finally:
             if self._scratch:
                 shutil.rmtree(self._scratch, ignore_errors=True)

@@ -3,39 +3,38 @@
 Each stage reads what earlier stages put on the `RunContext` and adds its own part. Cheap checks
 come first: a bad path, encoder or data file fails in seconds, before any accelerator is set up.
 """
+
 import atexit
 import logging
 import shutil
 import tempfile
-from typing import Optional
 
 import numpy as np
 
-from trainer import config as config_lib, storage
-from trainer.vertex import environment as vertex
+from trainer import config as config_lib
+from trainer import storage
 from trainer.errors import UserError
 from trainer.training import jobdir
 from trainer.training.context import Inputs, RunContext, Runtime, Trainable
 from trainer.training.runlog import RunLog
+from trainer.vertex import environment as vertex
 
 log = logging.getLogger("trainer")
 
 
 def check_inputs(ctx: RunContext) -> None:
     """Everything the run will touch, checked before anything is read or written."""
-    from trainer.vertex import experiments
     from trainer.modeling import encoders
     from trainer.serving import model_dir
-
     from trainer.training import teacher
+    from trainer.vertex import experiments
 
     encoders.check_encoder(ctx.config.model.encoder)
     experiments.check(ctx.config, ctx.environ)
     teacher.check(ctx.config)
     if ctx.is_chief:  # the checks that write nothing first
         model_dir.check_apart(ctx.paths.model_dir, _paths_beside_model(ctx.config))
-        model_dir.check_run_may_replace(ctx.paths.model_dir, ctx.paths.job_dir,
-                                        ctx.config.output.overwrite)
+        model_dir.check_run_may_replace(ctx.paths.model_dir, ctx.paths.job_dir, ctx.config.output.overwrite)
         jobdir.check_writable(ctx.paths.job_dir)
 
 
@@ -44,13 +43,20 @@ def _paths_beside_model(config) -> list:
     import os
 
     out, data, x = config.output, config.data, config.distillation
-    paths = [("--job-dir", out.job_dir), ("--checkpoint-dir", out.checkpoint_dir),
-             ("--tensorboard-dir", out.tensorboard_dir), ("--cache-dir", out.cache_dir),
-             ("--teacher", x.teacher)]
-    for flag, spec in (("--training-file", data.training_file), ("--validation-file",
-                       data.validation_file), ("--testing-file", data.testing_file),
-                       ("--teacher-probabilities", x.teacher_probabilities),
-                       ("--unlabeled-file", x.unlabeled_file)):
+    paths = [
+        ("--job-dir", out.job_dir),
+        ("--checkpoint-dir", out.checkpoint_dir),
+        ("--tensorboard-dir", out.tensorboard_dir),
+        ("--cache-dir", out.cache_dir),
+        ("--teacher", x.teacher),
+    ]
+    for flag, spec in (
+        ("--training-file", data.training_file),
+        ("--validation-file", data.validation_file),
+        ("--testing-file", data.testing_file),
+        ("--teacher-probabilities", x.teacher_probabilities),
+        ("--unlabeled-file", x.unlabeled_file),
+    ):
         paths += [(flag, part.strip()) for part in (spec or "").split(",") if part.strip()]
     encoder = config.model.encoder
     if encoder.startswith("gs://") or os.path.exists(encoder):
@@ -67,9 +73,13 @@ def prepare_job_dir(ctx: RunContext) -> None:
     ctx.state = jobdir.decide(ctx.config, ctx.paths, job_id)
     replaced = ""
     if ctx.state == jobdir.NEW and storage.exists(ctx.paths.config):
-        replaced = (", replacing the dry run that was here" if jobdir.holds_dry_run(ctx.paths) else
-                    "" if storage.exists(ctx.paths.metrics) else
-                    ", replacing the unfinished run that was here")
+        replaced = (
+            ", replacing the dry run that was here"
+            if jobdir.holds_dry_run(ctx.paths)
+            else ""
+            if storage.exists(ctx.paths.metrics)
+            else ", replacing the unfinished run that was here"
+        )
     if not ctx.is_chief:
         return
     if ctx.state == jobdir.NEW:
@@ -77,13 +87,17 @@ def prepare_job_dir(ctx: RunContext) -> None:
     if ctx.state != jobdir.FINISHED:
         config_lib.save(ctx.config, ctx.paths.config)
         ctx.run_log = RunLog(ctx.paths.log)
-    described = {jobdir.NEW: "new run" + replaced,
-                 jobdir.RESUME: "continuing an unfinished run",
-                 jobdir.FINISHED: f"finished already by Vertex job {job_id}: nothing to do"}
+    described = {
+        jobdir.NEW: "new run" + replaced,
+        jobdir.RESUME: "continuing an unfinished run",
+        jobdir.FINISHED: f"finished already by Vertex job {job_id}: nothing to do",
+    }
     log.info("job dir %s (%s)", ctx.paths.job_dir, described[ctx.state])
     if ctx.ignored_arguments:
-        log.warning("ignoring arguments this trainer does not know (tolerated inside a Vertex "
-                    "job): %s", " ".join(ctx.ignored_arguments))
+        log.warning(
+            "ignoring arguments this trainer does not know (tolerated inside a Vertex job): %s",
+            " ".join(ctx.ignored_arguments),
+        )
 
 
 def load_data(ctx: RunContext) -> None:
@@ -98,8 +112,11 @@ def load_data(ctx: RunContext) -> None:
     ctx.task = tasks.from_config(ctx.config)
     datasets = ctx.datasets = loading.load_datasets(ctx.config, ctx.task)
     ctx.task.prepare(datasets.labels, datasets.train.labels)
-    log.info("data: %s (%s)", ", ".join(f"{name} {size}" for name, size in datasets.sizes().items()),
-             datasets.describe(ctx.task))
+    log.info(
+        "data: %s (%s)",
+        ", ".join(f"{name} {size}" for name, size in datasets.sizes().items()),
+        datasets.describe(ctx.task),
+    )
     skipped = datasets.rows_skipped()
     if any(skipped.values()):
         log.info("skipped rows with empty text: %s", skipped)
@@ -113,9 +130,13 @@ def resolve_runtime(ctx: RunContext) -> None:
 
     config, env = ctx.config, vertex.read_environment(ctx.environ)
     devices = distribution.detect_devices(ctx.environ)
-    plan = distribution.plan_runtime(config.runtime, devices=devices, cluster=env.cluster,
-                                     encoder_backend=config.model.encoder_backend,
-                                     freeze_encoder=config.model.freeze_encoder)
+    plan = distribution.plan_runtime(
+        config.runtime,
+        devices=devices,
+        cluster=env.cluster,
+        encoder_backend=config.model.encoder_backend,
+        freeze_encoder=config.model.freeze_encoder,
+    )
     # Collective ops are configured at program start-up (tensorflow/tensorflow#55178).
     strategy = distribution.create_strategy(plan, devices, cluster=env.cluster)
     distribution.check_tpu_paths(plan, devices, _path_flags(config))
@@ -129,8 +150,13 @@ def resolve_runtime(ctx: RunContext) -> None:
     log.info("worker role: %s %d%s", plan.task_type, plan.task_index, " (chief)" if plan.is_chief else "")
     for reason in plan.reasons:
         log.info("runtime: %s", reason)
-    log.info("strategy %s with %d replica(s); %s; XLA %s", plan.strategy,
-             strategy.num_replicas_in_sync, note, "on" if plan.jit_compile else "off")
+    log.info(
+        "strategy %s with %d replica(s); %s; XLA %s",
+        plan.strategy,
+        strategy.num_replicas_in_sync,
+        note,
+        "on" if plan.jit_compile else "off",
+    )
     # Dropout draws from tf.random.Generator variables, which the resume checkpoint saves: the
     # legacy stateful ops would restart their sequence in a resumed process.
     tf_keras.backend.experimental.enable_tf_random_generator()
@@ -138,23 +164,27 @@ def resolve_runtime(ctx: RunContext) -> None:
 
 
 def _path_flags(config) -> dict:
-    return {"--job-dir": config.output.job_dir, "--model-dir": config.output.model_dir,
-            "--checkpoint-dir": config.output.checkpoint_dir,
-            "--training-file": config.data.training_file,
-            "--validation-file": config.data.validation_file,
-            "--testing-file": config.data.testing_file,
-            "--teacher": config.distillation.teacher,
-            "--teacher-probabilities": config.distillation.teacher_probabilities,
-            "--unlabeled-file": config.distillation.unlabeled_file}
+    return {
+        "--job-dir": config.output.job_dir,
+        "--model-dir": config.output.model_dir,
+        "--checkpoint-dir": config.output.checkpoint_dir,
+        "--training-file": config.data.training_file,
+        "--validation-file": config.data.validation_file,
+        "--testing-file": config.data.testing_file,
+        "--teacher": config.distillation.teacher,
+        "--teacher-probabilities": config.distillation.teacher_probabilities,
+        "--unlabeled-file": config.distillation.unlabeled_file,
+    }
 
 
 def _check_batches_split(config, plan, replicas: int) -> None:
     if config.train.batch_size % replicas:
-        raise UserError(f"--batch-size: {config.train.batch_size} does not split evenly over "
-                        f"{replicas} replicas")
+        raise UserError(f"--batch-size: {config.train.batch_size} does not split evenly over {replicas} replicas")
     if plan.static_shapes and config.train.eval_batch_size % replicas:
-        raise UserError(f"--eval-batch-size: {config.train.eval_batch_size} does not split evenly "
-                        f"over {replicas} replicas, which static shapes need")
+        raise UserError(
+            f"--eval-batch-size: {config.train.eval_batch_size} does not split evenly "
+            f"over {replicas} replicas, which static shapes need"
+        )
 
 
 def load_encoder(ctx: RunContext) -> None:
@@ -168,10 +198,15 @@ def load_encoder(ctx: RunContext) -> None:
     train, width = ctx.config.train, ctx.encoder.hidden_size
     ctx.learning_rate = train.learning_rate or default_learning_rate(width)
     ctx.layer_decay = layer_decay_for(train.layer_decay, width, ctx.task)
-    log.info("encoder %s (%s backend, hidden %d, %s); peak learning rate %g, layer decay %g",
-             ctx.encoder.source, ctx.encoder.backend, width,
-             "tags read at each word's first piece, no pooling" if ctx.task.unit == "word"
-             else f"{ctx.pooling} pooling", ctx.learning_rate, ctx.layer_decay)
+    log.info(
+        "encoder %s (%s backend, hidden %d, %s); peak learning rate %g, layer decay %g",
+        ctx.encoder.source,
+        ctx.encoder.backend,
+        width,
+        "tags read at each word's first piece, no pooling" if ctx.task.unit == "word" else f"{ctx.pooling} pooling",
+        ctx.learning_rate,
+        ctx.layer_decay,
+    )
     if ctx.encoder.kept_layers:
         log.info("encoder: %s", ctx.encoder.kept_layers)
 
@@ -186,11 +221,12 @@ def _recompute_blocks(encoder) -> None:
     family = families.of_config(encoder.network.encoder_config) if native else None
     if family is None or not family.gradient_checkpointing:
         capable = families.described(lambda family: family.gradient_checkpointing)
-        raise UserError(f"--gradient-checkpointing: {encoder.architecture} has no transformer "
-                        f"blocks that recompute; it applies to the native {capable} encoders")
+        raise UserError(
+            f"--gradient-checkpointing: {encoder.architecture} has no transformer "
+            f"blocks that recompute; it applies to the native {capable} encoders"
+        )
     recompute_blocks(encoder.network)
-    log.info("gradient checkpointing: each transformer block recomputes its activations in "
-             "the backward pass")
+    log.info("gradient checkpointing: each transformer block recomputes its activations in the backward pass")
 
 
 def default_learning_rate(hidden_size: int) -> float:
@@ -198,7 +234,7 @@ def default_learning_rate(hidden_size: int) -> float:
     return _by_width(config_lib.LEARNING_RATE_BY_WIDTH, config_lib.LEARNING_RATE_OTHERWISE, hidden_size)
 
 
-def layer_decay_for(flag: Optional[float], hidden_size: int, task) -> float:
+def layer_decay_for(flag: float | None, hidden_size: int, task) -> float:
     """--layer-decay when given (1.0 included: no decay), else the task's default for the width."""
     return flag if flag is not None else task.layer_decay(default_layer_decay(hidden_size), hidden_size)
 
@@ -219,10 +255,13 @@ def encoder_of(config, environ):
 
     model_config = config.model
     return encoders.load_encoder(
-        model_config.encoder, preprocessor=model_config.preprocessor,
-        backend=model_config.encoder_backend, seq_length=config.data.max_seq_length,
+        model_config.encoder,
+        preprocessor=model_config.preprocessor,
+        backend=model_config.encoder_backend,
+        seq_length=config.data.max_seq_length,
         cache_dir=config.output.cache_dir or encoders.default_cache_dir(environ),
-        layers=model_config.encoder_layers)
+        layers=model_config.encoder_layers,
+    )
 
 
 def tokenize(ctx: RunContext) -> None:
@@ -239,26 +278,40 @@ def tokenize(ctx: RunContext) -> None:
     if config.train.class_weights == "balanced":
         weights = splits.class_weights(datasets.train.labels, len(datasets.labels.names))
         log.info("class weights: %s", dict(zip(datasets.labels.names, np.round(weights, 3).tolist())))
-    root = (storage.join(config.output.cache_dir, "tokens") if config.output.cache_dir
-            else ctx.paths.token_cache)
+    root = storage.join(config.output.cache_dir, "tokens") if config.output.cache_dir else ctx.paths.token_cache
     cut = ctx.long_texts
-    tokenized = token_cache.load_or_build(datasets, ctx.encoder.preprocessor, root,
-                                          config.data.max_seq_length, class_weights=weights,
-                                          log_every_seconds=config.runtime.log_every_seconds,
-                                          build=ctx.is_chief, long_texts=cut)
+    tokenized = token_cache.load_or_build(
+        datasets,
+        ctx.encoder.preprocessor,
+        root,
+        config.data.max_seq_length,
+        class_weights=weights,
+        log_every_seconds=config.runtime.log_every_seconds,
+        build=ctx.is_chief,
+        long_texts=cut,
+    )
     # The unlabeled rows are trained on, never evaluated or reported: apart from here on.
     unlabeled = tokenized.pop(splits.UNLABELED, None)
     training = transfer.TransferSplit((tokenized["train"], unlabeled)) if unlabeled else None
     limit = config.data.max_seq_length
     truncated = long_texts.cut_counts(tokenized, limit)
-    log.info("%d texts%s, mean %.1f tokens (%.1f %s)", sum(len(t) for t in tokenized.values()),
-             f" and {len(unlabeled)} unlabeled" if unlabeled else "",
-             tokenized["train"].lengths.mean(), tokenized["train"].full_lengths.mean(),
-             "in the texts, their windows overlapping" if ctx.windows
-             else "before the --max-seq-length cut")
-    long_texts.log_cut(truncated, {name: len(t) for name, t in tokenized.items()}, limit, cut,
-                       tokenized, int(input_pipeline.special_count(ctx.encoder.preprocessor, 1)),
-                       pairs=datasets.text_pair_column is not None)
+    log.info(
+        "%d texts%s, mean %.1f tokens (%.1f %s)",
+        sum(len(t) for t in tokenized.values()),
+        f" and {len(unlabeled)} unlabeled" if unlabeled else "",
+        tokenized["train"].lengths.mean(),
+        tokenized["train"].full_lengths.mean(),
+        "in the texts, their windows overlapping" if ctx.windows else "before the --max-seq-length cut",
+    )
+    long_texts.log_cut(
+        truncated,
+        {name: len(t) for name, t in tokenized.items()},
+        limit,
+        cut,
+        tokenized,
+        int(input_pipeline.special_count(ctx.encoder.preprocessor, 1)),
+        pairs=datasets.text_pair_column is not None,
+    )
     ctx.inputs = batching(config, ctx.runtime, cut, tokenized, truncated, training)
 
 
@@ -278,14 +331,24 @@ def _tokenize_words(ctx: RunContext) -> None:
         training = transfer.TransferSplit((tokenized["train"], unlabeled))
     if ctx.teacher is not None and ctx.teacher.validation is not None:
         ctx.teacher.validation = tagged_tokens.aligned_teacher(
-            datasets.validation, ctx.teacher.validation, preprocessor, limit, every)
-    log.info("%d sentences%s, mean %.1f tokens", sum(len(t) for t in tokenized.values()),
-             f" and {len(datasets.unlabeled)} unlabeled" if training else "",
-             tokenized["train"].lengths.mean())
+            datasets.validation, ctx.teacher.validation, preprocessor, limit, every
+        )
+    log.info(
+        "%d sentences%s, mean %.1f tokens",
+        sum(len(t) for t in tokenized.values()),
+        f" and {len(datasets.unlabeled)} unlabeled" if training else "",
+        tokenized["train"].lengths.mean(),
+    )
     tagged_tokens.log_lost(lost, datasets, limit)
     # metrics.json's truncated_texts: the sentences that lost a word past the limit.
-    ctx.inputs = batching(config, ctx.runtime, ctx.long_texts, tokenized,
-                          {name: int((cut > 0).sum()) for name, (cut, _) in lost.items()}, training)
+    ctx.inputs = batching(
+        config,
+        ctx.runtime,
+        ctx.long_texts,
+        tokenized,
+        {name: int((cut > 0).sum()) for name, (cut, _) in lost.items()},
+        training,
+    )
 
 
 def batching(config, runtime: Runtime, cut, tokenized: dict, truncated: dict, training=None) -> Inputs:
@@ -296,49 +359,74 @@ def batching(config, runtime: Runtime, cut, tokenized: dict, truncated: dict, tr
 
     lengths = input_pipeline.padded_lengths(config.data.max_seq_length, cut.windows)
     bucket = runtime.plan.sequence_padding == "bucket"
-    train_batching = input_pipeline.Batching(config.train.batch_size, lengths, bucket,
-                                             runtime.plan.static_shapes)
+    train_batching = input_pipeline.Batching(config.train.batch_size, lengths, bucket, runtime.plan.static_shapes)
     eval_batching = input_pipeline.Batching(config.train.eval_batch_size, lengths, bucket)
     training = tokenized["train"] if training is None else training
     steps = train_batching.steps(training)
     if steps == 0:
-        raise UserError(f"--batch-size: {config.train.batch_size} is larger than the "
-                        f"{len(training)} training examples with static batches")
+        raise UserError(
+            f"--batch-size: {config.train.batch_size} is larger than the "
+            f"{len(training)} training examples with static batches"
+        )
     # Static shapes: the last evaluation batch is filled with weight-0 rows.
-    eval_sets = {name: input_pipeline.evaluation_dataset(split, eval_batching,
-                                                         pad_to_full_batches=runtime.plan.static_shapes)
-                 for name, split in tokenized.items()}
+    eval_sets = {
+        name: input_pipeline.evaluation_dataset(split, eval_batching, pad_to_full_batches=runtime.plan.static_shapes)
+        for name, split in tokenized.items()
+    }
     dry_run = config.train.dry_run
     # Optimizer steps: with --gradient-accumulation-steps k, one per k batches (the epoch's last
     # group may be short, input_pipeline.grouped).
     steps_per_epoch = 1 if dry_run else -(-steps // config.train.gradient_accumulation_steps)
-    epochs, total_steps = (1, 1) if dry_run else training_length(
-        steps_per_epoch, config.train.epochs or default_epochs(len(training)),
-        config.train.max_steps)
-    period = config.train.eval_every_steps if config.train.eval_every_steps and not dry_run \
-        else steps_per_epoch
-    inputs = Inputs(tokenized, training, train_batching, eval_sets, steps_per_epoch=steps_per_epoch,
-                    epochs=epochs, truncated=truncated, total_steps=total_steps,
-                    period_steps=period, periods=-(-total_steps // period))
+    epochs, total_steps = (
+        (1, 1)
+        if dry_run
+        else training_length(
+            steps_per_epoch, config.train.epochs or default_epochs(len(training)), config.train.max_steps
+        )
+    )
+    period = config.train.eval_every_steps if config.train.eval_every_steps and not dry_run else steps_per_epoch
+    inputs = Inputs(
+        tokenized,
+        training,
+        train_batching,
+        eval_sets,
+        steps_per_epoch=steps_per_epoch,
+        epochs=epochs,
+        truncated=truncated,
+        total_steps=total_steps,
+        period_steps=period,
+        periods=-(-total_steps // period),
+    )
     replicas = runtime.strategy.num_replicas_in_sync
-    limit = (" (--dry-run: one step)" if dry_run else
-             f" (--max-steps: {total_steps} steps)" if config.train.max_steps else "")
+    limit = (
+        " (--dry-run: one step)"
+        if dry_run
+        else f" (--max-steps: {total_steps} steps)"
+        if config.train.max_steps
+        else ""
+    )
     accumulate = config.train.gradient_accumulation_steps
-    log.info("batch %d global, %d per replica%s; %s per epoch%s, %s%s; padding %s",
-             config.train.batch_size, config.train.batch_size // replicas,
-             f", gradients of {accumulate} batches summed per step (effective batch "
-             f"{accumulate * config.train.batch_size})" if accumulate > 1 else "",
-             counted(inputs.steps_per_epoch, "step"), smaller_batches_note(len(training), steps,
-                                                                           config.train.batch_size),
-             counted(inputs.epochs, "epoch"), limit + (f"; evaluated every {period} steps "
-                                                       f"({counted(inputs.periods, 'time')})"
-                                                       if period != steps_per_epoch else ""),
-             f"to one of {lengths}" if bucket else f"to {lengths[-1]}")
+    log.info(
+        "batch %d global, %d per replica%s; %s per epoch%s, %s%s; padding %s",
+        config.train.batch_size,
+        config.train.batch_size // replicas,
+        f", gradients of {accumulate} batches summed per step (effective batch {accumulate * config.train.batch_size})"
+        if accumulate > 1
+        else "",
+        counted(inputs.steps_per_epoch, "step"),
+        smaller_batches_note(len(training), steps, config.train.batch_size),
+        counted(inputs.epochs, "epoch"),
+        limit
+        + (
+            f"; evaluated every {period} steps ({counted(inputs.periods, 'time')})" if period != steps_per_epoch else ""
+        ),
+        f"to one of {lengths}" if bucket else f"to {lengths[-1]}",
+    )
     return inputs
 
 
 def counted(count: int, noun: str) -> str:
-    """"1 epoch", "3 epochs": the plural where there are several."""
+    """ "1 epoch", "3 epochs": the plural where there are several."""
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
@@ -348,14 +436,15 @@ def smaller_batches_note(rows: int, batches: int, batch_size: int) -> str:
     mean = rows / max(batches, 1)
     if mean >= 0.75 * min(batch_size, rows):
         return ""
-    return (f" (of {mean:.1f} rows on average: texts of different lengths are batched apart, and "
-            f"a length with fewer rows than --batch-size makes a smaller batch)")
+    return (
+        f" (of {mean:.1f} rows on average: texts of different lengths are batched apart, and "
+        f"a length with fewer rows than --batch-size makes a smaller batch)"
+    )
 
 
 def default_epochs(examples: int) -> int:
     """Epochs when --epochs is not given, by the size of the training split (config's rule)."""
-    return next((epochs for size, epochs in config_lib.EPOCHS_BY_SIZE if examples < size),
-                config_lib.EPOCHS_OTHERWISE)
+    return next((epochs for size, epochs in config_lib.EPOCHS_BY_SIZE if examples < size), config_lib.EPOCHS_OTHERWISE)
 
 
 def training_length(steps_per_epoch: int, epochs: int, max_steps: int):
@@ -377,8 +466,9 @@ def build_model(ctx: RunContext) -> None:
         epoch_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="epochs_done")
         optimizer = model.optimizer  # compile may have wrapped it for loss scaling
         optimizer.build(model.trainable_variables)  # slots exist before a restore fills them
-        state = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch_counter,
-                                    dropout=cb.dropout_generators(model))
+        state = tf.train.Checkpoint(
+            model=model, optimizer=optimizer, epoch=epoch_counter, dropout=cb.dropout_generators(model)
+        )
     paths = ctx.paths
     manager = tf.train.CheckpointManager(state, ctx.runtime.write_path(paths.resume), max_to_keep=1)
     # Every worker restores the chief's checkpoint: the others wrote theirs to scratch
@@ -390,6 +480,7 @@ def build_model(ctx: RunContext) -> None:
     history = [row for row in cb.read_history(paths.history) if row["epoch"] <= first_epoch]
     if first_epoch:
         from trainer.training.fitting import period_name
+
         log.info("resumed after %s %d from %s", period_name(ctx.inputs), first_epoch, latest)
     elif ctx.state == jobdir.RESUME:
         log.info("the unfinished run completed no epoch: starting at epoch 1")
@@ -413,8 +504,9 @@ def model_of(ctx: RunContext, network):
     units = task.output_units(ctx.datasets.labels)
     if task.unit == "word":
         return heads.build_tagger(network, units, config.model.dropout, config.data.max_seq_length)
-    return heads.build_classifier(network, units, ctx.pooling, config.model.dropout,
-                                  task.output_layer, windows=windows_of(ctx))
+    return heads.build_classifier(
+        network, units, ctx.pooling, config.model.dropout, task.output_layer, windows=windows_of(ctx)
+    )
 
 
 def _compiled_model(ctx: RunContext):
@@ -431,14 +523,23 @@ def _compiled_model(ctx: RunContext):
         log.info("word embeddings frozen (--train-word-embeddings to fine-tune them)")
     total_steps = ctx.inputs.total_steps
     optimizer = optimization.build_optimizer(
-        ctx.learning_rate, total_steps, config.train.warmup_fraction,
-        config.train.weight_decay, config.train.clip_norm, model.trainable_variables,
-        ctx.layer_decay)
+        ctx.learning_rate,
+        total_steps,
+        config.train.warmup_fraction,
+        config.train.weight_decay,
+        config.train.clip_norm,
+        model.trainable_variables,
+        ctx.layer_decay,
+    )
     if ctx.runtime.plan.precision == "mixed_float16" and ctx.hub_encoder:
         # Keras adds loss scaling only under its own float16 policy; the grappler rewrite used
         # for hub encoders computes in float16 without it.
         optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
-    model.compile(optimizer=optimizer, loss=task.loss(), metrics=task.keras_metrics(),
-                  jit_compile=ctx.runtime.plan.jit_compile,
-                  steps_per_execution=config.runtime.steps_per_execution)
+    model.compile(
+        optimizer=optimizer,
+        loss=task.loss(),
+        metrics=task.keras_metrics(),
+        jit_compile=ctx.runtime.plan.jit_compile,
+        steps_per_execution=config.runtime.steps_per_execution,
+    )
     return model

@@ -3,13 +3,15 @@ names trainer.training.teacher asks of its rows' kind (`noun`, `suffix`, `unlabe
 `write`: its _Texts has the same five for texts), over data/tagged_teacher.py's file of each word's
 tag probabilities; and what a --teacher tagger's export writes in that format.
 """
+
 import json
 import logging
-from typing import Dict, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from trainer.data import splits as splits_lib, tagged_teacher
+from trainer.data import splits as splits_lib
+from trainer.data import tagged_teacher
 from trainer.errors import UserError
 
 log = logging.getLogger("trainer")
@@ -21,8 +23,11 @@ DIGITS = 5  # a probability's decimals in a model teacher's file (5e-6 at most o
 
 def unlabeled(spec: str, datasets):
     """--unlabeled-file's sentences, none a validation or test sentence."""
-    held_out = {name: {tagged_teacher.key(s) for s in split.sentences}
-                for name, split in datasets.labelled().items() if name != splits_lib.TRAIN}
+    held_out = {
+        name: {tagged_teacher.key(s) for s in split.sentences}
+        for name, split in datasets.labelled().items()
+        if name != splits_lib.TRAIN
+    }
     return tagged_teacher.load_unlabeled(spec, held_out)
 
 
@@ -32,12 +37,18 @@ def values(path: str, datasets, task, flag: str) -> tuple:
     stage aligns them to tokens, as it aligns the tags (training.stages._tokenize_words)."""
     teacher = tagged_teacher.read(path, task.teacher_columns(datasets.labels.names), flag)
     matched = lambda split, name: tagged_teacher.match(  # noqa: E731
-        teacher, split.sentences, split.labels.shape[1], name, task.teacher_problem, flag)
-    out = {name: matched(split, name) for name, split in datasets.splits().items()
-           if name in (splits_lib.TRAIN, splits_lib.UNLABELED)}
+        teacher, split.sentences, split.labels.shape[1], name, task.teacher_problem, flag
+    )
+    out = {
+        name: matched(split, name)
+        for name, split in datasets.splits().items()
+        if name in (splits_lib.TRAIN, splits_lib.UNLABELED)
+    }
     if not tagged_teacher.covers(teacher, datasets.validation.sentences):
-        log.info("distillation: %s lacks some validation sentences: the teacher's validation "
-                 "metrics are not reported", teacher.source)
+        log.info(
+            "distillation: %s lacks some validation sentences: the teacher's validation metrics are not reported",
+            teacher.source,
+        )
         return out, None
     return out, matched(datasets.validation, splits_lib.VALIDATION)
 
@@ -51,20 +62,38 @@ def write(model_dir: str, datasets, path: str, log_every_seconds: float, task) -
 
     started = time.monotonic()
     model = variants.load(model_dir, "float32")
-    sentences = {name: split.sentences for name, split in datasets.splits().items()
-                 if name in (splits_lib.TRAIN, splits_lib.UNLABELED, splits_lib.VALIDATION)}
+    sentences = {
+        name: split.sentences
+        for name, split in datasets.splits().items()
+        if name in (splits_lib.TRAIN, splits_lib.UNLABELED, splits_lib.VALIDATION)
+    }
     total = sum(len(s) for s in sentences.values())
-    log.info("teacher: %s loaded in %s; tagging %d sentences", model_dir,
-             progress.clock(time.monotonic() - started), total)
+    log.info(
+        "teacher: %s loaded in %s; tagging %d sentences", model_dir, progress.clock(time.monotonic() - started), total
+    )
     meter = progress.Progress("teacher tagged", log_every_seconds, total=total)
-    done = write_model_file(model, model_dir, sentences, task.teacher_columns(datasets.labels.names),
-                            path, meter, PREDICT_BATCH, task)
-    log.info("teacher: %d sentences in %s (%.1f sentences/s), written to %s", done,
-             progress.clock(meter.seconds()), done / max(meter.seconds(), 1e-9), path)
+    done = write_model_file(
+        model, model_dir, sentences, task.teacher_columns(datasets.labels.names), path, meter, PREDICT_BATCH, task
+    )
+    log.info(
+        "teacher: %d sentences in %s (%.1f sentences/s), written to %s",
+        done,
+        progress.clock(meter.seconds()),
+        done / max(meter.seconds(), 1e-9),
+        path,
+    )
 
 
-def write_model_file(model, model_dir: str, split_sentences: Dict[str, np.ndarray],
-                     names: Sequence[str], path: str, meter, batch: int, task) -> int:
+def write_model_file(
+    model,
+    model_dir: str,
+    split_sentences: dict[str, np.ndarray],
+    names: Sequence[str],
+    path: str,
+    meter,
+    batch: int,
+    task,
+) -> int:
     """A tagger export's probabilities for every word of `split_sentences` ({split: sentences}),
     written to `path` in the teacher file's format (atomically); returns the sentences written.
     Each of the run's words takes the probabilities of the teacher's word it starts in (the
@@ -76,9 +105,13 @@ def write_model_file(model, model_dir: str, split_sentences: Dict[str, np.ndarra
     with predict.written_output(path, "jsonl") as handle:
         for sentences in split_sentences.values():
             for start in range(0, len(sentences), batch * 16):
-                part = sentences[start:start + batch * 16]
-                out = predict.predict_outputs(model, [s.text for s in part], batch, wanted=(
-                    "word_start", "word_end", "word_probabilities", "word_count"))
+                part = sentences[start : start + batch * 16]
+                out = predict.predict_outputs(
+                    model,
+                    [s.text for s in part],
+                    batch,
+                    wanted=("word_start", "word_end", "word_probabilities", "word_count"),
+                )
                 handle.write("".join(_line(s, out, row, order, names) for row, s in enumerate(part)))
                 done += len(part)
                 meter.update(done)
@@ -93,17 +126,23 @@ def tag_order(model, model_dir: str, names: Sequence[str], task) -> list:
 
     exported = predict.task_of(model)
     if exported.name != task.name:
-        raise UserError(f"--teacher: {model_dir} is a {exported.name} model, not a tagger: a "
-                        f"tagger's teacher is a {task.name} run's export")
+        raise UserError(
+            f"--teacher: {model_dir} is a {exported.name} model, not a tagger: a "
+            f"tagger's teacher is a {task.name} run's export"
+        )
     try:
         found = predict.predict_outputs(model, ["a"], 1, wanted=("tag_names",))["tag_names"][0]
     except KeyError:  # a tagger exported before its word probabilities were
-        raise UserError(f"--teacher: {model_dir} returns no word probabilities (it was exported "
-                        f"before they were): train the teacher again with this version") from None
+        raise UserError(
+            f"--teacher: {model_dir} returns no word probabilities (it was exported "
+            f"before they were): train the teacher again with this version"
+        ) from None
     found = [t.decode() for t in found]
     if sorted(found) != sorted(names):
-        raise UserError(f"--teacher: {model_dir} tags {found}, but this run's data tags "
-                        f"{list(names)}: the teacher was trained on other entity types")
+        raise UserError(
+            f"--teacher: {model_dir} tags {found}, but this run's data tags "
+            f"{list(names)}: the teacher was trained on other entity types"
+        )
     return [found.index(name) for name in names]
 
 
@@ -115,7 +154,14 @@ def _line(sentence, out: dict, row: int, order: list, names: Sequence[str]) -> s
     for a, _ in sentence.words:
         word = int(np.searchsorted(starts, a, side="right")) - 1
         inside = word >= 0 and a < ends[word]
-        given.append({name: round(float(p), DIGITS) for name, p in zip(names, probabilities[word])
-                      if round(float(p), DIGITS) > 0} if inside else None)
+        given.append(
+            {
+                name: round(float(p), DIGITS)
+                for name, p in zip(names, probabilities[word])
+                if round(float(p), DIGITS) > 0
+            }
+            if inside
+            else None
+        )
     tokens = [sentence.text[a:b] for a, b in sentence.words]
     return json.dumps({"tokens": tokens, "probabilities": given}, ensure_ascii=False) + "\n"

@@ -9,17 +9,18 @@ the teacher's files and the texts, so a resumed or repeated run with the same te
 reads that file instead of running the teacher again. Other workers wait for the chief's file,
 as they wait for its token cache.
 """
+
 import dataclasses
 import hashlib
 import json
 import logging
 import time
-from typing import Optional
 
 import numpy as np
 
 from trainer import storage
-from trainer.data import splits as splits_lib, teacher_file, unlabeled
+from trainer.data import splits as splits_lib
+from trainer.data import teacher_file, unlabeled
 from trainer.errors import UserError
 from trainer.training import tagger_teacher
 from trainer.training.context import RunContext
@@ -36,10 +37,11 @@ PROGRESS_ROWS = 1024
 @dataclasses.dataclass
 class Teacher:
     """What the run knows of its teacher, for metrics.json's `distillation` block."""
+
     source: str  # --teacher or --teacher-probabilities
     kind: str  # "model" or "file"
     file: str  # the file its outputs were read from
-    validation: Optional[np.ndarray]  # its values for the validation rows, None if not all there
+    validation: np.ndarray | None  # its values for the validation rows, None if not all there
     seconds: float  # running the model teacher (0 when its file was reused or given)
 
 
@@ -49,10 +51,11 @@ def check(config) -> None:
     x = config.distillation
     if x.teacher and not storage.exists(storage.join(x.teacher, "saved_model.pb")):
         storage.require_bucket(x.teacher)
-        raise UserError(f"--teacher: no exported model in {x.teacher} (expected saved_model.pb; "
-                        f"point it at the teacher run's JOB_DIR/model)")
-    for flag, spec in (("--teacher-probabilities", x.teacher_probabilities),
-                       ("--unlabeled-file", x.unlabeled_file)):
+        raise UserError(
+            f"--teacher: no exported model in {x.teacher} (expected saved_model.pb; "
+            f"point it at the teacher run's JOB_DIR/model)"
+        )
+    for flag, spec in (("--teacher-probabilities", x.teacher_probabilities), ("--unlabeled-file", x.unlabeled_file)):
         if spec:
             storage.expand_paths(spec, flag)  # one error line for a missing file or glob
 
@@ -81,43 +84,52 @@ def teach(ctx: RunContext) -> None:
         datasets.unlabeled.labels = task.pack_targets(None, values[splits_lib.UNLABELED])
     ctx.teacher = Teacher(x.teacher_source, "model" if x.teacher else "file", path, validation, seconds)
     ctx.task = Distilled(task, x.distill_temperature, x.distill_alpha)
-    log.info("distillation: the teacher's outputs of %d training and %d unlabeled %s from %s; "
-             "temperature %g, alpha %g", len(datasets.train),
-             len(datasets.unlabeled) if datasets.unlabeled is not None else 0, rows.noun, path,
-             x.distill_temperature, x.distill_alpha)
+    log.info(
+        "distillation: the teacher's outputs of %d training and %d unlabeled %s from %s; temperature %g, alpha %g",
+        len(datasets.train),
+        len(datasets.unlabeled) if datasets.unlabeled is not None else 0,
+        rows.noun,
+        path,
+        x.distill_temperature,
+        x.distill_alpha,
+    )
 
 
 class _Texts:
     """The teacher of rows that are texts (or pairs): a CSV of trainer.predict's columns. (Of
     tagged sentences: training/tagger_teacher.py, a module of the same names.)"""
+
     noun, suffix = "texts", "csv"
 
     @staticmethod
     def unlabeled(spec: str, datasets):
-        held_out = {name: split.hashes for name, split in datasets.labelled().items()
-                    if name != splits_lib.TRAIN}
+        held_out = {name: split.hashes for name, split in datasets.labelled().items() if name != splits_lib.TRAIN}
         return unlabeled.load(spec, datasets.text_columns(), datasets.delimiter, held_out)
 
     @staticmethod
     def values(path: str, datasets, task, flag: str) -> tuple:
         """({split: the teacher's values} of the training and unlabeled rows, the validation
         rows' or None)."""
-        teacher = teacher_file.read(path, datasets.text_columns(), task.teacher_columns(datasets.labels.names),
-                                    datasets.delimiter, flag)
-        values = {name: _match(teacher, datasets, name, task, flag)
-                  for name in (splits_lib.TRAIN, splits_lib.UNLABELED) if name in datasets.splits()}
+        teacher = teacher_file.read(
+            path, datasets.text_columns(), task.teacher_columns(datasets.labels.names), datasets.delimiter, flag
+        )
+        values = {
+            name: _match(teacher, datasets, name, task, flag)
+            for name in (splits_lib.TRAIN, splits_lib.UNLABELED)
+            if name in datasets.splits()
+        }
         return values, _validation_values(teacher, datasets, task, flag)
 
     @staticmethod
     def write(model_dir: str, datasets, path: str, log_every_seconds: float, task) -> None:
-        _run_teacher(model_dir, datasets, path, log_every_seconds,
-                     task.teacher_columns(datasets.labels.names))
+        _run_teacher(model_dir, datasets, path, log_every_seconds, task.teacher_columns(datasets.labels.names))
 
 
 def _match(teacher, datasets, name: str, task, flag: str) -> np.ndarray:
     split = datasets.splits()[name]
-    return teacher_file.match(teacher, split.hashes, name, lambda row: _text_of(datasets, name, row),
-                              task.teacher_problem, flag)
+    return teacher_file.match(
+        teacher, split.hashes, name, lambda row: _text_of(datasets, name, row), task.teacher_problem, flag
+    )
 
 
 def _text_of(datasets, name: str, row: int) -> str:
@@ -126,13 +138,16 @@ def _text_of(datasets, name: str, row: int) -> str:
     return texts[row] if pairs is None else f"{texts[row]} | {pairs[row]}"
 
 
-def _validation_values(teacher, datasets, task, flag: str) -> Optional[np.ndarray]:
+def _validation_values(teacher, datasets, task, flag: str) -> np.ndarray | None:
     """The teacher's values of the validation rows, when its file has them all (a model
     teacher's does): its metrics beside the student's."""
     rows = teacher.lookup(datasets.validation.hashes)
     if (rows < 0).any():
-        log.info("distillation: %s lacks %d of the validation texts: the teacher's validation "
-                 "metrics are not reported", teacher.source, int((rows < 0).sum()))
+        log.info(
+            "distillation: %s lacks %d of the validation texts: the teacher's validation metrics are not reported",
+            teacher.source,
+            int((rows < 0).sum()),
+        )
         return None
     return _match(teacher, datasets, splits_lib.VALIDATION, task, flag)
 
@@ -157,8 +172,7 @@ def _model_teacher_file(ctx: RunContext, rows) -> str:
 def _key(model_dir: str, datasets) -> str:
     """The teacher's files (path, size, modification time) and the texts it labels."""
     digest = hashlib.sha256()
-    files = [storage.join(model_dir, "saved_model.pb"),
-             storage.join(model_dir, "variables/variables.index")]
+    files = [storage.join(model_dir, "saved_model.pb"), storage.join(model_dir, "variables/variables.index")]
     digest.update(json.dumps([[path, *storage.identity(path)] for path in files]).encode())
     for name in (splits_lib.TRAIN, splits_lib.UNLABELED, splits_lib.VALIDATION):
         split = datasets.splits().get(name)
@@ -180,17 +194,20 @@ def _run_teacher(model_dir: str, datasets, path: str, log_every_seconds: float, 
     started = time.monotonic()
     model = variants.load(model_dir, "float32")
     _check_outputs(model, model_dir, datasets, wanted)
-    names = [n for n in (splits_lib.TRAIN, splits_lib.UNLABELED, splits_lib.VALIDATION)
-             if n in datasets.splits()]
+    names = [n for n in (splits_lib.TRAIN, splits_lib.UNLABELED, splits_lib.VALIDATION) if n in datasets.splits()]
     total = sum(len(datasets.splits()[n]) for n in names)
-    log.info("teacher: %s loaded in %s; predicting %d texts", model_dir,
-             progress.clock(time.monotonic() - started), total)
-    meter, done, columns = progress.Progress("teacher predicted", log_every_seconds, total=total), 0, \
-        datasets.text_columns()
+    log.info(
+        "teacher: %s loaded in %s; predicting %d texts", model_dir, progress.clock(time.monotonic() - started), total
+    )
+    meter, done, columns = (
+        progress.Progress("teacher predicted", log_every_seconds, total=total),
+        0,
+        datasets.text_columns(),
+    )
     with predict.written_output(path, "csv") as handle:
         for chunk in _chunks(datasets, names):
             for start in range(0, len(chunk), PROGRESS_ROWS):
-                part = chunk.iloc[start:start + PROGRESS_ROWS]
+                part = chunk.iloc[start : start + PROGRESS_ROWS]
                 frame = pd.DataFrame({c: part[c].astype(str).tolist() for c in columns})
                 texts = frame[columns[0]].tolist()
                 pairs = frame[columns[1]].tolist() if len(columns) > 1 else None
@@ -199,8 +216,13 @@ def _run_teacher(model_dir: str, datasets, path: str, log_every_seconds: float, 
                 done += len(frame)
                 meter.update(done)
     seconds = meter.seconds()
-    log.info("teacher: %d texts in %s (%.1f texts/s), written to %s", done,
-             progress.clock(seconds), done / max(seconds, 1e-9), path)
+    log.info(
+        "teacher: %d texts in %s (%.1f texts/s), written to %s",
+        done,
+        progress.clock(seconds),
+        done / max(seconds, 1e-9),
+        path,
+    )
 
 
 def _check_outputs(model, model_dir: str, datasets, wanted: list) -> None:
@@ -213,8 +235,10 @@ def _check_outputs(model, model_dir: str, datasets, wanted: list) -> None:
     predict.add_predictions(frame, model, ["a"], 1, ["a"] if datasets.text_pair_column else None)
     found = teacher_file.output_columns(frame.columns)
     if sorted(found) != sorted(wanted):
-        raise UserError(f"--teacher: {model_dir} outputs {found}, but this run needs {list(wanted)}: "
-                        f"the teacher's task or labels differ from the data's")
+        raise UserError(
+            f"--teacher: {model_dir} outputs {found}, but this run needs {list(wanted)}: "
+            f"the teacher's task or labels differ from the data's"
+        )
 
 
 def _chunks(datasets, names: list):
@@ -228,7 +252,7 @@ def _chunks(datasets, names: list):
             yield chunk
 
 
-def metrics_block(ctx: RunContext) -> Optional[dict]:
+def metrics_block(ctx: RunContext) -> dict | None:
     """metrics.json's `distillation` block: the teacher, the transfer set, the loss's settings,
     and the teacher's and the student's validation metrics side by side with their agreement
     (None without a teacher)."""
@@ -236,18 +260,29 @@ def metrics_block(ctx: RunContext) -> Optional[dict]:
     if teacher is None:
         return None
     x, datasets, task = ctx.config.distillation, ctx.datasets, ctx.task
-    block = {"teacher": teacher.source, "teacher_kind": teacher.kind, "teacher_file": teacher.file,
-             "transfer_set": {"train": len(datasets.train),
-                              "unlabeled": len(datasets.unlabeled) if datasets.unlabeled else 0},
-             "temperature": x.distill_temperature, "alpha": x.distill_alpha,
-             "teacher_seconds": teacher.seconds, "validation": None}
+    block = {
+        "teacher": teacher.source,
+        "teacher_kind": teacher.kind,
+        "teacher_file": teacher.file,
+        "transfer_set": {
+            "train": len(datasets.train),
+            "unlabeled": len(datasets.unlabeled) if datasets.unlabeled else 0,
+        },
+        "temperature": x.distill_temperature,
+        "alpha": x.distill_alpha,
+        "teacher_seconds": teacher.seconds,
+        "validation": None,
+    }
     if teacher.validation is not None and splits_lib.VALIDATION in ctx.outputs:
         outputs, labels = ctx.outputs[splits_lib.VALIDATION]
-        scored = task.summarize(task.teacher_outputs(teacher.validation), labels,
-                                datasets.labels.names)
-        headline = lambda result: {key: result[key] for key in ("loss", *task.summary_metrics)  # noqa: E731
-                                   if key in result}
-        block["validation"] = {"teacher": headline(scored),
-                               "student": headline(ctx.results[splits_lib.VALIDATION]),
-                               "agreement": task.teacher_agreement(teacher.validation, outputs)}
+        scored = task.summarize(task.teacher_outputs(teacher.validation), labels, datasets.labels.names)
+
+        def headline(result):
+            return {key: result[key] for key in ("loss", *task.summary_metrics) if key in result}
+
+        block["validation"] = {
+            "teacher": headline(scored),
+            "student": headline(ctx.results[splits_lib.VALIDATION]),
+            "agreement": task.teacher_agreement(teacher.validation, outputs),
+        }
     return block

@@ -7,13 +7,15 @@ Each is written by the command that writes it for any finished run (`trainer.exp
 TensorFlow. What is there already is not written again: rerunning the search finishes only
 what a stopped or failed finishing left out.
 """
+
 import json
 import logging
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
-from trainer import config as config_lib, hardware
+from trainer import config as config_lib
+from trainer import hardware
 from trainer.serving import variants
 from trainer.tuning import trials
 
@@ -46,10 +48,14 @@ def missing_steps(job_dir: str, config: config_lib.Config, cpuinfo: str) -> list
     model_dir = os.path.join(job_dir, "model")
     platform = _read_json(os.path.join(job_dir, trials.METRICS)).get("device", {}).get("platform", "cpu")
     written = _read_json(os.path.join(model_dir, variants.MANIFEST))
-    steps = [(f"{precision} copy", [sys.executable, "-m", "trainer.export_quantized", "--model-dir",
-                                    model_dir, "--precision", precision])
-             for precision in copies_wanted(config, platform, hardware.cpu_has_native_bf16(cpuinfo))
-             if precision not in written]
+    steps = [
+        (
+            f"{precision} copy",
+            [sys.executable, "-m", "trainer.export_quantized", "--model-dir", model_dir, "--precision", precision],
+        )
+        for precision in copies_wanted(config, platform, hardware.cpu_has_native_bf16(cpuinfo))
+        if precision not in written
+    ]
     if not os.path.exists(os.path.join(job_dir, REPORT)):
         steps.append(("report", [sys.executable, "-m", "trainer.report", "--job-dir", job_dir]))
     return steps
@@ -76,8 +82,7 @@ def finish(job_dir: str, trial: int, config: config_lib.Config) -> list:
             raise KeyboardInterrupt
         refused = code == 1 and what.endswith(" copy")  # trainer.export_quantized: check failed
         if code != 0 and not refused:
-            failures.append(f"trial {trial}'s {what}: "
-                            f"{trials.last_line(stderr_path, start) or f'exit status {code}'}")
+            failures.append(f"trial {trial}'s {what}: {trials.last_line(stderr_path, start) or f'exit status {code}'}")
     if not failures:
         log.info("trial %d finished: %s", trial, job_dir)
     return failures

@@ -4,9 +4,9 @@ trainer process (trials.py), and people follow it in the log and trials.csv (sum
 Exit status: 0 when at least one trial finished, 1 when every trial failed (each one's reason
 is in trials.csv and its stderr.txt).
 """
+
 import logging
 import os
-from typing import Optional
 
 from trainer import cli, config
 from trainer.errors import UserError
@@ -23,13 +23,22 @@ def opening_line(records: list, search_dir: str, budget: int, settings: dict, sa
     """`search in DIR: 3 of 12 trials done, 1 stopped mid-way to run again; maximize ...`."""
     stopped = sum(r.state == "running" for r in records)
     again = f", {stopped} stopped mid-way to run again" if stopped else ""
-    return (f"search in {search_dir}: {len(records) - stopped} of {budget} trials done{again}; "
-            f"{settings['direction']} {settings['metric']} over {','.join(settings['parameters'])} "
-            f"({sampler} sampler)")
+    return (
+        f"search in {search_dir}: {len(records) - stopped} of {budget} trials done{again}; "
+        f"{settings['direction']} {settings['metric']} over {','.join(settings['parameters'])} "
+        f"({sampler} sampler)"
+    )
 
 
-def run(search_dir: str, settings: dict, budget: int, sampler: str, seed: int,
-        cache_dir: Optional[str], finish_best: Optional[config.Config] = None) -> int:
+def run(
+    search_dir: str,
+    settings: dict,
+    budget: int,
+    sampler: str,
+    seed: int,
+    cache_dir: str | None,
+    finish_best: config.Config | None = None,
+) -> int:
     """Runs the search in `search_dir` up to `budget` trials; `cache_dir` None: the trainer
     flags in `settings` name the token cache already. `finish_best`: the trainer flags' config,
     when the best trial is to be finished (finish.py), still under the search's lock."""
@@ -59,8 +68,7 @@ def run(search_dir: str, settings: dict, budget: int, sampler: str, seed: int,
         if top is None:
             cli.fail(f"every trial failed; the last line each printed on stderr is in {csv_path}")
             return 1
-        failures = (finish.finish(trial_dir(search_dir, top.trial), top.trial, finish_best)
-                    if finish_best else [])
+        failures = finish.finish(trial_dir(search_dir, top.trial), top.trial, finish_best) if finish_best else []
     log.info("the best trial's flags, as a command:")
     print(summary.best_command(settings["trainer_args"], top.flags), flush=True)
     if failures:
@@ -73,7 +81,12 @@ def _check_no_stray_trials(search_dir: str) -> None:
     """A new study beside trials/ of another search (its study.journal deleted) would take that
     search's finished trials for its own: trials/1/metrics.json is read, not rerun."""
     trials_root = os.path.dirname(trial_dir(search_dir, 1))
-    if not os.path.exists(os.path.join(search_dir, search.JOURNAL)) and os.path.isdir(trials_root) \
-            and os.listdir(trials_root):
-        raise UserError(f"--job-dir: {search_dir} holds trials/ of a search whose {search.JOURNAL} "
-                        f"is gone; choose another --job-dir, or delete {trials_root}")
+    if (
+        not os.path.exists(os.path.join(search_dir, search.JOURNAL))
+        and os.path.isdir(trials_root)
+        and os.listdir(trials_root)
+    ):
+        raise UserError(
+            f"--job-dir: {search_dir} holds trials/ of a search whose {search.JOURNAL} "
+            f"is gone; choose another --job-dir, or delete {trials_root}"
+        )

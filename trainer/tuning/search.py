@@ -15,10 +15,11 @@ checkpoint), then asks for new trials until the budget, which counts every trial
 Each run seeds its sampler with --seed plus the trials already in the journal: reruns are
 reproducible, and a resumed random search does not repeat the values it started with.
 """
+
 import contextlib
 import dataclasses
 import os
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 import optuna
 from optuna.storages import JournalStorage
@@ -36,35 +37,47 @@ STUDY = "search"
 TPE_STARTUP_TRIALS = 4
 SAMPLERS = ("tpe", "random")
 # What a trial's state is called in trials.csv and the log.
-STATES = {optuna.trial.TrialState.COMPLETE: "finished", optuna.trial.TrialState.FAIL: "failed",
-          optuna.trial.TrialState.RUNNING: "running"}
+STATES = {
+    optuna.trial.TrialState.COMPLETE: "finished",
+    optuna.trial.TrialState.FAIL: "failed",
+    optuna.trial.TrialState.RUNNING: "running",
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class Record:
     """A trial as trials.csv and the log show it; `trial` counts from 1, as SEARCH_DIR/trials/N."""
+
     trial: int
     state: str
     flags: dict
-    value: Optional[float]
-    seconds: Optional[float]
+    value: float | None
+    seconds: float | None
     error: str
 
 
 def records(study: optuna.Study, names: Sequence[str]) -> list:
     """Every trial of the study, in order, as Records."""
-    return [Record(t.number + 1, STATES.get(t.state, t.state.name.lower()), flag_values(t.params, names),
-                   t.value, t.user_attrs.get("seconds"), t.user_attrs.get("error", ""))
-            for t in study.get_trials(deepcopy=False)]
+    return [
+        Record(
+            t.number + 1,
+            STATES.get(t.state, t.state.name.lower()),
+            flag_values(t.params, names),
+            t.value,
+            t.user_attrs.get("seconds"),
+            t.user_attrs.get("error", ""),
+        )
+        for t in study.get_trials(deepcopy=False)
+    ]
 
 
 def distributions(names: Sequence[str]) -> dict:
     """The chosen part of trainer.tuning.space as Optuna distributions, keyed by flag name."""
+
     def distribution(dimension):
         if isinstance(dimension, space.Categorical):
             return optuna.distributions.CategoricalDistribution(dimension.values)
-        return optuna.distributions.FloatDistribution(dimension.low, dimension.high,
-                                                      log=dimension.scale == "log")
+        return optuna.distributions.FloatDistribution(dimension.low, dimension.high, log=dimension.scale == "log")
 
     return {name: distribution(space.SPACE[name]) for name in names}
 
@@ -72,8 +85,7 @@ def distributions(names: Sequence[str]) -> dict:
 def flag_values(params: dict, names: Sequence[str]) -> dict:
     """A trial's values as the trainer gets them. Doubles keep 3 significant digits: a person
     reads and reruns the command, and finer steps than that do not change a training run."""
-    return {name: f"{params[name]:.3g}" if isinstance(params[name], float) else str(params[name])
-            for name in names}
+    return {name: f"{params[name]:.3g}" if isinstance(params[name], float) else str(params[name]) for name in names}
 
 
 @contextlib.contextmanager
@@ -82,9 +94,15 @@ def locked(search_dir: str):
     directory would take the first one's running trial for a killed one and run it too. The
     operating system releases the lock when the process ends, however it ends (trainer.training.lock,
     the job dir's lock too)."""
-    held = lock.acquire(search_dir, LOCK, os.environ, lambda holder: (
-        f"--job-dir: another trainer.tune is running a search in {search_dir}; wait for it, or "
-        f"choose another --job-dir"))
+    held = lock.acquire(
+        search_dir,
+        LOCK,
+        os.environ,
+        lambda holder: (
+            f"--job-dir: another trainer.tune is running a search in {search_dir}; wait for it, or "
+            f"choose another --job-dir"
+        ),
+    )
     try:
         yield
     finally:
@@ -97,16 +115,20 @@ def open_study(search_dir: str, settings: dict, sampler: str, seed: int) -> optu
     trainer flags would compare trials that are not comparable."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the search logs its own lines
     storage = JournalStorage(JournalFileBackend(os.path.join(search_dir, JOURNAL)))
-    study = optuna.create_study(study_name=STUDY, storage=storage, load_if_exists=True,
-                                direction=settings["direction"])
+    study = optuna.create_study(study_name=STUDY, storage=storage, load_if_exists=True, direction=settings["direction"])
     recorded = study.user_attrs.get("settings")
     if recorded is None:
         study.set_user_attr("settings", settings)
     elif recorded != settings:
-        changed = [f"{key}: {recorded.get(key)!r} -> {settings.get(key)!r}"
-                   for key in sorted(set(recorded) | set(settings)) if recorded.get(key) != settings.get(key)]
-        raise UserError(f"--job-dir: {search_dir} holds a search with other settings ({'; '.join(changed)}); "
-                        f"rerun it with the same flags to continue it, or choose another --job-dir")
+        changed = [
+            f"{key}: {recorded.get(key)!r} -> {settings.get(key)!r}"
+            for key in sorted(set(recorded) | set(settings))
+            if recorded.get(key) != settings.get(key)
+        ]
+        raise UserError(
+            f"--job-dir: {search_dir} holds a search with other settings ({'; '.join(changed)}); "
+            f"rerun it with the same flags to continue it, or choose another --job-dir"
+        )
     study.sampler = make_sampler(sampler, seed + len(study.trials))
     return study
 
@@ -117,8 +139,13 @@ def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
     return optuna.samplers.TPESampler(seed=seed, n_startup_trials=TPE_STARTUP_TRIALS)
 
 
-def run(study: optuna.Study, names: Sequence[str], budget: int,
-        run_trial: Callable[[int, dict], trials.Outcome], after_trial: Callable[[int], None]) -> None:
+def run(
+    study: optuna.Study,
+    names: Sequence[str],
+    budget: int,
+    run_trial: Callable[[int, dict], trials.Outcome],
+    after_trial: Callable[[int], None],
+) -> None:
     """Finishes the trials a killed search left running, then runs new ones until the study
     holds `budget` trials. `run_trial(number, flag values)` runs one; `after_trial(number)`
     follows each one's outcome (trials.csv, the progress line)."""

@@ -6,8 +6,9 @@ distributions (trainer/tuning/search.py). The ids are flag names without their d
 passes a trial's values as `--learning-rate=0.0001`, and the local search passes them the same
 way, so each id must be a flag `trainer.task` accepts (tests/test_submit.py checks it).
 """
+
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 from trainer.errors import UserError
 
@@ -15,6 +16,7 @@ from trainer.errors import UserError
 @dataclasses.dataclass(frozen=True)
 class Double:
     """A real value in [low, high], searched uniformly on `scale`: "log" or "linear"."""
+
     low: float
     high: float
     scale: str
@@ -28,6 +30,7 @@ class Categorical:
     line ("--batch-size=32.0", which the trainer accepts but a user reading the trial's command
     would not expect), while CATEGORICAL values are passed as written here.
     """
+
     values: tuple
 
 
@@ -48,8 +51,9 @@ def chosen(parameters: str) -> tuple:
     names = tuple(n.strip().removeprefix("--") for n in parameters.split(",") if n.strip())
     unknown = [n for n in names if n not in SPACE]
     if unknown or not names:
-        raise UserError(f"--parameters: expected a comma-separated subset of {','.join(TUNED_FLAGS)}, "
-                        f"got {parameters!r}")
+        raise UserError(
+            f"--parameters: expected a comma-separated subset of {','.join(TUNED_FLAGS)}, got {parameters!r}"
+        )
     return names
 
 
@@ -64,5 +68,7 @@ def check_untuned(trainer_args: Sequence[str], tuned: Sequence[str], setter: str
     given = given_flags(trainer_args)
     for name in tuned:
         if "--" + name in given:
-            raise UserError(f"--{name} is tuned: {setter} sets it in every trial; drop it from the "
-                            f"trainer arguments or leave it out of {parameters}")
+            raise UserError(
+                f"--{name} is tuned: {setter} sets it in every trial; drop it from the "
+                f"trainer arguments or leave it out of {parameters}"
+            )

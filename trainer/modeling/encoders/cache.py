@@ -5,18 +5,18 @@ sees a complete entry or none, and when two workers build the same entry the sec
 fails harmlessly and its copy is discarded. The cache is a local directory: renaming a
 directory is atomic there, not on gs://.
 """
+
 import os
 import shutil
 import tempfile
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 
 def default_cache_dir(environ: Mapping[str, str]) -> str:
     """$VBT_CACHE_DIR, else $XDG_CACHE_HOME/vertex-bert-trainer, else ~/.cache/vertex-bert-trainer."""
     if environ.get("VBT_CACHE_DIR"):
         return environ["VBT_CACHE_DIR"]
-    base = environ.get("XDG_CACHE_HOME") or os.path.join(
-        environ.get("HOME") or os.path.expanduser("~"), ".cache")
+    base = environ.get("XDG_CACHE_HOME") or os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".cache")
     return os.path.join(base, "vertex-bert-trainer")
 
 

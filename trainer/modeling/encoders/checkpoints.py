@@ -6,39 +6,42 @@ reshapes them), and the tokenizer file with its casing. Hugging Face directories
 family trainer.modeling.encoders.families knows; Google's and TF-Hub's hold BERTs. Paths go
 through tf.io.gfile, so local directories and gs:// URLs both work.
 """
+
 import dataclasses
 import json
 import numbers
 import os
 import re
-from typing import Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
+from trainer.errors import UserError
 from trainer.modeling.encoders import families, hf_weights
 from trainer.modeling.encoders.hub import CONFIG_ASSETS
-from trainer.modeling.encoders.models import Family, bert as bert_family
-from trainer.modeling.encoders.tokenizers.word_piece import check_vocab
 from trainer.modeling.encoders.layers import EncoderConfig, canonical_name
-from trainer.errors import UserError
+from trainer.modeling.encoders.models import Family
+from trainer.modeling.encoders.models import bert as bert_family
+from trainer.modeling.encoders.tokenizers.word_piece import check_vocab
 
-LAYOUTS_HELP = ("config.json + model.safetensors or tf_model.h5 + the tokenizer's files "
-                "(Hugging Face), "
-                "bert_config.json + bert_model.ckpt.* + vocab.txt (Google BERT), "
-                "or saved_model.pb (TF-Hub SavedModel)")
+LAYOUTS_HELP = (
+    "config.json + model.safetensors or tf_model.h5 + the tokenizer's files "
+    "(Hugging Face), "
+    "bert_config.json + bert_model.ckpt.* + vocab.txt (Google BERT), "
+    "or saved_model.pb (TF-Hub SavedModel)"
+)
 
 
 @dataclasses.dataclass
 class Checkpoint:
     config: EncoderConfig  # or the family's own config_class
-    weights: Dict[str, np.ndarray]
-    vocab_file: Optional[str]  # the tokenizer's file; None when a TF-Hub SavedModel has none
-    lower_case: Optional[bool]
+    weights: dict[str, np.ndarray]
+    vocab_file: str | None  # the tokenizer's file; None when a TF-Hub SavedModel has none
+    lower_case: bool | None
     source: str
     family: Family = bert_family.FAMILY
-    config_file: Optional[str] = None  # what `config` was read from, for errors
-    kept_layers: Optional[Tuple[int, ...]] = None  # --encoder-layers: the ones kept (depth.py)
+    config_file: str | None = None  # what `config` was read from, for errors
+    kept_layers: tuple[int, ...] | None = None  # --encoder-layers: the ones kept (depth.py)
 
     def preprocessor(self, seq_length: int):
         """The family's preprocessor over this checkpoint's tokenizer file; a UserError when the
@@ -58,8 +61,7 @@ def layout(directory: str) -> str:
     if _exists(directory, "config.json"):
         if hf_weights.weights_file(directory) is None:
             if _exists(directory, hf_weights.PYTORCH_FILE):
-                raise UserError(f"--encoder {directory}: "
-                                + hf_weights.pytorch_only_message(directory, directory))
+                raise UserError(f"--encoder {directory}: " + hf_weights.pytorch_only_message(directory, directory))
             _require(directory, "model.safetensors", "(nor tf_model.h5)")
         return "hf"
     if _exists(directory, "bert_config.json"):
@@ -70,8 +72,9 @@ def layout(directory: str) -> str:
 
 
 def read_checkpoint(directory: str) -> Checkpoint:
-    return {"hf": read_hf_checkpoint, "google": read_google_checkpoint,
-            "hub": read_hub_savedmodel}[layout(directory)](directory)
+    return {"hf": read_hf_checkpoint, "google": read_google_checkpoint, "hub": read_hub_savedmodel}[layout(directory)](
+        directory
+    )
 
 
 def _exists(directory, name):
@@ -100,8 +103,7 @@ def check_directory(directory: str) -> None:
     if kind == "hub":
         return
     if kind == "google":
-        config_path, vocab_path = (os.path.join(directory, name)
-                                   for name in ("bert_config.json", "vocab.txt"))
+        config_path, vocab_path = (os.path.join(directory, name) for name in ("bert_config.json", "vocab.txt"))
         config = read_config(bert_family.FAMILY, _read_json(config_path), config_path)
         check_vocab_fits(config, len(check_vocab(vocab_path)), config_path, vocab_path)
         return
@@ -112,8 +114,9 @@ def check_directory(directory: str) -> None:
         # Zero-stride stand-ins of each tensor's shape: the family's own mapping finds the word
         # embeddings (and any tensor missing) without a byte of the weights read.
         stand_ins = {name: np.broadcast_to(np.float32(0), shape) for name, shape in shapes.items()}
-        _check_embedding_rows(config, family.map_weights(config, _getter(stand_ins, weights_path)),
-                              config_path, weights_path)
+        _check_embedding_rows(
+            config, family.map_weights(config, _getter(stand_ins, weights_path)), config_path, weights_path
+        )
     # Built in a throwaway graph: an eager op here would start the TensorFlow runtime, and
     # MultiWorkerMirroredStrategy, created later, must configure collectives before it starts
     # (tensorflow/tensorflow#55178).
@@ -130,16 +133,22 @@ def _hf_family(directory: str):
     family = families.family_of(raw, config_path)
     for name in family.tokenizer_files:
         _require(directory, name, f"(the {family.name} tokenizer's file)")
-    return (family, read_config(family, raw, config_path),
-            os.path.join(directory, family.tokenizer_files[0]), config_path)
+    return (
+        family,
+        read_config(family, raw, config_path),
+        os.path.join(directory, family.tokenizer_files[0]),
+        config_path,
+    )
 
 
 def _getter(tensors, path: str):
     """The `get(name, required=True)` a family's map_weights pulls `tensors` through."""
+
     def get(name, required=True):
         if name not in tensors and required:
             raise UserError(f"--encoder: {path} has no tensor {name}")
         return tensors.get(name)
+
     return get
 
 
@@ -152,8 +161,7 @@ def read_hf_checkpoint(directory: str) -> Checkpoint:
     _check_embedding_rows(config, weights, config_path, weights_path)
     tokenizer_path = os.path.join(directory, "tokenizer_config.json")
     # Hugging Face's BertTokenizer lower-cases unless told otherwise.
-    lower_case = (_read_json(tokenizer_path).get("do_lower_case", True)
-                  if tf.io.gfile.exists(tokenizer_path) else True)
+    lower_case = _read_json(tokenizer_path).get("do_lower_case", True) if tf.io.gfile.exists(tokenizer_path) else True
     return Checkpoint(config, weights, tokenizer_file, lower_case, directory, family, config_path)
 
 
@@ -162,14 +170,31 @@ def read_hf_checkpoint(directory: str) -> Checkpoint:
 # step) or build a network that computes something else (a LayerNorm without epsilon divides
 # padding's zero variance by zero; no layers). Each is checked when present: a family's own
 # keys (ModernBERT's norm_eps, ELECTRA's embedding_size) appear in its configs only.
-_AT_LEAST_ONE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                 "intermediate_size", "max_position_embeddings", "embedding_size",
-                 "global_attn_every_n_layers", "local_attention",
-                 "dim", "n_layers", "n_heads", "hidden_dim")  # the last four: DistilBERT's
+_AT_LEAST_ONE = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "embedding_size",
+    "global_attn_every_n_layers",
+    "local_attention",
+    "dim",
+    "n_layers",
+    "n_heads",
+    "hidden_dim",
+)  # the last four: DistilBERT's
 _AT_LEAST_ZERO = ("type_vocab_size", "pad_token_id")
 _ABOVE_ZERO = ("layer_norm_eps", "norm_eps")
-_DROPOUT_RATES = ("hidden_dropout_prob", "attention_probs_dropout_prob", "embedding_dropout",
-                  "attention_dropout", "mlp_dropout", "dropout")
+_DROPOUT_RATES = (
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+    "embedding_dropout",
+    "attention_dropout",
+    "mlp_dropout",
+    "dropout",
+)
 # null: no padding token; embeddings as wide as the hidden size.
 _MAY_BE_NULL = ("pad_token_id", "embedding_size")
 
@@ -186,18 +211,19 @@ def read_config(family: Family, raw: dict, path: str, **settings):
     vocab_size, pad = raw.get("vocab_size"), raw.get("pad_token_id")
     # transformers refuses it too (its padding embedding row): the files disagree.
     if isinstance(vocab_size, int) and isinstance(pad, int) and pad >= vocab_size:
-        raise UserError(f"--encoder: {path}: pad_token_id {pad} is not an id of the "
-                        f"vocab_size {vocab_size} tokens")
+        raise UserError(f"--encoder: {path}: pad_token_id {pad} is not an id of the vocab_size {vocab_size} tokens")
     config = family.read_config(raw, path, **settings)
     if config.max_length < 1:  # RoBERTa's positions start after the padding id's
-        raise UserError(f"--encoder: {path}: max_position_embeddings "
-                        f"{config.max_position_embeddings} leaves no position for text: "
-                        f"{family.name} counts positions from pad_token_id "
-                        f"{config.position_padding_id} + 1")
+        raise UserError(
+            f"--encoder: {path}: max_position_embeddings "
+            f"{config.max_position_embeddings} leaves no position for text: "
+            f"{family.name} counts positions from pad_token_id "
+            f"{config.position_padding_id} + 1"
+        )
     return config
 
 
-def _out_of_range(key: str, value) -> Optional[str]:
+def _out_of_range(key: str, value) -> str | None:
     """What is wrong with one field's value, or None."""
     number = isinstance(value, numbers.Real) and not isinstance(value, bool)
     if key in _AT_LEAST_ONE or key in _AT_LEAST_ZERO:
@@ -220,14 +246,17 @@ def check_vocab_fits(config, tokens: int, config_path: str, vocab_path: str) -> 
         raise UserError(
             f"--encoder: {config_path}: vocab_size {config.vocab_size} is smaller than the "
             f"{tokens} tokens of {vocab_path} (ids {config.vocab_size} to {tokens - 1} would "
-            "have no embedding row): the tokenizer's files do not belong to these weights")
+            "have no embedding row): the tokenizer's files do not belong to these weights"
+        )
 
 
 def _check_embedding_rows(config, weights, config_path: str, weights_path: str) -> None:
     rows = weights["word_embeddings/embeddings"].shape[0]
     if rows != config.vocab_size:
-        raise UserError(f"--encoder: {config_path}: vocab_size {config.vocab_size} does not "
-                        f"match the {rows} rows of the word embeddings in {weights_path}")
+        raise UserError(
+            f"--encoder: {config_path}: vocab_size {config.vocab_size} does not "
+            f"match the {rows} rows of the word embeddings in {weights_path}"
+        )
 
 
 def read_google_checkpoint(directory: str) -> Checkpoint:
@@ -238,8 +267,7 @@ def read_google_checkpoint(directory: str) -> Checkpoint:
     ("cased_L-12_H-768_A-12" keeps case; anything else is lower-cased).
     """
     config_path = os.path.join(directory, "bert_config.json")
-    config = read_config(bert_family.FAMILY, _read_json(config_path), config_path,
-                         gelu_approximate=True)
+    config = read_config(bert_family.FAMILY, _read_json(config_path), config_path, gelu_approximate=True)
     prefix = os.path.join(directory, "bert_model.ckpt")
     reader = tf.train.load_checkpoint(prefix)
     available = reader.get_variable_to_shape_map()
@@ -253,9 +281,14 @@ def read_google_checkpoint(directory: str) -> Checkpoint:
 
     name = os.path.basename(os.path.normpath(directory)).lower()
     lower_case = not re.search(r"(^|[^n])cased", name)
-    return Checkpoint(config, bert_family.map_weights(config, get, hf_style=False),
-                      os.path.join(directory, "vocab.txt"), lower_case, directory,
-                      config_file=config_path)
+    return Checkpoint(
+        config,
+        bert_family.map_weights(config, get, hf_style=False),
+        os.path.join(directory, "vocab.txt"),
+        lower_case,
+        directory,
+        config_file=config_path,
+    )
 
 
 def _saved_model_objects(directory: str):
@@ -278,8 +311,7 @@ def _saved_model_objects(directory: str):
 
     def read(node_id):
         attributes = checkpoint_graph.nodes[node_id].attributes
-        return reader.get_tensor(next(a.checkpoint_key for a in attributes
-                                      if a.name == "VARIABLE_VALUE"))
+        return reader.get_tensor(next(a.checkpoint_key for a in attributes if a.name == "VARIABLE_VALUE"))
 
     return meta_graph.object_graph_def, assets, read
 
@@ -297,14 +329,14 @@ def read_savedmodel_vocab(directory: str):
     return vocab_file, bool(read(children["do_lower_case"]))
 
 
-def savedmodel_weights(directory: str) -> Dict[str, np.ndarray]:
+def savedmodel_weights(directory: str) -> dict[str, np.ndarray]:
     """{canonical name: value} of a SavedModel's encoder variables, whatever the family: a
     fine-tuned run's classifier (its encoder is rebuilt from the run's own --encoder)."""
     graph, _, read = _saved_model_objects(directory)
     return _encoder_variables(graph, read)
 
 
-def _encoder_variables(graph, read) -> Dict[str, np.ndarray]:
+def _encoder_variables(graph, read) -> dict[str, np.ndarray]:
     weights = {}
     for node_id, node in enumerate(graph.nodes):
         if node.WhichOneof("kind") == "variable" and node.variable.trainable:
@@ -333,28 +365,41 @@ def read_hub_savedmodel(directory: str) -> Checkpoint:
         raw = _read_json(config_path)
         config = families.BY_MODEL_TYPE[raw.get("family", "bert")].config_class(**raw)
     else:
-        needed = ("word_embeddings/embeddings", "position_embedding/embeddings",
-                  "transformer/layer_0/self_attention/query/kernel",
-                  "transformer/layer_0/intermediate/kernel")
+        needed = (
+            "word_embeddings/embeddings",
+            "position_embedding/embeddings",
+            "transformer/layer_0/self_attention/query/kernel",
+            "transformer/layer_0/intermediate/kernel",
+        )
         missing = [name for name in needed if name not in weights]
         if missing:
             raise UserError(
                 f"--encoder {directory}: not a BERT encoder SavedModel the native backend can "
-                f"read (no variable {missing[0]}); use --encoder-backend hub for it.")
+                f"read (no variable {missing[0]}); use --encoder-backend hub for it."
+            )
         vocab_size, width = weights["word_embeddings/embeddings"].shape
         # Model Garden's BertEncoder (TF-Hub's ELECTRAs) projects narrower embeddings up.
         projection = weights.get("embedding_projection/kernel")
         config = EncoderConfig(
-            vocab_size=vocab_size, hidden_size=width if projection is None else projection.shape[-1],
+            vocab_size=vocab_size,
+            hidden_size=width if projection is None else projection.shape[-1],
             embedding_size=None if projection is None else width,
-            num_layers=len({re.match(r"transformer/layer_(\d+)/", name).group(1)
-                            for name in weights if name.startswith("transformer/layer_")}),
+            num_layers=len(
+                {
+                    re.match(r"transformer/layer_(\d+)/", name).group(1)
+                    for name in weights
+                    if name.startswith("transformer/layer_")
+                }
+            ),
             num_heads=weights["transformer/layer_0/self_attention/query/kernel"].shape[1],
             intermediate_size=weights["transformer/layer_0/intermediate/kernel"].shape[-1],
             max_position_embeddings=weights["position_embedding/embeddings"].shape[0],
             type_vocab_size=weights["type_embeddings/embeddings"].shape[0]
-            if "type_embeddings/embeddings" in weights else 0,
-            gelu_approximate=True)
+            if "type_embeddings/embeddings" in weights
+            else 0,
+            gelu_approximate=True,
+        )
     vocab_file, lower_case = read_savedmodel_vocab(directory)
-    return Checkpoint(config, weights, vocab_file, lower_case, directory,
-                      families.BY_MODEL_TYPE[config.family], config_path)
+    return Checkpoint(
+        config, weights, vocab_file, lower_case, directory, families.BY_MODEL_TYPE[config.family], config_path
+    )

@@ -10,9 +10,10 @@ Works on the canonical weight names every family uses (layers.py's contract:
 "transformer/layer_{i}/..."); a family whose config says something per layer (ModernBERT's
 attention kinds) adds its part through its record's `shallower`.
 """
+
 import dataclasses
 import re
-from typing import Dict, Sequence, Tuple
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -21,12 +22,12 @@ from trainer.errors import UserError
 _LAYER = re.compile(r"^transformer/layer_(\d+)/")
 
 
-def evenly_spaced(total: int, keep: int) -> Tuple[int, ...]:
+def evenly_spaced(total: int, keep: int) -> tuple[int, ...]:
     """The indices of `keep` of `total` layers, first and last included (for keep >= 2)."""
     return tuple(int(i) for i in np.round(np.linspace(0, total - 1, keep)))
 
 
-def renumbered(weights: Dict[str, np.ndarray], indices: Sequence[int]) -> Dict[str, np.ndarray]:
+def renumbered(weights: dict[str, np.ndarray], indices: Sequence[int]) -> dict[str, np.ndarray]:
     """The weights of the kept layers under their new numbers (layer indices[j] -> j); every
     other layer's weights dropped, everything outside the layers kept."""
     new_index = {old: new for new, old in enumerate(indices)}
@@ -36,11 +37,11 @@ def renumbered(weights: Dict[str, np.ndarray], indices: Sequence[int]) -> Dict[s
         if match is None:
             out[name] = value
         elif int(match.group(1)) in new_index:
-            out[f"transformer/layer_{new_index[int(match.group(1))]}/{name[match.end():]}"] = value
+            out[f"transformer/layer_{new_index[int(match.group(1))]}/{name[match.end() :]}"] = value
     return out
 
 
-def shallower(config, weights: Dict[str, np.ndarray], indices: Sequence[int]):
+def shallower(config, weights: dict[str, np.ndarray], indices: Sequence[int]):
     """(config, weights) of the kept layers: what most families need (their layers are alike)."""
     return dataclasses.replace(config, num_layers=len(indices)), renumbered(weights, indices)
 
@@ -56,11 +57,9 @@ def keep_layers(checkpoint, keep: int):
     when it has that many. A UserError when it has fewer."""
     total = checkpoint.config.num_layers
     if keep > total:
-        raise UserError(f"--encoder-layers: {keep} is more than the {total} layers of "
-                        f"{checkpoint.source}")
+        raise UserError(f"--encoder-layers: {keep} is more than the {total} layers of {checkpoint.source}")
     if keep == total:
         return checkpoint
     indices = evenly_spaced(total, keep)
-    config, weights = (checkpoint.family.shallower or shallower)(
-        checkpoint.config, checkpoint.weights, indices)
+    config, weights = (checkpoint.family.shallower or shallower)(checkpoint.config, checkpoint.weights, indices)
     return dataclasses.replace(checkpoint, config=config, weights=weights, kept_layers=indices)

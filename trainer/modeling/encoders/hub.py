@@ -5,23 +5,24 @@ The exported SavedModels follow the TF-Hub text-encoder conventions
 input_word_ids/input_mask/input_type_ids dict, and a preprocessor with `tokenize` and
 `bert_pack_inputs(segments, seq_length=...)`, both loadable with hub.KerasLayer anywhere.
 """
+
 import dataclasses
 import hashlib
 import json
 import os
 import tempfile
-from typing import Dict, List, Optional
 
 import tensorflow as tf
 import tensorflow_hub as hub
 import tf_keras
 
+from trainer.errors import UserError
 from trainer.modeling.encoders import families
 from trainer.modeling.encoders.layers import INPUT_KEYS
+
 # NETWORK_TIMEOUT_SECONDS: also read from here by callers and tests.
 from trainer.modeling.encoders.network import NETWORK_TIMEOUT_SECONDS, unreachable  # noqa: F401
 from trainer.modeling.encoders.tokenizers.word_piece import WordPiecePreprocessor
-from trainer.errors import UserError
 
 # The asset of an encoder export holding the network's config as JSON: the name written, then
 # the name exports before issue #50 gave it (both are read).
@@ -32,7 +33,7 @@ def is_handle(encoder: str) -> bool:
     return encoder.startswith(("http://", "https://"))
 
 
-def resolve_handle(handle: str, cache_dir: str, flag: str, name: Optional[str] = None) -> str:
+def resolve_handle(handle: str, cache_dir: str, flag: str, name: str | None = None) -> str:
     """The local directory of a TF-Hub/Kaggle handle, downloading it once.
 
     Downloads land under `cache_dir`/tfhub unless TFHUB_CACHE_DIR is set, so a Docker image can
@@ -41,32 +42,31 @@ def resolve_handle(handle: str, cache_dir: str, flag: str, name: Optional[str] =
     """
     os.environ.setdefault("TFHUB_CACHE_DIR", os.path.join(cache_dir, "tfhub"))
     # tensorflow_hub caches a handle under sha1(handle) and then never touches the network.
-    cached = os.path.join(hub.resolver.tfhub_cache_dir(use_temp=True),
-                          hashlib.sha1(handle.encode("utf8")).hexdigest())
+    cached = os.path.join(hub.resolver.tfhub_cache_dir(use_temp=True), hashlib.sha1(handle.encode("utf8")).hexdigest())
     if not (tf.io.gfile.isdir(cached) and tf.io.gfile.listdir(cached)):
         _require_network(handle, flag, name)
     try:
         return hub.resolve(handle)
     except Exception as error:  # urllib, tarfile and TF errors all mean "could not fetch it"
-        raise UserError(f"{flag} {name or handle}: downloading {handle} failed ({error}). "
-                        f"{_offline_hint(flag, handle, name)}") from None
+        raise UserError(
+            f"{flag} {name or handle}: downloading {handle} failed ({error}). {_offline_hint(flag, handle, name)}"
+        ) from None
 
 
-def _offline_hint(flag: str, handle: str, name: Optional[str]) -> str:
-    hint = (f"Where there is network, fetch {handle}?tf-hub-format=compressed (a .tar.gz of "
-            "the SavedModel)")
+def _offline_hint(flag: str, handle: str, name: str | None) -> str:
+    hint = f"Where there is network, fetch {handle}?tf-hub-format=compressed (a .tar.gz of the SavedModel)"
     if flag == "--encoder":
-        hint += (f" or run `python -m trainer.export_encoder --encoder {name or handle} "
-                 "--output-dir DIR`")
+        hint += f" or run `python -m trainer.export_encoder --encoder {name or handle} --output-dir DIR`"
     return f"{hint}, then point {flag} at a local or gs:// copy of that directory."
 
 
-def _require_network(url: str, flag: str, name: Optional[str]):
+def _require_network(url: str, flag: str, name: str | None):
     """Connects to the handle's host (or the proxy in use) with a short timeout."""
     failure = unreachable(url)
     if failure:
-        raise UserError(f"{flag} {name or url} needs the network: cannot reach {failure}. "
-                        f"{_offline_hint(flag, url, name)}")
+        raise UserError(
+            f"{flag} {name or url} needs the network: cannot reach {failure}. {_offline_hint(flag, url, name)}"
+        )
 
 
 def hub_network(path: str) -> tf_keras.layers.Layer:
@@ -91,14 +91,14 @@ class HubPreprocessor(tf_keras.layers.Layer):
         self.seq_length = seq_length
         self._preprocess = hub.load(path)
         if not (hasattr(self._preprocess, "tokenize") and hasattr(self._preprocess, "bert_pack_inputs")):
-            raise UserError(f"--preprocessor {path}: not a TF-Hub BERT preprocessor "
-                            "(it has no tokenize and bert_pack_inputs)")
+            raise UserError(
+                f"--preprocessor {path}: not a TF-Hub BERT preprocessor (it has no tokenize and bert_pack_inputs)"
+            )
 
     def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
         return self._preprocess.tokenize(strings)
 
-    def bert_pack_inputs(self, segments: List[tf.RaggedTensor],
-                         seq_length: Optional[int] = None) -> Dict[str, tf.Tensor]:
+    def bert_pack_inputs(self, segments: list[tf.RaggedTensor], seq_length: int | None = None) -> dict[str, tf.Tensor]:
         seq_length = self.seq_length if seq_length is None else seq_length
         return self._preprocess.bert_pack_inputs(segments, seq_length=seq_length)
 
@@ -109,8 +109,9 @@ class HubPreprocessor(tf_keras.layers.Layer):
         return {**super().get_config(), "path": self.path, "seq_length": self.seq_length}
 
 
-def save_encoder_savedmodel(network: tf_keras.layers.Layer, directory: str,
-                            vocab_file: Optional[str], lower_case: Optional[bool]):
+def save_encoder_savedmodel(
+    network: tf_keras.layers.Layer, directory: str, vocab_file: str | None, lower_case: bool | None
+):
     """Writes a TF-Hub-format encoder SavedModel, always float32.
 
     A SavedModel keeps the dtypes it was traced with: one exported under mixed_bfloat16 would
@@ -126,8 +127,7 @@ def save_encoder_savedmodel(network: tf_keras.layers.Layer, directory: str,
     config = getattr(network, "encoder_config", None)
     # A hub.KerasLayer over one of this package's exports: its config asset is passed on.
     resolved = getattr(network, "resolved_object", None)
-    carried = next((getattr(resolved, name) for name in CONFIG_ASSETS if hasattr(resolved, name)),
-                   None)
+    carried = next((getattr(resolved, name) for name in CONFIG_ASSETS if hasattr(resolved, name)), None)
     root = tf.train.Checkpoint()
     with tempfile.TemporaryDirectory() as scratch:
         if config is not None:
@@ -175,7 +175,8 @@ class _PackInputsExport(tf.Module):
             for num_segments in (1, 2):
                 call.get_concrete_function(
                     [tf.RaggedTensorSpec([None] * (ragged_rank + 1), tf.int32)] * num_segments,
-                    seq_length=tf.TensorSpec([], tf.int32))
+                    seq_length=tf.TensorSpec([], tf.int32),
+                )
         self.__call__ = call
 
 
@@ -208,9 +209,12 @@ def save_encoder_and_preprocessor(network, preprocessor, output_dir: str):
     """OUTPUT_DIR/encoder + OUTPUT_DIR/preprocessor: what `trainer.export_encoder` writes, and
     what `--encoder OUTPUT_DIR` reads back."""
     native = isinstance(preprocessor, WordPiecePreprocessor)
-    save_encoder_savedmodel(network, os.path.join(output_dir, "encoder"),
-                            preprocessor.vocab_file if native else None,
-                            preprocessor.lower_case if native else None)
+    save_encoder_savedmodel(
+        network,
+        os.path.join(output_dir, "encoder"),
+        preprocessor.vocab_file if native else None,
+        preprocessor.lower_case if native else None,
+    )
     save_preprocessor_savedmodel(preprocessor, os.path.join(output_dir, "preprocessor"))
 
 
@@ -218,7 +222,7 @@ def _copy_tree(source: str, target: str):
     """Recursive copy through tf.io.gfile (os.path would mangle gs:// URLs)."""
     source = source.rstrip("/")
     for parent, _, files in tf.io.gfile.walk(source):
-        destination = target.rstrip("/") + parent[len(source):]
+        destination = target.rstrip("/") + parent[len(source) :]
         tf.io.gfile.makedirs(destination)
         for name in files:
             tf.io.gfile.copy(f"{parent}/{name}", f"{destination}/{name}", overwrite=True)

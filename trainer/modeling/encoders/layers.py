@@ -11,9 +11,9 @@ BertEncoder (official/nlp/modeling/networks/bert_encoder.py) names them, under t
 `canonical_name` ("transformer/layer_0/self_attention/query/kernel:0", ...): one name mapping
 reads TF-Hub SavedModels and this package's own exports of every family.
 """
+
 import dataclasses
 import math
-from typing import Dict, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -28,6 +28,7 @@ INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
 class TransformerShape:
     """The sizes every family's config starts with; a family's config class (a frozen dataclass
     subclassing this) adds `max_position_embeddings`, `family` and its own fields."""
+
     vocab_size: int
     hidden_size: int
     num_layers: int
@@ -50,6 +51,7 @@ class EncoderConfig(TransformerShape):
     """The shape and switches of the BERT network (trainer.modeling.encoders.models.bert), which
     BERT, ELECTRA, RoBERTa, XLM-R and MPNet share; families with other math have their own
     config class."""
+
     max_position_embeddings: int = 512
     type_vocab_size: int = 2
     layer_norm_eps: float = 1e-12
@@ -60,11 +62,11 @@ class EncoderConfig(TransformerShape):
     attention_dropout_rate: float = 0.1
     # ELECTRA's embeddings may be narrower than its blocks (Small: 128 -> 256); a dense
     # "embedding_projection" maps them up. None: as wide as hidden_size, no projection (BERT).
-    embedding_size: Optional[int] = None
+    embedding_size: int | None = None
     # RoBERTa-style positions (RoBERTa, XLM-R, MPNet): the padding token's id, after which real
     # tokens count (fairseq's make_positions: padding_idx + 1 + index; padding sits at
     # padding_idx). None: BERT's positions 0, 1, ... for every token.
-    position_padding_id: Optional[int] = None
+    position_padding_id: int | None = None
     # MPNet's relative-position bias (T5-style buckets shared by every layer); 0: none.
     relative_attention_buckets: int = 0
     # The family (trainer.modeling.encoders.families) whose checkpoint this came from: the
@@ -92,8 +94,7 @@ def gelu(x, approximate: bool):
     cost more CPU time than the same ops in float32 with a cast each way (docs/performance.md),
     and the float32 result is the more accurate one.
     """
-    return tf.cast(tf_keras.activations.gelu(tf.cast(x, tf.float32), approximate=approximate),
-                   x.dtype)
+    return tf.cast(tf_keras.activations.gelu(tf.cast(x, tf.float32), approximate=approximate), x.dtype)
 
 
 class LayerNorm(tf_keras.layers.LayerNormalization):
@@ -111,18 +112,23 @@ class LayerNorm(tf_keras.layers.LayerNormalization):
         @tf.custom_gradient
         def normalize(x, gamma, beta):
             centered = x - tf.reduce_mean(x, axis=-1, keepdims=True)
-            inverse = tf.math.rsqrt(
-                tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + epsilon)
+            inverse = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + epsilon)
             normalized = centered * inverse
 
             def gradient(upstream):
                 scaled = upstream * gamma
                 inputs_gradient = inverse * (
-                    scaled - tf.reduce_mean(scaled, axis=-1, keepdims=True)
-                    - normalized * tf.reduce_mean(scaled * normalized, axis=-1, keepdims=True))
+                    scaled
+                    - tf.reduce_mean(scaled, axis=-1, keepdims=True)
+                    - normalized * tf.reduce_mean(scaled * normalized, axis=-1, keepdims=True)
+                )
                 rows = list(range(len(upstream.shape) - 1))
-                return (inputs_gradient, tf.reduce_sum(upstream * normalized, axis=rows),
-                        tf.reduce_sum(upstream, axis=rows))
+                return (
+                    inputs_gradient,
+                    tf.reduce_sum(upstream * normalized, axis=rows),
+                    tf.reduce_sum(upstream, axis=rows),
+                )
+
             return normalized * gamma + beta, gradient
 
         offset = self.beta if self.center else tf.zeros_like(self.gamma)
@@ -137,14 +143,15 @@ class PositionEmbedding(tf_keras.layers.Layer):
     and a padding token's is padding_id, as Hugging Face's create_position_ids_from_input_ids
     computes them from the ids (here from the mask, which marks the same tokens)."""
 
-    def __init__(self, max_length: int, padding_id: Optional[int] = None, **kwargs):
+    def __init__(self, max_length: int, padding_id: int | None = None, **kwargs):
         super().__init__(**kwargs)
         self.max_length = max_length
         self.padding_id = padding_id
 
     def build(self, input_shape):
         self.embeddings = self.add_weight(
-            "embeddings", shape=[self.max_length, input_shape[-1]], initializer=initializer())
+            "embeddings", shape=[self.max_length, input_shape[-1]], initializer=initializer()
+        )
         super().build(input_shape)
 
     def call(self, inputs, input_mask=None):
@@ -188,43 +195,76 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
     # Set by recompute_blocks on the training network only: exports rebuild from the config.
     recompute = False
 
-    def __init__(self, num_heads: int, head_size: int, intermediate_size: int,
-                 layer_norm_eps: float, gelu_approximate: bool, dropout_rate: float,
-                 attention_dropout_rate: float, **kwargs):
+    def __init__(
+        self,
+        num_heads: int,
+        head_size: int,
+        intermediate_size: int,
+        layer_norm_eps: float,
+        gelu_approximate: bool,
+        dropout_rate: float,
+        attention_dropout_rate: float,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self._settings = dict(
-            num_heads=num_heads, head_size=head_size, intermediate_size=intermediate_size,
-            layer_norm_eps=layer_norm_eps, gelu_approximate=gelu_approximate,
-            dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate)
+            num_heads=num_heads,
+            head_size=head_size,
+            intermediate_size=intermediate_size,
+            layer_norm_eps=layer_norm_eps,
+            gelu_approximate=gelu_approximate,
+            dropout_rate=dropout_rate,
+            attention_dropout_rate=attention_dropout_rate,
+        )
         hidden_size = num_heads * head_size
         # Sublayers get this block's policy explicitly: tf_keras does not pass a parent's dtype
         # policy down, and an export must be able to build float32 under a mixed global policy.
         policy = self.dtype_policy
         self.self_attention = self.attention_class(
-            num_heads, key_dim=head_size, dropout=attention_dropout_rate,
-            kernel_initializer=initializer(), name="self_attention", dtype=policy)
+            num_heads,
+            key_dim=head_size,
+            dropout=attention_dropout_rate,
+            kernel_initializer=initializer(),
+            name="self_attention",
+            dtype=policy,
+        )
         self.attention_dropout = tf_keras.layers.Dropout(dropout_rate, dtype=policy)
         self.self_attention_layer_norm = LayerNorm(
-            epsilon=layer_norm_eps, name="self_attention_layer_norm", dtype=policy)
+            epsilon=layer_norm_eps, name="self_attention_layer_norm", dtype=policy
+        )
         self.intermediate = tf_keras.layers.EinsumDense(
-            "abc,cd->abd", output_shape=(None, intermediate_size), bias_axes="d",
-            kernel_initializer=initializer(), name="intermediate", dtype=policy)
+            "abc,cd->abd",
+            output_shape=(None, intermediate_size),
+            bias_axes="d",
+            kernel_initializer=initializer(),
+            name="intermediate",
+            dtype=policy,
+        )
         self.output_dense = tf_keras.layers.EinsumDense(
-            "abc,cd->abd", output_shape=(None, hidden_size), bias_axes="d",
-            kernel_initializer=initializer(), name="output", dtype=policy)
+            "abc,cd->abd",
+            output_shape=(None, hidden_size),
+            bias_axes="d",
+            kernel_initializer=initializer(),
+            name="output",
+            dtype=policy,
+        )
         self.output_dropout = tf_keras.layers.Dropout(dropout_rate, dtype=policy)
-        self.output_layer_norm = LayerNorm(
-            epsilon=layer_norm_eps, name="output_layer_norm", dtype=policy)
+        self.output_layer_norm = LayerNorm(epsilon=layer_norm_eps, name="output_layer_norm", dtype=policy)
 
     @classmethod
-    def for_layer(cls, config, index: int, dtype: Optional[str]) -> "TransformerEncoderBlock":
+    def for_layer(cls, config, index: int, dtype: str | None) -> "TransformerEncoderBlock":
         """Block `index` of the network `config` describes, named as the contract names it."""
         return cls(
-            num_heads=config.num_heads, head_size=config.head_size,
-            intermediate_size=config.intermediate_size, layer_norm_eps=config.layer_norm_eps,
-            gelu_approximate=config.gelu_approximate, dropout_rate=config.dropout_rate,
+            num_heads=config.num_heads,
+            head_size=config.head_size,
+            intermediate_size=config.intermediate_size,
+            layer_norm_eps=config.layer_norm_eps,
+            gelu_approximate=config.gelu_approximate,
+            dropout_rate=config.dropout_rate,
             attention_dropout_rate=config.attention_dropout_rate,
-            name=f"transformer/layer_{index}", dtype=dtype)
+            name=f"transformer/layer_{index}",
+            dtype=dtype,
+        )
 
     def call(self, inputs, attention_mask, attention_bias=None, training=None):
         if self.recompute and training is True:
@@ -246,8 +286,7 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
         generators = _dropout_generators(self)
         states = [tf.identity(generator.state) for generator in generators]
         parts = tf.nest.flatten(attention_bias)
-        differentiable = [i for i, part in enumerate(parts)
-                          if part is not None and part.dtype.is_floating]
+        differentiable = [i for i, part in enumerate(parts) if part is not None and part.dtype.is_floating]
 
         def forward(hidden, *bias_parts):
             for generator, state in zip(generators, states):
@@ -261,10 +300,10 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
         return tf.recompute_grad(forward)(inputs, *[parts[i] for i in differentiable])
 
     def _forward(self, inputs, attention_mask, attention_bias, training):
-        attended = self.self_attention(inputs, attention_mask=attention_mask,
-                                       attention_bias=attention_bias, training=training)
-        x = self.self_attention_layer_norm(
-            inputs + self.attention_dropout(attended, training=training))
+        attended = self.self_attention(
+            inputs, attention_mask=attention_mask, attention_bias=attention_bias, training=training
+        )
+        x = self.self_attention_layer_norm(inputs + self.attention_dropout(attended, training=training))
         inner = gelu(self.intermediate(x), approximate=self._settings["gelu_approximate"])
         feed_forward = self.output_dense(inner)
         return self.output_layer_norm(x + self.output_dropout(feed_forward, training=training))
@@ -283,9 +322,11 @@ def recompute_blocks(network: tf_keras.Model) -> int:
     blocks = [layer for layer in network.submodules if isinstance(layer, TransformerEncoderBlock)]
     for block in blocks:
         if any(generator is None for generator in _dropout_generators(block, strict=False)):
-            raise RuntimeError("--gradient-checkpointing needs dropout drawn from "
-                               "tf.random.Generator (tf_keras.backend.experimental."
-                               "enable_tf_random_generator() before the encoder is built)")
+            raise RuntimeError(
+                "--gradient-checkpointing needs dropout drawn from "
+                "tf.random.Generator (tf_keras.backend.experimental."
+                "enable_tf_random_generator() before the encoder is built)"
+            )
         block.recompute = True
     return len(blocks)
 
@@ -313,20 +354,20 @@ def attention_mask(input_mask):
     return tf.cast(tf.expand_dims(input_mask, 1), tf.bool)
 
 
-def encoder_inputs() -> Dict[str, tf.Tensor]:
+def encoder_inputs() -> dict[str, tf.Tensor]:
     """The network's inputs: int32 [B, T] for each of INPUT_KEYS, any T."""
     return {key: tf_keras.Input(shape=(None,), dtype=tf.int32, name=key) for key in INPUT_KEYS}
 
 
-def encoder_model(config, inputs: dict, encoder_outputs: list, dtype: Optional[str],
-                  name: str) -> tf_keras.Model:
+def encoder_model(config, inputs: dict, encoder_outputs: list, dtype: str | None, name: str) -> tf_keras.Model:
     """The network with the TF-Hub encoder interface, from its inputs and each block's output:
     the last is the sequence output, the pooler reads its [CLS] row. The config rides along as
     `encoder_config`: exports rebuild the network from it in float32 and save it beside."""
     sequence = encoder_outputs[-1]
     pooled = pooler(config.hidden_size, dtype)(sequence[:, 0, :])
-    model = tf_keras.Model(inputs, dict(pooled_output=pooled, sequence_output=sequence,
-                                        encoder_outputs=encoder_outputs), name=name)
+    model = tf_keras.Model(
+        inputs, dict(pooled_output=pooled, sequence_output=sequence, encoder_outputs=encoder_outputs), name=name
+    )
     model.encoder_config = config
     return model
 
@@ -342,7 +383,7 @@ def pooled_outputs(encoder: tf_keras.Model, hidden) -> dict:
 FRESH_WHEN_ABSENT = ("pooler_transform/kernel", "pooler_transform/bias")
 
 
-def pooler(hidden: int, dtype: Optional[str]) -> tf_keras.layers.Dense:
+def pooler(hidden: int, dtype: str | None) -> tf_keras.layers.Dense:
     """BERT's pooler: tanh(Dense([CLS])), pretrained with next-sentence prediction.
 
     ELECTRA discriminators (and BertModel(add_pooling_layer=False) checkpoints) have none, so
@@ -353,17 +394,25 @@ def pooler(hidden: int, dtype: Optional[str]) -> tf_keras.layers.Dense:
     the source; either way the head reads a learned, bounded projection of [CLS].
     """
     return tf_keras.layers.Dense(
-        hidden, activation="tanh", kernel_initializer=initializer(),
-        name="pooler_transform", dtype=dtype)
+        hidden, activation="tanh", kernel_initializer=initializer(), name="pooler_transform", dtype=dtype
+    )
 
 
 # Model Garden / TF-Hub variable names start at one of these components; anything before them
 # is a scope added by whoever built or saved the model.
-NAME_ROOTS = ("word_embeddings", "position_embedding", "type_embeddings", "embeddings",
-              "embedding_projection", "relative_attention_bias", "transformer", "pooler_transform")
+NAME_ROOTS = (
+    "word_embeddings",
+    "position_embedding",
+    "type_embeddings",
+    "embeddings",
+    "embedding_projection",
+    "relative_attention_bias",
+    "transformer",
+    "pooler_transform",
+)
 
 
-def canonical_name(variable_name: str) -> Optional[str]:
+def canonical_name(variable_name: str) -> str | None:
     """'outer/transformer/layer_0/.../kernel:0' -> 'transformer/layer_0/.../kernel', else None."""
     parts = variable_name.split(":")[0].split("/")
     for index, part in enumerate(parts):
@@ -372,7 +421,7 @@ def canonical_name(variable_name: str) -> Optional[str]:
     return None
 
 
-def assign_weights(network: tf_keras.Model, weights: Dict[str, np.ndarray], source: str):
+def assign_weights(network: tf_keras.Model, weights: dict[str, np.ndarray], source: str):
     """Sets every encoder variable from `weights` (canonical name -> array).
 
     Kernels may come flat as [in, out]: the attention's [hidden, heads, head_size] layout is the
@@ -388,9 +437,7 @@ def assign_weights(network: tf_keras.Model, weights: Dict[str, np.ndarray], sour
             raise UserError(f"{source}: no weights for encoder variable {name or variable.name}")
         value = np.asarray(remaining.pop(name))
         if value.size != variable.shape.num_elements():
-            raise UserError(f"{source}: {name} has shape {value.shape}, the encoder "
-                            f"needs {variable.shape.as_list()}")
+            raise UserError(f"{source}: {name} has shape {value.shape}, the encoder needs {variable.shape.as_list()}")
         variable.assign(value.reshape(variable.shape).astype(np.float32))
     if remaining:
-        raise UserError(f"{source}: weights the encoder has no place for: "
-                        f"{', '.join(sorted(remaining)[:5])}")
+        raise UserError(f"{source}: weights the encoder has no place for: {', '.join(sorted(remaining)[:5])}")

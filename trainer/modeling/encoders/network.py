@@ -4,16 +4,16 @@ Download libraries retry for minutes on an air-gapped machine (tensorflow_hub), 
 timeout at all (huggingface_hub's default HTTP client has `timeout=None`,
 huggingface_hub/utils/_http.py): one bounded connection attempt first tells "offline" quickly.
 """
+
 import socket
 import threading
 import urllib.parse
 import urllib.request
-from typing import Optional
 
 NETWORK_TIMEOUT_SECONDS = 5.0
 
 
-def unreachable(url: str) -> Optional[str]:
+def unreachable(url: str) -> str | None:
     """None when the URL's host (or the proxy in use for it) accepts a connection, else why not,
     with the address tried: "huggingface.co:443 (timed out)"."""
     parsed = urllib.parse.urlparse(url)

@@ -7,8 +7,9 @@ A preprocessor offers the TF-Hub preprocessor interface
 `bert_pack_inputs(segments, seq_length=...)` and `__call__(strings)`, so the trainer treats it and
 a TF-Hub preprocess SavedModel alike, and a model can take raw strings.
 """
+
 import dataclasses
-from typing import Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import tensorflow as tf
 import tensorflow_text as text
@@ -21,21 +22,21 @@ class SpecialTokens:
 
     BERT: `[CLS] a [SEP] b [SEP]`, b's type ids 1. RoBERTa's layout (RoBERTa, XLM-R, MPNet):
     `<s> a </s></s> b </s>`, type ids all 0 (RoBERTa has one token type, MPNet none)."""
+
     pad: str
     unknown: str
     start: str
     end: str
-    pair_separator: Tuple[str, ...] = ()  # after a's end, before b
+    pair_separator: tuple[str, ...] = ()  # after a's end, before b
     typed_pairs: bool = True  # b's tokens get type id 1
 
-    def names(self) -> Tuple[str, ...]:
+    def names(self) -> tuple[str, ...]:
         return (self.pad, self.unknown, self.start, self.end)
 
 
-
-
-def pack_segments(segments: Sequence[tf.RaggedTensor], seq_length: int, ids: Dict[str, int],
-                  special: SpecialTokens) -> Dict[str, tf.Tensor]:
+def pack_segments(
+    segments: Sequence[tf.RaggedTensor], seq_length: int, ids: dict[str, int], special: SpecialTokens
+) -> dict[str, tf.Tensor]:
     """Token segments [B, (words), (pieces)] or [B, (pieces)] -> padded model inputs.
 
     Trimmed as Hugging Face trims (`trim_longest_first`), so that with the special tokens each
@@ -48,27 +49,32 @@ def pack_segments(segments: Sequence[tf.RaggedTensor], seq_length: int, ids: Dic
         prefix = tf.RaggedTensor.from_tensor(tf.tile(tf.constant([separator], tf.int32), [rows, 1]))
         trimmed = [trimmed[0], tf.concat([prefix, trimmed[1]], axis=1)]
     word_ids, type_ids = text.combine_segments(
-        trimmed, start_of_sequence_id=ids[special.start], end_of_segment_id=ids[special.end])
+        trimmed, start_of_sequence_id=ids[special.start], end_of_segment_id=ids[special.end]
+    )
     word_ids, mask = text.pad_model_inputs(word_ids, seq_length, pad_value=ids[special.pad])
     type_ids, _ = text.pad_model_inputs(type_ids, seq_length)
     if not special.typed_pairs:
         type_ids = tf.zeros_like(type_ids)
-    return {"input_word_ids": tf.cast(word_ids, tf.int32),
-            "input_mask": tf.cast(mask, tf.int32),
-            "input_type_ids": tf.cast(type_ids, tf.int32)}
+    return {
+        "input_word_ids": tf.cast(word_ids, tf.int32),
+        "input_mask": tf.cast(mask, tf.int32),
+        "input_type_ids": tf.cast(type_ids, tf.int32),
+    }
 
 
-def trim_longest_first(tokens: List[tf.RaggedTensor], budget: int) -> List[tf.RaggedTensor]:
+def trim_longest_first(tokens: list[tf.RaggedTensor], budget: int) -> list[tf.RaggedTensor]:
     """One or two token segments [B, (T)] cut to at most `budget` tokens per row together, as
     Hugging Face's fast tokenizers cut them ("longest_first"): each keeps its first
     `longest_first_shares` tokens."""
     lengths = [tf.cast(segment.row_lengths(), tf.int32) for segment in tokens]
     keep = longest_first_shares(lengths, budget)
-    return [tf.ragged.boolean_mask(segment, tf.ragged.range(length) < tf.expand_dims(kept, 1))
-            for segment, length, kept in zip(tokens, lengths, keep)]
+    return [
+        tf.ragged.boolean_mask(segment, tf.ragged.range(length) < tf.expand_dims(kept, 1))
+        for segment, length, kept in zip(tokens, lengths, keep)
+    ]
 
 
-def longest_first_shares(lengths: List[tf.Tensor], budget) -> List[tf.Tensor]:
+def longest_first_shares(lengths: list[tf.Tensor], budget) -> list[tf.Tensor]:
     """How many tokens each of one or two segments (int32 lengths [B] each) keeps within
     `budget` per row, as Hugging Face's "longest_first" truncation decides (tokenizers'
     utils/truncation.rs): a pair that does not fit loses tokens from its longer text only,
@@ -106,13 +112,13 @@ def keep_head_and_tail(tokens: tf.RaggedTensor, budget) -> tf.RaggedTensor:
     budget = tf.broadcast_to(tf.cast(budget, lengths.dtype), tf.shape(lengths))
     head = budget // 4
     positions = tf.ragged.range(lengths)
-    keep = ((positions < tf.expand_dims(head, 1))
-            | (positions >= tf.expand_dims(lengths - (budget - head), 1)))
+    keep = (positions < tf.expand_dims(head, 1)) | (positions >= tf.expand_dims(lengths - (budget - head), 1))
     kept = tf.ragged.boolean_mask(pieces, keep)
     if tokens.ragged_rank == 1:
         return kept
-    return kept.with_flat_values(tf.RaggedTensor.from_row_lengths(
-        kept.flat_values, tf.ones_like(kept.flat_values, tf.int64)))
+    return kept.with_flat_values(
+        tf.RaggedTensor.from_row_lengths(kept.flat_values, tf.ones_like(kept.flat_values, tf.int64))
+    )
 
 
 def window_counts(lengths, budget, overlap, max_windows):
@@ -141,8 +147,9 @@ def split_into_windows(tokens: tf.RaggedTensor, budget: int, overlap: int, max_w
     indices = tf.ragged.range((starts + offsets).flat_values, (ends + offsets).flat_values)
     windows = tf.gather(pieces.flat_values, indices)
     if tokens.ragged_rank > 1:
-        windows = windows.with_flat_values(tf.RaggedTensor.from_row_lengths(
-            windows.flat_values, tf.ones_like(windows.flat_values, tf.int64)))
+        windows = windows.with_flat_values(
+            tf.RaggedTensor.from_row_lengths(windows.flat_values, tf.ones_like(windows.flat_values, tf.int64))
+        )
     return windows, counts
 
 
@@ -150,8 +157,7 @@ class PackingPreprocessor(tf_keras.layers.Layer):
     """The packing half of the preprocessor interface, for a subclass with `tokenize`,
     `seq_length`, `special` (SpecialTokens) and `special_ids` (each of them -> its id)."""
 
-    def bert_pack_inputs(self, segments: List[tf.RaggedTensor],
-                         seq_length: Optional[int] = None) -> Dict[str, tf.Tensor]:
+    def bert_pack_inputs(self, segments: list[tf.RaggedTensor], seq_length: int | None = None) -> dict[str, tf.Tensor]:
         """`[CLS] a [SEP] (b [SEP])` (or the family's layout), trimmed longest first to fit,
         padded to seq_length."""
         seq_length = self.seq_length if seq_length is None else seq_length
@@ -183,8 +189,9 @@ class SubwordPreprocessor(PackingPreprocessor):
         self.special = special
         self.seq_length = seq_length
         self.vocab_size = tokenizer.vocab_size
-        self.special_ids = {token: tokenizer.token_to_id(token)
-                            for token in (*special.names(), *special.pair_separator)}
+        self.special_ids = {
+            token: tokenizer.token_to_id(token) for token in (*special.names(), *special.pair_separator)
+        }
         assets = getattr(tokenizer, "assets", None)
         self.assets = list(assets) if assets is not None else [tokenizer.model_asset]
 

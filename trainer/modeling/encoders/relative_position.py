@@ -5,6 +5,7 @@ The buckets follow Hugging Face's MPNetEncoder.relative_position_bucket (itself 
 bidirectional): half the buckets for keys before the query, half after; within each half,
 exact distances below a quarter of the buckets, then logarithmic bins up to `max_distance`.
 """
+
 import math
 
 import tensorflow as tf
@@ -22,8 +23,7 @@ def relative_position_buckets(length, num_buckets: int = 32, max_distance: int =
     max_exact = half // 2
     # log(n / max_exact) is only read where n >= max_exact; the maximum keeps it finite elsewhere.
     scaled = tf.math.log(tf.cast(tf.maximum(n, max_exact), tf.float32) / max_exact)
-    large = max_exact + tf.cast(
-        scaled / math.log(max_distance / max_exact) * (half - max_exact), tf.int32)
+    large = max_exact + tf.cast(scaled / math.log(max_distance / max_exact) * (half - max_exact), tf.int32)
     return bucket + tf.where(n < max_exact, n, tf.minimum(large, half - 1))
 
 
@@ -37,8 +37,10 @@ class RelativePositionBias(tf_keras.layers.Layer):
 
     def build(self, input_shape):
         self.embeddings = self.add_weight(
-            "embeddings", shape=[self.num_buckets, self.num_heads],
-            initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02))
+            "embeddings",
+            shape=[self.num_buckets, self.num_heads],
+            initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02),
+        )
         super().build(input_shape)
 
     def call(self, hidden):
@@ -47,5 +49,4 @@ class RelativePositionBias(tf_keras.layers.Layer):
         return tf.expand_dims(tf.transpose(values, [2, 0, 1]), 0)
 
     def get_config(self):
-        return {**super().get_config(), "num_buckets": self.num_buckets,
-                "num_heads": self.num_heads}
+        return {**super().get_config(), "num_buckets": self.num_buckets, "num_heads": self.num_heads}

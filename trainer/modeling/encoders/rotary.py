@@ -5,6 +5,7 @@ the head (not interleaved pairs) forming the planes (modeling_modernbert.py `rot
 Positions enter attention only through these rotations, so there is no position table and no
 length limit in the weights: any T works, as length buckets and static shapes need.
 """
+
 import numpy as np
 import tensorflow as tf
 

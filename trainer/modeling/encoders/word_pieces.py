@@ -14,6 +14,7 @@ special tokens) or without a piece (a lone zero-width joiner) has position -1. A
 text of any length (`pack_word_windows`): its pieces in overlapping windows of one row each, and
 each word read in one of them (word_windows); only a word without a piece has none.
 """
+
 import tensorflow as tf
 
 from trainer.modeling.encoders import word_windows

@@ -21,6 +21,7 @@ A runtime outside TensorFlow (the ONNX one) mirrors exactly these formulas: the 
 pieces, the candidates k from max(0, ceil((p - budget + 1) / stride)) to min(K - 1,
 floor(p / stride)), the context, and the first largest.
 """
+
 import tensorflow as tf
 
 from trainer.modeling.encoders import preprocessing
@@ -35,8 +36,7 @@ def split(pieces: tf.RaggedTensor, budget: int, overlap: int):
     return preprocessing.split_into_windows(pieces, budget, overlap, UNCAPPED)
 
 
-def reading_windows(first_pieces: tf.RaggedTensor, windows: tf.Tensor, budget: int,
-                    overlap: int):
+def reading_windows(first_pieces: tf.RaggedTensor, windows: tf.Tensor, budget: int, overlap: int):
     """(window [B, (W)], offset [B, (W)]), int64: for each word whose first piece is at
     `first_pieces` [B, (W)] (int64, among its text's pieces), the window of its text it is read
     in (of its text's `windows` [B]), and its first piece's offset among that window's pieces."""
@@ -54,7 +54,5 @@ def reading_windows(first_pieces: tf.RaggedTensor, windows: tf.Tensor, budget: i
     context = tf.minimum(before, after)
     words = tf.shape(first, out_type=tf.int64)[0]
     most = tf.math.unsorted_segment_max(context, word, words)
-    chosen = tf.math.unsorted_segment_min(
-        tf.where(tf.equal(context, tf.gather(most, word)), k, unlimited), word, words)
-    return (first_pieces.with_flat_values(chosen),
-            first_pieces.with_flat_values(first - chosen * stride))
+    chosen = tf.math.unsorted_segment_min(tf.where(tf.equal(context, tf.gather(most, word)), k, unlimited), word, words)
+    return (first_pieces.with_flat_values(chosen), first_pieces.with_flat_values(first - chosen * stride))

@@ -12,6 +12,7 @@ alone it is a word the tokenizers give no piece. Offsets count Unicode code poin
 `str` indexes them; a caller in a UTF-16 language (JavaScript, Java) counts an emoji outside the
 BMP as two.
 """
+
 import tensorflow as tf
 import tensorflow_text as text
 
@@ -28,8 +29,7 @@ def split_words(strings: tf.Tensor):
     # tokenizers/byte_pair.py); U+0001, a control character of the same one byte, separates
     # words as NUL does, so the offsets stay those of the caller's string.
     separated = tf.strings.regex_replace(strings, r"\x00", "\x01")
-    words, byte_starts, byte_ends = text.regex_split_with_offsets(
-        separated, f"{_SPACES}|{_PUNCTUATION}", _PUNCTUATION)
+    words, byte_starts, byte_ends = text.regex_split_with_offsets(separated, f"{_SPACES}|{_PUNCTUATION}", _PUNCTUATION)
     _, char_starts = tf.strings.unicode_decode_with_offsets(strings, "UTF-8")
     return words, _char_offsets(byte_starts, char_starts), _char_offsets(byte_ends, char_starts)
 

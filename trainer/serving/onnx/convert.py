@@ -18,6 +18,7 @@ a table of every set of labels instead of converted (`joined_output`), for at mo
 MAX_JOINED_LABELS labels; past that the graph returns the 0/1 `predicted` alone and the runtime
 joins the names (`joined_outside`, runtime.joined_labels).
 """
+
 import contextlib
 import gc
 
@@ -110,9 +111,11 @@ def _collected(factory):
     copy replaced is held by reference cycles, which only the cyclic collector frees, and it ran
     too seldom: the default model's float32 export peaked at 6.8 GB, against 3.2 GB with this
     (and 2.1 GB for the LiteRT int8 copy's)."""
+
     def make():
         gc.collect()
         return factory()
+
     return make
 
 
@@ -128,8 +131,10 @@ def joined_outside(task, label_names) -> dict:
     itself (runtime.joined_labels), and onnx.json says so."""
     if len(label_names) <= MAX_JOINED_LABELS:
         return {}
-    return {name: {"from": chosen, "separator": separator, "labels": [str(n) for n in label_names]}
-            for name, (chosen, separator) in task.joined_outputs().items()}
+    return {
+        name: {"from": chosen, "separator": separator, "labels": [str(n) for n in label_names]}
+        for name, (chosen, separator) in task.joined_outputs().items()
+    }
 
 
 def convert(classifier, module, task, label_names):
@@ -181,13 +186,16 @@ def _embed_captured_constants(proto, concrete) -> None:
     initializer holding its value."""
     from onnx import helper, numpy_helper
 
-    values = {placeholder.name: value for placeholder, value in
-              zip(concrete.graph.internal_captures, concrete.captured_inputs)}
+    values = {
+        placeholder.name: value
+        for placeholder, value in zip(concrete.graph.internal_captures, concrete.captured_inputs)
+    }
     for graph_input in [i for i in proto.graph.input if i.name in values]:
         value = values[graph_input.name].numpy()
         if value.dtype.kind in "SO":
-            tensor = helper.make_tensor(graph_input.name, helper.TensorProto.STRING, value.shape,
-                                        [bytes(v) for v in value.reshape(-1)])
+            tensor = helper.make_tensor(
+                graph_input.name, helper.TensorProto.STRING, value.shape, [bytes(v) for v in value.reshape(-1)]
+            )
         else:
             tensor = numpy_helper.from_array(value, graph_input.name)
         proto.graph.initializer.append(tensor)
@@ -201,19 +209,23 @@ def joined_output(proto, name: str, chosen: str, label_names, separator: str) ->
     from onnx import TensorProto, helper, numpy_helper
 
     count = len(label_names)
-    table = [separator.join(label_names[j] for j in range(count) if code >> j & 1).encode()
-             for code in range(2 ** count)]
+    table = [separator.join(label_names[j] for j in range(count) if code >> j & 1).encode() for code in range(2**count)]
     prefix = f"{name}_joined"
-    proto.graph.initializer.extend([
-        helper.make_tensor(f"{prefix}/table", TensorProto.STRING, [len(table)], table),
-        numpy_helper.from_array(2 ** np.arange(count, dtype=np.int64), f"{prefix}/bits"),
-        numpy_helper.from_array(np.array([1], np.int64), f"{prefix}/axis")])
-    proto.graph.node.extend([
-        helper.make_node("Cast", [chosen], [f"{prefix}/chosen"], to=TensorProto.INT64),
-        helper.make_node("Mul", [f"{prefix}/chosen", f"{prefix}/bits"], [f"{prefix}/weighted"]),
-        helper.make_node("ReduceSum", [f"{prefix}/weighted", f"{prefix}/axis"], [f"{prefix}/code"],
-                         keepdims=0),
-        helper.make_node("Gather", [f"{prefix}/table", f"{prefix}/code"], [name], axis=0)])
+    proto.graph.initializer.extend(
+        [
+            helper.make_tensor(f"{prefix}/table", TensorProto.STRING, [len(table)], table),
+            numpy_helper.from_array(2 ** np.arange(count, dtype=np.int64), f"{prefix}/bits"),
+            numpy_helper.from_array(np.array([1], np.int64), f"{prefix}/axis"),
+        ]
+    )
+    proto.graph.node.extend(
+        [
+            helper.make_node("Cast", [chosen], [f"{prefix}/chosen"], to=TensorProto.INT64),
+            helper.make_node("Mul", [f"{prefix}/chosen", f"{prefix}/bits"], [f"{prefix}/weighted"]),
+            helper.make_node("ReduceSum", [f"{prefix}/weighted", f"{prefix}/axis"], [f"{prefix}/code"], keepdims=0),
+            helper.make_node("Gather", [f"{prefix}/table", f"{prefix}/code"], [name], axis=0),
+        ]
+    )
     proto.graph.output.append(helper.make_tensor_value_info(name, TensorProto.STRING, [None]))
 
 

@@ -11,10 +11,11 @@ A tagger's export answers through its signature (no `predict_tokens`: its words 
 are TensorFlow string ops), so its copy's graph is the network alone (convert.convert_network)
 and its folder holds tagging.json too (tagging.py reads the words and entities around it).
 """
+
 import json
 import os
 import tempfile
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from trainer import storage
 from trainer.data import padding
@@ -32,8 +33,9 @@ SHARED_FACTS = ("pair", "padded_lengths", "task_outputs", "joined")
 RANKING_ROWS = 128
 
 
-def float32_copy(build: Callable[[], tuple], variables, reference, task, label_names: Sequence[str],
-                 max_seq_length: int, pair: bool) -> tuple:
+def float32_copy(
+    build: Callable[[], tuple], variables, reference, task, label_names: Sequence[str], max_seq_length: int, pair: bool
+) -> tuple:
     """((write, load) of the float32 copy, what was fused: {op: count} or why nothing) of the
     classifier `build()` makes, given `variables` (the trained model's or the export's), with
     the head of the float32 export `reference` (its temperature and decisions); of a tagger,
@@ -44,20 +46,23 @@ def float32_copy(build: Callable[[], tuple], variables, reference, task, label_n
         if tagger:
             converted = convert.convert_network(classifier)
         else:
-            module = quantize.module_like(reference, preprocessor, classifier, task, label_names,
-                                          max_seq_length, pair)
+            module = quantize.module_like(reference, preprocessor, classifier, task, label_names, max_seq_length, pair)
             converted = convert.convert(classifier, module, task, label_names)
-    fused, what = fusion.fuse(converted, *convert.encoder_shape(classifier),
-                              attention=not heads.windowed(classifier))
+    fused, what = fusion.fuse(converted, *convert.encoder_shape(classifier), attention=not heads.windowed(classifier))
     files = tokenizer_files.files(preprocessor, export.saved_long_texts(reference), pair)
     if tagger:
         files[tagging.TAGGING] = tagging.tagging_json(preprocessor, label_names, _window_overlap(reference))
-        shared = {"padded_lengths": list(padding.padded_lengths(max_seq_length)),
-                  "task_outputs": sorted(predict.predict_outputs(reference, [""], 1))}
+        shared = {
+            "padded_lengths": list(padding.padded_lengths(max_seq_length)),
+            "task_outputs": sorted(predict.predict_outputs(reference, [""], 1)),
+        }
     else:
         outside = convert.joined_outside(task, label_names)
-        shared = {"padded_lengths": predict.ladder_of(reference), "joined": outside,
-                  "task_outputs": sorted([output.name for output in fused.graph.output] + list(outside))}
+        shared = {
+            "padded_lengths": predict.ladder_of(reference),
+            "joined": outside,
+            "task_outputs": sorted([output.name for output in fused.graph.output] + list(outside)),
+        }
     return folder(fused, files, reference, task, "float32", {"pair": pair, **shared}), what
 
 
@@ -66,13 +71,16 @@ def _window_overlap(reference) -> int:
     windows (it cut each text at --max-seq-length), which the copy's tagging.py does not mirror."""
     saved = getattr(reference, "window_overlap", None)
     if saved is None:
-        raise UserError("this tagger's export predates windows (it cuts each text at "
-                        "--max-seq-length), which its ONNX copy would not; export the run again")
+        raise UserError(
+            "this tagger's export predates windows (it cuts each text at "
+            "--max-seq-length), which its ONNX copy would not; export the run again"
+        )
     return int(saved.numpy())
 
 
-def int8_copy(model_dir: str, reference, task, check_rows: dict, ranking_texts: Callable[[], tuple],
-              batch_size: int) -> tuple:
+def int8_copy(
+    model_dir: str, reference, task, check_rows: dict, ranking_texts: Callable[[], tuple], batch_size: int
+) -> tuple:
     """((write, load) of the int8 copy, the nodes kept float, the log's line on the float
     fallback or None) of the float32 copy in MODEL_DIR/onnx: every node int8 when that passes
     the check on `check_rows` ({texts, pairs, labels, label_names}, as export_checked compares
@@ -82,20 +90,24 @@ def int8_copy(model_dir: str, reference, task, check_rows: dict, ranking_texts: 
 
     source = variants.variant_dir(model_dir, "onnx")
     model = onnx.load_from_string(storage.read_bytes(storage.join(source, MODEL)))
-    files = {name: storage.read_bytes(storage.join(source, name))
-             for name in (packing.TOKENIZER, packing.PACKING, tagging.TAGGING)
-             if name != tagging.TAGGING or storage.exists(storage.join(source, name))}
+    files = {
+        name: storage.read_bytes(storage.join(source, name))
+        for name in (packing.TOKENIZER, packing.PACKING, tagging.TAGGING)
+        if name != tagging.TAGGING or storage.exists(storage.join(source, name))
+    }
     source_facts = json.loads(storage.read_text(storage.join(source, FACTS)))
     shared = {key: source_facts[key] for key in SHARED_FACTS if key in source_facts}  # "joined": since 2026-12
-    check = _checker(reference, task, check_rows, batch_size,
-                     lambda graph: folder(graph, files, reference, task, "int8", shared))
+    check = _checker(
+        reference, task, check_rows, batch_size, lambda graph: folder(graph, files, reference, task, "int8", shared)
+    )
     every = int8.quantize(model)
     figures = check(every)
     if figures["passed"]:
         return folder(every, files, reference, task, "int8", shared), [], None
     # The graph's inputs alone: a tagger's `tokenize` gives its words' features too
-    ranking = {name: value for name, value in predict.tokenize(reference, *ranking_texts()).items()
-               if name in packing.FEATURES}
+    ranking = {
+        name: value for name, value in predict.tokenize(reference, *ranking_texts()).items() if name in packing.FEATURES
+    }
     chosen, kept, found, tried = int8.keep_float(model, every, ranking, shared["padded_lengths"], check)
     line = _searched(figures, found, len(kept), len(int8.candidates(model)), tried)
     return folder(chosen, files, reference, task, "int8", shared, kept), kept, line
@@ -112,8 +124,11 @@ def folder(model, files: dict, reference, task, precision: str, shared: dict, fl
     """(write(dir), load(dir)) of a copy's folder: `model`, the `files` beside it ({name:
     bytes}: the tokenizer's, a tagger's tagging.json) and onnx.json, written last: its presence
     marks the copy complete. `shared`: its SHARED_FACTS."""
-    contents = {MODEL: model.SerializeToString(), **files,
-                FACTS: json.dumps(facts(model, reference, task, precision, shared, float_nodes), indent=1).encode()}
+    contents = {
+        MODEL: model.SerializeToString(),
+        **files,
+        FACTS: json.dumps(facts(model, reference, task, precision, shared, float_nodes), indent=1).encode(),
+    }
 
     def write(path: str) -> None:
         storage.makedirs(path)
@@ -133,15 +148,22 @@ def facts(model, reference, task, precision: str, shared: dict, float_nodes=()) 
 
     outputs = [output.name for output in model.graph.output]
     saved = getattr(reference, "temperature", None)  # None: an export from before calibration
-    decisions = {"temperature": 1.0 if saved is None else float(saved.numpy()),
-                 **task.decisions_of_export(reference)}
-    return {"format": runtime.FORMAT, "precision": precision, "outputs": outputs,
-            "inputs": [graph_input.name for graph_input in model.graph.input],
-            "pair": shared["pair"], "padded_lengths": [int(n) for n in shared["padded_lengths"]],
-            "task_outputs": list(shared["task_outputs"]), "joined": shared.get("joined", {}),
-            "decisions": decisions, "opset": convert.OPSET,
-            "tf2onnx": tf2onnx.__version__, "onnxruntime": onnxruntime.__version__,
-            "float_nodes": list(float_nodes)}
+    decisions = {"temperature": 1.0 if saved is None else float(saved.numpy()), **task.decisions_of_export(reference)}
+    return {
+        "format": runtime.FORMAT,
+        "precision": precision,
+        "outputs": outputs,
+        "inputs": [graph_input.name for graph_input in model.graph.input],
+        "pair": shared["pair"],
+        "padded_lengths": [int(n) for n in shared["padded_lengths"]],
+        "task_outputs": list(shared["task_outputs"]),
+        "joined": shared.get("joined", {}),
+        "decisions": decisions,
+        "opset": convert.OPSET,
+        "tf2onnx": tf2onnx.__version__,
+        "onnxruntime": onnxruntime.__version__,
+        "float_nodes": list(float_nodes),
+    }
 
 
 def _checker(reference, task, rows: dict, batch_size: int, folder_of: Callable) -> Callable:
@@ -168,11 +190,17 @@ def _searched(every: dict, found: dict, kept: int, total: int, tried: list) -> s
     """The log's line on the float fallback: why every node in int8 was refused, what was kept
     float, and what that gave, at what speed (the check's, network and head)."""
     share = found["label_agreement"]
-    agreed = (f"{found['metric']} {found['value']:.4f}" if share is None else
-              f"entities agreeing at {100 * share:.2f}% F1" if found["label_agreement_of"] == "entities" else
-              f"labels agreeing on {100 * share:.2f}%")
+    agreed = (
+        f"{found['metric']} {found['value']:.4f}"
+        if share is None
+        else f"entities agreeing at {100 * share:.2f}% F1"
+        if found["label_agreement_of"] == "entities"
+        else f"labels agreeing on {100 * share:.2f}%"
+    )
     tries = f"{len(tried)} {'try' if len(tried) == 1 else 'tries'} in {sum(t['seconds'] for t in tried):.0f}s"
-    return (f"onnx-int8 model: every node in int8 was refused ({every['why']}) at "
-            f"{every['rows_per_second']:.0f} rows/s; {kept} of its {total} nodes kept float (the most "
-            f"sensitive on {RANKING_ROWS} training rows, {tries}): {agreed} at "
-            f"{found['rows_per_second']:.0f} rows/s")
+    return (
+        f"onnx-int8 model: every node in int8 was refused ({every['why']}) at "
+        f"{every['rows_per_second']:.0f} rows/s; {kept} of its {total} nodes kept float (the most "
+        f"sensitive on {RANKING_ROWS} training rows, {tries}): {agreed} at "
+        f"{found['rows_per_second']:.0f} rows/s"
+    )

@@ -12,13 +12,13 @@ tells ORT not to fuse it at load).
 
 No TensorFlow here: numpy, onnx and onnxruntime's transformer tools (which need sympy).
 """
+
 import contextlib
 import io
 import logging
 import math
 
 import numpy as np
-
 
 # The Keras attention's output dense, kernel [heads, head size, hidden]: below the residual Add
 # that sublayer_first swaps.
@@ -47,9 +47,14 @@ def fuse(model, num_heads: int, hidden_size: int, attention: bool = True) -> tup
     unfused.CopyFrom(model)
     try:
         with quietly():
-            optimized = optimizer.optimize_model(model, model_type="bert_tf", num_heads=num_heads,
-                                                 hidden_size=hidden_size, opt_level=0,
-                                                 optimization_options=options)
+            optimized = optimizer.optimize_model(
+                model,
+                model_type="bert_tf",
+                num_heads=num_heads,
+                hidden_size=hidden_size,
+                opt_level=0,
+                optimization_options=options,
+            )
         optimized.topological_sort()
         fused, model = optimized.get_fused_operator_statistics(), optimized.model
         fused = {name: count for name, count in fused.items() if count}
@@ -65,7 +70,8 @@ def _import_contrib_domain(model) -> None:
     """The fused ops (Attention, BiasGelu) are com.microsoft's, whose opset the optimizer
     imports only when it saves a file itself."""
     if any(node.domain == "com.microsoft" for node in model.graph.node) and not any(
-            opset.domain == "com.microsoft" for opset in model.opset_import):
+        opset.domain == "com.microsoft" for opset in model.opset_import
+    ):
         model.opset_import.add(domain="com.microsoft", version=1)
 
 
@@ -114,7 +120,7 @@ def _dense_einsum(equation: str):
     contracted = "".join(letter for letter in x if letter in w and letter not in output)
     if not contracted or not w.startswith(contracted) or not x.endswith(contracted):
         return None
-    batch, free = x[:-len(contracted)], w[len(contracted):]
+    batch, free = x[: -len(contracted)], w[len(contracted) :]
     return (batch, contracted, free) if output == batch + free else None
 
 
@@ -134,7 +140,7 @@ def einsums_to_matmuls(model) -> int:
             continue
         batch, contracted, free = letters
         kernel = numpy_helper.to_array(initializers[node.input[1]])
-        inner = math.prod(kernel.shape[:len(contracted)])
+        inner = math.prod(kernel.shape[: len(contracted)])
         name = node.name or node.output[0]
         matrix = numpy_helper.from_array(kernel.reshape(inner, -1), f"{name}/matrix")
         model.graph.initializer.append(matrix)
@@ -143,13 +149,14 @@ def einsums_to_matmuls(model) -> int:
             nodes.append(_reshape(model, x, f"{name}/flat", [0] * len(batch) + [inner]))
             x = f"{name}/flat"
         if len(free) > 1:
-            nodes.append(helper.make_node("MatMul", [x, matrix.name], [f"{name}/product"],
-                                          name=f"{name}/matmul"))
-            nodes.append(_reshape(model, f"{name}/product", node.output[0],
-                                  [0] * len(batch) + list(kernel.shape[len(contracted):])))
+            nodes.append(helper.make_node("MatMul", [x, matrix.name], [f"{name}/product"], name=f"{name}/matmul"))
+            nodes.append(
+                _reshape(
+                    model, f"{name}/product", node.output[0], [0] * len(batch) + list(kernel.shape[len(contracted) :])
+                )
+            )
         else:
-            nodes.append(helper.make_node("MatMul", [x, matrix.name], list(node.output),
-                                          name=f"{name}/matmul"))
+            nodes.append(helper.make_node("MatMul", [x, matrix.name], list(node.output), name=f"{name}/matmul"))
         rewritten += 1
     del model.graph.node[:]
     model.graph.node.extend(nodes)

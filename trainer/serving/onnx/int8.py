@@ -18,6 +18,7 @@ scores them all.
 
 No TensorFlow here; the callers pass the features (the SavedModel's own tokens) and the check.
 """
+
 import os
 import tempfile
 import time
@@ -43,9 +44,15 @@ def quantize(model, keep_float=()):
         # DefaultTensorType: ONNX shape inference knows no com.microsoft op, so without it the
         # quantizer cannot tell the type of the tensors after a fused Attention ("Unable to find
         # data type for weight_name=...").
-        quantize_dynamic(model, path, op_types_to_quantize=list(OP_TYPES), per_channel=True,
-                         weight_type=QuantType.QInt8, nodes_to_exclude=list(keep_float),
-                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+        quantize_dynamic(
+            model,
+            path,
+            op_types_to_quantize=list(OP_TYPES),
+            per_channel=True,
+            weight_type=QuantType.QInt8,
+            nodes_to_exclude=list(keep_float),
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
         return onnx.load(path)
 
 
@@ -53,8 +60,11 @@ def candidates(model) -> list:
     """The nodes `quantize` puts in int8, in graph order: MatMuls by a constant kernel, fused
     Attentions."""
     constants = {init.name for init in model.graph.initializer}
-    return [node.name for node in model.graph.node
-            if (node.op_type == "MatMul" and node.input[1] in constants) or node.op_type == "Attention"]
+    return [
+        node.name
+        for node in model.graph.node
+        if (node.op_type == "MatMul" and node.input[1] in constants) or node.op_type == "Attention"
+    ]
 
 
 def emulator(model, quantized):
@@ -77,13 +87,18 @@ def emulator(model, quantized):
             index, kernel = names.index(node.name), node.input[1]
             int8 = _dequantized(stored, kernels[kernel].name)
             gate = f"{node.name}/gate"
-            graph.initializer.extend([
-                numpy_helper.from_array(np.array([index], np.int64), f"{gate}/index"),
-                numpy_helper.from_array(int8 - numpy_helper.to_array(kernels[kernel]), f"{gate}/kernel_change")])
-            nodes += [helper.make_node("Gather", [GATES, f"{gate}/index"], [gate]),
-                      *_gated(gate, node.input[0], f"{gate}/input"),
-                      helper.make_node("Mul", [gate, f"{gate}/kernel_change"], [f"{gate}/kernel_moved"]),
-                      helper.make_node("Add", [kernel, f"{gate}/kernel_moved"], [f"{gate}/kernel"])]
+            graph.initializer.extend(
+                [
+                    numpy_helper.from_array(np.array([index], np.int64), f"{gate}/index"),
+                    numpy_helper.from_array(int8 - numpy_helper.to_array(kernels[kernel]), f"{gate}/kernel_change"),
+                ]
+            )
+            nodes += [
+                helper.make_node("Gather", [GATES, f"{gate}/index"], [gate]),
+                *_gated(gate, node.input[0], f"{gate}/input"),
+                helper.make_node("Mul", [gate, f"{gate}/kernel_change"], [f"{gate}/kernel_moved"]),
+                helper.make_node("Add", [kernel, f"{gate}/kernel_moved"], [f"{gate}/kernel"]),
+            ]
             node.input[0], node.input[1] = f"{gate}/input", f"{gate}/kernel"
         nodes.append(node)
     del graph.node[:]
@@ -96,8 +111,9 @@ def _dequantized(stored: dict, kernel: str) -> np.ndarray:
     `_zero_point`; the fused Attention's under its own names), back in float."""
     from onnx import numpy_helper
 
-    value, scale, zero = (numpy_helper.to_array(stored[f"{kernel}_{part}"])
-                          for part in ("quantized", "scale", "zero_point"))
+    value, scale, zero = (
+        numpy_helper.to_array(stored[f"{kernel}_{part}"]) for part in ("quantized", "scale", "zero_point")
+    )
     return ((value.astype(np.float32) - zero.astype(np.float32)) * scale).astype(np.float32)
 
 
@@ -105,13 +121,13 @@ def _gated(gate: str, source: str, target: str) -> list:
     """Nodes of target = source + gate * (dequantize(quantize(source)) - source)."""
     from onnx import helper
 
-    return [helper.make_node("DynamicQuantizeLinear", [source],
-                             [f"{target}/q", f"{target}/scale", f"{target}/zero"]),
-            helper.make_node("DequantizeLinear", [f"{target}/q", f"{target}/scale", f"{target}/zero"],
-                             [f"{target}/int8"]),
-            helper.make_node("Sub", [f"{target}/int8", source], [f"{target}/change"]),
-            helper.make_node("Mul", [gate, f"{target}/change"], [f"{target}/moved"]),
-            helper.make_node("Add", [source, f"{target}/moved"], [target])]
+    return [
+        helper.make_node("DynamicQuantizeLinear", [source], [f"{target}/q", f"{target}/scale", f"{target}/zero"]),
+        helper.make_node("DequantizeLinear", [f"{target}/q", f"{target}/scale", f"{target}/zero"], [f"{target}/int8"]),
+        helper.make_node("Sub", [f"{target}/int8", source], [f"{target}/change"]),
+        helper.make_node("Mul", [gate, f"{target}/change"], [f"{target}/moved"]),
+        helper.make_node("Add", [source, f"{target}/moved"], [target]),
+    ]
 
 
 def session(model):
@@ -121,8 +137,12 @@ def session(model):
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"],
-                                disabled_optimizers=["SkipLayerNormFusion"])
+    return ort.InferenceSession(
+        model.SerializeToString(),
+        options,
+        providers=["CPUExecutionProvider"],
+        disabled_optimizers=["SkipLayerNormFusion"],
+    )
 
 
 def float_outputs(session, features: dict, ladder, rows_per_run: int = ROWS_PER_RUN, **inputs) -> np.ndarray:
@@ -134,8 +154,9 @@ def float_outputs(session, features: dict, ladder, rows_per_run: int = ROWS_PER_
     collected = None
     for rows, batch in predict.token_batches(features, rows_per_run, ladder):
         values = np.concatenate([v.reshape(len(rows), -1) for v in session.run(names, {**batch, **inputs})], 1)
-        collected = np.zeros((len(features["input_mask"]), values.shape[1]), np.float32) \
-            if collected is None else collected
+        collected = (
+            np.zeros((len(features["input_mask"]), values.shape[1]), np.float32) if collected is None else collected
+        )
         collected[rows] = values
     return collected
 
@@ -168,8 +189,13 @@ def keep_float(model, quantized, ranking: dict, ladder, check) -> tuple:
         started = time.perf_counter()
         candidate = quantize(model, order[:count])
         figures = check(candidate)
-        tried.append({"float_nodes": count, "label_agreement": figures.get("label_agreement"),
-                      "seconds": time.perf_counter() - started})
+        tried.append(
+            {
+                "float_nodes": count,
+                "label_agreement": figures.get("label_agreement"),
+                "seconds": time.perf_counter() - started,
+            }
+        )
         if figures["passed"]:
             break
     return candidate, order[:count], figures, tried

@@ -8,8 +8,9 @@ the task code that reads them is the TensorFlow runtime's, unchanged.
 Nothing here imports TensorFlow: this is what runs in the ONNX runtime's environment
 (`bash scripts/install.sh onnx`: numpy, onnxruntime, tokenizers).
 """
+
 import json
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
 
@@ -37,7 +38,7 @@ ROWS_PER_RUN = 16
 # cores to itself.)
 
 
-def session(path: str, threads: Optional[int] = None, spinning: bool = True):
+def session(path: str, threads: int | None = None, spinning: bool = True):
     """An ONNX Runtime CPU session of the model file at `path` (local or gs://)."""
     import onnxruntime as ort
 
@@ -49,8 +50,12 @@ def session(path: str, threads: Optional[int] = None, spinning: bool = True):
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     # At load ORT would fuse Add + LayerNormalization into SkipLayerNormalization, whose CPU
     # kernel measured about 5x slower than the two ops it replaces (the design study, issue 66).
-    return ort.InferenceSession(storage.read_bytes(path), options, providers=["CPUExecutionProvider"],
-                                disabled_optimizers=["SkipLayerNormFusion"])
+    return ort.InferenceSession(
+        storage.read_bytes(path),
+        options,
+        providers=["CPUExecutionProvider"],
+        disabled_optimizers=["SkipLayerNormFusion"],
+    )
 
 
 def read_facts(copy_dir: str) -> dict:
@@ -58,30 +63,37 @@ def read_facts(copy_dir: str) -> dict:
     last) or of another format."""
     path = storage.join(copy_dir, GRAPH_FACTS)
     if not storage.exists(path):
-        raise UserError(f"{copy_dir}: no complete ONNX copy here (no {GRAPH_FACTS}, which the export "
-                        f"writes last); export it again: python -m trainer.export_quantized")
+        raise UserError(
+            f"{copy_dir}: no complete ONNX copy here (no {GRAPH_FACTS}, which the export "
+            f"writes last); export it again: python -m trainer.export_quantized"
+        )
     try:
         facts = json.loads(storage.read_text(path))
     except json.JSONDecodeError as e:
         raise UserError(f"{path}: not valid JSON ({e})") from None
     found = facts.get("format") if isinstance(facts, dict) else None
-    problem = (f"format {found!r}, not {FORMAT}" if found != FORMAT
-               else next((f"no {key!r}" for key in FACTS if key not in facts), None))
+    problem = (
+        f"format {found!r}, not {FORMAT}"
+        if found != FORMAT
+        else next((f"no {key!r}" for key in FACTS if key not in facts), None)
+    )
     if problem:
-        raise UserError(f"{path}: {problem}: the copy was written by another version of the trainer; "
-                        f"export it again with this one (python -m trainer.export_quantized)")
+        raise UserError(
+            f"{path}: {problem}: the copy was written by another version of the trainer; "
+            f"export it again with this one (python -m trainer.export_quantized)"
+        )
     return facts
 
 
 def signature_of(facts: dict) -> signature.Signature:
     """A copy's serving signature as the SavedModel's is read (serving/signature.py): the texts
     it takes (a pair model's `text_pair` too) and the outputs that tell its task."""
-    return signature.Signature(("text", "text_pair") if facts["pair"] else ("text",),
-                               tuple(facts["task_outputs"]))
+    return signature.Signature(("text", "text_pair") if facts["pair"] else ("text",), tuple(facts["task_outputs"]))
 
 
 class ServingSignature(NamedTuple):
     """What trainer.serving.predict reads of a loaded SavedModel's serving signature."""
+
     structured_input_signature: tuple  # ((), {text input: spec})
     structured_outputs: tuple
 
@@ -101,7 +113,7 @@ class OnnxModule:
     from one thread at a time (trainer.predict's loop, the server's inference thread).
     `spinning`: whether ONNX Runtime's idle threads spin (a server's sleep)."""
 
-    def __init__(self, copy_dir: str, threads: Optional[int] = None, spinning: bool = True):
+    def __init__(self, copy_dir: str, threads: int | None = None, spinning: bool = True):
         from trainer.serving.onnx import packing
 
         self.facts = read_facts(copy_dir)
@@ -133,9 +145,13 @@ class OnnxModule:
         batches them), ROWS_PER_RUN rows per run, each run cut to its longest row; strings as
         bytes, as TensorFlow returns them."""
         lengths = np.asarray(features["input_mask"]).sum(axis=1)
-        runs = [self._run({name: np.asarray(features[name], np.int32)[start:start + ROWS_PER_RUN]
-                           for name in self._inputs}, int(lengths[start:start + ROWS_PER_RUN].max()))
-                for start in range(0, len(lengths), ROWS_PER_RUN)]
+        runs = [
+            self._run(
+                {name: np.asarray(features[name], np.int32)[start : start + ROWS_PER_RUN] for name in self._inputs},
+                int(lengths[start : start + ROWS_PER_RUN].max()),
+            )
+            for start in range(0, len(lengths), ROWS_PER_RUN)
+        ]
         outputs = {name: np.concatenate([run[name] for run in runs]) for name in self._outputs}
         for name, join in self._joined.items():
             outputs[name] = joined_labels(outputs[join["from"]], join["labels"], join["separator"])
@@ -143,8 +159,9 @@ class OnnxModule:
 
     def _run(self, features: dict, longest: int) -> dict:
         width = self._width(longest)
-        values = self._session.run(self._outputs, {name: np.ascontiguousarray(value[:, :width])
-                                                   for name, value in features.items()})
+        values = self._session.run(
+            self._outputs, {name: np.ascontiguousarray(value[:, :width]) for name, value in features.items()}
+        )
         return {name: _as_saved(value) for name, value in zip(self._outputs, values)}
 
     def _width(self, longest: int) -> int:
@@ -159,8 +176,7 @@ def joined_labels(chosen, names, separator: str) -> np.ndarray:
     """Each row's `names` where `chosen` [B, C] is 1, joined by `separator`, as bytes: the
     SavedModel's tf.strings.reduce_join, for a copy of more labels than its graph can join."""
     names = np.asarray(names, object)
-    return np.array([separator.join(names[np.flatnonzero(row)]).encode() for row in np.asarray(chosen)],
-                    dtype=object)
+    return np.array([separator.join(names[np.flatnonzero(row)]).encode() for row in np.asarray(chosen)], dtype=object)
 
 
 def _as_saved(value) -> np.ndarray:

@@ -23,12 +23,14 @@ it answers through a serving signature, as the tagger's SavedModel and its LiteR
 (serving/tflite.Int8TaggingModule), its network run by ONNX Runtime. `texts_differing` and
 `largest_difference` are the export's check of the copy against its SavedModel, text by text.
 """
+
 import functools
 import json
 import re
 import sys
 import unicodedata
-from typing import Callable, List, NamedTuple, Sequence, Tuple
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -61,23 +63,26 @@ def tagging_json(preprocessor, tag_names: Sequence[str], window_overlap: int) ->
     windows' overlap, and the prefix its `preprocessor` (the run's, as built: a loaded
     SavedModel's keeps no Python attribute) reads each word after: byte-level BPE's space
     (preprocessing.SubwordPreprocessor.tokenize_words), none for WordPiece and SentencePiece."""
-    return json.dumps({
-        "format": FORMAT,
-        "tag_names": list(tag_names),
-        "window_overlap": int(window_overlap),
-        "word_prefix": getattr(getattr(preprocessor, "tokenizer", None), "word_prefix", ""),
-    }, indent=1, ensure_ascii=False).encode("utf-8")
+    return json.dumps(
+        {
+            "format": FORMAT,
+            "tag_names": list(tag_names),
+            "window_overlap": int(window_overlap),
+            "word_prefix": getattr(getattr(preprocessor, "tokenizer", None), "word_prefix", ""),
+        },
+        indent=1,
+        ensure_ascii=False,
+    ).encode("utf-8")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _separators() -> "re.Pattern":
     """words._SPACES | words._PUNCTUATION as one pattern of the standard library's `re`: a run
     of separators (Unicode Z*, Cc, and ASCII whitespace, which is all Cc or Zs) or one
     punctuation character (Unicode P* and the ASCII symbols). Built once, from every code
     point's category (about 0.1 s)."""
     spaces, punctuation = [], []
-    symbols = {code for low, high in _ASCII_SYMBOLS + _UNICODE_15_PUNCTUATION
-               for code in range(low, high + 1)}
+    symbols = {code for low, high in _ASCII_SYMBOLS + _UNICODE_15_PUNCTUATION for code in range(low, high + 1)}
     for code in range(sys.maxunicode + 1):
         category = unicodedata.category(chr(code))
         if category[0] == "Z" or category == "Cc":
@@ -87,7 +92,7 @@ def _separators() -> "re.Pattern":
     return re.compile(f"({_character_class(spaces)}+)|{_character_class(punctuation)}")
 
 
-def _character_class(codes: List[int]) -> str:
+def _character_class(codes: list[int]) -> str:
     """A `re` character class of sorted code points, as ranges."""
     ranges, start = [], codes[0]
     for previous, code in zip(codes, codes[1:] + [None]):
@@ -97,7 +102,7 @@ def _character_class(codes: List[int]) -> str:
     return f"[{''.join(ranges)}]"
 
 
-def split_words(text: str) -> List[Tuple[int, int]]:
+def split_words(text: str) -> list[tuple[int, int]]:
     """(start, end) code-point offsets of `text`'s words, `end` exclusive: words.split_words.
 
     TF-Text's regex_split_with_offsets: the text between separators is a word, and a separator
@@ -148,7 +153,7 @@ def entity_runs(tag_ids: np.ndarray, rows: np.ndarray):
     that continues nothing too)."""
     ids = np.asarray(tag_ids, np.int64)
     kind = (ids - 1) // 2
-    text_start = np.concatenate([[True], rows[1:] != rows[:-1]])[:len(ids)]
+    text_start = np.concatenate([[True], rows[1:] != rows[:-1]])[: len(ids)]
     previous = np.where(text_start, -1, np.concatenate([[-1], kind])[:-1])  # the word before's type
     first = np.flatnonzero(~((ids > 0) & (ids % 2 == 0) & (kind == previous)))
     end = np.append(first[1:], len(ids))  # a text's first word starts a run: none crosses texts
@@ -161,8 +166,9 @@ class Tagger:
     *word features)` as serving/tagging.TaggingModule's, `serve(texts, network)` between them.
     Texts are `str`."""
 
-    def __init__(self, tokenizer: packing.Tokenizer, tag_names: Sequence[str], window_overlap: int,
-                 word_prefix: str = ""):
+    def __init__(
+        self, tokenizer: packing.Tokenizer, tag_names: Sequence[str], window_overlap: int, word_prefix: str = ""
+    ):
         self.tokenizer = tokenizer
         self.tag_names = list(tag_names)
         self.type_names = [name[2:] for name in self.tag_names[1::2]]
@@ -197,28 +203,37 @@ class Tagger:
         # packed alone as bert_pack_inputs packs one segment.
         budget = self.max_seq_length - 2  # the start and end tokens
         stride = budget - self.window_overlap
-        windows = packing.window_counts(np.array([len(text) for text in text_pieces], np.int64),
-                                        budget, self.window_overlap, UNCAPPED)
-        features = self.tokenizer.pack([[text[k * stride:k * stride + budget]
-                                         for text, count in zip(text_pieces, windows)
-                                         for k in range(count)]])
+        windows = packing.window_counts(
+            np.array([len(text) for text in text_pieces], np.int64), budget, self.window_overlap, UNCAPPED
+        )
+        features = self.tokenizer.pack(
+            [
+                [
+                    text[k * stride : k * stride + budget]
+                    for text, count in zip(text_pieces, windows)
+                    for k in range(count)
+                ]
+            ]
+        )
         rows = np.repeat(np.arange(len(texts)), [len(row) for row in spans])  # each word's text
         window, offset = reading_windows(firsts, windows[rows] - 1, budget, self.window_overlap)
         text_rows = (np.cumsum(windows) - windows)[rows]  # its text's first window's row
         placed = counts > 0
-        per_word = {"word_window": np.where(placed, window + text_rows, -1),
-                    "word_positions": np.where(placed, 1 + offset, -1),
-                    "word_start": np.array([start for row in spans for start, _ in row], np.int64),
-                    "word_end": np.array([end for row in spans for _, end in row], np.int64)}
-        return {**features, **{name: self._by_text(value, rows, len(texts))[0]
-                               for name, value in per_word.items()}}
+        per_word = {
+            "word_window": np.where(placed, window + text_rows, -1),
+            "word_positions": np.where(placed, 1 + offset, -1),
+            "word_start": np.array([start for row in spans for start, _ in row], np.int64),
+            "word_end": np.array([end for row in spans for _, end in row], np.int64),
+        }
+        return {**features, **{name: self._by_text(value, rows, len(texts))[0] for name, value in per_word.items()}}
 
-    def _pieces(self, texts: Sequence[str], spans: List[List[Tuple[int, int]]]):
+    def _pieces(self, texts: Sequence[str], spans: list[list[tuple[int, int]]]):
         """word_pieces._pieces: (each text's pieces, each word's piece count int64 [words], each
         word's first piece's offset among its text's pieces int64 [words]); every word is
         tokenized alone after the word prefix (the preprocessor's tokenize_words)."""
-        encoded = self.tokenizer.word_pieces([[self.word_prefix + text[start:end] for start, end in row]
-                                              for text, row in zip(texts, spans)])
+        encoded = self.tokenizer.word_pieces(
+            [[self.word_prefix + text[start:end] for start, end in row] for text, row in zip(texts, spans)]
+        )
         words = np.array([len(row) for row in spans], np.int64)
         word_offsets = np.cumsum(words) - words  # each text's first word among all
         owners = np.fromiter((owner for _, row in encoded for owner in row), np.int64)
@@ -227,14 +242,22 @@ class Tagger:
         before = np.concatenate([[0], np.cumsum(counts)])  # pieces before each word, in all texts
         return [ids for ids, _ in encoded], counts, before[:-1] - np.repeat(before[word_offsets], words)
 
-    def outputs(self, texts: Sequence[str], logits: np.ndarray, word_window: np.ndarray,
-                word_positions: np.ndarray, word_start: np.ndarray, word_end: np.ndarray) -> dict:
+    def outputs(
+        self,
+        texts: Sequence[str],
+        logits: np.ndarray,
+        word_window: np.ndarray,
+        word_positions: np.ndarray,
+        word_start: np.ndarray,
+        word_end: np.ndarray,
+    ) -> dict:
         """TaggingModule.outputs: the answers of the tagger's `logits` [N, T, tags] of the
         windows `tokenize` made, for the words it found: strings as bytes, integers int64,
         scores float32, per-text ones padded as TaggingModule._padded pads them."""
         rows, columns = np.nonzero(word_start >= 0)  # the words, text by text, in order
-        window, position, starts, ends = (value[rows, columns] for value in (
-            word_window, word_positions, word_start, word_end))
+        window, position, starts, ends = (
+            value[rows, columns] for value in (word_window, word_positions, word_start, word_end)
+        )
         tagged = position >= 0
         probabilities = softmax(logits[window[tagged], position[tagged]]).reshape(-1, len(self.tag_names))
         tag_ids = np.argmax(probabilities, axis=-1)
@@ -251,19 +274,38 @@ class Tagger:
         untagged = ~tagged
         outputs = {}
         for count, of, values in (
-                ("entity_count", entity_rows, {
+            (
+                "entity_count",
+                entity_rows,
+                {
                     "entity_label": _strings(self.type_names[kind] for kind in kinds),
                     "entity_text": _substrings(texts, entity_rows, entity_start, entity_end),
-                    "entity_start": entity_start, "entity_end": entity_end,
-                    "entity_score": sums[:len(first)] / (end - first).astype(np.float32)}),
-                ("word_count", tagged_rows, {
+                    "entity_start": entity_start,
+                    "entity_end": entity_end,
+                    "entity_score": sums[: len(first)] / (end - first).astype(np.float32),
+                },
+            ),
+            (
+                "word_count",
+                tagged_rows,
+                {
                     "word_tags": _strings(self.tag_names[tag] for tag in tag_ids),
                     "word_text": _substrings(texts, tagged_rows, tagged_starts, tagged_ends),
-                    "word_start": tagged_starts, "word_end": tagged_ends,
-                    "word_probabilities": probabilities}),
-                ("untagged_count", rows[untagged], {
+                    "word_start": tagged_starts,
+                    "word_end": tagged_ends,
+                    "word_probabilities": probabilities,
+                },
+            ),
+            (
+                "untagged_count",
+                rows[untagged],
+                {
                     "untagged_text": _substrings(texts, rows[untagged], starts[untagged], ends[untagged]),
-                    "untagged_start": starts[untagged], "untagged_end": ends[untagged]})):
+                    "untagged_start": starts[untagged],
+                    "untagged_end": ends[untagged],
+                },
+            ),
+        ):
             for name, value in values.items():
                 outputs[name], outputs[count] = self._by_text(value, of, len(texts))
         names = np.array([[name.encode("utf-8") for name in self.tag_names]] * len(texts), object)
@@ -295,13 +337,16 @@ def _settings(path: str, max_seq_length: int) -> dict:
     """tagging.json as Tagger's keyword arguments; one UserError naming the file and the field
     when it is not what tagging_json writes."""
     if not storage.exists(path):
-        raise UserError(f"{path}: missing (a tagger's ONNX copy holds {TAGGING} beside "
-                        f"{packing.PACKING}); export the copy again")
+        raise UserError(
+            f"{path}: missing (a tagger's ONNX copy holds {TAGGING} beside {packing.PACKING}); export the copy again"
+        )
     try:
         raw = json.loads(storage.read_text(path))
         if raw.get("format") != FORMAT:
-            raise UserError(f"{path}: format {raw.get('format')!r}, not {FORMAT}: written by another "
-                            "version of the trainer; export the copy again with this one")
+            raise UserError(
+                f"{path}: format {raw.get('format')!r}, not {FORMAT}: written by another "
+                "version of the trainer; export the copy again with this one"
+            )
         names, overlap, prefix = raw["tag_names"], raw["window_overlap"], raw["word_prefix"]
     except json.JSONDecodeError as e:
         raise UserError(f"{path}: not valid JSON ({e})") from None
@@ -310,8 +355,10 @@ def _settings(path: str, max_seq_length: int) -> dict:
     if not (isinstance(names, list) and len(names) % 2 == 1 and all(isinstance(n, str) for n in names)):
         raise UserError(f"{path}: tag_names is not a list of O and a B- and I- tag per type")
     if not (isinstance(overlap, int) and 0 <= overlap < max_seq_length - 2):
-        raise UserError(f"{path}: window_overlap {overlap!r} is not a count of pieces below "
-                        f"--max-seq-length {max_seq_length} less the start and end tokens")
+        raise UserError(
+            f"{path}: window_overlap {overlap!r} is not a count of pieces below "
+            f"--max-seq-length {max_seq_length} less the start and end tokens"
+        )
     if not isinstance(prefix, str):
         raise UserError(f"{path}: word_prefix {prefix!r} is not a string")
     return {"tag_names": names, "window_overlap": overlap, "word_prefix": prefix}
@@ -320,6 +367,7 @@ def _settings(path: str, max_seq_length: int) -> dict:
 class ServingFunction(NamedTuple):
     """A serving function in place of a loaded signature: called with `text=`, with the input
     and output structures trainer.serving.predict reads of a signature."""
+
     function: Callable
     structured_input_signature: tuple  # ((), {"text": None})
     structured_outputs: tuple  # the output names, which tell the task (tasks.of_export)
@@ -337,8 +385,7 @@ class OnnxTagger:
 
     def __init__(self, copy_dir: str, threads=None, spinning: bool = True):
         found = runtime.signature_of(runtime.read_facts(copy_dir))
-        self.serving_signature = ServingFunction(self.serve, ((), {name: None for name in found.inputs}),
-                                                 found.outputs)
+        self.serving_signature = ServingFunction(self.serve, ((), {name: None for name in found.inputs}), found.outputs)
         self.tagger = Tagger.from_dir(copy_dir)
         self._session = runtime.session(storage.join(copy_dir, runtime.MODEL), threads, spinning)
 
@@ -360,18 +407,21 @@ class OnnxTagger:
         order = np.argsort(lengths, kind="stable")
         logits = np.zeros([len(order), self.tagger.max_seq_length, len(self.tagger.tag_names)], np.float32)
         for start in range(0, len(order), runtime.ROWS_PER_RUN):
-            rows = order[start:start + runtime.ROWS_PER_RUN]
+            rows = order[start : start + runtime.ROWS_PER_RUN]
             width = int(lengths[rows].max())
-            run = self._session.run([LOGITS], {name: np.ascontiguousarray(features[name][rows, :width], np.int32)
-                                               for name in packing.FEATURES})[0]
-            logits[rows, :run.shape[1]] = run  # the graph pads to max_seq_length (heads.TokenPadding)
+            run = self._session.run(
+                [LOGITS],
+                {name: np.ascontiguousarray(features[name][rows, :width], np.int32) for name in packing.FEATURES},
+            )[0]
+            logits[rows, : run.shape[1]] = run  # the graph pads to max_seq_length (heads.TokenPadding)
         return logits
 
 
-def _texts(texts) -> List[str]:
+def _texts(texts) -> list[str]:
     """Texts as `str`, from a batch of str or bytes (trainer.serving.predict's object arrays)."""
-    return [text.decode("utf-8") if isinstance(text, bytes) else str(text)
-            for text in np.asarray(texts, object).reshape(-1)]
+    return [
+        text.decode("utf-8") if isinstance(text, bytes) else str(text) for text in np.asarray(texts, object).reshape(-1)
+    ]
 
 
 def texts_differing(theirs: dict, ours: dict) -> np.ndarray:
@@ -390,9 +440,11 @@ def _read_tokens(features: dict) -> list:
         window = features["word_window"][row][words]
         windows = np.unique(window[window >= 0])
         first = windows[0] if len(windows) else 0
-        parts = [np.where(window >= 0, window - first, -1),
-                 *(features[name][row][words] for name in WORD_FEATURES[1:]),
-                 *(features[name][windows] for name in packing.FEATURES)]
+        parts = [
+            np.where(window >= 0, window - first, -1),
+            *(features[name][row][words] for name in WORD_FEATURES[1:]),
+            *(features[name][windows] for name in packing.FEATURES),
+        ]
         read.append(b"|".join(part.astype(np.int64).tobytes() for part in parts))
     return read
 

@@ -20,30 +20,36 @@ tokenizer.json is what the package's own tokenizer is proven equal to (docs/enco
 
 Imports TensorFlow only through the preprocessor's own modules, inside `files`.
 """
+
 import importlib
 import json
 import os
 import shutil
 import tempfile
-from typing import Dict
 
 from trainer import storage
 from trainer.errors import UserError
 from trainer.serving.onnx.packing import FORMAT, PACKING, TOKENIZER
 
 # The versions the setup.py test extras pin, which the conversions were checked with.
-_PACKAGES = {"tokenizers": "tokenizers>=0.22", "transformers": "transformers>=5.0,<6",
-             "sentencepiece": "sentencepiece>=0.2,<0.2.3"}
+_PACKAGES = {
+    "tokenizers": "tokenizers>=0.22",
+    "transformers": "transformers>=5.0,<6",
+    "sentencepiece": "sentencepiece>=0.2,<0.2.3",
+}
 
 
-def files(preprocessor, long_texts, pair: bool) -> Dict[str, bytes]:
+def files(preprocessor, long_texts, pair: bool) -> dict[str, bytes]:
     """{"tokenizer.json": bytes, "packing.json": bytes} of the run's native preprocessor
     (trainer.modeling.encoders: WordPiece, byte-level BPE or SentencePiece), its --long-texts
     (an input_pipeline.LongTexts) and whether it reads pairs; a UserError for a preprocessor
     with no tokenizer.json (a TF-Hub one) or when a package the conversion needs is missing."""
-    return {TOKENIZER: tokenizer_json(preprocessor).encode("utf-8"),
-            PACKING: json.dumps(packing_settings(preprocessor, long_texts, pair), indent=1,
-                                ensure_ascii=False).encode("utf-8")}
+    return {
+        TOKENIZER: tokenizer_json(preprocessor).encode("utf-8"),
+        PACKING: json.dumps(packing_settings(preprocessor, long_texts, pair), indent=1, ensure_ascii=False).encode(
+            "utf-8"
+        ),
+    }
 
 
 def packing_settings(preprocessor, long_texts, pair: bool) -> dict:
@@ -54,13 +60,23 @@ def packing_settings(preprocessor, long_texts, pair: bool) -> dict:
         "format": FORMAT,
         "max_seq_length": int(preprocessor.seq_length),
         "pair": bool(pair),
-        "long_texts": {"mode": long_texts.mode, "window_overlap": int(long_texts.window_overlap),
-                       "max_windows": int(long_texts.max_windows)},
-        "special_ids": {"start": ids[special.start], "end": ids[special.end],
-                        "pad": ids[special.pad],
-                        "pair_separator": [ids[token] for token in special.pair_separator]},
-        "special_tokens": {"start": special.start, "end": special.end, "pad": special.pad,
-                           "pair_separator": list(special.pair_separator)},
+        "long_texts": {
+            "mode": long_texts.mode,
+            "window_overlap": int(long_texts.window_overlap),
+            "max_windows": int(long_texts.max_windows),
+        },
+        "special_ids": {
+            "start": ids[special.start],
+            "end": ids[special.end],
+            "pad": ids[special.pad],
+            "pair_separator": [ids[token] for token in special.pair_separator],
+        },
+        "special_tokens": {
+            "start": special.start,
+            "end": special.end,
+            "pad": special.pad,
+            "pair_separator": list(special.pair_separator),
+        },
         "typed_pairs": bool(special.typed_pairs),
     }
 
@@ -79,8 +95,10 @@ def tokenizer_json(preprocessor) -> str:
     elif isinstance(tokenizer, sentencepiece.SentencePieceTokenizer):
         config = _sentencepiece(preprocessor)
     else:
-        raise UserError(f"no tokenizer.json for a {type(preprocessor).__name__} (only the native "
-                        "backend's WordPiece, byte-level BPE and SentencePiece tokenizers convert)")
+        raise UserError(
+            f"no tokenizer.json for a {type(preprocessor).__name__} (only the native "
+            "backend's WordPiece, byte-level BPE and SentencePiece tokenizers convert)"
+        )
     config.update(post_processor=None, truncation=None, padding=None)
     return tokenizers.Tokenizer.from_str(json.dumps(config)).to_str()
 
@@ -89,8 +107,10 @@ def _require(name: str):
     try:
         return importlib.import_module(name)
     except ImportError:
-        raise UserError(f"the ONNX copy's tokenizer.json needs the {name} package, which this "
-                        f"Python does not have: pip install '{_PACKAGES[name]}'") from None
+        raise UserError(
+            f"the ONNX copy's tokenizer.json needs the {name} package, which this "
+            f"Python does not have: pip install '{_PACKAGES[name]}'"
+        ) from None
 
 
 def _word_piece(preprocessor, tokenizers):
@@ -99,11 +119,16 @@ def _word_piece(preprocessor, tokenizers):
 
     vocab = word_piece.check_vocab(preprocessor.vocab_file, preprocessor.special)
     lower_case = bool(preprocessor.lower_case)
-    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordPiece(
-        {token: i for i, token in enumerate(vocab)}, unk_token=preprocessor.special.unknown,
-        max_input_chars_per_word=100))
+    tokenizer = tokenizers.Tokenizer(
+        tokenizers.models.WordPiece(
+            {token: i for i, token in enumerate(vocab)},
+            unk_token=preprocessor.special.unknown,
+            max_input_chars_per_word=100,
+        )
+    )
     tokenizer.normalizer = tokenizers.normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=lower_case, lowercase=lower_case)
+        clean_text=True, handle_chinese_chars=True, strip_accents=lower_case, lowercase=lower_case
+    )
     tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = tokenizers.decoders.WordPiece()
     return tokenizer
@@ -125,23 +150,42 @@ def _byte_pair_spec(tokenizer):
 def _byte_pair(spec) -> dict:
     """tokenizer.json of a byte_pair.BytePairSpec: its ids (added tokens' included) as they are."""
     forms = [{"type": form} for form in spec.normalizers]
-    normalizer = (None if not forms else forms[0] if len(forms) == 1
-                  else {"type": "Sequence", "normalizers": forms})
-    byte_level = {"type": "ByteLevel", "add_prefix_space": spec.add_prefix_space,
-                  "trim_offsets": True, "use_regex": spec.use_regex}
+    normalizer = None if not forms else forms[0] if len(forms) == 1 else {"type": "Sequence", "normalizers": forms}
+    byte_level = {
+        "type": "ByteLevel",
+        "add_prefix_space": spec.add_prefix_space,
+        "trim_offsets": True,
+        "use_regex": spec.use_regex,
+    }
     return {
         "version": "1.0",
-        "added_tokens": [{"id": token.id, "content": token.content, "single_word": False,
-                          "lstrip": token.lstrip, "rstrip": token.rstrip,
-                          "normalized": token.normalized, "special": True}
-                         for token in spec.added_tokens],
+        "added_tokens": [
+            {
+                "id": token.id,
+                "content": token.content,
+                "single_word": False,
+                "lstrip": token.lstrip,
+                "rstrip": token.rstrip,
+                "normalized": token.normalized,
+                "special": True,
+            }
+            for token in spec.added_tokens
+        ],
         "normalizer": normalizer,
         "pre_tokenizer": byte_level,
         "decoder": byte_level,
-        "model": {"type": "BPE", "dropout": None, "unk_token": spec.unk_token,
-                  "continuing_subword_prefix": None, "end_of_word_suffix": None,
-                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                  "vocab": spec.vocab, "merges": [list(pair) for pair in spec.merges]},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": spec.unk_token,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": spec.vocab,
+            "merges": [list(pair) for pair in spec.merges],
+        },
     }
 
 
@@ -150,11 +194,15 @@ def _sentencepiece(preprocessor) -> dict:
     tokenizer.json or settings beside it have a say), by the family's fast tokenizer class."""
     from trainer.modeling.encoders.models import deberta_v2, roberta
 
-    classes = {roberta.SPECIAL: ("XLMRobertaTokenizerFast", "sentencepiece.bpe.model"),
-               deberta_v2.SPECIAL: ("DebertaV2TokenizerFast", "spm.model")}
+    classes = {
+        roberta.SPECIAL: ("XLMRobertaTokenizerFast", "sentencepiece.bpe.model"),
+        deberta_v2.SPECIAL: ("DebertaV2TokenizerFast", "spm.model"),
+    }
     if preprocessor.special not in classes:
-        raise UserError(f"no tokenizer.json for a SentencePiece model packed as "
-                        f"{preprocessor.special} (XLM-RoBERTa's and DeBERTa-v3's convert)")
+        raise UserError(
+            f"no tokenizer.json for a SentencePiece model packed as "
+            f"{preprocessor.special} (XLM-RoBERTa's and DeBERTa-v3's convert)"
+        )
     class_name, filename = classes[preprocessor.special]
     _require("sentencepiece")  # transformers reads the model file with it
     transformers = _require("transformers")

@@ -1,5 +1,6 @@
 """Classification's sections of MODEL_CARD.md (Task.model_card; trainer.reporting.model_card
 renders them into its template), and its operating point in words."""
+
 import json
 
 from trainer.tasks.operating_points import rate, wanted
@@ -46,13 +47,17 @@ def operating_point(point: dict, labels) -> str:
     two sentences naming the threshold."""
     positive, negative = json.dumps(point["positive_label"]), json.dumps(labels[0])
     if not point["reached"]:
-        return (f"--target-{point['target']} {point['value']:g} was out of reach on validation "
-                f"({point['why']}), so the model predicts the more probable label: {positive} "
-                f"when its probability is at least 0.5, otherwise {negative}.")
+        return (
+            f"--target-{point['target']} {point['value']:g} was out of reach on validation "
+            f"({point['why']}), so the model predicts the more probable label: {positive} "
+            f"when its probability is at least 0.5, otherwise {negative}."
+        )
     test = point.get("test")
-    return (f"The model predicts {positive} when its probability of {positive} is at least "
-            f"{point['threshold']:.3f}, otherwise {negative}: a threshold chosen on validation for "
-            f"{wanted(point)}, where it reaches precision {rate(point['validation']['precision'])} and "
-            f"recall {rate(point['validation']['recall'])}"
-            + (f" (test: precision {rate(test['precision'])}, recall {rate(test['recall'])})"
-               if test else "") + ".")
+    return (
+        f"The model predicts {positive} when its probability of {positive} is at least "
+        f"{point['threshold']:.3f}, otherwise {negative}: a threshold chosen on validation for "
+        f"{wanted(point)}, where it reaches precision {rate(point['validation']['precision'])} and "
+        f"recall {rate(point['validation']['recall'])}"
+        + (f" (test: precision {rate(test['precision'])}, recall {rate(test['recall'])})" if test else "")
+        + "."
+    )

@@ -1,6 +1,7 @@
 """Classification's distillation: packed targets [N, 1 + C] (the class id as a float, -1 for an
 unlabelled row, then the teacher's probabilities), the loss of Hinton et al. 2015 ("Distilling
 the Knowledge in a Neural Network") over them, and accuracy of their labelled rows."""
+
 import numpy as np
 import tensorflow as tf
 import tf_keras

@@ -1,6 +1,7 @@
 """Classification's numbers: softmax and its cross-entropy, a split's metrics, the logit margin
 of a binary threshold, and the uncalibrated logits of an export's probabilities."""
-from typing import Optional, Sequence
+
+from collections.abc import Sequence
 
 import numpy as np
 from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
@@ -24,14 +25,14 @@ def softmax_cross_entropy(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return log_norm - shifted[np.arange(len(labels)), labels]
 
 
-def summarize(logits: np.ndarray, labels: np.ndarray, label_names: Sequence[str],
-              predicted: Optional[np.ndarray] = None) -> dict:
+def summarize(
+    logits: np.ndarray, labels: np.ndarray, label_names: Sequence[str], predicted: np.ndarray | None = None
+) -> dict:
     """loss, accuracy, macro F1/recall, per-class precision/recall/F1/support, confusion matrix,
     of the `predicted` classes (default: the most probable)."""
     classes = list(range(len(label_names)))
     predicted = logits.argmax(axis=1) if predicted is None else np.asarray(predicted)
-    precision, recall, f1, support = precision_recall_fscore_support(
-        labels, predicted, labels=classes, zero_division=0)
+    precision, recall, f1, support = precision_recall_fscore_support(labels, predicted, labels=classes, zero_division=0)
     # Macro averages over the classes present in this split: a class with no examples here
     # has no recall to average (sklearn would count it as 0).
     present = support > 0
@@ -41,9 +42,15 @@ def summarize(logits: np.ndarray, labels: np.ndarray, label_names: Sequence[str]
         "accuracy": float((predicted == labels).mean()),
         "macro_f1": float(f1[present].mean()),
         "macro_recall": float(recall[present].mean()),
-        "per_class": {name: {"precision": float(precision[i]), "recall": float(recall[i]),
-                             "f1": float(f1[i]), "support": int(support[i])}
-                      for i, name in enumerate(label_names)},
+        "per_class": {
+            name: {
+                "precision": float(precision[i]),
+                "recall": float(recall[i]),
+                "f1": float(f1[i]),
+                "support": int(support[i]),
+            }
+            for i, name in enumerate(label_names)
+        },
         "confusion_matrix": confusion_matrix(labels, predicted, labels=classes).tolist(),
     }
 

@@ -4,14 +4,19 @@ decision threshold per label chosen on the validation set after training (saved 
 Each epoch is scored at threshold 0.5 (the thresholds are not fitted yet); the final metrics of
 every split use the thresholds chosen on validation.
 """
+
 from trainer.tasks.base import ThresholdedTask
 from trainer.tasks.multilabel import card
 
 
 class MultiLabelTask(ThresholdedTask):
     name = "multi-label"
-    metric_goals = {"val_micro_f1": "maximize", "val_macro_f1": "maximize",
-                    "val_subset_accuracy": "maximize", "val_loss": "minimize"}
+    metric_goals = {
+        "val_micro_f1": "maximize",
+        "val_macro_f1": "maximize",
+        "val_subset_accuracy": "maximize",
+        "val_loss": "minimize",
+    }
     train_metric = "label_accuracy"
     summary_metrics = ("micro_f1", "macro_f1", "subset_accuracy")
     loss_name = "binary cross-entropy"
@@ -25,8 +30,10 @@ class MultiLabelTask(ThresholdedTask):
     figures = ("per_label_scores",)
     per_label_metrics = "per_label"
     error_columns = ["split", "outcome", "rank", "loss", "true_labels", "predicted_labels", "text"]
-    errors_description = ("examples with a wrong label set and the highest loss (binary cross-entropy of "
-                          "the exported model's label probabilities, averaged over the labels)")
+    errors_description = (
+        "examples with a wrong label set and the highest loss (binary cross-entropy of "
+        "the exported model's label probabilities, averaged over the labels)"
+    )
     model_card = card.SECTIONS
 
     def __init__(self):
@@ -37,10 +44,16 @@ class MultiLabelTask(ThresholdedTask):
     def check_flags(self, config, require) -> None:
         d = config.data
         require(d.label_type == "auto", "--label-type", "has no meaning with --task multi-label")
-        require(config.train.class_weights == "none", "--class-weights",
-                "'balanced' weighs one class per row; --task multi-label has several")
-        require(not (d.label_columns and d.label_names), "--label-names",
-                "cannot be combined with --label-columns (the columns name the labels)")
+        require(
+            config.train.class_weights == "none",
+            "--class-weights",
+            "'balanced' weighs one class per row; --task multi-label has several",
+        )
+        require(
+            not (d.label_columns and d.label_names),
+            "--label-names",
+            "cannot be combined with --label-columns (the columns name the labels)",
+        )
         require(bool(d.label_separator), "--label-separator", "must not be empty")
 
     # --- labels
@@ -52,16 +65,20 @@ class MultiLabelTask(ThresholdedTask):
 
     def label_spec(self, frame, column, data):
         from trainer.tasks.multilabel import labels
+
         return labels.infer_multi_labels(frame, column, data)
 
     def encode_labels(self, frame, column, spec, split_name):
         from trainer.tasks.multilabel import labels
+
         return labels.encode_multi_labels(frame, column, spec)
 
     def check_training_labels(self, frame, column, labels, spec, data, source) -> None:
         from trainer.tasks.multilabel import labels as labels_lib
-        labels_lib.check_label_sizes(frame, None if spec.kind == "columns" else column,
-                                     labels, spec.names, data.min_examples_per_class)
+
+        labels_lib.check_label_sizes(
+            frame, None if spec.kind == "columns" else column, labels, spec.names, data.min_examples_per_class
+        )
 
     def label_counts(self, labels, spec) -> dict:
         """{label: rows carrying it}."""
@@ -69,6 +86,7 @@ class MultiLabelTask(ThresholdedTask):
 
     def prepare_strata(self, labels, minimum):
         from trainer.tasks.multilabel import labels as labels_lib
+
         return labels_lib.rarest_labels(labels, minimum)
 
     # --- the model
@@ -81,10 +99,12 @@ class MultiLabelTask(ThresholdedTask):
 
     def loss(self):
         import tf_keras
+
         return tf_keras.losses.BinaryCrossentropy(from_logits=True)
 
     def keras_metrics(self) -> list:
         import tf_keras
+
         # On logits, threshold 0 is probability 0.5.
         return [tf_keras.metrics.BinaryAccuracy(name="label_accuracy", threshold=0.0)]
 
@@ -92,9 +112,13 @@ class MultiLabelTask(ThresholdedTask):
         import numpy as np
 
         from trainer.tasks.multilabel import metrics
+
         thresholds = self.thresholds if self.thresholds is not None else np.full(len(label_names), 0.5)
-        result = {"examples": int(len(labels)), "loss": metrics.binary_cross_entropy(outputs, labels),
-                  **metrics.multilabel_metrics(self.decide(outputs), labels, label_names)}
+        result = {
+            "examples": int(len(labels)),
+            "loss": metrics.binary_cross_entropy(outputs, labels),
+            **metrics.multilabel_metrics(self.decide(outputs), labels, label_names),
+        }
         result["thresholds"] = {name: float(t) for name, t in zip(label_names, thresholds)}
         return result
 
@@ -104,21 +128,27 @@ class MultiLabelTask(ThresholdedTask):
         import numpy as np
 
         from trainer.tasks.multilabel import metrics
+
         return metrics.sigmoid(outputs) >= (0.5 if self.thresholds is None else np.asarray(self.thresholds))
 
     def describe(self, result: dict) -> str:
-        return (f"loss {result['loss']:.4f}  micro-F1 {result['micro_f1']:.4f}  macro-F1 "
-                f"{result['macro_f1']:.4f}  subset accuracy {result['subset_accuracy']:.4f}")
+        return (
+            f"loss {result['loss']:.4f}  micro-F1 {result['micro_f1']:.4f}  macro-F1 "
+            f"{result['macro_f1']:.4f}  subset accuracy {result['subset_accuracy']:.4f}"
+        )
 
     def describe_epoch(self, logs: dict) -> str:
-        return (f"loss {logs['loss']:.4f} label acc {logs['label_accuracy']:.3f} | val loss "
-                f"{logs['val_loss']:.4f} micro-F1 {logs['val_micro_f1']:.3f} macro-F1 "
-                f"{logs['val_macro_f1']:.3f} subset acc {logs['val_subset_accuracy']:.3f}")
+        return (
+            f"loss {logs['loss']:.4f} label acc {logs['label_accuracy']:.3f} | val loss "
+            f"{logs['val_loss']:.4f} micro-F1 {logs['val_micro_f1']:.3f} macro-F1 "
+            f"{logs['val_macro_f1']:.3f} subset acc {logs['val_subset_accuracy']:.3f}"
+        )
 
     # --- distillation
     def teacher_problem(self, values):
         """Each value a label's probability, in [0, 1] (a row's need not sum to anything)."""
         from trainer.tasks.base import first_problem, outside_probabilities
+
         return first_problem(values, [outside_probabilities(values)])
 
     def is_packed(self, labels) -> bool:
@@ -128,16 +158,19 @@ class MultiLabelTask(ThresholdedTask):
     def distillation_loss(self, temperature: float, alpha: float):
         """`temperature` is not used (see DistillationBinaryCrossEntropy)."""
         from trainer.tasks.multilabel import distill
+
         return distill.DistillationBinaryCrossEntropy(alpha)
 
     def distillation_metrics(self) -> list:
         from trainer.tasks.multilabel import distill
+
         return [distill.LabelledLabelAccuracy(name="label_accuracy", threshold=0.0)]
 
     def teacher_outputs(self, teacher):
         """Logits log(p / (1 - p)), 0 and 1 kept finite: their sigmoid is the teacher's
         probabilities, decided at the task's thresholds as the student's are."""
         from trainer.tasks.multilabel import metrics
+
         return metrics.logits_of(teacher)
 
     def teacher_agreement(self, teacher, outputs):
@@ -150,20 +183,24 @@ class MultiLabelTask(ThresholdedTask):
     # --- decided on validation
     def fit_on_validation(self, logits, labels) -> None:
         from trainer.tasks.multilabel import metrics
+
         self.thresholds = metrics.choose_thresholds(metrics.sigmoid(logits), labels)
 
     def validation_caveat(self, has_test: bool):
         """The thresholds maximize each label's F1 on validation, so validation's F1 is the best
         these outputs can score there: optimistic. Test never saw the tuning (issue #23)."""
-        return ("optimistic: each label's threshold was tuned on this split; "
-                + ("the test split's figures are the honest ones" if has_test else
-                   "give --testing-file for figures on data the tuning did not see"))
+        return "optimistic: each label's threshold was tuned on this split; " + (
+            "the test split's figures are the honest ones"
+            if has_test
+            else "give --testing-file for figures on data the tuning did not see"
+        )
 
     def decision_scores(self, outputs, labels, temperature: float) -> tuple:
         """Each label's probability, as the export computes it."""
         import numpy as np
 
         from trainer.tasks.multilabel import metrics
+
         return metrics.sigmoid(outputs), np.asarray(labels) > 0.5
 
     def choose_operating_point(self, point, target, value, label_names, temperature) -> dict:
@@ -183,9 +220,12 @@ class MultiLabelTask(ThresholdedTask):
     def operating_curves(self, point, predictions, label_names) -> list:
         """One curve per label."""
         import numpy as np
+
         truth = np.asarray(predictions.labels) > 0.5
-        return [(name, predictions.probabilities[:, j], truth[:, j], point["labels"][name])
-                for j, name in enumerate(label_names)]
+        return [
+            (name, predictions.probabilities[:, j], truth[:, j], point["labels"][name])
+            for j, name in enumerate(label_names)
+        ]
 
     # --- the export
     def export_decisions(self) -> dict:
@@ -204,8 +244,7 @@ class MultiLabelTask(ThresholdedTask):
         names = tf.tile(module.label_names[tf.newaxis, :], [batch, 1])
         return {
             "probabilities": probabilities,
-            "labels": tf.strings.reduce_join(tf.ragged.boolean_mask(names, chosen), axis=1,
-                                             separator=self.separator),
+            "labels": tf.strings.reduce_join(tf.ragged.boolean_mask(names, chosen), axis=1, separator=self.separator),
             "predicted": tf.cast(chosen, tf.int32),
             "label_names": names,
         }
@@ -213,6 +252,7 @@ class MultiLabelTask(ThresholdedTask):
     def explained_output(self, module, logits, target):
         """Label `target`'s logit: the log-odds of its own sigmoid probability."""
         import tensorflow as tf
+
         return tf.gather(logits, target, batch_dims=1)
 
     # --- a loaded export's answers: the labels at or above their thresholds (`labels` joined,
@@ -220,9 +260,10 @@ class MultiLabelTask(ThresholdedTask):
     def predicted_columns(self, outputs) -> dict:
         from trainer.tasks import predictions
 
-        return {"predicted_labels": [labels.decode("utf-8") for labels in outputs["labels"]],
-                **predictions.probability_columns(predictions.label_names_of(outputs),
-                                                  outputs["probabilities"])}
+        return {
+            "predicted_labels": [labels.decode("utf-8") for labels in outputs["labels"]],
+            **predictions.probability_columns(predictions.label_names_of(outputs), outputs["probabilities"]),
+        }
 
     def served_predictions(self, outputs) -> list:
         """`[{"labels": [...], "probabilities": {name: p}}]`, as trainer.predict's
@@ -230,33 +271,42 @@ class MultiLabelTask(ThresholdedTask):
         from trainer.tasks import predictions
 
         names = predictions.label_names_of(outputs)
-        return [{"labels": [name for name, picked in zip(names, row_chosen) if picked],
-                 "probabilities": predictions.probabilities_by_name(names, row)}
-                for row, row_chosen in zip(outputs["probabilities"], outputs["predicted"])]
+        return [
+            {
+                "labels": [name for name, picked in zip(names, row_chosen) if picked],
+                "probabilities": predictions.probabilities_by_name(names, row),
+            }
+            for row, row_chosen in zip(outputs["probabilities"], outputs["predicted"])
+        ]
 
     def explained_choices(self, outputs) -> tuple:
         from trainer.tasks import predictions
+
         return predictions.label_names_of(outputs), outputs["probabilities"], outputs["predicted"]
 
     def agreement_decisions(self, outputs):
         """The whole 0/1 row of chosen labels."""
         import numpy as np
+
         return np.asarray(outputs, np.int64)
 
     def agreement_value(self, outputs, labels, label_names) -> float:
         import numpy as np
 
         from trainer.tasks.multilabel import metrics
+
         return metrics.multilabel_metrics(np.asarray(outputs, bool), np.asarray(labels), label_names)["micro_f1"]
 
     # --- label issues: cleanlab.multilabel_classification
     def probabilities(self, outputs):
         from trainer.tasks.multilabel import metrics
+
         return metrics.sigmoid(outputs)
 
     def rank_label_issues(self, probabilities, labels, ranking_probabilities) -> tuple:
         import numpy as np
-        from cleanlab.multilabel_classification import filter as multilabel_filter, rank as multilabel_rank
+        from cleanlab.multilabel_classification import filter as multilabel_filter
+        from cleanlab.multilabel_classification import rank as multilabel_rank
 
         given = [list(np.flatnonzero(row)) for row in np.asarray(labels) > 0.5]
         flagged = multilabel_filter.find_label_issues(labels=given, pred_probs=probabilities, n_jobs=1)
@@ -275,14 +325,15 @@ class MultiLabelTask(ThresholdedTask):
 
     def label_texts(self, labels, spec) -> list:
         import numpy as np
+
         names = np.asarray(spec.names, dtype=object)
         return [spec.separator.join(names[np.flatnonzero(row > 0.5)]) for row in np.asarray(labels)]
 
     def suggested_labels(self, probabilities, spec) -> list:
         import numpy as np
+
         names = np.asarray(spec.names, dtype=object)
-        return [spec.separator.join(names[np.flatnonzero(row)])
-                for row in probabilities >= np.asarray(self.thresholds)]
+        return [spec.separator.join(names[np.flatnonzero(row)]) for row in probabilities >= np.asarray(self.thresholds)]
 
     # --- the report
     def title(self, labels) -> str:
@@ -293,10 +344,16 @@ class MultiLabelTask(ThresholdedTask):
 
         from trainer.tasks.multilabel import metrics
         from trainer.tasks.predictions import SplitPredictions
+
         probabilities = metrics.sigmoid(outputs)
-        return SplitPredictions(texts, labels.astype(np.int64), probabilities, None,
-                                predicted=(probabilities >= np.asarray(self.thresholds)).astype(np.int32),
-                                pairs=pairs)
+        return SplitPredictions(
+            texts,
+            labels.astype(np.int64),
+            probabilities,
+            None,
+            predicted=(probabilities >= np.asarray(self.thresholds)).astype(np.int32),
+            pairs=pairs,
+        )
 
     def decide_as(self, decisions: dict, temperature: float) -> None:
         """The export's threshold per label."""
@@ -306,6 +363,7 @@ class MultiLabelTask(ThresholdedTask):
     def outputs_of_export(self, exported: dict, temperature: float, sentences=None):
         """Each label's logit, of its probability."""
         from trainer.tasks.multilabel import metrics
+
         return metrics.logits_of(exported["probabilities"])
 
     def error_measure(self, predictions, names) -> tuple:
@@ -314,11 +372,14 @@ class MultiLabelTask(ThresholdedTask):
         import numpy as np
 
         from trainer.tasks.multilabel.metrics import EPSILON
+
         p = predictions
         probabilities = np.clip(p.probabilities.astype(np.float64), EPSILON, 1 - EPSILON)
         labels = p.labels.astype(np.float64)
         loss = -np.mean(labels * np.log(probabilities) + (1 - labels) * np.log1p(-probabilities), axis=1)
         wrong = np.any(p.predicted.astype(bool) != p.labels.astype(bool), axis=1)
-        joined = lambda matrix: np.array(["|".join(names[np.flatnonzero(row)]) for row in matrix],  # noqa: E731
-                                         dtype=object)
+
+        def joined(matrix):
+            return np.array(["|".join(names[np.flatnonzero(row)]) for row in matrix], dtype=object)
+
         return loss, wrong, {"loss": loss, "true_labels": joined(p.labels), "predicted_labels": joined(p.predicted)}

@@ -1,5 +1,6 @@
 """Multi-label's sections of MODEL_CARD.md (Task.model_card; trainer.reporting.model_card renders
 them into its template), and its operating point in words."""
+
 import json
 
 from trainer.tasks.operating_points import wanted
@@ -43,6 +44,9 @@ def operating_point(point: dict, labels) -> str:
     """What a multi-label model decides at metrics.json's `operating_point` block: a threshold
     per label, and which labels could not reach the target."""
     missed = [f"{json.dumps(name)} ({p['why']})" for name, p in point["labels"].items() if not p["reached"]]
-    return (f"Each label is predicted when its probability reaches its threshold, chosen on "
-            f"validation for {wanted(point)}" + (f"; out of reach there, these keep their F1-chosen "
-            f"threshold: {', '.join(missed)}" if missed else "") + ".")
+    return (
+        f"Each label is predicted when its probability reaches its threshold, chosen on "
+        f"validation for {wanted(point)}"
+        + (f"; out of reach there, these keep their F1-chosen threshold: {', '.join(missed)}" if missed else "")
+        + "."
+    )

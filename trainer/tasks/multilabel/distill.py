@@ -1,6 +1,7 @@
 """Multi-label's distillation: packed targets [N, 2L] (the true 0/1 per label, -1 in all L for an
 unlabelled row; then the teacher's probability per label), the loss over them, and the label
 accuracy of their labelled rows."""
+
 import numpy as np
 import tensorflow as tf
 import tf_keras
@@ -18,7 +19,7 @@ def pack(labels, teacher) -> np.ndarray:
 
 def unpack(packed) -> np.ndarray:
     packed = np.asarray(packed)
-    return packed[:, :packed.shape[1] // 2].astype(np.float32)
+    return packed[:, : packed.shape[1] // 2].astype(np.float32)
 
 
 def split(y_true):

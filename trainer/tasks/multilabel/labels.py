@@ -1,16 +1,16 @@
 """Multi-label labels: label names joined in one cell, or one 0/1 column per label
 (--label-columns); each row's rarest label is what trainer.prepare stratifies on."""
+
 import difflib
-from typing import List
 
 import numpy as np
 
-from trainer.reading import where
 from trainer.errors import UserError
+from trainer.reading import where
 from trainer.tasks.labels import LabelSpec, as_number, is_missing, merge_small_strata
 
 
-def _cell_names(value, separator: str) -> List[str]:
+def _cell_names(value, separator: str) -> list[str]:
     if is_missing(value):
         return []
     return [name.strip() for name in str(value).split(separator) if name.strip()]
@@ -26,8 +26,10 @@ def infer_multi_labels(frame, column: str, config) -> LabelSpec:
     given = [n.strip() for n in config.label_names.split(",")] if config.label_names else None
     seen = sorted({name for value in frame[column].tolist() for name in _cell_names(value, separator)})
     if not given and len(seen) < 2:
-        raise UserError(f"{frame['_file'].iloc[0]}: column {column!r} holds fewer than two label "
-                        f"names ({seen}) split by --label-separator {separator!r}")
+        raise UserError(
+            f"{frame['_file'].iloc[0]}: column {column!r} holds fewer than two label "
+            f"names ({seen}) split by --label-separator {separator!r}"
+        )
     return LabelSpec("names", given or seen, separator)
 
 
@@ -39,16 +41,19 @@ def encode_multi_labels(frame, column: str, spec: LabelSpec) -> np.ndarray:
             for i, value in enumerate(frame[name].tolist()):
                 number = None if is_missing(value) else as_number(value)
                 if number not in (0.0, 1.0):
-                    raise UserError(f"{where(frame, i, name)}: {value!r} is not 0 or 1 (a "
-                                    f"--label-columns column marks its label with 1)")
+                    raise UserError(
+                        f"{where(frame, i, name)}: {value!r} is not 0 or 1 (a "
+                        f"--label-columns column marks its label with 1)"
+                    )
                 targets[i, j] = number
         return targets
     index = {name: j for j, name in enumerate(spec.names)}
     for i, value in enumerate(frame[column].tolist()):
         for name in _cell_names(value, spec.separator):
             if name not in index:
-                raise UserError(f"{where(frame, i, column)}: label {name!r} is not one of the "
-                                f"training data's labels {spec.names}")
+                raise UserError(
+                    f"{where(frame, i, column)}: label {name!r} is not one of the training data's labels {spec.names}"
+                )
             targets[i, index[name]] = 1.0
     return targets
 
@@ -76,10 +81,12 @@ def check_label_sizes(frame, column: str, targets: np.ndarray, names, minimum: i
         common = [n for n, count in zip(names, counts) if count >= minimum]
         close = difflib.get_close_matches(names[j], common, n=1, cutoff=0.6)
         hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise UserError(f"{source}: label {names[j]!r}{at}, column {column or names[j]!r}: on {len(rows)} "
-                    f"of {len(targets)} training rows, fewer than --min-examples-per-class "
-                    f"{minimum}.{hint} Fix the labels, add examples, or lower the flag to keep so "
-                    f"rare a label")
+    raise UserError(
+        f"{source}: label {names[j]!r}{at}, column {column or names[j]!r}: on {len(rows)} "
+        f"of {len(targets)} training rows, fewer than --min-examples-per-class "
+        f"{minimum}.{hint} Fix the labels, add examples, or lower the flag to keep so "
+        f"rare a label"
+    )
 
 
 def rarest_labels(labels: np.ndarray, minimum: int) -> np.ndarray:

@@ -4,12 +4,13 @@ accuracy, and the per-label thresholds chosen on validation.
 Each epoch is scored at threshold 0.5 (the thresholds are not fitted yet); the final metrics of
 every split use the thresholds chosen on validation.
 """
+
 import numpy as np
 from sklearn.metrics import precision_recall_fscore_support
 
 # A probability is float32: one that rounded to 0 or 1 is kept this far inside (0, 1), for a
 # finite loss (errors.csv) and logit (a teacher's).
-EPSILON = 2.0 ** -24  # float32's machine epsilon / 2
+EPSILON = 2.0**-24  # float32's machine epsilon / 2
 # Candidate thresholds per label; ties go to the one closest to 0.5.
 CANDIDATES = np.round(np.arange(0.05, 0.951, 0.05), 2)
 
@@ -33,17 +34,22 @@ def binary_cross_entropy(logits: np.ndarray, labels: np.ndarray) -> float:
 def multilabel_metrics(predicted: np.ndarray, labels: np.ndarray, names) -> dict:
     """micro/macro F1, subset accuracy and per-label precision/recall/F1/support of 0/1 matrices."""
     predicted, labels = predicted.astype(int), labels.astype(int)
-    precision, recall, f1, support = precision_recall_fscore_support(
-        labels, predicted, average=None, zero_division=0)
+    precision, recall, f1, support = precision_recall_fscore_support(labels, predicted, average=None, zero_division=0)
     micro = precision_recall_fscore_support(labels, predicted, average="micro", zero_division=0)[2]
     present = support > 0  # as in classification: a label absent from the split has no F1
     return {
         "micro_f1": float(micro),
         "macro_f1": float(f1[present].mean()) if present.any() else 0.0,
         "subset_accuracy": float(np.mean(np.all(predicted == labels, axis=1))),
-        "per_label": {name: {"precision": float(precision[j]), "recall": float(recall[j]),
-                             "f1": float(f1[j]), "support": int(support[j])}
-                      for j, name in enumerate(names)},
+        "per_label": {
+            name: {
+                "precision": float(precision[j]),
+                "recall": float(recall[j]),
+                "f1": float(f1[j]),
+                "support": int(support[j]),
+            }
+            for j, name in enumerate(names)
+        },
     }
 
 

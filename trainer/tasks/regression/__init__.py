@@ -5,16 +5,22 @@ similarity, a 1-10 rating); the model's last layer maps z back, so predictions, 
 metrics are all in the label's own units while the loss sees unit-variance targets (in the
 spirit of TF Model Garden's sentence-prediction regression, which trains on the raw score).
 """
-from trainer.reading import LABEL_COLUMNS
+
 from trainer.errors import UserError
+from trainer.reading import LABEL_COLUMNS
 from trainer.tasks.base import TextTask
 from trainer.tasks.regression import card
 
 
 class RegressionTask(TextTask):
     name = "regression"
-    metric_goals = {"val_spearman": "maximize", "val_pearson": "maximize", "val_mse": "minimize",
-                    "val_mae": "minimize", "val_loss": "minimize"}
+    metric_goals = {
+        "val_spearman": "maximize",
+        "val_pearson": "maximize",
+        "val_mse": "minimize",
+        "val_mae": "minimize",
+        "val_loss": "minimize",
+    }
     train_metric = "mae"
     summary_metrics = ("spearman", "pearson", "mse", "mae")
     loss_name = "MSE of standardized scores"
@@ -24,8 +30,7 @@ class RegressionTask(TextTask):
     export_mark = "score"
     answer_outputs = ("score",)
     agreement_metric = "spearman"
-    label_issues_refused = ("--task regression has a score per row, which cleanlab's "
-                            "classification ranking cannot judge")
+    label_issues_refused = "--task regression has a score per row, which cleanlab's classification ranking cannot judge"
     figures = ("predicted_vs_true", "residuals")
     error_columns = ["split", "rank", "absolute_error", "true_score", "predicted_score", "text"]
     errors_description = "examples with the largest absolute error (|predicted - true score|)"
@@ -36,22 +41,33 @@ class RegressionTask(TextTask):
 
     def check_flags(self, config, require) -> None:
         d = config.data
-        require(d.label_names is None, "--label-names", "has no meaning with --task regression "
-                                                        "(the label is a number, not a class)")
-        require(d.label_type == "auto", "--label-type", "has no meaning with --task regression "
-                                                        "(the label is read as a number)")
-        require(config.train.class_weights == "none", "--class-weights",
-                "'balanced' needs classes; --task regression has none")
+        require(
+            d.label_names is None,
+            "--label-names",
+            "has no meaning with --task regression (the label is a number, not a class)",
+        )
+        require(
+            d.label_type == "auto",
+            "--label-type",
+            "has no meaning with --task regression (the label is read as a number)",
+        )
+        require(
+            config.train.class_weights == "none",
+            "--class-weights",
+            "'balanced' needs classes; --task regression has none",
+        )
         super().check_flags(config, require)
 
     # --- labels
     def label_spec(self, frame, column, data):
         """A regression target: any number, no class names."""
         from trainer.tasks.labels import LabelSpec
+
         return LabelSpec("number", [])
 
     def encode_labels(self, frame, column, spec, split_name):
         from trainer.tasks.regression import scores
+
         return scores.encode_scores(frame, column)
 
     def label_counts(self, labels, spec) -> dict:
@@ -61,11 +77,15 @@ class RegressionTask(TextTask):
         return "a number (regression target)"
 
     def label_summary(self, labels, spec) -> str:
-        return (f"score mean {labels.mean():.4g}, min {labels.min():.4g}, max {labels.max():.4g}"
-                if len(labels) else "no rows")
+        return (
+            f"score mean {labels.mean():.4g}, min {labels.min():.4g}, max {labels.max():.4g}"
+            if len(labels)
+            else "no rows"
+        )
 
     def prepare_strata(self, labels, minimum):
         from trainer.tasks.regression import scores
+
         return scores.score_bins(labels, minimum)
 
     # --- the model
@@ -75,41 +95,48 @@ class RegressionTask(TextTask):
         labels = np.asarray(train_labels, np.float64)
         self.mean, self.std = float(labels.mean()), float(labels.std())
         if not self.std > 0:
-            raise UserError(f"training labels: every score is {labels[0]:g}; regression needs "
-                            f"scores that vary")
+            raise UserError(f"training labels: every score is {labels[0]:g}; regression needs scores that vary")
 
     def output_units(self, labels) -> int:
         return 1
 
     def output_layer(self, outputs):
         from trainer.tasks.regression.keras import Destandardize
+
         return Destandardize(self.mean, self.std, name="score")(outputs)
 
     def loss(self):
         from trainer.tasks.regression.keras import StandardizedMSE
+
         return StandardizedMSE(self.std)
 
     def keras_metrics(self) -> list:
         import tf_keras
+
         return [tf_keras.metrics.MeanAbsoluteError(name="mae")]
 
     def summarize(self, outputs, labels, label_names) -> dict:
         import numpy as np
 
         from trainer.tasks.regression import scores
+
         predicted = np.asarray(outputs, np.float64).reshape(-1)
         labels = np.asarray(labels, np.float64).reshape(-1)
         metrics = scores.correlation_metrics(predicted, labels)
-        return {"examples": int(len(labels)), "loss": metrics["mse"] / self.std ** 2, **metrics}
+        return {"examples": int(len(labels)), "loss": metrics["mse"] / self.std**2, **metrics}
 
     def describe(self, result: dict) -> str:
-        return (f"loss {result['loss']:.4f}  spearman {result['spearman']:.4f}  pearson "
-                f"{result['pearson']:.4f}  mse {result['mse']:.4f}  mae {result['mae']:.4f}")
+        return (
+            f"loss {result['loss']:.4f}  spearman {result['spearman']:.4f}  pearson "
+            f"{result['pearson']:.4f}  mse {result['mse']:.4f}  mae {result['mae']:.4f}"
+        )
 
     def describe_epoch(self, logs: dict) -> str:
-        return (f"loss {logs['loss']:.4f} mae {logs['mae']:.3f} | val loss {logs['val_loss']:.4f} "
-                f"spearman {logs['val_spearman']:.3f} pearson {logs['val_pearson']:.3f} "
-                f"mae {logs['val_mae']:.3f}")
+        return (
+            f"loss {logs['loss']:.4f} mae {logs['mae']:.3f} | val loss {logs['val_loss']:.4f} "
+            f"spearman {logs['val_spearman']:.3f} pearson {logs['val_pearson']:.3f} "
+            f"mae {logs['val_mae']:.3f}"
+        )
 
     # --- distillation
     def teacher_columns(self, label_names) -> list:
@@ -120,14 +147,17 @@ class RegressionTask(TextTask):
         """Squared errors in training-label standard deviations (prepare's std), as the plain
         loss; `temperature` has nothing to soften in a score."""
         from trainer.tasks.regression import distill
+
         return distill.DistillationMSE(self.std, alpha)
 
     def distillation_metrics(self) -> list:
         from trainer.tasks.regression import distill
+
         return [distill.LabelledMAE(name="mae")]
 
     def teacher_outputs(self, teacher):
         import numpy as np
+
         return np.asarray(teacher, np.float64).reshape(-1)
 
     def teacher_agreement(self, teacher, outputs):
@@ -136,8 +166,10 @@ class RegressionTask(TextTask):
 
     # --- decided on validation: nothing to threshold
     def check_operating_point(self, label_names, flag: str) -> None:
-        raise UserError(f"{flag}: needs a binary or multi-label task; --task regression predicts a "
-                        f"score, with no threshold to choose")
+        raise UserError(
+            f"{flag}: needs a binary or multi-label task; --task regression predicts a "
+            f"score, with no threshold to choose"
+        )
 
     # --- the export
     decision_variables = ("label_scale",)
@@ -151,11 +183,13 @@ class RegressionTask(TextTask):
         """One `score` per text, in the training labels' units (the model maps its
         standardized output back itself)."""
         import tensorflow as tf
+
         return {"score": tf.reshape(logits, [batch])}
 
     def explained_output(self, module, logits, target):
         """The score itself, whatever `target`."""
         import tensorflow as tf
+
         return self.serving_outputs(module, logits, tf.shape(logits)[0])["score"]
 
     # --- a loaded export's answers: its score
@@ -175,6 +209,7 @@ class RegressionTask(TextTask):
         import numpy as np
 
         from trainer.tasks.regression import scores
+
         return scores.correlation_metrics(np.asarray(outputs).reshape(-1), labels)["spearman"]
 
     # --- the report
@@ -185,8 +220,10 @@ class RegressionTask(TextTask):
         import numpy as np
 
         from trainer.tasks.predictions import SplitPredictions
-        return SplitPredictions(texts, labels.astype(np.float64), None, None,
-                                scores=outputs.reshape(-1).astype(np.float64), pairs=pairs)
+
+        return SplitPredictions(
+            texts, labels.astype(np.float64), None, None, scores=outputs.reshape(-1).astype(np.float64), pairs=pairs
+        )
 
     def export_names(self, exported: dict) -> list:
         """No names: a score has no classes."""
@@ -207,5 +244,12 @@ class RegressionTask(TextTask):
 
         p = predictions
         error = np.abs(p.scores.astype(np.float64) - p.labels)
-        return error, None, {"absolute_error": error, "true_score": p.labels.astype(np.float64),
-                             "predicted_score": p.scores.astype(np.float64)}
+        return (
+            error,
+            None,
+            {
+                "absolute_error": error,
+                "true_score": p.labels.astype(np.float64),
+                "predicted_score": p.scores.astype(np.float64),
+            },
+        )

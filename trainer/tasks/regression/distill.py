@@ -1,6 +1,7 @@
 """Regression's distillation: packed targets [N, 2] (the true score, NaN for an unlabelled row;
 the teacher's score), the loss over them in training-label standard deviations, as
 StandardizedMSE measures, and the mean absolute error of their labelled rows."""
+
 import numpy as np
 import tensorflow as tf
 import tf_keras

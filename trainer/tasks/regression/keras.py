@@ -1,5 +1,6 @@
 """Regression's Keras pieces: the output layer that maps standardized predictions back to the
 labels' units, and the loss measured in training-label standard deviations."""
+
 import tensorflow as tf
 import tf_keras
 

@@ -1,10 +1,11 @@
 """Regression's numbers: a score column read as float32 targets, the bins trainer.prepare
 stratifies scores on, and the correlations and errors of a split."""
+
 import numpy as np
 from scipy import stats
 
-from trainer.reading import where
 from trainer.errors import UserError
+from trainer.reading import where
 from trainer.tasks.labels import as_number, is_missing, merge_small_strata
 
 # Score bins trainer.prepare stratifies on: at most this many, each of at least the rows a
@@ -19,8 +20,9 @@ def encode_scores(frame, column: str) -> np.ndarray:
             raise UserError(f"{where(frame, i, column)}: label is missing")
         number = as_number(value)
         if number is None or not np.isfinite(number):
-            raise UserError(f"{where(frame, i, column)}: {value!r} is not a number (--task "
-                            f"regression reads the label as a score)")
+            raise UserError(
+                f"{where(frame, i, column)}: {value!r} is not a number (--task regression reads the label as a score)"
+            )
         values[i] = number
     return values
 
@@ -40,6 +42,6 @@ def correlation_metrics(predicted: np.ndarray, labels: np.ndarray) -> dict:
     return {
         "pearson": 0.0 if constant else float(stats.pearsonr(predicted, labels)[0]),
         "spearman": 0.0 if constant else float(stats.spearmanr(predicted, labels)[0]),
-        "mse": float(np.mean(errors ** 2)),
+        "mse": float(np.mean(errors**2)),
         "mae": float(np.mean(np.abs(errors))),
     }

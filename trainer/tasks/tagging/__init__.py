@@ -5,6 +5,7 @@ Each word's tag is learned and read at its first piece (keras.py; data/tagged_to
 the tags up with the tokens); the export splits a raw string into words in the graph and returns
 its entities with character offsets into it (spans.py, serving/tagging.py).
 """
+
 from trainer.errors import UserError
 from trainer.tasks.base import Task
 from trainer.tasks.tagging import card
@@ -15,8 +16,7 @@ NAME = "token-classification"
 class TaggingTask(Task):
     name = NAME
     unit = "word"
-    metric_goals = {"val_f1": "maximize", "val_precision": "maximize",
-                    "val_recall": "maximize", "val_loss": "minimize"}
+    metric_goals = {"val_f1": "maximize", "val_precision": "maximize", "val_recall": "maximize", "val_loss": "minimize"}
     train_metric = "tag_accuracy"
     summary_metrics = ("f1", "precision", "recall", "tag_accuracy")
     loss_name = "cross-entropy per tagged word"
@@ -25,14 +25,28 @@ class TaggingTask(Task):
     export_mark = "entity_label"
     # The untagged_* and word_text outputs are an export's since issue #64 (an older one's
     # answers have no `words`).
-    answer_outputs = ("entity_text", "entity_label", "entity_start", "entity_end", "entity_score",
-                      "entity_count", "word_tags", "word_count", "word_text", "word_start",
-                      "word_end", "untagged_text", "untagged_start", "untagged_end", "untagged_count")
+    answer_outputs = (
+        "entity_text",
+        "entity_label",
+        "entity_start",
+        "entity_end",
+        "entity_score",
+        "entity_count",
+        "word_tags",
+        "word_count",
+        "word_text",
+        "word_start",
+        "word_end",
+        "untagged_text",
+        "untagged_start",
+        "untagged_end",
+        "untagged_count",
+    )
     agreement_metric = "f1"
-    label_issues_refused = (f"--task {NAME} tags words, and cleanlab's ranking judges one label "
-                            f"per row")
-    explanations_refused = (f"it is a {NAME} model: it tags each word, and an explanation "
-                            f"attributes one label of a whole text to its words")
+    label_issues_refused = f"--task {NAME} tags words, and cleanlab's ranking judges one label per row"
+    explanations_refused = (
+        f"it is a {NAME} model: it tags each word, and an explanation attributes one label of a whole text to its words"
+    )
     figures = ("entity_types", "entity_confusion")
     error_columns = ["split", "rank", "wrong_entities", "gold_entities", "predicted_entities", "text"]
     errors_description = "sentences with the most entities missed or wrongly found"
@@ -49,22 +63,29 @@ class TaggingTask(Task):
     def claims(cls, training_file: str) -> bool:
         """--task auto: tagged sentences are this kind's (files.holds_tagged_sentences)."""
         from trainer.tasks.tagging import files
+
         return files.holds_tagged_sentences(training_file, cls.name)
 
     def check_flags(self, config, require) -> None:
         d, m, t = config.data, config.model, config.train
         why = f"has no meaning with --task {NAME}"
         for value, flag, reason in (
-                (d.text_pair_column, "--text-pair-column", "(a sentence is tagged on its own)"),
-                (d.label_column, "--label-column", "(the tags are in the tagged file)"),
-                (d.label_names, "--label-names", "(the tags name their types)"),
-                (d.label_type != "auto", "--label-type", "(tags are IOB2)"),
-                (d.long_texts != "truncate", "--long-texts", "(training cuts a sentence at "
-                                                             "--max-seq-length and counts it; the "
-                                                             "export reads every word, in windows)"),
-                (t.class_weights != "none", "--class-weights", "(a row has a tag per word)"),
-                (m.encoder_backend == "hub", "--encoder-backend", "'hub' (a TF-Hub preprocessor "
-                                                                 "cannot tokenize word by word)")):
+            (d.text_pair_column, "--text-pair-column", "(a sentence is tagged on its own)"),
+            (d.label_column, "--label-column", "(the tags are in the tagged file)"),
+            (d.label_names, "--label-names", "(the tags name their types)"),
+            (d.label_type != "auto", "--label-type", "(tags are IOB2)"),
+            (
+                d.long_texts != "truncate",
+                "--long-texts",
+                "(training cuts a sentence at --max-seq-length and counts it; the export reads every word, in windows)",
+            ),
+            (t.class_weights != "none", "--class-weights", "(a row has a tag per word)"),
+            (
+                m.encoder_backend == "hub",
+                "--encoder-backend",
+                "'hub' (a TF-Hub preprocessor cannot tokenize word by word)",
+            ),
+        ):
             require(not value, flag, f"{why} {reason}")
         super().check_flags(config, require)
 
@@ -72,6 +93,7 @@ class TaggingTask(Task):
     def label_counts(self, labels, spec) -> dict:
         """{entity type: entities} of a split's tag ids [N, W]."""
         from trainer.tasks.tagging import numbers
+
         return numbers.entity_counts(labels, spec.names)
 
     def describe_labels(self, spec) -> str:
@@ -80,8 +102,7 @@ class TaggingTask(Task):
     def label_summary(self, labels, spec) -> str:
         """A split's entities per type (trainer.prepare's line per file)."""
         counts = self.label_counts(labels, spec)
-        return ("entities " + ", ".join(f"{kind} {count}" for kind, count in counts.items())
-                if counts else "no entity")
+        return "entities " + ", ".join(f"{kind} {count}" for kind, count in counts.items()) if counts else "no entity"
 
     def prepare_strata(self, labels, minimum):
         """Each sentence's rarest entity type, as multi-label's rows their rarest label (tag
@@ -89,6 +110,7 @@ class TaggingTask(Task):
         import numpy as np
 
         from trainer.tasks.multilabel.labels import rarest_labels
+
         begins = range(1, int(labels.max(initial=0)) + 1, 2)
         carried = np.stack([(labels == b).any(axis=1) for b in begins], axis=1)
         return rarest_labels(carried.astype(np.float32), minimum)
@@ -99,25 +121,32 @@ class TaggingTask(Task):
 
     def loss(self):
         from trainer.tasks.tagging.keras import TagLoss
+
         return TagLoss()
 
     def keras_metrics(self) -> list:
         from trainer.tasks.tagging.keras import TagAccuracy
+
         return [TagAccuracy(name="tag_accuracy")]
 
     def summarize(self, outputs, labels, label_names) -> dict:
         from trainer.tasks.tagging import numbers
+
         return numbers.summarize(outputs, labels, label_names)
 
     def describe(self, result: dict) -> str:
-        return (f"loss {result['loss']:.4f}  entity F1 {result['f1']:.4f}  precision "
-                f"{result['precision']:.4f}  recall {result['recall']:.4f}  tag "
-                f"accuracy {result['tag_accuracy']:.4f}")
+        return (
+            f"loss {result['loss']:.4f}  entity F1 {result['f1']:.4f}  precision "
+            f"{result['precision']:.4f}  recall {result['recall']:.4f}  tag "
+            f"accuracy {result['tag_accuracy']:.4f}"
+        )
 
     def describe_epoch(self, logs: dict) -> str:
-        return (f"loss {logs['loss']:.4f} tag acc {logs['tag_accuracy']:.3f} | val loss "
-                f"{logs['val_loss']:.4f} entity F1 {logs['val_f1']:.3f} precision "
-                f"{logs['val_precision']:.3f} recall {logs['val_recall']:.3f}")
+        return (
+            f"loss {logs['loss']:.4f} tag acc {logs['tag_accuracy']:.3f} | val loss "
+            f"{logs['val_loss']:.4f} entity F1 {logs['val_f1']:.3f} precision "
+            f"{logs['val_precision']:.3f} recall {logs['val_recall']:.3f}"
+        )
 
     # --- distillation: a teacher's tag probabilities per word (distill.py; its file:
     # data/tagged_teacher.py)
@@ -130,6 +159,7 @@ class TaggingTask(Task):
         `values` [N, W, C], NaN past its words, all 0 where the teacher gave none) is outside
         [0, 1] or does not sum to 1 (within 0.01)."""
         from trainer.tasks.tagging import numbers
+
         return numbers.teacher_problem(values)
 
     def is_packed(self, labels) -> bool:
@@ -137,27 +167,32 @@ class TaggingTask(Task):
 
     def distillation_loss(self, temperature: float, alpha: float):
         from trainer.tasks.tagging import distill
+
         return distill.TagDistillationLoss(temperature, alpha)
 
     def distillation_metrics(self) -> list:
         from trainer.tasks.tagging import distill
+
         return [distill.LabelledTagAccuracy(name="tag_accuracy")]
 
     def teacher_outputs(self, teacher):
         """Log probabilities per token [N, S, tags] (the teacher's, aligned to tokens as the
         labels are), so summarize reads each word's tag at its first piece as the student's."""
         from trainer.tasks.classification import metrics
+
         return metrics.logits_from_probabilities(teacher, 1.0)
 
     def teacher_agreement(self, teacher, outputs):
         """The share of words the teacher gave probabilities whose tag both choose alike."""
         from trainer.tasks.tagging import numbers
+
         return numbers.teacher_agreement(teacher, outputs)
 
     # --- decided on validation: nothing to threshold
     def check_operating_point(self, label_names, flag: str) -> None:
-        raise UserError(f"{flag}: needs a binary or multi-label task; --task {NAME} tags words, "
-                        f"with no threshold to choose")
+        raise UserError(
+            f"{flag}: needs a binary or multi-label task; --task {NAME} tags words, with no threshold to choose"
+        )
 
     # --- a loaded export's answers (its export: serving/tagging.py)
     def predicted_columns(self, outputs) -> dict:
@@ -166,10 +201,14 @@ class TaggingTask(Task):
         nested in JSON Lines and written as JSON in a CSV or TSV cell. An export from before
         words were returned gives no `words`."""
         from trainer.tasks.tagging import numbers
+
         words = numbers.exported_words(outputs)
         given = {"words": numbers.cells(words)} if "word_text" in outputs else {}
-        return {"entities": numbers.cells(numbers.exported_entities(outputs)), **given,
-                "tags": numbers.cells(numbers.exported_tags(outputs, words))}
+        return {
+            "entities": numbers.cells(numbers.exported_entities(outputs)),
+            **given,
+            "tags": numbers.cells(numbers.exported_tags(outputs, words)),
+        }
 
     def served_predictions(self, outputs) -> list:
         """`[{"entities": [...], "words": [...], "tags": [...]}]` per text, as predicted_columns'."""
@@ -183,10 +222,12 @@ class TaggingTask(Task):
     def agreement_values(self, outputs: dict):
         """Each text's entities, a set of (type, start, end)."""
         from trainer.tasks.tagging import numbers
+
         return numbers.exported_spans(outputs)
 
     def agreement_labels(self, split):
         from trainer.tasks.tagging import numbers
+
         return numbers.gold_spans(split.sentences)
 
     agreement_of = "entities"
@@ -198,11 +239,13 @@ class TaggingTask(Task):
         """The F1 of the copy's entities against float32's, matched by type and offsets: a
         sentence holds many, and one moved word should cost one entity, not the sentence."""
         from trainer.tasks.tagging import metrics
+
         return metrics.span_scores(ours, theirs)["f1"]
 
     def agreement_value(self, outputs, labels, label_names) -> float:
         """Entity F1 of the export's entities against the gold ones, by type and offsets."""
         from trainer.tasks.tagging import metrics
+
         return metrics.span_scores(labels, outputs)["f1"]
 
     # --- the report
@@ -211,6 +254,7 @@ class TaggingTask(Task):
 
     def split_predictions(self, outputs, labels, texts, pairs, temperature: float):
         from trainer.tasks.tagging import numbers
+
         return numbers.split_predictions(outputs, labels, texts)
 
     def export_names(self, exported: dict) -> list:
@@ -223,8 +267,10 @@ class TaggingTask(Task):
         "U.S." is four of its words."""
         from trainer.tasks.classification import metrics
         from trainer.tasks.tagging import aligned
+
         return metrics.logits_from_probabilities(aligned.word_probabilities(exported, sentences), 1.0)
 
     def error_measure(self, predictions, names) -> tuple:
         from trainer.tasks.tagging import numbers
+
         return numbers.error_measure(predictions, names)

@@ -8,6 +8,7 @@ starts at (one beginning inside an export word, or a word the export gave no tag
 pieces) reads a uniform distribution: no answer, so it is scored as O (the first tag, the one a
 tie gives) with the loss of a guess.
 """
+
 import numpy as np
 
 from trainer.errors import UserError
@@ -17,13 +18,15 @@ def word_probabilities(exported: dict, sentences) -> np.ndarray:
     """[N, W, tags] the probabilities of each sentence's words' tags (zeros past its last word),
     of a loaded export's outputs for the sentences' texts."""
     if "word_probabilities" not in exported:
-        raise UserError("--model-dir: this tagger was exported before taggers returned each "
-                        "word's tag probabilities; re-export it with this version to score it")
+        raise UserError(
+            "--model-dir: this tagger was exported before taggers returned each "
+            "word's tag probabilities; re-export it with this version to score it"
+        )
     probabilities = np.asarray(exported["word_probabilities"], np.float64)
     tags = probabilities.shape[-1]
     out = np.zeros([len(sentences), max(len(s.words) for s in sentences), tags])
     for row, sentence in enumerate(sentences):
-        starts = exported["word_start"][row][:int(exported["word_count"][row])]
+        starts = exported["word_start"][row][: int(exported["word_count"][row])]
         at = {int(start): word for word, start in enumerate(starts)}
         for word, (start, _) in enumerate(sentence.words):
             out[row, word] = probabilities[row, at[start]] if start in at else 1.0 / tags

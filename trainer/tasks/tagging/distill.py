@@ -8,6 +8,7 @@ Packed targets are [N, W, 1 + C] when the teacher's values are attached to a spl
 probability of each tag, all 0 where the teacher gave none (a word past its --max-seq-length, or
 null in its file): such a word learns from its true tag alone, or from nothing.
 """
+
 import numpy as np
 import tensorflow as tf
 import tf_keras
@@ -68,8 +69,7 @@ class TagDistillationLoss(tf_keras.losses.Loss):
         t = self.temperature
         kl = softened_kl(teacher, logits, t)
         taught = tf.reduce_sum(teacher, axis=-1) > 0
-        per_token = (self.alpha * tf.where(labelled, hard, 0.0)
-                     + (1.0 - self.alpha) * t * t * tf.where(taught, kl, 0.0))
+        per_token = self.alpha * tf.where(labelled, hard, 0.0) + (1.0 - self.alpha) * t * t * tf.where(taught, kl, 0.0)
         words = tf.cast(word, tf.float32)
         return tf.reduce_sum(per_token * words, axis=-1) / tf.maximum(tf.reduce_sum(words, axis=-1), 1.0)
 

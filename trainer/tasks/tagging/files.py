@@ -21,10 +21,11 @@ entity), and the reader returns how many it repaired and where the first was, fo
 message names a word as the package names a cell, `FILE line N, token 'T'`, N the word's own
 line as an editor numbers it (a CoNLL sentence spans lines).
 """
+
 import dataclasses
 import os
 import re
-from typing import List, Sequence, Tuple
+from collections.abc import Sequence
 
 from trainer import reading, storage
 from trainer.errors import UserError
@@ -34,9 +35,11 @@ from trainer.tasks.tagging import tags as iob2
 CONLL_TOO = (".txt", ".tsv")
 # A tagged file's formats, in messages.
 _JSON = ", ".join(ext for ext, fmt in reading.FORMATS.items() if fmt == "jsonl")
-FORMATS_HELP = (f"CoNLL ({', '.join(reading.CONLL_SUFFIXES)}; {' and '.join(CONLL_TOO)} read as "
-                f"CoNLL too) or JSON Lines ({_JSON}) of tokens and tags, or of text and spans, "
-                f"each optionally followed by {reading.COMPRESSED}")
+FORMATS_HELP = (
+    f"CoNLL ({', '.join(reading.CONLL_SUFFIXES)}; {' and '.join(CONLL_TOO)} read as "
+    f"CoNLL too) or JSON Lines ({_JSON}) of tokens and tags, or of text and spans, "
+    f"each optionally followed by {reading.COMPRESSED}"
+)
 # How many lines of a .tsv `holds_tagged_sentences` reads to tell CoNLL from a table.
 _SNIFFED_LINES = 5
 _WORDS = re.compile(r"\S+")
@@ -46,31 +49,31 @@ _BOM = "\ufeff"
 @dataclasses.dataclass(frozen=True)
 class Sentence:
     text: str
-    words: Tuple[Tuple[int, int], ...]  # (start, end) character offsets into `text`
-    tags: Tuple[str, ...]  # one IOB2 tag per word
+    words: tuple[tuple[int, int], ...]  # (start, end) character offsets into `text`
+    tags: tuple[str, ...]  # one IOB2 tag per word
     where: str  # "FILE line N": where it starts, for messages
-    lines: Tuple[int, ...] = ()  # each word's line (CoNLL); () when all are on `where`'s
+    lines: tuple[int, ...] = ()  # each word's line (CoNLL); () when all are on `where`'s
 
     @property
     def file(self) -> str:
         return self.where.rsplit(" line ", 1)[0]
 
     def at(self, position: int) -> str:
-        """"FILE line N, token 'T'": where word `position` is, for messages."""
+        """ "FILE line N, token 'T'": where word `position` is, for messages."""
         where = f"{self.file} line {self.lines[position]}" if self.lines else self.where
         return f"{where}, token {word(self, position)!r}"
 
 
 @dataclasses.dataclass
 class Tagged:
-    sentences: List[Sentence]
+    sentences: list[Sentence]
     repaired: int = 0  # I-X tags read as B-X
     first_repair: str = ""  # "FILE line N, token 'T'" of the first
     # With read(keep_sources=True), each sentence's source as trainer.prepare writes it back:
     # its CoNLL lines, or its JSON record
     sources: list = dataclasses.field(default_factory=list)
 
-    def types(self) -> List[str]:
+    def types(self) -> list[str]:
         """The entity types the sentences' tags name, sorted."""
         return sorted({tag[2:] for s in self.sentences for tag in s.tags if tag != iob2.OUTSIDE})
 
@@ -78,7 +81,7 @@ class Tagged:
 def extension(path: str) -> str:
     """The extension of `path`, lower case, before a `.gz`."""
     name = path.lower()
-    name = name[:-len(reading.COMPRESSED)] if name.endswith(reading.COMPRESSED) else name
+    name = name[: -len(reading.COMPRESSED)] if name.endswith(reading.COMPRESSED) else name
     return os.path.splitext(name)[1]
 
 
@@ -96,8 +99,9 @@ def file_format(path: str, flag: str) -> str:
         return "jsonl"
     if ext in reading.FORMATS:
         raise UserError(f"{flag}: {path} is not a file of tagged sentences: use {FORMATS_HELP}")
-    raise UserError(f"{flag}: cannot tell the format of {path} from its extension {ext!r}; "
-                    f"tagged sentences are {FORMATS_HELP}")
+    raise UserError(
+        f"{flag}: cannot tell the format of {path} from its extension {ext!r}; tagged sentences are {FORMATS_HELP}"
+    )
 
 
 def holds_tagged_sentences(spec: str, task: str) -> bool:
@@ -120,30 +124,35 @@ def holds_tagged_sentences(spec: str, task: str) -> bool:
         raise UserError(unread_extension(path, ext, task))
     conll = _conll_line(path) if ext in CONLL_TOO else None
     if conll:
-        raise UserError(f"--training-file: {path} looks like CoNLL, not a table: line {conll[0]} "
-                        f"is a token and its tag ({conll[1]!r}) where a table has its header; "
-                        f"name it {reading.CONLL_SUFFIXES[0]}, or pass --task {task} to read it "
-                        f"as CoNLL")
+        raise UserError(
+            f"--training-file: {path} looks like CoNLL, not a table: line {conll[0]} "
+            f"is a token and its tag ({conll[1]!r}) where a table has its header; "
+            f"name it {reading.CONLL_SUFFIXES[0]}, or pass --task {task} to read it "
+            f"as CoNLL"
+        )
     if reading.FORMATS[ext] != "jsonl":
         return False
     try:
         _, record = next(reading.json_records(reading.lines(path), path))
     except (UserError, OSError, StopIteration, ValueError):
         return False
-    return isinstance(record, dict) and ({"tokens", "tags"} <= set(record)
-                                         or {"text", "spans"} <= set(record))
+    return isinstance(record, dict) and ({"tokens", "tags"} <= set(record) or {"text", "spans"} <= set(record))
 
 
 def unread_extension(path: str, ext: str, task: str) -> str:
     """--task auto's message for a training file no kind reads by its name."""
     tables = ", ".join(sorted(reading.FORMATS))
     conll = ", ".join(reading.CONLL_SUFFIXES)
-    known = (f"use one of {tables} (a table of texts and labels) or {conll} (tagged sentences, "
-             f"CoNLL), each optionally followed by {reading.COMPRESSED}")
+    known = (
+        f"use one of {tables} (a table of texts and labels) or {conll} (tagged sentences, "
+        f"CoNLL), each optionally followed by {reading.COMPRESSED}"
+    )
     if ext in CONLL_TOO:
-        known = (f"a {ext} of a token and its tag per line (CoNLL) is read with --task "
-                 f"{task}, or name it {reading.CONLL_SUFFIXES[0]}; a table of texts and labels "
-                 f"is one of {tables}")
+        known = (
+            f"a {ext} of a token and its tag per line (CoNLL) is read with --task "
+            f"{task}, or name it {reading.CONLL_SUFFIXES[0]}; a table of texts and labels "
+            f"is one of {tables}"
+        )
     return f"--training-file: cannot tell the format of {path} from its extension {ext!r}; {known}"
 
 
@@ -196,8 +205,10 @@ def _checked(sentence: Sentence, tagged: Tagged) -> Sentence:
     """The sentence with IOB2's one repair applied, counted in `tagged`; a tag outside IOB2 stops."""
     for position, tag in enumerate(sentence.tags):
         if iob2.parse(tag) is None:
-            raise UserError(f"{sentence.at(position)}: tag {tag!r} is not IOB2: use O, B-TYPE "
-                            f"(an entity's first word) or I-TYPE (its next)")
+            raise UserError(
+                f"{sentence.at(position)}: tag {tag!r} is not IOB2: use O, B-TYPE "
+                f"(an entity's first word) or I-TYPE (its next)"
+            )
     broken = iob2.broken(sentence.tags)
     if not broken:
         return sentence
@@ -246,8 +257,10 @@ def conll_sentence(block, path: str) -> Sentence:
     for number, line in block:
         columns = line.replace(_BOM, "").split()
         if len(columns) < 2:
-            raise UserError(f"{path} line {number}, token {columns[0]!r}: no tag; CoNLL lines "
-                            f"hold a token and its tag separated by a tab")
+            raise UserError(
+                f"{path} line {number}, token {columns[0]!r}: no tag; CoNLL lines "
+                f"hold a token and its tag separated by a tab"
+            )
         tokens.append(columns[0])
         tags.append(columns[-1])
         numbers.append(number)
@@ -261,18 +274,19 @@ def json_sentence(number: int, record: dict, path: str) -> Sentence:
         return _token_record(record, where)
     if "text" in record and "spans" in record:
         return spans_sentence(record["text"], record["spans"], where)
-    raise UserError(f"{where}: a tagged sentence needs \"tokens\" and \"tags\", or "
-                    f"\"text\" and \"spans\"; this one has {sorted(record)}")
+    raise UserError(
+        f'{where}: a tagged sentence needs "tokens" and "tags", or "text" and "spans"; this one has {sorted(record)}'
+    )
 
 
 def _token_record(record: dict, where: str) -> Sentence:
     tokens, tags = record["tokens"], record["tags"]
     if not (_strings(tokens) and _strings(tags)):
-        raise UserError(f"{where}: \"tokens\" and \"tags\" must be lists of strings")
+        raise UserError(f'{where}: "tokens" and "tags" must be lists of strings')
     if len(tokens) != len(tags):
         raise UserError(f"{where}: {len(tokens)} tokens but {len(tags)} tags")
     if not tokens:
-        raise UserError(f"{where}: \"tokens\" is empty")
+        raise UserError(f'{where}: "tokens" is empty')
     blank = [t for t in tokens if not t.strip() or t != t.strip()]
     if blank:
         raise UserError(f"{where}: token {blank[0]!r} is empty or has spaces around it")
@@ -287,12 +301,14 @@ def spans_sentence(text, spans, where: str) -> Sentence:
     """A sentence of a raw text and its labelled character spans: words cut at span edges,
     tagged B- on a span's first word and I- on the rest."""
     if not isinstance(text, str) or not isinstance(spans, list):
-        raise UserError(f"{where}: \"text\" must be a string and \"spans\" a list")
+        raise UserError(f'{where}: "text" must be a string and "spans" a list')
     spans = sorted(_span(span, text, where) for span in spans)
     for (_, end, label), (start, _, other) in zip(spans, spans[1:]):
         if start < end:
-            raise UserError(f"{where}: spans {label!r} and {other!r} overlap at characters "
-                            f"{start}-{end}; one character belongs to one entity")
+            raise UserError(
+                f"{where}: spans {label!r} and {other!r} overlap at characters "
+                f"{start}-{end}; one character belongs to one entity"
+            )
     edges = sorted({edge for start, end, _ in spans for edge in (start, end)})
     words = []
     for match in _WORDS.finditer(text):
@@ -308,18 +324,22 @@ def spans_sentence(text, spans, where: str) -> Sentence:
     return Sentence(text, tuple(words), tuple(tags), where)
 
 
-def _span(span, text: str, where: str) -> Tuple[int, int, str]:
+def _span(span, text: str, where: str) -> tuple[int, int, str]:
     """(start, end, label) of a span, checked against its text."""
     if not isinstance(span, dict) or not {"start", "end", "label"} <= set(span):
-        raise UserError(f"{where}: each span needs \"start\", \"end\" and \"label\", got {span!r}")
+        raise UserError(f'{where}: each span needs "start", "end" and "label", got {span!r}')
     start, end, label = span["start"], span["end"], span["label"]
     if not (type(start) is int and type(end) is int and 0 <= start < end <= len(text)):
-        raise UserError(f"{where}: span {label!r} at {start}-{end} is out of range: the text has "
-                        f"{len(text)} characters and a span needs 0 <= start < end <= that")
+        raise UserError(
+            f"{where}: span {label!r} at {start}-{end} is out of range: the text has "
+            f"{len(text)} characters and a span needs 0 <= start < end <= that"
+        )
     if not isinstance(label, str) or not label.strip() or label != label.strip():
         raise UserError(f"{where}: span label {label!r} must be a non-empty name without spaces around it")
     prefix, kind = iob2.parse(label) or (iob2.OUTSIDE, "")
     if prefix != iob2.OUTSIDE:  # else B-PER would become a type of its own, tagged B-B-PER
-        raise UserError(f"{where}: span label {label!r} is an IOB tag; a span's label is its "
-                        f"entity type ({kind!r}): its words' B- and I- tags are made from it")
+        raise UserError(
+            f"{where}: span label {label!r} is an IOB tag; a span's label is its "
+            f"entity type ({kind!r}): its words' B- and I- tags are made from it"
+        )
     return start, end, label

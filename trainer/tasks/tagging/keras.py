@@ -5,6 +5,7 @@ Every other token (a word's later pieces, special tokens, padding, words cut by
 --max-seq-length) has tag id -1 and weighs nothing, as Hugging Face's run_ner gives them the
 label -100 that its cross-entropy ignores.
 """
+
 import tensorflow as tf
 import tf_keras
 

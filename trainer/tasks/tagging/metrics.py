@@ -1,8 +1,9 @@
 """Entity-level precision, recall and F1, micro and per type: a predicted entity counts when its
 type, first word and last word all equal a gold entity's (seqeval's strict IOB2 mode,
 tags.entities)."""
+
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 from trainer.tasks.tagging import tags as iob2
 
@@ -28,8 +29,13 @@ def entity_scores(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[st
         found["predicted"].update(kind for kind, _, _ in guessed)
         found["right"].update(kind for kind, _, _ in true_set & guessed)
     types = sorted(set(found["gold"]) | set(found["predicted"]))
-    per_type = {kind: {**_rates(found["right"][kind], found["predicted"][kind], found["gold"][kind]),
-                       "support": found["gold"][kind]} for kind in types}
+    per_type = {
+        kind: {
+            **_rates(found["right"][kind], found["predicted"][kind], found["gold"][kind]),
+            "support": found["gold"][kind],
+        }
+        for kind in types
+    }
     totals = [sum(found[key].values()) for key in ("right", "predicted", "gold")]
     return {**_rates(*totals), "support": totals[2], "per_type": per_type}
 

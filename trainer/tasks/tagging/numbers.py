@@ -1,15 +1,17 @@
 """Token classification's numbers of a split: the model's per-token outputs read at each word's
 first piece (its labels' positions: data/tagged_tokens.py), as tags, scored by entity; and a
 loaded export's answers as trainer.predict and trainer.serve give them."""
-from typing import List, Sequence
+
+from collections.abc import Sequence
 
 import numpy as np
 
-from trainer.tasks.tagging import metrics, tags as iob2
+from trainer.tasks.tagging import metrics
+from trainer.tasks.tagging import tags as iob2
 from trainer.tasks.tagging.tags import UNTAGGED
 
 
-def word_tags(tag_ids: np.ndarray, labels: np.ndarray, names: Sequence[str]) -> List[List[str]]:
+def word_tags(tag_ids: np.ndarray, labels: np.ndarray, names: Sequence[str]) -> list[list[str]]:
     """Each row's tags by name at its words' first pieces (where `labels` [N, S] is not -1)."""
     return [[names[i] for i in ids[row_labels != UNTAGGED]] for ids, row_labels in zip(tag_ids, labels)]
 
@@ -21,16 +23,21 @@ def summarize(outputs: np.ndarray, labels: np.ndarray, names: Sequence[str]) -> 
     outputs = np.asarray(outputs, np.float64)
     tagged = labels != UNTAGGED
     losses = softmax_cross_entropy(outputs[tagged], labels[tagged])
-    per_sentence = (np.bincount(np.nonzero(tagged)[0], losses, minlength=len(labels))
-                    / np.maximum(tagged.sum(axis=1), 1))
+    per_sentence = np.bincount(np.nonzero(tagged)[0], losses, minlength=len(labels)) / np.maximum(tagged.sum(axis=1), 1)
     predicted = outputs.argmax(axis=-1)
     gold, guessed = word_tags(labels, labels, names), word_tags(predicted, labels, names)
     scores = metrics.entity_scores(gold, guessed)
-    return {"examples": int(len(labels)), "loss": float(per_sentence.mean()) if len(labels) else 0.0,
-            "f1": scores["f1"], "precision": scores["precision"],
-            "recall": scores["recall"], "entities": scores["support"],
-            "tag_accuracy": float((predicted == labels)[tagged].mean()) if tagged.any() else 0.0,
-            "per_type": scores["per_type"], "confusion": type_confusion(gold, guessed, names)}
+    return {
+        "examples": int(len(labels)),
+        "loss": float(per_sentence.mean()) if len(labels) else 0.0,
+        "f1": scores["f1"],
+        "precision": scores["precision"],
+        "recall": scores["recall"],
+        "entities": scores["support"],
+        "tag_accuracy": float((predicted == labels)[tagged].mean()) if tagged.any() else 0.0,
+        "per_type": scores["per_type"],
+        "confusion": type_confusion(gold, guessed, names),
+    }
 
 
 NONE = "(none)"  # the confusion's row of entities found where none is, column of those missed
@@ -64,6 +71,7 @@ def entity_counts(labels: np.ndarray, names: Sequence[str]) -> dict:
 def split_predictions(outputs: np.ndarray, labels: np.ndarray, texts):
     """The report's predictions of a split: `labels` and `predicted`, token-aligned tag ids."""
     from trainer.tasks.predictions import SplitPredictions
+
     predicted = np.where(labels != UNTAGGED, np.asarray(outputs).argmax(axis=-1), UNTAGGED)
     return SplitPredictions(texts, labels, None, None, predicted=predicted)
 
@@ -75,11 +83,22 @@ def error_measure(predictions, names) -> tuple:
     gold = [set(iob2.entities(t)) for t in word_tags(p.labels, p.labels, names)]
     found = [set(iob2.entities(t)) for t in word_tags(p.predicted, p.labels, names)]
     wrong = np.array([len(g ^ f) for g, f in zip(gold, found)], np.float64)
-    described = lambda sets: np.array(["; ".join(  # noqa: E731
-        f"{kind} words {a}-{b - 1}" for kind, a, b in sorted(one, key=lambda e: e[1])) for one in sets],
-        dtype=object)
-    return wrong, wrong > 0, {"wrong_entities": wrong.astype(np.int64),
-                              "gold_entities": described(gold), "predicted_entities": described(found)}
+
+    def described(sets):
+        return np.array(
+            ["; ".join(f"{kind} words {a}-{b - 1}" for kind, a, b in sorted(one, key=lambda e: e[1])) for one in sets],
+            dtype=object,
+        )
+
+    return (
+        wrong,
+        wrong > 0,
+        {
+            "wrong_entities": wrong.astype(np.int64),
+            "gold_entities": described(gold),
+            "predicted_entities": described(found),
+        },
+    )
 
 
 def _text(value) -> str:
@@ -90,26 +109,47 @@ def exported_entities(outputs: dict) -> list:
     """Each text's entities, [{text, label, start, end, score}], of a loaded export's outputs."""
     rows = []
     for row, count in enumerate(np.asarray(outputs["entity_count"])):
-        rows.append([{"text": _text(outputs["entity_text"][row][i]),
-                      "label": _text(outputs["entity_label"][row][i]),
-                      "start": int(outputs["entity_start"][row][i]),
-                      "end": int(outputs["entity_end"][row][i]),
-                      "score": float(outputs["entity_score"][row][i])} for i in range(int(count))])
+        rows.append(
+            [
+                {
+                    "text": _text(outputs["entity_text"][row][i]),
+                    "label": _text(outputs["entity_label"][row][i]),
+                    "start": int(outputs["entity_start"][row][i]),
+                    "end": int(outputs["entity_end"][row][i]),
+                    "score": float(outputs["entity_score"][row][i]),
+                }
+                for i in range(int(count))
+            ]
+        )
     return rows
 
 
 def exported_spans(outputs: dict) -> np.ndarray:
     """Each text's entities as a set of (type, start, end), of a loaded export's outputs."""
-    return cells([frozenset((_text(outputs["entity_label"][row][i]), int(outputs["entity_start"][row][i]),
-                             int(outputs["entity_end"][row][i])) for i in range(int(count)))
-                  for row, count in enumerate(np.asarray(outputs["entity_count"]))])
+    return cells(
+        [
+            frozenset(
+                (
+                    _text(outputs["entity_label"][row][i]),
+                    int(outputs["entity_start"][row][i]),
+                    int(outputs["entity_end"][row][i]),
+                )
+                for i in range(int(count))
+            )
+            for row, count in enumerate(np.asarray(outputs["entity_count"]))
+        ]
+    )
 
 
 def gold_spans(sentences) -> np.ndarray:
     """Each sentence's (files.Sentence) tagged entities as a set of (type, start, end) character
     offsets into its text, as exported_spans reads an export's."""
-    return cells([frozenset((kind, s.words[first][0], s.words[end - 1][1])
-                            for kind, first, end in iob2.entities(s.tags)) for s in sentences])
+    return cells(
+        [
+            frozenset((kind, s.words[first][0], s.words[end - 1][1]) for kind, first, end in iob2.entities(s.tags))
+            for s in sentences
+        ]
+    )
 
 
 def exported_words(outputs: dict) -> list:
@@ -120,11 +160,24 @@ def exported_words(outputs: dict) -> list:
         return [None] * len(outputs["word_count"])
     rows = []
     for row, (tagged, untagged) in enumerate(zip(outputs["word_count"], outputs["untagged_count"])):
-        words = [{"text": _text(outputs["word_text"][row][i]), "start": int(outputs["word_start"][row][i]),
-                  "end": int(outputs["word_end"][row][i]), "tag": _text(outputs["word_tags"][row][i])}
-                 for i in range(int(tagged))]
-        words += [{"text": _text(outputs["untagged_text"][row][i]), "start": int(outputs["untagged_start"][row][i]),
-                   "end": int(outputs["untagged_end"][row][i]), "tag": None} for i in range(int(untagged))]
+        words = [
+            {
+                "text": _text(outputs["word_text"][row][i]),
+                "start": int(outputs["word_start"][row][i]),
+                "end": int(outputs["word_end"][row][i]),
+                "tag": _text(outputs["word_tags"][row][i]),
+            }
+            for i in range(int(tagged))
+        ]
+        words += [
+            {
+                "text": _text(outputs["untagged_text"][row][i]),
+                "start": int(outputs["untagged_start"][row][i]),
+                "end": int(outputs["untagged_end"][row][i]),
+                "tag": None,
+            }
+            for i in range(int(untagged))
+        ]
         rows.append(sorted(words, key=lambda word: word["start"]))
     return rows
 
@@ -132,9 +185,12 @@ def exported_words(outputs: dict) -> list:
 def exported_tags(outputs: dict, words: list) -> list:
     """Each text's tags: its `words`' (exported_words), or of an export from before words were
     returned, the tags of the words it tagged."""
-    return [[word["tag"] for word in row] if row is not None else
-            [_text(tag) for tag in outputs["word_tags"][index][:int(outputs["word_count"][index])]]
-            for index, row in enumerate(words)]
+    return [
+        [word["tag"] for word in row]
+        if row is not None
+        else [_text(tag) for tag in outputs["word_tags"][index][: int(outputs["word_count"][index])]]
+        for index, row in enumerate(words)
+    ]
 
 
 def cells(rows: list) -> np.ndarray:
@@ -153,8 +209,11 @@ def teacher_problem(values):
     words = ~np.isnan(values[..., 0])
     given = words & (np.abs(values).sum(axis=-1) > 0)
     total = np.nan_to_num(values).sum(axis=-1)
-    outside = words & ((np.nan_to_num(values) < 0) | (np.nan_to_num(values) > 1)
-                       | ~np.isfinite(np.where(words[..., None], values, 0.0))).any(axis=-1)
+    outside = words & (
+        (np.nan_to_num(values) < 0)
+        | (np.nan_to_num(values) > 1)
+        | ~np.isfinite(np.where(words[..., None], values, 0.0))
+    ).any(axis=-1)
     bad = outside | (given & (np.abs(total - 1) > 0.01))
     if not bad.any():
         return None

@@ -8,6 +8,7 @@ and so is one that starts with an I- that continues nothing (after O, or after a
 the predicted tags are read as training reads a file's, whose such I- begins an entity
 (tags.repaired), and as seqeval's default mode reads them (issue #64). A run of O is none.
 """
+
 import tensorflow as tf
 
 
@@ -19,8 +20,9 @@ def entity_runs(tag_ids: tf.RaggedTensor):
     kind = (flat - 1) // 2
     positions = tf.ragged.range(ids.row_lengths())
     # The type of the word before each, -1 for a sentence's first word.
-    previous = tf.where(tf.equal(positions.flat_values, 0), tf.constant(-1, tf.int64),
-                        tf.concat([[-1], kind[:-1]], axis=0))
+    previous = tf.where(
+        tf.equal(positions.flat_values, 0), tf.constant(-1, tf.int64), tf.concat([[-1], kind[:-1]], axis=0)
+    )
     inside = (flat > 0) & (flat % 2 == 0)
     starts = ids.with_flat_values(~(inside & tf.equal(kind, previous)))  # not continuing a run
     # A run ends at a sentence's last word or before a word that starts the next run.
@@ -30,12 +32,20 @@ def entity_runs(tag_ids: tf.RaggedTensor):
     run_end = tf.ragged.boolean_mask(positions + 1, ends)
     run_tag = tf.gather(ids.flat_values, (run_first + tf.expand_dims(ids.row_starts(), 1)).flat_values)
     begins = run_first.with_flat_values(run_tag > 0)
-    return (tf.ragged.boolean_mask(run_first.with_flat_values((run_tag - 1) // 2), begins),
-            tf.ragged.boolean_mask(run_first, begins), tf.ragged.boolean_mask(run_end, begins))
+    return (
+        tf.ragged.boolean_mask(run_first.with_flat_values((run_tag - 1) // 2), begins),
+        tf.ragged.boolean_mask(run_first, begins),
+        tf.ragged.boolean_mask(run_end, begins),
+    )
 
 
-def entity_outputs(strings: tf.Tensor, starts: tf.RaggedTensor, ends: tf.RaggedTensor,
-                   probabilities: tf.RaggedTensor, type_names: tf.Tensor) -> dict:
+def entity_outputs(
+    strings: tf.Tensor,
+    starts: tf.RaggedTensor,
+    ends: tf.RaggedTensor,
+    probabilities: tf.RaggedTensor,
+    type_names: tf.Tensor,
+) -> dict:
     """The entities of [B] raw `strings` as a signature returns them, padded to the most entities
     of a row (`entity_count` says how many are real): `entity_label`, `entity_text`, the
     code-point offsets `entity_start` and `entity_end` (exclusive; -1 as padding) and
@@ -52,18 +62,27 @@ def entity_outputs(strings: tf.Tensor, starts: tf.RaggedTensor, ends: tf.RaggedT
     words = tf.ragged.range((first + row_starts).flat_values, (end + row_starts).flat_values)
     score = tf.reduce_mean(tf.gather(chosen, words), axis=1)
     text = substrings(strings, kinds.with_flat_values(char_start), kinds.with_flat_values(char_end))
-    ragged = {"entity_label": tf.gather(type_names, kinds.flat_values), "entity_text": text.flat_values,
-              "entity_start": char_start, "entity_end": char_end, "entity_score": score}
+    ragged = {
+        "entity_label": tf.gather(type_names, kinds.flat_values),
+        "entity_text": text.flat_values,
+        "entity_start": char_start,
+        "entity_end": char_end,
+        "entity_score": score,
+    }
     padding = {"entity_label": "", "entity_text": "", "entity_start": -1, "entity_end": -1, "entity_score": 0.0}
-    outputs = {name: kinds.with_flat_values(values).to_tensor(default_value=padding[name])
-               for name, values in ragged.items()}
+    outputs = {
+        name: kinds.with_flat_values(values).to_tensor(default_value=padding[name]) for name, values in ragged.items()
+    }
     return {**outputs, "entity_count": kinds.row_lengths()}
 
 
 def substrings(strings: tf.Tensor, starts: tf.RaggedTensor, ends: tf.RaggedTensor) -> tf.RaggedTensor:
     """[B, (n)] the parts of [B] `strings` between code-point offsets `starts` and `ends`
     [B, (n)] (exclusive), as Python slices a `str`."""
-    text = tf.strings.substr(tf.gather(strings, starts.value_rowids()),
-                             tf.cast(starts.flat_values, tf.int32),
-                             tf.cast(ends.flat_values - starts.flat_values, tf.int32), unit="UTF8_CHAR")
+    text = tf.strings.substr(
+        tf.gather(strings, starts.value_rowids()),
+        tf.cast(starts.flat_values, tf.int32),
+        tf.cast(ends.flat_values - starts.flat_values, tf.int32),
+        unit="UTF8_CHAR",
+    )
     return starts.with_flat_values(text)

@@ -13,7 +13,8 @@ seqeval itself is not a dependency: its one release (1.2.2, 2020) is a source ar
 setup.py fails under pip's legacy build path (tf-stack.md), and these rules are a few lines;
 tests/test_tagging_metrics.py holds seqeval's own results on fixed examples.
 """
-from typing import List, Optional, Sequence, Tuple
+
+from collections.abc import Sequence
 
 OUTSIDE = "O"
 BEGIN, INSIDE = "B", "I"
@@ -22,7 +23,7 @@ BEGIN, INSIDE = "B", "I"
 UNTAGGED = -1
 
 
-def parse(tag: str) -> Optional[Tuple[str, str]]:
+def parse(tag: str) -> tuple[str, str] | None:
     """(prefix, type) of an IOB2 tag, ("O", "") for O, None for anything else (a bare `PER`,
     BIOES's `S-PER`, `B_PER`)."""
     if tag == OUTSIDE:
@@ -31,7 +32,7 @@ def parse(tag: str) -> Optional[Tuple[str, str]]:
     return (prefix, kind) if dash and prefix in (BEGIN, INSIDE) and kind.strip() == kind != "" else None
 
 
-def broken(tags: Sequence[str]) -> List[int]:
+def broken(tags: Sequence[str]) -> list[int]:
     """Positions of the `I-X` that continue nothing of type X: IOB1's way of starting an entity
     (or an annotator's slip), read as the start of one by `repaired`."""
     found, previous = [], ""
@@ -43,7 +44,7 @@ def broken(tags: Sequence[str]) -> List[int]:
     return found
 
 
-def repaired(tags: Sequence[str]) -> List[str]:
+def repaired(tags: Sequence[str]) -> list[str]:
     """The tags with every `broken` `I-X` turned into `B-X`: the IOB1 to IOB2 conversion, the
     one repair whose entity is not in doubt."""
     tags = list(tags)
@@ -52,7 +53,7 @@ def repaired(tags: Sequence[str]) -> List[str]:
     return tags
 
 
-def entities(tags: Sequence[str]) -> List[Tuple[str, int, int]]:
+def entities(tags: Sequence[str]) -> list[tuple[str, int, int]]:
     """(type, first word, end word exclusive) of each entity of valid IOB2 `tags`, by the strict
     rules: a `B-X` and the `I-X` right after it."""
     found, current = [], None
@@ -66,7 +67,7 @@ def entities(tags: Sequence[str]) -> List[Tuple[str, int, int]]:
     return found
 
 
-def tag_names(types: Sequence[str]) -> List[str]:
+def tag_names(types: Sequence[str]) -> list[str]:
     """The tags a model predicts for entity `types`, in the order of its outputs: O, then B-
     and I- of each type."""
     return [OUTSIDE, *(f"{prefix}-{kind}" for kind in types for prefix in (BEGIN, INSIDE))]

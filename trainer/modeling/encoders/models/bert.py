@@ -10,7 +10,6 @@ ELECTRA's discriminator is a BERT encoder whose embeddings may be narrower than 
 "embeddings_project" maps them up) and which has no pooler. Hugging Face and Google's original
 TF1 checkpoints name the same tensors differently; `map_weights` reads both.
 """
-from typing import Dict, Optional
 
 import numpy as np
 import tf_keras
@@ -22,8 +21,7 @@ from trainer.modeling.encoders.models import Family
 from trainer.modeling.encoders.tokenizers.word_piece import WordPiecePreprocessor
 
 
-def build(config: EncoderConfig, dtype: Optional[str] = None,
-          name: str = "bert_encoder") -> tf_keras.Model:
+def build(config: EncoderConfig, dtype: str | None = None, name: str = "bert_encoder") -> tf_keras.Model:
     """The encoder network: TF-Hub encoder inputs -> pooled/sequence/encoder outputs.
 
     `dtype=None` builds under the global policy (the trainer sets it first); exports pass
@@ -38,24 +36,34 @@ def build(config: EncoderConfig, dtype: Optional[str] = None,
     encoder_outputs = []
     for index in range(config.num_layers):
         x = layers.TransformerEncoderBlock.for_layer(config, index, dtype)(
-            x, attention_mask=attention_mask, attention_bias=bias)
+            x, attention_mask=attention_mask, attention_bias=bias
+        )
         encoder_outputs.append(x)
     return layers.encoder_model(config, inputs, encoder_outputs, dtype, name)
 
 
-def _embeddings(config: EncoderConfig, inputs: dict, dtype: Optional[str]):
+def _embeddings(config: EncoderConfig, inputs: dict, dtype: str | None):
     """Word + position (+ token type) embeddings, LayerNorm, dropout (+ ELECTRA's projection)."""
     width = config.embedding_size or config.hidden_size
     word = tf_keras.layers.Embedding(
-        config.vocab_size, width, embeddings_initializer=layers.initializer(),
-        name="word_embeddings", dtype=dtype)(inputs["input_word_ids"])
-    parts = [word, layers.PositionEmbedding(
-        config.max_position_embeddings, config.position_padding_id, name="position_embedding",
-        dtype=dtype)(word, input_mask=inputs["input_mask"])]
+        config.vocab_size, width, embeddings_initializer=layers.initializer(), name="word_embeddings", dtype=dtype
+    )(inputs["input_word_ids"])
+    parts = [
+        word,
+        layers.PositionEmbedding(
+            config.max_position_embeddings, config.position_padding_id, name="position_embedding", dtype=dtype
+        )(word, input_mask=inputs["input_mask"]),
+    ]
     if config.type_vocab_size:  # MPNet has no token types
-        parts.append(tf_keras.layers.Embedding(
-            config.type_vocab_size, width, embeddings_initializer=layers.initializer(),
-            name="type_embeddings", dtype=dtype)(inputs["input_type_ids"]))
+        parts.append(
+            tf_keras.layers.Embedding(
+                config.type_vocab_size,
+                width,
+                embeddings_initializer=layers.initializer(),
+                name="type_embeddings",
+                dtype=dtype,
+            )(inputs["input_type_ids"])
+        )
     x = tf_keras.layers.Add(dtype=dtype)(parts)
     x = layers.LayerNorm(epsilon=config.layer_norm_eps, name="embeddings/layer_norm", dtype=dtype)(x)
     x = tf_keras.layers.Dropout(config.dropout_rate, dtype=dtype)(x)
@@ -63,16 +71,22 @@ def _embeddings(config: EncoderConfig, inputs: dict, dtype: Optional[str]):
         # After the LayerNorm and dropout, as in Hugging Face's ElectraModel (embeddings_project)
         # and Model Garden's BertEncoder (embedding_width < hidden_size).
         x = tf_keras.layers.EinsumDense(
-            "abc,cd->abd", output_shape=(None, config.hidden_size), bias_axes="d",
-            kernel_initializer=layers.initializer(), name="embedding_projection", dtype=dtype)(x)
+            "abc,cd->abd",
+            output_shape=(None, config.hidden_size),
+            bias_axes="d",
+            kernel_initializer=layers.initializer(),
+            name="embedding_projection",
+            dtype=dtype,
+        )(x)
     return x
 
 
-def _relative_bias(config: EncoderConfig, dtype: Optional[str]):
+def _relative_bias(config: EncoderConfig, dtype: str | None):
     from trainer.modeling.encoders.relative_position import RelativePositionBias
 
-    return RelativePositionBias(config.relative_attention_buckets, config.num_heads,
-                                name="relative_attention_bias", dtype=dtype)
+    return RelativePositionBias(
+        config.relative_attention_buckets, config.num_heads, name="relative_attention_bias", dtype=dtype
+    )
 
 
 def layers_from(encoder: tf_keras.Model, hidden, input_mask, first: int) -> dict:
@@ -81,11 +95,11 @@ def layers_from(encoder: tf_keras.Model, hidden, input_mask, first: int) -> dict
     quantizes the part after the cut). Every family's `layers_from` keeps this contract."""
     attention_mask = layers.attention_mask(input_mask)
     config = encoder.encoder_config
-    bias = (encoder.get_layer("relative_attention_bias")(hidden)
-            if config.relative_attention_buckets else None)
+    bias = encoder.get_layer("relative_attention_bias")(hidden) if config.relative_attention_buckets else None
     for index in range(first, config.num_layers):
         hidden = encoder.get_layer(f"transformer/layer_{index}")(
-            hidden, attention_mask=attention_mask, attention_bias=bias)
+            hidden, attention_mask=attention_mask, attention_bias=bias
+        )
     return layers.pooled_outputs(encoder, hidden)
 
 
@@ -107,7 +121,7 @@ _EMBEDDING_PARTS = [
 ]
 
 
-def map_weights(config: EncoderConfig, get, hf_style: bool = True) -> Dict[str, np.ndarray]:
+def map_weights(config: EncoderConfig, get, hf_style: bool = True) -> dict[str, np.ndarray]:
     """Pulls every encoder tensor through `get(name)`, in Hugging Face or Google naming.
 
     Hugging Face stores Linear weights as [out, in] and LayerNorm as weight/bias; Google stores
@@ -148,12 +162,12 @@ def map_weights(config: EncoderConfig, get, hf_style: bool = True) -> Dict[str, 
     return weights
 
 
-def hf_dense(get, native: str, module: str) -> Dict[str, np.ndarray]:
+def hf_dense(get, native: str, module: str) -> dict[str, np.ndarray]:
     """A PyTorch Linear ([out, in] weight) as a Keras kernel [in, out] and bias."""
     return {f"{native}/kernel": get(f"{module}.weight").T, f"{native}/bias": get(f"{module}.bias")}
 
 
-def hf_layer_norm(get, native: str, module: str) -> Dict[str, np.ndarray]:
+def hf_layer_norm(get, native: str, module: str) -> dict[str, np.ndarray]:
     return {f"{native}/gamma": get(f"{module}.weight"), f"{native}/beta": get(f"{module}.bias")}
 
 
@@ -161,8 +175,7 @@ def hf_layer_norm(get, native: str, module: str) -> Dict[str, np.ndarray]:
 HF_GELU_APPROXIMATE = {"gelu": False, "gelu_new": True, "gelu_pytorch_tanh": True, "gelu_fast": True}
 
 
-def read_config(raw: dict, path: str, gelu_approximate: Optional[bool] = None,
-                **family_settings) -> EncoderConfig:
+def read_config(raw: dict, path: str, gelu_approximate: bool | None = None, **family_settings) -> EncoderConfig:
     """The EncoderConfig of a BERT-shaped config.json; `family_settings` are the EncoderConfig
     fields a family fixes itself (RoBERTa's positions, MPNet's relative bias)."""
     model_type = raw.get("model_type", "bert")
@@ -172,34 +185,46 @@ def read_config(raw: dict, path: str, gelu_approximate: Optional[bool] = None,
         raise UserError(
             f"--encoder: {path} describes a {model_type} model with hidden_act {activation} and "
             f"{position_type} positions; the native {model_type} encoder computes "
-            f"{', '.join(HF_GELU_APPROXIMATE)} activations and absolute positions only.")
+            f"{', '.join(HF_GELU_APPROXIMATE)} activations and absolute positions only."
+        )
     # HF ElectraModel projects only when the widths differ (modeling_electra.py).
     embedding_size = raw.get("embedding_size") if model_type == "electra" else None
     try:
         config = EncoderConfig(
-            vocab_size=raw["vocab_size"], hidden_size=raw["hidden_size"],
-            num_layers=raw["num_hidden_layers"], num_heads=raw["num_attention_heads"],
+            vocab_size=raw["vocab_size"],
+            hidden_size=raw["hidden_size"],
+            num_layers=raw["num_hidden_layers"],
+            num_heads=raw["num_attention_heads"],
             intermediate_size=raw["intermediate_size"],
             max_position_embeddings=raw.get("max_position_embeddings", 512),
             type_vocab_size=raw.get("type_vocab_size", 2),
             layer_norm_eps=raw.get("layer_norm_eps", 1e-12),
-            gelu_approximate=(HF_GELU_APPROXIMATE[activation] if gelu_approximate is None
-                              else gelu_approximate),
+            gelu_approximate=(HF_GELU_APPROXIMATE[activation] if gelu_approximate is None else gelu_approximate),
             dropout_rate=raw.get("hidden_dropout_prob", 0.1),
             attention_dropout_rate=raw.get("attention_probs_dropout_prob", 0.1),
             embedding_size=embedding_size if embedding_size != raw["hidden_size"] else None,
-            family=model_type, **family_settings)
+            family=model_type,
+            **family_settings,
+        )
     except KeyError as missing:
         raise UserError(f"--encoder: {path} has no {missing} entry") from None
     if config.hidden_size % config.num_heads:
-        raise UserError(f"--encoder: {path}: hidden_size {config.hidden_size} is not a "
-                        f"multiple of num_attention_heads {config.num_heads}")
+        raise UserError(
+            f"--encoder: {path}: hidden_size {config.hidden_size} is not a "
+            f"multiple of num_attention_heads {config.num_heads}"
+        )
     return config
 
 
 # The network's fields of a Family record, for every family that shares it (`**NETWORK`).
-NETWORK = dict(config_class=EncoderConfig, build=build, layers_from=layers_from,
-               gradient_checkpointing=True)
-FAMILY = Family(name="BERT", model_types=("bert", "electra"), tokenizer_files=("vocab.txt",),
-                read_config=read_config, map_weights=map_weights,
-                preprocessor=WordPiecePreprocessor, weight_prefixes=("bert", "electra"), **NETWORK)
+NETWORK = dict(config_class=EncoderConfig, build=build, layers_from=layers_from, gradient_checkpointing=True)
+FAMILY = Family(
+    name="BERT",
+    model_types=("bert", "electra"),
+    tokenizer_files=("vocab.txt",),
+    read_config=read_config,
+    map_weights=map_weights,
+    preprocessor=WordPiecePreprocessor,
+    weight_prefixes=("bert", "electra"),
+    **NETWORK,
+)

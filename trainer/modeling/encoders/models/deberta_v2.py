@@ -14,11 +14,11 @@ Read against transformers' modeling_deberta_v2.py:
   encoder's pooler starts fresh, as ELECTRA's (layers.pooler).
 Its tokenizer is SentencePiece (spm.model), packed `[CLS] a [SEP] b [SEP]`.
 """
+
 import dataclasses
 import json
 import math
 import os
-from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -29,7 +29,10 @@ from trainer.modeling.encoders import layers
 from trainer.modeling.encoders.models import Family, bert
 from trainer.modeling.encoders.preprocessing import SpecialTokens, SubwordPreprocessor
 from trainer.modeling.encoders.tokenizers.sentencepiece import (
-    NFC_METASPACE, SentencePieceLayout, SentencePieceTokenizer)
+    NFC_METASPACE,
+    SentencePieceLayout,
+    SentencePieceTokenizer,
+)
 
 MODEL_TYPE = "deberta-v2"
 RELATIVE = "embeddings/relative_positions"  # the shared table's layer (root "embeddings")
@@ -46,9 +49,12 @@ def _vocabulary(pieces: list):
 # the model's. DeBERTa's do_lower_case and split_by_punct (off in the published v3
 # checkpoints) are refused (_preprocessor).
 SENTENCEPIECE = SentencePieceLayout(
-    family="deberta-v3", specials=("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"),
-    leading_pieces=("[PAD]", "[CLS]", "[SEP]", "[UNK]"), vocabulary=_vocabulary,
-    normalizer=NFC_METASPACE)
+    family="deberta-v3",
+    specials=("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"),
+    leading_pieces=("[PAD]", "[CLS]", "[SEP]", "[UNK]"),
+    vocabulary=_vocabulary,
+    normalizer=NFC_METASPACE,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +68,7 @@ class DebertaConfig(layers.TransformerShape):
     gelu_approximate: bool = False
     dropout_rate: float = 0.1
     attention_dropout_rate: float = 0.1
-    embedding_size: Optional[int] = None  # narrower word embeddings, projected up (embed_proj)
+    embedding_size: int | None = None  # narrower word embeddings, projected up (embed_proj)
     family: str = MODEL_TYPE
 
     @property
@@ -84,10 +90,8 @@ def relative_position_rows(config: DebertaConfig) -> np.ndarray:
         near = (distance < mid) & (distance > -mid)
         absolute = np.where(near, mid - 1, np.abs(distance)).astype(np.float32)
         scale = np.log(np.float32((config.max_relative_positions - 1) / mid))
-        log_position = np.ceil(np.log(absolute / np.float32(mid)) / scale
-                               * np.float32(mid - 1)) + mid
-        distance = np.where(absolute <= mid, distance,
-                            log_position * np.sign(distance)).astype(np.int64)
+        log_position = np.ceil(np.log(absolute / np.float32(mid)) / scale * np.float32(mid - 1)) + mid
+        distance = np.where(absolute <= mid, distance, log_position * np.sign(distance)).astype(np.int64)
     return np.clip(distance + span, 0, 2 * span - 1).astype(np.int32)
 
 
@@ -108,12 +112,12 @@ class RelativePositions(tf_keras.layers.Layer):
         self.rows = relative_position_rows(settings)
         distance = np.abs(np.arange(1 - self.max_length, self.max_length))
         self.windowed = bool(np.all(np.abs(self.rows.astype(np.int64) - self.span) <= distance))
-        self.layer_norm = layers.LayerNorm(epsilon=settings.layer_norm_eps, name="layer_norm",
-                                            dtype=self.dtype_policy)
+        self.layer_norm = layers.LayerNorm(epsilon=settings.layer_norm_eps, name="layer_norm", dtype=self.dtype_policy)
 
     def build(self, input_shape):
         self.embeddings = self.add_weight(
-            "embeddings", shape=[2 * self.span, input_shape[-1]], initializer=layers.initializer())
+            "embeddings", shape=[2 * self.span, input_shape[-1]], initializer=layers.initializer()
+        )
         super().build(input_shape)
 
     def call(self, hidden):
@@ -151,12 +155,13 @@ class DisentangledAttention(layers.Attention):
         position_key = tf.squeeze(self._key_dense(rows), 0)  # [W, N, D]
         position_query = tf.squeeze(self._query_dense(rows), 0)
         content = tf.einsum("bind,bjnd->bnij", query, key)
-        to_position = tf.gather(tf.einsum("bind,wnd->ibnw", query, position_key), index,
-                                axis=3, batch_dims=1)  # [i, b, n, j]
-        from_position = tf.gather(tf.einsum("bjnd,wnd->jbnw", key, position_query),
-                                  tf.transpose(index), axis=3, batch_dims=1)  # [j, b, n, i]
-        scores = (content + tf.transpose(to_position, [1, 2, 0, 3])
-                  + tf.transpose(from_position, [1, 2, 3, 0]))
+        to_position = tf.gather(
+            tf.einsum("bind,wnd->ibnw", query, position_key), index, axis=3, batch_dims=1
+        )  # [i, b, n, j]
+        from_position = tf.gather(
+            tf.einsum("bjnd,wnd->jbnw", key, position_query), tf.transpose(index), axis=3, batch_dims=1
+        )  # [j, b, n, i]
+        scores = content + tf.transpose(to_position, [1, 2, 0, 3]) + tf.transpose(from_position, [1, 2, 3, 0])
         scores = scores * tf.cast(1.0 / math.sqrt(3.0 * self._key_dim), scores.dtype)
         scores = self._dropout_layer(self._masked_softmax(scores, attention_mask), training=training)
         return self._output_dense(tf.einsum(self._combine_equation, scores, value))
@@ -168,8 +173,7 @@ class DisentangledBlock(layers.TransformerEncoderBlock):
     attention_class = DisentangledAttention
 
 
-def build(config: DebertaConfig, dtype: Optional[str] = None,
-          name: str = "deberta_encoder") -> tf_keras.Model:
+def build(config: DebertaConfig, dtype: str | None = None, name: str = "deberta_encoder") -> tf_keras.Model:
     """The network under layers.encoder_model's contract (inputs, outputs, `encoder_config`)."""
     inputs = layers.encoder_inputs()
     x = _embeddings(config, inputs, dtype)
@@ -179,13 +183,14 @@ def build(config: DebertaConfig, dtype: Optional[str] = None,
     for i in range(config.num_layers):
         # DisentangledSelfAttention's pos_dropout: every layer drops its own table entries.
         layer_rows = tf_keras.layers.Dropout(config.dropout_rate, dtype=dtype)(rows)
-        x = DisentangledBlock.for_layer(config, i, dtype)(x, attention_mask=attention_mask,
-                                                          attention_bias=(layer_rows, index))
+        x = DisentangledBlock.for_layer(config, i, dtype)(
+            x, attention_mask=attention_mask, attention_bias=(layer_rows, index)
+        )
         encoder_outputs.append(x)
     return layers.encoder_model(config, inputs, encoder_outputs, dtype, name)
 
 
-def _embeddings(config: DebertaConfig, inputs: dict, dtype: Optional[str]):
+def _embeddings(config: DebertaConfig, inputs: dict, dtype: str | None):
     """Word embeddings (-> projection), LayerNorm, padding rows zeroed, dropout.
 
     DebertaV2Embeddings multiplies by the mask; tf.where selects instead, which is the same in
@@ -194,13 +199,20 @@ def _embeddings(config: DebertaConfig, inputs: dict, dtype: Optional[str]):
     nn.Embedding's padding_idx), so its normalised row is 0/0 = NaN, and NaN * 0 is NaN, which
     as a masked key still makes every softmax row NaN."""
     x = tf_keras.layers.Embedding(
-        config.vocab_size, config.embedding_size or config.hidden_size,
-        embeddings_initializer=layers.initializer(), name="word_embeddings",
-        dtype=dtype)(inputs["input_word_ids"])
+        config.vocab_size,
+        config.embedding_size or config.hidden_size,
+        embeddings_initializer=layers.initializer(),
+        name="word_embeddings",
+        dtype=dtype,
+    )(inputs["input_word_ids"])
     if config.embedding_size is not None:
         x = tf_keras.layers.EinsumDense(
-            "abc,cd->abd", output_shape=(None, config.hidden_size),
-            kernel_initializer=layers.initializer(), name="embedding_projection", dtype=dtype)(x)
+            "abc,cd->abd",
+            output_shape=(None, config.hidden_size),
+            kernel_initializer=layers.initializer(),
+            name="embedding_projection",
+            dtype=dtype,
+        )(x)
     x = layers.LayerNorm(epsilon=config.layer_norm_eps, name="embeddings/layer_norm", dtype=dtype)(x)
     x = _ZeroPadding(dtype=dtype)(x, inputs["input_mask"])
     return tf_keras.layers.Dropout(config.dropout_rate, dtype=dtype)(x)
@@ -221,17 +233,29 @@ def layers_from(encoder: tf_keras.Model, hidden, input_mask, first: int) -> dict
     relative = encoder.get_layer(RELATIVE)(hidden)
     for i in range(first, config.num_layers):
         hidden = encoder.get_layer(f"transformer/layer_{i}")(
-            hidden, attention_mask=attention_mask, attention_bias=relative)
+            hidden, attention_mask=attention_mask, attention_bias=relative
+        )
     return layers.pooled_outputs(encoder, hidden)
 
 
 # config.json settings of DeBERTa-v2/v3 the native network does not compute, and the value
 # every v3 checkpoint has (v2-xlarge's conv_kernel_size 3: its ConvLayer is not built).
-_REQUIRED = (("relative_attention", True), ("share_att_key", True),
-             ("position_biased_input", False), ("type_vocab_size", 0), ("conv_kernel_size", 0),
-             ("norm_rel_ebd", "layer_norm"))
-_DEFAULTS = {"relative_attention": False, "share_att_key": False, "position_biased_input": True,
-             "type_vocab_size": 0, "conv_kernel_size": 0, "norm_rel_ebd": "none"}
+_REQUIRED = (
+    ("relative_attention", True),
+    ("share_att_key", True),
+    ("position_biased_input", False),
+    ("type_vocab_size", 0),
+    ("conv_kernel_size", 0),
+    ("norm_rel_ebd", "layer_norm"),
+)
+_DEFAULTS = {
+    "relative_attention": False,
+    "share_att_key": False,
+    "position_biased_input": True,
+    "type_vocab_size": 0,
+    "conv_kernel_size": 0,
+    "norm_rel_ebd": "none",
+}
 
 
 def read_config(raw: dict, path: str) -> DebertaConfig:
@@ -240,37 +264,51 @@ def read_config(raw: dict, path: str) -> DebertaConfig:
     for key, needed in _REQUIRED:
         value = raw.get(key, _DEFAULTS[key])
         if value != needed:
-            raise UserError(f"--encoder: {path} sets {key} {json.dumps(value)}; the native "
-                            f"deberta-v2 encoder computes DeBERTa-v3's {key} {json.dumps(needed)}")
+            raise UserError(
+                f"--encoder: {path} sets {key} {json.dumps(value)}; the native "
+                f"deberta-v2 encoder computes DeBERTa-v3's {key} {json.dumps(needed)}"
+            )
     types = raw.get("pos_att_type") or []
     types = types.split("|") if isinstance(types, str) else types
     if sorted(t.strip() for t in types) != ["c2p", "p2c"]:
-        raise UserError(f"--encoder: {path} sets pos_att_type {json.dumps(raw.get('pos_att_type'))}; "
-                        "the native deberta-v2 encoder computes [\"p2c\", \"c2p\"]")
+        raise UserError(
+            f"--encoder: {path} sets pos_att_type {json.dumps(raw.get('pos_att_type'))}; "
+            'the native deberta-v2 encoder computes ["p2c", "c2p"]'
+        )
     activation = raw.get("hidden_act", "gelu")
     if activation not in bert.HF_GELU_APPROXIMATE:
-        raise UserError(f"--encoder: {path} sets hidden_act {activation}; the native deberta-v2 "
-                        f"encoder computes {', '.join(bert.HF_GELU_APPROXIMATE)}")
+        raise UserError(
+            f"--encoder: {path} sets hidden_act {activation}; the native deberta-v2 "
+            f"encoder computes {', '.join(bert.HF_GELU_APPROXIMATE)}"
+        )
     try:
         hidden = raw["hidden_size"]
         positions = raw.get("max_position_embeddings", 512)
         embedding_size = raw.get("embedding_size", hidden)
         config = DebertaConfig(
-            vocab_size=raw["vocab_size"], hidden_size=hidden, num_layers=raw["num_hidden_layers"],
-            num_heads=raw["num_attention_heads"], intermediate_size=raw["intermediate_size"],
-            max_position_embeddings=positions, position_buckets=raw.get("position_buckets", -1),
-            max_relative_positions=(raw.get("max_relative_positions", -1)
-                                    if raw.get("max_relative_positions", -1) >= 1 else positions),
+            vocab_size=raw["vocab_size"],
+            hidden_size=hidden,
+            num_layers=raw["num_hidden_layers"],
+            num_heads=raw["num_attention_heads"],
+            intermediate_size=raw["intermediate_size"],
+            max_position_embeddings=positions,
+            position_buckets=raw.get("position_buckets", -1),
+            max_relative_positions=(
+                raw.get("max_relative_positions", -1) if raw.get("max_relative_positions", -1) >= 1 else positions
+            ),
             layer_norm_eps=raw.get("layer_norm_eps", 1e-7),
             gelu_approximate=bert.HF_GELU_APPROXIMATE[activation],
             dropout_rate=raw.get("hidden_dropout_prob", 0.1),
             attention_dropout_rate=raw.get("attention_probs_dropout_prob", 0.1),
-            embedding_size=embedding_size if embedding_size != hidden else None)
+            embedding_size=embedding_size if embedding_size != hidden else None,
+        )
     except KeyError as missing:
         raise UserError(f"--encoder: {path} has no {missing} entry") from None
     if config.hidden_size % config.num_heads or raw.get("attention_head_size", config.head_size) != config.head_size:
-        raise UserError(f"--encoder: {path}: the heads do not split hidden_size {config.hidden_size} "
-                        f"evenly into num_attention_heads {config.num_heads}")
+        raise UserError(
+            f"--encoder: {path}: the heads do not split hidden_size {config.hidden_size} "
+            f"evenly into num_attention_heads {config.num_heads}"
+        )
     return config
 
 
@@ -314,17 +352,26 @@ def _preprocessor(model_file: str, lower_case: bool, seq_length: int):
             try:
                 settings = json.loads(f.read())
             except json.JSONDecodeError as e:
-                raise UserError(f"--encoder: {settings_path} is not valid JSON ({e.msg}, "
-                                f"line {e.lineno})") from None
+                raise UserError(f"--encoder: {settings_path} is not valid JSON ({e.msg}, line {e.lineno})") from None
         for key in ("do_lower_case", "split_by_punct"):
             if settings.get(key):
-                raise UserError(f"--encoder: {settings_path} sets {key} true; the native "
-                                "DeBERTa-v3 tokenizer computes the published v3 setting, false")
-    return SubwordPreprocessor(SentencePieceTokenizer(model_file, SENTENCEPIECE), SPECIAL,
-                               seq_length)
+                raise UserError(
+                    f"--encoder: {settings_path} sets {key} true; the native "
+                    "DeBERTa-v3 tokenizer computes the published v3 setting, false"
+                )
+    return SubwordPreprocessor(SentencePieceTokenizer(model_file, SENTENCEPIECE), SPECIAL, seq_length)
 
 
-FAMILY = Family(name="DeBERTa-v3", model_types=(MODEL_TYPE,), tokenizer_files=("spm.model",),
-                read_config=read_config, map_weights=map_weights, preprocessor=_preprocessor,
-                weight_prefixes=("deberta",), config_class=DebertaConfig, build=build,
-                layers_from=layers_from, gradient_checkpointing=True)
+FAMILY = Family(
+    name="DeBERTa-v3",
+    model_types=(MODEL_TYPE,),
+    tokenizer_files=("spm.model",),
+    read_config=read_config,
+    map_weights=map_weights,
+    preprocessor=_preprocessor,
+    weight_prefixes=("deberta",),
+    config_class=DebertaConfig,
+    build=build,
+    layers_from=layers_from,
+    gradient_checkpointing=True,
+)

@@ -9,6 +9,7 @@ pooler. With `sinusoidal_pos_embds` the position table is still a weight of the 
 read as any other. One difference in training only: BERT's block drops out the attention's
 output before its residual, DistilBERT's does not.
 """
+
 import json
 
 from trainer.errors import UserError
@@ -17,12 +18,16 @@ from trainer.modeling.encoders.tokenizers.word_piece import WordPiecePreprocesso
 
 # DistilBertConfig's keys for BERT's settings, and its defaults (configuration_distilbert.py):
 # transformers reads a config.json without one of them as this default.
-_BERT_KEYS = {"vocab_size": ("vocab_size", 30522), "dim": ("hidden_size", 768),
-              "n_layers": ("num_hidden_layers", 6), "n_heads": ("num_attention_heads", 12),
-              "hidden_dim": ("intermediate_size", 3072),
-              "max_position_embeddings": ("max_position_embeddings", 512),
-              "dropout": ("hidden_dropout_prob", 0.1),
-              "attention_dropout": ("attention_probs_dropout_prob", 0.1)}
+_BERT_KEYS = {
+    "vocab_size": ("vocab_size", 30522),
+    "dim": ("hidden_size", 768),
+    "n_layers": ("num_hidden_layers", 6),
+    "n_heads": ("num_attention_heads", 12),
+    "hidden_dim": ("intermediate_size", 3072),
+    "max_position_embeddings": ("max_position_embeddings", 512),
+    "dropout": ("hidden_dropout_prob", 0.1),
+    "attention_dropout": ("attention_probs_dropout_prob", 0.1),
+}
 
 # (native sublayer, Hugging Face module) of one TransformerBlock.
 _BLOCK_PARTS = [
@@ -41,14 +46,26 @@ def read_config(raw: dict, path: str):
     """BERT's EncoderConfig of a DistilBERT config.json: its keys renamed, no token types."""
     activation = raw.get("activation", "gelu")
     if activation not in bert.HF_GELU_APPROXIMATE:
-        raise UserError(f"--encoder: {path} sets activation {json.dumps(activation)}; the native "
-                        f"distilbert encoder computes {', '.join(bert.HF_GELU_APPROXIMATE)}")
+        raise UserError(
+            f"--encoder: {path} sets activation {json.dumps(activation)}; the native "
+            f"distilbert encoder computes {', '.join(bert.HF_GELU_APPROXIMATE)}"
+        )
     settings = {bert_key: raw.get(key, default) for key, (bert_key, default) in _BERT_KEYS.items()}
     if settings["hidden_size"] % settings["num_attention_heads"]:
-        raise UserError(f"--encoder: {path}: dim {settings['hidden_size']} is not a multiple of "
-                        f"n_heads {settings['num_attention_heads']}")
-    return bert.read_config({**settings, "model_type": "distilbert", "hidden_act": activation,
-                             "type_vocab_size": 0, "layer_norm_eps": 1e-12}, path)
+        raise UserError(
+            f"--encoder: {path}: dim {settings['hidden_size']} is not a multiple of "
+            f"n_heads {settings['num_attention_heads']}"
+        )
+    return bert.read_config(
+        {
+            **settings,
+            "model_type": "distilbert",
+            "hidden_act": activation,
+            "type_vocab_size": 0,
+            "layer_norm_eps": 1e-12,
+        },
+        path,
+    )
 
 
 def map_weights(config, get) -> dict:
@@ -64,6 +81,13 @@ def map_weights(config, get) -> dict:
     return weights
 
 
-FAMILY = Family(name="DistilBERT", model_types=("distilbert",), tokenizer_files=("vocab.txt",),
-                read_config=read_config, map_weights=map_weights,
-                preprocessor=WordPiecePreprocessor, weight_prefixes=("distilbert",), **bert.NETWORK)
+FAMILY = Family(
+    name="DistilBERT",
+    model_types=("distilbert",),
+    tokenizer_files=("vocab.txt",),
+    read_config=read_config,
+    map_weights=map_weights,
+    preprocessor=WordPiecePreprocessor,
+    weight_prefixes=("distilbert",),
+    **bert.NETWORK,
+)

@@ -19,10 +19,10 @@ gives it the top layer's rate, and the last encoder output is the sequence outpu
 The tokenizer is byte-level BPE from tokenizer.json (tokenizers/byte_pair.py), packed
 `[CLS] a [SEP] (b [SEP])` with no token types (ModernBERT's tokenizer returns none).
 """
+
 import dataclasses
 import math
 import os
-from typing import Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -41,7 +41,7 @@ GLOBAL, LOCAL = "full_attention", "sliding_attention"  # Hugging Face's layer_ty
 @dataclasses.dataclass(frozen=True)
 class ModernBertConfig(layers.TransformerShape):
     # Each layer's attention: GLOBAL or LOCAL (Hugging Face's config.layer_types).
-    layer_types: Tuple[str, ...]
+    layer_types: tuple[str, ...]
     max_position_embeddings: int = 8192
     layer_norm_eps: float = 1e-5
     gelu_approximate: bool = False
@@ -68,41 +68,48 @@ def read_config(raw: dict, path: str) -> ModernBertConfig:
     try:
         layers = raw["num_hidden_layers"]
         every = raw.get("global_attn_every_n_layers", 3)
-        layer_types = tuple(raw.get("layer_types") or
-                            (LOCAL if i % every else GLOBAL for i in range(layers)))
+        layer_types = tuple(raw.get("layer_types") or (LOCAL if i % every else GLOBAL for i in range(layers)))
         thetas = _rope_thetas(raw, unsupported)
         config = ModernBertConfig(
-            vocab_size=raw["vocab_size"], hidden_size=raw["hidden_size"], num_layers=layers,
-            num_heads=raw["num_attention_heads"], intermediate_size=raw["intermediate_size"],
+            vocab_size=raw["vocab_size"],
+            hidden_size=raw["hidden_size"],
+            num_layers=layers,
+            num_heads=raw["num_attention_heads"],
+            intermediate_size=raw["intermediate_size"],
             layer_types=layer_types,
             max_position_embeddings=raw.get("max_position_embeddings", 8192),
             layer_norm_eps=raw.get("norm_eps", 1e-5),
             gelu_approximate=HF_GELU_APPROXIMATE.get(activation, False),
-            local_attention=raw.get("local_attention", 128), **thetas,
+            local_attention=raw.get("local_attention", 128),
+            **thetas,
             dropout_rate=raw.get("embedding_dropout", 0.0),
             attention_dropout_rate=raw.get("attention_dropout", 0.0),
-            mlp_dropout_rate=raw.get("mlp_dropout", 0.0))
+            mlp_dropout_rate=raw.get("mlp_dropout", 0.0),
+        )
     except KeyError as missing:
         raise UserError(f"--encoder: {path} has no {missing} entry") from None
     if len(layer_types) != layers or set(layer_types) - {GLOBAL, LOCAL}:
         unsupported.append(f"layer_types {list(layer_types)} for {layers} layers")
     if unsupported:
-        raise UserError(f"--encoder: {path} describes a modernbert model with "
-                        f"{', '.join(unsupported)}; the native modernbert encoder computes bias-free "
-                        f"norms and linears, {', '.join(HF_GELU_APPROXIMATE)} activations, default "
-                        f"rotary positions and {GLOBAL}/{LOCAL} layers only.")
+        raise UserError(
+            f"--encoder: {path} describes a modernbert model with "
+            f"{', '.join(unsupported)}; the native modernbert encoder computes bias-free "
+            f"norms and linears, {', '.join(HF_GELU_APPROXIMATE)} activations, default "
+            f"rotary positions and {GLOBAL}/{LOCAL} layers only."
+        )
     if config.hidden_size % config.num_heads or config.head_size % 2:
-        raise UserError(f"--encoder: {path}: hidden_size {config.hidden_size} is not a multiple "
-                        f"of num_attention_heads {config.num_heads} with an even head size")
+        raise UserError(
+            f"--encoder: {path}: hidden_size {config.hidden_size} is not a multiple "
+            f"of num_attention_heads {config.num_heads} with an even head size"
+        )
     return config
 
 
-def _rope_thetas(raw: dict, unsupported: list) -> Dict[str, float]:
+def _rope_thetas(raw: dict, unsupported: list) -> dict[str, float]:
     """Rotary theta per attention kind, from rope_parameters (transformers 5) or the older keys."""
     parameters = raw.get("rope_parameters") or {}
     thetas = {}
-    for kind, name, default in ((GLOBAL, "global_rope_theta", 160_000.0),
-                                (LOCAL, "local_rope_theta", 10_000.0)):
+    for kind, name, default in ((GLOBAL, "global_rope_theta", 160_000.0), (LOCAL, "local_rope_theta", 10_000.0)):
         settings = parameters.get(kind) or {}
         if settings.get("rope_type", "default") != "default":
             unsupported.append(f"{kind} rope_type {settings['rope_type']}")
@@ -118,11 +125,13 @@ class RotaryAttention(tf_keras.layers.Layer):
     buckets, static shapes, XLA) and keeps the layer one set of matmuls. The softmax runs in
     float32 under every policy, as Hugging Face's eager attention does."""
 
-    def __init__(self, num_heads: int, head_size: int, rope_theta: float, window: Optional[int],
-                 dropout_rate: float, **kwargs):
+    def __init__(
+        self, num_heads: int, head_size: int, rope_theta: float, window: int | None, dropout_rate: float, **kwargs
+    ):
         super().__init__(**kwargs)
-        self._settings = dict(num_heads=num_heads, head_size=head_size, rope_theta=rope_theta,
-                              window=window, dropout_rate=dropout_rate)
+        self._settings = dict(
+            num_heads=num_heads, head_size=head_size, rope_theta=rope_theta, window=window, dropout_rate=dropout_rate
+        )
         hidden, policy = num_heads * head_size, self.dtype_policy
         self.qkv = _dense(3 * hidden, "qkv", policy)
         self.attention_output = _dense(hidden, "attention_output", policy)
@@ -137,8 +146,7 @@ class RotaryAttention(tf_keras.layers.Layer):
         cos, sin = rotary.tables(length, settings["head_size"], settings["rope_theta"])
         query, key = rotary.rotate(query, cos, sin), rotary.rotate(key, cos, sin)
         scores = tf.cast(tf.einsum("btnd,bsnd->bnts", query, key), tf.float32)
-        scores = scores / math.sqrt(settings["head_size"]) + _mask_bias(
-            attention_mask, length, settings["window"])
+        scores = scores / math.sqrt(settings["head_size"]) + _mask_bias(attention_mask, length, settings["window"])
         probabilities = tf.cast(tf.nn.softmax(scores, axis=-1), self.compute_dtype)
         probabilities = self.probability_dropout(probabilities, training=training)
         attended = tf.einsum("bnts,bsnd->btnd", probabilities, value)
@@ -149,7 +157,7 @@ class RotaryAttention(tf_keras.layers.Layer):
         return {**super().get_config(), **self._settings}
 
 
-def _mask_bias(attention_mask, length, window: Optional[int]):
+def _mask_bias(attention_mask, length, window: int | None):
     """float32 [B, 1, 1|T, T]: 0 where a query may attend a key, -1e9 elsewhere. Keys must be
     real tokens ([B, 1, T] mask); with `window`, also within `window` positions of the query
     (|q - k| <= window, Hugging Face's sliding_window_bidirectional_overlay). A query with no
@@ -163,9 +171,9 @@ def _mask_bias(attention_mask, length, window: Optional[int]):
 
 
 def _dense(width: int, name: str, policy) -> tf_keras.layers.EinsumDense:
-    return tf_keras.layers.EinsumDense("abc,cd->abd", output_shape=(None, width),
-                                       kernel_initializer=layers.initializer(), name=name,
-                                       dtype=policy)
+    return tf_keras.layers.EinsumDense(
+        "abc,cd->abd", output_shape=(None, width), kernel_initializer=layers.initializer(), name=name, dtype=policy
+    )
 
 
 class ModernBertBlock(tf_keras.layers.Layer):
@@ -174,16 +182,35 @@ class ModernBertBlock(tf_keras.layers.Layer):
     `first`: no attention norm (Identity in Hugging Face's layer 0). `last`: ends with the
     model's final norm."""
 
-    def __init__(self, num_heads: int, head_size: int, intermediate_size: int,
-                 layer_norm_eps: float, gelu_approximate: bool, rope_theta: float,
-                 window: Optional[int], attention_dropout_rate: float, mlp_dropout_rate: float,
-                 first: bool, last: bool, **kwargs):
+    def __init__(
+        self,
+        num_heads: int,
+        head_size: int,
+        intermediate_size: int,
+        layer_norm_eps: float,
+        gelu_approximate: bool,
+        rope_theta: float,
+        window: int | None,
+        attention_dropout_rate: float,
+        mlp_dropout_rate: float,
+        first: bool,
+        last: bool,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self._settings = dict(
-            num_heads=num_heads, head_size=head_size, intermediate_size=intermediate_size,
-            layer_norm_eps=layer_norm_eps, gelu_approximate=gelu_approximate,
-            rope_theta=rope_theta, window=window, attention_dropout_rate=attention_dropout_rate,
-            mlp_dropout_rate=mlp_dropout_rate, first=first, last=last)
+            num_heads=num_heads,
+            head_size=head_size,
+            intermediate_size=intermediate_size,
+            layer_norm_eps=layer_norm_eps,
+            gelu_approximate=gelu_approximate,
+            rope_theta=rope_theta,
+            window=window,
+            attention_dropout_rate=attention_dropout_rate,
+            mlp_dropout_rate=mlp_dropout_rate,
+            first=first,
+            last=last,
+        )
         # Sublayers get this block's policy explicitly (see layers.TransformerEncoderBlock).
         policy = self.dtype_policy
 
@@ -191,9 +218,9 @@ class ModernBertBlock(tf_keras.layers.Layer):
             return layers.LayerNorm(epsilon=layer_norm_eps, center=False, name=name, dtype=policy)
 
         self.attention_layer_norm = None if first else norm("attention_layer_norm")
-        self.self_attention = RotaryAttention(num_heads, head_size, rope_theta, window,
-                                              attention_dropout_rate, name="self_attention",
-                                              dtype=policy)
+        self.self_attention = RotaryAttention(
+            num_heads, head_size, rope_theta, window, attention_dropout_rate, name="self_attention", dtype=policy
+        )
         self.mlp_layer_norm = norm("mlp_layer_norm")
         self.intermediate = _dense(2 * intermediate_size, "intermediate", policy)
         self.mlp_dropout = tf_keras.layers.Dropout(mlp_dropout_rate, dtype=policy)
@@ -215,26 +242,34 @@ class ModernBertBlock(tf_keras.layers.Layer):
 def _block(config: ModernBertConfig, index: int, dtype) -> ModernBertBlock:
     local = config.layer_types[index] == LOCAL
     return ModernBertBlock(
-        num_heads=config.num_heads, head_size=config.head_size,
-        intermediate_size=config.intermediate_size, layer_norm_eps=config.layer_norm_eps,
+        num_heads=config.num_heads,
+        head_size=config.head_size,
+        intermediate_size=config.intermediate_size,
+        layer_norm_eps=config.layer_norm_eps,
         gelu_approximate=config.gelu_approximate,
         rope_theta=config.local_rope_theta if local else config.global_rope_theta,
         window=config.local_attention // 2 if local else None,
         attention_dropout_rate=config.attention_dropout_rate,
-        mlp_dropout_rate=config.mlp_dropout_rate, first=index == 0,
-        last=index == config.num_layers - 1, name=f"transformer/layer_{index}", dtype=dtype)
+        mlp_dropout_rate=config.mlp_dropout_rate,
+        first=index == 0,
+        last=index == config.num_layers - 1,
+        name=f"transformer/layer_{index}",
+        dtype=dtype,
+    )
 
 
-def build(config: ModernBertConfig, dtype: Optional[str] = None,
-          name: str = "modernbert_encoder") -> tf_keras.Model:
+def build(config: ModernBertConfig, dtype: str | None = None, name: str = "modernbert_encoder") -> tf_keras.Model:
     """The encoder network with the TF-Hub encoder interface (layers.encoder_model's
     contract); input_type_ids is taken and unused: ModernBERT has no token types."""
     inputs = layers.encoder_inputs()
     x = tf_keras.layers.Embedding(
-        config.vocab_size, config.hidden_size, embeddings_initializer=layers.initializer(),
-        name="word_embeddings", dtype=dtype)(inputs["input_word_ids"])
-    x = layers.LayerNorm(epsilon=config.layer_norm_eps, center=False,
-                         name="embeddings/layer_norm", dtype=dtype)(x)
+        config.vocab_size,
+        config.hidden_size,
+        embeddings_initializer=layers.initializer(),
+        name="word_embeddings",
+        dtype=dtype,
+    )(inputs["input_word_ids"])
+    x = layers.LayerNorm(epsilon=config.layer_norm_eps, center=False, name="embeddings/layer_norm", dtype=dtype)(x)
     x = tf_keras.layers.Dropout(config.dropout_rate, dtype=dtype)(x)
     attention_mask = layers.attention_mask(inputs["input_mask"])
     encoder_outputs = []
@@ -254,14 +289,20 @@ def layers_from(encoder: tf_keras.Model, hidden, input_mask, first: int) -> dict
 
 
 # (native sublayer, Hugging Face module) of one ModernBertEncoderLayer's linears.
-_LINEARS = [("self_attention/qkv", "attn.Wqkv"), ("self_attention/attention_output", "attn.Wo"),
-            ("intermediate", "mlp.Wi"), ("output", "mlp.Wo")]
+_LINEARS = [
+    ("self_attention/qkv", "attn.Wqkv"),
+    ("self_attention/attention_output", "attn.Wo"),
+    ("intermediate", "mlp.Wi"),
+    ("output", "mlp.Wo"),
+]
 
 
-def map_weights(config: ModernBertConfig, get) -> Dict[str, np.ndarray]:
+def map_weights(config: ModernBertConfig, get) -> dict[str, np.ndarray]:
     """ModernBertModel's tensors (PyTorch Linear weights [out, in]) under the native names."""
-    weights = {"word_embeddings/embeddings": get("embeddings.tok_embeddings.weight"),
-               "embeddings/layer_norm/gamma": get("embeddings.norm.weight")}
+    weights = {
+        "word_embeddings/embeddings": get("embeddings.tok_embeddings.weight"),
+        "embeddings/layer_norm/gamma": get("embeddings.norm.weight"),
+    }
     for i in range(config.num_layers):
         native, module = f"transformer/layer_{i}/", f"layers.{i}."
         for name, hf_name in _LINEARS:
@@ -287,12 +328,16 @@ def _special_tokens(tokenizer_file: str) -> SpecialTokens:
         single, pair = (_template(processor.get(key) or []) for key in ("single", "pair"))
         start, end = (single[0], single[-1]) if len(single) == 3 else (None, None)
         if single != [start, "$A", end] or pair != [start, "$A", end, "$B", end]:
-            raise UserError(f"{tokenizer_file}: the post-processor packs {' '.join(single)} / "
-                            f"{' '.join(pair)}; the modernbert preprocessor packs "
-                            "[CLS] $A [SEP] / [CLS] $A [SEP] $B [SEP] only")
+            raise UserError(
+                f"{tokenizer_file}: the post-processor packs {' '.join(single)} / "
+                f"{' '.join(pair)}; the modernbert preprocessor packs "
+                "[CLS] $A [SEP] / [CLS] $A [SEP] $B [SEP] only"
+            )
     else:
-        raise UserError(f"{tokenizer_file}: post_processor {kind} adds no [CLS]/[SEP]; the "
-                        "modernbert preprocessor needs TemplateProcessing or BertProcessing")
+        raise UserError(
+            f"{tokenizer_file}: post_processor {kind} adds no [CLS]/[SEP]; the "
+            "modernbert preprocessor needs TemplateProcessing or BertProcessing"
+        )
     config_path = os.path.join(os.path.dirname(tokenizer_file), "tokenizer_config.json")
     pad = (read_json(config_path).get("pad_token") if tf.io.gfile.exists(config_path) else None) or "[PAD]"
     pad = pad.get("content") if isinstance(pad, dict) else pad
@@ -302,28 +347,36 @@ def _special_tokens(tokenizer_file: str) -> SpecialTokens:
 def _template(pieces: list) -> list:
     """["[CLS]", "$A", "[SEP]"] of a TemplateProcessing template (type ids do not matter:
     ModernBERT's tokenizer returns none)."""
-    return [f"${piece['Sequence']['id']}" if "Sequence" in piece else piece["SpecialToken"]["id"]
-            for piece in pieces]
+    return [f"${piece['Sequence']['id']}" if "Sequence" in piece else piece["SpecialToken"]["id"] for piece in pieces]
 
 
 def _preprocessor(tokenizer_file: str, lower_case: bool, seq_length: int):
     """Byte-level BPE in the graph, so an export still takes raw strings; it keeps case, so
     `lower_case` (a WordPiece setting) has no say."""
-    return SubwordPreprocessor(BytePairTokenizer.from_tokenizer_json(tokenizer_file),
-                               _special_tokens(tokenizer_file), seq_length)
+    return SubwordPreprocessor(
+        BytePairTokenizer.from_tokenizer_json(tokenizer_file), _special_tokens(tokenizer_file), seq_length
+    )
 
 
-def shallower(config: ModernBertConfig, weights: Dict[str, np.ndarray], indices):
+def shallower(config: ModernBertConfig, weights: dict[str, np.ndarray], indices):
     """--encoder-layers: each kept layer keeps its attention kind (global or local), and the
     final norm, which the last block holds, stays with the new last block."""
     final = f"transformer/layer_{config.num_layers - 1}/final_layer_norm/gamma"
     kept, renumbered = depth.shallower(config, weights, indices)
     renumbered[f"transformer/layer_{len(indices) - 1}/final_layer_norm/gamma"] = weights[final]
-    return (dataclasses.replace(kept, layer_types=tuple(config.layer_types[i] for i in indices)),
-            renumbered)
+    return (dataclasses.replace(kept, layer_types=tuple(config.layer_types[i] for i in indices)), renumbered)
 
 
-FAMILY = Family(name="ModernBERT", model_types=("modernbert",), tokenizer_files=("tokenizer.json",),
-                read_config=read_config, map_weights=map_weights, preprocessor=_preprocessor,
-                weight_prefixes=("model",), config_class=ModernBertConfig, build=build,
-                layers_from=layers_from, shallower=shallower)
+FAMILY = Family(
+    name="ModernBERT",
+    model_types=("modernbert",),
+    tokenizer_files=("tokenizer.json",),
+    read_config=read_config,
+    map_weights=map_weights,
+    preprocessor=_preprocessor,
+    weight_prefixes=("model",),
+    config_class=ModernBertConfig,
+    build=build,
+    layers_from=layers_from,
+    shallower=shallower,
+)

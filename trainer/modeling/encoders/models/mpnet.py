@@ -6,6 +6,7 @@ MPNetEncoder.compute_position_bias (32 T5-style buckets from positions 0..T-1, a
 layer's attention logits), MPNetLayer (post-LN, as BERT's). Its tokenizer is BERT's WordPiece
 with `<s>`/`</s>` around the text and `</s></s>` between a pair's texts (MPNetTokenizer).
 """
+
 from trainer.modeling.encoders.models import Family, bert
 from trainer.modeling.encoders.preprocessing import SpecialTokens
 from trainer.modeling.encoders.tokenizers.word_piece import WordPiecePreprocessor
@@ -29,8 +30,11 @@ _BLOCK_PARTS = [
 
 def read_config(raw: dict, path: str):
     return bert.read_config(
-        {**raw, "type_vocab_size": 0}, path, position_padding_id=raw.get("pad_token_id", 1),
-        relative_attention_buckets=raw.get("relative_attention_num_buckets", 32))
+        {**raw, "type_vocab_size": 0},
+        path,
+        position_padding_id=raw.get("pad_token_id", 1),
+        relative_attention_buckets=raw.get("relative_attention_num_buckets", 32),
+    )
 
 
 def map_weights(config, get) -> dict:
@@ -53,6 +57,13 @@ def _preprocessor(vocab_file: str, lower_case: bool, seq_length: int):
     return WordPiecePreprocessor(vocab_file, lower_case, seq_length, SPECIAL)
 
 
-FAMILY = Family(name="MPNet", model_types=("mpnet",), tokenizer_files=("vocab.txt",),
-                read_config=read_config, map_weights=map_weights, preprocessor=_preprocessor,
-                weight_prefixes=("mpnet",), **bert.NETWORK)
+FAMILY = Family(
+    name="MPNet",
+    model_types=("mpnet",),
+    tokenizer_files=("vocab.txt",),
+    read_config=read_config,
+    map_weights=map_weights,
+    preprocessor=_preprocessor,
+    weight_prefixes=("mpnet",),
+    **bert.NETWORK,
+)

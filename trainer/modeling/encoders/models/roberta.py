@@ -6,6 +6,7 @@ tokenizer: byte-level BPE (vocab.json + merges.txt) for RoBERTa, SentencePiece
 Read against Hugging Face's modeling_roberta.py / modeling_xlm_roberta.py: RobertaEmbeddings
 (create_position_ids_from_input_ids) and BERT's layers and pooler under the same names.
 """
+
 import os
 
 import numpy as np
@@ -14,7 +15,10 @@ from trainer.modeling.encoders.models import Family, bert
 from trainer.modeling.encoders.preprocessing import SpecialTokens, SubwordPreprocessor
 from trainer.modeling.encoders.tokenizers.byte_pair import BytePairTokenizer
 from trainer.modeling.encoders.tokenizers.sentencepiece import (
-    MODEL_NORMALIZER, SentencePieceLayout, SentencePieceTokenizer)
+    MODEL_NORMALIZER,
+    SentencePieceLayout,
+    SentencePieceTokenizer,
+)
 
 SPECIAL = SpecialTokens("<pad>", "<unk>", "<s>", "</s>", ("</s>",), typed_pairs=False)
 # Both tokenizers' special tokens, in id order, matched in raw text (RobertaTokenizerFast(vocab_file,
@@ -31,8 +35,12 @@ def _fairseq_vocabulary(pieces: list):
 
 # XLM-R's sentencepiece.bpe.model: <unk>, <s>, </s> first; Hugging Face keeps its normalizer.
 SENTENCEPIECE = SentencePieceLayout(
-    family="xlm-roberta", specials=ADDED_TOKENS, leading_pieces=("<unk>", "<s>", "</s>"),
-    vocabulary=_fairseq_vocabulary, normalizer=MODEL_NORMALIZER)
+    family="xlm-roberta",
+    specials=ADDED_TOKENS,
+    leading_pieces=("<unk>", "<s>", "</s>"),
+    vocabulary=_fairseq_vocabulary,
+    normalizer=MODEL_NORMALIZER,
+)
 
 
 def read_config(raw: dict, path: str):
@@ -42,19 +50,31 @@ def read_config(raw: dict, path: str):
 def _byte_pair_preprocessor(vocab_file: str, lower_case: bool, seq_length: int):
     merges = os.path.join(os.path.dirname(vocab_file), "merges.txt")
     return SubwordPreprocessor(
-        BytePairTokenizer.from_vocab_and_merges(vocab_file, merges, ADDED_TOKENS), SPECIAL,
-        seq_length)
+        BytePairTokenizer.from_vocab_and_merges(vocab_file, merges, ADDED_TOKENS), SPECIAL, seq_length
+    )
 
 
 def _sentencepiece_preprocessor(model_file: str, lower_case: bool, seq_length: int):
     return SubwordPreprocessor(SentencePieceTokenizer(model_file, SENTENCEPIECE), SPECIAL, seq_length)
 
 
-ROBERTA = Family(name="RoBERTa", model_types=("roberta",),
-                 tokenizer_files=("vocab.json", "merges.txt"), read_config=read_config,
-                 map_weights=bert.map_weights, preprocessor=_byte_pair_preprocessor,
-                 weight_prefixes=("roberta",), **bert.NETWORK)
-XLM_ROBERTA = Family(name="XLM-RoBERTa", model_types=("xlm-roberta",),
-                     tokenizer_files=("sentencepiece.bpe.model",), read_config=read_config,
-                     map_weights=bert.map_weights, preprocessor=_sentencepiece_preprocessor,
-                     weight_prefixes=("roberta",), **bert.NETWORK)
+ROBERTA = Family(
+    name="RoBERTa",
+    model_types=("roberta",),
+    tokenizer_files=("vocab.json", "merges.txt"),
+    read_config=read_config,
+    map_weights=bert.map_weights,
+    preprocessor=_byte_pair_preprocessor,
+    weight_prefixes=("roberta",),
+    **bert.NETWORK,
+)
+XLM_ROBERTA = Family(
+    name="XLM-RoBERTa",
+    model_types=("xlm-roberta",),
+    tokenizer_files=("sentencepiece.bpe.model",),
+    read_config=read_config,
+    map_weights=bert.map_weights,
+    preprocessor=_sentencepiece_preprocessor,
+    weight_prefixes=("roberta",),
+    **bert.NETWORK,
+)

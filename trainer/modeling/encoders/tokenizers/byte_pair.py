@@ -19,9 +19,10 @@ ASCII only); symbols are vocabulary ids and a merge is one int64 hash lookup, no
 each batch merges its distinct words only, with no mutable cache to save or share between
 tf.data threads; added tokens are split out first, as Hugging Face does.
 """
+
 import dataclasses
 import json
-from typing import Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import tensorflow as tf
 import tensorflow_text as text
@@ -31,12 +32,14 @@ from trainer.errors import UserError
 # Oniguruma's Unicode \s (tokenizers' regex engine): \t-\r, NEL, Zs, Zl and Zp (ids checked
 # against Hugging Face's for every BMP code point). Rust's char::is_whitespace, which strips
 # added tokens' lstrip/rstrip, is the same set.
-WHITESPACE = (r"\t\n\x{0b}\f\r \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}"
-              r"\x{205f}\x{3000}")
+WHITESPACE = (
+    r"\t\n\x{0b}\f\r \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}"
+    r"\x{205f}\x{3000}"
+)
 # A run of whitespace with the non-space run after it, or whitespace at the end of the text.
 _CHUNK = rf"[{WHITESPACE}]*[^{WHITESPACE}]+|[{WHITESPACE}]+"
 # GPT-2's pattern without its whitespace alternatives, for a chunk's non-space part.
-_WORD = (rf"'s|'t|'re|'ve|'m|'ll|'d| ?\p{{L}}+| ?\p{{N}}+| ?[^{WHITESPACE}\p{{L}}\p{{N}}]+")
+_WORD = rf"'s|'t|'re|'ve|'m|'ll|'d| ?\p{{L}}+| ?\p{{N}}+| ?[^{WHITESPACE}\p{{L}}\p{{N}}]+"
 # A chunk's non-space part that _WORD would not split: no letter, digit and other mixed, and
 # so no contraction either (they start with "'" and end with a letter).
 _ONE_WORD = rf" ?(?:\p{{L}}+|\p{{N}}+|[^{WHITESPACE}\p{{L}}\p{{N}}]+)"
@@ -44,10 +47,9 @@ _NUL = "\uffff"  # see BytePairTokenizer.tokenize
 _NORMALIZERS = ("NFC", "NFD", "NFKC", "NFKD")
 
 
-def bytes_to_unicode() -> Dict[int, str]:
+def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's byte -> printable character table, which byte-level vocabularies are spelt in."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
-                 *range(ord("®"), ord("ÿ") + 1)]
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
     others = [b for b in range(256) if b not in printable]
     return {**{b: chr(b) for b in printable}, **{b: chr(256 + n) for n, b in enumerate(others)}}
 
@@ -55,6 +57,7 @@ def bytes_to_unicode() -> Dict[int, str]:
 @dataclasses.dataclass(frozen=True)
 class AddedToken:
     """A token matched in the text before pre-tokenization (tokenizer.json's added_tokens)."""
+
     content: str
     id: int
     lstrip: bool = False
@@ -65,14 +68,15 @@ class AddedToken:
 @dataclasses.dataclass(frozen=True)
 class BytePairSpec:
     """Everything the ids depend on, read from either checkpoint layout."""
-    vocab: Dict[str, int]
-    merges: List[Tuple[str, str]]
-    added_tokens: List[AddedToken]
-    normalizers: Tuple[str, ...] = ()
+
+    vocab: dict[str, int]
+    merges: list[tuple[str, str]]
+    added_tokens: list[AddedToken]
+    normalizers: tuple[str, ...] = ()
     add_prefix_space: bool = False
     use_regex: bool = True
-    unk_token: Optional[str] = None
-    files: Tuple[str, ...] = ()
+    unk_token: str | None = None
+    files: tuple[str, ...] = ()
 
 
 def _read(path: str) -> str:
@@ -94,14 +98,17 @@ def read_json(path: str):
         raise UserError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
 
 
-def _vocab(value, path: str) -> Dict[str, int]:
-    if not (isinstance(value, dict) and value and
-            all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value.values())):
+def _vocab(value, path: str) -> dict[str, int]:
+    if not (
+        isinstance(value, dict)
+        and value
+        and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value.values())
+    ):
         raise UserError(f"{path}: the vocabulary must map tokens to ids >= 0")
     return value
 
 
-def _merge(entry, number: int, path: str) -> Tuple[str, str]:
+def _merge(entry, number: int, path: str) -> tuple[str, str]:
     """One merge, written "a b" (merges.txt, older tokenizer.json) or ["a", "b"]."""
     pair = entry.split(" ") if isinstance(entry, str) else entry
     if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair)):
@@ -109,13 +116,11 @@ def _merge(entry, number: int, path: str) -> Tuple[str, str]:
     return pair[0], pair[1]
 
 
-def spec_from_vocab_and_merges(vocab_file: str, merges_file: str,
-                               special_tokens: Sequence[str]) -> BytePairSpec:
+def spec_from_vocab_and_merges(vocab_file: str, merges_file: str, special_tokens: Sequence[str]) -> BytePairSpec:
     """RoBERTa's layout, read as RobertaTokenizerFast(vocab_file, merges_file) reads it: the
     family's `special_tokens` the vocabulary has are added tokens."""
     vocab = _vocab(read_json(vocab_file), vocab_file)
-    lines = [line for line in _read(merges_file).split("\n")
-             if line.strip() and not line.startswith("#version")]
+    lines = [line for line in _read(merges_file).split("\n") if line.strip() and not line.startswith("#version")]
     merges = [_merge(line.rstrip("\r"), n, merges_file) for n, line in enumerate(lines, 1)]
     added = [AddedToken(token, vocab[token]) for token in special_tokens if token in vocab]
     return BytePairSpec(vocab, merges, added, files=(vocab_file, merges_file))
@@ -127,13 +132,20 @@ def spec_from_tokenizer_json(path: str) -> BytePairSpec:
     config = read_json(path)
     model = config.get("model") if isinstance(config, dict) else None
     if not isinstance(model, dict):
-        raise UserError(f"{path}: not a tokenizer.json (no \"model\" object)")
-    unsupported = [f"model.{key}={model.get(key)!r}" for key, ok in (
-        ("type", model.get("type") == "BPE"), ("dropout", not model.get("dropout")),
-        ("continuing_subword_prefix", not model.get("continuing_subword_prefix")),
-        ("end_of_word_suffix", not model.get("end_of_word_suffix")),
-        ("byte_fallback", not model.get("byte_fallback")), ("fuse_unk", not model.get("fuse_unk")),
-        ("ignore_merges", not model.get("ignore_merges"))) if not ok]
+        raise UserError(f'{path}: not a tokenizer.json (no "model" object)')
+    unsupported = [
+        f"model.{key}={model.get(key)!r}"
+        for key, ok in (
+            ("type", model.get("type") == "BPE"),
+            ("dropout", not model.get("dropout")),
+            ("continuing_subword_prefix", not model.get("continuing_subword_prefix")),
+            ("end_of_word_suffix", not model.get("end_of_word_suffix")),
+            ("byte_fallback", not model.get("byte_fallback")),
+            ("fuse_unk", not model.get("fuse_unk")),
+            ("ignore_merges", not model.get("ignore_merges")),
+        )
+        if not ok
+    ]
     normalizers = _normalizers(config.get("normalizer"), unsupported)
     byte_level = _byte_level(config.get("pre_tokenizer"), unsupported)
     added = []
@@ -142,23 +154,39 @@ def spec_from_tokenizer_json(path: str) -> BytePairSpec:
         if token.get("single_word"):
             unsupported.append(f"added token {token.get('content')!r} with single_word=true")
     if unsupported:
-        raise UserError(f"{path}: the byte-level BPE tokenizer does not implement "
-                        f"{', '.join(unsupported)}")
+        raise UserError(f"{path}: the byte-level BPE tokenizer does not implement {', '.join(unsupported)}")
     merges = [_merge(entry, n, path) for n, entry in enumerate(model.get("merges") or [], 1)]
-    return BytePairSpec(_vocab(model.get("vocab"), path), merges, added, normalizers,
-                        bool(byte_level.get("add_prefix_space")), byte_level.get("use_regex", True),
-                        model.get("unk_token"), files=(path,))
+    return BytePairSpec(
+        _vocab(model.get("vocab"), path),
+        merges,
+        added,
+        normalizers,
+        bool(byte_level.get("add_prefix_space")),
+        byte_level.get("use_regex", True),
+        model.get("unk_token"),
+        files=(path,),
+    )
 
 
 def _added_token(entry, path: str) -> AddedToken:
-    if not (isinstance(entry, dict) and isinstance(entry.get("content"), str) and entry["content"]
-            and isinstance(entry.get("id"), int) and entry["id"] >= 0):
+    if not (
+        isinstance(entry, dict)
+        and isinstance(entry.get("content"), str)
+        and entry["content"]
+        and isinstance(entry.get("id"), int)
+        and entry["id"] >= 0
+    ):
         raise UserError(f"{path}: added token {json.dumps(entry)} needs a content and an id >= 0")
-    return AddedToken(entry["content"], entry["id"], bool(entry.get("lstrip")),
-                      bool(entry.get("rstrip")), bool(entry.get("normalized")))
+    return AddedToken(
+        entry["content"],
+        entry["id"],
+        bool(entry.get("lstrip")),
+        bool(entry.get("rstrip")),
+        bool(entry.get("normalized")),
+    )
 
 
-def _normalizers(normalizer, unsupported: list) -> Tuple[str, ...]:
+def _normalizers(normalizer, unsupported: list) -> tuple[str, ...]:
     """The Unicode normal forms applied in turn (tokenizer.json: null, one, or a Sequence)."""
     if not normalizer:
         return ()
@@ -170,8 +198,11 @@ def _normalizers(normalizer, unsupported: list) -> Tuple[str, ...]:
 
 def _byte_level(pre_tokenizer, unsupported: list) -> dict:
     """The ByteLevel pre-tokenizer's settings, alone or as a Sequence's only step."""
-    steps = ([pre_tokenizer] if not pre_tokenizer or pre_tokenizer.get("type") != "Sequence"
-             else pre_tokenizer.get("pretokenizers", []))
+    steps = (
+        [pre_tokenizer]
+        if not pre_tokenizer or pre_tokenizer.get("type") != "Sequence"
+        else pre_tokenizer.get("pretokenizers", [])
+    )
     if len(steps) != 1 or not steps[0] or steps[0].get("type") != "ByteLevel":
         unsupported.append(f"pre_tokenizer {json.dumps(pre_tokenizer)} (only ByteLevel)")
         return {}
@@ -185,8 +216,10 @@ def _escape(token: str) -> str:
 
 def _table(keys, values, key_dtype, default: int) -> tf.lookup.StaticHashTable:
     """A constant lookup table: part of the graph, so a SavedModel needs no file to rebuild it."""
-    return tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
-        tf.constant(keys, key_dtype), tf.constant(values, tf.int64)), default_value=default)
+    return tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(tf.constant(keys, key_dtype), tf.constant(values, tf.int64)),
+        default_value=default,
+    )
 
 
 class BytePairTokenizer(tf.Module):
@@ -202,7 +235,7 @@ class BytePairTokenizer(tf.Module):
     # Hugging Face's add_prefix_space=True for words given with is_split_into_words=True).
     word_prefix = " "
 
-    def __init__(self, spec: BytePairSpec, name: Optional[str] = None):
+    def __init__(self, spec: BytePairSpec, name: str | None = None):
         super().__init__(name=name)
         ids = {**spec.vocab, **{token.content: token.id for token in spec.added_tokens}}
         self.vocab_size = max(ids.values()) + 1
@@ -213,26 +246,27 @@ class BytePairTokenizer(tf.Module):
         self._unknown_id = -1 if spec.unk_token is None else self.token_to_id(spec.unk_token)
         self.assets = [tf.saved_model.Asset(path) for path in spec.files]
         alphabet = bytes_to_unicode()
-        self._byte_ids = _table([bytes([b]) for b in range(256)],
-                                [spec.vocab.get(alphabet[b], -1) for b in range(256)], tf.string, -1)
+        self._byte_ids = _table(
+            [bytes([b]) for b in range(256)], [spec.vocab.get(alphabet[b], -1) for b in range(256)], tf.string, -1
+        )
         codes = self._merge_codes(spec)
         self._merges = _table(list(codes), list(codes.values()), tf.int64, -1)
         self._raw_added = self._added_pattern([t for t in spec.added_tokens if not t.normalized])
         self._normalized_added = self._added_pattern([t for t in spec.added_tokens if t.normalized])
         if spec.added_tokens:
-            self._added_ids = _table([t.content for t in spec.added_tokens],
-                                     [t.id for t in spec.added_tokens], tf.string, -1)
+            self._added_ids = _table(
+                [t.content for t in spec.added_tokens], [t.id for t in spec.added_tokens], tf.string, -1
+            )
 
     @classmethod
-    def from_vocab_and_merges(cls, vocab_file: str, merges_file: str,
-                              special_tokens: Sequence[str], **kwargs):
+    def from_vocab_and_merges(cls, vocab_file: str, merges_file: str, special_tokens: Sequence[str], **kwargs):
         return cls(spec_from_vocab_and_merges(vocab_file, merges_file, special_tokens), **kwargs)
 
     @classmethod
     def from_tokenizer_json(cls, path: str, **kwargs):
         return cls(spec_from_tokenizer_json(path), **kwargs)
 
-    def token_ids(self) -> Dict[str, int]:
+    def token_ids(self) -> dict[str, int]:
         """token -> id of the whole vocabulary (the report maps attributed ids back to pieces)."""
         return json.loads(self._ids)
 
@@ -243,7 +277,7 @@ class BytePairTokenizer(tf.Module):
             raise UserError(f"{self._source}: the vocabulary has no token {token!r}")
         return ids[token]
 
-    def _merge_codes(self, spec: BytePairSpec) -> Dict[int, int]:
+    def _merge_codes(self, spec: BytePairSpec) -> dict[int, int]:
         """(left id, right id) packed in one int64 -> rank * vocab_size + merged id: the lowest
         code of a word is its lowest-rank merge. A repeated merge keeps its last rank, as in
         Hugging Face's BPE."""
@@ -251,19 +285,22 @@ class BytePairTokenizer(tf.Module):
         for rank, (left, right) in enumerate(spec.merges):
             missing = [t for t in (left, right, left + right) if t not in spec.vocab]
             if missing:
-                raise UserError(f"{self._source}: merge {rank + 1} ({left} {right}) needs "
-                                f"{missing[0]!r}, which is not in the vocabulary")
+                raise UserError(
+                    f"{self._source}: merge {rank + 1} ({left} {right}) needs "
+                    f"{missing[0]!r}, which is not in the vocabulary"
+                )
             key = spec.vocab[left] * self.vocab_size + spec.vocab[right]
             codes[key] = rank * self.vocab_size + spec.vocab[left + right]
         return codes
 
     @staticmethod
-    def _added_pattern(tokens: Sequence[AddedToken]) -> Optional[str]:
+    def _added_pattern(tokens: Sequence[AddedToken]) -> str | None:
         """An RE2 alternation of the tokens, longest first (Hugging Face matches the longest),
         with the whitespace that lstrip/rstrip tokens absorb."""
-        alternatives = [(f"[{WHITESPACE}]*" if t.lstrip else "") + _escape(t.content) +
-                        (f"[{WHITESPACE}]*" if t.rstrip else "")
-                        for t in sorted(tokens, key=lambda t: -len(t.content))]
+        alternatives = [
+            (f"[{WHITESPACE}]*" if t.lstrip else "") + _escape(t.content) + (f"[{WHITESPACE}]*" if t.rstrip else "")
+            for t in sorted(tokens, key=lambda t: -len(t.content))
+        ]
         return "|".join(alternatives) or None
 
     def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
@@ -287,9 +324,15 @@ class BytePairTokenizer(tf.Module):
         words = self._pre_tokenize(tf.where(is_added, "", values))
         ids = words.with_flat_values(self._encode_words(words.flat_values)).merge_dims(1, 2)
         if self._raw_added or self._normalized_added:
-            ids = tf.concat([tf.RaggedTensor.from_row_lengths(
-                self._added_id(tf.boolean_mask(values, is_added)), tf.cast(is_added, tf.int64)),
-                ids], axis=1)
+            ids = tf.concat(
+                [
+                    tf.RaggedTensor.from_row_lengths(
+                        self._added_id(tf.boolean_mask(values, is_added)), tf.cast(is_added, tf.int64)
+                    ),
+                    ids,
+                ],
+                axis=1,
+            )
         return tf.cast(pieces.with_flat_values(ids).merge_dims(1, 2), tf.int32)
 
     def _added_id(self, pieces: tf.Tensor) -> tf.Tensor:
@@ -304,8 +347,9 @@ class BytePairTokenizer(tf.Module):
         (whitespace, then non-space) gives its whitespace but the last character as one word,
         then that last character alone, or, when it is a space, joined to the next word."""
         if self._add_prefix_space:  # per piece, when it is not empty and has none
-            texts = tf.where((texts == "") | tf.strings.regex_full_match(texts, " (?s:.)*"),
-                             texts, tf.strings.join([" ", texts]))
+            texts = tf.where(
+                (texts == "") | tf.strings.regex_full_match(texts, " (?s:.)*"), texts, tf.strings.join([" ", texts])
+            )
         if not self._use_regex:
             return _nonempty(texts)
         chunks = text.regex_split(texts, _CHUNK, _CHUNK)
@@ -322,8 +366,15 @@ class BytePairTokenizer(tf.Module):
         last = tf.where(joined, "", last)
         # Most chunks are one word: regex_split only the others (a third less CPU on tweets).
         one_word = tf.strings.regex_full_match(rest, _ONE_WORD)
-        words = tf.concat([_nonempty(head), _nonempty(last), _nonempty(tf.where(one_word, rest, "")),
-                           text.regex_split(tf.where(one_word, "", rest), _WORD, _WORD)], axis=1)
+        words = tf.concat(
+            [
+                _nonempty(head),
+                _nonempty(last),
+                _nonempty(tf.where(one_word, rest, "")),
+                text.regex_split(tf.where(one_word, "", rest), _WORD, _WORD),
+            ],
+            axis=1,
+        )
         return chunks.with_flat_values(words).merge_dims(1, 2)
 
     def _encode_words(self, words: tf.Tensor) -> tf.RaggedTensor:
@@ -332,8 +383,7 @@ class BytePairTokenizer(tf.Module):
         characters = tf.strings.bytes_split(distinct)
         symbols = characters.with_flat_values(self._byte_ids.lookup(characters.flat_values))
         if self._unknown_id >= 0:
-            symbols = tf.ragged.map_flat_values(
-                lambda ids: tf.where(ids >= 0, ids, self._unknown_id), symbols)
+            symbols = tf.ragged.map_flat_values(lambda ids: tf.where(ids >= 0, ids, self._unknown_id), symbols)
         else:  # Hugging Face's BPE drops a character outside its vocabulary when it has no unk
             symbols = tf.ragged.boolean_mask(symbols, symbols >= 0)
         return tf.gather(self._merge(symbols), index)
@@ -357,27 +407,29 @@ class BytePairTokenizer(tf.Module):
             merged = tf.concat([tf.where(merge, codes % size, values[:-1]), values[-1:]], 0)
             keep = ~tf.concat([[False], merge], 0)
             values, rowids = tf.boolean_mask(merged, keep), tf.boolean_mask(rowids, keep)
-            active = tf.gather(tf.math.unsorted_segment_max(
-                tf.cast(merge, tf.int32), pair_rows, rows) > 0, rowids)
-            return (tf.boolean_mask(values, active), tf.boolean_mask(rowids, active),
-                    tf.concat([done_values, tf.boolean_mask(values, ~active)], 0),
-                    tf.concat([done_rowids, tf.boolean_mask(rowids, ~active)], 0))
+            active = tf.gather(tf.math.unsorted_segment_max(tf.cast(merge, tf.int32), pair_rows, rows) > 0, rowids)
+            return (
+                tf.boolean_mask(values, active),
+                tf.boolean_mask(rowids, active),
+                tf.concat([done_values, tf.boolean_mask(values, ~active)], 0),
+                tf.concat([done_rowids, tf.boolean_mask(rowids, ~active)], 0),
+            )
 
         empty = tf.zeros([0], tf.int64)
         _, _, values, rowids = tf.while_loop(
-            lambda values, *_: tf.size(values) > 0, step,
+            lambda values, *_: tf.size(values) > 0,
+            step,
             (symbols.flat_values, symbols.value_rowids(), empty, empty),
-            shape_invariants=(tf.TensorShape([None]),) * 4)
+            shape_invariants=(tf.TensorShape([None]),) * 4,
+        )
         order = tf.argsort(rowids, stable=True)  # finished words, back in their order
-        return tf.RaggedTensor.from_value_rowids(
-            tf.gather(values, order), tf.gather(rowids, order), nrows=rows)
+        return tf.RaggedTensor.from_value_rowids(tf.gather(values, order), tf.gather(rowids, order), nrows=rows)
 
 
 def _nonempty(strings: tf.Tensor) -> tf.RaggedTensor:
     """[N] -> [N, (0 or 1)]: each string as a one-word row, or an empty row for ""."""
     present = strings != ""
-    return tf.RaggedTensor.from_row_lengths(tf.boolean_mask(strings, present),
-                                            tf.cast(present, tf.int64))
+    return tf.RaggedTensor.from_row_lengths(tf.boolean_mask(strings, present), tf.cast(present, tf.int64))
 
 
 def _split_added(pieces: tf.RaggedTensor, added: tf.RaggedTensor, pattern: str):
@@ -389,5 +441,4 @@ def _split_added(pieces: tf.RaggedTensor, added: tf.RaggedTensor, pattern: str):
     kept = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(values, flags), tf.cast(flags, tf.int64))
     parts = tf.concat([kept, parts], axis=1)
     found = tf.concat([kept.with_flat_values(tf.ones_like(kept.flat_values, tf.bool)), found], axis=1)
-    return (pieces.with_flat_values(parts).merge_dims(1, 2),
-            added.with_flat_values(found).merge_dims(1, 2))
+    return (pieces.with_flat_values(parts).merge_dims(1, 2), added.with_flat_values(found).merge_dims(1, 2))

@@ -16,8 +16,9 @@ around that search is reproduced here with TF-Text and tf.strings ops:
 - where several orders of the same pieces score the same ("." "..." or "..." "." for
   "...."), Hugging Face's order: the longest piece last.
 """
+
 import dataclasses
-from typing import Callable, Dict, List, Optional, Tuple
+from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -28,8 +29,10 @@ from trainer.errors import UserError
 
 # What Rust's char::is_whitespace and Oniguruma's Unicode \s match (the White_Space property):
 # Hugging Face's WhitespaceSplit, Strip and Replace(r"\s") use them; RE2's \s is ASCII only.
-WHITESPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
-              "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+WHITESPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
 METASPACE = "\u2581"
 UNIGRAM = 1  # sentencepiece_model.proto TrainerSpec.ModelType
 CUT = b"\xff"  # a byte no UTF-8 text holds
@@ -41,14 +44,15 @@ MODEL_NORMALIZER, NFC_METASPACE = "model", "nfc-metaspace"
 @dataclasses.dataclass(frozen=True)
 class SentencePieceLayout:
     """What a family adds to the shared algorithm, as KerasHub's family tokenizers add theirs."""
+
     family: str  # what errors call a model of this layout
     # The special tokens Hugging Face matches in raw text, in its id order.
-    specials: Tuple[str, ...]
+    specials: tuple[str, ...]
     # The pieces the model file must start with, as the family's checkpoints do.
-    leading_pieces: Tuple[str, ...]
+    leading_pieces: tuple[str, ...]
     # The model's pieces -> (Hugging Face's tokens by id, SentencePiece id -> Hugging Face id,
     # or None where they are equal): the family's id layout.
-    vocabulary: Callable[[List[str]], Tuple[List[str], Optional[np.ndarray]]]
+    vocabulary: Callable[[list[str]], tuple[list[str], np.ndarray | None]]
     normalizer: str  # MODEL_NORMALIZER or NFC_METASPACE
 
 
@@ -85,13 +89,17 @@ class SentencePieceTokenizer(tf.Module):
             proto = f.read()
         model = _parse(proto, model_file)
         if model.trainer_spec.model_type != UNIGRAM:
-            raise UserError(f"{model_file}: a {family} model is a unigram SentencePiece model; "
-                            f"this one is not (model_type {model.trainer_spec.model_type})")
+            raise UserError(
+                f"{model_file}: a {family} model is a unigram SentencePiece model; "
+                f"this one is not (model_type {model.trainer_spec.model_type})"
+            )
         pieces = [piece.piece for piece in model.pieces]
         leading = layout.leading_pieces
-        if tuple(pieces[:len(leading)]) != leading:
-            raise UserError(f"{model_file}: not a {family} SentencePiece model (its first pieces "
-                            f"are {', '.join(pieces[:len(leading)])}, not {', '.join(leading)})")
+        if tuple(pieces[: len(leading)]) != leading:
+            raise UserError(
+                f"{model_file}: not a {family} SentencePiece model (its first pieces "
+                f"are {', '.join(pieces[: len(leading)])}, not {', '.join(leading)})"
+            )
         if layout.normalizer == NFC_METASPACE:
             proto = _without_normalizer(model)
         self._sentencepiece = text.FastSentencepieceTokenizer(proto)
@@ -102,12 +110,13 @@ class SentencePieceTokenizer(tf.Module):
         self._special_tokens = np.array(specials, dtype=object)
         self._special_ids = np.array([self._vocab[token] for token in specials], np.int32)
         self._special_pattern = "|".join(_re2_literal(token) for token in specials)
-        self._split_at = (_unsplit_whitespace(self._sentencepiece, pieces)
-                          if layout.normalizer == MODEL_NORMALIZER else "")
+        self._split_at = (
+            _unsplit_whitespace(self._sentencepiece, pieces) if layout.normalizer == MODEL_NORMALIZER else ""
+        )
         self._model_file = model_file
         self.model_asset = tf.saved_model.Asset(model_file)
 
-    def token_ids(self) -> Dict[str, int]:
+    def token_ids(self) -> dict[str, int]:
         """piece -> id of the whole vocabulary (the report maps attributed ids back to pieces)."""
         return dict(self._vocab)
 
@@ -123,14 +132,17 @@ class SentencePieceTokenizer(tf.Module):
         flat = segments.flat_values
         matches = tf.equal(flat[:, None], tf.constant(self._special_tokens)[None, :])
         is_special = tf.reduce_any(matches, axis=1)
-        special_ids = tf.gather(tf.constant(self._special_ids),
-                                tf.argmax(tf.cast(matches, tf.int32), axis=1))
+        special_ids = tf.gather(tf.constant(self._special_ids), tf.argmax(tf.cast(matches, tf.int32), axis=1))
         pieces = self._sentencepiece.tokenize(self._normalize(tf.where(is_special, "", flat)))
         pieces = pieces.with_row_splits_dtype(tf.int64)
-        ids = pieces if self._id_map is None else pieces.with_flat_values(
-            tf.gather(tf.constant(self._id_map), pieces.flat_values))
-        special = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(special_ids, is_special),
-                                                   tf.cast(is_special, tf.int64))
+        ids = (
+            pieces
+            if self._id_map is None
+            else pieces.with_flat_values(tf.gather(tf.constant(self._id_map), pieces.flat_values))
+        )
+        special = tf.RaggedTensor.from_row_lengths(
+            tf.boolean_mask(special_ids, is_special), tf.cast(is_special, tf.int64)
+        )
         ids = segments.with_flat_values(tf.concat([ids, special], axis=1)).merge_dims(1, 2)
         return self._order_ties(ids)
 
@@ -145,8 +157,7 @@ class SentencePieceTokenizer(tf.Module):
         flat = ids.flat_values
         roots = tf.gather(tf.constant(self._roots), flat)
         rows = ids.value_rowids()
-        starts = ((roots < 0) | tf.not_equal(roots, _previous(roots))
-                  | tf.not_equal(rows, _previous(rows)))
+        starts = (roots < 0) | tf.not_equal(roots, _previous(roots)) | tf.not_equal(rows, _previous(rows))
         runs = tf.cumsum(tf.cast(starts, tf.int64))
         powers = tf.cast(tf.gather(tf.constant(self._powers), flat), tf.int64)
         order = tf.argsort(runs * (int(self._powers.max()) + 1) + powers, stable=True)
@@ -165,8 +176,7 @@ class SentencePieceTokenizer(tf.Module):
         """What Hugging Face does to a text segment before the model and SentencePiece's
         normalizer does not."""
         if self._normalizer == MODEL_NORMALIZER:
-            return (tf.strings.regex_replace(segments, self._split_at, " ")
-                    if self._split_at else segments)
+            return tf.strings.regex_replace(segments, self._split_at, " ") if self._split_at else segments
         # DebertaV2Tokenizer: Replace(r"\s{2,}|[\n\r\t]", " "), NFC, Strip(right), Metaspace.
         whitespace = _re2_class(WHITESPACE)
         segments = tf.strings.regex_replace(segments, f"{whitespace}{{2,}}|[\\n\\r\\t]", " ")
@@ -174,8 +184,7 @@ class SentencePieceTokenizer(tf.Module):
         segments = tf.strings.regex_replace(segments, f"{whitespace}+$", "")
         segments = tf.strings.regex_replace(segments, " ", METASPACE)
         # Metaspace(prepend_scheme="always") adds "▁" unless the text already starts with one.
-        return tf.where(tf.strings.regex_full_match(segments, f"(?s)({METASPACE}.*)?"),
-                        segments, METASPACE + segments)
+        return tf.where(tf.strings.regex_full_match(segments, f"(?s)({METASPACE}.*)?"), segments, METASPACE + segments)
 
 
 def _previous(values: tf.Tensor) -> tf.Tensor:
@@ -183,8 +192,7 @@ def _previous(values: tf.Tensor) -> tf.Tensor:
     return tf.pad(values, [[1, 0]], constant_values=-1)[:-1]
 
 
-def _vocabulary(tokens: List[str], id_map: Optional[np.ndarray]
-                ) -> Tuple[Dict[str, int], Optional[np.ndarray]]:
+def _vocabulary(tokens: list[str], id_map: np.ndarray | None) -> tuple[dict[str, int], np.ndarray | None]:
     """(Hugging Face's token -> id, the id map) of a layout's tokens by id; a token listed twice
     keeps its first id."""
     vocab = {}
@@ -193,11 +201,11 @@ def _vocabulary(tokens: List[str], id_map: Optional[np.ndarray]
     return vocab, id_map
 
 
-def _powers_of_roots(vocab: Dict[str, int], size: int) -> Tuple[np.ndarray, np.ndarray]:
+def _powers_of_roots(vocab: dict[str, int], size: int) -> tuple[np.ndarray, np.ndarray]:
     """Per id: a number for its primitive root u where the token is u^k and some other power
     of u is a token too (else -1), and k."""
     roots, powers = np.full(size, -1, np.int32), np.ones(size, np.int32)
-    by_root: Dict[str, list] = {}
+    by_root: dict[str, list] = {}
     for token, i in vocab.items():
         period = (token + token).find(token, 1)  # the shortest u with token = u^k
         by_root.setdefault(token[:period], []).append(i)
@@ -242,29 +250,47 @@ def _model_proto_class():
     trainer_spec.model_type, normalizer_spec, self_test_data), as a protobuf class: the other
     fields pass through parsing and serializing unchanged, and the sentencepiece package is not
     needed at run time."""
-    file = descriptor_pb2.FileDescriptorProto(name="vbt_sentencepiece_model.proto",
-                                              package="vbt_sentencepiece", syntax="proto2")
+    file = descriptor_pb2.FileDescriptorProto(
+        name="vbt_sentencepiece_model.proto", package="vbt_sentencepiece", syntax="proto2"
+    )
     field = descriptor_pb2.FieldDescriptorProto
     piece = file.message_type.add(name="SentencePiece")
     piece.field.add(name="piece", number=1, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
     trainer = file.message_type.add(name="TrainerSpec")
-    trainer.field.add(name="model_type", number=3, type=field.TYPE_INT32,
-                      label=field.LABEL_OPTIONAL, default_value=str(UNIGRAM))
+    trainer.field.add(
+        name="model_type", number=3, type=field.TYPE_INT32, label=field.LABEL_OPTIONAL, default_value=str(UNIGRAM)
+    )
     spec = file.message_type.add(name="NormalizerSpec")
-    for number, name, kind in ((1, "name", field.TYPE_STRING),
-                               (2, "precompiled_charsmap", field.TYPE_BYTES),
-                               (3, "add_dummy_prefix", field.TYPE_BOOL),
-                               (4, "remove_extra_whitespaces", field.TYPE_BOOL)):
+    for number, name, kind in (
+        (1, "name", field.TYPE_STRING),
+        (2, "precompiled_charsmap", field.TYPE_BYTES),
+        (3, "add_dummy_prefix", field.TYPE_BOOL),
+        (4, "remove_extra_whitespaces", field.TYPE_BOOL),
+    ):
         spec.field.add(name=name, number=number, type=kind, label=field.LABEL_OPTIONAL)
     model = file.message_type.add(name="ModelProto")
-    model.field.add(name="pieces", number=1, type=field.TYPE_MESSAGE,
-                    type_name=".vbt_sentencepiece.SentencePiece", label=field.LABEL_REPEATED)
-    model.field.add(name="trainer_spec", number=2, type=field.TYPE_MESSAGE,
-                    type_name=".vbt_sentencepiece.TrainerSpec", label=field.LABEL_OPTIONAL)
-    model.field.add(name="normalizer_spec", number=3, type=field.TYPE_MESSAGE,
-                    type_name=".vbt_sentencepiece.NormalizerSpec", label=field.LABEL_OPTIONAL)
-    model.field.add(name="self_test_data", number=4, type=field.TYPE_BYTES,
-                    label=field.LABEL_OPTIONAL)
+    model.field.add(
+        name="pieces",
+        number=1,
+        type=field.TYPE_MESSAGE,
+        type_name=".vbt_sentencepiece.SentencePiece",
+        label=field.LABEL_REPEATED,
+    )
+    model.field.add(
+        name="trainer_spec",
+        number=2,
+        type=field.TYPE_MESSAGE,
+        type_name=".vbt_sentencepiece.TrainerSpec",
+        label=field.LABEL_OPTIONAL,
+    )
+    model.field.add(
+        name="normalizer_spec",
+        number=3,
+        type=field.TYPE_MESSAGE,
+        type_name=".vbt_sentencepiece.NormalizerSpec",
+        label=field.LABEL_OPTIONAL,
+    )
+    model.field.add(name="self_test_data", number=4, type=field.TYPE_BYTES, label=field.LABEL_OPTIONAL)
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("vbt_sentencepiece.ModelProto"))

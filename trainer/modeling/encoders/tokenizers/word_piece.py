@@ -1,8 +1,8 @@
 """WordPiece (BERT, ELECTRA, MPNet): TF-Text's FastBertTokenizer over a vocab.txt, as a
 preprocessor layer. A family passes its special tokens (`special`); BERT's are the default.
 """
+
 import dataclasses
-from typing import List
 
 import tensorflow as tf
 import tensorflow_text as text
@@ -17,7 +17,7 @@ BERT = SpecialTokens("[PAD]", "[UNK]", "[CLS]", "[SEP]")
 _DELETED = r"[^\P{C}\t\n\r]|\x{FFFD}"
 
 
-def check_vocab(vocab_file: str, special: SpecialTokens = BERT) -> List[str]:
+def check_vocab(vocab_file: str, special: SpecialTokens = BERT) -> list[str]:
     """The vocabulary's tokens, one per line; a UserError when it is not UTF-8 or lacks one of
     the `special` tokens."""
     with tf.io.gfile.GFile(vocab_file, "rb") as f:
@@ -25,8 +25,7 @@ def check_vocab(vocab_file: str, special: SpecialTokens = BERT) -> List[str]:
     try:
         vocab = raw.decode("utf-8").splitlines()
     except UnicodeDecodeError as e:
-        raise UserError(f"{vocab_file}: not valid UTF-8 (byte {raw[e.start]:#04x} at offset "
-                        f"{e.start})") from None
+        raise UserError(f"{vocab_file}: not valid UTF-8 (byte {raw[e.start]:#04x} at offset {e.start})") from None
     missing = [token for token in special.names() if token not in vocab]
     if missing:
         raise UserError(f"{vocab_file}: the vocabulary lacks {', '.join(missing)}")
@@ -58,8 +57,9 @@ class WordPiecePreprocessor(PackingPreprocessor):
     BertNormalizer lower-cases one character at a time, not to ICU's word-final ς.
     """
 
-    def __init__(self, vocab_file: str, lower_case: bool, seq_length: int = 128,
-                 special: SpecialTokens = BERT, **kwargs):
+    def __init__(
+        self, vocab_file: str, lower_case: bool, seq_length: int = 128, special: SpecialTokens = BERT, **kwargs
+    ):
         kwargs["trainable"] = False  # nothing to train; also when rebuilt from get_config
         super().__init__(**kwargs)
         special = SpecialTokens(**special) if isinstance(special, dict) else special
@@ -69,11 +69,10 @@ class WordPiecePreprocessor(PackingPreprocessor):
         self.seq_length = seq_length
         self.special = special
         self.vocab_size = len(vocab)
-        self.special_ids = {token: vocab.index(token) for token in
-                            (*special.names(), *special.pair_separator)}
+        self.special_ids = {token: vocab.index(token) for token in (*special.names(), *special.pair_separator)}
         self._tokenizer = text.FastBertTokenizer(
-            vocab=vocab, token_out_type=tf.int32, unknown_token=special.unknown,
-            lower_case_nfd_strip_accents=False)
+            vocab=vocab, token_out_type=tf.int32, unknown_token=special.unknown, lower_case_nfd_strip_accents=False
+        )
         self.vocab_asset = tf.saved_model.Asset(vocab_file)
         self.assets = [self.vocab_asset]
         self._continues_word = tf.constant([token.startswith("##") for token in vocab])
@@ -87,15 +86,21 @@ class WordPiecePreprocessor(PackingPreprocessor):
         if self.lower_case:
             strings = tf.strings.regex_replace(strings, "Σ", "σ")
             strings = tf.strings.regex_replace(
-                text.normalize_utf8(tf.strings.lower(strings, encoding="utf-8"), "NFD"), r"\p{Mn}", "")
+                text.normalize_utf8(tf.strings.lower(strings, encoding="utf-8"), "NFD"), r"\p{Mn}", ""
+            )
         pieces = self._tokenizer.tokenize(strings)
         starts = tf.cast(~tf.gather(self._continues_word, pieces.flat_values), tf.int64)
         words = tf.RaggedTensor.from_value_rowids(
-            pieces.flat_values, tf.cumsum(starts) - 1, nrows=tf.reduce_sum(starts))
+            pieces.flat_values, tf.cumsum(starts) - 1, nrows=tf.reduce_sum(starts)
+        )
         words_per_text = tf.reduce_sum(pieces.with_flat_values(starts), axis=1)
         return tf.RaggedTensor.from_row_lengths(words, words_per_text)
 
     def get_config(self):
-        return {**super().get_config(), "vocab_file": self.vocab_file,
-                "lower_case": self.lower_case, "seq_length": self.seq_length,
-                "special": dataclasses.asdict(self.special)}
+        return {
+            **super().get_config(),
+            "vocab_file": self.vocab_file,
+            "lower_case": self.lower_case,
+            "seq_length": self.seq_length,
+            "special": dataclasses.asdict(self.special),
+        }
