@@ -82,7 +82,7 @@ def exported_again(job_dir: str, target: str) -> str:
     (trainer.export_quantized's way of rebuilding a finished run's classifier)."""
     from trainer.serving import export, quantize
     from trainer.training import results
-    from trainer.training.export_quantized import run_context
+    from trainer.training.checked_copies import run_context
 
     model_dir = os.path.join(job_dir, "model")
     ctx = run_context(model_dir, job_dir)

@@ -8,7 +8,7 @@ run on one machine, on the same texts.
 For each part a model is trained once (bench/work/onnx/, resumed or reused by a rerun on the same
 CPU) with every copy the run writes, then each copy the model dir holds is measured:
 - rows/s, in this process, raw strings to the task's outputs (tokenizing included) through the
-  package's own loader and batching (trainer.serving.variants.load, predict.predict_outputs),
+  package's own loader and batching (trainer.serving.variants.load, loaded_model.predict_outputs),
   after one untimed call; copies interleaved round by round, median of --rounds;
 - agreement with the SavedModel on the same texts: the share of rows whose labels are equal (a
   tagger's: whose entities are, label, text and offsets), and the largest difference of a float
@@ -142,16 +142,17 @@ def held_copies(model_dir: str) -> list:
 
 def throughput(model_dir: str, copies: list, texts: list, rounds: int) -> dict:
     """{copy: {rows_per_second, outputs}}: each copy's median over `rounds`, interleaved."""
-    from trainer.serving import predict, variants
+    from trainer.inference import loaded_model
+    from trainer.serving import variants
 
     models = {copy: variants.load(model_dir, copy) for copy in copies}
     outputs, seconds = {}, {copy: [] for copy in copies}
     for copy, model in models.items():  # untimed: graph optimization, sessions' first runs
-        outputs[copy] = predict.predict_outputs(model, texts[:256], BATCH_SIZE)
+        outputs[copy] = loaded_model.predict_outputs(model, texts[:256], BATCH_SIZE)
     for _ in range(rounds):
         for copy, model in models.items():
             start = time.perf_counter()
-            outputs[copy] = predict.predict_outputs(model, texts, BATCH_SIZE)
+            outputs[copy] = loaded_model.predict_outputs(model, texts, BATCH_SIZE)
             seconds[copy].append(time.perf_counter() - start)
     return {
         copy: {"rows_per_second": len(texts) / statistics.median(seconds[copy]), "outputs": outputs[copy]}

@@ -58,13 +58,14 @@ def file_order_batches(features: dict, batch_size: int, width: int):
 
 def parts(model, texts: list, features: dict, args) -> dict:
     """Median seconds of each part; `features`: the texts tokenized once beforehand."""
-    from trainer.serving import predict
+    from trainer.inference import loaded_model
 
     width = features["input_word_ids"].shape[1]
-    seconds = {"tokenize": timed(lambda: predict.tokenize(model, texts), args.rounds)}
+    seconds = {"tokenize": timed(lambda: loaded_model.tokenize(model, texts), args.rounds)}
     for size in [int(s) for s in args.batch_sizes.split(",")]:
         seconds[f"model, token-sorted ladder batches of {size}"] = timed(
-            lambda size=size: [model.predict_tokens(b) for _, b in predict._token_batches(features, size)], args.rounds
+            lambda size=size: [model.predict_tokens(b) for _, b in loaded_model.token_batches(features, size)],
+            args.rounds,
         )
     seconds[f"model, file-order batches of 32 padded to {width}"] = timed(
         lambda: [model.predict_tokens(b) for b in file_order_batches(features, 32, width)], args.rounds
@@ -75,11 +76,11 @@ def parts(model, texts: list, features: dict, args) -> dict:
 def profile(model, features: dict, work: str) -> dict:
     import tensorflow as tf
 
-    from trainer.serving import predict
+    from trainer.inference import loaded_model
 
     logdir = os.path.join(work, "profile")
     tf.profiler.experimental.start(logdir)
-    for _, batch in predict._token_batches(features, 128):
+    for _, batch in loaded_model.token_batches(features, 128):
         model.predict_tokens(batch)
     tf.profiler.experimental.stop()
     return bench_steps.op_categories(logdir)
@@ -103,15 +104,16 @@ def main(argv=None) -> dict:
     import trainer
 
     trainer.import_tensorflow()
-    from trainer.serving import export, predict
+    from trainer.inference import loaded_model
+    from trainer.serving import export
 
     work = tempfile.mkdtemp(prefix="bench-predict-")
     data = bench_run.prepare_data(work)
     texts = read_texts(data["eval"], data["text_column"])
     read_seconds = timed(lambda: read_texts(data["eval"], data["text_column"]), args.rounds)
     model = export.load_module(args.model_dir)
-    predict.warm_up(model)
-    features = predict.tokenize(model, texts)
+    loaded_model.warm_up(model)
+    features = loaded_model.tokenize(model, texts)
     result = {
         "model_dir": args.model_dir,
         "data": data["name"],

@@ -41,10 +41,11 @@ def warm_baseline(model_dir: str, texts_csv: str, batch_size: int = 128) -> floa
     the CLI's figure includes the model's first call, which the server pays before it is ready."""
     code = (
         "import sys, time, csv, trainer; trainer.import_tensorflow(); "
-        "from trainer.serving import export, predict; serve = export.load(sys.argv[1]); "
+        "from trainer.serving import export; from trainer.inference import loaded_model; "
+        "serve = export.load(sys.argv[1]); "
         "texts = [r['text'] for r in csv.DictReader(open(sys.argv[2], encoding='utf-8'))]; "
-        "predict.predict_texts(serve, texts[:256], int(sys.argv[3])); start = time.perf_counter(); "
-        "predict.predict_texts(serve, texts, int(sys.argv[3])); "
+        "loaded_model.predict_texts(serve, texts[:256], int(sys.argv[3])); start = time.perf_counter(); "
+        "loaded_model.predict_texts(serve, texts, int(sys.argv[3])); "
         "print(len(texts) / (time.perf_counter() - start))"
     )
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}

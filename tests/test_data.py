@@ -365,7 +365,9 @@ def test_help_imports_no_heavy_module_and_every_flag_has_help_and_its_default(mo
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0, result.stderr
     parser = importlib.import_module(
-        {"trainer.predict": "trainer.serving.predict", "trainer.prepare": "trainer.data.prepare"}.get(module, module)
+        {"trainer.predict": "trainer.serving.predict_file", "trainer.prepare": "trainer.data.preparation"}.get(
+            module, module
+        )
     ).build_arg_parser()
     for action in parser._actions:
         assert action.help, action.option_strings

@@ -16,7 +16,7 @@ from vertex_loopback import VertexLoopback
 
 from trainer import cli, storage
 from trainer import deploy as deploy_command
-from trainer.cloud import submit
+from trainer.cloud import submission
 from trainer.vertex import environment as vertex
 
 PARENT = "projects/my-project/locations/us-central1"
@@ -52,7 +52,7 @@ def finished_job(monkeypatch):
 
 
 def dry_run(capsys, *argv) -> dict:
-    code = cli.run(submit.main, [*argv, "--dry-run"])
+    code = cli.run(submission.main, [*argv, "--dry-run"])
     out, err = capsys.readouterr()
     assert code == 0, err
     return json.loads(out)
@@ -64,7 +64,7 @@ def parse(message: dict, proto_type):
 
 
 def failure(capsys, *argv):
-    code = cli.run(submit.main, list(argv))
+    code = cli.run(submission.main, list(argv))
     return code, capsys.readouterr().err
 
 
@@ -343,7 +343,7 @@ def test_a_dry_run_of_a_local_job_dir_uploads_its_model_dir(capsys, local_job):
 
 
 def test_a_dry_run_reads_nothing_from_cloud_storage_and_says_which_labels_it_leaves_out(capsys):
-    assert cli.run(submit.main, ["deploy", *WHERE, *MODEL, "--dry-run"]) == 0
+    assert cli.run(submission.main, ["deploy", *WHERE, *MODEL, "--dry-run"]) == 0
     out, err = capsys.readouterr()
     labels = json.loads(out)["uploadModel"]["model"]["labels"]
     assert "data_hash" not in labels and "test_accuracy" not in labels

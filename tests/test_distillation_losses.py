@@ -1,6 +1,8 @@
 """What each task kind does with a teacher's outputs (issue #51, "The loss"): packed targets, the
 distillation loss and training metric over them, the teacher file's checks, the teacher scored
-as the student is, and the Distilled task that trains on them. Tiny fixtures, no encoder."""
+as the student is, and the loss and metrics a run compiles with a teacher. Tiny fixtures, no encoder."""
+
+import types
 
 import numpy as np
 import pytest
@@ -8,7 +10,6 @@ import tensorflow as tf
 import tf_keras
 
 from trainer.tasks import ClassificationTask, MultiLabelTask, RegressionTask
-from trainer.tasks.distilled import Distilled
 from trainer.tasks.labels import LabelSpec
 
 T, ALPHA = 2.0, 0.3
@@ -277,37 +278,42 @@ def test_a_regressor_has_no_decisions_to_agree_on():
     assert RegressionTask().teacher_agreement(np.array([[1.0]]), np.array([[1.0]])) is None
 
 
-# --- the Distilled task --------------------------------------------------------------------------
-def test_distilled_is_its_kind_by_name_and_methods():
-    task = Distilled(ClassificationTask(), T, ALPHA)
-    assert task.name == ClassificationTask.name and task.default_metric == "val_macro_f1"
-    assert isinstance(task.loss(), type(ClassificationTask().distillation_loss(T, ALPHA)))
+# --- a run with a teacher ------------------------------------------------------------------------
+DISTILLATION = types.SimpleNamespace(distill_temperature=T, distill_alpha=ALPHA)
 
 
-def test_what_distilled_decides_after_training_lands_on_its_kind():
-    kind = prepared(MultiLabelTask(), ["a", "b"], None)
-    task = Distilled(kind, T, ALPHA)
-    task.fit_on_validation(np.array([[3.0, -3.0], [-3.0, 3.0]]), np.array([[1.0, 0.0], [0.0, 1.0]]))
-    task.separator = ";"
-    assert kind.thresholds is not None and kind.separator == ";"
+def test_with_a_teacher_the_kind_compiles_its_distillation_loss_and_metrics():
+    task = ClassificationTask()
+    loss, metrics = task.compiled_with(DISTILLATION)
+    assert isinstance(loss, type(task.distillation_loss(T, ALPHA)))
+    assert [m.name for m in metrics] == [m.name for m in task.distillation_metrics()]
 
 
-def test_distilled_summarizes_and_counts_packed_labels_as_plain_ones():
+def test_without_a_teacher_the_kind_compiles_its_own_loss_and_metrics():
+    task = ClassificationTask()
+    loss, metrics = task.compiled_with(None)
+    assert isinstance(loss, type(task.loss()))
+    assert [m.name for m in metrics] == [m.name for m in task.keras_metrics()]
+
+
+def test_packed_labels_are_summarized_and_counted_as_plain_ones():
     task, targets = classification_targets()
-    distilled, labelled = Distilled(task, T, ALPHA), targets[:2]
+    labelled = targets[:2]
     spec = LabelSpec("names", ["a", "b", "c"])
-    assert distilled.summarize(LOGITS[:2], labelled, spec.names) == task.summarize(LOGITS[:2], CLASSES, spec.names)
-    assert distilled.label_counts(labelled, spec) == {"a": 1, "b": 0, "c": 1}
-    assert distilled.label_counts(CLASSES, spec) == {"a": 1, "b": 0, "c": 1}
+    assert task.summarize(LOGITS[:2], task.plain(labelled), spec.names) == task.summarize(
+        LOGITS[:2], CLASSES, spec.names
+    )
+    assert task.label_counts(task.plain(labelled), spec) == {"a": 1, "b": 0, "c": 1}
+    assert task.label_counts(task.plain(CLASSES), spec) == {"a": 1, "b": 0, "c": 1}
 
 
 @pytest.mark.parametrize("kind", [ClassificationTask, RegressionTask, MultiLabelTask])
 def test_a_model_compiled_with_distilled_loss_and_metrics_trains_on_packed_labels(kind):
     base, targets, outputs = setup(kind)
-    task = Distilled(base, T, ALPHA)
+    loss, metrics = base.compiled_with(DISTILLATION)
     tf_keras.utils.set_random_seed(0)
     model = tf_keras.Sequential([tf_keras.layers.Dense(outputs.shape[1], input_shape=(4,))])
-    model.compile(optimizer="sgd", loss=task.loss(), metrics=task.keras_metrics())
+    model.compile(optimizer="sgd", loss=loss, metrics=metrics)
     history = model.fit(
         np.ones((2, 4), np.float32), targets, sample_weight=np.ones(2, np.float32), batch_size=2, epochs=1, verbose=0
     ).history

@@ -29,7 +29,7 @@ def encoder(tiny_encoder_dir, tmp_path_factory):
 def constant_export(encoder, path, logits, build="classifier", **module):
     """An export whose head outputs `logits` for every text (a tagger: for every token)."""
     from trainer.modeling import heads
-    from trainer.serving import export, tagging
+    from trainer.serving import export, tagger_export
 
     if build == "tagger":
         model = heads.build_tagger(encoder.network, len(logits), 0.0, SEQ)
@@ -39,7 +39,7 @@ def constant_export(encoder, path, logits, build="classifier", **module):
     layer.kernel.assign(np.zeros(layer.kernel.shape))
     layer.bias.assign(logits)
     if build == "tagger":
-        export.export(tagging.TaggingModule(encoder.preprocessor, model, module["names"], SEQ), str(path))
+        export.export(tagger_export.TaggingModule(encoder.preprocessor, model, module["names"], SEQ), str(path))
     else:
         export.export(export.ServingModule(encoder.preprocessor, model, max_seq_length=SEQ, **module), str(path))
     return str(path)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from trainer.modeling import evaluation
+from trainer.modeling import split_outputs
 from trainer.tasks.classification import metrics
 
 
@@ -58,6 +58,6 @@ def test_predictions_come_back_in_row_order_without_padding_rows():
                 "row": np.array([2, 0, 0, 1, 3]),
             }
 
-    logits, labels = evaluation.predict_logits(Model(), dataset=None)
+    logits, labels = split_outputs.predict_logits(Model(), dataset=None)
     assert logits[:, 0].tolist() == [0.0, 1.0, 2.0, 3.0]
     assert labels.tolist() == [0, 1, 2, 3] and labels.dtype == np.int64

@@ -295,10 +295,10 @@ def test_a_slow_models_explaining_is_split_into_calls_of_about_two_seconds(plant
 def _widths(model, texts):
     """Each text's padded width, as explaining batches it."""
     from trainer.data.input_pipeline import padded_lengths
-    from trainer.serving import predict
+    from trainer.inference import loaded_model
 
-    lengths = predict.tokenize(model, texts)["input_mask"].sum(axis=1)
-    ladder = np.asarray(predict.ladder_of(model) or padded_lengths(16))
+    lengths = loaded_model.tokenize(model, texts)["input_mask"].sum(axis=1)
+    ladder = np.asarray(loaded_model.ladder_of(model) or padded_lengths(16))
     return ladder[np.searchsorted(ladder, lengths)]
 
 
@@ -501,12 +501,12 @@ def tagger_dir(tiny_encoder_dir, tmp_path_factory):
     """An untrained tiny tagger's export."""
     from trainer.modeling import heads
     from trainer.modeling.encoders import load_encoder
-    from trainer.serving import export, tagging
+    from trainer.serving import export, tagger_export
 
     encoder = load_encoder(tiny_encoder_dir, seq_length=16, cache_dir=str(tmp_path_factory.mktemp("cache")))
     tagger = heads.build_tagger(encoder.network, 3, 0.0, 16)
     path = tmp_path_factory.mktemp("tagger") / "model"
-    export.export(tagging.TaggingModule(encoder.preprocessor, tagger, ["O", "B-PER", "I-PER"], 16), str(path))
+    export.export(tagger_export.TaggingModule(encoder.preprocessor, tagger, ["O", "B-PER", "I-PER"], 16), str(path))
     return path
 
 

@@ -7,7 +7,7 @@ import pytest
 import tf_keras
 
 from trainer import tasks
-from trainer.cloud import submit
+from trainer.cloud import submission
 from trainer.vertex import hypertune as reporting
 
 
@@ -68,7 +68,7 @@ def test_a_real_training_run_writes_one_json_line_per_epoch_and_one_final(tmp_pa
         assert set(line) == {"timestamp", "trial", "val_macro_f1", "global_step", "checkpoint_path"}
         assert line["trial"] == "7"
     # The tag is the metric the tuning job optimizes, with the goal the job declares.
-    assert submit.metric_spec(reporter.metric) == {"val_macro_f1": "maximize"}
+    assert submission.metric_spec(reporter.metric) == {"val_macro_f1": "maximize"}
 
 
 def test_outside_vertex_nothing_is_created_or_reported(no_vertex, monkeypatch):

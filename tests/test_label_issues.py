@@ -118,7 +118,7 @@ def test_rows_are_named_by_their_file_and_the_line_an_editor_shows(tmp_path):
 
 
 def test_the_report_section_shows_the_top_rows_of_this_runs_file(tmp_path):
-    from trainer.reporting import label_issues as report_section
+    from trainer.reporting import wrong_labels as report_section
 
     (tmp_path / "label_issues.csv").write_text(
         "split,file,row,given_label,suggested_label,score,text\n"
@@ -287,7 +287,7 @@ def test_a_multi_label_fold_model_that_predicts_no_label_warns():
 
 
 def test_the_report_section_carries_the_warning_of_metrics_json(tmp_path):
-    from trainer.reporting import label_issues as report_section
+    from trainer.reporting import wrong_labels as report_section
 
     (tmp_path / "label_issues.csv").write_text("split,file,row,given_label,suggested_label,score,text\n")
     block = {
@@ -304,7 +304,7 @@ def test_the_report_section_carries_the_warning_of_metrics_json(tmp_path):
 def test_report_html_shows_the_warning_above_the_rows(tmp_path):
     import jinja2
 
-    from trainer.reporting import label_issues as report_section
+    from trainer.reporting import wrong_labels as report_section
 
     (tmp_path / "label_issues.csv").write_text("split,file,row,given_label,suggested_label,score,text\n")
     block = {

@@ -24,24 +24,34 @@ ENTRY_MODULES = {
 }
 # Lower numbers sit lower (docs/architecture.md, "The floors"); the longest matching prefix
 # decides. A module may import its own subpackage and anything ranked below it, never above. Each
-# subpackage is one floor; the top-level modules not named fall to the package's own rank, 0.
-# The ground floor: the shared modules, the task kinds (config reads their registry, every floor
-# above asks them what differs by task) and vertex/ (the platform a job runs on: its environment,
-# credentials, and the services a run reports to). The task kinds read labels with
-# trainer/reading.py, the file reader, a top-level module on the ground floor.
+# subpackage is one floor of its own, so two of them never import each other; the top-level
+# modules not named share the package's own rank, 0 (the cycle test covers them).
+# The ground floor: the shared modules. Then the task kinds (config reads their registry, every
+# floor above asks them what differs by task; they read labels with trainer/reading.py, the file
+# reader, on the ground floor); vertex/ (the platform a job runs on: its environment, credentials,
+# and the services a run reports to, which need the task registry); config (which reads both).
 RANKS = {
     "trainer": 0,
-    "trainer.tasks": 0,
-    "trainer.vertex": 0,
-    "trainer.modeling": 1,
-    "trainer.data": 2,
-    "trainer.serving": 3,
-    "trainer.explaining": 3,
-    "trainer.reporting": 4,
-    "trainer.training": 5,
-    "trainer.tuning": 5,
-    "trainer.cloud": 6,
+    "trainer.tasks": 1,
+    "trainer.vertex": 2,
+    "trainer.config": 3,
+    "trainer.modeling": 4,
+    "trainer.data": 5,
+    "trainer.inference": 6,
+    "trainer.explaining": 7,
+    "trainer.serving": 8,
+    "trainer.reporting": 9,
+    "trainer.training": 10,
+    "trainer.tuning": 11,
+    "trainer.cloud": 12,
 }
+
+
+def test_every_subpackage_has_a_floor_of_its_own():
+    """Two subpackages on one floor could import each other: each gets its own."""
+    subpackages = {f"trainer.{p.parent.name}" for p in PACKAGE.glob("*/__init__.py")}
+    assert sorted(subpackages - set(RANKS)) == []
+    assert len(set(RANKS.values())) == len(RANKS)
 
 
 def module_name(path: pathlib.Path) -> str:
@@ -268,7 +278,7 @@ def test_no_module_outside_tasks_names_a_task(module):
 
 
 # The one place a loaded export's kind is told: it asks the kinds (trainer.tasks.of_export).
-TELLS_AN_EXPORTS_KIND = ("trainer.serving.predict", "task_of reads structured_outputs")
+TELLS_AN_EXPORTS_KIND = ("trainer.inference.loaded_model", "task_of reads structured_outputs")
 
 
 def kind_tellers(path: pathlib.Path) -> list:
@@ -298,7 +308,7 @@ def kind_tellers(path: pathlib.Path) -> list:
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.startswith("trainer.tasks")))
 def test_no_module_outside_tasks_tells_an_exports_kind_by_its_outputs(module):
     """What trainer.predict, trainer.serve and trainer.explain answer differs by the loaded
-    export's kind: serving.predict.task_of asks the kinds which one it is (Task.recognizes)
+    export's kind: inference.loaded_model.task_of asks the kinds which one it is (Task.recognizes)
     and the object answers, so no other module sniffs a signature's outputs or keeps an
     is_<kind> helper."""
     found = [(line, what) for line, what in kind_tellers(MODULES[module]) if (module, what) != TELLS_AN_EXPORTS_KIND]

@@ -253,14 +253,15 @@ def test_the_run_reports_each_labels_scores_and_threshold(trained):
 
 @pytest.mark.slow
 def test_the_report_command_lists_the_highest_loss_examples_first(trained, data):
-    from trainer.serving import export, predict
+    from trainer.inference import loaded_model
+    from trainer.serving import export
 
     result = run_cli("--job-dir", trained, "--report-errors", "5", module="trainer.report")
     assert result.returncode == 0, result.stdout + result.stderr
     listed = [r for r in read_csv(trained / "errors.csv") if r["split"] == "test"]
     rows = read_csv(data["test"])
-    out = predict.predict_outputs(export.load(str(trained / "model")), [r["text"] for r in rows], 8)
-    probabilities, names, chosen = out["probabilities"], predict.label_names_of(out), out["predicted"]
+    out = loaded_model.predict_outputs(export.load(str(trained / "model")), [r["text"] for r in rows], 8)
+    probabilities, names, chosen = out["probabilities"], loaded_model.label_names_of(out), out["predicted"]
     truth = np.array([[name in r["labels"].split("|") for name in names] for r in rows], np.float64)
     p = probabilities.astype(np.float64)
     losses = -np.mean(truth * np.log(p) + (1 - truth) * np.log(1 - p), axis=1)
@@ -333,11 +334,12 @@ def test_the_server_answers_the_labels_above_their_thresholds(trained, tmp_path)
     import httpx
     from test_server import HEALTH, PREDICT, Server, environ, free_port
 
-    from trainer.serving import export, predict
+    from trainer.inference import loaded_model
+    from trainer.serving import export
 
     texts = ["i love this movie", "so bad", "meh"]
-    out = predict.predict_outputs(export.load(str(trained / "model")), texts, 8)
-    probabilities, names = out["probabilities"], predict.label_names_of(out)
+    out = loaded_model.predict_outputs(export.load(str(trained / "model")), texts, 8)
+    probabilities, names = out["probabilities"], loaded_model.label_names_of(out)
     joined = [labels.decode("utf-8") for labels in out["labels"]]
     port = free_port()
     env = {

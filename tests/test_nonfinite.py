@@ -100,11 +100,11 @@ def test_a_loss_nan_before_any_checkpoint_says_the_next_command_starts_over():
 
 
 def test_outputs_not_finite_on_validation_rows_refuse_the_export():
-    from trainer.serving import export
+    from trainer.inference import finite
 
-    export.check_finite_outputs(np.array([[0.1, 2.0], [3.0, -1.0]]), "validation rows")
+    finite.check_finite_outputs(np.array([[0.1, 2.0], [3.0, -1.0]]), "validation rows")
     with pytest.raises(UserError, match="NaN or infinite on 2 of the 3 validation rows.*neither exported nor served"):
-        export.check_finite_outputs(np.array([[0.1, np.nan], [3.0, -1.0], [np.inf, 0.0]]), "validation rows")
+        finite.check_finite_outputs(np.array([[0.1, np.nan], [3.0, -1.0], [np.inf, 0.0]]), "validation rows")
 
 
 @pytest.fixture(scope="module")

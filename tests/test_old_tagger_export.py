@@ -42,8 +42,8 @@ def test_trainer_predict_answers_as_it_did_then(tmp_path, precision):
 
 
 def test_the_servers_batch_function_answers_as_it_did_then():
-    from trainer.serving import export, predict
+    from trainer.serving import export, protocol
 
-    answers, _ = predict.predict_instances(export.load(str(FIXTURE / "model")), EXPECTED["texts"], 8)
+    answers, _ = protocol.predict_instances(export.load(str(FIXTURE / "model")), EXPECTED["texts"], 8)
     assert answers[:-1] == EXPECTED["float32"][:-1]
     assert answers[-1] == {"entities": None, "tags": None, "note": "empty text: no prediction"}

@@ -134,7 +134,7 @@ def test_the_runtime_predicts_what_the_savedmodel_predicts_in_runs_of_rows_cut_t
     ROWS_PER_RUN: each run is cut to its longest row, in whole windows past the first."""
     from test_onnx_export import LENGTH, copied, tiny_export, windows
 
-    from trainer.serving import predict
+    from trainer.inference import loaded_model
     from trainer.serving.onnx import runtime
 
     settings = windows("mean") if kind == "windows" else {"pair": True}
@@ -145,8 +145,8 @@ def test_the_runtime_predicts_what_the_savedmodel_predicts_in_runs_of_rows_cut_t
     texts = [" ".join(["good movie"] * n) for n in range(1, 3 * LENGTH, 2)]
     pairs = texts[::-1] if pair else None
     assert len(texts) > runtime.ROWS_PER_RUN
-    expected = predict.predict_outputs(module, texts, 64, pairs)
-    got = predict.predict_outputs(runtime.OnnxModule(str(path)), texts, 64, pairs)
+    expected = loaded_model.predict_outputs(module, texts, 64, pairs)
+    got = loaded_model.predict_outputs(runtime.OnnxModule(str(path)), texts, 64, pairs)
     np.testing.assert_allclose(got["probabilities"], expected["probabilities"], atol=1e-4, rtol=0)
     assert got["label"].tolist() == expected["label"].tolist()
 

@@ -1,5 +1,5 @@
 """A tagger's ONNX copies (issue 66): the export writes the tagger's network as the graph, with
-tagging.json beside it (trainer/serving/onnx/tagging.py reads the words, windows and entities
+tagging.json beside it (trainer/serving/onnx/tagger_copy.py reads the words, windows and entities
 around it), checked text by text against the SavedModel; trainer.predict without TensorFlow,
 trainer.serve and trainer.evaluate answer with the SavedModel's entities, words and tags.
 
@@ -45,15 +45,16 @@ def exported(tiny_encoder_dir, tmp_path_factory):
     """(model dir, build, the loaded export, its entities of TEXTS): the tiny tagger's
     SavedModel as a run writes it."""
     from trainer import tasks
-    from trainer.serving import export, predict, tagging
+    from trainer.inference import loaded_model
+    from trainer.serving import export, tagger_export
 
     root = tmp_path_factory.mktemp("onnx_tagger")
     built = build(tiny_encoder_dir, str(root / "cache"))
     preprocessor, network = built()
     path = str(root / "model")
-    export.export(tagging.TaggingModule(preprocessor, network, NAMES, SEQ), path)
+    export.export(tagger_export.TaggingModule(preprocessor, network, NAMES, SEQ), path)
     reference = export.load_module(path)
-    entities = tasks.by_name("token-classification").agreement_values(predict.predict_outputs(reference, TEXTS, 8))
+    entities = tasks.by_name("token-classification").agreement_values(loaded_model.predict_outputs(reference, TEXTS, 8))
     return path, built, reference, entities
 
 
@@ -122,10 +123,10 @@ def test_predict_without_tensorflow_gives_the_savedmodels_entities_words_and_tag
     add_predictions, the SavedModel loaded)."""
     import pandas as pd
 
-    from trainer.serving import predict
+    from trainer.serving import predict_file
 
     expected = pd.DataFrame({"text": TEXTS})
-    predict.add_predictions(expected, exported[2], TEXTS, 8)
+    predict_file.add_predictions(expected, exported[2], TEXTS, 8)
     result = without_tensorflow(
         "trainer.predict",
         "--model-dir",
@@ -148,10 +149,11 @@ def test_predict_without_tensorflow_gives_the_savedmodels_entities_words_and_tag
 
 def test_the_server_answers_the_savedmodels_entities(exported, model_dir):
     """Against the TensorFlow server's batch function on the SavedModel's signature."""
-    from trainer.serving import predict
+    from trainer.inference import loaded_model
+    from trainer.serving import protocol
     from trainer.serving.server import ModelService
 
-    expected = predict.predict_instances(predict.signature(exported[2]), TEXTS, 8)[0]
+    expected = protocol.predict_instances(loaded_model.signature(exported[2]), TEXTS, 8)[0]
     service = ModelService(model_dir[0], max_batch_size=8, max_wait=0.01, runtime="onnx")
     answers = service.load()(TEXTS)[0]
     assert len(answers) == len(TEXTS)
@@ -163,9 +165,9 @@ def test_the_server_answers_the_savedmodels_entities(exported, model_dir):
 @pytest.fixture(scope="module")
 def copy_tokens(model_dir):
     """The float32 copy's `tokenize` of TEXTS (its tagger alone, no TensorFlow)."""
-    from trainer.serving.onnx import tagging
+    from trainer.serving.onnx import tagger_copy
 
-    return tagging.Tagger.from_dir(f"{model_dir[0]}/onnx").tokenize(TEXTS)
+    return tagger_copy.Tagger.from_dir(f"{model_dir[0]}/onnx").tokenize(TEXTS)
 
 
 def spoiled(features, change):
@@ -177,7 +179,7 @@ def spoiled(features, change):
 def test_the_check_counts_the_texts_whose_words_or_windows_differ(copy_tokens):
     """Rows are windows: a text's window spoilt counts that text; one more window read in the
     first text moves every row after it, and counts that text alone."""
-    from trainer.serving.onnx import tagging
+    from trainer.serving.onnx import tagger_copy
 
     features = copy_tokens
     window = int(features["word_window"][2, 0])  # the third text's first window
@@ -192,12 +194,12 @@ def test_the_check_counts_the_texts_whose_words_or_windows_differ(copy_tokens):
         f["word_window"][f["word_window"] > last] += 1
         f["word_window"][0, (f["word_start"][0] >= 0).sum() - 1] = last + 1  # its last word read there
 
-    assert tagging.texts_differing(features, features).tolist() == []
-    assert tagging.texts_differing(features, spoiled(features, another_word_id)).tolist() == [2]
-    assert tagging.texts_differing(
+    assert tagger_copy.texts_differing(features, features).tolist() == []
+    assert tagger_copy.texts_differing(features, spoiled(features, another_word_id)).tolist() == [2]
+    assert tagger_copy.texts_differing(
         features, spoiled(features, lambda f: f["word_end"].__setitem__((4, 0), 99))
     ).tolist() == [4]
-    assert tagging.texts_differing(features, spoiled(features, one_more_window)).tolist() == [0]
+    assert tagger_copy.texts_differing(features, spoiled(features, one_more_window)).tolist() == [0]
 
 
 def int8_copy(exported):
@@ -214,7 +216,7 @@ def int8_copy(exported):
 
 
 def test_the_int8_copy_is_quantized_from_the_float32_copys_folder_tagging_json_and_all(exported, model_dir, tmp_path):
-    from trainer.serving import predict
+    from trainer.inference import loaded_model
 
     path = model_dir[0]
     (write, load), _, _ = int8_copy(exported)
@@ -230,7 +232,7 @@ def test_the_int8_copy_is_quantized_from_the_float32_copys_folder_tagging_json_a
     facts, source = (json.loads(pathlib.Path(d, "onnx.json").read_text()) for d in (tmp_path / "int8", f"{path}/onnx"))
     assert (facts["precision"], facts["task_outputs"]) == ("int8", source["task_outputs"])
     answered, expected = (
-        predict.predict_outputs(model, TEXTS, 8, wanted=("entity_count", "word_count"))
+        loaded_model.predict_outputs(model, TEXTS, 8, wanted=("entity_count", "word_count"))
         for model in (load(str(tmp_path / "int8")), exported[2])
     )
     assert answered["word_count"].tolist() == expected["word_count"].tolist()

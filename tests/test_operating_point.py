@@ -135,9 +135,10 @@ def thresholded(tiny_encoder_dir, tmp_path_factory):
     """(model dir, threshold): the tiny encoder with a binary head whose probability of `pos`
     is below 0.5 for every text, exported with the median of those probabilities as threshold:
     the threshold, not the most probable class, makes half of the texts `pos`."""
+    from trainer.inference import loaded_model
     from trainer.modeling import heads
     from trainer.modeling.encoders import load_encoder
-    from trainer.serving import export, predict
+    from trainer.serving import export
 
     encoder = load_encoder(tiny_encoder_dir, seq_length=16)
     model = heads.build_classifier(encoder.network, 2, "mean", dropout=0.0)
@@ -146,7 +147,7 @@ def thresholded(tiny_encoder_dir, tmp_path_factory):
     rng = np.random.default_rng(0)
     head.set_weights([rng.normal(0, 0.3, kernel.shape).astype(np.float32), np.array([2.0, -2.0], np.float32)])
     plain = export.ServingModule(encoder.preprocessor, model, LABELS, 16)
-    positive = predict.predict_texts(plain, TEXTS, 4)[0][:, 1]
+    positive = loaded_model.predict_texts(plain, TEXTS, 4)[0][:, 1]
     assert positive.max() < 0.5, positive  # argmax alone would say `neg` for every text
     threshold = float(np.median(positive))
     model_dir = tmp_path_factory.mktemp("thresholded") / "model"
@@ -189,10 +190,10 @@ def test_trainer_predict_writes_the_class_the_threshold_decides(thresholded, tmp
 # a tiny model trained and exported with a threshold (about 25 s): run by hand (docs/testing.md), not in CI
 @pytest.mark.slow
 def test_the_servers_predictions_apply_the_threshold(thresholded):
-    from trainer.serving import export, predict
+    from trainer.serving import export, protocol
 
     model_dir, threshold = thresholded
-    answers, _ = predict.predict_instances(export.load_module(str(model_dir)), TEXTS, 4)
+    answers, _ = protocol.predict_instances(export.load_module(str(model_dir)), TEXTS, 4)
     probabilities = np.array([[a["probabilities"]["neg"], a["probabilities"]["pos"]] for a in answers])
     assert [a["label"] for a in answers] == expected_labels(probabilities, threshold)
     assert "pos" in [a["label"] for a in answers]

@@ -204,11 +204,11 @@ def refused_copy(copies_run, tmp_path, precision):
     """(job dir, the check's figures) of a finished run whose `precision` copy was checked with
     weights that are not the model's (its logits negated), and so refused."""
     from trainer.serving import export
-    from trainer.training import export_quantized, results
+    from trainer.training import checked_copies, results
 
     job_dir = finished_copy(copies_run, tmp_path, precision)
     model_dir = str(job_dir / "model")
-    ctx = export_quantized.run_context(model_dir, str(job_dir))
+    ctx = checked_copies.run_context(model_dir, str(job_dir))
     weights = [v.numpy() for v in export.load_module(model_dir).classifier_variables]
     logits_kernel = max(i for i, w in enumerate(weights) if w.ndim == 2)  # the last dense kernel
     weights[logits_kernel] = -weights[logits_kernel]
@@ -251,7 +251,7 @@ def test_predict_asked_for_a_copy_its_check_refused_says_so(copies_run, tmp_path
 
 def test_export_quantized_of_a_model_dir_outside_a_job_dir_asks_for_job_dir(tmp_path, monkeypatch):
     """Issue #49: a copied model dir gave "--job-dir:  is not a job dir" (an empty path)."""
-    from trainer.training import export_quantized
+    from trainer.training import checked_copies
 
     (tmp_path / "model").mkdir()
     monkeypatch.chdir(tmp_path)
@@ -260,4 +260,4 @@ def test_export_quantized_of_a_model_dir_outside_a_job_dir_asks_for_job_dir(tmp_
         match=rf"^--job-dir: not given, and {tmp_path}, the directory "
         rf"--model-dir model is in, is not a job dir",
     ):
-        export_quantized.parent_job_dir("model")
+        checked_copies.parent_job_dir("model")

@@ -167,7 +167,7 @@ def test_a_broken_input_line_is_named(tsv_run, tmp_path):
 def test_batches_hold_rows_of_one_ladder_length_each_and_every_row_once():
     import numpy as np
 
-    from trainer.serving.predict import token_batches
+    from trainer.inference.loaded_model import token_batches
 
     lengths = np.array([3, 40, 17, 16, 64, 5, 21, 33, 16, 2])
     mask = (np.arange(64)[None, :] < lengths[:, None]).astype(np.int32)
@@ -304,7 +304,7 @@ def test_an_empty_text_gets_no_label_but_a_note_and_a_count_in_the_log(tsv_run, 
 
 
 def test_a_row_is_empty_when_its_text_or_its_pair_is_blank():
-    from trainer.serving.predict import empty_rows
+    from trainer.inference.loaded_model import empty_rows
 
     assert empty_rows(["a", "", " \t", "b"]).tolist() == [False, True, True, False]
     assert empty_rows(["a", "", "c"], ["x", "y", "\n"]).tolist() == [False, True, True]
@@ -316,7 +316,7 @@ def test_a_pair_model_reads_its_own_columns_when_the_file_holds_them():
 
     import pandas as pd
 
-    from trainer.serving.predict import text_columns
+    from trainer.serving.predict_file import text_columns
 
     chunk = pd.DataFrame({"id": [1], "question": ["q"], "answer": ["a"], "_file": ["in.csv"]})
     no_flags = argparse.Namespace(text_column=None, text_pair_column=None)
@@ -330,7 +330,7 @@ def test_a_column_the_file_lacks_falls_back_to_the_trainers_detection():
 
     import pandas as pd
 
-    from trainer.serving.predict import text_columns
+    from trainer.serving.predict_file import text_columns
 
     chunk = pd.DataFrame({"sentence": ["s"], "_file": ["in.csv"]})
     no_flags = argparse.Namespace(text_column=None, text_pair_column=None)
@@ -377,7 +377,7 @@ def test_the_model_columns_are_found_by_the_trainers_one_rule_for_names():
 
     import pandas as pd
 
-    from trainer.serving.predict import text_columns
+    from trainer.serving.predict_file import text_columns
 
     chunk = pd.DataFrame({" question ": ["q"], "answer": ["a"], "_file": ["in.csv"]})
     no_flags = argparse.Namespace(text_column=None, text_pair_column=None)

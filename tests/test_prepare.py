@@ -10,7 +10,7 @@ import pytest
 from conftest import read_csv
 
 from trainer import cli
-from trainer.data import prepare
+from trainer.data import preparation
 
 SEED_SPLIT = ["--eval-fraction", "0.2", "--test-fraction", "0.2"]
 
@@ -21,7 +21,7 @@ def write_tsv(path, header, rows):
 
 
 def run(capsys, *argv):
-    code = cli.run(prepare.main, [*map(str, argv)])
+    code = cli.run(preparation.main, [*map(str, argv)])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -211,7 +211,7 @@ def sentences_of(path):
 
 
 def test_help_names_the_tagging_task_and_its_files():
-    text = " ".join(prepare.build_arg_parser().format_help().split())
+    text = " ".join(preparation.build_arg_parser().format_help().split())
     assert "'token-classification' (tagged sentences;" in text
     assert "'auto': token-classification for tagged sentences, else classification" in text
     assert "e.g. train.conll" in text

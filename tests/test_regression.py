@@ -320,13 +320,14 @@ def test_the_run_reports_predicted_against_true_residuals_and_correlations(train
 
 @pytest.mark.slow
 def test_the_report_command_lists_the_largest_absolute_errors_first(trained, data):
-    from trainer.serving import export, predict
+    from trainer.inference import loaded_model
+    from trainer.serving import export
 
     result = run_cli("--job-dir", trained["job_dir"], "--report-errors", "5", module="trainer.report")
     assert result.returncode == 0, result.stdout + result.stderr
     listed = [r for r in read_csv(trained["job_dir"] / "errors.csv") if r["split"] == "test"]
     rows = read_csv(data["test"])
-    scores = predict.predict_outputs(
+    scores = loaded_model.predict_outputs(
         export.load(str(trained["job_dir"] / "model")), [r["sentence"] for r in rows], 8, wanted=("score",)
     )["score"]
     errors = np.abs(scores - np.array([float(r["score"]) for r in rows]))
@@ -343,12 +344,13 @@ def test_the_server_answers_a_score_per_instance_as_predict_does(trained, tmp_pa
     import httpx
     from test_server import HEALTH, PREDICT, Server, environ, free_port
 
-    from trainer.serving import export, predict
+    from trainer.inference import loaded_model
+    from trainer.serving import export
 
     texts = ["so good", "it was awful", "meh"]
-    expected = predict.predict_outputs(export.load(str(trained["job_dir"] / "model")), texts, 8, wanted=("score",))[
-        "score"
-    ]
+    expected = loaded_model.predict_outputs(
+        export.load(str(trained["job_dir"] / "model")), texts, 8, wanted=("score",)
+    )["score"]
     port = free_port()
     env = {
         **environ(),

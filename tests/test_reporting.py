@@ -498,12 +498,12 @@ def test_model_card_says_an_unreached_target_leaves_the_model_at_0_5():
 def test_report_html_names_the_threshold_beside_its_precision_recall_curve():
     from types import SimpleNamespace
 
-    from trainer.reporting import operating_point
+    from trainer.reporting import precision_recall
 
     validation = SimpleNamespace(
         probabilities=np.array([[0.8, 0.2], [0.4, 0.6], [0.3, 0.7]]), labels=np.array([0, 1, 1])
     )
-    [(name, _, png, note)] = operating_point.figures(
+    [(name, _, png, note)] = precision_recall.figures(
         binary_run_metrics(REACHED), {"validation": validation}, tasks.by_name("classification")
     )
     assert name == "precision_recall.png" and png.startswith(b"\x89PNG")

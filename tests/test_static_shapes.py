@@ -25,7 +25,7 @@ from conftest import NEGATIVE, NEUTRAL, POSITIVE
 from trainer.data import input_pipeline
 from trainer.modeling import heads
 from trainer.modeling.encoders import load_encoder
-from trainer.modeling import evaluation
+from trainer.modeling import split_outputs
 
 encoder_dir, dump_dir, static = sys.argv[1], sys.argv[2], sys.argv[3] == "static"
 rng = random.Random(0)
@@ -56,7 +56,7 @@ counts = []
 class Count(tf_keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         for name in (validation, test):  # as the trainer evaluates: every epoch
-            evaluation.predict_logits(model, input_pipeline.evaluation_dataset(name, eval_batching, static))
+            split_outputs.predict_logits(model, input_pipeline.evaluation_dataset(name, eval_batching, static))
         counts.append(compiled())
 
 model.fit(input_pipeline.training_dataset(train, train_batching, seed=1, first_epoch=0, epochs=2),

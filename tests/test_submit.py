@@ -8,7 +8,7 @@ from google.cloud import aiplatform_v1
 from google.protobuf import json_format
 
 from trainer import cli, config, tasks
-from trainer.cloud import submit
+from trainer.cloud import submission
 from trainer.tuning import space
 
 IMAGE = "us-central1-docker.pkg.dev/my-project/vertex-bert-trainer/vertex-bert-trainer:abc1234"
@@ -25,7 +25,7 @@ def no_credentials(monkeypatch, tmp_path):
 
 def run_submit(argv):
     """As `python -m trainer.submit` runs it: through the entry points' error wrapper."""
-    return cli.run(submit.main, argv)
+    return cli.run(submission.main, argv)
 
 
 def dry_run(capsys, command, *flags, trainer_args=("--epochs", "2")):
@@ -187,7 +187,7 @@ def candidate_values(spec):
 @pytest.mark.parametrize("name", space.TUNED_FLAGS)
 def test_tuning_parameter_ids_are_flags_the_trainer_parses(name):
     assert "--" + name in config.accepted_flags()
-    specs = submit.tuning_parameters()
+    specs = submission.tuning_parameters()
     assert list(specs) == list(space.TUNED_FLAGS)
     field = name.replace("-", "_")
     for value in candidate_values(specs[name]):
@@ -253,7 +253,7 @@ def test_without_credentials_a_real_submission_fails_with_one_clear_message(caps
 
 
 def test_missing_required_flags_are_named(capsys):
-    assert cli.run(submit.main, ["tune", "--project", "p"]) == 2
+    assert cli.run(submission.main, ["tune", "--project", "p"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: the following arguments are required: --region") and len(err.splitlines()) == 1
 
@@ -280,8 +280,8 @@ def test_the_submission_passes_the_same_run_settings_the_dry_run_shows(capsys, m
     from google.cloud import aiplatform
 
     monkeypatch.setattr(aiplatform.CustomJob, "run", lambda self, **kwargs: sent.update(kwargs))
-    real_credentials = submit.api.credentials
-    monkeypatch.setattr(submit.api, "credentials", lambda dry_run: real_credentials(True))  # offline
+    real_credentials = submission.api.credentials
+    monkeypatch.setattr(submission.api, "credentials", lambda dry_run: real_credentials(True))  # offline
     assert (
         run_submit(["train", *WHERE, "--service-account", "sa@p.iam.gserviceaccount.com", "--", "--epochs", "1"]) == 0
     )
@@ -377,7 +377,7 @@ def test_a_flex_start_job_without_max_wait_leaves_vertexs_one_day_default(capsys
     [("30m", 1800), ("2h", 7200), ("1h30m", 5400), ("1d", 86400), ("90s", 90), ("3600", 3600), ("0", 0)],
 )
 def test_max_wait_takes_units_or_seconds(text, seconds):
-    assert submit.scheduling.parse_duration(text) == seconds
+    assert submission.scheduling.parse_duration(text) == seconds
 
 
 def test_zero_max_wait_is_sent_as_zero_which_vertex_reads_as_no_limit(capsys):
@@ -445,8 +445,8 @@ def test_the_sdk_submits_the_scheduling_the_dry_run_shows(capsys, monkeypatch, c
 
     monkeypatch.setattr(JobServiceClient, "create_custom_job", create)
     monkeypatch.setattr(JobServiceClient, "create_hyperparameter_tuning_job", create)
-    real_credentials = submit.api.credentials
-    monkeypatch.setattr(submit.api, "credentials", lambda dry_run: real_credentials(True))  # offline
+    real_credentials = submission.api.credentials
+    monkeypatch.setattr(submission.api, "credentials", lambda dry_run: real_credentials(True))  # offline
     flags = [*L4, "--scheduling", "flex-start", "--max-wait", "45m"]
     shown = dry_run(capsys, command, *flags, trainer_args=())
     with pytest.raises(Sent):

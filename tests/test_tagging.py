@@ -341,11 +341,12 @@ def answers(rows):
 
 @pytest.mark.slow
 def test_predict_and_serve_return_the_exports_entities_with_offsets_into_the_text(trained, tmp_path):
-    from trainer.serving import export, predict
+    from trainer.inference import loaded_model
+    from trainer.serving import export
 
     model = export.load_module(str(trained / "model"))
-    task = predict.task_of(model)
-    in_process = task.served_predictions(predict.task_outputs(model, task, TEXTS, 8))
+    task = loaded_model.task_of(model)
+    in_process = task.served_predictions(loaded_model.task_outputs(model, task, TEXTS, 8))
     for text, answer in zip(TEXTS, in_process):
         assert all(text[e["start"] : e["end"]] == e["text"] for e in answer["entities"])
     assert {"text": "great", "label": "POS", "start": 29, "end": 34} in [
@@ -397,13 +398,13 @@ def test_every_familys_export_returns_entities_at_exact_offsets_of_the_raw_strin
 
     from trainer.modeling import heads
     from trainer.modeling.encoders import load_encoder
-    from trainer.serving import tagging
+    from trainer.serving import tagger_export
 
     encoder = load_encoder(hf_reference.write_checkpoint(family, tmp_path / "ckpt"), seq_length=48)
     tagger = heads.build_tagger(encoder.network, len(NAMES), 0.1, 48)
     tagger.get_layer("logits").bias.assign([0.0, 50.0, 0.0, 0.0, 0.0])  # B-PER everywhere
     long = TRICKY * 8  # past 48 tokens in every family: read in windows
-    outputs = tagging.TaggingModule(encoder.preprocessor, tagger, NAMES, 48).serve(tf.constant([TRICKY, long]))
+    outputs = tagger_export.TaggingModule(encoder.preprocessor, tagger, NAMES, 48).serve(tf.constant([TRICKY, long]))
     expected = ["Ünïcödé", "café", ",", "🙂", "São", "Paulo", "(", "ok", ")"]
     for row, text in enumerate([TRICKY, long]):
         words = [

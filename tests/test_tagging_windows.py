@@ -97,9 +97,9 @@ def tagger(encoder, bias=None):
 
 @pytest.fixture(scope="module")
 def module(encoder):
-    from trainer.serving import tagging
+    from trainer.serving import tagger_export
 
-    return tagging.TaggingModule(encoder.preprocessor, tagger(encoder), NAMES, SEQ)
+    return tagger_export.TaggingModule(encoder.preprocessor, tagger(encoder), NAMES, SEQ)
 
 
 # Every token's logits favour B-PER: every word is a person, the last one too.
@@ -109,9 +109,9 @@ EVERY_WORD_A_PERSON = [0.0, 5.0, 0.0, 0.0, 0.0]
 @pytest.fixture(scope="module")
 def persons(encoder):
     """A tagger's export module that tags every word B-PER."""
-    from trainer.serving import tagging
+    from trainer.serving import tagger_export
 
-    return tagging.TaggingModule(encoder.preprocessor, tagger(encoder, EVERY_WORD_A_PERSON), NAMES, SEQ)
+    return tagger_export.TaggingModule(encoder.preprocessor, tagger(encoder, EVERY_WORD_A_PERSON), NAMES, SEQ)
 
 
 @pytest.fixture(scope="module")
@@ -229,9 +229,9 @@ def test_predict_writes_every_word_with_its_offsets_and_tag_in_one_csv_column(pe
 
 def test_the_servers_answers_hold_the_same_words_and_entities(persons_dir):
     """trainer.serve's batch function (predict_instances), on the export as loaded."""
-    from trainer.serving import export, predict
+    from trainer.serving import export, protocol
 
-    answers, _ = predict.predict_instances(export.load(str(persons_dir)), TEXTS, 8)
+    answers, _ = protocol.predict_instances(export.load(str(persons_dir)), TEXTS, 8)
     assert [sorted(answer) for answer in answers] == [["entities", "tags", "words"]] * 3
     assert len(answers[0]["words"]) == len(answers[0]["tags"]) == len(answers[0]["entities"]) == 155
     assert answers[1]["tags"] == ["B-PER", None, "B-PER"]

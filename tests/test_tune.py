@@ -19,7 +19,7 @@ from google.cloud.aiplatform import hyperparameter_tuning as hpt
 from test_task import trainer_logger_restored
 
 from trainer import cli, config, tune
-from trainer.cloud import submit
+from trainer.cloud import submission
 from trainer.tuning import finish, search, space, summary, trials
 
 # --- one space for both searches -----------------------------------------------------------------
@@ -39,7 +39,7 @@ def optuna_dimension(distribution):
 
 
 def test_the_local_search_and_vertex_search_the_same_space():
-    vertex = {name: vertex_dimension(spec) for name, spec in submit.tuning_parameters().items()}
+    vertex = {name: vertex_dimension(spec) for name, spec in submission.tuning_parameters().items()}
     local = {name: optuna_dimension(d) for name, d in search.distributions(space.TUNED_FLAGS).items()}
     assert local == vertex
     assert list(local) == list(space.SPACE) == list(space.TUNED_FLAGS)

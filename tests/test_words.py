@@ -1,14 +1,14 @@
 """A raw string's words and their character offsets, in the graph
-(trainer/modeling/encoders/words.py): what token classification tags and what its entities'
+(trainer/modeling/encoders/word_spans.py): what token classification tags and what its entities'
 `start` and `end` index."""
 
 import tensorflow as tf
 
-from trainer.modeling.encoders import words
+from trainer.modeling.encoders import word_spans
 
 
 def split(*strings):
-    found, starts, ends = words.split_words(tf.constant(list(strings)))
+    found, starts, ends = word_spans.split_words(tf.constant(list(strings)))
     return [
         [(word.decode(), start, end) for word, start, end in zip(*row)]
         for row in zip(found.to_list(), starts.to_list(), ends.to_list())

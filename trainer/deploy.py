@@ -1,7 +1,7 @@
 """`python -m trainer.deploy`: a finished job's model into the Model Registry and onto an endpoint.
 
 The same command as `python -m trainer.submit deploy` (one implementation:
-trainer.cloud.deploy), on its own so that scripts/deploy.sh and trainer.pipeline's deploy step
+trainer.cloud.deployment), on its own so that scripts/deploy.sh and trainer.pipeline's deploy step
 need no subcommand.
 """
 
@@ -12,9 +12,9 @@ from trainer import cli
 
 
 def main(argv: Sequence[str]) -> int:
-    from trainer.cloud import deploy
+    from trainer.cloud import deployment
 
-    return deploy.main(deploy.build_parser().parse_args(list(argv)), [])
+    return deployment.main(deployment.build_parser().parse_args(list(argv)), [])
 
 
 if __name__ == "__main__":

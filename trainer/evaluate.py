@@ -10,7 +10,7 @@ thresholds). The metrics are printed; --output writes them as JSON, with the wor
 import sys
 
 from trainer import cli, helptext
-from trainer.serving import predict
+from trainer.serving import predict_file
 from trainer.tasks.tagging import files
 
 
@@ -18,7 +18,7 @@ def build_arg_parser():
     parser = cli.ArgumentParser(
         prog="python -m trainer.evaluate", description=__doc__.splitlines()[0], formatter_class=helptext.DefaultsShown
     )
-    predict.add_input_arguments(
+    predict_file.add_input_arguments(
         parser, input_help=(f" With labels; for a token-classification model, tagged sentences: {files.FORMATS_HELP}.")
     )
     parser.add_argument(
@@ -28,7 +28,7 @@ def build_arg_parser():
         "errors as JSON here (.json or .json.gz, local or gs://). Default: "
         "print them only.",
     )
-    predict.add_copy_arguments(parser, "is scored")
+    predict_file.add_copy_arguments(parser, "is scored")
     parser.add_argument(
         "--label-column",
         default=None,
@@ -56,7 +56,7 @@ def build_arg_parser():
         metavar="N",
         help="After the errors, the least confident correct predictions listed (classification and multi-label).",
     )
-    predict.add_run_arguments(parser)
+    predict_file.add_run_arguments(parser)
     return parser
 
 

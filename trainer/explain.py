@@ -21,8 +21,9 @@ from trainer import cli, helptext, installed, progress, storage
 from trainer import config as config_lib
 from trainer import reading as data
 from trainer.errors import UserError
+from trainer.inference import loaded_model
 from trainer.serving import columns as trained
-from trainer.serving import predict, protocol
+from trainer.serving import predict_file, protocol
 
 HTML_ROWS = 1000  # explanations on the HTML page; the output file holds every one
 OUTPUT_FORMATS = ("csv", "jsonl", "json")
@@ -32,7 +33,7 @@ def build_arg_parser():
     parser = cli.ArgumentParser(
         prog="python -m trainer.explain", description=__doc__.splitlines()[0], formatter_class=helptext.DefaultsShown
     )
-    predict.add_input_arguments(parser)
+    predict_file.add_input_arguments(parser)
     parser.add_argument(
         "--output",
         default=None,
@@ -58,7 +59,7 @@ def build_arg_parser():
     parser.add_argument(
         "--batch-size", type=int, default=64, help="Texts per prediction call (which output to explain)."
     )
-    predict.add_run_arguments(parser)
+    predict_file.add_run_arguments(parser)
     return parser
 
 
@@ -78,7 +79,7 @@ def check_args(args) -> str:
     for flag, value in (("--top-k", args.top_k), ("--ig-steps", args.ig_steps)):
         if value < 1:
             raise UserError(f"{flag}: must be at least 1, got {value}")
-    out_fmt = predict.check_args(args)
+    out_fmt = predict_file.check_args(args)
     if out_fmt not in OUTPUT_FORMATS:
         raise UserError(
             f"--output: {args.output}: write .csv or .jsonl (or .json; any of them may end "
@@ -116,7 +117,7 @@ def explained_frame(frame, explanations, args, out_fmt: str, task, pair: bool):
                     "ig_steps": e and e.steps,
                     "completeness_error": e and round(e.completeness_error, 6),
                     "top_words": top if out_fmt != "csv" or top is None else json.dumps(top, ensure_ascii=False),
-                    predict.NOTE_COLUMN: "" if e else protocol.EMPTY_NOTE,
+                    predict_file.NOTE_COLUMN: "" if e else protocol.EMPTY_NOTE,
                 }
             )
     return pd.DataFrame.from_records(records)
@@ -136,11 +137,11 @@ def explain_file(model, args, out_fmt: str, handle) -> tuple:
     from trainer.reporting import explanations as page
 
     rows, explained, entries, columns = 0, 0, [], None
-    pair, task = predict.is_pair_model(model), predict.task_of(model)
+    pair, task = loaded_model.is_pair_model(model), loaded_model.task_of(model)
     meter = progress.Progress("explained", args.log_every_seconds)
-    for frame in data.file_frames(args.input, "--input", predict.CHUNK_ROWS, args.delimiter):
+    for frame in data.file_frames(args.input, "--input", predict_file.CHUNK_ROWS, args.delimiter):
         if columns is None:
-            columns = predict.text_columns(frame, args, pair, trained.model_columns(args.model_dir))
+            columns = predict_file.text_columns(frame, args, pair, trained.model_columns(args.model_dir))
         frame = frame.drop(columns=["_file", "_row"])
         texts = _strings(frame[columns[0]])
         pairs = _strings(frame[columns[1]]) if columns[1] else None
@@ -148,7 +149,7 @@ def explain_file(model, args, out_fmt: str, handle) -> tuple:
             model, texts, pairs, args.ig_steps, args.target, args.batch_size, log_every_seconds=args.log_every_seconds
         )
         out = explained_frame(frame, results, args, out_fmt, task, pair)
-        predict.write_frame(out, handle, out_fmt, first=rows == 0)
+        predict_file.write_frame(out, handle, out_fmt, first=rows == 0)
         for i, row_explanations in enumerate(results):
             own = (texts[i],) if pairs is None else (texts[i], pairs[i])  # the page: the user's words
             entries += [page.entry(e, pair, own, row=rows + i + 1) for e in row_explanations][
@@ -172,8 +173,8 @@ def main(argv=None) -> int:
     from trainer.reporting import explanations as page
     from trainer.serving import export
 
-    with predict.written_output(args.output, out_fmt) as handle:
-        refused = attribute.refusal(predict.check_input_columns(args).task(), args.model_dir)
+    with predict_file.written_output(args.output, out_fmt) as handle:
+        refused = attribute.refusal(predict_file.check_input_columns(args).task(), args.model_dir)
         if refused:  # a tagger: said before its model loads
             raise UserError(refused)
         started = time.monotonic()
@@ -192,7 +193,7 @@ def main(argv=None) -> int:
             entries,
             title,
             args.ig_steps,
-            predict.is_pair_model(model),
+            loaded_model.is_pair_model(model),
             shown_of=explained if explained > len(entries) else None,
         ),
     )

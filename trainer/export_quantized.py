@@ -3,7 +3,7 @@
 import sys
 
 from trainer import cli
-from trainer.training import export_quantized
+from trainer.training import checked_copies
 
 if __name__ == "__main__":
-    sys.exit(cli.run(export_quantized.main))
+    sys.exit(cli.run(checked_copies.main))

@@ -3,7 +3,7 @@
 import sys
 
 from trainer import cli
-from trainer.serving import predict
+from trainer.serving import predict_file
 
 if __name__ == "__main__":
-    sys.exit(cli.run(predict.main))
+    sys.exit(cli.run(predict_file.main))

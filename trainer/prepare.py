@@ -3,7 +3,7 @@
 import sys
 
 from trainer import cli
-from trainer.data import prepare
+from trainer.data import preparation
 
 if __name__ == "__main__":
-    sys.exit(cli.run(prepare.main))
+    sys.exit(cli.run(preparation.main))

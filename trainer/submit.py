@@ -3,12 +3,12 @@
 import sys
 
 from trainer import cli
-from trainer.cloud import submit
+from trainer.cloud import submission
 
 if __name__ == "__main__":
     sys.exit(
         cli.run(
-            submit.main,
+            submission.main,
             interrupted="stopped following the job; it keeps running on Vertex AI (see the console link above)",
         )
     )

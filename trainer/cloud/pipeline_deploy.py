@@ -10,7 +10,7 @@ printed, nothing is sent.
 
 import argparse
 
-from trainer.cloud import deploy
+from trainer.cloud import deployment
 
 # Passed on to trainer.deploy unchanged when given (its --help has the details).
 DEPLOY_FLAGS = {
@@ -46,7 +46,7 @@ def arguments(options: argparse.Namespace, where: dict, job_dir: str, dry_run: b
         if value is not None:
             args += ["--machine-type" if flag == "--serving-machine-type" else flag, value]
     args += (["--promote"] if options.promote else []) + (["--dry-run"] if dry_run else [])
-    deploy.check_deploy(deploy.build_parser().parse_args([*args, "--job-dir", job_dir]))
+    deployment.check_deploy(deployment.build_parser().parse_args([*args, "--job-dir", job_dir]))
     return args
 
 

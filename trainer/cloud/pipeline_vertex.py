@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Sequence
 
 from trainer import storage
-from trainer.cloud import pipeline_components, pipeline_deploy, pipeline_gate, submit
+from trainer.cloud import pipeline_components, pipeline_deploy, pipeline_gate, submission
 from trainer.errors import UserError
 from trainer.vertex import api
 
@@ -54,18 +54,18 @@ def submit_arguments(options: argparse.Namespace) -> list:
 def check_training_job(submit_args: Sequence[str], job_dir: str, trainer_args: Sequence[str]):
     """Builds the training job as the train step will, offline: every flag and trainer argument
     is checked now. Returns the trainer's config."""
-    job_options, job_trainer_args = submit.parse_args(
+    job_options, job_trainer_args = submission.parse_args(
         ["train", *submit_args, "--job-dir", job_dir, "--", *trainer_args]
     )
-    submit.build_job(job_options, job_trainer_args, credentials=api.credentials(True))
-    return submit.check_trainer_args(job_trainer_args)
+    submission.build_job(job_options, job_trainer_args, credentials=api.credentials(True))
+    return submission.check_trainer_args(job_trainer_args)
 
 
 def plan(
     options: argparse.Namespace, gate: pipeline_gate.Gate, display_name: str, trainer_args: Sequence[str]
 ) -> pipeline_components.Plan:
-    staging = submit.staging_uri(options.bucket)
-    job_dir = submit.base_output_dir(options.job_dir, staging, display_name)
+    staging = submission.staging_uri(options.bucket)
+    job_dir = submission.base_output_dir(options.job_dir, staging, display_name)
     submit_args = submit_arguments(options)
     pipeline_gate.check_against(gate, check_training_job(submit_args, job_dir, trainer_args))
     where = {"--project": options.project, "--region": options.region, "--serving-image-uri": options.serving_image_uri}
@@ -108,7 +108,7 @@ def pipeline_job(
             display_name=display_name,
             template_path=spec,
             job_id=display_name,
-            pipeline_root=f"{submit.staging_uri(options.bucket)}/vertex-bert-trainer/pipelines",
+            pipeline_root=f"{submission.staging_uri(options.bucket)}/vertex-bert-trainer/pipelines",
             parameter_values={"job_dir": vertex_plan.job_dir, "gate": vertex_plan.gate},
             enable_caching=False,
             labels={"app": "vertex-bert-trainer", "command": "pipeline"},

@@ -1,5 +1,5 @@
 """The padding ladder: the few lengths batches of token rows are padded to, shared by training's
-batches (input_pipeline.py) and prediction's (trainer.serving.predict), numpy only, so the ONNX
+batches (input_pipeline.py) and prediction's (trainer.inference.loaded_model), numpy only, so the ONNX
 runtime, which has no TensorFlow, batches as the SavedModel does.
 """
 

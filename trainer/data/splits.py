@@ -90,7 +90,9 @@ class Datasets:
 
     def class_counts(self, task) -> dict[str, dict[str, int]]:
         """{split: {class name: rows}} (Task.label_counts), for the log and metrics.json."""
-        return {name: task.label_counts(split.labels, self.labels) for name, split in self.labelled().items()}
+        return {
+            name: task.label_counts(task.plain(split.labels), self.labels) for name, split in self.labelled().items()
+        }
 
     def text_columns(self) -> list:
         return [self.text_column] + ([self.text_pair_column] if self.text_pair_column else [])

@@ -20,7 +20,7 @@ from trainer.errors import UserError
 from trainer.explaining import integrated_gradients as ig
 from trainer.explaining import pacing
 from trainer.explaining import words as words_lib
-from trainer.serving import predict
+from trainer.inference import loaded_model
 
 TOLERANCE = 0.05  # the completeness the issue asks of 95% of rows: within 5% of the change
 MAX_STEPS_FACTOR = 8  # steps are doubled for a row that misses it, up to 8x the asked steps
@@ -60,7 +60,7 @@ def refusal(task, model_dir: str) -> str | None:
 
 
 def require_explainable(model, model_dir: str) -> None:
-    refused = refusal(predict.task_of(model), model_dir)
+    refused = refusal(loaded_model.task_of(model), model_dir)
     if refused:
         raise UserError(refused)
     if not explainable(model):
@@ -76,11 +76,11 @@ def targets_of(model, texts, pairs, features, batch_size: int, target: str | Non
     """[(row, target index or -1 for a score, target name or None)] of every text: what its
     task explains (Task.explained_outputs, explained_choices), chosen as the export chose (a
     binary model's operating point applied, as predict does)."""
-    task = predict.task_of(model)
+    task = loaded_model.task_of(model)
     if not task.explained_outputs:
         return [(row, -1, None) for row in range(len(texts))]
     names, probabilities, chosen = task.explained_choices(
-        predict.predict_outputs(model, texts, batch_size, pairs, features, task.explained_outputs)
+        loaded_model.predict_outputs(model, texts, batch_size, pairs, features, task.explained_outputs)
     )
     if target is not None:
         if target not in names:
@@ -160,8 +160,8 @@ def explain_texts(
     the result and listed in `pace.left_out`; one it could not integrate again keeps its
     fewer steps (Explanation.steps)."""
     texts, pace = list(texts), pace or pacing.Pace()
-    features = predict.tokenize(model, texts, pairs)
-    empty = predict.empty_rows(texts, pairs)
+    features = loaded_model.tokenize(model, texts, pairs)
+    empty = loaded_model.empty_rows(texts, pairs)
     jobs = [job for job in targets_of(model, texts, pairs, features, batch_size, target) if not empty[job[0]]]
     meter = lambda what, total: progress.Progress(what, log_every_seconds, total=total)  # noqa: E731
     explained = _explain_jobs(model, features, jobs, steps, meter(f"explained ({steps} steps)", len(jobs)), pace)
@@ -183,12 +183,12 @@ def explain_texts(
 def _batches(model, features: dict, count: int, one_at_a_time: bool):
     """(indices, features) batches of `features`' `count` rows: of one padding-ladder length
     each, or one row each in order."""
-    ladder = predict.ladder_of(model)
+    ladder = loaded_model.ladder_of(model)
     if not one_at_a_time:
-        yield from predict.token_batches(features, count, ladder)
+        yield from loaded_model.token_batches(features, count, ladder)
         return
     for i in range(count):
-        for _, batch in predict.token_batches({k: v[i : i + 1] for k, v in features.items()}, 1, ladder):
+        for _, batch in loaded_model.token_batches({k: v[i : i + 1] for k, v in features.items()}, 1, ladder):
             yield np.asarray([i]), batch
 
 

@@ -21,7 +21,7 @@ from trainer import config as config_lib
 from trainer import storage, tasks
 from trainer.errors import UserError
 from trainer.reporting import calibration as calibration_lib
-from trainer.reporting import error_rows, explanations, figures, html, model_card, operating_point
+from trainer.reporting import error_rows, explanations, figures, html, model_card, precision_recall
 from trainer.reporting.predictions import recompute
 
 log = logging.getLogger("trainer")
@@ -216,7 +216,7 @@ def render_figures(metrics: dict, config, history: pd.DataFrame, predictions, ca
         )
     ]
     own = [figure for kind in task.figures for figure in FIGURES[kind](metrics, predictions, calibration)]
-    return out + own + operating_point.figures(metrics, predictions, task)
+    return out + own + precision_recall.figures(metrics, predictions, task)
 
 
 def build_report(

@@ -2,7 +2,7 @@
 scored its run's test split.
 
 The file is read as training reads a split (labelled_file.py). The export predicts its rows
-with the code trainer.predict runs (trainer.serving.predict, at --precision); its outputs are
+with the code trainer.predict runs (trainer.serving.predict_file, at --precision); its outputs are
 turned back into the model's (Task.outputs_of_export) and the task decides as the export does
 (Task.decide_as: its temperature, a binary model's threshold, multi-label's thresholds). Then
 Task.summarize makes the block metrics.json holds for each split, and Task.split_predictions
@@ -23,9 +23,10 @@ import numpy as np
 import trainer
 from trainer import progress, storage, strict_json
 from trainer.errors import UserError
+from trainer.inference import loaded_model
 from trainer.reporting import error_rows, labelled_file
 from trainer.reporting import predictions as exported_lib
-from trainer.serving import predict, variants
+from trainer.serving import predict_file, variants
 
 CHUNK_ROWS = 8192  # rows predicted per call: their features and outputs, not the file's, in memory
 SHOWN_ERRORS = 5  # errors printed; --output lists every one --report-errors asks for
@@ -69,7 +70,7 @@ def run(args) -> int:
     # Written as trainer.predict writes: a scratch file opened before the model loads (an
     # unwritable --output is one line at once), renamed into place once all went well; one
     # JSON document, not predict's array of rows.
-    written = predict.written_output(args.output, fmt="document") if args.output else contextlib.nullcontext()
+    written = predict_file.written_output(args.output, fmt="document") if args.output else contextlib.nullcontext()
     with written as handle:
         started = time.monotonic()
         model = variants.load(args.model_dir, precision)
@@ -88,7 +89,7 @@ def run(args) -> int:
 def score(model, task, rows, args) -> dict:
     """The JSON of --output: the metrics of `rows` under the loaded export `model`, the
     decisions they were made at, what was skipped, and the worst errors."""
-    first = predict.predict_outputs(model, [""], 1, None if rows.pairs is None else [""])
+    first = loaded_model.predict_outputs(model, [""], 1, None if rows.pairs is None else [""])
     names = task.export_names(first)
     labels, sentences = labelled_file.labels_of(rows, task, names)
     temperature = exported_lib.decide_as_export(task, model)
@@ -109,7 +110,7 @@ def score(model, task, rows, args) -> dict:
         "rows_skipped": {"empty_text": rows.skipped},
         "repaired_tags": getattr(rows.tagged, "repaired", 0),
         "texts_at_limit": at_limit,
-        "limit_note": predict.limit_note(model, at_limit, len(rows.texts)) if at_limit else None,
+        "limit_note": predict_file.limit_note(model, at_limit, len(rows.texts)) if at_limit else None,
         "decisions": {"temperature": temperature, **task.decisions_of_export(reference)},
         "metrics": result,
         "errors": errors.to_dict(orient="records"),
@@ -126,10 +127,10 @@ def _outputs(model, task, rows, sentences, temperature: float, args) -> tuple:
         end = min(start + CHUNK_ROWS, len(rows.texts))
         texts = list(rows.texts[start:end])
         pairs = None if rows.pairs is None else list(rows.pairs[start:end])
-        features = predict.tokenize(model, texts, pairs) if predict.tokenizes(model) else None
-        exported = predict.predict_outputs(model, texts, args.batch_size, pairs, features)
+        features = loaded_model.tokenize(model, texts, pairs) if loaded_model.tokenizes(model) else None
+        exported = loaded_model.predict_outputs(model, texts, args.batch_size, pairs, features)
         parts.append(task.outputs_of_export(exported, temperature, None if sentences is None else sentences[start:end]))
-        at_limit += predict.at_limit(features)
+        at_limit += predict_file.at_limit(features)
         meter.update(end)
     return _joined(parts), at_limit
 

@@ -158,12 +158,13 @@ def _explainer(model_dir: str):
     """The export of `model_dir` when it can explain, else None."""
     from trainer import storage
     from trainer.explaining import attribute
-    from trainer.serving import export, predict
+    from trainer.inference import loaded_model
+    from trainer.serving import export
 
     if not storage.exists(storage.join(model_dir, "saved_model.pb")):
         return None
     model = export.load_module(model_dir)
-    refused = predict.task_of(model).explanations_refused
+    refused = loaded_model.task_of(model).explanations_refused
     if refused or not attribute.explainable(model):
         log.info("report: no token attributions: %s", refused or "the export has no explain_tokens (a TF-Hub encoder)")
         return None

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import jinja2
 
 from trainer import tasks
-from trainer.reporting import label_issues
+from trainer.reporting import wrong_labels
 
 _TEMPLATES = jinja2.Environment(
     loader=jinja2.PackageLoader("trainer.reporting", "templates"),
@@ -166,6 +166,6 @@ def render(
         dry_run=is_dry_run(metrics),
         contained=contained_note(metrics),
         explanations=explanations,  # trainer.reporting.explanations.report_section's
-        label_issues=label_issues.section(job_dir, metrics),
+        label_issues=wrong_labels.section(job_dir, metrics),
         distillation=distillation(metrics),
     )

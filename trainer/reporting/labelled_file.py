@@ -23,8 +23,9 @@ import numpy as np
 from trainer import config as config_lib
 from trainer import reading, storage
 from trainer.errors import UserError
+from trainer.inference import loaded_model
 from trainer.serving import columns as trained
-from trainer.serving import predict
+from trainer.serving import predict_file
 from trainer.tasks.labels import LabelSpec
 
 CHUNK_ROWS = 8192
@@ -89,11 +90,11 @@ def _texts(args, task, pair: bool, data, kind) -> LabelledFile:
     texts, pairs, frames, skipped, columns, label_columns = [], [], [], 0, None, None
     for frame in reading.file_frames(args.input, "--input", CHUNK_ROWS, args.delimiter):
         if columns is None:
-            columns = predict.text_columns(frame, args, pair, trained.model_columns(args.model_dir))
+            columns = predict_file.text_columns(frame, args, pair, trained.model_columns(args.model_dir))
             label_column, label_columns = task.label_columns(frame, data)
             _check_columns(frame, label_columns)
         strings = [["" if pd.isna(t) else str(t) for t in frame[c].tolist()] if c else None for c in columns]
-        keep = ~predict.empty_rows(*strings)
+        keep = ~loaded_model.empty_rows(*strings)
         skipped += int((~keep).sum())
         texts += [t for t, k in zip(strings[0], keep) if k]
         pairs += [t for t, k in zip(strings[1], keep) if k] if pair else []

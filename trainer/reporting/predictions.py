@@ -44,7 +44,8 @@ def recompute(config, model_dir: str, label_names, task) -> dict:
     """{"validation": ..., "test": ...} (test when the run had one) from the exported model of a
     `task` run."""
     from trainer.data.loading import load_datasets
-    from trainer.serving import export, predict
+    from trainer.inference import loaded_model
+    from trainer.serving import export
 
     datasets = load_datasets(config, task)
     if list(datasets.labels.names) != list(label_names):
@@ -59,7 +60,7 @@ def recompute(config, model_dir: str, label_names, task) -> dict:
     for name, (texts, pairs) in datasets.read_texts(*evaluated).items():
         split = evaluated[name]
         log.info("report: predicting %d %s texts with the exported model", len(split), name)
-        exported = predict.predict_outputs(loaded, texts, config.train.eval_batch_size, pairs)
+        exported = loaded_model.predict_outputs(loaded, texts, config.train.eval_batch_size, pairs)
         check_names(task.export_names(exported), label_names, model_dir)
         outputs = task.outputs_of_export(exported, temperature, getattr(split, "sentences", None))
         out[name] = task.split_predictions(outputs, split.labels, texts, pairs, temperature)

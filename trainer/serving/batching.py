@@ -4,7 +4,7 @@ One model call on 64 texts costs far less than 64 calls on one, so requests queu
 single loop takes them in arrival order, up to `max_batch_size` texts, once the oldest has waited
 `max_wait` seconds or the batch is full. The model runs on one worker thread, off the event loop,
 so the server keeps accepting and parsing requests meanwhile; those form the next batch.
-Within a batch, `run_batch` (trainer.serving.predict.predict_instances) sorts texts by length.
+Within a batch, `run_batch` (trainer.serving.protocol.predict_instances) sorts texts by length.
 """
 
 import asyncio

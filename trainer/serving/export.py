@@ -20,26 +20,24 @@ import tf_keras
 from trainer import storage, tasks
 from trainer.data import input_pipeline
 from trainer.explaining import exported
+from trainer.inference.loaded_model import SIGNATURE
 from trainer.modeling.encoders.layers import INPUT_KEYS
 from trainer.serving import model_dir as model_dir_lib
 
 # trainer.training.results checks the validation outputs through this module
-from trainer.serving.finite import check_finite_outputs  # noqa: F401
-
-SIGNATURE = "serving_default"
 
 
 def serving_module(
     task, preprocessor, model: tf_keras.Model, label_names: Sequence[str], max_seq_length: int, **sentence
 ):
     """The export of a `task` model: ServingModule with the sentence settings `sentence`
-    (temperature, pair, long_texts, decisions), or a tagger's (serving/tagging.TaggingModule,
+    (temperature, pair, long_texts, decisions), or a tagger's (serving/tagger_export.TaggingModule,
     words in, entities out), which has none of them (its task refuses the flags behind them).
     The run's export and its checked copies (trainer.serving.quantize) are both built here."""
     if task.unit == "word":
-        from trainer.serving import tagging
+        from trainer.serving import tagger_export
 
-        return tagging.TaggingModule(preprocessor, model, label_names, max_seq_length)
+        return tagger_export.TaggingModule(preprocessor, model, label_names, max_seq_length)
     return ServingModule(preprocessor, model, label_names, max_seq_length, task=task, **sentence)
 
 
@@ -96,7 +94,7 @@ class ServingModule(tf.Module):
         if pair:
             texts.append(tf.TensorSpec([None], tf.string, name="text_pair"))
         # The signature's two halves, saved as functions of their own: batch prediction
-        # (trainer.serving.predict) tokenizes first, to batch texts of equal token counts.
+        # (trainer.inference.loaded_model) tokenizes first, to batch texts of equal token counts.
         self.tokenize = tf.function(self._tokenize, input_signature=texts)
         self.predict_tokens = tf.function(
             self._predict_tokens,

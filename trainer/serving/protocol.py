@@ -7,7 +7,7 @@ A sentence-pair model takes `{"text": "...", "text_pair": "..."}` or a two-eleme
 object may also name its texts by the model's own columns (`{"question": ..., "answer": ...}`
 for a model trained on those), as a JSON Lines row of the training data would.
 `InstanceForms` is the one place that knows these forms. Each text's answer is its model's task
-kind's (Task.served_predictions, through trainer.serving.predict.predict_instances).
+kind's (Task.served_predictions, through trainer.serving.protocol.predict_instances).
 
 Every problem is a RequestError naming what is wrong and where, answered as a 4xx with
 `{"error": "..."}`; nothing a client sends can stop the server.
@@ -193,3 +193,17 @@ def no_prediction(prediction: dict) -> dict:
     """The answer to an empty text: `prediction`'s fields null, and a note saying why (as
     trainer.predict's empty cells and `note` column)."""
     return {**dict.fromkeys(prediction), "note": EMPTY_NOTE}
+
+
+def predict_instances(model, instances, batch_size: int):
+    """The server's batch function: (one response prediction per instance, None); instances are
+    texts, or (text, pair) tuples for a pair model."""
+    from trainer.inference import loaded_model
+
+    texts, pairs = instances, None
+    if loaded_model.is_pair_model(model):
+        texts, pairs = [a for a, _ in instances], [b for _, b in instances]
+    task = loaded_model.task_of(model)
+    predictions = task.served_predictions(loaded_model.task_outputs(model, task, texts, batch_size, pairs))
+    empty = loaded_model.empty_rows(texts, pairs)
+    return [no_prediction(p) if e else p for p, e in zip(predictions, empty)], None

@@ -119,12 +119,12 @@ def decided(task, module, texts, pairs, features, batch_size: int) -> tuple:
 
 def _outputs(task, module, texts, pairs, features, batch_size: int, every: bool = False) -> tuple:
     """(the outputs the check reads, or `every` one, rows per second); the first call of each
-    function, which optimizes its graph, is made beforehand (predict.warm_up) and not timed."""
-    from trainer.serving import predict
+    function, which optimizes its graph, is made beforehand (loaded_model.warm_up) and not timed."""
+    from trainer.inference import loaded_model
 
-    predict.warm_up(module)
+    loaded_model.warm_up(module)
     start = time.perf_counter()
-    outputs = predict.predict_outputs(
+    outputs = loaded_model.predict_outputs(
         module, texts, batch_size, pairs, features, None if every else task.agreement_outputs()
     )
     return outputs, len(texts) / max(time.perf_counter() - start, 1e-9)
@@ -150,10 +150,10 @@ def export_checked(
     by itself (an ONNX copy), so its features are compared with the float32 model's too, and
     every output (parity's figures), refused above `max_difference` when given; a copy
     answering through its signature (a tagger's) text by text (signature_parity)."""
-    from trainer.serving import predict
+    from trainer.inference import loaded_model
 
     write, load = copy
-    features = predict.tokenize(reference, texts, pairs) if predict.tokenizes(reference) else None
+    features = loaded_model.tokenize(reference, texts, pairs) if loaded_model.tokenizes(reference) else None
     target = variants.variant_dir(model_dir, precision)
     tmp = storage.temporary_sibling(target)
     try:
@@ -170,7 +170,7 @@ def export_checked(
                 signature_parity(reference, loaded, float32, candidate, texts, max_difference)
                 if features is None
                 else parity(
-                    float32, candidate, features, predict.tokenize(loaded, texts, pairs), texts, max_difference
+                    float32, candidate, features, loaded_model.tokenize(loaded, texts, pairs), texts, max_difference
                 ),
             )
     except BaseException:
@@ -219,17 +219,17 @@ def signature_parity(
     reference, loaded, float32: dict, candidate: dict, texts, max_difference: float | None = None
 ) -> dict:
     """parity of a copy that answers through its signature, a tagger's (trainer/serving/onnx/
-    tagging.py), whose `tokenize` rows are windows, not texts: `token_rows_differing` counts
+    tagger_copy.py), whose `tokenize` rows are windows, not texts: `token_rows_differing` counts
     the texts whose words or the windows they are read in differ, `max_difference` is of the
     words' tag probabilities, over the other texts (its entities are matched by the check's
     agreement)."""
     import numpy as np
 
-    from trainer.serving.onnx import tagging
+    from trainer.serving.onnx import tagger_copy
 
     theirs = {name: np.asarray(value) for name, value in reference.tokenize(np.asarray(texts, object)).items()}
-    differing = tagging.texts_differing(theirs, loaded.tokenize(texts))
-    largest = tagging.largest_difference(float32, candidate, np.setdiff1d(np.arange(len(texts)), differing))
+    differing = tagger_copy.texts_differing(theirs, loaded.tokenize(texts))
+    largest = tagger_copy.largest_difference(float32, candidate, np.setdiff1d(np.arange(len(texts)), differing))
     return _parity(differing, largest, texts, max_difference)
 
 

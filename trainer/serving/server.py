@@ -8,7 +8,7 @@ drains in-flight requests on SIGTERM, which is how Vertex stops a replica.
 The socket opens at once; the model loads and warms up on a background thread meanwhile, and
 the health route answers 503 until it is ready (Vertex routes traffic only after a 200).
 Predictions are micro-batched (trainer.serving.batching) and computed by
-trainer.serving.predict.predict_texts, the code `python -m trainer.predict` runs.
+trainer.inference.loaded_model.predict_texts, the code `python -m trainer.predict` runs.
 """
 
 import argparse
@@ -35,7 +35,8 @@ from starlette.routing import Route
 
 from trainer import cli, helptext, installed
 from trainer.errors import UserError
-from trainer.serving import columns, predict, protocol, variants
+from trainer.inference import loaded_model
+from trainer.serving import columns, predict_file, protocol, variants
 from trainer.serving.batching import MicroBatcher
 from trainer.vertex import environment as vertex
 
@@ -107,11 +108,11 @@ class ModelService:
         # A SavedModel serves through its signature: tokenizing and the model in one graph call.
         # The int8 model is two calls (TF tokenizes, LiteRT computes), an ONNX copy too
         # (tokenizers, ONNX Runtime): through the module.
-        serve = predict.signature(model) if precision in ("float32", "bfloat16") else model
-        self.pair = predict.is_pair_model(serve)
-        self.explain_refused = self._explain_refusal(predict.task_of(serve))
+        serve = loaded_model.signature(model) if precision in ("float32", "bfloat16") else model
+        self.pair = loaded_model.is_pair_model(serve)
+        self.explain_refused = self._explain_refusal(loaded_model.task_of(serve))
         self.columns = columns.model_columns(self.model_dir)
-        run_batch = functools.partial(predict.predict_instances, serve, batch_size=self.max_batch_size)
+        run_batch = functools.partial(protocol.predict_instances, serve, batch_size=self.max_batch_size)
         warm_up = [(text, text) for text in WARM_UP_TEXTS] if self.pair else WARM_UP_TEXTS
         for instance in warm_up:
             run_batch([instance])
@@ -306,7 +307,7 @@ def build_arg_parser(env: vertex.ServingEnvironment) -> argparse.ArgumentParser:
     parser.add_argument(
         "--drain-seconds", type=float, default=25.0, help="On SIGTERM, how long in-flight requests may take to finish."
     )
-    predict.add_copy_arguments(parser, "serves")
+    predict_file.add_copy_arguments(parser, "serves")
     parser.add_argument(
         "--no-access-log",
         dest="access_log",

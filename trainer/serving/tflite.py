@@ -145,14 +145,14 @@ class Int8Module:
 
     def predict_tokens(self, features):
         """The float32 model's outputs of `features` (cut to their ladder length by the caller,
-        trainer.serving.predict) computed by the int8 classifier."""
+        trainer.inference.loaded_model) computed by the int8 classifier."""
         logits = self._network.logits(features)
         return self._outputs(logits.reshape(len(logits), -1))
 
 
 class _Signature:
     """A serving function in place of a loaded signature: called with `text=`, and otherwise the
-    float32 signature (its input and output structures, which trainer.serving.predict reads)."""
+    float32 signature (its input and output structures, which trainer.inference.loaded_model reads)."""
 
     def __init__(self, function, float32_signature):
         self._function = function
@@ -166,7 +166,7 @@ class _Signature:
 
 
 class Int8TaggingModule:
-    """A tagger's int8 model (serving/tagging.py's export): the float32 export splits the words
+    """A tagger's int8 model (serving/tagger_export.py's export): the float32 export splits the words
     and tokenizes them (its `tokenize`) and turns the logits into entities (its `outputs`); the
     tagger between runs in LiteRT. It answers through `signatures`, as the float32 one does."""
 
@@ -179,10 +179,10 @@ class Int8TaggingModule:
         self.signatures = {export.SIGNATURE: _Signature(self.serve, float32_module.signatures[export.SIGNATURE])}
 
     def serve(self, text):
-        from trainer.serving.tagging import WINDOWS_PER_CALL, WORD_FEATURES
+        from trainer.serving.tagger_export import WINDOWS_PER_CALL, WORD_FEATURES
 
         features = self.float32.tokenize(text)
-        # On the windows' longest row, as the float32 export's serve runs (serving/tagging.py),
+        # On the windows' longest row, as the float32 export's serve runs (serving/tagger_export.py),
         # as many windows per call: `outputs` reads each word's logits at its first piece, all
         # within that width. (An export from before windows has a row per text, and takes no
         # `word_window`.)

@@ -330,10 +330,12 @@ def load(model_dir: str, precision: str, spinning: bool = True):
     or a module that reads like it (the int8 one, an ONNX copy's: a tagger's where tagging.json
     is beside its graph). `spinning`: whether ONNX Runtime's idle threads spin (off in a server)."""
     if runtime_of(precision) == "onnx":
-        from trainer.serving.onnx import runtime, tagging
+        from trainer.serving.onnx import runtime, tagger_copy
 
         path = model_dir if onnx_copy_alone(model_dir) else variant_dir(model_dir, precision)
-        module = tagging.OnnxTagger if storage.exists(storage.join(path, tagging.TAGGING)) else runtime.OnnxModule
+        module = (
+            tagger_copy.OnnxTagger if storage.exists(storage.join(path, tagger_copy.TAGGING)) else runtime.OnnxModule
+        )
         return module(path, spinning=spinning)
     import trainer
     from trainer.serving import export, tflite

@@ -161,7 +161,7 @@ class Task(abc.ABC):
     # batches; validation and test labels stay plain.
     def teacher_columns(self, label_names) -> list:
         """The columns of a teacher file holding its outputs, in label order: trainer.predict's
-        (serving/predict.py), so a teacher run's predictions are a teacher file as they are. By
+        (serving/predict_file.py), so a teacher run's predictions are a teacher file as they are. By
         default one probability column per class or label."""
         return [f"probability_{name}" for name in label_names]
 
@@ -194,6 +194,20 @@ class Task(abc.ABC):
         """The plain labels of packed targets, exactly as encode_labels gives them (dtype and
         shape); only for rows that all have one."""
         return self.distill().unpack(packed)
+
+    def plain(self, labels):
+        """`labels` as plain labels, unpacked if a distilled run packed them with the teacher's
+        targets: every score and count of a split reads the plain ones."""
+        return self.unpack_labels(labels) if self.is_packed(labels) else labels
+
+    def compiled_with(self, distillation=None) -> tuple:
+        """(loss, Keras metrics) the model trains with: the kind's own; with a teacher
+        (`distillation`: the config's DistillationConfig, given only when a teacher is present),
+        its distilled loss over the packed targets and the training metrics that read them."""
+        if distillation is None:
+            return self.loss(), self.keras_metrics()
+        loss = self.distillation_loss(distillation.distill_temperature, distillation.distill_alpha)
+        return loss, self.distillation_metrics()
 
     @abc.abstractmethod
     def distillation_loss(self, temperature: float, alpha: float):
@@ -265,7 +279,7 @@ class Task(abc.ABC):
     # return, in every version (trainer.tasks.of_export).
     export_mark: str
     # The signature outputs the answers below are made of, as predict_outputs returns them
-    # (trainer.serving.predict: numpy per row; `label_names` once, as bytes).
+    # (trainer.inference.loaded_model: numpy per row; `label_names` once, as bytes).
     answer_outputs: Sequence[str]
     # Why trainer.explain cannot explain this kind's exports (the tail of its error), or None.
     explanations_refused: str | None = None
@@ -381,7 +395,7 @@ class Task(abc.ABC):
     def outputs_of_export(self, exported: dict, temperature: float, sentences=None):
         """The model's outputs as summarize reads them, recovered from a loaded export's
         (`exported`: each output of the signature, numpy, for every row:
-        trainer.serving.predict.predict_outputs; `temperature` the export's). A task of words
+        trainer.inference.loaded_model.predict_outputs; `temperature` the export's). A task of words
         reads the export's words at the words of the tagged `sentences` scored."""
 
     @abc.abstractmethod
@@ -420,7 +434,7 @@ class TextTask(Task):
     are read from a file's columns (data/splits.py), its export is serving/export.ServingModule
     and trainer.explain explains it. Classification, regression and
     multi-label are; token classification, whose rows are tagged sentences read whole, its
-    export serving/tagging.py's, is a Task but not one of these."""
+    export serving/tagger_export.py's, is a Task but not one of these."""
 
     @abc.abstractmethod
     def label_spec(self, frame, column: str, data):

@@ -21,7 +21,7 @@ class SplitPredictions:
 
 
 def label_names_of(outputs: dict) -> list:
-    """The label names of a loaded export's outputs (trainer.serving.predict.predict_outputs':
+    """The label names of a loaded export's outputs (trainer.inference.loaded_model.predict_outputs':
     `label_names` once, as bytes), decoded."""
     return [name.decode("utf-8") for name in outputs["label_names"]]
 

@@ -6,23 +6,11 @@ its history row and best weights are written, the tuning metric reported, traini
 and the resume checkpoint comes last.
 """
 
-import dataclasses
 import logging
 
-from trainer.training.context import RunContext
+from trainer.training.context import FitOutcome, RunContext
 
 log = logging.getLogger("trainer")
-
-
-@dataclasses.dataclass
-class FitOutcome:
-    clock: object  # callbacks.TrainingClock
-    evaluation: object  # callbacks.EpochEvaluation: the latest validation result
-    history: object  # callbacks.HistoryWriter
-    best: object  # callbacks.BestWeights
-    hypertune: object  # hypertune.HypertuneReporter, chief only, else None
-    experiment: object  # experiments.ExperimentLog, chief with --experiment only, else None
-    stopped_before: bool  # a resumed run whose early stopping had already decided
 
 
 def fit(ctx: RunContext) -> None:
@@ -150,7 +138,7 @@ def _callbacks(ctx: RunContext) -> FitOutcome:
         clock=cb.TrainingClock(),
         evaluation=cb.EpochEvaluation(
             lambda: predict_split(ctx, "validation"),
-            lambda *out: ctx.task.summarize(*out, ctx.datasets.labels.names),
+            lambda outputs, labels: ctx.task.summarize(outputs, ctx.task.plain(labels), ctx.datasets.labels.names),
             ctx.task.epoch_metrics(),
         ),
         history=cb.HistoryWriter(paths.history if runtime.plan.is_chief else None, rows, ctx.task.history_columns()),
@@ -192,7 +180,7 @@ def _progress(ctx: RunContext):
 def predict_split(ctx: RunContext, name: str, dataset=None, rows=None) -> tuple:
     """(outputs, labels) of every example of a split (or of `dataset`, `rows` long), in row
     order, with a progress line per --log-every-seconds."""
-    from trainer.modeling import evaluation
+    from trainer.modeling import split_outputs
     from trainer.training import callbacks as cb
 
     dataset = ctx.inputs.eval_sets[name] if dataset is None else dataset
@@ -200,4 +188,4 @@ def predict_split(ctx: RunContext, name: str, dataset=None, rows=None) -> tuple:
     meter = cb.PredictionProgress(
         f"evaluating {name}", ctx.config.runtime.log_every_seconds, rows, int(dataset.cardinality())
     )
-    return evaluation.predict_logits(ctx.trainable.model, dataset, [meter])
+    return split_outputs.predict_logits(ctx.trainable.model, dataset, [meter])

@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 from trainer import storage, strict_json
+from trainer.inference import finite
 from trainer.serving import export as export_lib
 from trainer.training import jobdir
 from trainer.training.context import RunContext
@@ -66,7 +67,7 @@ def evaluate(ctx: RunContext) -> None:
     for name in ctx.inputs.eval_sets:
         if name in ("validation", "test") and name not in logits:
             logits[name] = predict_split(ctx, name)
-    export_lib.check_finite_outputs(logits["validation"][0], "validation rows")
+    finite.check_finite_outputs(logits["validation"][0], "validation rows")
     ctx.task.fit_on_validation(*logits["validation"])  # multi-label thresholds
     if ctx.task.calibrates:  # a temperature rescales class probabilities only
         ctx.calibration = calibration.calibration_block(logits, applied=ctx.config.output.calibrate == "on")
@@ -79,11 +80,7 @@ def summarize(ctx: RunContext) -> None:
     one. The tuning service hears the final value."""
     caveat = ctx.task.validation_caveat(has_test="test" in ctx.outputs)
     for name in ctx.inputs.eval_sets:
-        ctx.results[name] = (
-            ctx.task.summarize(*ctx.outputs[name], ctx.datasets.labels.names)
-            if name in ctx.outputs
-            else _evaluate_train_sample(ctx)
-        )
+        ctx.results[name] = _summary(ctx, *ctx.outputs[name]) if name in ctx.outputs else _evaluate_train_sample(ctx)
         result = ctx.results[name]
         total = len(ctx.inputs.tokenized[name])
         log.info(
@@ -129,14 +126,19 @@ def _evaluate_train_sample(ctx: RunContext) -> dict:
     train = ctx.inputs.tokenized["train"]
     rows = sample_rows(len(train), TRAIN_EVALUATION_ROWS, ctx.config.train.seed)
     if len(rows) == len(train):
-        return ctx.task.summarize(*predict_split(ctx, "train"), ctx.datasets.labels.names)
+        return _summary(ctx, *predict_split(ctx, "train"))
     batching = dataclasses.replace(
         ctx.inputs.train_batching, drop_remainder=False, batch_size=ctx.config.train.eval_batch_size
     )
     dataset = input_pipeline.evaluation_dataset(
         train.take(rows), batching, pad_to_full_batches=ctx.runtime.plan.static_shapes
     )
-    return ctx.task.summarize(*predict_split(ctx, "train", dataset, len(rows)), ctx.datasets.labels.names)
+    return _summary(ctx, *predict_split(ctx, "train", dataset, len(rows)))
+
+
+def _summary(ctx: RunContext, outputs, labels) -> dict:
+    """The task's metrics of a split's outputs; a distilled run's training labels are packed."""
+    return ctx.task.summarize(outputs, ctx.task.plain(labels), ctx.datasets.labels.names)
 
 
 def _log_calibration(block: dict) -> None:

@@ -535,10 +535,11 @@ def _compiled_model(ctx: RunContext):
         # Keras adds loss scaling only under its own float16 policy; the grappler rewrite used
         # for hub encoders computes in float16 without it.
         optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
+    loss, metrics = task.compiled_with(config.distillation if ctx.teacher is not None else None)
     model.compile(
         optimizer=optimizer,
-        loss=task.loss(),
-        metrics=task.keras_metrics(),
+        loss=loss,
+        metrics=metrics,
         jit_compile=ctx.runtime.plan.jit_compile,
         steps_per_execution=config.runtime.steps_per_execution,
     )

@@ -99,14 +99,15 @@ def write_model_file(
     Each of the run's words takes the probabilities of the teacher's word it starts in (the
     export splits words itself, punctuation apart); a word past the teacher's
     --max-seq-length is null."""
-    from trainer.serving import predict
+    from trainer.inference import loaded_model
+    from trainer.serving import predict_file
 
     order, done = tag_order(model, model_dir, names, task), 0
-    with predict.written_output(path, "jsonl") as handle:
+    with predict_file.written_output(path, "jsonl") as handle:
         for sentences in split_sentences.values():
             for start in range(0, len(sentences), batch * 16):
                 part = sentences[start : start + batch * 16]
-                out = predict.predict_outputs(
+                out = loaded_model.predict_outputs(
                     model,
                     [s.text for s in part],
                     batch,
@@ -122,16 +123,16 @@ def tag_order(model, model_dir: str, names: Sequence[str], task) -> list:
     """The column of each of the run's tags among the teacher's word_probabilities; a model
     that is no tagger (`task`: the run's kind), was exported without word probabilities, or
     tags other types, is refused before it reads every sentence."""
-    from trainer.serving import predict
+    from trainer.inference import loaded_model
 
-    exported = predict.task_of(model)
+    exported = loaded_model.task_of(model)
     if exported.name != task.name:
         raise UserError(
             f"--teacher: {model_dir} is a {exported.name} model, not a tagger: a "
             f"tagger's teacher is a {task.name} run's export"
         )
     try:
-        found = predict.predict_outputs(model, ["a"], 1, wanted=("tag_names",))["tag_names"][0]
+        found = loaded_model.predict_outputs(model, ["a"], 1, wanted=("tag_names",))["tag_names"][0]
     except KeyError:  # a tagger exported before its word probabilities were
         raise UserError(
             f"--teacher: {model_dir} returns no word probabilities (it was exported "

@@ -1,5 +1,5 @@
 """The teacher stage of a distilled run: the teacher's outputs for every text the student learns
-from, packed with the labels the token cache stores (trainer.tasks.distilled).
+from, packed with the labels the token cache stores (Task.pack_targets).
 
 Both teachers are one path. `--teacher-probabilities FILE` is read as given. A `--teacher
 MODEL_DIR` is first run once over the training, unlabeled and validation texts, batched, with
@@ -10,7 +10,6 @@ reads that file instead of running the teacher again. Other workers wait for the
 as they wait for its token cache.
 """
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -22,7 +21,7 @@ from trainer import storage
 from trainer.data import splits as splits_lib
 from trainer.data import teacher_file, unlabeled
 from trainer.errors import UserError
-from trainer.training import tagger_teacher
+from trainer.training import context, tagger_teacher
 from trainer.training.context import RunContext
 
 log = logging.getLogger("trainer")
@@ -32,17 +31,6 @@ PREDICT_BATCH = 64
 # Rows predicted between two looks at the progress clock: a file's chunk is 50,000 rows, which a
 # large teacher takes 20 minutes over on 2 cores.
 PROGRESS_ROWS = 1024
-
-
-@dataclasses.dataclass
-class Teacher:
-    """What the run knows of its teacher, for metrics.json's `distillation` block."""
-
-    source: str  # --teacher or --teacher-probabilities
-    kind: str  # "model" or "file"
-    file: str  # the file its outputs were read from
-    validation: np.ndarray | None  # its values for the validation rows, None if not all there
-    seconds: float  # running the model teacher (0 when its file was reused or given)
 
 
 def check(config) -> None:
@@ -63,8 +51,6 @@ def check(config) -> None:
 def teach(ctx: RunContext) -> None:
     """Stage: with a teacher, the unlabeled rows join the data, every training and unlabeled
     row's labels become its packed targets, and the run's task learns from them."""
-    from trainer.tasks.distilled import Distilled
-
     x, datasets = ctx.config.distillation, ctx.datasets
     if not x.teacher_source:
         return
@@ -82,8 +68,7 @@ def teach(ctx: RunContext) -> None:
     datasets.train.labels = task.pack_targets(datasets.train.labels, values[splits_lib.TRAIN])
     if datasets.unlabeled is not None:
         datasets.unlabeled.labels = task.pack_targets(None, values[splits_lib.UNLABELED])
-    ctx.teacher = Teacher(x.teacher_source, "model" if x.teacher else "file", path, validation, seconds)
-    ctx.task = Distilled(task, x.distill_temperature, x.distill_alpha)
+    ctx.teacher = context.Teacher(x.teacher_source, "model" if x.teacher else "file", path, validation, seconds)
     log.info(
         "distillation: the teacher's outputs of %d training and %d unlabeled %s from %s; temperature %g, alpha %g",
         len(datasets.train),
@@ -189,7 +174,7 @@ def _run_teacher(model_dir: str, datasets, path: str, log_every_seconds: float, 
     import pandas as pd
 
     from trainer import progress
-    from trainer.serving import predict, variants
+    from trainer.serving import predict_file, variants
 
     started = time.monotonic()
     model = variants.load(model_dir, "float32")
@@ -204,15 +189,15 @@ def _run_teacher(model_dir: str, datasets, path: str, log_every_seconds: float, 
         0,
         datasets.text_columns(),
     )
-    with predict.written_output(path, "csv") as handle:
+    with predict_file.written_output(path, "csv") as handle:
         for chunk in _chunks(datasets, names):
             for start in range(0, len(chunk), PROGRESS_ROWS):
                 part = chunk.iloc[start : start + PROGRESS_ROWS]
                 frame = pd.DataFrame({c: part[c].astype(str).tolist() for c in columns})
                 texts = frame[columns[0]].tolist()
                 pairs = frame[columns[1]].tolist() if len(columns) > 1 else None
-                predict.add_predictions(frame, model, texts, PREDICT_BATCH, pairs)
-                predict.write_frame(frame, handle, "csv", first=done == 0)
+                predict_file.add_predictions(frame, model, texts, PREDICT_BATCH, pairs)
+                predict_file.write_frame(frame, handle, "csv", first=done == 0)
                 done += len(frame)
                 meter.update(done)
     seconds = meter.seconds()
@@ -229,10 +214,10 @@ def _check_outputs(model, model_dir: str, datasets, wanted: list) -> None:
     """A teacher of another task or other labels, refused before it runs over every text."""
     import pandas as pd
 
-    from trainer.serving import predict
+    from trainer.serving import predict_file
 
     frame = pd.DataFrame({"text": ["a"]})
-    predict.add_predictions(frame, model, ["a"], 1, ["a"] if datasets.text_pair_column else None)
+    predict_file.add_predictions(frame, model, ["a"], 1, ["a"] if datasets.text_pair_column else None)
     found = teacher_file.output_columns(frame.columns)
     if sorted(found) != sorted(wanted):
         raise UserError(

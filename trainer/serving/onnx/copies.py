@@ -9,7 +9,7 @@ tokenizer's two files (tokenizer_files.py) and onnx.json, written last.
 
 A tagger's export answers through its signature (no `predict_tokens`: its words and entities
 are TensorFlow string ops), so its copy's graph is the network alone (convert.convert_network)
-and its folder holds tagging.json too (tagging.py reads the words and entities around it).
+and its folder holds tagging.json too (tagger_copy.py reads the words and entities around it).
 """
 
 import json
@@ -20,9 +20,10 @@ from collections.abc import Callable, Sequence
 from trainer import storage
 from trainer.data import padding
 from trainer.errors import UserError
+from trainer.inference import loaded_model
 from trainer.modeling import heads
-from trainer.serving import agreement, export, predict, quantize, variants
-from trainer.serving.onnx import convert, fusion, int8, packing, runtime, tagging, tokenizer_files
+from trainer.serving import agreement, export, quantize, variants
+from trainer.serving.onnx import convert, fusion, int8, packing, runtime, tagger_copy, tokenizer_files
 
 MODEL, FACTS = runtime.MODEL, runtime.GRAPH_FACTS
 # What the int8 copy's onnx.json takes from the float32 copy's: what the graph is asked and
@@ -40,26 +41,26 @@ def float32_copy(
     classifier `build()` makes, given `variables` (the trained model's or the export's), with
     the head of the float32 export `reference` (its temperature and decisions); of a tagger,
     its network alone, with tagging.json."""
-    tagger = not predict.tokenizes(reference)  # it answers through its signature
+    is_tagger = not loaded_model.tokenizes(reference)  # it answers through its signature
     with convert.onnx_forms():
         preprocessor, classifier = quantize.classifier_with(build, variables, "float32")
-        if tagger:
+        if is_tagger:
             converted = convert.convert_network(classifier)
         else:
             module = quantize.module_like(reference, preprocessor, classifier, task, label_names, max_seq_length, pair)
             converted = convert.convert(classifier, module, task, label_names)
     fused, what = fusion.fuse(converted, *convert.encoder_shape(classifier), attention=not heads.windowed(classifier))
     files = tokenizer_files.files(preprocessor, export.saved_long_texts(reference), pair)
-    if tagger:
-        files[tagging.TAGGING] = tagging.tagging_json(preprocessor, label_names, _window_overlap(reference))
+    if is_tagger:
+        files[tagger_copy.TAGGING] = tagger_copy.tagging_json(preprocessor, label_names, _window_overlap(reference))
         shared = {
             "padded_lengths": list(padding.padded_lengths(max_seq_length)),
-            "task_outputs": sorted(predict.predict_outputs(reference, [""], 1)),
+            "task_outputs": sorted(loaded_model.predict_outputs(reference, [""], 1)),
         }
     else:
         outside = convert.joined_outside(task, label_names)
         shared = {
-            "padded_lengths": predict.ladder_of(reference),
+            "padded_lengths": loaded_model.ladder_of(reference),
             "joined": outside,
             "task_outputs": sorted([output.name for output in fused.graph.output] + list(outside)),
         }
@@ -68,7 +69,7 @@ def float32_copy(
 
 def _window_overlap(reference) -> int:
     """The windows' overlap a tagger's export saved; one line for an export from before
-    windows (it cut each text at --max-seq-length), which the copy's tagging.py does not mirror."""
+    windows (it cut each text at --max-seq-length), which the copy's tagger_copy.py does not mirror."""
     saved = getattr(reference, "window_overlap", None)
     if saved is None:
         raise UserError(
@@ -92,8 +93,8 @@ def int8_copy(
     model = onnx.load_from_string(storage.read_bytes(storage.join(source, MODEL)))
     files = {
         name: storage.read_bytes(storage.join(source, name))
-        for name in (packing.TOKENIZER, packing.PACKING, tagging.TAGGING)
-        if name != tagging.TAGGING or storage.exists(storage.join(source, name))
+        for name in (packing.TOKENIZER, packing.PACKING, tagger_copy.TAGGING)
+        if name != tagger_copy.TAGGING or storage.exists(storage.join(source, name))
     }
     source_facts = json.loads(storage.read_text(storage.join(source, FACTS)))
     shared = {key: source_facts[key] for key in SHARED_FACTS if key in source_facts}  # "joined": since 2026-12
@@ -106,7 +107,9 @@ def int8_copy(
         return folder(every, files, reference, task, "int8", shared), [], None
     # The graph's inputs alone: a tagger's `tokenize` gives its words' features too
     ranking = {
-        name: value for name, value in predict.tokenize(reference, *ranking_texts()).items() if name in packing.FEATURES
+        name: value
+        for name, value in loaded_model.tokenize(reference, *ranking_texts()).items()
+        if name in packing.FEATURES
     }
     chosen, kept, found, tried = int8.keep_float(model, every, ranking, shared["padded_lengths"], check)
     line = _searched(figures, found, len(kept), len(int8.candidates(model)), tried)
@@ -171,7 +174,7 @@ def _checker(reference, task, rows: dict, batch_size: int, folder_of: Callable) 
     graph against the float32 export on `rows`, its folder written to scratch and loaded as
     export_checked loads it."""
     texts, pairs = rows["texts"], rows["pairs"]
-    features = predict.tokenize(reference, texts, pairs) if predict.tokenizes(reference) else None
+    features = loaded_model.tokenize(reference, texts, pairs) if loaded_model.tokenizes(reference) else None
     float32 = quantize.decided(task, reference, texts, pairs, features, batch_size)[0]
 
     def check(graph) -> dict:

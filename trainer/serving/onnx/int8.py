@@ -148,11 +148,11 @@ def session(model):
 def float_outputs(session, features: dict, ladder, rows_per_run: int = ROWS_PER_RUN, **inputs) -> np.ndarray:
     """Every float output of `session` over `features`, in row order, side by side [N, K]
     (strings and integers are decisions of these); each run cut to its rows' ladder length."""
-    from trainer.serving import predict
+    from trainer.inference import loaded_model
 
     names = [o.name for o in session.get_outputs() if o.type == "tensor(float)"]
     collected = None
-    for rows, batch in predict.token_batches(features, rows_per_run, ladder):
+    for rows, batch in loaded_model.token_batches(features, rows_per_run, ladder):
         values = np.concatenate([v.reshape(len(rows), -1) for v in session.run(names, {**batch, **inputs})], 1)
         collected = (
             np.zeros((len(features["input_mask"]), values.shape[1]), np.float32) if collected is None else collected

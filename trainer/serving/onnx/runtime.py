@@ -1,5 +1,5 @@
 """An ONNX copy (MODEL_DIR/onnx, MODEL_DIR/onnx-int8: trainer/serving/onnx/__init__.py) loaded so
-that it reads like a loaded SavedModel to trainer.serving.predict: `tokenize` (the `tokenizers`
+that it reads like a loaded SavedModel to trainer.inference.loaded_model: `tokenize` (the `tokenizers`
 library and numpy packing: packing.py), `predict_tokens` (ONNX Runtime), `padded_lengths`, and
 the signature's inputs and outputs, which tell the task and whether it reads pairs. The graph
 returns the SavedModel's own outputs (temperature, thresholds and label names inside it), so
@@ -92,7 +92,7 @@ def signature_of(facts: dict) -> signature.Signature:
 
 
 class ServingSignature(NamedTuple):
-    """What trainer.serving.predict reads of a loaded SavedModel's serving signature."""
+    """What trainer.inference.loaded_model reads of a loaded SavedModel's serving signature."""
 
     structured_input_signature: tuple  # ((), {text input: spec})
     structured_outputs: tuple
@@ -141,7 +141,7 @@ class OnnxModule:
         return self._tokenizer.features(list(texts), None if pairs is None else list(pairs))
 
     def predict_tokens(self, features: dict) -> dict:
-        """The graph's outputs of `features` (rows sorted by length, as trainer.serving.predict
+        """The graph's outputs of `features` (rows sorted by length, as trainer.inference.loaded_model
         batches them), ROWS_PER_RUN rows per run, each run cut to its longest row; strings as
         bytes, as TensorFlow returns them."""
         lengths = np.asarray(features["input_mask"]).sum(axis=1)

@@ -7,7 +7,7 @@ import tensorflow as tf
 import tf_keras
 
 from trainer.tasks.classification.metrics import TINY
-from trainer.tasks.distilled import LabelledRowsOnly
+from trainer.tasks.labelled_rows import LabelledRowsOnly
 
 UNLABELLED = -1.0  # column 0 of a row without a class
 

@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from trainer.tasks.distilled import LabelledRowsOnly
+from trainer.tasks.labelled_rows import LabelledRowsOnly
 
 UNLABELLED = -1.0  # each of the first L columns of a row without labels
 

@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from trainer.tasks.distilled import LabelledRowsOnly
+from trainer.tasks.labelled_rows import LabelledRowsOnly
 
 
 def pack(labels, teacher) -> np.ndarray:

@@ -3,7 +3,7 @@
 
 Each word's tag is learned and read at its first piece (keras.py; data/tagged_tokens.py lines
 the tags up with the tokens); the export splits a raw string into words in the graph and returns
-its entities with character offsets into it (spans.py, serving/tagging.py).
+its entities with character offsets into it (spans.py, serving/tagger_export.py).
 """
 
 from trainer.errors import UserError
@@ -194,7 +194,7 @@ class TaggingTask(Task):
             f"{flag}: needs a binary or multi-label task; --task {NAME} tags words, with no threshold to choose"
         )
 
-    # --- a loaded export's answers (its export: serving/tagging.py)
+    # --- a loaded export's answers (its export: serving/tagger_export.py)
     def predicted_columns(self, outputs) -> dict:
         """`entities` ([{text, label, start, end, score}]), `words` ([{text, start, end, tag}],
         every word, tag None where it has none) and `tags` (the words' tags) per text: lists,

@@ -29,11 +29,11 @@ import time
 from trainer import cli, helptext, progress, storage
 from trainer import reading as data
 from trainer.errors import UserError
+from trainer.inference import loaded_model
 from trainer.serving import columns as trained
 from trainer.serving import protocol, variants
 
 CHUNK_ROWS = 8192
-TOKENIZE_ROWS = 1024
 NOTE_COLUMN = "note"
 
 
@@ -142,200 +142,12 @@ def check_input_columns(args, copy_dir: str = None):
     return found
 
 
-def signature(model):
-    """The serving signature of a loaded export (export.load_module), an ONNX copy's
-    (serving/onnx/runtime.py), or the signature itself."""
-    if not hasattr(model, "signatures"):
-        return getattr(model, "serving_signature", model)
-    from trainer.serving import export
-
-    return model.signatures[export.SIGNATURE]
-
-
-def tokenizes(model) -> bool:
-    """Exports since token-sorted prediction save `tokenize` and `predict_tokens` besides the
-    signature; older ones are run through the signature, batched by character count."""
-    return hasattr(model, "tokenize") and hasattr(model, "predict_tokens")
-
-
-def tokenize(model, texts, pairs=None) -> dict:
-    """The export's own features of every text (numpy int32 [N, max_seq_length])."""
-    import numpy as np
-
-    parts = []
-    for start in range(0, max(len(texts), 1), TOKENIZE_ROWS):
-        args = [np.asarray(texts[start : start + TOKENIZE_ROWS], dtype=object)]
-        if pairs is not None:
-            args.append(np.asarray(pairs[start : start + TOKENIZE_ROWS], dtype=object))
-        parts.append({k: np.asarray(v) for k, v in model.tokenize(*args).items()})
-    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-
-
-def ladder_of(model):
-    """A loaded export's padded lengths, or None for an export from before they were saved."""
-    import numpy as np
-
-    saved = getattr(model, "padded_lengths", None)
-    return None if saved is None else np.asarray(saved).tolist()
-
-
-def token_batches(features: dict, batch_size: int, ladder=None):
-    """(row indices, features) batches of rows sorted by token count, each padded only to the
-    ladder length of its longest row, and never mixing two ladder lengths. `ladder`: the
-    export's padded lengths (saved since --long-texts windows, whose rows are whole windows);
-    else the one ending at the features' width."""
-    import numpy as np
-
-    from trainer.data.padding import padded_lengths, padded_to
-
-    lengths = features["input_mask"].sum(axis=1)
-    ladder = padded_lengths(features["input_mask"].shape[1]) if ladder is None else ladder
-    order = np.argsort(lengths, kind="stable")
-    rung = padded_to(lengths[order], ladder)
-    starts = np.flatnonzero(np.diff(rung, prepend=-1))
-    for begin, end in zip(starts, [*starts[1:], len(order)]):
-        for first in range(begin, end, batch_size):
-            rows = order[first : min(first + batch_size, end)]
-            width = int(rung[first])
-            yield rows, {k: v[rows, :width] for k, v in features.items()}
-
-
-def _char_batches(texts, batch_size: int, pairs=None):
-    """(row indices, signature inputs) batches of similar character counts."""
-    import numpy as np
-
-    lengths = [len(t) for t in texts] if pairs is None else [len(a) + len(b) for a, b in zip(texts, pairs)]
-    order = np.argsort(lengths, kind="stable")
-    for start in range(0, len(texts), batch_size):
-        rows = order[start : start + batch_size]
-        inputs = {"text": np.asarray([texts[i] for i in rows], dtype=object)}
-        if pairs is not None:
-            inputs["text_pair"] = np.asarray([pairs[i] for i in rows], dtype=object)
-        yield rows, inputs
-
-
-def _outputs(model, texts, batch_size: int, pairs=None, features=None):
-    """(row indices, model outputs) of every row once; `features`: tokenize()'s, if done.
-    Outputs that are not finite stop it with one error (finite.finite_outputs)."""
-    from trainer.serving.finite import finite_outputs
-
-    if tokenizes(model):
-        if features is None:
-            features = tokenize(model, texts, pairs)
-        for rows, batch in token_batches(features, batch_size, ladder_of(model)):
-            yield rows, finite_outputs(model.predict_tokens(batch))
-        return
-    serve = signature(model)
-    for rows, inputs in _char_batches(texts, batch_size, pairs):
-        yield rows, finite_outputs(serve(**inputs))
-
-
-def predict_outputs(model, texts, batch_size: int, pairs=None, features=None, wanted=None) -> dict:
-    """{output: numpy array of every row's, in input order} of the outputs `wanted` that the
-    export returns (default: every one; strings as bytes), except `label_names`, which every
-    row repeats: once. `model`: export.load_module's (fastest) or export.load's."""
-    import numpy as np
-
-    collected = {}
-    for rows, out in _outputs(model, texts, batch_size, pairs, features):
-        for name in [name for name in wanted or out if name in out]:
-            value = np.asarray(out[name])
-            if name == "label_names":
-                collected[name] = value[0]
-                continue
-            collected[name] = _room_for(collected.get(name), value, len(texts))
-            collected[name][(rows, *map(slice, value.shape[1:]))] = value
-    return collected
-
-
-def _room_for(collected, value, rows: int):
-    """`collected` (None at first), an array of every row's outputs, wide enough for a batch's
-    `value`: a tagger's outputs per word or entity are as wide as its batch's most, at least
-    --max-seq-length (serving/tagging.py), so a batch with a long text widens them (zeros
-    after a row's last word, as its count says)."""
-    import numpy as np
-
-    shape = (rows, *value.shape[1:]) if collected is None else (rows, *np.maximum(collected.shape[1:], value.shape[1:]))
-    if collected is not None and collected.shape == shape:
-        return collected
-    wider = np.zeros(shape, value.dtype)
-    if collected is not None:
-        wider[tuple(map(slice, collected.shape))] = collected
-    return wider
-
-
-def label_names_of(outputs: dict) -> list:
-    """The label names of predict_outputs' outputs, decoded (as the task kinds read them)."""
-    from trainer.tasks import predictions
-
-    return predictions.label_names_of(outputs)
-
-
-def task_of(model):
-    """The task object of a loaded export (export.load_module's or export.load's, its signature
-    or an int8 copy), told by its signature's outputs: it decides what is answered."""
-    from trainer import tasks
-
-    return tasks.of_export(signature(model).structured_outputs)
-
-
-def task_outputs(model, task, texts, batch_size: int, pairs=None, features=None) -> dict:
-    """predict_outputs' of the outputs `task`'s answers are made of (Task.answer_outputs)."""
-    return predict_outputs(model, texts, batch_size, pairs, features, task.answer_outputs)
-
-
-def predict_texts(model, texts, batch_size: int, pairs=None, features=None):
-    """(probabilities [N, C], label names [C]) in input order; batches of similar length.
-    `model`: export.load_module's (fastest) or export.load's."""
-    return predict_classes(model, texts, batch_size, pairs, features)[:2]
-
-
-def predict_classes(model, texts, batch_size: int, pairs=None, features=None):
-    """predict_texts' (probabilities, label names), and the class index the model chose for
-    each text [N]: its most probable class, or for a binary model exported with a threshold
-    (--target-precision/--target-recall) its positive class at or above that threshold."""
-    import numpy as np
-
-    out = predict_outputs(model, texts, batch_size, pairs, features, ("probabilities", "label_index", "label_names"))
-    return out["probabilities"], label_names_of(out), out["label_index"].astype(np.int64)
-
-
-def is_pair_model(model) -> bool:
-    """A sentence-pair export takes `text_pair` besides `text`."""
-    return "text_pair" in signature(model).structured_input_signature[1]
-
-
-def predict_instances(model, instances, batch_size: int):
-    """The server's batch function: (one response prediction per instance, None); instances are
-    texts, or (text, pair) tuples for a pair model."""
-    from trainer.serving import protocol
-
-    texts, pairs = instances, None
-    if is_pair_model(model):
-        texts, pairs = [a for a, _ in instances], [b for _, b in instances]
-    task = task_of(model)
-    predictions = task.served_predictions(task_outputs(model, task, texts, batch_size, pairs))
-    empty = empty_rows(texts, pairs)
-    return [protocol.no_prediction(p) if e else p for p, e in zip(predictions, empty)], None
-
-
-def empty_rows(texts, pairs=None):
-    """Rows whose text, or pair, is empty or blank: the rows training refuses
-    (trainer.data.splits), whose labels would be confident and meaningless."""
-    import numpy as np
-
-    blank = [not text.strip() for text in texts]
-    if pairs is not None:
-        blank = [a or not b.strip() for a, b in zip(blank, pairs)]
-    return np.asarray(blank, bool)
-
-
 def add_predictions(chunk, model, texts, batch_size: int, pairs=None, features=None) -> int:
     """predicted_score; or predicted_labels (multi-label) or predicted_label, and a
     probability_<label> column per label; then `note`. A row with an empty text gets empty
     predictions and a note saying why. Returns the number of such rows."""
     added = _add_outputs(chunk, model, texts, batch_size, pairs, features)
-    empty = empty_rows(texts, pairs)
+    empty = loaded_model.empty_rows(texts, pairs)
     if empty.any():
         for column in added:
             chunk[column] = chunk[column].astype(object).where(~empty, None)
@@ -346,8 +158,8 @@ def add_predictions(chunk, model, texts, batch_size: int, pairs=None, features=N
 def _add_outputs(chunk, model, texts, batch_size: int, pairs=None, features=None) -> list:
     """The model's columns of every row (its task's, Task.predicted_columns); returns their
     names."""
-    task = task_of(model)
-    columns = task.predicted_columns(task_outputs(model, task, texts, batch_size, pairs, features))
+    task = loaded_model.task_of(model)
+    columns = task.predicted_columns(loaded_model.task_outputs(model, task, texts, batch_size, pairs, features))
     for name, values in columns.items():
         chunk[name] = values
     return list(columns)
@@ -500,11 +312,13 @@ def _chunks(model, args):
     columns = None
     for frame in data.file_frames(args.input, "--input", CHUNK_ROWS, args.delimiter):
         if columns is None:
-            columns = text_columns(frame, args, is_pair_model(model), trained.model_columns(args.model_dir))
+            columns = text_columns(
+                frame, args, loaded_model.is_pair_model(model), trained.model_columns(args.model_dir)
+            )
         frame = frame.drop(columns=["_file", "_row"])
         texts = strings(frame[columns[0]])
         pairs = strings(frame[columns[1]]) if columns[1] else None
-        features = tokenize(model, texts, pairs) if tokenizes(model) else None
+        features = loaded_model.tokenize(model, texts, pairs) if loaded_model.tokenizes(model) else None
         size = sum(int(frame[c].astype(str).str.len().sum()) + len(frame) for c in frame.columns)
         yield frame, texts, pairs, features, size, at_limit(features)
 
@@ -570,12 +384,6 @@ def predict_file(model, args, out_fmt: str, handle) -> int:
     return rows
 
 
-def warm_up(model) -> None:
-    """Runs the model once on an empty text: the first call of each function optimizes its
-    graph (seconds), a cost of loading rather than of the rows that follow."""
-    list(_outputs(model, [""], 1, [""] if is_pair_model(model) else None))
-
-
 def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
     cli.setup_logging()
@@ -585,7 +393,7 @@ def main(argv=None) -> int:
         precision, path = variants.resolve(args.model_dir, args.precision, runtime=args.runtime)
         check_input_columns(args, path if variants.runtime_of(precision) == "onnx" else None)
         model = variants.load(args.model_dir, precision)
-        warm_up(model)
+        loaded_model.warm_up(model)
         print(f"loaded the {precision} model ({path}) in {progress.clock(time.monotonic() - started)}", flush=True)
         rows = predict_file(model, args, out_fmt, handle)
     print(f"wrote {rows} rows with predictions to {args.output}")

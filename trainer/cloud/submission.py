@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 
 from trainer import cli, config, tasks
-from trainer.cloud import deploy, scheduling
+from trainer.cloud import deployment, scheduling
 from trainer.errors import UserError
 from trainer.tuning import space
 from trainer.vertex import api
@@ -342,7 +342,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
         default=",".join(space.TUNED_FLAGS),
         help=f"Comma-separated flags to tune (default: all of {','.join(space.TUNED_FLAGS)}).",
     )
-    deploy.add_parsers(commands)
+    deployment.add_parsers(commands)
     return parser
 
 
@@ -419,8 +419,8 @@ def build_job(
 
 def main(argv: Sequence[str]) -> int:
     options, trainer_args = parse_args(argv)
-    if options.command in deploy.COMMANDS:
-        return deploy.main(options, trainer_args)
+    if options.command in deployment.COMMANDS:
+        return deployment.main(options, trainer_args)
     # Google's client libraries take seconds to import: only now, so --help and flag errors
     # answer at once.
     with api.google_errors():

@@ -1,5 +1,5 @@
 """A tagger's ONNX copy without TensorFlow (issue #66): raw strings -> the windows its network
-reads, and the network's logits -> the SavedModel's answers (trainer/serving/tagging.py's
+reads, and the network's logits -> the SavedModel's answers (trainer/serving/tagger_export.py's
 `tokenize` and `outputs`, their names, values, dtypes and padding), in Python and numpy.
 
 The tagger's SavedModel splits words with TF-Text's RE2 regex split and reads entities with TF
@@ -366,7 +366,7 @@ def _settings(path: str, max_seq_length: int) -> dict:
 
 class ServingFunction(NamedTuple):
     """A serving function in place of a loaded signature: called with `text=`, with the input
-    and output structures trainer.serving.predict reads of a signature."""
+    and output structures trainer.inference.loaded_model reads of a signature."""
 
     function: Callable
     structured_input_signature: tuple  # ((), {"text": None})
@@ -377,7 +377,7 @@ class ServingFunction(NamedTuple):
 
 
 class OnnxTagger:
-    """A tagger's ONNX copy, loaded to read like its loaded SavedModel to trainer.serving.predict:
+    """A tagger's ONNX copy, loaded to read like its loaded SavedModel to trainer.inference.loaded_model:
     it answers through `serving_signature` (a tagger's export has no `predict_tokens`: its words
     and entities are read around the network), Tagger's words and answers around ONNX Runtime.
     One session, called from one thread at a time (trainer.predict's loop, the server's
@@ -418,7 +418,7 @@ class OnnxTagger:
 
 
 def _texts(texts) -> list[str]:
-    """Texts as `str`, from a batch of str or bytes (trainer.serving.predict's object arrays)."""
+    """Texts as `str`, from a batch of str or bytes (trainer.inference.loaded_model's object arrays)."""
     return [
         text.decode("utf-8") if isinstance(text, bytes) else str(text) for text in np.asarray(texts, object).reshape(-1)
     ]

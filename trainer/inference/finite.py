@@ -1,6 +1,6 @@
 """Outputs that are not finite, refused: a model trained into NaN weights computes NaN for every
 text. Without TensorFlow (numpy only): both runtimes' predictions are checked here
-(trainer.serving.predict), and the export checks its validation outputs with it.
+(trainer.inference.loaded_model), and the export checks its validation outputs with it.
 """
 
 import numpy as np
@@ -20,7 +20,7 @@ def check_finite_outputs(outputs, what: str) -> None:
     A model trained into NaN weights computes NaN for every text: exported, it would write
     empty probabilities and fail every request. This is checked on the model's own validation
     rows before anything is calibrated or exported (trainer.training.results.evaluate), and on
-    every batch an exported model predicts (trainer.serving.predict).
+    every batch an exported model predicts (trainer.inference.loaded_model).
     """
     bad = non_finite_rows(outputs)
     if len(bad):

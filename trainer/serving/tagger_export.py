@@ -15,7 +15,7 @@ entity; it is returned apart (`untagged_*`).
 
 Every per-text output is padded to --max-seq-length entries, or to the batch's most words or
 entities when a text has more (`entity_count`, `word_count`, `untagged_count` say how many are
-real), so batches of short texts stack alike (trainer.serving.predict).
+real), so batches of short texts stack alike (trainer.inference.loaded_model).
 """
 
 from collections.abc import Sequence
@@ -25,7 +25,7 @@ import tf_keras
 
 from trainer.modeling.encoders.layers import INPUT_KEYS
 from trainer.modeling.encoders.word_pieces import pack_word_windows
-from trainer.modeling.encoders.words import split_words
+from trainer.modeling.encoders.word_spans import split_words
 from trainer.tasks.tagging import spans
 
 _PADDING = {tf.string: "", tf.int64: -1, tf.int32: -1, tf.float32: 0.0}
