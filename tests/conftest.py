@@ -8,7 +8,25 @@ import pytest
 # Tests import the package the way users do; this keeps TensorFlow quiet and on Keras 2 too.
 import trainer  # noqa: F401
 
-sys.path.insert(0, os.path.dirname(__file__))
+TESTS = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(TESTS)  # the repository
+HELPERS = os.path.join(TESTS, "helpers")  # tiny checkpoints, reference models, emulators
+FIXTURES = os.path.join(TESTS, "fixtures")  # files an earlier version wrote
+
+
+def folders_of_tests():
+    """tests/ and its folders of test files, which mirror the package's."""
+    return sorted(
+        folder
+        for folder, _, names in os.walk(TESTS)
+        if any(name.startswith("test_") and name.endswith(".py") for name in names)
+    )
+
+
+# The helpers and every folder of test files on sys.path: tests import a helper by its module's
+# name (`import tiny_bert`) and share another file's fixtures across folders (`from test_task
+# import run_cli`), which is why no two test files anywhere under tests/ share a name.
+sys.path[:0] = [HELPERS, *folders_of_tests()]
 import tiny_bert  # noqa: E402
 
 SLOW = "VBT_SLOW_TESTS"
