@@ -104,8 +104,8 @@ TINY_TASK_FLAGS = ("--train-word-embeddings", "--pooling", "mean")
 # What a run writes by default beyond its model and metrics: the copies beside the float32
 # model (README, "Faster prediction": bfloat16 where bfloat16 is native, and int8; about 3 s and
 # 8 s per tiny run to build, convert, save and check; the ONNX copies), and the report's token
-# attributions (about 2 s). tests/test_precisions.py, tests/test_onnx_export.py and
-# tests/test_explain.py cover them; the other tests' runs leave them out (their helpers add
+# attributions (about 2 s). tests/serving/test_precisions.py, tests/serving/onnx/test_onnx_export.py and
+# tests/explaining/test_explain.py cover them; the other tests' runs leave them out (their helpers add
 # these to trainer.task's flags).
 NO_EXTRAS = ("--export-bfloat16", "off", "--export-int8", "off", "--export-onnx", "off", "--report-explanations", "0")
 

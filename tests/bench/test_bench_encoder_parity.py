@@ -33,7 +33,8 @@ def test_roberta_pairs_have_two_separators_and_no_types():
     assert not pairs["input_type_ids"].any()
 
 
-@pytest.mark.slow  # tests/test_encoder_families.py checks the same in the default suite; CI runs it on 2.21
+# tests/modeling/encoders/test_encoder_families.py checks the same in the default suite; CI runs it on 2.21
+@pytest.mark.slow
 def test_a_family_at_a_tiny_config_is_within_the_tolerance_on_both_batches(tmp_path):
     import reference_roberta
 

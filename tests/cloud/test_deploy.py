@@ -3,7 +3,7 @@
 --dry-run prints requests Vertex AI's own v1 protobuf types accept: the job's model/ with the
 serving image and its routes, as a new version of a registered model with aliases and the run's
 labels, an endpoint, a deployment with machines, replicas and a traffic split, a batch prediction
-job over gs:// files. Against a loopback Vertex API (tests/vertex_loopback.py) the real SDK
+job over gs:// files. Against a loopback Vertex API (tests/helpers/vertex_loopback.py) the real SDK
 clients send them: a canary's 90/10 split, a promotion's 0/100 and `default` alias.
 """
 

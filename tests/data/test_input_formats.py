@@ -210,7 +210,7 @@ print("RESULT " + json.dumps(out))
 
 @pytest.mark.slow  # ~15 s (the emulator and a TensorFlow process) for one read path
 def test_a_gzip_file_on_gs_is_streamed_and_a_copy_of_it_is_refused(tmp_path_factory):
-    """Through TensorFlow's own GCS client, against the local emulator (tests/gcs_emulator.py)."""
+    """Through TensorFlow's own GCS client, against the local emulator (tests/helpers/gcs_emulator.py)."""
     import json
     import os
     import subprocess

@@ -1,6 +1,6 @@
 """An independent BERT forward pass in numpy float64, and a writer of Google's checkpoint format.
 
-The forward pass reads Hugging Face BertModel names (as tests/tiny_bert.py writes them) and
+The forward pass reads Hugging Face BertModel names (as tests/helpers/tiny_bert.py writes them) and
 follows the BERT paper's equations directly, sharing no code with trainer.modeling.encoders: when a
 loader transposes or reshapes a kernel the wrong way, the two disagree.
 """

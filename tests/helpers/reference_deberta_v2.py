@@ -1,4 +1,4 @@
-"""DeBERTa-v3's tiny fixture for tests/test_encoder_families.py: microsoft/deberta-v3-base's
+"""DeBERTa-v3's tiny fixture for tests/modeling/encoders/test_encoder_families.py: microsoft/deberta-v3-base's
 settings at a tiny width, with few enough position buckets that the test's 32-token batches
 reach the log-spaced ones, and an spm.model laid out as DeBERTa-v3's ([PAD], [CLS], [SEP],
 [UNK] first), trained here with the sentencepiece library."""

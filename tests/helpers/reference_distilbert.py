@@ -1,4 +1,4 @@
-"""DistilBERT's tiny fixture for tests/test_encoder_families.py: BERT's WordPiece vocabulary
+"""DistilBERT's tiny fixture for tests/modeling/encoders/test_encoder_families.py: BERT's WordPiece vocabulary
 with [PAD] at 0 and [UNK], [CLS], [SEP], [MASK] after unused rows, as
 distilbert/distilbert-base-uncased has them (0, 100-103), and its tokenizer_config.json."""
 

@@ -1,4 +1,4 @@
-"""ModernBERT's tiny fixture for tests/test_encoder_families.py: a byte-level BPE tokenizer.json
+"""ModernBERT's tiny fixture for tests/modeling/encoders/test_encoder_families.py: a byte-level BPE tokenizer.json
 laid out as answerdotai/ModernBERT-base's (NFC, ByteLevel, specials after the merges, an lstrip
 [MASK], the `[CLS] $A [SEP] $B [SEP]` template), and a config whose window (+-4 tokens) is
 shorter than the test texts, with global and local layers and a vocabulary padded past the

@@ -1,4 +1,4 @@
-"""MPNet's tiny fixture for tests/test_encoder_families.py: a WordPiece vocabulary with
+"""MPNet's tiny fixture for tests/modeling/encoders/test_encoder_families.py: a WordPiece vocabulary with
 MPNet's <s>/<pad>/</s>/<unk> in front of BERT's specials, as microsoft/mpnet-base has it."""
 
 import json

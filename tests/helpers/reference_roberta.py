@@ -1,4 +1,4 @@
-"""RoBERTa's tiny fixture for tests/test_encoder_families.py: a byte-level BPE vocabulary
+"""RoBERTa's tiny fixture for tests/modeling/encoders/test_encoder_families.py: a byte-level BPE vocabulary
 (vocab.json + merges.txt) trained with the tokenizers library, RoBERTa's special tokens first."""
 
 import conftest

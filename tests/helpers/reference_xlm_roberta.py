@@ -1,4 +1,4 @@
-"""XLM-RoBERTa's tiny fixture for tests/test_encoder_families.py: a unigram SentencePiece model
+"""XLM-RoBERTa's tiny fixture for tests/modeling/encoders/test_encoder_families.py: a unigram SentencePiece model
 (sentencepiece.bpe.model, <unk> <s> </s> first, as XLM-R's), trained with sentencepiece."""
 
 import os

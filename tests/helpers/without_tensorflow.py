@@ -1,4 +1,4 @@
-"""`python tests/without_tensorflow.py -m MODULE ARGS...`: runs MODULE as `python -m` does, in a
+"""`python tests/helpers/without_tensorflow.py -m MODULE ARGS...`: runs MODULE as `python -m` does, in a
 process where no package of the TensorFlow stack can be imported (each import fails as a
 missing package's does): the ONNX runtime's environment, in the test suite's own Python."""
 

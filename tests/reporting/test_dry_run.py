@@ -1,5 +1,5 @@
 """A --dry-run's job dir says so everywhere a person looks (issue #37, 10): metrics.json, the
-model card and report.html; trainer.task's real command replaces it (tests/test_jobdir.py)."""
+model card and report.html; trainer.task's real command replaces it (tests/training/test_jobdir.py)."""
 
 import pandas as pd
 from test_reporting import run_metrics

@@ -177,7 +177,7 @@ def test_an_unknown_label_is_one_line_naming_its_file_line_and_column(encoder, t
     ]
 
 
-@pytest.mark.slow  # the same error line as training's (tests/test_tagging.py), through trainer.evaluate
+@pytest.mark.slow  # the same error line as training's (tests/tasks/tagging/test_tagging.py), through trainer.evaluate
 def test_an_unknown_tag_is_one_line_naming_its_file_line_and_token(tagger, tmp_path):
     source = tmp_path / "gold.conll"
     source.write_text("Paris\tB-LOC\n\nAcme\tB-ORG\n")

@@ -1,5 +1,5 @@
 """The report's parts on small deterministic inputs: calibration, worst errors, figures, model card,
-HTML. (tests/test_report.py runs the whole report on a trained run.)"""
+HTML. (tests/reporting/test_report.py runs the whole report on a trained run.)"""
 
 import io
 

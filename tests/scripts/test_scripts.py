@@ -153,7 +153,7 @@ def scheduling(job):
     return aiplatform_v1.Scheduling.wrap(json_format.ParseDict(spec["scheduling"], aiplatform_v1.Scheduling.pb()()))
 
 
-@pytest.mark.slow  # a job script's process (5-10 s); tests/test_submit.py checks the same specs in-process
+@pytest.mark.slow  # a job script's process (5-10 s); tests/cloud/test_submit.py checks the same specs in-process
 def test_gpu_script_queues_a_flex_start_job_for_at_most_max_wait():
     job = spec(
         run(
@@ -174,7 +174,7 @@ def test_gpu_script_queues_a_flex_start_job_for_at_most_max_wait():
     )
 
 
-@pytest.mark.slow  # a job script's process (5-10 s); tests/test_submit.py checks the same specs in-process
+@pytest.mark.slow  # a job script's process (5-10 s); tests/cloud/test_submit.py checks the same specs in-process
 def test_tpu_script_runs_on_spot_vms_that_restart_on_preemption():
     got = scheduling(spec(run("train-cloud-tpu.sh", DRY_RUN="1", SCHEDULING="spot", **TPU_CLOUD)))
     assert (got.strategy.name, got.restart_job_on_worker_restart) == ("SPOT", True)
@@ -188,7 +188,7 @@ def spot_study():
     )
 
 
-@pytest.mark.slow  # a job script's process (5-10 s); tests/test_submit.py checks the same specs in-process
+@pytest.mark.slow  # a job script's process (5-10 s); tests/cloud/test_submit.py checks the same specs in-process
 def test_tune_script_runs_its_trials_on_spot_vms_that_restart_on_preemption(spot_study):
     got = scheduling(spot_study)
     assert (got.strategy.name, got.restart_job_on_worker_restart) == ("SPOT", True)

@@ -2,7 +2,7 @@
 one device (classification of single texts: test_multidevice.py).
 
 Six training processes take a few minutes, more than the default suite's 10-minute budget
-leaves: run them with `VBT_SLOW_TESTS=1 python -m pytest tests/test_multidevice_tasks.py`.
+leaves: run them with `VBT_SLOW_TESTS=1 python -m pytest tests/training/test_multidevice_tasks.py`.
 """
 
 import json

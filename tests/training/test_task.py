@@ -127,7 +127,7 @@ def test_a_run_writes_every_artifact(trained):
 
 
 def test_export_copies_off_writes_no_copy(trained):
-    """(run_cli adds --export-bfloat16 off --export-int8 off; tests/test_precisions.py runs with
+    """(run_cli adds --export-bfloat16 off --export-int8 off; tests/serving/test_precisions.py runs with
     the copies.)"""
     job_dir, _ = trained
     assert json.loads((job_dir / "metrics.json").read_text())["precisions"] == {}
@@ -344,7 +344,7 @@ def test_without_a_learning_rate_the_run_takes_the_one_for_its_encoders_width(dr
 
 
 def test_a_dry_runs_job_dir_says_so_in_metrics_json_the_model_card_and_the_report(dry_run):
-    """Issue #37, 10 (the rules: tests/test_jobdir.py, tests/test_dry_run.py)."""
+    """Issue #37, 10 (the rules: tests/training/test_jobdir.py, tests/reporting/test_dry_run.py)."""
     job_dir, _, metrics = dry_run
     assert metrics["dry_run"] is True
     assert "A dry run, not a trained model." in (job_dir / "MODEL_CARD.md").read_text()

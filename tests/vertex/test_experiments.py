@@ -1,5 +1,5 @@
 """--experiment: the chief's run in Vertex AI Experiments, as the real aiplatform SDK sends it to a
-loopback Vertex API (tests/vertex_loopback.py): the flattened config as parameters, one
+loopback Vertex API (tests/helpers/vertex_loopback.py): the flattened config as parameters, one
 time-series point per evaluation, metrics.json's final metrics; an Experiments failure is one
 warning line and never the run's."""
 

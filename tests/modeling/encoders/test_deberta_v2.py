@@ -1,4 +1,4 @@
-"""DeBERTa-v3's own parts, beyond the shared family parity (tests/test_encoder_families.py):
+"""DeBERTa-v3's own parts, beyond the shared family parity (tests/modeling/encoders/test_encoder_families.py):
 the log-bucketed relative positions at the published size, the short-batch window of the
 position table, XLA and bfloat16, the padding rows of the int8 copy's float16 front, and the
 settings it refuses."""

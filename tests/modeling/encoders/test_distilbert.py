@@ -1,4 +1,4 @@
-"""DistilBERT's own parts, beyond the shared family parity (tests/test_encoder_families.py): the
+"""DistilBERT's own parts, beyond the shared family parity (tests/modeling/encoders/test_encoder_families.py): the
 classifiers fine-tuned from it (its "distilbert." prefix), the cased multilingual model's
 tokenizer setting, position tables written as sinusoids, and the settings it refuses."""
 

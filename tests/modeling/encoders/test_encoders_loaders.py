@@ -1,7 +1,7 @@
 """Each weight loader puts a checkpoint into the native encoder so that it computes BERT.
 
 The same tiny random weights are written in each format; the encoder's outputs must match the
-independent float64 numpy forward pass in tests/bert_reference.py within 1e-4. Google's
+independent float64 numpy forward pass in tests/helpers/bert_reference.py within 1e-4. Google's
 checkpoints and TF-Hub's Model Garden SavedModels use the tanh approximation of GELU, Hugging
 Face's "gelu" is exact: the reference uses the matching form, and the two differ by ~4e-4 here,
 so a loader picking the wrong one fails.

@@ -1,6 +1,6 @@
 """`python -m trainer.export_encoder` of every native encoder family: its encoder/ + preprocessor/
 SavedModels read back, as `--encoder DIR`, as the same encoder (the same ids from the same texts,
-the same hidden states). Slow tier, beside tests/test_family_runs.py, run by hand on
+the same hidden states). Slow tier, beside tests/modeling/encoders/test_family_runs.py, run by hand on
 TensorFlow 2.21 (docs/testing.md); a file of its own so that the two share the slow line's workers."""
 
 import hf_reference

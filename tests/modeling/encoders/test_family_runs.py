@@ -1,10 +1,10 @@
 """Every native encoder family end to end, from `--encoder hf:ORG/NAME` on a stand-in Hugging Face
-Hub (tests/hf_stand_in.py): trained in the default precision (bfloat16 on a CPU that has it),
+Hub (tests/helpers/hf_stand_in.py): trained in the default precision (bfloat16 on a CPU that has it),
 killed with SIGKILL after a checkpoint and resumed, exported as a raw-string model with its
 checked int8 and bfloat16 copies, predicted from and served.
 
 The checkpoints are tests/reference_<family>.py's, written by transformers; their parity with
-the reference forward is tests/test_encoder_families.py's. One run per family is a minute or
+the reference forward is tests/modeling/encoders/test_encoder_families.py's. One run per family is a minute or
 more: the slow tier, run by hand (docs/testing.md; CI's 45 minutes no longer hold it).
 """
 

@@ -1,5 +1,5 @@
 """`--encoder hf:ORG/NAME[@REVISION]`: Hugging Face Hub repositories, BERT and ELECTRA, in
-safetensors or tf_model.h5, served by a stand-in Hub on 127.0.0.1 (tests/hf_stand_in.py)."""
+safetensors or tf_model.h5, served by a stand-in Hub on 127.0.0.1 (tests/helpers/hf_stand_in.py)."""
 
 import json
 import os

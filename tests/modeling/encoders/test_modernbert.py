@@ -1,4 +1,4 @@
-"""ModernBERT's own parts, beyond the shared family parity (tests/test_encoder_families.py):
+"""ModernBERT's own parts, beyond the shared family parity (tests/modeling/encoders/test_encoder_families.py):
 both config.json layouts transformers writes, the settings it refuses, XLA, bfloat16 and
 float16, the int8 copy's cut, where layer-wise decay puts the final norm, and the tokenizer
 layouts it refuses."""

@@ -3,8 +3,8 @@ trainer.serve read a model dir from Cloud Storage, as Vertex AI hands the servin
 in AIP_STORAGE_URI, through google-cloud-storage (trainer/gcs_gfile.py), and trainer.predict
 uploads its --output there; what fails is one line, as with TensorFlow's own client.
 
-Every process here cannot import TensorFlow (tests/without_tensorflow.py) and reaches only
-127.0.0.1: gcp-storage-emulator (tests/gcs_emulator.py, plain HTTP, which google-cloud-storage
+Every process here cannot import TensorFlow (tests/helpers/without_tensorflow.py) and reaches only
+127.0.0.1: gcp-storage-emulator (tests/helpers/gcs_emulator.py, plain HTTP, which google-cloud-storage
 reaches through STORAGE_EMULATOR_HOST, anonymously), or a stand-in answering every request as
 the service answers a refused one. The model is test_onnx_runtime.py's tiny classifier with its
 float32 ONNX copy.

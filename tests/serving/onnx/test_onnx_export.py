@@ -561,7 +561,7 @@ def test_export_quantized_writes_the_onnx_copies_of_a_finished_run_the_int8_one_
 
 @pytest.fixture(scope="module")
 def tagger_run(tiny_encoder_dir, tmp_path_factory):
-    """A tiny tagger trained as tests/test_tagging.py's (good/great begin POS, bad/awful NEG),
+    """A tiny tagger trained as tests/tasks/tagging/test_tagging.py's (good/great begin POS, bad/awful NEG),
     with the default --export-onnx auto; (job dir, its output, its validation sentences)."""
     import random
 

@@ -4,7 +4,7 @@ ONNX copy where TensorFlow cannot be imported and answer as the TensorFlow runti
 (--runtime tensorflow, training, explanations) is one line naming what to install.
 
 "Without TensorFlow" is a fresh process whose imports of the TensorFlow stack fail as a missing
-package's do (tests/without_tensorflow.py); a predict through one takes about a second. The
+package's do (tests/helpers/without_tensorflow.py); a predict through one takes about a second. The
 model is the tiny classifier exported here, its float32 ONNX copy written by the export's own
 code (trainer/serving/onnx/copies.py), no training.
 """

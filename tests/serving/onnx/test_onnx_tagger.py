@@ -3,7 +3,7 @@ tagging.json beside it (trainer/serving/onnx/tagging.py reads the words, windows
 around it), checked text by text against the SavedModel; trainer.predict without TensorFlow,
 trainer.serve and trainer.evaluate answer with the SavedModel's entities, words and tags.
 
-The model is tests/test_tagging_windows.py's tiny tagger (a random head, windows of 10
+The model is tests/tasks/tagging/test_tagging_windows.py's tiny tagger (a random head, windows of 10
 pieces), exported here, its copies written and checked by the export's own code (copies.py,
 quantize.export_checked), no training; a trained run's copies are in test_onnx_export.py's slow
 tier.

@@ -3,7 +3,7 @@ words, windows and per-word features equal the tagger SavedModel's `tokenize`
 (serving/tagging.py), and given the same logits its answers equal the SavedModel's `outputs`
 (entities, words, tags, counts, padding), for every tokenizer family.
 
-The families' tokenizers are tests/test_onnx_tokenizer.py's; the network matters to neither
+The families' tokenizers are tests/serving/onnx/test_onnx_tokenizer.py's; the network matters to neither
 side's rules, so their logits are random (a seeded normal, wide enough to give every tag, runs
 of I- and entities anywhere), and the tiny BERT tagger's own are fed to both once.
 """

@@ -2,7 +2,7 @@
 packing.json at export, packing.py reads them without TensorFlow) gives the features of the
 SavedModel's `tokenize` (input_pipeline.encode with the run's preprocessor), for every family.
 
-The families' tokenizer files are the tiny ones tests/test_encoder_families.py reads (written by
+The families' tokenizer files are the tiny ones tests/modeling/encoders/test_encoder_families.py reads (written by
 tests/reference_<family>.py), and the default encoder's vocabulary for BERT.
 """
 

@@ -237,7 +237,7 @@ def test_the_servers_answers_hold_the_same_words_and_entities(persons_dir):
     assert answers[1]["tags"] == ["B-PER", None, "B-PER"]
 
 
-@pytest.mark.slow  # a LiteRT conversion, as tests/test_precisions.py's
+@pytest.mark.slow  # a LiteRT conversion, as tests/serving/test_precisions.py's
 def test_the_int8_copy_reads_a_long_text_in_the_same_windows(encoder, persons_dir):
     from trainer.serving import export, tflite
 
