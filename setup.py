@@ -72,7 +72,7 @@ setup(
             "docker>=7.0",  # docker.utils.build.exclude_paths: the build context test (no engine)
             "selenium>=4.20",  # drives Debian's chromium + chromedriver in the report test
             # The reference implementations the native encoder families are proven equal
-            # to (tests/test_encoder_families.py): transformers' PyTorch models and fast
+            # to (tests/modeling/encoders/test_encoder_families.py): transformers' PyTorch models and fast
             # tokenizers. torch 2.13.0 is the CPU build (a newer one is a CUDA build of GBs).
             "torch==2.13.0",
             "transformers>=5.0,<6",

@@ -2,7 +2,7 @@
 
 A run whose tables README quotes is published: its JSON, with the text the script printed and the
 machine it ran on, goes to bench/results/ under a name that says when and where
-(`2026-11-25-epyc-avx512bf16-run.json`), to be committed; tests/test_bench_results.py checks that
+(`2026-11-25-epyc-avx512bf16-run.json`), to be committed; tests/bench/test_bench_results.py checks that
 every table in README is a verbatim part of one of those files.
 """
 

@@ -10,7 +10,7 @@ float32: a padded batch (rows of 128, 97, 40 and 5 tokens, random ids from the v
 between the family's [CLS] and [SEP]) and a batch of sentence pairs (the family's separators,
 and token_type_ids where its tokenizer gives them). It reports the largest absolute
 difference of sequence_output over real tokens (and of pooled_output where transformers has a
-pooler), the load seconds, and whether both are within 1e-4. tests/test_encoder_families.py
+pooler), the load seconds, and whether both are within 1e-4. tests/modeling/encoders/test_encoder_families.py
 checks the same at tiny configs in the default suite.
 """
 

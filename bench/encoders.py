@@ -31,7 +31,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "helpers"))
 import published_encoders  # noqa: E402
 from common import WORK, add_publish_flag, finish, machine, printed, publish, table  # noqa: E402
 

@@ -19,7 +19,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path[:0] = [ROOT, HERE, os.path.join(ROOT, "tests")]
+sys.path[:0] = [ROOT, HERE, os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "helpers")]
 from common import finish, printed, publish, table  # noqa: E402
 
 MRPC_DEV = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "glue", "mrpc_dev.csv"))

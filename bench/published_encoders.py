@@ -2,7 +2,7 @@
 
 Nothing can be downloaded from the Hugging Face Hub here, and neither parity nor speed depends
 on trained weights, so each published model is written by transformers itself
-(tests/hf_reference.py: AutoModel.from_config with a fixed torch seed, save_pretrained) at its
+(tests/helpers/hf_reference.py: AutoModel.from_config with a fixed torch seed, save_pretrained) at its
 published config, with its family's tiny tokenizer files from tests/reference_<family>.py (the
 loader needs them; the benchmarks feed ids or measure the network, not the tokenizer).
 Checkpoints are kept under bench/work/published/ for reruns (roberta-large takes a minute).
@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [os.path.dirname(HERE), os.path.join(HERE, "..", "tests")]
+sys.path[:0] = [os.path.dirname(HERE), os.path.join(HERE, "..", "tests"), os.path.join(HERE, "..", "tests", "helpers")]
 from common import WORK  # noqa: E402
 
 _ROBERTA = dict(

@@ -8,7 +8,25 @@ import pytest
 # Tests import the package the way users do; this keeps TensorFlow quiet and on Keras 2 too.
 import trainer  # noqa: F401
 
-sys.path.insert(0, os.path.dirname(__file__))
+TESTS = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(TESTS)  # the repository
+HELPERS = os.path.join(TESTS, "helpers")  # tiny checkpoints, reference models, emulators
+FIXTURES = os.path.join(TESTS, "fixtures")  # files an earlier version wrote
+
+
+def folders_of_tests():
+    """tests/ and its folders of test files, which mirror the package's."""
+    return sorted(
+        folder
+        for folder, _, names in os.walk(TESTS)
+        if any(name.startswith("test_") and name.endswith(".py") for name in names)
+    )
+
+
+# The helpers and every folder of test files on sys.path: tests import a helper by its module's
+# name (`import tiny_bert`) and share another file's fixtures across folders (`from test_task
+# import run_cli`), which is why no two test files anywhere under tests/ share a name.
+sys.path[:0] = [HELPERS, *folders_of_tests()]
 import tiny_bert  # noqa: E402
 
 SLOW = "VBT_SLOW_TESTS"
@@ -86,8 +104,8 @@ TINY_TASK_FLAGS = ("--train-word-embeddings", "--pooling", "mean")
 # What a run writes by default beyond its model and metrics: the copies beside the float32
 # model (README, "Faster prediction": bfloat16 where bfloat16 is native, and int8; about 3 s and
 # 8 s per tiny run to build, convert, save and check; the ONNX copies), and the report's token
-# attributions (about 2 s). tests/test_precisions.py, tests/test_onnx_export.py and
-# tests/test_explain.py cover them; the other tests' runs leave them out (their helpers add
+# attributions (about 2 s). tests/serving/test_precisions.py, tests/serving/onnx/test_onnx_export.py and
+# tests/explaining/test_explain.py cover them; the other tests' runs leave them out (their helpers add
 # these to trainer.task's flags).
 NO_EXTRAS = ("--export-bfloat16", "off", "--export-int8", "off", "--export-onnx", "off", "--report-explanations", "0")
 

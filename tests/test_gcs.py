@@ -1,7 +1,7 @@
 """gs:// end to end through TensorFlow's own GCS client, against a local emulator.
 
 TensorFlow cannot be pointed at an emulator by configuration (its endpoints are compiled in), so
-tests/gcs_emulator.py runs gcp-storage-emulator behind a loopback HTTPS-intercepting proxy that
+tests/helpers/gcs_emulator.py runs gcp-storage-emulator behind a loopback HTTPS-intercepting proxy that
 libcurl inside TensorFlow reaches through https_proxy, trusting a throwaway CA via
 CURL_CA_BUNDLE. Nothing in trainer/ knows about the emulator: every gs:// access below is the
 product's own tf.io.gfile code. Objects are seeded and checked through the emulator's HTTP API,

@@ -33,7 +33,7 @@ def explained_output(module, logits, target):
     probability: a fine-tuned classifier's probability jumps from near 0 to near 1 over a short
     stretch of the path, which 32 steps of the trapezoid rule cannot follow (on a tiny
     planted-word model, 35% of rows within 5% at 32 steps, 83% at 512); its log-odds change
-    smoothly (tests/test_explain.py)."""
+    smoothly (tests/explaining/test_explain.py)."""
     return module.task.explained_output(module, logits, target)
 
 

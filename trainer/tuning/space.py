@@ -4,7 +4,7 @@ Plain data, read by both searches, so they cannot search different spaces: `trai
 turns it into Vertex AI's parameter specs (trainer/cloud/submission.py) and `trainer.tune` into Optuna
 distributions (trainer/tuning/search.py). The ids are flag names without their dashes: Vertex
 passes a trial's values as `--learning-rate=0.0001`, and the local search passes them the same
-way, so each id must be a flag `trainer.task` accepts (tests/test_submit.py checks it).
+way, so each id must be a flag `trainer.task` accepts (tests/cloud/test_submit.py checks it).
 """
 
 import dataclasses

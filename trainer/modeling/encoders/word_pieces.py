@@ -6,8 +6,8 @@ Face's run_ner labels the same piece and ignores the rest).
 Each word is tokenized on its own, as Hugging Face tokenizes words given with
 `is_split_into_words=True` (the preprocessor's `tokenize_words`: byte-level BPE reads each after
 a space): each word's pieces equal those Hugging Face's `word_ids()` group, for WordPiece
-(tests/test_word_pieces.py), byte-level BPE and SentencePiece (the words tests of
-tests/test_tokenizer_byte_pair.py and test_tokenizer_sentencepiece.py).
+(tests/modeling/encoders/test_word_pieces.py), byte-level BPE and SentencePiece (the words tests of
+tests/modeling/encoders/test_tokenizer_byte_pair.py and test_tokenizer_sentencepiece.py).
 
 Training packs each sentence in one row (`pack_words`): a word cut (past `seq_length` with the
 special tokens) or without a piece (a lone zero-width joiner) has position -1. An export reads a

@@ -54,7 +54,7 @@ _ASCII_SYMBOLS = ((0x21, 0x2F), (0x3A, 0x40), (0x5B, 0x60), (0x7B, 0x7E))
 # Punctuation RE2's tables in TF-Text 2.21 (Unicode 15) hold and Python 3.11's (Unicode 14) do
 # not: Devanagari Extended-A's and Kawi's, unassigned (Cn) there. Python 3.12 and 3.13 (Unicode
 # 15 and 15.1) have them as P*, the same; read every code point both ways:
-# tests/test_onnx_tagging.py.
+# tests/serving/onnx/test_onnx_tagging.py.
 _UNICODE_15_PUNCTUATION = ((0x11B00, 0x11B09), (0x11F43, 0x11F4F))
 
 

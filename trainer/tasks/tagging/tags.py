@@ -11,7 +11,7 @@ A file's such `I-X` is read as a `B-X` (`repaired`), and so are an export's pred
 
 seqeval itself is not a dependency: its one release (1.2.2, 2020) is a source archive whose
 setup.py fails under pip's legacy build path (tf-stack.md), and these rules are a few lines;
-tests/test_tagging_metrics.py holds seqeval's own results on fixed examples.
+tests/tasks/tagging/test_tagging_metrics.py holds seqeval's own results on fixed examples.
 """
 
 from collections.abc import Sequence

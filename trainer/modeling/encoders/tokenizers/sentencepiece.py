@@ -61,7 +61,7 @@ class SentencePieceTokenizer(tf.Module):
     add_special_tokens=False)["input_ids"]` of transformers' XLMRobertaTokenizer or
     DebertaV2Tokenizer built from the same model file.
 
-    Why this design (tests/test_tokenizer_sentencepiece.py and bench/tokenizer_parity.py
+    Why this design (tests/modeling/encoders/test_tokenizer_sentencepiece.py and bench/tokenizer_parity.py
     measure it): TF-Text's FastSentencepieceTokenizer gives the SentencePiece library's own
     ids (on 12,284 tweets with a 600-piece model, 9 differ from Hugging Face's, as the
     library's do), where TF-Text's SentencepieceTokenizer gives 194 more differences; its model
