@@ -103,7 +103,7 @@ def _words(explanation, top_k: int, pair: bool) -> list:
 
 def explained_frame(frame, explanations, args, out_fmt: str, task, pair: bool):
     """`frame`'s rows, one per explanation (a row without any, an empty text, once, with a
-    note), and the explanation's columns (the model's task's: Task.explanation_columns)."""
+    note), and the explanation's columns (the model's task's: its explanations part's columns)."""
     import pandas as pd
 
     records = []
@@ -113,7 +113,7 @@ def explained_frame(frame, explanations, args, out_fmt: str, task, pair: bool):
             records.append(
                 {
                     **row.to_dict(),
-                    **task.explanation_columns(e),
+                    **task.explanations.columns(e),
                     "ig_steps": e and e.steps,
                     "completeness_error": e and round(e.completeness_error, 6),
                     "top_words": top if out_fmt != "csv" or top is None else json.dumps(top, ensure_ascii=False),

@@ -111,7 +111,7 @@ def match(
     teacher: TaggedTeacherFile, sentences, width: int, split: str, problem: Callable, flag: str = FLAG
 ) -> np.ndarray:
     """float32 [N, width, C]: the teacher's values of each sentence's words, NaN past its last
-    word; checked by `problem` (Task.teacher_problem). A sentence the file lacks stops, with
+    word; checked by `problem` (the task's Distillation.problem). A sentence the file lacks stops, with
     their count and the first one's words."""
     keys = [key(s) for s in sentences]
     missing = [k for k in keys if k not in teacher.rows]

@@ -106,7 +106,7 @@ def match(
     flag: str = FLAG,
 ) -> np.ndarray:
     """The teacher's values [rows, outputs] of a split's rows (their text `hashes`), checked by
-    `problem(values)` (Task.teacher_problem). A row without a match is an error giving their
+    `problem(values)` (the task's Distillation.problem). A row without a match is an error giving their
     count and the first one's text (`first_text(row)`)."""
     rows = teacher.lookup(hashes)
     missing = np.flatnonzero(rows < 0)

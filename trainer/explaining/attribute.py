@@ -21,6 +21,7 @@ from trainer.explaining import integrated_gradients as ig
 from trainer.explaining import pacing
 from trainer.explaining import words as words_lib
 from trainer.inference import loaded_model
+from trainer.tasks import parts
 
 TOLERANCE = 0.05  # the completeness the issue asks of 95% of rows: within 5% of the change
 MAX_STEPS_FACTOR = 8  # steps are doubled for a row that misses it, up to 8x the asked steps
@@ -52,11 +53,10 @@ def explainable(model) -> bool:
 
 
 def refusal(task, model_dir: str) -> str | None:
-    """Why no export of `task`'s kind can be explained (a tagger's), as its one error line, or
-    None: known from the kind alone, so trainer.explain and trainer.serve say it before any
-    model loads or predicts."""
-    refused = task.explanations_refused
-    return refused and f"--model-dir: {model_dir} cannot explain its predictions: {refused}"
+    """Why no export of `task`'s kind can be explained (a kind without explanations: a
+    tagger), as its one error line, or None: known from the kind alone, so trainer.explain and
+    trainer.serve say it before any model loads or predicts."""
+    return None if task.explanations is not None else parts.refusal(task, "explanations", f"--model-dir {model_dir}")
 
 
 def require_explainable(model, model_dir: str) -> None:
@@ -74,13 +74,13 @@ def require_explainable(model, model_dir: str) -> None:
 
 def targets_of(model, texts, pairs, features, batch_size: int, target: str | None = None):
     """[(row, target index or -1 for a score, target name or None)] of every text: what its
-    task explains (Task.explained_outputs, explained_choices), chosen as the export chose (a
+    task explains (its explanations part's outputs and choices), chosen as the export chose (a
     binary model's operating point applied, as predict does)."""
-    task = loaded_model.task_of(model)
-    if not task.explained_outputs:
+    part = loaded_model.task_of(model).explanations
+    if not part.outputs:
         return [(row, -1, None) for row in range(len(texts))]
-    names, probabilities, chosen = task.explained_choices(
-        loaded_model.predict_outputs(model, texts, batch_size, pairs, features, task.explained_outputs)
+    names, probabilities, chosen = part.choices(
+        loaded_model.predict_outputs(model, texts, batch_size, pairs, features, part.outputs)
     )
     if target is not None:
         if target not in names:

@@ -27,14 +27,14 @@ def word_embeddings(classifier) -> object | None:
 
 
 def explained_output(module, logits, target):
-    """[B]: what is explained of each row, as its task says (Task.explained_output): a score
+    """[B]: what is explained of each row, as its task says (its explanations part's output): a score
     itself; else the log-odds of class (label) `target` [B], log p - log(1 - p), whose sigmoid
     is the probability the export returns (after its temperature). Log-odds, not the
     probability: a fine-tuned classifier's probability jumps from near 0 to near 1 over a short
     stretch of the path, which 32 steps of the trapezoid rule cannot follow (on a tiny
     planted-word model, 35% of rows within 5% at 32 steps, 83% at 512); its log-odds change
     smoothly (tests/explaining/test_explain.py)."""
-    return module.task.explained_output(module, logits, target)
+    return module.task.explanations.output(module, logits, target)
 
 
 def saved_function(module, classifier, preprocessor) -> tf.types.experimental.GenericFunction | None:

@@ -251,7 +251,7 @@ def build_report(
         predictions = recompute(config, model_dir, metrics["labels"], task)
     history = read_history(job_dir)
     # A temperature rescales class probabilities: a task without them has no calibration.
-    calibration = calibration_for_report(metrics, predictions) if task.calibrates else None
+    calibration = calibration_for_report(metrics, predictions) if task.calibration is not None else None
     errors = error_rows.worst_examples(predictions, metrics["labels"], per_split, task, correct)
     attributions = explanations.report_section(
         model_dir,

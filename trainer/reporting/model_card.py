@@ -123,7 +123,7 @@ def render(metrics: dict, config: Config, calibration: dict | None, model_dir: s
     return _TEMPLATES.get_template("model_card.md.j2").render(
         title=f"{html.title(metrics)} ({config.model.encoder})",
         sections=f"task/{task.name}/",
-        calibrates=task.calibrates,
+        calibrates=task.calibration is not None,
         **{key: task.model_card[key] for key in ("usage", "predict_columns", "counts_note")},
         pair=metrics.get("text_pair_column"),
         labels=labels,
@@ -145,7 +145,7 @@ def render(metrics: dict, config: Config, calibration: dict | None, model_dir: s
         eval_metrics=metrics[eval_split],
         calibration=calibration,
         operating_point=(
-            task.describe_operating_point(metrics["operating_point"], labels)
+            task.operating_point.describe(metrics["operating_point"], labels)
             if metrics.get("operating_point")
             else None
         ),

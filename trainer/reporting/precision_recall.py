@@ -1,6 +1,6 @@
 """report.html's precision-recall curve on validation with the chosen operating point
 (--target-precision/--target-recall: trainer.training.operating_point) marked, one curve per
-decision the task names (Task.operating_curves), noted with the task's words for the point."""
+decision the task names (its operating point part's curves), noted with the task's words for the point."""
 
 import numpy as np
 
@@ -12,9 +12,9 @@ def figures(metrics: dict, predictions, task) -> list:
     point = metrics.get("operating_point")
     if not point or "validation" not in predictions:
         return []
-    curves = task.operating_curves(point, predictions["validation"], metrics["labels"])
+    curves = task.operating_point.curves(point, predictions["validation"], metrics["labels"])
     note = (
-        f"{task.describe_operating_point(point, metrics['labels'])} trainer.predict and trainer.serve decide there. "
+        f"{task.operating_point.describe(point, metrics['labels'])} trainer.predict and trainer.serve decide there. "
         f"The curve: validation precision against recall as the threshold moves; the dot is the "
         f"chosen threshold. A curve without a dot could not reach the target and keeps its usual "
         f"decision."

@@ -2,6 +2,10 @@
 checked copies, the operating point, the label issues and the report talk only to this: none
 of them names a task (tests/test_layout.py checks that no module outside trainer/tasks/ does).
 
+A kind is this core, which every kind defines, plus optional parts (trainer/tasks/parts/: the
+operating point, calibration, label issues, explanations, distillation), each an attribute that
+is None when the kind cannot do it: what a kind can do is stated once, by the parts it holds.
+
 A task kind is one folder under trainer/tasks/ and one line of the registry
 (trainer/tasks/__init__.py). Its class's module stays light: trainer.config imports the
 registry (--task's choices, the metrics --selection-metric may name, each task's flag checks),
@@ -153,87 +157,31 @@ class Task(abc.ABC):
     def describe_epoch(self, logs: dict) -> str:
         """An epoch's training and validation metrics, for its progress line."""
 
-    # --- Distillation (issue #51): a teacher's outputs as targets --------------------------------
-    # A distilled run's training labels are "packed": one float32 row per text holding its true
-    # label (or the kind's "no label" marker, for an unlabelled text) and the teacher's outputs
-    # (a tagger's: per word, then per token), so the token cache, batching and tf.distribute
-    # carry them as they carry plain labels. Only the Keras loss and metrics see packed
-    # batches; validation and test labels stay plain.
-    def teacher_columns(self, label_names) -> list:
-        """The columns of a teacher file holding its outputs, in label order: trainer.predict's
-        (serving/predict_file.py), so a teacher run's predictions are a teacher file as they are. By
-        default one probability column per class or label."""
-        return [f"probability_{name}" for name in label_names]
-
-    def teacher_problem(self, values) -> tuple | None:
-        """(index of the first bad row, what is wrong with it in words) of the teacher's values
-        (float64 [N, K] from teacher_columns), or None. A non-finite value is bad for every
-        kind; kinds whose teacher gives probabilities add their own checks (first_problem). The
-        caller names the file and its row."""
-        return first_problem(values)
-
-    def distill(self):
-        """The kind's distill module (trainer/tasks/<kind>/distill.py: its packing, loss and
-        metric), imported when first used, as the kinds import their TensorFlow code."""
-        import importlib
-
-        return importlib.import_module(f"{type(self).__module__}.distill")
-
-    def pack_targets(self, labels, teacher):
-        """float32 [N, ...] packed targets of a split's plain `labels` (None: N unlabelled rows)
-        and the teacher's values [N, K] as read: the layout is the kind's (its distill.pack),
-        read back only by its own distillation_loss, distillation_metrics and unpack_labels."""
-        return self.distill().pack(labels, teacher)
-
-    def is_packed(self, labels) -> bool:
-        """Whether `labels` are packed targets rather than the kind's plain labels (by default:
-        plain labels are one value per row)."""
-        return labels.ndim == 2
-
-    def unpack_labels(self, packed):
-        """The plain labels of packed targets, exactly as encode_labels gives them (dtype and
-        shape); only for rows that all have one."""
-        return self.distill().unpack(packed)
+    # --- Optional parts (trainer.tasks.parts): each the part's object, or None when the kind
+    # cannot do it. A kind sets those it has in __init__ (the parts read its state).
+    operating_point = None  # --target-precision/--target-recall: parts.threshold.OperatingPoint
+    calibration = None  # a temperature fitted on validation: parts.temperature.Calibration
+    label_issues = None  # cleanlab's ranking, label_issues.csv: parts.label_quality.LabelIssues
+    explanations = None  # token attributions: parts.attribution.Explanations
+    distillation = None  # a teacher's outputs as targets: parts.teacher_targets.Distillation
 
     def plain(self, labels):
         """`labels` as plain labels, unpacked if a distilled run packed them with the teacher's
         targets: every score and count of a split reads the plain ones."""
-        return self.unpack_labels(labels) if self.is_packed(labels) else labels
+        packed = self.distillation is not None and self.distillation.is_packed(labels)
+        return self.distillation.unpack(labels) if packed else labels
 
     def compiled_with(self, distillation=None) -> tuple:
         """(loss, Keras metrics) the model trains with: the kind's own; with a teacher
         (`distillation`: the config's DistillationConfig, given only when a teacher is present),
-        its distilled loss over the packed targets and the training metrics that read them."""
+        its distillation part's loss over the packed targets and the training metrics that read
+        them."""
         if distillation is None:
             return self.loss(), self.keras_metrics()
-        loss = self.distillation_loss(distillation.distill_temperature, distillation.distill_alpha)
-        return loss, self.distillation_metrics()
-
-    @abc.abstractmethod
-    def distillation_loss(self, temperature: float, alpha: float):
-        """The Keras loss over packed targets: alpha of the kind's loss against the true label
-        (on the rows that have one) plus 1 - alpha of its loss against the teacher's outputs.
-        Per-row values, reduced by Keras (so tf.distribute scales it as the plain loss)."""
-
-    @abc.abstractmethod
-    def distillation_metrics(self) -> list:
-        """keras_metrics' metric, under its own name (history columns, progress lines), of the
-        labelled rows of packed batches alone: an unlabelled row has no truth to score."""
-
-    @abc.abstractmethod
-    def teacher_outputs(self, teacher):
-        """The teacher's values [N, K] as the model's head would output them, so summarize
-        scores the teacher exactly as it scores the student."""
-
-    @abc.abstractmethod
-    def teacher_agreement(self, teacher, outputs) -> float | None:
-        """The share of rows where the teacher (its values [N, K]) and the model (its outputs)
-        decide alike, both decided as the model's decisions are (metrics.json's distillation
-        `agreement`); None for a task that decides nothing."""
+        part = self.distillation
+        return part.loss(distillation.distill_temperature, distillation.distill_alpha), part.metrics()
 
     # --- After training: what is decided on validation ----------------------------------------
-    calibrates = False  # a temperature is fitted on validation (trainer.reporting.calibration)
-
     def fit_on_validation(self, outputs, labels) -> None:
         """After training: fits what the task decides on validation (multi-label thresholds)."""
 
@@ -242,11 +190,6 @@ class Task(abc.ABC):
         operating point decided something on that very split (metrics.json's validation
         `caveat`); None otherwise."""
         return None
-
-    @abc.abstractmethod
-    def check_operating_point(self, label_names, flag: str) -> None:
-        """Refuses --target-precision/--target-recall (`flag`) with one error when this model
-        has no yes/no decision to put a threshold on (ThresholdedTask's kinds may have one)."""
 
     # --- The export -----------------------------------------------------------------------------
     exported_outputs = "probabilities"  # what the export returns, in the log's words
@@ -281,11 +224,6 @@ class Task(abc.ABC):
     # The signature outputs the answers below are made of, as predict_outputs returns them
     # (trainer.inference.loaded_model: numpy per row; `label_names` once, as bytes).
     answer_outputs: Sequence[str]
-    # Why trainer.explain cannot explain this kind's exports (the tail of its error), or None.
-    explanations_refused: str | None = None
-    # The outputs that pick what trainer.explain attributes (ProbabilitiesTask.explained_choices');
-    # empty when the export's one output is attributed whatever the text says (a score).
-    explained_outputs: Sequence[str] = ()
 
     @classmethod
     def recognizes(cls, output_names) -> bool:
@@ -301,18 +239,6 @@ class Task(abc.ABC):
     def served_predictions(self, outputs) -> list:
         """The server's answer per row (one JSON object each), of answer_outputs' values: the
         same decisions as predicted_columns' (docs/prediction.md, "Serve over HTTP")."""
-
-    def explanation_columns(self, explanation) -> dict:
-        """trainer.explain's columns of one Explanation (trainer.explaining.attribute), or of
-        None for a row with an empty text (each value None): by default its label, the label's
-        probability and the log-odds explained, on the text and on the baseline."""
-        e = explanation
-        return {
-            "explained_label": e and e.target,
-            "probability": e and e.probability,
-            "log_odds": e and e.output,
-            "baseline_log_odds": e and e.baseline_output,
-        }
 
     # --- The quantized copies' check (trainer.serving.agreement) -----------------------------
     agreement_metric: str  # the metric of metrics.json a user reads first
@@ -350,11 +276,6 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def agreement_value(self, outputs, labels, label_names) -> float:
         """agreement_metric of agreement_values' against the labels."""
-
-    # --- Label issues (trainer.training.label_issues, cross_fit) -------------------------------
-    # Why --find-label-issues cannot rank this task's labels (the tail of its error), or None:
-    # the kinds that can are ProbabilitiesTask's, which has their methods.
-    label_issues_refused: str | None = None
 
     # --- The report -----------------------------------------------------------------------------
     figures: Sequence[str] = ()  # the report's figures after the learning curves (kinds, in order)
@@ -404,37 +325,13 @@ class Task(abc.ABC):
         its error alone, {errors.csv column: value per row}) of a SplitPredictions."""
 
 
-def first_problem(values, checks=()) -> tuple | None:
-    """Task.teacher_problem's answer: (the first row of `values` [N, K] that is not finite or that
-    one of `checks` flags, its reason), or None. `checks` are (bad rows [N] bool, reason(row) ->
-    str), tried in order after finiteness (a comparison with NaN flags nothing)."""
-    import numpy as np
-
-    values = np.asarray(values, np.float64)
-    finite = np.isfinite(values)
-    checks = [(~finite.all(axis=1), lambda row: f"{values[row][~finite[row]][0]:g} is not a finite number"), *checks]
-    bad = np.logical_or.reduce([rows for rows, _ in checks])
-    if not bad.any():
-        return None
-    row = int(np.argmax(bad))
-    return row, next(reason(row) for rows, reason in checks if rows[row])
-
-
-def outside_probabilities(values) -> tuple:
-    """first_problem's check of values that must each be a probability, in [0, 1]."""
-    import numpy as np
-
-    values = np.asarray(values, np.float64)
-    outside = (values < 0) | (values > 1)
-    return outside.any(axis=1), lambda row: f"{values[row][outside[row]][0]:g} is not a probability (outside [0, 1])"
-
-
 class TextTask(Task):
     """A kind whose row is a text (or a pair) labelled as a whole (Task.unit "text"): its labels
-    are read from a file's columns (data/splits.py), its export is serving/export.ServingModule
-    and trainer.explain explains it. Classification, regression and
-    multi-label are; token classification, whose rows are tagged sentences read whole, its
-    export serving/tagger_export.py's, is a Task but not one of these."""
+    are read from a file's columns (data/splits.py) and its export is
+    serving/export.ServingModule. Classification, regression and multi-label are; token
+    classification, whose rows are tagged sentences read whole, its export
+    serving/tagger_export.py's, is a Task but not one of these. What a kind can do beyond its
+    core is not said by its class but by its parts (Task.operating_point, ...)."""
 
     @abc.abstractmethod
     def label_spec(self, frame, column: str, data):
@@ -451,87 +348,3 @@ class TextTask(Task):
         """The serving signature's outputs (TensorFlow) of the head's float32 outputs `logits`
         of a `batch` of rows; `module` (trainer.serving.export.ServingModule) holds the label
         names, the temperature and the export_decisions variables."""
-
-    @abc.abstractmethod
-    def explained_output(self, module, logits, target):
-        """[B] (TensorFlow): what the export's `explain_tokens` attributes of each row of the
-        head's float32 `logits` (trainer.explaining.exported, which says why log-odds): the
-        log-odds of class (label) `target` [B], or the row's score."""
-
-
-class ProbabilitiesTask(TextTask):
-    """A kind whose outputs are probabilities of classes or labels (classification, each label
-    of a multi-label model): cleanlab judges its training labels by them (--find-label-issues:
-    trainer.training.label_issues, cross_fit) and trainer.explain attributes the ones its
-    export chose. None of these is asked of another kind: regression and token classification
-    refuse --find-label-issues up front (label_issues_refused); regression's export has no
-    choices to explain (its one score is attributed: explained_outputs is empty), and token
-    classification refuses explanations (explanations_refused)."""
-
-    @abc.abstractmethod
-    def explained_choices(self, outputs) -> tuple:
-        """(label names, probabilities [N, C], chosen [N, C] bool: the classes or labels the
-        export chose per row) of explained_outputs' values: trainer.explain attributes each
-        chosen one, or a row's most probable when it chose none."""
-
-    @abc.abstractmethod
-    def probabilities(self, outputs):
-        """The uncalibrated probabilities cleanlab judges labels by, of the model's outputs."""
-
-    @abc.abstractmethod
-    def rank_label_issues(self, probabilities, labels, ranking_probabilities) -> tuple:
-        """(cleanlab's flagged rows, every row's label quality score) of out-of-sample
-        `probabilities`, the scores from `ranking_probabilities`."""
-
-    @abc.abstractmethod
-    def label_members(self, labels, count: int):
-        """[rows, count] bool: which classes (labels) each row carries."""
-
-    @abc.abstractmethod
-    def chance_accuracies(self, probabilities, labels) -> tuple:
-        """(the model's accuracy, the best constant answer's) on these rows."""
-
-    @abc.abstractmethod
-    def label_texts(self, labels, spec) -> list:
-        """Each row's given label as label_issues.csv writes it."""
-
-    @abc.abstractmethod
-    def suggested_labels(self, probabilities, spec) -> list:
-        """Each row's label as the model would give it, for label_issues.csv."""
-
-
-class ThresholdedTask(ProbabilitiesTask):
-    """A kind whose export makes yes/no decisions a threshold can move (a binary class, each
-    label of a multi-label model): --target-precision/--target-recall choose them on
-    validation (trainer.training.operating_point) and the report draws their curves. Regression
-    and token classification decide nothing of the kind, and refuse those flags."""
-
-    def check_operating_point(self, label_names, flag: str) -> None:
-        """Accepted by default: every decision can be thresholded."""
-
-    @abc.abstractmethod
-    def decision_scores(self, outputs, labels, temperature: float) -> tuple:
-        """(scores [N, K], truth [N, K]) of a split for the operating point: per yes/no
-        decision the export makes, the probability it thresholds (at `temperature`) and
-        whether the row's label says yes."""
-
-    @abc.abstractmethod
-    def choose_operating_point(self, point, target: str, value: float, label_names, temperature: float) -> dict:
-        """metrics.json's operating_point block; `point(column, what)` chooses the threshold
-        of decision `column` of decision_scores (`what` names it in the log) and returns its
-        {"reached", "threshold", "validation", ...}. The reached thresholds become the task's
-        decisions (the export's and the final metrics')."""
-
-    @abc.abstractmethod
-    def kept_decision(self, column: int) -> str:
-        """What decision `column` keeps when its target is out of reach, for the warning."""
-
-    @abc.abstractmethod
-    def describe_operating_point(self, point: dict, label_names) -> str:
-        """What the export decides at metrics.json's operating_point block, in words naming the
-        threshold(s), for the model card and report.html."""
-
-    @abc.abstractmethod
-    def operating_curves(self, point: dict, predictions, label_names) -> list:
-        """[(name, scores, truth, chosen point)] per decision of the validation `predictions`
-        (reporting.predictions.SplitPredictions), for report.html's precision-recall curve."""

@@ -1,7 +1,7 @@
 """The masking every kind's distillation metric shares (issue #51): a distilled run's training
-labels are packed with the teacher's targets (Task.pack_targets), and its unlabelled rows have
-none, so a training metric reads the labelled rows alone. Light like the class modules
-(TensorFlow imported when called)."""
+labels are packed with the teacher's targets (trainer.tasks.parts.teacher_targets), and its
+unlabelled rows have none, so a training metric reads the labelled rows alone. Light like the
+class modules (TensorFlow imported when called)."""
 
 
 class LabelledRowsOnly:

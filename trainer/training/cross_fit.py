@@ -64,7 +64,7 @@ def check_fold_sizes(task, labels: np.ndarray, folds: np.ndarray, names) -> None
     """Refuses folds whose training part holds fewer than MIN_ROWS_PER_CLASS rows of a class (or
     with a label): its model would answer that class at chance, and cleanlab would flag its rows
     for it. Checked before the run trains anything, so the user loses no time."""
-    members = task.label_members(labels, len(names))
+    members = task.label_issues.members(labels, len(names))
     k = int(folds.max()) + 1
     counts = np.stack([members[folds != fold].sum(axis=0) for fold in range(k)])  # [k, classes]
     fold, worst = np.unravel_index(np.argmin(counts), counts.shape)

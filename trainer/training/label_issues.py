@@ -46,7 +46,7 @@ METHOD = (
 
 def rank(task, probabilities: np.ndarray, labels: np.ndarray, ranking_probabilities: np.ndarray | None = None) -> tuple:
     """(flagged row indices, most doubtful first; every row's label quality score in [0, 1]),
-    by the task's cleanlab ranking (Task.rank_label_issues).
+    by the task's cleanlab ranking (its label_issues part's rank).
 
     `probabilities`: out-of-sample [N, C] class probabilities, or [N, L] label probabilities
     (multi-label), which decide the flagged rows; `ranking_probabilities` (default: the same)
@@ -62,7 +62,7 @@ def rank(task, probabilities: np.ndarray, labels: np.ndarray, ranking_probabilit
     # warning (cleanlab/filter.py: "May not flag all label issues in class").
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="May not flag all label issues", category=UserWarning)
-        flagged, scores = task.rank_label_issues(probabilities, labels, ranking_probabilities)
+        flagged, scores = task.label_issues.rank(probabilities, labels, ranking_probabilities)
     # A boolean mask of the rows: cleanlab returns one when no ranking is asked of it.
     flagged, scores = np.flatnonzero(flagged), np.asarray(scores, np.float64)
     return flagged[np.argsort(scores[flagged], kind="stable")], scores
@@ -70,9 +70,9 @@ def rank(task, probabilities: np.ndarray, labels: np.ndarray, ranking_probabilit
 
 def find_label_issues(ctx: RunContext) -> None:
     """The stage: label_issues.csv (chief), one log line, metrics.json's label_issues block."""
-    if ctx.task.label_issues_refused:
+    if ctx.task.label_issues is None:
         return
-    validation = ctx.task.probabilities(ctx.outputs["validation"][0])
+    validation = ctx.task.label_issues.probabilities(ctx.outputs["validation"][0])
     splits = {"validation": (validation, validation, ctx.datasets.validation.labels)}
     warning = None
     if ctx.config.train.find_label_issues:
@@ -117,9 +117,9 @@ def _training_probabilities(ctx: RunContext) -> tuple:
         "label issues: the run's model (its best epoch) predicts its %d training rows, to rank the flagged ones",
         len(ctx.inputs.tokenized["train"]),
     )
-    in_sample = ctx.task.probabilities(fitting.predict_split(ctx, "train")[0])
+    in_sample = ctx.task.label_issues.probabilities(fitting.predict_split(ctx, "train")[0])
     outputs, folds = cross_fit.out_of_sample_outputs(ctx)
-    out_of_sample = ctx.task.probabilities(outputs)
+    out_of_sample = ctx.task.label_issues.probabilities(outputs)
     return out_of_sample, mean_of_views(out_of_sample, in_sample), folds
 
 
@@ -131,7 +131,7 @@ def chance_warning(task, probabilities: np.ndarray, labels: np.ndarray, folds: n
     weak = []
     for fold in range(int(folds.max()) + 1):
         held = folds == fold
-        accuracy, constant = task.chance_accuracies(probabilities[held], labels[held])
+        accuracy, constant = task.label_issues.chance_accuracies(probabilities[held], labels[held])
         if accuracy <= constant:
             weak.append(
                 f"fold {fold + 1} (trained on {int(np.sum(~held))} rows) was right on "
@@ -159,7 +159,8 @@ def _frame(
     ctx: RunContext, name: str, flagged: np.ndarray, scores: np.ndarray, labels: np.ndarray, probabilities: np.ndarray
 ) -> pd.DataFrame:
     spec = ctx.datasets.labels
-    given, suggested = ctx.task.label_texts(labels, spec), ctx.task.suggested_labels(probabilities, spec)
+    part = ctx.task.label_issues
+    given, suggested = part.label_texts(labels, spec), part.suggested_labels(probabilities, spec)
     located = locate(ctx.datasets, name, flagged)
     frame = pd.DataFrame(
         {

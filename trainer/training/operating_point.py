@@ -15,6 +15,7 @@ import logging
 
 import numpy as np
 
+from trainer.tasks import parts
 from trainer.training.context import RunContext
 
 log = logging.getLogger("trainer")
@@ -30,11 +31,12 @@ def target_of(output_config) -> tuple | None:
 
 
 def check_task(task, label_names, output_config) -> None:
-    """The flags need one yes/no decision per label: a binary or multi-label task
-    (Task.check_operating_point refuses the others)."""
+    """The flags need one yes/no decision per label: a task with an operating point
+    (trainer.tasks.parts refuses the others), whose labels leave one (OperatingPoint.check)."""
     target = target_of(output_config)
     if target is not None:
-        task.check_operating_point(label_names, f"--target-{target[0]}")
+        flag = f"--target-{target[0]}"
+        parts.require(task, "operating_point", flag).check(label_names, flag)
 
 
 def choose_threshold(scores: np.ndarray, truth: np.ndarray, target: str, value: float) -> dict:
@@ -96,7 +98,7 @@ def rates_at(scores: np.ndarray, truth: np.ndarray, threshold: float) -> dict:
 def choose_operating_point(ctx: RunContext) -> None:
     """The stage: fixes ctx.operating_point (metrics.json's block) and the decisions the export
     stores (a binary model's threshold, a multi-label model's per label: the task's
-    choose_operating_point), before the final metrics are computed and logged
+    OperatingPoint.choose), before the final metrics are computed and logged
     (results.summarize): they are those of these decisions."""
     from trainer.training.results import export_temperature
 
@@ -105,17 +107,17 @@ def choose_operating_point(ctx: RunContext) -> None:
         return
     temperature = export_temperature(ctx)
     scores = {
-        name: ctx.task.decision_scores(*ctx.outputs[name], temperature)
+        name: ctx.task.operating_point.decision_scores(*ctx.outputs[name], temperature)
         for name in ("validation", "test")
         if name in ctx.outputs
     }
-    ctx.operating_point = ctx.task.choose_operating_point(
+    ctx.operating_point = ctx.task.operating_point.choose(
         lambda column, what: _point(ctx, scores, column, *target, what), *target, ctx.datasets.labels.names, temperature
     )
 
 
 def _point(ctx: RunContext, scores: dict, column: int, target: str, value: float, what: str) -> dict:
-    """The threshold of decision `column` (Task.decision_scores) on validation, and its test
+    """The threshold of decision `column` (OperatingPoint.decision_scores) on validation, and its test
     rates."""
     validation_scores, truth = scores["validation"]
     chosen = choose_threshold(validation_scores[:, column], truth[:, column], target, value)
@@ -146,6 +148,6 @@ def _point(ctx: RunContext, scores: dict, column: int, target: str, value: float
             value,
             what,
             chosen["why"],
-            ctx.task.kept_decision(column),
+            ctx.task.operating_point.kept_decision(column),
         )
     return point

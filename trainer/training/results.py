@@ -69,7 +69,7 @@ def evaluate(ctx: RunContext) -> None:
             logits[name] = predict_split(ctx, name)
     finite.check_finite_outputs(logits["validation"][0], "validation rows")
     ctx.task.fit_on_validation(*logits["validation"])  # multi-label thresholds
-    if ctx.task.calibrates:  # a temperature rescales class probabilities only
+    if ctx.task.calibration is not None:  # a temperature rescales class probabilities only
         ctx.calibration = calibration.calibration_block(logits, applied=ctx.config.output.calibrate == "on")
         _log_calibration(ctx.calibration)
 

@@ -35,9 +35,9 @@ def values(path: str, datasets, task, flag: str) -> tuple:
     """({"train", "unlabeled": the teacher's values [N, W, C]}, the validation sentences' or
     None when the file lacks some). The validation values stay per word here; the tokenize
     stage aligns them to tokens, as it aligns the tags (training.stages._tokenize_words)."""
-    teacher = tagged_teacher.read(path, task.teacher_columns(datasets.labels.names), flag)
+    teacher = tagged_teacher.read(path, task.distillation.columns(datasets.labels.names), flag)
     matched = lambda split, name: tagged_teacher.match(  # noqa: E731
-        teacher, split.sentences, split.labels.shape[1], name, task.teacher_problem, flag
+        teacher, split.sentences, split.labels.shape[1], name, task.distillation.problem, flag
     )
     out = {
         name: matched(split, name)
@@ -73,7 +73,7 @@ def write(model_dir: str, datasets, path: str, log_every_seconds: float, task) -
     )
     meter = progress.Progress("teacher tagged", log_every_seconds, total=total)
     done = write_model_file(
-        model, model_dir, sentences, task.teacher_columns(datasets.labels.names), path, meter, PREDICT_BATCH, task
+        model, model_dir, sentences, task.distillation.columns(datasets.labels.names), path, meter, PREDICT_BATCH, task
     )
     log.info(
         "teacher: %d sentences in %s (%.1f sentences/s), written to %s",

@@ -4,6 +4,7 @@ trained: --target-precision/--target-recall and --find-label-issues (its task, i
 folds large enough to learn from)."""
 
 from trainer.errors import UserError
+from trainer.tasks import parts
 from trainer.training import cross_fit, operating_point
 from trainer.training.context import RunContext
 
@@ -12,8 +13,7 @@ def check_task_flags(ctx: RunContext) -> None:
     operating_point.check_task(ctx.task, ctx.datasets.labels.names, ctx.config.output)
     if not ctx.config.train.find_label_issues:
         return
-    if ctx.task.label_issues_refused:
-        raise UserError(f"--find-label-issues: needs classes or labels; {ctx.task.label_issues_refused}")
+    parts.require(ctx.task, "label_issues", "--find-label-issues")
     if ctx.runtime.plan.strategy == "multiworker":
         # The folds train on row subsets of the token cache, which a worker cannot shard by
         # blocks (trainer.training.fitting._training_data).

@@ -1,5 +1,5 @@
 """The teacher stage of a distilled run: the teacher's outputs for every text the student learns
-from, packed with the labels the token cache stores (Task.pack_targets).
+from, packed with the labels the token cache stores (the task's distillation part: pack).
 
 Both teachers are one path. `--teacher-probabilities FILE` is read as given. A `--teacher
 MODEL_DIR` is first run once over the training, unlabeled and validation texts, batched, with
@@ -21,6 +21,7 @@ from trainer import storage
 from trainer.data import splits as splits_lib
 from trainer.data import teacher_file, unlabeled
 from trainer.errors import UserError
+from trainer.tasks import parts
 from trainer.training import context, tagger_teacher
 from trainer.training.context import RunContext
 
@@ -54,6 +55,8 @@ def teach(ctx: RunContext) -> None:
     x, datasets = ctx.config.distillation, ctx.datasets
     if not x.teacher_source:
         return
+    flag = "--teacher-probabilities" if x.teacher_probabilities else "--teacher"
+    distillation = parts.require(ctx.task, "distillation", flag)
     rows = tagger_teacher if ctx.task.unit == "word" else _Texts
     if x.unlabeled_file:
         datasets.unlabeled = rows.unlabeled(x.unlabeled_file, datasets)
@@ -62,12 +65,11 @@ def teach(ctx: RunContext) -> None:
     start = time.perf_counter()
     path = x.teacher_probabilities or _model_teacher_file(ctx, rows)
     seconds = time.perf_counter() - start if x.teacher else 0.0
-    flag = "--teacher-probabilities" if x.teacher_probabilities else "--teacher"
     task = ctx.task
     values, validation = rows.values(path, datasets, task, flag)
-    datasets.train.labels = task.pack_targets(datasets.train.labels, values[splits_lib.TRAIN])
+    datasets.train.labels = distillation.pack(datasets.train.labels, values[splits_lib.TRAIN])
     if datasets.unlabeled is not None:
-        datasets.unlabeled.labels = task.pack_targets(None, values[splits_lib.UNLABELED])
+        datasets.unlabeled.labels = distillation.pack(None, values[splits_lib.UNLABELED])
     ctx.teacher = context.Teacher(x.teacher_source, "model" if x.teacher else "file", path, validation, seconds)
     log.info(
         "distillation: the teacher's outputs of %d training and %d unlabeled %s from %s; temperature %g, alpha %g",
@@ -96,7 +98,7 @@ class _Texts:
         """({split: the teacher's values} of the training and unlabeled rows, the validation
         rows' or None)."""
         teacher = teacher_file.read(
-            path, datasets.text_columns(), task.teacher_columns(datasets.labels.names), datasets.delimiter, flag
+            path, datasets.text_columns(), task.distillation.columns(datasets.labels.names), datasets.delimiter, flag
         )
         values = {
             name: _match(teacher, datasets, name, task, flag)
@@ -107,13 +109,13 @@ class _Texts:
 
     @staticmethod
     def write(model_dir: str, datasets, path: str, log_every_seconds: float, task) -> None:
-        _run_teacher(model_dir, datasets, path, log_every_seconds, task.teacher_columns(datasets.labels.names))
+        _run_teacher(model_dir, datasets, path, log_every_seconds, task.distillation.columns(datasets.labels.names))
 
 
 def _match(teacher, datasets, name: str, task, flag: str) -> np.ndarray:
     split = datasets.splits()[name]
     return teacher_file.match(
-        teacher, split.hashes, name, lambda row: _text_of(datasets, name, row), task.teacher_problem, flag
+        teacher, split.hashes, name, lambda row: _text_of(datasets, name, row), task.distillation.problem, flag
     )
 
 
@@ -260,7 +262,7 @@ def metrics_block(ctx: RunContext) -> dict | None:
     }
     if teacher.validation is not None and splits_lib.VALIDATION in ctx.outputs:
         outputs, labels = ctx.outputs[splits_lib.VALIDATION]
-        scored = task.summarize(task.teacher_outputs(teacher.validation), labels, datasets.labels.names)
+        scored = task.summarize(task.distillation.outputs(teacher.validation), labels, datasets.labels.names)
 
         def headline(result):
             return {key: result[key] for key in ("loss", *task.summary_metrics) if key in result}
@@ -268,6 +270,6 @@ def metrics_block(ctx: RunContext) -> dict | None:
         block["validation"] = {
             "teacher": headline(scored),
             "student": headline(ctx.results[splits_lib.VALIDATION]),
-            "agreement": task.teacher_agreement(teacher.validation, outputs),
+            "agreement": task.distillation.agreement(teacher.validation, outputs),
         }
     return block

@@ -2,13 +2,12 @@
 temperature fitted on validation; a binary model's threshold for --target-precision/recall."""
 
 from trainer.errors import UserError
-from trainer.tasks.base import ThresholdedTask
-from trainer.tasks.classification import card
+from trainer.tasks.base import TextTask
+from trainer.tasks.classification import card, parts
+from trainer.tasks.classification.parts import POSITIVE
 
-POSITIVE = 1  # a binary classifier's positive class id: its second label
 
-
-class ClassificationTask(ThresholdedTask):
+class ClassificationTask(TextTask):
     name = "classification"
     metric_goals = {
         "val_macro_f1": "maximize",
@@ -19,11 +18,9 @@ class ClassificationTask(ThresholdedTask):
     train_metric = "accuracy"
     summary_metrics = ("accuracy", "macro_f1", "macro_recall")
     loss_name = "cross-entropy"
-    calibrates = True  # a temperature rescales class probabilities
     decision_output = "label_index"
     export_mark = "label_index"
     answer_outputs = ("probabilities", "label_index", "label_names")
-    explained_outputs = answer_outputs
     decision_variables = ("threshold",)
     agreement_metric = "accuracy"
     figures = ("confusion_matrices", "per_class_scores", "reliability")
@@ -41,6 +38,11 @@ class ClassificationTask(ThresholdedTask):
         # the most probable class, as the export decides without one.
         self.threshold = None
         self.positive_margin = None
+        self.operating_point = parts.BinaryThreshold(self)
+        self.calibration = parts.SoftmaxTemperature(self)
+        self.label_issues = parts.ClassLabelIssues(self)
+        self.explanations = parts.ChosenClass(self)
+        self.distillation = parts.ClassDistillation(self)
 
     # --- labels
     def label_spec(self, frame, column, data):
@@ -130,45 +132,6 @@ class ClassificationTask(ThresholdedTask):
             f"{logs['val_macro_f1']:.3f} macro-recall {logs['val_macro_recall']:.3f}"
         )
 
-    # --- distillation
-    def teacher_problem(self, values):
-        """Each row a distribution: probabilities in [0, 1] that sum to 1 (within 0.01, a
-        file's rounding)."""
-        import numpy as np
-
-        from trainer.tasks.base import first_problem, outside_probabilities
-
-        total = np.asarray(values, np.float64).sum(axis=1)
-        return first_problem(
-            values,
-            [
-                outside_probabilities(values),
-                (np.abs(total - 1) > 0.01, lambda row: f"its probabilities sum to {total[row]:g}, not 1"),
-            ],
-        )
-
-    def distillation_loss(self, temperature: float, alpha: float):
-        from trainer.tasks.classification import distill
-
-        return distill.DistillationCrossEntropy(temperature, alpha)
-
-    def distillation_metrics(self) -> list:
-        from trainer.tasks.classification import distill
-
-        return [distill.LabelledAccuracy(name="accuracy")]
-
-    def teacher_outputs(self, teacher):
-        """Log probabilities (log 0 clipped to a finite floor): their softmax is the teacher's
-        distribution, so argmax and cross-entropy are the teacher's own."""
-        from trainer.tasks.classification import metrics
-
-        return metrics.logits_from_probabilities(teacher, 1.0)
-
-    def teacher_agreement(self, teacher, outputs):
-        import numpy as np
-
-        return float(np.mean(self.decide(self.teacher_outputs(teacher)) == self.decide(outputs)))
-
     # --- decided on validation
     def validation_caveat(self, has_test: bool):
         """A threshold chosen for --target-precision/--target-recall reaches its target on
@@ -180,50 +143,6 @@ class ClassificationTask(ThresholdedTask):
             if has_test
             else "give --testing-file for figures on data the choice did not see"
         )
-
-    def check_operating_point(self, label_names, flag: str) -> None:
-        if len(label_names) != 2:
-            raise UserError(
-                f"{flag}: needs a binary or multi-label task; this classifier has "
-                f"{len(label_names)} classes ({', '.join(label_names)}), and a threshold "
-                f"picks between two"
-            )
-
-    def decision_scores(self, outputs, labels, temperature: float) -> tuple:
-        """The positive class's calibrated probability, as the export computes it."""
-        import numpy as np
-
-        from trainer.tasks.classification import metrics
-
-        probabilities = metrics.softmax(outputs, temperature)
-        return probabilities[:, POSITIVE : POSITIVE + 1], (np.asarray(labels) == POSITIVE)[:, None]
-
-    def choose_operating_point(self, point, target, value, label_names, temperature) -> dict:
-        from trainer.tasks.classification import metrics
-
-        chosen = point(0, f"positive class {label_names[POSITIVE]!r}")
-        if chosen["reached"]:
-            self.threshold = chosen["threshold"]
-            self.positive_margin = metrics.positive_margin(chosen["threshold"], temperature)
-        return {"target": target, "value": value, "positive_label": label_names[POSITIVE], **chosen}
-
-    def kept_decision(self, column: int) -> str:
-        return "deciding by the most probable class (threshold 0.5)"
-
-    def describe_operating_point(self, point, label_names) -> str:
-        return card.operating_point(point, label_names)
-
-    def operating_curves(self, point, predictions, label_names) -> list:
-        import numpy as np
-
-        return [
-            (
-                point["positive_label"],
-                predictions.probabilities[:, POSITIVE],
-                np.asarray(predictions.labels) == POSITIVE,
-                point,
-            )
-        ]
 
     # --- the export
     def export_decisions(self) -> dict:
@@ -246,17 +165,6 @@ class ClassificationTask(ThresholdedTask):
             "label_names": tf.tile(module.label_names[tf.newaxis, :], [batch, 1]),
         }
 
-    def explained_output(self, module, logits, target):
-        """The log-odds of class `target` at the export's temperature, log p - log(1 - p) of
-        its softmax probability: its scaled logit less the log-sum-exp of the others'."""
-        import numpy as np
-        import tensorflow as tf
-
-        chosen = tf.gather(logits, target, batch_dims=1)
-        scaled = logits / module.temperature
-        others = tf.where(tf.one_hot(target, tf.shape(logits)[1]) > 0, -np.inf, scaled)
-        return chosen / module.temperature - tf.reduce_logsumexp(others, axis=1)
-
     # --- a loaded export's answers: the class the export chose (label_index: a binary model's
     # threshold applied) and every class's probability
     def predicted_columns(self, outputs) -> dict:
@@ -278,15 +186,6 @@ class ClassificationTask(ThresholdedTask):
             for row, index in zip(outputs["probabilities"], outputs["label_index"])
         ]
 
-    def explained_choices(self, outputs) -> tuple:
-        import numpy as np
-
-        from trainer.tasks import predictions
-
-        names = predictions.label_names_of(outputs)
-        chosen = np.eye(len(names), dtype=bool)[outputs["label_index"].astype(np.int64)]
-        return names, outputs["probabilities"], chosen
-
     def agreement_decisions(self, outputs):
         """The class each row's model chose [N] (a binary model decides at its own threshold),
         or of probabilities [N, C] the most probable."""
@@ -300,43 +199,6 @@ class ClassificationTask(ThresholdedTask):
 
         return float(np.mean(self.agreement_decisions(outputs) == np.asarray(labels)))
 
-    # --- label issues
-    def probabilities(self, outputs):
-        from trainer.tasks.classification import metrics
-
-        return metrics.softmax(outputs)
-
-    def rank_label_issues(self, probabilities, labels, ranking_probabilities) -> tuple:
-        import numpy as np
-        from cleanlab import filter as cleanlab_filter
-        from cleanlab import rank as cleanlab_rank
-
-        given = np.asarray(labels, np.int64)
-        flagged = cleanlab_filter.find_label_issues(given, probabilities, n_jobs=1)
-        return flagged, cleanlab_rank.get_label_quality_scores(given, ranking_probabilities)
-
-    def label_members(self, labels, count: int):
-        import numpy as np
-
-        return np.eye(count, dtype=bool)[labels]
-
-    def chance_accuracies(self, probabilities, labels) -> tuple:
-        import numpy as np
-
-        labels = np.asarray(labels, np.int64)
-        return (float(np.mean(probabilities.argmax(axis=1) == labels)), float(np.bincount(labels).max() / len(labels)))
-
-    def label_texts(self, labels, spec) -> list:
-        import numpy as np
-
-        return list(np.asarray(spec.names, dtype=object)[np.asarray(labels, np.int64)])
-
-    def suggested_labels(self, probabilities, spec) -> list:
-        import numpy as np
-
-        names = np.asarray(spec.names, dtype=object)
-        return list(names[probabilities.argmax(axis=1)]) if len(probabilities) else []
-
     # --- the report
     def title(self, labels) -> str:
         return f"{len(labels)}-class classifier"
@@ -344,13 +206,12 @@ class ClassificationTask(ThresholdedTask):
     def split_predictions(self, outputs, labels, texts, pairs, temperature: float):
         import numpy as np
 
-        from trainer.tasks.classification import metrics
         from trainer.tasks.predictions import SplitPredictions
 
         return SplitPredictions(
             texts,
             labels.astype(np.int64),
-            metrics.softmax(outputs, temperature),
+            self.calibration.probabilities(outputs, temperature),
             outputs.astype(np.float64),
             predicted=np.asarray(self.decide(outputs), np.int64),
             pairs=pairs,
@@ -368,9 +229,7 @@ class ClassificationTask(ThresholdedTask):
     def outputs_of_export(self, exported: dict, temperature: float, sentences=None):
         """The uncalibrated logits of its probabilities (up to a per-row constant), as the run
         scored its splits: metrics.json's loss is theirs."""
-        from trainer.tasks.classification import metrics
-
-        return metrics.logits_from_probabilities(exported["probabilities"], temperature)
+        return self.calibration.outputs(exported["probabilities"], temperature)
 
     def error_measure(self, predictions, names) -> tuple:
         """loss: -log of the exported probability of the true label; an error: a predicted

@@ -3,7 +3,7 @@ renders them into its template), and its operating point in words."""
 
 import json
 
-from trainer.tasks.operating_points import rate, wanted
+from trainer.tasks.parts.threshold import rate, wanted
 
 WHAT_IT_DOES = """\
 Classifies {{ "a pair of texts" if pair else "a text" }} into one of {{ labels | length }} classes: {{ labels | map("tojson") | join(", ") }}.

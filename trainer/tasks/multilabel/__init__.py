@@ -5,11 +5,11 @@ Each epoch is scored at threshold 0.5 (the thresholds are not fitted yet); the f
 every split use the thresholds chosen on validation.
 """
 
-from trainer.tasks.base import ThresholdedTask
-from trainer.tasks.multilabel import card
+from trainer.tasks.base import TextTask
+from trainer.tasks.multilabel import card, parts
 
 
-class MultiLabelTask(ThresholdedTask):
+class MultiLabelTask(TextTask):
     name = "multi-label"
     metric_goals = {
         "val_micro_f1": "maximize",
@@ -24,7 +24,6 @@ class MultiLabelTask(ThresholdedTask):
     decision_output = "predicted"
     export_mark = "labels"
     answer_outputs = ("probabilities", "labels", "predicted", "label_names")
-    explained_outputs = answer_outputs
     decision_variables = ("thresholds",)
     agreement_metric = "micro_f1"
     figures = ("per_label_scores",)
@@ -40,6 +39,10 @@ class MultiLabelTask(ThresholdedTask):
         self.thresholds = None  # per label; 0.5 until fitted on validation
         self.separator = "|"  # the training data's: the export joins a row's labels with it
         self.label_count = None  # the training data's labels (prepare): what tells packed labels
+        self.operating_point = parts.LabelThresholds(self)
+        self.label_issues = parts.LabelSetIssues(self)
+        self.explanations = parts.ChosenLabels(self)
+        self.distillation = parts.LabelDistillation(self)
 
     def check_flags(self, config, require) -> None:
         d = config.data
@@ -144,42 +147,6 @@ class MultiLabelTask(ThresholdedTask):
             f"{logs['val_macro_f1']:.3f} subset acc {logs['val_subset_accuracy']:.3f}"
         )
 
-    # --- distillation
-    def teacher_problem(self, values):
-        """Each value a label's probability, in [0, 1] (a row's need not sum to anything)."""
-        from trainer.tasks.base import first_problem, outside_probabilities
-
-        return first_problem(values, [outside_probabilities(values)])
-
-    def is_packed(self, labels) -> bool:
-        """Plain labels are [N, L], packed ones [N, 2L]: told apart by prepare's L."""
-        return labels.ndim == 2 and labels.shape[1] == 2 * self.label_count
-
-    def distillation_loss(self, temperature: float, alpha: float):
-        """`temperature` is not used (see DistillationBinaryCrossEntropy)."""
-        from trainer.tasks.multilabel import distill
-
-        return distill.DistillationBinaryCrossEntropy(alpha)
-
-    def distillation_metrics(self) -> list:
-        from trainer.tasks.multilabel import distill
-
-        return [distill.LabelledLabelAccuracy(name="label_accuracy", threshold=0.0)]
-
-    def teacher_outputs(self, teacher):
-        """Logits log(p / (1 - p)), 0 and 1 kept finite: their sigmoid is the teacher's
-        probabilities, decided at the task's thresholds as the student's are."""
-        from trainer.tasks.multilabel import metrics
-
-        return metrics.logits_of(teacher)
-
-    def teacher_agreement(self, teacher, outputs):
-        """The share of rows given the same whole set of labels."""
-        import numpy as np
-
-        same = self.decide(self.teacher_outputs(teacher)) == self.decide(outputs)
-        return float(np.mean(same.all(axis=1)))
-
     # --- decided on validation
     def fit_on_validation(self, logits, labels) -> None:
         from trainer.tasks.multilabel import metrics
@@ -194,38 +161,6 @@ class MultiLabelTask(ThresholdedTask):
             if has_test
             else "give --testing-file for figures on data the tuning did not see"
         )
-
-    def decision_scores(self, outputs, labels, temperature: float) -> tuple:
-        """Each label's probability, as the export computes it."""
-        import numpy as np
-
-        from trainer.tasks.multilabel import metrics
-
-        return metrics.sigmoid(outputs), np.asarray(labels) > 0.5
-
-    def choose_operating_point(self, point, target, value, label_names, temperature) -> dict:
-        """A threshold per label; a label whose target is out of reach keeps its F1-chosen one."""
-        points = {name: point(j, f"label {name!r}") for j, name in enumerate(label_names)}
-        for j, name in enumerate(label_names):
-            if points[name]["reached"]:
-                self.thresholds[j] = points[name]["threshold"]
-        return {"target": target, "value": value, "labels": points}
-
-    def kept_decision(self, column: int) -> str:
-        return f"its F1-chosen threshold {self.thresholds[column]:.2f}"
-
-    def describe_operating_point(self, point, label_names) -> str:
-        return card.operating_point(point, label_names)
-
-    def operating_curves(self, point, predictions, label_names) -> list:
-        """One curve per label."""
-        import numpy as np
-
-        truth = np.asarray(predictions.labels) > 0.5
-        return [
-            (name, predictions.probabilities[:, j], truth[:, j], point["labels"][name])
-            for j, name in enumerate(label_names)
-        ]
 
     # --- the export
     def export_decisions(self) -> dict:
@@ -248,12 +183,6 @@ class MultiLabelTask(ThresholdedTask):
             "predicted": tf.cast(chosen, tf.int32),
             "label_names": names,
         }
-
-    def explained_output(self, module, logits, target):
-        """Label `target`'s logit: the log-odds of its own sigmoid probability."""
-        import tensorflow as tf
-
-        return tf.gather(logits, target, batch_dims=1)
 
     # --- a loaded export's answers: the labels at or above their thresholds (`labels` joined,
     # `predicted` 0/1 per label) and every label's probability
@@ -279,11 +208,6 @@ class MultiLabelTask(ThresholdedTask):
             for row, row_chosen in zip(outputs["probabilities"], outputs["predicted"])
         ]
 
-    def explained_choices(self, outputs) -> tuple:
-        from trainer.tasks import predictions
-
-        return predictions.label_names_of(outputs), outputs["probabilities"], outputs["predicted"]
-
     def agreement_decisions(self, outputs):
         """The whole 0/1 row of chosen labels."""
         import numpy as np
@@ -296,44 +220,6 @@ class MultiLabelTask(ThresholdedTask):
         from trainer.tasks.multilabel import metrics
 
         return metrics.multilabel_metrics(np.asarray(outputs, bool), np.asarray(labels), label_names)["micro_f1"]
-
-    # --- label issues: cleanlab.multilabel_classification
-    def probabilities(self, outputs):
-        from trainer.tasks.multilabel import metrics
-
-        return metrics.sigmoid(outputs)
-
-    def rank_label_issues(self, probabilities, labels, ranking_probabilities) -> tuple:
-        import numpy as np
-        from cleanlab.multilabel_classification import filter as multilabel_filter
-        from cleanlab.multilabel_classification import rank as multilabel_rank
-
-        given = [list(np.flatnonzero(row)) for row in np.asarray(labels) > 0.5]
-        flagged = multilabel_filter.find_label_issues(labels=given, pred_probs=probabilities, n_jobs=1)
-        return flagged, multilabel_rank.get_label_quality_scores(given, ranking_probabilities)
-
-    def label_members(self, labels, count: int):
-        return labels > 0.5
-
-    def chance_accuracies(self, probabilities, labels) -> tuple:
-        """Every (row, label) decision at 0.5, against each label's more common answer."""
-        import numpy as np
-
-        given = labels > 0.5
-        rate = given.mean(axis=0)
-        return float(np.mean((probabilities >= 0.5) == given)), float(np.mean(np.maximum(rate, 1 - rate)))
-
-    def label_texts(self, labels, spec) -> list:
-        import numpy as np
-
-        names = np.asarray(spec.names, dtype=object)
-        return [spec.separator.join(names[np.flatnonzero(row > 0.5)]) for row in np.asarray(labels)]
-
-    def suggested_labels(self, probabilities, spec) -> list:
-        import numpy as np
-
-        names = np.asarray(spec.names, dtype=object)
-        return [spec.separator.join(names[np.flatnonzero(row)]) for row in probabilities >= np.asarray(self.thresholds)]
 
     # --- the report
     def title(self, labels) -> str:

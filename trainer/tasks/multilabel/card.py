@@ -3,7 +3,7 @@ them into its template), and its operating point in words."""
 
 import json
 
-from trainer.tasks.operating_points import wanted
+from trainer.tasks.parts.threshold import wanted
 
 WHAT_IT_DOES = """\
 Tags {{ "a pair of texts" if pair else "a text" }} with any number (none included) of {{ labels | length }} labels: {{ labels | map("tojson") | join(", ") }}.

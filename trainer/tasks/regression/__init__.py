@@ -9,7 +9,7 @@ spirit of TF Model Garden's sentence-prediction regression, which trains on the 
 from trainer.errors import UserError
 from trainer.reading import LABEL_COLUMNS
 from trainer.tasks.base import TextTask
-from trainer.tasks.regression import card
+from trainer.tasks.regression import card, parts
 
 
 class RegressionTask(TextTask):
@@ -30,7 +30,6 @@ class RegressionTask(TextTask):
     export_mark = "score"
     answer_outputs = ("score",)
     agreement_metric = "spearman"
-    label_issues_refused = "--task regression has a score per row, which cleanlab's classification ranking cannot judge"
     figures = ("predicted_vs_true", "residuals")
     error_columns = ["split", "rank", "absolute_error", "true_score", "predicted_score", "text"]
     errors_description = "examples with the largest absolute error (|predicted - true score|)"
@@ -38,6 +37,8 @@ class RegressionTask(TextTask):
 
     def __init__(self):
         self.mean, self.std = 0.0, 1.0
+        self.explanations = parts.ScoreExplained(self)
+        self.distillation = parts.ScoreDistillation(self)
 
     def check_flags(self, config, require) -> None:
         d = config.data
@@ -138,39 +139,6 @@ class RegressionTask(TextTask):
             f"mae {logs['val_mae']:.3f}"
         )
 
-    # --- distillation
-    def teacher_columns(self, label_names) -> list:
-        """The teacher's one score (trainer.predict's column)."""
-        return ["predicted_score"]
-
-    def distillation_loss(self, temperature: float, alpha: float):
-        """Squared errors in training-label standard deviations (prepare's std), as the plain
-        loss; `temperature` has nothing to soften in a score."""
-        from trainer.tasks.regression import distill
-
-        return distill.DistillationMSE(self.std, alpha)
-
-    def distillation_metrics(self) -> list:
-        from trainer.tasks.regression import distill
-
-        return [distill.LabelledMAE(name="mae")]
-
-    def teacher_outputs(self, teacher):
-        import numpy as np
-
-        return np.asarray(teacher, np.float64).reshape(-1)
-
-    def teacher_agreement(self, teacher, outputs):
-        """None: two scores are never alike or not (their correlations are in summarize's)."""
-        return None
-
-    # --- decided on validation: nothing to threshold
-    def check_operating_point(self, label_names, flag: str) -> None:
-        raise UserError(
-            f"{flag}: needs a binary or multi-label task; --task regression predicts a "
-            f"score, with no threshold to choose"
-        )
-
     # --- the export
     decision_variables = ("label_scale",)
 
@@ -186,12 +154,6 @@ class RegressionTask(TextTask):
 
         return {"score": tf.reshape(logits, [batch])}
 
-    def explained_output(self, module, logits, target):
-        """The score itself, whatever `target`."""
-        import tensorflow as tf
-
-        return self.serving_outputs(module, logits, tf.shape(logits)[0])["score"]
-
     # --- a loaded export's answers: its score
     def predicted_columns(self, outputs) -> dict:
         return {"predicted_score": outputs["score"]}
@@ -199,11 +161,6 @@ class RegressionTask(TextTask):
     def served_predictions(self, outputs) -> list:
         """`[{"score": ...}]`, as trainer.predict's predicted_score."""
         return [{"score": float(score)} for score in outputs["score"]]
-
-    def explanation_columns(self, explanation) -> dict:
-        """The score explained, on the text and on the baseline."""
-        e = explanation
-        return {"predicted_score": e and e.output, "baseline_score": e and e.baseline_output}
 
     def agreement_value(self, outputs, labels, label_names) -> float:
         import numpy as np

@@ -6,9 +6,8 @@ the tags up with the tokens); the export splits a raw string into words in the g
 its entities with character offsets into it (spans.py, serving/tagger_export.py).
 """
 
-from trainer.errors import UserError
 from trainer.tasks.base import Task
-from trainer.tasks.tagging import card
+from trainer.tasks.tagging import card, parts
 
 NAME = "token-classification"
 
@@ -43,10 +42,6 @@ class TaggingTask(Task):
         "untagged_count",
     )
     agreement_metric = "f1"
-    label_issues_refused = f"--task {NAME} tags words, and cleanlab's ranking judges one label per row"
-    explanations_refused = (
-        f"it is a {NAME} model: it tags each word, and an explanation attributes one label of a whole text to its words"
-    )
     figures = ("entity_types", "entity_confusion")
     error_columns = ["split", "rank", "wrong_entities", "gold_entities", "predicted_entities", "text"]
     errors_description = "sentences with the most entities missed or wrongly found"
@@ -58,6 +53,9 @@ class TaggingTask(Task):
     # (docs/benchmarks.md, "Layer decay for taggers"). The narrower default encoder keeps its 0.8
     # (level with transformers on WikiANN, ahead on WNUT-17).
     undecayed_width = 512
+
+    def __init__(self):
+        self.distillation = parts.TagDistillation(self)
 
     @classmethod
     def claims(cls, training_file: str) -> bool:
@@ -146,52 +144,6 @@ class TaggingTask(Task):
             f"loss {logs['loss']:.4f} tag acc {logs['tag_accuracy']:.3f} | val loss "
             f"{logs['val_loss']:.4f} entity F1 {logs['val_f1']:.3f} precision "
             f"{logs['val_precision']:.3f} recall {logs['val_recall']:.3f}"
-        )
-
-    # --- distillation: a teacher's tag probabilities per word (distill.py; its file:
-    # data/tagged_teacher.py)
-    def teacher_columns(self, label_names) -> list:
-        """The tags each word's probabilities name in a teacher file: the run's tags."""
-        return list(label_names)
-
-    def teacher_problem(self, values):
-        """(sentence, why) of the first sentence one of whose words' probabilities (a row of
-        `values` [N, W, C], NaN past its words, all 0 where the teacher gave none) is outside
-        [0, 1] or does not sum to 1 (within 0.01)."""
-        from trainer.tasks.tagging import numbers
-
-        return numbers.teacher_problem(values)
-
-    def is_packed(self, labels) -> bool:
-        return labels.ndim == 3
-
-    def distillation_loss(self, temperature: float, alpha: float):
-        from trainer.tasks.tagging import distill
-
-        return distill.TagDistillationLoss(temperature, alpha)
-
-    def distillation_metrics(self) -> list:
-        from trainer.tasks.tagging import distill
-
-        return [distill.LabelledTagAccuracy(name="tag_accuracy")]
-
-    def teacher_outputs(self, teacher):
-        """Log probabilities per token [N, S, tags] (the teacher's, aligned to tokens as the
-        labels are), so summarize reads each word's tag at its first piece as the student's."""
-        from trainer.tasks.classification import metrics
-
-        return metrics.logits_from_probabilities(teacher, 1.0)
-
-    def teacher_agreement(self, teacher, outputs):
-        """The share of words the teacher gave probabilities whose tag both choose alike."""
-        from trainer.tasks.tagging import numbers
-
-        return numbers.teacher_agreement(teacher, outputs)
-
-    # --- decided on validation: nothing to threshold
-    def check_operating_point(self, label_names, flag: str) -> None:
-        raise UserError(
-            f"{flag}: needs a binary or multi-label task; --task {NAME} tags words, with no threshold to choose"
         )
 
     # --- a loaded export's answers (its export: serving/tagger_export.py)
