@@ -80,6 +80,11 @@ setup(
             # 0.2.3's generated protobuf code needs protobuf >= 7.36; kfp 2.17.3 caps it below 7,
             # and the default test stack has kfp
             "sentencepiece>=0.2,<0.2.3",
+            # bench/embedding_reference.py and its test: sentence-transformers' own trainer, the
+            # reference the trainer's embeddings are measured against; [train] adds the datasets
+            # and accelerate its trainer needs. Pinned: a reference figure names its version;
+            # 6.3.0 installs beside transformers 5 and torch 2.13.0 without changing either.
+            "sentence-transformers[train]==6.3.0",
             # the linter and formatter .ci/run runs (ruff.toml); pinned: a new release adds rules
             # and changes its format
             "ruff==0.17.5",
