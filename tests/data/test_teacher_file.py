@@ -26,7 +26,7 @@ def no_problem(values):
 
 
 def not_finite(values):
-    """Task.teacher_problem's answer for a row that is not all numbers."""
+    """Distillation.problem's answer for a row that is not all numbers."""
     return next(((i, "not a number") for i, row in enumerate(values) if not np.isfinite(row).all()), None)
 
 

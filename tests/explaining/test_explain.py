@@ -511,8 +511,8 @@ def tagger_dir(tiny_encoder_dir, tmp_path_factory):
 
 
 TAGGER_REFUSED = (
-    "cannot explain its predictions: it is a token-classification model: it tags each "
-    "word, and an explanation attributes one label of a whole text to its words"
+    "cannot explain its predictions: needs a model answering for a whole text; --task "
+    "token-classification has no answer for a whole text to attribute to its words"
 )
 
 

@@ -33,7 +33,9 @@ def hand_kl(teacher, logits, t):
 
 def classification_targets():
     task = ClassificationTask()
-    return task, np.concatenate([task.pack_targets(CLASSES, TEACHER[:2]), task.pack_targets(None, TEACHER[2:])])
+    return task, np.concatenate(
+        [task.distillation.pack(CLASSES, TEACHER[:2]), task.distillation.pack(None, TEACHER[2:])]
+    )
 
 
 def per_row(loss, targets, outputs):
@@ -52,18 +54,21 @@ def setup(kind):
     if kind is ClassificationTask:
         task = kind()
         targets = np.concatenate(
-            [task.pack_targets(np.array([0]), [[0.9, 0.1]]), task.pack_targets(None, [[0.9, 0.1]])]
+            [task.distillation.pack(np.array([0]), [[0.9, 0.1]]), task.distillation.pack(None, [[0.9, 0.1]])]
         )
         return task, targets, np.array([[2.0, 0.0], [0.0, 2.0]], np.float32)
     if kind is RegressionTask:
         task = prepared(kind(), [], np.array([0.0, 2.0], np.float32))
         targets = np.concatenate(
-            [task.pack_targets(np.array([1.0], np.float32), [[1.0]]), task.pack_targets(None, [[1.0]])]
+            [task.distillation.pack(np.array([1.0], np.float32), [[1.0]]), task.distillation.pack(None, [[1.0]])]
         )
         return task, targets, np.array([[1.0], [5.0]], np.float32)
     task = prepared(kind(), ["a", "b"], None)
     targets = np.concatenate(
-        [task.pack_targets(np.array([[1.0, 0.0]], np.float32), [[0.9, 0.1]]), task.pack_targets(None, [[0.9, 0.1]])]
+        [
+            task.distillation.pack(np.array([[1.0, 0.0]], np.float32), [[0.9, 0.1]]),
+            task.distillation.pack(None, [[0.9, 0.1]]),
+        ]
     )
     return task, targets, np.array([[2.0, -2.0], [-2.0, 2.0]], np.float32)
 
@@ -77,20 +82,20 @@ def test_a_labelled_rows_loss_is_alpha_cross_entropy_plus_t_squared_kl():
     task, targets = classification_targets()
     cross_entropy = -log_softmax(LOGITS[:2])[[0, 1], CLASSES]
     expected = ALPHA * cross_entropy + (1 - ALPHA) * T**2 * hand_kl(TEACHER[:2], LOGITS[:2], T)
-    got = per_row(task.distillation_loss(T, ALPHA), targets, LOGITS)
+    got = per_row(task.distillation.loss(T, ALPHA), targets, LOGITS)
     np.testing.assert_allclose(got[:2], expected, rtol=1e-5)
 
 
 def test_an_unlabelled_rows_loss_is_the_kl_term_alone():
     task, targets = classification_targets()
-    got = per_row(task.distillation_loss(T, ALPHA), targets, LOGITS)
+    got = per_row(task.distillation.loss(T, ALPHA), targets, LOGITS)
     np.testing.assert_allclose(got[2], (1 - ALPHA) * T**2 * hand_kl(TEACHER[2:], LOGITS[2:], T)[0], rtol=1e-5)
 
 
 def test_at_alpha_1_the_loss_is_sparse_categorical_cross_entropy():
     task, targets = classification_targets()
     plain = tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    got = task.distillation_loss(T, 1.0)(tf.constant(targets[:2]), tf.constant(LOGITS[:2]))
+    got = task.distillation.loss(T, 1.0)(tf.constant(targets[:2]), tf.constant(LOGITS[:2]))
     np.testing.assert_allclose(float(got), float(plain(CLASSES, LOGITS[:2])), rtol=1e-6)
 
 
@@ -98,26 +103,29 @@ def test_at_alpha_0_logits_equal_to_the_teachers_log_probabilities_are_a_minimum
     task, targets = classification_targets()
     logits = tf.Variable(np.log(TEACHER).astype(np.float32))
     with tf.GradientTape() as tape:
-        loss = task.distillation_loss(T, 0.0)(tf.constant(targets), logits)
+        loss = task.distillation.loss(T, 0.0)(tf.constant(targets), logits)
     assert abs(float(loss)) < 1e-6
     assert np.abs(tape.gradient(loss, logits).numpy()).max() < 1e-6
 
 
 def test_a_teacher_probability_of_zero_gives_a_finite_loss():
     task = ClassificationTask()
-    targets = task.pack_targets(np.array([0]), np.array([[1.0, 0.0, 0.0]]))
-    assert np.isfinite(per_row(task.distillation_loss(T, ALPHA), targets, LOGITS[:1])).all()
+    targets = task.distillation.pack(np.array([0]), np.array([[1.0, 0.0, 0.0]]))
+    assert np.isfinite(per_row(task.distillation.loss(T, ALPHA), targets, LOGITS[:1])).all()
 
 
 # --- regression's and multi-label's losses -------------------------------------------------------
 def test_regression_loss_is_alpha_and_teacher_squared_errors_in_standard_deviations():
     task = prepared(RegressionTask(), [], np.array([0.0, 4.0], np.float32))  # std 2
     targets = np.concatenate(
-        [task.pack_targets(np.array([1.0], np.float32), np.array([[2.0]])), task.pack_targets(None, np.array([[0.0]]))]
+        [
+            task.distillation.pack(np.array([1.0], np.float32), np.array([[2.0]])),
+            task.distillation.pack(None, np.array([[0.0]])),
+        ]
     )
     predicted = np.array([[4.0], [1.0]], np.float32)
     expected = [ALPHA * (3 / 2) ** 2 + (1 - ALPHA) * (2 / 2) ** 2, (1 - ALPHA) * (1 / 2) ** 2]
-    np.testing.assert_allclose(per_row(task.distillation_loss(T, ALPHA), targets, predicted), expected, rtol=1e-6)
+    np.testing.assert_allclose(per_row(task.distillation.loss(T, ALPHA), targets, predicted), expected, rtol=1e-6)
 
 
 def test_an_unlabelled_regression_rows_gradient_is_finite():
@@ -126,25 +134,25 @@ def test_an_unlabelled_regression_rows_gradient_is_finite():
     task = prepared(RegressionTask(), [], np.array([0.0, 2.0], np.float32))
     predicted = tf.Variable([[0.5]])
     with tf.GradientTape() as tape:
-        loss = task.distillation_loss(T, ALPHA)(tf.constant(task.pack_targets(None, np.array([[1.0]]))), predicted)
+        loss = task.distillation.loss(T, ALPHA)(tf.constant(task.distillation.pack(None, np.array([[1.0]]))), predicted)
     assert np.isfinite(tape.gradient(loss, predicted).numpy()).all()
 
 
 def test_multilabel_loss_is_alpha_and_teacher_binary_cross_entropies():
     task = prepared(MultiLabelTask(), ["a", "b"], None)
     truth, teacher = np.array([[1.0, 0.0]], np.float32), np.array([[0.9, 0.3], [0.2, 0.6]])
-    targets = np.concatenate([task.pack_targets(truth, teacher[:1]), task.pack_targets(None, teacher[1:])])
+    targets = np.concatenate([task.distillation.pack(truth, teacher[:1]), task.distillation.pack(None, teacher[1:])])
     logits = np.array([[1.0, -2.0], [0.5, 0.0]], np.float32)
     p = 1 / (1 + np.exp(-logits.astype(np.float64)))
     bce = lambda y, q: -(y * np.log(q) + (1 - y) * np.log(1 - q)).mean(axis=1)  # noqa: E731
     expected = (1 - ALPHA) * bce(teacher, p)
     expected[0] += ALPHA * bce(truth, p[:1])[0]
-    np.testing.assert_allclose(per_row(task.distillation_loss(T, ALPHA), targets, logits), expected, rtol=1e-5)
+    np.testing.assert_allclose(per_row(task.distillation.loss(T, ALPHA), targets, logits), expected, rtol=1e-5)
 
 
 @pytest.mark.parametrize("kind", [ClassificationTask, RegressionTask, MultiLabelTask])
 def test_a_loss_is_rebuilt_from_its_config(kind):
-    loss = setup(kind)[0].distillation_loss(T, ALPHA)
+    loss = setup(kind)[0].distillation.loss(T, ALPHA)
     assert type(loss).from_config(loss.get_config()).get_config() == loss.get_config()
 
 
@@ -152,7 +160,7 @@ def test_a_loss_is_rebuilt_from_its_config(kind):
 @pytest.mark.parametrize("kind", [ClassificationTask, RegressionTask, MultiLabelTask])
 def test_the_training_metric_keeps_its_name_and_scores_the_labelled_rows_alone(kind):
     task, targets, outputs = setup(kind)
-    (metric,) = task.distillation_metrics()
+    (metric,) = task.distillation.metrics()
     metric.update_state(tf.constant(targets), tf.constant(outputs), tf.ones([2, 1]))
     assert metric.name == task.train_metric
     assert float(metric.result()) == PERFECT[kind]
@@ -161,7 +169,7 @@ def test_the_training_metric_keeps_its_name_and_scores_the_labelled_rows_alone(k
 @pytest.mark.parametrize("kind", [ClassificationTask, RegressionTask, MultiLabelTask])
 def test_a_batch_without_labelled_rows_changes_nothing(kind):
     task, targets, outputs = setup(kind)
-    (metric,) = task.distillation_metrics()
+    (metric,) = task.distillation.metrics()
     metric.update_state(tf.constant(targets[:1]), tf.constant(outputs[:1]))
     metric.update_state(tf.constant(targets[1:]), tf.constant(outputs[1:]))
     assert float(metric.result()) == PERFECT[kind]
@@ -170,7 +178,7 @@ def test_a_batch_without_labelled_rows_changes_nothing(kind):
 def test_the_training_metric_weighs_rows_by_their_sample_weight_too():
     """A padding row (weight 0) of a static-shape batch is no row."""
     task, targets, outputs = setup(ClassificationTask)
-    (metric,) = task.distillation_metrics()
+    (metric,) = task.distillation.metrics()
     metric.update_state(tf.constant(targets[:1]), tf.constant(outputs[[1]]), tf.zeros([1]))
     metric.update_state(tf.constant(targets[:1]), tf.constant(outputs[:1]), tf.ones([1]))
     assert float(metric.result()) == 1.0
@@ -189,7 +197,7 @@ def test_the_training_metric_weighs_rows_by_their_sample_weight_too():
     ],
 )
 def test_teacher_problem_names_the_first_bad_row_and_why(kind, values, row, words):
-    found = kind().teacher_problem(np.array(values))
+    found = kind().distillation.problem(np.array(values))
     assert found[0] == row and words in found[1]
 
 
@@ -202,18 +210,18 @@ def test_teacher_problem_names_the_first_bad_row_and_why(kind, values, row, word
     ],
 )
 def test_good_teacher_values_have_no_problem(kind, values):
-    assert kind().teacher_problem(np.array(values)) is None
+    assert kind().distillation.problem(np.array(values)) is None
 
 
 def test_teacher_columns_are_those_trainer_predict_writes():
-    assert ClassificationTask().teacher_columns(["neg", "pos"]) == ["probability_neg", "probability_pos"]
-    assert MultiLabelTask().teacher_columns(["a", "b"]) == ["probability_a", "probability_b"]
-    assert RegressionTask().teacher_columns([]) == ["predicted_score"]
+    assert ClassificationTask().distillation.columns(["neg", "pos"]) == ["probability_neg", "probability_pos"]
+    assert MultiLabelTask().distillation.columns(["a", "b"]) == ["probability_a", "probability_b"]
+    assert RegressionTask().distillation.columns([]) == ["predicted_score"]
 
 
 # --- packed labels -------------------------------------------------------------------------------
 def test_a_classifiers_teacher_rows_are_renormalised_to_sum_to_1():
-    packed = ClassificationTask().pack_targets(np.array([1]), np.array([[0.2, 0.798]]))
+    packed = ClassificationTask().distillation.pack(np.array([1]), np.array([[0.2, 0.798]]))
     np.testing.assert_allclose(packed[0, 1:].sum(), 1.0, rtol=1e-7)
 
 
@@ -229,9 +237,13 @@ WIDTH = {ClassificationTask: 3, RegressionTask: 1, MultiLabelTask: 2}
 def test_packed_labels_unpack_to_the_plain_labels_exactly(kind):
     task = prepared(kind(), ["a", "b"], PLAIN[kind])
     teacher = np.full((3, WIDTH[kind]), 1.0 / WIDTH[kind])
-    packed = task.pack_targets(PLAIN[kind], teacher)
-    unpacked = task.unpack_labels(packed)
-    assert packed.dtype == np.float32 and task.is_packed(packed) and not task.is_packed(PLAIN[kind])
+    packed = task.distillation.pack(PLAIN[kind], teacher)
+    unpacked = task.distillation.unpack(packed)
+    assert (
+        packed.dtype == np.float32
+        and task.distillation.is_packed(packed)
+        and not task.distillation.is_packed(PLAIN[kind])
+    )
     assert unpacked.dtype == PLAIN[kind].dtype and unpacked.shape == PLAIN[kind].shape
     np.testing.assert_array_equal(unpacked, PLAIN[kind])
 
@@ -240,7 +252,7 @@ def test_packed_labels_unpack_to_the_plain_labels_exactly(kind):
 def test_a_teacher_classifier_scores_the_accuracy_of_its_most_probable_classes():
     teacher, labels = np.array([[0.7, 0.3, 0.0], [0.2, 0.3, 0.5], [0.1, 0.6, 0.3]]), np.array([0, 1, 1])
     task = ClassificationTask()
-    result = task.summarize(task.teacher_outputs(teacher), labels, ["a", "b", "c"])
+    result = task.summarize(task.distillation.outputs(teacher), labels, ["a", "b", "c"])
     assert result["accuracy"] == pytest.approx(2 / 3)
     assert result["loss"] == pytest.approx(-np.mean(np.log([0.7, 0.3, 0.6])))
 
@@ -248,20 +260,20 @@ def test_a_teacher_classifier_scores_the_accuracy_of_its_most_probable_classes()
 def test_a_teacher_multilabel_model_scores_its_decisions_at_the_tasks_thresholds():
     teacher, labels = np.array([[0.9, 0.0], [0.5, 1.0], [0.2, 0.4]]), np.array([[1, 0], [0, 1], [1, 0]])
     task = MultiLabelTask()
-    result = task.summarize(task.teacher_outputs(teacher), labels, ["a", "b"])
+    result = task.summarize(task.distillation.outputs(teacher), labels, ["a", "b"])
     assert result["subset_accuracy"] == pytest.approx(1 / 3)  # the second row's 0.5 gives it a
     assert result["micro_f1"] == pytest.approx(2 * 2 / (3 + 3))
 
 
 def test_a_teacher_regressor_scores_its_own_scores():
     task = prepared(RegressionTask(), [], np.array([0.0, 2.0], np.float32))
-    result = task.summarize(task.teacher_outputs(np.array([[1.0], [2.0], [4.0]])), np.array([1.0, 3.0, 3.0]), [])
+    result = task.summarize(task.distillation.outputs(np.array([[1.0], [2.0], [4.0]])), np.array([1.0, 3.0, 3.0]), [])
     assert result["mse"] == pytest.approx(2 / 3) and result["mae"] == pytest.approx(2 / 3)
 
 
 def test_a_classifiers_agreement_is_the_share_of_rows_given_the_teachers_class():
     teacher = np.array([[0.7, 0.3], [0.2, 0.8], [0.6, 0.4]])
-    assert ClassificationTask().teacher_agreement(
+    assert ClassificationTask().distillation.agreement(
         teacher, np.array([[1.0, 0.0], [0.0, 2.0], [0.0, 1.0]])
     ) == pytest.approx(2 / 3)
 
@@ -271,11 +283,11 @@ def test_a_multilabel_agreement_is_the_share_of_rows_given_the_teachers_whole_la
     task.thresholds = np.array([0.5, 0.9])
     teacher = np.array([[0.9, 0.95], [0.9, 0.8], [0.1, 0.1]])
     logits = np.array([[2.0, 3.0], [2.0, 3.0], [-2.0, -2.0]])  # sigmoid(3) = 0.95: b given
-    assert task.teacher_agreement(teacher, logits) == pytest.approx(2 / 3)
+    assert task.distillation.agreement(teacher, logits) == pytest.approx(2 / 3)
 
 
 def test_a_regressor_has_no_decisions_to_agree_on():
-    assert RegressionTask().teacher_agreement(np.array([[1.0]]), np.array([[1.0]])) is None
+    assert RegressionTask().distillation.agreement(np.array([[1.0]]), np.array([[1.0]])) is None
 
 
 # --- a run with a teacher ------------------------------------------------------------------------
@@ -285,8 +297,8 @@ DISTILLATION = types.SimpleNamespace(distill_temperature=T, distill_alpha=ALPHA)
 def test_with_a_teacher_the_kind_compiles_its_distillation_loss_and_metrics():
     task = ClassificationTask()
     loss, metrics = task.compiled_with(DISTILLATION)
-    assert isinstance(loss, type(task.distillation_loss(T, ALPHA)))
-    assert [m.name for m in metrics] == [m.name for m in task.distillation_metrics()]
+    assert isinstance(loss, type(task.distillation.loss(T, ALPHA)))
+    assert [m.name for m in metrics] == [m.name for m in task.distillation.metrics()]
 
 
 def test_without_a_teacher_the_kind_compiles_its_own_loss_and_metrics():

@@ -158,8 +158,8 @@ def test_find_label_issues_with_regression_stops_before_training(tiny_encoder_di
     )
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.strip().splitlines() == [
-        "error: --find-label-issues: needs classes or labels; --task regression has a score per "
-        "row, which cleanlab's classification ranking cannot judge"
+        "error: --find-label-issues: needs classes or labels; --task regression has no class or "
+        "label per row for cleanlab's ranking to judge"
     ]
 
 

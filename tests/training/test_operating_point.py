@@ -82,7 +82,7 @@ def test_regression_is_refused():
     with pytest.raises(
         UserError,
         match=r"^--target-recall: needs a binary or multi-label task; "
-        r"--task regression",
+        r"--task regression has no yes/no decision a threshold can move$",
     ):
         check_task(tasks.by_name("regression"), [], OutputConfig(target_recall=0.8))
 

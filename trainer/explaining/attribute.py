@@ -56,7 +56,8 @@ def refusal(task, model_dir: str) -> str | None:
     """Why no export of `task`'s kind can be explained (a kind without explanations: a
     tagger), as its one error line, or None: known from the kind alone, so trainer.explain and
     trainer.serve say it before any model loads or predicts."""
-    return None if task.explanations is not None else parts.refusal(task, "explanations", f"--model-dir {model_dir}")
+    what = f"--model-dir: {model_dir} cannot explain its predictions"
+    return None if task.explanations is not None else parts.refusal(task, "explanations", what)
 
 
 def require_explainable(model, model_dir: str) -> None:
