@@ -2,6 +2,8 @@
 class, or None where the kind cannot do it, and a flag needing a part the kind lacks refused in
 one line built from the absence."""
 
+import pathlib
+
 import pytest
 
 from trainer import tasks
@@ -97,3 +99,16 @@ def test_every_part_a_kind_can_lack_has_its_refusal_words():
     lacked = {part for name in tasks.NAMES for part in PART_CLASSES if part not in HELD[name]}
     assert lacked - {"calibration"} <= set(parts.NEEDS)
     assert set(parts.NEEDS) <= set(PART_CLASSES)
+
+
+def test_adding_a_task_counts_the_core_every_kind_defines():
+    """docs/adding-a-task.md states the core's size: the attributes Task declares without a
+    value and the abstract methods of a text kind."""
+    from conftest import ROOT
+
+    from trainer.tasks.base import Task, TextTask
+
+    attributes = [name for name in Task.__annotations__ if not hasattr(Task, name)]
+    core = len(attributes) + len(TextTask.__abstractmethods__)
+    page = pathlib.Path(ROOT, "docs", "adding-a-task.md").read_text()
+    assert f"**{core} methods and attributes every kind defines**" in page
