@@ -57,6 +57,7 @@ from trainer.data import leakage  # noqa: E402
 from trainer.errors import UserError  # noqa: E402
 
 SCORE_COLUMNS = ("score", "similarity", *reading.LABEL_COLUMNS)
+PROGRESS_STEPS = 50  # a line every this many batches: an epoch of STS-B on 2 cores takes minutes
 # The example's settings (training_stsbenchmark.py and SentenceTransformerTrainingArguments').
 EXAMPLE = {"epochs": 4, "batch_size": 16, "learning_rate": 5e-5, "warmup_fraction": 0.1, "seed": 42}
 
@@ -236,7 +237,13 @@ def epochs_scored(evaluate, model, history: list):
 
     class Scored(TrainerCallback):
         def on_epoch_begin(self, args, state, control, **kwargs):
-            self.start = time.perf_counter()
+            self.start, self.first_step = time.perf_counter(), state.global_step
+
+        def on_step_end(self, args, state, control, **kwargs):
+            steps = state.global_step - self.first_step
+            if steps % PROGRESS_STEPS == 0:
+                rate = steps * args.per_device_train_batch_size / (time.perf_counter() - self.start)
+                print(f"epoch {len(history) + 1} batch {steps} {rate:.1f} pairs/s", flush=True)
 
         def on_epoch_end(self, args, state, control, **kwargs):
             seconds = time.perf_counter() - self.start
