@@ -1,5 +1,6 @@
-"""One class per text: softmax head, sparse cross-entropy, accuracy and macro F1/recall; a
-temperature fitted on validation; a binary model's threshold for --target-precision/recall."""
+"""One class per text: softmax head, sparse cross-entropy, accuracy and macro F1/recall. It has
+every part (parts.py): a temperature fitted on validation, a binary model's threshold for
+--target-precision/recall, cleanlab's ranking, explanations and distillation."""
 
 from trainer.errors import UserError
 from trainer.tasks.base import TextTask
@@ -34,7 +35,7 @@ class ClassificationTask(TextTask):
     def __init__(self):
         # A binary model's threshold on its positive class's exported probability, and the
         # logit margin z1 - z0 from which it predicts class 1 at the export's temperature, set
-        # when --target-precision/--target-recall chose one (choose_operating_point); None:
+        # when --target-precision/--target-recall chose one (parts.BinaryThreshold); None:
         # the most probable class, as the export decides without one.
         self.threshold = None
         self.positive_margin = None
