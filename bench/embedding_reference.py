@@ -196,8 +196,6 @@ def sentence_model(encoder: str, max_length):
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer import modules
 
-    if not os.path.isfile(os.path.join(encoder, "config.json")):
-        raise UserError(f"--encoder: {encoder} holds no config.json: give a Hugging Face checkpoint's directory")
     if os.path.isfile(os.path.join(encoder, "modules.json")):
         model, built = SentenceTransformer(encoder, device="cpu"), "its modules.json"
     else:
@@ -314,6 +312,8 @@ def arguments(argv):
     for flag in ("epochs", "batch_size"):
         if getattr(args, flag) < 1:
             raise UserError(f"--{flag.replace('_', '-')}: must be at least 1")
+    if not os.path.isfile(os.path.join(args.encoder, "config.json")):
+        raise UserError(f"--encoder: {args.encoder} holds no config.json: give a Hugging Face checkpoint's directory")
     if not os.path.isdir(os.path.dirname(os.path.abspath(args.output))):
         raise UserError(f"--output: the directory of {args.output} does not exist")
     if args.model_output and os.path.exists(args.model_output):

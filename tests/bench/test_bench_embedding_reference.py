@@ -120,13 +120,28 @@ def test_the_split_holds_out_whole_groups_no_validation_sentence_in_training_and
     assert result["split"]["validation_pairs_sharing_a_sentence_in_a_plain_split"] > 0  # what it prevents
 
 
-def test_sentences_differing_only_in_case_and_punctuation_are_one_sentence_to_the_split(tmp_path):
+def test_sentences_differing_only_in_case_and_punctuation_are_one_sentence_to_the_split(tmp_path, tiny_encoder_dir):
     pairs = [("I love it!", "so good", "4.0"), ("i love it", "so bad", "1.0"), ("ok", "fine", "4.0")]
     args = embedding_reference.arguments(
-        ["--encoder", "e", "--train", write_pairs(tmp_path / "p.csv", pairs), "--output", str(tmp_path / "r.json")]
+        [
+            "--encoder",
+            tiny_encoder_dir,
+            "--train",
+            write_pairs(tmp_path / "p.csv", pairs),
+            "--output",
+            str(tmp_path / "r.json"),
+        ]
     )
     grouped = embedding_reference.groups(embedding_reference.Pairs(args.train, "--train", args))
     assert grouped[0] == grouped[1] != grouped[2]
+
+
+def test_an_encoder_directory_without_a_checkpoint_is_refused_before_anything_is_split(tmp_path, capsys):
+    argv = ["--encoder", str(tmp_path), "--train", write_pairs(tmp_path / "p.csv", PAIRS)]
+    argv += ["--output", str(tmp_path / "r.json"), "--split-dir", str(tmp_path / "split")]
+    assert cli.run(embedding_reference.main, argv) == 2
+    assert capsys.readouterr().err.startswith(f"error: --encoder: {tmp_path} holds no config.json")
+    assert not (tmp_path / "split").exists()
 
 
 def test_a_rerun_with_the_same_seed_splits_and_trains_alike(run, tmp_path):
@@ -141,10 +156,17 @@ def test_a_rerun_with_the_same_seed_splits_and_trains_alike(run, tmp_path):
     ]
 
 
-def test_a_score_that_is_not_a_number_is_one_error_naming_its_line(tmp_path, capsys):
+def test_a_score_that_is_not_a_number_is_one_error_naming_its_line(tmp_path, capsys, tiny_encoder_dir):
     pairs = [*PAIRS[:3], ("i love it", "so good", "high")]
-    argv = ["--encoder", "e", "--train", write_pairs(tmp_path / "p.csv", pairs), "--output", str(tmp_path / "r.json")]
-    assert cli.run(embedding_reference.main, argv + ["--split-dir", str(tmp_path)]) == 2
+    argv = [
+        "--encoder",
+        tiny_encoder_dir,
+        "--train",
+        write_pairs(tmp_path / "p.csv", pairs),
+        "--output",
+        str(tmp_path / "r.json"),
+    ]
+    assert cli.run(embedding_reference.main, argv + ["--split-dir", str(tmp_path / "split")]) == 2
     assert (
         capsys.readouterr().err
         == f"error: {tmp_path / 'p.csv'} line 5, column 'score': 'high' is not a similarity score (a number)\n"
