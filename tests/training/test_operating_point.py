@@ -307,6 +307,7 @@ def test_each_label_of_a_multi_label_model_gets_its_own_threshold_or_keeps_its_f
     """Label `a` reaches precision 1 above its negatives; `b`'s top-scored row is a negative,
     so precision 1 is out of reach and `b` keeps its F1-chosen threshold. The final metrics
     are computed at the thresholds the export stores."""
+    from trainer.tasks.labels import LabelSpec
     from trainer.tasks.multilabel import MultiLabelTask
     from trainer.training.operating_point import choose_operating_point
     from trainer.training.results import summarize
@@ -314,6 +315,7 @@ def test_each_label_of_a_multi_label_model_gets_its_own_threshold_or_keeps_its_f
     probabilities = np.array([[0.9, 0.95], [0.7, 0.2], [0.4, 0.8], [0.2, 0.1]])
     labels = np.array([[1, 0], [1, 1], [0, 1], [0, 0]])
     task = MultiLabelTask()
+    task.prepare(LabelSpec("names", ["a", "b"]), labels)  # as a run's task is, before training
     task.thresholds = np.array([0.5, 0.3])
     ctx = finished_training(task, ["a", "b"], {"validation": (logits_of(probabilities), labels)}, target_precision=1.0)
     choose_operating_point(ctx)
