@@ -330,3 +330,10 @@ def test_a_model_compiled_with_distilled_loss_and_metrics_trains_on_packed_label
         np.ones((2, 4), np.float32), targets, sample_weight=np.ones(2, np.float32), batch_size=2, epochs=1, verbose=0
     ).history
     assert np.isfinite(history["loss"][0]) and base.train_metric in history
+
+
+def test_a_multi_label_task_reads_labels_as_plain_before_it_is_prepared():
+    """The training split's label counts are taken as the data loads, before the task learns its
+    number of labels (Task.prepare); no label is packed then."""
+    labels = np.array([[1.0, 0.0], [0.0, 1.0]], np.float32)
+    np.testing.assert_array_equal(MultiLabelTask().plain(labels), labels)

@@ -111,8 +111,10 @@ class LabelDistillation(teacher_targets.Distillation):
         return teacher_targets.first_problem(values, [teacher_targets.outside_probabilities(values)])
 
     def is_packed(self, labels) -> bool:
-        """Plain labels are [N, L], packed ones [N, 2L]: told apart by the task's L (prepare)."""
-        return labels.ndim == 2 and labels.shape[1] == 2 * self.task.label_count
+        """Plain labels are [N, L], packed ones [N, 2L]: told apart by the task's L (prepare).
+        Before prepare no label is packed: the teacher stage packs them after it."""
+        count = self.task.label_count
+        return count is not None and labels.ndim == 2 and labels.shape[1] == 2 * count
 
     def loss(self, temperature: float, alpha: float):
         """`temperature` is not used (see DistillationBinaryCrossEntropy)."""
