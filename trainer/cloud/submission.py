@@ -259,7 +259,35 @@ def submitted_resource(job, options: argparse.Namespace) -> dict:
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
+    """`train`, `tune` and the deploy commands; the job flags every job command shares."""
     common = argparse.ArgumentParser(add_help=False)
+    _add_where_and_what(common)
+    _add_machines(common)
+    _add_run(common)
+
+    parser = cli.ArgumentParser(
+        prog="python -m trainer.submit",
+        description="Submit a Vertex AI training or hyperparameter-tuning job for the trainer image. "
+        "Arguments after `--` go to `python -m trainer.task` unchanged; the files they "
+        "name (data, --teacher, --unlabeled-file, ...) must be on Cloud Storage (gs://).",
+        allow_abbrev=False,
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("train", parents=[common], allow_abbrev=False, help="One custom training job.")
+    tune = commands.add_parser("tune", parents=[common], allow_abbrev=False, help="A hyperparameter tuning job.")
+    tune.add_argument("--max-trial-count", type=int, default=12, help="Trials in all (default: 12).")
+    tune.add_argument("--parallel-trial-count", type=int, default=3, help="Trials at a time (default: 3).")
+    tune.add_argument(
+        "--parameters",
+        default=",".join(space.TUNED_FLAGS),
+        help=f"Comma-separated flags to tune (default: all of {','.join(space.TUNED_FLAGS)}).",
+    )
+    deployment.add_parsers(commands)
+    return parser
+
+
+def _add_where_and_what(common) -> None:
+    """The project, region and bucket a job goes to, and the image it runs."""
     where = common.add_argument_group("where")
     where.add_argument("--project", required=True, help="Google Cloud project id.")
     where.add_argument("--region", required=True, help="Vertex AI region, e.g. us-central1.")
@@ -278,6 +306,10 @@ def build_arg_parser() -> argparse.ArgumentParser:
         "--image-uri", required=True, help="Trainer image, e.g. REGION-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG."
     )
     what.add_argument("--display-name", help="Job name in the console (default: vbt-COMMAND-TIMESTAMP).")
+
+
+def _add_machines(common) -> None:
+    """The machines a job runs on: CPU, GPUs, workers or a TPU."""
     machines = common.add_argument_group("machines")
     machines.add_argument("--machine-type", help=f"Compute Engine machine type (default: {DEFAULT_MACHINE_TYPE}).")
     machines.add_argument("--accelerator-type", help=f"GPU type, e.g. {DEFAULT_GPU}, NVIDIA_L4, NVIDIA_TESLA_A100.")
@@ -299,6 +331,10 @@ def build_arg_parser() -> argparse.ArgumentParser:
     machines.add_argument(
         "--tpu-chips", type=int, help=f"TPU v5e chips: {', '.join(map(str, V5E_CHIPS))} (default: {DEFAULT_V5E_CHIPS})."
     )
+
+
+def _add_run(common) -> None:
+    """How a job runs: its identity, TensorBoard, scheduling, and --dry-run."""
     run = common.add_argument_group("run")
     run.add_argument("--service-account", help="Service account the job runs as (required with --tensorboard).")
     run.add_argument(
@@ -324,26 +360,6 @@ def build_arg_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--dry-run", action="store_true", help="Print the job as JSON and submit nothing (needs no credentials)."
     )
-
-    parser = cli.ArgumentParser(
-        prog="python -m trainer.submit",
-        description="Submit a Vertex AI training or hyperparameter-tuning job for the trainer image. "
-        "Arguments after `--` go to `python -m trainer.task` unchanged; the files they "
-        "name (data, --teacher, --unlabeled-file, ...) must be on Cloud Storage (gs://).",
-        allow_abbrev=False,
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("train", parents=[common], allow_abbrev=False, help="One custom training job.")
-    tune = commands.add_parser("tune", parents=[common], allow_abbrev=False, help="A hyperparameter tuning job.")
-    tune.add_argument("--max-trial-count", type=int, default=12, help="Trials in all (default: 12).")
-    tune.add_argument("--parallel-trial-count", type=int, default=3, help="Trials at a time (default: 3).")
-    tune.add_argument(
-        "--parameters",
-        default=",".join(space.TUNED_FLAGS),
-        help=f"Comma-separated flags to tune (default: all of {','.join(space.TUNED_FLAGS)}).",
-    )
-    deployment.add_parsers(commands)
-    return parser
 
 
 def parse_args(argv: Sequence[str]) -> tuple:
