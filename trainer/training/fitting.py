@@ -138,7 +138,7 @@ def _callbacks(ctx: RunContext) -> FitOutcome:
         clock=cb.TrainingClock(),
         evaluation=cb.EpochEvaluation(
             lambda: predict_split(ctx, "validation"),
-            lambda outputs, labels: ctx.task.summarize(outputs, ctx.task.plain(labels), ctx.datasets.labels.names),
+            lambda *out: ctx.task.summarize(*out, ctx.datasets.labels.names),
             ctx.task.epoch_metrics(),
         ),
         history=cb.HistoryWriter(paths.history if runtime.plan.is_chief else None, rows, ctx.task.history_columns()),
@@ -178,8 +178,10 @@ def _progress(ctx: RunContext):
 
 
 def predict_split(ctx: RunContext, name: str, dataset=None, rows=None) -> tuple:
-    """(outputs, labels) of every example of a split (or of `dataset`, `rows` long), in row
-    order, with a progress line per --log-every-seconds."""
+    """(outputs, plain labels) of every example of a split (or of `dataset`, `rows` long), in row
+    order, with a progress line per --log-every-seconds. A distilled run's training labels are
+    packed with the teacher's targets (Task.plain unpacks them), so every score reads the plain
+    ones."""
     from trainer.modeling import split_outputs
     from trainer.training import callbacks as cb
 
@@ -188,4 +190,5 @@ def predict_split(ctx: RunContext, name: str, dataset=None, rows=None) -> tuple:
     meter = cb.PredictionProgress(
         f"evaluating {name}", ctx.config.runtime.log_every_seconds, rows, int(dataset.cardinality())
     )
-    return split_outputs.predict_logits(ctx.trainable.model, dataset, [meter])
+    outputs, labels = split_outputs.predict_logits(ctx.trainable.model, dataset, [meter])
+    return outputs, ctx.task.plain(labels)

@@ -113,6 +113,6 @@ def by_length(full_lengths: np.ndarray, limit: int, outputs: np.ndarray, labels:
         )
         out[key] = {"tokens": tokens, "examples": int(rows.sum())}
         if rows.any():
-            summary = task.summarize(outputs[rows], task.plain(labels[rows]), label_names)
+            summary = task.summarize(outputs[rows], labels[rows], label_names)
             out[key].update({name: summary[name] for name in task.epoch_metrics()})
     return out

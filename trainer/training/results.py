@@ -137,8 +137,8 @@ def _evaluate_train_sample(ctx: RunContext) -> dict:
 
 
 def _summary(ctx: RunContext, outputs, labels) -> dict:
-    """The task's metrics of a split's outputs; a distilled run's training labels are packed."""
-    return ctx.task.summarize(outputs, ctx.task.plain(labels), ctx.datasets.labels.names)
+    """The task's metrics of a split's outputs and labels (predict_split's)."""
+    return ctx.task.summarize(outputs, labels, ctx.datasets.labels.names)
 
 
 def _log_calibration(block: dict) -> None:
