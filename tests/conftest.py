@@ -7,6 +7,7 @@ import pytest
 
 # Tests import the package the way users do; this keeps TensorFlow quiet and on Keras 2 too.
 import trainer  # noqa: F401
+import trainer.tasks  # noqa: F401  (registers the task kinds, as every entry point does)
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TESTS)  # the repository

@@ -100,12 +100,12 @@ def help_of(flag: str) -> str:
 
 def test_help_describes_every_task_kind():
     """Issue 64, 4: it said "text classification", and that --task auto "is classification"."""
-    from trainer import tasks
+    from trainer import task_registry
 
     parser = config_lib.build_arg_parser()
     assert "text classification" not in parser.description and "tag each word" in parser.description
     task = help_of("--task")
-    assert [name for name in tasks.NAMES if f"'{name}'" not in task] == []
+    assert [name for name in task_registry.names() if f"'{name}'" not in task] == []
     assert (
         "'auto': token-classification when the training file holds tagged sentences (a .conll "
         "or .iob file, or JSON Lines of tokens and tags, or of text and spans), else "

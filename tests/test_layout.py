@@ -260,12 +260,12 @@ def task_names(path: pathlib.Path) -> list:
     """(line, name) of each string constant of `path` that is a registered task's name: what a
     comparison with a task's name, a dict keyed by one or a lookup of one is made of. A
     sentence that mentions a task (a flag's help, a message) is another constant."""
-    from trainer import tasks
+    from trainer import task_registry
 
     return [
         (node.lineno, node.value)
         for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.Constant) and node.value in tasks.NAMES
+        if isinstance(node, ast.Constant) and node.value in task_registry.names()
     ]
 
 
@@ -277,7 +277,7 @@ def test_no_module_outside_tasks_names_a_task(module):
     assert task_names(MODULES[module]) == [], f"{module} names a task: ask the task object instead"
 
 
-# The one place a loaded export's kind is told: it asks the kinds (trainer.tasks.of_export).
+# The one place a loaded export's kind is told: it asks the kinds (trainer.task_registry.of_export).
 TELLS_AN_EXPORTS_KIND = ("trainer.inference.loaded_model", "task_of reads structured_outputs")
 
 
@@ -286,9 +286,9 @@ def kind_tellers(path: pathlib.Path) -> list:
     is_multilabel: a task name, its hyphens and underscores dropped, in the function's name),
     and of each read of a serving signature's `structured_outputs` (the output names such a
     function compares: a "score", a "labels"), named by the function reading it."""
-    from trainer import tasks
+    from trainer import task_registry
 
-    words = [name.replace("-", "") for name in tasks.NAMES]
+    words = [name.replace("-", "") for name in task_registry.names()]
     found = []
 
     def visit(node, function):
@@ -319,7 +319,7 @@ def test_no_module_outside_tasks_tells_an_exports_kind_by_its_outputs(module):
 def test_no_template_names_a_task(template):
     """The report's templates neither: a task's own sections of the model card are its own
     (Task.model_card)."""
-    from trainer import tasks
+    from trainer import task_registry
 
     text = (PACKAGE / "reporting" / "templates" / template).read_text()
-    assert [name for name in tasks.NAMES if f'"{name}"' in text or f"'{name}'" in text] == []
+    assert [name for name in task_registry.names() if f'"{name}"' in text or f"'{name}'" in text] == []

@@ -15,7 +15,7 @@ import re
 import typing
 from collections.abc import Mapping, Sequence
 
-from trainer import cli, storage, tasks
+from trainer import cli, storage, task_registry
 from trainer.errors import UserError
 from trainer.vertex import environment as vertex
 
@@ -53,7 +53,16 @@ def _by_width_help(table, otherwise: float) -> str:
 
 
 def _flag(default, help, **kwargs):
+    """A config field and its flag. What comes from the task kinds (--task's choices, the metrics,
+    their default) is a function, called when the parser or a Config is built: the kinds register
+    after this module is imported (trainer/task_registry.py)."""
+    if callable(default):
+        return dataclasses.field(default_factory=default, metadata={"help": help, **kwargs})
     return dataclasses.field(default=default, metadata={"help": help, **kwargs})
+
+
+def _resolved(value):
+    return value() if callable(value) else value
 
 
 @dataclasses.dataclass
@@ -225,7 +234,7 @@ class ModelConfig:
         "blocks recompute (any other stops with an error naming those families).",
     )
     task: str = _flag(
-        tasks.AUTO,
+        task_registry.AUTO,
         "What the head predicts: 'classification' (one class per text), 'regression' "
         "(one number per text: a linear output trained with MSE on standardized "
         "targets), 'multi-label' (any number of labels per text: sigmoid outputs, "
@@ -234,7 +243,7 @@ class ModelConfig:
         "from tagged sentences). 'auto': token-classification when the training file holds "
         "tagged sentences (a .conll or .iob file, or JSON Lines of tokens and tags, or of "
         "text and spans), else classification.",
-        choices=tasks.CHOICES,
+        choices=task_registry.choices,
     )
 
 
@@ -330,11 +339,10 @@ class TrainConfig:
         "Layer-wise learning-rate decay, in (0, 1]: the top transformer layer trains at this "
         "times --learning-rate, each layer below at this times the one above, the embeddings "
         "lowest; the pooler and head at the full rate (1.0: one rate for all). Default: by "
-        "the encoder's hidden size: "
-        + _by_width_help(LAYER_DECAY_BY_WIDTH, LAYER_DECAY_OTHERWISE)
-        + "".join(
+        "the encoder's hidden size: " + _by_width_help(LAYER_DECAY_BY_WIDTH, LAYER_DECAY_OTHERWISE),
+        help_after=lambda: "".join(
             f" --task {kind.name}: 1 from {kind.undecayed_width}."
-            for kind in tasks.KINDS
+            for kind in task_registry.kinds()
             if kind.undecayed_width is not None
         ),
     )
@@ -356,11 +364,11 @@ class TrainConfig:
         "to end in about a minute (most of it TensorFlow's start-up and tracing).",
     )
     selection_metric: str = _flag(
-        tasks.DEFAULT_METRIC,
+        task_registry.default_metric,
         "Validation metric that picks the best epoch (whose weights are "
         "exported), drives early stopping and is reported to Vertex "
         "hyperparameter tuning.",
-        choices=tuple(tasks.METRIC_GOALS),
+        choices=lambda: tuple(task_registry.metric_goals()),
         aliases=("--hypertune-metric",),
         type=validation_metric,
     )
@@ -629,7 +637,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
         group = parser.add_argument_group(section.name)
         for field in dataclasses.fields(hints[section.name]):
             kwargs = {
-                "help": field.metadata["help"],
+                "help": field.metadata["help"] + _resolved(field.metadata.get("help_after", "")),
                 "dest": f"{section.name}.{field.name}",
                 "default": argparse.SUPPRESS,
             }
@@ -640,10 +648,11 @@ def build_arg_parser() -> argparse.ArgumentParser:
                 kwargs["type"] = field.metadata.get("type") or (integer if field_type is int else field_type)
                 kwargs["metavar"] = field.name.upper()
                 if "choices" in field.metadata:
-                    kwargs["choices"] = field.metadata["choices"]
+                    kwargs["choices"] = _resolved(field.metadata["choices"])
                     kwargs.pop("metavar")
             # Show the real default in --help although parsing leaves unset flags out.
-            kwargs["help"] += f" (default: {field.default})"
+            default = field.default_factory() if field.default is dataclasses.MISSING else field.default
+            kwargs["help"] += f" (default: {default})"
             group.add_argument(flag_name(field.name), *field.metadata.get("aliases", ()), **kwargs)
     return parser
 
@@ -720,15 +729,15 @@ def _apply_environment(config: Config, env: "vertex.VertexEnvironment", given: d
 
 def _apply_task_defaults(config: Config, given: dict) -> None:
     """An unset --selection-metric becomes the task's own default (regression: val_spearman)."""
-    if config.model.task == tasks.AUTO:
-        config.model.task = tasks.auto_task(config.data.training_file) or tasks.AUTO
+    if config.model.task == task_registry.AUTO:
+        config.model.task = task_registry.auto_task(config.data.training_file) or task_registry.AUTO
     if "selection_metric" not in given.get("train", {}):
-        config.train.selection_metric = tasks.from_config(config).default_metric
+        config.train.selection_metric = task_registry.from_config(config).default_metric
 
 
 def _validate_task(config: Config, require) -> None:
     """--selection-metric among the task's metrics, and the flags the task checks itself."""
-    task = tasks.from_config(config)
+    task = task_registry.from_config(config)
     metrics = list(task.metric_goals)
     require(
         config.train.selection_metric in metrics,

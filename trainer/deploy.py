@@ -8,6 +8,7 @@ need no subcommand.
 import sys
 from collections.abc import Sequence
 
+import trainer.tasks  # noqa: F401  (registers the task kinds: trainer/task_registry.py)
 from trainer import cli
 
 

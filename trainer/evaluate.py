@@ -9,6 +9,7 @@ thresholds). The metrics are printed; --output writes them as JSON, with the wor
 
 import sys
 
+import trainer.tasks  # noqa: F401  (registers the task kinds: trainer/task_registry.py)
 from trainer import cli, helptext
 from trainer.serving import predict_file
 from trainer.tasks.tagging import files

@@ -17,6 +17,7 @@ import sys
 import time
 
 import trainer
+import trainer.tasks  # noqa: F401  (registers the task kinds: trainer/task_registry.py)
 from trainer import cli, helptext, installed, progress, storage
 from trainer import config as config_lib
 from trainer import reading as data

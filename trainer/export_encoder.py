@@ -16,6 +16,7 @@ import os
 import sys
 
 import trainer
+import trainer.tasks  # noqa: F401  (registers the task kinds: trainer/task_registry.py)
 from trainer import cli, config, helptext
 
 JOB_EXPORT_DIR = "encoder_export"

@@ -6,6 +6,7 @@ carry it, and without it this command says how to install it.
 
 import sys
 
+import trainer.tasks  # noqa: F401  (registers the task kinds: trainer/task_registry.py)
 from trainer import cli
 from trainer.errors import UserError
 

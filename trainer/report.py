@@ -5,6 +5,7 @@ import argparse
 import sys
 
 import trainer
+import trainer.tasks  # noqa: F401  (registers the task kinds: trainer/task_registry.py)
 from trainer import cli
 
 

@@ -2,6 +2,7 @@
 
 import sys
 
+import trainer.tasks  # noqa: F401  (registers the task kinds: trainer/task_registry.py)
 from trainer import cli
 from trainer.serving import server
 

@@ -4,6 +4,7 @@ import os
 import sys
 
 import trainer  # sets TF_USE_LEGACY_KERAS before TensorFlow loads
+import trainer.tasks  # noqa: F401  (registers the task kinds: trainer/task_registry.py)
 from trainer import cli
 from trainer import config as config_lib
 

@@ -19,7 +19,8 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from trainer import cli, config, tasks
+import trainer.tasks  # noqa: F401  (registers the task kinds: trainer/task_registry.py)
+from trainer import cli, config, task_registry
 from trainer.errors import UserError
 from trainer.tuning import space
 
@@ -110,7 +111,7 @@ def settings_of(trainer_args: Sequence[str], tuned: Sequence[str], metric: str) 
         "trainer_args": list(trainer_args),
         "parameters": list(tuned),
         "metric": metric,
-        "direction": tasks.METRIC_GOALS[metric],
+        "direction": task_registry.metric_goals()[metric],
     }
 
 

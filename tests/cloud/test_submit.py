@@ -7,7 +7,7 @@ import pytest
 from google.cloud import aiplatform_v1
 from google.protobuf import json_format
 
-from trainer import cli, config, tasks
+from trainer import cli, config, task_registry
 from trainer.cloud import submission
 from trainer.tuning import space
 
@@ -160,7 +160,7 @@ def test_a_tuning_job_optimizes_the_trainers_metric_over_its_flags(capsys):
     )
     parse(job, aiplatform_v1.HyperparameterTuningJob)
     study = parse(job["studySpec"], aiplatform_v1.StudySpec)
-    assert [(m.metric_id, m.goal.name) for m in study.metrics] == [(tasks.DEFAULT_METRIC, "MAXIMIZE")]
+    assert [(m.metric_id, m.goal.name) for m in study.metrics] == [(task_registry.default_metric(), "MAXIMIZE")]
     assert [p.parameter_id for p in study.parameters] == list(space.TUNED_FLAGS)
     assert (job["maxTrialCount"], job["parallelTrialCount"]) == (8, 2)
     trial = parse(job["trialJobSpec"], aiplatform_v1.CustomJobSpec)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from trainer import config as config_lib
-from trainer import tasks
+from trainer import task_registry
 from trainer.data import splits as data
 from trainer.errors import UserError
 from trainer.tasks.labels import LabelSpec
@@ -333,7 +333,7 @@ def test_class_counts_are_logged_with_names(tmp_path, caplog):
     path = write(tmp_path / "t.csv", rows_with_labels(["pos"] * 12 + ["neg"] * 6 + ["mid"] * 6))
     with caplog.at_level("INFO", logger="trainer"):
         d = load_with_defaults("--training-file", path, "--validation-file", twin(path))
-    assert d.class_counts(tasks.by_name("classification"))["train"] == {"mid": 6, "neg": 6, "pos": 12}
+    assert d.class_counts(task_registry.by_name("classification"))["train"] == {"mid": 6, "neg": 6, "pos": 12}
     assert "train classes: mid 6, neg 6, pos 12" in caplog.text
     assert "validation classes: mid 6, neg 6, pos 12" in caplog.text
 

@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 from test_task import run_in_process
 
-from trainer import tasks
+from trainer import task_registry
 from trainer.explaining import words
 
 FILLER = ["i", "this", "movie", "it", "is", "was", "the", "so", "very", "a", "ok", "fine", "meh"]
 PLANTED = {"great": "positive", "awful": "negative"}
 LABELS = ["negative", "neutral", "positive"]
-CLASSIFICATION = tasks.by_name("classification")
+CLASSIFICATION = task_registry.by_name("classification")
 
 
 def planted_rows(count: int, seed: int):
@@ -456,14 +456,14 @@ def untrained_exports(tiny_encoder_dir, tmp_path_factory):
             heads.build_classifier(encoder.network, 1, "mean", 0.0),
             [],
             16,
-            task=tasks.by_name("regression"),
+            task=task_registry.by_name("regression"),
         ),
         "multi-label": export.ServingModule(
             encoder.preprocessor,
             heads.build_classifier(encoder.network, 3, "mean", 0.0),
             LABELS,
             16,
-            task=tasks.by_name("multi-label"),
+            task=task_registry.by_name("multi-label"),
             decisions={"thresholds": [0.0, 0.0, 1.0]},
         ),
         "pair": export.ServingModule(

@@ -4,7 +4,7 @@ model card and report.html; trainer.task's real command replaces it (tests/train
 import pandas as pd
 from test_reporting import run_metrics
 
-from trainer import tasks
+from trainer import task_registry
 from trainer.config import Config
 from trainer.reporting import html, model_card
 
@@ -24,7 +24,7 @@ def test_a_dry_runs_model_card_says_its_numbers_are_meaningless_and_only_a_dry_r
 
 
 def render_page(metrics):
-    errors = pd.DataFrame(columns=tasks.by_name("classification").error_columns)
+    errors = pd.DataFrame(columns=task_registry.by_name("classification").error_columns)
     return html.render("job", metrics, "val_macro_f1", [], None, errors, 1)
 
 

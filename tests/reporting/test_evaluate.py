@@ -14,7 +14,7 @@ import pytest
 from conftest import write_csv
 from test_task import run_cli, run_in_process, train_args
 
-from trainer import tasks
+from trainer import task_registry
 
 SEQ = 16
 
@@ -69,7 +69,7 @@ def test_a_binary_export_is_scored_at_its_temperature_and_threshold(encoder, tmp
         [0.0, -1.0],
         label_names=["neg", "pos"],
         temperature=2.0,
-        task=tasks.by_name("classification"),
+        task=task_registry.by_name("classification"),
         decisions={"threshold": 0.35},
     )
     source = write_csv(tmp_path / "labelled.csv", [("fine", "pos"), ("good", "pos"), ("ok", "pos"), ("bad", "neg")])
@@ -91,7 +91,7 @@ def test_a_multi_label_export_is_scored_at_its_thresholds(encoder, tmp_path):
         tmp_path / "model",
         [1.0, -1.0, 0.0],
         label_names=["a", "b", "c"],
-        task=tasks.by_name("multi-label"),
+        task=task_registry.by_name("multi-label"),
         decisions={"thresholds": [0.8, 0.2, 0.5]},
     )
     source = write_csv(
@@ -110,7 +110,7 @@ def test_a_multi_label_export_is_scored_at_its_thresholds(encoder, tmp_path):
 def test_a_regression_exports_loss_is_in_its_training_labels_standard_deviations(encoder, tmp_path):
     """A score of 3 for every text against 1, 2, 4, 5: MSE 2.5, and the loss, as the run measured
     it, 2.5 / 2² with its training labels' standard deviation 2 (which the export keeps)."""
-    regression = tasks.by_name("regression")
+    regression = task_registry.by_name("regression")
     regression.mean, regression.std = 3.0, 2.0
     model_dir = constant_export(encoder, tmp_path / "model", [3.0], label_names=[], task=regression)
     source = write_csv(

@@ -8,14 +8,14 @@ import pandas as pd
 import pytest
 from matplotlib import image as mpimg
 
-from trainer import tasks
+from trainer import task_registry
 from trainer.config import Config
 from trainer.reporting import calibration, error_rows, figures, html, model_card
 from trainer.tasks.classification.metrics import logits_from_probabilities
 from trainer.tasks.predictions import SplitPredictions
 
 CLASSIFICATION, REGRESSION, MULTI_LABEL = (
-    tasks.by_name(name) for name in ("classification", "regression", "multi-label")
+    task_registry.by_name(name) for name in ("classification", "regression", "multi-label")
 )
 
 LABELS = ["negative", "neutral", "positive"]
@@ -504,7 +504,7 @@ def test_report_html_names_the_threshold_beside_its_precision_recall_curve():
         probabilities=np.array([[0.8, 0.2], [0.4, 0.6], [0.3, 0.7]]), labels=np.array([0, 1, 1])
     )
     [(name, _, png, note)] = precision_recall.figures(
-        binary_run_metrics(REACHED), {"validation": validation}, tasks.by_name("classification")
+        binary_run_metrics(REACHED), {"validation": validation}, task_registry.by_name("classification")
     )
     assert name == "precision_recall.png" and png.startswith(b"\x89PNG")
     assert note.startswith(

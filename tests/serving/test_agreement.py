@@ -4,7 +4,7 @@ float32 on 99% of validation rows, and the task's metric moves by at most 0.5 po
 import numpy as np
 import pytest
 
-from trainer import tasks
+from trainer import task_registry
 from trainer.errors import UserError
 from trainer.serving import agreement, variants
 
@@ -17,7 +17,7 @@ def probabilities(classes):
 
 
 LABELS = np.arange(1000) % 3
-CLASSIFICATION = tasks.by_name("classification")
+CLASSIFICATION = task_registry.by_name("classification")
 
 
 def test_a_copy_deciding_as_float32_on_995_of_1000_rows_passes():
@@ -50,14 +50,14 @@ def test_multi_label_rows_agree_only_when_their_whole_label_set_does():
     labels = np.array([[1, 0], [0, 1], [1, 1], [0, 0]] * 50)
     candidate = labels.copy()
     candidate[0] = [1, 1]  # one label of one row
-    check = agreement.compare(tasks.by_name("multi-label"), labels, candidate, labels, ["x", "y"])
+    check = agreement.compare(task_registry.by_name("multi-label"), labels, candidate, labels, ["x", "y"])
     assert check["label_agreement"] == pytest.approx(199 / 200)
     assert check["metric"] == "micro_f1"
 
 
 def test_regression_is_checked_on_its_metric_alone():
     labels = np.linspace(0, 5, 200)
-    check = agreement.compare(tasks.by_name("regression"), labels, labels[::-1].copy(), labels, [])
+    check = agreement.compare(task_registry.by_name("regression"), labels, labels[::-1].copy(), labels, [])
     assert check["label_agreement"] is None and check["metric"] == "spearman"
     assert not check["passed"] and "spearman moves -200.00 points" in check["why"]
 

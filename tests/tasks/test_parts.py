@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from trainer import tasks
+from trainer import task_registry
 from trainer.errors import UserError
 from trainer.tasks import parts
 from trainer.tasks.parts import attribution, label_quality, teacher_targets, temperature, threshold
@@ -26,9 +26,9 @@ HELD = {
 }
 
 
-@pytest.mark.parametrize("name", tasks.NAMES)
+@pytest.mark.parametrize("name", task_registry.names())
 def test_each_kind_holds_its_parts_and_none_for_the_others(name):
-    task = tasks.by_name(name)
+    task = task_registry.by_name(name)
     held = {part for part in PART_CLASSES if getattr(task, part) is not None}
     assert held == HELD[name]
     for part in held:
@@ -36,12 +36,12 @@ def test_each_kind_holds_its_parts_and_none_for_the_others(name):
 
 
 def test_a_kind_states_what_it_cannot_do_by_absence_alone_not_by_refusal_strings():
-    assert [(kind.name, a) for kind in tasks.KINDS for a in dir(kind()) if a.endswith("_refused")] == []
+    assert [(kind.name, a) for kind in task_registry.kinds() for a in dir(kind()) if a.endswith("_refused")] == []
 
 
 def test_two_objects_of_a_kind_do_not_share_parts():
     """A part reads and sets its own task's state (a chosen threshold, the label count)."""
-    first, second = tasks.by_name("multi-label"), tasks.by_name("multi-label")
+    first, second = task_registry.by_name("multi-label"), task_registry.by_name("multi-label")
     assert first.operating_point is not second.operating_point
     assert second.distillation.task is second
 
@@ -74,17 +74,17 @@ def test_two_objects_of_a_kind_do_not_share_parts():
 )
 def test_a_flag_needing_a_part_the_kind_lacks_is_refused_naming_the_flag_the_task_and_the_lack(name, part, flag, line):
     with pytest.raises(UserError) as refused:
-        parts.require(tasks.by_name(name), part, flag)
+        parts.require(task_registry.by_name(name), part, flag)
     assert str(refused.value) == line
 
 
 def test_a_part_the_kind_has_is_given_to_the_caller():
-    task = tasks.by_name("classification")
+    task = task_registry.by_name("classification")
     assert parts.require(task, "label_issues", "--find-label-issues") is task.label_issues
 
 
 def test_a_three_class_classifier_refuses_a_target_in_the_same_template_with_its_reason():
-    task = tasks.by_name("classification")
+    task = task_registry.by_name("classification")
     with pytest.raises(UserError) as refused:
         task.operating_point.check(["a", "b", "c"], "--target-precision")
     assert str(refused.value) == (
@@ -96,7 +96,7 @@ def test_a_three_class_classifier_refuses_a_target_in_the_same_template_with_its
 def test_every_part_a_kind_can_lack_has_its_refusal_words():
     """Calibration refuses nothing (--calibrate is on by default): every other part, lacked by
     some kind, says what it needs and what its absence lacks."""
-    lacked = {part for name in tasks.NAMES for part in PART_CLASSES if part not in HELD[name]}
+    lacked = {part for name in task_registry.names() for part in PART_CLASSES if part not in HELD[name]}
     assert lacked - {"calibration"} <= set(parts.NEEDS)
     assert set(parts.NEEDS) <= set(PART_CLASSES)
 

@@ -371,9 +371,9 @@ def test_the_server_answers_a_score_per_instance_as_predict_does(trained, tmp_pa
 
 
 def test_the_tuning_metric_may_be_named_without_its_val_prefix():
-    from trainer import config, tasks
+    from trainer import config, task_registry
 
     built = config.build_config(["--task", "regression", "--hypertune-metric", "spearman"], {})
     assert built.train.selection_metric == "val_spearman"
-    assert tasks.METRIC_GOALS["val_spearman"] == "maximize"
-    assert tasks.METRIC_GOALS["val_mse"] == tasks.METRIC_GOALS["val_mae"] == "minimize"
+    assert task_registry.metric_goals()["val_spearman"] == "maximize"
+    assert task_registry.metric_goals()["val_mse"] == task_registry.metric_goals()["val_mae"] == "minimize"

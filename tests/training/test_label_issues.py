@@ -8,10 +8,10 @@ import pytest
 from conftest import NEGATIVE, POSITIVE, TINY_TASK_FLAGS, metrics_of, read_csv, write_csv
 from test_task import run_cli, run_in_process
 
-from trainer import tasks
+from trainer import task_registry
 from trainer.training import cross_fit, label_issues
 
-CLASSIFICATION, MULTI_LABEL = tasks.by_name("classification"), tasks.by_name("multi-label")
+CLASSIFICATION, MULTI_LABEL = task_registry.by_name("classification"), task_registry.by_name("multi-label")
 
 
 def separable(rows: int, seed: int = 0):
@@ -71,7 +71,7 @@ def test_ranking_never_forks_a_process_pool(task, monkeypatch):
     monkeypatch.setattr(multiprocessing, "Pool", refuse)
     probabilities, truth = separable(60)
     labels = truth if task == "classification" else np.eye(2, dtype=int)[truth]
-    flagged, _ = label_issues.rank(tasks.by_name(task), probabilities, labels)
+    flagged, _ = label_issues.rank(task_registry.by_name(task), probabilities, labels)
     assert len(flagged) == 0
 
 

@@ -68,12 +68,12 @@ def task_runs(setup, request):
 
 
 def test_every_task_trains_on_two_mirrored_replicas_like_one_device(task_runs):
-    from trainer import tasks
+    from trainer import task_registry
 
     task, metrics = task_runs
     mirrored, single = metrics["mirrored"], metrics["single"]
     assert (mirrored["device"]["strategy"], mirrored["device"]["replicas"]) == ("mirrored", 2)
-    keys = ("loss", *tasks.by_name(mirrored["task"]).summary_metrics)
+    keys = ("loss", *task_registry.by_name(mirrored["task"]).summary_metrics)
     for split in ("train", "validation", "test"):
         assert mirrored[split]["examples"] == single[split]["examples"] == mirrored["dataset_sizes"][split]
         for key in keys:

@@ -9,7 +9,7 @@ import pytest
 from conftest import TINY_TASK_FLAGS, metrics_of, read_csv, write_csv
 from test_task import run_cli, run_in_process
 
-from trainer import tasks
+from trainer import task_registry
 from trainer.config import OutputConfig
 from trainer.errors import UserError
 from trainer.tasks.classification import ClassificationTask
@@ -75,7 +75,7 @@ def test_a_classifier_of_three_classes_is_refused():
         match=r"^--target-precision: needs a binary or multi-label task; "
         r"this classifier has 3 classes \(a, b, c\)",
     ):
-        check_task(tasks.by_name("classification"), ["a", "b", "c"], OutputConfig(target_precision=0.9))
+        check_task(task_registry.by_name("classification"), ["a", "b", "c"], OutputConfig(target_precision=0.9))
 
 
 def test_regression_is_refused():
@@ -84,12 +84,12 @@ def test_regression_is_refused():
         match=r"^--target-recall: needs a binary or multi-label task; "
         r"--task regression has no yes/no decision a threshold can move$",
     ):
-        check_task(tasks.by_name("regression"), [], OutputConfig(target_recall=0.8))
+        check_task(task_registry.by_name("regression"), [], OutputConfig(target_recall=0.8))
 
 
 def test_binary_and_multi_label_tasks_are_accepted():
-    check_task(tasks.by_name("classification"), ["no", "yes"], OutputConfig(target_recall=0.8))
-    check_task(tasks.by_name("multi-label"), ["a", "b", "c"], OutputConfig(target_precision=0.8))
+    check_task(task_registry.by_name("classification"), ["no", "yes"], OutputConfig(target_recall=0.8))
+    check_task(task_registry.by_name("multi-label"), ["a", "b", "c"], OutputConfig(target_precision=0.8))
 
 
 def test_the_three_class_run_stops_before_training_with_one_error_line(tiny_encoder_dir, tiny_data, tmp_path):

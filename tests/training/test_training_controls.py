@@ -80,30 +80,30 @@ def test_without_a_layer_decay_wider_encoders_keep_more_of_the_rate_in_their_low
 
 
 def test_an_explicit_layer_decay_of_one_is_kept_not_replaced_by_the_default():
-    from trainer import tasks
+    from trainer import task_registry
     from trainer.training import stages
 
     given = config_lib.build_config(["--layer-decay", "1.0"], {}).train.layer_decay
     unset = config_lib.build_config([], {}).train.layer_decay
-    classifier = tasks.by_name("classification")
+    classifier = task_registry.by_name("classification")
     assert stages.layer_decay_for(given, 768, classifier) == 1.0
     assert stages.layer_decay_for(unset, 768, classifier) == 0.9
 
 
 @pytest.mark.parametrize("hidden_size, decay", [(384, 0.8), (511, 0.8), (512, 1.0), (768, 1.0)])
 def test_a_tagger_trains_encoders_512_wide_and_wider_without_layer_decay(hidden_size, decay):
-    from trainer import tasks
+    from trainer import task_registry
     from trainer.training import stages
 
-    tagger = tasks.by_name("token-classification")
+    tagger = task_registry.by_name("token-classification")
     assert stages.layer_decay_for(None, hidden_size, tagger) == decay
 
 
 def test_a_taggers_explicit_layer_decay_is_kept():
-    from trainer import tasks
+    from trainer import task_registry
     from trainer.training import stages
 
-    assert stages.layer_decay_for(0.9, 768, tasks.by_name("token-classification")) == 0.9
+    assert stages.layer_decay_for(0.9, 768, task_registry.by_name("token-classification")) == 0.9
 
 
 def test_max_steps_must_be_a_multiple_of_steps_per_execution():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tf_keras
 
-from trainer import tasks
+from trainer import task_registry
 from trainer.cloud import submission
 from trainer.vertex import hypertune as reporting
 
@@ -56,8 +56,8 @@ def test_a_real_training_run_writes_one_json_line_per_epoch_and_one_final(tmp_pa
     metrics_file = tmp_path / "hypertune" / "output.metrics"
     monkeypatch.setenv("CLOUD_ML_HP_METRIC_FILE", str(metrics_file))
     monkeypatch.setenv("CLOUD_ML_TRIAL_ID", "7")
-    inject, reporter = InjectValidationF1(), reporting.HypertuneReporter()
-    assert reporter.active and reporter.metric == tasks.DEFAULT_METRIC
+    inject, reporter = InjectValidationF1(), reporting.HypertuneReporter(task_registry.default_metric())
+    assert reporter.active
     tiny_fit([inject, reporter])
     reporter.report_final(max(inject.values), step=3)
 
@@ -76,7 +76,7 @@ def test_outside_vertex_nothing_is_created_or_reported(no_vertex, monkeypatch):
         raise AssertionError("HyperTune() creates /tmp/hypertune; it must not run locally")
 
     monkeypatch.setattr(reporting.hypertune, "HyperTune", forbidden)
-    reporter = reporting.HypertuneReporter()
+    reporter = reporting.HypertuneReporter("val_macro_f1")
     assert not reporter.active
     reporter.on_epoch_end(0, {"val_macro_f1": 0.5})
     reporter.report_final(0.5, step=1)
@@ -108,7 +108,7 @@ def test_a_given_reporter_gets_the_tag_value_and_epoch_as_step(no_vertex):
 
 
 def test_a_missing_objective_fails_loudly_rather_than_leaving_a_trial_unmeasured(no_vertex):
-    reporter = reporting.HypertuneReporter(reporter=RecordingReporter())
+    reporter = reporting.HypertuneReporter("val_macro_f1", reporter=RecordingReporter())
     with pytest.raises(ValueError, match="val_macro_f1.*after the callback"):
         reporter.on_epoch_end(0, {"loss": 1.0, "accuracy": 0.5})
 

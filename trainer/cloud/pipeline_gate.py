@@ -11,7 +11,7 @@ import operator
 import re
 
 from trainer import config as config_lib
-from trainer import tasks
+from trainer import task_registry
 from trainer.errors import UserError
 
 SPLITS = ("train", "validation", "test")
@@ -95,7 +95,7 @@ def task_metrics(task) -> tuple:
 
 def check_against(gate: Gate, trainer_config: config_lib.Config) -> None:
     """Up front, before training: the run must compute the gated split and metric."""
-    task = tasks.from_config(trainer_config)
+    task = task_registry.from_config(trainer_config)
     known = task_metrics(task)
     if gate.metric not in known:
         raise UserError(

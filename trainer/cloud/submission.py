@@ -20,7 +20,7 @@ import re
 import sys
 from collections.abc import Sequence
 
-from trainer import cli, config, tasks
+from trainer import cli, config, task_registry
 from trainer.cloud import deployment, scheduling
 from trainer.errors import UserError
 from trainer.tuning import space
@@ -60,9 +60,11 @@ def tuning_parameters() -> dict:
 
 def metric_spec(metric: str) -> dict:
     """{metric: goal}, from the table the trainer's HypertuneReporter reports against."""
-    if metric not in tasks.METRIC_GOALS:
-        raise UserError(f"--selection-metric: unknown metric {metric!r}; expected one of {sorted(tasks.METRIC_GOALS)}")
-    return {metric: tasks.METRIC_GOALS[metric]}
+    if metric not in task_registry.metric_goals():
+        raise UserError(
+            f"--selection-metric: unknown metric {metric!r}; expected one of {sorted(task_registry.metric_goals())}"
+        )
+    return {metric: task_registry.metric_goals()[metric]}
 
 
 def machine_spec(

@@ -17,7 +17,7 @@ import dataclasses
 import io
 from collections.abc import Callable
 
-from trainer import cli, helptext, storage, tasks
+from trainer import cli, helptext, storage, task_registry
 from trainer.config import DataConfig
 from trainer.errors import UserError
 from trainer.tasks.base import Task
@@ -57,8 +57,8 @@ def build_arg_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--task",
-        default=tasks.AUTO,
-        choices=tasks.CHOICES,
+        default=task_registry.AUTO,
+        choices=task_registry.choices(),
         help="What the label is, as the trainer's --task: 'classification' "
         "(classes), 'regression' (a number), 'multi-label' (label sets), "
         "'token-classification' (tagged sentences; .txt and .tsv of CoNLL "
@@ -153,9 +153,9 @@ def task_of(args) -> Task:
     training file."""
     from trainer.config import Config, ModelConfig, TrainConfig, validate
 
-    name = (tasks.auto_task(args.input) or tasks.AUTO) if args.task == tasks.AUTO else args.task
+    name = (task_registry.auto_task(args.input) or task_registry.AUTO) if args.task == task_registry.AUTO else args.task
     config = Config(data=data_config(args), model=ModelConfig(task=name))
-    task = tasks.from_config(config)
+    task = task_registry.from_config(config)
     config.train = TrainConfig(selection_metric=task.default_metric)
     validate(config)
     return task

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from trainer import tasks
+from trainer import task_registry
 from trainer.config import Config
 from trainer.data import leakage
 from trainer.errors import UserError
@@ -249,7 +249,7 @@ def load_datasets(config: Config, task=None) -> Datasets:
     """Read, validate and split the data named by the config (the sample posts by default),
     one chunk at a time: only labels and row positions stay in memory. `task` reads and checks
     the labels (default: the config's)."""
-    task = task or tasks.from_config(config)
+    task = task or task_registry.from_config(config)
     d = config.data
     if d.training_file is None:
         if d.validation_file or d.testing_file:

@@ -142,9 +142,9 @@ def label_names_of(outputs: dict) -> list:
 def task_of(model):
     """The task object of a loaded export (export.load_module's or export.load's, its signature
     or an int8 copy), told by its signature's outputs: it decides what is answered."""
-    from trainer import tasks
+    from trainer import task_registry
 
-    return tasks.of_export(signature(model).structured_outputs)
+    return task_registry.of_export(signature(model).structured_outputs)
 
 
 def task_outputs(model, task, texts, batch_size: int, pairs=None, features=None) -> dict:

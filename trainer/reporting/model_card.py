@@ -6,7 +6,7 @@ it can be rebuilt for any finished run.
 
 import jinja2
 
-from trainer import tasks
+from trainer import task_registry
 from trainer.config import Config
 from trainer.reporting import html
 
@@ -15,7 +15,7 @@ def _task_section(name: str):
     """The template "task/<task name>/<section>": a section of that task's model_card, which
     the card's template includes."""
     _, task, section = name.split("/")
-    return tasks.by_name(task).model_card[section]
+    return task_registry.by_name(task).model_card[section]
 
 
 _TEMPLATES = jinja2.Environment(
@@ -106,7 +106,7 @@ def _in_words(scores: list, which: int) -> str:
 def render(metrics: dict, config: Config, calibration: dict | None, model_dir: str) -> str:
     """The card's Markdown. `calibration` is metrics.json's block (or the report's own fit; None
     for a task without one)."""
-    labels, task = metrics["labels"], tasks.by_name(metrics.get("task"))
+    labels, task = metrics["labels"], task_registry.by_name(metrics.get("task"))
     sources = _data_sources(config)
     eval_split = "test" if "test" in metrics else "validation"
     scores = task.per_label_metrics

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 import tf_keras
 
-from trainer import storage, tasks
+from trainer import storage, task_registry
 from trainer.data import input_pipeline
 from trainer.explaining import exported
 from trainer.inference.loaded_model import SIGNATURE
@@ -58,7 +58,7 @@ class ServingModule(tf.Module):
         decisions: dict | None = None,
     ):
         super().__init__(name="text_classifier")
-        self.task = task or tasks.by_name(tasks.AUTO)
+        self.task = task or task_registry.by_name(task_registry.AUTO)
         self.preprocessor = preprocessor
         # --long-texts (a mode or a input_pipeline.LongTexts), applied by `tokenize` inside the
         # graph; variables, so a loaded model tells it (its checked copies are built alike,

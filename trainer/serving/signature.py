@@ -1,6 +1,6 @@
 """An export's serving signature, read from its saved_model.pb without loading the model: the
 texts it takes (a sentence-pair model takes `text_pair`) and the outputs it returns, which tell
-its task kind (tasks.of_export). Loading an export restores every traced function (11 seconds
+its task kind (task_registry.of_export). Loading an export restores every traced function (11 seconds
 for the model of issue 64 on 2 cores); parsing the proto takes a fraction of one, so a command
 checks its input against the model (the file's text columns, a tagger asked for explanations)
 before it pays for the load.
@@ -8,7 +8,7 @@ before it pays for the load.
 
 import dataclasses
 
-from trainer import storage, tasks
+from trainer import storage, task_registry
 from trainer.errors import UserError
 
 
@@ -23,8 +23,8 @@ class Signature:
         return "text_pair" in self.inputs
 
     def task(self):
-        """A fresh task object of the export's kind, told by its outputs (tasks.of_export)."""
-        return tasks.of_export(self.outputs)
+        """A fresh task object of the export's kind, told by its outputs (task_registry.of_export)."""
+        return task_registry.of_export(self.outputs)
 
 
 def require_export(model_dir: str) -> None:

@@ -18,10 +18,9 @@ from collections.abc import Callable, Sequence
 import tensorflow as tf
 import tf_keras
 
-from trainer import progress, storage
+from trainer import progress, storage, task_registry
 from trainer.errors import UserError
 from trainer.progress import clock
-from trainer.tasks import METRIC_GOALS
 
 log = logging.getLogger("trainer")
 
@@ -168,7 +167,7 @@ class HistoryWriter(tf_keras.callbacks.Callback):
 def is_better(metric: str, value: float, best: float | None) -> bool:
     if best is None or math.isnan(best):
         return not math.isnan(value)
-    return value > best if METRIC_GOALS[metric] == "maximize" else value < best
+    return value > best if task_registry.metric_goals()[metric] == "maximize" else value < best
 
 
 def best_so_far(rows: list[dict], metric: str):

@@ -18,7 +18,7 @@ import logging
 
 import numpy as np
 
-from trainer import progress, storage, tasks
+from trainer import progress, storage, task_registry
 from trainer.errors import UserError
 from trainer.training import fitting, jobdir, results, stages
 from trainer.training.context import Inputs, RunContext
@@ -158,7 +158,7 @@ def _fold_context(ctx: RunContext, fold: int, kept: np.ndarray) -> RunContext:
         per_call = config.runtime.steps_per_execution
         scaled = train.max_steps * len(kept) / len(ctx.inputs.tokenized["train"])
         train.max_steps = max(per_call, int(np.ceil(scaled / per_call)) * per_call)
-    task = tasks.from_config(config)
+    task = task_registry.from_config(config)
     task.prepare(ctx.datasets.labels, ctx.datasets.train.labels[kept])
     plan = dataclasses.replace(ctx.runtime.plan, is_chief=False)
     return RunContext(

@@ -106,10 +106,10 @@ def load_data(ctx: RunContext) -> None:
     (Reading through tf.io.gfile does not start the TensorFlow runtime, so the strategy created
     next can still configure collectives.)
     """
-    from trainer import tasks
+    from trainer import task_registry
     from trainer.data import loading
 
-    ctx.task = tasks.from_config(ctx.config)
+    ctx.task = task_registry.from_config(ctx.config)
     datasets = ctx.datasets = loading.load_datasets(ctx.config, ctx.task)
     ctx.task.prepare(datasets.labels, datasets.train.labels)
     log.info(

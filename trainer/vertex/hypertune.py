@@ -12,7 +12,7 @@ quirks of that library shape this module:
   erase the first one's lines: one reporter holds one instance for the whole run, and the final
   report goes through it too.
 
-The tag is the trainer's --selection-metric (default `tasks.DEFAULT_METRIC`), the same value
+The tag is the trainer's --selection-metric (its caller passes it, validated by config), the same value
 `trainer.submit tune` puts in the job's metric spec.
 """
 
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 import hypertune
 import tf_keras
 
-from trainer import tasks
+from trainer import task_registry
 
 
 def reporting_enabled(environ: Mapping[str, str]) -> bool:
@@ -38,10 +38,12 @@ class HypertuneReporter(tf_keras.callbacks.Callback):
     object with `report_hyperparameter_tuning_metric`); given one, it always reports.
     """
 
-    def __init__(self, metric: str = tasks.DEFAULT_METRIC, reporter=None):
+    def __init__(self, metric: str, reporter=None):
         super().__init__()
-        if metric not in tasks.METRIC_GOALS:
-            raise ValueError(f"unknown tuning metric {metric!r}; expected one of {sorted(tasks.METRIC_GOALS)}")
+        if metric not in task_registry.metric_goals():
+            raise ValueError(
+                f"unknown tuning metric {metric!r}; expected one of {sorted(task_registry.metric_goals())}"
+            )
         self.metric = metric
         if reporter is None and reporting_enabled(os.environ):
             reporter = hypertune.HyperTune()

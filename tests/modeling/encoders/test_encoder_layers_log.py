@@ -4,7 +4,7 @@ said the flag took effect)."""
 import logging
 
 from trainer import config as config_lib
-from trainer import tasks
+from trainer import task_registry
 from trainer.modeling.encoders import depth
 from trainer.training import jobdir, stages
 from trainer.training.context import RunContext, Runtime
@@ -23,7 +23,7 @@ def encoder_log(tiny_encoder_dir, tmp_path, *flags):
         ["--encoder", tiny_encoder_dir, "--job-dir", str(tmp_path), "--max-seq-length", "16", *flags], {}
     )
     ctx = RunContext(config, {}, jobdir.JobPaths.from_config(config), is_chief=True)
-    ctx.task = tasks.from_config(config)
+    ctx.task = task_registry.from_config(config)
     ctx.runtime = Runtime(None, None, tf.distribute.get_strategy(), "", None)
     lines = []
     handler = logging.Handler()

@@ -46,11 +46,11 @@ def build_classifier(encoder_dir, cache_dir, task, units, long_texts, layers=Non
 def tiny_export(encoder_dir, cache_dir, kind, **settings):
     """(serving module, build, task, label names, pair) of one kind, its head's weights drawn
     large enough that the outputs are far from uniform."""
-    from trainer import tasks
+    from trainer import task_registry
     from trainer.data.input_pipeline import LongTexts
     from trainer.serving import export
 
-    task = tasks.by_name(kind)
+    task = task_registry.by_name(kind)
     names = ["negative", "neutral", "positive"]
     units = 1 if kind == "regression" else len(names)
     if kind == "regression":
@@ -424,20 +424,20 @@ def run_context(task, backend="native", mode="truncate", names=("a", "b"), prepr
 
 @pytest.mark.parametrize("precision", ["onnx", "onnx-int8"])
 def test_a_hub_encoder_is_not_converted_and_says_why_while_a_tagger_and_windows_are(precision):
-    from trainer import tasks
+    from trainer import task_registry
     from trainer.training import results
 
-    hub = results.unsupported(run_context(tasks.by_name("classification"), backend="hub"), precision)
+    hub = results.unsupported(run_context(task_registry.by_name("classification"), backend="hub"), precision)
     assert hub == "--encoder-backend hub: a hub.KerasLayer's graph is its publisher's, not converted to ONNX"
-    assert results.unsupported(run_context(tasks.by_name("token-classification")), precision) is None
-    assert results.unsupported(run_context(tasks.by_name("classification"), mode="windows"), precision) is None
+    assert results.unsupported(run_context(task_registry.by_name("token-classification")), precision) is None
+    assert results.unsupported(run_context(task_registry.by_name("classification"), mode="windows"), precision) is None
 
 
 def test_a_tf_hub_preprocessor_is_not_converted_and_says_why():
-    from trainer import tasks
+    from trainer import task_registry
     from trainer.training import results
 
-    context = run_context(tasks.by_name("classification"), preprocessor="https://tfhub.dev/x/preprocess/3")
+    context = run_context(task_registry.by_name("classification"), preprocessor="https://tfhub.dev/x/preprocess/3")
     assert results.unsupported(context, "onnx") == (
         "--preprocessor: a TF-Hub preprocessor tokenizes in its own graph, which the ONNX copies' "
         "tokenizer.json cannot carry"

@@ -42,7 +42,7 @@ INSTALL = "install the TensorFlow stack with `bash scripts/install.sh`"
 def model_dir(tiny_encoder_dir, tmp_path_factory):
     """A model dir as a run leaves it: the tiny classifier's SavedModel (calibrated: temperature
     1.3), its float32 ONNX copy in onnx/, and precisions.json's entry of the copy's check."""
-    from trainer import tasks
+    from trainer import task_registry
     from trainer.modeling import heads
     from trainer.modeling.encoders import load_encoder
     from trainer.serving import export, variants
@@ -59,7 +59,9 @@ def model_dir(tiny_encoder_dir, tmp_path_factory):
     path = str(tmp_path_factory.mktemp("onnx_runtime") / "model")
     export.export(export.ServingModule(preprocessor, classifier, NAMES, 16, temperature=1.3), path)
     reference = export.load_module(path)
-    (write, _), _ = copies.float32_copy(build, classifier.variables, reference, tasks.by_name(None), NAMES, 16, False)
+    (write, _), _ = copies.float32_copy(
+        build, classifier.variables, reference, task_registry.by_name(None), NAMES, 16, False
+    )
     write(variants.variant_dir(path, "onnx"))
     variants.record(path, "onnx", {"written": True, "passed": True, "speedup": 1.5})
     return path

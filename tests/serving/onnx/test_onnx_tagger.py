@@ -44,7 +44,7 @@ def build(encoder_dir, cache_dir):
 def exported(tiny_encoder_dir, tmp_path_factory):
     """(model dir, build, the loaded export, its entities of TEXTS): the tiny tagger's
     SavedModel as a run writes it."""
-    from trainer import tasks
+    from trainer import task_registry
     from trainer.inference import loaded_model
     from trainer.serving import export, tagger_export
 
@@ -54,7 +54,9 @@ def exported(tiny_encoder_dir, tmp_path_factory):
     path = str(root / "model")
     export.export(tagger_export.TaggingModule(preprocessor, network, NAMES, SEQ), path)
     reference = export.load_module(path)
-    entities = tasks.by_name("token-classification").agreement_values(loaded_model.predict_outputs(reference, TEXTS, 8))
+    entities = task_registry.by_name("token-classification").agreement_values(
+        loaded_model.predict_outputs(reference, TEXTS, 8)
+    )
     return path, built, reference, entities
 
 
@@ -63,12 +65,12 @@ def model_dir(exported):
     """The model dir with its float32 ONNX copy, written and checked by the export's code as a
     run checks it (results.write_copy: its own tokens, its outputs within 1e-4), on TEXTS;
     (path, the check's figures)."""
-    from trainer import tasks
+    from trainer import task_registry
     from trainer.serving import quantize
     from trainer.serving.onnx import copies
 
     path, built, reference, entities = exported
-    task = tasks.by_name("token-classification")
+    task = task_registry.by_name("token-classification")
     copy, _ = copies.float32_copy(built, reference.classifier_variables, reference, task, NAMES, SEQ, False)
     return path, quantize.export_checked(
         copy,
@@ -205,13 +207,18 @@ def test_the_check_counts_the_texts_whose_words_or_windows_differ(copy_tokens):
 def int8_copy(exported):
     """copies.int8_copy of the model dir's float32 copy, checked on TEXTS, its nodes ranked on
     the first 8 if need be."""
-    from trainer import tasks
+    from trainer import task_registry
     from trainer.serving.onnx import copies
 
     path, _, reference, entities = exported
     rows = {"texts": np.array(TEXTS, object), "pairs": None, "labels": entities, "label_names": NAMES}
     return copies.int8_copy(
-        path, reference, tasks.by_name("token-classification"), rows, lambda: (np.array(TEXTS[:8], object), None), 8
+        path,
+        reference,
+        task_registry.by_name("token-classification"),
+        rows,
+        lambda: (np.array(TEXTS[:8], object), None),
+        8,
     )
 
 

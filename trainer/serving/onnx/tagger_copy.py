@@ -370,7 +370,7 @@ class ServingFunction(NamedTuple):
 
     function: Callable
     structured_input_signature: tuple  # ((), {"text": None})
-    structured_outputs: tuple  # the output names, which tell the task (tasks.of_export)
+    structured_outputs: tuple  # the output names, which tell the task (task_registry.of_export)
 
     def __call__(self, **inputs) -> dict:
         return self.function(**inputs)
