@@ -32,14 +32,14 @@ ENTRY_MODULES = {
 # and the services a run reports to, which need the task registry); config (which reads both).
 RANKS = {
     "trainer": 0,
-    "trainer.tasks": 1,
-    "trainer.vertex": 2,
-    "trainer.config": 3,
-    "trainer.modeling": 4,
-    "trainer.data": 5,
-    "trainer.inference": 6,
-    "trainer.explaining": 7,
-    "trainer.serving": 8,
+    "trainer.vertex": 1,
+    "trainer.config": 2,
+    "trainer.modeling": 3,
+    "trainer.data": 4,
+    "trainer.inference": 5,
+    "trainer.explaining": 6,
+    "trainer.serving": 7,
+    "trainer.tasks": 8,
     "trainer.reporting": 9,
     "trainer.training": 10,
     "trainer.tuning": 11,
@@ -97,6 +97,25 @@ def test_imports_run_downward(module):
         if imported in MODULES and subpackage(imported) != subpackage(module) and rank(imported) > rank(module)
     ]
     assert upward == [], f"{module} (rank {rank(module)}) imports higher modules {upward}"
+
+
+def test_every_import_of_the_package_names_a_module_that_exists():
+    """A module moved or removed leaves no import of its old name behind (imports inside
+    functions fail only when they run)."""
+    missing = {m: sorted(i for i in imports(p) if i not in MODULES and i != "trainer") for m, p in MODULES.items()}
+    assert {m: found for m, found in missing.items() if found} == {}
+
+
+def test_no_two_modules_outside_the_kinds_share_a_file_name():
+    """A file name says what a module is, once: only the kinds' own packages repeat one (each
+    kind's card.py, parts.py)."""
+    kinds = {name.replace(".", "/") for name in KIND_PACKAGES}
+    names = [
+        path.name
+        for path in PACKAGE.rglob("*.py")
+        if path.name != "__init__.py" and not any(str(path.parent).endswith(kind) for kind in kinds)
+    ]
+    assert sorted({name for name in names if names.count(name) > 1}) == []
 
 
 def test_no_module_imports_an_entry_module():
@@ -275,6 +294,35 @@ def test_no_module_outside_tasks_names_a_task(module):
     (trainer/tasks/): a new task kind is its own folder and one line of the registry, with
     nothing to edit anywhere else."""
     assert task_names(MODULES[module]) == [], f"{module} names a task: ask the task object instead"
+
+
+# The kinds' own packages (trainer/tasks/<kind>/), not what they share (parts/, units/).
+KIND_PACKAGES = sorted(
+    f"trainer.tasks.{p.parent.name}"
+    for p in (PACKAGE / "tasks").glob("*/__init__.py")
+    if p.parent.name not in ("parts", "units")
+)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.startswith("trainer.tasks")))
+def test_no_module_outside_tasks_imports_a_kind(module):
+    """A kind is one folder (issue #67): the rest of the package reaches a kind through the
+    task object (trainer.task_registry), never by importing its package."""
+    found = [i for i in imports(MODULES[module]) if any(i == k or i.startswith(k + ".") for k in KIND_PACKAGES)]
+    assert found == [], f"{module} imports a kind's package: ask the task object instead"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.startswith("trainer.tasks")))
+def test_no_module_outside_tasks_asks_which_unit_a_task_reads(module):
+    """What differs by unit (text rows, tagged sentences) is a method of the task's unit, so no
+    module compares it."""
+    compared = [
+        node.lineno
+        for node in ast.walk(ast.parse(MODULES[module].read_text()))
+        if isinstance(node, ast.Compare)
+        and any(isinstance(side, ast.Attribute) and side.attr == "unit" for side in (node.left, *node.comparators))
+    ]
+    assert compared == [], f"{module} compares a task's unit on lines {compared}: call the unit instead"
 
 
 # The one place a loaded export's kind is told: it asks the kinds (trainer.task_registry.of_export).

@@ -10,9 +10,8 @@ thresholds). The metrics are printed; --output writes them as JSON, with the wor
 import sys
 
 import trainer.tasks  # noqa: F401  (registers the task kinds: trainer/task_registry.py)
-from trainer import cli, helptext
+from trainer import cli, helptext, task_registry
 from trainer.serving import predict_file
-from trainer.tasks.tagging import files
 
 
 def build_arg_parser():
@@ -20,7 +19,12 @@ def build_arg_parser():
         prog="python -m trainer.evaluate", description=__doc__.splitlines()[0], formatter_class=helptext.DefaultsShown
     )
     predict_file.add_input_arguments(
-        parser, input_help=(f" With labels; for a token-classification model, tagged sentences: {files.FORMATS_HELP}.")
+        parser,
+        input_help=" With labels"
+        + "".join(
+            f"; for a {kind.name} model, {kind.unit.formats}" for kind in task_registry.kinds() if kind.unit.formats
+        )
+        + ".",
     )
     parser.add_argument(
         "--output",

@@ -78,3 +78,15 @@ def of_export(output_names):
     that recognizes them (Task.recognizes, its export_mark). An export none recognizes is
     classification's, as by_name(None): the only kind of the earliest exports."""
     return next((kind for kind in kinds() if kind.recognizes(output_names)), kinds()[0])()
+
+
+def of_onnx_copy(path: str):
+    """A fresh task object of the ONNX copy in `path`: the kind whose unit's side files are
+    there (a tagger's tagging.json), else the first kind's (the copies of texts have none)."""
+    from trainer import storage
+
+    def wrote(kind) -> bool:
+        sidecars = kind.unit.onnx_sidecars
+        return bool(sidecars) and all(storage.exists(storage.join(path, name)) for name in sidecars)
+
+    return next((kind for kind in kinds() if wrote(kind)), kinds()[0])()

@@ -9,8 +9,8 @@ import pytest
 from trainer import config as config_lib
 from trainer import task_registry
 from trainer.data import splits as data
+from trainer.data.labels import LabelSpec
 from trainer.errors import UserError
-from trainer.tasks.labels import LabelSpec
 
 
 def write(path, text, encoding="utf-8"):

@@ -202,8 +202,8 @@ def test_serve_refuses_an_explain_parameter_it_cannot_read(parameters, error):
 
 
 def test_the_report_colours_the_words_of_errors_and_of_a_sample_of_correct_rows(planted_model):
+    from trainer.inference.split_predictions import SplitPredictions
     from trainer.reporting import explanations
-    from trainer.tasks.predictions import SplitPredictions
 
     model_dir, model, rows = planted_model
     texts = np.asarray([text for text, _ in rows], dtype=object)
@@ -220,8 +220,8 @@ def test_the_report_colours_the_words_of_errors_and_of_a_sample_of_correct_rows(
 
 
 def test_report_explanations_0_leaves_the_section_out(planted_model):
+    from trainer.inference.split_predictions import SplitPredictions
     from trainer.reporting import explanations
-    from trainer.tasks.predictions import SplitPredictions
 
     model_dir, _, rows = planted_model
     texts = np.asarray([text for text, _ in rows], dtype=object)
@@ -390,7 +390,7 @@ def test_the_report_colours_the_texts_own_words(planted_model, monkeypatch):
 
 def _validation(rows, errors: int = 0) -> dict:
     """A validation split predicting each row's label, the first `errors` rows' wrongly."""
-    from trainer.tasks.predictions import SplitPredictions
+    from trainer.inference.split_predictions import SplitPredictions
 
     texts = np.asarray([text for text, _ in rows], dtype=object)
     labels = np.asarray([LABELS.index(label) for _, label in rows])
@@ -501,7 +501,8 @@ def tagger_dir(tiny_encoder_dir, tmp_path_factory):
     """An untrained tiny tagger's export."""
     from trainer.modeling import heads
     from trainer.modeling.encoders import load_encoder
-    from trainer.serving import export, tagger_export
+    from trainer.serving import export
+    from trainer.tasks.tagging import export as tagger_export
 
     encoder = load_encoder(tiny_encoder_dir, seq_length=16, cache_dir=str(tmp_path_factory.mktemp("cache")))
     tagger = heads.build_tagger(encoder.network, 3, 0.0, 16)

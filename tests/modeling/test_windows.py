@@ -272,8 +272,8 @@ class Split:
 
 
 def test_windows_say_how_texts_are_read_and_which_lose_their_end(caplog):
+    from trainer.data import long_texts
     from trainer.data.input_pipeline import LongTexts
-    from trainer.training import long_texts
 
     flags = LongTexts("windows", 32, 8)  # 126 tokens of text a window, stride 94: 2 + 126 + 7 * 94
     tokenized = {"train": Split([100, 786, 787, 5000]), "test": Split([10])}

@@ -29,7 +29,8 @@ def encoder(tiny_encoder_dir, tmp_path_factory):
 def constant_export(encoder, path, logits, build="classifier", **module):
     """An export whose head outputs `logits` for every text (a tagger: for every token)."""
     from trainer.modeling import heads
-    from trainer.serving import export, tagger_export
+    from trainer.serving import export
+    from trainer.tasks.tagging import export as tagger_export
 
     if build == "tagger":
         model = heads.build_tagger(encoder.network, len(logits), 0.0, SEQ)

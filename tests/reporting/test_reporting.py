@@ -10,9 +10,9 @@ from matplotlib import image as mpimg
 
 from trainer import task_registry
 from trainer.config import Config
+from trainer.inference.split_predictions import SplitPredictions
 from trainer.reporting import calibration, error_rows, figures, html, model_card
 from trainer.tasks.classification.metrics import logits_from_probabilities
-from trainer.tasks.predictions import SplitPredictions
 
 CLASSIFICATION, REGRESSION, MULTI_LABEL = (
     task_registry.by_name(name) for name in ("classification", "regression", "multi-label")

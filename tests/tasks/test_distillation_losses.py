@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
+from trainer.data.labels import LabelSpec
 from trainer.tasks import ClassificationTask, MultiLabelTask, RegressionTask
-from trainer.tasks.labels import LabelSpec
 
 T, ALPHA = 2.0, 0.3
 # Classification: three rows of three classes; the third has no label.

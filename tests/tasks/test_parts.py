@@ -103,12 +103,23 @@ def test_every_part_a_kind_can_lack_has_its_refusal_words():
 
 def test_adding_a_task_counts_the_core_every_kind_defines():
     """docs/adding-a-task.md states the core's size: the attributes Task declares without a
-    value and the abstract methods of a text kind."""
+    value that a text kind must set (TextTask sets its unit) and the abstract methods of a text
+    kind."""
     from conftest import ROOT
 
     from trainer.tasks.base import Task, TextTask
 
-    attributes = [name for name in Task.__annotations__ if not hasattr(Task, name)]
+    attributes = [name for name in Task.__annotations__ if not hasattr(TextTask, name)]
     core = len(attributes) + len(TextTask.__abstractmethods__)
     page = pathlib.Path(ROOT, "docs", "adding-a-task.md").read_text()
     assert f"**{core} methods and attributes every kind defines**" in page
+
+
+def test_adding_a_task_counts_what_a_unit_defines():
+    """docs/adding-a-task.md, section 7, states what a new unit writes: Unit's abstract members."""
+    from conftest import ROOT
+
+    from trainer.tasks.units import Unit
+
+    page = pathlib.Path(ROOT, "docs", "adding-a-task.md").read_text()
+    assert f"**the unit's {len(Unit.__abstractmethods__)} abstract methods and properties**" in page.replace("\n", " ")

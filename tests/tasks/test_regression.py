@@ -113,7 +113,7 @@ def test_a_constant_prediction_has_zero_correlation_not_nan():
 
 
 def test_the_loss_is_the_mse_in_training_label_standard_deviations():
-    from trainer.tasks.labels import LabelSpec
+    from trainer.data.labels import LabelSpec
     from trainer.tasks.regression import RegressionTask
 
     task = RegressionTask()

@@ -307,7 +307,7 @@ def test_each_label_of_a_multi_label_model_gets_its_own_threshold_or_keeps_its_f
     """Label `a` reaches precision 1 above its negatives; `b`'s top-scored row is a negative,
     so precision 1 is out of reach and `b` keeps its F1-chosen threshold. The final metrics
     are computed at the thresholds the export stores."""
-    from trainer.tasks.labels import LabelSpec
+    from trainer.data.labels import LabelSpec
     from trainer.tasks.multilabel import MultiLabelTask
     from trainer.training.operating_point import choose_operating_point
     from trainer.training.results import summarize

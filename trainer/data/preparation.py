@@ -4,7 +4,7 @@ The files are read the way the trainer reads them, with its own flags: single te
 pairs, and a label column read as classes (scores, class ids or names), a number (`--task
 regression`) or label sets (`--task multi-label`); or tagged sentences (`--task
 token-classification`, which `--task auto` picks for them as the trainer's does: CoNLL or JSON
-Lines, tagged_prepare.py). Each split is stratified over what the model will see: the classes;
+Lines, tasks/tagging/prepare.py). Each split is stratified over what the model will see: the classes;
 for regression, bins of the score (quantiles); for multi-label, each row's rarest label; for
 tagged sentences, each one's rarest entity type. Rows that repeat a text (and pair), and
 sentences that repeat one, stay in the split of the first, so no text is in two splits. A
@@ -20,7 +20,6 @@ from collections.abc import Callable
 from trainer import cli, helptext, storage, task_registry
 from trainer.config import DataConfig
 from trainer.errors import UserError
-from trainer.tasks.base import Task
 
 SPLITS = ("train", "eval", "test")
 
@@ -30,7 +29,7 @@ class Labelled:
     """What is split: each row's labels and the hash of its text (rows that share one stay in one
     split), and how a split's file is written."""
 
-    spec: object  # tasks.labels.LabelSpec (which imports numpy, which --help does without)
+    spec: object  # data.labels.LabelSpec (which imports numpy, which --help does without)
     labels: object  # numpy, a row per row
     keys: object  # uint64 per row
     extension: str  # of the files written
@@ -147,7 +146,7 @@ def _minimum_stratum(eval_fraction: float, test_fraction: float) -> int:
     return max(2, math.ceil(2 / min(eval_fraction, test_fraction)))
 
 
-def task_of(args) -> Task:
+def task_of(args):
     """--task, checked with the other flags as the trainer checks them (e.g. --label-columns
     needs multi-label); 'auto' decided by --input as the trainer's --task auto decides by its
     training file."""
@@ -202,14 +201,6 @@ def read_labelled(args, task) -> Labelled:
     return Labelled(spec, labels, leakage.text_hashes(frame, columns), ".csv", "row", render)
 
 
-def read_tagged(args, task) -> Labelled:
-    """--input's tagged sentences (tagged_prepare.py)."""
-    from trainer.data import tagged_prepare
-
-    spec, labels, keys, extension, render = tagged_prepare.read(args)
-    return Labelled(spec, labels, keys, extension, "sentence", render)
-
-
 def text_groups(keys):
     """(group of each row, first row of each group): rows whose texts share a hash `keys` form
     one group, numbered in order of first appearance (no repeats: group i is row i)."""
@@ -231,7 +222,7 @@ def main(argv=None) -> int:
             raise UserError(f"{flag}: must be in (0, 0.5), got {value}")
     out = args.output_dir.rstrip("/")
     task = task_of(args)
-    rows = (read_tagged if task.unit == "word" else read_labelled)(args, task)
+    rows = task.unit.prepare_rows(args, task)
     names = [f"{split}{rows.extension}" for split in SPLITS]
     existing = [n for n in names if storage.exists(f"{out}/{n}")]
     if existing and not args.overwrite:

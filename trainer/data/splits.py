@@ -10,9 +10,9 @@ import numpy as np
 from trainer import task_registry
 from trainer.config import Config
 from trainer.data import leakage
+from trainer.data.labels import LabelSpec, is_missing
 from trainer.errors import UserError
 from trainer.reading import check_delimiter, conform, pick_text_columns, split_frames, where
-from trainer.tasks.labels import LabelSpec, is_missing
 
 log = logging.getLogger("trainer")
 

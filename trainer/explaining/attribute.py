@@ -21,7 +21,6 @@ from trainer.explaining import integrated_gradients as ig
 from trainer.explaining import pacing
 from trainer.explaining import words as words_lib
 from trainer.inference import loaded_model
-from trainer.tasks import parts
 
 TOLERANCE = 0.05  # the completeness the issue asks of 95% of rows: within 5% of the change
 MAX_STEPS_FACTOR = 8  # steps are doubled for a row that misses it, up to 8x the asked steps
@@ -57,7 +56,7 @@ def refusal(task, model_dir: str) -> str | None:
     tagger), as its one error line, or None: known from the kind alone, so trainer.explain and
     trainer.serve say it before any model loads or predicts."""
     what = f"--model-dir: {model_dir} cannot explain its predictions"
-    return None if task.explanations is not None else parts.refusal(task, "explanations", what)
+    return task.refusal("explanations", what)
 
 
 def require_explainable(model, model_dir: str) -> None:

@@ -119,7 +119,7 @@ def predict_outputs(model, texts, batch_size: int, pairs=None, features=None, wa
 def _room_for(collected, value, rows: int):
     """`collected` (None at first), an array of every row's outputs, wide enough for a batch's
     `value`: a tagger's outputs per word or entity are as wide as its batch's most, at least
-    --max-seq-length (serving/tagger_export.py), so a batch with a long text widens them (zeros
+    --max-seq-length (tasks/tagging/export.py), so a batch with a long text widens them (zeros
     after a row's last word, as its count says)."""
     import numpy as np
 
@@ -134,9 +134,9 @@ def _room_for(collected, value, rows: int):
 
 def label_names_of(outputs: dict) -> list:
     """The label names of predict_outputs' outputs, decoded (as the task kinds read them)."""
-    from trainer.tasks import predictions
+    from trainer.inference import split_predictions
 
-    return predictions.label_names_of(outputs)
+    return split_predictions.label_names_of(outputs)
 
 
 def task_of(model):

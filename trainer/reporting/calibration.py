@@ -43,7 +43,7 @@ from collections.abc import Mapping
 import numpy as np
 from scipy import optimize
 
-from trainer.tasks.classification.metrics import softmax, softmax_cross_entropy
+from trainer.tasks.parts.temperature import softmax, softmax_cross_entropy
 
 BINS = 15
 MIN_T, MAX_T = 0.05, 20.0

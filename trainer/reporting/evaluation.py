@@ -24,9 +24,9 @@ import trainer
 from trainer import progress, storage, strict_json
 from trainer.errors import UserError
 from trainer.inference import loaded_model
-from trainer.reporting import error_rows, labelled_file
+from trainer.reporting import error_rows
 from trainer.reporting import predictions as exported_lib
-from trainer.serving import predict_file, variants
+from trainer.serving import labelled_file, predict_file, variants
 
 CHUNK_ROWS = 8192  # rows predicted per call: their features and outputs, not the file's, in memory
 SHOWN_ERRORS = 5  # errors printed; --output lists every one --report-errors asks for
@@ -91,7 +91,7 @@ def score(model, task, rows, args) -> dict:
     decisions they were made at, what was skipped, and the worst errors."""
     first = loaded_model.predict_outputs(model, [""], 1, None if rows.pairs is None else [""])
     names = task.export_names(first)
-    labels, sentences = labelled_file.labels_of(rows, task, names)
+    labels, sentences = task.unit.labels_of(rows, task, names)
     temperature = exported_lib.decide_as_export(task, model)
     started = time.monotonic()
     outputs, at_limit = _outputs(model, task, rows, sentences, temperature, args)

@@ -1,5 +1,5 @@
 """A run's validation and test predictions as the report reads them (SplitPredictions, of
-trainer.tasks.predictions: each task makes its own).
+trainer.inference.split_predictions: each task makes its own).
 
 The training run hands over the outputs it computed its metrics from (Task.split_predictions):
 the end of a run predicts each split once. `trainer.report` on a finished run recomputes them
@@ -43,11 +43,10 @@ def check_names(names, label_names, model_dir: str) -> None:
 def recompute(config, model_dir: str, label_names, task) -> dict:
     """{"validation": ..., "test": ...} (test when the run had one) from the exported model of a
     `task` run."""
-    from trainer.data.loading import load_datasets
     from trainer.inference import loaded_model
     from trainer.serving import export
 
-    datasets = load_datasets(config, task)
+    datasets = task.unit.load(config, task)
     if list(datasets.labels.names) != list(label_names):
         raise UserError(
             f"the run's data now yields labels {list(datasets.labels.names)}, but the "

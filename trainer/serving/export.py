@@ -27,20 +27,6 @@ from trainer.serving import model_dir as model_dir_lib
 # trainer.training.results checks the validation outputs through this module
 
 
-def serving_module(
-    task, preprocessor, model: tf_keras.Model, label_names: Sequence[str], max_seq_length: int, **sentence
-):
-    """The export of a `task` model: ServingModule with the sentence settings `sentence`
-    (temperature, pair, long_texts, decisions), or a tagger's (serving/tagger_export.TaggingModule,
-    words in, entities out), which has none of them (its task refuses the flags behind them).
-    The run's export and its checked copies (trainer.serving.quantize) are both built here."""
-    if task.unit == "word":
-        from trainer.serving import tagger_export
-
-        return tagger_export.TaggingModule(preprocessor, model, label_names, max_seq_length)
-    return ServingModule(preprocessor, model, label_names, max_seq_length, task=task, **sentence)
-
-
 class ServingModule(tf.Module):
     """The export of any task: `task` (default: --task auto's) computes its outputs from the
     classifier's, with `decisions` (default: the task's export_decisions) saved as variables."""

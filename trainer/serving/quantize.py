@@ -96,7 +96,7 @@ def module_like(
     threshold, multi-label's thresholds), and its --long-texts (an export from before it had
     one truncates)."""
     temperature = getattr(reference, "temperature", None)
-    return export.serving_module(
+    return task.unit.serving_module(
         task,
         preprocessor,
         model,
@@ -149,7 +149,7 @@ def export_checked(
     the check's figures (`passed`, `why`) with both speeds. `own_tokens`: the copy tokenizes
     by itself (an ONNX copy), so its features are compared with the float32 model's too, and
     every output (parity's figures), refused above `max_difference` when given; a copy
-    answering through its signature (a tagger's) text by text (signature_parity)."""
+    answering through its signature (a tagger's) text by text (its unit's copy_parity)."""
     from trainer.inference import loaded_model
 
     write, load = copy
@@ -167,11 +167,7 @@ def export_checked(
         if own_tokens:
             _refuse_unless(
                 figures,
-                signature_parity(reference, loaded, float32, candidate, texts, max_difference)
-                if features is None
-                else parity(
-                    float32, candidate, features, loaded_model.tokenize(loaded, texts, pairs), texts, max_difference
-                ),
+                task.unit.copy_parity(reference, loaded, float32, candidate, texts, pairs, features, max_difference),
             )
     except BaseException:
         if storage.exists(tmp):
@@ -212,28 +208,10 @@ def parity(
         ),
         default=0.0,
     )
-    return _parity(differing, largest, texts, max_difference)
+    return parity_figures(differing, largest, texts, max_difference)
 
 
-def signature_parity(
-    reference, loaded, float32: dict, candidate: dict, texts, max_difference: float | None = None
-) -> dict:
-    """parity of a copy that answers through its signature, a tagger's (trainer/serving/onnx/
-    tagger_copy.py), whose `tokenize` rows are windows, not texts: `token_rows_differing` counts
-    the texts whose words or the windows they are read in differ, `max_difference` is of the
-    words' tag probabilities, over the other texts (its entities are matched by the check's
-    agreement)."""
-    import numpy as np
-
-    from trainer.serving.onnx import tagger_copy
-
-    theirs = {name: np.asarray(value) for name, value in reference.tokenize(np.asarray(texts, object)).items()}
-    differing = tagger_copy.texts_differing(theirs, loaded.tokenize(texts))
-    largest = tagger_copy.largest_difference(float32, candidate, np.setdiff1d(np.arange(len(texts)), differing))
-    return _parity(differing, largest, texts, max_difference)
-
-
-def _parity(differing, largest: float, texts, max_difference: float | None) -> dict:
+def parity_figures(differing, largest: float, texts, max_difference: float | None) -> dict:
     """parity's figures and reasons, of the rows whose tokens differ and the largest difference."""
     why = []
     if len(differing):

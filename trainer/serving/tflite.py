@@ -17,7 +17,7 @@ so do the outputs (temperature, label names, thresholds: its `outputs` function)
 model returns exactly what the float32 one returns. It runs on LiteRT (ai-edge-litert), the
 interpreter that replaced tf.lite.Interpreter (deprecated since TF 2.20).
 
-A tagger's int8 model (Int8TaggingModule) is cut the same way, its head reading every token;
+A tagger's int8 model (tasks/tagging/int8.py) is cut the same way, its head reading every token;
 the float32 export splits the words and cuts them into windows (its `tokenize`) and reads the
 entities of the logits (its `outputs`), so windows, offsets and names come from the float32
 graph itself.
@@ -99,7 +99,7 @@ def read(path: str) -> dict:
     return {name: storage.read_bytes(storage.join(path, name)) for name in FILES}
 
 
-class _Int8Network:
+class Int8Network:
     """The two interpreters (front.tflite, model.tflite): token ids in, the classifier's logits
     out. One interpreter each: calls from one thread at a time (the server's single inference
     thread)."""
@@ -121,7 +121,7 @@ class _Int8Network:
         return np.asarray(next(iter(self._back(hidden=hidden, input_mask=ids["input_mask"]).values())), np.float32)
 
 
-def _float32_functions(float32_module) -> None:
+def float32_functions(float32_module) -> None:
     """Refuses a float32 export from before int8 models: the int8 one borrows its functions."""
     if not hasattr(float32_module, "outputs"):
         raise UserError(
@@ -136,12 +136,12 @@ class Int8Module:
     LiteRT."""
 
     def __init__(self, float32_module, flatbuffers: dict):
-        _float32_functions(float32_module)
+        float32_functions(float32_module)
         self.float32 = float32_module  # holds the variables its functions read
         self.signatures = float32_module.signatures
         self.tokenize = float32_module.tokenize
         self._outputs = float32_module.outputs
-        self._network = _Int8Network(flatbuffers)
+        self._network = Int8Network(flatbuffers)
 
     def predict_tokens(self, features):
         """The float32 model's outputs of `features` (cut to their ladder length by the caller,
@@ -150,7 +150,7 @@ class Int8Module:
         return self._outputs(logits.reshape(len(logits), -1))
 
 
-class _Signature:
+class Signature:
     """A serving function in place of a loaded signature: called with `text=`, and otherwise the
     float32 signature (its input and output structures, which trainer.inference.loaded_model reads)."""
 
@@ -165,41 +165,10 @@ class _Signature:
         return getattr(self._float32, name)
 
 
-class Int8TaggingModule:
-    """A tagger's int8 model (serving/tagger_export.py's export): the float32 export splits the words
-    and tokenizes them (its `tokenize`) and turns the logits into entities (its `outputs`); the
-    tagger between runs in LiteRT. It answers through `signatures`, as the float32 one does."""
-
-    def __init__(self, float32_module, flatbuffers: dict):
-        from trainer.serving import export
-
-        _float32_functions(float32_module)
-        self.float32 = float32_module
-        self._network = _Int8Network(flatbuffers)
-        self.signatures = {export.SIGNATURE: _Signature(self.serve, float32_module.signatures[export.SIGNATURE])}
-
-    def serve(self, text):
-        from trainer.serving.tagger_export import WINDOWS_PER_CALL, WORD_FEATURES
-
-        features = self.float32.tokenize(text)
-        # On the windows' longest row, as the float32 export's serve runs (serving/tagger_export.py),
-        # as many windows per call: `outputs` reads each word's logits at its first piece, all
-        # within that width. (An export from before windows has a row per text, and takes no
-        # `word_window`.)
-        width = int(np.max(np.sum(features["input_mask"], axis=1)))
-        inputs = {name: features[name][:, :width] for name in INPUT_KEYS}
-        logits = np.concatenate(
-            [
-                self._network.logits({name: value[start : start + WINDOWS_PER_CALL] for name, value in inputs.items()})
-                for start in range(0, len(inputs["input_mask"]), WINDOWS_PER_CALL)
-            ]
-        )
-        return self.float32.outputs(text, logits, *(features[name] for name in WORD_FEATURES if name in features))
-
-
 def int8_module(float32_module, flatbuffers: dict):
-    """The int8 model beside a loaded float32 export, answering as that one does: from tokens
-    where it predicts from tokens (a sentence task's `predict_tokens`), else through its
-    signature (a tagger's)."""
-    module = Int8Module if hasattr(float32_module, "predict_tokens") else Int8TaggingModule
-    return module(float32_module, flatbuffers)
+    """The int8 model beside a loaded float32 export, answering as that one does: its task's
+    unit makes it (Int8Module where the export predicts from tokens; a tagger's answers through
+    its signature, tasks/tagging/int8.py)."""
+    from trainer.inference import loaded_model
+
+    return loaded_model.task_of(float32_module).unit.int8_module(float32_module, flatbuffers)

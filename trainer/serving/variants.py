@@ -327,16 +327,13 @@ def resolve(model_dir: str, requested: str, cpuinfo_text: str | None = None, run
 
 def load(model_dir: str, precision: str, spinning: bool = True):
     """The copy `precision` (resolved: a precisions.json key) as loaded: export.load_module's,
-    or a module that reads like it (the int8 one, an ONNX copy's: a tagger's where tagging.json
-    is beside its graph). `spinning`: whether ONNX Runtime's idle threads spin (off in a server)."""
+    or a module that reads like it (the int8 one, an ONNX copy's, which its task's unit loads).
+    `spinning`: whether ONNX Runtime's idle threads spin (off in a server)."""
     if runtime_of(precision) == "onnx":
-        from trainer.serving.onnx import runtime, tagger_copy
+        from trainer import task_registry
 
         path = model_dir if onnx_copy_alone(model_dir) else variant_dir(model_dir, precision)
-        module = (
-            tagger_copy.OnnxTagger if storage.exists(storage.join(path, tagger_copy.TAGGING)) else runtime.OnnxModule
-        )
-        return module(path, spinning=spinning)
+        return task_registry.of_onnx_copy(path).unit.onnx_module(path, spinning=spinning)
     import trainer
     from trainer.serving import export, tflite
 

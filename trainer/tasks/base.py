@@ -20,6 +20,9 @@ import abc
 from collections.abc import Mapping, Sequence
 
 from trainer import reading
+from trainer.tasks import parts
+from trainer.tasks.units import Unit
+from trainer.tasks.units.texts import TEXTS
 
 
 class Task(abc.ABC):
@@ -32,10 +35,9 @@ class Task(abc.ABC):
     summary_metrics: Sequence[str]  # keys of summarize() tracked per epoch as val_<key>, besides loss
     loss_name: str  # what the loss measures, in words (the report's axis label)
     label_noun = "class"  # what one of its outputs is called in messages: "class" or "label"
-    # What one row of its data is: "text", a text (or pair) labelled as a whole, read from CSV,
-    # TSV or JSON Lines columns; or "word", a sentence labelled word by word, read from files of
-    # tagged sentences (data/loading.py), tokenized word by word and exported to return spans.
-    unit = "text"
+    # What one row of its data is, and everything that reads, feeds and exports it: text rows
+    # (trainer/tasks/units/texts.py) or tagged sentences (tagging/sentences.py).
+    unit: Unit
     # The label columns looked for when --label-column is not given, in order.
     label_column_names: Sequence[str] = reading.LABEL_COLUMNS
     # Encoders this wide and wider train without layer-wise decay when --layer-decay is not given
@@ -47,6 +49,11 @@ class Task(abc.ABC):
         """Whether --task auto trains this kind on `training_file` (tagged sentences are token
         classification's); the first kind of the registry takes any other file."""
         return False
+
+    def refusal(self, part: str, flag: str) -> str | None:
+        """The one line refusing `flag` because this kind has no `part` (parts.refusal), or None
+        when it has it: what the floors below the kinds (explaining/) ask the task object."""
+        return None if getattr(self, part) is not None else parts.refusal(self, part, flag)
 
     @property
     def default_metric(self) -> str:
@@ -294,7 +301,7 @@ class Task(abc.ABC):
 
     @abc.abstractmethod
     def split_predictions(self, outputs, labels, texts, pairs, temperature: float):
-        """A trainer.tasks.predictions.SplitPredictions of the run's outputs of a split, as
+        """A trainer.inference.split_predictions.SplitPredictions of the run's outputs of a split, as
         its export returns them (at `temperature` and the task's decisions)."""
 
     # --- A loaded export scored on labelled rows (trainer.evaluate, trainer.report): its
@@ -303,9 +310,9 @@ class Task(abc.ABC):
     def export_names(self, exported: dict) -> list:
         """The class, label or tag names of a loaded export's outputs (predict_outputs'), in
         the order of its outputs: by default its `label_names`."""
-        from trainer.tasks import predictions
+        from trainer.inference import split_predictions
 
-        return predictions.label_names_of(exported)
+        return split_predictions.label_names_of(exported)
 
     def decide_as(self, decisions: dict, temperature: float) -> None:
         """Takes a loaded export's decisions (decisions_of_export's values), at its
@@ -326,16 +333,18 @@ class Task(abc.ABC):
 
 
 class TextTask(Task):
-    """A kind whose row is a text (or a pair) labelled as a whole (Task.unit "text"): its labels
-    are read from a file's columns (data/splits.py) and its export is
+    """A kind whose row is a text (or a pair) labelled as a whole (its unit: units/texts.py): its
+    labels are read from a file's columns (data/splits.py) and its export is
     serving/export.ServingModule. Classification, regression and multi-label are; token
     classification, whose rows are tagged sentences read whole, its export
-    serving/tagger_export.py's, is a Task but not one of these. What a kind can do beyond its
+    tasks/tagging/export.py's, is a Task but not one of these. What a kind can do beyond its
     core is not said by its class but by its parts (Task.operating_point, ...)."""
+
+    unit = TEXTS
 
     @abc.abstractmethod
     def label_spec(self, frame, column: str, data):
-        """What the training labels are (a trainer.tasks.labels.LabelSpec), decided from `frame`,
+        """What the training labels are (a trainer.data.labels.LabelSpec), decided from `frame`,
         each distinct label of the training file once (`_file`/`_row` columns name its row)."""
 
     @abc.abstractmethod

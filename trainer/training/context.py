@@ -65,6 +65,9 @@ class Inputs:
     # of the data, or --eval-every-steps; and how many of them the run has.
     period_steps: int = 0
     periods: int = 0
+    # The teacher's validation values aligned as the validation labels are (the unit's tokenize
+    # aligns a tagger's words to tokens), or None: its metrics beside the student's.
+    teacher_validation: np.ndarray | None = None
 
 
 @dataclasses.dataclass

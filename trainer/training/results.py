@@ -378,7 +378,7 @@ def _classifier(ctx: RunContext) -> tuple:
 def _serving_module(ctx: RunContext, preprocessor, model):
     """The export of the run's task, with its decisions (a reached --target-precision/
     --target-recall's threshold, multi-label's thresholds: Task.export_decisions)."""
-    return export_lib.serving_module(
+    return ctx.task.unit.serving_module(
         ctx.task,
         preprocessor,
         model,
@@ -513,7 +513,7 @@ def evaluated_with(policy: str, export_precision: str) -> dict:
 
 def _by_length(ctx: RunContext) -> dict:
     """The validation and test blocks with their `by_length` breakdown (long_texts.by_length)."""
-    from trainer.training import long_texts
+    from trainer.data import long_texts
 
     limit, names = ctx.config.data.max_seq_length, ctx.datasets.labels.names
     return {

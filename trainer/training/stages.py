@@ -9,8 +9,6 @@ import logging
 import shutil
 import tempfile
 
-import numpy as np
-
 from trainer import config as config_lib
 from trainer import storage
 from trainer.errors import UserError
@@ -107,10 +105,9 @@ def load_data(ctx: RunContext) -> None:
     next can still configure collectives.)
     """
     from trainer import task_registry
-    from trainer.data import loading
 
     ctx.task = task_registry.from_config(ctx.config)
-    datasets = ctx.datasets = loading.load_datasets(ctx.config, ctx.task)
+    datasets = ctx.datasets = ctx.task.unit.load(ctx.config, ctx.task)
     ctx.task.prepare(datasets.labels, datasets.train.labels)
     log.info(
         "data: %s (%s)",
@@ -203,7 +200,7 @@ def load_encoder(ctx: RunContext) -> None:
         ctx.encoder.source,
         ctx.encoder.backend,
         width,
-        "tags read at each word's first piece, no pooling" if ctx.task.unit == "word" else f"{ctx.pooling} pooling",
+        ctx.task.unit.reads(ctx.pooling),
         ctx.learning_rate,
         ctx.layer_decay,
     )
@@ -265,90 +262,16 @@ def encoder_of(config, environ):
 
 
 def tokenize(ctx: RunContext) -> None:
-    """Every split tokenized once into the token cache (or found there); batching and steps
-    per epoch from the token lengths."""
-    from trainer.data import input_pipeline, splits, token_cache, transfer
-    from trainer.training import long_texts
-
-    config, datasets = ctx.config, ctx.datasets
-    if ctx.task.unit == "word":
-        _tokenize_words(ctx)
-        return
-    weights = None
-    if config.train.class_weights == "balanced":
-        weights = splits.class_weights(datasets.train.labels, len(datasets.labels.names))
-        log.info("class weights: %s", dict(zip(datasets.labels.names, np.round(weights, 3).tolist())))
-    root = storage.join(config.output.cache_dir, "tokens") if config.output.cache_dir else ctx.paths.token_cache
-    cut = ctx.long_texts
-    tokenized = token_cache.load_or_build(
-        datasets,
-        ctx.encoder.preprocessor,
-        root,
-        config.data.max_seq_length,
-        class_weights=weights,
-        log_every_seconds=config.runtime.log_every_seconds,
-        build=ctx.is_chief,
-        long_texts=cut,
+    """Every split tokenized by the task's unit (texts into the token cache, or found there);
+    batching and steps per epoch from the token lengths."""
+    config = ctx.config
+    cache_root = storage.join(config.output.cache_dir, "tokens") if config.output.cache_dir else ctx.paths.token_cache
+    teacher_validation = ctx.teacher.validation if ctx.teacher is not None else None
+    tokens = ctx.task.unit.tokenize(
+        config, ctx.datasets, ctx.encoder.preprocessor, ctx.long_texts, cache_root, ctx.is_chief, teacher_validation
     )
-    # The unlabeled rows are trained on, never evaluated or reported: apart from here on.
-    unlabeled = tokenized.pop(splits.UNLABELED, None)
-    training = transfer.TransferSplit((tokenized["train"], unlabeled)) if unlabeled else None
-    limit = config.data.max_seq_length
-    truncated = long_texts.cut_counts(tokenized, limit)
-    log.info(
-        "%d texts%s, mean %.1f tokens (%.1f %s)",
-        sum(len(t) for t in tokenized.values()),
-        f" and {len(unlabeled)} unlabeled" if unlabeled else "",
-        tokenized["train"].lengths.mean(),
-        tokenized["train"].full_lengths.mean(),
-        "in the texts, their windows overlapping" if ctx.windows else "before the --max-seq-length cut",
-    )
-    long_texts.log_cut(
-        truncated,
-        {name: len(t) for name, t in tokenized.items()},
-        limit,
-        cut,
-        tokenized,
-        int(input_pipeline.special_count(ctx.encoder.preprocessor, 1)),
-        pairs=datasets.text_pair_column is not None,
-    )
-    ctx.inputs = batching(config, ctx.runtime, cut, tokenized, truncated, training)
-
-
-def _tokenize_words(ctx: RunContext) -> None:
-    """Tagged sentences tokenized word by word (data.tagged_tokens), in memory; the words past
-    --max-seq-length counted."""
-    from trainer.data import tagged_tokens, transfer
-
-    config, datasets, preprocessor = ctx.config, ctx.datasets, ctx.encoder.preprocessor
-    limit, every = config.data.max_seq_length, config.runtime.log_every_seconds
-    tokenized, lost = tagged_tokens.tokenize_splits(datasets, preprocessor, limit, every)
-    # Distillation: the unlabeled sentences are trained on beside the training ones, and the
-    # teacher's validation values are aligned to tokens as the validation tags are.
-    training = None
-    if datasets.unlabeled is not None:
-        unlabeled, _, _ = tagged_tokens.tokenize_split(datasets.unlabeled, preprocessor, limit, every)
-        training = transfer.TransferSplit((tokenized["train"], unlabeled))
-    if ctx.teacher is not None and ctx.teacher.validation is not None:
-        ctx.teacher.validation = tagged_tokens.aligned_teacher(
-            datasets.validation, ctx.teacher.validation, preprocessor, limit, every
-        )
-    log.info(
-        "%d sentences%s, mean %.1f tokens",
-        sum(len(t) for t in tokenized.values()),
-        f" and {len(datasets.unlabeled)} unlabeled" if training else "",
-        tokenized["train"].lengths.mean(),
-    )
-    tagged_tokens.log_lost(lost, datasets, limit)
-    # metrics.json's truncated_texts: the sentences that lost a word past the limit.
-    ctx.inputs = batching(
-        config,
-        ctx.runtime,
-        ctx.long_texts,
-        tokenized,
-        {name: int((cut > 0).sum()) for name, (cut, _) in lost.items()},
-        training,
-    )
+    ctx.inputs = batching(config, ctx.runtime, ctx.long_texts, tokens.splits, tokens.truncated, tokens.training)
+    ctx.inputs.teacher_validation = tokens.teacher_validation
 
 
 def batching(config, runtime: Runtime, cut, tokenized: dict, truncated: dict, training=None) -> Inputs:
@@ -496,17 +419,11 @@ def windows_of(ctx: RunContext):
 
 
 def model_of(ctx: RunContext, network):
-    """The run's model on `network`: a tagger for a task of words (Task.unit), else the
-    classifier of a pooled text."""
-    from trainer.modeling import heads
-
-    config, task = ctx.config, ctx.task
+    """The run's model on `network`, as the task's unit builds it: the classifier of a pooled
+    text, or a tagger's tag per token."""
+    task = ctx.task
     units = task.output_units(ctx.datasets.labels)
-    if task.unit == "word":
-        return heads.build_tagger(network, units, config.model.dropout, config.data.max_seq_length)
-    return heads.build_classifier(
-        network, units, ctx.pooling, config.model.dropout, task.output_layer, windows=windows_of(ctx)
-    )
+    return task.unit.model(network, units, ctx.config, ctx.pooling, task, windows_of(ctx))
 
 
 def _compiled_model(ctx: RunContext):

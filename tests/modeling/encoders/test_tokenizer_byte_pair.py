@@ -251,7 +251,7 @@ def test_savedmodel_reloads_in_a_fresh_process_with_the_same_ids(modernbert_file
 
 
 def test_words_one_at_a_time_give_hugging_faces_pieces_of_split_words(roberta, trained):
-    """Token classification's alignment (modeling/encoders/word_pieces.py): byte-level BPE reads
+    """Token classification's alignment (tasks/tagging/word_pieces.py): byte-level BPE reads
     each word after a space, as Hugging Face's add_prefix_space=True, and the pieces of each word
     are those its word_ids() group."""
     from transformers import RobertaTokenizerFast

@@ -274,7 +274,7 @@ def hf_word_pieces(hf, words):
 
 @pytest.mark.parametrize("family", ["xlm-roberta", "deberta-v3"])
 def test_words_one_at_a_time_give_hugging_faces_pieces_of_split_words(models, family):
-    """Token classification's alignment (modeling/encoders/word_pieces.py): each word's pieces, and
+    """Token classification's alignment (tasks/tagging/word_pieces.py): each word's pieces, and
     so the first piece its tag is read at, as Hugging Face's word_ids() group them."""
     from trainer.modeling.encoders.preprocessing import SubwordPreprocessor
 

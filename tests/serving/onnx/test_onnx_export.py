@@ -48,7 +48,6 @@ def tiny_export(encoder_dir, cache_dir, kind, **settings):
     large enough that the outputs are far from uniform."""
     from trainer import task_registry
     from trainer.data.input_pipeline import LongTexts
-    from trainer.serving import export
 
     task = task_registry.by_name(kind)
     names = ["negative", "neutral", "positive"]
@@ -72,7 +71,7 @@ def tiny_export(encoder_dir, cache_dir, kind, **settings):
         if "logits" in variable.name or "window_score" in variable.name:
             variable.assign(rng.normal(0, 1.5, variable.shape).astype(np.float32))
     pair = settings.get("pair", False)
-    module = export.serving_module(
+    module = task.unit.serving_module(
         task, preprocessor, classifier, names, LENGTH, temperature=1.7, pair=pair, long_texts=long_texts
     )
     return module, build, task, names, pair

@@ -181,8 +181,8 @@ def test_byte_order_marks_inside_a_conll_file_are_dropped(tmp_path):
 
 
 def test_a_tag_of_a_type_training_never_tags_names_the_line_of_its_token(tmp_path):
-    from trainer.data import tagged_splits
-    from trainer.tasks.labels import LabelSpec
+    from trainer.data.labels import LabelSpec
+    from trainer.tasks.tagging import splits as tagged_splits
 
     path = write(tmp_path / "dev.conll", "Ada\tB-PER\nin\tO\nOslo\tB-LOC\n")
     spec = LabelSpec("tags", ["O", "B-PER", "I-PER"])

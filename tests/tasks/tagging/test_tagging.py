@@ -128,7 +128,7 @@ def test_entity_counts_are_per_type_by_the_strict_rules():
 
 
 def test_errors_csv_lists_each_sides_entities_by_word():
-    from trainer.tasks.predictions import SplitPredictions
+    from trainer.inference.split_predictions import SplitPredictions
     from trainer.tasks.tagging import numbers
 
     labels = np.array([[-1, 1, 2, 3, -1], [-1, 0, 0, -1, -1]])
@@ -193,9 +193,10 @@ def test_auto_picks_token_classification_for_tagged_sentences(data, tmp_path):
 
 
 def test_tags_are_cut_on_tokens_and_learned_on_each_words_first_piece(tiny_encoder_dir, tmp_path):
-    from trainer.data import tagged_splits, tagged_tokens
     from trainer.modeling.encoders import load_encoder
     from trainer.tasks.tagging import files
+    from trainer.tasks.tagging import splits as tagged_splits
+    from trainer.tasks.tagging import tokens as tagged_tokens
 
     path = write_conll(tmp_path / "t.conll", [[("good", "B-POS"), ("movies", "I-POS"), ("!", "O")]])
     split = tagged_splits.tagged_split(
@@ -217,9 +218,10 @@ def test_training_counts_the_sentences_cut_at_max_seq_length_and_their_words(tin
     import logging
     import types
 
-    from trainer.data import tagged_splits, tagged_tokens
     from trainer.modeling.encoders import load_encoder
     from trainer.tasks.tagging import files
+    from trainer.tasks.tagging import splits as tagged_splits
+    from trainer.tasks.tagging import tokens as tagged_tokens
 
     path = write_conll(tmp_path / "t.conll", [[("good", "B-POS"), ("movie", "I-POS"), ("bad", "B-NEG")], [("ok", "O")]])
     split = tagged_splits.tagged_split(
@@ -398,7 +400,7 @@ def test_every_familys_export_returns_entities_at_exact_offsets_of_the_raw_strin
 
     from trainer.modeling import heads
     from trainer.modeling.encoders import load_encoder
-    from trainer.serving import tagger_export
+    from trainer.tasks.tagging import export as tagger_export
 
     encoder = load_encoder(hf_reference.write_checkpoint(family, tmp_path / "ckpt"), seq_length=48)
     tagger = heads.build_tagger(encoder.network, len(NAMES), 0.1, 48)

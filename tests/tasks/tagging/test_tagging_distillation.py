@@ -60,8 +60,8 @@ def sentences_of(*token_lists):
 
 
 def test_a_teacher_file_gives_each_word_its_tags_probabilities_in_the_runs_order(tmp_path):
-    from trainer.data import tagged_teacher
     from trainer.tasks.tagging import numbers
+    from trainer.tasks.tagging import teacher_file as tagged_teacher
 
     path = write_jsonl(
         tmp_path / "t.jsonl",
@@ -87,8 +87,8 @@ def test_a_teacher_file_gives_each_word_its_tags_probabilities_in_the_runs_order
     ],
 )
 def test_a_malformed_teacher_row_names_its_file_and_line(tmp_path, row, message):
-    from trainer.data import tagged_teacher
     from trainer.errors import UserError
+    from trainer.tasks.tagging import teacher_file as tagged_teacher
 
     path = write_jsonl(tmp_path / "t.jsonl", [{"tokens": ["x"], "probabilities": [None]}, row])
     with pytest.raises(UserError, match="^--teacher-probabilities: ") as error:
@@ -97,9 +97,9 @@ def test_a_malformed_teacher_row_names_its_file_and_line(tmp_path, row, message)
 
 
 def test_probabilities_that_do_not_sum_to_one_name_the_line_and_token(tmp_path):
-    from trainer.data import tagged_teacher
     from trainer.errors import UserError
     from trainer.tasks.tagging import numbers
+    from trainer.tasks.tagging import teacher_file as tagged_teacher
 
     path = write_jsonl(
         tmp_path / "t.jsonl", [{"tokens": ["a", "b"], "probabilities": [{"O": 1.0}, {"O": 0.5, "B-NEG": 0.3}]}]
@@ -110,9 +110,9 @@ def test_probabilities_that_do_not_sum_to_one_name_the_line_and_token(tmp_path):
 
 
 def test_a_sentence_the_file_lacks_is_one_error_with_their_count(tmp_path):
-    from trainer.data import tagged_teacher
     from trainer.errors import UserError
     from trainer.tasks.tagging import numbers
+    from trainer.tasks.tagging import teacher_file as tagged_teacher
 
     teacher = tagged_teacher.read(write_jsonl(tmp_path / "t.jsonl", [teacher_line(["a"], ["O"])]), NAMES)
     with pytest.raises(UserError, match=r"has no row for 2 of the 3 train sentences, e.g. 'b c'"):
@@ -123,8 +123,8 @@ def test_a_sentence_the_file_lacks_is_one_error_with_their_count(tmp_path):
 
 
 def test_packed_targets_line_up_with_tokens_as_the_tags_do():
-    from trainer.data.tagged_tokens import aligned_labels
     from trainer.tasks.tagging import distill
+    from trainer.tasks.tagging.tokens import aligned_labels
 
     teacher = np.full([2, 2, 2], np.nan)
     teacher[0] = [[0.8, 0.2], [0.0, 0.0]]  # a labelled sentence of 2 words, the second untaught
@@ -238,7 +238,7 @@ def test_a_model_that_is_no_tagger_is_refused_as_a_teacher():
     from trainer.errors import UserError
     from trainer.serving import export
     from trainer.tasks.tagging import TaggingTask
-    from trainer.training import tagger_teacher
+    from trainer.tasks.tagging import teacher as tagger_teacher
 
     outputs = {"probabilities": None, "label_index": None, "label_names": None}
     model = SimpleNamespace(signatures={export.SIGNATURE: SimpleNamespace(structured_outputs=outputs)})
@@ -286,7 +286,7 @@ def test_a_tagger_of_other_types_is_refused_as_a_teacher(student):
     from trainer.errors import UserError
     from trainer.serving import variants
     from trainer.tasks.tagging import TaggingTask
-    from trainer.training import tagger_teacher
+    from trainer.tasks.tagging import teacher as tagger_teacher
 
     model_dir = str(student / "teacher" / "model")
     with pytest.raises(

@@ -47,7 +47,7 @@ def test_it_runs_in_a_traced_function_as_an_export_calls_it():
 
 
 def test_entities_come_back_with_code_point_offsets_into_the_raw_string():
-    from trainer.modeling.encoders.word_spans import split_words
+    from trainer.tasks.tagging.word_spans import split_words
 
     texts = ["Zoë  flew to São Paulo 🎉!", "nothing here", ""]
     _, starts, ends = split_words(tf.constant(texts))

@@ -1,5 +1,5 @@
 """A tagger reads texts of any length (issue #64): its export cuts a text's pieces into
-overlapping windows (trainer/modeling/encoders/word_windows.py), tags each word in the window
+overlapping windows (trainer/tasks/tagging/word_windows.py), tags each word in the window
 where it has the most context, and reads entities over the whole text, in the SavedModel, its
 int8 copy, trainer.predict and trainer.serve alike; and it returns every word with its offsets.
 
@@ -41,7 +41,7 @@ def reference_window(first: int, pieces: int, budget: int, overlap: int):
 def test_each_word_is_read_in_the_window_where_it_has_the_most_context():
     import tensorflow as tf
 
-    from trainer.modeling.encoders import word_windows
+    from trainer.tasks.tagging import word_windows
 
     # 7 pieces, windows of 4 sharing 2: [0, 4), [2, 6), [4, 7).
     windows, offsets = word_windows.reading_windows(
@@ -54,7 +54,7 @@ def test_each_word_is_read_in_the_window_where_it_has_the_most_context():
 def test_the_graphs_windows_equal_the_rule_as_written_for_random_texts():
     import tensorflow as tf
 
-    from trainer.modeling.encoders import word_windows
+    from trainer.tasks.tagging import word_windows
 
     rng = random.Random(7)
     for _ in range(40):
@@ -97,7 +97,7 @@ def tagger(encoder, bias=None):
 
 @pytest.fixture(scope="module")
 def module(encoder):
-    from trainer.serving import tagger_export
+    from trainer.tasks.tagging import export as tagger_export
 
     return tagger_export.TaggingModule(encoder.preprocessor, tagger(encoder), NAMES, SEQ)
 
@@ -109,7 +109,7 @@ EVERY_WORD_A_PERSON = [0.0, 5.0, 0.0, 0.0, 0.0]
 @pytest.fixture(scope="module")
 def persons(encoder):
     """A tagger's export module that tags every word B-PER."""
-    from trainer.serving import tagger_export
+    from trainer.tasks.tagging import export as tagger_export
 
     return tagger_export.TaggingModule(encoder.preprocessor, tagger(encoder, EVERY_WORD_A_PERSON), NAMES, SEQ)
 

@@ -18,7 +18,7 @@ present) and read by packing.py (no TensorFlow): together they give features equ
 SavedModel's `tokenize`. onnx.json ({"format", "precision", "outputs", "inputs", "pair",
 "padded_lengths", "task_outputs", "opset", "tf2onnx", "onnxruntime", "float_nodes"}) is written
 by the export and read by the runtime (runtime.py). A tagger's model.onnx is its network alone
-(every token's `logits`), with tagging.json beside: tagger_copy.py reads the words, windows and
+(every token's `logits`), with tagging.json beside: tasks/tagging/onnx_copy.py reads the words, windows and
 entities around it, as the tagger's SavedModel does in TensorFlow string ops. --encoder-backend
 hub is not converted.
 """

@@ -158,7 +158,7 @@ def convert(classifier, module, task, label_names):
 
 def convert_network(classifier):
     """The ONNX graph of features -> `logits`, the network alone: a tagger's copy, whose words
-    and entities are read around the graph in numpy (tagger_copy.py; ONNX has no regex split or
+    and entities are read around the graph in numpy (tasks/tagging/onnx_copy.py; ONNX has no regex split or
     substring by code points). Build `classifier` and call this inside `onnx_forms`."""
     return _traced(classifier, lambda logits: {TAGGER_OUTPUT: logits})[0]
 

@@ -9,7 +9,8 @@ tokenizer's two files (tokenizer_files.py) and onnx.json, written last.
 
 A tagger's export answers through its signature (no `predict_tokens`: its words and entities
 are TensorFlow string ops), so its copy's graph is the network alone (convert.convert_network)
-and its folder holds tagging.json too (tagger_copy.py reads the words and entities around it).
+and its folder holds what its unit adds (a tagger's tagging.json: tasks/tagging/onnx_copy.py reads the
+words and entities around it).
 """
 
 import json
@@ -19,11 +20,10 @@ from collections.abc import Callable, Sequence
 
 from trainer import storage
 from trainer.data import padding
-from trainer.errors import UserError
 from trainer.inference import loaded_model
 from trainer.modeling import heads
 from trainer.serving import agreement, export, quantize, variants
-from trainer.serving.onnx import convert, fusion, int8, packing, runtime, tagger_copy, tokenizer_files
+from trainer.serving.onnx import convert, fusion, int8, packing, runtime, tokenizer_files
 
 MODEL, FACTS = runtime.MODEL, runtime.GRAPH_FACTS
 # What the int8 copy's onnx.json takes from the float32 copy's: what the graph is asked and
@@ -52,7 +52,7 @@ def float32_copy(
     fused, what = fusion.fuse(converted, *convert.encoder_shape(classifier), attention=not heads.windowed(classifier))
     files = tokenizer_files.files(preprocessor, export.saved_long_texts(reference), pair)
     if is_tagger:
-        files[tagger_copy.TAGGING] = tagger_copy.tagging_json(preprocessor, label_names, _window_overlap(reference))
+        files.update(task.unit.onnx_files(preprocessor, label_names, reference))
         shared = {
             "padded_lengths": list(padding.padded_lengths(max_seq_length)),
             "task_outputs": sorted(loaded_model.predict_outputs(reference, [""], 1)),
@@ -65,18 +65,6 @@ def float32_copy(
             "task_outputs": sorted([output.name for output in fused.graph.output] + list(outside)),
         }
     return folder(fused, files, reference, task, "float32", {"pair": pair, **shared}), what
-
-
-def _window_overlap(reference) -> int:
-    """The windows' overlap a tagger's export saved; one line for an export from before
-    windows (it cut each text at --max-seq-length), which the copy's tagger_copy.py does not mirror."""
-    saved = getattr(reference, "window_overlap", None)
-    if saved is None:
-        raise UserError(
-            "this tagger's export predates windows (it cuts each text at "
-            "--max-seq-length), which its ONNX copy would not; export the run again"
-        )
-    return int(saved.numpy())
 
 
 def int8_copy(
@@ -93,8 +81,7 @@ def int8_copy(
     model = onnx.load_from_string(storage.read_bytes(storage.join(source, MODEL)))
     files = {
         name: storage.read_bytes(storage.join(source, name))
-        for name in (packing.TOKENIZER, packing.PACKING, tagger_copy.TAGGING)
-        if name != tagger_copy.TAGGING or storage.exists(storage.join(source, name))
+        for name in (packing.TOKENIZER, packing.PACKING, *task.unit.onnx_sidecars)
     }
     source_facts = json.loads(storage.read_text(storage.join(source, FACTS)))
     shared = {key: source_facts[key] for key in SHARED_FACTS if key in source_facts}  # "joined": since 2026-12

@@ -124,7 +124,7 @@ class Tokenizer:
 
     def word_pieces(self, texts: Sequence[Sequence[str]]) -> list[tuple]:
         """(token ids, the word each came from) of each text given as its words, each word
-        tokenized alone (a tagger's: onnx/tagger_copy.py), without special tokens. (encode_batch:
+        tokenized alone (a tagger's: tasks/tagging/onnx_copy.py), without special tokens. (encode_batch:
         encode_batch_fast tracks no words.)"""
         encodings = self._tokenizer.encode_batch(
             [list(words) for words in texts], is_pretokenized=True, add_special_tokens=False

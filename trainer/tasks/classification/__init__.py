@@ -169,21 +169,21 @@ class ClassificationTask(TextTask):
     # --- a loaded export's answers: the class the export chose (label_index: a binary model's
     # threshold applied) and every class's probability
     def predicted_columns(self, outputs) -> dict:
-        from trainer.tasks import predictions
+        from trainer.inference import split_predictions
 
-        names = predictions.label_names_of(outputs)
+        names = split_predictions.label_names_of(outputs)
         return {
             "predicted_label": [names[int(i)] for i in outputs["label_index"]],
-            **predictions.probability_columns(names, outputs["probabilities"]),
+            **split_predictions.probability_columns(names, outputs["probabilities"]),
         }
 
     def served_predictions(self, outputs) -> list:
         """`[{"label": ..., "probabilities": {name: p}}]`, as trainer.predict's predicted_label."""
-        from trainer.tasks import predictions
+        from trainer.inference import split_predictions
 
-        names = predictions.label_names_of(outputs)
+        names = split_predictions.label_names_of(outputs)
         return [
-            {"label": names[int(index)], "probabilities": predictions.probabilities_by_name(names, row)}
+            {"label": names[int(index)], "probabilities": split_predictions.probabilities_by_name(names, row)}
             for row, index in zip(outputs["probabilities"], outputs["label_index"])
         ]
 
@@ -207,7 +207,7 @@ class ClassificationTask(TextTask):
     def split_predictions(self, outputs, labels, texts, pairs, temperature: float):
         import numpy as np
 
-        from trainer.tasks.predictions import SplitPredictions
+        from trainer.inference.split_predictions import SplitPredictions
 
         return SplitPredictions(
             texts,

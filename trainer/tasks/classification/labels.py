@@ -11,9 +11,9 @@ import logging
 
 import numpy as np
 
+from trainer.data.labels import LabelSpec, as_number, is_missing
 from trainer.errors import UserError
 from trainer.reading import name_key, where
-from trainer.tasks.labels import LabelSpec, as_number, is_missing
 
 log = logging.getLogger("trainer")
 

@@ -1,4 +1,4 @@
-"""Classification's numbers: softmax and its cross-entropy, a split's metrics, the logit margin
+"""Classification's numbers: a split's metrics (softmax and its cross-entropy: parts/temperature.py), the logit margin
 of a binary threshold, and the uncalibrated logits of an export's probabilities."""
 
 from collections.abc import Sequence
@@ -6,23 +6,11 @@ from collections.abc import Sequence
 import numpy as np
 from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
 
+from trainer.tasks.parts.temperature import softmax_cross_entropy
+
 # The smallest normal float32: a probability that underflowed to 0 is read as this, for a
 # finite log.
 TINY = float(np.finfo(np.float32).tiny)
-
-
-def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
-    scaled = np.asarray(logits, np.float64) / temperature
-    scaled -= scaled.max(axis=1, keepdims=True)
-    exp = np.exp(scaled)
-    return exp / exp.sum(axis=1, keepdims=True)
-
-
-def softmax_cross_entropy(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    logits = logits.astype(np.float64)
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    log_norm = np.log(np.exp(shifted).sum(axis=1))
-    return log_norm - shifted[np.arange(len(labels)), labels]
 
 
 def summarize(

@@ -4,6 +4,7 @@ the chosen class's log-odds explained, and Hinton et al.'s distillation (distill
 
 from trainer.tasks.classification import card
 from trainer.tasks.parts import attribution, label_quality, refusal, teacher_targets, temperature, threshold
+from trainer.tasks.parts.temperature import softmax
 
 POSITIVE = 1  # a binary classifier's positive class id: its second label
 
@@ -26,9 +27,7 @@ class BinaryThreshold(threshold.OperatingPoint):
         """The positive class's calibrated probability, as the export computes it."""
         import numpy as np
 
-        from trainer.tasks.classification import metrics
-
-        probabilities = metrics.softmax(outputs, temperature)
+        probabilities = softmax(outputs, temperature)
         return probabilities[:, POSITIVE : POSITIVE + 1], (np.asarray(labels) == POSITIVE)[:, None]
 
     def choose(self, point, target, value, label_names, temperature) -> dict:
@@ -63,9 +62,8 @@ class SoftmaxTemperature(temperature.Calibration):
     """softmax(logits / T): the class probabilities the export returns."""
 
     def probabilities(self, outputs, temperature: float = 1.0):
-        from trainer.tasks.classification import metrics
 
-        return metrics.softmax(outputs, temperature)
+        return softmax(outputs, temperature)
 
     def outputs(self, probabilities, temperature: float):
         """The uncalibrated logits of `probabilities` (up to a per-row constant)."""
@@ -78,9 +76,8 @@ class ClassLabelIssues(label_quality.LabelIssues):
     """cleanlab's classification ranking of one class id per row."""
 
     def probabilities(self, outputs):
-        from trainer.tasks.classification import metrics
 
-        return metrics.softmax(outputs)
+        return softmax(outputs)
 
     def rank(self, probabilities, labels, ranking_probabilities) -> tuple:
         import numpy as np
@@ -133,9 +130,9 @@ class ChosenClass(attribution.Choices):
     def choices(self, outputs) -> tuple:
         import numpy as np
 
-        from trainer.tasks import predictions
+        from trainer.inference import split_predictions
 
-        names = predictions.label_names_of(outputs)
+        names = split_predictions.label_names_of(outputs)
         chosen = np.eye(len(names), dtype=bool)[outputs["label_index"].astype(np.int64)]
         return names, outputs["probabilities"], chosen
 

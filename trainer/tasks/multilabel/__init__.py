@@ -187,23 +187,25 @@ class MultiLabelTask(TextTask):
     # --- a loaded export's answers: the labels at or above their thresholds (`labels` joined,
     # `predicted` 0/1 per label) and every label's probability
     def predicted_columns(self, outputs) -> dict:
-        from trainer.tasks import predictions
+        from trainer.inference import split_predictions
 
         return {
             "predicted_labels": [labels.decode("utf-8") for labels in outputs["labels"]],
-            **predictions.probability_columns(predictions.label_names_of(outputs), outputs["probabilities"]),
+            **split_predictions.probability_columns(
+                split_predictions.label_names_of(outputs), outputs["probabilities"]
+            ),
         }
 
     def served_predictions(self, outputs) -> list:
         """`[{"labels": [...], "probabilities": {name: p}}]`, as trainer.predict's
         predicted_labels."""
-        from trainer.tasks import predictions
+        from trainer.inference import split_predictions
 
-        names = predictions.label_names_of(outputs)
+        names = split_predictions.label_names_of(outputs)
         return [
             {
                 "labels": [name for name, picked in zip(names, row_chosen) if picked],
-                "probabilities": predictions.probabilities_by_name(names, row),
+                "probabilities": split_predictions.probabilities_by_name(names, row),
             }
             for row, row_chosen in zip(outputs["probabilities"], outputs["predicted"])
         ]
@@ -228,8 +230,8 @@ class MultiLabelTask(TextTask):
     def split_predictions(self, outputs, labels, texts, pairs, temperature: float):
         import numpy as np
 
+        from trainer.inference.split_predictions import SplitPredictions
         from trainer.tasks.multilabel import metrics
-        from trainer.tasks.predictions import SplitPredictions
 
         probabilities = metrics.sigmoid(outputs)
         return SplitPredictions(

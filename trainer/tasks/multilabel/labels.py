@@ -5,9 +5,9 @@ import difflib
 
 import numpy as np
 
+from trainer.data.labels import LabelSpec, as_number, is_missing, merge_small_strata
 from trainer.errors import UserError
 from trainer.reading import where
-from trainer.tasks.labels import LabelSpec, as_number, is_missing, merge_small_strata
 
 
 def _cell_names(value, separator: str) -> list[str]:

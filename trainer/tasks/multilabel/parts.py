@@ -98,9 +98,9 @@ class ChosenLabels(attribution.Choices):
         return tf.gather(logits, target, batch_dims=1)
 
     def choices(self, outputs) -> tuple:
-        from trainer.tasks import predictions
+        from trainer.inference import split_predictions
 
-        return predictions.label_names_of(outputs), outputs["probabilities"], outputs["predicted"]
+        return split_predictions.label_names_of(outputs), outputs["probabilities"], outputs["predicted"]
 
 
 class LabelDistillation(teacher_targets.Distillation):

@@ -20,3 +20,23 @@ class Calibration(abc.ABC):
     def outputs(self, probabilities, temperature: float):
         """The model's outputs that give `probabilities` at `temperature` (up to what does not
         change them): an export's probabilities read back as the run's outputs."""
+
+
+def softmax(logits, temperature: float = 1.0):
+    """softmax(logits / temperature) of each row [N, C] (numpy, float64)."""
+    import numpy as np
+
+    scaled = np.asarray(logits, np.float64) / temperature
+    scaled -= scaled.max(axis=1, keepdims=True)
+    exp = np.exp(scaled)
+    return exp / exp.sum(axis=1, keepdims=True)
+
+
+def softmax_cross_entropy(logits, labels):
+    """Each row's cross-entropy [N] of softmax(logits) at its class id (numpy, float64)."""
+    import numpy as np
+
+    logits = logits.astype(np.float64)
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_norm = np.log(np.exp(shifted).sum(axis=1))
+    return log_norm - shifted[np.arange(len(labels)), labels]

@@ -39,7 +39,7 @@ class OperatingPoint(abc.ABC):
     @abc.abstractmethod
     def curves(self, point: dict, predictions, label_names) -> list:
         """[(name, scores, truth, chosen point)] per decision of the validation `predictions`
-        (a trainer.tasks.predictions.SplitPredictions), for report.html's precision-recall
+        (a trainer.inference.split_predictions.SplitPredictions), for report.html's precision-recall
         curves."""
 
 

@@ -62,7 +62,7 @@ class RegressionTask(TextTask):
     # --- labels
     def label_spec(self, frame, column, data):
         """A regression target: any number, no class names."""
-        from trainer.tasks.labels import LabelSpec
+        from trainer.data.labels import LabelSpec
 
         return LabelSpec("number", [])
 
@@ -176,7 +176,7 @@ class RegressionTask(TextTask):
     def split_predictions(self, outputs, labels, texts, pairs, temperature: float):
         import numpy as np
 
-        from trainer.tasks.predictions import SplitPredictions
+        from trainer.inference.split_predictions import SplitPredictions
 
         return SplitPredictions(
             texts, labels.astype(np.float64), None, None, scores=outputs.reshape(-1).astype(np.float64), pairs=pairs

@@ -4,9 +4,9 @@ stratifies scores on, and the correlations and errors of a split."""
 import numpy as np
 from scipy import stats
 
+from trainer.data.labels import as_number, is_missing, merge_small_strata
 from trainer.errors import UserError
 from trainer.reading import where
-from trainer.tasks.labels import as_number, is_missing, merge_small_strata
 
 # Score bins trainer.prepare stratifies on: at most this many, each of at least the rows a
 # stratified split needs.

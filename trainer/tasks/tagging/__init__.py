@@ -1,20 +1,21 @@
 """Token classification (--task token-classification): a tag per word, entities in IOB2
 (issue #52), read from files of tagged sentences (files.py) and scored by entity (metrics.py).
 
-Each word's tag is learned and read at its first piece (keras.py; data/tagged_tokens.py lines
+Each word's tag is learned and read at its first piece (keras.py; tasks/tagging/tokens.py lines
 the tags up with the tokens); the export splits a raw string into words in the graph and returns
-its entities with character offsets into it (spans.py, serving/tagger_export.py).
+its entities with character offsets into it (spans.py, tasks/tagging/export.py).
 """
 
 from trainer.tasks.base import Task
 from trainer.tasks.tagging import card, parts
+from trainer.tasks.tagging.sentences import SENTENCES
 
 NAME = "token-classification"
 
 
 class TaggingTask(Task):
     name = NAME
-    unit = "word"
+    unit = SENTENCES
     metric_goals = {"val_f1": "maximize", "val_precision": "maximize", "val_recall": "maximize", "val_loss": "minimize"}
     train_metric = "tag_accuracy"
     summary_metrics = ("f1", "precision", "recall", "tag_accuracy")
@@ -87,7 +88,7 @@ class TaggingTask(Task):
             require(not value, flag, f"{why} {reason}")
         super().check_flags(config, require)
 
-    # --- labels: read and encoded with the sentences (data/tagged_splits.py)
+    # --- labels: read and encoded with the sentences (tasks/tagging/splits.py)
     def label_counts(self, labels, spec) -> dict:
         """{entity type: entities} of a split's tag ids [N, W]."""
         from trainer.tasks.tagging import numbers
@@ -146,7 +147,7 @@ class TaggingTask(Task):
             f"{logs['val_precision']:.3f} recall {logs['val_recall']:.3f}"
         )
 
-    # --- a loaded export's answers (its export: serving/tagger_export.py)
+    # --- a loaded export's answers (its export: tasks/tagging/export.py)
     def predicted_columns(self, outputs) -> dict:
         """`entities` ([{text, label, start, end, score}]), `words` ([{text, start, end, tag}],
         every word, tag None where it has none) and `tags` (the words' tags) per text: lists,

@@ -1,7 +1,7 @@
 """A tagger export's answers at the words of tagged sentences (trainer.evaluate, trainer.report).
 
 The export splits a raw string into words itself (spaces, and each punctuation character a word:
-modeling/encoders/word_spans.py), which need not be a tagged file's tokens: "U.S." is four of its
+tasks/tagging/word_spans.py), which need not be a tagged file's tokens: "U.S." is four of its
 words. Each token of a sentence reads the tag probabilities of the export's word that starts at
 its first character, as training reads a word's tag at its first piece. A token no export word
 starts at (one beginning inside an export word, or a word the export gave no tag: one without

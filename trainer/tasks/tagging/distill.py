@@ -2,8 +2,8 @@
 Hinton et al. 2015 over each tagged word, and tag accuracy of the labelled words.
 
 Packed targets are [N, W, 1 + C] when the teacher's values are attached to a split's words
-(trainer.data.tagged_teacher), and [N, S, 1 + C] once aligned to tokens as plain tag ids are
-(data/tagged_tokens.py: a word's values on its first piece): channel 0 is the tag id, UNTAGGED
+(trainer.tasks.tagging.teacher_file), and [N, S, 1 + C] once aligned to tokens as plain tag ids are
+(tasks/tagging/tokens.py: a word's values on its first piece): channel 0 is the tag id, UNTAGGED
 (-1) where no word is, UNLABELLED (-2) for a word of an unlabelled sentence; then the teacher's
 probability of each tag, all 0 where the teacher gave none (a word past its --max-seq-length, or
 null in its file): such a word learns from its true tag alone, or from nothing.

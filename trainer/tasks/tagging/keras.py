@@ -1,5 +1,5 @@
 """Token classification's Keras pieces: the loss and the accuracy over the tokens that carry a
-word's tag (its first piece: data/tagged_tokens.py).
+word's tag (its first piece: tasks/tagging/tokens.py).
 
 Every other token (a word's later pieces, special tokens, padding, words cut by
 --max-seq-length) has tag id -1 and weighs nothing, as Hugging Face's run_ner gives them the

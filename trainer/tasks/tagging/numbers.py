@@ -1,5 +1,5 @@
 """Token classification's numbers of a split: the model's per-token outputs read at each word's
-first piece (its labels' positions: data/tagged_tokens.py), as tags, scored by entity; and a
+first piece (its labels' positions: tasks/tagging/tokens.py), as tags, scored by entity; and a
 loaded export's answers as trainer.predict and trainer.serve give them."""
 
 from collections.abc import Sequence
@@ -18,7 +18,7 @@ def word_tags(tag_ids: np.ndarray, labels: np.ndarray, names: Sequence[str]) -> 
 
 def summarize(outputs: np.ndarray, labels: np.ndarray, names: Sequence[str]) -> dict:
     """metrics.json's block of a split: logits [N, S, tags] against token-aligned tag ids [N, S]."""
-    from trainer.tasks.classification.metrics import softmax_cross_entropy
+    from trainer.tasks.parts.temperature import softmax_cross_entropy
 
     outputs = np.asarray(outputs, np.float64)
     tagged = labels != UNTAGGED
@@ -70,7 +70,7 @@ def entity_counts(labels: np.ndarray, names: Sequence[str]) -> dict:
 
 def split_predictions(outputs: np.ndarray, labels: np.ndarray, texts):
     """The report's predictions of a split: `labels` and `predicted`, token-aligned tag ids."""
-    from trainer.tasks.predictions import SplitPredictions
+    from trainer.inference.split_predictions import SplitPredictions
 
     predicted = np.where(labels != UNTAGGED, np.asarray(outputs).argmax(axis=-1), UNTAGGED)
     return SplitPredictions(texts, labels, None, None, predicted=predicted)

@@ -1,5 +1,5 @@
 """Token classification's one part (trainer.tasks.parts): a teacher's tag probabilities per word
-as targets (distill.py; its file: data/tagged_teacher.py). A tagger decides a tag per word: no
+as targets (distill.py; its file: tasks/tagging/teacher_file.py). A tagger decides a tag per word: no
 yes/no decision to threshold, no distribution over a row's classes to calibrate or for cleanlab
 to judge, and no answer of a whole text to attribute to its words."""
 

@@ -51,7 +51,7 @@ def entity_outputs(
     code-point offsets `entity_start` and `entity_end` (exclusive; -1 as padding) and
     `entity_score`, the mean over its words of the probability of the tag each was given.
 
-    `starts`, `ends` [B, (W)]: the words' offsets (modeling.encoders.words); `probabilities`
+    `starts`, `ends` [B, (W)]: the words' offsets (word_spans.py); `probabilities`
     [B, (W), tags]: each word's tag probabilities; `type_names` [types] string."""
     tag_ids = probabilities.with_flat_values(tf.argmax(probabilities.flat_values, axis=-1))
     kinds, first, end = entity_runs(tag_ids)

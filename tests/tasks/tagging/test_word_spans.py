@@ -1,10 +1,10 @@
 """A raw string's words and their character offsets, in the graph
-(trainer/modeling/encoders/word_spans.py): what token classification tags and what its entities'
+(trainer/tasks/tagging/word_spans.py): what token classification tags and what its entities'
 `start` and `end` index."""
 
 import tensorflow as tf
 
-from trainer.modeling.encoders import word_spans
+from trainer.tasks.tagging import word_spans
 
 
 def split(*strings):

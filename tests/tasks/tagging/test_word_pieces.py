@@ -1,4 +1,4 @@
-"""Words to model inputs for token classification (trainer/modeling/encoders/word_pieces.py):
+"""Words to model inputs for token classification (trainer/tasks/tagging/word_pieces.py):
 each word's pieces from the family's tokenizer, and the position of its first piece."""
 
 import os
@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from trainer.modeling.encoders import registry
 from trainer.modeling.encoders.tokenizers.word_piece import WordPiecePreprocessor
-from trainer.modeling.encoders.word_pieces import pack_words
+from trainer.tasks.tagging.word_pieces import pack_words
 
 WORDS = [["Unbelievably", "great", "!"], ["Saunders", "(", "St.", "Lawrence", ")"]]
 
@@ -51,7 +51,7 @@ def test_words_past_the_sequence_length_have_no_position():
 def test_a_text_that_fits_is_one_window_packed_as_training_packs_it():
     """The export's windows (pack_word_windows) leave a text that fits as it was: its tags are
     read from the same row as before windows (issue #64)."""
-    from trainer.modeling.encoders.word_pieces import pack_word_windows
+    from trainer.tasks.tagging.word_pieces import pack_word_windows
 
     whole, windows = packed(), pack_word_windows(preprocessor(), tf.ragged.constant(WORDS), 32, 15)
     for name in ("input_word_ids", "input_mask", "input_type_ids"):
@@ -61,7 +61,7 @@ def test_a_text_that_fits_is_one_window_packed_as_training_packs_it():
 
 
 def test_a_longer_text_is_read_in_windows_each_words_position_holding_its_first_piece():
-    from trainer.modeling.encoders.word_pieces import pack_word_windows
+    from trainer.tasks.tagging.word_pieces import pack_word_windows
 
     pre = preprocessor()
     inputs = pack_word_windows(pre, tf.ragged.constant(WORDS), 6, 2)  # windows of 4 pieces

@@ -1,11 +1,11 @@
 """A labelled file read for an export (trainer.evaluate), by the rules training reads a split by.
 
 Texts and labels come from a CSV, TSV, JSON Lines or JSON file's columns (trainer.reading, the
-text columns found as trainer.predict finds them, the label columns as training does), or, for
-a model that tags words (Task.unit "word"), from a file of tagged sentences as training reads
-them (tasks/tagging/files.py: CoNLL, JSON Lines of tokens and tags or of text and spans).
+text columns found as trainer.predict finds them, the label columns as training does: read_texts),
+or as the model's task's unit reads its rows (Unit.labelled_rows: a tagger's, a file of tagged
+sentences as training reads them).
 The file is read whole before the model loads, so a broken line or a missing column is one line
-at once; its labels are encoded once the export has told its label names, each unknown one an
+at once; its labels are encoded (Unit.labels_of) once the export has told its label names, each unknown one an
 error naming its file, line and column (or token).
 
 How the labels are read is the run's when the model dir is a finished run's JOB_DIR/model
@@ -26,7 +26,6 @@ from trainer.errors import UserError
 from trainer.inference import loaded_model
 from trainer.serving import columns as trained
 from trainer.serving import predict_file
-from trainer.tasks.labels import LabelSpec
 
 CHUNK_ROWS = 8192
 
@@ -71,20 +70,11 @@ def read(args, task, pair: bool) -> LabelledFile:
     )
     if args.label_columns:
         kind = None  # named here: the file's, not the run's
-    if task.unit == "word":
-        return _tagged(args.input, data)
-    return _texts(args, task, pair, data, kind)
+    return task.unit.labelled_rows(args, task, pair, data, kind)
 
 
-def _tagged(path: str, data) -> LabelledFile:
-    from trainer.tasks.tagging import files
-
-    tagged = files.read(path, "--input")
-    texts = np.array([s.text for s in tagged.sentences], dtype=object)
-    return LabelledFile(path, texts, None, None, tagged, "tags", [], data, None, 0)
-
-
-def _texts(args, task, pair: bool, data, kind) -> LabelledFile:
+def read_texts(args, task, pair: bool, data, kind) -> LabelledFile:
+    """--input's rows of texts (or pairs) and their label columns (the text unit's labelled_rows)."""
     import pandas as pd
 
     texts, pairs, frames, skipped, columns, label_columns = [], [], [], 0, None, None
@@ -123,16 +113,3 @@ def _check_columns(frame, label_columns) -> None:
             f"{frame['_file'].iloc[0]}: no label column {missing[0]!r}; its columns "
             f"are {[c for c in frame.columns if not str(c).startswith('_')]}"
         )
-
-
-def labels_of(rows: LabelledFile, task, names: list):
-    """(the rows' labels as the model's run encoded its splits', the tagged sentences or None),
-    under the export's label `names`; an unknown label is an error naming its row."""
-    from trainer.data import splits, tagged_splits
-
-    if rows.tagged is not None:
-        split = tagged_splits.tagged_split(rows.tagged, rows.path, LabelSpec("tags", names))
-        return split.labels, split.sentences
-    kind = rows.label_kind or splits.label_spec(rows.frame, rows.label_column, rows.data, task).kind
-    spec = LabelSpec(kind, names, rows.data.label_separator)
-    return splits.encode(rows.frame, rows.label_columns, spec, "evaluation", task), None

@@ -1,5 +1,5 @@
 """A tagger's ONNX copies (issue 66): the export writes the tagger's network as the graph, with
-tagging.json beside it (trainer/serving/onnx/tagger_copy.py reads the words, windows and entities
+tagging.json beside it (trainer/tasks/tagging/onnx_copy.py reads the words, windows and entities
 around it), checked text by text against the SavedModel; trainer.predict without TensorFlow,
 trainer.serve and trainer.evaluate answer with the SavedModel's entities, words and tags.
 
@@ -17,6 +17,10 @@ import numpy as np
 import pytest
 from test_onnx_runtime import without_tensorflow
 from test_tagging_windows import NAMES, SEQ, WORDS, tagger
+
+# The slow tier (CI's slow line runs it): the tiny tagger's export and its ONNX copy written and
+# checked take about 80 s of one worker, which the default suite's 10 minutes cannot hold.
+pytestmark = pytest.mark.slow
 
 _rng = random.Random(5)
 # Texts of one window to several, more windows in all than one run of 16, and hard ones
@@ -46,7 +50,8 @@ def exported(tiny_encoder_dir, tmp_path_factory):
     SavedModel as a run writes it."""
     from trainer import task_registry
     from trainer.inference import loaded_model
-    from trainer.serving import export, tagger_export
+    from trainer.serving import export
+    from trainer.tasks.tagging import export as tagger_export
 
     root = tmp_path_factory.mktemp("onnx_tagger")
     built = build(tiny_encoder_dir, str(root / "cache"))
@@ -167,7 +172,7 @@ def test_the_server_answers_the_savedmodels_entities(exported, model_dir):
 @pytest.fixture(scope="module")
 def copy_tokens(model_dir):
     """The float32 copy's `tokenize` of TEXTS (its tagger alone, no TensorFlow)."""
-    from trainer.serving.onnx import tagger_copy
+    from trainer.tasks.tagging import onnx_copy as tagger_copy
 
     return tagger_copy.Tagger.from_dir(f"{model_dir[0]}/onnx").tokenize(TEXTS)
 
@@ -181,7 +186,7 @@ def spoiled(features, change):
 def test_the_check_counts_the_texts_whose_words_or_windows_differ(copy_tokens):
     """Rows are windows: a text's window spoilt counts that text; one more window read in the
     first text moves every row after it, and counts that text alone."""
-    from trainer.serving.onnx import tagger_copy
+    from trainer.tasks.tagging import onnx_copy as tagger_copy
 
     features = copy_tokens
     window = int(features["word_window"][2, 0])  # the third text's first window
@@ -257,7 +262,6 @@ def test_the_int8_float_fallback_ranks_a_taggers_nodes_on_its_windows(exported, 
     assert ": entities agreeing at " in line
 
 
-@pytest.mark.slow  # about 20 s: the SavedModel scored in this process for the comparison
 def test_evaluate_without_tensorflow_scores_the_copy_as_it_scores_the_savedmodel(model_dir, tmp_path):
     from test_tagging import write_conll
     from test_task import run_in_process

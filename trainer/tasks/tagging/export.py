@@ -2,7 +2,7 @@
 score) and each word's tag out, computed in the SavedModel itself as the sentence tasks' exports
 compute theirs.
 
-The string is split into words in the graph (modeling.encoders.words: spaces and control
+The string is split into words in the graph (word_spans.py: spaces and control
 characters, and each punctuation character a word), each word into the family's pieces, and the
 pieces into windows of --max-seq-length tokens, consecutive ones sharing half a window
 (word_pieces.pack_word_windows): a text that fits is one window, packed as training packed it; a
@@ -24,9 +24,9 @@ import tensorflow as tf
 import tf_keras
 
 from trainer.modeling.encoders.layers import INPUT_KEYS
-from trainer.modeling.encoders.word_pieces import pack_word_windows
-from trainer.modeling.encoders.word_spans import split_words
 from trainer.tasks.tagging import spans
+from trainer.tasks.tagging.word_pieces import pack_word_windows
+from trainer.tasks.tagging.word_spans import split_words
 
 _PADDING = {tf.string: "", tf.int64: -1, tf.int32: -1, tf.float32: 0.0}
 # The most windows one call of the tagger computes: trainer.predict's default --batch-size, so

@@ -8,7 +8,7 @@ trained on nor scored, and the log counts the sentences and their words per spli
 truncated_texts the sentences), as the sentence tasks count the texts they cut (11 of WikiANN's
 30,000 sentences and none of WNUT-17's exceed 128 tokens of the default encoder: a cut
 counted, rather than overlapping windows). The export reads every word of a text of any length,
-in windows (serving/tagger_export.py). A word the tokenizer gives no piece (a lone control character
+in windows (tasks/tagging/export.py). A word the tokenizer gives no piece (a lone control character
 or zero-width space) is untagged too, and counted apart.
 """
 
@@ -20,10 +20,10 @@ import tensorflow as tf
 
 from trainer import progress
 from trainer.data.input_pipeline import TokenizedSplit, special_count
-from trainer.modeling.encoders.word_pieces import pack_words
 from trainer.tasks.tagging import distill
 from trainer.tasks.tagging.distill import tag_ids
 from trainer.tasks.tagging.tags import UNTAGGED
+from trainer.tasks.tagging.word_pieces import pack_words
 
 log = logging.getLogger("trainer")
 

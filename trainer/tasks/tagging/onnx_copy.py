@@ -1,5 +1,5 @@
 """A tagger's ONNX copy without TensorFlow (issue #66): raw strings -> the windows its network
-reads, and the network's logits -> the SavedModel's answers (trainer/serving/tagger_export.py's
+reads, and the network's logits -> the SavedModel's answers (trainer/tasks/tagging/export.py's
 `tokenize` and `outputs`, their names, values, dtypes and padding), in Python and numpy.
 
 The tagger's SavedModel splits words with TF-Text's RE2 regex split and reads entities with TF
@@ -7,7 +7,7 @@ string ops, which ONNX has no operators for; only the network (token features in
 logits out) is the copy's graph. Everything around it is here, each rule beside a comment
 naming the TensorFlow function it mirrors:
 
-- words and their code-point offsets (modeling/encoders/words.split_words), by Unicode category
+- words and their code-point offsets (word_spans.split_words), by Unicode category
   from the standard library's `unicodedata`, as RE2's \\p{Z}, \\p{Cc} and \\p{P} classes read;
 - each word's pieces (word_pieces.pack_word_windows, the preprocessor's `tokenize_words`): the
   word alone after the family's word prefix, by the copy's tokenizer.json (packing.py);
@@ -20,7 +20,7 @@ the windows' overlap and the word prefix (`tagging_json` makes it of the run's p
 
 `OnnxTagger` is the copy loaded (trainer.serving.variants.load picks it where tagging.json is):
 it answers through a serving signature, as the tagger's SavedModel and its LiteRT int8 copy do
-(serving/tflite.Int8TaggingModule), its network run by ONNX Runtime. `texts_differing` and
+(int8.Int8TaggingModule), its network run by ONNX Runtime. `texts_differing` and
 `largest_difference` are the export's check of the copy against its SavedModel, text by text.
 """
 
@@ -42,12 +42,12 @@ TAGGING = "tagging.json"
 FORMAT = 1
 # The graph's one output (convert.TAGGER_OUTPUT; that module imports TensorFlow).
 LOGITS = "logits"
-# serving/tagging.WORD_FEATURES (that module imports TensorFlow): `tokenize`'s per-word
+# export.WORD_FEATURES (that module imports TensorFlow): `tokenize`'s per-word
 # features, which `outputs` takes after the logits.
 WORD_FEATURES = ("word_window", "word_positions", "word_start", "word_end")
 # No cap on a text's windows: every word is read (word_windows.UNCAPPED).
 UNCAPPED = np.iinfo(np.int64).max
-# serving/tagging._PADDING: what a padded entry of each kind of output holds.
+# export._PADDING: what a padded entry of each kind of output holds.
 _PADDING = {"O": b"", "i": -1, "f": 0.0}
 # The ASCII symbols BERT's _is_punctuation counts (words._PUNCTUATION's !-/ :-@ [-` {-~).
 _ASCII_SYMBOLS = ((0x21, 0x2F), (0x3A, 0x40), (0x5B, 0x60), (0x7B, 0x7E))
@@ -59,7 +59,7 @@ _UNICODE_15_PUNCTUATION = ((0x11B00, 0x11B09), (0x11F43, 0x11F4F))
 
 
 def tagging_json(preprocessor, tag_names: Sequence[str], window_overlap: int) -> bytes:
-    """tagging.json of a tagger's export (serving/tagging.TaggingModule): its tag names, its
+    """tagging.json of a tagger's export (export.TaggingModule): its tag names, its
     windows' overlap, and the prefix its `preprocessor` (the run's, as built: a loaded
     SavedModel's keeps no Python attribute) reads each word after: byte-level BPE's space
     (preprocessing.SubwordPreprocessor.tokenize_words), none for WordPiece and SentencePiece."""
@@ -163,7 +163,7 @@ def entity_runs(tag_ids: np.ndarray, rows: np.ndarray):
 
 class Tagger:
     """A tagger's ONNX copy's words and answers: `tokenize(texts)` and `outputs(texts, logits,
-    *word features)` as serving/tagging.TaggingModule's, `serve(texts, network)` between them.
+    *word features)` as export.TaggingModule's, `serve(texts, network)` between them.
     Texts are `str`."""
 
     def __init__(
@@ -460,3 +460,28 @@ def largest_difference(theirs: dict, ours: dict, texts: np.ndarray) -> float:
         difference = ours["word_probabilities"][row][:count] - theirs["word_probabilities"][row][:count]
         largest = max(largest, float(np.abs(difference).max(initial=0.0)))
     return largest
+
+
+def parity(reference, loaded, float32: dict, candidate: dict, texts, max_difference: float | None = None) -> dict:
+    """serving.quantize.parity of a copy that answers through its signature, as a tagger's do,
+    whose `tokenize` rows are windows, not texts: `token_rows_differing` counts the texts whose
+    words or the windows they are read in differ, `max_difference` is of the words' tag
+    probabilities, over the other texts (its entities are matched by the check's agreement)."""
+    from trainer.serving import quantize
+
+    theirs = {name: np.asarray(value) for name, value in reference.tokenize(np.asarray(texts, object)).items()}
+    differing = texts_differing(theirs, loaded.tokenize(texts))
+    largest = largest_difference(float32, candidate, np.setdiff1d(np.arange(len(texts)), differing))
+    return quantize.parity_figures(differing, largest, texts, max_difference)
+
+
+def window_overlap(reference) -> int:
+    """The windows' overlap a tagger's export saved; one line for an export from before
+    windows (it cut each text at --max-seq-length), which this copy does not mirror."""
+    saved = getattr(reference, "window_overlap", None)
+    if saved is None:
+        raise UserError(
+            "this tagger's export predates windows (it cuts each text at "
+            "--max-seq-length), which its ONNX copy would not; export the run again"
+        )
+    return int(saved.numpy())

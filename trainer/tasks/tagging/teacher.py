@@ -1,7 +1,7 @@
-"""The teacher stage's rows when they are tagged sentences (token classification): the four
-names trainer.training.teacher asks of its rows' kind (`noun`, `suffix`, `unlabeled`, `values`,
-`write`: its _Texts has the same five for texts), over data/tagged_teacher.py's file of each word's
-tag probabilities; and what a --teacher tagger's export writes in that format.
+"""The teacher stage's rows when they are tagged sentences (the unit's `teacher`): the five names
+trainer.training.teacher asks of them (`noun`, `suffix`, `unlabeled`, `values`, `write`:
+tasks/units/text_teacher.py has the same five for texts), over teacher_file.py's file of each
+word's tag probabilities; and what a --teacher tagger's export writes in that format.
 """
 
 import json
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from trainer.data import splits as splits_lib
-from trainer.data import tagged_teacher
 from trainer.errors import UserError
+from trainer.tasks.tagging import teacher_file as tagged_teacher
 
 log = logging.getLogger("trainer")
 
@@ -34,7 +34,7 @@ def unlabeled(spec: str, datasets):
 def values(path: str, datasets, task, flag: str) -> tuple:
     """({"train", "unlabeled": the teacher's values [N, W, C]}, the validation sentences' or
     None when the file lacks some). The validation values stay per word here; the tokenize
-    stage aligns them to tokens, as it aligns the tags (training.stages._tokenize_words)."""
+    stage aligns them to tokens, as it aligns the tags (sentences.TaggedSentences.tokenize)."""
     teacher = tagged_teacher.read(path, task.distillation.columns(datasets.labels.names), flag)
     matched = lambda split, name: tagged_teacher.match(  # noqa: E731
         teacher, split.sentences, split.labels.shape[1], name, task.distillation.problem, flag

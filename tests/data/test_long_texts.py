@@ -9,8 +9,8 @@ import random
 import numpy as np
 import pytest
 
+from trainer.data import long_texts
 from trainer.tasks.classification import ClassificationTask
-from trainer.training import long_texts
 
 LIMIT = 10
 

@@ -1,6 +1,6 @@
-"""A tagger's ONNX copy reads texts without TensorFlow (trainer/serving/onnx/tagger_copy.py): its
+"""A tagger's ONNX copy reads texts without TensorFlow (trainer/tasks/tagging/onnx_copy.py): its
 words, windows and per-word features equal the tagger SavedModel's `tokenize`
-(serving/tagger_export.py), and given the same logits its answers equal the SavedModel's `outputs`
+(tasks/tagging/export.py), and given the same logits its answers equal the SavedModel's `outputs`
 (entities, words, tags, counts, padding), for every tokenizer family.
 
 The families' tokenizers are tests/serving/onnx/test_onnx_tokenizer.py's; the network matters to neither
@@ -21,7 +21,7 @@ from conftest import ROOT
 from test_onnx_tokenizer import FAMILIES, HARD, directories, onnx_tokenizer, preprocessor  # noqa: F401
 
 from trainer.errors import UserError
-from trainer.serving.onnx import tagger_copy as onnx_tagging
+from trainer.tasks.tagging import onnx_copy as onnx_tagging
 
 SEQ = 16  # windows of 14 pieces, sharing 7
 NAMES = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
@@ -32,7 +32,7 @@ TEXTS = HARD + [LONG, "lone \u200d joiner \u200d", "Zoë\x00São\x00\x00Paulo\x0
 def module_of(built, tagger=None):
     """A tagger's export module over a preprocessor; `tagger`: its network (a stand-in without
     weights where only `tokenize` and `outputs` are called)."""
-    from trainer.serving import tagger_export
+    from trainer.tasks.tagging import export as tagger_export
 
     return tagger_export.TaggingModule(built, tagger or types.SimpleNamespace(variables=[]), NAMES, built.seq_length)
 
@@ -72,7 +72,7 @@ def random_logits(features: dict, seed: int = 0) -> np.ndarray:
 def test_words_and_offsets_equal_tf_texts_on_every_code_point():
     """Each code point between two letters: a word's character, a separator, or a word of its
     own, as RE2's Unicode classes read it (including NUL, which TF-Text reads as U+0001)."""
-    from trainer.modeling.encoders.word_spans import split_words
+    from trainer.tasks.tagging.word_spans import split_words
 
     codes = [c for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF]
     texts = ["".join(f"a{chr(c)}b" for c in codes[i : i + 5000]) for i in range(0, len(codes), 5000)]
@@ -196,7 +196,7 @@ READ_WITHOUT_TENSORFLOW = textwrap.dedent("""
     from without_tensorflow import Blocked
 
     sys.meta_path.insert(0, Blocked())
-    from trainer.serving.onnx import tagger_copy
+    from trainer.tasks.tagging import onnx_copy as tagger_copy
     features = tagger_copy.Tagger.from_dir(sys.argv[1]).tokenize(json.loads(sys.argv[2]))
     assert not [name for name in sys.modules if name.startswith(("tensorflow", "tf_keras"))]
     print(json.dumps({name: value.tolist() for name, value in features.items()}))
@@ -253,6 +253,6 @@ def test_a_tagging_json_the_export_did_not_write_is_one_error_naming_it(change, 
 
 
 def test_the_word_features_are_the_exports():
-    from trainer.serving import tagger_export
+    from trainer.tasks.tagging import export as tagger_export
 
     assert onnx_tagging.WORD_FEATURES == tagger_export.WORD_FEATURES

@@ -15,9 +15,9 @@ import pandas as pd
 
 from trainer.config import Config
 from trainer.data import leakage
+from trainer.data.labels import LabelSpec
 from trainer.data.splits import Datasets, Split, dry_run_rows, head, stratified_split
 from trainer.errors import UserError
-from trainer.tasks.labels import LabelSpec
 from trainer.tasks.tagging import files
 from trainer.tasks.tagging import tags as iob2
 

@@ -17,7 +17,7 @@ each word read in one of them (word_windows); only a word without a piece has no
 
 import tensorflow as tf
 
-from trainer.modeling.encoders import word_windows
+from trainer.tasks.tagging import word_windows
 
 
 def _pieces(preprocessor, words: tf.RaggedTensor):

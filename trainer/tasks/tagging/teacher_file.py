@@ -5,7 +5,7 @@ The teacher file is JSON Lines, a sentence per line: its `tokens` (the words, as
 file's), and `probabilities`, one entry per token: an object {tag: probability} over the run's
 IOB2 tags (a tag left out is 0; the word's must sum to 1), or null for a word the teacher did
 not tag. An LLM's labels are written so; a `--teacher` tagger's export writes the same file
-(training/tagger_teacher.py), so both teachers are one path, as the sentence tasks' are
+(tasks/tagging/teacher.py), so both teachers are one path, as the sentence tasks' are
 (data/teacher_file.py). Sentences are matched by their words joined by single spaces: the file
 may hold them in any order, more of them than the run needs, and one twice (its first counts).
 
@@ -141,8 +141,8 @@ def covers(teacher: TaggedTeacherFile, sentences) -> bool:
 def load_unlabeled(spec: str, held_out: dict[str, set]):
     """--unlabeled-file's sentences as a TaggedSplit (tag ids UNLABELLED on their words until
     the teacher's are packed in), without those whose words `held_out` ({split: keys}) has."""
-    from trainer.data.tagged_splits import untagged_split
     from trainer.tasks.tagging import files
+    from trainer.tasks.tagging.splits import untagged_split
 
     sentences, dropped, total = [], 0, 0
     shown = set().union(*held_out.values())

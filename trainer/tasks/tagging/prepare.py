@@ -2,16 +2,16 @@
 checked, its IOB1 starts repaired for the strata), and written back as it came, its CoNLL lines
 (all their columns) or its JSON record, to files of the input's own extension.
 
-Tagged sentences are small beside the tables (tagged_splits.py), so they are held whole.
+Tagged sentences are small beside the tables (splits.py), so they are held whole.
 `-DOCSTART-` lines are not written: a split's sentences come from any document.
 """
 
 import json
 
 from trainer import storage
-from trainer.data import tagged_splits
 from trainer.errors import UserError
 from trainer.tasks.tagging import files
+from trainer.tasks.tagging import splits as tagged_splits
 
 
 def read(args):

@@ -1,0 +1,28 @@
+"""trainer/task_registry.py: where the package asks for a task kind."""
+
+import pytest
+
+from trainer import task_registry
+
+
+def test_the_kinds_are_registered_in_tasks_order():
+    assert task_registry.names() == ("classification", "regression", "multi-label", "token-classification")
+    assert task_registry.choices()[0] == task_registry.AUTO
+
+
+def test_a_second_kind_of_a_registered_name_is_refused():
+    with pytest.raises(ValueError, match="classification"):
+        task_registry.register(task_registry.kinds()[0])
+    assert len(task_registry.kinds()) == 4
+
+
+def test_every_metric_some_kind_selects_by_has_one_direction():
+    goals = task_registry.metric_goals()
+    assert goals["val_loss"] == "minimize"
+    assert goals["val_f1"] == "maximize" and goals["val_spearman"] == "maximize"
+
+
+def test_an_onnx_copy_is_a_taggers_where_its_tagging_json_is(tmp_path):
+    assert task_registry.of_onnx_copy(str(tmp_path)).name == "classification"
+    (tmp_path / "tagging.json").write_text("{}")
+    assert task_registry.of_onnx_copy(str(tmp_path)).name == "token-classification"
