@@ -5,12 +5,15 @@ of them names a task (tests/test_layout.py checks that no module outside trainer
 A kind is this core, which every kind defines, plus optional parts (trainer/tasks/parts/: the
 operating point, calibration, label issues, explanations, distillation), each an attribute that
 is None when the kind cannot do it: what a kind can do is stated once, by the parts it holds.
+What it reads and feeds, from its files to its export's copies, is its `unit`
+(trainer/tasks/units/).
 
-A task kind is one folder under trainer/tasks/ and one line of the registry
-(trainer/tasks/__init__.py). Its class's module stays light: trainer.config imports the
-registry (--task's choices, the metrics --selection-metric may name, each task's flag checks),
-and `--help` answers without numpy, so a task's methods import its numpy, scikit-learn and
-TensorFlow code (the modules beside it) when they are called.
+A task kind is one folder under trainer/tasks/ and one line of trainer/tasks/__init__.py, which
+registers it (trainer/task_registry.py). Its class's module stays light: every entry point
+registers the kinds, trainer.config asks them (--task's choices, the metrics --selection-metric
+may name, each task's flag checks), and `--help` and the ONNX runtime answer without numpy or
+TensorFlow, so a task's methods import its numpy, scikit-learn and TensorFlow code (the modules
+beside it) when they are called.
 
 Modelled on TF Model Garden's sentence-prediction task (official/nlp/tasks/
 sentence_prediction.py), where classification and regression sit behind one interface.
