@@ -160,13 +160,12 @@ def _explainer(model_dir: str):
     from trainer.explaining import attribute
     from trainer.inference import loaded_model
     from trainer.serving import export
-    from trainer.tasks import parts
 
     if not storage.exists(storage.join(model_dir, "saved_model.pb")):
         return None
     model = export.load_module(model_dir)
     task = loaded_model.task_of(model)
-    refused = task.explanations is None and parts.refusal(task, "explanations", "--report-explanations")
+    refused = task.refusal("explanations", "--report-explanations")
     if refused or not attribute.explainable(model):
         log.info("report: no token attributions: %s", refused or "the export has no explain_tokens (a TF-Hub encoder)")
         return None

@@ -5,6 +5,7 @@ come first: a bad path, encoder or data file fails in seconds, before any accele
 """
 
 import atexit
+import dataclasses
 import logging
 import shutil
 import tempfile
@@ -270,8 +271,8 @@ def tokenize(ctx: RunContext) -> None:
     tokens = ctx.task.unit.tokenize(
         config, ctx.datasets, ctx.encoder.preprocessor, ctx.long_texts, cache_root, ctx.is_chief, teacher_validation
     )
-    ctx.inputs = batching(config, ctx.runtime, ctx.long_texts, tokens.splits, tokens.truncated, tokens.training)
-    ctx.inputs.teacher_validation = tokens.teacher_validation
+    inputs = batching(config, ctx.runtime, ctx.long_texts, tokens.splits, tokens.truncated, tokens.training)
+    ctx.inputs = dataclasses.replace(inputs, teacher_validation=tokens.teacher_validation)
 
 
 def batching(config, runtime: Runtime, cut, tokenized: dict, truncated: dict, training=None) -> Inputs:

@@ -50,9 +50,11 @@ def float32_copy(
             module = quantize.module_like(reference, preprocessor, classifier, task, label_names, max_seq_length, pair)
             converted = convert.convert(classifier, module, task, label_names)
     fused, what = fusion.fuse(converted, *convert.encoder_shape(classifier), attention=not heads.windowed(classifier))
-    files = tokenizer_files.files(preprocessor, export.saved_long_texts(reference), pair)
+    files = {
+        **tokenizer_files.files(preprocessor, export.saved_long_texts(reference), pair),
+        **task.unit.onnx_files(preprocessor, label_names, reference),
+    }
     if is_tagger:
-        files.update(task.unit.onnx_files(preprocessor, label_names, reference))
         shared = {
             "padded_lengths": list(padding.padded_lengths(max_seq_length)),
             "task_outputs": sorted(loaded_model.predict_outputs(reference, [""], 1)),
