@@ -20,6 +20,8 @@ import subprocess
 import sys
 import time
 
+import trainer.tasks  # noqa: F401  the kinds registered, as every entry point registers them
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)  # the repository
 RESULTS = os.path.join(HERE, "results")
