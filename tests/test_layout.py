@@ -330,8 +330,9 @@ TELLS_AN_EXPORTS_KIND = ("trainer.inference.loaded_model", "task_of reads struct
 
 
 def kind_tellers(path: pathlib.Path) -> list:
-    """(line, what) of each function of `path` named after a task kind (is_regression,
-    is_multilabel: a task name, its hyphens and underscores dropped, in the function's name),
+    """(line, what) of each function of `path` named as a test of a task kind (is_regression,
+    is_multilabel: "is" and a task name, its hyphens and underscores dropped, in the function's
+    name; a kind's name alone is a word other names hold, as word_embeddings holds embedding),
     and of each read of a serving signature's `structured_outputs` (the output names such a
     function compares: a "score", a "labels"), named by the function reading it."""
     from trainer import task_registry
@@ -341,7 +342,7 @@ def kind_tellers(path: pathlib.Path) -> list:
 
     def visit(node, function):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            if any(word in node.name.replace("_", "").lower() for word in words):
+            if any(f"is{word}" in node.name.replace("_", "").lower() for word in words):
                 found.append((node.lineno, node.name))
             function = node.name
         elif isinstance(node, ast.Attribute) and node.attr == "structured_outputs":

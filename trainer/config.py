@@ -240,9 +240,11 @@ class ModelConfig:
         "targets), 'multi-label' (any number of labels per text: sigmoid outputs, "
         "binary cross-entropy, per-label thresholds chosen on validation), "
         "'token-classification' (a tag per word, IOB2, scored by entity: named entities; "
-        "from tagged sentences). 'auto': token-classification when the training file holds "
-        "tagged sentences (a .conll or .iob file, or JSON Lines of tokens and tags, or of "
-        "text and spans), else classification.",
+        "from tagged sentences), 'embedding' (a vector per text for search and similarity: "
+        "a bi-encoder trained on pairs of texts and their similarity score, CoSENT). 'auto': "
+        "token-classification when the training file holds tagged sentences (a .conll or "
+        ".iob file, or JSON Lines of tokens and tags, or of text and spans), else "
+        "classification.",
         choices=task_registry.choices,
     )
 

@@ -21,6 +21,15 @@ FIXTURE = pathlib.Path(FIXTURES) / "tagger-export-2026-12-01"
 EXPECTED = json.loads((FIXTURE / "expected.json").read_text())
 
 
+def assert_answered_as_then(answers: list, expected: list) -> None:
+    """Every entity (text, label, offsets) and tag as then; each entity's score within 1e-5: the
+    export was written on a Xeon, and float rounding differs in its last bits on another CPU."""
+    scores = lambda rows: [e.pop("score") for row in rows for e in (row["entities"] or [])]  # noqa: E731
+    answers, expected = json.loads(json.dumps(answers)), json.loads(json.dumps(expected))
+    assert scores(answers) == pytest.approx(scores(expected), abs=1e-5)
+    assert answers == expected
+
+
 @pytest.mark.parametrize("precision", ["float32", "int8"])
 def test_trainer_predict_answers_as_it_did_then(tmp_path, precision):
     source, output = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
@@ -39,12 +48,12 @@ def test_trainer_predict_answers_as_it_did_then(tmp_path, precision):
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in output.read_text().splitlines()]
     assert [sorted(row) for row in rows] == [["entities", "note", "tags", "text"]] * len(rows)
-    assert [{"entities": row["entities"], "tags": row["tags"]} for row in rows] == EXPECTED[precision]
+    assert_answered_as_then([{"entities": row["entities"], "tags": row["tags"]} for row in rows], EXPECTED[precision])
 
 
 def test_the_servers_batch_function_answers_as_it_did_then():
     from trainer.serving import export, protocol
 
     answers, _ = protocol.predict_instances(export.load(str(FIXTURE / "model")), EXPECTED["texts"], 8)
-    assert answers[:-1] == EXPECTED["float32"][:-1]
+    assert_answered_as_then(answers[:-1], EXPECTED["float32"][:-1])
     assert answers[-1] == {"entities": None, "tags": None, "note": "empty text: no prediction"}

@@ -30,6 +30,10 @@ class LongTexts:
     mode: str = "truncate"  # truncate, head-tail or windows
     window_overlap: int = 0
     max_windows: int = 1
+    # The texts of a row packed each alone, one after the other, each its side's number as its
+    # type id (a bi-encoder's pair: 2, tasks/embedding), instead of together as [CLS] a [SEP] b
+    # [SEP]; each is cut (or its head and tail kept) at --max-seq-length on its own.
+    sides: int = 1
 
     @classmethod
     def of(cls, value) -> "LongTexts":
@@ -46,12 +50,14 @@ class LongTexts:
 
     @property
     def windows(self) -> int:
-        """Windows a row may have: --max-windows with windows, else one."""
-        return self.max_windows if self.mode == "windows" else 1
+        """Pieces of --max-seq-length tokens a row may hold (the padding ladder's multiples):
+        --max-windows with windows, its sides when packed each alone, else one."""
+        return self.max_windows if self.mode == "windows" else self.sides
 
     def key(self) -> str:
-        """What the token cache depends on: the mode, and with windows its flags."""
-        return f"windows-{self.window_overlap}-{self.max_windows}" if self.mode == "windows" else self.mode
+        """What the token cache depends on: the mode, with windows its flags, and the sides."""
+        key = f"windows-{self.window_overlap}-{self.max_windows}" if self.mode == "windows" else self.mode
+        return key if self.sides == 1 else f"{key}-sides-{self.sides}"
 
 
 class Rows:
@@ -181,12 +187,15 @@ def pack_tokens(preprocessor, texts, pairs=None, long_texts="truncate"):
     full length passes the preprocessor's seq_length (--max-seq-length) was cut to it.
 
     With windows, a row's tokens are its packed windows one after another: all but the last
-    are seq_length long, so padding the row to whole windows lines them up again.
+    are seq_length long, so padding the row to whole windows lines them up again. With sides
+    (LongTexts.sides), its texts packed each alone one after another (_packed_sides).
 
     The texts are tokenized once: packing is what the preprocessor's __call__ does after
     `tokenize`, and the tokens before packing give the full length."""
     long_texts = LongTexts.of(long_texts)
     segments = [preprocessor.tokenize(texts)] + ([] if pairs is None else [preprocessor.tokenize(pairs)])
+    if long_texts.sides > 1:
+        return _packed_sides(preprocessor, segments, long_texts)
     if long_texts.mode == "windows":
         features, counts = _packed_windows(preprocessor, segments, long_texts)
     else:
@@ -200,6 +209,26 @@ def pack_tokens(preprocessor, texts, pairs=None, long_texts="truncate"):
         return tf.ragged.boolean_mask(tf.cast(features[name], tf.int32), mask).flat_values
 
     return flat("input_word_ids"), flat("input_type_ids"), lengths, _full_lengths(preprocessor, segments)
+
+
+def _packed_sides(preprocessor, segments: list, long_texts: LongTexts):
+    """pack_tokens' four values of texts packed each alone ([CLS] a [SEP] [CLS] b [SEP]), the
+    tokens of side s typed s; a row's full length is its longest side's (a side longer than
+    --max-seq-length is what was cut)."""
+    if len(segments) != long_texts.sides:
+        raise ValueError(f"{len(segments)} texts per row packed as {long_texts.sides} sides")
+    if long_texts.mode == "windows":
+        raise ValueError("--long-texts windows with texts packed each alone")
+    word_ids, type_ids = [], []
+    for side, segment in enumerate(segments):
+        features = preprocessor.bert_pack_inputs(cut(preprocessor, [segment], long_texts))
+        mask = tf.cast(features["input_mask"], tf.bool)
+        ids = tf.cast(features["input_word_ids"], tf.int32)
+        word_ids.append(tf.ragged.boolean_mask(ids, mask))
+        type_ids.append(tf.ragged.boolean_mask(tf.fill(tf.shape(ids), side), mask))
+    word_ids, type_ids = tf.concat(word_ids, axis=1), tf.concat(type_ids, axis=1)
+    full = tf.reduce_max(tf.stack([_full_lengths(preprocessor, [s]) for s in segments]), axis=0)
+    return word_ids.flat_values, type_ids.flat_values, tf.cast(word_ids.row_lengths(), tf.int32), full
 
 
 def _full_lengths(preprocessor, segments) -> tf.Tensor:

@@ -38,11 +38,14 @@ def explained_output(module, logits, target):
 
 
 def saved_function(module, classifier, preprocessor) -> tf.types.experimental.GenericFunction | None:
-    """`module.explain_tokens(features, target, alphas, weights)`, or None when the encoder's
-    word embeddings or vocabulary cannot be reached (a TF-Hub encoder or preprocessor).
+    """`module.explain_tokens(features, target, alphas, weights)`, or None when the task explains
+    nothing (no explanations part: a sentence embedding's) or the encoder's word embeddings or
+    vocabulary cannot be reached (a TF-Hub encoder or preprocessor).
 
     `module` computes the outputs (`_forward`, `_outputs`: the serving module's own), cutting
     each batch to its padding-ladder length (`lengths`) as prediction does."""
+    if module.task.explanations is None:
+        return None
     layer, vocabulary = word_embeddings(classifier), words.vocabulary(preprocessor)
     if layer is None or vocabulary is None:
         return None

@@ -141,13 +141,7 @@ def build_classifier(
     given, maps them to what the model returns (a task's rescaling). `windows`: (seq_length,
     window pooling) of --long-texts windows: each window is encoded and pooled on its own, then
     a text's window vectors into one (trainer.modeling.windows)."""
-    if pooling not in ("mean", "cls"):
-        raise ValueError(f"unknown pooling {pooling!r}")
-    inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name) for name in INPUT_KEYS}
-    head = [MaskedMeanPooling(name="mean_pooling")] if pooling == "mean" else []
-    if windows is not None:
-        head += [window_layers.WindowPooling(windows[1], windows[0], name="window_pooling")]
-    head += [
+    head = _pooling(pooling, windows) + [
         tf_keras.layers.Dropout(dropout, name="head_dropout"),
         tf_keras.layers.Dense(
             num_classes,
@@ -157,12 +151,37 @@ def build_classifier(
         ),
     ]
     head += [output_layer] if output_layer is not None else []
+    return Classifier(**_pooled(network, head, windows), name="classifier")
+
+
+def build_sentence_encoder(network, pooling: str, windows=None) -> tf_keras.Model:
+    """The sentence vector itself, float32 [B, H]: the classifier's pooling (and window pooling)
+    without its dropout and dense layer; what a bi-encoder (tasks/embedding) trains and exports."""
+    head = _pooling(pooling, windows)
+    if not head:  # [CLS]: the encoder's pooled output, made float32 as the pooling layers make theirs
+        head = [tf_keras.layers.Activation("linear", dtype="float32", name="cls_pooling")]
+    return tf_keras.Model(**_pooled(network, head, windows), name="sentence_encoder")
+
+
+def _pooling(pooling: str, windows) -> list:
+    """The head's first layers: mean pooling unless [CLS]'s, then window pooling with windows."""
+    if pooling not in ("mean", "cls"):
+        raise ValueError(f"unknown pooling {pooling!r}")
+    head = [MaskedMeanPooling(name="mean_pooling")] if pooling == "mean" else []
+    if windows is not None:
+        head += [window_layers.WindowPooling(windows[1], windows[0], name="window_pooling")]
+    return head
+
+
+def _pooled(network, head: list, windows) -> dict:
+    """{inputs, outputs} of a model of `head` on `network`, its rows split into windows first
+    when `windows` is given."""
+    inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name) for name in INPUT_KEYS}
     encoded = inputs if windows is None else window_layers.SplitWindows(windows[0], name="split_windows")(inputs)
-    return Classifier(
-        inputs=inputs,
-        outputs=apply_head(head, network(encoded), encoded["input_mask"], inputs["input_mask"]),
-        name="classifier",
-    )
+    return {
+        "inputs": inputs,
+        "outputs": apply_head(head, network(encoded), encoded["input_mask"], inputs["input_mask"]),
+    }
 
 
 class TokenPadding(tf_keras.layers.Layer):

@@ -105,14 +105,17 @@ def add_run_arguments(parser) -> None:
     parser.add_argument("--overwrite", action="store_true", help="Replace an existing --output.")
 
 
-def text_columns(chunk, args, pair_model: bool, model_columns: tuple = (None, None)):
+def text_columns(chunk, args, pair_model: bool, model_columns: tuple = (None, None), compares: bool = False):
     """(text column, pair column or None) of the input, as the model needs them: a flag names
     its column; else the model's own column (`model_columns`, trained.model_columns) if the
-    file holds it; else the trainer's detection."""
+    file holds it; else the trainer's detection. `compares`: a model of one text that compares
+    two (Task.compares_pairs) takes a pair of columns when the file has one."""
     text_column, pair_column = (
         flag or (data.find_column(chunk, column) if column else None)
         for flag, column in zip((args.text_column, args.text_pair_column), model_columns)
     )
+    if compares:
+        return data.pick_text_columns(chunk, text_column, pair_column)
     if not pair_model:
         if args.text_pair_column:
             raise UserError("--text-pair-column: this model reads one text per row, not pairs")
@@ -138,7 +141,7 @@ def check_input_columns(args, copy_dir: str = None):
     finally:
         frames.close()
     found = variants.signature_of(args.model_dir, copy_dir)
-    text_columns(first, args, found.pair, trained.model_columns(args.model_dir))
+    text_columns(first, args, found.pair, trained.model_columns(args.model_dir), found.task().compares_pairs)
     return found
 
 
@@ -156,10 +159,17 @@ def add_predictions(chunk, model, texts, batch_size: int, pairs=None, features=N
 
 
 def _add_outputs(chunk, model, texts, batch_size: int, pairs=None, features=None) -> list:
-    """The model's columns of every row (its task's, Task.predicted_columns); returns their
-    names."""
+    """The model's columns of every row (its task's, Task.predicted_columns; a model comparing
+    two texts, each text's and their comparison, Task.compared_columns); returns their names."""
     task = loaded_model.task_of(model)
-    columns = task.predicted_columns(loaded_model.task_outputs(model, task, texts, batch_size, pairs, features))
+    if task.compares_pairs and pairs is not None:
+        outputs = (
+            loaded_model.task_outputs(model, task, side, batch_size, None, f)
+            for side, f in ((texts, features), (pairs, None))
+        )
+        columns = task.compared_columns(*outputs)
+    else:
+        columns = task.predicted_columns(loaded_model.task_outputs(model, task, texts, batch_size, pairs, features))
     for name, values in columns.items():
         chunk[name] = values
     return list(columns)
@@ -309,16 +319,16 @@ def _chunks(model, args):
     import pandas as pd
 
     strings = lambda values: ["" if pd.isna(t) else str(t) for t in values.tolist()]  # noqa: E731
-    columns = None
+    columns, compares = None, loaded_model.task_of(model).compares_pairs
     for frame in data.file_frames(args.input, "--input", CHUNK_ROWS, args.delimiter):
         if columns is None:
-            columns = text_columns(
-                frame, args, loaded_model.is_pair_model(model), trained.model_columns(args.model_dir)
-            )
+            pair_model, model_columns = loaded_model.is_pair_model(model), trained.model_columns(args.model_dir)
+            columns = text_columns(frame, args, pair_model, model_columns, compares)
         frame = frame.drop(columns=["_file", "_row"])
         texts = strings(frame[columns[0]])
         pairs = strings(frame[columns[1]]) if columns[1] else None
-        features = loaded_model.tokenize(model, texts, pairs) if loaded_model.tokenizes(model) else None
+        together = None if compares else pairs  # a comparing model's texts are tokenized each alone
+        features = loaded_model.tokenize(model, texts, together) if loaded_model.tokenizes(model) else None
         size = sum(int(frame[c].astype(str).str.len().sum()) + len(frame) for c in frame.columns)
         yield frame, texts, pairs, features, size, at_limit(features)
 

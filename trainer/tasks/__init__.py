@@ -7,9 +7,10 @@ comparing a name). The first is what --task auto trains on a file no other kind 
 
 from trainer import task_registry
 from trainer.tasks.classification import ClassificationTask
+from trainer.tasks.embedding import EmbeddingTask
 from trainer.tasks.multilabel import MultiLabelTask
 from trainer.tasks.regression import RegressionTask
 from trainer.tasks.tagging import TaggingTask
 
-for _kind in (ClassificationTask, RegressionTask, MultiLabelTask, TaggingTask):
+for _kind in (ClassificationTask, RegressionTask, MultiLabelTask, TaggingTask, EmbeddingTask):
     task_registry.register(_kind)

@@ -43,6 +43,10 @@ class Task(abc.ABC):
     unit: Unit
     # The label columns looked for when --label-column is not given, in order.
     label_column_names: Sequence[str] = reading.LABEL_COLUMNS
+    # Whether the model means something before it trains (a sentence encoder's vectors; a new
+    # head's outputs do not): its validation figures then are measured first, metrics.json's
+    # zero_shot (trainer.training.zero_shot).
+    zero_shot = False
     # Encoders this wide and wider train without layer-wise decay when --layer-decay is not given
     # (layer_decay); None: the width rule's decay for every width.
     undecayed_width: int | None = None
@@ -207,6 +211,12 @@ class Task(abc.ABC):
     decision_output: str
     decision_variables: Sequence[str] = ()  # names of the export's variables of export_decisions
 
+    def unsupported_copy(self, precision: str) -> str | None:
+        """Why the kind's exports can have no `precision` copy (bfloat16, int8, onnx,
+        onnx-int8), in one line for the log and metrics.json; None: the copy is made and
+        checked as any kind's."""
+        return None
+
     def export_decisions(self) -> dict:
         """{variable name: value} of the decisions the export stores as variables (a binary
         classifier's threshold, multi-label's per-label thresholds), so a loaded model still
@@ -244,6 +254,11 @@ class Task(abc.ABC):
     def predicted_columns(self, outputs) -> dict:
         """{column: a value per row} trainer.predict adds to a chunk of rows, in order, of
         answer_outputs' values for those rows."""
+
+    # Whether a model of one text per row, given a file of two (trainer.predict), answers each
+    # text and compares the two: then it defines compared_columns (a sentence embedding's
+    # vectors and their cosine).
+    compares_pairs = False
 
     @abc.abstractmethod
     def served_predictions(self, outputs) -> list:

@@ -135,6 +135,7 @@ class RunContext:
     precisions: dict[str, dict] = dataclasses.field(default_factory=dict)  # metrics.json's block
     operating_point: dict | None = None  # metrics.json's block (--target-precision/-recall)
     label_issues: dict | None = None  # metrics.json's block (label_issues.csv's summary)
+    zero_shot: dict | None = None  # metrics.json's block: validation before training (Task.zero_shot)
     # {held-out split: its texts found inside training texts} (held_out.check_containment)
     contained: dict[str, dict] = dataclasses.field(default_factory=dict)
     durations: dict[str, float] = dataclasses.field(default_factory=dict)

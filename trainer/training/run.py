@@ -24,6 +24,7 @@ from trainer.training import (
     stages,
     task_flags,
     teacher,
+    zero_shot,
 )
 from trainer.training.context import RunContext
 from trainer.vertex import environment as vertex
@@ -41,6 +42,7 @@ STAGES = (
     stages.load_encoder,
     stages.tokenize,
     stages.build_model,  # classifier, optimizer, resume checkpoint
+    zero_shot.measure,  # validation before training, for a kind whose untrained model means something
     fitting.fit,
     results.evaluate,  # validation and test predicted once; the temperature fitted
     operating_point.choose_operating_point,  # --target-precision/--target-recall thresholds

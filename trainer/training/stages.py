@@ -271,7 +271,8 @@ def tokenize(ctx: RunContext) -> None:
     tokens = ctx.task.unit.tokenize(
         config, ctx.datasets, ctx.encoder.preprocessor, ctx.long_texts, cache_root, ctx.is_chief, teacher_validation
     )
-    inputs = batching(config, ctx.runtime, ctx.long_texts, tokens.splits, tokens.truncated, tokens.training)
+    packing = tokens.packing or ctx.long_texts
+    inputs = batching(config, ctx.runtime, packing, tokens.splits, tokens.truncated, tokens.training)
     ctx.inputs = dataclasses.replace(inputs, teacher_validation=tokens.teacher_validation)
 
 

@@ -13,7 +13,9 @@ from trainer.reading import where
 SCORE_BINS = 10
 
 
-def encode_scores(frame, column: str) -> np.ndarray:
+def encode_scores(frame, column: str, task: str = "regression") -> np.ndarray:
+    """The column's scores, float32; a missing or non-numeric cell names its row (`task`: the
+    --task that reads them)."""
     values = np.empty(len(frame), dtype=np.float32)
     for i, value in enumerate(frame[column].tolist()):
         if is_missing(value):
@@ -21,7 +23,7 @@ def encode_scores(frame, column: str) -> np.ndarray:
         number = as_number(value)
         if number is None or not np.isfinite(number):
             raise UserError(
-                f"{where(frame, i, column)}: {value!r} is not a number (--task regression reads the label as a score)"
+                f"{where(frame, i, column)}: {value!r} is not a number (--task {task} reads the label as a score)"
             )
         values[i] = number
     return values

@@ -25,6 +25,9 @@ class Tokens:
     training: object | None  # what the model trains on when not splits["train"] alone (distillation's transfer set)
     truncated: dict  # {split: rows cut at --max-seq-length} (metrics.json's truncated_texts)
     teacher_validation: object  # the teacher's validation values (numpy), aligned as the labels are; or None
+    # How the rows were packed (an input_pipeline.LongTexts), when not as the run's --long-texts
+    # says: the padding ladder is made for it (a bi-encoder's pairs, packed side by side).
+    packing: object | None = None
 
 
 class Unit(abc.ABC):

@@ -1,0 +1,61 @@
+"""Embeddings' loss and training metric (trainer/tasks/embedding/keras.py): CoSENT over every
+ordered pair of a batch's rows, and the share of those pairs whose cosines are ordered alike."""
+
+import numpy as np
+import tensorflow as tf
+
+from trainer.tasks.embedding.keras import SCALE, CoSENTLoss, PairOrder
+
+
+def rows(*cosines):
+    """[B, 2, 2] vectors whose pairs have these cosines: (1, 0) against (c, sqrt(1 - c^2))."""
+    return tf.constant([[[1.0, 0.0], [c, np.sqrt(1 - c * c)]] for c in cosines], tf.float32)
+
+
+def test_the_loss_is_log_one_plus_the_exponentials_of_every_misordered_difference():
+    # scores 3 > 2 > 1; cosines 0.2, 0.5, 0.1: pairs (0,1), (0,2), (1,2), each exp(20 (cos_j - cos_i)).
+    cosines, scores = [0.2, 0.5, 0.1], [3.0, 2.0, 1.0]
+    terms = [SCALE * (cosines[j] - cosines[i]) for i, j in ((0, 1), (0, 2), (1, 2))]
+    expected = np.log1p(np.sum(np.exp(terms)))
+    loss = CoSENTLoss()(tf.constant(scores), rows(*cosines)).numpy()
+    np.testing.assert_allclose(loss, expected, rtol=1e-5)
+
+
+def test_only_the_order_of_the_scores_counts():
+    vectors = rows(0.9, 0.3, -0.2, 0.4)
+    loss = CoSENTLoss()
+    np.testing.assert_allclose(
+        loss(tf.constant([5.0, 2.0, 0.0, 3.0]), vectors).numpy(),
+        loss(tf.constant([0.9, 0.2, -7.0, 0.5]), vectors).numpy(),
+        rtol=1e-6,
+    )
+
+
+def test_equal_scores_make_no_pair_and_a_batch_without_pairs_costs_nothing():
+    assert CoSENTLoss()(tf.constant([1.0, 1.0]), rows(0.9, -0.9)).numpy() == 0.0
+
+
+def test_a_weight_0_row_takes_no_part():
+    """Static shapes pad the last batch with weight-0 rows: the loss is that of the real rows."""
+    real = CoSENTLoss()(tf.constant([3.0, 1.0]), rows(0.1, 0.6)).numpy()
+    padded = CoSENTLoss()(
+        tf.constant([3.0, 1.0, 9.0]), rows(0.1, 0.6, -1.0), sample_weight=tf.constant([1.0, 1.0, 0.0])
+    )
+    np.testing.assert_allclose(padded.numpy(), real, rtol=1e-6)
+
+
+def test_the_loss_is_the_same_vectors_at_any_length():
+    """Cosines, not dot products: scaling a side's vector changes nothing."""
+    vectors = rows(0.2, 0.7)
+    np.testing.assert_allclose(
+        CoSENTLoss()(tf.constant([1.0, 2.0]), vectors * 3.0).numpy(),
+        CoSENTLoss()(tf.constant([1.0, 2.0]), vectors).numpy(),
+        rtol=1e-6,
+    )
+
+
+def test_pair_order_counts_the_pairs_ordered_alike_over_batches():
+    metric = PairOrder()
+    metric.update_state(tf.constant([3.0, 2.0, 1.0]), rows(0.9, 0.1, 0.5))  # (0,1) (0,2) right, (1,2) wrong
+    metric.update_state(tf.constant([1.0, 2.0]), rows(0.0, 0.3))  # right
+    assert metric.result().numpy() == np.float32(3 / 4)

@@ -1,0 +1,164 @@
+"""Sentence embeddings: the encoder fine-tuned as a bi-encoder (Reimers and Gurevych 2019), each
+text of a pair encoded alone into one vector, trained so that the cosine of a pair's vectors
+follows its score (CoSENT, Su 2022, as sentence-transformers' CoSENTLoss). Its unit is a pair of
+texts encoded each alone (sides.py); its export takes one text and returns its L2-normalized
+vector, for search, similarity and clustering.
+"""
+
+from trainer.tasks.base import TextTask
+from trainer.tasks.embedding import card
+from trainer.tasks.embedding.sides import SIDES_UNIT
+
+
+class EmbeddingTask(TextTask):
+    name = "embedding"
+    unit = SIDES_UNIT
+    metric_goals = {"val_spearman": "maximize", "val_pearson": "maximize", "val_loss": "minimize"}
+    train_metric = "pair_order"
+    summary_metrics = ("spearman", "pearson")
+    loss_name = "CoSENT loss of scored pairs"
+    label_column_names = TextTask.label_column_names + ("score", "similarity")
+    exported_outputs = "unit-length vectors"
+    decision_output = "embedding"
+    export_mark = "embedding"
+    answer_outputs = ("embedding",)
+    agreement_metric = "spearman"
+    zero_shot = True  # the encoder's own vectors, before training: the score to beat
+    error_columns = ["split", "rank", "rank_gap", "true_score", "cosine", "text"]
+    errors_description = "pairs whose cosine is ranked furthest from their score's rank"
+    model_card = card.SECTIONS
+
+    def check_flags(self, config, require) -> None:
+        d = config.data
+        require(d.label_names is None, "--label-names", "has no meaning with --task embedding (the label is a score)")
+        require(d.label_type == "auto", "--label-type", "has no meaning with --task embedding (the label is a score)")
+        require(
+            config.train.class_weights == "none",
+            "--class-weights",
+            "'balanced' needs classes; --task embedding trains on scored pairs",
+        )
+        super().check_flags(config, require)
+
+    # --- labels: a score per pair, any range (CoSENT reads only their order)
+    def label_spec(self, frame, column, data):
+        from trainer.data.labels import LabelSpec
+
+        return LabelSpec("number", [])
+
+    def encode_labels(self, frame, column, spec, split_name):
+        from trainer.tasks.regression import scores
+
+        return scores.encode_scores(frame, column, self.name)
+
+    def label_counts(self, labels, spec) -> dict:
+        return {}
+
+    def describe_labels(self, spec) -> str:
+        return "a similarity score (any range: only their order is learned)"
+
+    def label_summary(self, labels, spec) -> str:
+        if not len(labels):
+            return "no rows"
+        return f"score mean {labels.mean():.4g}, min {labels.min():.4g}, max {labels.max():.4g}"
+
+    def prepare_strata(self, labels, minimum):
+        from trainer.tasks.regression import scores
+
+        return scores.score_bins(labels, minimum)
+
+    # --- the model: vectors [N, sides, H]
+    def output_units(self, labels) -> int:
+        return 0  # no output layer: the sentence vector is the output
+
+    def loss(self):
+        from trainer.tasks.embedding.keras import CoSENTLoss
+
+        return CoSENTLoss()
+
+    def keras_metrics(self) -> list:
+        from trainer.tasks.embedding.keras import PairOrder
+
+        return [PairOrder()]
+
+    def summarize(self, outputs, labels, label_names) -> dict:
+        from trainer.tasks.embedding import metrics
+
+        return metrics.scored_pairs(outputs, labels)
+
+    def describe(self, result: dict) -> str:
+        return f"loss {result['loss']:.4f}  spearman {result['spearman']:.4f}  pearson {result['pearson']:.4f}"
+
+    def describe_epoch(self, logs: dict) -> str:
+        return (
+            f"loss {logs['loss']:.4f} pair order {logs['pair_order']:.3f} | val loss {logs['val_loss']:.4f} "
+            f"spearman {logs['val_spearman']:.4f} pearson {logs['val_pearson']:.4f}"
+        )
+
+    # --- the export: one text in, its unit-length vector out
+    def unsupported_copy(self, precision: str) -> str | None:
+        return (
+            f"--task embedding: no {precision} copy is made of an embedding model yet (a copy's check "
+            "would compare vectors, not decisions); the float32 model serves"
+        )
+
+    def serving_outputs(self, module, logits, batch) -> dict:
+        import tensorflow as tf
+
+        return {"embedding": tf.math.l2_normalize(tf.cast(logits, tf.float32), axis=-1)}
+
+    def predicted_columns(self, outputs) -> dict:
+        import numpy as np
+
+        vectors = np.empty(len(outputs["embedding"]), dtype=object)
+        vectors[:] = [[float(x) for x in row] for row in outputs["embedding"]]
+        return {"embedding": vectors}
+
+    compares_pairs = True
+
+    def compared_columns(self, outputs, pair_outputs) -> dict:
+        """A file of two texts per row: each text's vector, and their cosine (the dot product
+        of unit vectors)."""
+        import numpy as np
+
+        cosines = np.sum(np.asarray(outputs["embedding"]) * np.asarray(pair_outputs["embedding"]), axis=1)
+        columns = self.predicted_columns(outputs)
+        pair_columns = self.predicted_columns(pair_outputs)
+        return {**columns, "pair_embedding": pair_columns["embedding"], "cosine": cosines.astype(np.float64)}
+
+    def served_predictions(self, outputs) -> list:
+        return [{"embedding": [float(x) for x in row]} for row in outputs["embedding"]]
+
+    def agreement_value(self, outputs, labels, label_names) -> float:
+        from trainer.tasks.embedding import metrics
+
+        return metrics.scored_pairs(outputs, labels)["spearman"]
+
+    # --- the report
+    def title(self, labels) -> str:
+        return "sentence embedding model"
+
+    def split_predictions(self, outputs, labels, texts, pairs, temperature: float):
+        import numpy as np
+
+        from trainer.inference.split_predictions import SplitPredictions
+        from trainer.tasks.embedding import metrics
+
+        cosines = metrics.pair_cosines(outputs)
+        return SplitPredictions(texts, labels.astype(np.float64), None, None, scores=cosines, pairs=pairs)
+
+    def export_names(self, exported: dict) -> list:
+        return []
+
+    def outputs_of_export(self, exported: dict, temperature: float, sentences=None):
+        return exported["embedding"]
+
+    def error_measure(self, predictions, names) -> tuple:
+        """rank_gap: how far apart a pair's cosine and its score rank among the split's pairs
+        (0 to 1): a score has no right or wrong, so every pair is ranked by its gap."""
+        import numpy as np
+        from scipy import stats
+
+        p = predictions
+        scale = max(len(p.labels) - 1, 1)
+        gap = np.abs(stats.rankdata(p.scores) - stats.rankdata(p.labels)) / scale
+        return gap, None, {"rank_gap": gap, "true_score": p.labels.astype(np.float64), "cosine": p.scores}

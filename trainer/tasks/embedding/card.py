@@ -1,0 +1,24 @@
+"""Embeddings' sections of MODEL_CARD.md (Task.model_card; trainer.reporting.model_card renders
+them into its template)."""
+
+WHAT_IT_DOES = """\
+Turns a text into a vector (a sentence embedding) for search, similarity and clustering: two texts
+mean alike when their vectors' cosine is high. It is a transformer encoder fine-tuned as a
+bi-encoder by vertex-bert-trainer {{ versions.trainer }} (TensorFlow {{ versions.tensorflow }}) on
+pairs of texts and their similarity in the training data's `{{ label_column }}` column (CoSENT);
+the exported model takes raw strings and returns one L2-normalized float32 vector per text, so
+the dot product of two vectors is their cosine.
+"""
+
+METRICS = """\
+Spearman {{ "%.4f" | format(eval_metrics.spearman) }}, Pearson {{ "%.4f" | format(eval_metrics.pearson) }}
+of the cosine of each pair's vectors with its score.
+"""
+
+SECTIONS = {
+    "what_it_does": WHAT_IT_DOES,
+    "metrics": METRICS,
+    "usage": 'out["embedding"]  # one unit-length vector per text: a @ b is their cosine',
+    "predict_columns": "`embedding` (a JSON list of floats)",
+    "counts_note": "",
+}

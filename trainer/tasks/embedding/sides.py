@@ -1,0 +1,83 @@
+"""The unit of a bi-encoder's rows: a pair of texts, each encoded alone by the same sentence
+encoder (model.py). Its rows are read as texts' are (data/splits.py: the pair's columns found
+by name or flag, a score as the label); they are tokenized with each text packed alone
+(data.input_pipeline.LongTexts.sides); its export, serving/export.py's ServingModule around the
+sentence encoder, takes one text and returns its vector."""
+
+import dataclasses
+import logging
+
+from trainer.errors import UserError
+from trainer.tasks.units import Tokens
+from trainer.tasks.units.texts import Texts
+
+log = logging.getLogger("trainer")
+
+SIDES = 2  # the texts of a row: a pair
+
+
+class Sides(Texts):
+    noun = "pairs"
+
+    def load(self, config, task):
+        datasets = super().load(config, task)
+        if datasets.text_pair_column is None:
+            raise UserError(
+                f"{config.data.training_file}: --task embedding trains on pairs of texts and found "
+                f"one text column ({datasets.text_column!r}); name the second with --text-pair-column "
+                "(or name the columns sentence1 and sentence2)"
+            )
+        return datasets
+
+    def reads(self, pooling: str) -> str:
+        return f"{pooling} pooling, each text of a pair encoded alone"
+
+    def tokenize(self, config, datasets, preprocessor, long_texts, cache_root: str, build: bool, teacher_validation):
+        """Every split into the token cache, each text of a pair packed alone: a row is its two
+        texts' tokens one after the other, each cut at --max-seq-length on its own."""
+        from trainer.data import token_cache
+
+        packing = dataclasses.replace(long_texts, sides=SIDES)
+        limit = config.data.max_seq_length
+        tokenized = token_cache.load_or_build(
+            datasets,
+            preprocessor,
+            cache_root,
+            limit,
+            log_every_seconds=config.runtime.log_every_seconds,
+            build=build,
+            long_texts=packing,
+        )
+        truncated = {name: int((split.full_lengths > limit).sum()) for name, split in tokenized.items()}
+        train = tokenized["train"]
+        log.info("%d pairs, mean %.1f tokens a pair", sum(len(t) for t in tokenized.values()), train.lengths.mean())
+        if any(truncated.values()):
+            log.warning(
+                "pairs with a text longer than --max-seq-length %d tokens, that text cut to it: %s",
+                limit,
+                ", ".join(f"{name} {count:,} of {len(tokenized[name]):,}" for name, count in truncated.items()),
+            )
+        return Tokens(tokenized, None, truncated, teacher_validation, packing=packing)
+
+    def model(self, network, units: int, config, pooling: str, task, windows):
+        from trainer.modeling import heads
+        from trainer.tasks.embedding import model
+
+        return model.build_bi_encoder(heads.build_sentence_encoder(network, pooling, windows), SIDES)
+
+    def serving_module(self, task, preprocessor, model, label_names, max_seq_length: int, **sentence):
+        """The export takes one text, whatever the rows trained on: the sentence encoder's."""
+        from trainer.serving import export
+        from trainer.tasks.embedding.model import ENCODER
+
+        return export.ServingModule(
+            preprocessor,
+            model.get_layer(ENCODER),
+            label_names,
+            max_seq_length,
+            task=task,
+            **{**sentence, "pair": False},
+        )
+
+
+SIDES_UNIT = Sides()
