@@ -26,6 +26,8 @@ def agreed(share: float, of: str) -> str:
     """The words of an agreement (Task.agreement_of): a share of rows, or an F1 of entities."""
     if of == "entities":
         return f"entities agree with float32 at {100 * share:.2f}% F1 on"
+    if of == "vectors":
+        return f"vectors agree with float32's (by cosine) for {100 * share:.2f}% of the texts of"
     return f"labels agree with float32 on {100 * share:.2f}% of"
 
 

@@ -21,6 +21,7 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import tensorflow as tf
 import tf_keras
 
@@ -74,11 +75,12 @@ def bfloat16_copy(
     return (lambda path: export.save(module, path)), export.load_module
 
 
-def int8_copy(build: Callable[[], tuple], variables, reference) -> tuple:
-    """(write(dir), load(dir)) of the int8 classifier, computed by LiteRT beside `reference`."""
+def int8_copy(build: Callable[[], tuple], variables, reference, task) -> tuple:
+    """(write(dir), load(dir)) of the int8 classifier (what `task`'s export serves of it),
+    computed by LiteRT beside `reference`."""
     from trainer.serving import tflite
 
-    flatbuffers = tflite.convert(classifier_with(build, variables, "float32")[1])
+    flatbuffers = tflite.convert(task.unit.served(classifier_with(build, variables, "float32")[1]))
 
     def write(path: str) -> None:
         storage.makedirs(path)
@@ -117,6 +119,17 @@ def decided(task, module, texts, pairs, features, batch_size: int) -> tuple:
     return task.agreement_values(outputs), speed
 
 
+def check_features(reference, task, texts, pairs):
+    """The float32 export's features of the check's rows, tokenized once for both models; None
+    when it answers through its signature (a tagger's) or `task` compares two texts, each
+    tokenized alone (_outputs)."""
+    from trainer.inference import loaded_model
+
+    if not loaded_model.tokenizes(reference) or task.compares_pairs:
+        return None
+    return loaded_model.tokenize(reference, texts, pairs)
+
+
 def _outputs(task, module, texts, pairs, features, batch_size: int, every: bool = False) -> tuple:
     """(the outputs the check reads, or `every` one, rows per second); the first call of each
     function, which optimizes its graph, is made beforehand (loaded_model.warm_up) and not timed."""
@@ -124,9 +137,12 @@ def _outputs(task, module, texts, pairs, features, batch_size: int, every: bool 
 
     loaded_model.warm_up(module)
     start = time.perf_counter()
-    outputs = loaded_model.predict_outputs(
-        module, texts, batch_size, pairs, features, None if every else task.agreement_outputs()
-    )
+    names = None if every else task.agreement_outputs()
+    if task.compares_pairs and pairs is not None:  # a model of one text: each side alone, [N, 2, ...]
+        sides = [loaded_model.predict_outputs(module, side, batch_size, None, None, names) for side in (texts, pairs)]
+        outputs = {name: np.stack([side[name] for side in sides], axis=1) for name in sides[0]}
+    else:
+        outputs = loaded_model.predict_outputs(module, texts, batch_size, pairs, features, names)
     return outputs, len(texts) / max(time.perf_counter() - start, 1e-9)
 
 
@@ -150,10 +166,9 @@ def export_checked(
     by itself (an ONNX copy), so its features are compared with the float32 model's too, and
     every output (parity's figures), refused above `max_difference` when given; a copy
     answering through its signature (a tagger's) text by text (its unit's copy_parity)."""
-    from trainer.inference import loaded_model
 
     write, load = copy
-    features = loaded_model.tokenize(reference, texts, pairs) if loaded_model.tokenizes(reference) else None
+    features = check_features(reference, task, texts, pairs)
     target = variants.variant_dir(model_dir, precision)
     tmp = storage.temporary_sibling(target)
     try:

@@ -127,6 +127,11 @@ class Task(abc.ABC):
         """Maps the head's float32 outputs to what the model returns (identity by default)."""
         return outputs
 
+    def learning_rate(self, by_width: float, hidden_size: int) -> float:
+        """The peak learning rate when --learning-rate is not given: `by_width`, the recipe's
+        rule for an encoder of `hidden_size` (trainer.config's), unless the kind has its own."""
+        return by_width
+
     def layer_decay(self, by_width: float, hidden_size: int) -> float:
         """Layer decay when --layer-decay is not given: `by_width`, the recipe's rule for an
         encoder of `hidden_size` (trainer.config's, chosen on sentence tasks by bench/recipe.py),
@@ -287,7 +292,8 @@ class Task(abc.ABC):
         checked)."""
         return None
 
-    # What decisions_agree's figure is of: "rows" (the share deciding alike) or "entities".
+    # What decisions_agree's figure is of: "rows" (the share deciding alike), "entities" or
+    # "vectors" (the share of texts whose vectors are alike).
     agreement_of = "rows"
 
     def decisions_agree(self, ours, theirs) -> float:

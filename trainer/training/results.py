@@ -277,9 +277,9 @@ def _copy(ctx: RunContext, model_dir: str, variables, precision: str, reference,
     from trainer.serving import quantize
 
     build = lambda: _classifier(ctx)  # noqa: E731
-    pair = checked["pairs"] is not None
+    pair = checked["pairs"] is not None and not ctx.task.compares_pairs  # whether the export takes pairs
     if precision == "int8":
-        return quantize.int8_copy(build, variables, reference), {}
+        return quantize.int8_copy(build, variables, reference, ctx.task), {}
     if precision == "bfloat16":
         return quantize.bfloat16_copy(
             build, variables, reference, ctx.task, checked["label_names"], ctx.config.data.max_seq_length, pair

@@ -194,7 +194,7 @@ def load_encoder(ctx: RunContext) -> None:
     pooling = ctx.config.model.pooling
     ctx.pooling = ctx.encoder.default_pooling if pooling == "auto" else pooling
     train, width = ctx.config.train, ctx.encoder.hidden_size
-    ctx.learning_rate = train.learning_rate or default_learning_rate(width)
+    ctx.learning_rate = train.learning_rate or ctx.task.learning_rate(default_learning_rate(width), width)
     ctx.layer_decay = layer_decay_for(train.layer_decay, width, ctx.task)
     log.info(
         "encoder %s (%s backend, hidden %d, %s); peak learning rate %g, layer decay %g",

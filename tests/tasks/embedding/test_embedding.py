@@ -5,6 +5,7 @@ served. One trained run is shared by the module; bad input is refused before any
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 
@@ -172,6 +173,33 @@ def test_predict_on_pairs_writes_both_vectors_and_cosines_that_reproduce_the_tes
     np.testing.assert_allclose(cosines_of(first, second), [float(r["cosine"]) for r in rows], atol=1e-6)
     spearman = stats.spearmanr([float(r["cosine"]) for r in rows], [float(r["score"]) for r in rows])[0]
     assert spearman == pytest.approx(metrics_of(trained)["test"]["spearman"], abs=0.005)
+
+
+def predicted_vectors(model_dir, source, output, *flags):
+    result = run_cli("--model-dir", model_dir, "--input", source, "--output", output, *flags, module="trainer.predict")
+    assert result.returncode == 0, result.stderr
+    rows = read_csv(output)
+    return np.array([json.loads(r["embedding"]) for r in rows]), np.array([float(r["cosine"]) for r in rows])
+
+
+@pytest.mark.slow  # the trained embedding run: CI's 2.21 slow line (.ci/run)
+def test_the_int8_and_onnx_copies_are_checked_on_vectors_and_predict_alike(trained, data, tmp_path):
+    job = tmp_path / "job"
+    shutil.copytree(trained, job)  # the copies change what the other tests' predict picks
+    for precision in ("int8", "onnx"):
+        result = run_cli("--model-dir", job / "model", "--precision", precision, module="trainer.export_quantized")
+        assert result.returncode == 0, result.stdout + result.stderr
+    checks = json.loads((job / "model" / "precisions.json").read_text())
+    for precision in ("int8", "onnx"):
+        assert checks[precision]["passed"] and checks[precision]["label_agreement_of"] == "vectors"
+        assert checks[precision]["label_agreement"] >= 0.99 and checks[precision]["metric"] == "spearman"
+    predicted = lambda name, *flags: predicted_vectors(job / "model", data["test"], tmp_path / name, *flags)  # noqa: E731
+    float32, cosines = predicted("f.csv", "--precision", "float32")
+    onnx, _ = predicted("o.csv", "--runtime", "onnx", "--precision", "float32")
+    int8, int8_cosines = predicted("i.csv", "--precision", "int8")
+    np.testing.assert_allclose(onnx, float32, atol=1e-4)
+    assert np.mean(np.sum(int8 * float32, axis=1) >= 0.99) >= 0.99
+    assert np.abs(int8_cosines - cosines).max() < 0.05
 
 
 @pytest.mark.slow  # the trained embedding run: CI's 2.21 slow line (.ci/run)

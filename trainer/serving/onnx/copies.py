@@ -43,11 +43,12 @@ def float32_copy(
     its network alone, with tagging.json."""
     is_tagger = not loaded_model.tokenizes(reference)  # it answers through its signature
     with convert.onnx_forms():
-        preprocessor, classifier = quantize.classifier_with(build, variables, "float32")
+        preprocessor, built = quantize.classifier_with(build, variables, "float32")
+        classifier = task.unit.served(built)
         if is_tagger:
             converted = convert.convert_network(classifier)
         else:
-            module = quantize.module_like(reference, preprocessor, classifier, task, label_names, max_seq_length, pair)
+            module = quantize.module_like(reference, preprocessor, built, task, label_names, max_seq_length, pair)
             converted = convert.convert(classifier, module, task, label_names)
     fused, what = fusion.fuse(converted, *convert.encoder_shape(classifier), attention=not heads.windowed(classifier))
     files = {
@@ -94,12 +95,12 @@ def int8_copy(
     figures = check(every)
     if figures["passed"]:
         return folder(every, files, reference, task, "int8", shared), [], None
-    # The graph's inputs alone: a tagger's `tokenize` gives its words' features too
-    ranking = {
-        name: value
-        for name, value in loaded_model.tokenize(reference, *ranking_texts()).items()
-        if name in packing.FEATURES
-    }
+    # The graph's inputs alone: a tagger's `tokenize` gives its words' features too; a task
+    # comparing two texts ranks on the first texts (its graph takes one)
+    texts, pairs = ranking_texts()
+    rows = (texts,) if task.compares_pairs else (texts, pairs)
+    tokens = loaded_model.tokenize(reference, *rows)
+    ranking = {name: value for name, value in tokens.items() if name in packing.FEATURES}
     chosen, kept, found, tried = int8.keep_float(model, every, ranking, shared["padded_lengths"], check)
     line = _searched(figures, found, len(kept), len(int8.candidates(model)), tried)
     return folder(chosen, files, reference, task, "int8", shared, kept), kept, line
@@ -163,7 +164,7 @@ def _checker(reference, task, rows: dict, batch_size: int, folder_of: Callable) 
     graph against the float32 export on `rows`, its folder written to scratch and loaded as
     export_checked loads it."""
     texts, pairs = rows["texts"], rows["pairs"]
-    features = loaded_model.tokenize(reference, texts, pairs) if loaded_model.tokenizes(reference) else None
+    features = quantize.check_features(reference, task, texts, pairs)
     float32 = quantize.decided(task, reference, texts, pairs, features, batch_size)[0]
 
     def check(graph) -> dict:
@@ -187,6 +188,8 @@ def _searched(every: dict, found: dict, kept: int, total: int, tried: list) -> s
         if share is None
         else f"entities agreeing at {100 * share:.2f}% F1"
         if found["label_agreement_of"] == "entities"
+        else f"vectors alike for {100 * share:.2f}% of texts"
+        if found["label_agreement_of"] == "vectors"
         else f"labels agreeing on {100 * share:.2f}%"
     )
     tries = f"{len(tried)} {'try' if len(tried) == 1 else 'tries'} in {sum(t['seconds'] for t in tried):.0f}s"

@@ -8,6 +8,8 @@ from trainer.tasks.embedding.keras import SCALE
 from trainer.tasks.regression.scores import correlation_metrics
 
 _CHUNK = 512  # rows of the split's pair matrix computed at a time
+# A copy's vector agrees with float32's within this cosine (the issue's bar for int8 and bfloat16).
+COPY_COSINE = 0.99
 
 
 def normalized(vectors) -> np.ndarray:
@@ -19,6 +21,12 @@ def pair_cosines(vectors) -> np.ndarray:
     """[N, sides, H] -> [N]: the cosine of each row's first two sides."""
     vectors = normalized(vectors)
     return np.sum(vectors[:, 0] * vectors[:, 1], axis=-1)
+
+
+def share_alike(vectors, others, cosine: float = COPY_COSINE) -> float:
+    """The share of vectors (every side of every row) within `cosine` of the other model's."""
+    a, b = normalized(vectors), normalized(others)
+    return float(np.mean(np.sum(a * b, axis=-1) >= cosine))
 
 
 def cosent_loss(cosines, scores, scale: float = SCALE) -> float:

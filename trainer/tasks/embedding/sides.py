@@ -65,19 +65,39 @@ class Sides(Texts):
 
         return model.build_bi_encoder(heads.build_sentence_encoder(network, pooling, windows), SIDES)
 
-    def serving_module(self, task, preprocessor, model, label_names, max_seq_length: int, **sentence):
-        """The export takes one text, whatever the rows trained on: the sentence encoder's."""
-        from trainer.serving import export
+    def served(self, model):
+        """The export takes one text, whatever the rows trained on: the sentence encoder."""
         from trainer.tasks.embedding.model import ENCODER
+
+        return model.get_layer(ENCODER)
+
+    def serving_module(self, task, preprocessor, model, label_names, max_seq_length: int, **sentence):
+        from trainer.serving import export
 
         return export.ServingModule(
             preprocessor,
-            model.get_layer(ENCODER),
+            self.served(model),
             label_names,
             max_seq_length,
             task=task,
             **{**sentence, "pair": False},
         )
+
+    def copy_parity(self, reference, loaded, float32: dict, candidate: dict, texts, pairs, features, max_difference):
+        """An ONNX copy against the float32 export on each text of the pairs alone: its
+        tokenizer's ids, and its vectors (`float32`, `candidate`: [N, 2, H])."""
+        import numpy as np
+
+        from trainer.inference import loaded_model
+        from trainer.serving import quantize
+
+        sides = [list(texts), list(pairs)]
+
+        def both(module):  # each text's features, the first texts' then the second's
+            parts = [loaded_model.tokenize(module, side) for side in sides]
+            return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
+
+        return quantize.parity(float32, candidate, both(reference), both(loaded), sides[0] + sides[1], max_difference)
 
 
 SIDES_UNIT = Sides()

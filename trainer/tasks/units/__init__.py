@@ -62,6 +62,11 @@ class Unit(abc.ABC):
     def model(self, network, units: int, config, pooling: str, task, windows):
         """The run's Keras model on the encoder `network`, `units` outputs."""
 
+    def served(self, model):
+        """The Keras model the export serves, of a model the run built (model_of): by default the
+        model itself (a bi-encoder's is its sentence encoder); what the copies convert."""
+        return model
+
     @abc.abstractmethod
     def serving_module(self, task, preprocessor, model, label_names, max_seq_length: int, **sentence):
         """The export around `model` (a tf.Module): the run's, and its checked copies' (trainer.
