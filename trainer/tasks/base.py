@@ -216,12 +216,6 @@ class Task(abc.ABC):
     decision_output: str
     decision_variables: Sequence[str] = ()  # names of the export's variables of export_decisions
 
-    def unsupported_copy(self, precision: str) -> str | None:
-        """Why the kind's exports can have no `precision` copy (bfloat16, int8, onnx,
-        onnx-int8), in one line for the log and metrics.json; None: the copy is made and
-        checked as any kind's."""
-        return None
-
     def export_decisions(self) -> dict:
         """{variable name: value} of the decisions the export stores as variables (a binary
         classifier's threshold, multi-label's per-label thresholds), so a loaded model still

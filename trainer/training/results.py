@@ -219,12 +219,11 @@ def _export_copy(ctx: RunContext, precision: str, wanted: bool, why_not) -> None
 
 
 def unsupported(ctx: RunContext, precision: str):
-    """Why a run's model can have no `precision` copy (its encoder backend, long-texts mode or
-    task kind; for the ONNX copies, its --preprocessor too), or None."""
+    """Why a run's model can have no `precision` copy (its encoder backend or long-texts
+    mode; for the ONNX copies, its --preprocessor too), or None."""
     from trainer.serving import variants
 
     why = variants.unsupported(precision, ctx.config.model.encoder_backend, ctx.long_texts.mode)
-    why = why or ctx.task.unsupported_copy(precision)
     if why or precision not in variants.ONNX_VARIANTS:
         return why
     if ctx.config.model.preprocessor:
