@@ -43,6 +43,14 @@ def test_each_side_is_cut_alone_and_the_full_length_is_the_longest_sides(preproc
     assert full.numpy().tolist() == [14, 5]
 
 
+def test_head_tail_keeps_each_sides_head_and_tail_as_a_text_alone_keeps_them(preprocessor):
+    long, short = tf.constant(["i love it so bad " * 3]), tf.constant(["meh"])
+    ids, _, lengths, full = input_pipeline.pack_tokens(preprocessor, long, short, LongTexts("head-tail", sides=2))
+    first = input_pipeline.pack_tokens(preprocessor, long, None, LongTexts("head-tail"))[0]
+    assert ids.numpy()[:8].tolist() == first.numpy().tolist()
+    assert ids.numpy()[8:].tolist() == alone(preprocessor, "meh") and full.numpy().tolist() == [17]
+
+
 def test_the_token_cache_keeps_pairs_packed_apart_from_pairs_packed_together():
     assert LongTexts(sides=2).key() != LongTexts().key()
     assert LongTexts("head-tail", sides=2).key() != LongTexts(sides=2).key()

@@ -8,11 +8,12 @@ vector, for search, similarity and clustering.
 from trainer.tasks.base import TextTask
 from trainer.tasks.embedding import card
 from trainer.tasks.embedding.sides import SIDES_UNIT
+from trainer.tasks.score_labels import ScoreLabels
 
 LEARNING_RATE = 5e-5  # sentence-transformers' default (SentenceTransformerTrainingArguments)
 
 
-class EmbeddingTask(TextTask):
+class EmbeddingTask(ScoreLabels, TextTask):
     name = "embedding"
     unit = SIDES_UNIT
     metric_goals = {"val_spearman": "maximize", "val_pearson": "maximize", "val_loss": "minimize"}
@@ -48,32 +49,9 @@ class EmbeddingTask(TextTask):
         )
         super().check_flags(config, require)
 
-    # --- labels: a score per pair, any range (CoSENT reads only their order)
-    def label_spec(self, frame, column, data):
-        from trainer.data.labels import LabelSpec
-
-        return LabelSpec("number", [])
-
-    def encode_labels(self, frame, column, spec, split_name):
-        from trainer.tasks.regression import scores
-
-        return scores.encode_scores(frame, column, self.name)
-
-    def label_counts(self, labels, spec) -> dict:
-        return {}
-
+    # --- labels (ScoreLabels): a score per pair, any range (CoSENT reads only their order)
     def describe_labels(self, spec) -> str:
         return "a similarity score (any range: only their order is learned)"
-
-    def label_summary(self, labels, spec) -> str:
-        if not len(labels):
-            return "no rows"
-        return f"score mean {labels.mean():.4g}, min {labels.min():.4g}, max {labels.max():.4g}"
-
-    def prepare_strata(self, labels, minimum):
-        from trainer.tasks.regression import scores
-
-        return scores.score_bins(labels, minimum)
 
     # --- the model: vectors [N, sides, H]
     def output_units(self, labels) -> int:
@@ -146,8 +124,9 @@ class EmbeddingTask(TextTask):
 
     def agreement_value(self, outputs, labels, label_names) -> float:
         from trainer.tasks.embedding import metrics
+        from trainer.tasks.regression.scores import correlation_metrics
 
-        return metrics.scored_pairs(outputs, labels)["spearman"]
+        return correlation_metrics(metrics.pair_cosines(outputs), labels)["spearman"]
 
     # --- the report
     def title(self, labels) -> str:

@@ -10,9 +10,10 @@ from trainer.errors import UserError
 from trainer.reading import LABEL_COLUMNS
 from trainer.tasks.base import TextTask
 from trainer.tasks.regression import card, parts
+from trainer.tasks.score_labels import ScoreLabels
 
 
-class RegressionTask(TextTask):
+class RegressionTask(ScoreLabels, TextTask):
     name = "regression"
     metric_goals = {
         "val_spearman": "maximize",
@@ -59,35 +60,9 @@ class RegressionTask(TextTask):
         )
         super().check_flags(config, require)
 
-    # --- labels
-    def label_spec(self, frame, column, data):
-        """A regression target: any number, no class names."""
-        from trainer.data.labels import LabelSpec
-
-        return LabelSpec("number", [])
-
-    def encode_labels(self, frame, column, spec, split_name):
-        from trainer.tasks.regression import scores
-
-        return scores.encode_scores(frame, column)
-
-    def label_counts(self, labels, spec) -> dict:
-        return {}
-
+    # --- labels (ScoreLabels: a number per row)
     def describe_labels(self, spec) -> str:
         return "a number (regression target)"
-
-    def label_summary(self, labels, spec) -> str:
-        return (
-            f"score mean {labels.mean():.4g}, min {labels.min():.4g}, max {labels.max():.4g}"
-            if len(labels)
-            else "no rows"
-        )
-
-    def prepare_strata(self, labels, minimum):
-        from trainer.tasks.regression import scores
-
-        return scores.score_bins(labels, minimum)
 
     # --- the model
     def prepare(self, spec, train_labels) -> None:
