@@ -106,28 +106,33 @@ def ends_soon_after_a_signal(last_words: Callable[[int], str]):
     read_end, write_end = os.pipe()
     os.set_blocking(write_end, False)
     previous = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
-    ending = threading.Lock()  # the block's end and the watcher's: whichever comes first
-    watcher = threading.Thread(target=_watch, args=(read_end, ending, last_words), name="signal-deadline", daemon=True)
+    ended = threading.Event()  # the block ended on its own: the watcher lets it be
+    ending = threading.Lock()  # held by whichever ends the run: the block's end or the watcher
+    watcher = threading.Thread(
+        target=_watch, args=(read_end, ended, ending, last_words), name="signal-deadline", daemon=True
+    )
     watcher.start()
     try:
         yield
     finally:
         ending.acquire()  # waits only while the watcher is ending the process
+        ended.set()
         signal.set_wakeup_fd(previous)
         os.close(write_end)  # the watcher reads the end of the pipe and stops
 
 
-def _watch(read_end: int, ending: threading.Lock, last_words: Callable[[int], str]) -> None:
+def _watch(read_end: int, ended: threading.Event, ending: threading.Lock, last_words: Callable[[int], str]) -> None:
     with os.fdopen(read_end, "rb", buffering=0) as wakeup:
         while True:
             received = wakeup.read(64)
             if not received:  # the block ended
                 return
             stops = [signum for signum in received if signum in (signal.SIGTERM, signal.SIGINT)]
-            if stops and not ending.acquire(timeout=GRACE_SECONDS):
-                return  # the block ended in time
-            if stops:
+            if not stops or ended.wait(GRACE_SECONDS):
+                continue  # the block ends on its own: the run says its own last words
+            if ending.acquire(blocking=False):
                 _end_now(stops[0], last_words)
+            return  # the block is ending right now
 
 
 def _end_now(signum: int, last_words: Callable[[int], str]) -> None:

@@ -46,6 +46,26 @@ BLOCKED_IN_TENSORFLOW = SLOW_STEP + textwrap.dedent("""
     sys.exit(cli.run(main))
 """)
 
+ANSWERING_AT_ONCE = textwrap.dedent("""
+    import os, sys, time
+    from trainer import cli
+
+    def last_words(signum):
+        open(os.environ["LAST_WORDS"], "w").write(str(signum))
+        return "stopped by the watcher"
+
+    def main(argv):
+        with cli.ends_soon_after_a_signal(last_words):
+            open(os.environ["STARTED"], "w").close()
+            try:
+                time.sleep(300)
+            except KeyboardInterrupt:
+                time.sleep(1)  # the run's own ending: its line recorded, its lock released
+                raise
+
+    sys.exit(cli.run(main, interrupted="stopped by the run"))
+""")
+
 TRAINING_WITH_A_SLOW_STEP = SLOW_STEP + textwrap.dedent("""
     from trainer import cli, task
     from trainer.modeling import heads
@@ -101,6 +121,17 @@ def test_a_signal_ends_a_process_blocked_in_tensorflow_within_10_seconds(tmp_pat
     assert seconds < 10 and process.returncode == code
     assert err.splitlines() == ["error: stopped while blocked"]
     assert (tmp_path / "last_words").read_text() == str(int(signum))
+
+
+def test_a_run_that_answers_a_signal_at_once_says_its_own_last_words(tmp_path):
+    """The watcher waits GRACE_SECONDS for the run's own ending (its error line recorded in
+    training.log) and lets it be: in stop 74's CI both ended the run at once, and the line
+    went missing from training.log."""
+    process = start(ANSWERING_AT_ONCE, tmp_path)
+    seconds, _, err = signal_when_blocked(process, tmp_path, signal.SIGTERM)
+    assert process.returncode == 143 and seconds < 3
+    assert err.splitlines() == ["error: stopped by the run (SIGTERM)"]
+    assert not (tmp_path / "last_words").exists()
 
 
 @pytest.fixture(scope="module")  # its tests are slow: two runs (by hand, docs/testing.md)
