@@ -75,8 +75,10 @@ class TaggingModule(tf.Module):
         )
 
     def _serve(self, text):
-        features = self._tokenize(text)
-        return self._outputs(text, self._logits(features), *(features[name] for name in WORD_FEATURES))
+        """tokenize, the tagger, outputs: its halves called as the functions they are, each
+        traced once for the export (the words' ragged ops take seconds to trace)."""
+        features = self.tokenize(text)
+        return self.outputs(text, self._logits(features), *(features[name] for name in WORD_FEATURES))
 
     def _logits(self, features):
         """The tagger's logits [N, max_seq_length, tags] of the N windows of `features`,
