@@ -6,6 +6,7 @@ import json
 import os
 import sys
 
+import pytest
 from conftest import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
@@ -22,6 +23,7 @@ TEXTS = [
 ]
 
 
+@pytest.mark.slow  # it times three tokenizers (CI's slow line)
 def test_reports_every_tokenizer_and_no_differing_ids(tmp_path):
     texts = tmp_path / "texts.txt"
     texts.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")

@@ -150,6 +150,7 @@ def tagger(encoder, tmp_path_factory):
     )
 
 
+@pytest.mark.slow  # a tagger trained and exported (CI's slow line)
 def test_a_tagger_scores_each_token_of_a_conll_file_at_the_export_word_it_starts(tagger, tmp_path):
     """The export tags every word B-LOC. "U.S." is four of its words and takes the first's tag;
     U+200D has no pieces, so no tag: it is scored as O. Gold LOC, LOC, PER; found LOC (right),

@@ -231,6 +231,7 @@ def test_report_html_renders_in_a_browser_with_every_image_and_no_console_error(
     assert errors == []
 
 
+@pytest.mark.slow  # a tagger trained and its export read twice (CI's slow line)
 def test_report_rebuilds_a_taggers_errors_as_its_run_wrote_them(tiny_encoder_dir, tmp_path):
     """Issue #64: trainer.report refused taggers, and only after predicting every held-out
     sentence. It reads the export's words where they meet the tagged file's (the run's own

@@ -178,6 +178,7 @@ def stepped_run(tiny_encoder_dir, tiny_data, tmp_path_factory):
     return job_dir
 
 
+@pytest.mark.slow  # stepped_run: a run of its own (CI's slow line)
 def test_a_run_with_max_steps_takes_exactly_that_many_steps_and_decays_to_zero_there(stepped_run):
     from conftest import metrics_of, read_csv
 
@@ -190,12 +191,14 @@ def test_a_run_with_max_steps_takes_exactly_that_many_steps_and_decays_to_zero_t
     assert float(history[-1]["learning_rate"]) == pytest.approx(1e-2 / 16, rel=1e-4)
 
 
+@pytest.mark.slow  # stepped_run: a run of its own (CI's slow line)
 def test_a_run_with_gradient_accumulation_takes_a_step_per_two_batches(stepped_run):
     log = (stepped_run / "training.log").read_text()
     # 90 rows in batches of 8: 12 batches an epoch, 6 optimizer steps; 17 steps take 3 epochs
     assert "gradients of 2 batches summed per step (effective batch 16); 6 steps per epoch, 3 epochs" in log
 
 
+@pytest.mark.slow  # stepped_run: a run of its own (CI's slow line)
 def test_a_run_writes_step_scalars_to_tensorboard(stepped_run):
     written = scalars(stepped_run / "tensorboard" / "steps")
     assert [step for step, _ in written["loss"]] == [5, 10, 15]

@@ -26,6 +26,9 @@ from gcs_emulator import GcsEmulator
 from test_onnx_runtime import TEXTS, assert_same_rows, model_dir, texts_file  # noqa: F401  fixtures
 
 BUCKET = "vbt-test"
+# A run of its own (test_onnx_runtime.py's model, trained again in this file's worker) and an
+# emulator: about a minute, in CI's slow line.
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

@@ -126,7 +126,18 @@ KINDS = {
     "windows, max pooling": ("classification", ("windows", "max")),
     "an --encoder-layers student": ("classification", {"layers": 1}),
 }
-AGAIN = {"binary with a threshold", "windows, mean pooling", "windows, max pooling", "an --encoder-layers student"}
+# In the slow tier (CI's slow line): the same conversion again, for a setting that changes the
+# head or the encoder's depth, and the heads the default suite's pairs and windows share.
+AGAIN = {
+    "binary with a threshold",
+    "windows, mean pooling",
+    "windows, max pooling",
+    "an --encoder-layers student",
+    "regression",
+    "multi-label with thresholds",
+    "head-tail",
+    "windows, attention pooling",
+}
 
 
 def settings_of(given):
@@ -240,7 +251,14 @@ FUSED = {
 }
 
 
-@pytest.mark.parametrize("family", sorted(FUSED))
+# The default suite converts BERT's blocks; the slow tier (CI's slow line) every family's.
+FAMILIES_BY_DEFAULT = {"bert"}
+
+
+@pytest.mark.parametrize(
+    "family",
+    [pytest.param(f, marks=[] if f in FAMILIES_BY_DEFAULT else [pytest.mark.slow]) for f in sorted(FUSED)],
+)
 def test_every_family_s_classifier_converts_and_fuses_into_matmuls_int8_quantizes(family):
     """Each family's classifier (random weights, a padded batch), converted as the export
     converts it and fused: TensorFlow's logits within 1e-4, and every dense layer a MatMul."""
@@ -404,6 +422,7 @@ def test_outputs_further_than_the_bound_refuse_the_copy_and_say_by_how_much():
     assert found["why"] == ["its outputs differ from float32's by up to 0.0003 (at most 0.0001 allowed)"]
 
 
+@pytest.mark.slow  # a multi-label export converted (CI's slow line)
 def test_multi_label_past_the_table_s_labels_is_joined_by_the_runtime_as_the_savedmodel_joins(
     tiny_encoder_dir, cache_dir, tmp_path
 ):

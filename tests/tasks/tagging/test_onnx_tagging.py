@@ -131,7 +131,9 @@ def exported(preprocessor, tmp_path_factory):  # noqa: F811  the imported fixtur
     return make
 
 
-@pytest.mark.parametrize("family", KINDS)
+@pytest.mark.parametrize(  # BERT's by default; the others trace a tokenizer each (CI's slow line)
+    "family", [pytest.param(family, marks=[] if family == "bert" else [pytest.mark.slow]) for family in KINDS]
+)
 def test_the_windows_and_word_features_equal_the_savedmodels(family, exported):
     """Hard texts (accents, emoji, CJK, runs of spaces, NUL and control characters, empty, an
     over-long word) and texts of several windows, in the family's own pieces."""

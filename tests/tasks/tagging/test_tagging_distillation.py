@@ -193,6 +193,7 @@ def own_teacher_file(path, data, unlabeled):  # noqa: F811
     return teacher_file_of(path, data["train"], data["validation"], extra=rows)
 
 
+@pytest.mark.slow  # a tagger's dry run, export included (CI's slow line)
 def test_a_dry_run_from_a_teacher_file_records_the_distillation(
     tiny_encoder_dir,
     data,  # noqa: F811
