@@ -74,6 +74,7 @@ def matmul_dtypes(serve):
     return {tf.dtypes.as_dtype(n.attr["T"].type).name for n in nodes if n.op in MATMUL_OPS}
 
 
+@pytest.mark.slow  # a run and a server of its own (CI's slow lines, on 2.21 and 2.20)
 @pytest.mark.parametrize("policy", ["float32"], indirect=True)
 def test_a_float32_model_serves_the_probabilities_its_evaluation_computed(tiny_encoder_dir, policy, tmp_path):
     encoder, model, _, texts, validation = trained_classifier(tiny_encoder_dir)

@@ -71,6 +71,7 @@ def logged_run(tiny_encoder_dir, tiny_data, tmp_path_factory):
     return code, server, metrics_of(job_dir)
 
 
+@pytest.mark.slow  # logged_run: a run of its own (CI's slow line)
 def test_a_run_logs_its_flattened_config_as_parameters(logged_run):
     code, server, metrics = logged_run
     assert code == 0
@@ -79,6 +80,7 @@ def test_a_run_logs_its_flattened_config_as_parameters(logged_run):
     assert params["output.experiment"] == "sentiment" and params["model.pooling"] == "mean"
 
 
+@pytest.mark.slow  # logged_run: a run of its own (CI's slow line)
 def test_a_run_logs_one_time_series_point_per_epoch_with_its_validation_metrics(logged_run):
     _, server, metrics = logged_run
     points = time_series_points(server)
@@ -86,6 +88,7 @@ def test_a_run_logs_one_time_series_point_per_epoch_with_its_validation_metrics(
     assert {"val_loss", "val_accuracy", "val_macro_f1"} <= set(points[0][1])
 
 
+@pytest.mark.slow  # logged_run: a run of its own (CI's slow line)
 def test_a_run_logs_metrics_jsons_final_metrics_and_completes(logged_run):
     _, server, metrics = logged_run
     context = run_context(server)

@@ -218,6 +218,7 @@ def test_the_copy_reads_texts_where_tensorflow_cannot_be_imported(exported):
     assert_equal_outputs(ours, tagger.features)
 
 
+@pytest.mark.slow  # three families' taggers converted (CI's slow line)
 def test_tagging_json_holds_the_tags_the_overlap_and_the_word_prefix(exported):
     """Byte-level BPE reads each word after a space (preprocessing.SubwordPreprocessor)."""
     settings = json.loads((exported("roberta").directory / onnx_tagging.TAGGING).read_text())
