@@ -262,6 +262,29 @@ def test_an_output_under_a_file_is_one_line_before_the_model_loads(tsv_run, tmp_
     ]
 
 
+def test_a_classifiers_npy_output_is_one_line_and_leaves_no_file(tsv_run, tmp_path):
+    """.npy holds an embedding model's vectors (tests/tasks/embedding): a classifier has none."""
+    files, job_dir, _ = tsv_run
+    output = tmp_path / "out.npy"
+    result = run_in_process(
+        "--model-dir", job_dir / "model", "--input", files["validation"], "--output", output, module="trainer.predict"
+    )
+    assert result.returncode == 2 and not list(tmp_path.iterdir())
+    assert result.stderr.splitlines()[-1].startswith(f"error: --output: {output}: a .npy output holds vectors")
+
+
+def test_a_compressed_npy_output_is_one_line_before_the_model_loads(tsv_run, tmp_path):
+    files, job_dir, _ = tsv_run
+    output = tmp_path / "out.npy.gz"
+    result = run_in_process(
+        "--model-dir", job_dir / "model", "--input", files["validation"], "--output", output, module="trainer.predict"
+    )
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        f"error: --output: {output}: a .npy output is written uncompressed (numpy.load reads it so)"
+    ]
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only directory")
 def test_an_output_in_a_read_only_directory_is_one_line_before_the_model_loads(tsv_run, tmp_path):
     files, job_dir, _ = tsv_run

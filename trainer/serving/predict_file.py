@@ -31,9 +31,10 @@ from trainer import reading as data
 from trainer.errors import UserError
 from trainer.inference import loaded_model
 from trainer.serving import columns as trained
-from trainer.serving import protocol, variants
+from trainer.serving import npy_output, protocol, variants
 
 CHUNK_ROWS = 8192
+NPY = ".npy"
 NOTE_COLUMN = "note"
 
 
@@ -46,7 +47,8 @@ def build_arg_parser() -> argparse.ArgumentParser:
         "--output",
         required=True,
         help="Where to write: .csv, .tsv, .jsonl (JSON Lines) or .json (one JSON "
-        "array), each plain or .gz (local or gs://).",
+        "array), each plain or .gz (local or gs://); or, for an embedding model, .npy: its "
+        "vectors as one float32 array, a row per input row (NaN for an empty text).",
     )
     add_copy_arguments(parser, "computes")
     parser.add_argument("--batch-size", type=int, default=128, help="Texts per model call.")
@@ -226,7 +228,12 @@ def _json_rows(frame) -> list:
 def output_format(path: str) -> str:
     """--output's format from its extension, which may be followed by .gz as --input's may:
     the reader's formats (trainer.reading), except that .json is written as one JSON array,
-    the file json.load reads (the reader takes an array or JSON Lines from .json)."""
+    the file json.load reads (the reader takes an array or JSON Lines from .json); and .npy, an
+    embedding model's vectors (serving/npy_output.py), uncompressed as numpy.load reads it."""
+    if path.lower().endswith(NPY):
+        return "npy"
+    if path.lower().endswith(NPY + data.COMPRESSED):
+        raise UserError(f"--output: {path}: a .npy output is written uncompressed (numpy.load reads it so)")
     fmt = data.file_format(path, "--output", compressed=True)
     return "json" if path.lower().removesuffix(data.COMPRESSED).endswith(".json") else fmt
 
@@ -256,15 +263,20 @@ def written_output(output: str, fmt: str):
     """A text handle whose contents become `output` only if the block ends without an error
     (nothing half-written is left): a temporary file next to a local --output, renamed into
     place, or a local one for gs://, copied up; gzip-compressed when --output ends with .gz.
-    A JSON array's brackets are written here, around the rows write_frame writes."""
+    A JSON array's brackets are written here, around the rows write_frame writes. For .npy,
+    the handle is npy_output.NpyRows over the binary file, its header written at the end."""
     raw = _scratch_file(output)
     try:
-        with raw, _text_stream(raw.file, output) as handle:
-            if fmt == "json":
-                handle.write("[")
-            yield handle
-            if fmt == "json":
-                handle.write("\n]\n")
+        with raw:
+            if fmt == "npy":
+                rows = npy_output.NpyRows(raw.file)
+                yield rows
+                rows.close()
+            else:
+                with _text_stream(raw.file, output) as handle:
+                    handle.write("[" if fmt == "json" else "")
+                    yield handle
+                    handle.write("\n]\n" if fmt == "json" else "")
     except BaseException:
         os.unlink(raw.name)
         raise
@@ -373,13 +385,22 @@ def predict_file(model, args, out_fmt: str, handle) -> int:
     """Streams --input through the model into `handle`, in input order; returns the rows
     written. The next chunk is read and tokenized while the model runs on this one."""
     rows, empty, full, read = 0, 0, 0, 0
+    task = loaded_model.task_of(model)
+    if out_fmt == "npy" and not task.array_columns:
+        raise UserError(
+            f"--output: {args.output}: a .npy output holds vectors, and this model (--task {task.name}) "
+            "answers with predictions of another kind; write .csv, .tsv, .jsonl or .json"
+        )
     total = max(1, storage.identity(args.input)[0])
     meter = progress.Progress("predicted", args.log_every_seconds)
     for frame, texts, pairs, features, size, limit in _read_ahead(_chunks(model, args)):
         if rows:  # the previous chunk's line; the last one's, at 100%, follows the loop
             meter.update(rows, fraction=min(read / total, 0.99))
         empty += add_predictions(frame, model, texts, args.batch_size, pairs, features)
-        write_frame(frame, handle, out_fmt, first=rows == 0)
+        if out_fmt == "npy":
+            handle.append([frame[column].tolist() for column in task.array_columns if column in frame])
+        else:
+            write_frame(frame, handle, out_fmt, first=rows == 0)
         rows, read, full = rows + len(frame), read + size, full + limit
     meter.update(rows, fraction=1.0)
     seconds = meter.seconds()

@@ -254,6 +254,11 @@ class Task(abc.ABC):
         """{column: a value per row} trainer.predict adds to a chunk of rows, in order, of
         answer_outputs' values for those rows."""
 
+    # The predicted columns a .npy --output of trainer.predict stacks into one array, those a
+    # chunk has, in this order (serving/npy_output.py): a vector per text; none for a kind
+    # whose answers are not vectors (the .npy output is refused).
+    array_columns: Sequence[str] = ()
+
     # Whether a model of one text per row, given a file of two (trainer.predict), answers each
     # text and compares the two: then it defines compared_columns (a sentence embedding's
     # vectors and their cosine).

@@ -175,6 +175,36 @@ def test_predict_on_pairs_writes_both_vectors_and_cosines_that_reproduce_the_tes
     assert spearman == pytest.approx(metrics_of(trained)["test"]["spearman"], abs=0.005)
 
 
+@pytest.mark.slow  # the trained embedding run: CI's 2.21 slow line (.ci/run)
+def test_an_npy_output_holds_the_vectors_the_csv_holds_and_nan_for_an_empty_text(trained, data, tmp_path):
+    source = tmp_path / "texts.csv"
+    source.write_text('text\ni love it\n""\nso bad\n')
+    written = {}
+    for suffix in ("csv", "npy"):
+        written[suffix] = tmp_path / f"vectors.{suffix}"
+        result = run_cli(
+            "--model-dir", trained / "model", "--input", source, "--output", written[suffix], module="trainer.predict"
+        )
+        assert result.returncode == 0, result.stderr
+    array = np.load(written["npy"])
+    rows = read_csv(written["csv"])
+    assert array.dtype == np.float32 and array.shape[0] == 3 and np.isnan(array[1]).all()
+    for index in (0, 2):
+        np.testing.assert_allclose(array[index], json.loads(rows[index]["embedding"]), atol=1e-6)
+
+
+@pytest.mark.slow  # the trained embedding run: CI's 2.21 slow line (.ci/run)
+def test_an_npy_output_of_pairs_holds_both_vectors_of_each_row(trained, data, tmp_path):
+    output = tmp_path / "pairs.npy"
+    result = run_cli(
+        "--model-dir", trained / "model", "--input", data["test"], "--output", output, module="trainer.predict"
+    )
+    assert result.returncode == 0, result.stderr
+    array = np.load(output)
+    assert array.shape[1] == 2 and array.shape[0] == len(read_csv(data["test"]))
+    np.testing.assert_allclose(np.linalg.norm(array, axis=-1), 1.0, atol=1e-5)
+
+
 def predicted_vectors(model_dir, source, output, *flags):
     result = run_cli("--model-dir", model_dir, "--input", source, "--output", output, *flags, module="trainer.predict")
     assert result.returncode == 0, result.stderr

@@ -95,6 +95,7 @@ class EmbeddingTask(ScoreLabels, TextTask):
         return {"embedding": vectors}
 
     compares_pairs = True
+    array_columns = ("embedding", "pair_embedding")
 
     def compared_columns(self, outputs, pair_outputs) -> dict:
         """A file of two texts per row: each text's vector, and their cosine (the dot product
