@@ -5,6 +5,12 @@ import sys
 
 import pytest
 
+# One TensorFlow thread per pool in the test processes and the commands they start (they inherit
+# the environment): two workers on two cores, each with pools as wide as the machine, spent the
+# cores on threads waiting for each other.
+os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
+
 # Tests import the package the way users do; this keeps TensorFlow quiet and on Keras 2 too.
 import trainer  # noqa: F401
 import trainer.tasks  # noqa: F401  (registers the task kinds, as every entry point does)

@@ -31,7 +31,7 @@ from trainer import reading as data
 from trainer.errors import UserError
 from trainer.inference import loaded_model
 from trainer.serving import columns as trained
-from trainer.serving import npy_output, protocol, variants
+from trainer.serving import protocol, variants
 
 CHUNK_ROWS = 8192
 NPY = ".npy"
@@ -269,6 +269,8 @@ def written_output(output: str, fmt: str):
     try:
         with raw:
             if fmt == "npy":
+                from trainer.serving import npy_output  # numpy: not for --help (tests/data/test_data.py)
+
                 rows = npy_output.NpyRows(raw.file)
                 yield rows
                 rows.close()
