@@ -44,6 +44,7 @@ def unlabeled(tmp_path_factory):
     return write_csv(tmp_path_factory.mktemp("unlabeled") / "unlabeled.csv", UNLABELED, ("text",))
 
 
+@pytest.mark.slow  # a dry run of its own (CI's slow line)
 def test_a_dry_run_from_a_teacher_file_records_the_distillation(tiny_encoder_dir, tiny_data, unlabeled, tmp_path):
     probabilities = teacher_file(tmp_path / "teacher.csv", every_text(tiny_data))
     result = run_in_process(

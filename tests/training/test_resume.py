@@ -270,6 +270,7 @@ def terminated(tiny_encoder_dir, data, tmp_path_factory):
         process.kill()
 
 
+@pytest.mark.slow  # terminated: a run of its own (CI's slow line; test_signal_deadline.py is the fast check)
 def test_sigterm_ends_a_run_with_one_line_and_exit_143(terminated):
     """Issue #49, 9: it exited 143 with no log line and left job.lock behind."""
     job_dir, code, out, seconds = terminated
@@ -282,6 +283,7 @@ def test_sigterm_ends_a_run_with_one_line_and_exit_143(terminated):
     assert errors[0] in (job_dir / "training.log").read_text()
 
 
+@pytest.mark.slow  # terminated: a run of its own (CI's slow line; test_signal_deadline.py is the fast check)
 def test_sigterm_releases_the_lock_and_keeps_the_last_checkpoint(terminated):
     job_dir = terminated[0]
     assert not (job_dir / "job.lock").exists()

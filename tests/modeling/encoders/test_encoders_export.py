@@ -127,6 +127,7 @@ print(json.dumps(logits.numpy().tolist()))
 """
 
 
+@pytest.mark.slow  # a fresh process loading an export (CI's slow line)
 def test_a_model_taking_raw_strings_reloads_with_only_tensorflow_and_tensorflow_text(checkpoint_dir, tmp_path):
     """The vocabulary travels as a SavedModel asset, not as a Python value in a closure."""
     source = shutil.copytree(checkpoint_dir, tmp_path / "source")

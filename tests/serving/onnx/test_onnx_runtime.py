@@ -127,7 +127,10 @@ def test_an_onnx_copy_on_its_own_is_a_model_dir(model_dir, texts_file, tmp_path)
     assert_same_rows(read_csv(tmp_path / "alone.csv"), expected)
 
 
-@pytest.mark.parametrize("kind", [pytest.param("windows", marks=pytest.mark.slow), "pairs"])  # windows: 12-26 s
+# A model of its own each (windows: 12-26 s; pairs: 20-26 s), in CI's slow line; the default
+# suite's runtime test is test_predict_without_tensorflow_writes_what_the_tensorflow_runtime_writes.
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["windows", "pairs"])
 def test_the_runtime_predicts_what_the_savedmodel_predicts_in_runs_of_rows_cut_to_their_longest(
     tiny_encoder_dir, tmp_path, kind
 ):
