@@ -335,6 +335,13 @@ def test_residual_figure_is_a_non_blank_png():
     assert_non_blank_png(figures.residual_histograms({"test": (true, true + rng.normal(0, 0.5, 40))}), min_width=300)
 
 
+def test_cosine_figure_is_a_non_blank_png():
+    rng = np.random.default_rng(2)
+    scores = rng.uniform(0, 5, 40)
+    cosines = np.clip(scores / 5 + rng.normal(0, 0.2, 40), -1, 1)
+    assert_non_blank_png(figures.cosine_histograms({"validation": (scores, cosines)}), min_width=300)
+
+
 def run_metrics(with_calibration=True):
     per_class = {
         name: {"precision": 0.9, "recall": 0.8, "f1": 0.85, "support": 10 + i} for i, name in enumerate(LABELS)

@@ -18,6 +18,7 @@ class SplitPredictions:
     predicted: np.ndarray | None = None  # what the export decides: classification: [N] class
     # ids (a binary model's threshold applied); multi-label: 0/1 [N, L] the labels above theirs
     pairs: np.ndarray | None = None  # object array of str: each row's second text, or None
+    vectors: np.ndarray | None = None  # embeddings: [N, 2, H] each text's unit vector
 
 
 def label_names_of(outputs: dict) -> list:

@@ -185,6 +185,19 @@ def _entity_types(metrics: dict, predictions, calibration) -> list:
     ]
 
 
+def _similarity(metrics: dict, predictions, calibration) -> list:
+    by_split = {name: (p.labels, p.scores) for name, p in predictions.items()}
+    return [
+        (
+            "similarity.png",
+            "Cosine of similar and dissimilar pairs",
+            figures.cosine_histograms(by_split),
+            "Each pair's cosine, the pairs cut at the split's median score: the less the two "
+            "histograms overlap, the better the vectors tell similar texts from dissimilar ones.",
+        )
+    ]
+
+
 FIGURES = {
     "confusion_matrices": _confusion_matrices,
     "per_class_scores": _per_class_scores,
@@ -194,6 +207,7 @@ FIGURES = {
     "per_label_scores": _per_label_scores,
     "entity_confusion": _entity_confusion,
     "entity_types": _entity_types,
+    "similarity": _similarity,
 }
 
 
@@ -282,6 +296,7 @@ def build_report(
             per_split,
             correct,
             attributions,
+            task.nearest_neighbours(predictions),
         ),
     }
     for name, text in outputs.items():

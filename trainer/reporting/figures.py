@@ -168,3 +168,22 @@ def residual_histograms(by_split: Mapping[str, tuple]) -> bytes:
         ax.grid(axis="y", alpha=0.3)
         ax.legend(loc="upper right", fontsize="small")
     return to_png(figure)
+
+
+def cosine_histograms(by_split: Mapping[str, tuple]) -> bytes:
+    """Histograms of an embedding model's pair cosines, one panel per split, its pairs cut at the
+    split's median score: the more similar half against the less similar one. `by_split`:
+    {split: (scores, cosines)}."""
+    figure, axes = new_figure(5.0 * len(by_split), 4.0, len(by_split))
+    for ax, (split, (scores, cosines)) in zip(axes, by_split.items()):
+        scores, cosines = np.asarray(scores, np.float64), np.asarray(cosines, np.float64)
+        above = scores > np.median(scores)
+        bins = np.linspace(
+            float(cosines.min()), float(cosines.max()) + 1e-9, int(np.clip(np.sqrt(len(cosines)) * 2, 5, 40))
+        )
+        ax.hist(cosines[above], bins=bins, alpha=0.6, label=f"score above the median ({above.sum()})")
+        ax.hist(cosines[~above], bins=bins, alpha=0.6, label=f"score at or below it ({(~above).sum()})")
+        ax.set(title=f"{split}: cosine of each pair", xlabel="cosine", ylabel="pairs")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(loc="upper left", fontsize="small")
+    return to_png(figure)

@@ -123,6 +123,7 @@ def render(
     errors_per_split: int,
     correct_per_split: int = 0,
     explanations: dict | None = None,
+    neighbours: Sequence[dict] = (),
 ) -> str:
     """`figures` from figure_entry(); `errors` is errors.csv's frame. The metrics table shows
     the task's own summary metrics; a run with per-label thresholds (multi-label) adds its
@@ -166,6 +167,7 @@ def render(
         dry_run=is_dry_run(metrics),
         contained=contained_note(metrics),
         explanations=explanations,  # trainer.reporting.explanations.report_section's
+        neighbours=neighbours,  # Task.nearest_neighbours
         label_issues=wrong_labels.section(job_dir, metrics),
         distillation=distillation(metrics),
     )

@@ -309,6 +309,12 @@ class Task(abc.ABC):
 
     # --- The report -----------------------------------------------------------------------------
     figures: Sequence[str] = ()  # the report's figures after the learning curves (kinds, in order)
+
+    def nearest_neighbours(self, predictions) -> list:
+        """The report's section of a few texts and the texts nearest them, for a kind whose
+        model places texts in a space (embeddings: tasks/embedding/neighbours.py); none here."""
+        return []
+
     # The metrics.json key of each class's (label's) precision, recall, F1 and support, or None.
     per_label_metrics: str | None = None
     error_columns: Sequence[str]  # errors.csv's columns (text_pair follows for pairs)

@@ -103,6 +103,13 @@ def test_metrics_json_holds_the_correlations_of_cosine_with_the_score_per_split(
 
 
 @pytest.mark.slow  # the trained embedding run: CI's 2.21 slow line (.ci/run)
+def test_the_report_shows_the_cosines_of_similar_and_dissimilar_pairs_and_nearest_neighbours(trained):
+    page = (trained / "report.html").read_text()
+    assert (trained / "report" / "similarity.png").exists() and "Cosine of similar and dissimilar pairs" in page
+    assert "Nearest neighbours: validation" in page
+
+
+@pytest.mark.slow  # the trained embedding run: CI's 2.21 slow line (.ci/run)
 def test_the_tiny_model_learns_the_similarities_beyond_its_zero_shot_score(trained):
     metrics = metrics_of(trained)
     assert metrics["test"]["spearman"] >= 0.6

@@ -140,7 +140,17 @@ class EmbeddingTask(ScoreLabels, TextTask):
         from trainer.tasks.embedding import metrics
 
         cosines = metrics.pair_cosines(outputs)
-        return SplitPredictions(texts, labels.astype(np.float64), None, None, scores=cosines, pairs=pairs)
+        vectors = metrics.normalized(outputs).astype(np.float32)
+        return SplitPredictions(
+            texts, labels.astype(np.float64), None, None, scores=cosines, pairs=pairs, vectors=vectors
+        )
+
+    figures = ("similarity",)
+
+    def nearest_neighbours(self, predictions) -> list:
+        from trainer.tasks.embedding import neighbours
+
+        return neighbours.nearest(predictions["validation"]) if "validation" in predictions else []
 
     def export_names(self, exported: dict) -> list:
         return []

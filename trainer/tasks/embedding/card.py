@@ -19,6 +19,6 @@ SECTIONS = {
     "what_it_does": WHAT_IT_DOES,
     "metrics": METRICS,
     "usage": 'out["embedding"]  # one unit-length vector per text: a @ b is their cosine',
-    "predict_columns": "`embedding` (a JSON list of floats)",
+    "predict_columns": "`embedding` (a JSON list of floats; to `--output vectors.npy`, one float32 array of them)",
     "counts_note": "",
 }
