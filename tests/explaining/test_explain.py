@@ -517,6 +517,7 @@ TAGGER_REFUSED = (
 )
 
 
+@pytest.mark.slow  # tagger_dir: a tagger exported (CI's slow line)
 def test_explain_refuses_a_tagger_before_its_model_loads(tagger_dir, tmp_path):
     from unittest import mock
 
@@ -528,6 +529,7 @@ def test_explain_refuses_a_tagger_before_its_model_loads(tagger_dir, tmp_path):
     assert result.returncode == 2 and not list(tmp_path.glob("in-explained*"))
 
 
+@pytest.mark.slow  # tagger_dir: a tagger exported (CI's slow line)
 def test_a_tagger_server_answers_an_explain_request_400_before_predicting(tagger_dir):
     """Issue #64: the 400 came after 5.2 s: the texts were predicted, then the float32 model
     loaded to explain them, and only then was the tagger refused."""

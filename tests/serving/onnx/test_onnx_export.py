@@ -137,6 +137,7 @@ AGAIN = {
     "multi-label with thresholds",
     "head-tail",
     "windows, attention pooling",
+    "pairs",
 }
 
 
