@@ -169,12 +169,7 @@ def test_predict_writes_a_vector_per_row_in_input_order(trained, tmp_path):
 def test_predict_on_pairs_writes_both_vectors_and_cosines_that_reproduce_the_test_spearman(trained, data, tmp_path):
     from scipy import stats
 
-    output = tmp_path / "pairs.csv"
-    result = run_cli(
-        "--model-dir", trained / "model", "--input", data["test"], "--output", output, module="trainer.predict"
-    )
-    assert result.returncode == 0, result.stderr
-    rows = read_csv(output)
+    rows = read_csv(predicted(trained, data["test"], tmp_path / "pairs.csv"))
     assert list(rows[0]) == ["sentence1", "sentence2", "score", "embedding", "pair_embedding", "cosine", "note"]
     first, second = (np.array([json.loads(r[c]) for r in rows]) for c in ("embedding", "pair_embedding"))
     np.testing.assert_allclose(cosines_of(first, second), [float(r["cosine"]) for r in rows], atol=1e-6)
@@ -186,15 +181,8 @@ def test_predict_on_pairs_writes_both_vectors_and_cosines_that_reproduce_the_tes
 def test_an_npy_output_holds_the_vectors_the_csv_holds_and_nan_for_an_empty_text(trained, data, tmp_path):
     source = tmp_path / "texts.csv"
     source.write_text('text\ni love it\n""\nso bad\n')
-    written = {}
-    for suffix in ("csv", "npy"):
-        written[suffix] = tmp_path / f"vectors.{suffix}"
-        result = run_cli(
-            "--model-dir", trained / "model", "--input", source, "--output", written[suffix], module="trainer.predict"
-        )
-        assert result.returncode == 0, result.stderr
-    array = np.load(written["npy"])
-    rows = read_csv(written["csv"])
+    array = np.load(predicted(trained, source, tmp_path / "vectors.npy"))
+    rows = read_csv(predicted(trained, source, tmp_path / "vectors.csv"))
     assert array.dtype == np.float32 and array.shape[0] == 3 and np.isnan(array[1]).all()
     for index in (0, 2):
         np.testing.assert_allclose(array[index], json.loads(rows[index]["embedding"]), atol=1e-6)
@@ -202,14 +190,16 @@ def test_an_npy_output_holds_the_vectors_the_csv_holds_and_nan_for_an_empty_text
 
 @pytest.mark.slow  # the trained embedding run: CI's 2.21 slow line (.ci/run)
 def test_an_npy_output_of_pairs_holds_both_vectors_of_each_row(trained, data, tmp_path):
-    output = tmp_path / "pairs.npy"
-    result = run_cli(
-        "--model-dir", trained / "model", "--input", data["test"], "--output", output, module="trainer.predict"
-    )
-    assert result.returncode == 0, result.stderr
-    array = np.load(output)
+    array = np.load(predicted(trained, data["test"], tmp_path / "pairs.npy"))
     assert array.shape[1] == 2 and array.shape[0] == len(read_csv(data["test"]))
     np.testing.assert_allclose(np.linalg.norm(array, axis=-1), 1.0, atol=1e-5)
+
+
+def predicted(trained, source, output):
+    """`output`, which trainer.predict wrote from `source` with the trained run's model."""
+    result = run_cli("--model-dir", trained / "model", "--input", source, "--output", output, module="trainer.predict")
+    assert result.returncode == 0, result.stderr
+    return output
 
 
 def predicted_vectors(model_dir, source, output, *flags):
