@@ -320,6 +320,14 @@ class TrainConfig:
         "granularity (0: once per epoch).",
     )
     batch_size: int = _flag(32, "Global batch size (split across replicas).")
+    loss: str = _flag(
+        task_registry.AUTO,
+        "The training objective. auto: the task's own; --task embedding's is decided by the "
+        "training file: cosent (CoSENT) for pairs with a score column, multiple-negatives "
+        "(each pair's second text against the batch's others, as sentence-transformers' "
+        "MultipleNegativesRankingLoss) for pairs without one.",
+        choices=task_registry.losses,
+    )
     gradient_accumulation_steps: int = _flag(
         1,
         "Sum the gradients of this many batches before each optimizer step: an effective "
@@ -730,9 +738,11 @@ def _apply_environment(config: Config, env: "vertex.VertexEnvironment", given: d
 
 
 def _apply_task_defaults(config: Config, given: dict) -> None:
-    """An unset --selection-metric becomes the task's own default (regression: val_spearman)."""
+    """--task auto and the flags a kind leaves to its data are decided; an unset
+    --selection-metric becomes the task's own default (regression: val_spearman)."""
     if config.model.task == task_registry.AUTO:
         config.model.task = task_registry.auto_task(config.data.training_file) or task_registry.AUTO
+    task_registry.settle(config)
     if "selection_metric" not in given.get("train", {}):
         config.train.selection_metric = task_registry.from_config(config).default_metric
 

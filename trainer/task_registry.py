@@ -43,15 +43,27 @@ def metric_goals() -> dict:
     """Every validation metric some kind can select the best epoch by, with its direction: early
     stopping, the exported weights and Vertex hyperparameter tuning (trainer.submit's metric
     spec, the trainer's reports, trainer.tune's study) all read this one table."""
-    return {metric: goal for kind in kinds() for metric, goal in kind.metric_goals.items()}
+    return {
+        metric: goal for kind in kinds() for variant in kind.variants() for metric, goal in variant.metric_goals.items()
+    }
+
+
+def losses() -> tuple:
+    """--loss's choices: auto, then each kind's own objectives (Task.losses)."""
+    return (AUTO, *dict.fromkeys(loss for kind in kinds() for loss in kind.losses))
+
+
+def _kind(name: str | None):
+    """The kind (a Task class) of a task name (--task's value, or metrics.json's `task`; None:
+    a run from before there were other tasks than classification)."""
+    if name in (None, AUTO):
+        return kinds()[0]
+    return {kind.name: kind for kind in kinds()}[name]
 
 
 def by_name(name: str | None):
-    """A fresh task object of a task name (--task's value, or metrics.json's `task`; None: a run
-    from before there were other tasks than classification)."""
-    if name in (None, AUTO):
-        return kinds()[0]()
-    return {kind.name: kind for kind in kinds()}[name]()
+    """A fresh task object of a task name, at its default settings."""
+    return _kind(name)()
 
 
 def default_metric() -> str:
@@ -68,9 +80,21 @@ def auto_task(training_file: str | None) -> str | None:
     return next((kind.name for kind in kinds()[1:] if kind.claims(training_file)), None)
 
 
+def settle(config) -> None:
+    """Lets the run's kind decide the flags it leaves to its data (Task.settle), once, as the
+    config is built."""
+    _kind(config.model.task).settle(config)
+
+
 def from_config(config):
-    """The task object of a run (--task, 'auto' resolved)."""
-    return by_name(config.model.task)
+    """The task object of a run (--task, 'auto' resolved), as its training flags make it."""
+    return _kind(config.model.task).with_settings(vars(config.train))
+
+
+def of_run(metrics: dict):
+    """The task object of a finished run (metrics.json): its kind, as its training flags
+    (`hyperparameters`) made it."""
+    return _kind(metrics.get("task")).with_settings(metrics.get("hyperparameters", {}))
 
 
 def of_export(output_names):

@@ -218,7 +218,7 @@ def _evaluated(metrics: dict) -> list:
 def render_figures(metrics: dict, config, history: pd.DataFrame, predictions, calibration: dict | None) -> list:
     """[(file name, title, png bytes, note)] in report order: the learning curves, then the
     task's own figures."""
-    task, metric = task_registry.by_name(metrics.get("task")), config.train.selection_metric
+    task, metric = task_registry.of_run(metrics), config.train.selection_metric
     out = [
         (
             "learning_curves.png",
@@ -251,7 +251,7 @@ def build_report(
         config, metrics = load_finished_run(job_dir)
     else:
         config = config_lib.load(storage.join(job_dir, "config.json"))
-    task = task_registry.by_name(metrics.get("task"))
+    task = task_registry.of_run(metrics)
     per_split = config.output.report_errors if errors_per_split is None else errors_per_split
     if per_split < 0:
         raise UserError(f"--report-errors: must be >= 0, got {per_split}")

@@ -32,7 +32,7 @@ def figure_entry(title: str, png: bytes, note: str = "") -> dict:
 
 def title(metrics: dict) -> str:
     """What the model is, in a few words."""
-    kind = task_registry.by_name(metrics.get("task")).title(metrics["labels"])
+    kind = task_registry.of_run(metrics).title(metrics["labels"])
     return f"{kind}{' of text pairs' if metrics.get('text_pair_column') else ''}"
 
 
@@ -128,7 +128,7 @@ def render(
     """`figures` from figure_entry(); `errors` is errors.csv's frame. The metrics table shows
     the task's own summary metrics; a run with per-label thresholds (multi-label) adds its
     per-label scores and thresholds."""
-    task = task_registry.by_name(metrics.get("task"))
+    task = task_registry.of_run(metrics)
     splits = [name for name in ("train", "validation", "test") if name in metrics]
     return _TEMPLATES.get_template("report.html.j2").render(
         title=f"{title(metrics)}: {metrics['hyperparameters']['encoder']}",

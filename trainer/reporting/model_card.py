@@ -10,18 +10,8 @@ from trainer import task_registry
 from trainer.config import Config
 from trainer.reporting import html
 
-
-def _task_section(name: str):
-    """The template "task/<task name>/<section>": a section of that task's model_card, which
-    the card's template includes."""
-    _, task, section = name.split("/")
-    return task_registry.by_name(task).model_card[section]
-
-
 _TEMPLATES = jinja2.Environment(
-    loader=jinja2.ChoiceLoader(
-        [jinja2.PackageLoader("trainer.reporting", "templates"), jinja2.FunctionLoader(_task_section)]
-    ),
+    loader=jinja2.PackageLoader("trainer.reporting", "templates"),
     autoescape=False,
     trim_blocks=True,
     lstrip_blocks=True,
@@ -103,10 +93,17 @@ def _in_words(scores: list, which: int) -> str:
     return " and ".join(filter(None, (", ".join(items[:-1]), items[-1])))
 
 
+def _with_sections(task) -> jinja2.Environment:
+    """The card's templates with the run's task's sections (Task.model_card) as "task/<section>",
+    which the card's template includes: the task object's, as its run trained it."""
+    sections = jinja2.DictLoader({f"task/{name}": text for name, text in task.model_card.items()})
+    return _TEMPLATES.overlay(loader=jinja2.ChoiceLoader([_TEMPLATES.loader, sections]))
+
+
 def render(metrics: dict, config: Config, calibration: dict | None, model_dir: str) -> str:
     """The card's Markdown. `calibration` is metrics.json's block (or the report's own fit; None
     for a task without one)."""
-    labels, task = metrics["labels"], task_registry.by_name(metrics.get("task"))
+    labels, task = metrics["labels"], task_registry.of_run(metrics)
     sources = _data_sources(config)
     eval_split = "test" if "test" in metrics else "validation"
     scores = task.per_label_metrics
@@ -120,43 +117,49 @@ def render(metrics: dict, config: Config, calibration: dict | None, model_dir: s
         for name, size in metrics["dataset_sizes"].items()
     ]
     device = metrics.get("device", {})
-    return _TEMPLATES.get_template("model_card.md.j2").render(
-        title=f"{html.title(metrics)} ({config.model.encoder})",
-        sections=f"task/{task.name}/",
-        calibrates=task.calibration is not None,
-        **{key: task.model_card[key] for key in ("usage", "predict_columns", "counts_note")},
-        pair=metrics.get("text_pair_column"),
-        labels=labels,
-        versions=metrics.get("versions", {}),
-        encoder=config.model.encoder,
-        encoder_source=device.get("encoder_source", config.model.encoder),
-        encoder_backend=device.get("encoder_backend", config.model.encoder_backend),
-        encoder_architecture=device.get("encoder_architecture", "not recorded by this run"),
-        pooling=metrics["hyperparameters"]["pooling"],
-        languages=_languages(config.model.encoder),
-        splits=splits,
-        text_column=metrics.get("text_column"),
-        label_column=metrics.get("label_column"),
-        label_kind=metrics.get("label_kind"),
-        contained=html.contained_note(metrics),
-        rows_skipped=", ".join(f"{name} {count}" for name, count in metrics.get("rows_skipped", {}).items() if count),
-        settings=_settings(metrics, config),
-        eval_split=eval_split,
-        eval_metrics=metrics[eval_split],
-        calibration=calibration,
-        operating_point=(
-            task.operating_point.describe(metrics["operating_point"], labels)
-            if metrics.get("operating_point")
-            else None
-        ),
-        max_seq_length=metrics["hyperparameters"]["max_seq_length"],
-        long_texts_note=html.long_texts_note(metrics["hyperparameters"]),
-        truncated=", ".join(
-            f"{count} of {metrics['dataset_sizes'][name]} {name} texts"
-            for name, count in metrics.get("truncated_texts", {}).items()
-        ),
-        train_size=metrics["dataset_sizes"]["train"],
-        model_dir=model_dir,
-        dry_run=html.is_dry_run(metrics),
-        distillation=_distillation(metrics),
+    return (
+        _with_sections(task)
+        .get_template("model_card.md.j2")
+        .render(
+            title=f"{html.title(metrics)} ({config.model.encoder})",
+            sections="task/",
+            calibrates=task.calibration is not None,
+            **{key: task.model_card[key] for key in ("usage", "predict_columns", "counts_note")},
+            pair=metrics.get("text_pair_column"),
+            labels=labels,
+            versions=metrics.get("versions", {}),
+            encoder=config.model.encoder,
+            encoder_source=device.get("encoder_source", config.model.encoder),
+            encoder_backend=device.get("encoder_backend", config.model.encoder_backend),
+            encoder_architecture=device.get("encoder_architecture", "not recorded by this run"),
+            pooling=metrics["hyperparameters"]["pooling"],
+            languages=_languages(config.model.encoder),
+            splits=splits,
+            text_column=metrics.get("text_column"),
+            label_column=metrics.get("label_column"),
+            label_kind=metrics.get("label_kind"),
+            contained=html.contained_note(metrics),
+            rows_skipped=", ".join(
+                f"{name} {count}" for name, count in metrics.get("rows_skipped", {}).items() if count
+            ),
+            settings=_settings(metrics, config),
+            eval_split=eval_split,
+            eval_metrics=metrics[eval_split],
+            calibration=calibration,
+            operating_point=(
+                task.operating_point.describe(metrics["operating_point"], labels)
+                if metrics.get("operating_point")
+                else None
+            ),
+            max_seq_length=metrics["hyperparameters"]["max_seq_length"],
+            long_texts_note=html.long_texts_note(metrics["hyperparameters"]),
+            truncated=", ".join(
+                f"{count} of {metrics['dataset_sizes'][name]} {name} texts"
+                for name, count in metrics.get("truncated_texts", {}).items()
+            ),
+            train_size=metrics["dataset_sizes"]["train"],
+            model_dir=model_dir,
+            dry_run=html.is_dry_run(metrics),
+            distillation=_distillation(metrics),
+        )
     )

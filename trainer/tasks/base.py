@@ -50,12 +50,31 @@ class Task(abc.ABC):
     # Encoders this wide and wider train without layer-wise decay when --layer-decay is not given
     # (layer_decay); None: the width rule's decay for every width.
     undecayed_width: int | None = None
+    # --loss's values this kind trains with besides auto (its one loss: none to choose).
+    losses: Sequence[str] = ()
 
     @classmethod
     def claims(cls, training_file: str) -> bool:
         """Whether --task auto trains this kind on `training_file` (tagged sentences are token
         classification's); the first kind of the registry takes any other file."""
         return False
+
+    @classmethod
+    def settle(cls, config) -> None:
+        """Sets the flags this kind leaves to its data (embeddings: --loss auto by the training
+        file's columns), once, as the config is built. None by default."""
+
+    @classmethod
+    def with_settings(cls, settings) -> "Task":
+        """The task object of a run whose training flags (TrainConfig's, by name: a config's,
+        or a finished run's metrics.json `hyperparameters`) are `settings`: by default the
+        kind's one object; a kind trained otherwise by a flag (--loss) returns that variant."""
+        return cls()
+
+    @classmethod
+    def variants(cls) -> tuple:
+        """The classes with_settings may return: the metrics any of them selects by."""
+        return (cls,)
 
     def refusal(self, part: str, flag: str) -> str | None:
         """The one line refusing `flag` because this kind has no `part` (parts.refusal), or None
@@ -70,8 +89,19 @@ class Task(abc.ABC):
     def check_flags(self, config, require) -> None:
         """The flags whose sense depends on the task, checked with the config (trainer.config's
         validate; `require(ok, flag, message)` raises the flag's one-line error). By default:
-        --label-columns belongs to multi-label data."""
+        --label-columns belongs to multi-label data, and --loss is the kind's own."""
         require(config.data.label_columns is None, "--label-columns", "needs --task multi-label")
+        self.check_loss(config, require)
+
+    def check_loss(self, config, require) -> None:
+        """--loss: auto, or one of the kind's own (Task.losses)."""
+        loss = config.train.loss
+        require(
+            loss == "auto" or loss in self.losses,
+            "--loss",
+            f"{loss} is not a loss of --task {self.name}"
+            + (f"; choose one of {['auto', *self.losses]}" if self.losses else " (it has one: leave --loss auto)"),
+        )
 
     # --- Labels: read, checked, counted, split ------------------------------------------------
     def label_columns(self, first, data) -> tuple:

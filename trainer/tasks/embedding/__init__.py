@@ -1,8 +1,9 @@
 """Sentence embeddings: the encoder fine-tuned as a bi-encoder (Reimers and Gurevych 2019), each
 text of a pair encoded alone into one vector, trained so that the cosine of a pair's vectors
-follows its score (CoSENT, Su 2022, as sentence-transformers' CoSENTLoss). Its unit is a pair of
-texts encoded each alone (sides.py); its export takes one text and returns its L2-normalized
-vector, for search, similarity and clustering.
+follows its score (CoSENT, Su 2022, as sentence-transformers' CoSENTLoss), or, for pairs
+without a score, so that each text's pair is nearest among the batch's (unscored.py). Its unit
+is a pair of texts encoded each alone (sides.py); its export takes one text and returns its
+L2-normalized vector, for search, similarity and clustering.
 """
 
 from trainer.tasks.base import TextTask
@@ -11,10 +12,13 @@ from trainer.tasks.embedding.sides import SIDES_UNIT
 from trainer.tasks.score_labels import ScoreLabels
 
 LEARNING_RATE = 5e-5  # sentence-transformers' default (SentenceTransformerTrainingArguments)
+COSENT = "cosent"  # --loss's value of scored pairs
+MULTIPLE_NEGATIVES = "multiple-negatives"  # of pairs without a score (unscored.py)
 
 
 class EmbeddingTask(ScoreLabels, TextTask):
     name = "embedding"
+    LOSS = COSENT
     unit = SIDES_UNIT
     metric_goals = {"val_spearman": "maximize", "val_pearson": "maximize", "val_loss": "minimize"}
     train_metric = "pair_order"
@@ -30,6 +34,42 @@ class EmbeddingTask(ScoreLabels, TextTask):
     error_columns = ["split", "rank", "rank_gap", "true_score", "cosine", "text"]
     errors_description = "pairs whose cosine is ranked furthest from their score's rank"
     model_card = card.SECTIONS
+    losses = (COSENT, MULTIPLE_NEGATIVES)
+
+    @classmethod
+    def settle(cls, config) -> None:
+        """--loss auto: cosent when the training file has a score column (--label-column, or
+        one named as a score), else multiple-negatives. A file that cannot be read leaves
+        cosent: reading it later says why."""
+        t, d = config.train, config.data
+        if t.loss != "auto":
+            return
+        t.loss = COSENT if d.label_column or cls._has_score_column(d) else MULTIPLE_NEGATIVES
+
+    @classmethod
+    def _has_score_column(cls, d) -> bool:
+        from trainer import reading
+        from trainer.errors import UserError
+
+        if not d.training_file:
+            return True
+        try:
+            first = next(reading.split_frames(d.training_file, "--training-file", 1, d.delimiter))
+        except (UserError, OSError, StopIteration, ValueError):
+            return True
+        return any(reading.find_column(first, name) for name in cls.label_column_names)
+
+    @classmethod
+    def with_settings(cls, settings) -> "EmbeddingTask":
+        """CoSENT's task, or UnscoredPairs' for --loss multiple-negatives."""
+        variant = {v.LOSS: v for v in cls.variants()}.get(settings.get("loss"), cls)
+        return variant()
+
+    @classmethod
+    def variants(cls) -> tuple:
+        from trainer.tasks.embedding.unscored import UnscoredPairs
+
+        return (cls, UnscoredPairs)
 
     def learning_rate(self, by_width: float, hidden_size: int) -> float:
         """sentence-transformers' rate, whatever the width: the encoder's vectors are already

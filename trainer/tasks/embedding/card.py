@@ -15,6 +15,22 @@ Spearman {{ "%.4f" | format(eval_metrics.spearman) }}, Pearson {{ "%.4f" | forma
 of the cosine of each pair's vectors with its score.
 """
 
+UNSCORED_WHAT_IT_DOES = """\
+Turns a text into a vector (a sentence embedding) for search, similarity and clustering: two texts
+mean alike when their vectors' cosine is high. It is a transformer encoder fine-tuned as a
+bi-encoder by vertex-bert-trainer {{ versions.trainer }} (TensorFlow {{ versions.tensorflow }}) on
+pairs of texts without a score, each pair's second text (`{{ label_column }}`) trained to be the
+nearest to its first among the other pairs' (in-batch negatives); the exported model takes raw
+strings and returns one L2-normalized float32 vector per text, so the dot product of two vectors
+is their cosine.
+"""
+
+UNSCORED_METRICS = """\
+MRR@10 {{ "%.4f" | format(eval_metrics.mrr_at_10) }}, nDCG@10 {{ "%.4f" | format(eval_metrics.ndcg_at_10) }},
+recall@1 {{ "%.4f" | format(eval_metrics.recall_at_1) }} and recall@10 {{ "%.4f" | format(eval_metrics.recall_at_10) }}
+of each pair's second text ranked by cosine among every second text of the split, for its first.
+"""
+
 SECTIONS = {
     "what_it_does": WHAT_IT_DOES,
     "metrics": METRICS,
@@ -22,3 +38,5 @@ SECTIONS = {
     "predict_columns": "`embedding` (a JSON list of floats; to `--output vectors.npy`, one float32 array of them)",
     "counts_note": "",
 }
+
+UNSCORED_SECTIONS = {**SECTIONS, "what_it_does": UNSCORED_WHAT_IT_DOES, "metrics": UNSCORED_METRICS}

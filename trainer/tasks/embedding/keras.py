@@ -71,3 +71,68 @@ class PairOrder(tf_keras.metrics.Metric):
     def reset_state(self):
         self.right.assign(0.0)
         self.pairs.assign(0.0)
+
+
+def in_batch_logits(y_true, y_pred, sample_weight=None):
+    """([B, B] logits of each row's first text against every row's second, SCALE times their
+    cosine, with -inf where a candidate is not a negative: another row's second text that is
+    this row's positive or first text (same id), or whose first text is this row's (the query
+    asked twice), or a padding row; [B] bool: the real rows)."""
+    # Keras's loss container gives y_true a last axis of 1 when y_pred has one more axis.
+    ids = tf.reshape(tf.cast(y_true, tf.int32), [tf.shape(y_pred)[0], -1])
+    vectors = tf.math.l2_normalize(tf.cast(y_pred, tf.float32), axis=-1)
+    logits = SCALE * tf.matmul(vectors[:, 0], vectors[:, 1], transpose_b=True)
+    first, second = ids[:, 0], ids[:, 1]
+    same = (
+        (second[tf.newaxis, :] == second[:, tf.newaxis])
+        | (second[tf.newaxis, :] == first[:, tf.newaxis])
+        | (first[tf.newaxis, :] == first[:, tf.newaxis])
+    )
+    own = tf.eye(tf.shape(ids)[0], dtype=tf.bool)
+    real = tf.ones_like(first, tf.bool) if sample_weight is None else tf.reshape(sample_weight, [-1]) > 0
+    kept = (own | ~same) & real[tf.newaxis, :]
+    return tf.where(kept, logits, -1e9), real
+
+
+class MultipleNegativesLoss(tf_keras.losses.Loss):
+    """Each row's second text against the batch's others as negatives: the cross-entropy of
+    picking it among them by SCALE times their cosines (Henderson et al. 2017; sentence-
+    transformers' MultipleNegativesRankingLoss), the mean over the batch's real rows. A text
+    repeated in the batch is never its own negative (in_batch_logits)."""
+
+    def __init__(self, name="multiple_negatives", **kwargs):
+        super().__init__(name=name, **kwargs)
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        logits, real = in_batch_logits(y_true, y_pred, sample_weight)
+        targets = tf.range(tf.shape(logits)[0])
+        losses = tf.nn.sparse_softmax_cross_entropy_with_logits(targets, logits)
+        weights = tf.cast(real, tf.float32)
+        return tf.math.divide_no_nan(tf.reduce_sum(losses * weights), tf.reduce_sum(weights))
+
+    def call(self, y_true, y_pred):
+        """The loss of a batch whose every row is real (Loss's per-row method: the one value)."""
+        return self(y_true, y_pred)
+
+
+class InBatchTop(tf_keras.metrics.Metric):
+    """The share of rows whose own second text is the closest of the batch's candidates to
+    their first text: what the in-batch-negatives loss trains, logged while training."""
+
+    def __init__(self, name="in_batch_top", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.right = self.add_weight(name="right", initializer="zeros")
+        self.rows = self.add_weight(name="rows", initializer="zeros")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        logits, real = in_batch_logits(y_true, y_pred, sample_weight)
+        right = tf.equal(tf.argmax(logits, axis=1, output_type=tf.int32), tf.range(tf.shape(logits)[0])) & real
+        self.right.assign_add(tf.reduce_sum(tf.cast(right, tf.float32)))
+        self.rows.assign_add(tf.reduce_sum(tf.cast(real, tf.float32)))
+
+    def result(self):
+        return tf.math.divide_no_nan(self.right, self.rows)
+
+    def reset_state(self):
+        self.right.assign(0.0)
+        self.rows.assign(0.0)

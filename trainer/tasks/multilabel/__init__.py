@@ -58,6 +58,7 @@ class MultiLabelTask(TextTask):
             "cannot be combined with --label-columns (the columns name the labels)",
         )
         require(bool(d.label_separator), "--label-separator", "must not be empty")
+        self.check_loss(config, require)
 
     # --- labels
     def label_columns(self, first, data) -> tuple:

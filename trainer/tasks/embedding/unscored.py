@@ -1,0 +1,129 @@
+"""Sentence embeddings from pairs without a score (a question and its answer, a text and its
+paraphrase): `--task embedding` on such a file, or `--loss multiple-negatives`. Each pair's
+second text is its first's positive and every other row's second text in the batch a negative
+(in-batch negatives: sentence-transformers' MultipleNegativesRankingLoss), and a split is scored
+as a retrieval task (retrieval.py). The rest, the bi-encoder, its export, predictions and
+report, is EmbeddingTask's: the same vectors, trained otherwise.
+
+Its labels are the pair's texts themselves, as ids (retrieval.pair_ids), so that a text repeated
+in a batch is never its own negative.
+"""
+
+from trainer.tasks.embedding import MULTIPLE_NEGATIVES, EmbeddingTask, card
+
+
+class UnscoredPairs(EmbeddingTask):
+    LOSS = MULTIPLE_NEGATIVES
+    metric_goals = {
+        "val_mrr_at_10": "maximize",
+        "val_ndcg_at_10": "maximize",
+        "val_recall_at_1": "maximize",
+        "val_recall_at_10": "maximize",
+        "val_loss": "minimize",
+    }
+    train_metric = "in_batch_top"
+    summary_metrics = ("mrr_at_10", "ndcg_at_10", "recall_at_1", "recall_at_10")
+    loss_name = "in-batch negatives loss of pairs"
+    agreement_metric = "mrr_at_10"
+    error_columns = ["split", "rank", "positive_rank", "cosine", "text"]
+    errors_description = "pairs whose second text ranks lowest among the candidates for their first"
+    figures = ()
+    model_card = card.UNSCORED_SECTIONS
+
+    # --- labels: the pair's two texts, as ids among the split's distinct texts
+    def label_columns(self, first, data) -> tuple:
+        from trainer import reading
+
+        columns = reading.pick_text_columns(first, data.text_column, data.text_pair_column)
+        if columns[1] is None:
+            return columns[0], [columns[0]]  # Sides.load says a pair is needed
+        return columns[1], list(columns)
+
+    def label_spec(self, frame, column, data):
+        from trainer.data.labels import LabelSpec
+
+        return LabelSpec("pair", [])
+
+    def encode_labels(self, frame, column, spec, split_name):
+        from trainer.tasks.embedding import retrieval
+
+        return retrieval.pair_ids(frame, [c for c in frame.columns if not str(c).startswith("_")])
+
+    def describe_labels(self, spec) -> str:
+        return "none: each pair's second text is its first's positive, the batch's others its negatives"
+
+    def label_summary(self, labels, spec) -> str:
+        import numpy as np
+
+        if not len(labels):
+            return "no rows"
+        return f"{len(np.unique(labels[:, 0])):,} distinct first texts, {len(np.unique(labels[:, 1])):,} second"
+
+    def prepare_strata(self, labels, minimum):
+        return None
+
+    def check_flags(self, config, require) -> None:
+        require(
+            config.data.label_column is None,
+            "--label-column",
+            "has no meaning with --loss multiple-negatives (a pair's second text is its label)",
+        )
+        super().check_flags(config, require)
+
+    # --- the model
+    def loss(self):
+        from trainer.tasks.embedding.keras import MultipleNegativesLoss
+
+        return MultipleNegativesLoss()
+
+    def keras_metrics(self) -> list:
+        from trainer.tasks.embedding.keras import InBatchTop
+
+        return [InBatchTop()]
+
+    def summarize(self, outputs, labels, label_names) -> dict:
+        from trainer.tasks.embedding import retrieval
+
+        return retrieval.ranked_pairs(outputs, labels)
+
+    def describe(self, result: dict) -> str:
+        return (
+            f"loss {result['loss']:.4f}  mrr@10 {result['mrr_at_10']:.4f}  ndcg@10 {result['ndcg_at_10']:.4f}  "
+            f"recall@1 {result['recall_at_1']:.4f}  recall@10 {result['recall_at_10']:.4f}"
+        )
+
+    def describe_epoch(self, logs: dict) -> str:
+        return (
+            f"loss {logs['loss']:.4f} in-batch top {logs['in_batch_top']:.3f} | val loss {logs['val_loss']:.4f} "
+            f"mrr@10 {logs['val_mrr_at_10']:.4f} recall@1 {logs['val_recall_at_1']:.4f}"
+        )
+
+    # --- the export's copies: checked on their vectors (EmbeddingTask's), the MRR@10 they move
+    def agreement_value(self, outputs, labels, label_names) -> float:
+        from trainer.tasks.embedding import retrieval
+
+        return retrieval.ranked_pairs(outputs, labels)["mrr_at_10"]
+
+    # --- the report
+    def split_predictions(self, outputs, labels, texts, pairs, temperature: float):
+        import numpy as np
+
+        from trainer.inference.split_predictions import SplitPredictions
+        from trainer.tasks.embedding import metrics
+
+        vectors = metrics.normalized(outputs).astype(np.float32)
+        return SplitPredictions(
+            texts, np.asarray(labels), None, None, scores=metrics.pair_cosines(outputs), pairs=pairs, vectors=vectors
+        )
+
+    def error_measure(self, predictions, names) -> tuple:
+        """positive_rank: where a pair's second text ranks among the split's candidates for its
+        first (1: first), the others of that text's positives set aside; worst first."""
+        import numpy as np
+
+        from trainer.tasks.embedding import retrieval
+
+        p = predictions
+        ranks = retrieval.positive_ranks(p.vectors, p.labels)
+        gap = (ranks - 1) / max(len(np.unique(p.labels[:, 1])) - 1, 1)
+        return gap, None, {"positive_rank": ranks, "cosine": p.scores}
