@@ -1,10 +1,11 @@
-"""Embeddings' loss and training metric (trainer/tasks/embedding/keras.py): CoSENT over every
-ordered pair of a batch's rows, and the share of those pairs whose cosines are ordered alike."""
+"""Embeddings' losses and training metrics (trainer/tasks/embedding/keras.py): CoSENT over every
+ordered pair of a batch's rows, and the share of those pairs whose cosines are ordered alike; in-batch
+negatives for pairs without a score, and the share of rows whose pair is nearest."""
 
 import numpy as np
 import tensorflow as tf
 
-from trainer.tasks.embedding.keras import SCALE, CoSENTLoss, PairOrder
+from trainer.tasks.embedding.keras import SCALE, CoSENTLoss, InBatchTop, MultipleNegativesLoss, PairOrder
 
 
 def rows(*cosines):
@@ -59,3 +60,56 @@ def test_pair_order_counts_the_pairs_ordered_alike_over_batches():
     metric.update_state(tf.constant([3.0, 2.0, 1.0]), rows(0.9, 0.1, 0.5))  # (0,1) (0,2) right, (1,2) wrong
     metric.update_state(tf.constant([1.0, 2.0]), rows(0.0, 0.3))  # right
     assert metric.result().numpy() == np.float32(3 / 4)
+
+
+# --- in-batch negatives: pairs without a score -------------------------------------------------
+
+
+def pairs(*vectors):
+    """[B, 2, 2] rows (first, second) of 2-d vectors."""
+    return tf.constant(vectors, tf.float32)
+
+
+def test_each_row_picks_its_own_second_text_among_the_batch():
+    # Cosines of each row's first text with the batch's second texts: row 0 (0.8, 0.6), row 1 (0.6, 0.8).
+    vectors = pairs([[1.0, 0.0], [0.8, 0.6]], [[0.0, 1.0], [0.6, 0.8]])
+    logits = SCALE * np.array([[0.8, 0.6], [0.6, 0.8]])
+    expected = np.mean([np.log(np.exp(row).sum()) - row[i] for i, row in enumerate(logits)])
+    loss = MultipleNegativesLoss()(tf.constant([[0, 1], [2, 3]]), vectors).numpy()
+    np.testing.assert_allclose(loss, expected, rtol=1e-5)
+
+
+def test_a_text_repeated_in_the_batch_is_not_its_own_negative():
+    """Two rows of one second text (id 1): each sees the other's copy of its positive set aside,
+    so it costs nothing; unmasked it would cost log 2."""
+    vectors = pairs([[1.0, 0.0], [1.0, 0.0]], [[0.6, 0.8], [1.0, 0.0]])
+    assert MultipleNegativesLoss()(tf.constant([[0, 1], [2, 1]]), vectors).numpy() == 0.0
+
+
+def test_a_first_text_asked_twice_does_not_count_its_other_positive_against_it():
+    vectors = pairs([[1.0, 0.0], [1.0, 0.0]], [[1.0, 0.0], [0.6, 0.8]])
+    assert MultipleNegativesLoss()(tf.constant([[0, 1], [0, 2]]), vectors).numpy() == 0.0
+
+
+def test_in_batch_a_weight_0_row_takes_no_part():
+    ids, vectors = tf.constant([[0, 1], [2, 3]]), pairs([[1.0, 0.0], [0.6, 0.8]], [[0.0, 1.0], [1.0, 0.0]])
+    padded_ids = tf.concat([ids, [[4, 5]]], axis=0)
+    padded = tf.concat([vectors, pairs([[1.0, 0.0], [1.0, 0.0]])], axis=0)
+    np.testing.assert_allclose(
+        MultipleNegativesLoss()(padded_ids, padded, tf.constant([1.0, 1.0, 0.0])).numpy(),
+        MultipleNegativesLoss()(ids, vectors).numpy(),
+        rtol=1e-6,
+    )
+
+
+def test_the_ids_may_come_with_the_last_axis_keras_adds():
+    ids, vectors = tf.constant([[0, 1], [2, 3]]), pairs([[1.0, 0.0], [0.6, 0.8]], [[0.0, 1.0], [1.0, 0.0]])
+    loss = MultipleNegativesLoss()
+    np.testing.assert_allclose(loss(ids[..., tf.newaxis], vectors).numpy(), loss(ids, vectors).numpy(), rtol=1e-6)
+
+
+def test_in_batch_top_is_the_share_of_rows_whose_pair_is_nearest():
+    metric = InBatchTop()
+    # Row 0's second text is nearest its first; row 1's first is nearer row 0's second text.
+    metric.update_state(tf.constant([[0, 1], [2, 3]]), pairs([[1.0, 0.0], [1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]]))
+    assert metric.result().numpy() == 0.5

@@ -1,5 +1,6 @@
-"""Embeddings' Keras pieces: the CoSENT loss of scored pairs and the share of their pairs a batch
-orders right, over the bi-encoder's [B, sides, H] vectors (model.py)."""
+"""Embeddings' Keras pieces over the bi-encoder's [B, sides, H] vectors (model.py): the CoSENT loss
+of scored pairs and the share of their pairs a batch orders right; the in-batch negatives' loss
+of pairs without a score and the share of rows whose pair is the nearest of the batch's."""
 
 import tensorflow as tf
 import tf_keras

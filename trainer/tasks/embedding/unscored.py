@@ -3,17 +3,18 @@ paraphrase): `--task embedding` on such a file, or `--loss multiple-negatives`. 
 second text is its first's positive and every other row's second text in the batch a negative
 (in-batch negatives: sentence-transformers' MultipleNegativesRankingLoss), and a split is scored
 as a retrieval task (retrieval.py). The rest, the bi-encoder, its export, predictions and
-report, is EmbeddingTask's: the same vectors, trained otherwise.
+report, is ScoredPairs': the same vectors, trained otherwise.
 
 Its labels are the pair's texts themselves, as ids (retrieval.pair_ids), so that a text repeated
 in a batch is never its own negative.
 """
 
-from trainer.tasks.embedding import MULTIPLE_NEGATIVES, EmbeddingTask, card
+from trainer.tasks.embedding import card
+from trainer.tasks.embedding.scored import ScoredPairs
 
 
-class UnscoredPairs(EmbeddingTask):
-    LOSS = MULTIPLE_NEGATIVES
+class UnscoredPairs(ScoredPairs):
+    LOSS = "multiple-negatives"  # --loss's value
     metric_goals = {
         "val_mrr_at_10": "maximize",
         "val_ndcg_at_10": "maximize",
@@ -98,7 +99,7 @@ class UnscoredPairs(EmbeddingTask):
             f"mrr@10 {logs['val_mrr_at_10']:.4f} recall@1 {logs['val_recall_at_1']:.4f}"
         )
 
-    # --- the export's copies: checked on their vectors (EmbeddingTask's), the MRR@10 they move
+    # --- the export's copies: checked on their vectors (ScoredPairs'), the MRR@10 they move
     def agreement_value(self, outputs, labels, label_names) -> float:
         from trainer.tasks.embedding import retrieval
 

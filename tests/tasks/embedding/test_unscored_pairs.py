@@ -1,0 +1,121 @@
+"""`--task embedding` on pairs without a score: the file's columns choose in-batch negatives
+(--loss auto), the run is scored as retrieval (MRR@10, nDCG@10, recall@1/@10 of each pair's
+second text among the split's, for its first), and its export is the same sentence encoder."""
+
+import random
+
+import pytest
+from conftest import TINY_TASK_FLAGS, metrics_of, read_csv, write_csv
+from test_embedding import quiet_encoder_dir  # noqa: F401  (a fixture)
+from test_task import run_cli
+
+from trainer import config as config_lib
+from trainer import task_registry
+from trainer.errors import UserError
+
+# Texts of three of the tiny encoder's words; a text's pair is its words mapped by a fixed
+# pairing of the vocabulary, in reverse order: nothing alike to an untrained encoder, learnable.
+WORDS = "i love hate this movie it is was not good bad great awful fine ok the so very meh a".split()
+
+
+def paired(words, seed):
+    shuffled = random.Random(0).sample(words, len(words))
+    partner = {**dict(zip(shuffled[0::2], shuffled[1::2])), **dict(zip(shuffled[1::2], shuffled[0::2]))}
+    rng = random.Random(seed)
+
+    def row():
+        text = rng.sample(words, 3)
+        return " ".join(text), " ".join(partner[w] for w in reversed(text))
+
+    return row
+
+
+def unscored_pairs(count, seed):
+    row = paired(WORDS, seed)
+    return [row() for _ in range(count)]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("unscored_pairs")
+    return {
+        name: write_csv(root / f"{name}.csv", unscored_pairs(count, seed), ("sentence1", "sentence2"))
+        for name, count, seed in (("train", 160, 1), ("validation", 40, 2))
+    }
+
+
+def build(*argv):
+    return config_lib.build_config(list(argv), {})
+
+
+# --- the data decides the loss --------------------------------------------------------------------
+
+
+def test_pairs_without_a_score_train_with_in_batch_negatives_selected_by_mrr(data):
+    config = build("--task", "embedding", "--training-file", str(data["train"]))
+    assert (config.train.loss, config.train.selection_metric) == ("multiple-negatives", "val_mrr_at_10")
+    assert task_registry.from_config(config).summary_metrics[0] == "mrr_at_10"
+
+
+def test_pairs_with_a_score_column_train_with_cosent(tmp_path):
+    scored = write_csv(tmp_path / "scored.csv", [("a b", "b a", 3.5)], ("sentence1", "sentence2", "similarity"))
+    config = build("--task", "embedding", "--training-file", str(scored))
+    assert (config.train.loss, config.train.selection_metric) == ("cosent", "val_spearman")
+
+
+def test_loss_names_the_objective_whatever_the_columns(data):
+    config = build("--task", "embedding", "--training-file", str(data["train"]), "--loss", "cosent")
+    assert (config.train.loss, config.train.selection_metric) == ("cosent", "val_spearman")
+
+
+def test_a_kind_with_one_loss_refuses_another():
+    with pytest.raises(UserError, match=r"^--loss: cosent is not a loss of --task regression \(it has one"):
+        build("--task", "regression", "--loss", "cosent")
+
+
+def test_a_score_column_has_no_meaning_for_in_batch_negatives(data):
+    with pytest.raises(UserError, match="^--label-column: has no meaning with --loss multiple-negatives"):
+        build("--task", "embedding", "--training-file", str(data["train"]), "--loss", "multiple-negatives",
+              "--label-column", "sentence2")  # fmt: skip
+
+
+def test_a_finished_run_is_read_back_as_the_variant_it_trained():
+    run = {"task": "embedding", "hyperparameters": {"loss": "multiple-negatives"}}
+    assert task_registry.of_run(run).default_metric == "val_mrr_at_10"
+    assert task_registry.of_run({"task": "embedding", "hyperparameters": {}}).default_metric == "val_spearman"
+
+
+# --- a run through the CLI ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def trained(quiet_encoder_dir, data, tmp_path_factory):  # noqa: F811
+    job_dir = tmp_path_factory.mktemp("unscored") / "job"
+    result = run_cli(
+        "--task", "embedding", "--encoder", quiet_encoder_dir, "--job-dir", job_dir,
+        "--training-file", data["train"], "--validation-file", data["validation"],
+        "--epochs", "10", "--batch-size", "16", "--learning-rate", "3e-3", "--max-seq-length", "16",
+        "--mixed-precision", "off", *TINY_TASK_FLAGS,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    return job_dir
+
+
+@pytest.mark.slow  # the trained unscored-pairs run: CI's 2.21 slow line (.ci/run)
+def test_the_tiny_model_learns_to_retrieve_each_pair_beyond_its_zero_shot_score(trained):
+    metrics = metrics_of(trained)
+    assert metrics["hyperparameters"]["loss"] == "multiple-negatives" and metrics["label_kind"] == "pair"
+    before, after = metrics["zero_shot"]["validation"], metrics["validation"]
+    assert before["mrr_at_10"] + 0.3 < after["mrr_at_10"] and after["recall_at_10"] >= 0.9
+    assert {"examples", "loss", "recall_at_1", "recall_at_10", "mrr_at_10", "ndcg_at_10"} <= set(after)
+
+
+@pytest.mark.slow  # the trained unscored-pairs run: CI's 2.21 slow line (.ci/run)
+def test_history_card_and_errors_speak_of_retrieval(trained):
+    history = read_csv(trained / "eval_history.csv")
+    assert list(history[0])[:6] == ["epoch", "step", "loss", "in_batch_top", "val_loss", "val_mrr_at_10"]
+    card = (trained / "MODEL_CARD.md").read_text()
+    assert "pairs of texts without a score" in card and "MRR@10" in card
+    errors = read_csv(trained / "errors.csv")
+    assert list(errors[0]) == ["split", "rank", "positive_rank", "cosine", "text", "text_pair"]
+    assert [int(r["positive_rank"]) for r in errors] == sorted((int(r["positive_rank"]) for r in errors), reverse=True)
