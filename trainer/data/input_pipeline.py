@@ -313,6 +313,9 @@ class Batching:
     lengths: tuple  # padded_lengths(max_seq_length)
     bucket: bool  # group similar lengths; else pad every batch to the maximum length
     drop_remainder: bool = False  # static batch dimension (TPU training)
+    # Training rows in runs of this many of one label (label_groups; 1: as shuffled), batched
+    # in order: a task whose loss needs several texts of a label in a batch (Task.rows_per_label).
+    rows_per_label: int = 1
 
     def steps(self, split: TokenizedSplit) -> int:
         """Batches per pass over `split`: exact, since bucket membership depends only on length."""
@@ -408,7 +411,10 @@ def training_dataset(
     """
 
     def epoch(index):
-        batches = _batched(split.examples(seed=index * 1_000_003 + seed, shard=shard), batching)
+        examples = split.examples(seed=index * 1_000_003 + seed, shard=shard)
+        if batching.rows_per_label > 1:
+            examples = label_groups(examples, batching.rows_per_label)
+        batches = _batched(examples, batching)
         batches = batches if steps_per_epoch is None else batches.repeat().take(steps_per_epoch)
         return grouped(batches, accumulate, batching.drop_remainder) if accumulate > 1 else batches
 
@@ -419,6 +425,19 @@ def training_dataset(
     for index in range(first_epoch + 1, epochs):
         dataset = dataset.concatenate(epoch(index))
     return _with_options(dataset.prefetch(tf.data.AUTOTUNE))
+
+
+def label_groups(examples: tf.data.Dataset, size: int) -> tf.data.Dataset:
+    """The shuffled rows regrouped into runs of `size` rows of one label, each run as soon as the
+    shuffled order has filled it (a label's last run at the end, shorter): batched in order, a
+    batch of B rows holds about B / size labels with `size` texts each (a batch sampler by label,
+    as sentence-transformers' GroupByLabelBatchSampler, but seeded per epoch like the rest).
+    Length buckets would split the runs: a Batching with rows_per_label has none."""
+    return examples.group_by_window(
+        key_func=lambda features, label, weight: tf.cast(tf.reshape(label, []), tf.int64),
+        reduce_func=lambda _, rows: rows,
+        window_size=size,
+    )
 
 
 def grouped(batches: tf.data.Dataset, k: int, static: bool = False) -> tf.data.Dataset:

@@ -50,6 +50,9 @@ class Task(abc.ABC):
     # Encoders this wide and wider train without layer-wise decay when --layer-decay is not given
     # (layer_decay); None: the width rule's decay for every width.
     undecayed_width: int | None = None
+    # Training batches of runs of this many rows of one label (input_pipeline.label_groups), for
+    # a loss that needs several texts of a label in a batch; 1: rows as shuffled.
+    rows_per_label = 1
     # --loss's values this kind trains with besides auto (its one loss: none to choose).
     losses: Sequence[str] = ()
 

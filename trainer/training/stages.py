@@ -272,19 +272,26 @@ def tokenize(ctx: RunContext) -> None:
         config, ctx.datasets, ctx.encoder.preprocessor, ctx.long_texts, cache_root, ctx.is_chief, teacher_validation
     )
     packing = tokens.packing or ctx.long_texts
-    inputs = batching(config, ctx.runtime, packing, tokens.splits, tokens.truncated, tokens.training)
+    inputs = batching(
+        config, ctx.runtime, packing, tokens.splits, tokens.truncated, tokens.training, ctx.task.rows_per_label
+    )
     ctx.inputs = dataclasses.replace(inputs, teacher_validation=tokens.teacher_validation)
 
 
-def batching(config, runtime: Runtime, cut, tokenized: dict, truncated: dict, training=None) -> Inputs:
+def batching(
+    config, runtime: Runtime, cut, tokenized: dict, truncated: dict, training=None, rows_per_label: int = 1
+) -> Inputs:
     """Batching, steps and epochs of tokenized splits: the run's, and each cross-fitting fold's
     (trainer.training.cross_fit). `training`: what the model trains on, when not
-    tokenized["train"] alone (distillation's transfer set)."""
+    tokenized["train"] alone (distillation's transfer set); `rows_per_label`: the task's batch
+    sampler (training batches of runs of one label, without length buckets)."""
     from trainer.data import input_pipeline
 
     lengths = input_pipeline.padded_lengths(config.data.max_seq_length, cut.windows)
     bucket = runtime.plan.sequence_padding == "bucket"
-    train_batching = input_pipeline.Batching(config.train.batch_size, lengths, bucket, runtime.plan.static_shapes)
+    train_batching = input_pipeline.Batching(
+        config.train.batch_size, lengths, bucket and rows_per_label == 1, runtime.plan.static_shapes, rows_per_label
+    )
     eval_batching = input_pipeline.Batching(config.train.eval_batch_size, lengths, bucket)
     training = tokenized["train"] if training is None else training
     steps = train_batching.steps(training)
@@ -345,8 +352,12 @@ def batching(config, runtime: Runtime, cut, tokenized: dict, truncated: dict, tr
         + (
             f"; evaluated every {period} steps ({counted(inputs.periods, 'time')})" if period != steps_per_epoch else ""
         ),
-        f"to one of {lengths}" if bucket else f"to {lengths[-1]}",
+        f"to one of {lengths}" if train_batching.bucket else f"to {lengths[-1]}",
     )
+    if rows_per_label > 1:
+        log.info(
+            "training batches hold runs of %d texts of one label (the loss compares texts of a label)", rows_per_label
+        )
     return inputs
 
 

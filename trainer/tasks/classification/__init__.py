@@ -2,13 +2,13 @@
 every part (parts.py): a temperature fitted on validation, a binary model's threshold for
 --target-precision/recall, cleanlab's ranking, explanations and distillation."""
 
-from trainer.errors import UserError
 from trainer.tasks.base import TextTask
+from trainer.tasks.class_labels import ClassLabels
 from trainer.tasks.classification import card, parts
 from trainer.tasks.classification.parts import POSITIVE
 
 
-class ClassificationTask(TextTask):
+class ClassificationTask(ClassLabels, TextTask):
     name = "classification"
     metric_goals = {
         "val_macro_f1": "maximize",
@@ -44,50 +44,6 @@ class ClassificationTask(TextTask):
         self.label_issues = parts.ClassLabelIssues(self)
         self.explanations = parts.ChosenClass(self)
         self.distillation = parts.ClassDistillation(self)
-
-    # --- labels
-    def label_spec(self, frame, column, data):
-        from trainer.tasks.classification import labels
-
-        return labels.infer_labels(frame, column, data)
-
-    def encode_labels(self, frame, column, spec, split_name):
-        from trainer.tasks.classification import labels
-
-        return labels.encode_labels(frame, column, spec, split_name)
-
-    def check_labels(self, frame, column, labels, spec, data) -> None:
-        from trainer.tasks.classification import labels as labels_lib
-
-        labels_lib.check_classes(frame, column, labels, spec, data)
-
-    def check_training_labels(self, frame, column, labels, spec, data, source) -> None:
-        """Each class with rows, none a typo (too few rows, or a case variant of another), at
-        least two."""
-        import numpy as np
-
-        from trainer.tasks.classification import labels as labels_lib
-
-        labels_lib.check_class_sizes(frame, column, labels, spec, data.min_examples_per_class)
-        self.check_labels(frame, column, labels, spec, data)
-        present = np.unique(labels)
-        if len(present) < 2:
-            raise UserError(
-                f"{source}: training data holds a single class "
-                f"({spec.names[present[0]]!r}); a classifier needs at least two"
-            )
-
-    def label_counts(self, labels, spec) -> dict:
-        import numpy as np
-
-        counts = np.bincount(labels, minlength=len(spec.names))
-        return {name: int(count) for name, count in zip(spec.names, counts)}
-
-    def held_out_strata(self, labels):
-        return labels
-
-    def prepare_strata(self, labels, minimum):
-        return labels
 
     # --- the model
     def output_units(self, labels) -> int:

@@ -2,10 +2,12 @@
 text of a pair encoded alone into one vector, for search, similarity and clustering. The data
 decides how it trains (--loss auto): pairs with a score so that their cosine follows it
 (scored.py, CoSENT), pairs without one so that each text's pair is nearest among the batch's
-(unscored.py, in-batch negatives). Its unit is a pair of texts encoded each alone (sides.py);
+(unscored.py, in-batch negatives), texts with a class so that texts of a class are nearer each
+other than others (labelled.py, supervised contrastive). Its unit is a pair of texts encoded each alone (sides.py);
 its export takes one text and returns its L2-normalized vector.
 """
 
+from trainer.tasks.embedding.labelled import LabelledTexts
 from trainer.tasks.embedding.scored import ScoredPairs
 from trainer.tasks.embedding.unscored import UnscoredPairs
 
@@ -15,34 +17,36 @@ class EmbeddingTask(ScoredPairs):
 
     @classmethod
     def settle(cls, config) -> None:
-        """--loss auto: cosent when the training file has a score column (--label-column, or
-        one named as a score), else multiple-negatives. A file that cannot be read leaves
-        cosent: reading it later says why."""
-        t, d = config.train, config.data
-        if t.loss != "auto":
-            return
-        t.loss = cls.LOSS if d.label_column or cls._has_score_column(d) else UnscoredPairs.LOSS
+        """--loss auto, by the training file's columns: a pair of texts and a score column
+        (--label-column, or one named as a score) cosent, a pair without one
+        multiple-negatives, single texts with a class column supervised-contrastive. A file
+        that cannot be read, or whose columns fit none, leaves cosent: reading it later says why."""
+        t = config.train
+        if t.loss == "auto":
+            t.loss = cls._loss_of(config.data)
 
     @classmethod
-    def _has_score_column(cls, d) -> bool:
+    def _loss_of(cls, d) -> str:
         from trainer import reading
         from trainer.errors import UserError
 
-        if not d.training_file:
-            return True
         try:
             first = next(reading.split_frames(d.training_file, "--training-file", 1, d.delimiter))
-        except (UserError, OSError, StopIteration, ValueError):
-            return True
-        return any(reading.find_column(first, name) for name in cls.label_column_names)
+            pair = reading.pick_text_columns(first, d.text_column, d.text_pair_column)[1]
+        except (UserError, OSError, StopIteration, ValueError, TypeError):
+            return cls.LOSS
+        if pair is not None:
+            scored = d.label_column or any(reading.find_column(first, name) for name in cls.label_column_names)
+            return cls.LOSS if scored else UnscoredPairs.LOSS
+        labelled = d.label_column or any(reading.find_column(first, name) for name in LabelledTexts.label_column_names)
+        return LabelledTexts.LOSS if labelled else cls.LOSS
 
     @classmethod
     def with_settings(cls, settings) -> ScoredPairs:
-        """This kind's object (scored pairs, CoSENT), or UnscoredPairs' for --loss
-        multiple-negatives."""
+        """This kind's object (scored pairs, CoSENT), or the variant of the run's --loss."""
         variant = {v.LOSS: v for v in cls.variants()}.get(settings.get("loss"), cls)
         return variant()
 
     @classmethod
     def variants(cls) -> tuple:
-        return (cls, UnscoredPairs)
+        return (cls, UnscoredPairs, LabelledTexts)

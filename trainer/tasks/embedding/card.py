@@ -40,3 +40,20 @@ SECTIONS = {
 }
 
 UNSCORED_SECTIONS = {**SECTIONS, "what_it_does": UNSCORED_WHAT_IT_DOES, "metrics": UNSCORED_METRICS}
+
+LABELLED_WHAT_IT_DOES = """\
+Turns a text into a vector (a sentence embedding) for search, similarity and clustering: two texts
+mean alike when their vectors' cosine is high. It is a transformer encoder fine-tuned by
+vertex-bert-trainer {{ versions.trainer }} (TensorFlow {{ versions.tensorflow }}) on texts labelled with
+classes in the training data's `{{ label_column }}` column, each text's vector trained to be nearer
+the texts of its class than the others (supervised contrastive); the exported model takes raw
+strings and returns one L2-normalized float32 vector per text, so the dot product of two vectors
+is their cosine.
+"""
+
+LABELLED_METRICS = """\
+kNN accuracy {{ "%.4f" | format(eval_metrics.knn_accuracy) }}: each text's class as the vote of its 5
+nearest other texts of the split by cosine.
+"""
+
+LABELLED_SECTIONS = {**SECTIONS, "what_it_does": LABELLED_WHAT_IT_DOES, "metrics": LABELLED_METRICS}

@@ -137,3 +137,63 @@ class InBatchTop(tf_keras.metrics.Metric):
     def reset_state(self):
         self.right.assign(0.0)
         self.rows.assign(0.0)
+
+
+def label_logits(y_true, y_pred, sample_weight=None):
+    """([B, B] logits of each text against the batch's others, SCALE times their cosine, -inf on
+    the diagonal and for padding rows; [B, B] bool: the other real rows of the same label)."""
+    labels = tf.reshape(tf.cast(y_true, tf.int32), [-1])
+    vectors = tf.math.l2_normalize(tf.cast(y_pred[:, 0], tf.float32), axis=-1)
+    logits = SCALE * tf.matmul(vectors, vectors, transpose_b=True)
+    real = tf.ones_like(labels, tf.bool) if sample_weight is None else tf.reshape(sample_weight, [-1]) > 0
+    others = ~tf.eye(tf.shape(labels)[0], dtype=tf.bool) & real[tf.newaxis, :] & real[:, tf.newaxis]
+    same = (labels[:, tf.newaxis] == labels[tf.newaxis, :]) & others
+    return tf.where(others, logits, -1e9), same
+
+
+class SupervisedContrastiveLoss(tf_keras.losses.Loss):
+    """Each text's same-label texts in the batch against all its others: the mean over its
+    positives of -log(softmax over the others) of SCALE times their cosines (Khosla et al. 2020,
+    L_out; sentence-transformers' batch losses of labelled texts learn the same), the mean over
+    the real rows that have a positive in the batch (the batch sampler gives most of them several:
+    Task.rows_per_label)."""
+
+    def __init__(self, name="supervised_contrastive", **kwargs):
+        super().__init__(name=name, **kwargs)
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        logits, same = label_logits(y_true, y_pred, sample_weight)
+        log_softmax = logits - tf.reduce_logsumexp(logits, axis=1, keepdims=True)
+        positives = tf.reduce_sum(tf.cast(same, tf.float32), axis=1)
+        per_row = -tf.math.divide_no_nan(tf.reduce_sum(tf.where(same, log_softmax, 0.0), axis=1), positives)
+        anchors = tf.cast(positives > 0, tf.float32)
+        return tf.math.divide_no_nan(tf.reduce_sum(per_row * anchors), tf.reduce_sum(anchors))
+
+    def call(self, y_true, y_pred):
+        """The loss of a batch whose every row is real (Loss's per-row method: the one value)."""
+        return self(y_true, y_pred)
+
+
+class NearestSameLabel(tf_keras.metrics.Metric):
+    """The share of texts whose nearest other text of the batch has their label (of those with
+    one of their label in the batch): what the supervised contrastive loss trains."""
+
+    def __init__(self, name="nearest_same_label", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.right = self.add_weight(name="right", initializer="zeros")
+        self.rows = self.add_weight(name="rows", initializer="zeros")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        logits, same = label_logits(y_true, y_pred, sample_weight)
+        nearest = tf.argmax(logits, axis=1, output_type=tf.int32)
+        anchors = tf.reduce_any(same, axis=1)
+        right = tf.gather(same, nearest, axis=1, batch_dims=1) & anchors
+        self.right.assign_add(tf.reduce_sum(tf.cast(right, tf.float32)))
+        self.rows.assign_add(tf.reduce_sum(tf.cast(anchors, tf.float32)))
+
+    def result(self):
+        return tf.math.divide_no_nan(self.right, self.rows)
+
+    def reset_state(self):
+        self.right.assign(0.0)
+        self.rows.assign(0.0)

@@ -10,10 +10,11 @@ NEIGHBOURS = 3  # the closest other texts listed for each
 
 def nearest(predictions, texts: int = TEXTS, neighbours: int = NEIGHBOURS) -> list:
     """[{"text", "neighbours": [{"text", "cosine"}, ...]}] over the distinct texts of a split's
-    pairs (SplitPredictions: texts, pairs and their unit vectors [N, 2, H]), closest first."""
-    sides = [predictions.texts, predictions.pairs]
+    rows (SplitPredictions: texts, pairs or None and their unit vectors [N, sides, H]), closest
+    first."""
+    sides = [predictions.texts] + ([] if predictions.pairs is None else [predictions.pairs])
     strings = [str(text) for side in sides for text in side]
-    vectors = np.concatenate([predictions.vectors[:, 0], predictions.vectors[:, 1]])
+    vectors = np.concatenate([predictions.vectors[:, side] for side in range(len(sides))])
     distinct = {text: index for index, text in reversed(list(enumerate(strings)))}  # first of each
     order = sorted(distinct.values())
     candidates = np.asarray(vectors[order], np.float64)

@@ -15,7 +15,8 @@ LEARNING_RATE = 5e-5  # sentence-transformers' default (SentenceTransformerTrain
 class ScoredPairs(ScoreLabels, TextTask):
     name = "embedding"
     LOSS = "cosent"  # --loss's value
-    losses = (LOSS, "multiple-negatives")  # the kind's: this one's and unscored.py's
+    losses = (LOSS, "multiple-negatives", "supervised-contrastive")  # the kind's: this, unscored.py's, labelled.py's
+    sides = 2  # texts per row, each encoded alone (sides.py)
     unit = SIDES_UNIT
     metric_goals = {"val_spearman": "maximize", "val_pearson": "maximize", "val_loss": "minimize"}
     train_metric = "pair_order"

@@ -1,6 +1,7 @@
 """The unit of a bi-encoder's rows: a pair of texts, each encoded alone by the same sentence
-encoder (model.py). Its rows are read as texts' are (data/splits.py: the pair's columns found
-by name or flag, a score as the label); they are tokenized with each text packed alone
+encoder (model.py), or a single text (the kind's variant of labelled texts: Task.sides). Its
+rows are read as texts' are (data/splits.py: the pair's columns found by name or flag, a score,
+the texts themselves or a class as the label); they are tokenized with each text packed alone
 (data.input_pipeline.LongTexts.sides); its export, serving/export.py's ServingModule around the
 sentence encoder, takes one text and returns its vector."""
 
@@ -13,19 +14,24 @@ from trainer.tasks.units.texts import Texts
 
 log = logging.getLogger("trainer")
 
-SIDES = 2  # the texts of a row: a pair
-
 
 class Sides(Texts):
     noun = "pairs"
 
     def load(self, config, task):
         datasets = super().load(config, task)
-        if datasets.text_pair_column is None:
+        if datasets.text_pair_column is None and task.sides == 2:
             raise UserError(
                 f"{config.data.training_file}: --task embedding trains on pairs of texts and found "
                 f"one text column ({datasets.text_column!r}); name the second with --text-pair-column "
-                "(or name the columns sentence1 and sentence2)"
+                "(or name the columns sentence1 and sentence2), or give single texts a class column "
+                "to train on labelled texts"
+            )
+        if datasets.text_pair_column is not None and task.sides == 1:
+            raise UserError(
+                f"{config.data.training_file}: --loss {config.train.loss} trains on single texts with a "
+                f"class, and found a pair of text columns ({datasets.text_column!r}, "
+                f"{datasets.text_pair_column!r})"
             )
         return datasets
 
@@ -37,7 +43,7 @@ class Sides(Texts):
         texts' tokens one after the other, each cut at --max-seq-length on its own."""
         from trainer.data import token_cache
 
-        packing = dataclasses.replace(long_texts, sides=SIDES)
+        packing = dataclasses.replace(long_texts, sides=1 if datasets.text_pair_column is None else 2)
         limit = config.data.max_seq_length
         tokenized = token_cache.load_or_build(
             datasets,
@@ -50,10 +56,14 @@ class Sides(Texts):
         )
         truncated = {name: int((split.full_lengths > limit).sum()) for name, split in tokenized.items()}
         train = tokenized["train"]
-        log.info("%d pairs, mean %.1f tokens a pair", sum(len(t) for t in tokenized.values()), train.lengths.mean())
+        row = "pair" if packing.sides == 2 else "text"
+        log.info(
+            "%d %ss, mean %.1f tokens a %s", sum(len(t) for t in tokenized.values()), row, train.lengths.mean(), row
+        )
         if any(truncated.values()):
             log.warning(
-                "pairs with a text longer than --max-seq-length %d tokens, that text cut to it: %s",
+                "%ss with a text longer than --max-seq-length %d tokens, that text cut to it: %s",
+                row,
                 limit,
                 ", ".join(f"{name} {count:,} of {len(tokenized[name]):,}" for name, count in truncated.items()),
             )
@@ -63,7 +73,7 @@ class Sides(Texts):
         from trainer.modeling import heads
         from trainer.tasks.embedding import model
 
-        return model.build_bi_encoder(heads.build_sentence_encoder(network, pooling, windows), SIDES)
+        return model.build_bi_encoder(heads.build_sentence_encoder(network, pooling, windows), task.sides)
 
     def served(self, model):
         """The export takes one text, whatever the rows trained on: the sentence encoder."""
@@ -91,13 +101,13 @@ class Sides(Texts):
         from trainer.inference import loaded_model
         from trainer.serving import quantize
 
-        sides = [list(texts), list(pairs)]
+        sides = [list(texts)] + ([] if pairs is None else [list(pairs)])
 
         def both(module):  # each text's features, the first texts' then the second's
             parts = [loaded_model.tokenize(module, side) for side in sides]
             return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
 
-        return quantize.parity(float32, candidate, both(reference), both(loaded), sides[0] + sides[1], max_difference)
+        return quantize.parity(float32, candidate, both(reference), both(loaded), sum(sides, []), max_difference)
 
 
 SIDES_UNIT = Sides()

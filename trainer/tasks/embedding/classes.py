@@ -1,0 +1,66 @@
+"""Embeddings' numbers for texts labelled with classes, numpy: how well a split's vectors keep
+each class together. kNN accuracy: each text classified by the vote of its K nearest other texts
+of the split (leave-one-out), as a kNN classifier over the vectors would; and the supervised
+contrastive loss (keras.SupervisedContrastiveLoss) with the whole split as one batch."""
+
+import numpy as np
+
+from trainer.tasks.embedding.keras import SCALE
+from trainer.tasks.embedding.metrics import normalized
+
+K = 5  # the neighbours that vote
+_CHUNK = 256  # texts scored at a time
+
+
+def single(vectors) -> np.ndarray:
+    """[N, H] unit vectors of [N, H] or the bi-encoder's [N, 1, H]."""
+    vectors = np.asarray(vectors)
+    return normalized(vectors.reshape(len(vectors), -1))
+
+
+def neighbour_votes(vectors, labels, k: int = K) -> tuple:
+    """(the class the K nearest other texts vote for, ties to the class of the nearer text;
+    the share of them of the text's own class), per text."""
+    vectors, labels = single(vectors), np.asarray(labels, np.int64)
+    k = min(k, len(labels) - 1)
+    voted, agreeing = np.empty(len(labels), np.int64), np.empty(len(labels))
+    for start in range(0, len(labels), _CHUNK):
+        block = slice(start, start + _CHUNK)
+        cosines = vectors[block] @ vectors.T
+        cosines[np.arange(cosines.shape[0]), np.arange(start, start + cosines.shape[0])] = -np.inf
+        nearest = labels[np.argsort(-cosines, axis=1, kind="stable")[:, :k]]
+        for row, classes in enumerate(nearest):
+            counts = {c: (classes == c).sum() for c in dict.fromkeys(classes)}  # in order of nearness
+            voted[start + row] = max(counts, key=counts.get)
+        agreeing[block] = (nearest == labels[block, None]).mean(axis=1)
+    return voted, agreeing
+
+
+def contrastive_loss(vectors, labels) -> float:
+    """keras.SupervisedContrastiveLoss over the whole split as one batch."""
+    vectors, labels = single(vectors), np.asarray(labels, np.int64)
+    total, anchors = 0.0, 0
+    for start in range(0, len(labels), _CHUNK):
+        block = slice(start, start + _CHUNK)
+        logits = SCALE * (vectors[block] @ vectors.T)
+        own = np.arange(start, start + logits.shape[0])
+        logits[np.arange(logits.shape[0]), own] = -np.inf
+        top = logits.max(axis=1, keepdims=True)
+        log_softmax = logits - top - np.log(np.exp(logits - top).sum(axis=1, keepdims=True))
+        same = labels[block, None] == labels[None, :]
+        same[np.arange(logits.shape[0]), own] = False
+        positives = same.sum(axis=1)
+        kept = positives > 0
+        total -= float(np.sum(np.where(same, log_softmax, 0.0).sum(axis=1)[kept] / positives[kept]))
+        anchors += int(kept.sum())
+    return total / max(anchors, 1)
+
+
+def labelled_texts(vectors, labels) -> dict:
+    """A split's block of metrics.json: examples, loss and knn_accuracy."""
+    voted, _ = neighbour_votes(vectors, labels)
+    return {
+        "examples": int(len(labels)),
+        "loss": contrastive_loss(vectors, labels),
+        "knn_accuracy": float(np.mean(voted == np.asarray(labels))),
+    }
