@@ -231,3 +231,17 @@ def test_head_tail_packs_a_long_texts_last_words_and_keeps_its_full_length(tiny_
     features = input_pipeline.encode(preprocessor, texts, long_texts="head-tail")
     assert features["input_word_ids"].numpy()[1].tolist() == long_row
     assert input_pipeline.encode(preprocessor, texts)["input_word_ids"].numpy()[1][1:3].tolist() == ids("so good")
+
+
+def test_rows_per_label_batches_runs_of_one_label_each_row_once():
+    """Embeddings of labelled texts compare a batch's texts of a class: the batch sampler puts
+    runs of 4 rows of a label together (the last run of a label shorter)."""
+    labels = np.random.default_rng(1).integers(0, 5, size=len(LENGTHS))
+    split = split_of(LENGTHS, labels=labels)
+    batching = input_pipeline.Batching(8, input_pipeline.padded_lengths(64), bucket=False, rows_per_label=4)
+    out = batches(input_pipeline.training_dataset(split, batching, seed=2, first_epoch=0, epochs=1))
+    order = np.concatenate([batch_labels for _, batch_labels, _ in out])
+    assert len(out) == batching.steps(split) and sorted(order) == sorted(labels)
+    runs = [len(run) for run in np.split(order, np.flatnonzero(np.diff(order)) + 1)]
+    # Runs of 4 (two runs of a label may meet, 8), but one shorter run of each of the 5 labels.
+    assert sum(length % 4 != 0 for length in runs) <= 5

@@ -355,9 +355,7 @@ def batching(
         f"to one of {lengths}" if train_batching.bucket else f"to {lengths[-1]}",
     )
     if rows_per_label > 1:
-        log.info(
-            "training batches hold runs of %d texts of one label (the loss compares texts of a label)", rows_per_label
-        )
+        log.info("training batches hold runs of %d texts of a label (the loss compares them)", rows_per_label)
     return inputs
 
 

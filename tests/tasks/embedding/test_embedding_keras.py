@@ -1,11 +1,20 @@
 """Embeddings' losses and training metrics (trainer/tasks/embedding/keras.py): CoSENT over every
 ordered pair of a batch's rows, and the share of those pairs whose cosines are ordered alike; in-batch
-negatives for pairs without a score, and the share of rows whose pair is nearest."""
+negatives for pairs without a score, and the share of rows whose pair is nearest; the supervised
+contrastive loss of labelled texts, and the share of texts whose nearest text shares their class."""
 
 import numpy as np
 import tensorflow as tf
 
-from trainer.tasks.embedding.keras import SCALE, CoSENTLoss, InBatchTop, MultipleNegativesLoss, PairOrder
+from trainer.tasks.embedding.keras import (
+    SCALE,
+    CoSENTLoss,
+    InBatchTop,
+    MultipleNegativesLoss,
+    NearestSameLabel,
+    PairOrder,
+    SupervisedContrastiveLoss,
+)
 
 
 def rows(*cosines):
@@ -112,4 +121,41 @@ def test_in_batch_top_is_the_share_of_rows_whose_pair_is_nearest():
     metric = InBatchTop()
     # Row 0's second text is nearest its first; row 1's first is nearer row 0's second text.
     metric.update_state(tf.constant([[0, 1], [2, 3]]), pairs([[1.0, 0.0], [1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]]))
+    assert metric.result().numpy() == 0.5
+
+
+# --- labelled texts: the batch's texts of a class against its others --------------------------------
+
+
+def texts(*degrees):
+    """[B, 1, 2]: one unit vector per row, at these angles."""
+    radians = np.radians(degrees)
+    return tf.constant(np.stack([np.cos(radians), np.sin(radians)], axis=1)[:, np.newaxis], tf.float32)
+
+
+def test_the_supervised_loss_is_the_mean_log_softmax_of_each_texts_class_mates():
+    vectors, labels = texts(0, 60, 30), tf.constant([0, 0, 1])
+    cosines = np.cos(np.radians([[0, 60, 30], [60, 0, 30], [30, 30, 0]]))
+    logits = SCALE * cosines
+    # rows 0 and 1 each have one class mate; row 2 has none and takes no part.
+    expected = np.mean(
+        [np.log(np.exp(logits[i, [j for j in range(3) if j != i]]).sum()) - logits[i, 1 - i] for i in (0, 1)]
+    )
+    np.testing.assert_allclose(SupervisedContrastiveLoss()(labels, vectors).numpy(), expected, rtol=1e-5)
+
+
+def test_the_supervised_loss_ignores_weight_0_rows():
+    vectors, labels = texts(0, 60, 180), tf.constant([0, 0, 1])
+    padded = tf.concat([vectors, texts(5)], axis=0)
+    np.testing.assert_allclose(
+        SupervisedContrastiveLoss()(tf.constant([0, 0, 1, 0]), padded, tf.constant([1.0, 1.0, 1.0, 0.0])).numpy(),
+        SupervisedContrastiveLoss()(labels, vectors).numpy(),
+        rtol=1e-6,
+    )
+
+
+def test_nearest_same_label_counts_the_texts_with_a_class_mate_in_the_batch():
+    metric = NearestSameLabel()
+    # Row 0's nearest is row 1 (its class), row 1's is row 2 (another class); row 3 has no mate.
+    metric.update_state(tf.constant([0, 0, 1, 2]), texts(0, 50, 60, 180))
     assert metric.result().numpy() == 0.5

@@ -1,0 +1,109 @@
+"""`--task embedding` on single texts labelled with classes: the file's columns choose the
+supervised contrastive loss (--loss auto), training batches hold runs of texts of a class, the
+run is scored by kNN accuracy, and its export is the same sentence encoder."""
+
+import random
+
+import pytest
+from conftest import TINY_TASK_FLAGS, metrics_of, read_csv, write_csv
+from test_embedding import quiet_encoder_dir  # noqa: F401  (a fixture)
+from test_task import run_cli
+
+from trainer import config as config_lib
+from trainer import task_registry
+from trainer.errors import UserError
+
+# Each class has three keywords of the tiny encoder's vocabulary; a text is one keyword among
+# three shared filler words: to an untrained encoder, texts of a class are hardly alike.
+WORDS = "i love hate this movie it is was not good bad great awful fine ok the so very meh a".split()
+KEYWORDS = {"w": WORDS[0:3], "x": WORDS[3:6], "y": WORDS[6:9], "z": WORDS[9:12]}
+FILLER = WORDS[12:]
+
+
+def labelled_texts(count, seed):
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(count):
+        label = rng.choice(sorted(KEYWORDS))
+        words = [rng.choice(KEYWORDS[label]), *rng.sample(FILLER, 3)]
+        rng.shuffle(words)
+        rows.append((" ".join(words), label))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("labelled_texts")
+    return {
+        name: write_csv(root / f"{name}.csv", labelled_texts(count, seed), ("text", "label"))
+        for name, count, seed in (("train", 160, 1), ("validation", 60, 2))
+    }
+
+
+def test_single_texts_with_a_class_column_train_with_the_supervised_contrastive_loss(data):
+    config = config_lib.build_config(["--task", "embedding", "--training-file", str(data["train"])], {})
+    assert (config.train.loss, config.train.selection_metric) == ("supervised-contrastive", "val_knn_accuracy")
+    assert task_registry.from_config(config).rows_per_label == 4
+
+
+def test_single_texts_without_a_class_are_refused_naming_both_ways(tmp_path):
+    texts = write_csv(tmp_path / "texts.csv", [("i love it",), ("so bad",)], ("text",))
+    from trainer.data import splits
+
+    config = config_lib.build_config(["--task", "embedding", "--training-file", str(texts)], {})
+    assert config.train.loss == "cosent"
+    with pytest.raises(UserError, match="no label column found"):
+        splits.load_datasets(config)
+
+
+def test_labelled_texts_refuse_balanced_class_weights(data):
+    with pytest.raises(UserError, match="^--class-weights: 'balanced' weighs each row's loss"):
+        config_lib.build_config(
+            ["--task", "embedding", "--training-file", str(data["train"]), "--class-weights", "balanced"], {}
+        )
+
+
+@pytest.fixture(scope="module")
+def trained(quiet_encoder_dir, data, tmp_path_factory):  # noqa: F811
+    job_dir = tmp_path_factory.mktemp("labelled") / "job"
+    result = run_cli(
+        "--task", "embedding", "--encoder", quiet_encoder_dir, "--job-dir", job_dir,
+        "--training-file", data["train"], "--validation-file", data["validation"],
+        "--epochs", "10", "--batch-size", "16", "--learning-rate", "3e-3", "--max-seq-length", "16",
+        "--mixed-precision", "off", *TINY_TASK_FLAGS,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    return job_dir
+
+
+@pytest.mark.slow  # the trained labelled-texts run: CI's 2.21 slow line (.ci/run)
+def test_the_tiny_model_groups_each_class_beyond_its_zero_shot_score(trained):
+    metrics = metrics_of(trained)
+    assert metrics["hyperparameters"]["loss"] == "supervised-contrastive" and metrics["labels"] == ["w", "x", "y", "z"]
+    before, after = metrics["zero_shot"]["validation"], metrics["validation"]
+    assert before["knn_accuracy"] + 0.15 < after["knn_accuracy"] and after["loss"] < before["loss"]
+    assert "runs of 4 texts of a label" in (trained / "training.log").read_text()
+
+
+@pytest.mark.slow  # the trained labelled-texts run: CI's 2.21 slow line (.ci/run)
+def test_history_card_and_errors_speak_of_classes(trained):
+    history = read_csv(trained / "eval_history.csv")
+    assert list(history[0])[:6] == ["epoch", "step", "loss", "nearest_same_label", "val_loss", "val_knn_accuracy"]
+    card = " ".join((trained / "MODEL_CARD.md").read_text().split())
+    assert "texts labelled with classes" in card and "kNN accuracy" in card
+    errors = read_csv(trained / "errors.csv")
+    assert list(errors[0]) == ["split", "rank", "true_label", "neighbours_label", "agreeing", "text"]
+
+
+@pytest.mark.slow  # the trained labelled-texts run: CI's 2.21 slow line (.ci/run)
+def test_predict_writes_one_vector_per_text(trained, tmp_path):
+    import json
+
+    import numpy as np
+
+    texts = write_csv(tmp_path / "texts.csv", [("i love it",), ("so bad",)], ("text",))
+    output = tmp_path / "vectors.csv"
+    result = run_cli("--model-dir", trained / "model", "--input", texts, "--output", output, module="trainer.predict")
+    assert result.returncode == 0, result.stderr
+    vectors = np.array([json.loads(r["embedding"]) for r in read_csv(output)])
+    assert vectors.shape[0] == 2 and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
