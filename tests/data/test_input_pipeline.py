@@ -238,9 +238,13 @@ def test_rows_per_label_batches_runs_of_one_label_each_row_once():
     runs of 4 rows of a label together (the last run of a label shorter)."""
     labels = np.random.default_rng(1).integers(0, 5, size=len(LENGTHS))
     split = split_of(LENGTHS, labels=labels)
-    batching = input_pipeline.Batching(8, input_pipeline.padded_lengths(64), bucket=False, rows_per_label=4)
+    batching = input_pipeline.Batching(8, input_pipeline.padded_lengths(64), bucket=True, rows_per_label=4)
     out = batches(input_pipeline.training_dataset(split, batching, seed=2, first_epoch=0, epochs=1))
     order = np.concatenate([batch_labels for _, batch_labels, _ in out])
+    ladder = np.asarray(batching.lengths)
+    for features, _, _ in out:  # no length buckets, but each batch padded to the length that fits it
+        longest = features["input_mask"].sum(axis=1).max()
+        assert features["input_word_ids"].shape[1] == ladder[ladder >= longest].min()
     assert len(out) == batching.steps(split) and sorted(order) == sorted(labels)
     runs = [len(run) for run in np.split(order, np.flatnonzero(np.diff(order)) + 1)]
     # Runs of 4 (two runs of a label may meet, 8), but one shorter run of each of the 5 labels.

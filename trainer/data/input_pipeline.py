@@ -314,12 +314,14 @@ class Batching:
     bucket: bool  # group similar lengths; else pad every batch to the maximum length
     drop_remainder: bool = False  # static batch dimension (TPU training)
     # Training rows in runs of this many of one label (label_groups; 1: as shuffled), batched
-    # in order: a task whose loss needs several texts of a label in a batch (Task.rows_per_label).
+    # in order (with `bucket`, each batch padded to the shortest length that fits it, without
+    # length buckets): a task whose loss needs several texts of a label in a batch
+    # (Task.rows_per_label).
     rows_per_label: int = 1
 
     def steps(self, split: TokenizedSplit) -> int:
         """Batches per pass over `split`: exact, since bucket membership depends only on length."""
-        if not self.bucket:
+        if not self.bucket or self.rows_per_label > 1:
             sizes = [len(split)]
         else:
             sizes = np.unique(padded_to(split.lengths, self.lengths), return_counts=True)[1]
@@ -361,6 +363,10 @@ def _pad_batch(lengths: tuple, static_batch: int | None = None):
 def _batched(examples: tf.data.Dataset, batching: Batching) -> tf.data.Dataset:
     # ragged_batch: rows of token ids are ragged whether they come from a RaggedTensor's slices
     # or, after a map, as tensors of different lengths.
+    if batching.bucket and batching.rows_per_label > 1:  # runs of a label: batched in order, each padded apart
+        return examples.ragged_batch(batching.batch_size, drop_remainder=batching.drop_remainder).map(
+            _pad_batch(batching.lengths), num_parallel_calls=tf.data.AUTOTUNE
+        )
     if batching.bucket:
         # Dataset.bucket_by_sequence_length pads dense rows; grouping by hand keeps rows ragged
         # until _pad_batch knows the batch's target length.
@@ -432,7 +438,7 @@ def label_groups(examples: tf.data.Dataset, size: int) -> tf.data.Dataset:
     shuffled order has filled it (a label's last run at the end, shorter): batched in order, a
     batch of B rows holds about B / size labels with `size` texts each (a batch sampler by label,
     as sentence-transformers' GroupByLabelBatchSampler, but seeded per epoch like the rest).
-    Length buckets would split the runs: a Batching with rows_per_label has none."""
+    Length buckets would split the runs: a Batching with rows_per_label pads each batch alone."""
     return examples.group_by_window(
         key_func=lambda features, label, weight: tf.cast(tf.reshape(label, []), tf.int64),
         reduce_func=lambda _, rows: rows,

@@ -284,13 +284,13 @@ def batching(
     """Batching, steps and epochs of tokenized splits: the run's, and each cross-fitting fold's
     (trainer.training.cross_fit). `training`: what the model trains on, when not
     tokenized["train"] alone (distillation's transfer set); `rows_per_label`: the task's batch
-    sampler (training batches of runs of one label, without length buckets)."""
+    sampler (training batches of runs of one label, each padded alone: no length buckets)."""
     from trainer.data import input_pipeline
 
     lengths = input_pipeline.padded_lengths(config.data.max_seq_length, cut.windows)
     bucket = runtime.plan.sequence_padding == "bucket"
     train_batching = input_pipeline.Batching(
-        config.train.batch_size, lengths, bucket and rows_per_label == 1, runtime.plan.static_shapes, rows_per_label
+        config.train.batch_size, lengths, bucket, runtime.plan.static_shapes, rows_per_label
     )
     eval_batching = input_pipeline.Batching(config.train.eval_batch_size, lengths, bucket)
     training = tokenized["train"] if training is None else training
@@ -352,7 +352,7 @@ def batching(
         + (
             f"; evaluated every {period} steps ({counted(inputs.periods, 'time')})" if period != steps_per_epoch else ""
         ),
-        f"to one of {lengths}" if train_batching.bucket else f"to {lengths[-1]}",
+        f"to one of {lengths}" if bucket else f"to {lengths[-1]}",
     )
     if rows_per_label > 1:
         log.info("training batches hold runs of %d texts of a label (the loss compares them)", rows_per_label)
