@@ -1,6 +1,7 @@
 """`python -m trainer.evaluate`: score an exported model on a labelled file with its task's metrics.
 
-Any export (classification, pairs, regression, multi-label, token classification) on a CSV,
+Any export (classification, pairs, regression, multi-label, token classification, embeddings:
+scored by the metrics of the kind of file it is given) on a CSV,
 TSV, JSON Lines or JSON file with labels, or for a tagger a file of tagged sentences (CoNLL,
 JSON Lines of tokens and tags or of text and spans), scored by the code that
 scored its run's test split, at the export's own decisions (calibration temperature,

@@ -14,6 +14,7 @@ The metrics are printed (the run's log line, each class's or type's scores, the 
 worst errors) and, with --output, written as JSON with every error listed.
 """
 
+import argparse
 import contextlib
 import os
 import time
@@ -22,6 +23,7 @@ import numpy as np
 
 import trainer
 from trainer import progress, storage, strict_json
+from trainer.data import splits
 from trainer.errors import UserError
 from trainer.inference import loaded_model
 from trainer.reporting import error_rows
@@ -65,7 +67,11 @@ def run(args) -> int:
     check_args(args)
     precision, path = variants.resolve(args.model_dir, args.precision, runtime=args.runtime)
     saved = variants.signature_of(args.model_dir, path if variants.runtime_of(precision) == "onnx" else None)
-    task = saved.task()
+    columns = argparse.Namespace(
+        training_file=args.input,
+        **{name: getattr(args, name) for name in ("delimiter", "text_column", "text_pair_column", "label_column")},
+    )
+    task = saved.task().scoring(columns)
     rows = labelled_file.read(args, task, saved.pair)
     # Written as trainer.predict writes: a scratch file opened before the model loads (an
     # unwritable --output is one line at once), renamed into place once all went well; one
@@ -89,8 +95,10 @@ def run(args) -> int:
 def score(model, task, rows, args) -> dict:
     """The JSON of --output: the metrics of `rows` under the loaded export `model`, the
     decisions they were made at, what was skipped, and the worst errors."""
-    first = loaded_model.predict_outputs(model, [""], 1, None if rows.pairs is None else [""])
+    first = loaded_model.predict_outputs(model, [""], 1, None if rows.pairs is None or task.compares_pairs else [""])
     names = task.export_names(first)
+    if names is None:  # an export that names no classes (embeddings of labelled texts): the file's
+        names = splits.label_spec(rows.frame, rows.label_column, rows.data, task).names
     labels, sentences = task.unit.labels_of(rows, task, names)
     temperature = exported_lib.decide_as_export(task, model)
     started = time.monotonic()
@@ -127,12 +135,24 @@ def _outputs(model, task, rows, sentences, temperature: float, args) -> tuple:
         end = min(start + CHUNK_ROWS, len(rows.texts))
         texts = list(rows.texts[start:end])
         pairs = None if rows.pairs is None else list(rows.pairs[start:end])
-        features = loaded_model.tokenize(model, texts, pairs) if loaded_model.tokenizes(model) else None
-        exported = loaded_model.predict_outputs(model, texts, args.batch_size, pairs, features)
-        parts.append(task.outputs_of_export(exported, temperature, None if sentences is None else sentences[start:end]))
-        at_limit += predict_file.at_limit(features)
+        if task.compares_pairs and pairs is not None:  # a model of one text: each side alone, [n, 2, ...]
+            sides = [_chunk_outputs(model, task, side, None, temperature, None, args) for side in (texts, pairs)]
+            parts.append(np.stack([output for output, _ in sides], axis=1))
+            at_limit += sum(limit for _, limit in sides)
+        else:
+            chunk = None if sentences is None else sentences[start:end]
+            output, limit = _chunk_outputs(model, task, texts, pairs, temperature, chunk, args)
+            parts.append(output)
+            at_limit += limit
         meter.update(end)
     return _joined(parts), at_limit
+
+
+def _chunk_outputs(model, task, texts, pairs, temperature: float, sentences, args) -> tuple:
+    """(the outputs of a chunk's rows as summarize reads them, the rows at the length limit)."""
+    features = loaded_model.tokenize(model, texts, pairs) if loaded_model.tokenizes(model) else None
+    exported = loaded_model.predict_outputs(model, texts, args.batch_size, pairs, features)
+    return task.outputs_of_export(exported, temperature, sentences), predict_file.at_limit(features)
 
 
 def _joined(parts: list) -> np.ndarray:

@@ -80,7 +80,10 @@ def read_texts(args, task, pair: bool, data, kind) -> LabelledFile:
     texts, pairs, frames, skipped, columns, label_columns = [], [], [], 0, None, None
     for frame in reading.file_frames(args.input, "--input", CHUNK_ROWS, args.delimiter):
         if columns is None:
-            columns = predict_file.text_columns(frame, args, pair, trained.model_columns(args.model_dir))
+            columns = predict_file.text_columns(
+                frame, args, pair, trained.model_columns(args.model_dir), task.compares_pairs
+            )
+            pair = columns[1] is not None
             label_column, label_columns = task.label_columns(frame, data)
             _check_columns(frame, label_columns)
         strings = [["" if pd.isna(t) else str(t) for t in frame[c].tolist()] if c else None for c in columns]

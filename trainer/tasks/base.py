@@ -74,6 +74,12 @@ class Task(abc.ABC):
         kind's one object; a kind trained otherwise by a flag (--loss) returns that variant."""
         return cls()
 
+    def scoring(self, data) -> "Task":
+        """The task that scores a labelled file (trainer.evaluate) whose columns are found by
+        `data` (training_file: the file; delimiter, text_column, text_pair_column,
+        label_column): this one; a kind with variants returns the one that file trains."""
+        return self
+
     @classmethod
     def variants(cls) -> tuple:
         """The classes with_settings may return: the metrics any of them selects by."""
@@ -371,7 +377,8 @@ class Task(abc.ABC):
     # split_predictions as for the run's own splits
     def export_names(self, exported: dict) -> list:
         """The class, label or tag names of a loaded export's outputs (predict_outputs'), in
-        the order of its outputs: by default its `label_names`."""
+        the order of its outputs: by default its `label_names`; None when the export names no
+        classes its labels have (a labelled file's own are read from it)."""
         from trainer.inference import split_predictions
 
         return split_predictions.label_names_of(exported)

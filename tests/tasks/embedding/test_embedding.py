@@ -230,6 +230,16 @@ def test_the_int8_and_onnx_copies_are_checked_on_vectors_and_predict_alike(train
 
 
 @pytest.mark.slow  # the trained embedding run: CI's 2.21 slow line (.ci/run)
+def test_evaluate_scores_a_file_of_scored_pairs_as_the_run_scored_its_test_split(trained, data):
+    result = run_cli("--model-dir", trained / "model", "--input", data["test"], "--precision", "float32",
+                     module="trainer.evaluate")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    expected = metrics_of(trained)["test"]["spearman"]
+    line = next(line for line in result.stdout.splitlines() if line.startswith("test.csv: "))
+    assert float(line.split("spearman ")[1].split()[0]) == pytest.approx(expected, abs=0.0005)
+
+
+@pytest.mark.slow  # the trained embedding run: CI's 2.21 slow line (.ci/run)
 def test_the_server_answers_the_vectors_predict_writes(trained, tmp_path):
     import httpx
     from test_server import HEALTH, PREDICT, Server, environ, free_port

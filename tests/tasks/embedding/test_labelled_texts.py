@@ -107,3 +107,12 @@ def test_predict_writes_one_vector_per_text(trained, tmp_path):
     assert result.returncode == 0, result.stderr
     vectors = np.array([json.loads(r["embedding"]) for r in read_csv(output)])
     assert vectors.shape[0] == 2 and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+@pytest.mark.slow  # the trained labelled-texts run: CI's 2.21 slow line (.ci/run)
+def test_evaluate_reads_the_files_classes_and_scores_as_the_run_did(trained, data):
+    result = run_cli("--model-dir", trained / "model", "--input", data["validation"], "--precision", "float32",
+                     module="trainer.evaluate")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    expected = metrics_of(trained)["validation"]["knn_accuracy"]
+    assert f"knn accuracy {expected:.4f}  (60 rows)" in result.stdout

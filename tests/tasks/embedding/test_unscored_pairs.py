@@ -119,3 +119,13 @@ def test_history_card_and_errors_speak_of_retrieval(trained):
     errors = read_csv(trained / "errors.csv")
     assert list(errors[0]) == ["split", "rank", "positive_rank", "cosine", "text", "text_pair"]
     assert [int(r["positive_rank"]) for r in errors] == sorted((int(r["positive_rank"]) for r in errors), reverse=True)
+
+
+@pytest.mark.slow  # the trained unscored-pairs run: CI's 2.21 slow line (.ci/run)
+def test_evaluate_scores_a_file_of_pairs_as_the_run_scored_its_validation(trained, data):
+    result = run_cli("--model-dir", trained / "model", "--input", data["validation"], "--precision", "float32",
+                     module="trainer.evaluate")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    expected = metrics_of(trained)["validation"]
+    line = next(line for line in result.stdout.splitlines() if line.startswith("validation.csv: "))
+    assert f"mrr@10 {expected['mrr_at_10']:.4f}" in line and f"recall@1 {expected['recall_at_1']:.4f}" in line

@@ -47,6 +47,11 @@ class EmbeddingTask(ScoredPairs):
         variant = {v.LOSS: v for v in cls.variants()}.get(settings.get("loss"), cls)
         return variant()
 
+    def scoring(self, data) -> ScoredPairs:
+        """The variant a file of these columns trains (settle's choice): trainer.evaluate
+        scores an embedding model on retrieval, kNN accuracy or correlation by its file."""
+        return self.with_settings({"loss": self._loss_of(data)})
+
     @classmethod
     def variants(cls) -> tuple:
         return (cls, UnscoredPairs, LabelledTexts)

@@ -75,6 +75,11 @@ class LabelledTexts(ClassLabels, ScoredPairs):
 
         return classes.labelled_texts(outputs, labels)["knn_accuracy"]
 
+    def export_names(self, exported: dict):
+        """None: the export returns vectors alone, so a labelled file's classes are its own
+        (trainer.evaluate reads them from it)."""
+        return None
+
     # --- the report
     def split_predictions(self, outputs, labels, texts, pairs, temperature: float):
         import numpy as np
