@@ -320,6 +320,14 @@ class TrainConfig:
         "granularity (0: once per epoch).",
     )
     batch_size: int = _flag(32, "Global batch size (split across replicas).")
+    embedding_dims: str | None = _flag(
+        None,
+        "--task embedding: also train the vector's leading dimensions to work alone "
+        "(Matryoshka; sentence-transformers' MatryoshkaLoss), comma-separated from the largest, "
+        "e.g. 384,256,128,64: the loss is the mean of the task's loss on each. metrics.json "
+        "scores each (its splits' `dims`), and the export also returns each as "
+        "embedding_<d>, unit length.",
+    )
     loss: str = _flag(
         task_registry.AUTO,
         "The training objective. auto: the task's own; --task embedding's is decided by the "

@@ -55,6 +55,9 @@ class Task(abc.ABC):
     rows_per_label = 1
     # --loss's values this kind trains with besides auto (its one loss: none to choose).
     losses: Sequence[str] = ()
+    # Whether --embedding-dims applies: the kind's output is a vector whose leading dimensions
+    # can be trained to work alone.
+    nests_dims = False
 
     @classmethod
     def claims(cls, training_file: str) -> bool:
@@ -103,7 +106,13 @@ class Task(abc.ABC):
         self.check_loss(config, require)
 
     def check_loss(self, config, require) -> None:
-        """--loss: auto, or one of the kind's own (Task.losses)."""
+        """--loss: auto, or one of the kind's own (Task.losses); --embedding-dims: a kind whose
+        output is a vector's."""
+        require(
+            config.train.embedding_dims is None or self.nests_dims,
+            "--embedding-dims",
+            f"needs a model of vectors (--task embedding), not --task {self.name}",
+        )
         loss = config.train.loss
         require(
             loss == "auto" or loss in self.losses,

@@ -12,6 +12,7 @@ from trainer.tasks.embedding.keras import (
     InBatchTop,
     MultipleNegativesLoss,
     NearestSameLabel,
+    NestedDims,
     PairOrder,
     SupervisedContrastiveLoss,
 )
@@ -159,3 +160,11 @@ def test_nearest_same_label_counts_the_texts_with_a_class_mate_in_the_batch():
     # Row 0's nearest is row 1 (its class), row 1's is row 2 (another class); row 3 has no mate.
     metric.update_state(tf.constant([0, 0, 1, 2]), texts(0, 50, 60, 180))
     assert metric.result().numpy() == 0.5
+
+
+def test_nested_dims_average_the_loss_of_each_leading_part():
+    ids = tf.constant([[0, 1], [2, 3]])
+    vectors = tf.constant([[[1.0, 0.0, 0.5], [0.8, 0.6, -1.0]], [[0.0, 1.0, 0.2], [0.6, 0.8, 0.9]]])
+    inner = MultipleNegativesLoss()
+    expected = (inner(ids, vectors).numpy() + inner(ids, vectors[..., :2]).numpy()) / 2
+    np.testing.assert_allclose(NestedDims(inner, (3, 2))(ids, vectors).numpy(), expected, rtol=1e-6)

@@ -2,12 +2,14 @@
 supervised contrastive loss (--loss auto), training batches hold runs of texts of a class, the
 run is scored by kNN accuracy, and its export is the same sentence encoder."""
 
+import json
 import random
 
+import numpy as np
 import pytest
 from conftest import TINY_TASK_FLAGS, metrics_of, read_csv, write_csv
 from test_embedding import quiet_encoder_dir  # noqa: F401  (a fixture)
-from test_task import run_cli
+from test_task import run_cli, run_in_process
 
 from trainer import config as config_lib
 from trainer import task_registry
@@ -56,6 +58,38 @@ def test_single_texts_without_a_class_are_refused_naming_both_ways(tmp_path):
         splits.load_datasets(config)
 
 
+@pytest.mark.parametrize(
+    "dims, message",
+    [
+        ("16,x", "whole numbers above 0"),
+        ("8,16", "from the largest down"),
+        ("16,16", "from the largest down"),
+    ],
+)
+def test_embedding_dims_are_whole_numbers_from_the_largest_down(data, dims, message):
+    with pytest.raises(UserError, match=f"^--embedding-dims: '{dims}': {message}"):
+        config_lib.build_config(
+            ["--task", "embedding", "--training-file", str(data["train"]), "--embedding-dims", dims], {}
+        )
+
+
+def test_embedding_dims_need_a_model_of_vectors():
+    with pytest.raises(UserError, match="^--embedding-dims: needs a model of vectors"):
+        config_lib.build_config(["--task", "regression", "--embedding-dims", "8"], {})
+
+
+def test_embedding_dims_wider_than_the_encoder_are_one_line(quiet_encoder_dir, data, tmp_path):  # noqa: F811
+    result = run_in_process(
+        "--task", "embedding", "--encoder", quiet_encoder_dir, "--job-dir", tmp_path / "job",
+        "--training-file", data["train"], "--validation-file", data["validation"], "--max-seq-length", "16",
+        "--embedding-dims", "32,8",
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: --embedding-dims: 32 is more than the encoder's 16-wide vectors"
+    ]
+
+
 def test_labelled_texts_refuse_balanced_class_weights(data):
     with pytest.raises(UserError, match="^--class-weights: 'balanced' weighs each row's loss"):
         config_lib.build_config(
@@ -70,7 +104,7 @@ def trained(quiet_encoder_dir, data, tmp_path_factory):  # noqa: F811
         "--task", "embedding", "--encoder", quiet_encoder_dir, "--job-dir", job_dir,
         "--training-file", data["train"], "--validation-file", data["validation"],
         "--epochs", "10", "--batch-size", "16", "--learning-rate", "3e-3", "--max-seq-length", "16",
-        "--mixed-precision", "off", *TINY_TASK_FLAGS,
+        "--mixed-precision", "off", "--embedding-dims", "16,8", *TINY_TASK_FLAGS,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     return job_dir
@@ -96,11 +130,27 @@ def test_history_card_and_errors_speak_of_classes(trained):
 
 
 @pytest.mark.slow  # the trained labelled-texts run: CI's 2.21 slow line (.ci/run)
+def test_nested_dims_are_scored_each_and_exported_each_of_unit_length(trained):
+    import subprocess
+    import sys
+
+    dims = metrics_of(trained)["validation"]["dims"]
+    assert set(dims) == {"16", "8"} and dims["8"]["knn_accuracy"] > 0.5
+    reader = (
+        "import sys, json, tensorflow as tf, tensorflow_text\n"
+        "out = tf.saved_model.load(sys.argv[1]).signatures['serving_default'](text=tf.constant(['i love it']))\n"
+        "print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}))"
+    )
+    result = subprocess.run([sys.executable, "-c", reader, str(trained / "model")], capture_output=True, text=True)
+    outputs = json.loads(result.stdout.strip().splitlines()[-1])
+    assert sorted(outputs) == ["embedding", "embedding_16", "embedding_8"]
+    short = np.array(outputs["embedding_8"][0])
+    whole = np.array(outputs["embedding"][0])
+    np.testing.assert_allclose(short, whole[:8] / np.linalg.norm(whole[:8]), atol=1e-5)
+
+
+@pytest.mark.slow  # the trained labelled-texts run: CI's 2.21 slow line (.ci/run)
 def test_predict_writes_one_vector_per_text(trained, tmp_path):
-    import json
-
-    import numpy as np
-
     texts = write_csv(tmp_path / "texts.csv", [("i love it",), ("so bad",)], ("text",))
     output = tmp_path / "vectors.csv"
     result = run_cli("--model-dir", trained / "model", "--input", texts, "--output", output, module="trainer.predict")

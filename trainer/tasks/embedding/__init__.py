@@ -12,6 +12,12 @@ from trainer.tasks.embedding.scored import ScoredPairs
 from trainer.tasks.embedding.unscored import UnscoredPairs
 
 
+def dims_of(value: str | None) -> tuple:
+    """--embedding-dims' numbers ("384,256" -> (384, 256)); () for None. Parts that are not
+    numbers are left out here: check_loss refuses the value, naming it."""
+    return tuple(int(d) for d in (value or "").split(",") if d.strip().isdigit())
+
+
 class EmbeddingTask(ScoredPairs):
     """The kind `--task embedding` names: scored pairs' task, or the variant --loss trains."""
 
@@ -44,8 +50,9 @@ class EmbeddingTask(ScoredPairs):
     @classmethod
     def with_settings(cls, settings) -> ScoredPairs:
         """This kind's object (scored pairs, CoSENT), or the variant of the run's --loss."""
-        variant = {v.LOSS: v for v in cls.variants()}.get(settings.get("loss"), cls)
-        return variant()
+        task = {v.LOSS: v for v in cls.variants()}.get(settings.get("loss"), cls)()
+        task.dims = dims_of(settings.get("embedding_dims"))
+        return task
 
     def scoring(self, data) -> ScoredPairs:
         """The variant a file of these columns trains (settle's choice): trainer.evaluate

@@ -1,6 +1,7 @@
 """Embeddings' Keras pieces over the bi-encoder's [B, sides, H] vectors (model.py): the CoSENT loss
 of scored pairs and the share of their pairs a batch orders right; the in-batch negatives' loss
-of pairs without a score and the share of rows whose pair is the nearest of the batch's."""
+of pairs without a score and the share of rows whose pair is the nearest of the batch's; the
+supervised contrastive loss of labelled texts and its metric; a loss on leading dimensions."""
 
 import tensorflow as tf
 import tf_keras
@@ -197,3 +198,21 @@ class NearestSameLabel(tf_keras.metrics.Metric):
     def reset_state(self):
         self.right.assign(0.0)
         self.rows.assign(0.0)
+
+
+class NestedDims(tf_keras.losses.Loss):
+    """A loss of vectors on each of their leading parts alone, the mean of them (Matryoshka
+    representation learning, Kusupati et al. 2022; sentence-transformers' MatryoshkaLoss with
+    equal weights): --embedding-dims. Each inner loss normalizes the part it is given."""
+
+    def __init__(self, inner, dims, name="nested_dims", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.inner, self.dims = inner, tuple(int(d) for d in dims)
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        parts = [self.inner(y_true, y_pred[..., :d], sample_weight) for d in self.dims]
+        return tf.add_n(parts) / float(len(parts))
+
+    def call(self, y_true, y_pred):
+        """The loss of a batch whose every row is real (Loss's per-row method: the one value)."""
+        return self(y_true, y_pred)

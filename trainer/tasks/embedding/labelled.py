@@ -55,7 +55,7 @@ class LabelledTexts(ClassLabels, ScoredPairs):
 
         return [NearestSameLabel()]
 
-    def summarize(self, outputs, labels, label_names) -> dict:
+    def split_metrics(self, outputs, labels) -> dict:
         from trainer.tasks.embedding import classes
 
         return classes.labelled_texts(outputs, labels)

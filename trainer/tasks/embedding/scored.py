@@ -17,6 +17,10 @@ class ScoredPairs(ScoreLabels, TextTask):
     LOSS = "cosent"  # --loss's value
     losses = (LOSS, "multiple-negatives", "supervised-contrastive")  # the kind's: this, unscored.py's, labelled.py's
     sides = 2  # texts per row, each encoded alone (sides.py)
+    nests_dims = True
+    # --embedding-dims: leading dimensions trained to work alone (Matryoshka), largest first;
+    # () for the whole vector alone. Set by EmbeddingTask.with_settings.
+    dims: tuple = ()
     unit = SIDES_UNIT
     metric_goals = {"val_spearman": "maximize", "val_pearson": "maximize", "val_loss": "minimize"}
     train_metric = "pair_order"
@@ -51,6 +55,27 @@ class ScoredPairs(ScoreLabels, TextTask):
         )
         super().check_flags(config, require)
 
+    def check_loss(self, config, require) -> None:
+        """--loss, and --embedding-dims: whole numbers from the largest down (the encoder's
+        width bounds them when it loads: sides.py)."""
+        super().check_loss(config, require)
+        value = config.train.embedding_dims
+        if value is None:
+            return
+        parts = [part.strip() for part in value.split(",")]
+        example = "e.g. 384,256,128,64"
+        require(
+            all(part.isdigit() and int(part) > 0 for part in parts),
+            "--embedding-dims",
+            f"{value!r}: whole numbers above 0, comma-separated ({example})",
+        )
+        dims = [int(part) for part in parts]
+        require(
+            all(a > b for a, b in zip(dims, dims[1:])),
+            "--embedding-dims",
+            f"{value!r}: from the largest down, each once ({example})",
+        )
+
     # --- labels (ScoreLabels): a score per pair, any range (CoSENT reads only their order)
     def describe_labels(self, spec) -> str:
         return "a similarity score (any range: only their order is learned)"
@@ -69,7 +94,27 @@ class ScoredPairs(ScoreLabels, TextTask):
 
         return [PairOrder()]
 
+    def compiled_with(self, distillation=None) -> tuple:
+        """The variant's loss, or with --embedding-dims the mean of it on each leading part."""
+        loss, keras_metrics = super().compiled_with(distillation)
+        if not self.dims:
+            return loss, keras_metrics
+        from trainer.tasks.embedding.keras import NestedDims
+
+        return NestedDims(loss, self.dims), keras_metrics
+
     def summarize(self, outputs, labels, label_names) -> dict:
+        """The variant's figures of the whole vectors, and with --embedding-dims of each
+        leading part alone (`dims`: {"256": {...}, ...})."""
+        import numpy as np
+
+        block = self.split_metrics(outputs, labels)
+        if self.dims:
+            vectors = np.asarray(outputs)
+            block["dims"] = {str(d): self.split_metrics(vectors[..., :d], labels) for d in self.dims}
+        return block
+
+    def split_metrics(self, outputs, labels) -> dict:
         from trainer.tasks.embedding import metrics
 
         return metrics.scored_pairs(outputs, labels)
@@ -85,9 +130,14 @@ class ScoredPairs(ScoreLabels, TextTask):
 
     # --- the export: one text in, its unit-length vector out
     def serving_outputs(self, module, logits, batch) -> dict:
+        """`embedding`, and with --embedding-dims each leading part as `embedding_<d>` (the
+        whole width's too, equal to `embedding`: every copy's graph returns the same names),
+        each of unit length."""
         import tensorflow as tf
 
-        return {"embedding": tf.math.l2_normalize(tf.cast(logits, tf.float32), axis=-1)}
+        vectors = tf.cast(logits, tf.float32)
+        parts = {f"embedding_{d}": vectors[:, :d] for d in self.dims}
+        return {name: tf.math.l2_normalize(v, axis=-1) for name, v in {"embedding": vectors, **parts}.items()}
 
     def predicted_columns(self, outputs) -> dict:
         import numpy as np

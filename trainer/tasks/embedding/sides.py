@@ -73,7 +73,11 @@ class Sides(Texts):
         from trainer.modeling import heads
         from trainer.tasks.embedding import model
 
-        return model.build_bi_encoder(heads.build_sentence_encoder(network, pooling, windows), task.sides)
+        encoder = heads.build_sentence_encoder(network, pooling, windows)
+        width = encoder.output_shape[-1]
+        if task.dims and task.dims[0] > width:
+            raise UserError(f"--embedding-dims: {task.dims[0]} is more than the encoder's {width}-wide vectors")
+        return model.build_bi_encoder(encoder, task.sides)
 
     def served(self, model):
         """The export takes one text, whatever the rows trained on: the sentence encoder."""

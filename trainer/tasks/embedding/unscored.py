@@ -82,7 +82,7 @@ class UnscoredPairs(ScoredPairs):
 
         return [InBatchTop()]
 
-    def summarize(self, outputs, labels, label_names) -> dict:
+    def split_metrics(self, outputs, labels) -> dict:
         from trainer.tasks.embedding import retrieval
 
         return retrieval.ranked_pairs(outputs, labels)
