@@ -103,8 +103,8 @@ def trained(quiet_encoder_dir, data, tmp_path_factory):  # noqa: F811
     result = run_cli(
         "--task", "embedding", "--encoder", quiet_encoder_dir, "--job-dir", job_dir,
         "--training-file", data["train"], "--validation-file", data["validation"],
-        "--epochs", "10", "--batch-size", "16", "--learning-rate", "3e-3", "--max-seq-length", "16",
-        "--mixed-precision", "off", "--embedding-dims", "16,8", *TINY_TASK_FLAGS,
+        "--epochs", "10", "--batch-size", "16", "--learning-rate", "3e-3", "--max-seq-length", "8",
+        "--long-texts", "windows", "--mixed-precision", "off", "--embedding-dims", "16,8", *TINY_TASK_FLAGS,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     return job_dir
@@ -147,6 +147,19 @@ def test_nested_dims_are_scored_each_and_exported_each_of_unit_length(trained):
     short = np.array(outputs["embedding_8"][0])
     whole = np.array(outputs["embedding"][0])
     np.testing.assert_allclose(short, whole[:8] / np.linalg.norm(whole[:8]), atol=1e-5)
+
+
+@pytest.mark.slow  # the trained labelled-texts run: CI's 2.21 slow line (.ci/run)
+def test_with_windows_a_text_is_read_past_max_seq_length(trained, tmp_path):
+    """Trained with --long-texts windows (8 tokens): two texts alike in their first window and
+    unlike after it get different vectors, which a cut at 8 tokens would make equal."""
+    start = "i love this movie so very"
+    texts = write_csv(tmp_path / "long.csv", [(f"{start} good great fine",), (f"{start} bad awful hate",)], ("text",))
+    output = tmp_path / "vectors.csv"
+    result = run_cli("--model-dir", trained / "model", "--input", texts, "--output", output, module="trainer.predict")
+    assert result.returncode == 0, result.stderr
+    first, second = (np.array(json.loads(r["embedding"])) for r in read_csv(output))
+    assert float(first @ second) < 0.999
 
 
 @pytest.mark.slow  # the trained labelled-texts run: CI's 2.21 slow line (.ci/run)
