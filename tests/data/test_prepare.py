@@ -295,3 +295,27 @@ def test_tagged_files_of_two_formats_are_refused(tmp_path, capsys):
         capsys, "--input", f"{tmp_path / 'a.conll'},{tmp_path / 'b.jsonl'}", "--output-dir", tmp_path / "out"
     )
     assert code == 2 and "mixes CoNLL and JSON Lines files" in err
+
+
+def test_pairs_without_a_score_are_split_for_embeddings_in_one_stratum(tmp_path, capsys):
+    rows = [(f"first text {i}", f"second text {i}") for i in range(40)]
+    source = write_tsv(tmp_path / "pairs.tsv", ["sentence1", "sentence2"], rows)
+    code, out, err = run(
+        capsys, "--input", source, "--output-dir", tmp_path / "out", "--task", "embedding", *SEED_SPLIT
+    )
+    assert code == 0, err
+    splits = {name: read_csv(tmp_path / "out" / f"{name}.csv") for name in ("train", "eval", "test")}
+    assert sum(len(split) for split in splits.values()) == 40 and all(len(s) >= 7 for s in splits.values())
+    assert list(splits["eval"][0]) == ["sentence1", "sentence2"]
+    assert "distinct first texts" in out
+
+
+def test_labelled_texts_are_split_for_embeddings_stratified_by_class(tmp_path, capsys):
+    rows = [(f"text number {i}", "ab"[i % 2]) for i in range(40)]
+    source = write_tsv(tmp_path / "texts.tsv", ["text", "label"], rows)
+    code, out, err = run(
+        capsys, "--input", source, "--output-dir", tmp_path / "out", "--task", "embedding", *SEED_SPLIT
+    )
+    assert code == 0, err
+    held = read_csv(tmp_path / "out" / "eval.csv")
+    assert sorted(r["label"] for r in held) == ["a"] * 4 + ["b"] * 4

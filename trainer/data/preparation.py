@@ -150,12 +150,13 @@ def task_of(args):
     """--task, checked with the other flags as the trainer checks them (e.g. --label-columns
     needs multi-label); 'auto' decided by --input as the trainer's --task auto decides by its
     training file."""
-    from trainer.config import Config, ModelConfig, TrainConfig, validate
+    from trainer.config import Config, ModelConfig, validate
 
     name = (task_registry.auto_task(args.input) or task_registry.AUTO) if args.task == task_registry.AUTO else args.task
-    config = Config(data=data_config(args), model=ModelConfig(task=name))
+    config = Config(data=dataclasses.replace(data_config(args), training_file=args.input), model=ModelConfig(task=name))
+    task_registry.settle(config)  # what the kind leaves to the data (embeddings: the loss)
     task = task_registry.from_config(config)
-    config.train = TrainConfig(selection_metric=task.default_metric)
+    config.train.selection_metric = task.default_metric
     validate(config)
     return task
 

@@ -51,7 +51,10 @@ class UnscoredPairs(ScoredPairs):
         return retrieval.pair_ids(frame, [c for c in frame.columns if not str(c).startswith("_")])
 
     def describe_labels(self, spec) -> str:
-        return "none: each pair's second text is its first's positive, the batch's others its negatives"
+        return (
+            "the pair itself (no score): each pair's second text is its first's positive, "
+            "the batch's others its negatives"
+        )
 
     def label_summary(self, labels, spec) -> str:
         import numpy as np
@@ -61,7 +64,10 @@ class UnscoredPairs(ScoredPairs):
         return f"{len(np.unique(labels[:, 0])):,} distinct first texts, {len(np.unique(labels[:, 1])):,} second"
 
     def prepare_strata(self, labels, minimum):
-        return None
+        """One stratum: pairs have no class to keep in proportion."""
+        import numpy as np
+
+        return np.zeros(len(labels), np.int64)
 
     def check_flags(self, config, require) -> None:
         require(
