@@ -1,6 +1,7 @@
 """`python -m trainer.prepare` splits every kind of file the trainer reads (issue #23, 9): single
 texts, sentence pairs (GLUE MRPC's columns), regression scores (STS-B) stratified on score bins,
-multi-label files, and tagged sentences (issue 64, 6); in process, on small generated files."""
+multi-label files, tagged sentences (issue 64, 6) and embeddings' pairs and labelled texts; in process, on
+small generated files."""
 
 import json
 import random
