@@ -57,3 +57,17 @@ def test_a_query_asked_twice_pools_its_positives():
 def test_a_rank_sets_the_querys_other_positives_aside():
     vectors = rows([0, 0, 180], [20, 10, 170])
     np.testing.assert_array_equal(retrieval.positive_ranks(vectors, [[0, 1], [0, 2], [3, 4]]), [1, 1, 1])
+
+
+def test_scoring_vectors_imports_no_tensorflow():
+    """trainer.evaluate scores an ONNX copy where TensorFlow is not installed (issue 66)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from trainer.tasks.embedding import classes, metrics, neighbours, retrieval\n"
+        "print('tensorflow' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "False", result.stderr

@@ -5,8 +5,7 @@ contrastive loss (keras.SupervisedContrastiveLoss) with the whole split as one b
 
 import numpy as np
 
-from trainer.tasks.embedding.keras import SCALE
-from trainer.tasks.embedding.metrics import normalized
+from trainer.tasks.embedding.metrics import SCALE, normalized
 
 K = 5  # the neighbours that vote
 _CHUNK = 256  # texts scored at a time

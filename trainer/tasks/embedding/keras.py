@@ -6,9 +6,7 @@ supervised contrastive loss of labelled texts and its metric; a loss on leading 
 import tensorflow as tf
 import tf_keras
 
-# CoSENT's scale: cosine differences are multiplied by it before the exponential, as
-# sentence-transformers' CoSENTLoss (scale=20.0) and the method's author (Su 2022) do.
-SCALE = 20.0
+from trainer.tasks.embedding.metrics import SCALE
 
 
 def pair_cosines(vectors):

@@ -4,8 +4,13 @@ EmbeddingSimilarityEvaluator reports them, and CoSENT's loss over the whole spli
 
 import numpy as np
 
-from trainer.tasks.embedding.keras import SCALE
 from trainer.tasks.regression.scores import correlation_metrics
+
+# The losses' scale: cosines (or their differences, CoSENT's) are multiplied by it before the
+# exponential, as sentence-transformers' CoSENTLoss and MultipleNegativesRankingLoss (scale=20.0)
+# and CoSENT's author (Su 2022) do. Here, in numpy's module, so that scoring a model's vectors
+# (trainer.evaluate, the ONNX runtime's environment) never imports TensorFlow.
+SCALE = 20.0
 
 _CHUNK = 512  # rows of the split's pair matrix computed at a time
 # A copy's vector agrees with float32's within this cosine (the issue's bar for int8 and bfloat16).

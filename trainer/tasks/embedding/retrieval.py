@@ -11,8 +11,7 @@ candidate, never its own negative.
 
 import numpy as np
 
-from trainer.tasks.embedding.keras import SCALE
-from trainer.tasks.embedding.metrics import normalized
+from trainer.tasks.embedding.metrics import SCALE, normalized
 
 CUTOFF = 10  # @10: the metrics' depth, as the evaluator's defaults
 _CHUNK = 256  # queries ranked at a time
