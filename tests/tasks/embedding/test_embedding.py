@@ -195,6 +195,27 @@ def test_an_npy_output_of_pairs_holds_both_vectors_of_each_row(trained, data, tm
     np.testing.assert_allclose(np.linalg.norm(array, axis=-1), 1.0, atol=1e-5)
 
 
+def evaluated_line(trained, source) -> str:
+    """trainer.evaluate's line of metrics for `source` under the trained run's float32 model."""
+    result = run_cli("--model-dir", trained / "model", "--input", source, "--precision", "float32",
+                     module="trainer.evaluate")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return next(line for line in result.stdout.splitlines() if line.startswith(f"{os.path.basename(source)}: "))
+
+
+def variant_run(encoder_dir, data, job_dir, *flags):
+    """The other variants' tiny run (test_unscored_pairs.py, test_labelled_texts.py): 10 epochs
+    on data's train and validation files; returns the job dir."""
+    result = run_cli(
+        "--task", "embedding", "--encoder", encoder_dir, "--job-dir", job_dir,
+        "--training-file", data["train"], "--validation-file", data["validation"],
+        "--epochs", "10", "--batch-size", "16", "--learning-rate", "3e-3", "--mixed-precision", "off",
+        *TINY_TASK_FLAGS, *flags,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    return job_dir
+
+
 def predicted(trained, source, output):
     """`output`, which trainer.predict wrote from `source` with the trained run's model."""
     result = run_cli("--model-dir", trained / "model", "--input", source, "--output", output, module="trainer.predict")
@@ -231,11 +252,8 @@ def test_the_int8_and_onnx_copies_are_checked_on_vectors_and_predict_alike(train
 
 @pytest.mark.slow  # the trained embedding run: CI's 2.21 slow line (.ci/run)
 def test_evaluate_scores_a_file_of_scored_pairs_as_the_run_scored_its_test_split(trained, data):
-    result = run_cli("--model-dir", trained / "model", "--input", data["test"], "--precision", "float32",
-                     module="trainer.evaluate")  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    line = evaluated_line(trained, data["test"])
     expected = metrics_of(trained)["test"]["spearman"]
-    line = next(line for line in result.stdout.splitlines() if line.startswith("test.csv: "))
     assert float(line.split("spearman ")[1].split()[0]) == pytest.approx(expected, abs=0.0005)
 
 

@@ -7,9 +7,9 @@ import random
 
 import numpy as np
 import pytest
-from conftest import TINY_TASK_FLAGS, metrics_of, read_csv, write_csv
-from test_embedding import quiet_encoder_dir  # noqa: F401  (a fixture)
-from test_task import run_cli, run_in_process
+from conftest import metrics_of, read_csv, write_csv
+from test_embedding import evaluated_line, predicted, quiet_encoder_dir, variant_run  # noqa: F401  (a fixture)
+from test_task import run_in_process
 
 from trainer import config as config_lib
 from trainer import task_registry
@@ -100,14 +100,8 @@ def test_labelled_texts_refuse_balanced_class_weights(data):
 @pytest.fixture(scope="module")
 def trained(quiet_encoder_dir, data, tmp_path_factory):  # noqa: F811
     job_dir = tmp_path_factory.mktemp("labelled") / "job"
-    result = run_cli(
-        "--task", "embedding", "--encoder", quiet_encoder_dir, "--job-dir", job_dir,
-        "--training-file", data["train"], "--validation-file", data["validation"],
-        "--epochs", "10", "--batch-size", "16", "--learning-rate", "3e-3", "--max-seq-length", "8",
-        "--long-texts", "windows", "--mixed-precision", "off", "--embedding-dims", "16,8", *TINY_TASK_FLAGS,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    return job_dir
+    flags = ("--max-seq-length", "8", "--long-texts", "windows", "--embedding-dims", "16,8")
+    return variant_run(quiet_encoder_dir, data, job_dir, *flags)
 
 
 @pytest.mark.slow  # the trained labelled-texts run: CI's 2.21 slow line (.ci/run)
@@ -155,27 +149,20 @@ def test_with_windows_a_text_is_read_past_max_seq_length(trained, tmp_path):
     unlike after it get different vectors, which a cut at 8 tokens would make equal."""
     start = "i love this movie so very"
     texts = write_csv(tmp_path / "long.csv", [(f"{start} good great fine",), (f"{start} bad awful hate",)], ("text",))
-    output = tmp_path / "vectors.csv"
-    result = run_cli("--model-dir", trained / "model", "--input", texts, "--output", output, module="trainer.predict")
-    assert result.returncode == 0, result.stderr
-    first, second = (np.array(json.loads(r["embedding"])) for r in read_csv(output))
+    first, second = (
+        np.array(json.loads(r["embedding"])) for r in read_csv(predicted(trained, texts, tmp_path / "v.csv"))
+    )
     assert float(first @ second) < 0.999
 
 
 @pytest.mark.slow  # the trained labelled-texts run: CI's 2.21 slow line (.ci/run)
 def test_predict_writes_one_vector_per_text(trained, tmp_path):
     texts = write_csv(tmp_path / "texts.csv", [("i love it",), ("so bad",)], ("text",))
-    output = tmp_path / "vectors.csv"
-    result = run_cli("--model-dir", trained / "model", "--input", texts, "--output", output, module="trainer.predict")
-    assert result.returncode == 0, result.stderr
-    vectors = np.array([json.loads(r["embedding"]) for r in read_csv(output)])
+    vectors = np.array([json.loads(r["embedding"]) for r in read_csv(predicted(trained, texts, tmp_path / "v.csv"))])
     assert vectors.shape[0] == 2 and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
 
 
 @pytest.mark.slow  # the trained labelled-texts run: CI's 2.21 slow line (.ci/run)
 def test_evaluate_reads_the_files_classes_and_scores_as_the_run_did(trained, data):
-    result = run_cli("--model-dir", trained / "model", "--input", data["validation"], "--precision", "float32",
-                     module="trainer.evaluate")  # fmt: skip
-    assert result.returncode == 0, result.stderr
     expected = metrics_of(trained)["validation"]["knn_accuracy"]
-    assert f"knn accuracy {expected:.4f}  (60 rows)" in result.stdout
+    assert f"knn accuracy {expected:.4f}  (60 rows)" in evaluated_line(trained, data["validation"])

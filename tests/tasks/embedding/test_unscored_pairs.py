@@ -5,9 +5,8 @@ second text among the split's, for its first), and its export is the same senten
 import random
 
 import pytest
-from conftest import TINY_TASK_FLAGS, metrics_of, read_csv, write_csv
-from test_embedding import quiet_encoder_dir  # noqa: F401  (a fixture)
-from test_task import run_cli
+from conftest import metrics_of, read_csv, write_csv
+from test_embedding import evaluated_line, quiet_encoder_dir, variant_run  # noqa: F401  (a fixture)
 
 from trainer import config as config_lib
 from trainer import task_registry
@@ -91,14 +90,7 @@ def test_a_finished_run_is_read_back_as_the_variant_it_trained():
 @pytest.fixture(scope="module")
 def trained(quiet_encoder_dir, data, tmp_path_factory):  # noqa: F811
     job_dir = tmp_path_factory.mktemp("unscored") / "job"
-    result = run_cli(
-        "--task", "embedding", "--encoder", quiet_encoder_dir, "--job-dir", job_dir,
-        "--training-file", data["train"], "--validation-file", data["validation"],
-        "--epochs", "10", "--batch-size", "16", "--learning-rate", "3e-3", "--max-seq-length", "16",
-        "--mixed-precision", "off", *TINY_TASK_FLAGS,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    return job_dir
+    return variant_run(quiet_encoder_dir, data, job_dir, "--max-seq-length", "16")
 
 
 @pytest.mark.slow  # the trained unscored-pairs run: CI's 2.21 slow line (.ci/run)
@@ -123,9 +115,5 @@ def test_history_card_and_errors_speak_of_retrieval(trained):
 
 @pytest.mark.slow  # the trained unscored-pairs run: CI's 2.21 slow line (.ci/run)
 def test_evaluate_scores_a_file_of_pairs_as_the_run_scored_its_validation(trained, data):
-    result = run_cli("--model-dir", trained / "model", "--input", data["validation"], "--precision", "float32",
-                     module="trainer.evaluate")  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    expected = metrics_of(trained)["validation"]
-    line = next(line for line in result.stdout.splitlines() if line.startswith("validation.csv: "))
+    line, expected = evaluated_line(trained, data["validation"]), metrics_of(trained)["validation"]
     assert f"mrr@10 {expected['mrr_at_10']:.4f}" in line and f"recall@1 {expected['recall_at_1']:.4f}" in line

@@ -49,28 +49,39 @@ class CoSENTLoss(tf_keras.losses.Loss):
         return {**super().get_config(), "scale": self.scale}
 
 
-class PairOrder(tf_keras.metrics.Metric):
+class Share(tf_keras.metrics.Metric):
+    """A share over the batches of an epoch: the cases counted right over the cases counted
+    (`count`), for the training metrics below."""
+
+    def __init__(self, name, **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.right = self.add_weight(name="right", initializer="zeros")
+        self.cases = self.add_weight(name="cases", initializer="zeros")
+
+    def count(self, right, cases) -> None:
+        """Adds the bool tensors' True values: `right` among `cases`."""
+        self.right.assign_add(tf.reduce_sum(tf.cast(right, tf.float32)))
+        self.cases.assign_add(tf.reduce_sum(tf.cast(cases, tf.float32)))
+
+    def result(self):
+        return tf.math.divide_no_nan(self.right, self.cases)
+
+    def reset_state(self):
+        self.right.assign(0.0)
+        self.cases.assign(0.0)
+
+
+class PairOrder(Share):
     """The share of the pairs of rows (i, j), score_i > score_j within a batch, whose cosines
     are ordered alike: what CoSENT trains, logged while training."""
 
     def __init__(self, name="pair_order", **kwargs):
         super().__init__(name=name, **kwargs)
-        self.right = self.add_weight(name="right", initializer="zeros")
-        self.pairs = self.add_weight(name="pairs", initializer="zeros")
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         cosines = pair_cosines(y_pred)
         ordered = ordered_pairs(y_true, sample_weight)
-        right = ordered & (cosines[:, tf.newaxis] > cosines[tf.newaxis, :])
-        self.right.assign_add(tf.reduce_sum(tf.cast(right, tf.float32)))
-        self.pairs.assign_add(tf.reduce_sum(tf.cast(ordered, tf.float32)))
-
-    def result(self):
-        return tf.math.divide_no_nan(self.right, self.pairs)
-
-    def reset_state(self):
-        self.right.assign(0.0)
-        self.pairs.assign(0.0)
+        self.count(ordered & (cosines[:, tf.newaxis] > cosines[tf.newaxis, :]), ordered)
 
 
 def in_batch_logits(y_true, y_pred, sample_weight=None):
@@ -115,27 +126,17 @@ class MultipleNegativesLoss(tf_keras.losses.Loss):
         return self(y_true, y_pred)
 
 
-class InBatchTop(tf_keras.metrics.Metric):
+class InBatchTop(Share):
     """The share of rows whose own second text is the closest of the batch's candidates to
     their first text: what the in-batch-negatives loss trains, logged while training."""
 
     def __init__(self, name="in_batch_top", **kwargs):
         super().__init__(name=name, **kwargs)
-        self.right = self.add_weight(name="right", initializer="zeros")
-        self.rows = self.add_weight(name="rows", initializer="zeros")
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         logits, real = in_batch_logits(y_true, y_pred, sample_weight)
-        right = tf.equal(tf.argmax(logits, axis=1, output_type=tf.int32), tf.range(tf.shape(logits)[0])) & real
-        self.right.assign_add(tf.reduce_sum(tf.cast(right, tf.float32)))
-        self.rows.assign_add(tf.reduce_sum(tf.cast(real, tf.float32)))
-
-    def result(self):
-        return tf.math.divide_no_nan(self.right, self.rows)
-
-    def reset_state(self):
-        self.right.assign(0.0)
-        self.rows.assign(0.0)
+        own = tf.equal(tf.argmax(logits, axis=1, output_type=tf.int32), tf.range(tf.shape(logits)[0]))
+        self.count(own & real, real)
 
 
 def label_logits(y_true, y_pred, sample_weight=None):
@@ -173,29 +174,18 @@ class SupervisedContrastiveLoss(tf_keras.losses.Loss):
         return self(y_true, y_pred)
 
 
-class NearestSameLabel(tf_keras.metrics.Metric):
+class NearestSameLabel(Share):
     """The share of texts whose nearest other text of the batch has their label (of those with
     one of their label in the batch): what the supervised contrastive loss trains."""
 
     def __init__(self, name="nearest_same_label", **kwargs):
         super().__init__(name=name, **kwargs)
-        self.right = self.add_weight(name="right", initializer="zeros")
-        self.rows = self.add_weight(name="rows", initializer="zeros")
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         logits, same = label_logits(y_true, y_pred, sample_weight)
         nearest = tf.argmax(logits, axis=1, output_type=tf.int32)
         anchors = tf.reduce_any(same, axis=1)
-        right = tf.gather(same, nearest, axis=1, batch_dims=1) & anchors
-        self.right.assign_add(tf.reduce_sum(tf.cast(right, tf.float32)))
-        self.rows.assign_add(tf.reduce_sum(tf.cast(anchors, tf.float32)))
-
-    def result(self):
-        return tf.math.divide_no_nan(self.right, self.rows)
-
-    def reset_state(self):
-        self.right.assign(0.0)
-        self.rows.assign(0.0)
+        self.count(tf.gather(same, nearest, axis=1, batch_dims=1) & anchors, anchors)
 
 
 class NestedDims(tf_keras.losses.Loss):

@@ -69,12 +69,6 @@ class LabelledTexts(ClassLabels, ScoredPairs):
             f"val loss {logs['val_loss']:.4f} knn accuracy {logs['val_knn_accuracy']:.4f}"
         )
 
-    # --- the export's copies: checked on their vectors (ScoredPairs'), the kNN accuracy they move
-    def agreement_value(self, outputs, labels, label_names) -> float:
-        from trainer.tasks.embedding import classes
-
-        return classes.labelled_texts(outputs, labels)["knn_accuracy"]
-
     def export_names(self, exported: dict):
         """None: the export returns vectors alone, so a labelled file's classes are its own
         (trainer.evaluate reads them from it)."""

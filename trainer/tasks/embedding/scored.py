@@ -176,10 +176,8 @@ class ScoredPairs(ScoreLabels, TextTask):
         return metrics.share_alike(ours, theirs)
 
     def agreement_value(self, outputs, labels, label_names) -> float:
-        from trainer.tasks.embedding import metrics
-        from trainer.tasks.regression.scores import correlation_metrics
-
-        return correlation_metrics(metrics.pair_cosines(outputs), labels)["spearman"]
+        """The variant's agreement_metric of a copy's vectors (every variant's)."""
+        return self.split_metrics(outputs, labels)[self.agreement_metric]
 
     # --- the report
     def title(self, labels) -> str:

@@ -105,12 +105,6 @@ class UnscoredPairs(ScoredPairs):
             f"mrr@10 {logs['val_mrr_at_10']:.4f} recall@1 {logs['val_recall_at_1']:.4f}"
         )
 
-    # --- the export's copies: checked on their vectors (ScoredPairs'), the MRR@10 they move
-    def agreement_value(self, outputs, labels, label_names) -> float:
-        from trainer.tasks.embedding import retrieval
-
-        return retrieval.ranked_pairs(outputs, labels)["mrr_at_10"]
-
     # --- the report
     def split_predictions(self, outputs, labels, texts, pairs, temperature: float):
         import numpy as np
