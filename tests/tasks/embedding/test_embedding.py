@@ -216,6 +216,27 @@ def variant_run(encoder_dir, data, job_dir, *flags):
     return job_dir
 
 
+def reported_again(trained) -> tuple:
+    """(errors.csv's rows as the run wrote them, as `trainer.report` rewrites them from the
+    export); the report's page and errors are removed first, so the command writes them anew."""
+    written = read_csv(trained / "errors.csv")
+    for name in ("errors.csv", "report.html"):
+        (trained / name).unlink()
+    result = run_cli("--job-dir", trained, module="trainer.report")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (trained / "report.html").exists()
+    return written, read_csv(trained / "errors.csv")
+
+
+def assert_same_rows(written, rebuilt, numbers) -> None:
+    """The same rows in the same order: their texts equal, their `numbers` columns within 1e-4
+    (the run scored its trained model, the report the float32 export)."""
+    assert [r["text"] for r in rebuilt] == [r["text"] for r in written]
+    for ours, theirs in zip(rebuilt, written):
+        for column in numbers:
+            assert float(ours[column]) == pytest.approx(float(theirs[column]), abs=1e-4)
+
+
 def predicted(trained, source, output):
     """`output`, which trainer.predict wrote from `source` with the trained run's model."""
     result = run_cli("--model-dir", trained / "model", "--input", source, "--output", output, module="trainer.predict")
@@ -343,3 +364,8 @@ def test_a_non_numeric_score_names_its_row(tiny_encoder_dir, data, tmp_path):
     assert result.stderr.strip().splitlines()[-1] == (
         f"error: {bad} line 8, column 'score': 'alike' is not a number (--task embedding reads the label as a score)"
     )
+
+
+@pytest.mark.slow  # the trained embedding run: CI's 2.21 slow line (.ci/run); rewrites its report, so last
+def test_report_rebuilds_the_errors_of_scored_pairs_as_the_run_wrote_them(trained):
+    assert_same_rows(*reported_again(trained), ("rank_gap", "true_score", "cosine"))

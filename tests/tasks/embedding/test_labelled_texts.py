@@ -8,7 +8,14 @@ import random
 import numpy as np
 import pytest
 from conftest import metrics_of, read_csv, write_csv
-from test_embedding import evaluated_line, predicted, quiet_encoder_dir, variant_run  # noqa: F401  (a fixture)
+from test_embedding import (
+    assert_same_rows,
+    evaluated_line,
+    predicted,
+    quiet_encoder_dir,  # noqa: F401  (a fixture)
+    reported_again,
+    variant_run,
+)
 from test_task import run_in_process
 
 from trainer import config as config_lib
@@ -166,3 +173,10 @@ def test_predict_writes_one_vector_per_text(trained, tmp_path):
 def test_evaluate_reads_the_files_classes_and_scores_as_the_run_did(trained, data):
     expected = metrics_of(trained)["validation"]["knn_accuracy"]
     assert f"knn accuracy {expected:.4f}  (60 rows)" in evaluated_line(trained, data["validation"])
+
+
+@pytest.mark.slow  # the trained labelled-texts run: CI's 2.21 slow line (.ci/run); rewrites its report, so last
+def test_report_rebuilds_the_errors_of_labelled_texts_as_the_run_wrote_them(trained):
+    written, rebuilt = reported_again(trained)
+    assert_same_rows(written, rebuilt, ("agreeing",))
+    assert [r["neighbours_label"] for r in rebuilt] == [r["neighbours_label"] for r in written]

@@ -6,7 +6,13 @@ import random
 
 import pytest
 from conftest import metrics_of, read_csv, write_csv
-from test_embedding import evaluated_line, quiet_encoder_dir, variant_run  # noqa: F401  (a fixture)
+from test_embedding import (
+    assert_same_rows,
+    evaluated_line,
+    quiet_encoder_dir,  # noqa: F401  (a fixture)
+    reported_again,
+    variant_run,
+)
 
 from trainer import config as config_lib
 from trainer import task_registry
@@ -117,3 +123,8 @@ def test_history_card_and_errors_speak_of_retrieval(trained):
 def test_evaluate_scores_a_file_of_pairs_as_the_run_scored_its_validation(trained, data):
     line, expected = evaluated_line(trained, data["validation"]), metrics_of(trained)["validation"]
     assert f"mrr@10 {expected['mrr_at_10']:.4f}" in line and f"recall@1 {expected['recall_at_1']:.4f}" in line
+
+
+@pytest.mark.slow  # the trained unscored-pairs run: CI's 2.21 slow line (.ci/run); rewrites its report, so last
+def test_report_rebuilds_the_errors_of_pairs_as_the_run_wrote_them(trained):
+    assert_same_rows(*reported_again(trained), ("positive_rank", "cosine"))
