@@ -333,7 +333,8 @@ class TrainConfig:
         "The training objective. auto: the task's own; --task embedding's is decided by the "
         "training file: cosent (CoSENT) for pairs with a score column, multiple-negatives "
         "(each pair's second text against the batch's others, as sentence-transformers' "
-        "MultipleNegativesRankingLoss) for pairs without one.",
+        "MultipleNegativesRankingLoss) for pairs without one, supervised-contrastive (texts of "
+        "a class nearer each other than the rest) for single texts with a class column.",
         choices=task_registry.losses,
     )
     gradient_accumulation_steps: int = _flag(

@@ -147,6 +147,17 @@ def task_of(model):
     return task_registry.of_export(signature(model).structured_outputs)
 
 
+def predict_each_text(model, texts, pairs, batch_size: int, wanted=None) -> dict:
+    """predict_outputs' of a model of one text that compares two (Task.compares_pairs): each
+    text of a row predicted alone, stacked [N, sides, ...] (two sides with `pairs`, else one)."""
+    import numpy as np
+
+    sides = [
+        predict_outputs(model, side, batch_size, None, None, wanted) for side in (texts, pairs) if side is not None
+    ]
+    return {name: np.stack([side[name] for side in sides], axis=1) for name in sides[0]}
+
+
 def task_outputs(model, task, texts, batch_size: int, pairs=None, features=None) -> dict:
     """predict_outputs' of the outputs `task`'s answers are made of (Task.answer_outputs)."""
     return predict_outputs(model, texts, batch_size, pairs, features, task.answer_outputs)

@@ -117,49 +117,44 @@ def render(metrics: dict, config: Config, calibration: dict | None, model_dir: s
         for name, size in metrics["dataset_sizes"].items()
     ]
     device = metrics.get("device", {})
-    return (
-        _with_sections(task)
-        .get_template("model_card.md.j2")
-        .render(
-            title=f"{html.title(metrics)} ({config.model.encoder})",
-            sections="task/",
-            calibrates=task.calibration is not None,
-            **{key: task.model_card[key] for key in ("usage", "predict_columns", "counts_note")},
-            pair=metrics.get("text_pair_column"),
-            labels=labels,
-            versions=metrics.get("versions", {}),
-            encoder=config.model.encoder,
-            encoder_source=device.get("encoder_source", config.model.encoder),
-            encoder_backend=device.get("encoder_backend", config.model.encoder_backend),
-            encoder_architecture=device.get("encoder_architecture", "not recorded by this run"),
-            pooling=metrics["hyperparameters"]["pooling"],
-            languages=_languages(config.model.encoder),
-            splits=splits,
-            text_column=metrics.get("text_column"),
-            label_column=metrics.get("label_column"),
-            label_kind=metrics.get("label_kind"),
-            contained=html.contained_note(metrics),
-            rows_skipped=", ".join(
-                f"{name} {count}" for name, count in metrics.get("rows_skipped", {}).items() if count
-            ),
-            settings=_settings(metrics, config),
-            eval_split=eval_split,
-            eval_metrics=metrics[eval_split],
-            calibration=calibration,
-            operating_point=(
-                task.operating_point.describe(metrics["operating_point"], labels)
-                if metrics.get("operating_point")
-                else None
-            ),
-            max_seq_length=metrics["hyperparameters"]["max_seq_length"],
-            long_texts_note=html.long_texts_note(metrics["hyperparameters"]),
-            truncated=", ".join(
-                f"{count} of {metrics['dataset_sizes'][name]} {name} texts"
-                for name, count in metrics.get("truncated_texts", {}).items()
-            ),
-            train_size=metrics["dataset_sizes"]["train"],
-            model_dir=model_dir,
-            dry_run=html.is_dry_run(metrics),
-            distillation=_distillation(metrics),
-        )
+    template = _with_sections(task).get_template("model_card.md.j2")
+    return template.render(
+        title=f"{html.title(metrics)} ({config.model.encoder})",
+        sections="task/",
+        calibrates=task.calibration is not None,
+        **{key: task.model_card[key] for key in ("usage", "predict_columns", "counts_note")},
+        pair=metrics.get("text_pair_column"),
+        labels=labels,
+        versions=metrics.get("versions", {}),
+        encoder=config.model.encoder,
+        encoder_source=device.get("encoder_source", config.model.encoder),
+        encoder_backend=device.get("encoder_backend", config.model.encoder_backend),
+        encoder_architecture=device.get("encoder_architecture", "not recorded by this run"),
+        pooling=metrics["hyperparameters"]["pooling"],
+        languages=_languages(config.model.encoder),
+        splits=splits,
+        text_column=metrics.get("text_column"),
+        label_column=metrics.get("label_column"),
+        label_kind=metrics.get("label_kind"),
+        contained=html.contained_note(metrics),
+        rows_skipped=", ".join(f"{name} {count}" for name, count in metrics.get("rows_skipped", {}).items() if count),
+        settings=_settings(metrics, config),
+        eval_split=eval_split,
+        eval_metrics=metrics[eval_split],
+        calibration=calibration,
+        operating_point=(
+            task.operating_point.describe(metrics["operating_point"], labels)
+            if metrics.get("operating_point")
+            else None
+        ),
+        max_seq_length=metrics["hyperparameters"]["max_seq_length"],
+        long_texts_note=html.long_texts_note(metrics["hyperparameters"]),
+        truncated=", ".join(
+            f"{count} of {metrics['dataset_sizes'][name]} {name} texts"
+            for name, count in metrics.get("truncated_texts", {}).items()
+        ),
+        train_size=metrics["dataset_sizes"]["train"],
+        model_dir=model_dir,
+        dry_run=html.is_dry_run(metrics),
+        distillation=_distillation(metrics),
     )

@@ -59,25 +59,12 @@ def recompute(config, model_dir: str, label_names, task) -> dict:
     for name, (texts, pairs) in datasets.read_texts(*evaluated).items():
         split = evaluated[name]
         log.info("report: predicting %d %s texts with the exported model", len(split), name)
-        outputs = _compared(task, loaded, texts, pairs, config.train.eval_batch_size)
-        if outputs is None:
+        if task.compares_pairs:  # a model of one text (embeddings): each text alone, no class names to check
+            exported = loaded_model.predict_each_text(loaded, texts, pairs, config.train.eval_batch_size)
+            outputs = task.outputs_of_export(exported, temperature)
+        else:
             exported = loaded_model.predict_outputs(loaded, texts, config.train.eval_batch_size, pairs)
             check_names(task.export_names(exported), label_names, model_dir)
             outputs = task.outputs_of_export(exported, temperature, getattr(split, "sentences", None))
         out[name] = task.split_predictions(outputs, split.labels, texts, pairs, temperature)
     return out
-
-
-def _compared(task, loaded, texts, pairs, batch_size: int):
-    """The outputs of a model of one text that compares two (Task.compares_pairs: embeddings),
-    each text of a row encoded alone and stacked [N, sides, ...] as the run's own were; None for
-    any other model (the caller predicts rows whole). Such an export names no classes of its
-    own (Task.export_names None, or []): nothing to check against the run's."""
-    import numpy as np
-
-    from trainer.inference import loaded_model
-
-    if not task.compares_pairs:
-        return None
-    sides = [loaded_model.predict_outputs(loaded, side, batch_size) for side in (texts, pairs) if side is not None]
-    return np.stack([task.outputs_of_export(side, 1.0) for side in sides], axis=1)

@@ -21,7 +21,6 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 
-import numpy as np
 import tensorflow as tf
 import tf_keras
 
@@ -139,8 +138,7 @@ def _outputs(task, module, texts, pairs, features, batch_size: int, every: bool 
     start = time.perf_counter()
     names = None if every else task.agreement_outputs()
     if task.compares_pairs and pairs is not None:  # a model of one text: each side alone, [N, 2, ...]
-        sides = [loaded_model.predict_outputs(module, side, batch_size, None, None, names) for side in (texts, pairs)]
-        outputs = {name: np.stack([side[name] for side in sides], axis=1) for name in sides[0]}
+        outputs = loaded_model.predict_each_text(module, texts, pairs, batch_size, names)
     else:
         outputs = loaded_model.predict_outputs(module, texts, batch_size, pairs, features, names)
     return outputs, len(texts) / max(time.perf_counter() - start, 1e-9)

@@ -20,6 +20,7 @@ from test_task import run_in_process
 
 from trainer import config as config_lib
 from trainer import task_registry
+from trainer.data import splits
 from trainer.errors import UserError
 
 # Each class has three keywords of the tiny encoder's vocabulary; a text is one keyword among
@@ -55,13 +56,11 @@ def test_single_texts_with_a_class_column_train_with_the_supervised_contrastive_
     assert task_registry.from_config(config).rows_per_label == 4
 
 
-def test_single_texts_without_a_class_are_refused_naming_both_ways(tmp_path):
+def test_single_texts_without_a_class_are_refused_naming_the_label_column(tmp_path):
     texts = write_csv(tmp_path / "texts.csv", [("i love it",), ("so bad",)], ("text",))
-    from trainer.data import splits
-
     config = config_lib.build_config(["--task", "embedding", "--training-file", str(texts)], {})
     assert config.train.loss == "cosent"
-    with pytest.raises(UserError, match="no label column found"):
+    with pytest.raises(UserError, match="no label column found.*Name one with --label-column"):
         splits.load_datasets(config)
 
 

@@ -36,10 +36,12 @@ class EmbeddingTask(ScoredPairs):
         from trainer import reading
         from trainer.errors import UserError
 
+        if not d.training_file:  # the sample posts: single texts, refused as pairs would be
+            return cls.LOSS
         try:
             first = next(reading.split_frames(d.training_file, "--training-file", 1, d.delimiter))
             pair = reading.pick_text_columns(first, d.text_column, d.text_pair_column)[1]
-        except (UserError, OSError, StopIteration, ValueError, TypeError):
+        except (UserError, OSError, StopIteration, ValueError):
             return cls.LOSS
         if pair is not None:
             scored = d.label_column or any(reading.find_column(first, name) for name in cls.label_column_names)

@@ -21,16 +21,16 @@ def neighbour_votes(vectors, labels, k: int = K) -> tuple:
     """(the class the K nearest other texts vote for, ties to the class of the nearer text;
     the share of them of the text's own class), per text."""
     vectors, labels = single(vectors), np.asarray(labels, np.int64)
-    k = min(k, len(labels) - 1)
+    k, classes = min(k, len(labels) - 1), labels.max() + 1
     voted, agreeing = np.empty(len(labels), np.int64), np.empty(len(labels))
     for start in range(0, len(labels), _CHUNK):
         block = slice(start, start + _CHUNK)
         cosines = vectors[block] @ vectors.T
         cosines[np.arange(cosines.shape[0]), np.arange(start, start + cosines.shape[0])] = -np.inf
-        nearest = labels[np.argsort(-cosines, axis=1, kind="stable")[:, :k]]
-        for row, classes in enumerate(nearest):
-            counts = {c: (classes == c).sum() for c in dict.fromkeys(classes)}  # in order of nearness
-            voted[start + row] = max(counts, key=counts.get)
+        nearest = labels[np.argsort(-cosines, axis=1, kind="stable")[:, :k]]  # [rows, k], nearest first
+        votes = nearest[:, :, None] == np.arange(classes)  # [rows, k, classes]
+        first = np.where(votes.any(axis=1), votes.argmax(axis=1), k)  # each class's nearest rank
+        voted[block] = np.argmax(votes.sum(axis=1) * (k + 1) - first, axis=1)  # most votes, then nearest
         agreeing[block] = (nearest == labels[block, None]).mean(axis=1)
     return voted, agreeing
 

@@ -16,7 +16,7 @@ from trainer.tasks.embedding.scored import ScoredPairs
 class LabelledTexts(ClassLabels, ScoredPairs):
     LOSS = "supervised-contrastive"  # --loss's value
     sides = 1
-    rows_per_label = 4  # texts of a class together in a batch: each has 3 positives at least
+    rows_per_label = 4  # texts of a class together in a batch: most have 3 positives or more
     label_column_names = TextTask.label_column_names
     metric_goals = {"val_knn_accuracy": "maximize", "val_loss": "minimize"}
     train_metric = "nearest_same_label"

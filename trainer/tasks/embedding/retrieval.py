@@ -27,21 +27,22 @@ def pair_ids(frame, columns) -> np.ndarray:
 
 
 def _queries_and_candidates(vectors, ids):
-    """(query vectors, candidate vectors, relevant [queries, candidates] bool): the distinct
-    first texts, the distinct second texts, and which second texts are each first text's."""
+    """(query vectors, candidate vectors, relevant [queries, candidates] bool, each row's query
+    and candidate): the distinct first texts, the distinct second texts, which second texts are
+    each first text's, and where each row's two texts are among them."""
     ids = np.asarray(ids)
-    queries, query_row = np.unique(ids[:, 0], return_index=True)
-    candidates, candidate_row = np.unique(ids[:, 1], return_index=True)
-    relevant = np.zeros((len(queries), len(candidates)), bool)
-    relevant[np.searchsorted(queries, ids[:, 0]), np.searchsorted(candidates, ids[:, 1])] = True
+    _, query_row, query = np.unique(ids[:, 0], return_index=True, return_inverse=True)
+    _, candidate_row, candidate = np.unique(ids[:, 1], return_index=True, return_inverse=True)
+    relevant = np.zeros((len(query_row), len(candidate_row)), bool)
+    relevant[query, candidate] = True
     vectors = normalized(vectors)
-    return vectors[query_row, 0], vectors[candidate_row, 1], relevant
+    return vectors[query_row, 0], vectors[candidate_row, 1], relevant, (query, candidate)
 
 
 def ranked_pairs(vectors, ids) -> dict:
     """A split's block of metrics.json: examples, loss, recall_at_1, recall_at_10, mrr_at_10
     and ndcg_at_10 (means over the split's distinct queries)."""
-    queries, candidates, relevant = _queries_and_candidates(vectors, ids)
+    queries, candidates, relevant, _ = _queries_and_candidates(vectors, ids)
     depth = min(CUTOFF, candidates.shape[0])
     discounts = 1.0 / np.log2(np.arange(2, depth + 2))
     sums = dict.fromkeys(("recall_at_1", "recall_at_10", "mrr_at_10", "ndcg_at_10", "loss"), 0.0)
@@ -73,13 +74,10 @@ def _cross_entropy(logits, hits) -> np.ndarray:
 def positive_ranks(vectors, ids) -> np.ndarray:
     """[rows]: the rank (1 = first) of each row's second text among its split's candidates for
     its first text, others of the query's positives set aside (errors.csv's measure)."""
-    queries, candidates, relevant = _queries_and_candidates(vectors, ids)
-    ids = np.asarray(ids)
-    q = np.searchsorted(np.unique(ids[:, 0]), ids[:, 0])
-    c = np.searchsorted(np.unique(ids[:, 1]), ids[:, 1])
+    queries, candidates, relevant, (q, c) = _queries_and_candidates(vectors, ids)
     own = np.sum(queries[q] * candidates[c], axis=1)
-    ranks = np.empty(len(ids), np.int64)
-    for start in range(0, len(ids), _CHUNK):
+    ranks = np.empty(len(q), np.int64)
+    for start in range(0, len(q), _CHUNK):
         block = slice(start, start + _CHUNK)
         cosines = queries[q[block]] @ candidates.T
         ranks[block] = 1 + np.sum((cosines > own[block, None]) & ~relevant[q[block]], axis=1)
