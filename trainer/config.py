@@ -154,7 +154,14 @@ class DataConfig:
         "Column holding each row's second text, for sentence pairs (paraphrase, "
         "entailment, question/answer match): the encoder reads [CLS] text [SEP] pair [SEP]. "
         "Default: detected when the file has sentence1/sentence2, question1/question2, "
-        "premise/hypothesis or text_a/text_b (unless --text-column is given).",
+        "premise/hypothesis, text_a/text_b or anchor/positive (unless --text-column is given).",
+    )
+    negative_column: str | None = _flag(
+        None,
+        "--task embedding, pairs without a score: the column of each row's hard negative, a "
+        "text close to its first text but not its pair, trained against beside the batch's "
+        "other texts (sentence-transformers' triplets: anchor, positive, negative). Default: "
+        "a column named negative or hard_negative, when the pairs have no score.",
     )
     label_separator: str = _flag(
         "|",

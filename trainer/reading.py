@@ -35,7 +35,16 @@ from trainer.errors import UserError
 
 TEXT_COLUMNS = ("bodyText", "text", "sentence", "tweet", "review", "content")
 # Sentence-pair files: (first text, second text), detected in this order.
-PAIR_COLUMNS = (("sentence1", "sentence2"), ("question1", "question2"), ("premise", "hypothesis"), ("text_a", "text_b"))
+PAIR_COLUMNS = (
+    ("sentence1", "sentence2"),
+    ("question1", "question2"),
+    ("premise", "hypothesis"),
+    ("text_a", "text_b"),
+    ("anchor", "positive"),
+)
+# A third text of a pair without a score, its first text's hard negative (sentence-transformers'
+# triplets: anchor, positive, negative), for --task embedding's in-batch negatives.
+NEGATIVE_COLUMNS = ("negative", "hard_negative")
 LABEL_COLUMNS = ("sentiment", "label", "labels", "target", "class", "category")
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 # Files of tagged sentences (CoNLL: a token and its tag per line), which token classification

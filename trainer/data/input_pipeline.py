@@ -181,19 +181,20 @@ def _packed_windows(preprocessor, segments: list, long_texts: LongTexts):
     return preprocessor.bert_pack_inputs([windows]), counts
 
 
-def pack_tokens(preprocessor, texts, pairs=None, long_texts="truncate"):
+def pack_tokens(preprocessor, texts, pairs=None, long_texts="truncate", negatives=None):
     """(flat word ids, flat type ids, lengths, full lengths) of a batch: only the real tokens of
     each row, and how long each row would be uncut (its tokens and the special ones): a row whose
     full length passes the preprocessor's seq_length (--max-seq-length) was cut to it.
 
     With windows, a row's tokens are its packed windows one after another: all but the last
     are seq_length long, so padding the row to whole windows lines them up again. With sides
-    (LongTexts.sides), its texts packed each alone one after another (_packed_sides).
+    (LongTexts.sides), its texts packed each alone one after another (_packed_sides): the text,
+    its pair and, for embedding triplets, its hard negative (`negatives`).
 
     The texts are tokenized once: packing is what the preprocessor's __call__ does after
     `tokenize`, and the tokens before packing give the full length."""
     long_texts = LongTexts.of(long_texts)
-    segments = [preprocessor.tokenize(texts)] + ([] if pairs is None else [preprocessor.tokenize(pairs)])
+    segments = [preprocessor.tokenize(part) for part in (texts, pairs, negatives) if part is not None]
     if long_texts.sides > 1:
         return _packed_sides(preprocessor, segments, long_texts)
     if long_texts.mode == "windows":

@@ -65,6 +65,8 @@ class Datasets:
     delimiter: str | None = None  # --delimiter, to read the files again
     # --unlabeled-file's rows, which a teacher labels (trainer.training.teacher), or None
     unlabeled: Split | None = None
+    # --negative-column: a third text of each row (an embedding pair's hard negative), or None
+    negative_column: str | None = None
 
     def sizes(self) -> dict[str, int]:
         """Rows per labelled split (metrics.json's dataset_sizes; the unlabeled rows are
@@ -95,11 +97,13 @@ class Datasets:
         }
 
     def text_columns(self) -> list:
-        return [self.text_column] + ([self.text_pair_column] if self.text_pair_column else [])
+        """The columns of a row's texts, in the order they are tokenized: text, pair, negative."""
+        return [c for c in (self.text_column, self.text_pair_column, self.negative_column) if c]
 
     def describe(self, task) -> str:
         """What the run reads, for the log: its columns, and its labels as `task` reads them."""
         pair = f", pair {self.text_pair_column!r}" if self.text_pair_column else ""
+        pair += f", hard negative {self.negative_column!r}" if self.negative_column else ""
         return f"text {self.text_column!r}{pair}, label {self.label_column!r} as {task.describe_labels(self.labels)}"
 
     def read_texts(self, *names: str) -> dict[str, tuple]:
@@ -183,7 +187,7 @@ def _scan(spec: str, flag: str, columns: Sequence[str], label_columns: Sequence[
 
 
 def check_columns(frame, columns: Sequence[str | None], label_columns: Sequence[str]) -> None:
-    named = [(c, "text") for c in columns[:1]] + [(c, "text pair") for c in columns[1:] if c]
+    named = [(c, what) for c, what in zip(columns, ("text", "text pair", "hard negative")) if c]
     for column, what in named + [(c, "label") for c in label_columns]:
         if column not in frame.columns:
             raise UserError(
@@ -206,16 +210,11 @@ def encode(frame, label_columns: Sequence[str], spec: LabelSpec, split_name: str
     return task.encode_labels(distinct, label_columns[0], spec, split_name)[group]
 
 
-def _empty_rows(frame, text_column: str, pair_column: str | None = None):
-    """(rows where the text or the pair is empty, the column of the first such row)."""
-
-    def blank(column):
-        return [is_missing(t) or not str(t).strip() for t in frame[column].tolist()]
-
-    texts = blank(text_column)
-    pairs = blank(pair_column) if pair_column else [False] * len(texts)
-    empty = [i for i, (a, b) in enumerate(zip(texts, pairs)) if a or b]
-    column = text_column if not empty or texts[empty[0]] else pair_column
+def _empty_rows(frame, *columns: str | None):
+    """(rows where a text of `columns` (None: none) is empty, the column of the first such row)."""
+    blank = {c: [is_missing(t) or not str(t).strip() for t in frame[c].tolist()] for c in columns if c}
+    empty = [i for i, cells in enumerate(zip(*blank.values())) if any(cells)]
+    column = next((c for c, cells in blank.items() if cells[empty[0]]), None) if empty else columns[0]
     return empty, column
 
 
@@ -267,7 +266,7 @@ def load_datasets(config: Config, task=None) -> Datasets:
         d.training_file, {"--validation-file": d.validation_file, "--testing-file": d.testing_file}
     )
     first = next(split_frames(d.training_file, "--training-file", 1, d.delimiter))
-    columns = pick_text_columns(first, d.text_column, d.text_pair_column)
+    columns = (*pick_text_columns(first, d.text_column, d.text_pair_column), d.negative_column)
     if columns[1] is not None and d.long_texts == "windows":
         raise UserError(
             f"--long-texts windows: {d.training_file} holds pairs of texts "
@@ -298,7 +297,9 @@ def load_datasets(config: Config, task=None) -> Datasets:
         rows = dry_run_rows(config)
         train, validation = head(train, rows), head(validation, rows)
         test = head(test, rows) if test is not None else None
-    datasets = Datasets(train, validation, test, spec, columns[0], label_column, columns[1], d.delimiter)
+    datasets = Datasets(
+        train, validation, test, spec, columns[0], label_column, columns[1], d.delimiter, negative_column=columns[2]
+    )
     leakage.report_overlaps({name: split.hashes for name, split in datasets.splits().items()})
     for name, counts in datasets.class_counts(task).items():
         if counts:  # regression has no classes

@@ -256,12 +256,9 @@ def _build(datasets, preprocessor, directory: str, log_every_seconds: float, lon
 
 def _tokenized_batches(datasets, preprocessor, long_texts):
     """(split name, source file number, flat word ids, flat type ids, lengths, full lengths) of
-    every split's rows in order, from
-    one tf.data pipeline fed by a reader thread (the files are read once per distinct spec)."""
-    from trainer.data.input_pipeline import pack_tokens
-
-    names = list(datasets.splits())
-    pairs = datasets.text_pair_column is not None
+    every split's rows in order, from one tf.data pipeline fed by a reader thread (the files are
+    read once per distinct spec); a row's texts are its text columns' (Datasets.text_columns)."""
+    names, columns = list(datasets.splits()), datasets.text_columns()
 
     def batches():
         by_spec, files = {}, {}
@@ -270,27 +267,30 @@ def _tokenized_batches(datasets, preprocessor, long_texts):
         for spec, positions in by_spec.items():
             for name, chunk in datasets.selected_chunks(spec, positions):
                 source = files.setdefault(chunk["_file"].iloc[0], len(files))
-                texts = [str(t) for t in chunk[datasets.text_column]]
-                second = [str(t) for t in chunk[datasets.text_pair_column]] if pairs else texts[:0]
-                for i in range(0, len(texts), _TOKENIZE_BATCH):
-                    yield (names.index(name), source, texts[i : i + _TOKENIZE_BATCH], second[i : i + _TOKENIZE_BATCH])
+                texts = [[str(t) for t in chunk[column]] for column in columns]
+                for i in range(0, len(chunk), _TOKENIZE_BATCH):
+                    yield (names.index(name), source, *(part[i : i + _TOKENIZE_BATCH] for part in texts))
 
-    strings = tf.TensorSpec([None], tf.string)
+    strings = (tf.TensorSpec([None], tf.string),) * len(columns)
     dataset = tf.data.Dataset.from_generator(
-        batches, output_signature=(tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int32), strings, strings)
+        batches, output_signature=(tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int32), *strings)
     )
     tokens = dataset.map(
-        lambda split, source, texts, second: (
-            split,
-            source,
-            *pack_tokens(preprocessor, texts, second if pairs else None, long_texts),
-        ),
+        lambda split, source, *texts: (split, source, *_packed(preprocessor, texts, long_texts)),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     ).prefetch(4)
     # Within a split, rows come back in row order: the order of the labels kept in memory.
     for split, source, word_ids, type_ids, lengths, full in tokens.as_numpy_iterator():
         yield names[split], int(source), word_ids, type_ids, lengths, full
+
+
+def _packed(preprocessor, texts: tuple, long_texts):
+    """pack_tokens of a batch's (text,), (text, pair) or (text, pair, hard negative)."""
+    from trainer.data.input_pipeline import pack_tokens
+
+    text, pair, negative = (*texts, None, None)[:3]
+    return pack_tokens(preprocessor, text, pair, long_texts, negatives=negative)
 
 
 class _BlockWriter:

@@ -58,6 +58,9 @@ class Task(abc.ABC):
     # Whether --embedding-dims applies: the kind's output is a vector whose leading dimensions
     # can be trained to work alone.
     nests_dims = False
+    # Whether --negative-column applies: the kind trains each row's first text against a third,
+    # its hard negative.
+    hard_negatives = False
 
     @classmethod
     def claims(cls, training_file: str) -> bool:
@@ -107,11 +110,17 @@ class Task(abc.ABC):
 
     def check_loss(self, config, require) -> None:
         """--loss: auto, or one of the kind's own (Task.losses); --embedding-dims: a kind whose
-        output is a vector's."""
+        output is a vector's; --negative-column: a kind that trains on hard negatives."""
         require(
             config.train.embedding_dims is None or self.nests_dims,
             "--embedding-dims",
             f"needs a model of vectors (--task embedding), not --task {self.name}",
+        )
+        require(
+            config.data.negative_column is None or self.hard_negatives,
+            "--negative-column",
+            "needs pairs without a score (--task embedding, --loss multiple-negatives), not "
+            + (f"--loss {config.train.loss}" if self.nests_dims else f"--task {self.name}"),
         )
         loss = config.train.loss
         require(

@@ -76,7 +76,7 @@ def test_pair_order_counts_the_pairs_ordered_alike_over_batches():
 
 
 def pairs(*vectors):
-    """[B, 2, 2] rows (first, second) of 2-d vectors."""
+    """[B, sides, 2] rows (first, second[, negative]) of 2-d vectors."""
     return tf.constant(vectors, tf.float32)
 
 
@@ -116,6 +116,26 @@ def test_the_ids_may_come_with_the_last_axis_keras_adds():
     ids, vectors = tf.constant([[0, 1], [2, 3]]), pairs([[1.0, 0.0], [0.6, 0.8]], [[0.0, 1.0], [1.0, 0.0]])
     loss = MultipleNegativesLoss()
     np.testing.assert_allclose(loss(ids[..., tf.newaxis], vectors).numpy(), loss(ids, vectors).numpy(), rtol=1e-6)
+
+
+def test_a_hard_negative_is_one_more_candidate_of_every_row():
+    """Triplets (first, second, negative): each row picks its second text among the batch's
+    second texts and every row's negative."""
+    first, second, negative = [1.0, 0.0], [0.8, 0.6], [0.6, 0.8]
+    vectors = pairs([first, second, negative], [first, second, negative])
+    # One query asked twice with one positive (id 1): the other row's copy is set aside, and
+    # each row's candidates are its own second text (0.8) and both rows' negatives (0.6, 0.6).
+    logits = SCALE * np.array([0.8, 0.6, 0.6])
+    expected = np.log(np.exp(logits).sum()) - logits[0]
+    ids = tf.constant([[0, 1, 2], [0, 1, 3]])
+    np.testing.assert_allclose(MultipleNegativesLoss()(ids, vectors).numpy(), expected, rtol=1e-5)
+
+
+def test_a_negative_that_is_a_rows_own_positive_is_not_counted_against_it():
+    """Row 1's negative is row 0's second text (id 1): for row 0 it is no negative, so nothing
+    competes with its positive; counted, it would cost row 0 log 2."""
+    vectors = pairs([[1.0, 0.0], [1.0, 0.0], [-1.0, 0.0]], [[0.0, 1.0], [0.0, 1.0], [1.0, 0.0]])
+    assert MultipleNegativesLoss()(tf.constant([[0, 1, 2], [3, 4, 1]]), vectors).numpy() < 1e-6
 
 
 def test_in_batch_top_is_the_share_of_rows_whose_pair_is_nearest():

@@ -36,6 +36,15 @@ def test_a_pair_is_its_two_texts_packed_each_alone_each_typed_by_its_side(prepro
     assert lengths.numpy().tolist() == [len(first) + len(second)]
 
 
+def test_a_hard_negative_is_a_third_side_packed_alone_after_the_pair(preprocessor):
+    ids, types, _, _ = input_pipeline.pack_tokens(
+        preprocessor, tf.constant(["i love it"]), tf.constant(["so bad"]), LongTexts(sides=3), tf.constant(["meh"])
+    )
+    first, second, third = (alone(preprocessor, t) for t in ("i love it", "so bad", "meh"))
+    assert ids.numpy().tolist() == first + second + third
+    assert types.numpy().tolist() == [0] * len(first) + [1] * len(second) + [2] * len(third)
+
+
 def test_each_side_is_cut_alone_and_the_full_length_is_the_longest_sides(preprocessor):
     texts, pairs = tf.constant(["i love it " * 4, "so bad"]), tf.constant(["meh", "i love it"])
     _, _, lengths, full = input_pipeline.pack_tokens(preprocessor, texts, pairs, SIDES)

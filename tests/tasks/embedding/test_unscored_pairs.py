@@ -90,6 +90,56 @@ def test_a_finished_run_is_read_back_as_the_variant_it_trained():
     assert task_registry.of_run({"task": "embedding", "hyperparameters": {}}).default_metric == "val_spearman"
 
 
+# --- triplets: a hard negative beside each pair ----------------------------------------------------
+
+
+def triplets(count, seed):
+    """(anchor, positive, negative) rows: the negative another row's pair, three words alike."""
+    row, other = paired(WORDS, seed), paired(WORDS, seed + 100)
+    return [(*row(), other()[1]) for _ in range(count)]
+
+
+@pytest.fixture(scope="module")
+def triplet_data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("triplets")
+    return {
+        name: write_csv(root / f"{name}.csv", triplets(count, seed), ("anchor", "positive", "negative"))
+        for name, count, seed in (("train", 160, 1), ("validation", 40, 2))
+    }
+
+
+def test_a_column_named_negative_is_each_pairs_hard_negative(triplet_data):
+    config = build("--task", "embedding", "--training-file", triplet_data["train"])
+    assert (config.train.loss, config.data.negative_column) == ("multiple-negatives", "negative")
+
+
+def test_a_hard_negative_needs_pairs_without_a_score(tmp_path):
+    scored = write_csv(tmp_path / "scored.csv", [("a b", "b a", 3.5)], ("sentence1", "sentence2", "similarity"))
+    with pytest.raises(UserError, match="^--negative-column: needs pairs without a score .* not --loss cosent$"):
+        build("--task", "embedding", "--training-file", scored, "--negative-column", "other")
+    with pytest.raises(UserError, match="^--negative-column: .* not --task classification$"):
+        build("--task", "classification", "--negative-column", "other")
+
+
+def test_an_empty_hard_negative_is_named_with_its_row(tmp_path):
+    from trainer.data import splits
+
+    rows = [("i love", "so bad", "meh")] * 4 + [("i love", "so bad", " ")]
+    path = write_csv(tmp_path / "triplets.csv", rows, ("anchor", "positive", "negative"))
+    config = build("--task", "embedding", "--training-file", path)
+    with pytest.raises(UserError, match="triplets.csv line 6, column 'negative': text is empty"):
+        splits.load_datasets(config)
+
+
+def test_a_missing_hard_negative_column_is_named(tmp_path):
+    from trainer.data import splits
+
+    path = write_csv(tmp_path / "pairs.csv", [("i love", "so bad")] * 4, ("anchor", "positive"))
+    config = build("--task", "embedding", "--training-file", path, "--negative-column", "hard")
+    with pytest.raises(UserError, match="no column 'hard' \\(the training data's hard negative column\\)"):
+        splits.load_datasets(config)
+
+
 # --- a run through the CLI ------------------------------------------------------------------------
 
 
@@ -128,3 +178,19 @@ def test_evaluate_scores_a_file_of_pairs_as_the_run_scored_its_validation(traine
 @pytest.mark.slow  # the trained unscored-pairs run: CI's 2.21 slow line (.ci/run); rewrites its report, so last
 def test_report_rebuilds_the_errors_of_pairs_as_the_run_wrote_them(trained):
     assert_same_rows(*reported_again(trained), ("positive_rank", "cosine"))
+
+
+@pytest.fixture(scope="module")
+def trained_triplets(quiet_encoder_dir, triplet_data, tmp_path_factory):  # noqa: F811
+    job_dir = tmp_path_factory.mktemp("triplets") / "job"
+    return variant_run(quiet_encoder_dir, triplet_data, job_dir, "--max-seq-length", "16")
+
+
+@pytest.mark.slow  # a trained triplets run: CI's 2.21 slow line (.ci/run)
+def test_triplets_train_each_first_text_against_its_hard_negative(trained_triplets):
+    import json
+
+    assert json.loads((trained_triplets / "config.json").read_text())["data"]["negative_column"] == "negative"
+    assert "200 triplets, mean" in (trained_triplets / "training.log").read_text()
+    metrics = metrics_of(trained_triplets)
+    assert metrics["zero_shot"]["validation"]["mrr_at_10"] + 0.3 < metrics["validation"]["mrr_at_10"]

@@ -26,27 +26,33 @@ class EmbeddingTask(ScoredPairs):
         """--loss auto, by the training file's columns: a pair of texts and a score column
         (--label-column, or one named as a score) cosent, a pair without one
         multiple-negatives, single texts with a class column supervised-contrastive. A file
-        that cannot be read, or whose columns fit none, leaves cosent: reading it later says why."""
-        t = config.train
+        that cannot be read, or whose columns fit none, leaves cosent: reading it later says
+        why. Pairs without a score take a column named as a hard negative (--negative-column)."""
+        t, d = config.train, config.data
+        header = _header(d)
         if t.loss == "auto":
-            t.loss = cls._loss_of(config.data)
+            t.loss = cls._loss_of(d, header)
+        if t.loss == UnscoredPairs.LOSS and d.negative_column is None and header is not None:
+            from trainer import reading
+
+            found = (reading.find_column(header, name) for name in reading.NEGATIVE_COLUMNS)
+            d.negative_column = next((column for column in found if column), None)
 
     @classmethod
-    def _loss_of(cls, d) -> str:
+    def _loss_of(cls, d, header) -> str:
         from trainer import reading
         from trainer.errors import UserError
 
-        if not d.training_file:  # the sample posts: single texts, refused as pairs would be
+        if header is None:  # the sample posts, or a file reading will refuse
             return cls.LOSS
         try:
-            first = next(reading.split_frames(d.training_file, "--training-file", 1, d.delimiter))
-            pair = reading.pick_text_columns(first, d.text_column, d.text_pair_column)[1]
-        except (UserError, OSError, StopIteration, ValueError):
+            pair = reading.pick_text_columns(header, d.text_column, d.text_pair_column)[1]
+        except UserError:
             return cls.LOSS
         if pair is not None:
-            scored = d.label_column or any(reading.find_column(first, name) for name in cls.label_column_names)
+            scored = d.label_column or any(reading.find_column(header, name) for name in cls.label_column_names)
             return cls.LOSS if scored else UnscoredPairs.LOSS
-        labelled = d.label_column or any(reading.find_column(first, name) for name in LabelledTexts.label_column_names)
+        labelled = d.label_column or any(reading.find_column(header, name) for name in LabelledTexts.label_column_names)
         return LabelledTexts.LOSS if labelled else cls.LOSS
 
     @classmethod
@@ -59,8 +65,22 @@ class EmbeddingTask(ScoredPairs):
     def scoring(self, data) -> ScoredPairs:
         """The variant a file of these columns trains (settle's choice): trainer.evaluate
         scores an embedding model on retrieval, kNN accuracy or correlation by its file."""
-        return self.with_settings({"loss": self._loss_of(data)})
+        return self.with_settings({"loss": self._loss_of(data, _header(data))})
 
     @classmethod
     def variants(cls) -> tuple:
         return (cls, UnscoredPairs, LabelledTexts)
+
+
+def _header(d):
+    """The training file's first row as a frame (its columns), or None: no file (the sample
+    posts), or one that cannot be read (reading it later says why)."""
+    from trainer import reading
+    from trainer.errors import UserError
+
+    if not d.training_file:
+        return None
+    try:
+        return next(reading.split_frames(d.training_file, "--training-file", 1, d.delimiter))
+    except (UserError, OSError, StopIteration, ValueError):
+        return None

@@ -85,31 +85,36 @@ class PairOrder(Share):
 
 
 def in_batch_logits(y_true, y_pred, sample_weight=None):
-    """([B, B] logits of each row's first text against every row's second, SCALE times their
-    cosine, with -inf where a candidate is not a negative: another row's second text that is
-    this row's positive or first text (same id), or whose first text is this row's (the query
-    asked twice), or a padding row; [B] bool: the real rows)."""
+    """([B, C] logits of each row's first text against the batch's candidates, SCALE times their
+    cosine: every row's second text (C = B; row i's own is candidate i), then, with a hard
+    negative (a third side), every row's third (C = 2B); -inf where a candidate is not a
+    negative: a positive of this row's query (the second text of any row with this first text,
+    the row's own aside: a query asked twice, or a text repeated), this row's first text itself,
+    or a padding row's text; [B] bool: the real rows)."""
     # Keras's loss container gives y_true a last axis of 1 when y_pred has one more axis.
     ids = tf.reshape(tf.cast(y_true, tf.int32), [tf.shape(y_pred)[0], -1])
     vectors = tf.math.l2_normalize(tf.cast(y_pred, tf.float32), axis=-1)
-    logits = SCALE * tf.matmul(vectors[:, 0], vectors[:, 1], transpose_b=True)
+    sides = range(1, vectors.shape[1])
+    candidates = tf.concat([vectors[:, side] for side in sides], axis=0)
+    candidate_ids = tf.concat([ids[:, side] for side in sides], axis=0)
+    logits = SCALE * tf.matmul(vectors[:, 0], candidates, transpose_b=True)
     first, second = ids[:, 0], ids[:, 1]
-    same = (
-        (second[tf.newaxis, :] == second[:, tf.newaxis])
-        | (second[tf.newaxis, :] == first[:, tf.newaxis])
-        | (first[tf.newaxis, :] == first[:, tf.newaxis])
-    )
-    own = tf.eye(tf.shape(ids)[0], dtype=tf.bool)
+    same_query = tf.cast(first[:, tf.newaxis] == first[tf.newaxis, :], tf.float32)
+    is_positive = tf.cast(second[:, tf.newaxis] == candidate_ids[tf.newaxis, :], tf.float32)
+    relevant = tf.matmul(same_query, is_positive) > 0  # a second text of a row asking the same
+    anchor = candidate_ids[tf.newaxis, :] == first[:, tf.newaxis]
+    own = tf.eye(tf.shape(ids)[0], tf.shape(candidate_ids)[0], dtype=tf.bool)
     real = tf.ones_like(first, tf.bool) if sample_weight is None else tf.reshape(sample_weight, [-1]) > 0
-    kept = (own | ~same) & real[tf.newaxis, :]
+    kept = (own | ~(relevant | anchor)) & tf.tile(real, [len(sides)])[tf.newaxis, :]
     return tf.where(kept, logits, -1e9), real
 
 
 class MultipleNegativesLoss(tf_keras.losses.Loss):
-    """Each row's second text against the batch's others as negatives: the cross-entropy of
-    picking it among them by SCALE times their cosines (Henderson et al. 2017; sentence-
-    transformers' MultipleNegativesRankingLoss), the mean over the batch's real rows. A text
-    repeated in the batch is never its own negative (in_batch_logits)."""
+    """Each row's second text against the batch's others (and every row's hard negative, when
+    the rows have one) as negatives: the cross-entropy of picking it among them by SCALE times
+    their cosines (Henderson et al. 2017; sentence-transformers' MultipleNegativesRankingLoss),
+    the mean over the batch's real rows. A text repeated in the batch is never its own negative
+    (in_batch_logits)."""
 
     def __init__(self, name="multiple_negatives", **kwargs):
         super().__init__(name=name, **kwargs)

@@ -40,10 +40,11 @@ class Sides(Texts):
 
     def tokenize(self, config, datasets, preprocessor, long_texts, cache_root: str, build: bool, teacher_validation):
         """Every split into the token cache, each text of a pair packed alone: a row is its two
-        texts' tokens one after the other, each cut at --max-seq-length on its own."""
+        texts' tokens (three with a hard negative) one after the other, each cut at
+        --max-seq-length on its own."""
         from trainer.data import token_cache
 
-        packing = dataclasses.replace(long_texts, sides=1 if datasets.text_pair_column is None else 2)
+        packing = dataclasses.replace(long_texts, sides=len(datasets.text_columns()))
         limit = config.data.max_seq_length
         tokenized = token_cache.load_or_build(
             datasets,
@@ -56,7 +57,7 @@ class Sides(Texts):
         )
         truncated = {name: int((split.full_lengths > limit).sum()) for name, split in tokenized.items()}
         train = tokenized["train"]
-        row = "pair" if packing.sides == 2 else "text"
+        row = ("text", "pair", "triplet")[packing.sides - 1]
         log.info(
             "%d %ss, mean %.1f tokens a %s", sum(len(t) for t in tokenized.values()), row, train.lengths.mean(), row
         )
@@ -77,7 +78,8 @@ class Sides(Texts):
         width = encoder.output_shape[-1]
         if task.dims and task.dims[0] > width:
             raise UserError(f"--embedding-dims: {task.dims[0]} is more than the encoder's {width}-wide vectors")
-        return model.build_bi_encoder(encoder, task.sides)
+        # A pair's hard negative (--negative-column) is one more side of its row.
+        return model.build_bi_encoder(encoder, task.sides + (config.data.negative_column is not None))
 
     def served(self, model):
         """The export takes one text, whatever the rows trained on: the sentence encoder."""

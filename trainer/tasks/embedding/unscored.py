@@ -6,7 +6,9 @@ as a retrieval task (retrieval.py). The rest, the bi-encoder, its export, predic
 report, is ScoredPairs': the same vectors, trained otherwise.
 
 Its labels are the pair's texts themselves, as ids (retrieval.pair_ids), so that a text repeated
-in a batch is never its own negative.
+in a batch is never its own negative. A third text column (--negative-column, or one named
+negative) is each row's hard negative: one more candidate of the batch, trained against as the
+other rows' texts are (triplets: anchor, positive, negative); the splits are scored on the pairs.
 """
 
 from trainer.tasks.embedding import card
@@ -15,6 +17,7 @@ from trainer.tasks.embedding.scored import ScoredPairs
 
 class UnscoredPairs(ScoredPairs):
     LOSS = "multiple-negatives"  # --loss's value
+    hard_negatives = True
     metric_goals = {
         "val_mrr_at_10": "maximize",
         "val_ndcg_at_10": "maximize",
@@ -31,14 +34,18 @@ class UnscoredPairs(ScoredPairs):
     figures = ()
     model_card = card.UNSCORED_SECTIONS
 
-    # --- labels: the pair's two texts, as ids among the split's distinct texts
+    # --- labels: the pair's two texts (and hard negative), as ids among the split's distinct texts
     def label_columns(self, first, data) -> tuple:
+        """The pair's columns, and the hard negative's when `first` has it (a file scored by
+        trainer.evaluate needs only the pairs)."""
         from trainer import reading
 
         columns = reading.pick_text_columns(first, data.text_column, data.text_pair_column)
         if columns[1] is None:
             return columns[0], [columns[0]]  # Sides.load says a pair is needed
-        return columns[1], list(columns)
+        negative = data.negative_column
+        found = [negative] if negative and reading.find_column(first, negative) else []
+        return columns[1], [*columns, *found]
 
     def label_spec(self, frame, column, data):
         from trainer.data.labels import LabelSpec
@@ -61,7 +68,9 @@ class UnscoredPairs(ScoredPairs):
 
         if not len(labels):
             return "no rows"
-        return f"{len(np.unique(labels[:, 0])):,} distinct first texts, {len(np.unique(labels[:, 1])):,} second"
+        counts = [f"{len(np.unique(labels[:, side])):,}" for side in range(labels.shape[1])]
+        negatives = f", {counts[2]} hard negatives" if len(counts) > 2 else ""
+        return f"{counts[0]} distinct first texts, {counts[1]} second{negatives}"
 
     def prepare_strata(self, labels, minimum):
         """One stratum: pairs have no class to keep in proportion."""
