@@ -804,11 +804,6 @@ def _validate_data(config: Config, given: dict, require) -> None:
         "cannot be combined with --validation-file",
     )
     require(8 <= d.max_seq_length <= 512, "--max-seq-length", f"must be in [8, 512], got {d.max_seq_length}")
-    require(
-        d.long_texts != "windows" or d.text_pair_column is None,
-        "--long-texts",
-        "windows read single texts; use --long-texts head-tail or truncate for pairs (--text-pair-column)",
-    )
     for flag in ("window_overlap", "max_windows"):
         require(
             d.long_texts == "windows" or flag not in given.get("data", {}),

@@ -83,6 +83,17 @@ def test_windows_with_a_detected_pair_are_refused_before_the_rows_are_read(tmp_p
         splits.load_datasets(config)
 
 
+def test_a_bi_encoder_reads_each_text_of_a_pair_in_windows_of_its_own(tmp_path):
+    from conftest import write_csv
+
+    from trainer.config import build_config
+    from trainer.data import splits
+
+    path = write_csv(tmp_path / "pairs.csv", [("a b", "c d")] * 12, header=("sentence1", "sentence2"))
+    config = build_config(["--task", "embedding", "--training-file", path, "--long-texts", "windows"], {})
+    assert splits.load_datasets(config).text_pair_column == "sentence2"
+
+
 def test_nothing_cut_says_nothing(caplog):
     with caplog.at_level(logging.WARNING, logger="trainer"):
         long_texts.log_cut({"train": 0}, {"train": 100}, 128)

@@ -51,8 +51,9 @@ class LongTexts:
     @property
     def windows(self) -> int:
         """Pieces of --max-seq-length tokens a row may hold (the padding ladder's multiples):
-        --max-windows with windows, its sides when packed each alone, else one."""
-        return self.max_windows if self.mode == "windows" else self.sides
+        --max-windows with windows (of each side, when packed each alone), its sides when
+        packed each alone, else one."""
+        return self.max_windows * self.sides if self.mode == "windows" else self.sides
 
     def key(self) -> str:
         """What the token cache depends on: the mode, with windows its flags, and the sides."""
@@ -213,23 +214,33 @@ def pack_tokens(preprocessor, texts, pairs=None, long_texts="truncate", negative
 
 
 def _packed_sides(preprocessor, segments: list, long_texts: LongTexts):
-    """pack_tokens' four values of texts packed each alone ([CLS] a [SEP] [CLS] b [SEP]), the
-    tokens of side s typed s; a row's full length is its longest side's (a side longer than
-    --max-seq-length is what was cut)."""
+    """pack_tokens' four values of texts packed each alone ([CLS] a [SEP] [CLS] b [SEP]; with
+    windows, each text's windows), the tokens of side s typed s; a row's full length is its
+    longest side's (a side longer than --max-seq-length, or its windows, is what was cut)."""
     if len(segments) != long_texts.sides:
         raise ValueError(f"{len(segments)} texts per row packed as {long_texts.sides} sides")
-    if long_texts.mode == "windows":
-        raise ValueError("--long-texts windows with texts packed each alone")
     word_ids, type_ids = [], []
     for side, segment in enumerate(segments):
-        features = preprocessor.bert_pack_inputs(cut(preprocessor, [segment], long_texts))
-        mask = tf.cast(features["input_mask"], tf.bool)
-        ids = tf.cast(features["input_word_ids"], tf.int32)
+        ids, mask = _side_tokens(preprocessor, segment, long_texts)
         word_ids.append(tf.ragged.boolean_mask(ids, mask))
         type_ids.append(tf.ragged.boolean_mask(tf.fill(tf.shape(ids), side), mask))
     word_ids, type_ids = tf.concat(word_ids, axis=1), tf.concat(type_ids, axis=1)
     full = tf.reduce_max(tf.stack([_full_lengths(preprocessor, [s]) for s in segments]), axis=0)
     return word_ids.flat_values, type_ids.flat_values, tf.cast(word_ids.row_lengths(), tf.int32), full
+
+
+def _side_tokens(preprocessor, segment, long_texts: LongTexts) -> tuple:
+    """(word ids [B, T] int32, real-token mask [B, T]) of one side's texts packed alone: with
+    windows, each text's windows one after another (all but its last are seq_length tokens
+    long, so a side padded to whole windows lines them up again)."""
+    if long_texts.mode != "windows":
+        features = preprocessor.bert_pack_inputs(cut(preprocessor, [segment], long_texts))
+        return tf.cast(features["input_word_ids"], tf.int32), tf.cast(features["input_mask"], tf.bool)
+    features, counts = _packed_windows(preprocessor, [segment], long_texts)
+    by_text = lambda t: tf.RaggedTensor.from_row_lengths(t, counts).merge_dims(1, 2)  # noqa: E731
+    mask = tf.cast(features["input_mask"], tf.bool)
+    ids = by_text(tf.ragged.boolean_mask(tf.cast(features["input_word_ids"], tf.int32), mask))
+    return ids.to_tensor(0), tf.sequence_mask(ids.row_lengths())
 
 
 def _full_lengths(preprocessor, segments) -> tf.Tensor:

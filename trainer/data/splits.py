@@ -267,7 +267,7 @@ def load_datasets(config: Config, task=None) -> Datasets:
     )
     first = next(split_frames(d.training_file, "--training-file", 1, d.delimiter))
     columns = (*pick_text_columns(first, d.text_column, d.text_pair_column), d.negative_column)
-    if columns[1] is not None and d.long_texts == "windows":
+    if columns[1] is not None and d.long_texts == "windows" and not task.pairs_in_windows:
         raise UserError(
             f"--long-texts windows: {d.training_file} holds pairs of texts "
             f"({columns[0]!r}, {columns[1]!r}), and windows read single texts; use "

@@ -61,6 +61,9 @@ class Task(abc.ABC):
     # Whether --negative-column applies: the kind trains each row's first text against a third,
     # its hard negative.
     hard_negatives = False
+    # Whether --long-texts windows reads pairs: each text of a pair is encoded alone (a
+    # bi-encoder), so each is cut into windows of its own; a pair read together is not.
+    pairs_in_windows = False
 
     @classmethod
     def claims(cls, training_file: str) -> bool:
@@ -106,6 +109,11 @@ class Task(abc.ABC):
         validate; `require(ok, flag, message)` raises the flag's one-line error). By default:
         --label-columns belongs to multi-label data, and --loss is the kind's own."""
         require(config.data.label_columns is None, "--label-columns", "needs --task multi-label")
+        require(
+            config.data.long_texts != "windows" or config.data.text_pair_column is None or self.pairs_in_windows,
+            "--long-texts",
+            "windows read single texts; use --long-texts head-tail or truncate for pairs (--text-pair-column)",
+        )
         self.check_loss(config, require)
 
     def check_loss(self, config, require) -> None:

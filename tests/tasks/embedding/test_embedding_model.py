@@ -107,3 +107,28 @@ def test_the_bi_encoder_gives_each_side_the_vector_of_that_text_encoded_alone(ti
         for side, text in enumerate(texts):
             features = {name: tf.cast(t, tf.int32) for name, t in preprocessor(tf.constant([text])).items()}
             np.testing.assert_allclose(vectors[row, side].numpy(), sentence_encoder(features)[0].numpy(), atol=1e-5)
+
+
+def test_with_windows_each_side_gets_the_vector_of_that_text_read_in_windows_alone(tiny_encoder_dir):
+    """A side longer than one window is padded to whole windows before the encoder splits it:
+    cut anywhere else, its second window would not start where the text's does."""
+    from trainer.modeling import heads
+    from trainer.modeling.encoders import load_encoder
+    from trainer.tasks.embedding.model import build_bi_encoder
+
+    encoder = load_encoder(tiny_encoder_dir, seq_length=8)
+    preprocessor, windows = encoder.preprocessor, LongTexts("windows", 2, 4)
+    sentence_encoder = heads.build_sentence_encoder(encoder.network, "mean", (8, "mean"))
+    model = build_bi_encoder(sentence_encoder, 2, seq_length=8)
+    texts, pairs = ["i love it , very good , so good", "so bad"], ["meh", "i love it"]
+    sides = LongTexts("windows", 2, 4, sides=2)
+    ids, types, lengths, _ = input_pipeline.pack_tokens(preprocessor, tf.constant(texts), tf.constant(pairs), sides)
+    ragged = lambda flat: tf.RaggedTensor.from_row_lengths(flat, lengths).to_tensor(0)  # noqa: E731
+    vectors = model(
+        {"input_word_ids": ragged(ids), "input_type_ids": ragged(types), "input_mask": ragged(tf.ones_like(ids))}
+    )
+    for row, pair in enumerate(zip(texts, pairs)):
+        for side, text in enumerate(pair):
+            features = input_pipeline.encode(preprocessor, tf.constant([text]), long_texts=windows)
+            alone_vector = sentence_encoder({name: tf.cast(t, tf.int32) for name, t in features.items()})[0]
+            np.testing.assert_allclose(vectors[row, side].numpy(), alone_vector.numpy(), atol=1e-5)

@@ -94,9 +94,10 @@ def test_a_finished_run_is_read_back_as_the_variant_it_trained():
 
 
 def triplets(count, seed):
-    """(anchor, positive, negative) rows: the negative another row's pair, three words alike."""
+    """(anchor, positive, negative) rows: the negative another row's pair; the anchor its three
+    words thrice, 11 tokens: two windows at --max-seq-length 8 (trained_triplets)."""
     row, other = paired(WORDS, seed), paired(WORDS, seed + 100)
-    return [(*row(), other()[1]) for _ in range(count)]
+    return [(" ".join([anchor] * 3), positive, other()[1]) for anchor, positive in (row() for _ in range(count))]
 
 
 @pytest.fixture(scope="module")
@@ -182,8 +183,11 @@ def test_report_rebuilds_the_errors_of_pairs_as_the_run_wrote_them(trained):
 
 @pytest.fixture(scope="module")
 def trained_triplets(quiet_encoder_dir, triplet_data, tmp_path_factory):  # noqa: F811
+    """Triplets whose first texts are read in windows: each text of a row is encoded alone,
+    so each is cut into windows of its own."""
     job_dir = tmp_path_factory.mktemp("triplets") / "job"
-    return variant_run(quiet_encoder_dir, triplet_data, job_dir, "--max-seq-length", "16")
+    flags = ("--max-seq-length", "8", "--long-texts", "windows")
+    return variant_run(quiet_encoder_dir, triplet_data, job_dir, *flags)
 
 
 @pytest.mark.slow  # a trained triplets run: CI's 2.21 slow line (.ci/run)
@@ -194,3 +198,13 @@ def test_triplets_train_each_first_text_against_its_hard_negative(trained_triple
     assert "200 triplets, mean" in (trained_triplets / "training.log").read_text()
     metrics = metrics_of(trained_triplets)
     assert metrics["zero_shot"]["validation"]["mrr_at_10"] + 0.3 < metrics["validation"]["mrr_at_10"]
+
+
+@pytest.mark.slow  # a trained triplets run: CI's 2.21 slow line (.ci/run)
+def test_pairs_read_in_windows_are_scored_by_their_export_as_the_run_scored_them(trained_triplets, triplet_data):
+    """The run's vectors of windowed texts are the export's: trainer.evaluate, through the
+    export, finds the run's validation metrics."""
+    line, expected = evaluated_line(trained_triplets, triplet_data["validation"]), metrics_of(trained_triplets)
+    assert "read in windows of 8" in (trained_triplets / "training.log").read_text()
+    validation = expected["validation"]
+    assert f"mrr@10 {validation['mrr_at_10']:.4f}" in line and f"recall@1 {validation['recall_at_1']:.4f}" in line

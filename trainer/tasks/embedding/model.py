@@ -20,11 +20,12 @@ ENCODER = "sentence_encoder"  # the layer of the bi-encoder the export serves
 class SplitSides(tf_keras.layers.Layer):
     """{name: [B, T]}, each row its sides' tokens one after another (type id = side) ->
     {name: [B * sides, W]}: row b's side s at b * sides + s, padded to the batch's longest side,
-    every type id 0 (each side is a text of its own)."""
+    every type id 0 (each side is a text of its own). With windows (`seq_length`), a side
+    longer than one window is padded to whole windows, as modeling.windows reads a row."""
 
-    def __init__(self, sides: int, **kwargs):
+    def __init__(self, sides: int, seq_length: int | None = None, **kwargs):
         super().__init__(**kwargs)
-        self.sides = sides
+        self.sides, self.seq_length = sides, seq_length
 
     def call(self, features):
         real = features["input_mask"] > 0
@@ -33,6 +34,9 @@ class SplitSides(tf_keras.layers.Layer):
             for side in range(self.sides)
         ]
         width = tf.reduce_max(tf.stack([side.bounding_shape(axis=1) for side in sides]))
+        if self.seq_length:
+            whole = -(-width // self.seq_length) * self.seq_length
+            width = tf.where(width > self.seq_length, whole, width)
         padded = lambda ragged: tf.reshape(  # noqa: E731  [B, sides, width] -> [B * sides, width]
             tf.stack([_padded(side, width) for side in ragged], axis=1), [-1, width]
         )
@@ -44,7 +48,7 @@ class SplitSides(tf_keras.layers.Layer):
         }
 
     def get_config(self):
-        return {**super().get_config(), "sides": self.sides}
+        return {**super().get_config(), "sides": self.sides, "seq_length": self.seq_length}
 
 
 def _padded(ragged, width):
@@ -67,8 +71,9 @@ class JoinSides(tf_keras.layers.Layer):
         return {**super().get_config(), "sides": self.sides}
 
 
-def build_bi_encoder(sentence_encoder: tf_keras.Model, sides: int) -> Classifier:
-    """The model a run trains: `sentence_encoder` (named ENCODER) over each side of a row."""
+def build_bi_encoder(sentence_encoder: tf_keras.Model, sides: int, seq_length: int | None = None) -> Classifier:
+    """The model a run trains: `sentence_encoder` (named ENCODER) over each side of a row;
+    `seq_length` with windows (the sentence encoder splits each side into them)."""
     inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name) for name in INPUT_KEYS}
-    vectors = sentence_encoder(SplitSides(sides, name="split_sides")(inputs))
+    vectors = sentence_encoder(SplitSides(sides, seq_length, name="split_sides")(inputs))
     return Classifier(inputs=inputs, outputs=JoinSides(sides, name="join_sides")(vectors), name="bi_encoder")

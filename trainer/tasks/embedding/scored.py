@@ -17,6 +17,7 @@ class ScoredPairs(ScoreLabels, TextTask):
     LOSS = "cosent"  # --loss's value
     losses = (LOSS, "multiple-negatives", "supervised-contrastive")  # the kind's: this, unscored.py's, labelled.py's
     sides = 2  # texts per row, each encoded alone (sides.py)
+    pairs_in_windows = True  # so each is cut into windows alone (--long-texts windows)
     nests_dims = True
     # --embedding-dims: leading dimensions trained to work alone (Matryoshka), largest first;
     # () for the whole vector alone. Set by EmbeddingTask.with_settings.

@@ -41,7 +41,7 @@ class Sides(Texts):
     def tokenize(self, config, datasets, preprocessor, long_texts, cache_root: str, build: bool, teacher_validation):
         """Every split into the token cache, each text of a pair packed alone: a row is its two
         texts' tokens (three with a hard negative) one after the other, each cut at
-        --max-seq-length on its own."""
+        --max-seq-length (or read in windows: --long-texts windows) on its own."""
         from trainer.data import token_cache
 
         packing = dataclasses.replace(long_texts, sides=len(datasets.text_columns()))
@@ -61,7 +61,13 @@ class Sides(Texts):
         log.info(
             "%d %ss, mean %.1f tokens a %s", sum(len(t) for t in tokenized.values()), row, train.lengths.mean(), row
         )
-        if any(truncated.values()):
+        if packing.mode == "windows":  # a row counted by its longest text, as texts are
+            from trainer.data import input_pipeline
+            from trainer.data import long_texts as long_texts_lib
+
+            sizes, specials = {n: len(t) for n, t in tokenized.items()}, input_pipeline.special_count(preprocessor, 1)
+            long_texts_lib.log_cut(truncated, sizes, limit, packing, tokenized, int(specials))
+        elif any(truncated.values()):
             log.warning(
                 "%ss with a text longer than --max-seq-length %d tokens, that text cut to it: %s",
                 row,
@@ -79,7 +85,8 @@ class Sides(Texts):
         if task.dims and task.dims[0] > width:
             raise UserError(f"--embedding-dims: {task.dims[0]} is more than the encoder's {width}-wide vectors")
         # A pair's hard negative (--negative-column) is one more side of its row.
-        return model.build_bi_encoder(encoder, task.sides + (config.data.negative_column is not None))
+        sides = task.sides + (config.data.negative_column is not None)
+        return model.build_bi_encoder(encoder, sides, windows[0] if windows else None)
 
     def served(self, model):
         """The export takes one text, whatever the rows trained on: the sentence encoder."""
