@@ -48,6 +48,34 @@ def test_steps_per_epoch_is_exact_for_buckets_and_fixed_padding():
         assert sum(len(labels) for _, labels, _ in out) == 2 * len(split)
 
 
+def sides_split(first, second, seq_length):
+    """Rows of two texts packed each alone (type id = side) of these token counts, cut at
+    seq_length as packing cuts them: full_lengths their longer text's uncut count."""
+    cut = np.minimum(first, seq_length), np.minimum(second, seq_length)
+    types = np.concatenate([np.repeat([0, 1], [a, b]) for a, b in zip(*cut)]).astype(np.int32)
+    split = split_of(cut[0] + cut[1])
+    split.type_ids, split.full_lengths = types, np.maximum(first, second).astype(np.int32)
+    return split
+
+
+def test_rows_of_sides_are_bucketed_by_their_longest_text_as_the_bi_encoder_pads_them():
+    # Total 12 tokens each, longest texts 9 (bucket 2 x 9 -> 20) and 6 (bucket 12): two batches.
+    split = sides_split(np.array([3, 6, 3, 6]), np.array([9, 6, 9, 6]), 32)
+    batching = input_pipeline.Batching(8, input_pipeline.padded_lengths(32, 2), bucket=True, sides=2)
+    out = batches(input_pipeline.training_dataset(split, batching, seed=1, first_epoch=0, epochs=1))
+    assert batching.steps(split) == len(out) == 2
+    longest = [max(np.bincount(t[m > 0]).max() for t, m in zip(f["input_type_ids"], f["input_mask"])) for f, *_ in out]
+    assert sorted(longest) == [6, 9]
+
+
+def test_steps_of_rows_of_sides_are_exact_whatever_their_cut():
+    rng = np.random.default_rng(2)
+    split = sides_split(rng.integers(3, 50, 101), rng.integers(3, 50, 101), 32)
+    batching = input_pipeline.Batching(8, input_pipeline.padded_lengths(32, 2), bucket=True, sides=2)
+    out = batches(input_pipeline.training_dataset(split, batching, seed=3, first_epoch=0, epochs=1))
+    assert len(out) == batching.steps(split) and sum(len(labels) for _, labels, _ in out) == len(split)
+
+
 def test_each_epoch_is_shuffled_and_a_resumed_epoch_repeats_exactly():
     split = split_of(LENGTHS, labels=np.arange(len(LENGTHS)) % 7)
     batching = input_pipeline.Batching(8, input_pipeline.padded_lengths(64), bucket=True)

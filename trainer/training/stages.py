@@ -289,10 +289,11 @@ def batching(
 
     lengths = input_pipeline.padded_lengths(config.data.max_seq_length, cut.windows)
     bucket = runtime.plan.sequence_padding == "bucket"
+    sides = cut.sides if cut.mode != "windows" else 1
     train_batching = input_pipeline.Batching(
-        config.train.batch_size, lengths, bucket, runtime.plan.static_shapes, rows_per_label
+        config.train.batch_size, lengths, bucket, runtime.plan.static_shapes, rows_per_label, sides
     )
-    eval_batching = input_pipeline.Batching(config.train.eval_batch_size, lengths, bucket)
+    eval_batching = input_pipeline.Batching(config.train.eval_batch_size, lengths, bucket, sides=sides)
     training = tokenized["train"] if training is None else training
     steps = train_batching.steps(training)
     if steps == 0:
