@@ -345,7 +345,6 @@ class Batching:
         count = (lambda s: s // self.batch_size) if self.drop_remainder else (lambda s: -(-s // self.batch_size))
         return int(sum(count(int(s)) for s in sizes))
 
-
     def bucket_lengths(self, split) -> np.ndarray:
         """Each row's length as its bucket is chosen: its tokens, or with sides `sides` times its
         longest text (the longest side's full length, cut at --max-seq-length)."""
