@@ -95,6 +95,7 @@ class TokenizedSplit(Rows):
             self.lengths[start:stop],
             self.labels[start:stop],
             self.weights[start:stop],
+            None if self.full_lengths is None else self.full_lengths[start:stop],
         )
 
     def take(self, rows: np.ndarray) -> "TokenizedSplit":
@@ -539,8 +540,9 @@ def _take(split: TokenizedSplit, rows: np.ndarray) -> TokenizedSplit:
     starts = np.concatenate([[0], np.cumsum(split.lengths)[:-1]]).astype(np.int64)
     pieces = [np.arange(starts[r], starts[r] + split.lengths[r]) for r in rows]
     flat = np.concatenate(pieces) if pieces else np.zeros([0], np.int64)
+    full = None if split.full_lengths is None else split.full_lengths[rows]
     return TokenizedSplit(
-        split.word_ids[flat], split.type_ids[flat], split.lengths[rows], split.labels[rows], split.weights[rows]
+        split.word_ids[flat], split.type_ids[flat], split.lengths[rows], split.labels[rows], split.weights[rows], full
     )
 
 

@@ -114,6 +114,11 @@ def test_a_column_named_negative_is_each_pairs_hard_negative(triplet_data):
     assert (config.train.loss, config.data.negative_column) == ("multiple-negatives", "negative")
 
 
+def test_a_named_hard_negative_column_still_leaves_the_loss_to_the_file(triplet_data):
+    config = build("--task", "embedding", "--training-file", triplet_data["train"], "--negative-column", "negative")
+    assert (config.train.loss, config.data.negative_column) == ("multiple-negatives", "negative")
+
+
 def test_a_hard_negative_needs_pairs_without_a_score(tmp_path):
     scored = write_csv(tmp_path / "scored.csv", [("a b", "b a", 3.5)], ("sentence1", "sentence2", "similarity"))
     with pytest.raises(UserError, match="^--negative-column: needs pairs without a score .* not --loss cosent$"):

@@ -29,6 +29,8 @@ class EmbeddingTask(ScoredPairs):
         that cannot be read, or whose columns fit none, leaves cosent: reading it later says
         why. Pairs without a score take a column named as a hard negative (--negative-column)."""
         t, d = config.train, config.data
+        if t.loss != "auto" and (t.loss != UnscoredPairs.LOSS or d.negative_column is not None):
+            return  # nothing left to the file
         header = _header(d)
         if t.loss == "auto":
             t.loss = cls._loss_of(d, header)
