@@ -127,7 +127,7 @@ class DataConfig:
         "--max-windows, pooled by --window-pooling into one vector per text. A "
         "pair's texts share the limit longest first (as truncation shares it), each "
         "keeping its first or, with head-tail, its first and last tokens; windows "
-        "read single texts only.",
+        "read single texts only (--task embedding: each text of a pair in windows of its own).",
         choices=("truncate", "head-tail", "windows"),
     )
     window_overlap: int | None = _flag(
