@@ -198,6 +198,22 @@ def _similarity(metrics: dict, predictions, calibration) -> list:
     ]
 
 
+def _nearest_negatives(metrics: dict, predictions, calibration) -> list:
+    from trainer.tasks.embedding import retrieval
+
+    by_split = {name: (p.scores, retrieval.nearest_negatives(p.vectors, p.labels)) for name, p in predictions.items()}
+    return [
+        (
+            "nearest_negatives.png",
+            "Cosine of each pair and of the nearest text that is not its pair",
+            figures.pair_and_negative_histograms(by_split),
+            "For each pair's first text: the cosine to its own second text, and to the nearest "
+            "second text of the split that is none of its pairs: the further apart the two "
+            "histograms, the surer a search finds the pair first.",
+        )
+    ]
+
+
 FIGURES = {
     "confusion_matrices": _confusion_matrices,
     "per_class_scores": _per_class_scores,
@@ -208,6 +224,7 @@ FIGURES = {
     "entity_confusion": _entity_confusion,
     "entity_types": _entity_types,
     "similarity": _similarity,
+    "nearest_negatives": _nearest_negatives,
 }
 
 

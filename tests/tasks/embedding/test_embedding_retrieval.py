@@ -71,3 +71,15 @@ def test_scoring_vectors_imports_no_tensorflow():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "False", result.stderr
+
+
+def test_a_rows_nearest_negative_is_the_closest_text_that_is_none_of_its_pairs():
+    # Query 0 (0 degrees) has two pairs (rows 0 and 1: 10 and 60 degrees); its nearest other
+    # text is row 2's second text at 40 degrees. Query 1 (90 degrees) has one candidate left: 60.
+    vectors = rows([0, 0, 90], [10, 60, 40])
+    nearest = retrieval.nearest_negatives(vectors, [[0, 3], [0, 4], [1, 5]])
+    np.testing.assert_allclose(nearest, np.cos(np.radians([40, 40, 30])), atol=1e-6)
+
+
+def test_a_query_whose_every_candidate_is_its_pair_has_no_nearest_negative():
+    assert np.isnan(retrieval.nearest_negatives(rows([0], [10]), [[0, 1]])).all()

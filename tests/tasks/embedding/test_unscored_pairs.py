@@ -173,6 +173,8 @@ def test_history_card_and_errors_speak_of_retrieval(trained):
     errors = read_csv(trained / "errors.csv")
     assert list(errors[0]) == ["split", "rank", "positive_rank", "cosine", "text", "text_pair"]
     assert [int(r["positive_rank"]) for r in errors] == sorted((int(r["positive_rank"]) for r in errors), reverse=True)
+    page = (trained / "report.html").read_text()
+    assert (trained / "report" / "nearest_negatives.png").exists() and "nearest text that is not its pair" in page
 
 
 @pytest.mark.slow  # the trained unscored-pairs run: CI's 2.21 slow line (.ci/run)

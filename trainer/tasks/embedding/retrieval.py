@@ -82,3 +82,17 @@ def positive_ranks(vectors, ids) -> np.ndarray:
         cosines = queries[q[block]] @ candidates.T
         ranks[block] = 1 + np.sum((cosines > own[block, None]) & ~relevant[q[block]], axis=1)
     return ranks
+
+
+def nearest_negatives(vectors, ids) -> np.ndarray:
+    """[rows]: the cosine of each row's first text to its nearest candidate that is none of its
+    query's positives (NaN where every candidate is one): the report's other histogram, against
+    each pair's own cosine."""
+    queries, candidates, relevant, (q, _) = _queries_and_candidates(vectors, ids)
+    nearest = np.full(len(queries), np.nan)
+    for start in range(0, len(queries), _CHUNK):
+        block = slice(start, start + _CHUNK)
+        cosines = np.where(relevant[block], -np.inf, queries[block] @ candidates.T)
+        top = cosines.max(axis=1, initial=-np.inf)
+        nearest[block] = np.where(np.isfinite(top), top, np.nan)
+    return nearest[q]

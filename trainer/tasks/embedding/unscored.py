@@ -31,7 +31,7 @@ class UnscoredPairs(ScoredPairs):
     agreement_metric = "mrr_at_10"
     error_columns = ["split", "rank", "positive_rank", "cosine", "text"]
     errors_description = "pairs whose second text ranks lowest among the candidates for their first"
-    figures = ()
+    figures = ("nearest_negatives",)
     model_card = card.UNSCORED_SECTIONS
 
     # --- labels: the pair's two texts (and hard negative), as ids among the split's distinct texts
