@@ -179,25 +179,16 @@ def cosine_histograms(by_split: Mapping[str, tuple]) -> bytes:
         scores, cosines = np.asarray(scores, np.float64), np.asarray(cosines, np.float64)
         above = scores > np.median(scores)
         halves[split] = {"score above the median": cosines[above], "score at or below it": cosines[~above]}
-    return _histograms(halves, "cosine of each pair", "pairs")
+    return histograms(halves, "cosine of each pair", "pairs")
 
 
-def pair_and_negative_histograms(by_split: Mapping[str, tuple]) -> bytes:
-    """Histograms of pairs without a score, one panel per split: each pair's cosine against its
-    first text's cosine to the nearest text that is not its pair. `by_split`: {split:
-    (pair cosines, nearest negatives' cosines, NaN where there is none)}."""
-    groups = {
-        split: {"its pair": np.asarray(pairs, np.float64), "nearest other text": np.asarray(others, np.float64)}
-        for split, (pairs, others) in by_split.items()
-    }
-    return _histograms(groups, "cosine to a pair's first text", "pairs")
-
-
-def _histograms(by_split: Mapping[str, dict], title: str, ylabel: str) -> bytes:
-    """One panel per split of overlaid histograms, one per named group of values (NaN left out),
-    on shared bins; each group's legend counts its values."""
+def histograms(by_split: Mapping[str, dict], title: str, ylabel: str) -> bytes:
+    """One panel per split of overlaid cosine histograms, one per named group of values (NaN
+    left out), on shared bins; each group's legend counts its values. `by_split`: {split:
+    {group name: values}}."""
     figure, axes = new_figure(5.0 * len(by_split), 4.0, len(by_split))
     for ax, (split, groups) in zip(axes, by_split.items()):
+        groups = {name: np.asarray(values, np.float64) for name, values in groups.items()}
         groups = {name: values[np.isfinite(values)] for name, values in groups.items()}
         every = np.concatenate(list(groups.values()))
         bins = np.linspace(float(every.min()), float(every.max()) + 1e-9, int(np.clip(np.sqrt(len(every)) * 2, 5, 40)))

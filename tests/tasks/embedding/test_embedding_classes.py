@@ -38,3 +38,12 @@ def test_the_splits_loss_is_the_keras_loss_over_one_batch():
     vectors, labels = at(0, 40, 100, 170, 250), np.array([0, 0, 1, 1, 2])
     keras = SupervisedContrastiveLoss()(tf.constant(labels), tf.constant(vectors[:, np.newaxis], tf.float32))
     assert classes.contrastive_loss(vectors, labels) == pytest.approx(float(keras), rel=1e-5)
+
+
+def test_each_text_has_its_nearest_of_its_class_and_of_another():
+    # Text 0 (0 degrees): its class's nearest at 20, another's at 30; text 2 (class 1) has no
+    # other text of its class.
+    same, other = classes.nearest_by_class(at(0, 20, 30), [0, 0, 1])
+    np.testing.assert_allclose(same[:2], np.cos(np.radians([20, 20])), atol=1e-6)
+    np.testing.assert_allclose(other, np.cos(np.radians([30, 10, 10])), atol=1e-6)
+    assert np.isnan(same[2])

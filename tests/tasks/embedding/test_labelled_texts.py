@@ -127,6 +127,8 @@ def test_history_card_and_errors_speak_of_classes(trained):
     assert "texts labelled with classes" in card and "kNN accuracy" in card
     errors = read_csv(trained / "errors.csv")
     assert list(errors[0]) == ["split", "rank", "true_label", "neighbours_label", "agreeing", "text"]
+    page = (trained / "report.html").read_text()
+    assert (trained / "report" / "nearest_classes.png").exists() and "nearest text of its class and of another" in page
 
 
 @pytest.mark.slow  # the trained labelled-texts run: CI's 2.21 slow line (.ci/run)

@@ -35,6 +35,24 @@ def neighbour_votes(vectors, labels, k: int = K) -> tuple:
     return voted, agreeing
 
 
+def nearest_by_class(vectors, labels) -> tuple:
+    """(cosine to the nearest other text of its class, to the nearest text of another class),
+    per text; NaN where there is none (the report's histograms)."""
+    vectors, labels = single(vectors), np.asarray(labels, np.int64)
+    same_best, other_best = np.full(len(labels), np.nan), np.full(len(labels), np.nan)
+    for start in range(0, len(labels), _CHUNK):
+        block = slice(start, start + _CHUNK)
+        cosines = vectors[block] @ vectors.T
+        own = np.arange(start, start + cosines.shape[0])
+        same = labels[block, None] == labels[None, :]
+        same[np.arange(cosines.shape[0]), own] = False
+        other = labels[block, None] != labels[None, :]
+        for best, kept in ((same_best, same), (other_best, other)):
+            top = np.where(kept, cosines, -np.inf).max(axis=1, initial=-np.inf)
+            best[block] = np.where(np.isfinite(top), top, np.nan)
+    return same_best, other_best
+
+
 def contrastive_loss(vectors, labels) -> float:
     """keras.SupervisedContrastiveLoss over the whole split as one batch."""
     vectors, labels = single(vectors), np.asarray(labels, np.int64)

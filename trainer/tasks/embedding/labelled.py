@@ -25,7 +25,7 @@ class LabelledTexts(ClassLabels, ScoredPairs):
     agreement_metric = "knn_accuracy"
     error_columns = ["split", "rank", "true_label", "neighbours_label", "agreeing", "text"]
     errors_description = "texts whose nearest other texts are least of their class"
-    figures = ()
+    figures = ("nearest_classes",)
     model_card = card.LABELLED_SECTIONS
 
     def check_flags(self, config, require) -> None:
