@@ -198,44 +198,6 @@ def _similarity(metrics: dict, predictions, calibration) -> list:
     ]
 
 
-def _nearest_negatives(metrics: dict, predictions, calibration) -> list:
-    from trainer.tasks.embedding import retrieval
-
-    groups = {
-        name: {"its pair": p.scores, "nearest other text": retrieval.nearest_negatives(p.vectors, p.labels)}
-        for name, p in predictions.items()
-    }
-    return [
-        (
-            "nearest_negatives.png",
-            "Cosine of each pair and of the nearest text that is not its pair",
-            figures.histograms(groups, "cosine to a pair's first text", "pairs"),
-            "For each pair's first text: the cosine to its own second text, and to the nearest "
-            "second text of the split that is none of its pairs: the further apart the two "
-            "histograms, the surer a search finds the pair first.",
-        )
-    ]
-
-
-def _nearest_classes(metrics: dict, predictions, calibration) -> list:
-    from trainer.tasks.embedding import classes
-
-    groups = {}
-    for name, p in predictions.items():
-        same, other = classes.nearest_by_class(p.vectors, p.labels)
-        groups[name] = {"nearest text of its class": same, "nearest of another class": other}
-    return [
-        (
-            "nearest_classes.png",
-            "Cosine of each text to its nearest text of its class and of another",
-            figures.histograms(groups, "cosine to each text", "texts"),
-            "For each text: the cosine to the nearest other text of its class, and to the nearest "
-            "text of another class: the further apart the two histograms, the more a text's "
-            "neighbours share its class (kNN accuracy counts the votes of the nearest five).",
-        )
-    ]
-
-
 FIGURES = {
     "confusion_matrices": _confusion_matrices,
     "per_class_scores": _per_class_scores,
@@ -246,8 +208,6 @@ FIGURES = {
     "entity_confusion": _entity_confusion,
     "entity_types": _entity_types,
     "similarity": _similarity,
-    "nearest_negatives": _nearest_negatives,
-    "nearest_classes": _nearest_classes,
 }
 
 
@@ -270,6 +230,10 @@ def render_figures(metrics: dict, config, history: pd.DataFrame, predictions, ca
         )
     ]
     own = [figure for kind in task.figures for figure in FIGURES[kind](metrics, predictions, calibration)]
+    own += [
+        (h["file"], h["title"], figures.histograms(h["groups"], h["panel"], h["counted"]), h["note"])
+        for h in task.cosine_histograms(predictions)
+    ]
     return out + own + precision_recall.figures(metrics, predictions, task)
 
 

@@ -375,6 +375,12 @@ class Task(abc.ABC):
     # --- The report -----------------------------------------------------------------------------
     figures: Sequence[str] = ()  # the report's figures after the learning curves (kinds, in order)
 
+    def cosine_histograms(self, predictions) -> list:
+        """The report's histograms of cosines, for a kind whose model places texts in a space:
+        [{"file", "title", "groups": {split: {group: [N] cosines}}, "panel" (each panel's
+        title), "counted" (what a bar counts), "note"}], drawn by trainer.reporting; none here."""
+        return []
+
     def nearest_neighbours(self, predictions) -> list:
         """The report's section of a few texts and the texts nearest them, for a kind whose
         model places texts in a space (embeddings: tasks/embedding/neighbours.py); none here."""

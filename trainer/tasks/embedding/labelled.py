@@ -25,7 +25,7 @@ class LabelledTexts(ClassLabels, ScoredPairs):
     agreement_metric = "knn_accuracy"
     error_columns = ["split", "rank", "true_label", "neighbours_label", "agreeing", "text"]
     errors_description = "texts whose nearest other texts are least of their class"
-    figures = ("nearest_classes",)
+    figures = ()
     model_card = card.LABELLED_SECTIONS
 
     def check_flags(self, config, require) -> None:
@@ -83,6 +83,28 @@ class LabelledTexts(ClassLabels, ScoredPairs):
 
         vectors = classes.single(outputs).astype(np.float32)[:, np.newaxis]
         return SplitPredictions(texts, np.asarray(labels), None, None, vectors=vectors)
+
+    def cosine_histograms(self, predictions) -> list:
+        """Each text's cosine to its nearest text of its class beside that to its nearest of
+        another (classes.nearest_by_class)."""
+        from trainer.tasks.embedding import classes
+
+        groups = {}
+        for name, p in predictions.items():
+            same, other = classes.nearest_by_class(p.vectors, p.labels)
+            groups[name] = {"nearest text of its class": same, "nearest of another class": other}
+        return [
+            {
+                "file": "nearest_classes.png",
+                "title": "Cosine of each text to its nearest text of its class and of another",
+                "groups": groups,
+                "panel": "cosine to each text",
+                "counted": "texts",
+                "note": "For each text: the cosine to the nearest other text of its class, and to the "
+                "nearest text of another class: the further apart the two histograms, the more a "
+                "text's neighbours share its class (kNN accuracy counts the votes of the nearest five).",
+            }
+        ]
 
     def error_measure(self, predictions, names) -> tuple:
         """1 - the share of a text's nearest other texts (classes.K) of its class; worst first."""

@@ -31,7 +31,7 @@ class UnscoredPairs(ScoredPairs):
     agreement_metric = "mrr_at_10"
     error_columns = ["split", "rank", "positive_rank", "cosine", "text"]
     errors_description = "pairs whose second text ranks lowest among the candidates for their first"
-    figures = ("nearest_negatives",)
+    figures = ()
     model_card = card.UNSCORED_SECTIONS
 
     # --- labels: the pair's two texts (and hard negative), as ids among the split's distinct texts
@@ -125,6 +125,28 @@ class UnscoredPairs(ScoredPairs):
         return SplitPredictions(
             texts, np.asarray(labels), None, None, scores=metrics.pair_cosines(outputs), pairs=pairs, vectors=vectors
         )
+
+    def cosine_histograms(self, predictions) -> list:
+        """Each pair's cosine beside its first text's to the nearest second text of the split
+        that is none of its pairs (retrieval.nearest_negatives)."""
+        from trainer.tasks.embedding import retrieval
+
+        groups = {
+            name: {"its pair": p.scores, "nearest other text": retrieval.nearest_negatives(p.vectors, p.labels)}
+            for name, p in predictions.items()
+        }
+        return [
+            {
+                "file": "nearest_negatives.png",
+                "title": "Cosine of each pair and of the nearest text that is not its pair",
+                "groups": groups,
+                "panel": "cosine to a pair's first text",
+                "counted": "pairs",
+                "note": "For each pair's first text: the cosine to its own second text, and to the nearest "
+                "second text of the split that is none of its pairs: the further apart the two "
+                "histograms, the surer a search finds the pair first.",
+            }
+        ]
 
     def error_measure(self, predictions, names) -> tuple:
         """positive_rank: where a pair's second text ranks among the split's candidates for its
