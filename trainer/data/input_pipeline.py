@@ -220,28 +220,24 @@ def _packed_sides(preprocessor, segments: list, long_texts: LongTexts):
     longest side's (a side longer than --max-seq-length, or its windows, is what was cut)."""
     if len(segments) != long_texts.sides:
         raise ValueError(f"{len(segments)} texts per row packed as {long_texts.sides} sides")
-    word_ids, type_ids = [], []
-    for side, segment in enumerate(segments):
-        ids, mask = _side_tokens(preprocessor, segment, long_texts)
-        word_ids.append(tf.ragged.boolean_mask(ids, mask))
-        type_ids.append(tf.ragged.boolean_mask(tf.fill(tf.shape(ids), side), mask))
+    word_ids = [_side_tokens(preprocessor, segment, long_texts) for segment in segments]
+    type_ids = [ids.with_flat_values(tf.fill(tf.shape(ids.flat_values), side)) for side, ids in enumerate(word_ids)]
     word_ids, type_ids = tf.concat(word_ids, axis=1), tf.concat(type_ids, axis=1)
     full = tf.reduce_max(tf.stack([_full_lengths(preprocessor, [s]) for s in segments]), axis=0)
     return word_ids.flat_values, type_ids.flat_values, tf.cast(word_ids.row_lengths(), tf.int32), full
 
 
-def _side_tokens(preprocessor, segment, long_texts: LongTexts) -> tuple:
-    """(word ids [B, T] int32, real-token mask [B, T]) of one side's texts packed alone: with
-    windows, each text's windows one after another (all but its last are seq_length tokens
-    long, so a side padded to whole windows lines them up again)."""
+def _side_tokens(preprocessor, segment, long_texts: LongTexts) -> tf.RaggedTensor:
+    """The real token ids [B, (tokens)] int32 of one side's texts packed alone: with windows,
+    each text's windows one after another (all but its last are seq_length tokens long, so a
+    side padded to whole windows lines them up again)."""
     if long_texts.mode != "windows":
-        features = preprocessor.bert_pack_inputs(cut(preprocessor, [segment], long_texts))
-        return tf.cast(features["input_word_ids"], tf.int32), tf.cast(features["input_mask"], tf.bool)
-    features, counts = _packed_windows(preprocessor, [segment], long_texts)
-    by_text = lambda t: tf.RaggedTensor.from_row_lengths(t, counts).merge_dims(1, 2)  # noqa: E731
+        features, counts = preprocessor.bert_pack_inputs(cut(preprocessor, [segment], long_texts)), None
+    else:
+        features, counts = _packed_windows(preprocessor, [segment], long_texts)
     mask = tf.cast(features["input_mask"], tf.bool)
-    ids = by_text(tf.ragged.boolean_mask(tf.cast(features["input_word_ids"], tf.int32), mask))
-    return ids.to_tensor(0), tf.sequence_mask(ids.row_lengths())
+    ids = tf.ragged.boolean_mask(tf.cast(features["input_word_ids"], tf.int32), mask)
+    return ids if counts is None else tf.RaggedTensor.from_row_lengths(ids, counts).merge_dims(1, 2)
 
 
 def _full_lengths(preprocessor, segments) -> tf.Tensor:

@@ -128,7 +128,7 @@ class Task(abc.ABC):
             config.data.negative_column is None or self.hard_negatives,
             "--negative-column",
             "needs pairs without a score (--task embedding, --loss multiple-negatives), not "
-            + (f"--loss {config.train.loss}" if self.nests_dims else f"--task {self.name}"),
+            + (f"--loss {config.train.loss}" if self.losses else f"--task {self.name}"),
         )
         loss = config.train.loss
         require(
