@@ -50,12 +50,19 @@ def test_whole_new_sentences_are_not_counted():
     assert leakage.find_contained(official_dev, [SENTENCE, "a charming and often affecting"]).count == 0
 
 
-def test_the_count_takes_under_a_second_of_cpu_on_100000_training_rows():
+def test_the_count_costs_a_few_reads_of_the_training_words_on_100000_rows():
+    """Linear in the training words, measured as a ratio to splitting them into words once on
+    this thread (CI's machines differ in speed; a comparison of every held-out text with every
+    training row would cost hundreds of reads)."""
     training = [f"row {i} of the training set says word{i % 997} and word{i % 991} twice" for i in range(100_000)]
     wanted = [f"of the training set says word{i} and" for i in range(1_000)]
-    start = time.process_time()
+    start = time.thread_time()
+    for text in training:
+        leakage.words(text)
+    one_read = time.thread_time() - start
+    start = time.thread_time()
     found = leakage.find_contained(wanted, training)
-    assert time.process_time() - start < 1.0
+    assert time.thread_time() - start < 6 * one_read
     assert found.count == 997
 
 
