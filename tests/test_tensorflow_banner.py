@@ -30,6 +30,7 @@ def test_a_first_import_of_tensorflow_anywhere_prints_no_start_up_lines(first_im
     assert not [line for line in printed.splitlines() if any(mark in line for mark in BANNER)]
 
 
+@pytest.mark.slow  # a fresh process importing TensorFlow (CI's slow line)
 def test_verbose_shows_everything_tensorflow_prints():
     printed = stderr_of("import trainer\ntrainer.import_tensorflow(verbose=True)")
     assert "absl::InitializeLog" in printed

@@ -85,6 +85,7 @@ def test_a_binary_export_is_scored_at_its_temperature_and_threshold(encoder, tmp
     assert "labelled.csv: loss" in stdout and "accuracy 0.7500" in stdout
 
 
+@pytest.mark.slow  # an export written and scored through a fresh process (CI's slow line)
 def test_a_multi_label_export_is_scored_at_its_thresholds(encoder, tmp_path):
     """Probabilities (0.73, 0.27, 0.5) against thresholds (0.8, 0.2, 0.5): every row gets b|c."""
     model_dir = constant_export(
@@ -108,6 +109,7 @@ def test_a_multi_label_export_is_scored_at_its_thresholds(encoder, tmp_path):
     )
 
 
+@pytest.mark.slow  # an export written and scored through a fresh process (CI's slow line)
 def test_a_regression_exports_loss_is_in_its_training_labels_standard_deviations(encoder, tmp_path):
     """A score of 3 for every text against 1, 2, 4, 5: MSE 2.5, and the loss, as the run measured
     it, 2.5 / 2² with its training labels' standard deviation 2 (which the export keeps)."""
@@ -124,6 +126,7 @@ def test_a_regression_exports_loss_is_in_its_training_labels_standard_deviations
     assert written["decisions"]["label_scale"] == [3.0, 2.0]
 
 
+@pytest.mark.slow  # an export written and scored through a fresh process (CI's slow line)
 def test_a_pair_model_reads_both_texts_of_each_row(encoder, tmp_path):
     model_dir = constant_export(encoder, tmp_path / "model", [2.0, 0.0], label_names=["same", "other"], pair=True)
     source = write_csv(

@@ -28,6 +28,7 @@ def reported(tiny_encoder_dir, tiny_data, tmp_path_factory):
     return job_dir, result
 
 
+@pytest.mark.slow  # a run trained and reported for it (CI's slow line)
 def test_report_writes_the_page_the_figures_the_errors_and_the_card(reported):
     job_dir, result = reported
     for name in ("report.html", "errors.csv", "MODEL_CARD.md", *(f"report/{f}" for f in FIGURES)):
@@ -35,6 +36,7 @@ def test_report_writes_the_page_the_figures_the_errors_and_the_card(reported):
     assert "Traceback" not in result.stderr and "WARNING" not in result.stdout
 
 
+@pytest.mark.slow  # a run trained and reported for it (CI's slow line)
 @pytest.mark.parametrize("figure", FIGURES)
 def test_every_figure_is_a_non_blank_image(reported, figure):
     pixels = mpimg.imread(reported[0] / "report" / figure)
@@ -61,6 +63,7 @@ def exported_losses(job_dir, path):
     )
 
 
+@pytest.mark.slow  # a run trained and reported for it (CI's slow line)
 @pytest.mark.parametrize("split", ["validation", "test"])
 def test_errors_csv_holds_the_highest_loss_errors_then_the_least_confident_correct_rows(reported, tiny_data, split):
     """Issue #23, 7: errors only, then (asked for) correct rows, each marked as such."""
@@ -77,6 +80,7 @@ def test_errors_csv_holds_the_highest_loss_errors_then_the_least_confident_corre
         assert wrong[i] == (row["outcome"] == "error")
 
 
+@pytest.mark.slow  # a run trained and reported for it (CI's slow line)
 def test_model_card_reports_the_runs_test_metrics(reported):
     job_dir = reported[0]
     metrics = json.loads((job_dir / "metrics.json").read_text())
@@ -117,6 +121,7 @@ def test_the_report_uses_the_temperature_the_run_recorded(reported, tmp_path):
     assert "T = 2.345" in (job_dir / "report.html").read_text()
 
 
+@pytest.mark.slow  # a run trained and reported for it (CI's slow line)
 def test_the_run_builds_its_report_before_writing_metrics_json(reported, tmp_path):
     """The training run's last stage: the report from the metrics it is about to write, so a
     run killed in between never looks finished without its report."""
@@ -217,6 +222,7 @@ def browser(tmp_path):
     driver.quit()
 
 
+@pytest.mark.slow  # a run trained and reported for it (CI's slow line)
 def test_report_html_renders_in_a_browser_with_every_image_and_no_console_error(reported, browser):
     browser.get((reported[0] / "report.html").as_uri())
     images = browser.execute_script(

@@ -318,7 +318,8 @@ def test_readmes_quick_start_installs_into_a_virtualenv_and_names_python():
     assert "PYTHON=/path/to/python bash scripts/install.sh" in quick_start
 
 
-@pytest.mark.parametrize("separator", [[], pytest.param(["--"], marks=pytest.mark.slow)])  # CI's slow line
+@pytest.mark.slow  # a tuning job and a GPU job printed through bash and Python (CI's slow line)
+@pytest.mark.parametrize("separator", [[], ["--"]])
 def test_cloud_scripts_take_trainer_flags_with_or_without_a_leading_separator(separator):
     """lib.sh's `submit`, which every cloud script ends in, drops the separator (the tuning
     script's own test passes trainer flags through it too)."""

@@ -298,7 +298,7 @@ def tokenize(
     dataset = (
         tf.data.Dataset.from_tensor_slices(slices)
         .batch(_TOKENIZE_BATCH)
-        .map(pack, num_parallel_calls=tf.data.AUTOTUNE)
+        .map(tf.autograph.experimental.do_not_convert(pack), num_parallel_calls=tf.data.AUTOTUNE)
         .prefetch(tf.data.AUTOTUNE)
     )
     meter, done = progress.Progress("tokenized", log_every_seconds, total=n), 0

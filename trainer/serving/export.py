@@ -81,7 +81,9 @@ class ServingModule(tf.Module):
             texts.append(tf.TensorSpec([None], tf.string, name="text_pair"))
         # The signature's two halves, saved as functions of their own: batch prediction
         # (trainer.inference.loaded_model) tokenizes first, to batch texts of equal token counts.
-        self.tokenize = tf.function(self._tokenize, input_signature=texts)
+        # Traced as written: AutoGraph has nothing to convert in packing, and converting TF-Text's
+        # functions cost seconds of every export and every process loading one's tokenizer.
+        self.tokenize = tf.function(self._tokenize, input_signature=texts, autograph=False)
         self.predict_tokens = tf.function(
             self._predict_tokens,
             input_signature=[{name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_KEYS}],

@@ -159,6 +159,7 @@ def test_a_short_texts_answer_is_its_own_beside_a_long_one(module):
     assert beside["word_tags"].shape[1] == 40  # the batch's outputs widen to its most words
 
 
+@pytest.mark.slow  # a second traced module, exported and run (CI's slow line)
 def test_a_long_texts_last_entity_is_found_at_its_offsets(persons):
     """Issue #64: a 155-word text came back with 63 tags, its last entity never looked at."""
     text = text_of(154) + " Zoë"
@@ -199,6 +200,7 @@ LONG = text_of(154) + " Zoë"
 TEXTS = [LONG, "good \u200d movie", "a\x00b"]
 
 
+@pytest.mark.slow  # a second traced module, exported and run (CI's slow line)
 def test_predict_writes_every_word_with_its_offsets_and_tag_in_one_csv_column(persons_dir, tmp_path):
     import pandas as pd
 
@@ -227,6 +229,7 @@ def test_predict_writes_every_word_with_its_offsets_and_tag_in_one_csv_column(pe
     assert json.loads(rows["entities"][0])[-1]["text"] == "Zoë"
 
 
+@pytest.mark.slow  # a second traced module, exported and run (CI's slow line)
 def test_the_servers_answers_hold_the_same_words_and_entities(persons_dir):
     """trainer.serve's batch function (predict_instances), on the export as loaded."""
     from trainer.serving import export, protocol

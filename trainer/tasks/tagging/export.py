@@ -64,9 +64,12 @@ class TaggingModule(tf.Module):
         self.serve = tf.function(self._serve, input_signature=[text])
         # serve's two halves, for a copy whose tagger runs elsewhere (the int8 one: LiteRT,
         # trainer.serving.tflite): the words and their windows, and the answers of the logits.
-        self.tokenize = tf.function(self._tokenize, input_signature=[text])
+        # Both traced as written (explicit TensorFlow ops, nothing for AutoGraph to convert):
+        # converting TF-Text's functions cost seconds of every export and of every load.
+        self.tokenize = tf.function(self._tokenize, input_signature=[text], autograph=False)
         self.outputs = tf.function(
             self._outputs,
+            autograph=False,
             input_signature=[
                 text,
                 tf.TensorSpec([None, None, len(tag_names)], tf.float32, name="logits"),

@@ -82,7 +82,9 @@ def packer(preprocessor, seq_length: int):
     """word_pieces.pack_words as one traced function, whatever a batch's number of sentences
     (its ragged ops take seconds to trace: a split's last, shorter batch traced it again)."""
     words = tf.RaggedTensorSpec([None, None], tf.string, ragged_rank=1, row_splits_dtype=tf.int64)
-    return tf.function(lambda words: pack_words(preprocessor, words, seq_length), input_signature=[words])
+    return tf.function(
+        lambda words: pack_words(preprocessor, words, seq_length), input_signature=[words], autograph=False
+    )
 
 
 def aligned_labels(positions: np.ndarray, values: np.ndarray, seq_length: int) -> np.ndarray:
