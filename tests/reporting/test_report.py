@@ -162,6 +162,7 @@ def test_help_answers_without_importing_tensorflow():
     assert "tensorflow" not in result.stderr
 
 
+@pytest.mark.slow  # an export traced for it (CI's slow line)
 def test_a_calibrated_export_divides_its_logits_by_the_temperature(tiny_encoder_dir, tmp_path):
     import tensorflow as tf
 
