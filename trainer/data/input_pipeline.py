@@ -467,7 +467,8 @@ def label_groups(examples: tf.data.Dataset, size: int) -> tf.data.Dataset:
     as sentence-transformers' GroupByLabelBatchSampler, but seeded per epoch like the rest).
     Length buckets would split the runs: a Batching with rows_per_label pads each batch alone."""
     return examples.group_by_window(
-        key_func=lambda features, label, weight: tf.cast(tf.reshape(label, []), tf.int64),
+        # A label's first value: the class, also of a distilled row's packed targets (-1 unlabelled).
+        key_func=lambda features, label, weight: tf.cast(tf.reshape(label, [-1])[0], tf.int64),
         reduce_func=lambda _, rows: rows,
         window_size=size,
     )

@@ -3,7 +3,9 @@
 The one path of both teachers: `--teacher-probabilities FILE` is read as given, and a
 `--teacher MODEL_DIR` first writes such a file (trainer.training.teacher). Its columns are the
 training file's text (and pair) columns, found by name as in every other file, and the columns
-`trainer.predict` writes: `probability_<label>` per class or label, or `predicted_score`.
+`trainer.predict` writes: `probability_<label>` per class or label, `predicted_score`, or an
+embedding model's vectors (`embedding`, and `pair_embedding` of a pair's second text: a JSON
+list in one column).
 
 Rows are matched by their text's hash (trainer.data.leakage.text_hashes), so the file may hold
 its rows in any order, more rows than the run needs, and a text twice (its first row counts).
@@ -23,6 +25,7 @@ FLAG = "--teacher-probabilities"
 CHUNK_ROWS = 50_000
 # The columns of trainer.predict's output that hold a model's outputs, by their prefix or name.
 OUTPUT_PREFIX, SCORE_COLUMN = "probability_", "predicted_score"
+VECTOR_COLUMNS = ("embedding", "pair_embedding")  # a vector per cell, its numbers side by side in `values`
 
 
 @dataclasses.dataclass
@@ -31,7 +34,7 @@ class TeacherFile:
 
     source: str
     hashes: np.ndarray  # uint64, ascending, distinct
-    values: np.ndarray  # float64 [rows, outputs], in the order of the columns asked for
+    values: np.ndarray  # float64 [rows, outputs], in the order of the columns asked for (a vector's all its numbers)
     files: list  # the paths of the file's parts
     where: np.ndarray  # int64 [rows, 2]: (index in `files`, line) of each row, for messages
 
@@ -47,7 +50,7 @@ class TeacherFile:
 
 def output_columns(columns: Sequence[str]) -> list:
     """The columns of a file that hold a teacher's outputs."""
-    return [c for c in columns if str(c).startswith(OUTPUT_PREFIX) or c == SCORE_COLUMN]
+    return [c for c in columns if str(c).startswith(OUTPUT_PREFIX) or c in (SCORE_COLUMN, *VECTOR_COLUMNS)]
 
 
 def read(
@@ -69,7 +72,7 @@ def read(
             _check_columns(frame, path, used, wanted, flag)
             files.append(path)
         hashes.append(leakage.text_hashes(frame, used))
-        values.append(_numbers(frame, wanted))
+        values.append(_numbers(frame, wanted, flag))
         where.append(np.stack([np.full(len(frame), files.index(path)), frame["_row"].to_numpy(np.int64)], axis=1))
     hashes = np.concatenate(hashes)
     distinct, first = np.unique(hashes, return_index=True)  # sorted; a repeated text's first row
@@ -91,10 +94,36 @@ def _check_columns(frame, path: str, used: list, wanted: Sequence[str], flag: st
         )
 
 
-def _numbers(frame, columns: Sequence[str]) -> np.ndarray:
+def _numbers(frame, columns: Sequence[str], flag: str) -> np.ndarray:
+    """float64 [rows, outputs]: a number column's numbers (NaN where a cell is none: match
+    names its row), a vector column's lists side by side."""
     import pandas as pd
 
-    return np.stack([pd.to_numeric(frame[c], errors="coerce").to_numpy(np.float64) for c in columns], axis=1)
+    parts = [
+        _vectors(frame, c, flag) if c in VECTOR_COLUMNS else pd.to_numeric(frame[c], errors="coerce").to_numpy(np.float64)[:, None]
+        for c in columns
+    ]
+    return np.concatenate(parts, axis=1)
+
+
+def _vectors(frame, column: str, flag: str) -> np.ndarray:
+    """float64 [rows, width] of a column of vectors: JSON lists in a CSV cell (trainer.predict's),
+    or lists as a JSON Lines file holds them. A cell that is not a list of numbers, or a list of
+    another length than the first row's, is named by its file and line."""
+    import json
+
+    rows = []
+    for cell, path, line in zip(frame[column], frame["_file"], frame["_row"]):
+        try:
+            vector = json.loads(cell) if isinstance(cell, str) else cell
+            row = np.asarray(vector, np.float64)
+        except (TypeError, ValueError):
+            row = None
+        if row is None or row.ndim != 1 or (rows and len(row) != len(rows[0])):
+            wanted = f"a list of {len(rows[0])} numbers" if rows else "a list of numbers"
+            raise UserError(f"{flag}: {path} line {line}: column {column!r} holds {str(cell)[:40]!r}, not {wanted}")
+        rows.append(row)
+    return np.stack(rows) if rows else np.zeros([0, 0])
 
 
 def match(

@@ -38,6 +38,11 @@ class ScoredPairs(ScoreLabels, TextTask):
     errors_description = "pairs whose cosine is ranked furthest from their score's rank"
     model_card = card.SECTIONS
 
+    def __init__(self):
+        from trainer.tasks.embedding.teacher import VectorDistillation
+
+        self.distillation = VectorDistillation(self)
+
     def learning_rate(self, by_width: float, hidden_size: int) -> float:
         """sentence-transformers' rate, whatever the width: the encoder's vectors are already
         what the task wants, and a classifier's rate unlearns them (bench/embedding.py on STS-B,

@@ -42,7 +42,7 @@ class Sides(Texts):
         """Every split into the token cache, each text of a pair packed alone: a row is its two
         texts' tokens (three with a hard negative) one after the other, each cut at
         --max-seq-length (or read in windows: --long-texts windows) on its own."""
-        from trainer.data import token_cache
+        from trainer.data import splits, token_cache, transfer
 
         packing = dataclasses.replace(long_texts, sides=len(datasets.text_columns()))
         limit = config.data.max_seq_length
@@ -55,6 +55,9 @@ class Sides(Texts):
             build=build,
             long_texts=packing,
         )
+        # The unlabeled rows (--unlabeled-file, a teacher's) are trained on, never evaluated.
+        unlabeled = tokenized.pop(splits.UNLABELED, None)
+        training = transfer.TransferSplit((tokenized["train"], unlabeled)) if unlabeled else None
         truncated = {name: int((split.full_lengths > limit).sum()) for name, split in tokenized.items()}
         train = tokenized["train"]
         row = ("text", "pair", "triplet")[packing.sides - 1]
@@ -74,7 +77,7 @@ class Sides(Texts):
                 limit,
                 ", ".join(f"{name} {count:,} of {len(tokenized[name]):,}" for name, count in truncated.items()),
             )
-        return Tokens(tokenized, None, truncated, teacher_validation, packing=packing)
+        return Tokens(tokenized, training, truncated, teacher_validation, packing=packing)
 
     def model(self, network, units: int, config, pooling: str, task, windows):
         from trainer.modeling import heads
@@ -84,6 +87,7 @@ class Sides(Texts):
         width = encoder.output_shape[-1]
         if task.dims and task.dims[0] > width:
             raise UserError(f"--embedding-dims: {task.dims[0]} is more than the encoder's {width}-wide vectors")
+        task.distillation.check_width(task.dims[0] if task.dims else width)
         # A pair's hard negative (--negative-column) is one more side of its row.
         sides = task.sides + (config.data.negative_column is not None)
         return model.build_bi_encoder(encoder, sides, windows[0] if windows else None)
