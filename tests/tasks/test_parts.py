@@ -23,7 +23,7 @@ HELD = {
     "regression": {"explanations", "distillation"},
     "multi-label": {"operating_point", "label_issues", "explanations", "distillation"},
     "token-classification": {"distillation"},
-    "embedding": set(),
+    "embedding": {"distillation"},
 }
 
 

@@ -100,7 +100,9 @@ def _numbers(frame, columns: Sequence[str], flag: str) -> np.ndarray:
     import pandas as pd
 
     parts = [
-        _vectors(frame, c, flag) if c in VECTOR_COLUMNS else pd.to_numeric(frame[c], errors="coerce").to_numpy(np.float64)[:, None]
+        _vectors(frame, c, flag)
+        if c in VECTOR_COLUMNS
+        else pd.to_numeric(frame[c], errors="coerce").to_numpy(np.float64)[:, None]
         for c in columns
     ]
     return np.concatenate(parts, axis=1)
