@@ -1,0 +1,152 @@
+"""Benchmark (issue 68, item 5): an embedding student learning a larger model's vectors, against
+the same student trained alone, one run on one machine.
+
+    python bench/embedding_distill.py [--epochs 4] [--layers 3] [--publish]
+
+- the pairs: bench/embedding.py's split of the shared STS-B training pairs
+  (bench/embedding_reference.py's: no validation sentence occurs in a training pair);
+- the teacher: all-mpnet-base-v2 (bench/mpnet_weights.py, 768 numbers a vector), as
+  sentence-transformers encodes it, untrained here: the unit vector of every training and
+  validation sentence, written as trainer.predict writes an embedding model's pairs (`embedding`,
+  `pair_embedding`) and given as --teacher-probabilities (docs/distillation.md: a file from any
+  system); its own validation Spearman is the score a student can close in on;
+- the students: the default encoder (all-MiniLM-L6-v2, 384 numbers) cut to --layers layers
+  (--encoder-layers), `--task embedding` on the training pairs, --epochs at batch 16, once alone
+  and once with the teacher's vectors (--distill-alpha 0.5, the default: half CoSENT, half the
+  distance to the teacher's vectors in their 384 leading principal axes);
+- the score: Spearman of each student's cosines on the validation pairs (the epoch each keeps,
+  the best on validation, as a user's run does) and the share of the gap to the teacher the
+  teacher's vectors closed.
+
+Each run is kept under bench/work/embedding_distill/ and reused by a rerun on the same CPU.
+Nothing else should run meanwhile.
+"""
+
+import argparse
+import csv
+import json
+import os
+import sys
+
+import embedding_reference
+import mpnet_weights
+from common import WORK, add_publish_flag, kept_here, log, printed, publish, table, train_once, write_json
+from embedding import STSB
+
+HERE = os.path.join(WORK, "embedding_distill")
+
+
+def split() -> tuple:
+    """(training file, validation file) of bench/embedding.py's split (written now if absent)."""
+    args = embedding_reference.arguments(["--encoder", "-", "--train", STSB, "--output", "-"])
+    args.split_dir = os.path.join(WORK, "embedding")
+    train_file, validation_file, _ = embedding_reference.split(args)
+    return train_file, validation_file
+
+
+def pairs_of(path: str) -> list:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def teacher_file(files: tuple) -> dict:
+    """all-mpnet-base-v2's vectors of both files' sentences, in one CSV as trainer.predict writes
+    an embedding model's pairs; and the teacher's own validation Spearman."""
+    output = os.path.join(HERE, "teacher.csv")
+    facts_path = os.path.join(HERE, "teacher.json")
+    kept_here(output)
+    if not os.path.exists(facts_path):
+        import numpy as np
+        from scipy.stats import spearmanr
+
+        model, _ = embedding_reference.sentence_model(mpnet_weights.fetch(), None)
+        rows = [row for path in files for row in pairs_of(path)]
+        sentences = sorted({row[c] for row in rows for c in ("sentence1", "sentence2")})
+        log(f"teacher: all-mpnet-base-v2 encodes {len(sentences):,} sentences")
+        vectors = dict(zip(sentences, model.encode(sentences, batch_size=32, normalize_embeddings=True)))
+        with open(output + ".partial", "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(["sentence1", "sentence2", "embedding", "pair_embedding"])
+            for row in rows:
+                pair = [json.dumps([round(float(x), 6) for x in vectors[row[c]]]) for c in ("sentence1", "sentence2")]
+                writer.writerow([row["sentence1"], row["sentence2"], *pair])
+        os.replace(output + ".partial", output)
+        validation = pairs_of(files[1])
+        cosines = [float(np.dot(vectors[r["sentence1"]], vectors[r["sentence2"]])) for r in validation]
+        score = spearmanr(cosines, [float(r["score"]) for r in validation]).statistic
+        write_json(facts_path, {"sentences": len(sentences), "validation_spearman": float(score)})
+    with open(facts_path) as f:
+        return {**json.load(f), "file": output}
+
+
+def student(args, files: tuple, teacher: str | None) -> dict:
+    name = f"student-{args.layers}-{args.epochs}" + ("-taught" if teacher else "-alone")
+    flags = ["--task", "embedding", "--training-file", files[0], "--validation-file", files[1]]
+    flags += ["--encoder-layers", str(args.layers), "--epochs", str(args.epochs), "--batch-size", "16"]
+    if teacher:
+        flags += ["--teacher-probabilities", teacher]
+    log(f"student: {args.layers} layers, {args.epochs} epochs{', with the teacher' if teacher else ', alone'}")
+    metrics = train_once(os.path.join(HERE, name), flags)
+    return {
+        "zero_shot": metrics["zero_shot"]["validation"]["spearman"],
+        "spearman": metrics["validation"]["spearman"],
+        "best_epoch": metrics["best_epoch"],
+        "train_seconds": metrics["durations"]["train"],
+    }
+
+
+def compare(teacher_spearman: float, alone: dict, taught: dict) -> dict:
+    """The students' scores beside the teacher's: the points the teacher's vectors added, and
+    their share of the student's gap to the teacher (None when the student alone is not below)."""
+    gap = teacher_spearman - alone["spearman"]
+    points = taught["spearman"] - alone["spearman"]
+    return {
+        "teacher_spearman": teacher_spearman,
+        "alone": alone,
+        "taught": taught,
+        "points": 100 * points,
+        "gap_closed": points / gap if gap > 0 else None,
+    }
+
+
+def report(result: dict) -> None:
+    r = result
+    print(f"\nSTS-B split: {r['train_pairs']:,} training pairs, {r['validation_pairs']:,} validation pairs")
+    rows = [["teacher: all-mpnet-base-v2 (untrained here)", "", f"{r['teacher_spearman']:.4f}", ""]]
+    for key, side in (("alone", "student alone"), ("taught", "student with the teacher's vectors")):
+        s = r[key]
+        rows.append(
+            [
+                f"{side}, {r['layers']} layers",
+                f"{s['zero_shot']:.4f}",
+                f"{s['spearman']:.4f}",
+                f"{s['train_seconds']:.0f}",
+            ]
+        )
+    print(table(rows, ["model", "zero-shot", "spearman", "train s"]))
+    closed = "" if r["gap_closed"] is None else f", {100 * r['gap_closed']:.0f}% of the student's gap to the teacher"
+    print(f"the teacher's vectors: {r['points']:+.2f} points of Spearman{closed}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--layers", type=int, default=3)
+    add_publish_flag(parser)
+    args = parser.parse_args(argv)
+    os.makedirs(HERE, exist_ok=True)
+    files = split()
+    teacher = teacher_file(files)
+    alone, taught = student(args, files, None), student(args, files, teacher["file"])
+    with printed() as text:
+        result = compare(teacher["validation_spearman"], alone, taught)
+        result.update(layers=args.layers, epochs=args.epochs)
+        result.update(train_pairs=len(pairs_of(files[0])), validation_pairs=len(pairs_of(files[1])))
+        report(result)
+    if args.publish:
+        log(f"Results: {publish('embedding_distill', {'result': result}, text.getvalue())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
