@@ -276,8 +276,9 @@ class DistillationConfig:
         "local or gs://), with the text (and pair) columns and the columns trainer.predict "
         "writes: probability_<label> per class or label, predicted_score for regression, "
         "embedding (and pair_embedding) for embeddings; for a tagger, JSON Lines of each "
-        "sentence's tokens and its words' tag probabilities (docs/distillation.md). How an LLM's or any other system's labels "
-        "come in. Every training and unlabeled text must have a row.",
+        "sentence's tokens and its words' tag probabilities (docs/distillation.md). How an "
+        "LLM's or any other system's labels come in. Every training and unlabeled text must "
+        "have a row.",
     )
     unlabeled_file: str | None = _flag(
         None,
