@@ -3,9 +3,8 @@
 The one path of both teachers: `--teacher-probabilities FILE` is read as given, and a
 `--teacher MODEL_DIR` first writes such a file (trainer.training.teacher). Its columns are the
 training file's text (and pair) columns, found by name as in every other file, and the columns
-`trainer.predict` writes: `probability_<label>` per class or label, `predicted_score`, or an
-embedding model's vectors (`embedding`, and `pair_embedding` of a pair's second text: a JSON
-list in one column).
+`trainer.predict` writes: `probability_<label>` per class or label, `predicted_score`, or the
+columns a kind's distillation part names (an embedding model's vectors: a JSON list in a cell).
 
 Rows are matched by their text's hash (trainer.data.leakage.text_hashes), so the file may hold
 its rows in any order, more rows than the run needs, and a text twice (its first row counts).
@@ -25,7 +24,6 @@ FLAG = "--teacher-probabilities"
 CHUNK_ROWS = 50_000
 # The columns of trainer.predict's output that hold a model's outputs, by their prefix or name.
 OUTPUT_PREFIX, SCORE_COLUMN = "probability_", "predicted_score"
-VECTOR_COLUMNS = ("embedding", "pair_embedding")  # a vector per cell, its numbers side by side in `values`
 
 
 @dataclasses.dataclass
@@ -48,9 +46,10 @@ class TeacherFile:
         return f"{self.files[file]} line {line}"
 
 
-def output_columns(columns: Sequence[str]) -> list:
-    """The columns of a file that hold a teacher's outputs."""
-    return [c for c in columns if str(c).startswith(OUTPUT_PREFIX) or c in (SCORE_COLUMN, *VECTOR_COLUMNS)]
+def output_columns(columns: Sequence[str], wanted: Sequence[str] = ()) -> list:
+    """The columns of a file that hold a teacher's outputs: trainer.predict's probabilities and
+    score, and those of `wanted` (a kind's own, Distillation.columns) it has."""
+    return [c for c in columns if str(c).startswith(OUTPUT_PREFIX) or c == SCORE_COLUMN or c in wanted]
 
 
 def read(
@@ -86,7 +85,7 @@ def _check_columns(frame, path: str, used: list, wanted: Sequence[str], flag: st
         raise UserError(
             f"{flag}: {path} has no column {missing[0]!r} (the training data's text column); its columns are {columns}"
         )
-    found = output_columns(columns)
+    found = output_columns(columns, wanted)
     if sorted(found) != sorted(wanted):
         raise UserError(
             f"{flag}: {path} holds the teacher outputs {found}, but this run needs "
@@ -96,16 +95,22 @@ def _check_columns(frame, path: str, used: list, wanted: Sequence[str], flag: st
 
 def _numbers(frame, columns: Sequence[str], flag: str) -> np.ndarray:
     """float64 [rows, outputs]: a number column's numbers (NaN where a cell is none: match
-    names its row), a vector column's lists side by side."""
+    names its row), a column of vectors' (its first cell a list) side by side."""
     import pandas as pd
 
     parts = [
         _vectors(frame, c, flag)
-        if c in VECTOR_COLUMNS
+        if _holds_lists(frame[c])
         else pd.to_numeric(frame[c], errors="coerce").to_numpy(np.float64)[:, None]
         for c in columns
     ]
     return np.concatenate(parts, axis=1)
+
+
+def _holds_lists(cells) -> bool:
+    """A column of vectors: its first cell a list, or a JSON list as a CSV cell holds it."""
+    first = cells.iloc[0] if len(cells) else None
+    return isinstance(first, list) or (isinstance(first, str) and first.lstrip().startswith("["))
 
 
 def _vectors(frame, column: str, flag: str) -> np.ndarray:

@@ -148,6 +148,13 @@ def test_a_vector_cell_that_is_not_a_list_of_numbers_is_one_line_naming_its_line
         teacher_file.read(str(path), ["text"], ["embedding"])
 
 
+def test_a_classifiers_teacher_file_is_refused_by_an_embedding_run(tmp_path):
+    path = tmp_path / "teacher.csv"
+    path.write_text("text,probability_negative,probability_positive\nso good,0.1,0.9\n")
+    with pytest.raises(UserError, match=r"holds the teacher outputs \['probability_negative', 'probability_posi"):
+        teacher_file.read(str(path), ["text"], ["embedding"])
+
+
 # --- end to end -----------------------------------------------------------------------------------
 
 

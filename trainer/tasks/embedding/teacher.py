@@ -18,6 +18,7 @@ import numpy as np
 
 from trainer.tasks.parts import teacher_targets
 
+VECTOR_COLUMNS = ("embedding", "pair_embedding")  # trainer.predict's: a pair's first and second text's
 PCA_ROWS = 20_000  # teacher vectors the principal axes are fitted on (the recipe's 20,000 sentences)
 
 
@@ -32,8 +33,6 @@ class VectorDistillation(teacher_targets.Distillation):
     def columns(self, label_names) -> list:
         """trainer.predict's columns of an embedding model: each text's vector, and of a pair
         its second text's."""
-        from trainer.data.teacher_file import VECTOR_COLUMNS
-
         return list(VECTOR_COLUMNS[: self.sides])
 
     @property

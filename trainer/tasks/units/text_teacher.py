@@ -124,7 +124,7 @@ def _check_outputs(model, model_dir: str, datasets, wanted: list) -> None:
 
     frame = pd.DataFrame({"text": ["a"]})
     predict_file.add_predictions(frame, model, ["a"], 1, ["a"] if datasets.text_pair_column else None)
-    found = teacher_file.output_columns(frame.columns)
+    found = teacher_file.output_columns(frame.columns, wanted)
     if sorted(found) != sorted(wanted):
         raise UserError(
             f"--teacher: {model_dir} outputs {found}, but this run needs {list(wanted)}: "
