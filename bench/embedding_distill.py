@@ -38,7 +38,9 @@ HERE = os.path.join(WORK, "embedding_distill")
 
 def split() -> tuple:
     """(training file, validation file) of bench/embedding.py's split (written now if absent)."""
-    args = embedding_reference.arguments(["--encoder", "-", "--train", STSB, "--output", "-"])
+    from trainer.modeling.encoders.registry import packaged_default_dir
+
+    args = embedding_reference.arguments(["--encoder", packaged_default_dir(), "--train", STSB, "--output", "-"])
     args.split_dir = os.path.join(WORK, "embedding")
     train_file, validation_file, _ = embedding_reference.split(args)
     return train_file, validation_file
