@@ -1,22 +1,23 @@
-"""Benchmark (issue 68, item 5): an embedding student learning a larger model's vectors, against
-the same student trained alone, one run on one machine.
+"""Benchmark (issue 68, item 5): an embedding student learning a teacher's vectors, against the
+same student trained alone, one run on one machine.
 
     python bench/embedding_distill.py [--epochs 4] [--layers 3] [--publish]
 
 - the pairs: bench/embedding.py's split of the shared STS-B training pairs
   (bench/embedding_reference.py's: no validation sentence occurs in a training pair);
-- the teacher: all-mpnet-base-v2 (bench/mpnet_weights.py, 768 numbers a vector), as
-  sentence-transformers encodes it, untrained here: the unit vector of every training and
-  validation sentence, written as trainer.predict writes an embedding model's pairs (`embedding`,
-  `pair_embedding`) and given as --teacher-probabilities (docs/distillation.md: a file from any
-  system); its own validation Spearman is the score a student can close in on;
-- the students: the default encoder (all-MiniLM-L6-v2, 384 numbers) cut to --layers layers
-  (--encoder-layers), `--task embedding` on the training pairs, --epochs at batch 16, once alone
-  and once with the teacher's vectors (--distill-alpha 0.5, the default: half CoSENT, half the
-  distance to the teacher's vectors in their 384 leading principal axes);
+- two teachers: the default encoder fine-tuned on the training pairs (bench/embedding.py's run of
+  the trainer, 6 layers, its export given as --teacher: a user's own larger run), and
+  all-mpnet-base-v2 (bench/mpnet_weights.py, 768 numbers a vector) as sentence-transformers
+  encodes it, untrained here, its unit vector of every training and validation sentence written as
+  trainer.predict writes an embedding model's pairs and given as --teacher-probabilities (a file
+  from any system; the student learns its 384 leading principal axes); each teacher's own
+  validation Spearman is the score a student can close in on;
+- the students: the default encoder cut to --layers layers (--encoder-layers), `--task embedding`
+  on the training pairs, --epochs at batch 16, alone and with each teacher (--distill-alpha 0.5,
+  the default: half CoSENT, half the distance to the teacher's vectors);
 - the score: Spearman of each student's cosines on the validation pairs (the epoch each keeps,
-  the best on validation, as a user's run does) and the share of the gap to the teacher the
-  teacher's vectors closed.
+  the best on validation, as a user's run does), the points a teacher added and their share of
+  the student's gap to that teacher.
 
 Each run is kept under bench/work/embedding_distill/ and reused by a rerun on the same CPU.
 Nothing else should run meanwhile.
@@ -28,10 +29,10 @@ import json
 import os
 import sys
 
+import embedding
 import embedding_reference
 import mpnet_weights
 from common import WORK, add_publish_flag, kept_here, log, printed, publish, table, train_once, write_json
-from embedding import STSB
 
 HERE = os.path.join(WORK, "embedding_distill")
 
@@ -40,7 +41,9 @@ def split() -> tuple:
     """(training file, validation file) of bench/embedding.py's split (written now if absent)."""
     from trainer.modeling.encoders.registry import packaged_default_dir
 
-    args = embedding_reference.arguments(["--encoder", packaged_default_dir(), "--train", STSB, "--output", "-"])
+    args = embedding_reference.arguments(
+        ["--encoder", packaged_default_dir(), "--train", embedding.STSB, "--output", "-"]
+    )
     args.split_dir = os.path.join(WORK, "embedding")
     train_file, validation_file, _ = embedding_reference.split(args)
     return train_file, validation_file
@@ -51,7 +54,7 @@ def pairs_of(path: str) -> list:
         return list(csv.DictReader(f))
 
 
-def teacher_file(files: tuple) -> dict:
+def mpnet_teacher(files: tuple) -> dict:
     """all-mpnet-base-v2's vectors of both files' sentences, in one CSV as trainer.predict writes
     an embedding model's pairs; and the teacher's own validation Spearman."""
     output = os.path.join(HERE, "teacher.csv")
@@ -78,17 +81,30 @@ def teacher_file(files: tuple) -> dict:
         score = spearmanr(cosines, [float(r["score"]) for r in validation]).statistic
         write_json(facts_path, {"sentences": len(sentences), "validation_spearman": float(score)})
     with open(facts_path) as f:
-        return {**json.load(f), "file": output}
+        facts = json.load(f)
+    return {"flag": "--teacher-probabilities", "source": output, "spearman": facts["validation_spearman"]}
 
 
-def student(args, files: tuple, teacher: str | None) -> dict:
-    name = f"student-{args.layers}-{args.epochs}" + ("-taught" if teacher else "-alone")
+def fine_tuned_teacher(args, files: tuple) -> dict:
+    """bench/embedding.py's run of the trainer on the split (trained now if not kept)."""
+    run = embedding.trainer_side(
+        argparse.Namespace(epochs=args.epochs, batch_size=16), {"train_file": files[0], "validation_file": files[1]}
+    )
+    job = os.path.join(embedding.HERE, f"job-{args.epochs}-16")
+    return {
+        "flag": "--teacher",
+        "source": os.path.join(job, "model"),
+        "spearman": run["metrics"]["validation"]["spearman"],
+    }
+
+
+def student(args, files: tuple, name: str, teacher: dict | None) -> dict:
     flags = ["--task", "embedding", "--training-file", files[0], "--validation-file", files[1]]
     flags += ["--encoder-layers", str(args.layers), "--epochs", str(args.epochs), "--batch-size", "16"]
     if teacher:
-        flags += ["--teacher-probabilities", teacher]
-    log(f"student: {args.layers} layers, {args.epochs} epochs{', with the teacher' if teacher else ', alone'}")
-    metrics = train_once(os.path.join(HERE, name), flags)
+        flags += [teacher["flag"], teacher["source"]]
+    log(f"student: {args.layers} layers, {args.epochs} epochs, {name}")
+    metrics = train_once(os.path.join(HERE, f"student-{args.layers}-{args.epochs}-{name}"), flags)
     return {
         "zero_shot": metrics["zero_shot"]["validation"]["spearman"],
         "spearman": metrics["validation"]["spearman"],
@@ -98,36 +114,39 @@ def student(args, files: tuple, teacher: str | None) -> dict:
 
 
 def compare(teacher_spearman: float, alone: dict, taught: dict) -> dict:
-    """The students' scores beside the teacher's: the points the teacher's vectors added, and
-    their share of the student's gap to the teacher (None when the student alone is not below)."""
+    """A taught student beside the teacher and the student alone: the points the teacher added,
+    and their share of the student's gap to it (None when the student alone is not below)."""
     gap = teacher_spearman - alone["spearman"]
     points = taught["spearman"] - alone["spearman"]
     return {
         "teacher_spearman": teacher_spearman,
-        "alone": alone,
         "taught": taught,
         "points": 100 * points,
         "gap_closed": points / gap if gap > 0 else None,
     }
 
 
+TEACHERS = {
+    "fine-tuned": "the default encoder fine-tuned (6 layers)",
+    "mpnet": "all-mpnet-base-v2's vectors (untrained here)",
+}
+
+
 def report(result: dict) -> None:
     r = result
     print(f"\nSTS-B split: {r['train_pairs']:,} training pairs, {r['validation_pairs']:,} validation pairs")
-    rows = [["teacher: all-mpnet-base-v2 (untrained here)", "", f"{r['teacher_spearman']:.4f}", ""]]
-    for key, side in (("alone", "student alone"), ("taught", "student with the teacher's vectors")):
-        s = r[key]
-        rows.append(
-            [
-                f"{side}, {r['layers']} layers",
-                f"{s['zero_shot']:.4f}",
-                f"{s['spearman']:.4f}",
-                f"{s['train_seconds']:.0f}",
-            ]
-        )
-    print(table(rows, ["model", "zero-shot", "spearman", "train s"]))
-    closed = "" if r["gap_closed"] is None else f", {100 * r['gap_closed']:.0f}% of the student's gap to the teacher"
-    print(f"the teacher's vectors: {r['points']:+.2f} points of Spearman{closed}")
+    alone = r["alone"]
+    rows = [[f"student alone, {r['layers']} layers", "", f"{alone['spearman']:.4f}", f"{alone['train_seconds']:.0f}"]]
+    for key, name in TEACHERS.items():
+        t = r["teachers"][key]
+        s = t["taught"]
+        rows.append([f"teacher: {name}", f"{t['teacher_spearman']:.4f}", "", ""])
+        rows.append(["  the student taught by it", "", f"{s['spearman']:.4f}", f"{s['train_seconds']:.0f}"])
+    print(table(rows, ["model", "teacher", "student", "train s"]))
+    for key, name in TEACHERS.items():
+        t = r["teachers"][key]
+        closed = "" if t["gap_closed"] is None else f", {100 * t['gap_closed']:.0f}% of the student's gap to it"
+        print(f"{name}: {t['points']:+.2f} points of Spearman{closed}")
 
 
 def main(argv=None) -> int:
@@ -138,11 +157,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     os.makedirs(HERE, exist_ok=True)
     files = split()
-    teacher = teacher_file(files)
-    alone, taught = student(args, files, None), student(args, files, teacher["file"])
+    teachers = {"fine-tuned": fine_tuned_teacher(args, files), "mpnet": mpnet_teacher(files)}
+    alone = student(args, files, "alone", None)
+    taught = {key: student(args, files, f"taught-{key}", teacher) for key, teacher in teachers.items()}
     with printed() as text:
-        result = compare(teacher["validation_spearman"], alone, taught)
-        result.update(layers=args.layers, epochs=args.epochs)
+        result = {"layers": args.layers, "epochs": args.epochs, "alone": alone}
+        result["teachers"] = {key: compare(teachers[key]["spearman"], alone, taught[key]) for key in teachers}
         result.update(train_pairs=len(pairs_of(files[0])), validation_pairs=len(pairs_of(files[1])))
         report(result)
     if args.publish:
