@@ -1,7 +1,7 @@
 """Benchmark (issue 68, item 5): an embedding student learning a teacher's vectors, against the
 same student trained alone, one run on one machine.
 
-    python bench/embedding_distill.py [--epochs 4] [--layers 3] [--publish]
+    python bench/embedding_distill.py [--epochs 4] [--layers 3] [--distill-alpha 0.5] [--publish]
 
 - the pairs: bench/embedding.py's split of the shared STS-B training pairs
   (bench/embedding_reference.py's: no validation sentence occurs in a training pair);
@@ -13,8 +13,9 @@ same student trained alone, one run on one machine.
   from any system; the student learns its 384 leading principal axes); each teacher's own
   validation Spearman is the score a student can close in on;
 - the students: the default encoder cut to --layers layers (--encoder-layers), `--task embedding`
-  on the training pairs, --epochs at batch 16, alone and with each teacher (--distill-alpha 0.5,
-  the default: half CoSENT, half the distance to the teacher's vectors);
+  on the training pairs, --epochs at batch 16, alone and with each teacher (--distill-alpha: 0.5,
+  the trainer's default, is half CoSENT and half the distance to the teacher's vectors; 0, the
+  teacher's vectors alone, is sentence-transformers' recipe);
 - the score: Spearman of each student's cosines on the validation pairs (the epoch each keeps,
   the best on validation, as a user's run does), the points a teacher added and their share of
   the student's gap to that teacher.
@@ -102,9 +103,10 @@ def student(args, files: tuple, name: str, teacher: dict | None) -> dict:
     flags = ["--task", "embedding", "--training-file", files[0], "--validation-file", files[1]]
     flags += ["--encoder-layers", str(args.layers), "--epochs", str(args.epochs), "--batch-size", "16"]
     if teacher:
-        flags += [teacher["flag"], teacher["source"]]
+        flags += [teacher["flag"], teacher["source"], "--distill-alpha", f"{args.distill_alpha:g}"]
     log(f"student: {args.layers} layers, {args.epochs} epochs, {name}")
-    metrics = train_once(os.path.join(HERE, f"student-{args.layers}-{args.epochs}-{name}"), flags)
+    alpha = "" if not teacher or args.distill_alpha == 0.5 else f"-alpha{args.distill_alpha:g}"
+    metrics = train_once(os.path.join(HERE, f"student-{args.layers}-{args.epochs}-{name}{alpha}"), flags)
     return {
         "zero_shot": metrics["zero_shot"]["validation"]["spearman"],
         "spearman": metrics["validation"]["spearman"],
@@ -135,6 +137,7 @@ TEACHERS = {
 def report(result: dict) -> None:
     r = result
     print(f"\nSTS-B split: {r['train_pairs']:,} training pairs, {r['validation_pairs']:,} validation pairs")
+    print(f"taught with --distill-alpha {r.get('distill_alpha', 0.5):g}")
     alone = r["alone"]
     rows = [[f"student alone, {r['layers']} layers", "", f"{alone['spearman']:.4f}", f"{alone['train_seconds']:.0f}"]]
     for key, name in TEACHERS.items():
@@ -153,6 +156,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--distill-alpha", type=float, default=0.5, help="the taught students' (the trainer's default)")
     add_publish_flag(parser)
     args = parser.parse_args(argv)
     os.makedirs(HERE, exist_ok=True)
@@ -161,12 +165,13 @@ def main(argv=None) -> int:
     alone = student(args, files, "alone", None)
     taught = {key: student(args, files, f"taught-{key}", teacher) for key, teacher in teachers.items()}
     with printed() as text:
-        result = {"layers": args.layers, "epochs": args.epochs, "alone": alone}
+        result = {"layers": args.layers, "epochs": args.epochs, "distill_alpha": args.distill_alpha, "alone": alone}
         result["teachers"] = {key: compare(teachers[key]["spearman"], alone, taught[key]) for key in teachers}
         result.update(train_pairs=len(pairs_of(files[0])), validation_pairs=len(pairs_of(files[1])))
         report(result)
     if args.publish:
-        log(f"Results: {publish('embedding_distill', {'result': result}, text.getvalue())}")
+        part = "" if args.distill_alpha == 0.5 else f"alpha{args.distill_alpha:g}"
+        log(f"Results: {publish('embedding_distill', {'result': result}, text.getvalue(), part=part)}")
     return 0
 
 
