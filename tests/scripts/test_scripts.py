@@ -344,6 +344,7 @@ def test_cloud_scripts_take_trainer_flags_with_or_without_a_leading_separator(se
     ]
 
 
+@pytest.mark.slow  # a fresh process for it (CI's slow line)
 def test_cloud_scripts_name_the_setting_a_script_user_has():
     job_dir = run("train-cloud-gpu.sh", "--", "--job-dir", "gs://my-bucket/x", DRY_RUN="1", **CLOUD)
     assert job_dir.returncode == 2 and "Set JOB_DIR" in job_dir.stderr
@@ -368,6 +369,7 @@ def test_cloud_scripts_print_the_service_account_and_tensorboard_they_submit():
     )
 
 
+@pytest.mark.slow  # a fresh process for it (CI's slow line)
 def test_cloud_scripts_refuse_local_data_and_warn_on_an_unpullable_image():
     local = run("train-cloud-gpu.sh", "--training-file", "../data/train.csv", DRY_RUN="1", **CLOUD)
     assert local.returncode == 2 and "--training-file ../data/train.csv: a cloud job cannot read" in local.stderr
