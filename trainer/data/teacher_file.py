@@ -72,6 +72,9 @@ def read(
             files.append(path)
         hashes.append(leakage.text_hashes(frame, used))
         values.append(_numbers(frame, wanted, flag))
+        if values[-1].shape[1] != values[0].shape[1]:  # vectors of another length than the first chunk's
+            first, width = frame["_row"].iloc[0], values[0].shape[1]
+            raise UserError(f"{flag}: {path} line {first}: {values[-1].shape[1]} outputs, not {width}")
         where.append(np.stack([np.full(len(frame), files.index(path)), frame["_row"].to_numpy(np.int64)], axis=1))
     hashes = np.concatenate(hashes)
     distinct, first = np.unique(hashes, return_index=True)  # sorted; a repeated text's first row

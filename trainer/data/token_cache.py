@@ -276,7 +276,7 @@ def _tokenized_batches(datasets, preprocessor, long_texts):
         batches, output_signature=(tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int32), *strings)
     )
     # Traced as written, not converted by AutoGraph: packing has no Python control flow on
-    # tensors, and converting it with TF-Text's functions took 8 of a tiny run's 30 s.
+    # tensors, and converting TF-Text's functions cost about 3 s of a tiny run's 34.
     tokens = dataset.map(
         tf.autograph.experimental.do_not_convert(
             lambda split, source, *texts: (split, source, *_packed(preprocessor, texts, long_texts))

@@ -12,6 +12,15 @@ import numpy as np
 import tensorflow as tf
 
 
+def split_off_unlabeled(tokenized: dict) -> tuple:
+    """(the transfer set, or None without unlabeled rows; the unlabeled rows, or None): the
+    unlabeled split taken out of `tokenized`, trained on and never evaluated or reported."""
+    from trainer.data.splits import UNLABELED
+
+    unlabeled = tokenized.pop(UNLABELED, None)
+    return (TransferSplit((tokenized["train"], unlabeled)) if unlabeled else None), unlabeled
+
+
 @dataclasses.dataclass
 class TransferSplit:
     """The rows of `parts` (input_pipeline.TokenizedSplit or token_cache.CachedSplit), in order."""

@@ -148,6 +148,14 @@ def test_a_vector_cell_that_is_not_a_list_of_numbers_is_one_line_naming_its_line
         teacher_file.read(str(path), ["text"], ["embedding"])
 
 
+def test_vectors_of_another_length_in_a_later_chunk_are_one_line_naming_its_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(teacher_file, "CHUNK_ROWS", 1)
+    path = tmp_path / "teacher.csv"
+    path.write_text('text,embedding\nso good,"[0.6, 0.8]"\nbad,"[1, 0, 2]"\n')
+    with pytest.raises(UserError, match=r"teacher.csv line 3: 3 outputs, not 2"):
+        teacher_file.read(str(path), ["text"], ["embedding"])
+
+
 def test_a_classifiers_teacher_file_is_refused_by_an_embedding_run(tmp_path):
     path = tmp_path / "teacher.csv"
     path.write_text("text,probability_negative,probability_positive\nso good,0.1,0.9\n")

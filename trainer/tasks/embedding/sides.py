@@ -42,7 +42,7 @@ class Sides(Texts):
         """Every split into the token cache, each text of a pair packed alone: a row is its two
         texts' tokens (three with a hard negative) one after the other, each cut at
         --max-seq-length (or read in windows: --long-texts windows) on its own."""
-        from trainer.data import splits, token_cache, transfer
+        from trainer.data import token_cache, transfer
 
         packing = dataclasses.replace(long_texts, sides=len(datasets.text_columns()))
         limit = config.data.max_seq_length
@@ -55,9 +55,7 @@ class Sides(Texts):
             build=build,
             long_texts=packing,
         )
-        # The unlabeled rows (--unlabeled-file, a teacher's) are trained on, never evaluated.
-        unlabeled = tokenized.pop(splits.UNLABELED, None)
-        training = transfer.TransferSplit((tokenized["train"], unlabeled)) if unlabeled else None
+        training, _ = transfer.split_off_unlabeled(tokenized)  # --unlabeled-file's, a teacher's
         truncated = {name: int((split.full_lengths > limit).sum()) for name, split in tokenized.items()}
         train = tokenized["train"]
         row = ("text", "pair", "triplet")[packing.sides - 1]

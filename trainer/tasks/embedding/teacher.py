@@ -16,6 +16,7 @@ distill.py's.
 
 import numpy as np
 
+from trainer.tasks.embedding.metrics import normalized
 from trainer.tasks.parts import teacher_targets
 
 VECTOR_COLUMNS = ("embedding", "pair_embedding")  # trainer.predict's: a pair's first and second text's
@@ -47,7 +48,7 @@ class VectorDistillation(teacher_targets.Distillation):
     def pack(self, labels, teacher):
         """float32 [N, L + 1 + sides * T]; the training rows (packed first: teacher.teach)
         fit the principal axes."""
-        vectors = unit(np.asarray(teacher, np.float64).reshape(len(teacher), self.sides, -1))
+        vectors = self.outputs(teacher)
         if self.rotation is None:
             self.width, self.rotation = vectors.shape[2], principal_axes(vectors.reshape(-1, vectors.shape[2]))
         if labels is None:
@@ -84,7 +85,7 @@ class VectorDistillation(teacher_targets.Distillation):
 
     def outputs(self, teacher):
         """The teacher's vectors [N, sides, T]: the variant scores them as the student's."""
-        return unit(np.asarray(teacher, np.float64).reshape(len(teacher), self.sides, -1))
+        return normalized(np.asarray(teacher, np.float64).reshape(len(teacher), self.sides, -1))
 
     def agreement(self, teacher, outputs):
         """None: vectors decide nothing (the variant's metrics of both are side by side)."""
@@ -99,10 +100,6 @@ class VectorDistillation(teacher_targets.Distillation):
                 f"--teacher: the teacher's vectors are {self.width} wide, narrower than the student's {width}: "
                 "distil into a narrower encoder, or set --embedding-dims to at most the teacher's width"
             )
-
-
-def unit(vectors):
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
 
 
 def principal_axes(vectors) -> np.ndarray:

@@ -53,9 +53,7 @@ class Texts(Unit):
             build=build,
             long_texts=long_texts,
         )
-        # The unlabeled rows are trained on, never evaluated or reported: apart from here on.
-        unlabeled = tokenized.pop(splits.UNLABELED, None)
-        training = transfer.TransferSplit((tokenized["train"], unlabeled)) if unlabeled else None
+        training, unlabeled = transfer.split_off_unlabeled(tokenized)
         truncated = _log_lengths(tokenized, unlabeled, config.data.max_seq_length, long_texts, preprocessor, datasets)
         return Tokens(tokenized, training, truncated, teacher_validation)
 
