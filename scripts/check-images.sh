@@ -32,6 +32,8 @@
 #   KEEP_IMAGES=1   keep the built images and their layers (faster rebuilds); by default each is
 #                   removed once checked, so the disk holds one at a time; the stand-in base stays
 #   RUN_TIMEOUT     seconds a container may run before it counts as hung (default 600)
+#   BUILD_ATTEMPTS  tries of a build that fails on the registry (a read timed out, a connection
+#                   dropped), not on its Dockerfile (default 3)
 #   SKIP_IF_SHORT=1 an image whose build the disk cannot hold is skipped (a row says so), not
 #                   failed; CI sets it
 set -euo pipefail
@@ -39,6 +41,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${VBT_CHECK_DIR:-/var/cache/vbt-check-images}"
 run_timeout="${RUN_TIMEOUT:-600}"
+build_attempts="${BUILD_ATTEMPTS:-3}"
 base=docker.io/library/python:3.11.13-slim-bookworm
 declare -A dockerfile=([gpu]=Dockerfile [tpu]=Dockerfile.tpu [serve]=Dockerfile.serve
                       [serve-onnx]=Dockerfile.serve-onnx)
@@ -139,22 +142,38 @@ make_base() {
   rm -rf "$dir/base"
 }
 
+# A build that failed on the registry, not on its Dockerfile: pip's download read timed out or the
+# connection dropped (stop 79's CI lost its GPU image to one ReadTimeoutError from
+# files.pythonhosted.org; pip's --retries do not cover a download cut off mid-stream, pypa/pip#12383).
+registry_failures='ReadTimeoutError|ConnectTimeoutError|ProtocolError|IncompleteRead|Connection (reset|aborted|refused)|Temporary failure in name resolution|HTTP error 5[0-9][0-9]'
+registry_failure() { grep -q -E "$registry_failures" "$1"; }
+registry_failure_line() { grep -m 1 -o -E "($registry_failures).{0,80}" "$1"; }
+
+# build IMAGE: build it from its Dockerfile; a registry failure is retried (BUILD_ATTEMPTS in all,
+# the log says so), any other failure fails at once.
 build() {
-  local name=$1 start
+  local name=$1 start attempt=1
   start=$(date +%s)
   say "$name: building ${dockerfile[$name]}"
-  if bah bud --isolation chroot --pull=never --layers="$([[ $driver == overlay ]] && echo true || echo false)" \
+  until bah bud --isolation chroot --pull=never --layers="$([[ $driver == overlay ]] && echo true || echo false)" \
       -f "$root/${dockerfile[$name]}" \
-      -t "vbt-check-$name" "$root" >"$work/$name-build.log" 2>&1; then
-    build_seconds[$name]=$(( $(date +%s) - start ))
-    size[$name]=$(bah images --format '{{.Size}}' "localhost/vbt-check-$name" | head -n 1)
-    record "$name" "build" ok "${build_seconds[$name]} s"
-  else
+      -t "vbt-check-$name" "$root" >"$work/$name-build.log" 2>&1; do
+    if (( attempt < build_attempts )) && registry_failure "$work/$name-build.log"; then
+      say "$name: build attempt $attempt of $build_attempts failed on the registry ($(registry_failure_line "$work/$name-build.log")); again"
+      cp "$work/$name-build.log" "$work/$name-build.$attempt.log"
+      attempt=$(( attempt + 1 ))
+      continue
+    fi
     build_seconds[$name]=$(( $(date +%s) - start ))
     tail -n 30 "$work/$name-build.log" >&2
     record "$name" "build" FAIL "log: $work/$name-build.log"
     return 1
-  fi
+  done
+  build_seconds[$name]=$(( $(date +%s) - start ))
+  size[$name]=$(bah images --format '{{.Size}}' "localhost/vbt-check-$name" | head -n 1)
+  local note="${build_seconds[$name]} s"
+  (( attempt == 1 )) || note+=", attempt $attempt of $build_attempts"
+  record "$name" "build" ok "$note"
 }
 
 # check_label IMAGE: the image carries the label by which the cloud scripts tell it from the
@@ -447,7 +466,7 @@ main() {
   install_tools
   mkdir -p "$dir"
   driver=$(storage_driver)
-  work="$dir/work"
+  work="${dir:?}/work"
   rm -rf "$work"; mkdir -p "$work"
   say "images: ${images[*]}; buildah $(buildah --version | awk '{print $3}'), storage driver $driver, files in $dir"
   make_base

@@ -492,3 +492,46 @@ def test_each_dockerfile_labels_its_image_with_the_variant_that_builds_it(varian
     with open(os.path.join(ROOT, substitutions["_DOCKERFILE"])) as f:
         labels = [line.split()[1:] for line in f if line.startswith("LABEL ")]
     assert labels == [[f"vertex-bert-trainer.variant={variant}"]]
+
+
+def check_images_build(tmp_path, *attempt_logs):
+    """check-images.sh's `build` alone (its lines from `registry_failures=` to the end of `build`),
+    its buildah a stand-in that fails with each of `attempt_logs` in turn, then succeeds:
+    (exit status, the lines it said)."""
+    with open(os.path.join(SCRIPTS, "check-images.sh")) as f:
+        text = f.read()
+    functions = re.search(r"^registry_failures=.*?^build\(\) \{\n.*?^\}\n", text, re.M | re.S).group(0)
+    assert "\nmain" not in functions and "rm -rf" not in functions
+    script = f"""
+        logs=({" ".join(shlex.quote(log) for log in attempt_logs)}); tries=0
+        bah() {{
+          if (( tries < ${{#logs[@]}} )); then echo "${{logs[tries]}}"; tries=$(( tries + 1 )); return 1; fi
+          [[ $1 != images ]] || echo '1.2 GB'
+        }}
+        record() {{ echo "$1: $2: $3${{4:+ ($4)}}"; }}
+        say() {{ echo "$*"; }}
+        declare -A dockerfile=([gpu]=Dockerfile) build_seconds size
+        root={shlex.quote(ROOT)} work={shlex.quote(str(tmp_path))} driver=overlay build_attempts=3
+        {functions}
+        build gpu
+    """
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    return result.returncode, result.stdout.splitlines()
+
+
+CUT_OFF = "ReadTimeoutError: HTTPSConnectionPool(host='files.pythonhosted.org', port=443): Read timed out."
+
+
+def test_check_images_builds_again_when_the_registry_cut_a_download_off(tmp_path):
+    status, said = check_images_build(tmp_path, "pip._vendor.urllib3.exceptions." + CUT_OFF)
+    assert status == 0
+    assert said[1] == f"gpu: build attempt 1 of 3 failed on the registry ({CUT_OFF[:97]}); again"
+    assert re.fullmatch(r"gpu: build: ok \(\d+ s, attempt 2 of 3\)", said[2])
+
+
+def test_check_images_fails_a_build_its_dockerfile_broke_at_once_and_a_registry_failure_after_three_tries(tmp_path):
+    status, said = check_images_build(tmp_path, "ERROR: No matching distribution found for tensorflow==9.9")
+    assert status == 1 and said[1:] == [f"gpu: build: FAIL (log: {tmp_path}/gpu-build.log)"]
+    status, said = check_images_build(tmp_path, CUT_OFF, CUT_OFF, CUT_OFF)
+    assert status == 1 and said[-1] == f"gpu: build: FAIL (log: {tmp_path}/gpu-build.log)"
+    assert len(said) == 4
