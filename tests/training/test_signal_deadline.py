@@ -81,6 +81,11 @@ TRAINING_WITH_A_SLOW_STEP = SLOW_STEP + textwrap.dedent("""
 """)
 
 
+# Ctrl-C as at a terminal: a child of a shell that started its tests in the background (`... &`)
+# inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler for it.
+AT_A_TERMINAL = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+
+
 def start(script, tmp_path, *args):
     env = {
         **os.environ,
@@ -90,7 +95,11 @@ def start(script, tmp_path, *args):
         "VBT_CACHE_DIR": os.environ.get("VBT_CACHE_DIR", "/tmp/vbt-test-cache"),
     }
     return subprocess.Popen(
-        [sys.executable, "-c", script, *args], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "-c", AT_A_TERMINAL + script, *args],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
 
 
