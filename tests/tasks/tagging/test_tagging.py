@@ -272,12 +272,24 @@ LONG = " ".join(["good movie", "so bad", "i love it"] * 6) + " awful"
 TEXTS = ["it was a  good movie , bad 🙂 great", "gréat movie awful", "meh", LONG, "good\x00 bad"]
 
 
-@pytest.fixture(scope="module")
-def trained(tiny_encoder_dir, data, tmp_path_factory):
+def tagging_run(tiny_encoder_dir, data, tmp_path_factory, *extra):
     job = tmp_path_factory.mktemp("tagging") / "job"
-    result = run_cli(*args(tiny_encoder_dir, data, job, "--export-int8", "on", "--export-bfloat16", "on"))
+    result = run_cli(*args(tiny_encoder_dir, data, job, *extra))
     assert result.returncode == 0, result.stdout + result.stderr
     return job
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_encoder_dir, data, tmp_path_factory):
+    """The run CI's slow line trains: no copies (a tiny tagger's two checked copies cost about 50 s
+    of its 90; the copy tests below, by hand, train their own)."""
+    return tagging_run(tiny_encoder_dir, data, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def copies(tiny_encoder_dir, data, tmp_path_factory):
+    """The same run with both checked copies (by hand: .ci/run's BY_HAND, docs/testing.md)."""
+    return tagging_run(tiny_encoder_dir, data, tmp_path_factory, "--export-int8", "on", "--export-bfloat16", "on")
 
 
 @pytest.mark.slow
@@ -362,11 +374,11 @@ def test_predict_and_serve_return_the_exports_entities_with_offsets_into_the_tex
 
 @pytest.mark.slow
 @pytest.mark.parametrize("precision", ["int8", "bfloat16"])
-def test_each_copy_is_checked_on_entity_f1_and_predicts_the_same_entities(trained, tmp_path, precision):
-    block = json.loads((trained / "metrics.json").read_text())["precisions"][precision]
+def test_each_copy_is_checked_on_entity_f1_and_predicts_the_same_entities(copies, tmp_path, precision):
+    block = json.loads((copies / "metrics.json").read_text())["precisions"][precision]
     assert block["written"] and block["metric"] == "f1" and block["label_agreement"] >= 0.99, block
     assert block["label_agreement_of"] == "entities"
-    written = {asked: predicted(trained, tmp_path, asked) for asked in ("float32", precision)}
+    written = {asked: predicted(copies, tmp_path, asked) for asked in ("float32", precision)}
     found = {
         asked: [[{k: e[k] for k in ("text", "label", "start", "end")} for e in row["entities"]] for row in rows]
         for asked, rows in written.items()
@@ -376,8 +388,8 @@ def test_each_copy_is_checked_on_entity_f1_and_predicts_the_same_entities(traine
 
 
 @pytest.mark.slow
-def test_the_server_answers_with_the_int8_tagger_as_predict_does(trained, tmp_path):
-    assert served(trained, tmp_path, "int8") == answers(predicted(trained, tmp_path, "int8"))
+def test_the_server_answers_with_the_int8_tagger_as_predict_does(copies, tmp_path):
+    assert served(copies, tmp_path, "int8") == answers(predicted(copies, tmp_path, "int8"))
 
 
 # --- every family: offsets into the raw string -----------------------------------------------------
