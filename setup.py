@@ -75,7 +75,7 @@ setup(
             # to (tests/modeling/encoders/test_encoder_families.py): transformers' PyTorch models and fast
             # tokenizers. torch 2.13.0 is the CPU build (a newer one is a CUDA build of GBs).
             "torch==2.13.0",
-            "transformers>=5.0,<6",
+            "transformers>=5.25,<6",
             "tokenizers>=0.22",
             # 0.2.3's generated protobuf code needs protobuf >= 7.36; kfp 2.17.3 caps it below 7,
             # and the default test stack has kfp

@@ -231,3 +231,16 @@ def test_sentencepiece_without_transformers_is_one_error_naming_what_to_install(
     monkeypatch.setitem(sys.modules, "transformers", None)
     with pytest.raises(UserError, match=r"needs the transformers package.*pip install 'transformers"):
         tokenizer_files.files(built, input_pipeline.LongTexts(), pair=False)
+
+
+def test_sentencepiece_with_a_transformers_before_5_25_is_one_error_naming_what_to_install(preprocessor, monkeypatch):
+    """Before 5.25.0 transformers converted a DeBERTa-v3 model file with NFC, not its own map:
+    a tokenizer.json unequal to the SavedModel's tokenizer on "ﬁ" or a no-break space."""
+    import transformers
+
+    built = preprocessor("deberta-v3", 16)
+    monkeypatch.setattr(transformers, "__version__", "5.24.0")
+    with pytest.raises(
+        UserError, match=r"from transformers 5\.25\.0; this Python has 5\.24\.0: pip install 'transformers>=5\.25,<6'"
+    ):
+        tokenizer_files.files(built, input_pipeline.LongTexts(), pair=False)

@@ -29,7 +29,7 @@ from trainer.modeling.encoders import layers
 from trainer.modeling.encoders.models import Family, bert
 from trainer.modeling.encoders.preprocessing import SpecialTokens, SubwordPreprocessor
 from trainer.modeling.encoders.tokenizers.sentencepiece import (
-    NFC_METASPACE,
+    METASPACE,
     SentencePieceLayout,
     SentencePieceTokenizer,
 )
@@ -45,15 +45,15 @@ def _vocabulary(pieces: list):
     return ([*pieces, "[MASK]"] if "[MASK]" not in pieces else pieces), None
 
 
-# spm.model: [PAD], [CLS], [SEP], [UNK] first; the fast tokenizer's own normalization replaces
-# the model's. DeBERTa's do_lower_case and split_by_punct (off in the published v3
-# checkpoints) are refused (_preprocessor).
+# spm.model: [PAD], [CLS], [SEP], [UNK] first; normalized by the model's own map, as transformers
+# 5.25.0 and later normalize it (sentencepiece.METASPACE). DeBERTa's do_lower_case and
+# split_by_punct (off in the published v3 checkpoints) are refused (_preprocessor).
 SENTENCEPIECE = SentencePieceLayout(
     family="deberta-v3",
     specials=("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"),
     leading_pieces=("[PAD]", "[CLS]", "[SEP]", "[UNK]"),
     vocabulary=_vocabulary,
-    normalizer=NFC_METASPACE,
+    normalizer=METASPACE,
 )
 
 

@@ -10,9 +10,12 @@ around that search is reproduced here with TF-Text and tf.strings ops:
 - MODEL_NORMALIZER (XLM-RoBERTa) keeps the model's own normalizer (the precompiled NFKC map
   Hugging Face also applies) but splits words at every Unicode whitespace character, as Hugging
   Face's WhitespaceSplit does, also at the ones that map leaves alone (U+0085);
-- NFC_METASPACE (DeBERTa-v3's fast tokenizer in transformers 5) does not apply the model's map
-  at all: it collapses whitespace runs, applies NFC and strips the end of the text, so here the
-  model proto's normalizer is switched off and those steps run as regex and NFC ops before it;
+- METASPACE (DeBERTa-v3's DebertaV2Tokenizer) keeps the model's own normalizer too where the
+  model file has a precompiled map, as transformers does since 5.25.0 (Precompiled, Strip,
+  Replace(" {2,}"), then Metaspace: SentencePiece's own ids), and splits nowhere else; for a
+  model file without one (and before 5.25.0, for every model file) transformers collapses
+  whitespace runs, applies NFC and strips the end of the text instead, so there the model
+  proto's normalizer is switched off and those steps run as regex and NFC ops before it;
 - where several orders of the same pieces score the same ("." "..." or "..." "." for
   "...."), Hugging Face's order: the longest piece last.
 """
@@ -38,7 +41,7 @@ UNIGRAM = 1  # sentencepiece_model.proto TrainerSpec.ModelType
 CUT = b"\xff"  # a byte no UTF-8 text holds
 
 # How Hugging Face normalizes a text segment around the model (see the module docstring).
-MODEL_NORMALIZER, NFC_METASPACE = "model", "nfc-metaspace"
+MODEL_NORMALIZER, METASPACE = "model", "metaspace"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +56,7 @@ class SentencePieceLayout:
     # The model's pieces -> (Hugging Face's tokens by id, SentencePiece id -> Hugging Face id,
     # or None where they are equal): the family's id layout.
     vocabulary: Callable[[list[str]], tuple[list[str], np.ndarray | None]]
-    normalizer: str  # MODEL_NORMALIZER or NFC_METASPACE
+    normalizer: str  # MODEL_NORMALIZER or METASPACE
 
 
 class SentencePieceTokenizer(tf.Module):
@@ -69,8 +72,8 @@ class SentencePieceTokenizer(tf.Module):
     with only `import tensorflow, tensorflow_text`, and `model_asset` ships the model file
     beside it. Those 9 are equally scored orders of a run ("..." "." for "....", see
     _order_ties); alone it also misses special tokens written in the text, U+0085 (XLM-R) and,
-    for DeBERTa-v3, every character SentencePiece's NFKC map changes and Hugging Face's NFC
-    does not ("…", "ﬁ", full-width letters, no-break spaces). With the steps above, the ids
+    for a DeBERTa-v3 model file without a precompiled map, Hugging Face's whitespace and NFC
+    steps. With the steps above, the ids
     equal Hugging Face's on those tweets and on every code point between two letters, alone
     and doubled.
 
@@ -84,7 +87,6 @@ class SentencePieceTokenizer(tf.Module):
     def __init__(self, model_file: str, layout: SentencePieceLayout, name=None):
         super().__init__(name=name)
         family = layout.family
-        self._normalizer = layout.normalizer
         with tf.io.gfile.GFile(model_file, "rb") as f:
             proto = f.read()
         model = _parse(proto, model_file)
@@ -100,7 +102,9 @@ class SentencePieceTokenizer(tf.Module):
                 f"{model_file}: not a {family} SentencePiece model (its first pieces "
                 f"are {', '.join(pieces[: len(leading)])}, not {', '.join(leading)})"
             )
-        if layout.normalizer == NFC_METASPACE:
+        # transformers' DebertaV2Tokenizer without a precompiled map: its own steps (_normalize).
+        self._nfc_first = layout.normalizer == METASPACE and not model.normalizer_spec.precompiled_charsmap
+        if self._nfc_first:
             proto = _without_normalizer(model)
         self._sentencepiece = text.FastSentencepieceTokenizer(proto)
         self._vocab, self._id_map = _vocabulary(*layout.vocabulary(pieces))
@@ -175,7 +179,7 @@ class SentencePieceTokenizer(tf.Module):
     def _normalize(self, segments: tf.Tensor) -> tf.Tensor:
         """What Hugging Face does to a text segment before the model and SentencePiece's
         normalizer does not."""
-        if self._normalizer == MODEL_NORMALIZER:
+        if not self._nfc_first:
             return tf.strings.regex_replace(segments, self._split_at, " ") if self._split_at else segments
         # DebertaV2Tokenizer: Replace(r"\s{2,}|[\n\r\t]", " "), NFC, Strip(right), Metaspace.
         whitespace = _re2_class(WHITESPACE)
