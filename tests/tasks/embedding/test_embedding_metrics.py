@@ -29,3 +29,16 @@ def test_scored_pairs_report_the_correlations_of_cosine_with_the_score():
     assert result["examples"] == 50
     np.testing.assert_allclose(result["spearman"], stats.spearmanr(cosines, scores)[0])
     np.testing.assert_allclose(result["pearson"], stats.pearsonr(cosines, scores)[0])
+
+
+def test_pairs_whose_cosines_differ_by_a_float32_rounding_rank_as_ties_in_the_errors():
+    """Two pairs of identical texts: a cosine of 1 give or take one rounding, which the CPU's
+    vector width decides; errors.csv ranks them as it prints them, alike."""
+    from trainer.inference.split_predictions import SplitPredictions
+    from trainer.tasks.embedding.scored import ScoredPairs
+
+    one_below, one_above = np.nextafter(np.float32(1), np.float32(0)), np.nextafter(np.float32(1), np.float32(2))
+    for cosines in ([1.0, one_below, 0.5], [one_above, 1.0, 0.5]):
+        pairs = SplitPredictions(["a", "b", "c"], np.array([4.0, 3.0, 1.0]), None, None, scores=np.array(cosines))
+        gap, _, _ = ScoredPairs().error_measure(pairs, None)
+        np.testing.assert_allclose(gap, [0.25, 0.25, 0.0])

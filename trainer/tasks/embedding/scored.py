@@ -216,11 +216,15 @@ class ScoredPairs(ScoreLabels, TextTask):
 
     def error_measure(self, predictions, names) -> tuple:
         """rank_gap: how far apart a pair's cosine and its score rank among the split's pairs
-        (0 to 1): a score has no right or wrong, so every pair is ranked by its gap."""
+        (0 to 1): a score has no right or wrong, so every pair is ranked by its gap. Cosines
+        equal to 6 decimals (as errors.csv prints them) rank as ties: two pairs of identical texts
+        have a cosine of 1 give or take one float32 rounding, which the CPU's vector width and
+        the graph decide (on an AVX-512 Xeon the run's model and its export ranked two such
+        pairs in opposite orders)."""
         import numpy as np
         from scipy import stats
 
         p = predictions
         scale = max(len(p.labels) - 1, 1)
-        gap = np.abs(stats.rankdata(p.scores) - stats.rankdata(p.labels)) / scale
+        gap = np.abs(stats.rankdata(np.round(p.scores, 6)) - stats.rankdata(p.labels)) / scale
         return gap, None, {"rank_gap": gap, "true_score": p.labels.astype(np.float64), "cosine": p.scores}
