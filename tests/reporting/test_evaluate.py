@@ -85,7 +85,7 @@ def test_a_binary_export_is_scored_at_its_temperature_and_threshold(encoder, tmp
     assert "labelled.csv: loss" in stdout and "accuracy 0.7500" in stdout
 
 
-@pytest.mark.slow  # an export written and scored through a fresh process (CI's slow line)
+@pytest.mark.slow  # an export written and scored through a fresh process, by hand (.ci/run's BY_HAND)
 def test_a_multi_label_export_is_scored_at_its_thresholds(encoder, tmp_path):
     """Probabilities (0.73, 0.27, 0.5) against thresholds (0.8, 0.2, 0.5): every row gets b|c."""
     model_dir = constant_export(
@@ -109,7 +109,7 @@ def test_a_multi_label_export_is_scored_at_its_thresholds(encoder, tmp_path):
     )
 
 
-@pytest.mark.slow  # an export written and scored through a fresh process (CI's slow line)
+@pytest.mark.slow  # an export written and scored through a fresh process, by hand (.ci/run's BY_HAND)
 def test_a_regression_exports_loss_is_in_its_training_labels_standard_deviations(encoder, tmp_path):
     """A score of 3 for every text against 1, 2, 4, 5: MSE 2.5, and the loss, as the run measured
     it, 2.5 / 2² with its training labels' standard deviation 2 (which the export keeps)."""
@@ -126,7 +126,7 @@ def test_a_regression_exports_loss_is_in_its_training_labels_standard_deviations
     assert written["decisions"]["label_scale"] == [3.0, 2.0]
 
 
-@pytest.mark.slow  # an export written and scored through a fresh process (CI's slow line)
+@pytest.mark.slow  # an export written and scored through a fresh process, by hand (.ci/run's BY_HAND)
 def test_a_pair_model_reads_both_texts_of_each_row(encoder, tmp_path):
     model_dir = constant_export(encoder, tmp_path / "model", [2.0, 0.0], label_names=["same", "other"], pair=True)
     source = write_csv(
@@ -202,7 +202,7 @@ def trained(tiny_encoder_dir, tiny_data, tmp_path_factory):
     return job_dir
 
 
-@pytest.mark.slow  # a run trained for it: CI's slow line, for the default suite's 10 minutes
+@pytest.mark.slow  # a run trained for it, by hand (.ci/run's BY_HAND)
 @pytest.mark.parametrize("precision", ["float32", "int8"])
 def test_the_runs_test_file_scores_as_its_metrics_json_says(trained, tiny_data, tmp_path, precision):
     recorded = json.loads((trained / "metrics.json").read_text())

@@ -104,7 +104,7 @@ def test_predict_writes_one_row_per_tsv_line_with_the_text_unchanged(tsv_run, tm
     assert all(r["predicted_label"] in ("negative", "neutral", "positive") for r in rows)
 
 
-@pytest.mark.slow  # a fresh process for it (CI's slow line)
+@pytest.mark.slow  # a fresh process for it, by hand (.ci/run's BY_HAND)
 def test_predict_logs_progress_with_rows_per_second(tsv_run, tmp_path):
     files, job_dir, _ = tsv_run
     result = run_cli(

@@ -408,7 +408,7 @@ sys.exit(code)
 """
 
 
-@pytest.mark.slow  # a run of its own (CI's slow line)
+@pytest.mark.slow  # a run of its own, by hand (.ci/run's BY_HAND)
 def test_after_training_each_split_is_predicted_once_and_the_report_reuses_it(tiny_encoder_dir, tiny_data, tmp_path):
     result = subprocess.run(
         [

@@ -423,7 +423,7 @@ def test_outputs_further_than_the_bound_refuse_the_copy_and_say_by_how_much():
     assert found["why"] == ["its outputs differ from float32's by up to 0.0003 (at most 0.0001 allowed)"]
 
 
-@pytest.mark.slow  # a multi-label export converted (CI's slow line)
+@pytest.mark.slow  # a multi-label export converted, by hand (.ci/run's BY_HAND)
 def test_multi_label_past_the_table_s_labels_is_joined_by_the_runtime_as_the_savedmodel_joins(
     tiny_encoder_dir, cache_dir, tmp_path
 ):

@@ -127,7 +127,7 @@ def test_an_onnx_copy_on_its_own_is_a_model_dir(model_dir, texts_file, tmp_path)
     assert_same_rows(read_csv(tmp_path / "alone.csv"), expected)
 
 
-# A model of its own each (windows: 12-26 s; pairs: 20-26 s), in CI's slow line; the default
+# A model of its own each (windows: 12-26 s, CI's slow line; pairs: 20-26 s, by hand); the default
 # suite's runtime test is test_predict_without_tensorflow_writes_what_the_tensorflow_runtime_writes.
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["windows", "pairs"])

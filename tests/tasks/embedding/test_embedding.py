@@ -177,7 +177,7 @@ def test_predict_on_pairs_writes_both_vectors_and_cosines_that_reproduce_the_tes
     assert spearman == pytest.approx(metrics_of(trained)["test"]["spearman"], abs=0.005)
 
 
-@pytest.mark.slow  # the trained embedding run: CI's 2.21 slow line (.ci/run)
+@pytest.mark.slow  # the trained embedding run, by hand (.ci/run's BY_HAND)
 def test_an_npy_output_holds_the_vectors_the_csv_holds_and_nan_for_an_empty_text(trained, data, tmp_path):
     source = tmp_path / "texts.csv"
     source.write_text('text\ni love it\n""\nso bad\n')
@@ -188,7 +188,7 @@ def test_an_npy_output_holds_the_vectors_the_csv_holds_and_nan_for_an_empty_text
         np.testing.assert_allclose(array[index], json.loads(rows[index]["embedding"]), atol=1e-6)
 
 
-@pytest.mark.slow  # the trained embedding run: CI's 2.21 slow line (.ci/run)
+@pytest.mark.slow  # the trained embedding run, by hand (.ci/run's BY_HAND)
 def test_an_npy_output_of_pairs_holds_both_vectors_of_each_row(trained, data, tmp_path):
     array = np.load(predicted(trained, data["test"], tmp_path / "pairs.npy"))
     assert array.shape[1] == 2 and array.shape[0] == len(read_csv(data["test"]))
@@ -306,7 +306,7 @@ def test_the_server_answers_the_vectors_predict_writes(trained, tmp_path):
     np.testing.assert_allclose([p["embedding"] for p in response.json()["predictions"]], vectors, atol=1e-6)
 
 
-@pytest.mark.slow  # the trained embedding run: CI's 2.21 slow line (.ci/run)
+@pytest.mark.slow  # the trained embedding run, by hand (.ci/run's BY_HAND)
 def test_a_run_killed_after_its_second_epoch_resumes_and_ends_like_an_uninterrupted_one(
     trained, quiet_encoder_dir, data, tmp_path
 ):

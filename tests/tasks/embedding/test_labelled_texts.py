@@ -176,7 +176,7 @@ def test_evaluate_reads_the_files_classes_and_scores_as_the_run_did(trained, dat
     assert f"knn accuracy {expected:.4f}  (60 rows)" in evaluated_line(trained, data["validation"])
 
 
-@pytest.mark.slow  # the trained labelled-texts run: CI's 2.21 slow line (.ci/run); rewrites its report, so last
+@pytest.mark.slow  # the trained labelled-texts run, by hand (.ci/run's BY_HAND); rewrites its report, so last
 def test_report_rebuilds_the_errors_of_labelled_texts_as_the_run_wrote_them(trained):
     written, rebuilt = reported_again(trained)
     assert_same_rows(written, rebuilt, ("agreeing",))

@@ -197,7 +197,7 @@ def trained_triplets(quiet_encoder_dir, triplet_data, tmp_path_factory):  # noqa
     return variant_run(quiet_encoder_dir, triplet_data, job_dir, *flags)
 
 
-@pytest.mark.slow  # a trained triplets run: CI's 2.21 slow line (.ci/run)
+@pytest.mark.slow  # a trained triplets run, by hand (.ci/run's BY_HAND)
 def test_triplets_train_each_first_text_against_its_hard_negative(trained_triplets):
     import json
 
@@ -207,7 +207,7 @@ def test_triplets_train_each_first_text_against_its_hard_negative(trained_triple
     assert metrics["zero_shot"]["validation"]["mrr_at_10"] + 0.3 < metrics["validation"]["mrr_at_10"]
 
 
-@pytest.mark.slow  # a trained triplets run: CI's 2.21 slow line (.ci/run)
+@pytest.mark.slow  # a trained triplets run, by hand (.ci/run's BY_HAND)
 def test_pairs_read_in_windows_are_scored_by_their_export_as_the_run_scored_them(trained_triplets, triplet_data):
     """The run's vectors of windowed texts are the export's: trainer.evaluate, through the
     export, finds the run's validation metrics."""

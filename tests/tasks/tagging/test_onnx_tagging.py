@@ -131,7 +131,7 @@ def exported(preprocessor, tmp_path_factory):  # noqa: F811  the imported fixtur
     return make
 
 
-@pytest.mark.parametrize(  # BERT's by default; the others trace a tokenizer each (CI's slow line)
+@pytest.mark.parametrize(  # BERT's by default; the others trace a tokenizer each (CI's slow line; RoBERTa's by hand)
     "family", [pytest.param(family, marks=[] if family == "bert" else [pytest.mark.slow]) for family in KINDS]
 )
 def test_the_windows_and_word_features_equal_the_savedmodels(family, exported):
