@@ -126,8 +126,9 @@ KINDS = {
     "windows, max pooling": ("classification", ("windows", "max")),
     "an --encoder-layers student": ("classification", {"layers": 1}),
 }
-# In the slow tier (CI's slow line): the same conversion again, for a setting that changes the
-# head or the encoder's depth, and the heads the default suite's pairs and windows share.
+# In the slow tier: the same conversion again, for a setting that changes the head or the
+# encoder's depth, and the heads the default suite's pairs and windows share (CI's slow line
+# keeps pairs', multi-label's and mean pooling's; the rest run by hand, .ci/run's BY_HAND).
 AGAIN = {
     "binary with a threshold",
     "windows, mean pooling",
@@ -252,7 +253,8 @@ FUSED = {
 }
 
 
-# The default suite converts BERT's blocks; the slow tier (CI's slow line) every family's.
+# The default suite converts BERT's blocks; the slow tier every family's (CI's slow line
+# DeBERTa-v2's and ModernBERT's, the rest by hand: .ci/run's BY_HAND).
 FAMILIES_BY_DEFAULT = {"bert"}
 
 
