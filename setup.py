@@ -74,8 +74,10 @@ setup(
             # The reference implementations the native encoder families are proven equal
             # to (tests/modeling/encoders/test_encoder_families.py): transformers' PyTorch models and fast
             # tokenizers. torch 2.13.0 is the CPU build (a newer one is a CUDA build of GBs).
+            # transformers pinned: a release can change the reference (5.25.0 changed DeBERTa-v3's
+            # tokenization, and the parity tests failed on the next fresh install).
             "torch==2.13.0",
-            "transformers>=5.25,<6",
+            "transformers==5.25.0",
             "tokenizers>=0.22",
             # 0.2.3's generated protobuf code needs protobuf >= 7.36; kfp 2.17.3 caps it below 7,
             # and the default test stack has kfp

@@ -31,7 +31,7 @@ from trainer import storage
 from trainer.errors import UserError
 from trainer.serving.onnx.packing import FORMAT, PACKING, TOKENIZER
 
-# The versions the setup.py test extras pin, which the conversions were checked with.
+# What each conversion needs (the setup.py test extra pins the versions it was checked with).
 # transformers 5.25.0 normalizes a DeBERTa-v3 model file by its own map, as the package's
 # tokenizer does (tokenizers/sentencepiece.py, METASPACE); older ones convert it otherwise.
 _TRANSFORMERS_SINCE = (5, 25)
