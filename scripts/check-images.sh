@@ -147,20 +147,21 @@ make_base() {
 # connection dropped (stop 79's CI lost its GPU image to one ReadTimeoutError from
 # files.pythonhosted.org; pip's --retries do not cover a download cut off mid-stream, pypa/pip#12383).
 registry_failures='ReadTimeoutError|ConnectTimeoutError|ProtocolError|IncompleteRead|Connection (reset|aborted|refused)|Temporary failure in name resolution|HTTP error 5[0-9][0-9]'
-registry_failure() { grep -q -E "$registry_failures" "$1"; }
-registry_failure_line() { grep -m 1 -o -E "($registry_failures).{0,80}" "$1"; }
+# registry_failure LOG: the log's first registry failure (up to 80 characters after it), or nothing.
+registry_failure() { grep -m 1 -o -E "($registry_failures).{0,80}" "$1" || true; }
 
 # build IMAGE: build it from its Dockerfile; a registry failure is retried (BUILD_ATTEMPTS in all,
 # the log says so), any other failure fails at once.
 build() {
-  local name=$1 start attempt=1
+  local name=$1 start attempt=1 failure
   start=$(date +%s)
   say "$name: building ${dockerfile[$name]}"
   until bah bud --isolation chroot --pull=never --layers="$([[ $driver == overlay ]] && echo true || echo false)" \
       -f "$root/${dockerfile[$name]}" \
       -t "vbt-check-$name" "$root" >"$work/$name-build.log" 2>&1; do
-    if (( attempt < build_attempts )) && registry_failure "$work/$name-build.log"; then
-      say "$name: build attempt $attempt of $build_attempts failed on the registry ($(registry_failure_line "$work/$name-build.log")); again"
+    failure=$(registry_failure "$work/$name-build.log")
+    if (( attempt < build_attempts )) && [[ -n "$failure" ]]; then
+      say "$name: build attempt $attempt of $build_attempts failed on the registry ($failure); again"
       cp "$work/$name-build.log" "$work/$name-build.$attempt.log"
       attempt=$(( attempt + 1 ))
       continue

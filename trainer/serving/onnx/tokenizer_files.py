@@ -34,7 +34,7 @@ from trainer.serving.onnx.packing import FORMAT, PACKING, TOKENIZER
 # What each conversion needs (the setup.py test extra pins the versions it was checked with).
 # transformers 5.25.0 normalizes a DeBERTa-v3 model file by its own map, as the package's
 # tokenizer does (tokenizers/sentencepiece.py, METASPACE); older ones convert it otherwise.
-_TRANSFORMERS_SINCE = (5, 25)
+_TRANSFORMERS_SINCE = "5.25.0"
 _PACKAGES = {
     "tokenizers": "tokenizers>=0.22",
     "transformers": "transformers>=5.25,<6",
@@ -209,10 +209,12 @@ def _sentencepiece(preprocessor) -> dict:
     class_name, filename = classes[preprocessor.special]
     _require("sentencepiece")  # transformers reads the model file with it
     transformers = _require("transformers")
-    if tuple(int(part) for part in transformers.__version__.split(".")[:2]) < _TRANSFORMERS_SINCE:
+    from packaging.version import Version  # a dependency of transformers
+
+    if Version(transformers.__version__) < Version(_TRANSFORMERS_SINCE):
         raise UserError(
             f"the ONNX copy's tokenizer.json is transformers' conversion of the model file, which "
-            f"the package's tokenizer equals from transformers 5.25.0; this Python has "
+            f"the package's tokenizer equals from transformers {_TRANSFORMERS_SINCE}; this Python has "
             f"{transformers.__version__}: pip install '{_PACKAGES['transformers']}'"
         )
     source = preprocessor.tokenizer.model_asset.asset_path.numpy().decode("utf-8")

@@ -73,9 +73,8 @@ class SentencePieceTokenizer(tf.Module):
     beside it. Those 9 are equally scored orders of a run ("..." "." for "....", see
     _order_ties); alone it also misses special tokens written in the text, U+0085 (XLM-R) and,
     for a DeBERTa-v3 model file without a precompiled map, Hugging Face's whitespace and NFC
-    steps. With the steps above, the ids
-    equal Hugging Face's on those tweets and on every code point between two letters, alone
-    and doubled.
+    steps. With the steps above, the ids equal Hugging Face's on those tweets and on every code
+    point between two letters, alone and doubled.
 
     The ids are laid out as `layout.vocabulary` says (the family's record).
     """
