@@ -1,15 +1,17 @@
 """Benchmark (issue 68): `--task embedding` against sentence-transformers' own trainer, the same
 weights, the same scored pairs, one run on one machine.
 
-    python bench/embedding.py [--epochs 4] [--batch-size 16] [--publish]
+    python bench/embedding.py [--epochs 4] [--batch-size 16] [--reference-precision auto] [--publish]
 
 - the pairs: the shared STS-B training pairs (../shared/data/glue/stsb_train.csv), split by
   bench/embedding_reference.py so that no validation sentence occurs in a training pair (STS-B
   scores one sentence against several others); both sides train on its training file and are
   scored on its validation file (the official dev set is measured elsewhere);
 - the reference: bench/embedding_reference.py, sentence-transformers' STS-B example recipe with
-  CoSENTLoss (learning rate 5e-5 after a 10% warm-up, batch 16, float32 on the CPU), the last
-  epoch's weights;
+  CoSENTLoss (learning rate 5e-5 after a 10% warm-up, batch 16), the last epoch's weights, in
+  the precision the trainer trains in here (--reference-precision auto): on a CPU with native
+  bfloat16 the trainer's `--mixed-precision auto` trains in mixed bfloat16, and the reference gets
+  torch's bfloat16 autocast (the example's fp16 is for GPUs); elsewhere both train in float32;
 - the trainer: `python -m trainer.task --task embedding` at its defaults but --epochs and
   --batch-size, which are the reference's; its Spearman is its last epoch's (eval_history.csv),
   as the reference's is, and the epoch it keeps (the best on validation) is shown beside it;
@@ -35,14 +37,27 @@ HERE = os.path.join(WORK, "embedding")
 
 def reference(args, encoder: str) -> dict:
     """bench/embedding_reference.py's result (run now unless kept from this CPU)."""
-    output = os.path.join(HERE, f"reference-{args.epochs}-{args.batch_size}.json")
+    precision = reference_precision(args.reference_precision)
+    output = os.path.join(HERE, f"reference-{args.epochs}-{args.batch_size}-{precision}.json")
     kept_here(output)
     if not os.path.exists(output):
-        log(f"sentence-transformers: {args.epochs} epochs, batch {args.batch_size}")
+        log(f"sentence-transformers: {args.epochs} epochs, batch {args.batch_size}, {precision}")
         flags = ["--encoder", encoder, "--train", STSB, "--split-dir", HERE, "--output", output]
-        embedding_reference.main([*flags, "--epochs", str(args.epochs), "--batch-size", str(args.batch_size)])
+        flags += ["--epochs", str(args.epochs), "--batch-size", str(args.batch_size)]
+        embedding_reference.main([*flags, *(["--bf16"] if precision == "bfloat16" else [])])
     with open(output) as f:
         return json.load(f)
+
+
+def reference_precision(flag: str) -> str:
+    """The reference's precision: `flag`, or under "auto" the one the trainer's `--mixed-precision
+    auto` trains in on this CPU (trainer.training.distribution: mixed bfloat16 where the CPU has
+    native bfloat16)."""
+    if flag != "auto":
+        return flag
+    from trainer import hardware
+
+    return "bfloat16" if hardware.cpu_has_native_bf16(hardware.read_cpuinfo()) else "float32"
 
 
 def trainer_side(args, split: dict) -> dict:
@@ -69,6 +84,7 @@ def compare(ours: dict, theirs: dict) -> dict:
         "reference_zero_shot": theirs["zero_shot_spearman"],
         "reference_spearman": theirs["spearman"],
         "reference_train_seconds": theirs["train_seconds"],
+        "reference_precision": theirs.get("precision", "float32"),
         "points": 100 * (float(history[-1]["val_spearman"]) - theirs["spearman"]),
         "faster": theirs["train_seconds"] / train_seconds,
     }
@@ -79,7 +95,7 @@ def report(result: dict, pairs: tuple) -> None:
     print(f"\nSTS-B: {pairs[0]:,} training pairs, {pairs[1]:,} validation pairs (no validation sentence in training)")
     rows = [
         [side, f"{r[f'{key}_zero_shot']:.4f}", f"{r[f'{key}_spearman']:.4f}", f"{r[f'{key}_train_seconds']:.0f}"]
-        for side, key in (("trainer", "trainer"), ("sentence-transformers", "reference"))
+        for side, key in (("trainer", "trainer"), (f"sentence-transformers ({r['reference_precision']})", "reference"))
     ]
     print(table(rows, ["side", "zero-shot", "spearman", "train s"]))
     print(
@@ -92,6 +108,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument(
+        "--reference-precision",
+        choices=("auto", "float32", "bfloat16"),
+        default="auto",
+        help="the reference's precision (default: the trainer's on this CPU)",
+    )
     add_publish_flag(parser)
     args = parser.parse_args(argv)
     from trainer.modeling.encoders.registry import packaged_default_dir

@@ -4,7 +4,7 @@ example (training_stsbenchmark.py) trains it.
 
     python bench/embedding_reference.py --encoder DIR --train FILE [--validation FILE] \
         [--epochs 4] [--learning-rate 5e-5] [--batch-size 16] [--max-length L] \
-        [--warmup-fraction 0.1] [--seed 42] --output result.json
+        [--warmup-fraction 0.1] [--seed 42] [--bf16] --output result.json
 
 - the model: `SentenceTransformer(DIR)` when DIR holds sentence-transformers' modules.json (the
   default encoder does: its Transformer, mean Pooling and Normalize); otherwise what the library
@@ -17,8 +17,9 @@ example (training_stsbenchmark.py) trains it.
 - the recipe: SentenceTransformerTrainer with the example's settings unless a flag says otherwise
   (4 epochs, batch 16, learning rate 5e-5 decaying linearly after a warm-up over 10% of the steps,
   no weight decay, gradients clipped to norm 1, seed 42; the model's own max_seq_length, 256 for
-  all-MiniLM-L6-v2), in float32 on the CPU (the example's fp16 is for GPUs), the last epoch's
-  weights kept (the example does not load the best);
+  all-MiniLM-L6-v2), in float32 on the CPU (the example's fp16 is for GPUs; --bf16: torch's
+  bfloat16 autocast, the CPU's counterpart, as the trainer's mixed bfloat16 on a CPU with native
+  bfloat16), the last epoch's weights kept (the example does not load the best);
 - the score: the library's EmbeddingSimilarityEvaluator, Spearman of the cosine similarity of
   the validation pairs against their scores, before training (zero-shot) and after every epoch;
   training seconds count the epochs alone, not loading or the evaluations;
@@ -274,6 +275,7 @@ def train(args, model, train_pairs: Pairs, top: float, callback, output_dir: str
         warmup_steps=args.warmup_fraction,  # below 1: a fraction of the steps (transformers 5)
         seed=args.seed,
         use_cpu=True,
+        bf16=args.bf16,
         eval_strategy="no",
         save_strategy="no",
         logging_strategy="epoch",
@@ -305,6 +307,7 @@ def arguments(argv):
     parser.add_argument("--text-column", help="the first sentence's column (default: found by name)")
     parser.add_argument("--text-pair-column", help="the second sentence's column (default: found by name)")
     parser.add_argument("--score-column", help=f"the score's column (default: the first of {', '.join(SCORE_COLUMNS)})")
+    parser.add_argument("--bf16", action="store_true", help="train under torch's bfloat16 autocast (default: float32)")
     parser.add_argument("--model-output", help="a new directory for the trained model, as the library saves it")
     args = parser.parse_args(argv)
     if not 0 < args.validation_fraction < 1:
@@ -382,6 +385,7 @@ def main(argv=None):
             "score_scale": top,
             "model": built,
             "max_seq_length": model.max_seq_length,
+            "precision": "bfloat16" if args.bf16 else "float32",
             "settings": {k: v for k, v in vars(args).items() if k not in ("output", "model_output")},
             "machine": hardware(),
             **versions(),

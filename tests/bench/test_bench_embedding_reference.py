@@ -95,6 +95,7 @@ def test_the_result_records_scores_seconds_split_machine_and_versions(run):
     assert result["split"]["pairs"] == len(PAIRS) == result["train_pairs"] + result["validation_pairs"]
     assert result["model"].startswith("no modules.json")  # the tiny BERT is a plain checkpoint
     assert result["max_seq_length"] == 16 and result["score_scale"] == max(trained_scores)
+    assert result["precision"] == "float32"
     assert set(result["machine"]) == {"cpu", "cpus", "native"}
     assert all(result[k] for k in ("torch", "transformers", "sentence_transformers"))
 
