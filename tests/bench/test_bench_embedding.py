@@ -30,12 +30,3 @@ def test_the_report_names_both_sides_and_the_kept_epoch(capsys):
     assert "sentence-transformers (float32)     0.8000    0.8550      150" in text
     assert "-0.50 points, 3.00x faster; the trainer keeps epoch 1 (validation Spearman 0.8600)" in text
 
-
-def test_the_reference_trains_in_bfloat16_where_the_trainer_does(monkeypatch):
-    from trainer import hardware
-
-    monkeypatch.setattr(hardware, "read_cpuinfo", lambda: "flags\t: fpu avx512f amx_bf16\n")
-    assert embedding.reference_precision("auto") == "bfloat16"
-    monkeypatch.setattr(hardware, "read_cpuinfo", lambda: "flags\t: fpu avx2\n")
-    assert embedding.reference_precision("auto") == "float32"
-    assert embedding.reference_precision("bfloat16") == "bfloat16"
