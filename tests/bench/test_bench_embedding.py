@@ -29,4 +29,3 @@ def test_the_report_names_both_sides_and_the_kept_epoch(capsys):
     text = capsys.readouterr().out
     assert "sentence-transformers (float32)     0.8000    0.8550      150" in text
     assert "-0.50 points, 3.00x faster; the trainer keeps epoch 1 (validation Spearman 0.8600)" in text
-
