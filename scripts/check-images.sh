@@ -2,7 +2,7 @@
 # Build the images from their real Dockerfiles, unchanged, without a Docker engine (buildah), and
 # smoke-run each in a container as Vertex AI runs it. As root:
 #
-#   bash scripts/check-images.sh [all|gpu|tpu|serve|serve-onnx ...]      (default: all)
+#   bash scripts/check-images.sh [all|tpu|gpu|serve|serve-onnx ...]      (default: all)
 #
 # - every image: its vertex-bert-trainer.variant label, by which the cloud scripts refuse another
 #   variant's image (scripts/lib.sh, require_image).
@@ -10,7 +10,10 @@
 #   AIP_CHECKPOINT_DIR and AIP_TENSORBOARD_LOG_DIR in a mounted directory, CLOUD_ML_JOB_ID, a
 #   tuning trial's CLOUD_ML_TRIAL_ID with /tmp/hypertune mounted). Every container runs in a
 #   network namespace of its own that has only loopback, so a run that needed to fetch anything
-#   fails. gpu also: two containers as Vertex's chief and worker (CLUSTER_SPEC and TF_CONFIG on
+#   fails. The first of them in a run writes and checks every copy (int8, bfloat16, ONNX) and the
+#   report's explanations, and its model is what the serving checks serve; the second leaves those
+#   out (they were about 70% of a dry run's time; `all` checks tpu first, whose TensorFlow 2.20 no
+#   other CI line exports copies with, while gpu's 2.21 is the host's test lines'). gpu also: two containers as Vertex's chief and worker (CLUSTER_SPEC and TF_CONFIG on
 #   127.0.0.1 ports) train one run under MultiWorkerMirroredStrategy (no copies: the training
 #   check wrote and checked them); the worker's output directory is mounted read-only, so it
 #   passes only if the chief alone writes the artifacts.
@@ -44,15 +47,19 @@ dir="${VBT_CHECK_DIR:-/var/cache/vbt-check-images}"
 run_timeout="${RUN_TIMEOUT:-600}"
 build_attempts="${BUILD_ATTEMPTS:-3}"
 base=docker.io/library/python:3.11.13-slim-bookworm
-declare -A dockerfile=([gpu]=Dockerfile [tpu]=Dockerfile.tpu [serve]=Dockerfile.serve
+declare -A dockerfile=([tpu]=Dockerfile.tpu [gpu]=Dockerfile [serve]=Dockerfile.serve
                       [serve-onnx]=Dockerfile.serve-onnx)
 declare -A size build_seconds ready_seconds
 # Free disk (GB) an image's build and checks need, measured peaks with room to spare
 # (docs/vertex.md); vfs copies the whole tree per layer, so there each image is one layer.
-declare -A need_overlay=([gpu]=16 [tpu]=7 [serve]=7 [serve-onnx]=2) need_vfs=([gpu]=30 [tpu]=12 [serve]=12 [serve-onnx]=4)
+declare -A need_overlay=([tpu]=7 [gpu]=16 [serve]=7 [serve-onnx]=2) need_vfs=([tpu]=12 [gpu]=30 [serve]=12 [serve-onnx]=4)
 rows=()         # "image|check|result" in the order checked
 netns_list=()   # network namespaces to delete on exit
 failed=0
+served_by=""    # the image whose training check wrote $dir/model in this run
+# A dry run without the checked copies and the report's explanations: a training check after the
+# first, and the replicas check (their strategy and who writes are what they check).
+no_copies=(--export-int8 off --export-bfloat16 off --export-onnx off --report-explanations 0)
 
 die() { echo "error: $*" >&2; exit 2; }
 say() { echo "check-images: $*"; }
@@ -60,12 +67,12 @@ say() { echo "check-images: $*"; }
 images=()
 for arg in "${@:-all}"; do
   case "$arg" in
-    all) images+=(gpu tpu serve serve-onnx) ;;
-    gpu|tpu|serve|serve-onnx) images+=("$arg") ;;
-    *) die "unknown image '$arg'; usage: $0 [all|gpu|tpu|serve|serve-onnx ...]" ;;
+    all) images+=(tpu gpu serve serve-onnx) ;;
+    tpu|gpu|serve|serve-onnx) images+=("$arg") ;;
+    *) die "unknown image '$arg'; usage: $0 [all|tpu|gpu|serve|serve-onnx ...]" ;;
   esac
 done
-mapfile -t images < <(printf '%s\n' gpu tpu serve serve-onnx | grep -Fxf <(printf '%s\n' "${images[@]}"))
+mapfile -t images < <(printf '%s\n' tpu gpu serve serve-onnx | grep -Fxf <(printf '%s\n' "${images[@]}"))
 (( EUID == 0 )) || die "$0 builds with buildah's chroot isolation, which needs root: run it as root"
 
 # record IMAGE CHECK OK|FAIL [DETAIL]: one row of the final table.
@@ -243,8 +250,11 @@ check_stderr() {
   fi
 }
 
+# check_training IMAGE: the first in a run writes every copy and the model the serving checks
+# serve; a later one runs without the copies (no_copies).
 check_training() {
-  local name=$1 out="$work/$1" seconds start status=0
+  local name=$1 out="$work/$1" seconds start status=0 lean=() note=""
+  if [[ -n "$served_by" ]]; then lean=("${no_copies[@]}"); note=", no copies: $served_by's check wrote them"; fi
   mkdir -p "$out/vertex" "$out/hypertune"
   netns "vbt-check-$name-$$"
   start=$(date +%s)
@@ -252,10 +262,10 @@ check_training() {
     -v "$out/vertex:/vertex" -v "$out/hypertune:/tmp/hypertune" \
     -e AIP_MODEL_DIR=/vertex/model/ -e AIP_CHECKPOINT_DIR=/vertex/checkpoints/ \
     -e AIP_TENSORBOARD_LOG_DIR=/vertex/logs/ -e CLOUD_ML_JOB_ID="check-$name" -e CLOUD_ML_TRIAL_ID=1 \
-    -- --dry-run || status=$?
+    -- --dry-run "${lean[@]}" || status=$?
   seconds=$(( $(date +%s) - start ))
   if (( status == 0 )); then
-    record "$name" "ENTRYPOINT --dry-run, AIP_* variables, no network" ok "$seconds s"
+    record "$name" "ENTRYPOINT --dry-run, AIP_* variables, no network" ok "$seconds s$note"
   else
     tail -n 20 "$out/dry-run.err" >&2
     record "$name" "ENTRYPOINT --dry-run, AIP_* variables, no network" FAIL \
@@ -284,7 +294,9 @@ check_training() {
     record "$name" "logs: no accelerator found" FAIL "see $out/dry-run.out"
   fi
   check_stderr "$name" "$out/dry-run.err"
-  rm -rf "$dir/model"; cp -r "$out/vertex/model" "$dir/model"   # what the serve check serves
+  if [[ -z "$served_by" ]]; then   # what the serving checks serve
+    rm -rf "$dir/model"; cp -r "$out/vertex/model" "$dir/model"; served_by=$name
+  fi
 }
 
 # Vertex's chief and worker: two containers, one cluster on 127.0.0.1, one output directory.
@@ -296,9 +308,6 @@ check_replicas() {
   local spec='"workerpool0": ["127.0.0.1:2222"], "workerpool1": ["127.0.0.1:2223"]'
   start=$(date +%s)
   local role mount pids=() statuses=()
-  # The strategy and who writes are checked here; the copies were, by the training check just
-  # before (they were about 70% of a dry run's time).
-  local no_copies=(--export-int8 off --export-bfloat16 off --export-onnx off --report-explanations 0)
   for role in chief worker; do
     local pool=workerpool0; [[ $role == worker ]] && pool=workerpool1
     mount="$out/vertex:/vertex"; [[ $role == worker ]] && mount="$out/vertex:/vertex:ro"
@@ -348,12 +357,12 @@ status() { local ns=$1 url=$2; shift 2; ip netns exec "$ns" curl -s -o /dev/null
 
 # check_serving IMAGE: the serving image IMAGE (serve: --runtime tensorflow, the runtime it is
 # for, which its default --runtime auto passes over for an ONNX copy within 1.1x of it; or
-# serve-onnx: --runtime onnx) as Vertex runs it, with the model the last training check exported.
+# serve-onnx: --runtime onnx) as Vertex runs it, with the model the first training check exported.
 check_serving() {
   local name=$1 out="$work/$1" ns="vbt-check-$1-$$" runtime=(--runtime tensorflow)
   [[ "$name" == serve-onnx ]] && runtime=(--runtime onnx)
   if [[ ! -d "$dir/model" ]]; then
-    skip "$name" "a model exported by a training check" "none yet: check gpu or tpu first"
+    skip "$name" "a model exported by a training check" "none yet: check tpu or gpu first"
     return 0
   fi
   if [[ "$name" == serve-onnx ]]; then   # the training check's export wrote them (--export-onnx auto)
@@ -367,7 +376,7 @@ check_serving() {
     [[ -f "$dir/model/onnx-int8/onnx.json" ]] || int8="onnx-int8 refused: $(refusal "$dir/model" onnx-int8)"
     record "$name" "ONNX copies in the training check's model" ok "onnx; $int8"
   fi
-  say "$name: serving $dir/model, exported by the last training check"
+  say "$name: serving $dir/model, exported by ${served_by:-an earlier run}'s training check"
   mkdir -p "$out"; chmod 0777 "$out"   # the serving images run as uid 1000
   printf 'text\nwhat a great day\nworst service ever\nthe bus leaves at noon\n' >"$out/texts.csv"
   netns "$ns"

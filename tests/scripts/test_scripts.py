@@ -382,7 +382,7 @@ def test_check_images_names_an_unknown_image_and_builds_nothing():
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr.splitlines() == [
         f"error: unknown image 'gpus'; usage: {os.path.join(SCRIPTS, 'check-images.sh')} "
-        f"[all|gpu|tpu|serve|serve-onnx ...]"
+        f"[all|tpu|gpu|serve|serve-onnx ...]"
     ]
 
 
