@@ -13,8 +13,8 @@
 #   fails. The first of them in a run writes and checks every copy (int8, bfloat16, ONNX) and the
 #   report's explanations, and its model is what the serving checks serve; the second leaves those
 #   out (they were about 70% of a dry run's time; `all` checks tpu first, whose TensorFlow 2.20 no
-#   other CI line exports copies with, while gpu's 2.21 is the host's test lines'). gpu also: two containers as Vertex's chief and worker (CLUSTER_SPEC and TF_CONFIG on
-#   127.0.0.1 ports) train one run under MultiWorkerMirroredStrategy (no copies: the training
+#   other CI line exports copies with, while gpu's 2.21 is the host's test lines'). gpu also: two
+#   containers as Vertex's chief and worker (CLUSTER_SPEC and TF_CONFIG on 127.0.0.1 ports) train one run under MultiWorkerMirroredStrategy (no copies: the training
 #   check wrote and checked them); the worker's output directory is mounted read-only, so it
 #   passes only if the chief alone writes the artifacts.
 # - serve, serve-onnx: the ENTRYPOINT with the AIP_* serving variables and the model the training
