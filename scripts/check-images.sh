@@ -14,10 +14,10 @@
 #   report's explanations, and its model is what the serving checks serve; the second leaves those
 #   out (they were about 70% of a dry run's time; `all` checks tpu first, whose TensorFlow 2.20 no
 #   other CI line exports copies with, while gpu's 2.21 is the host's test lines'). gpu also: two
-#   containers as Vertex's chief and worker (CLUSTER_SPEC and TF_CONFIG on 127.0.0.1 ports) train one run under MultiWorkerMirroredStrategy (no copies: the training
-#   check wrote and checked them); the worker's output directory is mounted read-only, so it
-#   passes only if the chief alone writes the artifacts.
-# - serve, serve-onnx: the ENTRYPOINT with the AIP_* serving variables and the model the training
+#   containers as Vertex's chief and worker (CLUSTER_SPEC and TF_CONFIG on 127.0.0.1 ports)
+#   train one run under MultiWorkerMirroredStrategy, without the copies too; the worker's output
+#   directory is mounted read-only, so it passes only if the chief alone writes the artifacts.
+# - serve, serve-onnx: the ENTRYPOINT with the AIP_* serving variables and the model the first training
 #   check exported (serve-onnx: its ONNX copies, which the training check writes): health 503
 #   then 200 (the seconds from the container's start to that 200 are in the row: the start time
 #   of each server; serve-onnx's as a share of serve's when both run, a figure, not a check), predictions
