@@ -73,11 +73,12 @@ def float32_copy(
 def int8_copy(
     model_dir: str, reference, task, check_rows: dict, ranking_texts: Callable[[], tuple], batch_size: int
 ) -> tuple:
-    """((write, load) of the int8 copy, the nodes kept float, the log's line on the float
-    fallback or None) of the float32 copy in MODEL_DIR/onnx: every node int8 when that passes
-    the check on `check_rows` ({texts, pairs, labels, label_names}, as export_checked compares
-    them), else int8.keep_float's model, its sensitivity ranked on `ranking_texts()` ((texts,
-    pairs) of training rows)."""
+    """((write, load) of the int8 copy, the nodes kept float, the log's line on what was tried
+    or None) of the float32 copy in MODEL_DIR/onnx: every node int8 when that passes the check
+    on `check_rows` ({texts, pairs, labels, label_names}, as export_checked compares them); else
+    the graph smoothed on `ranking_texts()` ((texts, pairs) of training rows: int8.smoothed),
+    every node int8; else int8.keep_float's model of the smoothed graph, its sensitivity ranked
+    on those rows."""
     import onnx
 
     source = variants.variant_dir(model_dir, "onnx")
@@ -101,8 +102,14 @@ def int8_copy(
     rows = (texts,) if task.compares_pairs else (texts, pairs)
     tokens = loaded_model.tokenize(reference, *rows)
     ranking = {name: value for name, value in tokens.items() if name in packing.FEATURES}
-    chosen, kept, found, tried = int8.keep_float(model, every, ranking, shared["padded_lengths"], check)
-    line = _searched(figures, found, len(kept), len(int8.candidates(model)), tried)
+    smooth = int8.smoothed(model, ranking, shared["padded_lengths"])
+    every_smoothed = int8.quantize(smooth)
+    smoothed_figures = check(every_smoothed)
+    if smoothed_figures["passed"]:
+        line = _smoothed_line(figures, smoothed_figures)
+        return folder(every_smoothed, files, reference, task, "int8", shared), [], line
+    chosen, kept, found, tried = int8.keep_float(smooth, every_smoothed, ranking, shared["padded_lengths"], check)
+    line = _searched(figures, smoothed_figures, found, len(kept), len(int8.candidates(model)), tried)
     return folder(chosen, files, reference, task, "int8", shared, kept), kept, line
 
 
@@ -179,11 +186,32 @@ def _checker(reference, task, rows: dict, batch_size: int, folder_of: Callable) 
     return check
 
 
-def _searched(every: dict, found: dict, kept: int, total: int, tried: list) -> str:
-    """The log's line on the float fallback: why every node in int8 was refused, what was kept
-    float, and what that gave, at what speed (the check's, network and head)."""
+def _smoothed_line(every: dict, smoothed: dict) -> str:
+    """The log's line on a smoothed graph that passed where the plain one was refused."""
+    return (
+        f"onnx-int8 model: every node in int8 was refused ({every['why']}) at "
+        f"{every['rows_per_second']:.0f} rows/s; smoothed first (int8.smoothed, alpha {int8.SMOOTHING}), "
+        f"every node in int8: {_agreed(smoothed)} at {smoothed['rows_per_second']:.0f} rows/s"
+    )
+
+
+def _searched(every: dict, smoothed: dict, found: dict, kept: int, total: int, tried: list) -> str:
+    """The log's line on the float fallback: why every node in int8 was refused, plain and
+    smoothed, what was kept float, and what that gave, at what speed (the check's, network and
+    head)."""
+    tries = f"{len(tried)} {'try' if len(tried) == 1 else 'tries'} in {sum(t['seconds'] for t in tried):.0f}s"
+    return (
+        f"onnx-int8 model: every node in int8 was refused ({every['why']}) at "
+        f"{every['rows_per_second']:.0f} rows/s, and smoothed ({smoothed['why']}); {kept} of its {total} nodes "
+        f"of the smoothed graph kept float (the most sensitive on {RANKING_ROWS} training rows, {tries}): "
+        f"{_agreed(found)} at {found['rows_per_second']:.0f} rows/s"
+    )
+
+
+def _agreed(found: dict) -> str:
+    """A check's agreement, in the log's words."""
     share = found["label_agreement"]
-    agreed = (
+    return (
         f"{found['metric']} {found['value']:.4f}"
         if share is None
         else f"entities agreeing at {100 * share:.2f}% F1"
@@ -191,11 +219,4 @@ def _searched(every: dict, found: dict, kept: int, total: int, tried: list) -> s
         else f"vectors alike for {100 * share:.2f}% of texts"
         if found["label_agreement_of"] == "vectors"
         else f"labels agreeing on {100 * share:.2f}%"
-    )
-    tries = f"{len(tried)} {'try' if len(tried) == 1 else 'tries'} in {sum(t['seconds'] for t in tried):.0f}s"
-    return (
-        f"onnx-int8 model: every node in int8 was refused ({every['why']}) at "
-        f"{every['rows_per_second']:.0f} rows/s; {kept} of its {total} nodes kept float (the most "
-        f"sensitive on {RANKING_ROWS} training rows, {tries}): {agreed} at "
-        f"{found['rows_per_second']:.0f} rows/s"
     )

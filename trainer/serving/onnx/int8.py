@@ -9,6 +9,17 @@ study of issue 66 measured 98.6-99.0% of labels agreeing with float32 on an SST-
 the 99% every copy must reach (trainer.serving.agreement). The embeddings' Gather stays float:
 quantizing the table (one scale for all of it) cost 0.6 points of agreement there for no speed.
 
+Smoothing (`smoothed`), tried when every node in int8 is refused: SmoothQuant's migration
+(Xiao et al. 2023, arXiv:2211.10438, "SmoothQuant"): each candidate's input is divided channel by
+channel by s and its kernel's rows multiplied by s, the same function in float, with s =
+max|x|^alpha / max|w|^(1-alpha) over ranking rows. An encoder's activations have a few channels
+tens of times larger than the rest, which set the one scale of the input's quantization; divided
+down, the other channels keep their precision. On a default-encoder classifier (a quiet 2-core
+Xeon with AMX, 4,000 SST-2 texts the model never saw, every node int8) it halved the mean
+difference of the probabilities from float32 (0.0188 to 0.0101) and raised the labels agreeing
+from 97.20% to 98.55% at alpha 0.8 (0.5: worse, 94.55%; 0.7, 0.9 and 1.0: 98.2-98.35%), for
+about 5% of the speed (a Mul per node).
+
 The float fallback (`keep_float`): each candidate node is quantized alone and scored by how far
 the outputs move on ranking rows (training rows: not the check's); the most sensitive are then
 kept float, more each round, until the check passes on the validation rows or half the nodes
@@ -32,6 +43,8 @@ OP_TYPES = ("MatMul", "Attention")
 GATES = "int8_gates"
 # The emulator computes its gated kernels at every run: a few large runs, not many small.
 EMULATOR_ROWS_PER_RUN = 128
+# SmoothQuant's migration strength: the best of 0.5, 0.7, 0.8, 0.9 and 1.0 (the docstring).
+SMOOTHING = 0.8
 
 
 def quantize(model, keep_float=()):
@@ -104,6 +117,57 @@ def emulator(model, quantized):
     del graph.node[:]
     graph.node.extend(nodes)
     return emulated
+
+
+def smoothed(model, features: dict, ladder, alpha: float = SMOOTHING):
+    """`model` with each candidate's input divided per channel by s (a Mul before it) and its
+    kernel's rows multiplied by s: the same function in float, s from `input_ranges` on
+    `features` (see the module's docstring)."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    ranges = input_ranges(model, features, ladder)
+    smooth = onnx.ModelProto()
+    smooth.CopyFrom(model)
+    graph = smooth.graph
+    kernels = {init.name: init for init in graph.initializer}
+    names, scaled, nodes = set(candidates(model)), set(), []
+    for node in graph.node:
+        if node.name in names and node.input[1] not in scaled:  # a kernel two nodes share: scaled once
+            kernel = numpy_helper.to_array(kernels[node.input[1]])
+            wide = np.maximum(np.abs(kernel).max(axis=1), 1e-5) ** (1 - alpha)
+            scale = np.clip(np.maximum(ranges[node.input[0]], 1e-5) ** alpha / wide, 1e-3, 1e3).astype(np.float32)
+            kernels[node.input[1]].CopyFrom(numpy_helper.from_array(kernel * scale[:, None], node.input[1]))
+            scaled.add(node.input[1])
+            inverse = f"{node.name}/smoothing"
+            graph.initializer.append(numpy_helper.from_array(1 / scale, inverse))
+            nodes.append(helper.make_node("Mul", [node.input[0], inverse], [f"{inverse}/input"], name=inverse))
+            node.input[0] = f"{inverse}/input"
+        nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return smooth
+
+
+def input_ranges(model, features: dict, ladder) -> dict:
+    """{tensor: its largest absolute value per channel} of each candidate's input, over `features`."""
+    import onnx
+    from onnx import helper
+
+    from trainer.inference import loaded_model
+
+    nodes = {node.name: node for node in model.graph.node}
+    inputs = sorted({nodes[name].input[0] for name in candidates(model)})
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    probe.graph.output.extend(helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None) for name in inputs)
+    probed = session(probe)
+    ranges = {}
+    for _, batch in loaded_model.token_batches(features, EMULATOR_ROWS_PER_RUN, ladder):
+        for name, value in zip(inputs, probed.run(inputs, batch)):
+            found = np.abs(value.reshape(-1, value.shape[-1])).max(axis=0)
+            ranges[name] = found if name not in ranges else np.maximum(ranges[name], found)
+    return ranges
 
 
 def _dequantized(stored: dict, kernel: str) -> np.ndarray:
