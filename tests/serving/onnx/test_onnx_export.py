@@ -397,6 +397,36 @@ def test_the_float_fallback_keeps_the_most_sensitive_nodes_float_until_the_check
     assert figures["passed"]
 
 
+def test_smoothing_computes_the_same_function_in_float(fused_classifier):
+    from trainer.serving.onnx import int8
+
+    model, features, ladder = fused_classifier
+    smooth = int8.smoothed(model, features, ladder)
+    divided = [node for node in smooth.graph.node if node.op_type == "Mul" and node.name.endswith("/smoothing")]
+    assert len(divided) == len(int8.candidates(model))
+    np.testing.assert_allclose(
+        int8.float_outputs(int8.session(smooth), features, ladder),
+        int8.float_outputs(int8.session(model), features, ladder),
+        atol=1e-5,
+    )
+
+
+def test_smoothing_narrows_the_spread_of_each_inputs_channels(fused_classifier):
+    """What int8 gains: the input's one quantization scale is set by its largest channel."""
+    from trainer.serving.onnx import int8
+
+    model, features, ladder = fused_classifier
+    before = int8.input_ranges(model, features, ladder)
+    smooth = int8.smoothed(model, features, ladder)
+    after = int8.input_ranges(smooth, features, ladder)
+    divided = {node.input[1]: node.output[0] for node in smooth.graph.node if node.name.endswith("/smoothing")}
+    nodes = {node.name: node for node in model.graph.node}
+    for name in int8.candidates(model):
+        source = nodes[name].input[0]
+        spread = lambda ranges: ranges.max() / np.median(ranges)  # noqa: E731
+        assert spread(after[divided[f"{name}/smoothing"]]) < spread(before[source])
+
+
 def test_a_copy_whose_tokens_differ_on_a_row_is_refused_naming_it():
     from trainer.serving import quantize
 

@@ -252,13 +252,14 @@ def test_the_int8_copy_is_quantized_from_the_float32_copys_folder_tagging_json_a
 
 
 def test_the_int8_float_fallback_ranks_a_taggers_nodes_on_its_windows(exported, model_dir, monkeypatch):
-    """Forced here (no agreement passes): each node is scored on the ranking texts' windows, the
-    graph's inputs (a tagger's `tokenize` gives its words' features too)."""
+    """Forced here (no agreement passes): the graph is smoothed on the ranking texts' windows,
+    then each node is scored on them, the graph's inputs (a tagger's `tokenize` gives its words'
+    features too)."""
     from trainer.serving import agreement
 
     monkeypatch.setattr(agreement, "MIN_LABEL_AGREEMENT", 1.01)
     _, kept, line = int8_copy(exported)
-    assert kept and "kept float (the most sensitive on 128 training rows" in line
+    assert kept and "and smoothed (" in line and "kept float (the most sensitive on 128 training rows" in line
     assert ": entities agreeing at " in line
 
 

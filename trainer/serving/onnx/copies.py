@@ -190,7 +190,7 @@ def _smoothed_line(every: dict, smoothed: dict) -> str:
     """The log's line on a smoothed graph that passed where the plain one was refused."""
     return (
         f"onnx-int8 model: every node in int8 was refused ({every['why']}) at "
-        f"{every['rows_per_second']:.0f} rows/s; smoothed first (int8.smoothed, alpha {int8.SMOOTHING}), "
+        f"{every['rows_per_second']:.0f} rows/s; then smoothed (int8.smoothed, alpha {int8.SMOOTHING}), "
         f"every node in int8: {_agreed(smoothed)} at {smoothed['rows_per_second']:.0f} rows/s"
     )
 
