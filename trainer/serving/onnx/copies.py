@@ -186,11 +186,15 @@ def _checker(reference, task, rows: dict, batch_size: int, folder_of: Callable) 
     return check
 
 
+def _refused(every: dict) -> str:
+    """The start of the log's line when every node in int8 was refused: why, at what speed."""
+    return f"onnx-int8 model: every node in int8 was refused ({every['why']}) at {every['rows_per_second']:.0f} rows/s"
+
+
 def _smoothed_line(every: dict, smoothed: dict) -> str:
     """The log's line on a smoothed graph that passed where the plain one was refused."""
     return (
-        f"onnx-int8 model: every node in int8 was refused ({every['why']}) at "
-        f"{every['rows_per_second']:.0f} rows/s; then smoothed (int8.smoothed, alpha {int8.SMOOTHING}), "
+        f"{_refused(every)}; then smoothed (int8.smoothed, alpha {int8.SMOOTHING}), "
         f"every node in int8: {_agreed(smoothed)} at {smoothed['rows_per_second']:.0f} rows/s"
     )
 
@@ -201,8 +205,7 @@ def _searched(every: dict, smoothed: dict, found: dict, kept: int, total: int, t
     head)."""
     tries = f"{len(tried)} {'try' if len(tried) == 1 else 'tries'} in {sum(t['seconds'] for t in tried):.0f}s"
     return (
-        f"onnx-int8 model: every node in int8 was refused ({every['why']}) at "
-        f"{every['rows_per_second']:.0f} rows/s, and smoothed ({smoothed['why']}); {kept} of its {total} nodes "
+        f"{_refused(every)}, and smoothed ({smoothed['why']}); {kept} of its {total} nodes "
         f"of the smoothed graph kept float (the most sensitive on {RANKING_ROWS} training rows, {tries}): "
         f"{_agreed(found)} at {found['rows_per_second']:.0f} rows/s"
     )

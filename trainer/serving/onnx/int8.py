@@ -30,6 +30,7 @@ scores them all.
 No TensorFlow here; the callers pass the features (the SavedModel's own tokens) and the check.
 """
 
+import collections
 import os
 import tempfile
 import time
@@ -131,14 +132,16 @@ def smoothed(model, features: dict, ladder, alpha: float = SMOOTHING):
     smooth.CopyFrom(model)
     graph = smooth.graph
     kernels = {init.name: init for init in graph.initializer}
-    names, scaled, nodes = set(candidates(model)), set(), []
+    uses = collections.Counter(name for node in graph.node for name in node.input)
+    # A kernel another node reads too stays as it is: scaled, it would change that node's function
+    kernel_of = {node.name: node.input[1] for node in graph.node if len(node.input) > 1}
+    names, nodes = {name for name in candidates(model) if uses[kernel_of[name]] == 1}, []
     for node in graph.node:
-        if node.name in names and node.input[1] not in scaled:  # a kernel two nodes share: scaled once
+        if node.name in names:
             kernel = numpy_helper.to_array(kernels[node.input[1]])
             wide = np.maximum(np.abs(kernel).max(axis=1), 1e-5) ** (1 - alpha)
             scale = np.clip(np.maximum(ranges[node.input[0]], 1e-5) ** alpha / wide, 1e-3, 1e3).astype(np.float32)
             kernels[node.input[1]].CopyFrom(numpy_helper.from_array(kernel * scale[:, None], node.input[1]))
-            scaled.add(node.input[1])
             inverse = f"{node.name}/smoothing"
             graph.initializer.append(numpy_helper.from_array(1 / scale, inverse))
             nodes.append(helper.make_node("Mul", [node.input[0], inverse], [f"{inverse}/input"], name=inverse))
