@@ -325,15 +325,15 @@ def resolve(model_dir: str, requested: str, cpuinfo_text: str | None = None, run
     return copy, model_dir if alone else variant_dir(model_dir, copy)
 
 
-def load(model_dir: str, precision: str, spinning: bool = True):
+def load(model_dir: str, precision: str, serving: bool = False):
     """The copy `precision` (resolved: a precisions.json key) as loaded: export.load_module's,
     or a module that reads like it (the int8 one, an ONNX copy's, which its task's unit loads).
-    `spinning`: whether ONNX Runtime's idle threads spin (off in a server)."""
+    `serving`: for a server (an ONNX copy's runs one at a time, its idle threads asleep)."""
     if runtime_of(precision) == "onnx":
         from trainer import task_registry
 
         path = model_dir if onnx_copy_alone(model_dir) else variant_dir(model_dir, precision)
-        return task_registry.of_onnx_copy(path).unit.onnx_module(path, spinning=spinning)
+        return task_registry.of_onnx_copy(path).unit.onnx_module(path, serving)
     import trainer
     from trainer.serving import export, tflite
 

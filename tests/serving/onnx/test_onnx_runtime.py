@@ -425,3 +425,58 @@ def test_the_server_without_tensorflow_keeps_the_vertex_contract(model_dir, tmp_
     lines = log.read()
     assert code == 0, lines
     assert "model ready: onnx" in lines and "stopped" in lines
+
+
+@pytest.fixture
+def doubling_model(tmp_path):
+    """An ONNX model of one op: y = x + x, int32 [N, W] of any size."""
+    from onnx import TensorProto, helper, save
+
+    spec = lambda name: helper.make_tensor_value_info(name, TensorProto.INT32, ["N", "W"])  # noqa: E731
+    graph = helper.make_graph([helper.make_node("Add", ["x", "x"], ["y"])], "doubling", [spec("x")], [spec("y")])
+    path = tmp_path / "model.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def runs_of(path, monkeypatch, **options):
+    """runtime.Runs of `path` on a 2-core machine, each run's thread noted in `.threads`."""
+    import threading
+
+    from trainer import hardware
+    from trainer.serving.onnx import runtime
+
+    monkeypatch.setattr(hardware, "usable_cores", lambda: 2)
+    runs = runtime.Runs(path, **options)
+    runs.threads, run = [], runs.session.run
+
+    def noted(*args):
+        runs.threads.append(threading.current_thread())
+        return run(*args)
+
+    monkeypatch.setattr(runs.session, "run", noted)
+    return runs
+
+
+FEEDS = [{"x": np.full([3, width], width, np.int32)} for width in (1, 5, 2, 9, 4)]
+
+
+def test_a_batch_jobs_runs_go_side_by_side_one_thread_each_and_come_back_in_order(doubling_model, monkeypatch):
+    import threading
+
+    runs = runs_of(doubling_model, monkeypatch)
+    got = runs.run(["y"], FEEDS)
+    assert [y.tolist() for (y,) in got] == [(2 * feed["x"]).tolist() for feed in FEEDS]
+    assert runs.session.get_session_options().intra_op_num_threads == 1
+    assert threading.current_thread() not in runs.threads
+    assert all(thread.name.startswith("onnx-run") for thread in runs.threads)
+
+
+def test_a_servers_runs_go_one_at_a_time_on_every_core(doubling_model, monkeypatch):
+    import threading
+
+    runs = runs_of(doubling_model, monkeypatch, serving=True)
+    got = runs.run(["y"], FEEDS)
+    assert [y.tolist() for (y,) in got] == [(2 * feed["x"]).tolist() for feed in FEEDS]
+    assert runs.session.get_session_options().intra_op_num_threads == 2
+    assert runs.threads == [threading.current_thread()] * len(FEEDS)

@@ -30,20 +30,21 @@ FACTS = ("precision", "pair", "padded_lengths", "task_outputs", "decisions")
 # faster than at the padding ladder's length (which TensorFlow needs to reuse its traced
 # graphs; ONNX Runtime has none to reuse).
 ROWS_PER_RUN = 16
-# Intra-op threads unless the caller says: every core this process may use, as TensorFlow and
-# LiteRT compute. On a quiet 2-core Xeon with AMX (bench/onnx_copies.py's machine, 2026-12-02), 4,000
-# SST-2 texts, medians of 3: int8 1,847 rows/s on 2 threads against 1,195 on 1, float32 821
-# against 450. (On the same machine shared with other work, load 4.5-6, 1 thread had beaten 2:
-# two threads wait for each other on cores other processes hold. A serving container has its
-# cores to itself.)
+# A server's session computes each run on every core this process may use, as TensorFlow and
+# LiteRT compute (a batch job's runs go side by side instead: Runs). On a quiet 2-core Xeon with
+# AMX (bench/onnx_copies.py's machine, 2026-12-02), 4,000 SST-2 texts, medians of 3: int8 1,847
+# rows/s on 2 threads against 1,195 on 1, float32 821 against 450. (On the same machine shared
+# with other work, load 4.5-6, 1 thread had beaten 2: two threads wait for each other on cores
+# other processes hold. A serving container has its cores to itself.)
 
 
-def session(path: str, threads: int | None = None, spinning: bool = True):
-    """An ONNX Runtime CPU session of the model file at `path` (local or gs://)."""
+def session(path: str, threads: int, spinning: bool):
+    """An ONNX Runtime CPU session of the model file at `path` (local or gs://), each run on
+    `threads` threads."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = hardware.usable_cores() if threads is None else threads
+    options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     if not spinning:  # a server: idle threads sleep between requests instead of spinning
@@ -56,6 +57,33 @@ def session(path: str, threads: int | None = None, spinning: bool = True):
         providers=["CPUExecutionProvider"],
         disabled_optimizers=["SkipLayerNormFusion"],
     )
+
+
+class Runs:
+    """ONNX Runtime's runs of one model file. A batch job's (trainer.predict, the export's
+    checks) go side by side, one per core, each on one thread; a server's one at a time on every
+    core, so that one request's text is answered soonest. Side by side is faster because the two
+    threads of one small run wait for each other at every op (the design study, issue 66: a quiet
+    2-core Xeon with AMX, 2026-12-04, the quickstart model's int8 copy, runs of 16 rows, 4 rounds:
+    2,728-2,756 rows/s side by side against 2,211-2,287 one at a time on 4,000 SST-2 phrases,
+    1,185-1,270 against 1,093-1,166 on TweetEval's 2,000 longer tweets). ONNX Runtime's `run`
+    may be called from several threads at once and releases the GIL."""
+
+    def __init__(self, path: str, serving: bool = False):
+        cores = hardware.usable_cores()
+        self._side_by_side = 1 if serving else cores
+        self.session = session(path, cores if self._side_by_side == 1 else 1, spinning=not serving)
+        self._pool = None
+
+    def run(self, outputs: list, feeds: list) -> list:
+        """The session's outputs (named `outputs`) of each feed, in order."""
+        if self._side_by_side == 1 or len(feeds) < 2:
+            return [self.session.run(outputs, feed) for feed in feeds]
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(self._side_by_side, thread_name_prefix="onnx-run")
+        return list(self._pool.map(lambda feed: self.session.run(outputs, feed), feeds))
 
 
 def read_facts(copy_dir: str) -> dict:
@@ -109,11 +137,11 @@ class SavedValue:
 
 
 class OnnxModule:
-    """A loaded ONNX copy, answering as export.load_module's SavedModel does. One session, called
-    from one thread at a time (trainer.predict's loop, the server's inference thread).
-    `spinning`: whether ONNX Runtime's idle threads spin (a server's sleep)."""
+    """A loaded ONNX copy, answering as export.load_module's SavedModel does; called from one
+    thread at a time (trainer.predict's loop, the server's inference thread). `serving`: a
+    server's (Runs)."""
 
-    def __init__(self, copy_dir: str, threads: int | None = None, spinning: bool = True):
+    def __init__(self, copy_dir: str, serving: bool = False):
         from trainer.serving.onnx import packing
 
         self.facts = read_facts(copy_dir)
@@ -121,9 +149,9 @@ class OnnxModule:
         self.serving_signature = ServingSignature(((), {name: None for name in found.inputs}), found.outputs)
         self.padded_lengths = np.asarray(self.facts["padded_lengths"], np.int32)
         self._tokenizer = packing.Tokenizer.from_dir(copy_dir)
-        self._session = session(storage.join(copy_dir, MODEL), threads, spinning)
-        self._inputs = [i.name for i in self._session.get_inputs()]
-        self._outputs = [o.name for o in self._session.get_outputs()]
+        self._runs = Runs(storage.join(copy_dir, MODEL), serving)
+        self._inputs = [i.name for i in self._runs.session.get_inputs()]
+        self._outputs = [o.name for o in self._runs.session.get_outputs()]
         self._joined = self.facts.get("joined", {})  # outputs the graph cannot hold (convert.joined_outside)
         # The export's temperature and its task's decisions (which the graph holds), read as a
         # SavedModel's variables: trainer.evaluate scores a copy at them
@@ -145,24 +173,15 @@ class OnnxModule:
         batches them), ROWS_PER_RUN rows per run, each run cut to its longest row; strings as
         bytes, as TensorFlow returns them."""
         lengths = np.asarray(features["input_mask"]).sum(axis=1)
-        runs = [
-            self._run(
-                {name: np.asarray(features[name], np.int32)[start : start + ROWS_PER_RUN] for name in self._inputs},
-                int(lengths[start : start + ROWS_PER_RUN].max()),
-            )
-            for start in range(0, len(lengths), ROWS_PER_RUN)
-        ]
-        outputs = {name: np.concatenate([run[name] for run in runs]) for name in self._outputs}
+        feeds = []
+        for start in range(0, len(lengths), ROWS_PER_RUN):
+            width = self._width(int(lengths[start : start + ROWS_PER_RUN].max()))
+            feeds.append({name: _slice(features[name], start, width) for name in self._inputs})
+        runs = self._runs.run(self._outputs, feeds)
+        outputs = {name: np.concatenate([_as_saved(run[i]) for run in runs]) for i, name in enumerate(self._outputs)}
         for name, join in self._joined.items():
             outputs[name] = joined_labels(outputs[join["from"]], join["labels"], join["separator"])
         return outputs
-
-    def _run(self, features: dict, longest: int) -> dict:
-        width = self._width(longest)
-        values = self._session.run(
-            self._outputs, {name: np.ascontiguousarray(value[:, :width]) for name, value in features.items()}
-        )
-        return {name: _as_saved(value) for name, value in zip(self._outputs, values)}
 
     def _width(self, longest: int) -> int:
         """The width a run is cut to: its longest row; past one window (--long-texts windows),
@@ -170,6 +189,11 @@ class OnnxModule:
         if longest <= self._tokenizer.max_seq_length:
             return longest
         return int(self.padded_lengths[np.searchsorted(self.padded_lengths, longest)])
+
+
+def _slice(values, start: int, width: int) -> np.ndarray:
+    """ROWS_PER_RUN rows of a feature from `start`, cut to `width` tokens, as a run takes them."""
+    return np.ascontiguousarray(np.asarray(values)[start : start + ROWS_PER_RUN, :width], np.int32)
 
 
 def joined_labels(chosen, names, separator: str) -> np.ndarray:

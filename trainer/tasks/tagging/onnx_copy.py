@@ -380,14 +380,14 @@ class OnnxTagger:
     """A tagger's ONNX copy, loaded to read like its loaded SavedModel to trainer.inference.loaded_model:
     it answers through `serving_signature` (a tagger's export has no `predict_tokens`: its words
     and entities are read around the network), Tagger's words and answers around ONNX Runtime.
-    One session, called from one thread at a time (trainer.predict's loop, the server's
-    inference thread); `spinning`: whether its idle threads spin (a server's sleep)."""
+    Called from one thread at a time (trainer.predict's loop, the server's inference thread);
+    `serving`: a server's (runtime.Runs)."""
 
-    def __init__(self, copy_dir: str, threads=None, spinning: bool = True):
+    def __init__(self, copy_dir: str, serving: bool = False):
         found = runtime.signature_of(runtime.read_facts(copy_dir))
         self.serving_signature = ServingFunction(self.serve, ((), {name: None for name in found.inputs}), found.outputs)
         self.tagger = Tagger.from_dir(copy_dir)
-        self._session = runtime.session(storage.join(copy_dir, runtime.MODEL), threads, spinning)
+        self._runs = runtime.Runs(storage.join(copy_dir, runtime.MODEL), serving)
 
     def tokenize(self, texts) -> dict:
         """The windows' and words' features of `texts`, as the SavedModel's `tokenize` returns
@@ -406,13 +406,15 @@ class OnnxTagger:
         lengths = np.asarray(features["input_mask"]).sum(axis=1)
         order = np.argsort(lengths, kind="stable")
         logits = np.zeros([len(order), self.tagger.max_seq_length, len(self.tagger.tag_names)], np.float32)
-        for start in range(0, len(order), runtime.ROWS_PER_RUN):
-            rows = order[start : start + runtime.ROWS_PER_RUN]
-            width = int(lengths[rows].max())
-            run = self._session.run(
-                [LOGITS],
-                {name: np.ascontiguousarray(features[name][rows, :width], np.int32) for name in packing.FEATURES},
-            )[0]
+        slices = [order[start : start + runtime.ROWS_PER_RUN] for start in range(0, len(order), runtime.ROWS_PER_RUN)]
+        feeds = [
+            {
+                name: np.ascontiguousarray(features[name][rows, : int(lengths[rows].max())], np.int32)
+                for name in packing.FEATURES
+            }
+            for rows in slices
+        ]
+        for rows, (run,) in zip(slices, self._runs.run([LOGITS], feeds)):
             logits[rows, : run.shape[1]] = run  # the graph pads to max_seq_length (heads.TokenPadding)
         return logits
 

@@ -92,10 +92,10 @@ class TaggedSentences(Unit):
 
         return int8.Int8TaggingModule(float32_module, flatbuffers)
 
-    def onnx_module(self, path: str, spinning: bool):
+    def onnx_module(self, path: str, serving: bool):
         from trainer.tasks.tagging import onnx_copy
 
-        return onnx_copy.OnnxTagger(path, spinning=spinning)
+        return onnx_copy.OnnxTagger(path, serving)
 
     def onnx_files(self, preprocessor, label_names, reference) -> dict:
         from trainer.tasks.tagging import onnx_copy

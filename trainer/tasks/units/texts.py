@@ -72,10 +72,10 @@ class Texts(Unit):
 
         return tflite.Int8Module(float32_module, flatbuffers)
 
-    def onnx_module(self, path: str, spinning: bool):
+    def onnx_module(self, path: str, serving: bool):
         from trainer.serving.onnx import runtime
 
-        return runtime.OnnxModule(path, spinning=spinning)
+        return runtime.OnnxModule(path, serving)
 
     def onnx_files(self, preprocessor, label_names, reference) -> dict:
         return {}
