@@ -184,11 +184,13 @@ def run_ours(name, flags, data, train_file, work, validation_file=None):
     }
 
 
-def run_predict(model_dir, data, work, precision="float32"):
+def run_predict(model_dir, data, work, precision="float32", times=1):
     """`python -m trainer.predict` over the validation file, the one the seed's evaluation loop
     runs over; its rows/s (reading to writing, the model loaded) from its last line, and the
     whole command's seconds (start-up included). precision None: the defaults (--runtime auto
-    --precision auto: the fastest checked copy)."""
+    --precision auto: the fastest checked copy). `times`: run that often, the median run's
+    figures kept (a command of 2-3 s varies by a tenth of a second or two from run to run),
+    every run's seconds in `job_seconds_each`."""
     output = os.path.join(work, f"predictions-{precision or 'default'}.csv")
     command = [
         sys.executable,
@@ -206,17 +208,23 @@ def run_predict(model_dir, data, work, precision="float32"):
         *(copy_flags(precision) if precision else []),
     ]
     log_path = os.path.join(work, f"predict-{precision or 'default'}.log")
-    seconds, rss = run_measured(command, log_path)
-    with open(log_path) as f:
-        rows, rate = re.findall(r"predicted (\d+) rows in \S+ \(([\d,.]+) rows/s\)", f.read())[-1]
-    rate = float(rate.replace(",", ""))
-    return {
-        "rows": int(rows),
-        "seconds": int(rows) / rate,
-        "examples_per_second": rate,
-        "job_seconds": seconds,
-        "peak_rss_mib": rss,
-    }
+    runs = []
+    for _ in range(times):
+        seconds, rss = run_measured(command, log_path)
+        with open(log_path) as f:
+            rows, rate = re.findall(r"predicted (\d+) rows in \S+ \(([\d,.]+) rows/s\)", f.read())[-1]
+        rate = float(rate.replace(",", ""))
+        runs.append(
+            {
+                "rows": int(rows),
+                "seconds": int(rows) / rate,
+                "examples_per_second": rate,
+                "job_seconds": seconds,
+                "peak_rss_mib": rss,
+            }
+        )
+    median = sorted(runs, key=lambda run: run["job_seconds"])[len(runs) // 2]
+    return {**median, "job_seconds_each": [run["job_seconds"] for run in runs]}
 
 
 def run_seed(seed_python, data, work, train_rows=None):
@@ -348,7 +356,9 @@ def print_headline(results):
         print(
             f"  the default trainer.predict (--runtime auto --precision auto): {default['examples_per_second']:.1f} "
             f"ex/s, prediction ratio {default['examples_per_second'] / seed['eval_examples_per_second']:.2f}x; "
-            f"the whole command {default['job_seconds']:.1f} s for {default['rows']} rows "
+            f"the whole command {default['job_seconds']:.2f} s for {default['rows']} rows "
+            f"(the median of {len(default['job_seconds_each'])}: "
+            f"{min(default['job_seconds_each']):.2f}-{max(default['job_seconds_each']):.2f} s) "
             f"({default['rows'] / default['job_seconds']:.1f} ex/s, start-up included: "
             f"{default['rows'] / default['job_seconds'] / seed['eval_examples_per_second']:.2f}x)"
         )
@@ -370,7 +380,7 @@ def prediction_only(args, data, work, results):
     on the same validation file; the seed trains on 64 rows first (its script always trains)."""
     log(f"prediction throughput: trainer.predict on {args.prediction_only}")
     results["predict"] = run_predict(args.prediction_only, data, work)
-    results["predict_default"] = run_predict(args.prediction_only, data, work, precision=None)
+    results["predict_default"] = run_predict(args.prediction_only, data, work, precision=None, times=5)
     results["precisions"] = run_precisions(
         args.prediction_only, data, work, results["predict"], args.serve_baseline_root
     )
