@@ -480,3 +480,21 @@ def test_a_servers_runs_go_one_at_a_time_on_every_core(doubling_model, monkeypat
     assert [y.tolist() for (y,) in got] == [(2 * feed["x"]).tolist() for feed in FEEDS]
     assert runs.session.get_session_options().intra_op_num_threads == 2
     assert runs.threads == [threading.current_thread()] * len(FEEDS)
+
+
+@pytest.mark.parametrize(
+    "serving, rows, expected",
+    [
+        (False, 128, [(start, start + 16) for start in range(0, 128, 16)]),  # trainer.predict's batch
+        (False, 20, [(0, 10), (10, 20)]),
+        (False, 16, [(0, 8), (8, 16)]),
+        (False, 3, [(0, 2), (2, 3)]),
+        (False, 1, [(0, 1)]),
+        (True, 20, [(0, 16), (16, 20)]),  # a server's runs, one at a time: 16 rows each
+        (True, 16, [(0, 16)]),
+    ],
+)
+def test_a_batch_is_run_16_rows_at_a_time_or_split_so_that_every_core_has_a_run_side_by_side(
+    doubling_model, monkeypatch, serving, rows, expected
+):
+    assert runs_of(doubling_model, monkeypatch, serving=serving).slices(rows) == expected
