@@ -482,19 +482,23 @@ def test_a_servers_runs_go_one_at_a_time_on_every_core(doubling_model, monkeypat
     assert runs.threads == [threading.current_thread()] * len(FEEDS)
 
 
-@pytest.mark.parametrize(
-    "serving, rows, expected",
-    [
-        (False, 128, [(start, start + 16) for start in range(0, 128, 16)]),  # trainer.predict's batch
-        (False, 20, [(0, 10), (10, 20)]),
-        (False, 16, [(0, 8), (8, 16)]),
-        (False, 3, [(0, 2), (2, 3)]),
-        (False, 1, [(0, 1)]),
-        (True, 20, [(0, 16), (16, 20)]),  # a server's runs, one at a time: 16 rows each
-        (True, 16, [(0, 16)]),
-    ],
-)
-def test_a_batch_is_run_16_rows_at_a_time_or_split_so_that_every_core_has_a_run_side_by_side(
-    doubling_model, monkeypatch, serving, rows, expected
-):
-    assert runs_of(doubling_model, monkeypatch, serving=serving).slices(rows) == expected
+@pytest.mark.parametrize("serving", [False, True], ids=["trainer.predict", "a server"])
+def test_a_batch_job_and_a_server_cut_the_same_runs_of_16_rows(model_dir, monkeypatch, serving):
+    """An int8 copy quantizes a run's activations by the run's own range: a row's answer moves
+    with its run-mates, so trainer.predict and the server agree only on the same runs."""
+    from trainer import hardware
+    from trainer.serving.onnx import runtime
+
+    cut, real = [], runtime.session
+
+    def noting(path, threads, spinning):
+        made = real(path, threads, spinning)
+        run = made.run
+        monkeypatch.setattr(made, "run", lambda names, feed: cut.append(len(feed["input_mask"])) or run(names, feed))
+        return made
+
+    monkeypatch.setattr(hardware, "usable_cores", lambda: 2)
+    monkeypatch.setattr(runtime, "session", noting)
+    module = runtime.OnnxModule(os.path.join(model_dir, "onnx"), serving)
+    module.predict_tokens(module.tokenize([f"text {n}" for n in range(20)]))
+    assert sorted(cut) == [4, 16]

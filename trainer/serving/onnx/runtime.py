@@ -70,20 +70,18 @@ class Runs:
     text: there the same Xeon (an SST-2 model, 800 texts one per request, 2 rounds in ABBA order)
     measured the float32 copy slower side by side at 1, 4 and 16 clients (65-67, 121-126 and
     216-220 texts/s against 76-77, 148-158 and 239-258), the int8 copy within its noise (98,
-    237-249, 515-529 against 101, 229-244, 434-512). ONNX Runtime's `run` may be called from
-    several threads at once and releases the GIL."""
+    237-249, 515-529 against 101, 229-244, 434-512). Either way the runs are the same 16 rows:
+    the int8 copy quantizes each run's activations by that run's own range, so a row's answer
+    moves (by about 1e-4) with the rows it runs beside, and trainer.predict answers a few texts
+    exactly as the server answers them in one request only while both cut the same runs
+    (scripts/check-images.sh compares them). ONNX Runtime's `run` may be called from several
+    threads at once and releases the GIL."""
 
     def __init__(self, path: str, serving: bool = False):
         cores = hardware.usable_cores()
         self._side_by_side = 1 if serving else cores
         self.session = session(path, cores if self._side_by_side == 1 else 1, spinning=not serving)
         self._pool = None
-
-    def slices(self, rows: int) -> list:
-        """(start, end) of each run of `rows` rows: ROWS_PER_RUN rows, fewer where runs side by
-        side would leave a core idle (a batch of 20 rows on 2 cores: two runs of 10)."""
-        per_run = max(1, min(ROWS_PER_RUN, -(-rows // self._side_by_side)))
-        return [(start, min(start + per_run, rows)) for start in range(0, rows, per_run)]
 
     def run(self, outputs: list, feeds: list) -> list:
         """The session's outputs (named `outputs`) of each feed, in order."""
@@ -180,16 +178,13 @@ class OnnxModule:
 
     def predict_tokens(self, features: dict) -> dict:
         """The graph's outputs of `features` (rows sorted by length, as trainer.inference.loaded_model
-        batches them), in runs of at most ROWS_PER_RUN rows (Runs.slices), each cut to its
-        longest row; strings as bytes, as TensorFlow returns them."""
+        batches them), ROWS_PER_RUN rows per run, each run cut to its longest row; strings as
+        bytes, as TensorFlow returns them."""
         lengths = np.asarray(features["input_mask"]).sum(axis=1)
-        feeds = [
-            {
-                name: _slice(features[name], start, end, self._width(int(lengths[start:end].max())))
-                for name in self._inputs
-            }
-            for start, end in self._runs.slices(len(lengths))
-        ]
+        feeds = []
+        for start in range(0, len(lengths), ROWS_PER_RUN):
+            width = self._width(int(lengths[start : start + ROWS_PER_RUN].max()))
+            feeds.append({name: _slice(features[name], start, width) for name in self._inputs})
         runs = self._runs.run(self._outputs, feeds)
         outputs = {name: np.concatenate([_as_saved(run[i]) for run in runs]) for i, name in enumerate(self._outputs)}
         for name, join in self._joined.items():
@@ -204,9 +199,9 @@ class OnnxModule:
         return int(self.padded_lengths[np.searchsorted(self.padded_lengths, longest)])
 
 
-def _slice(values, start: int, end: int, width: int) -> np.ndarray:
-    """Rows `start` to `end` of a feature, cut to `width` tokens, as a run takes them."""
-    return np.ascontiguousarray(np.asarray(values)[start:end, :width], np.int32)
+def _slice(values, start: int, width: int) -> np.ndarray:
+    """ROWS_PER_RUN rows of a feature from `start`, cut to `width` tokens, as a run takes them."""
+    return np.ascontiguousarray(np.asarray(values)[start : start + ROWS_PER_RUN, :width], np.int32)
 
 
 def joined_labels(chosen, names, separator: str) -> np.ndarray:

@@ -400,13 +400,13 @@ class OnnxTagger:
 
     def logits(self, features: dict) -> np.ndarray:
         """The network's logits [N, max_seq_length, tags] of the windows' `features`, sorted by
-        length and run at most runtime.ROWS_PER_RUN at a time (runtime.Runs.slices), each run cut
-        to its longest row (the sentence copies' runs; the SavedModel runs at most 128 windows
-        per call, all cut to their longest)."""
+        length and run runtime.ROWS_PER_RUN at a time, each run cut to its longest row (the
+        sentence copies' runs; the SavedModel runs at most 128 windows per call, all cut to
+        their longest)."""
         lengths = np.asarray(features["input_mask"]).sum(axis=1)
         order = np.argsort(lengths, kind="stable")
         logits = np.zeros([len(order), self.tagger.max_seq_length, len(self.tagger.tag_names)], np.float32)
-        slices = [order[start:end] for start, end in self._runs.slices(len(order))]
+        slices = [order[start : start + runtime.ROWS_PER_RUN] for start in range(0, len(order), runtime.ROWS_PER_RUN)]
         feeds = [
             {
                 name: np.ascontiguousarray(features[name][rows, : int(lengths[rows].max())], np.int32)
