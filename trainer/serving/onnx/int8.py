@@ -12,9 +12,9 @@ quantizing the table (one scale for all of it) cost 0.6 points of agreement ther
 Smoothing (`smoothed`), tried when every node in int8 is refused: SmoothQuant's migration
 (Xiao et al. 2023, arXiv:2211.10438): each candidate's input is divided channel by channel by s
 and its kernel's rows multiplied by s, the same function in float, with s = max|x|^alpha /
-max|w|^(1-alpha) over the ranking rows. An encoder's dense inputs have a few channels many times
-larger than the rest, which set the input's one scale; divided down, the other channels keep
-their precision. On bench/onnx_copies.py's SST-2 model (2026-12-04, a 2-core Xeon with AMX) every
+max|w|^(1-alpha) (alpha: SMOOTHING) over the ranking rows. An encoder's dense inputs have a few
+channels many times larger than the rest, which set the input's one scale; divided down, the
+other channels keep their precision. On bench/onnx_copies.py's SST-2 model (2026-12-04, a 2-core Xeon with AMX) every
 node in int8 agreed on 98.60% of validation labels, smoothed on 99.30%: no node kept float. The
 design study (issue 66, the quickstart's model on 4,000 SST-2 texts it never saw, every node
 int8) chose alpha: the probabilities' mean difference from float32 was 0.0188 unsmoothed, 0.0334
@@ -37,7 +37,7 @@ import time
 
 import numpy as np
 
-from trainer.serving.onnx import fusion
+from trainer.serving.onnx import fusion, runtime
 from trainer.serving.onnx.runtime import ROWS_PER_RUN
 
 OP_TYPES = ("MatMul", "Attention")
@@ -120,7 +120,7 @@ def emulator(model, quantized):
     return emulated
 
 
-def smoothed(model, features: dict, ladder, alpha: float = SMOOTHING):
+def smoothed(model, features: dict, ladder):
     """`model` with each candidate's input divided per channel by s (a Mul before it) and its
     kernel's rows multiplied by s: the same function in float, s from `input_ranges` on
     `features` (see the module's docstring)."""
@@ -139,8 +139,8 @@ def smoothed(model, features: dict, ladder, alpha: float = SMOOTHING):
     for node in graph.node:
         if node.name in names:
             kernel = numpy_helper.to_array(kernels[node.input[1]])
-            wide = np.maximum(np.abs(kernel).max(axis=1), 1e-5) ** (1 - alpha)
-            scale = np.clip(np.maximum(ranges[node.input[0]], 1e-5) ** alpha / wide, 1e-3, 1e3).astype(np.float32)
+            wide = np.maximum(np.abs(kernel).max(axis=1), 1e-5) ** (1 - SMOOTHING)
+            scale = np.clip(np.maximum(ranges[node.input[0]], 1e-5) ** SMOOTHING / wide, 1e-3, 1e3).astype(np.float32)
             kernels[node.input[1]].CopyFrom(numpy_helper.from_array(kernel * scale[:, None], node.input[1]))
             inverse = f"{node.name}/smoothing"
             graph.initializer.append(numpy_helper.from_array(1 / scale, inverse))
@@ -198,18 +198,8 @@ def _gated(gate: str, source: str, target: str) -> list:
 
 
 def session(model):
-    """An ONNX Runtime session of a model in memory, as the runtime makes them (one thread,
-    no SkipLayerNormalization fusion at load)."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    return ort.InferenceSession(
-        model.SerializeToString(),
-        options,
-        providers=["CPUExecutionProvider"],
-        disabled_optimizers=["SkipLayerNormFusion"],
-    )
+    """An ONNX Runtime session of a model in memory, as the runtime makes them (one thread)."""
+    return runtime.session(model.SerializeToString())
 
 
 def float_outputs(session, features: dict, ladder, rows_per_run: int = ROWS_PER_RUN, **inputs) -> np.ndarray:

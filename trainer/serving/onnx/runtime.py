@@ -38,9 +38,9 @@ ROWS_PER_RUN = 16
 # other processes hold. A serving container has its cores to itself.)
 
 
-def session(path: str, threads: int, spinning: bool):
-    """An ONNX Runtime CPU session of the model file at `path` (local or gs://), each run on
-    `threads` threads."""
+def session(model: bytes, threads: int = 1, spinning: bool = True):
+    """An ONNX Runtime CPU session of a serialized model, each run on `threads` threads (the
+    export's calibration and checks make theirs here too: serving/onnx/int8.py)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -52,7 +52,7 @@ def session(path: str, threads: int, spinning: bool):
     # At load ORT would fuse Add + LayerNormalization into SkipLayerNormalization, whose CPU
     # kernel measured about 5x slower than the two ops it replaces (the design study, issue 66).
     return ort.InferenceSession(
-        storage.read_bytes(path),
+        model,
         options,
         providers=["CPUExecutionProvider"],
         disabled_optimizers=["SkipLayerNormFusion"],
@@ -80,7 +80,7 @@ class Runs:
     def __init__(self, path: str, serving: bool = False):
         cores = hardware.usable_cores()
         self._side_by_side = 1 if serving else cores
-        self.session = session(path, cores if self._side_by_side == 1 else 1, spinning=not serving)
+        self.session = session(storage.read_bytes(path), cores if self._side_by_side == 1 else 1, not serving)
         self._pool = None
 
     def run(self, outputs: list, feeds: list) -> list:
@@ -180,11 +180,7 @@ class OnnxModule:
         """The graph's outputs of `features` (rows sorted by length, as trainer.inference.loaded_model
         batches them), ROWS_PER_RUN rows per run, each run cut to its longest row; strings as
         bytes, as TensorFlow returns them."""
-        lengths = np.asarray(features["input_mask"]).sum(axis=1)
-        feeds = []
-        for start in range(0, len(lengths), ROWS_PER_RUN):
-            width = self._width(int(lengths[start : start + ROWS_PER_RUN].max()))
-            feeds.append({name: _slice(features[name], start, width) for name in self._inputs})
+        _, feeds = run_feeds(features, self._inputs, np.arange(len(features["input_mask"])), self._width)
         runs = self._runs.run(self._outputs, feeds)
         outputs = {name: np.concatenate([_as_saved(run[i]) for run in runs]) for i, name in enumerate(self._outputs)}
         for name, join in self._joined.items():
@@ -199,9 +195,16 @@ class OnnxModule:
         return int(self.padded_lengths[np.searchsorted(self.padded_lengths, longest)])
 
 
-def _slice(values, start: int, width: int) -> np.ndarray:
-    """ROWS_PER_RUN rows of a feature from `start`, cut to `width` tokens, as a run takes them."""
-    return np.ascontiguousarray(np.asarray(values)[start : start + ROWS_PER_RUN, :width], np.int32)
+def run_feeds(features: dict, names, order, width=int) -> tuple:
+    """(rows, feeds) of each run: ROWS_PER_RUN of the rows `order` lists (sorted by token count),
+    and their features `names`, cut to `width(their longest row)` tokens, as a run takes them."""
+    lengths = np.asarray(features["input_mask"]).sum(axis=1)
+    rows = [order[start : start + ROWS_PER_RUN] for start in range(0, len(order), ROWS_PER_RUN)]
+    feeds = []
+    for run in rows:
+        cut = width(int(lengths[run].max()))
+        feeds.append({name: np.ascontiguousarray(np.asarray(features[name])[run, :cut], np.int32) for name in names})
+    return rows, feeds
 
 
 def joined_labels(chosen, names, separator: str) -> np.ndarray:

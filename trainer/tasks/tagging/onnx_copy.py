@@ -406,14 +406,7 @@ class OnnxTagger:
         lengths = np.asarray(features["input_mask"]).sum(axis=1)
         order = np.argsort(lengths, kind="stable")
         logits = np.zeros([len(order), self.tagger.max_seq_length, len(self.tagger.tag_names)], np.float32)
-        slices = [order[start : start + runtime.ROWS_PER_RUN] for start in range(0, len(order), runtime.ROWS_PER_RUN)]
-        feeds = [
-            {
-                name: np.ascontiguousarray(features[name][rows, : int(lengths[rows].max())], np.int32)
-                for name in packing.FEATURES
-            }
-            for rows in slices
-        ]
+        slices, feeds = runtime.run_feeds(features, packing.FEATURES, order)
         for rows, (run,) in zip(slices, self._runs.run([LOGITS], feeds)):
             logits[rows, : run.shape[1]] = run  # the graph pads to max_seq_length (heads.TokenPadding)
         return logits
