@@ -47,6 +47,15 @@ def ladder_of(model):
     return None if saved is None else np.asarray(saved).tolist()
 
 
+def batch_ladder(model):
+    """The lengths `_outputs` groups a model's rows by: its padding ladder (a TensorFlow model
+    reuses a traced graph per length), or the coarser `run_lengths` of a model that cuts each run
+    to its own longest row (an ONNX copy: serving/onnx/runtime.py), so that a server's batch of
+    a few texts of many lengths is one run, not one per rung."""
+    lengths = getattr(model, "run_lengths", None)
+    return ladder_of(model) if lengths is None else lengths
+
+
 def token_batches(features: dict, batch_size: int, ladder=None):
     """(row indices, features) batches of rows sorted by token count, each padded only to the
     ladder length of its longest row, and never mixing two ladder lengths. `ladder`: the
@@ -90,7 +99,7 @@ def _outputs(model, texts, batch_size: int, pairs=None, features=None):
     if tokenizes(model):
         if features is None:
             features = tokenize(model, texts, pairs)
-        for rows, batch in token_batches(features, batch_size, ladder_of(model)):
+        for rows, batch in token_batches(features, batch_size, batch_ladder(model)):
             yield rows, finite_outputs(model.predict_tokens(batch))
         return
     serve = signature(model)

@@ -104,7 +104,7 @@ class ModelService:
         started = time.perf_counter()
         variants.require_model(self.model_dir)
         precision, path = variants.resolve(self.model_dir, self.precision, runtime=self.runtime)
-        model = variants.load(self.model_dir, precision, serving=True)
+        model = variants.load(self.model_dir, precision)
         # A SavedModel serves through its signature: tokenizing and the model in one graph call.
         # The int8 model is two calls (TF tokenizes, LiteRT computes), an ONNX copy too
         # (tokenizers, ONNX Runtime): through the module.

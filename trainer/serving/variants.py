@@ -325,15 +325,14 @@ def resolve(model_dir: str, requested: str, cpuinfo_text: str | None = None, run
     return copy, model_dir if alone else variant_dir(model_dir, copy)
 
 
-def load(model_dir: str, precision: str, serving: bool = False):
+def load(model_dir: str, precision: str):
     """The copy `precision` (resolved: a precisions.json key) as loaded: export.load_module's,
-    or a module that reads like it (the int8 one, an ONNX copy's, which its task's unit loads).
-    `serving`: for a server (an ONNX copy's runs one at a time, its idle threads asleep)."""
+    or a module that reads like it (the int8 one, an ONNX copy's, which its task's unit loads)."""
     if runtime_of(precision) == "onnx":
         from trainer import task_registry
 
         path = model_dir if onnx_copy_alone(model_dir) else variant_dir(model_dir, precision)
-        return task_registry.of_onnx_copy(path).unit.onnx_module(path, serving)
+        return task_registry.of_onnx_copy(path).unit.onnx_module(path)
     import trainer
     from trainer.serving import export, tflite
 

@@ -439,7 +439,7 @@ def doubling_model(tmp_path):
     return str(path)
 
 
-def runs_of(path, monkeypatch, **options):
+def runs_of(path, monkeypatch):
     """runtime.Runs of `path` on a 2-core machine, each run's thread noted in `.threads`."""
     import threading
 
@@ -447,7 +447,7 @@ def runs_of(path, monkeypatch, **options):
     from trainer.serving.onnx import runtime
 
     monkeypatch.setattr(hardware, "usable_cores", lambda: 2)
-    runs = runtime.Runs(path, **options)
+    runs = runtime.Runs(path)
     runs.threads, run = [], runs.session.run
 
     def noted(*args):
@@ -461,7 +461,7 @@ def runs_of(path, monkeypatch, **options):
 FEEDS = [{"x": np.full([3, width], width, np.int32)} for width in (1, 5, 2, 9, 4)]
 
 
-def test_a_batch_jobs_runs_go_side_by_side_one_thread_each_and_come_back_in_order(doubling_model, monkeypatch):
+def test_runs_go_side_by_side_one_thread_each_and_come_back_in_order(doubling_model, monkeypatch):
     import threading
 
     runs = runs_of(doubling_model, monkeypatch)
@@ -472,33 +472,53 @@ def test_a_batch_jobs_runs_go_side_by_side_one_thread_each_and_come_back_in_orde
     assert all(thread.name.startswith("onnx-run") for thread in runs.threads)
 
 
-def test_a_servers_runs_go_one_at_a_time_on_every_core(doubling_model, monkeypatch):
-    import threading
-
-    runs = runs_of(doubling_model, monkeypatch, serving=True)
-    got = runs.run(["y"], FEEDS)
-    assert [y.tolist() for (y,) in got] == [(2 * feed["x"]).tolist() for feed in FEEDS]
-    assert runs.session.get_session_options().intra_op_num_threads == 2
-    assert runs.threads == [threading.current_thread()] * len(FEEDS)
-
-
-@pytest.mark.parametrize("serving", [False, True], ids=["trainer.predict", "a server"])
-def test_a_batch_job_and_a_server_cut_the_same_runs_of_16_rows(model_dir, monkeypatch, serving):
-    """An int8 copy quantizes a run's activations by the run's own range: a row's answer moves
-    with its run-mates, so trainer.predict and the server agree only on the same runs."""
-    from trainer import hardware
+def cheapest_cost(widths) -> int:
+    """The least padded tokens plus RUN_TOKENS a run over every way to cut `widths` (sorted)
+    into consecutive runs of at most ROWS_PER_RUN rows: tried one by one."""
     from trainer.serving.onnx import runtime
 
-    cut, real = [], runtime.session
+    if not widths:
+        return 0
+    return min(
+        runtime.RUN_TOKENS + size * widths[size - 1] + cheapest_cost(widths[size:])
+        for size in range(1, min(len(widths), runtime.ROWS_PER_RUN) + 1)
+    )
 
-    def noting(path, threads, spinning):
-        made = real(path, threads, spinning)
-        run = made.run
-        monkeypatch.setattr(made, "run", lambda names, feed: cut.append(len(feed["input_mask"])) or run(names, feed))
-        return made
 
-    monkeypatch.setattr(hardware, "usable_cores", lambda: 2)
-    monkeypatch.setattr(runtime, "session", noting)
-    module = runtime.OnnxModule(os.path.join(model_dir, "onnx"), serving)
-    module.predict_tokens(module.tokenize([f"text {n}" for n in range(20)]))
-    assert sorted(cut) == [4, 16]
+def cost(widths, runs) -> int:
+    from trainer.serving.onnx import runtime
+
+    return sum(runtime.RUN_TOKENS + len(widths[run]) * widths[run][-1] for run in runs)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_rows_are_cut_into_the_cheapest_runs(seed):
+    from trainer.serving.onnx import runtime
+
+    widths = sorted(np.random.default_rng(seed).integers(3, 60, 9).tolist())
+    runs = runtime.cut_runs(widths)
+    assert [i for run in runs for i in range(run.start, run.stop)] == list(range(len(widths)))
+    assert cost(widths, runs) == cheapest_cost(widths)
+
+
+def test_rows_of_one_length_run_16_at_a_time_the_full_runs_first():
+    from trainer.serving.onnx import runtime
+
+    assert [run.stop - run.start for run in runtime.cut_runs([10] * 40)] == [16, 16, 8]
+
+
+def test_texts_of_many_lengths_reach_the_copy_as_one_batch_across_the_padding_ladder(model_dir, monkeypatch):
+    """The copy cuts its runs itself (runtime.cut_runs), so a server's batch of texts of every
+    length is one call, not one per padded length, as a SavedModel needs."""
+    from trainer.data.padding import padded_to
+    from trainer.inference import loaded_model
+    from trainer.serving.onnx import runtime
+
+    module = runtime.OnnxModule(os.path.join(model_dir, "onnx"))
+    texts = [" ".join(["movie"] * n) for n in range(1, 15)]
+    lengths = module.tokenize(texts)["input_mask"].sum(axis=1)
+    assert len(set(padded_to(lengths, module.padded_lengths).tolist())) == 3
+    calls, predict = [], module.predict_tokens
+    monkeypatch.setattr(module, "predict_tokens", lambda features: calls.append(features) or predict(features))
+    loaded_model.predict_outputs(module, texts, 64)
+    assert len(calls) == 1

@@ -22,33 +22,30 @@ MODEL, GRAPH_FACTS = "model.onnx", "onnx.json"  # onnx.json, written last, marks
 FORMAT = 1
 # What the runtime reads of onnx.json (the export writes it: serving/onnx/copies.py)
 FACTS = ("precision", "pair", "padded_lengths", "task_outputs", "decisions")
-# Rows per ONNX Runtime call. trainer.predict hands over batches of rows of one padded length,
-# sorted by token count (up to --batch-size); each runs here in slices of this many rows, each
-# cut to its own longest row. Small batches keep a layer's activations in the cores' L2 cache:
-# the design study (issue 66) measured int8 rows/s 1,067 / 1,131 / 1,120 / 994 / 844 / 658 at
-# 4 / 8 / 16 / 32 / 64 / 128 rows, float32 best at 16 too, and cutting at the longest row 5-15%
-# faster than at the padding ladder's length (which TensorFlow needs to reuse its traced
-# graphs; ONNX Runtime has none to reuse).
+# The most rows of one ONNX Runtime run. Small runs keep a layer's activations in the cores' L2
+# cache: the design study (issue 66) measured int8 rows/s 1,067 / 1,131 / 1,120 / 994 / 844 / 658
+# at 4 / 8 / 16 / 32 / 64 / 128 rows, float32 best at 16 too.
 ROWS_PER_RUN = 16
-# A server's session computes each run on every core this process may use, as TensorFlow and
-# LiteRT compute (a batch job's runs go side by side instead: Runs). On a quiet 2-core Xeon with
-# AMX (bench/onnx_copies.py's machine, 2026-12-02), 4,000 SST-2 texts, medians of 3: int8 1,847
-# rows/s on 2 threads against 1,195 on 1, float32 821 against 450. (On the same machine shared
-# with other work, load 4.5-6, 1 thread had beaten 2: two threads wait for each other on cores
-# other processes hold. A serving container has its cores to itself.)
+# What a run costs beside its padded tokens (rows x width), in tokens: each run reads every weight
+# again. cut_runs weighs it against the padding a longer run would add. The design study (issue
+# 66: a quiet 2-core Xeon with AMX, 2026-12-05, the SST-2 model, runs side by side, 2 rounds)
+# at 4 / 12 / 24 tokens, and as runs of 16 rows whatever their lengths: a server's batches of 16
+# SST-2 texts of every length, int8 1,558-1,771 / 1,686-1,712 / 1,651-1,689 rows/s against
+# 387-404, float32 578-592 / 561-582 / 471-488 against 158-162; TweetEval's 2,000 tweets in
+# trainer.predict's batches, int8 1,342-1,386 / 1,420-1,490 / 1,373-1,427 against 1,257-1,352.
+RUN_TOKENS = 12
 
 
-def session(model: bytes, threads: int = 1, spinning: bool = True):
-    """An ONNX Runtime CPU session of a serialized model, each run on `threads` threads (the
-    export's calibration and checks make theirs here too: serving/onnx/int8.py)."""
+def session(model: bytes):
+    """An ONNX Runtime CPU session of a serialized model, each run on the calling thread alone
+    (Runs puts runs side by side; the export's calibration and checks make theirs here too:
+    serving/onnx/int8.py)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
+    options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    if not spinning:  # a server: idle threads sleep between requests instead of spinning
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     # At load ORT would fuse Add + LayerNormalization into SkipLayerNormalization, whose CPU
     # kernel measured about 5x slower than the two ops it replaces (the design study, issue 66).
     return ort.InferenceSession(
@@ -60,37 +57,27 @@ def session(model: bytes, threads: int = 1, spinning: bool = True):
 
 
 class Runs:
-    """ONNX Runtime's runs of one model file. A batch job's (trainer.predict, the export's
-    checks) go side by side, one per core, each on one thread; a server's one at a time on every
-    core. Side by side is faster for a batch job because the two threads of one small run wait
-    for each other at every op (the design study, issue 66: a quiet 2-core Xeon with AMX,
-    2026-12-04, the quickstart model's int8 copy, runs of 16 rows, 4 rounds: 2,728-2,756 rows/s
-    side by side against 2,211-2,287 one at a time on 4,000 SST-2 phrases, 1,185-1,270 against
-    1,093-1,166 on TweetEval's 2,000 longer tweets). A server's batches are small and often one
-    text: there the same Xeon (an SST-2 model, 800 texts one per request, 2 rounds in ABBA order)
-    measured the float32 copy slower side by side at 1, 4 and 16 clients (65-67, 121-126 and
-    216-220 texts/s against 76-77, 148-158 and 239-258), the int8 copy within its noise (98,
-    237-249, 515-529 against 101, 229-244, 434-512). Either way the runs are the same 16 rows:
-    the int8 copy quantizes each run's activations by that run's own range, so a row's answer
-    moves (by about 1e-4) with the rows it runs beside, and trainer.predict answers a few texts
-    exactly as the server answers them in one request only while both cut the same runs
-    (scripts/check-images.sh compares them). ONNX Runtime's `run` may be called from several
-    threads at once and releases the GIL."""
+    """ONNX Runtime's runs of one model file, side by side, one per core, each on one thread,
+    in trainer.predict and a server alike: the two threads of one small run would wait for each
+    other at every op. ONNX Runtime's `run` may be called from several threads at once and
+    releases the GIL. (The design study, issue 66: a quiet 2-core Xeon with AMX, 2026-12-04, the
+    quickstart model's int8 copy, runs of 16 rows, 4 rounds: 2,728-2,756 rows/s side by side
+    against 2,211-2,287 one at a time on both cores on 4,000 SST-2 phrases, 1,185-1,270 against
+    1,093-1,166 on TweetEval's 2,000 longer tweets.)"""
 
-    def __init__(self, path: str, serving: bool = False):
-        cores = hardware.usable_cores()
-        self._side_by_side = 1 if serving else cores
-        self.session = session(storage.read_bytes(path), cores if self._side_by_side == 1 else 1, not serving)
+    def __init__(self, path: str):
+        self._cores = hardware.usable_cores()
+        self.session = session(storage.read_bytes(path))
         self._pool = None
 
     def run(self, outputs: list, feeds: list) -> list:
         """The session's outputs (named `outputs`) of each feed, in order."""
-        if self._side_by_side == 1 or len(feeds) < 2:
+        if self._cores == 1 or len(feeds) < 2:
             return [self.session.run(outputs, feed) for feed in feeds]
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
-            self._pool = ThreadPoolExecutor(self._side_by_side, thread_name_prefix="onnx-run")
+            self._pool = ThreadPoolExecutor(self._cores, thread_name_prefix="onnx-run")
         return list(self._pool.map(lambda feed: self.session.run(outputs, feed), feeds))
 
 
@@ -146,10 +133,9 @@ class SavedValue:
 
 class OnnxModule:
     """A loaded ONNX copy, answering as export.load_module's SavedModel does; called from one
-    thread at a time (trainer.predict's loop, the server's inference thread). `serving`: a
-    server's (Runs)."""
+    thread at a time (trainer.predict's loop, the server's inference thread)."""
 
-    def __init__(self, copy_dir: str, serving: bool = False):
+    def __init__(self, copy_dir: str):
         from trainer.serving.onnx import packing
 
         self.facts = read_facts(copy_dir)
@@ -157,7 +143,10 @@ class OnnxModule:
         self.serving_signature = ServingSignature(((), {name: None for name in found.inputs}), found.outputs)
         self.padded_lengths = np.asarray(self.facts["padded_lengths"], np.int32)
         self._tokenizer = packing.Tokenizer.from_dir(copy_dir)
-        self._runs = Runs(storage.join(copy_dir, MODEL), serving)
+        # What rows must not share a run (loaded_model.batch_ladder): one window's from longer
+        # rows', which are cut to whole windows (_width); within a window any lengths share one.
+        self.run_lengths = [n for n in self.facts["padded_lengths"] if n >= self._tokenizer.max_seq_length]
+        self._runs = Runs(storage.join(copy_dir, MODEL))
         self._inputs = [i.name for i in self._runs.session.get_inputs()]
         self._outputs = [o.name for o in self._runs.session.get_outputs()]
         self._joined = self.facts.get("joined", {})  # outputs the graph cannot hold (convert.joined_outside)
@@ -178,8 +167,8 @@ class OnnxModule:
 
     def predict_tokens(self, features: dict) -> dict:
         """The graph's outputs of `features` (rows sorted by length, as trainer.inference.loaded_model
-        batches them), ROWS_PER_RUN rows per run, each run cut to its longest row; strings as
-        bytes, as TensorFlow returns them."""
+        batches them), in runs (cut_runs) side by side (Runs); strings as bytes, as TensorFlow
+        returns them."""
         _, feeds = run_feeds(features, self._inputs, np.arange(len(features["input_mask"])), self._width)
         runs = self._runs.run(self._outputs, feeds)
         outputs = {name: np.concatenate([_as_saved(run[i]) for run in runs]) for i, name in enumerate(self._outputs)}
@@ -195,11 +184,34 @@ class OnnxModule:
         return int(self.padded_lengths[np.searchsorted(self.padded_lengths, longest)])
 
 
+def cut_runs(widths) -> list:
+    """The runs (slices) of rows sorted by token count, each row's `widths` the tokens it would
+    be cut to alone: consecutive, at most ROWS_PER_RUN rows, each as wide as its widest row, and
+    the fewest padded tokens plus RUN_TOKENS a run (a shortest path over the cuts). A server's
+    batch of a few texts of many lengths runs as a few runs of like lengths (not as one run
+    padded to its longest text), a batch job's long sorted batch as full runs.
+    The int8 copy quantizes each run's activations by that run's own range, so a row's answer
+    moves (by about 1e-4) with the rows it runs beside: trainer.predict answers a few texts
+    exactly as a server answers them in one request because both cut them here alike
+    (scripts/check-images.sh compares them)."""
+    cost, cut = [0.0] + [np.inf] * len(widths), [0] * (len(widths) + 1)
+    for end in range(1, len(widths) + 1):
+        for start in range(max(0, end - ROWS_PER_RUN), end):
+            found = cost[start] + RUN_TOKENS + (end - start) * int(widths[end - 1])
+            if found <= cost[end]:  # ties: the later cut, so full runs come first
+                cost[end], cut[end] = found, start
+    runs, end = [], len(widths)
+    while end:
+        runs.append(slice(cut[end], end))
+        end = cut[end]
+    return runs[::-1]
+
+
 def run_feeds(features: dict, names, order, width=int) -> tuple:
-    """(rows, feeds) of each run: ROWS_PER_RUN of the rows `order` lists (sorted by token count),
+    """(rows, feeds) of each run (cut_runs) of the rows `order` lists (sorted by token count),
     and their features `names`, cut to `width(their longest row)` tokens, as a run takes them."""
     lengths = np.asarray(features["input_mask"]).sum(axis=1)
-    rows = [order[start : start + ROWS_PER_RUN] for start in range(0, len(order), ROWS_PER_RUN)]
+    rows = [order[run] for run in cut_runs([width(int(n)) for n in lengths[order]])]
     feeds = []
     for run in rows:
         cut = width(int(lengths[run].max()))

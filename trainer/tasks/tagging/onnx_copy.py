@@ -380,14 +380,13 @@ class OnnxTagger:
     """A tagger's ONNX copy, loaded to read like its loaded SavedModel to trainer.inference.loaded_model:
     it answers through `serving_signature` (a tagger's export has no `predict_tokens`: its words
     and entities are read around the network), Tagger's words and answers around ONNX Runtime.
-    Called from one thread at a time (trainer.predict's loop, the server's inference thread);
-    `serving`: a server's (runtime.Runs)."""
+    Called from one thread at a time (trainer.predict's loop, the server's inference thread)."""
 
-    def __init__(self, copy_dir: str, serving: bool = False):
+    def __init__(self, copy_dir: str):
         found = runtime.signature_of(runtime.read_facts(copy_dir))
         self.serving_signature = ServingFunction(self.serve, ((), {name: None for name in found.inputs}), found.outputs)
         self.tagger = Tagger.from_dir(copy_dir)
-        self._runs = runtime.Runs(storage.join(copy_dir, runtime.MODEL), serving)
+        self._runs = runtime.Runs(storage.join(copy_dir, runtime.MODEL))
 
     def tokenize(self, texts) -> dict:
         """The windows' and words' features of `texts`, as the SavedModel's `tokenize` returns
@@ -400,9 +399,9 @@ class OnnxTagger:
 
     def logits(self, features: dict) -> np.ndarray:
         """The network's logits [N, max_seq_length, tags] of the windows' `features`, sorted by
-        length and run runtime.ROWS_PER_RUN at a time, each run cut to its longest row (the
-        sentence copies' runs; the SavedModel runs at most 128 windows per call, all cut to
-        their longest)."""
+        length and run as the sentence copies' rows are (runtime.cut_runs: runs of like lengths,
+        side by side; the SavedModel runs at most 128 windows per call, all cut to their
+        longest)."""
         lengths = np.asarray(features["input_mask"]).sum(axis=1)
         order = np.argsort(lengths, kind="stable")
         logits = np.zeros([len(order), self.tagger.max_seq_length, len(self.tagger.tag_names)], np.float32)

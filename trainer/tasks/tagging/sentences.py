@@ -92,10 +92,10 @@ class TaggedSentences(Unit):
 
         return int8.Int8TaggingModule(float32_module, flatbuffers)
 
-    def onnx_module(self, path: str, serving: bool):
+    def onnx_module(self, path: str):
         from trainer.tasks.tagging import onnx_copy
 
-        return onnx_copy.OnnxTagger(path, serving)
+        return onnx_copy.OnnxTagger(path)
 
     def onnx_files(self, preprocessor, label_names, reference) -> dict:
         from trainer.tasks.tagging import onnx_copy

@@ -78,9 +78,8 @@ class Unit(abc.ABC):
         """The LiteRT int8 copy beside a loaded float32 export, answering as that one does."""
 
     @abc.abstractmethod
-    def onnx_module(self, path: str, serving: bool):
-        """An ONNX copy in `path`, loaded (TensorFlow not needed); `serving`: for a server, whose
-        runs go one at a time on every core (serving/onnx/runtime.py: Runs)."""
+    def onnx_module(self, path: str):
+        """An ONNX copy in `path`, loaded (TensorFlow not needed)."""
 
     @abc.abstractmethod
     def onnx_files(self, preprocessor, label_names, reference) -> dict:

@@ -72,10 +72,10 @@ class Texts(Unit):
 
         return tflite.Int8Module(float32_module, flatbuffers)
 
-    def onnx_module(self, path: str, serving: bool):
+    def onnx_module(self, path: str):
         from trainer.serving.onnx import runtime
 
-        return runtime.OnnxModule(path, serving)
+        return runtime.OnnxModule(path)
 
     def onnx_files(self, preprocessor, label_names, reference) -> dict:
         return {}
