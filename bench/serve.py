@@ -79,7 +79,7 @@ def main():
         "(the baseline stays float32 trainer.predict)",
     )
     parser.add_argument("--max-batch-size", type=int, default=64)
-    parser.add_argument("--max-wait-ms", type=float, default=5.0)
+    parser.add_argument("--max-wait-ms", type=float, default=0.0)
     parser.add_argument("--train-examples", type=int, default=512)
     parser.add_argument("--max-seq-length", type=int, default=128)
     parser.add_argument("--timeout", type=float, default=600, help="Seconds allowed per client count.")

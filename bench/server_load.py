@@ -40,7 +40,7 @@ def start_server(
     work: str,
     precision: str = "float32",
     max_batch_size: int = 64,
-    max_wait_ms: float = 5.0,
+    max_wait_ms: float = 0.0,
     root: str = ROOT,
     flags=None,
 ):
@@ -95,7 +95,7 @@ def serve_rates(
     clients=(1, 4, 16),
     per_request: int = 1,
     max_batch_size: int = 64,
-    max_wait_ms: float = 5.0,
+    max_wait_ms: float = 0.0,
     timeout: float = 600,
     root: str = ROOT,
     flags=None,

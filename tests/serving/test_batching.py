@@ -92,3 +92,35 @@ def test_every_request_is_answered_whatever_the_batch_size(max_batch_size):
     requests = [[f"r{i}"] * (1 + i % 3) for i in range(20)]
     answers = asyncio.run(serve(FakeModel(), requests, max_batch_size=max_batch_size, max_wait=0.001))
     assert [a[0].shape[0] for a in answers] == [len(r) for r in requests]
+
+
+def test_without_a_wait_a_batch_is_what_queued_while_the_model_computed():
+    """--max-wait-ms 0 (trainer.serve's default): a lone request is computed at once, and the
+    requests that arrive meanwhile share the next call."""
+    import threading
+
+    computing, release = threading.Event(), threading.Event()
+    model = FakeModel()
+
+    def held(texts):
+        computing.set()
+        release.wait(10)
+        return model(texts)
+
+    async def arrivals():
+        with ThreadPoolExecutor(1) as executor:
+            batcher = MicroBatcher(held, 64, 0.0, executor)
+            loop_task = asyncio.create_task(batcher.run())
+            first = asyncio.create_task(batcher.predict(["first"]))
+            for _ in range(1000):
+                if computing.is_set():
+                    break
+                await asyncio.sleep(0.01)
+            rest = [asyncio.create_task(batcher.predict([f"r{i}"])) for i in range(5)]
+            await asyncio.sleep(0.05)
+            release.set()
+            await asyncio.gather(first, *rest)
+            loop_task.cancel()
+
+    asyncio.run(arrivals())
+    assert model.calls == [["first"], [f"r{i}" for i in range(5)]]

@@ -301,7 +301,11 @@ def build_arg_parser(env: vertex.ServingEnvironment) -> argparse.ArgumentParser:
         help="Most texts of concurrent requests run through the model at once.",
     )
     parser.add_argument(
-        "--max-wait-ms", type=float, default=5.0, help="Longest a request waits for others to share its batch."
+        "--max-wait-ms",
+        type=float,
+        default=0.0,
+        help="Longest a request waits for others to share its batch. At 0 a batch is what "
+        "queued while the model computed the one before (trainer/serving/batching.py).",
     )
     parser.add_argument("--max-instances", type=int, default=512, help="Most instances one request may carry.")
     parser.add_argument(
