@@ -94,11 +94,16 @@ def test_every_request_is_answered_whatever_the_batch_size(max_batch_size):
     assert [a[0].shape[0] for a in answers] == [len(r) for r in requests]
 
 
-def test_without_a_wait_a_batch_is_what_queued_while_the_model_computed():
-    """--max-wait-ms 0 (trainer.serve's default): a lone request is computed at once, and the
-    requests that arrive meanwhile share the next call."""
+def test_without_a_wait_a_batch_is_what_queued_while_the_model_computed(monkeypatch):
+    """--max-wait-ms 0 (trainer.serve's default): a lone request is computed at once (the
+    batcher's only waits are asyncio.wait_for timeouts: none here), and the requests that arrive
+    meanwhile share the next call."""
     import threading
 
+    waits, wait_for = [], asyncio.wait_for
+    monkeypatch.setattr(
+        asyncio, "wait_for", lambda awaitable, timeout: waits.append(timeout) or wait_for(awaitable, timeout)
+    )
     computing, release = threading.Event(), threading.Event()
     model = FakeModel()
 
@@ -124,3 +129,4 @@ def test_without_a_wait_a_batch_is_what_queued_while_the_model_computed():
 
     asyncio.run(arrivals())
     assert model.calls == [["first"], [f"r{i}" for i in range(5)]]
+    assert waits == []

@@ -14,11 +14,12 @@ Smoothing (`smoothed`), tried when every node in int8 is refused: SmoothQuant's 
 and its kernel's rows multiplied by s, the same function in float, with s = max|x|^alpha /
 max|w|^(1-alpha) (alpha: SMOOTHING) over the ranking rows. An encoder's dense inputs have a few
 channels many times larger than the rest, which set the input's one scale; divided down, the
-other channels keep their precision. On bench/onnx_copies.py's SST-2 model (2026-12-04, a 2-core Xeon with AMX) every
-node in int8 agreed on 98.60% of validation labels, smoothed on 99.30%: no node kept float. The
-design study (issue 66, the quickstart's model on 4,000 SST-2 texts it never saw, every node
-int8) chose alpha: the probabilities' mean difference from float32 was 0.0188 unsmoothed, 0.0334
-at 0.5, 0.0121 at 0.7, 0.0101 at 0.8, 0.0104 at 0.9, 0.0133 at 1.0.
+other channels keep their precision. On bench/onnx_copies.py's SST-2 model (2026-12-04, a
+2-core Xeon with AMX) every node in int8 agreed on 98.60% of validation labels, smoothed on
+99.30%: no node kept float. The design study (issue 66, the quickstart's model on 4,000 SST-2
+texts it never saw, every node int8) chose alpha: the probabilities' mean difference from
+float32 was 0.0188 unsmoothed, 0.0334 at 0.5, 0.0121 at 0.7, 0.0101 at 0.8, 0.0104 at 0.9,
+0.0133 at 1.0.
 
 The float fallback (`keep_float`): each candidate node is quantized alone and scored by how far
 the outputs move on ranking rows (training rows: not the check's); the most sensitive are then

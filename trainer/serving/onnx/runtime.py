@@ -196,8 +196,9 @@ def cut_runs(widths) -> list:
     (scripts/check-images.sh compares them)."""
     cost, cut = [0.0] + [np.inf] * len(widths), [0] * (len(widths) + 1)
     for end in range(1, len(widths) + 1):
+        widest = int(widths[end - 1])
         for start in range(max(0, end - ROWS_PER_RUN), end):
-            found = cost[start] + RUN_TOKENS + (end - start) * int(widths[end - 1])
+            found = cost[start] + RUN_TOKENS + (end - start) * widest
             if found <= cost[end]:  # ties: the later cut, so full runs come first
                 cost[end], cut[end] = found, start
     runs, end = [], len(widths)
